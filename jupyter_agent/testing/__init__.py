@@ -1,0 +1,41 @@
+"""Offline, OpenAI-compatible model server for tests, demos and notebooks.
+
+``ScriptedModelServer`` speaks the chat-completions protocol over real HTTP on
+loopback and answers from a script, so the real ``openai`` client parses real
+responses without a network or an API key. Run it from a shell with
+``python -m jupyter_agent.testing --script FILE``. Importing this package only
+defines classes: no sockets, files or environment are touched.
+"""
+
+from __future__ import annotations
+
+from jupyter_agent.testing.handler import Exchange
+from jupyter_agent.testing.protocol import estimate_completion_tokens, estimate_prompt_tokens
+from jupyter_agent.testing.script import (
+    ErrorSpec,
+    ScriptError,
+    Step,
+    StepLike,
+    ToolCallSpec,
+    UsageSpec,
+    load_script,
+    parse_step,
+    parse_steps,
+)
+from jupyter_agent.testing.server import ScriptedModelServer
+
+__all__ = [
+    "ErrorSpec",
+    "Exchange",
+    "ScriptError",
+    "ScriptedModelServer",
+    "Step",
+    "StepLike",
+    "ToolCallSpec",
+    "UsageSpec",
+    "estimate_completion_tokens",
+    "estimate_prompt_tokens",
+    "load_script",
+    "parse_step",
+    "parse_steps",
+]

@@ -1,0 +1,73 @@
+"""Command line: ``python -m jupyter_agent.testing --script FILE [--port N]``.
+
+Prints the base URL (``http://127.0.0.1:PORT/v1``) on stdout, flushed, then
+serves until SIGINT (Ctrl-C) or SIGTERM, and exits 0. A bad script exits 2 with
+the validation message on stderr; an unbindable port exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+
+from jupyter_agent.testing.script import ScriptError
+from jupyter_agent.testing.server import ScriptedModelServer
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of the CLI."""
+    parser = argparse.ArgumentParser(
+        prog="python -m jupyter_agent.testing",
+        description="Serve an OpenAI-compatible chat-completions API on loopback that"
+        " answers from a JSON script of steps.",
+    )
+    parser.add_argument("--script", required=True, metavar="FILE",
+                        help="JSON file holding a list of steps")
+    parser.add_argument("--port", type=int, default=0,
+                        help="TCP port (default: a free ephemeral port)")
+    parser.add_argument("--host", default="127.0.0.1", help="IPv4 address (default: 127.0.0.1)")
+    parser.add_argument("--require-api-key", metavar="KEY", default=None,
+                        help="answer 401 unless requests send 'Authorization: Bearer KEY'")
+    parser.add_argument("--model", action="append", dest="models", metavar="ID",
+                        help="model id listed by GET /v1/models (repeatable; default: scripted)")
+    parser.add_argument("--log", action="store_true", help="print one line per request on stderr")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        server = ScriptedModelServer.from_file(
+            args.script, port=args.port, host=args.host, require_api_key=args.require_api_key,
+            model_ids=args.models or ("scripted",), log_requests=args.log)
+    except ScriptError as err:
+        parser.error(str(err))
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        server.start()
+    except OSError as err:
+        print(f"cannot serve on {args.host}:{args.port}: {err}", file=sys.stderr)
+        return 1
+    print(server.base_url, flush=True)
+    try:
+        while not stop.wait(0.2):
+            pass
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
