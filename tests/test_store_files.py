@@ -1,0 +1,162 @@
+"""Atomic writes, permissions, write failures (spec: "Preventing Session Corruption...")."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jupyter_agent.store import SessionStore
+from jupyter_agent.store.files import atomic_write
+
+CHILD = str(Path(__file__).with_name("store_child.py"))
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def temp_files(directory: Path) -> list[Path]:
+    return [p for p in directory.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.fixture
+def open_umask() -> Iterator[None]:
+    """Umask 0: whatever the store creates keeps exactly the mode it asks for."""
+    old = os.umask(0)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def test_atomic_write_replaces_content_with_a_0600_file(tmp_path: Path, open_umask: None) -> None:
+    target = tmp_path / "f.json"
+    target.write_text("old")
+    os.chmod(target, 0o644)
+    atomic_write(target, b"new")
+    assert target.read_bytes() == b"new"
+    assert mode(target) == 0o600
+    assert temp_files(tmp_path) == []
+
+
+def test_store_creates_private_dirs_and_files(tmp_path: Path, open_umask: None) -> None:
+    root = tmp_path / "a" / "mem"
+    store = SessionStore(root)
+    sid = store.create_session([{"role": "user", "content": "secret"}])
+    store.write_notes("project", "notes")
+    assert mode(root) == 0o700
+    assert mode(store.sessions_dir) == 0o700
+    assert mode(store.session_path(sid)) == 0o600
+    assert mode(store.lock_path(sid)) == 0o600
+    assert mode(store.notes_path("project")) == 0o600
+    store.save_messages(
+        sid, [{"role": "user", "content": "secret"}, {"role": "assistant", "content": "x"}]
+    )
+    assert mode(store.session_path(sid)) == 0o600
+
+
+def test_existing_memory_dir_keeps_its_mode(tmp_path: Path) -> None:
+    root = tmp_path / "mine"
+    root.mkdir()
+    os.chmod(root, 0o755)
+    SessionStore(root).create_session([])
+    assert mode(root) == 0o755
+    assert mode(root / "sessions") == 0o700
+
+
+def test_constructing_a_store_does_no_io(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "never")
+    assert store.list_sessions() == []
+    assert store.read_notes("user") == ""
+    assert not (tmp_path / "never").exists()
+
+
+def test_directory_in_place_of_target_fails_cleanly(tmp_path: Path) -> None:
+    target = tmp_path / "f.json"
+    target.mkdir()
+    (target / "inside").write_text("kept")
+    with pytest.raises(IsADirectoryError):
+        atomic_write(target, b"data")
+    assert (target / "inside").read_text() == "kept"
+    assert temp_files(tmp_path) == []
+
+
+def test_fsync_failure_leaves_previous_file_and_no_temp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SessionStore(tmp_path)
+    first = [{"role": "user", "content": "one"}]
+    sid = store.create_session(first)
+    path = store.session_path(sid)
+    before = path.read_bytes()
+
+    def failing_fsync(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    with store.lease(sid):
+        monkeypatch.setattr(os, "fsync", failing_fsync)
+        with pytest.raises(OSError, match="No space left"):
+            store.save_messages(sid, [*first, {"role": "assistant", "content": "two"}])
+        monkeypatch.undo()
+        assert path.read_bytes() == before
+        assert temp_files(store.sessions_dir) == []
+        # the store's in-memory copy did not move ahead of the file
+        store.save_messages(sid, [*first, {"role": "assistant", "content": "2"}])
+    assert [m["content"] for m in store.load_session(sid).transcript] == ["one", "2"]
+
+
+def test_write_beyond_file_size_limit_fails_in_the_write_itself(tmp_path: Path) -> None:
+    """A real EFBIG from write(2) (RLIMIT_FSIZE in a child): the old file survives."""
+    store = SessionStore(tmp_path)
+    sid = store.create_session([{"role": "user", "content": "small"}])
+    path = store.session_path(sid)
+    before = path.read_bytes()
+    limit = len(before) + 4096
+    out = subprocess.run(
+        [sys.executable, CHILD, "fsize", str(tmp_path), sid, str(limit)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    result = json.loads(out.stdout)
+    assert result["errno"] == 27, result  # EFBIG: File too large
+    assert path.read_bytes() == before
+    assert temp_files(store.sessions_dir) == []
+    assert store.load_session(sid).messages == [{"role": "user", "content": "small"}]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
+def test_read_only_sessions_dir_raises_and_keeps_file(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    sid = store.create_session([])
+    before = store.session_path(sid).read_bytes()
+    os.chmod(store.sessions_dir, 0o500)
+    try:
+        with pytest.raises(PermissionError):
+            store.write_summary(sid, "x")
+    finally:
+        os.chmod(store.sessions_dir, 0o700)
+    assert store.session_path(sid).read_bytes() == before
+    assert temp_files(store.sessions_dir) == []
+
+
+def test_notes_read_write(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "mem")
+    assert store.read_notes("project") == ""
+    store.write_notes("project", "uses pandas\n")
+    store.write_notes("user", "likes plots \ud83d")
+    assert store.read_notes("project") == "uses pandas\n"
+    assert store.read_notes("user") == "likes plots \ufffd"
+    assert (tmp_path / "mem" / "project.md").read_text() == "uses pandas\n"
+    with pytest.raises(ValueError):
+        store.read_notes("team")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        store.write_notes("../x", "t")  # type: ignore[arg-type]

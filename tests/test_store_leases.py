@@ -1,0 +1,203 @@
+"""Leases: fcntl locks between real processes and between stores (spec: "Session Locks")."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_agent.errors import SessionLockedError
+from jupyter_agent.store import SessionStore
+
+CHILD = str(Path(__file__).with_name("store_child.py"))
+
+
+def run_child(mode: str, root: Path, sid: str, *extra: str) -> dict[str, object]:
+    out = subprocess.run(
+        [sys.executable, CHILD, mode, str(root), sid, *extra],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    result = json.loads(out.stdout)
+    assert isinstance(result, dict)
+    return result
+
+
+class Holder:
+    """A child process holding a session's lease until told to stop."""
+
+    def __init__(self, root: Path, sid: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, CHILD, "hold", str(root), sid],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        assert line == f"held {self.proc.pid}\n", line
+
+    def exit(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        assert self.proc.wait(timeout=60) == 0
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        assert self.proc.wait(timeout=60) == -signal.SIGKILL
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "mem"
+
+
+@pytest.fixture
+def sid(root: Path) -> Iterator[str]:
+    store = SessionStore(root)
+    yield store.create_session([{"role": "system", "content": "s"}], session_id="shared")
+    store.release_all()
+
+
+@pytest.fixture
+def holder(root: Path, sid: str) -> Iterator[Holder]:
+    h = Holder(root, sid)
+    yield h
+    if h.proc.poll() is None:
+        h.kill()
+
+
+def test_second_process_fails_at_once_naming_our_pid(root: Path, sid: str) -> None:
+    store = SessionStore(root)
+    with store.lease(sid):
+        result = run_child("try", root, sid)
+    assert result["error"] == "SessionLockedError"
+    assert result["pid"] == os.getpid()
+    assert str(os.getpid()) in str(result["message"])
+    # released: the child now succeeds
+    assert run_child("try", root, sid) == {"ok": True}
+    assert len(store.load_session(sid).messages) == 2
+
+
+def test_we_fail_naming_the_holder_then_succeed_after_it_exits(
+    root: Path, sid: str, holder: Holder
+) -> None:
+    store = SessionStore(root)
+    before = store.session_path(sid).read_bytes()
+    with pytest.raises(SessionLockedError) as info:
+        store.set_title(sid, "mine")
+    assert info.value.pid == holder.proc.pid
+    assert info.value.path == store.lock_path(sid)
+    assert str(holder.proc.pid) in str(info.value)
+    assert store.session_path(sid).read_bytes() == before
+    assert store.list_sessions()[0].status == "in use"
+    holder.exit()
+    store.set_title(sid, "mine")
+    assert store.load_session(sid).title == "mine"
+
+
+def test_lease_is_free_after_the_holder_is_sigkilled(root: Path, sid: str, holder: Holder) -> None:
+    store = SessionStore(root)
+    with pytest.raises(SessionLockedError):
+        store.acquire_lease(sid)
+    holder.kill()
+    store.acquire_lease(sid)
+    assert store.holds_lease(sid)
+    assert store.list_sessions()[0].status == "active"
+
+
+def test_reentrant_within_one_store(root: Path, sid: str) -> None:
+    store = SessionStore(root)
+    store.acquire_lease(sid)
+    with store.lease(sid), store.lease(sid):
+        store.set_title(sid, "nested")  # takes the lease again inside
+    assert store.holds_lease(sid)
+    assert run_child("try", root, sid)["error"] == "SessionLockedError"
+    store.acquire_lease(sid)
+    store.release_lease(sid)
+    assert store.holds_lease(sid)  # one acquire still outstanding
+    store.release_lease(sid)
+    assert not store.holds_lease(sid)
+    store.release_lease(sid)  # releasing a lease not held does nothing
+    assert run_child("try", root, sid) == {"ok": True}
+
+
+def test_release_all_drops_every_lease(root: Path) -> None:
+    store = SessionStore(root)
+    a = store.create_session([], session_id="a")
+    b = store.create_session([], session_id="b")
+    store.acquire_lease(a)
+    store.acquire_lease(a)
+    store.acquire_lease(b)
+    store.release_all()
+    assert not store.holds_lease(a) and not store.holds_lease(b)
+    assert run_child("try", root, a) == {"ok": True}
+    assert run_child("try", root, b) == {"ok": True}
+
+
+def test_two_stores_in_one_process_exclude_each_other(root: Path, sid: str) -> None:
+    first, second = SessionStore(root), SessionStore(root)
+    first.acquire_lease(sid)
+    with pytest.raises(SessionLockedError) as info:
+        second.save_messages(
+            sid, [{"role": "system", "content": "s"}, {"role": "user", "content": "x"}]
+        )
+    assert info.value.pid == os.getpid()
+    statuses = {s.id: s.status for s in second.list_sessions()}
+    assert statuses == {sid: "in use"}
+    assert first.list_sessions()[0].status == "active"
+    first.release_lease(sid)
+    assert second.list_sessions()[0].status == "idle"
+    assert first.list_sessions()[0].status == "idle"
+
+
+def test_listing_status_values(root: Path, holder: Holder) -> None:
+    store = SessionStore(root)
+    store.create_session([], session_id="mine")
+    store.create_session([], session_id="nobody")
+    store.acquire_lease("mine")
+    statuses = {s.id: s.status for s in store.list_sessions()}
+    assert statuses == {"mine": "active", "shared": "in use", "nobody": "idle"}
+    holder.kill()
+    statuses = {s.id: s.status for s in store.list_sessions()}
+    assert statuses == {"mine": "active", "shared": "idle", "nobody": "idle"}
+
+
+def test_lock_file_records_the_holder_pid(root: Path, sid: str) -> None:
+    store = SessionStore(root)
+    store.lock_path(sid).write_text("999999999 stale junk\n")
+    with store.lease(sid):
+        assert store.lock_path(sid).read_text() == f"{os.getpid()}\n"
+
+
+def _forked_child(store: SessionStore, sid: str, queue: Any) -> None:
+    held = store.holds_lease(sid)
+    try:
+        store.acquire_lease(sid)
+        queue.put((held, "acquired"))
+    except SessionLockedError as err:
+        queue.put((held, err.pid))
+
+
+def test_lease_is_not_inherited_through_fork(root: Path, sid: str) -> None:
+    store = SessionStore(root)
+    store.acquire_lease(sid)
+    ctx = multiprocessing.get_context("fork")  # the child gets the store object as is
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_forked_child, args=(store, sid, queue))
+    proc.start()
+    held, outcome = queue.get(timeout=60)
+    proc.join(timeout=60)
+    assert held is False  # the parent's lease is not the child's
+    assert outcome == os.getpid()  # and the child is refused, naming the parent
+    assert store.holds_lease(sid)

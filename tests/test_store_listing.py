@@ -1,0 +1,168 @@
+"""Listing saved sessions (spec: "Listing Saved Sessions")."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from jupyter_agent.store import (
+    MemoryStore,
+    SessionInfo,
+    SessionListing,
+    SessionState,
+    SessionStore,
+    Usage,
+)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SessionStore:
+    return SessionStore(tmp_path / "mem")
+
+
+def set_updated(store: SessionStore, sid: str, when: datetime) -> None:
+    path = store.session_path(sid)
+    data = json.loads(path.read_text())
+    data["updated_at"] = when.isoformat()
+    path.write_text(json.dumps(data))
+
+
+def test_newest_first(store: SessionStore) -> None:
+    base = datetime(2026, 1, 1, tzinfo=UTC)
+    for i, sid in enumerate(["b", "c", "a"]):
+        store.create_session([], session_id=sid)
+        set_updated(store, sid, base + timedelta(hours=[2, 1, 3][i]))
+    assert [s.id for s in store.list_sessions()] == ["a", "b", "c"]
+    store.write_summary("c", "now the newest")
+    assert [s.id for s in store.list_sessions()] == ["c", "a", "b"]
+    infos = MemoryStore(store.root).list_sessions()
+    assert [type(i) for i in infos] == [SessionInfo] * 3
+    assert infos[0] == SessionInfo(
+        id="c", updated_at=store.load_session("c").updated_at, summary="now the newest"
+    )
+
+
+def test_listing_fields(store: SessionStore) -> None:
+    sid = store.create_session(
+        [
+            {"role": "system", "content": "s"},
+            {"role": "user", "content": [{"type": "text", "text": "x" * 300}]},
+            {"role": "assistant", "content": "ok"},
+        ],
+        title="T",
+    )
+    store.save_state(sid, SessionState(tool_calls=4, usage=Usage(cost_usd=0.25)))
+    (entry,) = store.list_sessions()
+    assert isinstance(entry, SessionListing)
+    record = store.load_session(sid)
+    assert entry.model_dump() == {
+        "id": sid,
+        "updated_at": record.updated_at,
+        "summary": "",
+        "title": "T",
+        "archived": False,
+        "status": "idle",
+        "created_at": record.created_at,
+        "message_count": 3,
+        "cost_usd": 0.25,
+        "tool_calls": 4,
+        "first_prompt": "x" * 200,
+    }
+
+
+def test_message_count_is_the_transcript_length(store: SessionStore) -> None:
+    sid = store.create_session(
+        [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    )
+    store.compact(sid, [{"role": "user", "content": "summary"}], summary="s")
+    (entry,) = store.list_sessions()
+    assert entry.message_count == 2
+    assert entry.first_prompt == "a"
+
+
+def test_archived_sessions_are_filtered(store: SessionStore) -> None:
+    store.create_session([], session_id="kept")
+    store.create_session([], session_id="old")
+    store.set_archived("old")
+    assert [s.id for s in store.list_sessions()] == ["kept"]
+    listed = {s.id: s.archived for s in store.list_sessions(include_archived=True)}
+    assert listed == {"kept": False, "old": True}
+    assert {i.id for i in MemoryStore(store.root).list_sessions()} == {"kept", "old"}
+
+
+def test_malformed_entries_are_skipped(store: SessionStore) -> None:
+    store.create_session([{"role": "user", "content": "fine"}], session_id="good")
+    sessions = store.sessions_dir
+    bad_files = {
+        "empty.json": b"",
+        "truncated.json": store.session_path("good").read_bytes()[:40],
+        "notjson.json": b"not json at all",
+        "array.json": b"[]",
+        "string.json": b'"a string"',
+        "types.json": b'{"id": "types", "created_at": "2025-01-01T00:00:00Z", "updated_at": [], '
+        b'"summary": 5, "messages": {}}',
+        "noid.json": b'{"created_at": "2025-01-01T00:00:00Z"}',
+        "newer.json": json.dumps(
+            {
+                **json.loads(store.session_path("good").read_text()),
+                "id": "newer",
+                "schema_version": 99,
+            }
+        ).encode(),
+        "mismatch.json": store.session_path("good").read_bytes(),  # holds id "good"
+        "bad.name.json": store.session_path("good").read_bytes(),
+        ".good.json.abc123.tmp": b"{",
+        "good.json.tmp": b"{",
+        "deep.json": b"[" * 100_000,
+    }
+    for name, content in bad_files.items():
+        (sessions / name).write_bytes(content)
+    (sessions / "adir.json").mkdir()
+    os.mkfifo(sessions / "fifo.json")  # opening it must not block the listing
+    os.symlink(sessions / "missing-target.json", sessions / "dangling.json")
+    legacy = {
+        "id": "legacy",
+        "created_at": "2025-01-01T00:00:00",
+        "updated_at": "2025-01-02T00:00:00",
+        "summary": "old",
+        "messages": [{"role": "user", "content": "from before"}],
+    }
+    (sessions / "legacy.json").write_text(json.dumps(legacy))
+
+    listing = store.list_sessions()
+    assert [s.id for s in listing] == ["good", "legacy"]
+    old = listing[1]
+    assert (old.summary, old.message_count, old.first_prompt, old.archived, old.title) == (
+        "old",
+        1,
+        "from before",
+        False,
+        "",
+    )
+    assert [i.id for i in MemoryStore(store.root).list_sessions()] == ["good", "legacy"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can read any file")
+def test_unreadable_file_is_skipped(store: SessionStore) -> None:
+    store.create_session([], session_id="secret")
+    store.create_session([], session_id="open")
+    os.chmod(store.session_path("secret"), 0)
+    assert [s.id for s in store.list_sessions()] == ["open"]
+
+
+def test_listing_sees_changes_to_files(store: SessionStore) -> None:
+    sid = store.create_session([], session_id="s1")
+    assert store.list_sessions()[0].summary == ""
+    other = SessionStore(store.root)
+    other.write_summary(sid, "changed elsewhere")
+    assert store.list_sessions()[0].summary == "changed elsewhere"
+    other.delete_session(sid)
+    assert store.list_sessions() == []
+
+
+def test_missing_sessions_dir_lists_nothing(tmp_path: Path) -> None:
+    assert SessionStore(tmp_path / "nothing").list_sessions() == []

@@ -1,0 +1,340 @@
+"""SessionStore: create/load, save_messages, compaction, state, summaries, metadata, delete."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from openai.types.chat import ChatCompletionMessage
+from openai.types.chat.chat_completion_message_tool_call import ChatCompletionMessageToolCall
+
+from jupyter_agent.errors import ContextMismatchError, CorruptSessionError, SessionNotFoundError
+from jupyter_agent.store import MemoryStore, SessionState, SessionStore, TodoItem, Usage
+
+SYSTEM = {"role": "system", "content": "You analyse data."}
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def assistant(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SessionStore:
+    return SessionStore(tmp_path / "mem")
+
+
+def test_create_and_load(store: SessionStore) -> None:
+    sid = store.create_session([SYSTEM], title="Penguins", project_root="/proj")
+    assert store.exists(sid)
+    record = store.load_session(sid)
+    assert record.id == sid
+    assert record.messages == record.transcript == [SYSTEM]
+    assert (record.title, record.project_root, record.summary) == ("Penguins", "/proj", "")
+    assert record.created_at == record.updated_at
+    assert not store.holds_lease(sid)  # create does not keep the lease
+
+
+def test_create_with_existing_id_raises(store: SessionStore) -> None:
+    store.create_session([SYSTEM], session_id="fixed")
+    before = store.session_path("fixed").read_bytes()
+    with pytest.raises(FileExistsError):
+        store.create_session([user("other")], session_id="fixed")
+    assert store.session_path("fixed").read_bytes() == before
+
+
+def test_unknown_session(store: SessionStore) -> None:
+    assert not store.exists("nope")
+    with pytest.raises(SessionNotFoundError) as info:
+        store.load_session("nope")
+    assert info.value.path == store.session_path("nope")
+    for op in (
+        lambda: store.save_messages("nope", []),
+        lambda: store.delete_session("nope"),
+        lambda: store.write_summary("nope", "s"),
+        lambda: store.ensure_summary("nope"),
+    ):
+        with pytest.raises(SessionNotFoundError):
+            op()
+    assert not store.session_path("nope").exists()
+
+
+def test_openai_objects_and_dicts_persist_tool_calls(store: SessionStore) -> None:
+    sid = store.create_session([SYSTEM])
+    call = ChatCompletionMessageToolCall(
+        id="call_1",
+        type="function",
+        function={"name": "run_python", "arguments": '{"code": "2+2"}'},
+    )
+    messages: list[Any] = [
+        SYSTEM,
+        user("add"),
+        ChatCompletionMessage(role="assistant", content=None, tool_calls=[call]),
+        {"role": "tool", "tool_call_id": "call_1", "content": "4"},
+        ChatCompletionMessage(role="assistant", content="It is 4."),
+    ]
+    store.save_messages(sid, messages)
+    store.save_messages(sid, messages)  # same objects again: accepted, nothing new
+    record = SessionStore(store.root).load_session(sid)
+    assert record.messages[2] == {
+        "role": "assistant",
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "run_python", "arguments": '{"code": "2+2"}'},
+            }
+        ],
+    }
+    assert record.messages[3]["tool_call_id"] == "call_1"
+    assert record.messages[4] == {"role": "assistant", "content": "It is 4."}
+    assert record.transcript == record.messages
+    # the agent continues with the loaded dicts plus a new message
+    store.save_messages(sid, [*record.messages, user("thanks")])
+    assert len(store.load_session(sid).transcript) == 6
+
+
+@pytest.mark.parametrize(
+    ("given", "index"),
+    [
+        ([SYSTEM, user("CHANGED"), user("new")], 1),
+        ([SYSTEM], 1),
+        ([], 0),
+        ([assistant("x"), user("a"), user("b")], 0),
+    ],
+)
+def test_context_mismatch_raises_and_writes_nothing(
+    store: SessionStore, given: list[dict[str, Any]], index: int
+) -> None:
+    sid = store.create_session([SYSTEM, user("a")])
+    path = store.session_path(sid)
+    before, stat_before = path.read_bytes(), path.stat()
+    with pytest.raises(ContextMismatchError) as info:
+        store.save_messages(sid, given)
+    assert isinstance(info.value, ValueError)
+    assert info.value.index == index
+    assert path.read_bytes() == before
+    assert path.stat().st_ino == stat_before.st_ino
+
+
+def test_surrogate_message_still_matches_its_saved_copy(store: SessionStore) -> None:
+    sid = store.create_session([SYSTEM])
+    messages = [SYSTEM, user("emoji cut \ud83d")]
+    store.save_messages(sid, messages)
+    store.save_messages(sid, [*messages, assistant("ok")])  # no ContextMismatchError
+    raw = store.session_path(sid).read_bytes()
+    raw.decode("utf-8")  # strict: no surrogates on disk
+    record = store.load_session(sid)
+    assert record.messages[1]["content"] == "emoji cut \ufffd"
+    assert len(record.transcript) == 3
+
+
+def test_compaction_replaces_working_context_only(store: SessionStore) -> None:
+    turns = [
+        SYSTEM,
+        user("q1"),
+        assistant("a1"),
+        user("q2"),
+        assistant("a2"),
+        user("q3"),
+        assistant("a3"),
+    ]
+    sid = store.create_session([SYSTEM])
+    store.save_messages(sid, turns)
+    summary_msg = user("Summary: asked q1, q2.")
+    compacted = [SYSTEM, summary_msg, user("q3"), assistant("a3")]
+    store.compact(sid, compacted, summary="asked q1, q2")
+    record = store.load_session(sid)
+    assert record.messages == compacted
+    assert record.transcript == turns
+    (event,) = record.compactions
+    assert (event.summary, event.replaced, event.transcript_length) == ("asked q1, q2", 4, 7)
+    assert event.at.tzinfo is not None and event.at >= record.created_at
+    # later saves extend the compacted context; only new messages reach the transcript
+    store.save_messages(sid, [*compacted, user("q4")])
+    record = store.load_session(sid)
+    assert record.messages == [*compacted, user("q4")]
+    assert record.transcript == [*turns, user("q4")]
+    # the old, longer context no longer matches
+    with pytest.raises(ContextMismatchError):
+        store.save_messages(sid, [*turns, user("q4")])
+    store.compact(sid, [SYSTEM, user("all")], summary="all", replaced=10)
+    assert store.load_session(sid).compactions[1].replaced == 10
+
+
+def test_state_round_trip_and_isolation(store: SessionStore) -> None:
+    sid = store.create_session([SYSTEM])
+    state = SessionState(
+        scratchpad="notes \ud83d",
+        todos=[
+            TodoItem(id=1, text="load", status="done"),
+            TodoItem(id=2, text="plot", retries=2, status="failed"),
+        ],
+        tool_calls=7,
+        usage=Usage(
+            input_tokens=1200, output_tokens=300, cost_usd=0.0123, calls=4, price_unknown=True
+        ),
+    )
+    store.save_state(sid, state)
+    state.todos[0].text = "mutated after saving"
+    loaded = SessionStore(store.root).load_session(sid).state
+    assert loaded.todos[0].text == "load"
+    assert loaded.scratchpad == "notes \ufffd"
+    assert loaded.todos[1] == TodoItem(id=2, text="plot", retries=2, status="failed")
+    assert loaded.tool_calls == 7
+    assert loaded.usage == Usage(
+        input_tokens=1200, output_tokens=300, cost_usd=0.0123, calls=4, price_unknown=True
+    )
+    store.save_state(sid, {"scratchpad": "x", "tool_calls": 1})
+    assert store.load_session(sid).state.scratchpad == "x"
+
+
+def test_unchanged_state_is_not_rewritten(store: SessionStore) -> None:
+    sid = store.create_session([SYSTEM])
+    store.save_state(sid, SessionState(tool_calls=3))
+    inode = store.session_path(sid).stat().st_ino
+    store.save_state(sid, SessionState(tool_calls=3))
+    store.save_messages(sid, [SYSTEM])
+    assert store.session_path(sid).stat().st_ino == inode
+
+
+def test_write_summary_updates_timestamp(store: SessionStore) -> None:
+    sid = store.create_session([SYSTEM])
+    before = store.load_session(sid).updated_at
+    store.write_summary(sid, "Goal: plots. Done: load. Left: fit.")
+    record = store.load_session(sid)
+    assert record.summary == "Goal: plots. Done: load. Left: fit."
+    assert record.updated_at > before
+    MemoryStore(store.root).write_summary(sid, "from the base class")
+    assert store.load_session(sid).summary == "from the base class"
+
+
+def test_ensure_summary_fallback(store: SessionStore) -> None:
+    messages = [
+        SYSTEM,
+        user("first"),
+        assistant("one"),
+        user("second"),
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c", "content": "tool output"},
+        assistant("  two  "),
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "third"},
+                {"type": "image_url", "image_url": {"url": "x"}},
+            ],
+        },
+        assistant(""),
+        assistant("three"),
+        user("fourth"),
+    ]
+    sid = store.create_session(messages)
+    expected = "user: second\nassistant: two\nuser: third\nassistant: three\nuser: fourth"
+    expected = "assistant: one\n" + expected
+    assert store.ensure_summary(sid) == expected
+    assert store.load_session(sid).summary == expected
+    store.write_summary(sid, "written by the model")
+    assert store.ensure_summary(sid) == "written by the model"
+
+
+def test_ensure_summary_is_at_most_2000_code_points(store: SessionStore) -> None:
+    sid = store.create_session([user("😀" * 3000)])
+    summary = store.ensure_summary(sid)
+    assert len(summary) == 2000
+    assert summary.startswith("user: 😀")
+    summary.encode("utf-8")  # never cut inside a character
+    empty = store.create_session([SYSTEM])
+    assert store.ensure_summary(empty) == ""
+
+
+def test_title_and_archive_keep_updated_at(store: SessionStore) -> None:
+    sid = store.create_session([SYSTEM])
+    updated = store.load_session(sid).updated_at
+    store.set_title(sid, "Penguin bills")
+    store.set_archived(sid)
+    record = store.load_session(sid)
+    assert (record.title, record.archived, record.updated_at) == ("Penguin bills", True, updated)
+    store.set_archived(sid, archived=False)
+    assert store.load_session(sid).archived is False
+
+
+def test_delete_keeps_the_lock_file(store: SessionStore) -> None:
+    sid = store.create_session([SYSTEM])
+    store.delete_session(sid)
+    assert not store.exists(sid)
+    assert store.lock_path(sid).exists()
+    with pytest.raises(SessionNotFoundError):
+        store.load_session(sid)
+    store.create_session([SYSTEM], session_id=sid)  # the ID can be reused
+    assert store.exists(sid)
+
+
+CORRUPT = {
+    "empty": b"",
+    "truncated": b'{"schema_version": 1, "id": "bad", "messages": [{"role": "us',
+    "not json": b"hello",
+    "array": b"[1, 2]",
+    "wrong types": b'{"schema_version": 1, "id": "bad", "created_at": "yesterday", '
+    b'"updated_at": 5, "messages": "x"}',
+    "invalid utf-8": b'{"id": "bad\xff"}',
+    "other id": b'{"id": "other", "created_at": "2025-01-01T00:00:00Z", '
+    b'"updated_at": "2025-01-01T00:00:00Z", "summary": "", "messages": []}',
+}
+
+
+@pytest.mark.parametrize("content", CORRUPT.values(), ids=CORRUPT.keys())
+def test_corrupt_file_raises_naming_path_and_is_untouched(
+    store: SessionStore, content: bytes
+) -> None:
+    store.create_session([SYSTEM], session_id="bad")
+    path = store.session_path("bad")
+    path.write_bytes(content)
+    with pytest.raises(CorruptSessionError) as info:
+        store.load_session("bad")
+    assert info.value.path == path and str(path) in str(info.value)
+    with pytest.raises(CorruptSessionError):
+        store.save_messages("bad", [SYSTEM])
+    assert path.read_bytes() == content
+    assert "bad" not in [s.id for s in store.list_sessions()]
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_non_regular_session_file_is_corrupt_not_a_hang(store: SessionStore, kind: str) -> None:
+    path = store.session_path("odd")
+    path.parent.mkdir(parents=True)
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+    with pytest.raises(CorruptSessionError) as info:
+        store.load_session("odd")
+    assert str(path) in str(info.value)
+
+
+def test_in_memory_copy_notices_a_non_cooperating_writer(store: SessionStore) -> None:
+    sid = store.create_session([SYSTEM])
+    path = store.session_path(sid)
+    with store.lease(sid):
+        store.save_messages(sid, [SYSTEM, user("a")])
+        data = json.loads(path.read_text())  # someone edits the file by hand
+        data["messages"].append(assistant("edited"))
+        data["transcript"].append(assistant("edited"))
+        path.write_text(json.dumps(data))
+        os.utime(path, ns=(1, 1))
+        with pytest.raises(ContextMismatchError):
+            store.save_messages(sid, [SYSTEM, user("a"), user("b")])
+        store.save_messages(sid, [SYSTEM, user("a"), assistant("edited"), user("b")])
+    assert len(store.load_session(sid).transcript) == 4
