@@ -1,0 +1,100 @@
+"""Executing one tool batch: the calls of one assistant message, in order.
+
+The batch is recorded by the caller in *one* save after it completes (spec: "after
+completing a batch of tool calls with results"). If anything interrupts it --
+``KeyboardInterrupt`` from a tool, from the approval prompt or from an ``on_event``
+callback -- :meth:`BatchProgress.finish_interrupted` answers every call that has no
+result yet (the running one: "interrupted"; the rest: "not executed"), so the saved
+batch is complete and the next request is accepted by the API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from jupyter_agent.agent.context import synthetic_result
+from jupyter_agent.agent.events import EventCallback, ToolCallEnd, ToolCallStart
+from jupyter_agent.agent.pyexec import truncate
+from jupyter_agent.agent.tools import ToolRegistry
+from jupyter_agent.store import to_message_dict
+
+__all__ = ["INTERRUPTED_PENDING", "INTERRUPTED_RUNNING", "BatchProgress", "execute_batch"]
+
+INTERRUPTED_RUNNING = "interrupted by the user while this tool call was running"
+INTERRUPTED_PENDING = "not executed: the tool batch was interrupted by the user"
+
+
+@dataclass
+class BatchProgress:
+    """Results of a batch so far (caller-owned, so they survive an interrupt).
+
+    Attributes
+    ----------
+    calls : list of dict
+        The assistant message's ``tool_calls``.
+    results : list of dict
+        ``tool`` messages, in call order, for the calls that finished.
+    running : str or None
+        The ID of the call executing right now.
+    """
+
+    calls: list[dict[str, Any]]
+    results: list[dict[str, Any]] = field(default_factory=list)
+    running: str | None = None
+
+    def finish_interrupted(self) -> list[dict[str, Any]]:
+        """Answer every call without a result; return all results in call order."""
+        answered = {r["tool_call_id"] for r in self.results}
+        for call in self.calls:
+            if call["id"] not in answered:
+                running = call["id"] == self.running
+                reason = INTERRUPTED_RUNNING if running else INTERRUPTED_PENDING
+                self.results.append(synthetic_result(call["id"], reason))
+        self.running = None
+        return self.results
+
+
+def execute_batch(
+    progress: BatchProgress,
+    registry: ToolRegistry,
+    *,
+    emit: EventCallback,
+    on_start: Callable[[], object],
+    max_output_chars: int,
+) -> list[dict[str, Any]]:
+    """Run every call of ``progress.calls``; return the ``tool`` messages.
+
+    Parameters
+    ----------
+    progress : BatchProgress
+        Filled as calls finish.
+    registry : ToolRegistry
+        Where tools are looked up (an unknown name is an error result).
+    emit : callable
+        Receives :class:`ToolCallStart` and :class:`ToolCallEnd`.
+    on_start : callable
+        Called as each call starts (the agent counts session tool calls there).
+    max_output_chars : int
+        Each result is cut to this many code points.
+
+    Raises
+    ------
+    BaseException
+        Whatever interrupted the batch (``KeyboardInterrupt``...); tool failures
+        themselves are results, not exceptions.
+    """
+    for call in progress.calls:
+        call_id, function = call["id"], call.get("function") or {}
+        name, arguments = str(function.get("name", "")), str(function.get("arguments", ""))
+        emit(ToolCallStart(call_id, name, arguments))
+        progress.running = call_id
+        on_start()
+        outcome = registry.invoke(name, arguments)
+        text = truncate(outcome.text, max_output_chars)
+        message = to_message_dict({"role": "tool", "tool_call_id": call_id, "content": text})
+        progress.results.append(message)
+        progress.running = None
+        emit(ToolCallEnd(call_id, name, message["content"], outcome.ok))
+    return progress.results

@@ -1,0 +1,331 @@
+"""The built-in tools: kernel Python, variables, scratchpad, todos, summary, notes.
+
+Each public method of :class:`BuiltinTools` listed in :data:`BUILTIN_TOOL_NAMES` is a
+tool; its schema is generated from the signature and numpydoc docstring by
+:func:`~jupyter_agent.agent.tools.tool_from_function` (the docstrings below are what
+the model reads).
+
+Results are not cut here: the loop cuts every tool result (built-in or not) to
+``max_output_chars`` code points in one place. Only ``run_python`` runs arbitrary
+code, so only it is subject to the approval policy (``"auto"`` runs, ``"ask"`` shows
+the code and asks on stdin, ``"deny"`` refuses). A refusal is a tool result the model
+sees, never an exception. Scratchpad and todo
+changes mutate the agent's :class:`~jupyter_agent.store.SessionState` in place; the
+loop checkpoints it after the tool batch.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+from collections.abc import Callable
+from typing import Any, Literal
+
+from IPython.core.error import StdinNotImplementedError
+
+from jupyter_agent.agent.pyexec import format_outcome, run_code
+from jupyter_agent.agent.tools import MemoryContext, Tool, ToolError, tool_from_function
+from jupyter_agent.store import SessionState, TodoItem
+
+__all__ = ["BUILTIN_TOOL_NAMES", "ApprovalPolicy", "BuiltinTools", "ask_on_stdin"]
+
+ApprovalPolicy = Literal["auto", "ask", "deny"]
+TodoStatus = Literal["pending", "in_progress", "done", "failed"]
+
+BUILTIN_TOOL_NAMES = (
+    "run_python",
+    "list_variables",
+    "describe_variable",
+    "read_scratchpad",
+    "write_scratchpad",
+    "add_todo",
+    "update_todo",
+    "list_todos",
+    "write_summary",
+    "remember",
+)
+
+NO_STDIN_REFUSAL = (
+    "refused: the approval policy is 'ask' but there is no stdin to ask the user on "
+    "(headless run). The user can allow code with "
+    '`%config AgentMagics.approve = "auto"` or `--approve auto`.'
+)
+DECLINED_REFUSAL = "refused: the user declined to run this code."
+DENY_REFUSAL = "refused: running code is disabled by the approval policy ('deny')."
+
+_HIDDEN_TYPES = ("module",)
+
+
+def ask_on_stdin(code: str) -> bool:
+    """Show ``code`` and ask ``Run this code? [y/N]`` with :func:`input`.
+
+    Returns True only for "y"/"yes".
+
+    Raises
+    ------
+    EOFError, IPython.core.error.StdinNotImplementedError, OSError
+        When there is no usable stdin (the caller refuses the call).
+    """
+    print("The agent wants to run this code:\n" + code)
+    answer = builtins.input("Run this code? [y/N] ")
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _short_repr(value: Any, limit: int = 100) -> str:
+    try:
+        text = repr(value)
+    except Exception as exc:
+        text = f"<repr failed: {type(exc).__name__}>"
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class BuiltinTools:
+    """The built-in tools of one agent.
+
+    Parameters
+    ----------
+    get_state : callable
+        Returns the agent's current :class:`SessionState` (mutated in place).
+    shell : IPython shell, optional
+        Whose ``user_ns`` ``run_python`` uses; else ``IPython.get_ipython()``; else a
+        private namespace owned by this object.
+    approval : {"auto", "ask", "deny"}
+    ask : callable, optional
+        ``ask(code) -> bool``; defaults to :func:`ask_on_stdin`.
+    """
+
+    def __init__(
+        self,
+        get_state: Callable[[], SessionState],
+        *,
+        shell: Any = None,
+        approval: ApprovalPolicy = "ask",
+        ask: Callable[[str], bool] | None = None,
+    ) -> None:
+        self._get_state = get_state
+        self.shell = shell
+        self.approval: ApprovalPolicy = approval
+        self.ask = ask or ask_on_stdin
+        self.memory = MemoryContext(None, None)
+        self.summary_written = False
+        self.notify: Callable[[str], object] = lambda text: None
+        self._private_ns: dict[str, Any] = {"__name__": "__main__"}
+
+    def tools(self) -> list[Tool]:
+        """The built-in tools, in :data:`BUILTIN_TOOL_NAMES` order."""
+        return [
+            tool_from_function(getattr(self, name), runs_code=name == "run_python")
+            for name in BUILTIN_TOOL_NAMES
+        ]
+
+    # -- the kernel -----------------------------------------------------------------
+
+    def namespace(self) -> dict[str, Any]:
+        """The namespace ``run_python`` executes in."""
+        shell = self.shell
+        if shell is None:
+            from IPython import get_ipython
+
+            shell = get_ipython()
+        if shell is not None:
+            ns: dict[str, Any] = shell.user_ns
+            return ns
+        return self._private_ns
+
+    def _hidden_names(self) -> set[str]:
+        shell = self.shell
+        if shell is None:
+            from IPython import get_ipython
+
+            shell = get_ipython()
+        return set(getattr(shell, "user_ns_hidden", {}) or {})
+
+    def _approve(self, code: str) -> str | None:
+        """None when the code may run, else the refusal text."""
+        if self.approval == "auto":
+            return None
+        refusal: str | None = DENY_REFUSAL
+        if self.approval != "deny":
+            try:
+                refusal = None if self.ask(code) else DECLINED_REFUSAL
+            except (EOFError, StdinNotImplementedError, OSError):
+                refusal = NO_STDIN_REFUSAL
+        if refusal is not None:
+            self.notify(f"run_python {refusal}")
+        return refusal
+
+    def run_python(self, code: str) -> str:
+        """Run Python code in the user's IPython kernel namespace and return its output.
+
+        Variables persist between calls and are shared with the user's notebook.
+        Returns stdout, stderr, the repr of a final expression, and any exception as
+        text; long output is cut.
+
+        Parameters
+        ----------
+        code : str
+            Python source to execute, like a notebook cell.
+        """
+        refusal = self._approve(code)
+        if refusal is not None:
+            raise ToolError(refusal)
+        outcome = run_code(code, self.namespace())
+        text = format_outcome(outcome)
+        if not outcome.ok:
+            raise ToolError(text)
+        return text
+
+    def list_variables(self) -> str:
+        """List the user's variables in the kernel: name, type and a short preview."""
+        hidden = self._hidden_names()
+        rows = []
+        for name, value in list(self.namespace().items()):
+            if name.startswith("_") or name in hidden:
+                continue
+            type_name = type(value).__name__
+            if type_name in _HIDDEN_TYPES:
+                continue
+            shape = getattr(value, "shape", None)
+            preview = f"shape={shape}" if isinstance(shape, tuple) else _short_repr(value)
+            rows.append(f"{name}: {type_name} = {preview}")
+        return "\n".join(rows) or "(no user variables)"
+
+    def describe_variable(self, name: str) -> str:
+        """Describe one variable: for a DataFrame its shape, dtypes and first rows; for
+        anything else its type, length and a (cut) repr.
+
+        Parameters
+        ----------
+        name : str
+            The variable's name in the kernel namespace.
+        """
+        ns = self.namespace()
+        if name not in ns:
+            raise ToolError(f"no variable named {name!r}")
+        value = ns[name]
+        module = type(value).__module__ or ""
+        lines = [f"{name}: {module}.{type(value).__qualname__}"]
+        if module.startswith("pandas") and hasattr(value, "dtypes") and hasattr(value, "head"):
+            lines.append(f"shape: {value.shape}")
+            dtypes = value.dtypes
+            lines.append(
+                "dtypes:\n" + (dtypes.to_string() if hasattr(dtypes, "to_string") else str(dtypes))
+            )
+            lines.append("head:\n" + value.head().to_string())
+        else:
+            for attr in ("shape", "dtype"):
+                if hasattr(value, attr):
+                    lines.append(f"{attr}: {getattr(value, attr)}")
+            with contextlib.suppress(Exception):
+                lines.append(f"len: {len(value)}")
+            lines.append("repr: " + _short_repr(value, 2_000))
+        return "\n".join(lines)
+
+    # -- scratchpad and todos ---------------------------------------------------------
+
+    def read_scratchpad(self) -> str:
+        """Read the session's scratchpad (your working notes for this session)."""
+        return self._get_state().scratchpad or "(the scratchpad is empty)"
+
+    def write_scratchpad(self, text: str, append: bool = False) -> str:
+        """Replace (or append to) the session's scratchpad.
+
+        Parameters
+        ----------
+        text : str
+            The new scratchpad content.
+        append : bool
+            Append ``text`` on a new line instead of replacing the content.
+        """
+        state = self._get_state()
+        if append and state.scratchpad:
+            state.scratchpad = state.scratchpad.rstrip("\n") + "\n" + text
+        else:
+            state.scratchpad = text
+        return f"scratchpad saved ({len(state.scratchpad):,} characters)"
+
+    def add_todo(self, text: str) -> str:
+        """Add an item to the session's todo list (status "pending").
+
+        Parameters
+        ----------
+        text : str
+            What needs doing.
+        """
+        state = self._get_state()
+        item_id = max((t.id for t in state.todos), default=0) + 1
+        state.todos.append(TodoItem(id=item_id, text=text))
+        return f"added todo #{item_id}"
+
+    def update_todo(self, id: int, status: TodoStatus) -> str:
+        """Set a todo item's status; moving it to "failed" counts one more retry.
+
+        Parameters
+        ----------
+        id : int
+            The item's number, as shown by list_todos.
+        status : str
+            One of "pending", "in_progress", "done", "failed".
+        """
+        state = self._get_state()
+        for index, item in enumerate(state.todos):
+            if item.id == id:
+                retries = item.retries + (1 if status == "failed" else 0)
+                state.todos[index] = item.model_copy(update={"status": status, "retries": retries})
+                return f"todo #{id} is now {status} (retries: {retries})"
+        raise ToolError(f"no todo #{id}")
+
+    def list_todos(self) -> str:
+        """List the session's todo items with their status and retry counts."""
+        todos = self._get_state().todos
+        if not todos:
+            return "(no todos)"
+        return "\n".join(f"#{t.id} [{t.status}] {t.text} (retries: {t.retries})" for t in todos)
+
+    # -- memory -------------------------------------------------------------------------
+
+    def write_summary(self, goal: str, completed: str, decisions: str, remaining: str) -> str:
+        """Write the session's summary, shown when the user lists sessions to resume.
+
+        Parameters
+        ----------
+        goal : str
+            What the user wants to achieve in this session.
+        completed : str
+            Work done so far.
+        decisions : str
+            Important decisions and their reasons.
+        remaining : str
+            What is left to do.
+        """
+        text = (
+            f"Goal: {goal.strip()}\nCompleted: {completed.strip()}\n"
+            f"Decisions: {decisions.strip()}\nRemaining: {remaining.strip()}"
+        )
+        store, session_id = self.memory.store, self.memory.session_id
+        if store is None or session_id is None:
+            raise ToolError("no session store: the summary cannot be saved")
+        store.write_summary(session_id, text)
+        self.summary_written = True
+        return "summary saved"
+
+    def remember(self, note: str, kind: Literal["project", "user"] = "project") -> str:
+        """Remember a note for future sessions (it goes into their system prompt).
+
+        Parameters
+        ----------
+        note : str
+            One fact, convention or preference worth keeping.
+        kind : str
+            "project" for facts about this project (project.md), "user" for the
+            user's preferences (user.md).
+        """
+        store = self.memory.store
+        if store is None:
+            raise ToolError("no memory store: the note cannot be saved")
+        existing = store.read_notes(kind)
+        line = "- " + " ".join(note.split())
+        text = (existing.rstrip("\n") + "\n" if existing.strip() else "") + line + "\n"
+        store.write_notes(kind, text)
+        return f"noted in {kind}.md"

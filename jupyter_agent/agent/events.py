@@ -1,0 +1,117 @@
+"""Events the agent loop reports while a turn runs, so front ends can render live.
+
+Every event is a frozen dataclass with a ``kind`` string. ``Agent.run(prompt,
+on_event=callback)`` calls ``callback(event)`` synchronously from the thread that
+runs the turn; a callback that raises ``KeyboardInterrupt`` interrupts the turn the
+same way Ctrl-C does (the session is left consistent and saved first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal, TypeAlias
+
+from jupyter_agent.store import Usage
+
+__all__ = [
+    "AgentEvent",
+    "EventCallback",
+    "Notice",
+    "TextDelta",
+    "ToolCallEnd",
+    "ToolCallStart",
+    "UsageUpdate",
+]
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of the assistant's reply text, as it streams in.
+
+    Attributes
+    ----------
+    text : str
+        The new characters (not the whole reply so far).
+    """
+
+    text: str
+    kind: Literal["text_delta"] = field(default="text_delta", init=False)
+
+
+@dataclass(frozen=True)
+class ToolCallStart:
+    """A tool call is about to run.
+
+    Attributes
+    ----------
+    call_id : str
+        The model's ID for the call (links it to its result).
+    name : str
+        The tool's name.
+    arguments : str
+        The arguments as the model sent them (a JSON text).
+    """
+
+    call_id: str
+    name: str
+    arguments: str
+    kind: Literal["tool_call_start"] = field(default="tool_call_start", init=False)
+
+
+@dataclass(frozen=True)
+class ToolCallEnd:
+    """A tool call finished; ``result`` is exactly what the model will see.
+
+    Attributes
+    ----------
+    call_id : str
+    name : str
+    result : str
+        The tool result text (already cut to ``max_output_chars``).
+    ok : bool
+        False when the tool failed, was refused, or was not executed.
+    """
+
+    call_id: str
+    name: str
+    result: str
+    ok: bool
+    kind: Literal["tool_call_end"] = field(default="tool_call_end", init=False)
+
+
+@dataclass(frozen=True)
+class UsageUpdate:
+    """Token usage and cost after a model call.
+
+    Attributes
+    ----------
+    turn : Usage
+        Usage of the current ``run`` so far (tokens; cost in USD).
+    session : Usage
+        Cumulative usage of the session, including calls before a restart.
+        ``session.price_unknown`` is True when some call could not be priced.
+    """
+
+    turn: Usage
+    session: Usage
+    kind: Literal["usage"] = field(default="usage", init=False)
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Something the user should know: a limit stopped the turn, the context was
+    compacted, a tool call was refused, a price is unknown.
+
+    Attributes
+    ----------
+    text : str
+        One human-readable line (or a few).
+    """
+
+    text: str
+    kind: Literal["notice"] = field(default="notice", init=False)
+
+
+AgentEvent: TypeAlias = TextDelta | ToolCallStart | ToolCallEnd | UsageUpdate | Notice
+EventCallback: TypeAlias = Callable[[AgentEvent], object]

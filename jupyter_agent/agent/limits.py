@@ -1,0 +1,106 @@
+"""Resource limits of a session and the notices that end a turn when one is reached.
+
+Issue 3: ``max_tool_calls`` and ``max_cost_usd`` count the whole session, including
+what was recorded before a restart (the checkpoint restores both counters);
+``max_iterations`` counts model calls within one user turn and starts at 0 on every
+``run``. Limits always come from the current options, never from the saved session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jupyter_agent.errors import LimitExceededError
+from jupyter_agent.store import SessionState
+
+__all__ = ["NOTICE_PREFIX", "Limits", "check_before_batch", "check_before_model", "limit_notice"]
+
+NOTICE_PREFIX = "[jupyter-agent]"
+"""Marks assistant-side messages written by the harness, not the model."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits; ``None`` means unlimited.
+
+    Parameters
+    ----------
+    max_tool_calls : int, optional
+        Tool calls per session. A tool batch that would go beyond it is not run at
+        all (each call gets a "not executed" result) and the turn ends.
+    max_cost_usd : float, optional
+        Spend per session in USD. Once reached, no further model call is made.
+    max_iterations : int, optional
+        Model calls per user turn (``run``); compaction calls do not count.
+
+    Raises
+    ------
+    ValueError
+        For a negative limit.
+    """
+
+    max_tool_calls: int | None = None
+    max_cost_usd: float | None = None
+    max_iterations: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_tool_calls", "max_cost_usd", "max_iterations"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ValueError(f"{name} must be >= 0 or None, not {value!r}")
+
+
+def limit_notice(err: LimitExceededError, *, requested: int = 0) -> str:
+    """The assistant-side message saved in the session when ``err`` ends a turn.
+
+    Parameters
+    ----------
+    err : LimitExceededError
+        Which limit, the value reached, the maximum.
+    requested : int
+        For ``max_tool_calls``: how many calls the refused batch had.
+    """
+    if err.limit == "max_tool_calls":
+        detail = (
+            f"the session reached max_tool_calls={err.maximum:g} "
+            f"({err.value:g} tool calls made; the model asked for {requested} more, "
+            "which were not run)"
+        )
+    elif err.limit == "max_cost_usd":
+        detail = f"the session reached max_cost_usd=${err.maximum:.4f} (spent ${err.value:.4f})"
+    else:
+        detail = f"this turn reached max_iterations={err.maximum:g} model calls"
+    return f"{NOTICE_PREFIX} Stopped: {detail}. Raise the limit and send a message to continue."
+
+
+def check_before_model(
+    limits: Limits, state: SessionState, iterations: int
+) -> LimitExceededError | None:
+    """The limit that forbids the next model call, if any.
+
+    ``max_cost_usd`` (session spend already at or above it) or ``max_iterations``
+    (``iterations`` model calls already made in this turn).
+    """
+    spent = state.usage.cost_usd
+    if limits.max_cost_usd is not None and spent >= limits.max_cost_usd:
+        return LimitExceededError("max_cost_usd", spent, limits.max_cost_usd)
+    if limits.max_iterations is not None and iterations >= limits.max_iterations:
+        return LimitExceededError("max_iterations", iterations, limits.max_iterations)
+    return None
+
+
+def check_before_batch(
+    limits: Limits, state: SessionState, count: int
+) -> LimitExceededError | None:
+    """The limit that forbids running a batch of ``count`` tool calls, if any.
+
+    ``max_tool_calls`` when the session count plus the batch would exceed it (the
+    batch is then not run at all), or ``max_cost_usd`` when the spend already
+    reached it.
+    """
+    if limits.max_tool_calls is not None and state.tool_calls + count > limits.max_tool_calls:
+        return LimitExceededError("max_tool_calls", state.tool_calls, limits.max_tool_calls)
+    spent = state.usage.cost_usd
+    if limits.max_cost_usd is not None and spent >= limits.max_cost_usd:
+        return LimitExceededError("max_cost_usd", spent, limits.max_cost_usd)
+    return None

@@ -1,0 +1,179 @@
+"""Compaction: one summarizing call, recent turns verbatim, tool batches kept whole."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from IPython.core.interactiveshell import InteractiveShell
+from test_agent_helpers import (  # noqa: F401  (fixtures)
+    Recorder,
+    ishell_fixture,
+    make_agent,
+    read_record,
+    roles,
+    store_fixture,
+    tool_step,
+)
+
+from jupyter_agent.agent.context import (
+    SUMMARY_MARKER,
+    choose_cut,
+    estimate_tokens,
+    render_for_summary,
+    repair_tool_pairs,
+)
+from jupyter_agent.store import SessionStore
+from jupyter_agent.testing import ScriptedModelServer
+
+# context_window=4000, compact_at=0.5: compaction above ~2000 estimated tokens; the
+# verbatim tail may use ~1000 tokens.
+SMALL = {"context_window": 4000, "compact_at": 0.5}
+
+
+def _scenario(server: ScriptedModelServer, *, summary_step: dict[str, Any]) -> None:
+    server.add_steps(
+        [
+            # a big tool result (~1250 tokens); the estimate stays under the threshold
+            tool_step(
+                ("run_python", {"code": "print('x' * 5000)"}),
+                usage={"prompt_tokens": 100, "completion_tokens": 10},
+            ),
+            # the endpoint now reports 2000 prompt tokens: past the threshold
+            tool_step(
+                ("list_todos", {}),
+                ("read_scratchpad", {}),
+                usage={"prompt_tokens": 2000, "completion_tokens": 10},
+            ),
+            summary_step,
+            {"text": "done"},
+        ]
+    )
+
+
+def test_compaction_keeps_the_system_message_and_whole_tool_batches(
+    model_server: ScriptedModelServer, store: SessionStore, ishell: InteractiveShell
+) -> None:
+    _scenario(model_server, summary_step={"text": "- printed 5000 x characters"})
+    rec = Recorder()
+    agent = make_agent(model_server, store, shell=ishell, **SMALL)
+    assert agent.run("do work", on_event=rec) == "done"
+
+    summarize, after = model_server.requests[2], model_server.requests[3]
+    assert "tools" not in summarize and not summarize.get("stream")
+    assert "TOOL CALL" in summarize["messages"][1]["content"]
+    assert "x" * 100 in summarize["messages"][1]["content"]
+    sent = after["messages"]
+    # system (with notes) first, one summary, then the second batch kept whole
+    assert roles(sent) == ["system", "user", "assistant", "tool", "tool"]
+    assert sent[0] == agent.messages[0] and sent[0]["role"] == "system"
+    assert sent[1]["content"].startswith(SUMMARY_MARKER)
+    assert "- printed 5000 x characters" in sent[1]["content"]
+    assert [c["function"]["name"] for c in sent[2]["tool_calls"]] == [
+        "list_todos",
+        "read_scratchpad",
+    ]
+    assert {m["tool_call_id"] for m in sent[3:]} == {c["id"] for c in sent[2]["tool_calls"]}
+
+    record = read_record(store, agent.session_id or "")
+    assert record["messages"] == agent.messages
+    assert len(record["transcript"]) == 8  # nothing lost on disk
+    assert record["transcript"][3]["content"] == "x" * 5000
+    assert record["compactions"][0]["summary"] == "- printed 5000 x characters"
+    assert record["state"]["usage"]["calls"] == 4  # the summarizing call is counted
+    assert any("compacted 3 earlier messages" in e.text for e in rec.of("notice"))
+
+    model_server.add_steps([{"text": "still fine"}])
+    assert agent.run("more") == "still fine"
+
+
+def test_failed_summarizing_call_leaves_the_context_unchanged(
+    model_server: ScriptedModelServer, store: SessionStore, ishell: InteractiveShell
+) -> None:
+    _scenario(model_server, summary_step={"error": {"status": 500, "message": "overloaded"}})
+    rec = Recorder()
+    agent = make_agent(model_server, store, shell=ishell, **SMALL)
+    assert agent.run("do work", on_event=rec) == "done"
+    assert roles(model_server.requests[3]["messages"]) == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "tool",
+    ]
+    assert any("compaction failed" in e.text and "overloaded" in e.text for e in rec.of("notice"))
+    assert read_record(store, agent.session_id or "")["compactions"] == []
+
+
+def test_compact_on_demand(model_server: ScriptedModelServer, store: SessionStore) -> None:
+    agent = make_agent(model_server, store, keep_turns=1)
+    assert agent.compact() is False  # nothing to compact yet, no model call
+    assert model_server.requests == []
+    model_server.add_steps([{"text": "a1"}, {"text": "a2"}, {"text": "the summary"}])
+    agent.run("q1")
+    agent.run("q2")
+    assert agent.compact() is True
+    assert roles(agent.messages) == ["system", "user", "user", "assistant"]
+    assert agent.messages[1]["content"].startswith(SUMMARY_MARKER)
+    assert [m["content"] for m in agent.messages[2:]] == ["q2", "a2"]
+    assert store.load_session(agent.session_id or "").compactions[0].summary == "the summary"
+    assert agent.compact() is False  # only the summary and the kept turn are left
+
+
+def test_compact_on_demand_failure_is_a_notice(
+    model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    model_server.add_steps(
+        [{"text": "a1"}, {"text": "a2"}, {"error": {"status": 503, "message": "busy"}}]
+    )
+    agent = make_agent(model_server, store, keep_turns=1)
+    agent.run("q1")
+    agent.run("q2")
+    before = list(agent.messages)
+    rec = Recorder()
+    assert agent.compact(on_event=rec) is False
+    assert agent.messages == before
+    assert store.load_session(agent.session_id or "").messages == before
+    assert "compaction failed" in rec.of("notice")[0].text
+
+
+def test_choose_cut_never_splits_a_batch() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    messages = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "u" * 400},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "r" * 4000},
+        {"role": "assistant", "content": "a" * 40},
+    ]
+    for budget in range(0, 2000, 25):
+        cut = choose_cut(messages, keep_tokens=budget, keep_turns=2)
+        if cut is not None:
+            assert messages[cut]["role"] != "tool"
+            assert cut >= 2
+    assert choose_cut(messages, keep_tokens=10_000) is None  # nothing before the last turn
+    assert choose_cut(messages[:2], keep_tokens=0) is None
+
+
+def test_estimate_uses_the_last_report_plus_four_chars_per_token() -> None:
+    messages = [{"role": "user", "content": "x" * 400}] * 3
+    assert estimate_tokens(messages, base_tokens=1000, base_len=2) == 1000 + 100 + 4
+    assert estimate_tokens(messages) == 3 * 104
+
+
+def test_repair_report() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    broken = [
+        {"role": "user", "content": "u"},
+        {"role": "assistant", "content": None, "tool_calls": [call, {**call, "id": "c2"}]},
+        {"role": "tool", "tool_call_id": "c2", "content": "r2"},
+        {"role": "tool", "tool_call_id": "c2", "content": "duplicate"},
+        {"role": "user", "content": "next"},
+    ]
+    fixed, report = repair_tool_pairs(broken)
+    assert [m.get("tool_call_id") for m in fixed] == [None, None, "c2", "c1", None]
+    assert report.added == ("c1",) and report.dropped == 1 and not report.appended_only
+    assert repair_tool_pairs(fixed)[1].changed is False
+    text = render_for_summary(fixed, max_chars=60)
+    assert text.startswith("[... earliest part omitted ...]") and len(text) < 120

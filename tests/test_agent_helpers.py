@@ -1,0 +1,95 @@
+"""Helpers shared by the agent tests (imported as ``test_agent_helpers``).
+
+Everything is real: a ``ScriptedModelServer`` on loopback, the ``openai`` client with
+``max_retries=0``, a ``SessionStore`` on ``tmp_path`` and a real ``InteractiveShell``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from traitlets.config import Config
+
+from jupyter_agent.agent import Agent, AgentEvent
+from jupyter_agent.store import SessionStore
+from jupyter_agent.testing import ScriptedModelServer
+
+
+def make_client(server: ScriptedModelServer, *, api_key: str = "test") -> openai.OpenAI:
+    """A real client for ``server`` that does not retry (errors surface at once)."""
+    return openai.OpenAI(base_url=server.base_url, api_key=api_key, max_retries=0, timeout=30)
+
+
+def make_agent(server: ScriptedModelServer, store: SessionStore | None, **kwargs: Any) -> Agent:
+    """An agent on ``server`` (model "scripted", approval "auto" unless given)."""
+    kwargs.setdefault("approval", "auto")
+    model = kwargs.pop("model", "scripted")
+    return Agent(make_client(server), model, store=store, **kwargs)
+
+
+def read_record(store: SessionStore, session_id: str) -> dict[str, Any]:
+    """The session file as raw JSON (what a crash would leave on disk)."""
+    data: dict[str, Any] = json.loads(store.session_path(session_id).read_text("utf-8"))
+    return data
+
+
+def roles(messages: list[dict[str, Any]]) -> list[str]:
+    """Roles of ``messages``, for compact assertions."""
+    return [m["role"] for m in messages]
+
+
+def tool_step(*calls: tuple[str, dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    """A script step with tool calls ``(name, arguments)``."""
+    return {"tool_calls": [{"name": n, "arguments": a} for n, a in calls], **extra}
+
+
+class Recorder:
+    """An ``on_event`` callback that keeps every event."""
+
+    def __init__(self) -> None:
+        self.events: list[AgentEvent] = []
+
+    def __call__(self, event: AgentEvent) -> None:
+        self.events.append(event)
+
+    def kinds(self) -> list[str]:
+        return [e.kind for e in self.events]
+
+    def of(self, kind: str) -> list[Any]:
+        return [e for e in self.events if e.kind == kind]
+
+
+@pytest.fixture(name="store")
+def store_fixture(tmp_path: Path) -> SessionStore:
+    """A session store on ``tmp_path``."""
+    return SessionStore(tmp_path / "store")
+
+
+@pytest.fixture(name="ishell")
+def ishell_fixture() -> Iterator[InteractiveShell]:
+    """A real, bare ``InteractiveShell`` (history off, no extension), cleared after."""
+    InteractiveShell.clear_instance()
+    config = Config()
+    config.HistoryManager.enabled = False
+    shell = InteractiveShell.instance(config=config)
+    yield shell
+    InteractiveShell.clear_instance()
+
+
+def test_helpers_build_a_working_agent(
+    model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    model_server.add_steps([{"text": "hello"}])
+    agent = make_agent(model_server, store)
+    assert agent.run("hi") == "hello"
+    assert roles(read_record(store, agent.session_id or "")["messages"]) == [
+        "system",
+        "user",
+        "assistant",
+    ]

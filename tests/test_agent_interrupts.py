@@ -1,0 +1,195 @@
+"""Interrupts and crashes leave a session the strict server accepts on the next run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from test_agent_helpers import (  # noqa: F401  (fixtures)
+    Recorder,
+    make_agent,
+    read_record,
+    roles,
+    store_fixture,
+    tool_step,
+)
+
+from jupyter_agent.agent import AgentEvent
+from jupyter_agent.store import SessionStore
+from jupyter_agent.testing import ScriptedModelServer
+
+
+def test_keyboard_interrupt_inside_a_tool_batch(
+    model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    def boom() -> str:
+        """Simulate Ctrl-C while a tool runs."""
+        raise KeyboardInterrupt
+
+    model_server.add_steps(
+        [tool_step(("add_todo", {"text": "a"}), ("boom", {}), ("list_todos", {}))]
+    )
+    agent = make_agent(model_server, store, tools=[boom])
+    with pytest.raises(KeyboardInterrupt):
+        agent.run("go")
+
+    saved = read_record(store, agent.session_id or "")
+    assert roles(saved["messages"]) == ["system", "user", "assistant", "tool", "tool", "tool"]
+    first, running, pending = saved["messages"][3:]
+    assert first["content"] == "added todo #1"
+    assert "interrupted by the user while this tool call was running" in running["content"]
+    assert "not executed: the tool batch was interrupted" in pending["content"]
+    assert saved["state"]["tool_calls"] == 2  # the finished call and the interrupted one
+    assert saved["state"]["todos"][0]["text"] == "a"
+
+    model_server.add_steps([{"text": "continuing"}])
+    assert agent.run("next") == "continuing"  # the strict server accepted the pairs
+    again = make_agent(model_server, store, session_id=agent.session_id)
+    model_server.add_steps([{"text": "resumed"}])
+    assert again.run("and after a restart") == "resumed"
+
+
+def test_keyboard_interrupt_inside_a_stream(
+    model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    deltas: list[str] = []
+
+    def on_event(event: AgentEvent) -> None:
+        if event.kind == "text_delta":
+            deltas.append(event.text)  # type: ignore[union-attr]
+            if len(deltas) == 2:
+                raise KeyboardInterrupt
+
+    model_server.add_steps(
+        [tool_step(("list_todos", {}), text="one two three four five six", chunk_delay=0.01)]
+    )
+    agent = make_agent(model_server, store)
+    with pytest.raises(KeyboardInterrupt):
+        agent.run("talk", on_event=on_event)
+
+    saved = read_record(store, agent.session_id or "")
+    assert roles(saved["messages"]) == ["system", "user", "assistant"]
+    partial = saved["messages"][-1]
+    assert partial["content"].startswith("".join(deltas))
+    assert partial["content"].endswith("(reply interrupted by the user)")
+    assert "tool_calls" not in partial  # tool calls never executed are not kept
+
+    model_server.add_steps([{"text": "fine"}])
+    assert agent.run("go on") == "fine"
+
+
+def test_resume_repairs_a_batch_missing_its_results(
+    model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "list_todos", "arguments": "{}"},
+    }
+    sid = store.create_session([{"role": "system", "content": "sys"}])
+    store.save_messages(
+        sid,
+        [
+            {"role": "system", "content": "sys"},
+            {"role": "user", "content": "u"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+        ],
+    )
+    agent = make_agent(model_server, store, session_id=sid)
+    assert roles(agent.messages) == ["system", "user", "assistant", "tool"]
+    assert "not executed" in agent.messages[-1]["content"]
+    record = store.load_session(sid)
+    assert record.messages == agent.messages
+    assert record.transcript == agent.messages  # only appended: a plain save
+    model_server.add_steps([{"text": "ok"}])
+    assert agent.run("next") == "ok"
+
+
+def test_resume_drops_an_orphan_result_from_the_working_context_only(
+    model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    messages = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "u"},
+        {"role": "tool", "tool_call_id": "call_gone", "content": "orphan"},
+        {"role": "assistant", "content": "a"},
+    ]
+    sid = store.create_session(messages)
+    agent = make_agent(model_server, store, session_id=sid)
+    assert roles(agent.messages) == ["system", "user", "assistant"]
+    record = store.load_session(sid)
+    assert roles(record.messages) == ["system", "user", "assistant"]
+    assert record.transcript == messages  # never dropped from the transcript
+    assert "repaired tool pairs" in record.compactions[-1].summary
+    model_server.add_steps([{"text": "ok"}])
+    assert agent.run("next") == "ok"
+
+
+CHILD = textwrap.dedent(
+    """
+    import pathlib, sys, time
+    import openai
+    from jupyter_agent.agent import Agent
+    from jupyter_agent.store import SessionStore
+
+    base_url, root, marker = sys.argv[1:4]
+
+    def slow() -> str:
+        \"\"\"A tool that takes its time.\"\"\"
+        pathlib.Path(marker).write_text("started")
+        time.sleep(120)
+        return "finished"
+
+    client = openai.OpenAI(base_url=base_url, api_key="test", max_retries=0)
+    agent = Agent(client, "scripted", store=SessionStore(root), session_id="crash-1",
+                  tools=[slow], approval="auto")
+    agent.run("please be slow")
+    """
+)
+
+
+def test_sigkill_mid_batch_then_resume(
+    model_server: ScriptedModelServer, store: SessionStore, tmp_path: Path
+) -> None:
+    script, marker = tmp_path / "child.py", tmp_path / "started"
+    script.write_text(CHILD)
+    model_server.add_steps([tool_step(("add_todo", {"text": "t"}), ("slow", {}))])
+    child = subprocess.Popen(
+        [sys.executable, str(script), model_server.base_url, str(store.root), str(marker)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            if child.poll() is not None:
+                pytest.fail(f"child exited early: {child.stderr.read().decode()}")  # type: ignore[union-attr]
+            if time.monotonic() > deadline:
+                pytest.fail("the child never reached the slow tool")
+            time.sleep(0.02)
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.wait(timeout=30)
+        if child.stderr is not None:
+            child.stderr.close()
+    assert child.returncode == -signal.SIGKILL
+
+    # On disk: the assistant's tool calls were saved, the unfinished batch was not.
+    saved = read_record(store, "crash-1")
+    assert roles(saved["messages"]) == ["system", "user", "assistant"]
+    assert saved["state"]["usage"]["calls"] == 1
+
+    agent = make_agent(model_server, store, session_id="crash-1")  # the lease was freed
+    assert roles(agent.messages) == ["system", "user", "assistant", "tool", "tool"]
+    assert all("not executed" in m["content"] for m in agent.messages[3:])
+    model_server.add_steps([{"text": "picked up again"}])
+    assert agent.run("continue") == "picked up again"
+    assert agent.state.usage.calls == 2
+    last_request = model_server.requests[-1]["messages"]
+    assert roles(last_request) == ["system", "user", "assistant", "tool", "tool", "user"]

@@ -1,0 +1,256 @@
+"""The agent loop against the scripted server: save points, checkpoints, resume, events."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_agent_helpers import (  # noqa: F401  (fixtures)
+    Recorder,
+    ishell_fixture,
+    make_agent,
+    read_record,
+    roles,
+    store_fixture,
+    tool_step,
+)
+
+from jupyter_agent.agent import Agent, Notice, TextDelta, ToolCallEnd, ToolCallStart, UsageUpdate
+from jupyter_agent.errors import SessionLockedError
+from jupyter_agent.store import SessionStore
+from jupyter_agent.testing import ScriptedModelServer
+
+
+def test_each_save_point_is_on_disk_when_the_next_step_starts(
+    model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    seen: dict[str, Any] = {}
+    agent: Agent | None = None
+
+    def first(body: dict[str, Any]) -> dict[str, Any]:
+        # The model is "thinking": the user message must already be saved.
+        seen["first"] = read_record(store, agent.session_id)  # type: ignore[union-attr]
+        return tool_step(("probe", {}), ("probe", {}))
+
+    def probe() -> str:
+        """Look at the session file while the batch runs."""
+        seen.setdefault("probe", []).append(read_record(store, agent.session_id))  # type: ignore[union-attr]
+        return "probed"
+
+    def second(body: dict[str, Any]) -> dict[str, Any]:
+        seen["second"] = read_record(store, agent.session_id)  # type: ignore[union-attr]
+        return {"text": "done"}
+
+    model_server.add_steps([first, second])
+    agent = make_agent(model_server, store, tools=[probe])
+    assert agent.run("go") == "done"
+
+    # 1. after the user message (and the checkpoint before the request)
+    assert roles(seen["first"]["messages"]) == ["system", "user"]
+    assert seen["first"]["messages"][1]["content"] == "go"
+    assert seen["first"]["state"]["usage"]["calls"] == 0
+    # 2. after the model response: the tool calls are saved, no result yet (never half a batch)
+    for during in seen["probe"]:
+        assert roles(during["messages"]) == ["system", "user", "assistant"]
+        assert len(during["messages"][2]["tool_calls"]) == 2
+        assert during["state"]["usage"]["calls"] == 1  # checkpoint after the request
+        assert during["state"]["tool_calls"] == 0
+    # 3. after the completed batch: both results, saved together, and the checkpoint
+    assert roles(seen["second"]["messages"]) == ["system", "user", "assistant", "tool", "tool"]
+    assert seen["second"]["state"]["tool_calls"] == 2
+    # after the final reply
+    final = read_record(store, agent.session_id or "")
+    assert roles(final["messages"])[-1] == "assistant"
+    assert final["messages"][-1]["content"] == "done"
+    assert final["state"]["usage"]["calls"] == 2
+    assert final["transcript"] == final["messages"]
+    assert final["summary"]  # fallback summary written after the turn
+
+
+def test_resume_sends_the_same_context_and_continues_the_counts(
+    model_server: ScriptedModelServer, store: SessionStore, tmp_path: Path
+) -> None:
+    model_server.add_steps(
+        [
+            tool_step(("add_todo", {"text": "check data"}), ("write_scratchpad", {"text": "n=3"})),
+            {"text": "first answer"},
+        ]
+    )
+    first = make_agent(model_server, store)
+    first.run("turn one")
+    sid = first.session_id or ""
+    # A copy of the store, as another process would find it after a restart.
+    copy = tmp_path / "copy"
+    shutil.copytree(store.root, copy)
+
+    model_server.add_steps([{"text": "again"}, {"text": "again"}])
+    first.run("turn two")
+    resumed = make_agent(model_server, SessionStore(copy), session_id=sid)
+    assert resumed.state.tool_calls == 2
+    assert resumed.state.scratchpad == "n=3"
+    assert [t.text for t in resumed.state.todos] == ["check data"]
+    assert resumed.state.usage.calls == 2
+    resumed.run("turn two")
+
+    original, replay = model_server.requests[-2], model_server.requests[-1]
+    assert replay["messages"] == original["messages"]
+    assert replay["tools"] == original["tools"]
+    assert resumed.state.usage.calls == 3
+    assert resumed.state.usage.input_tokens == first.state.usage.input_tokens
+
+
+def test_new_session_system_prompt_includes_notes(
+    model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    store.write_notes("project", "- data lives in data/penguins.csv\n")
+    store.write_notes("user", "- answer in French\n")
+    model_server.add_steps([{"text": "ok"}])
+    agent = make_agent(model_server, store, system_prompt="Base prompt.", title="T")
+    agent.run("hi")
+    system = model_server.requests[0]["messages"][0]
+    assert system["role"] == "system"
+    assert system["content"].startswith("Base prompt.")
+    assert "data/penguins.csv" in system["content"]
+    assert "answer in French" in system["content"]
+    assert store.load_session(agent.session_id or "").title == "T"
+
+
+def test_without_notes_the_system_prompt_has_no_notes_section(
+    model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    agent = make_agent(model_server, store)
+    assert "Project notes" not in agent.messages[0]["content"]
+
+
+def test_explicit_new_session_id_is_created(
+    model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    agent = make_agent(model_server, store, session_id="my-session_1")
+    assert agent.session_id == "my-session_1"
+    assert store.exists("my-session_1")
+
+
+def test_in_memory_agent_keeps_no_files(model_server: ScriptedModelServer, tmp_path: Path) -> None:
+    model_server.add_steps([tool_step(("add_todo", {"text": "a"})), {"text": "ok"}])
+    agent = make_agent(model_server, None)
+    assert agent.run("hi") == "ok"
+    assert agent.session_id is None
+    assert roles(agent.messages) == ["system", "user", "assistant", "tool", "assistant"]
+    assert agent.state.todos[0].text == "a"
+    assert list(tmp_path.rglob("*.json")) == []
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_events_in_stream_and_plain_mode(
+    model_server: ScriptedModelServer, store: SessionStore, stream: bool
+) -> None:
+    model_server.add_steps(
+        [tool_step(("list_todos", {}), text="Let me look."), {"text": "All good here."}]
+    )
+    rec = Recorder()
+    agent = make_agent(model_server, store, stream=stream)
+    assert agent.run("hi", on_event=rec) == "All good here."
+    assert model_server.requests[0].get("stream", False) is stream
+    if stream:
+        assert model_server.requests[0]["stream_options"] == {"include_usage": True}
+    text = "".join(e.text for e in rec.of("text_delta"))
+    assert text == "Let me look.All good here."
+    start, end = rec.of("tool_call_start")[0], rec.of("tool_call_end")[0]
+    assert isinstance(start, ToolCallStart) and isinstance(end, ToolCallEnd)
+    assert start.name == end.name == "list_todos"
+    assert start.call_id == end.call_id
+    assert end.ok and end.result == "(no todos)"
+    usage = rec.of("usage")
+    assert len(usage) == 2 and isinstance(usage[-1], UsageUpdate)
+    assert usage[-1].session.calls == 2 and usage[-1].turn.calls == 2
+    assert usage[-1].turn.input_tokens > 0 and usage[-1].turn.output_tokens > 0
+    # the first reply's text and tool call are one assistant message
+    assert agent.messages[2]["content"] == "Let me look."
+    assert isinstance(rec.events[0], TextDelta | UsageUpdate)
+
+
+def test_summary_tool_and_fallback_summary(
+    model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    model_server.add_steps([{"text": "plain answer"}])
+    agent = make_agent(model_server, store)
+    agent.run("what is up")
+    assert store.load_session(agent.session_id or "").summary == (
+        "user: what is up\nassistant: plain answer"
+    )
+    args = {"goal": "G", "completed": "C", "decisions": "D", "remaining": "R"}
+    model_server.add_steps([tool_step(("write_summary", args)), {"text": "summarized"}])
+    agent.run("summarize please")
+    summary = store.load_session(agent.session_id or "").summary
+    assert summary == "Goal: G\nCompleted: C\nDecisions: D\nRemaining: R"
+
+
+def test_remember_appends_to_notes(model_server: ScriptedModelServer, store: SessionStore) -> None:
+    model_server.add_steps(
+        [
+            tool_step(
+                ("remember", {"note": "uses  pandas"}),
+                ("remember", {"note": "terse", "kind": "user"}),
+            ),
+            {"text": "noted"},
+        ]
+    )
+    make_agent(model_server, store).run("remember things")
+    assert store.read_notes("project") == "- uses pandas\n"
+    assert store.read_notes("user") == "- terse\n"
+    model_server.add_steps([tool_step(("remember", {"note": "second"})), {"text": "ok"}])
+    make_agent(model_server, store).run("more")
+    assert store.read_notes("project") == "- uses pandas\n- second\n"
+
+
+def test_the_run_holds_the_session_lease(
+    model_server: ScriptedModelServer, store: SessionStore, tmp_path: Path
+) -> None:
+    other = SessionStore(store.root)
+    outcome: dict[str, Any] = {}
+    agent: Agent | None = None
+
+    def step(body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            with other.lease(agent.session_id):  # type: ignore[union-attr, arg-type]
+                outcome["locked"] = False
+        except SessionLockedError:
+            outcome["locked"] = True
+        return {"text": "ok"}
+
+    model_server.add_steps([step])
+    agent = make_agent(model_server, store)
+    agent.run("hi")
+    assert outcome == {"locked": True}
+    with other.lease(agent.session_id or ""):  # released after the run
+        pass
+
+
+def test_unknown_tool_and_bad_arguments_are_results(
+    model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    model_server.add_steps(
+        [tool_step(("nope", {}), ("update_todo", {"id": "x", "status": "weird"})), {"text": "ok"}]
+    )
+    rec = Recorder()
+    agent = make_agent(model_server, store)
+    assert agent.run("hi", on_event=rec) == "ok"
+    ends = rec.of("tool_call_end")
+    assert [e.ok for e in ends] == [False, False]
+    assert "no tool named 'nope'" in ends[0].result
+    assert "invalid arguments for update_todo" in ends[1].result
+    assert agent.state.tool_calls == 2
+
+
+def test_price_unknown_notice_once(model_server: ScriptedModelServer, store: SessionStore) -> None:
+    model_server.add_steps([{"text": "a"}, {"text": "b"}])
+    rec = Recorder()
+    agent = make_agent(model_server, store)
+    agent.run("1", on_event=rec)
+    agent.run("2", on_event=rec)
+    notices = [e.text for e in rec.of("notice") if isinstance(e, Notice)]
+    assert len(notices) == 1 and "price unknown" in notices[0]
+    assert agent.state.usage.price_unknown
+    assert agent.state.usage.cost_usd == 0.0
