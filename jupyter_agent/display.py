@@ -1,0 +1,369 @@
+"""Rendering for the front end: pure text formatting, and live turn rendering.
+
+Every ``format_*`` function is a pure function of its arguments (plain text, one
+concept each) so the magics, the panel and the tests share them. The two turn
+renderers consume the agent's events (:mod:`jupyter_agent.agent.events`):
+
+- :class:`MarkdownTurnRenderer` (Jupyter): one ``IPython.display`` handle per turn,
+  updated in place as text streams in, tool calls shown compactly as a code block and a
+  short result;
+- :class:`PlainTurnRenderer` (terminal IPython and plain shells): text written as it
+  arrives.
+
+Text is cut by code points (Python ``str`` indices), never inside a character.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from jupyter_agent.agent import Limits
+    from jupyter_agent.controller import TurnResult, UsageReport
+    from jupyter_agent.store import Compaction, SessionListing, SessionRecord, TodoItem, Usage
+
+__all__ = [
+    "MarkdownTurnRenderer",
+    "PlainTurnRenderer",
+    "format_cost",
+    "format_footer",
+    "format_history",
+    "format_recap",
+    "format_sessions_table",
+    "format_todos",
+    "format_tool_call",
+    "format_transcript",
+    "format_usage",
+    "is_jupyter",
+    "limits_left",
+    "message_text",
+    "one_line",
+    "relative_time",
+    "truncate",
+]
+
+
+# --------------------------------------------------------------------------- small helpers
+def is_jupyter(shell: Any) -> bool:
+    """True for a Jupyter kernel's shell (rich output), False for terminal/plain IPython."""
+    return shell is not None and (
+        type(shell).__name__ == "ZMQInteractiveShell" or bool(shell.has_trait("kernel"))
+    )
+
+
+def truncate(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` code points, ending with ``…`` when cut."""
+    return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
+
+
+def one_line(text: str, limit: int = 80) -> str:
+    """``text`` with all whitespace runs collapsed to one space, then :func:`truncate`."""
+    return truncate(" ".join(text.split()), limit)
+
+
+def relative_time(when: datetime, now: datetime | None = None) -> str:
+    """How long ago ``when`` was, e.g. ``"just now"``, ``"5 min ago"``, ``"3 h ago"``,
+    ``"2 days ago"``, else the date (``"2026-01-31"``). Naive datetimes are taken as UTC."""
+    now = now or datetime.now(UTC)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    seconds = (now - when).total_seconds()
+    if seconds < 60:
+        return "just now"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min ago"
+    if seconds < 86400:
+        return f"{int(seconds // 3600)} h ago"
+    days = int(seconds // 86400)
+    if days < 30:
+        return "yesterday" if days == 1 else f"{days} days ago"
+    return when.astimezone(UTC).date().isoformat()
+
+
+def format_cost(usage: Usage) -> str:
+    """``"$0.0123"``, or ``"price unknown"`` when no call could be priced (issue 3)."""
+    if usage.price_unknown and usage.cost_usd == 0:
+        return "price unknown"
+    text = f"${usage.cost_usd:.4f}"
+    return text + " + price unknown" if usage.price_unknown else text
+
+
+def _plural(n: int | float, word: str) -> str:
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
+def limits_left(limits: Limits, usage: Usage, tool_calls: int) -> str:
+    """What the session's limits leave, e.g. ``"3 tool calls, $0.45 left; 10 model calls
+    per turn"``, or ``"no limits"``."""
+    parts = []
+    if limits.max_tool_calls is not None:
+        parts.append(_plural(max(limits.max_tool_calls - tool_calls, 0), "tool call"))
+    if limits.max_cost_usd is not None:
+        parts.append(f"${max(limits.max_cost_usd - usage.cost_usd, 0):.4f}")
+    text = ", ".join(parts) + " left" if parts else ""
+    if limits.max_iterations is not None:
+        per_turn = _plural(limits.max_iterations, "model call") + " per turn"
+        text = f"{text}; {per_turn}" if text else per_turn
+    return text or "no limits"
+
+
+def _tokens(usage: Usage) -> str:
+    total = usage.input_tokens + usage.output_tokens
+    return f"{total:,} tokens ({usage.input_tokens:,} in / {usage.output_tokens:,} out)"
+
+
+def format_footer(result: TurnResult) -> str:
+    """The one-line footer after a turn: tokens, cost, tool calls, what the limits leave."""
+    session = result.session_usage
+    return (
+        f"── {_tokens(result.turn_usage)} · {format_cost(result.turn_usage)} · "
+        f"{_plural(result.turn_tool_calls, 'tool call')} │ session: "
+        f"{session.input_tokens + session.output_tokens:,} tokens · {format_cost(session)} · "
+        f"{_plural(result.session_tool_calls, 'tool call')} │ "
+        f"{limits_left(result.limits, session, result.session_tool_calls)}"
+    )
+
+
+def format_usage(report: UsageReport) -> str:
+    """``%agent_usage``: the session's cumulative usage and what its limits leave."""
+    u = report.usage
+    return "\n".join([
+        f"session {report.session_id}",
+        f"tokens:      {_tokens(u)}",
+        f"cost:        {format_cost(u)}",
+        f"model calls: {u.calls:,}",
+        f"tool calls:  {report.tool_calls:,}",
+        f"limits:      {limits_left(report.limits, u, report.tool_calls)}",
+    ])
+
+
+_TODO_MARK = {"pending": "[ ]", "in_progress": "[~]", "done": "[x]", "failed": "[!]"}
+
+
+def format_todos(todos: Sequence[TodoItem], *, open_only: bool = False) -> str:
+    """One line per todo item: mark, id, text, status and retries; ``"no todos"`` if none."""
+    rows = [t for t in todos if not open_only or t.status in ("pending", "in_progress")]
+    if not rows:
+        return "no open todos" if open_only else "no todos"
+    lines = []
+    for t in rows:
+        retries = f" (retries: {t.retries})" if t.retries else ""
+        lines.append(f"{_TODO_MARK.get(t.status, '[?]')} {t.id}. {t.text} — {t.status}{retries}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- messages
+def message_text(message: dict[str, Any]) -> str:
+    """The text of a chat message (string content or the text parts of a list)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def format_tool_call(name: str, arguments: str, *, limit: int = 2000) -> str:
+    """A tool call in plain text: the code it runs for ``run_python``, else ``name(args)``."""
+    try:
+        args = json.loads(arguments) if arguments else {}
+    except json.JSONDecodeError:
+        args = arguments
+    if isinstance(args, dict) and isinstance(args.get("code"), str):
+        code = truncate(args["code"].rstrip(), limit)
+        return f"▶ {name}\n" + "\n".join("    " + line for line in code.splitlines())
+    shown = json.dumps(args, ensure_ascii=False) if not isinstance(args, str) else args
+    return f"▶ {name}({truncate(shown, 200)})"
+
+
+def _format_message(message: dict[str, Any]) -> str:
+    role = message.get("role", "?")
+    text = message_text(message)
+    if role == "tool":
+        return f"[tool result {message.get('tool_call_id', '')}]\n{truncate(text, 500)}"
+    lines = [f"[{role}]"]
+    if text:
+        lines.append(text if role != "system" else truncate(text, 500))
+    for call in message.get("tool_calls") or []:
+        fn = call.get("function", {})
+        lines.append(format_tool_call(fn.get("name", "?"), fn.get("arguments", "")))
+    return "\n".join(lines)
+
+
+def format_history(messages: Iterable[dict[str, Any]]) -> str:
+    """The working context, message by message (system messages shortened)."""
+    return "\n\n".join(_format_message(m) for m in messages) or "(no messages)"
+
+
+def format_transcript(transcript: Sequence[dict[str, Any]],
+                      compactions: Sequence[Compaction]) -> str:
+    """The full transcript, with a marker where each compaction happened.
+
+    A compaction's marker goes before transcript message ``transcript_length`` (the
+    transcript's length when it was recorded), so it sits between the turns it summarised
+    and the ones that came after.
+    """
+    marks: dict[int, list[Compaction]] = {}
+    for c in compactions:
+        marks.setdefault(c.transcript_length, []).append(c)
+    parts: list[str] = []
+    for i in range(len(transcript) + 1):
+        for c in marks.get(i, []):
+            parts.append(
+                f"═══ compaction at {c.at.isoformat(timespec='seconds')}: {c.replaced} "
+                f"messages replaced by a summary ═══\n{truncate(c.summary, 1000)}"
+            )
+        if i < len(transcript):
+            parts.append(_format_message(transcript[i]))
+    return "\n\n".join(parts) or "(no messages)"
+
+
+def format_recap(record: SessionRecord) -> str:
+    """The recap shown by ``%agent_resume``: title, summary, usage, open todos, last exchange."""
+    state = record.state
+    lines = [
+        f"Resumed session {record.id}" + (f" — {record.title}" if record.title else ""),
+        f"updated {relative_time(record.updated_at)} · {len(record.transcript)} messages · "
+        f"{_tokens(state.usage)} · {format_cost(state.usage)} · "
+        f"{_plural(state.tool_calls, 'tool call')}",
+    ]
+    if record.summary:
+        lines.append("summary: " + truncate(record.summary.strip(), 600))
+    if any(t.status in ("pending", "in_progress") for t in state.todos):
+        lines.append("open todos:\n" + format_todos(state.todos, open_only=True))
+    last_user = next((m for m in reversed(record.messages) if m.get("role") == "user"), None)
+    last_reply = next((m for m in reversed(record.messages)
+                       if m.get("role") == "assistant" and message_text(m)), None)
+    if last_user is not None:
+        lines.append("last prompt: " + one_line(message_text(last_user), 300))
+    if last_reply is not None:
+        lines.append("last reply:  " + one_line(message_text(last_reply), 300))
+    return "\n".join(lines)
+
+
+def format_sessions_table(listings: Sequence[SessionListing], *, active_id: str | None = None,
+                          now: datetime | None = None) -> str:
+    """``%agent_sessions`` in a terminal: one row per session (``*`` marks the active one)."""
+    if not listings:
+        return "no sessions"
+    header = ("", "ID", "UPDATED", "STATUS", "MSGS", "COST", "TITLE / FIRST PROMPT")
+    rows = [header]
+    for s in listings:
+        name = s.title or one_line(s.first_prompt, 50) or "(empty)"
+        status = s.status + (" (archived)" if s.archived else "")
+        rows.append(("*" if s.id == active_id else "", s.id, relative_time(s.updated_at, now),
+                     status, str(s.message_count), f"${s.cost_usd:.4f}", one_line(name, 50)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
+    return "\n".join(
+        " ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + " " + r[-1]
+        for r in rows
+    ).rstrip()
+
+
+# --------------------------------------------------------------------------- live rendering
+class PlainTurnRenderer:
+    """Render a turn's events as plain text written to ``stream`` (default: ``sys.stdout``
+    at call time)."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._stream = stream
+        self._at_line_start = True
+
+    def _write(self, text: str) -> None:
+        if not text:
+            return
+        out = self._stream or sys.stdout
+        out.write(text)
+        out.flush()
+        self._at_line_start = text.endswith("\n")
+
+    def _block(self, text: str) -> None:
+        self._write(("" if self._at_line_start else "\n") + text + "\n")
+
+    def __call__(self, event: Any) -> None:
+        """Render one event."""
+        kind = getattr(event, "kind", "")
+        if kind == "text_delta":
+            self._write(event.text)
+        elif kind == "tool_call_start":
+            self._block(format_tool_call(event.name, event.arguments))
+        elif kind == "tool_call_end":
+            mark = "→" if event.ok else "✗"
+            self._block(f"  {mark} {one_line(event.result, 200) or '(no output)'}")
+        elif kind == "notice":
+            self._block(f"[{event.text}]")
+
+    def finish(self) -> None:
+        """End the turn's output on a fresh line."""
+        if not self._at_line_start:
+            self._write("\n")
+
+
+class MarkdownTurnRenderer:
+    """Render a turn's events as Markdown in one updatable display handle (Jupyter).
+
+    Parameters
+    ----------
+    min_interval : float, optional
+        Seconds between two updates while text streams in (each update re-sends the
+        whole Markdown); tool calls, notices and :meth:`finish` always update.
+    """
+
+    def __init__(self, min_interval: float = 0.1) -> None:
+        self._parts: list[str] = []
+        self._handle: Any = None
+        self._min_interval = min_interval
+        self._shown_at = float("-inf")
+        self._dirty = False
+
+    def _markdown(self) -> Any:
+        from IPython.display import Markdown
+
+        return Markdown("".join(self._parts))
+
+    def _show(self) -> None:
+        from IPython.display import display
+
+        self._shown_at, self._dirty = time.monotonic(), False
+        if self._handle is None:
+            self._handle = display(self._markdown(), display_id=True)
+        else:
+            self._handle.update(self._markdown())
+
+    def _block(self, text: str) -> None:
+        if self._parts and not self._parts[-1].endswith("\n\n"):
+            self._parts.append("\n\n")
+        self._parts.append(text + "\n\n")
+
+    def __call__(self, event: Any) -> None:
+        """Render one event (updates the display in place)."""
+        kind = getattr(event, "kind", "")
+        if kind == "text_delta":
+            self._parts.append(event.text)
+            self._dirty = True
+            if time.monotonic() - self._shown_at < self._min_interval:
+                return
+        elif kind == "tool_call_start":
+            text = format_tool_call(event.name, event.arguments)
+            head, _, body = text.partition("\n")
+            code = "\n".join(line[4:] for line in body.splitlines())
+            self._block(f"**{head}**" + (f"\n```python\n{code}\n```" if body else ""))
+        elif kind == "tool_call_end":
+            mark = "→" if event.ok else "✗"
+            result = one_line(event.result, 200).replace("`", "'") or "(no output)"
+            self._block(f"{mark} `{result}`")
+        elif kind == "notice":
+            self._block(f"*{event.text}*")
+        else:
+            return
+        self._show()
+
+    def finish(self) -> None:
+        """Make sure the final text is shown."""
+        if self._dirty:
+            self._show()

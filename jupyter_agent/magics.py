@@ -1,0 +1,427 @@
+"""IPython magics for jupyter-agent: ``%load_ext jupyter_agent``.
+
+The magics are thin: each parses its arguments (``IPython.core.magic_arguments``, so
+``%agent_new?`` prints its usage), calls :class:`~jupyter_agent.controller.AgentController`
+and prints or displays the result. Settings are traits of :class:`AgentMagics` tagged
+``config=True``: ``%config AgentMagics.model = "..."`` and ``ipython_config.py``
+(``c.AgentMagics.model = "..."``) both work, and bad values are rejected by ``@validate``.
+
+Error boundary: every magic turns :class:`~jupyter_agent.errors.JupyterAgentError` into a
+one-line ``UsageError`` (no traceback); anything else keeps its traceback.
+
+State: the active session lives on the :class:`AgentMagics` instance (its controller),
+never in this module. ``%unload_ext`` / ``%reload_ext`` release the session's lease,
+unregister the magics and remove the instance from ``shell.configurables``.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import shlex
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments
+from traitlets import Bool, Float, Int, TraitError, Unicode, validate
+
+from jupyter_agent.controller import AgentController
+from jupyter_agent.display import (
+    MarkdownTurnRenderer,
+    PlainTurnRenderer,
+    format_footer,
+    format_history,
+    format_recap,
+    format_sessions_table,
+    format_todos,
+    format_transcript,
+    format_usage,
+    is_jupyter,
+)
+from jupyter_agent.errors import JupyterAgentError
+from jupyter_agent.settings import (
+    DEFAULT_MODEL,
+    SessionOptions,
+    Settings,
+    check_api_key_env,
+    check_approve,
+    check_base_url,
+    check_limit,
+)
+
+__all__ = ["AgentMagics", "load_ipython_extension", "unload_ipython_extension"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _one_line(text: str) -> str:
+    return re.sub(r"\s*\n\s*", " ", text).strip()
+
+
+def _error_boundary(func: F) -> F:
+    """Turn the library's own errors into a one-line ``UsageError`` (issue 4, "Errors")."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except JupyterAgentError as err:
+            raise UsageError(_one_line(str(err))) from err
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _session_options(func: F) -> F:
+    """The options shared by ``%agent_new`` and ``%agent_resume``."""
+    for decorator in reversed([
+        argument("--title", help="Title of the session."),
+        argument("--model", help="Model name for this session (default: AgentMagics.model)."),
+        argument("--base-url", dest="base_url", metavar="URL",
+                 help="OpenAI-compatible endpoint, e.g. a local server "
+                      "http://localhost:11434/v1 (default: AgentMagics.base_url)."),
+        argument("--max-cost", dest="max_cost_usd", type=float, metavar="USD",
+                 help="Stop when the session has cost this much, in USD."),
+        argument("--max-tool-calls", dest="max_tool_calls", type=int, metavar="N",
+                 help="Stop when the session has made N tool calls."),
+        argument("--max-iterations", dest="max_iterations", type=int, metavar="N",
+                 help="At most N model calls per prompt."),
+        argument("--approve", choices=["auto", "ask", "deny"],
+                 help="Running code: auto (run), ask (confirm each), deny (never)."),
+    ]):
+        func = decorator(func)
+    return func
+
+
+def parse_argstring(magic: Callable[..., Any], line: str) -> Any:
+    """Parse a magic's arguments with shell quoting (``--title "two words"``).
+
+    IPython's own ``parse_argstring`` keeps the quotes in the values; this one removes
+    them. Errors are ``UsageError`` (from ``MagicArgumentParser``).
+    """
+    try:
+        argv = shlex.split(line)
+    except ValueError as err:
+        raise UsageError(f"cannot parse the arguments: {err}") from err
+    return magic.parser.parse_args(argv)  # type: ignore[attr-defined]
+
+
+def _options(args: Any) -> SessionOptions:
+    try:
+        return SessionOptions(
+            title=args.title, model=args.model, base_url=args.base_url,
+            max_cost_usd=args.max_cost_usd, max_tool_calls=args.max_tool_calls,
+            max_iterations=args.max_iterations, approve=args.approve,
+        )
+    except ValueError as err:
+        raise UsageError(str(err)) from err
+
+
+def _confirm(question: str, hint: str) -> bool:
+    """Ask a yes/no question on stdin; refuse with ``hint`` where there is no stdin."""
+    from IPython.core.error import StdinNotImplementedError
+
+    try:
+        answer = input(question)
+    except (EOFError, OSError, StdinNotImplementedError) as err:
+        raise UsageError(f"cannot ask for confirmation (no stdin): {hint}") from err
+    return answer.strip().lower() in ("y", "yes")
+
+
+@magics_class
+class AgentMagics(Magics):
+    """The agent magics and their settings (issue 4)."""
+
+    model = Unicode(DEFAULT_MODEL, help="Model name sent to the endpoint.").tag(config=True)
+    base_url = Unicode(
+        "", help="OpenAI-compatible endpoint (e.g. http://localhost:11434/v1 for Ollama); "
+                 "empty: the OpenAI API."
+    ).tag(config=True)
+    memory_dir = Unicode(
+        "", help="Where sessions and notes live; empty: $JUPYTER_AGENT_MEMORY_DIR, else "
+                 "<project root>/.jupyter_agent."
+    ).tag(config=True)
+    max_cost_usd = Float(None, allow_none=True,
+                         help="Per-session spend limit in USD; None: no limit.").tag(config=True)
+    max_tool_calls = Int(None, allow_none=True,
+                         help="Per-session tool-call limit; None: no limit.").tag(config=True)
+    max_iterations = Int(None, allow_none=True,
+                         help="Model calls per prompt; None: no limit.").tag(config=True)
+    approve = Unicode("ask", help="Running code: auto, ask or deny.").tag(config=True)
+    context_window = Int(None, allow_none=True,
+                         help="The model's context window in tokens (compaction starts at "
+                              "80%); None: the agent's default for the model.").tag(config=True)
+    stream = Bool(True, help="Stream replies as they are generated.").tag(config=True)
+    api_key_env = Unicode(
+        "OPENAI_API_KEY", help="Name of the environment variable holding the API key "
+                               "(the key itself is never a setting)."
+    ).tag(config=True)
+
+    def __init__(self, shell: Any = None, **kwargs: Any) -> None:
+        super().__init__(shell=shell, **kwargs)
+        self._controller = AgentController(self.settings, shell=shell)
+
+    # ---- settings
+    @staticmethod
+    def _check(check: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return check(*args, **kwargs)
+        except ValueError as err:
+            raise TraitError(f"AgentMagics: {err}") from err
+
+    @validate("model")
+    def _valid_model(self, proposal: Any) -> str:
+        if not proposal["value"].strip():
+            raise TraitError("AgentMagics: model must not be empty")
+        return str(proposal["value"])
+
+    @validate("base_url")
+    def _valid_base_url(self, proposal: Any) -> str:
+        return str(self._check(check_base_url, proposal["value"]))
+
+    @validate("approve")
+    def _valid_approve(self, proposal: Any) -> str:
+        return str(self._check(check_approve, proposal["value"]))
+
+    @validate("api_key_env")
+    def _valid_api_key_env(self, proposal: Any) -> str:
+        return str(self._check(check_api_key_env, proposal["value"]))
+
+    @validate("max_cost_usd", "max_tool_calls")
+    def _valid_limit(self, proposal: Any) -> Any:
+        return self._check(check_limit, proposal["trait"].name, proposal["value"])
+
+    @validate("max_iterations", "context_window")
+    def _valid_positive(self, proposal: Any) -> Any:
+        return self._check(check_limit, proposal["trait"].name, proposal["value"], minimum=1)
+
+    def settings(self) -> Settings:
+        """A snapshot of the current settings."""
+        return Settings(
+            model=self.model, base_url=self.base_url, memory_dir=self.memory_dir,
+            max_cost_usd=self.max_cost_usd, max_tool_calls=self.max_tool_calls,
+            max_iterations=self.max_iterations, approve=self.approve,
+            context_window=self.context_window, stream=self.stream, api_key_env=self.api_key_env,
+        )
+
+    @property
+    def controller(self) -> AgentController:
+        """The plain-Python API these magics call (holds the active session)."""
+        return self._controller
+
+    def close(self) -> None:
+        """Release the active session's lease and forget it (extension unload)."""
+        self._controller.close()
+
+    @property
+    def _jupyter(self) -> bool:
+        return is_jupyter(self.shell)
+
+    # ---- sessions
+    @line_magic
+    @_error_boundary
+    @magic_arguments()
+    @_session_options
+    def agent_new(self, line: str) -> None:
+        """Start a new session, make it active and print its ID."""
+        options = _options(parse_argstring(self.agent_new, line))
+        session_id = self._controller.new_session(options)
+        print(f"New session {session_id}" + (f" — {options.title}" if options.title else ""))
+
+    @line_magic
+    @_error_boundary
+    @magic_arguments()
+    @argument("session_id", nargs="?", metavar="SESSION_ID",
+              help="Default: the most recently updated non-archived session.")
+    @_session_options
+    def agent_resume(self, line: str) -> None:
+        """Make a saved session active again and show a recap of it."""
+        args = parse_argstring(self.agent_resume, line)
+        record = self._controller.resume(args.session_id, _options(args))
+        print(format_recap(record))
+
+    @line_cell_magic
+    @_error_boundary
+    @magic_arguments()
+    @argument("prompt", nargs="*", help="What to ask; with %%agent, the cell (after the line).")
+    def agent(self, line: str, cell: str | None = None) -> None:
+        """Send a prompt to the active session (``%agent PROMPT`` or a ``%%agent`` cell).
+
+        Starts a session first if none is active. The reply streams in; tool calls show
+        compactly; a footer gives tokens, cost, tool calls and what the limits leave.
+        """
+        prompt = "\n".join(p for p in (line.strip(), (cell or "").strip()) if p)
+        if not prompt:
+            raise UsageError("nothing to ask: use %agent PROMPT or a %%agent cell")
+        created = self._controller.ensure_session()
+        if created is not None:
+            print(f"No active session: started session {created} "
+                  f"(%agent_resume picks up an earlier one).")
+        renderer = MarkdownTurnRenderer() if self._jupyter else PlainTurnRenderer()
+        try:
+            result = self._controller.ask(prompt, on_event=renderer)
+        finally:
+            renderer.finish()
+        print(format_footer(result))
+        error = result.limit_error
+        if error is not None:
+            raise error
+
+    @line_magic
+    @_error_boundary
+    @magic_arguments()
+    @argument("--all", action="store_true", help="Include archived sessions.")
+    def agent_sessions(self, line: str) -> Any:
+        """List the sessions of the memory directory (a panel in Jupyter, a table in a terminal)."""
+        args = parse_argstring(self.agent_sessions, line)
+        if self._jupyter:
+            from IPython.display import display
+
+            display(self.sessions_panel(show_archived=args.all))
+            return None
+        listing = self._controller.list_sessions(include_archived=args.all)
+        print(format_sessions_table(listing, active_id=self._controller.active_session_id))
+        return None
+
+    def sessions_panel(self, *, show_archived: bool = False, page_size: int = 20) -> Any:
+        """A :class:`~jupyter_agent.panel.SessionsPanel` wired to this kernel's active session."""
+        from jupyter_agent.panel import SessionsPanel
+
+        def on_resume(session_id: str) -> str:
+            return format_recap(self._controller.resume(session_id))
+
+        return SessionsPanel(self._controller.store, on_resume=on_resume,
+                             on_delete=self._controller.delete, page_size=page_size,
+                             show_archived=show_archived)
+
+    @line_magic
+    @_error_boundary
+    @magic_arguments()
+    @argument("text", nargs="*", help="New summary; without it, show the summary.")
+    def agent_summary(self, line: str) -> None:
+        """Show the active session's summary, or replace it with TEXT."""
+        text = line.strip()
+        if text:
+            self._controller.set_summary(text)
+            print("Summary saved.")
+        else:
+            print(self._controller.record().summary or "(no summary yet)")
+
+    @line_magic
+    @_error_boundary
+    @magic_arguments()
+    @argument("text", nargs="+", help="The new title.")
+    def agent_title(self, line: str) -> None:
+        """Set the active session's title."""
+        text = line.strip()
+        if not text:
+            raise UsageError("usage: %agent_title TEXT")
+        self._controller.set_title(text)
+        print(f"Title set: {text}")
+
+    @line_magic
+    @_error_boundary
+    @magic_arguments()
+    @argument("session_id", nargs="?", metavar="ID", help="Default: the active session.")
+    @argument("--undo", action="store_true", help="Unarchive instead.")
+    def agent_archive(self, line: str) -> None:
+        """Archive a session (hidden from listings unless --all), or unarchive it with --undo."""
+        args = parse_argstring(self.agent_archive, line)
+        sid = self._controller.archive(args.session_id, undo=args.undo)
+        print(f"{'Unarchived' if args.undo else 'Archived'} session {sid}.")
+
+    @line_magic
+    @_error_boundary
+    @magic_arguments()
+    @argument("session_id", metavar="ID", help="The session to delete.")
+    @argument("--yes", action="store_true", help="Do not ask for confirmation.")
+    def agent_delete(self, line: str) -> None:
+        """Delete a session's file for good (asks for confirmation unless --yes)."""
+        args = parse_argstring(self.agent_delete, line)
+        sid = args.session_id
+        if not args.yes:
+            record = self._controller.record(sid)
+            name = f" ({record.title})" if record.title else ""
+            if not _confirm(f"Delete session {sid}{name} for good? [y/N] ",
+                            f"use %agent_delete {sid} --yes"):
+                print("Not deleted.")
+                return
+        self._controller.delete(sid)
+        print(f"Deleted session {sid}.")
+
+    # ---- the active session
+    @line_magic
+    @_error_boundary
+    @magic_arguments()
+    def agent_compact(self, line: str) -> None:
+        """Summarise the older turns of the active session's working context now."""
+        parse_argstring(self.agent_compact, line)
+        done = self._controller.compact()
+        print("Compacted the working context." if done else "Nothing to compact.")
+
+    @line_magic
+    @_error_boundary
+    @magic_arguments()
+    def agent_usage(self, line: str) -> None:
+        """Show the active session's tokens, cost, tool calls and what the limits leave."""
+        parse_argstring(self.agent_usage, line)
+        print(format_usage(self._controller.usage()))
+
+    @line_magic
+    @_error_boundary
+    @magic_arguments()
+    @argument("--full", action="store_true",
+              help="The full transcript with compaction markers, not the working context.")
+    def agent_history(self, line: str) -> None:
+        """Show the active session's working context (or with --full its whole transcript)."""
+        args = parse_argstring(self.agent_history, line)
+        record = self._controller.record()
+        if args.full:
+            print(format_transcript(record.transcript, record.compactions))
+        else:
+            print(format_history(record.messages))
+
+    @line_magic
+    @_error_boundary
+    @magic_arguments()
+    def agent_todo(self, line: str) -> None:
+        """Show the active session's todo list."""
+        parse_argstring(self.agent_todo, line)
+        print(format_todos(self._controller.todos()))
+
+
+def _forget(ipython: Any, magics: Magics) -> None:
+    """Remove every trace of ``magics`` from the shell."""
+    manager = ipython.magics_manager
+    for table in manager.magics.values():
+        for name, func in list(table.items()):
+            if getattr(func, "__self__", None) is magics:
+                del table[name]
+    if dict.get(manager.registry, type(magics).__name__) is magics:
+        del manager.registry[type(magics).__name__]
+    ipython.configurables[:] = [c for c in ipython.configurables if c is not magics]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Register :class:`AgentMagics` on ``ipython`` (``%load_ext jupyter_agent``).
+
+    Settings come from the shell's config (``ipython_config.py``); a bad value there is
+    reported as a ``UsageError`` and nothing is registered.
+    """
+    before = list(ipython.configurables)
+    try:
+        magics = AgentMagics(shell=ipython)
+    except TraitError as err:
+        ipython.configurables[:] = before
+        raise UsageError(f"jupyter_agent not loaded, bad setting: {_one_line(str(err))}") from err
+    ipython.register_magics(magics)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """Release the active session's lease and unregister the magics (``%unload_ext``)."""
+    magics = dict.get(ipython.magics_manager.registry, AgentMagics.__name__)
+    if magics is None:
+        return
+    magics.close()
+    _forget(ipython, magics)

@@ -1,0 +1,104 @@
+"""Shared fixtures.
+
+- ``_isolated_memory_dir`` (autouse): every test gets its own memory directory under
+  ``tmp_path`` through ``JUPYTER_AGENT_MEMORY_DIR``, runs in its own working directory,
+  and has no API key in the environment.
+- ``shell``: a fresh ``InteractiveShell`` per test (history off) with the extension
+  loaded through ``%load_ext jupyter_agent``; ``make_shell(config)`` builds one from a
+  ``traitlets.config.Config`` (the equivalent of ``ipython_config.py``).
+- ``run_cell(shell, code)``: runs a cell and raises its error, if any.
+- ``model_server``: a started ``ScriptedModelServer`` (empty script; tests add steps).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from traitlets.config import Config
+
+from jupyter_agent.testing import ScriptedModelServer
+
+ShellFactory = Callable[..., InteractiveShell]
+
+
+@pytest.fixture(autouse=True)
+def _isolated_memory_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    memory = tmp_path / "memory"
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.setenv("JUPYTER_AGENT_MEMORY_DIR", str(memory))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.chdir(work)
+    return memory
+
+
+@pytest.fixture
+def memory_dir(_isolated_memory_dir: Path) -> Path:
+    """The memory directory the extension uses in this test."""
+    return _isolated_memory_dir
+
+
+def _new_shell(cls: type[InteractiveShell], config: Config | None) -> InteractiveShell:
+    cfg = Config()
+    cfg.HistoryManager.enabled = False
+    if config is not None:
+        cfg.merge(config)
+    InteractiveShell.clear_instance()
+    return cls.instance(config=cfg)
+
+
+@pytest.fixture
+def make_shell() -> Iterator[ShellFactory]:
+    """Build shells (one at a time) with the extension loaded; cleaned up after the test."""
+    shells: list[InteractiveShell] = []
+
+    def make(config: Config | None = None, *, cls: type[InteractiveShell] = InteractiveShell,
+             load: bool = True) -> InteractiveShell:
+        shell = _new_shell(cls, config)
+        shells.append(shell)
+        if load:
+            shell.run_line_magic("load_ext", "jupyter_agent")
+        return shell
+
+    yield make
+    for shell in shells:
+        if "jupyter_agent" in shell.extension_manager.loaded:
+            shell.run_line_magic("unload_ext", "jupyter_agent")
+    InteractiveShell.clear_instance()
+
+
+@pytest.fixture
+def shell(make_shell: ShellFactory) -> InteractiveShell:
+    """A fresh shell with ``%load_ext jupyter_agent`` done."""
+    return make_shell()
+
+
+def run_cell(shell: InteractiveShell, code: str) -> Any:
+    """Run ``code`` as a cell; raise the cell's error if it failed; return its result."""
+    result = shell.run_cell(code, store_history=False)
+    result.raise_error()
+    return result.result
+
+
+@pytest.fixture
+def model_server() -> Iterator[ScriptedModelServer]:
+    """A running ``ScriptedModelServer`` with an empty script."""
+    with ScriptedModelServer() as server:
+        yield server
+
+
+@pytest.fixture
+def agent_shell(shell: InteractiveShell, model_server: ScriptedModelServer) -> InteractiveShell:
+    """``shell`` with ``AgentMagics.base_url`` pointing at ``model_server``."""
+    shell.run_line_magic("config", f'AgentMagics.base_url = "{model_server.base_url}"')
+    return shell
+
+
+def magics_of(shell: InteractiveShell) -> Any:
+    """The shell's ``AgentMagics`` instance."""
+    return dict.get(shell.magics_manager.registry, "AgentMagics")

@@ -1,0 +1,158 @@
+"""The plain-Python API (AgentController, Settings, build_client) and the pure formatters."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from jupyter_agent.agent import Limits
+from jupyter_agent.agent.events import Notice, TextDelta, ToolCallEnd, ToolCallStart
+from jupyter_agent.controller import AgentController, TurnResult
+from jupyter_agent.display import (
+    PlainTurnRenderer,
+    format_cost,
+    format_footer,
+    format_transcript,
+    limits_left,
+    relative_time,
+    truncate,
+)
+from jupyter_agent.errors import JupyterAgentError, ModelNotConfiguredError, SessionLockedError
+from jupyter_agent.settings import PLACEHOLDER_API_KEY, SessionOptions, Settings, build_client
+from jupyter_agent.store import Compaction, SessionStore, Usage
+from jupyter_agent.testing import ScriptedModelServer
+
+
+def test_options_override_only_what_is_given() -> None:
+    base = Settings(model="a", max_tool_calls=5, approve="ask")
+    merged = base.with_options(SessionOptions(title="T", model="b", approve="auto"))
+    assert (merged.model, merged.approve, merged.max_tool_calls) == ("b", "auto", 5)
+    assert base.with_options(SessionOptions()) == base
+    assert merged.limits() == Limits(max_tool_calls=5)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"approve": "x"}, "approve must be one of auto, ask, deny"),
+    ({"base_url": "file:///x"}, "base_url must be an http:// or https:// URL"),
+    ({"max_cost_usd": -0.01}, "--max-cost must be zero or more"),
+    ({"max_tool_calls": -1}, "--max-tool-calls must be zero or more"),
+    ({"max_iterations": 0}, "--max-iterations must be a positive number"),
+])
+def test_options_are_validated(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        SessionOptions(**kwargs)  # type: ignore[arg-type]
+
+
+def test_build_client_reads_the_named_variable_or_uses_a_placeholder() -> None:
+    with pytest.raises(ModelNotConfiguredError, match="set the OPENAI_API_KEY"):
+        build_client(Settings(), environ={})
+    with pytest.raises(ModelNotConfiguredError, match="set the K2"):
+        build_client(Settings(api_key_env="K2"), environ={"OPENAI_API_KEY": "sk-other"})
+    client = build_client(Settings(api_key_env="K2"), environ={"K2": "sk-mine"})
+    assert client.api_key == "sk-mine" and "api.openai.com" in str(client.base_url)
+    local = build_client(Settings(base_url="http://127.0.0.1:1/v1"), environ={})
+    assert local.api_key == PLACEHOLDER_API_KEY and str(local.base_url).startswith(
+        "http://127.0.0.1:1/v1")
+
+
+def test_limit_error_describes_the_stop() -> None:
+    usage = Usage(cost_usd=0.75)
+    result = TurnResult("s", "stopped", "max_cost_usd", Usage(), usage, 0, 4,
+                        Limits(max_cost_usd=0.5, max_tool_calls=4, max_iterations=2))
+    err = result.limit_error
+    assert err is not None and str(err) == "limit reached: max_cost_usd = 0.5 (session is at 0.75)"
+    calls = TurnResult("s", "x", "max_tool_calls", Usage(), usage, 1, 4, result.limits)
+    assert str(calls.limit_error) == "limit reached: max_tool_calls = 4 (session is at 4)"
+    iters = TurnResult("s", "x", "max_iterations", Usage(), usage, 1, 4, result.limits)
+    assert str(iters.limit_error) == "limit reached: max_iterations = 2 (session is at 2)"
+    assert TurnResult("s", "x", None, Usage(), usage, 0, 0, Limits()).limit_error is None
+
+
+def test_controller_without_a_shell(tmp_path: Path) -> None:
+    env = {"JUPYTER_AGENT_MEMORY_DIR": str(tmp_path / "mem")}
+    with ScriptedModelServer([{"text": "one"}, {"text": "two"}]) as server:
+        settings = Settings(base_url=server.base_url, model="scripted")
+        ctl = AgentController(lambda: settings, environ=env)
+        assert ctl.memory_dir == tmp_path / "mem" and ctl.active_session_id is None
+        with pytest.raises(JupyterAgentError, match="no active session"):
+            ctl.ask("x")
+        created = ctl.ensure_session()
+        assert created is not None and ctl.ensure_session() is None
+        events: list[object] = []
+        result = ctl.ask("hello", on_event=events.append)
+        assert result.reply == "one" and result.session_id == created
+        assert any(isinstance(e, TextDelta) for e in events)
+        assert result.session_usage.calls == 1 and result.turn_tool_calls == 0
+        store = ctl.store
+        assert store.holds_lease(created)
+
+        other = ctl.new_session(SessionOptions(title="second"))
+        assert not store.holds_lease(created) and store.holds_lease(other)
+        # a failed resume leaves the active session as it was
+        blocker = SessionStore(tmp_path / "mem")
+        blocker.acquire_lease(created)
+        with pytest.raises(SessionLockedError):
+            ctl.resume(created)
+        assert ctl.active_session_id == other and store.holds_lease(other)
+        blocker.release_all()
+        record = ctl.resume(created)
+        assert record.id == created and [m["content"] for m in record.messages[-2:]] == [
+            "hello", "one"]
+        assert ctl.ask("again").reply == "two"
+        ctl.close()
+        assert ctl.active_session_id is None and not store.holds_lease(created)
+
+
+def test_relative_time_and_truncate() -> None:
+    now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    assert relative_time(now - timedelta(seconds=30), now) == "just now"
+    assert relative_time(now - timedelta(minutes=59), now) == "59 min ago"
+    assert relative_time(now - timedelta(days=1, hours=2), now) == "yesterday"
+    assert relative_time(now - timedelta(days=45), now) == "2026-01-15"
+    assert relative_time((now - timedelta(hours=2)).replace(tzinfo=None), now) == "2 h ago"
+    assert truncate("héllo wörld", 5) == "héll…" and truncate("abc", 3) == "abc"
+    assert truncate("😀😀😀", 2) == "😀…"
+
+
+def test_cost_and_limits_text() -> None:
+    assert format_cost(Usage(cost_usd=0.01)) == "$0.0100"
+    assert format_cost(Usage(price_unknown=True)) == "price unknown"
+    assert format_cost(Usage(cost_usd=0.5, price_unknown=True)) == "$0.5000 + price unknown"
+    lim = Limits(max_tool_calls=5, max_cost_usd=1.0, max_iterations=3)
+    assert limits_left(lim, Usage(cost_usd=0.25), 7) == (
+        "0 tool calls, $0.7500 left; 3 model calls per turn")
+    assert limits_left(Limits(), Usage(), 0) == "no limits"
+    result = TurnResult("s", "r", None, Usage(input_tokens=10, output_tokens=5),
+                        Usage(input_tokens=100, output_tokens=50, cost_usd=0.2), 1, 3,
+                        Limits(max_tool_calls=4))
+    assert format_footer(result) == (
+        "── 15 tokens (10 in / 5 out) · $0.0000 · 1 tool call │ session: 150 tokens · "
+        "$0.2000 · 3 tool calls │ 1 tool call left")
+
+
+def test_transcript_markers_sit_at_the_recorded_lengths() -> None:
+    at = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    transcript = [{"role": "user", "content": f"m{i}"} for i in range(5)]
+    comps = [Compaction(at=at, summary="S1", replaced=2, transcript_length=2),
+             Compaction(at=at, summary="S2", replaced=3, transcript_length=5)]
+    text = format_transcript(transcript, comps)
+    order = [text.index(k) for k in ("m0", "m1", "S1", "m2", "m4", "S2")]
+    assert order == sorted(order)
+    assert "═══ compaction at 2026-01-02T03:04:05+00:00: 2 messages replaced" in text
+
+
+def test_plain_renderer(capsys: pytest.CaptureFixture[str]) -> None:
+    r = PlainTurnRenderer()
+    r(TextDelta("Let me look"))
+    r(ToolCallStart("c1", "describe_variable", '{"name": "df"}'))
+    r(ToolCallEnd("c1", "describe_variable", "DataFrame\n344 rows", True))
+    r(ToolCallStart("c2", "run_python", "not json"))
+    r(ToolCallEnd("c2", "run_python", "", False))
+    r(Notice("context compacted"))
+    r(TextDelta("Done."))
+    r.finish()
+    assert capsys.readouterr().out == (
+        'Let me look\n▶ describe_variable({"name": "df"})\n  → DataFrame 344 rows\n'
+        "▶ run_python(not json)\n  ✗ (no output)\n[context compacted]\nDone.\n")

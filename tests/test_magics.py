@@ -1,0 +1,229 @@
+"""%agent / %%agent turns and the magics that act on the active session."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from conftest import ShellFactory, magics_of
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+
+from jupyter_agent.agent import Limits
+from jupyter_agent.paths import find_project_root
+from jupyter_agent.store import SessionStore
+from jupyter_agent.testing import ScriptedModelServer
+
+CODE_STEP = {"tool_calls": [{"name": "run_python", "arguments": {"code": "x = 21 * 2\nprint(x)"}}]}
+
+
+def active_id(shell: InteractiveShell) -> str:
+    sid = magics_of(shell).controller.active_session_id
+    assert sid is not None
+    return str(sid)
+
+
+def user_texts(request: dict) -> list[str]:
+    return [m["content"] for m in request["messages"] if m["role"] == "user"]
+
+
+def test_cell_magic_starts_a_session_streams_and_prints_a_footer(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer, memory_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    model_server.add_steps([{"text": "Hello from the **model**",
+                             "usage": {"prompt_tokens": 1000, "completion_tokens": 20}}])
+    agent_shell.run_cell_magic("agent", "", "Say hello\nin two lines")
+    out = capsys.readouterr().out.splitlines()
+    sid = active_id(agent_shell)
+    assert out[0] == (f"No active session: started session {sid} "
+                      "(%agent_resume picks up an earlier one).")
+    assert out[1] == "Hello from the **model**"
+    assert out[2].startswith("── 1,020 tokens (1,000 in / 20 out) · ")
+    assert "0 tool calls │ session: 1,020 tokens" in out[2] and out[2].endswith("no limits")
+    assert len(out) == 3
+    record = SessionStore(memory_dir).load_session(sid)
+    assert record.project_root == str(find_project_root(os.getcwd()))
+    assert user_texts(model_server.requests[0]) == ["Say hello\nin two lines"]
+    assert model_server.requests[0]["model"] == "gpt-4o-mini"
+    assert model_server.requests[0]["stream"] is True
+
+
+def test_line_magic_continues_the_active_session(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    model_server.add_steps([{"text": "first answer"}, {"text": "second answer"}])
+    agent_shell.run_line_magic("agent", "first question")
+    sid = active_id(agent_shell)
+    agent_shell.run_line_magic("agent", "second question")
+    assert active_id(agent_shell) == sid
+    second = model_server.requests[1]["messages"]
+    assert [m.get("content") for m in second[-3:]] == [
+        "first question", "first answer", "second question"]
+    assert "started session" not in capsys.readouterr().out.split("first answer")[1]
+
+
+def test_tool_calls_render_compactly_and_run_in_the_user_namespace(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    model_server.add_steps([CODE_STEP, {"text": "x is 42"}])
+    agent_shell.run_line_magic("agent_new", "--approve auto --max-tool-calls 3")
+    capsys.readouterr()
+    agent_shell.run_line_magic("agent", "compute x")
+    out = capsys.readouterr().out
+    assert "▶ run_python\n    x = 21 * 2\n    print(x)\n  → 42\nx is 42\n" in out
+    assert agent_shell.user_ns["x"] == 42
+    footer = out.splitlines()[-1]
+    assert "1 tool call │" in footer and footer.endswith("2 tool calls left")
+    assert "price unknown" not in footer  # gpt-4o-mini has a price
+
+
+def test_agent_new_options_override_settings_for_that_session(
+    shell: InteractiveShell, model_server: ScriptedModelServer, memory_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    shell.run_line_magic("config", 'AgentMagics.model = "model-from-settings"')
+    shell.run_line_magic("config", "AgentMagics.max_tool_calls = 10")
+    model_server.add_steps([CODE_STEP, {"text": "refused, fine"}, {"text": "plain"}])
+    shell.run_line_magic(
+        "agent_new",
+        f'--title "Penguin study" --model model-from-option --base-url {model_server.base_url} '
+        "--max-cost 1.5 --max-tool-calls 3 --max-iterations 4 --approve deny",
+    )
+    sid = active_id(shell)
+    assert capsys.readouterr().out == f"New session {sid} — Penguin study\n"
+    controller = magics_of(shell).controller
+    shell.run_line_magic("agent", "try to run code")
+    agent = controller._active.agent
+    assert agent.limits == Limits(max_tool_calls=3, max_cost_usd=1.5, max_iterations=4)
+    assert agent.approval == "deny"
+    assert model_server.requests[0]["model"] == "model-from-option"
+    tool_result = model_server.requests[1]["messages"][-1]
+    assert tool_result["role"] == "tool" and "x" not in shell.user_ns
+    store = SessionStore(memory_dir)
+    assert store.load_session(sid).title == "Penguin study"
+    out = capsys.readouterr().out
+    assert "$1.5" in out.splitlines()[-1]  # what the cost limit leaves
+    # a new session without options is back on the settings (and needs their base_url)
+    shell.run_line_magic("config", f'AgentMagics.base_url = "{model_server.base_url}"')
+    shell.run_line_magic("agent_new", "")
+    shell.run_line_magic("agent", "again")
+    assert model_server.requests[2]["model"] == "model-from-settings"
+    assert controller._active.agent.limits == Limits(max_tool_calls=10)
+
+
+def test_config_changes_apply_to_the_next_turn(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    model_server.add_steps([{"text": "one"}, {"text": "two"}])
+    agent_shell.run_line_magic("agent", "q1")
+    agent_shell.run_line_magic("config", 'AgentMagics.model = "other-model"')
+    agent_shell.run_line_magic("config", "AgentMagics.stream = False")
+    agent_shell.run_line_magic("config", "AgentMagics.max_cost_usd = 2.0")
+    agent_shell.run_line_magic("agent", "q2")
+    assert model_server.requests[1]["model"] == "other-model"
+    assert not model_server.requests[1].get("stream")
+    assert user_texts(model_server.requests[1]) == ["q1", "q2"]
+    out = capsys.readouterr().out
+    assert "two\n" in out and "price unknown" in out.splitlines()[-1]
+    assert "left" in out.splitlines()[-1]
+
+
+def test_empty_prompt_is_a_usage_error(agent_shell: InteractiveShell) -> None:
+    with pytest.raises(UsageError, match=r"^nothing to ask: use %agent PROMPT or a %%agent cell$"):
+        agent_shell.run_cell_magic("agent", "  ", "\n\n")
+
+
+def test_limit_reached_shows_footer_then_one_line_error(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    model_server.add_steps([CODE_STEP, CODE_STEP, {"text": "never"}])
+    agent_shell.run_line_magic("agent_new", "--approve auto --max-tool-calls 1")
+    with pytest.raises(UsageError) as info:
+        agent_shell.run_line_magic("agent", "loop forever")
+    assert str(info.value) == "limit reached: max_tool_calls = 1 (session is at 1)"
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1].startswith("── ") and "0 tool calls left" in out
+    assert model_server.remaining == 1
+
+
+def test_summary_title_todo_usage(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer, memory_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(UsageError, match=r"^no active session: start one with %agent_new"):
+        agent_shell.run_line_magic("agent_summary", "")
+    model_server.add_steps([
+        {"tool_calls": [{"name": "add_todo", "arguments": {"text": "plot the species"}}]},
+        {"text": "added"},
+    ])
+    agent_shell.run_line_magic("agent", "plan it")
+    sid = active_id(agent_shell)
+    capsys.readouterr()
+    agent_shell.run_line_magic("agent_todo", "")
+    assert capsys.readouterr().out == "[ ] 1. plot the species — pending\n"
+    agent_shell.run_line_magic("agent_summary", "Goal: penguins. Done: nothing yet.")
+    agent_shell.run_line_magic("agent_title", "Penguins: a study")
+    store = SessionStore(memory_dir)
+    assert store.load_session(sid).summary == "Goal: penguins. Done: nothing yet."
+    assert store.load_session(sid).title == "Penguins: a study"
+    capsys.readouterr()
+    agent_shell.run_line_magic("agent_summary", "")
+    assert capsys.readouterr().out == "Goal: penguins. Done: nothing yet.\n"
+    agent_shell.run_line_magic("agent_usage", "")
+    usage = capsys.readouterr().out
+    assert f"session {sid}" in usage and "model calls: 2" in usage
+    assert "tool calls:  1" in usage and "no limits" in usage
+
+
+def test_history_and_compaction_markers(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    agent_shell.run_line_magic("agent_new", "")
+    agent_shell.run_line_magic("agent_compact", "")
+    assert capsys.readouterr().out.endswith("Nothing to compact.\n")
+    for i in range(4):
+        model_server.add_steps([{"text": f"answer {i}"}])
+        agent_shell.run_line_magic("agent", f"question {i}")
+    model_server.add_steps([{"text": "SUMMARY: questions 0 and 1 were asked"}])
+    capsys.readouterr()
+    agent_shell.run_line_magic("agent_compact", "")
+    assert capsys.readouterr().out == "Compacted the working context.\n"
+    agent_shell.run_line_magic("agent_history", "")
+    working = capsys.readouterr().out
+    assert "SUMMARY: questions 0 and 1" in working and "question 3" in working
+    assert "question 0\n" not in working
+    agent_shell.run_line_magic("agent_history", "--full")
+    full = capsys.readouterr().out
+    assert "question 0" in full and "question 3" in full
+    marker = full.index("═══ compaction at ")
+    assert full.index("answer 3") < marker  # recorded after the 4th turn
+    assert "messages replaced by a summary ═══" in full
+
+
+def test_markdown_streaming_and_panel_in_jupyter(
+    make_shell: ShellFactory, model_server: ScriptedModelServer,
+) -> None:
+    class ZMQInteractiveShell(InteractiveShell):  # the name is how Jupyter is detected
+        pass
+
+    shell = make_shell(cls=ZMQInteractiveShell)
+    shell.run_line_magic("config", f'AgentMagics.base_url = "{model_server.base_url}"')
+    model_server.add_steps([{"text": "A *markdown* reply that streams in pieces"}])
+    with capture_output() as captured:
+        shell.run_line_magic("agent", "hi")
+    markdown = [o for o in captured.outputs if "text/markdown" in o.data]
+    assert markdown, captured.outputs
+    assert markdown[-1].data["text/markdown"] == "A *markdown* reply that streams in pieces"
+    assert "── " in captured.stdout and "A *markdown*" not in captured.stdout
+    with capture_output() as captured:
+        shell.run_line_magic("agent_sessions", "")
+    views = [o for o in captured.outputs if "application/vnd.jupyter.widget-view+json" in o.data]
+    assert len(views) == 1

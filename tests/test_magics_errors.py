@@ -1,0 +1,171 @@
+"""The one error boundary: library errors become one-line UsageErrors; the key never leaks."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+from conftest import magics_of
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+
+from jupyter_agent.errors import JupyterAgentError, ModelError
+from jupyter_agent.store import SessionStore
+from jupyter_agent.testing import ScriptedModelServer
+
+
+def usage_error(shell: InteractiveShell, magic: str, line: str = "",
+                cell: str | None = None) -> str:
+    with pytest.raises(UsageError) as info:
+        if cell is None:
+            shell.run_line_magic(magic, line)
+        else:
+            shell.run_cell_magic(magic, line, cell)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_no_model_configured(shell: InteractiveShell, memory_dir: Path) -> None:
+    message = usage_error(shell, "agent_new")
+    assert message == (
+        "no model configured: set the OPENAI_API_KEY environment variable (and pick a model "
+        "with --model or %config AgentMagics.model), or point --base-url / %config "
+        "AgentMagics.base_url at a local OpenAI-compatible server (Ollama, vLLM, LM Studio), "
+        "e.g. http://localhost:11434/v1")
+    assert usage_error(shell, "agent", "hello") == message
+    assert not (memory_dir / "sessions").exists() or not list((memory_dir / "sessions").iterdir())
+    shell.run_line_magic("config", 'AgentMagics.api_key_env = "MY_PROVIDER_KEY"')
+    assert "set the MY_PROVIDER_KEY environment variable" in usage_error(shell, "agent_new")
+
+
+def test_key_from_the_named_variable_reaches_the_server_and_nothing_else(
+    shell: InteractiveShell, memory_dir: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    secret = "sk-test-DO-NOT-LEAK-4242"
+    monkeypatch.setenv("MY_PROVIDER_KEY", secret)
+    with ScriptedModelServer(require_api_key=secret) as server:
+        shell.run_line_magic("config", 'AgentMagics.api_key_env = "MY_PROVIDER_KEY"')
+        shell.run_line_magic("config", f'AgentMagics.base_url = "{server.base_url}"')
+        server.add_steps([
+            {"tool_calls": [{"name": "run_python", "arguments": {"code": "y = 1"}}]},
+            {"text": "done"},
+        ])
+        with capture_output() as captured:
+            shell.run_line_magic("agent_new", "--approve auto --title t")
+            shell.run_line_magic("agent", "go")
+            for magic in ("agent_usage", "agent_history", "agent_sessions", "agent_todo"):
+                shell.run_line_magic(magic, "")
+            shell.run_line_magic("agent_history", "--full")
+            shell.run_line_magic("config", "AgentMagics")
+        assert "done" in captured.stdout and not server.errors
+    outputs = captured.stdout + captured.stderr + str([o.data for o in captured.outputs])
+    outputs += capsys.readouterr().out
+    assert secret not in outputs
+    files = [p for p in memory_dir.rglob("*") if p.is_file()]
+    assert any(p.suffix == ".json" for p in files)
+    for path in files:
+        assert secret.encode() not in path.read_bytes(), path
+    settings = magics_of(shell).settings()
+    assert secret not in repr(settings) and secret not in str(vars(magics_of(shell)))
+    assert secret not in str(server.requests)
+
+
+def test_placeholder_key_for_a_local_server(shell: InteractiveShell) -> None:
+    with ScriptedModelServer([{"text": "hi"}], require_api_key="not-needed") as server:
+        shell.run_line_magic("config", f'AgentMagics.base_url = "{server.base_url}"')
+        shell.run_line_magic("agent", "hello")
+        assert not server.errors and server.remaining == 0
+
+
+def test_invalid_unknown_and_corrupt_sessions(shell: InteractiveShell, memory_dir: Path,
+                                              model_server: ScriptedModelServer) -> None:
+    shell.run_line_magic("config", f'AgentMagics.base_url = "{model_server.base_url}"')
+    assert usage_error(shell, "agent_resume") == (
+        f"no saved sessions in {memory_dir}: start one with %agent_new")
+    assert usage_error(shell, "agent_resume", "../etc/passwd") == (
+        "invalid session ID '../etc/passwd': use 1-128 letters, digits, '_' or '-'")
+    sessions = memory_dir / "sessions"
+    assert usage_error(shell, "agent_resume", "nope") == (
+        f"no saved session 'nope' (looked for {sessions / 'nope.json'})")
+    assert usage_error(shell, "agent_delete", "bad/id --yes").startswith("invalid session ID")
+    assert usage_error(shell, "agent_archive", "nope").startswith("no saved session 'nope'")
+    sessions.mkdir(parents=True, exist_ok=True)
+    (sessions / "broken.json").write_text('{"id": "broken", "messages": [')
+    message = usage_error(shell, "agent_resume", "broken")
+    assert message.startswith(f"session file {sessions / 'broken.json'} is unreadable and was "
+                              "left untouched: ")
+    assert (sessions / "broken.json").read_text() == '{"id": "broken", "messages": ['
+    assert usage_error(shell, "agent_delete", "broken").startswith("session file ")
+
+
+def test_option_errors(shell: InteractiveShell) -> None:
+    assert usage_error(shell, "agent_new", "--max-cost -1") == (
+        "--max-cost must be zero or more, or None for no limit (got -1.0)")
+    assert usage_error(shell, "agent_new", "--max-iterations 0") == (
+        "--max-iterations must be a positive number, or None for no limit (got 0)")
+    assert usage_error(shell, "agent_new", "--base-url ftp://x").startswith(
+        "base_url must be an http:// or https:// URL")
+    assert "invalid choice: 'maybe'" in usage_error(shell, "agent_new", "--approve maybe")
+    assert "argument --max-tool-calls: invalid int value" in usage_error(
+        shell, "agent_new", "--max-tool-calls lots")
+    assert usage_error(shell, "agent_new", '--title "unclosed').startswith(
+        "cannot parse the arguments")
+    assert usage_error(shell, "agent_title", "") == "usage: %agent_title TEXT"
+    for magic in ("agent_usage", "agent_todo", "agent_history", "agent_compact", "agent_title x",
+                  "agent_archive"):
+        name, _, line = magic.partition(" ")
+        assert usage_error(shell, name, line).startswith("no active session: start one with")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_model_unreachable_and_model_errors(shell: InteractiveShell) -> None:
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    shell.run_line_magic("config", f'AgentMagics.base_url = "{url}"')
+    message = usage_error(shell, "agent", "hello?")
+    assert message == f"the model endpoint at {url}/ could not be reached: Connection error."
+    with ScriptedModelServer([{"error": {"status": 401, "message": "bad key"}}]) as server:
+        shell.run_line_magic("config", f'AgentMagics.base_url = "{server.base_url}"')
+        message = usage_error(shell, "agent", "again?")
+        assert message == (f"the model endpoint at {server.base_url}/ rejected the API key "
+                           "(401): bad key")
+        sid = magics_of(shell).controller.active_session_id
+        # the prompts stayed saved, and the error was the library's ModelError
+        with pytest.raises(UsageError) as info:
+            shell.run_line_magic("agent", "third")
+        assert isinstance(info.value.__cause__, ModelError)
+        assert magics_of(shell).controller.active_session_id == sid
+
+
+def test_unexpected_errors_keep_their_traceback(shell: InteractiveShell, tmp_path: Path,
+                                                model_server: ScriptedModelServer) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    shell.run_line_magic("config", f'AgentMagics.memory_dir = "{blocker}"')
+    shell.run_line_magic("config", f'AgentMagics.base_url = "{model_server.base_url}"')
+    with pytest.raises(OSError) as info:
+        shell.run_line_magic("agent_new", "")
+    assert not isinstance(info.value, (UsageError, JupyterAgentError))
+    assert info.value.__traceback__ is not None
+
+
+def test_in_use_by_another_store_in_this_process(shell: InteractiveShell, memory_dir: Path,
+                                                 model_server: ScriptedModelServer) -> None:
+    shell.run_line_magic("config", f'AgentMagics.base_url = "{model_server.base_url}"')
+    other = SessionStore(memory_dir)
+    sid = other.create_session([{"role": "system", "content": "s"}])
+    other.acquire_lease(sid)
+    try:
+        message = usage_error(shell, "agent_resume", sid)
+        assert message.startswith(f"session '{sid}' is in use by process ")
+    finally:
+        other.release_all()
+    shell.run_line_magic("agent_resume", sid)

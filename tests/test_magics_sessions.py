@@ -1,0 +1,258 @@
+"""Sessions across magics: new/resume/recap, leases seen from another process, archive,
+delete, the sessions table, and the panel driving the kernel's active session."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import ShellFactory, magics_of
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
+from jupyter_agent.store import SessionStore
+from jupyter_agent.testing import ScriptedModelServer
+
+PROBE = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+try:
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    print("free")
+except BlockingIOError:
+    print("locked")
+"""
+
+HOLDER = """
+import sys
+from jupyter_agent.store import SessionStore
+SessionStore(sys.argv[1]).acquire_lease(sys.argv[2])
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def lock_state(store: SessionStore, sid: str) -> str:
+    """'locked' or 'free', as a second process sees the session's lock with flock."""
+    out = subprocess.run([sys.executable, "-c", PROBE, str(store.lock_path(sid))],
+                         capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+@pytest.fixture
+def holder(memory_dir: Path) -> Iterator[object]:
+    procs: list[subprocess.Popen[str]] = []
+
+    def hold(sid: str) -> int:
+        proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(memory_dir), sid],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        procs.append(proc)
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+        return proc.pid
+
+    yield hold
+    for proc in procs:
+        proc.communicate("")
+
+
+def new_session(shell: InteractiveShell, server: ScriptedModelServer, prompt: str,
+                reply: str, *options: str) -> str:
+    shell.run_line_magic("agent_new", " ".join(options))
+    server.add_steps([{"text": reply}])
+    shell.run_line_magic("agent", prompt)
+    return str(magics_of(shell).controller.active_session_id)
+
+
+def test_lease_is_held_while_active_and_released_on_switch_and_unload(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer, memory_dir: Path,
+) -> None:
+    store = SessionStore(memory_dir)
+    a = new_session(agent_shell, model_server, "a?", "a!")
+    assert lock_state(store, a) == "locked"
+    b = new_session(agent_shell, model_server, "b?", "b!")
+    assert (lock_state(store, a), lock_state(store, b)) == ("free", "locked")
+    agent_shell.run_line_magic("agent_resume", a)
+    assert (lock_state(store, a), lock_state(store, b)) == ("locked", "free")
+    agent_shell.run_line_magic("agent_resume", a)  # resuming the active one keeps it held
+    assert lock_state(store, a) == "locked"
+    agent_shell.run_line_magic("unload_ext", "jupyter_agent")
+    assert (lock_state(store, a), lock_state(store, b)) == ("free", "free")
+
+
+def test_resume_default_recap_and_continuation_after_restart(
+    make_shell: ShellFactory, model_server: ScriptedModelServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    shell = make_shell()
+    shell.run_line_magic("config", f'AgentMagics.base_url = "{model_server.base_url}"')
+    old = new_session(shell, model_server, "old question", "old answer")
+    sid = new_session(shell, model_server, "Analyse penguins", "Sure.", "--title Penguins")
+    model_server.add_steps([
+        {"tool_calls": [{"name": "add_todo", "arguments": {"text": "make a plot"}},
+                        {"name": "add_todo", "arguments": {"text": "write it up"}}]},
+        {"text": "Two todos added."},
+    ])
+    shell.run_line_magic("agent", "plan the work")
+    shell.run_line_magic("agent_summary", "Goal: penguin analysis")
+    new_session(shell, model_server, "archived one", "ok")
+    shell.run_line_magic("agent_archive", "")
+    shell.run_line_magic("unload_ext", "jupyter_agent")  # like a kernel restart
+    shell.run_line_magic("load_ext", "jupyter_agent")
+    shell.run_line_magic("config", f'AgentMagics.base_url = "{model_server.base_url}"')
+    capsys.readouterr()
+
+    shell.run_line_magic("agent_resume", "")  # most recent non-archived: the Penguins one
+    recap = capsys.readouterr().out
+    assert recap.startswith(f"Resumed session {sid} — Penguins\n")
+    assert "summary: Goal: penguin analysis" in recap
+    assert "open todos:\n[ ] 1. make a plot — pending\n[ ] 2. write it up — pending" in recap
+    assert "last prompt: plan the work" in recap and "last reply:  Two todos added." in recap
+    assert "2 tool calls" in recap and "tokens" in recap
+    assert old not in recap
+
+    model_server.add_steps([{"text": "continuing"}])
+    shell.run_line_magic("agent", "go on")
+    sent = [m.get("content") for m in model_server.requests[-1]["messages"]]
+    assert "Analyse penguins" in sent and "plan the work" in sent and sent[-1] == "go on"
+    assert "old question" not in sent
+    footer = capsys.readouterr().out.splitlines()[-1]
+    assert "session:" in footer and "2 tool calls │" in footer  # counts carried over
+
+
+def test_resume_with_options_sets_title_and_limits(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer, memory_dir: Path,
+) -> None:
+    sid = new_session(agent_shell, model_server, "q", "a")
+    agent_shell.run_line_magic("agent_new", "")
+    agent_shell.run_line_magic(
+        "agent_resume", f"{sid} --title 'Renamed it' --model m9 --max-cost 3 "
+                        "--max-tool-calls 2 --max-iterations 5 --approve auto")
+    assert SessionStore(memory_dir).load_session(sid).title == "Renamed it"
+    model_server.add_steps([{"text": "ok"}])
+    agent_shell.run_line_magic("agent", "more")
+    agent = magics_of(agent_shell).controller._active.agent
+    assert (agent.model, agent.approval) == ("m9", "auto")
+    assert (agent.limits.max_cost_usd, agent.limits.max_tool_calls,
+            agent.limits.max_iterations) == (3, 2, 5)
+    assert model_server.requests[-1]["model"] == "m9"
+
+
+def test_session_in_use_elsewhere_is_refused_naming_the_process(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer, holder: object,
+) -> None:
+    sid = new_session(agent_shell, model_server, "q", "a")
+    agent_shell.run_line_magic("agent_new", "")
+    active = magics_of(agent_shell).controller.active_session_id
+    pid = holder(sid)  # type: ignore[operator]
+    with pytest.raises(UsageError) as info:
+        agent_shell.run_line_magic("agent_resume", sid)
+    assert str(info.value).startswith(f"session '{sid}' is in use by process {pid} (lock file ")
+    assert "\n" not in str(info.value)
+    assert magics_of(agent_shell).controller.active_session_id == active  # unchanged
+    with pytest.raises(UsageError, match=f"in use by process {pid}"):
+        agent_shell.run_line_magic("agent_delete", f"{sid} --yes")
+    with pytest.raises(UsageError, match=f"in use by process {pid}"):
+        agent_shell.run_line_magic("agent_archive", sid)
+
+
+def test_sessions_table_archive_and_undo(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    a = new_session(agent_shell, model_server, "first prompt words", "a", "--title Alpha")
+    b = new_session(agent_shell, model_server, "second prompt words", "b")
+    capsys.readouterr()
+    agent_shell.run_line_magic("agent_sessions", "")
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["ID", "UPDATED", "STATUS", "MSGS", "COST", "TITLE", "/", "FIRST",
+                                "PROMPT"]
+    assert table[1].split()[:3] == ["*", b, "just"] and "active" in table[1]
+    assert table[1].endswith("second prompt words")
+    assert table[2].split()[0] == a and "idle" in table[2] and table[2].endswith("Alpha")
+    agent_shell.run_line_magic("agent_archive", a)
+    assert capsys.readouterr().out == f"Archived session {a}.\n"
+    agent_shell.run_line_magic("agent_sessions", "")
+    assert a not in capsys.readouterr().out
+    agent_shell.run_line_magic("agent_sessions", "--all")
+    assert "idle (archived)" in capsys.readouterr().out
+    agent_shell.run_line_magic("agent_archive", f"{a} --undo")
+    assert capsys.readouterr().out == f"Unarchived session {a}.\n"
+    agent_shell.run_line_magic("agent_sessions", "")
+    assert a in capsys.readouterr().out
+
+
+def test_delete_confirms_and_refuses_without_stdin(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer, memory_dir: Path,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    store = SessionStore(memory_dir)
+    a = new_session(agent_shell, model_server, "q", "a", "--title Doomed")
+    b = new_session(agent_shell, model_server, "q", "a")
+    # pytest's captured stdin raises OSError on read, like a headless kernel
+    with pytest.raises(UsageError, match=f"^cannot ask for confirmation \\(no stdin\\): use "
+                                         f"%agent_delete {a} --yes$"):
+        agent_shell.run_line_magic("agent_delete", a)
+    assert store.exists(a)
+    questions: list[str] = []
+    answers = iter(["n", "y"])
+
+    def fake_input(question: str = "") -> str:
+        questions.append(question)
+        return next(answers)
+
+    monkeypatch.setattr("builtins.input", fake_input)
+    capsys.readouterr()
+    agent_shell.run_line_magic("agent_delete", a)
+    assert store.exists(a) and capsys.readouterr().out == "Not deleted.\n"
+    agent_shell.run_line_magic("agent_delete", a)
+    assert not store.exists(a) and capsys.readouterr().out == f"Deleted session {a}.\n"
+    assert questions == [f"Delete session {a} (Doomed) for good? [y/N] "] * 2
+    # the active session: --yes, no question; it is no longer active and its lease is free
+    agent_shell.run_line_magic("agent_delete", f"{b} --yes")
+    assert not store.exists(b) and magics_of(agent_shell).controller.active_session_id is None
+    assert len(questions) == 2
+    with pytest.raises(UsageError, match=f"^no saved session '{b}'"):
+        agent_shell.run_line_magic("agent_delete", f"{b} --yes")
+
+
+def test_panel_resume_then_cell_continues_that_session(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+) -> None:
+    a = new_session(agent_shell, model_server, "Remember: the secret word is plover", "Noted.")
+    b = new_session(agent_shell, model_server, "unrelated", "ok")
+    magics = magics_of(agent_shell)
+    panel = magics.sessions_panel()
+    statuses = {r.session_id: r.text.status for r in panel.rows}
+    assert statuses == {a: "idle", b: "active"}
+    next(r for r in panel.rows if r.session_id == a).resume.click()
+    assert panel.error == ""
+    assert magics.controller.active_session_id == a
+    assert f"Resumed session {a}" in panel._message.value
+    assert {r.session_id: r.text.status for r in panel.rows} == {a: "active", b: "idle"}
+    model_server.add_steps([{"text": "The word was plover."}])
+    agent_shell.run_cell_magic("agent", "", "What was the secret word?")
+    sent = [m.get("content") for m in model_server.requests[-1]["messages"]]
+    assert sent[-3:] == ["Remember: the secret word is plover", "Noted.",
+                         "What was the secret word?"]
+    assert "unrelated" not in sent
+    # deleting the active session from the panel deactivates it first
+    next(r for r in panel.rows if r.session_id == a).delete.click()
+    panel._confirm.click()
+    assert panel.error == "" and magics.controller.active_session_id is None
+    assert [r.session_id for r in panel.rows] == [b]
+
+
+def test_panel_resume_error_is_shown_in_the_panel(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer, holder: object,
+) -> None:
+    a = new_session(agent_shell, model_server, "q", "a")
+    agent_shell.run_line_magic("agent_new", "")
+    pid = holder(a)  # type: ignore[operator]
+    panel = magics_of(agent_shell).sessions_panel()
+    row = next(r for r in panel.rows if r.session_id == a)
+    assert row.text.status == "in use"
+    row.resume.click()
+    assert f"SessionLockedError: session &#x27;{a}&#x27; is in use by process {pid}" in panel.error

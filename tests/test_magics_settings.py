@@ -1,0 +1,157 @@
+"""Settings (traits), %config, ipython_config equivalents, load/unload/reload, usage help."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from conftest import ShellFactory, run_cell
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from traitlets import TraitError
+from traitlets.config import Config
+
+from jupyter_agent.magics import AgentMagics
+from jupyter_agent.settings import DEFAULT_MODEL
+
+MAGIC_NAMES = {
+    "line": {"agent", "agent_new", "agent_resume", "agent_sessions", "agent_summary",
+             "agent_title", "agent_archive", "agent_delete", "agent_compact", "agent_usage",
+             "agent_history", "agent_todo"},
+    "cell": {"agent"},
+}
+
+
+def magics_of(shell: InteractiveShell) -> AgentMagics:
+    found = dict.get(shell.magics_manager.registry, "AgentMagics")
+    assert isinstance(found, AgentMagics)
+    return found
+
+
+def test_defaults(shell: InteractiveShell) -> None:
+    m = magics_of(shell)
+    s = m.settings()
+    assert (s.model, s.base_url, s.memory_dir, s.approve, s.stream, s.api_key_env) == (
+        DEFAULT_MODEL, "", "", "ask", True, "OPENAI_API_KEY")
+    assert (s.max_cost_usd, s.max_tool_calls, s.max_iterations, s.context_window) == (
+        None, None, None, None)
+    for name in ("model", "base_url", "memory_dir", "max_cost_usd", "max_tool_calls",
+                 "max_iterations", "approve", "context_window", "stream", "api_key_env"):
+        assert m.trait_metadata(name, "config") is True, name
+    assert not any(n == "key" or n.endswith("api_key") for n in m.trait_names())
+
+
+def test_config_magic_sets_every_setting(shell: InteractiveShell) -> None:
+    for line in ['AgentMagics.model = "gpt-test"', 'AgentMagics.base_url = "http://h:1/v1"',
+                 'AgentMagics.memory_dir = "/tmp/x"', "AgentMagics.max_cost_usd = 0.5",
+                 "AgentMagics.max_tool_calls = 3", "AgentMagics.max_iterations = 4",
+                 'AgentMagics.approve = "deny"', "AgentMagics.context_window = 9000",
+                 "AgentMagics.stream = False", 'AgentMagics.api_key_env = "MY_KEY"']:
+        shell.run_line_magic("config", line)
+    s = magics_of(shell).settings()
+    assert (s.model, s.base_url, s.memory_dir, s.max_cost_usd, s.max_tool_calls,
+            s.max_iterations, s.approve, s.context_window, s.stream, s.api_key_env) == (
+        "gpt-test", "http://h:1/v1", "/tmp/x", 0.5, 3, 4, "deny", 9000, False, "MY_KEY")
+    assert shell.run_line_magic("config", "AgentMagics.model") == "gpt-test"
+
+
+def test_config_object_like_ipython_config(make_shell: ShellFactory) -> None:
+    c = Config()
+    c.AgentMagics.model = "from-config"
+    c.AgentMagics.approve = "auto"
+    c.AgentMagics.max_tool_calls = 7
+    s = magics_of(make_shell(c)).settings()
+    assert (s.model, s.approve, s.max_tool_calls) == ("from-config", "auto", 7)
+
+
+BAD_VALUES = [
+    ("approve", "sometimes", "approve must be one of auto, ask, deny"),
+    ("base_url", "ftp://host/v1", "base_url must be an http:// or https:// URL"),
+    ("base_url", "localhost:11434", "base_url must be an http:// or https:// URL"),
+    ("max_cost_usd", -1.0, "max_cost_usd must be zero or more"),
+    ("max_tool_calls", -2, "max_tool_calls must be zero or more"),
+    ("max_iterations", 0, "max_iterations must be a positive number"),
+    ("context_window", -5, "context_window must be a positive number"),
+    ("api_key_env", "", "api_key_env must name an environment variable"),
+    ("model", " ", "model must not be empty"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "message"), BAD_VALUES)
+def test_bad_values_are_rejected(shell: InteractiveShell, name: str, value: object,
+                                 message: str, caplog: pytest.LogCaptureFixture) -> None:
+    m = magics_of(shell)
+    before = getattr(m, name)
+    with pytest.raises(TraitError, match=message):
+        setattr(m, name, value)
+    assert getattr(m, name) == before
+    with caplog.at_level(logging.ERROR):
+        shell.run_line_magic("config", f"AgentMagics.{name} = {value!r}")
+    assert getattr(m, name) == before
+    assert message in caplog.text
+
+
+def test_bad_value_in_shell_config_refuses_to_load(make_shell: ShellFactory) -> None:
+    c = Config()
+    c.AgentMagics.approve = "sometimes"
+    shell = make_shell(c, load=False)
+    with pytest.raises(UsageError, match=r"jupyter_agent not loaded, bad setting: .*approve must"):
+        shell.run_line_magic("load_ext", "jupyter_agent")
+    assert "agent_new" not in shell.magics_manager.magics["line"]
+    assert not [c for c in shell.configurables if type(c).__name__ == "AgentMagics"]
+
+
+def _ours(shell: InteractiveShell) -> dict[str, set[str]]:
+    return {kind: set(shell.magics_manager.magics[kind]) & MAGIC_NAMES[kind]
+            for kind in MAGIC_NAMES}
+
+
+def test_load_unload_reload_leave_nothing_behind(shell: InteractiveShell) -> None:
+    assert _ours(shell) == MAGIC_NAMES
+    first = magics_of(shell)
+    assert [c for c in shell.configurables if isinstance(c, AgentMagics)] == [first]
+
+    shell.run_line_magic("unload_ext", "jupyter_agent")
+    assert _ours(shell) == {"line": set(), "cell": set()}
+    assert "AgentMagics" not in dict(shell.magics_manager.registry)
+    assert not [c for c in shell.configurables if type(c).__name__ == "AgentMagics"]
+    with pytest.raises(UsageError):
+        shell.run_line_magic("agent_new", "")
+
+    shell.run_line_magic("load_ext", "jupyter_agent")
+    shell.run_line_magic("reload_ext", "jupyter_agent")
+    assert _ours(shell) == MAGIC_NAMES
+    mine = [c for c in shell.configurables if type(c).__name__ == "AgentMagics"]
+    assert len(mine) == 1 and mine[0] is not first
+    assert shell.magics_manager.magics["line"]["agent_new"].__self__ is mine[0]
+
+
+@pytest.mark.parametrize(("magic", "expected"), [
+    ("agent_new", ["--title", "--model", "--base-url", "--max-cost", "--max-tool-calls",
+                   "--max-iterations", "--approve"]),
+    ("agent_resume", ["SESSION_ID", "--max-cost", "--approve"]),
+    ("agent_sessions", ["--all"]),
+    ("agent_archive", ["--undo"]),
+    ("agent_delete", ["--yes"]),
+    ("agent_history", ["--full"]),
+    ("agent", ["prompt"]),
+])
+def test_question_mark_prints_usage(shell: InteractiveShell, magic: str, expected: list[str],
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    run_cell(shell, f"%{magic}?")
+    out = capsys.readouterr().out
+    assert f"%{magic}" in out
+    for option in expected:
+        assert option in out
+
+
+def test_importing_does_nothing() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, jupyter_agent, jupyter_agent.magics, jupyter_agent.controller, "
+            "jupyter_agent.display, jupyter_agent.paths, jupyter_agent.settings; "
+            "print('ipywidgets' in sys.modules, 'openai' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["False", "False"]

@@ -1,0 +1,194 @@
+"""SessionsPanel driven with Button.click() and widget values, on real store files."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from jupyter_agent.panel import SessionsPanel, format_row
+from jupyter_agent.store import SessionListing, SessionState, SessionStore, TodoItem, Usage
+
+
+def make_session(store: SessionStore, prompt: str, *, title: str = "", summary: str = "",
+                 cost: float = 0.0, reply: str = "ok") -> str:
+    sid = store.create_session([{"role": "system", "content": "sys"}], title=title)
+    store.save_messages(sid, [{"role": "system", "content": "sys"},
+                              {"role": "user", "content": prompt},
+                              {"role": "assistant", "content": reply}])
+    if cost:
+        store.save_state(sid, SessionState(usage=Usage(cost_usd=cost, calls=1)))
+    if summary:
+        store.write_summary(sid, summary)
+    return sid
+
+
+@pytest.fixture
+def store(memory_dir: Path) -> SessionStore:
+    return SessionStore(memory_dir)
+
+
+def listing(**kw: object) -> SessionListing:
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    base: dict[str, object] = dict(
+        id="abc123", updated_at=now - timedelta(minutes=5), summary="  Goal: clean\n data ",
+        title="", archived=False, status="idle", created_at=now - timedelta(days=1),
+        message_count=7, cost_usd=0.01234, tool_calls=2,
+        first_prompt="Load the penguins data set and plot bill length against depth please",
+    )
+    base.update(kw)
+    return SessionListing(**base)  # type: ignore[arg-type]
+
+
+def test_format_row_is_pure_and_complete() -> None:
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    row = format_row(listing(), now)
+    assert row.name.startswith("Load the penguins data set")
+    assert len(row.name) <= 60
+    assert row.summary == "Goal: clean data"
+    assert row.updated == "5 min ago"
+    assert (row.status, row.messages, row.cost) == ("idle", "7 msgs", "$0.0123")
+    assert format_row(listing(title="Penguins"), now).name == "Penguins"
+    assert format_row(listing(first_prompt=""), now).name == "abc123"
+    assert format_row(listing(archived=True, status="in use"), now).status == "in use, archived"
+    assert format_row(listing(updated_at=now - timedelta(hours=3)), now).updated == "3 h ago"
+    assert format_row(listing(updated_at=now - timedelta(days=3)), now).updated == "3 days ago"
+
+
+def test_rows_show_sessions_with_their_details(store: SessionStore) -> None:
+    a = make_session(store, "first question about penguins", summary="penguin work", cost=0.5)
+    b = make_session(store, "second", title="Titled")
+    panel = SessionsPanel(store)
+    assert [r.session_id for r in panel.rows] == [b, a]
+    assert panel.rows[0].text.name == "Titled"
+    assert panel.rows[1].text.name == "first question about penguins"
+    assert panel.rows[1].text.summary == "penguin work"
+    assert panel.rows[1].text.cost == "$0.5000"
+    assert panel.rows[1].text.messages == "3 msgs"
+    assert panel.rows[1].text.updated == "just now"
+    assert panel.error == ""
+
+
+def test_paging_filter_and_refresh_with_hundreds_of_sessions(store: SessionStore) -> None:
+    ids = [make_session(store, f"prompt number {i}" + (" needle" if i % 50 == 0 else ""))
+           for i in range(205)]
+    panel = SessionsPanel(store, page_size=20)
+    assert panel.page_count == 11
+    assert panel._page_label.value == "page 1 of 11 (205 sessions)"
+    assert len(panel.rows) == 20 and panel._prev.disabled and not panel._next.disabled
+    first_page = [r.session_id for r in panel.rows]
+    panel._next.click()
+    assert panel.page == 1 and panel._page_label.value.startswith("page 2 of 11")
+    assert not set(first_page) & {r.session_id for r in panel.rows}
+    for _ in range(20):
+        panel._next.click()
+    assert panel.page == 10 and len(panel.rows) == 5 and panel._next.disabled
+    shown: set[str] = set()
+    for _ in range(11):
+        shown |= {r.session_id for r in panel.rows}
+        panel._prev.click()
+    assert shown == set(ids) and panel.page == 0
+
+    panel._filter.value = "NEEDLE"
+    assert panel.page == 0 and len(panel.rows) == 5
+    assert all("needle" in r.text.name for r in panel.rows)
+    panel._filter.value = ids[7]
+    assert [r.session_id for r in panel.rows] == [ids[7]]
+    panel._filter.value = "no such thing"
+    assert panel.rows == [] and "no sessions match" in panel._rows_box.children[0].value
+
+    panel._filter.value = ""
+    new = make_session(store, "a brand new one")
+    assert new not in {r.session_id for r in panel.rows}
+    panel._refresh.click()
+    assert panel.rows[0].session_id == new and panel.page_count == 11
+
+
+def test_archive_unarchive_and_show_archived_toggle(store: SessionStore) -> None:
+    a = make_session(store, "keep")
+    b = make_session(store, "archive me")
+    panel = SessionsPanel(store)
+    row = next(r for r in panel.rows if r.session_id == b)
+    assert row.archive.description == "Archive"
+    row.archive.click()
+    assert store.load_session(b).archived is True
+    assert [r.session_id for r in panel.rows] == [a]
+    panel._show_archived.value = True
+    row = next(r for r in panel.rows if r.session_id == b)
+    assert row.archive.description == "Unarchive" and "archived" in row.text.status
+    row.archive.click()
+    assert store.load_session(b).archived is False
+    panel._show_archived.value = False
+    assert {r.session_id for r in panel.rows} == {a, b}
+
+
+def test_delete_asks_first(store: SessionStore) -> None:
+    a = make_session(store, "keep")
+    b = make_session(store, "delete me")
+    panel = SessionsPanel(store)
+    row = next(r for r in panel.rows if r.session_id == b)
+    row.delete.click()
+    assert store.exists(b)
+    assert panel._confirm_box.layout.display == "flex" and b in panel._confirm_text.value
+    panel._cancel.click()
+    assert store.exists(b) and panel._confirm_box.layout.display == "none"
+    panel._confirm.click()  # nothing pending: nothing happens
+    assert store.exists(b)
+    next(r for r in panel.rows if r.session_id == b).delete.click()
+    panel._confirm.click()
+    assert not store.exists(b) and store.exists(a)
+    assert [r.session_id for r in panel.rows] == [a]
+    assert "Deleted session" in panel._message.value
+
+
+def test_detail_view(store: SessionStore) -> None:
+    sid = make_session(store, "how many penguins?", summary="Goal: count penguins",
+                       reply="There are 344 penguins.")
+    store.save_state(sid, SessionState(todos=[TodoItem(id=1, text="plot species counts")]))
+    panel = SessionsPanel(store)
+    panel.rows[0].details.click()
+    detail = panel._detail.value
+    for text in ("Goal: count penguins", "plot species counts", "how many penguins?",
+                 "There are 344 penguins."):
+        assert text in detail
+
+
+def test_callback_errors_are_shown_in_the_panel(store: SessionStore) -> None:
+    sid = make_session(store, "x")
+
+    def broken(session_id: str) -> None:
+        raise RuntimeError(f"cannot resume {session_id} today")
+
+    panel = SessionsPanel(store, on_resume=broken)
+    panel.rows[0].resume.click()  # must not raise
+    assert f"RuntimeError: cannot resume {sid} today" in panel.error
+    # a file that vanished after listing: the store's error shows up too
+    store.delete_session(sid)
+    panel.rows[0].details.click()
+    assert "no saved session" in panel.error
+    panel._refresh.click()
+    assert panel.error == "" and panel.rows == []
+    # no on_resume at all
+    make_session(store, "y")
+    bare = SessionsPanel(store)
+    bare.rows[0].resume.click()
+    assert "no resume action" in bare.error
+
+
+def test_status_in_use_by_another_store(store: SessionStore, memory_dir: Path) -> None:
+    sid = make_session(store, "busy")
+    other = SessionStore(memory_dir)
+    other.acquire_lease(sid)
+    try:
+        panel = SessionsPanel(store)
+        assert panel.rows[0].text.status == "in use"
+        # archiving a session in use elsewhere is refused, and the panel says so
+        panel.rows[0].archive.click()
+        assert "in use" in panel.error and store.load_session(sid).archived is False
+    finally:
+        other.release_all()
+    store.acquire_lease(sid)
+    panel.refresh()
+    assert panel.rows[0].text.status == "active"
+    store.release_all()
