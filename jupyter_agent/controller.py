@@ -285,9 +285,13 @@ class AgentController:
             session_tool_calls=agent.state.tool_calls, limits=agent.limits,
         )
 
-    def compact(self) -> bool:
-        """Compact the active session's working context now; ``False`` if nothing to do."""
-        return self._agent().compact()
+    def compact(self, *, on_event: Callable[[Any], None] | None = None) -> bool:
+        """Compact the active session's working context now.
+
+        Returns ``False`` when there was nothing to compact or the summarizing call
+        failed; ``on_event`` then receives a ``Notice`` saying which.
+        """
+        return self._agent().compact(on_event=on_event)
 
     def record(self, session_id: str | None = None) -> SessionRecord:
         """Load a session's record (default: the active session)."""

@@ -27,6 +27,7 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Float, Int, TraitError, Unicode, validate
 
+from jupyter_agent.agent.events import Notice
 from jupyter_agent.controller import AgentController
 from jupyter_agent.display import (
     MarkdownTurnRenderer,
@@ -127,6 +128,12 @@ def _confirm(question: str, hint: str) -> bool:
     except (EOFError, OSError, StdinNotImplementedError) as err:
         raise UsageError(f"cannot ask for confirmation (no stdin): {hint}") from err
     return answer.strip().lower() in ("y", "yes")
+
+
+def _collect_notice(event: object, notices: list[str]) -> None:
+    """Keep the text of the agent's notices (e.g. why a compaction failed)."""
+    if isinstance(event, Notice):
+        notices.append(event.text)
 
 
 @magics_class
@@ -357,8 +364,14 @@ class AgentMagics(Magics):
     def agent_compact(self, line: str) -> None:
         """Summarise the older turns of the active session's working context now."""
         parse_argstring(self.agent_compact, line)
-        done = self._controller.compact()
-        print("Compacted the working context." if done else "Nothing to compact.")
+        notices: list[str] = []
+        done = self._controller.compact(on_event=lambda event: _collect_notice(event, notices))
+        if done:
+            print("Compacted the working context.")
+        elif notices:
+            raise UsageError(notices[-1])
+        else:
+            print("Nothing to compact.")
 
     @line_magic
     @_error_boundary

@@ -227,3 +227,17 @@ def test_markdown_streaming_and_panel_in_jupyter(
         shell.run_line_magic("agent_sessions", "")
     views = [o for o in captured.outputs if "application/vnd.jupyter.widget-view+json" in o.data]
     assert len(views) == 1
+
+
+def test_failed_compaction_is_a_one_line_error_and_keeps_the_context(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+) -> None:
+    agent_shell.run_line_magic("agent_new", "")
+    for i in range(4):
+        model_server.add_steps([{"text": f"answer {i}"}])
+        agent_shell.run_line_magic("agent", f"question {i}")
+    before = magics_of(agent_shell).controller.record().messages
+    model_server.add_steps([{"error": {"status": 400, "message": "summary refused"}}])
+    with pytest.raises(UsageError, match=r"compaction failed.*summary refused"):
+        agent_shell.run_line_magic("agent_compact", "")
+    assert magics_of(agent_shell).controller.record().messages == before
