@@ -305,7 +305,14 @@ class PlainTurnRenderer:
 
 
 class MarkdownTurnRenderer:
-    """Render a turn's events as Markdown in one updatable display handle (Jupyter).
+    """Render a turn's events as Markdown (Jupyter).
+
+    While the turn runs, one display handle shows the reply so far and is updated in
+    place. When the turn finishes, that live area is emptied and the final Markdown is
+    displayed once as an ordinary output. The live handle always starts and ends empty,
+    so a saved notebook holds exactly one output per turn whether or not the front end
+    that executed it applied the intermediate updates (nbval does not; JupyterLab and
+    nbclient do).
 
     Parameters
     ----------
@@ -327,13 +334,12 @@ class MarkdownTurnRenderer:
         return Markdown("".join(self._parts))
 
     def _show(self) -> None:
-        from IPython.display import display
+        from IPython.display import Markdown, display
 
         self._shown_at, self._dirty = time.monotonic(), False
         if self._handle is None:
-            self._handle = display(self._markdown(), display_id=True)
-        else:
-            self._handle.update(self._markdown())
+            self._handle = display(Markdown(""), display_id=True)
+        self._handle.update(self._markdown())
 
     def _block(self, text: str) -> None:
         if self._parts and not self._parts[-1].endswith("\n\n"):
@@ -364,6 +370,12 @@ class MarkdownTurnRenderer:
         self._show()
 
     def finish(self) -> None:
-        """Make sure the final text is shown."""
-        if self._dirty:
-            self._show()
+        """Empty the live area and display the turn's final Markdown once."""
+        from IPython.display import Markdown, display
+
+        if self._handle is not None:
+            self._handle.update(Markdown(""))
+            self._handle = None
+        if self._parts:
+            display(self._markdown())
+        self._dirty = False

@@ -219,9 +219,12 @@ def test_markdown_streaming_and_panel_in_jupyter(
     model_server.add_steps([{"text": "A *markdown* reply that streams in pieces"}])
     with capture_output() as captured:
         shell.run_line_magic("agent", "hi")
-    markdown = [o for o in captured.outputs if "text/markdown" in o.data]
+    markdown = [(o.data["text/markdown"], o.metadata) for o in captured.outputs
+                if "text/markdown" in o.data]
     assert markdown, captured.outputs
-    assert markdown[-1].data["text/markdown"] == "A *markdown* reply that streams in pieces"
+    # the live area starts empty, ends empty, and the final reply is one plain output
+    assert markdown[0][0] == "" and markdown[-2][0] == ""
+    assert markdown[-1][0] == "A *markdown* reply that streams in pieces"
     assert "── " in captured.stdout and "A *markdown*" not in captured.stdout
     with capture_output() as captured:
         shell.run_line_magic("agent_sessions", "")
