@@ -27,7 +27,6 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Float, Int, TraitError, Unicode, validate
 
-from jupyter_agent.agent.events import Notice
 from jupyter_agent.controller import AgentController
 from jupyter_agent.display import (
     MarkdownTurnRenderer,
@@ -132,8 +131,8 @@ def _confirm(question: str, hint: str) -> bool:
 
 def _collect_notice(event: object, notices: list[str]) -> None:
     """Keep the text of the agent's notices (e.g. why a compaction failed)."""
-    if isinstance(event, Notice):
-        notices.append(event.text)
+    if getattr(event, "kind", "") == "notice":
+        notices.append(str(getattr(event, "text", "")))
 
 
 @magics_class
