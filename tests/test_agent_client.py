@@ -149,3 +149,24 @@ def test_client_factory(monkeypatch: pytest.MonkeyPatch) -> None:
     assert str(client.base_url).startswith("http://127.0.0.1:1/v1")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
     assert factory().api_key == "sk-from-env"
+
+
+def test_connection_dropped_mid_stream_is_a_model_error_and_the_prompt_stays_saved(
+    store: SessionStore,
+) -> None:
+    import threading
+
+    server = ScriptedModelServer([{"text": "word " * 60, "chunk_delay": 0.05}]).start()
+    try:
+        agent = make_agent(server, store)
+        threading.Timer(0.3, server.stop).start()  # the server goes away while streaming
+        with pytest.raises(ModelError) as info:
+            agent.run("a long answer, please")
+        assert info.value.status_code is None
+    finally:
+        server.stop()
+    saved = read_record(store, agent.session_id or "")
+    assert saved["messages"][1] == {"role": "user", "content": "a long answer, please"}
+    server.start()
+    server.add_steps([{"text": "short this time"}])
+    assert agent.run("again") == "short this time"

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 import openai
 
 from jupyter_agent.errors import ModelError, ModelNotConfiguredError
@@ -162,12 +162,13 @@ def request_reply(
     kwargs: dict[str, Any] = {"model": model, "messages": messages}
     if tools:
         kwargs["tools"] = tools
+    failures: tuple[type[Exception], ...] = (openai.OpenAIError, *_http_errors())
     try:
         if stream:
             _stream_into(client, kwargs, acc, on_text)
         else:
             _complete_into(client, kwargs, acc, on_text)
-    except (openai.OpenAIError, httpx.HTTPError) as exc:
+    except failures as exc:
         raise model_error(exc, client) from exc
     return ModelReply(
         text=acc.text,
@@ -251,17 +252,33 @@ def _error_detail(exc: openai.APIStatusError) -> str:
     try:
         data = json.loads(exc.response.text)
         return str(data.get("error", {}).get("message") or exc.message)
-    except (ValueError, AttributeError, httpx.ResponseNotRead):
+    except Exception:  # best effort: the body may be unread, absent or not JSON
         return exc.message
 
 
+def _http_errors() -> tuple[type[Exception], ...]:
+    """The base errors of the HTTP library the ``openai`` client runs on.
+
+    A stream read can fail with these (e.g. the server closing the connection)
+    without the client wrapping them. Depending on its version, ``openai`` uses
+    ``httpx`` or ``httpx2``; whichever it imported is in ``sys.modules``.
+    """
+    found: list[type[Exception]] = []
+    for name in ("httpx", "httpx2"):
+        module = sys.modules.get(name)
+        error = getattr(module, "HTTPError", None)
+        if isinstance(error, type) and issubclass(error, Exception):
+            found.append(error)
+    return tuple(found)
+
+
 def model_error(exc: BaseException, client: openai.OpenAI | None = None) -> ModelError:
-    """Map an ``openai``/``httpx`` failure to a :class:`ModelError` a user can act on.
+    """Map an ``openai`` (or its HTTP library's) failure to a :class:`ModelError` a user can act on.
 
     ``status_code`` is the HTTP status, or None when no response arrived.
     """
     where = f" at {client.base_url}" if client is not None else ""
-    if isinstance(exc, openai.APIConnectionError | httpx.TransportError):
+    if isinstance(exc, (openai.APIConnectionError, *_http_errors())):
         kind = "timed out" if isinstance(exc, openai.APITimeoutError) else "could not be reached"
         return ModelError(f"the model endpoint{where} {kind}: {exc}", status_code=None)
     if isinstance(exc, openai.APIStatusError):
