@@ -106,7 +106,9 @@ def test_file_has_the_fixed_top_level_keys_in_order(tmp_path: Path) -> None:
     ]
     assert data["schema_version"] == SCHEMA_VERSION == 1
     assert data["project_root"] == str(tmp_path)
-    assert list(data["state"]) == ["scratchpad", "todos", "tool_calls", "usage"]
+    assert list(data["state"]) == [
+        "scratchpad", "todos", "tool_calls", "usage", "model", "base_url"
+    ]
     assert set(data["state"]["usage"]) >= {"input_tokens", "output_tokens", "cost_usd", "calls"}
 
 

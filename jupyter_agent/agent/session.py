@@ -19,6 +19,8 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+import openai
+
 from jupyter_agent.agent.context import repair_tool_pairs
 from jupyter_agent.agent.prompts import DEFAULT_SYSTEM_PROMPT, build_system_prompt
 from jupyter_agent.store import SessionState, SessionStore, to_message_dict
@@ -36,6 +38,8 @@ class SessionPersistence:
     session_id: str | None
     messages: list[dict[str, Any]]
     state: SessionState
+    model: str
+    client: openai.OpenAI
     _has_summary: bool
 
     def _create(self, system_prompt: str | None, title: str, project_root: str | None) -> None:
@@ -73,6 +77,8 @@ class SessionPersistence:
 
     def _checkpoint(self) -> None:
         if self.store is not None and self.session_id is not None:
+            self.state.model = self.model
+            self.state.base_url = str(self.client.base_url)
             self.store.save_state(self.session_id, self.state)
 
     def _append(self, *messages: dict[str, Any]) -> None:

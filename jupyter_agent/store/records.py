@@ -123,12 +123,19 @@ class SessionState(_Model):
         Tool calls made in the whole session.
     usage : Usage
         Cumulative tokens, cost (USD) and calls.
+    model : str
+        The model the session last talked to ("" if unknown).
+    base_url : str
+        The endpoint it last talked to ("" if unknown). Never an API key: a resume
+        reads the key from the environment again.
     """
 
     scratchpad: CleanStr = ""
     todos: list[TodoItem] = Field(default_factory=list)
     tool_calls: int = 0
     usage: Usage = Field(default_factory=Usage)
+    model: CleanStr = ""
+    base_url: CleanStr = ""
 
 
 class Compaction(_Model):
