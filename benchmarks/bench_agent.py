@@ -62,6 +62,7 @@ def _measure(size: int, repeat: int, with_store: bool, root: Path) -> tuple[floa
         history = _history(size)
         if store is not None:
             sid = store.create_session(history)
+            agent.close()  # different session; let it go before building the resumed one
             agent = Agent(client, "scripted", store=store, session_id=sid, approval="auto")
         else:
             agent.messages = history
@@ -77,6 +78,7 @@ def _measure(size: int, repeat: int, with_store: bool, root: Path) -> tuple[floa
             start = time.perf_counter()
             agent.run(prompt)
             full.append(time.perf_counter() - start)
+        agent.close()
     return statistics.median(bare) * 1e3, statistics.median(full) * 1e3
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -21,6 +22,7 @@ from test_agent_helpers import (  # noqa: F401  (fixtures)
 )
 
 from jupyter_agent.agent import AgentEvent
+from jupyter_agent.agent.session import RESUME_REPAIR
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
 
@@ -103,12 +105,34 @@ def test_resume_repairs_a_batch_missing_its_results(
     )
     agent = make_agent(model_server, store, session_id=sid)
     assert roles(agent.messages) == ["system", "user", "assistant", "tool"]
-    assert "not executed" in agent.messages[-1]["content"]
+    assert agent.messages[-1]["content"] == f"[jupyter-agent] {RESUME_REPAIR}"
+    assert "not executed" not in agent.messages[-1]["content"]  # it may have run
     record = store.load_session(sid)
     assert record.messages == agent.messages
     assert record.transcript == agent.messages  # only appended: a plain save
     model_server.add_steps([{"text": "ok"}])
     assert agent.run("next") == "ok"
+
+
+def test_resume_repair_records_how_many_messages_it_replaced(
+    model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    function = {"name": "list_todos", "arguments": "{}"}
+    call = {"id": "call_1", "type": "function", "function": function}
+    messages = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "u"},
+        {"role": "tool", "tool_call_id": "call_gone", "content": "orphan"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+    ]
+    sid = store.create_session(messages)
+    agent = make_agent(model_server, store, session_id=sid)
+    assert roles(agent.messages) == ["system", "user", "assistant", "tool"]
+    event = store.load_session(sid).compactions[-1]
+    # One orphan dropped; the answered call and its synthetic result replace nothing
+    # (a prefix/suffix guess would count 2).
+    assert event.replaced == 1
+    assert event.transcript_length == 4
 
 
 def test_resume_drops_an_orphan_result_from_the_working_context_only(
@@ -187,9 +211,74 @@ def test_sigkill_mid_batch_then_resume(
 
     agent = make_agent(model_server, store, session_id="crash-1")  # the lease was freed
     assert roles(agent.messages) == ["system", "user", "assistant", "tool", "tool"]
-    assert all("not executed" in m["content"] for m in agent.messages[3:])
+    # Whether add_todo or slow ran is unknown after the crash: never claim "not executed".
+    assert [m["content"] for m in agent.messages[3:]] == [
+        "[jupyter-agent] result unknown: the session ended while this tool batch was running; "
+        "check before repeating it"
+    ] * 2
     model_server.add_steps([{"text": "picked up again"}])
     assert agent.run("continue") == "picked up again"
     assert agent.state.usage.calls == 2
     last_request = model_server.requests[-1]["messages"]
     assert roles(last_request) == ["system", "user", "assistant", "tool", "tool", "user"]
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [SystemExit(3), asyncio.CancelledError(), GeneratorExit()],
+    ids=lambda e: type(e).__name__,
+)
+def test_tools_raising_base_exceptions_become_error_results(
+    model_server: ScriptedModelServer, store: SessionStore, exc: BaseException
+) -> None:
+    def bail() -> str:
+        """A tool that raises a BaseException that is not KeyboardInterrupt."""
+        raise exc
+
+    model_server.add_steps([tool_step(("bail", {}), ("add_todo", {"text": "after"})),
+                            {"text": "handled"}])
+    rec = Recorder()
+    agent = make_agent(model_server, store, tools=[bail])
+    assert agent.run("go", on_event=rec) == "handled"  # the turn went on
+    first, second = rec.of("tool_call_end")
+    assert not first.ok and first.result.startswith(f"error: {type(exc).__name__}")
+    assert second.ok and second.result == "added todo #1"  # the rest of the batch ran
+    assert "interrupted" not in first.result
+
+
+def test_an_on_event_error_is_not_called_a_user_interrupt(
+    model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    def on_event(event: AgentEvent) -> None:
+        if event.kind == "tool_call_end":
+            raise RuntimeError("renderer broke")
+
+    model_server.add_steps([tool_step(("add_todo", {"text": "a"}), ("list_todos", {}))])
+    agent = make_agent(model_server, store)
+    with pytest.raises(RuntimeError, match="renderer broke"):
+        agent.run("go", on_event=on_event)
+    saved = read_record(store, agent.session_id or "")
+    assert roles(saved["messages"]) == ["system", "user", "assistant", "tool", "tool"]
+    done, pending = saved["messages"][3:]
+    assert done["content"] == "added todo #1"
+    assert "by the user" not in pending["content"]
+    assert pending["content"] == (
+        "[jupyter-agent] not executed: the tool batch was stopped by an error "
+        "(RuntimeError: renderer broke)"
+    )
+
+
+def test_an_on_event_error_mid_stream_is_named_in_the_marker(
+    model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    def on_event(event: AgentEvent) -> None:
+        if event.kind == "text_delta":
+            raise ValueError("bad delta")
+
+    model_server.add_steps([{"text": "one two three four", "chunk_delay": 0.01}])
+    agent = make_agent(model_server, store)
+    with pytest.raises(ValueError, match="bad delta"):
+        agent.run("talk", on_event=on_event)
+    last = read_record(store, agent.session_id or "")["messages"][-1]
+    assert last["content"].endswith("(reply stopped by an error (ValueError: bad delta))")
+    assert "by the user" not in last["content"]

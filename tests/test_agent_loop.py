@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +22,7 @@ from test_agent_helpers import (  # noqa: F401  (fixtures)
 )
 
 from jupyter_agent.agent import Agent, Notice, TextDelta, ToolCallEnd, ToolCallStart, UsageUpdate
-from jupyter_agent.errors import SessionLockedError
+from jupyter_agent.errors import CorruptSessionError, SessionLockedError
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
 
@@ -222,10 +226,82 @@ def test_the_run_holds_the_session_lease(
 
     model_server.add_steps([step])
     agent = make_agent(model_server, store)
-    agent.run("hi")
+    with agent:
+        agent.run("hi")
     assert outcome == {"locked": True}
-    with other.lease(agent.session_id or ""):  # released after the run
+    with other.lease(agent.session_id or ""):  # released by close()
         pass
+
+
+_OTHER_PROCESS_AGENT = """
+import json, sys, openai
+from jupyter_agent.agent import Agent
+from jupyter_agent.errors import CorruptSessionError, SessionLockedError
+from jupyter_agent.store import SessionStore
+client = openai.OpenAI(base_url=sys.argv[3], api_key="k", max_retries=0)
+try:
+    agent = Agent(client, "scripted", store=SessionStore(sys.argv[1]), session_id=sys.argv[2])
+except SessionLockedError as err:
+    print(json.dumps({"locked": True, "pid": err.pid}))
+else:
+    agent.close()
+    print(json.dumps({"locked": False}))
+"""
+
+
+def _agent_in_other_process(root: Path, sid: str, base_url: str) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-c", _OTHER_PROCESS_AGENT, str(root), sid, base_url],
+        capture_output=True, text=True, timeout=120, check=True,
+    )
+    result: dict[str, Any] = json.loads(out.stdout)
+    return result
+
+
+def test_the_agent_holds_the_lease_for_its_whole_life(
+    model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    """Spec "Session Locks": the running agent holds the lease for its entire run,
+    also between turns; close() lets the session go."""
+    model_server.add_steps([{"text": "one"}, {"text": "two"}])
+    first = make_agent(model_server, store)
+    sid = first.session_id or ""
+    assert first.run("turn 1") == "one"
+    # Between turns: another store object in this process is refused ...
+    with pytest.raises(SessionLockedError) as info:
+        make_agent(model_server, SessionStore(store.root), session_id=sid)
+    assert info.value.pid == os.getpid()
+    # ... and so is another process, naming this one.
+    assert _agent_in_other_process(store.root, sid, model_server.base_url) == {
+        "locked": True, "pid": os.getpid()
+    }
+    # A second agent on the *same* store nests its count (the controller's case).
+    nested = make_agent(model_server, store, session_id=sid)
+    nested.close()
+    nested.close()  # idempotent
+    assert store.holds_lease(sid)  # the first agent still holds it
+    assert first.run("turn 2") == "two"
+    first.close()
+    first.close()
+    assert not store.holds_lease(sid)
+    with pytest.raises(RuntimeError, match="closed"):
+        first.run("turn 3")
+    assert _agent_in_other_process(store.root, sid, model_server.base_url) == {"locked": False}
+    with make_agent(model_server, SessionStore(store.root), session_id=sid) as again:
+        assert again.messages == first.messages
+    assert again.closed
+
+
+def test_a_failed_resume_releases_the_lease(
+    model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    agent = make_agent(model_server, store)
+    sid = agent.session_id or ""
+    agent.close()
+    store.session_path(sid).write_text("{not json", "utf-8")
+    with pytest.raises(CorruptSessionError):
+        make_agent(model_server, store, session_id=sid)
+    assert not store.holds_lease(sid)
 
 
 def test_unknown_tool_and_bad_arguments_are_results(

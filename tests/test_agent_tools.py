@@ -156,19 +156,33 @@ def test_run_python_without_shell_uses_a_private_namespace() -> None:
     assert "secret: int = 5" in tools.list_variables()
 
 
-def test_output_is_cut_by_code_points_with_a_marker() -> None:
+def test_output_is_cut_by_code_points_with_a_marker_keeping_both_ends() -> None:
     emoji = "😀" * 30  # outside the BMP: 2 UTF-16 units each
     cut = truncate(emoji, 7)
-    assert cut == "😀" * 7 + "\n... [output truncated: 23 more characters]"
+    assert cut == "😀" * 4 + "\n... [output truncated: 23 characters cut] ...\n" + "😀" * 3
     assert truncate("short", 10) == "short"
-    assert truncate("x" * 12_345 + "y" * 10, 10).endswith(
-        "[output truncated: 12,345 more characters]"
-    )
+    cut = truncate("x" * 12_345 + "y" * 10, 10)
+    assert cut == "xxxxx\n... [output truncated: 12,345 characters cut] ...\nyyyyy"
     tools = BuiltinTools(SessionState, approval="auto")
     out = truncate(tools.run_python("print('👍🏽' * 10)"), 5)
-    assert out.startswith("👍🏽👍🏽👍")
-    assert out.endswith("[output truncated: 15 more characters]")
+    assert out.startswith("👍🏽👍\n")
+    assert out.endswith("[output truncated: 15 characters cut] ...\n👍🏽")
     out.encode("utf-8")  # no lone surrogate anywhere
+
+
+def test_a_trailing_exception_stays_visible_in_cut_output(
+    model_server: ScriptedModelServer, store: SessionStore, ishell: InteractiveShell
+) -> None:
+    code = "for i in range(2000):\n    print('line', i)\nraise ValueError('the real problem')"
+    model_server.add_steps([tool_step(("run_python", {"code": code})), {"text": "ok"}])
+    agent = make_agent(model_server, store, shell=ishell, max_output_chars=400)
+    agent.run("long then fail")
+    content = agent.messages[3]["content"]
+    assert content.startswith("error: line 0\nline 1\n")
+    assert content.rstrip().endswith("ValueError: the real problem")
+    assert "characters cut] ..." in content
+    kept = content.replace(content[content.index("\n... [output"):content.index("] ...\n") + 6], "")
+    assert len(kept) == 400
 
 
 def test_long_tool_results_are_cut_in_the_saved_session(
@@ -180,8 +194,8 @@ def test_long_tool_results_are_cut_in_the_saved_session(
     agent = make_agent(model_server, store, shell=ishell, max_output_chars=100)
     agent.run("long")
     content = agent.messages[3]["content"]
-    assert content.startswith("é" * 100)
-    assert content.endswith("[output truncated: 400 more characters]")
+    assert content == "é" * 50 + "\n... [output truncated: 400 characters cut] ...\n" + "é" * 50
+    assert store.load_session(agent.session_id or "").messages[3]["content"] == content
 
 
 def test_variables_and_dataframes(ishell: InteractiveShell) -> None:
@@ -270,7 +284,9 @@ def test_approval_policy(
         assert refusal in model_server.requests[1]["messages"][-1]["content"]
 
 
-@pytest.mark.parametrize("error", [EOFError, StdinNotImplementedError, OSError])
+@pytest.mark.parametrize(
+    "error", [EOFError, StdinNotImplementedError, OSError, RuntimeError, ValueError]
+)
 def test_ask_without_stdin_refuses_with_instructions(
     model_server: ScriptedModelServer, store: SessionStore, ishell: InteractiveShell, error: type
 ) -> None:
@@ -292,12 +308,16 @@ def test_default_ask_reads_stdin(
 ) -> None:
     import io
 
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
     state = SessionState()
-    monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
+    monkeypatch.setattr("sys.stdin", Terminal("y\n"))
     tools = BuiltinTools(lambda: state, approval="ask")
     assert tools.run_python("1 + 1").endswith("2")
     assert "1 + 1" in capsys.readouterr().out
-    monkeypatch.setattr("sys.stdin", io.StringIO(""))  # EOF: a headless run
+    monkeypatch.setattr("sys.stdin", Terminal(""))  # EOF: a headless run
     with pytest.raises(Exception, match="no stdin"):
         tools.run_python("1 + 1")
 

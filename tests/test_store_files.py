@@ -160,3 +160,37 @@ def test_notes_read_write(tmp_path: Path) -> None:
         store.read_notes("team")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         store.write_notes("../x", "t")  # type: ignore[arg-type]
+
+
+def test_the_directory_is_fsynced_after_the_replace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rename itself is made durable: fsync(file) -> replace -> fsync(directory)."""
+    store = SessionStore(tmp_path)
+    sid = store.create_session([{"role": "user", "content": "one"}])
+    path = store.session_path(sid)
+    events: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def recording_fsync(fd: int) -> None:
+        st = os.fstat(fd)
+        is_dir = stat.S_ISDIR(st.st_mode)
+        target = os.readlink(f"/proc/self/fd/{fd}") if os.path.exists("/proc/self/fd") else "?"
+        events.append(("fsync-dir" if is_dir else "fsync-file", target))
+        real_fsync(fd)
+
+    def recording_replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        real_replace(src, dst)
+        events.append(("replace", os.fspath(dst)))
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    monkeypatch.setattr(os, "replace", recording_replace)
+    store.save_messages(sid, [{"role": "user", "content": "one"}, {"role": "user", "content": "2"}])
+    kinds = [kind for kind, _ in events]
+    assert kinds == ["fsync-file", "replace", "fsync-dir"]
+    assert events[1][1] == str(path)
+    if events[2][1] != "?":
+        assert events[2][1] == str(store.sessions_dir.resolve())
+    events.clear()
+    store.delete_session(sid)  # an unlink is made durable the same way
+    assert [kind for kind, _ in events] == ["fsync-dir"]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_agent.errors import SessionLockedError
+from jupyter_agent.errors import SessionLockedError, SessionNotFoundError
 from jupyter_agent.store import SessionStore
 
 CHILD = str(Path(__file__).with_name("store_child.py"))
@@ -201,3 +201,49 @@ def test_lease_is_not_inherited_through_fork(root: Path, sid: str) -> None:
     assert held is False  # the parent's lease is not the child's
     assert outcome == os.getpid()  # and the child is refused, naming the parent
     assert store.holds_lease(sid)
+
+
+MUTATIONS: dict[str, Any] = {
+    "save_messages": lambda s, sid: s.save_messages(
+        sid, [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+    ),
+    "compact": lambda s, sid: s.compact(sid, [{"role": "system", "content": "c"}], summary="x"),
+    "save_state": lambda s, sid: s.save_state(sid, {"scratchpad": "new"}),
+    "write_summary": lambda s, sid: s.write_summary(sid, "summary"),
+    "ensure_summary": lambda s, sid: s.ensure_summary(sid),
+    "set_title": lambda s, sid: s.set_title(sid, "title"),
+    "set_archived": lambda s, sid: s.set_archived(sid),
+    "delete_session": lambda s, sid: s.delete_session(sid),
+}
+
+
+def test_every_mutating_method_is_refused_while_another_process_holds_the_lease(
+    root: Path, sid: str, holder: Holder
+) -> None:
+    """Spec "Session Locks": short management operations also acquire the lock."""
+    store = SessionStore(root)
+    before = store.session_path(sid).read_bytes()
+    refused = []
+    for name, call in MUTATIONS.items():
+        with pytest.raises(SessionLockedError) as info:
+            call(store, sid)
+        assert info.value.pid == holder.proc.pid, name
+        assert str(holder.proc.pid) in str(info.value), name
+        refused.append(name)
+    assert refused == list(MUTATIONS)
+    assert store.session_path(sid).read_bytes() == before  # nothing was written
+    holder.exit()
+    for call in MUTATIONS.values():  # free now: every one of them goes through
+        call(store, sid)
+    assert not store.session_path(sid).exists()  # delete_session ran last
+
+
+@pytest.mark.parametrize("name", sorted(MUTATIONS))
+def test_mutating_an_unknown_session_creates_no_lock_file(root: Path, name: str) -> None:
+    store = SessionStore(root)
+    store.create_session([{"role": "system", "content": "s"}], session_id="real")
+    with pytest.raises(SessionNotFoundError):
+        MUTATIONS[name](store, "nosuchid")
+    assert not store.lock_path("nosuchid").exists()
+    assert not store.holds_lease("nosuchid")
+    assert sorted(p.name for p in store.sessions_dir.iterdir()) == ["real.json", "real.lock"]

@@ -259,6 +259,12 @@ REJECTIONS = {
                                 "Invalid type for 'messages[0].content'"),
     "unknown role": ({"model": "m", "messages": [{"role": "robot", "content": "x"}]},
                      "Invalid value: 'robot'. Supported values are: 'system'"),
+    "assistant content null without tool calls": (
+        {"model": "m", "messages": [*USER, {"role": "assistant", "content": None}, *USER]},
+        "Invalid value for 'content': expected a string, got null."),
+    "assistant without content or tool calls": (
+        {"model": "m", "messages": [*USER, {"role": "assistant", "tool_calls": None}, *USER]},
+        "Invalid value for 'content': expected a string, got null."),
     "arguments not a string": (
         {"model": "m", "messages": [*USER, {**ASSISTANT_CALL, "tool_calls": [
             {**CALL, "function": {"name": "f", "arguments": {}}}]}, TOOL_REPLY]},

@@ -3,7 +3,9 @@
 ``Agent(client, model, store=..., session_id=...)`` runs turns with
 ``agent.run(prompt, on_event=...)``: model calls, tool batches, save points and
 checkpoints in a :class:`~jupyter_agent.store.SessionStore`, limits, compaction and
-fallback summaries (issue 3). Importing this package does nothing else.
+fallback summaries (issue 3). With a store, the agent holds the session's lease
+from construction until ``agent.close()`` (or the end of a ``with Agent(...)``
+block). Importing this package does nothing else.
 """
 
 from __future__ import annotations

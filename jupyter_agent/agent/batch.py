@@ -20,10 +20,28 @@ from jupyter_agent.agent.pyexec import truncate
 from jupyter_agent.agent.tools import ToolRegistry
 from jupyter_agent.store import to_message_dict
 
-__all__ = ["INTERRUPTED_PENDING", "INTERRUPTED_RUNNING", "BatchProgress", "execute_batch"]
+__all__ = [
+    "INTERRUPTED_PENDING",
+    "INTERRUPTED_RUNNING",
+    "BatchProgress",
+    "describe_stop",
+    "execute_batch",
+]
 
 INTERRUPTED_RUNNING = "interrupted by the user while this tool call was running"
 INTERRUPTED_PENDING = "not executed: the tool batch was interrupted by the user"
+
+
+def describe_stop(exc: BaseException) -> str:
+    """How a turn was stopped, for synthetic results and markers.
+
+    ``KeyboardInterrupt`` is "interrupted by the user"; anything else (e.g. an
+    exception raised by an ``on_event`` callback) is named by type and message.
+    """
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted by the user"
+    detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return f"stopped by an error ({detail})"
 
 
 @dataclass
@@ -44,13 +62,33 @@ class BatchProgress:
     results: list[dict[str, Any]] = field(default_factory=list)
     running: str | None = None
 
-    def finish_interrupted(self) -> list[dict[str, Any]]:
-        """Answer every call without a result; return all results in call order."""
+    def finish_interrupted(self, exc: BaseException | None = None) -> list[dict[str, Any]]:
+        """Answer every call without a result; return all results in call order.
+
+        Parameters
+        ----------
+        exc : BaseException, optional
+            What stopped the batch. ``KeyboardInterrupt`` (or None) gives the
+            "interrupted by the user" wording; another exception is named instead.
+
+        Returns
+        -------
+        list of dict
+            One ``tool`` message per call, in call order.
+        """
+        user = exc is None or isinstance(exc, KeyboardInterrupt)
+        how = "interrupted by the user" if exc is None else describe_stop(exc)
         answered = {r["tool_call_id"] for r in self.results}
         for call in self.calls:
             if call["id"] not in answered:
-                running = call["id"] == self.running
-                reason = INTERRUPTED_RUNNING if running else INTERRUPTED_PENDING
+                if call["id"] == self.running:
+                    reason = (
+                        INTERRUPTED_RUNNING if user else f"{how} while this tool call was running"
+                    )
+                else:
+                    reason = (
+                        INTERRUPTED_PENDING if user else f"not executed: the tool batch was {how}"
+                    )
                 self.results.append(synthetic_result(call["id"], reason))
         self.running = None
         return self.results

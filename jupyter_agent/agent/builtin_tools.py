@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import sys
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -27,7 +28,14 @@ from jupyter_agent.agent.pyexec import format_outcome, run_code
 from jupyter_agent.agent.tools import MemoryContext, Tool, ToolError, tool_from_function
 from jupyter_agent.store import SessionState, TodoItem
 
-__all__ = ["BUILTIN_TOOL_NAMES", "ApprovalPolicy", "BuiltinTools", "ask_on_stdin"]
+__all__ = [
+    "BUILTIN_TOOL_NAMES",
+    "NO_STDIN_REFUSAL",
+    "ApprovalPolicy",
+    "BuiltinTools",
+    "ask_on_stdin",
+    "stdin_is_usable",
+]
 
 ApprovalPolicy = Literal["auto", "ask", "deny"]
 TodoStatus = Literal["pending", "in_progress", "done", "failed"]
@@ -56,17 +64,68 @@ DENY_REFUSAL = "refused: running code is disabled by the approval policy ('deny'
 _HIDDEN_TYPES = ("module",)
 
 
-def ask_on_stdin(code: str) -> bool:
+def stdin_is_usable() -> bool:
+    """Tell whether :func:`input` can ask the user anything.
+
+    Inside an ipykernel (``get_ipython()`` is a ``ZMQInteractiveShell``) the answer
+    comes through the front end's stdin channel: this returns what the current
+    request allows (``kernel._allow_stdin``; a headless runner such as nbclient
+    disallows it), and ``input`` itself raises
+    :class:`~IPython.core.error.StdinNotImplementedError` when it is not allowed.
+    Elsewhere ``sys.stdin`` must exist, be open and be a terminal (a pipe,
+    ``/dev/null`` or a closed descriptor is a headless run).
+
+    Returns
+    -------
+    bool
+    """
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is not None and any(
+        cls.__name__ == "ZMQInteractiveShell" for cls in type(shell).__mro__
+    ):
+        # The front end says per request whether it answers input() (nbclient and
+        # other headless runners do not); unknown -> let input() decide.
+        kernel = getattr(shell, "kernel", None)
+        return bool(getattr(kernel, "_allow_stdin", True))
+    stdin = sys.stdin
+    if stdin is None or getattr(stdin, "closed", False):
+        return False
+    try:
+        return bool(stdin.isatty())
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def ask_on_stdin(code: str, *, show_code: bool = True) -> bool:
     """Show ``code`` and ask ``Run this code? [y/N]`` with :func:`input`.
 
-    Returns True only for "y"/"yes".
+    Parameters
+    ----------
+    code : str
+        The code ``run_python`` was asked to run.
+    show_code : bool
+        Print "The agent wants to run this code:" and the code first (a front end
+        that already rendered the tool call passes False).
+
+    Returns
+    -------
+    bool
+        True only for "y"/"yes".
 
     Raises
     ------
-    EOFError, IPython.core.error.StdinNotImplementedError, OSError
-        When there is no usable stdin (the caller refuses the call).
+    EOFError
+        At once, before printing anything, when :func:`stdin_is_usable` says there
+        is no usable stdin; also from ``input`` at end of file.
+    IPython.core.error.StdinNotImplementedError, OSError, RuntimeError, ValueError
+        From ``input`` when stdin turns out to be unusable (the caller refuses).
     """
-    print("The agent wants to run this code:\n" + code)
+    if not stdin_is_usable():
+        raise EOFError("no usable stdin to ask the user on")
+    if show_code:
+        print("The agent wants to run this code:\n" + code)
     answer = builtins.input("Run this code? [y/N] ")
     return answer.strip().lower() in ("y", "yes")
 
@@ -149,7 +208,8 @@ class BuiltinTools:
         if self.approval != "deny":
             try:
                 refusal = None if self.ask(code) else DECLINED_REFUSAL
-            except (EOFError, StdinNotImplementedError, OSError):
+            except (EOFError, StdinNotImplementedError, OSError, RuntimeError, ValueError):
+                # no usable stdin (headless, closed, lost): refuse, never error or hang
                 refusal = NO_STDIN_REFUSAL
         if refusal is not None:
             self.notify(f"run_python {refusal}")

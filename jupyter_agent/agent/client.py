@@ -80,7 +80,15 @@ class ReplyAccumulator:
     calls: dict[int, dict[str, str]] = field(default_factory=dict)
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    cached_tokens: int = 0
     finish_reason: str | None = None
+
+    def take_usage(self, usage: Any) -> None:
+        """Record a reported ``CompletionUsage`` (prompt, completion and cached tokens)."""
+        self.prompt_tokens = usage.prompt_tokens
+        self.completion_tokens = usage.completion_tokens
+        details = getattr(usage, "prompt_tokens_details", None)
+        self.cached_tokens = int(getattr(details, "cached_tokens", 0) or 0)
 
     @property
     def text(self) -> str:
@@ -117,6 +125,10 @@ class ModelReply:
     prompt_tokens, completion_tokens : int or None
         As reported by the endpoint (None when it reported no usage).
     finish_reason : str or None
+        "stop", "tool_calls", "length", "content_filter", ... as reported.
+    cached_tokens : int
+        Prompt tokens served from the provider's prompt cache
+        (``usage.prompt_tokens_details.cached_tokens``; part of ``prompt_tokens``).
     """
 
     text: str
@@ -124,6 +136,7 @@ class ModelReply:
     prompt_tokens: int | None
     completion_tokens: int | None
     finish_reason: str | None
+    cached_tokens: int = 0
 
 
 def request_reply(
@@ -176,6 +189,7 @@ def request_reply(
         prompt_tokens=acc.prompt_tokens,
         completion_tokens=acc.completion_tokens,
         finish_reason=acc.finish_reason,
+        cached_tokens=acc.cached_tokens,
     )
 
 
@@ -187,8 +201,7 @@ def _complete_into(
 ) -> None:
     response = client.chat.completions.create(**kwargs)
     if response.usage is not None:
-        acc.prompt_tokens = response.usage.prompt_tokens
-        acc.completion_tokens = response.usage.completion_tokens
+        acc.take_usage(response.usage)
     if not response.choices:
         return
     choice = response.choices[0]
@@ -218,8 +231,7 @@ def _stream_into(
     with stream:
         for chunk in stream:
             if chunk.usage is not None:
-                acc.prompt_tokens = chunk.usage.prompt_tokens
-                acc.completion_tokens = chunk.usage.completion_tokens
+                acc.take_usage(chunk.usage)
             for choice in chunk.choices:
                 if choice.index != 0:
                     continue

@@ -6,7 +6,7 @@ Invariants kept by the loop with these helpers (issue 3, "Tool-pair integrity"):
 
 * every assistant tool call is followed, before the next non-tool message, by
   exactly one ``tool`` message answering it (a missing one gets a synthetic
-  "not executed" result right after the batch);
+  result right after the batch, saying why it is missing);
 * a ``tool`` message answering no preceding call is dropped from the working
   context (the store's transcript keeps it);
 * compaction cuts only before a ``user`` or ``assistant`` message, never between an
@@ -92,7 +92,7 @@ class RepairReport:
     Attributes
     ----------
     added : tuple of str
-        Call IDs that received a synthetic "not executed" result.
+        Call IDs that received a synthetic result.
     dropped : int
         Tool messages removed because no preceding call matched (or a duplicate).
     appended_only : bool
@@ -113,7 +113,7 @@ class RepairReport:
         """One line for the store's compaction log and for notices."""
         parts = []
         if self.added:
-            parts.append(f"{len(self.added)} unanswered tool call(s) marked not executed")
+            parts.append(f"{len(self.added)} unanswered tool call(s) given a synthetic result")
         if self.dropped:
             parts.append(f"{self.dropped} orphan tool result(s) dropped from the working context")
         return "repaired tool pairs: " + "; ".join(parts) if parts else "no repair needed"
@@ -125,7 +125,19 @@ def repair_tool_pairs(
     """Give every assistant tool call exactly one result; drop orphan results.
 
     Existing results keep their order; synthetic ones follow them, right after the
-    batch. Returns the repaired list (new list, same dict objects) and a report.
+    batch (issue 3, "Tool-pair integrity").
+
+    Parameters
+    ----------
+    messages : sequence of dict
+        A working context.
+    reason : str
+        Text of the synthetic results (prefixed with ``[jupyter-agent]``).
+
+    Returns
+    -------
+    (list of dict, RepairReport)
+        The repaired list (a new list of the same dict objects) and what changed.
     """
     out: list[dict[str, Any]] = []
     added: list[str] = []
@@ -179,6 +191,15 @@ def choose_cut(
     (estimated at 4 characters per token), else as many whole recent turns as fit,
     else the longest tail starting at an assistant or user message that fits, else
     the shortest such tail. Never cuts before a ``tool`` message.
+
+    Parameters
+    ----------
+    messages : sequence of dict
+        The working context (message 0 is the system message).
+    keep_tokens : int
+        Budget in tokens (estimated) for the verbatim tail.
+    keep_turns : int
+        Recent user turns to keep whole when they fit.
 
     Returns
     -------

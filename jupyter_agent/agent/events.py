@@ -3,7 +3,8 @@
 Every event is a frozen dataclass with a ``kind`` string. ``Agent.run(prompt,
 on_event=callback)`` calls ``callback(event)`` synchronously from the thread that
 runs the turn; a callback that raises ``KeyboardInterrupt`` interrupts the turn the
-same way Ctrl-C does (the session is left consistent and saved first).
+same way Ctrl-C does (the session is left consistent and saved first); any other
+exception from a callback also ends the turn that way, and the saved markers name it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ __all__ = [
     "ToolCallEnd",
     "ToolCallStart",
     "UsageUpdate",
+    "ignore_event",
 ]
 
 
@@ -115,3 +117,8 @@ class Notice:
 
 AgentEvent: TypeAlias = TextDelta | ToolCallStart | ToolCallEnd | UsageUpdate | Notice
 EventCallback: TypeAlias = Callable[[AgentEvent], object]
+
+
+def ignore_event(event: AgentEvent) -> None:
+    """The callback used when none is given: drops ``event``."""
+    del event

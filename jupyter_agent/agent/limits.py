@@ -59,6 +59,11 @@ def limit_notice(err: LimitExceededError, *, requested: int = 0) -> str:
         Which limit, the value reached, the maximum.
     requested : int
         For ``max_tool_calls``: how many calls the refused batch had.
+
+    Returns
+    -------
+    str
+        ``"[jupyter-agent] Stopped: ... Raise the limit and send a message to continue."``
     """
     if err.limit == "max_tool_calls":
         detail = (
@@ -78,8 +83,20 @@ def check_before_model(
 ) -> LimitExceededError | None:
     """The limit that forbids the next model call, if any.
 
-    ``max_cost_usd`` (session spend already at or above it) or ``max_iterations``
-    (``iterations`` model calls already made in this turn).
+    Parameters
+    ----------
+    limits : Limits
+        The current options (never the saved session's).
+    state : SessionState
+        The session's counters (spend in USD, restored on resume).
+    iterations : int
+        Model calls already made in this user turn.
+
+    Returns
+    -------
+    LimitExceededError or None
+        ``max_cost_usd`` (session spend already at or above it) or
+        ``max_iterations`` (``iterations`` already at it); None when the call may go.
     """
     spent = state.usage.cost_usd
     if limits.max_cost_usd is not None and spent >= limits.max_cost_usd:
@@ -94,9 +111,20 @@ def check_before_batch(
 ) -> LimitExceededError | None:
     """The limit that forbids running a batch of ``count`` tool calls, if any.
 
-    ``max_tool_calls`` when the session count plus the batch would exceed it (the
-    batch is then not run at all), or ``max_cost_usd`` when the spend already
-    reached it.
+    Parameters
+    ----------
+    limits : Limits
+    state : SessionState
+        The session's tool-call count and spend (restored on resume).
+    count : int
+        Calls in the batch the model asked for.
+
+    Returns
+    -------
+    LimitExceededError or None
+        ``max_tool_calls`` when the session count plus the batch would exceed it
+        (the batch is then not run at all), or ``max_cost_usd`` when the spend
+        already reached it; None when the batch may run.
     """
     if limits.max_tool_calls is not None and state.tool_calls + count > limits.max_tool_calls:
         return LimitExceededError("max_tool_calls", state.tool_calls, limits.max_tool_calls)

@@ -18,17 +18,22 @@ A tool batch is never half recorded: its results are saved in one save after the
 last call. If the batch is interrupted (``KeyboardInterrupt``, also raised from an
 ``on_event`` callback), the calls that did not finish get "interrupted" results, the
 batch is saved, and the interrupt is re-raised. A stream interrupted mid-reply
-saves the partial text as an assistant message. The run holds the session's lease
-(re-entrant within one store) from the user message to the final save.
+saves the partial text as an assistant message (the call is still counted). A reply
+cut off by ``finish_reason`` "length"/"content_filter" ends the turn with a notice;
+its tool calls are answered "not executed" and never run. The agent holds the
+session's lease (re-entrant within one store) from construction to :meth:`Agent.close`.
 
 On resume -- and before every model call -- :func:`~jupyter_agent.agent.context.repair_tool_pairs`
-answers unanswered calls with synthetic "not executed" results (recorded with
-``save_messages`` when they only extend the saved context, else with
-``store.compact(..., summary="repaired tool pairs: ...")``).
+answers unanswered calls with synthetic results (recorded with ``save_messages``
+when they only extend the saved context, else with
+``store.compact(..., summary="repaired tool pairs: ...")``): on resume "result
+unknown: ... check before repeating it" (the call may have run before the process
+died); in a live agent "not executed" (it really was not run).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -36,21 +41,10 @@ import openai
 
 from jupyter_agent.agent.batch import BatchProgress, execute_batch
 from jupyter_agent.agent.builtin_tools import ApprovalPolicy, BuiltinTools
-from jupyter_agent.agent.client import ReplyAccumulator, request_reply
-from jupyter_agent.agent.compaction import KEEP_FRACTION, summarize_older_turns
-from jupyter_agent.agent.context import (
-    CHARS_PER_TOKEN,
-    estimate_tokens,
-    message_chars,
-    synthetic_result,
-)
-from jupyter_agent.agent.events import (
-    AgentEvent,
-    EventCallback,
-    Notice,
-    TextDelta,
-    UsageUpdate,
-)
+from jupyter_agent.agent.calls import ModelCalls
+from jupyter_agent.agent.compaction import Compacting
+from jupyter_agent.agent.context import synthetic_result
+from jupyter_agent.agent.events import EventCallback, Notice, ignore_event
 from jupyter_agent.agent.limits import (
     NOTICE_PREFIX,
     Limits,
@@ -58,23 +52,41 @@ from jupyter_agent.agent.limits import (
     check_before_model,
     limit_notice,
 )
-from jupyter_agent.agent.session import RESUME_REPAIR, SessionPersistence
+from jupyter_agent.agent.session import MEMORY_REPAIR, SessionPersistence
 from jupyter_agent.agent.tools import Tool, ToolRegistry, configure_memory
-from jupyter_agent.agent.usage import PriceTable, add_usage, call_usage, context_window_for
-from jupyter_agent.errors import LimitExceededError, ModelError
-from jupyter_agent.store import SessionState, SessionStore, Usage
+from jupyter_agent.agent.usage import PriceTable, context_window_for
+from jupyter_agent.errors import LimitExceededError
+from jupyter_agent.store import SessionState, SessionStore, Usage, new_session_id
 
 __all__ = ["Agent"]
 
 LIMIT_SKIP = "not executed: limit reached"
+CUT_OFF_SKIP = "not executed: the reply was cut off"
+CUT_OFF_NOTICES = {
+    "length": (
+        "the model's reply was cut off at its output token limit (finish_reason \"length\")",
+        "Ask it to continue, or for a shorter answer.",
+    ),
+    "content_filter": (
+        "the provider's content filter cut off the model's reply "
+        '(finish_reason "content_filter")',
+        "Rephrase the request to continue.",
+    ),
+}
+"""Finish reason -> (cause, advice) of the notice that ends a turn whose reply did
+not finish normally (``stop_reason`` is then the finish reason)."""
 
 
-def _ignore(_event: AgentEvent) -> None:
-    return None
-
-
-class Agent(SessionPersistence):
+class Agent(SessionPersistence, ModelCalls, Compacting):
     """An agent whose conversation is a (optionally saved) session.
+
+    With a store, the agent takes the session's lease (``store.acquire_lease``) when
+    it is built and holds it until :meth:`close` -- spec: "The running agent holds
+    the lease for its entire run" -- so no other process (or other store object)
+    can take the session over between turns. The lease is re-entrant within one
+    store: a caller that already holds it on the same store object (e.g. the
+    magics' controller) nests its count. Use the agent as a context manager, or
+    call :meth:`close`, to let the session go; a closed agent cannot ``run``.
 
     Parameters
     ----------
@@ -117,8 +129,11 @@ class Agent(SessionPersistence):
     ValueError
         For an unknown approval policy, ``compact_at`` outside (0, 1], or a user
         tool whose name clashes with a built-in one.
-    SessionLockedError, CorruptSessionError, InvalidSessionIdError
-        From the store while creating or resuming.
+    SessionLockedError
+        At construction, when another process or another store object holds the
+        session's lease (the message names the holder's pid).
+    CorruptSessionError, InvalidSessionIdError, OSError
+        From the store while creating or resuming (the lease is released again).
     """
 
     def __init__(
@@ -170,18 +185,57 @@ class Agent(SessionPersistence):
         self.tools = ToolRegistry(self._builtins.tools())
         for tool in tools or ():
             self.tools.add(tool)
-        self._emit: EventCallback = _ignore
+        self._emit: EventCallback = ignore_event
         self._builtins.notify = lambda text: self._emit(Notice(text))
         self._base_tokens: int | None = None
         self._base_len = 0
         self._has_summary = False
         self._price_noticed = False
         self.session_id = session_id
-        if store is not None and session_id is not None and store.exists(session_id):
-            self._resume()
-        else:
-            self._create(system_prompt, title, project_root)
+        self._leased = False
+        if store is not None:
+            self.session_id = session_id if session_id is not None else new_session_id()
+            store.acquire_lease(self.session_id)  # held until close() (spec: "Session Locks")
+            self._leased = True
+        try:
+            if store is not None and session_id is not None and store.exists(session_id):
+                self._resume()
+            else:
+                self._create(system_prompt, title, project_root)
+        except BaseException:
+            self.close()
+            raise
         self._builtins.memory = configure_memory(store, self.session_id)
+
+    # -- the lease -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release the session lease this agent took when it was built.
+
+        Idempotent; a closed agent must not ``run`` again (build a new one to resume).
+        Without a store this does nothing. The session file is not touched.
+        """
+        if self._leased and self.store is not None and self.session_id is not None:
+            self._leased = False
+            self.store.release_lease(self.session_id)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError(
+                f"this Agent was closed and released session {self.session_id!r}; "
+                "build a new Agent to resume it"
+            )
+
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close` (always False without a store)."""
+        return self.store is not None and not self._leased
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     # -- options forwarded to the built-in tools ------------------------------------------
 
@@ -212,7 +266,8 @@ class Agent(SessionPersistence):
         -------
         str
             The model's final reply, or the "[jupyter-agent] Stopped: ..." notice when
-            a limit ended the turn (``stop_reason`` tells which).
+            a limit ended the turn or the reply was cut off (``stop_reason`` tells
+            which: a limit name, "length" or "content_filter").
 
         Raises
         ------
@@ -220,21 +275,48 @@ class Agent(SessionPersistence):
             When the model endpoint fails; the user's message is already saved and
             the next ``run`` goes on.
         KeyboardInterrupt
-            Re-raised after the session was left consistent and saved.
+            Re-raised after the session was left consistent and saved. Any other
+            exception from ``on_event`` is handled the same way and re-raised.
+        RuntimeError
+            When the agent was closed.
         SessionLockedError
-            When another process holds the session.
+            When the lease was lost (e.g. the controller called
+            ``store.release_all()``) and another process or store now holds it.
+        ContextMismatchError
+            When the saved working context no longer matches this agent's (someone
+            else changed the session file); nothing is written.
+        CorruptSessionError
+            When the session file became unreadable.
+        OSError
+            When a save fails (disk full, permissions); the previous file is intact.
+
+        Notes
+        -----
+        When the turn ends -- normally, by a limit, a model error or an interrupt --
+        the fallback summary is written if the session has none (spec: "Session
+        Summaries").
         """
+        self._check_open()
         self.stop_reason = None
         self.last_turn_usage = Usage()
-        self._emit = on_event or _ignore
+        self._emit = on_event or ignore_event
         try:
             with self._lease():
-                return self._turn(prompt)
+                try:
+                    reply = self._turn(prompt)
+                except BaseException:
+                    # Also after a ModelError or an interrupt (spec: "the session might
+                    # stop before the chance arises"); never masks the original error.
+                    with contextlib.suppress(Exception):
+                        self._after_turn()
+                    raise
+                self._after_turn()
+                return reply
         finally:
-            self._emit = _ignore  # events after this run never reach its callback
+            self._emit = ignore_event  # events after this run never reach its callback
 
     def _turn(self, prompt: str) -> str:
-        self._repair(RESUME_REPAIR)
+        self._repair(MEMORY_REPAIR)
         self._append({"role": "user", "content": prompt})
         self._save()  # save point 1
         iterations = 0
@@ -243,87 +325,22 @@ class Agent(SessionPersistence):
             if reached is not None:
                 return self._stop(reached)
             self._maybe_compact()
-            self._repair(RESUME_REPAIR)
+            self._repair(MEMORY_REPAIR)
             self._checkpoint()  # before the model request
-            reply_text, calls = self._call_model()
+            reply = self._call_model()
             iterations += 1
             self._save()  # save point 2
             self._checkpoint()  # after the model request (and after a final reply)
+            calls = reply.tool_calls
+            if reply.finish_reason in CUT_OFF_NOTICES:
+                return self._cut_off(str(reply.finish_reason), calls)
             if not calls:
-                self._after_turn()
-                return reply_text
+                return reply.text
             reached = check_before_batch(self.limits, self.state, len(calls))
             if reached is not None:
-                skipped = [synthetic_result(c["id"], LIMIT_SKIP) for c in calls]
-                self._append(*skipped)
-                self._save()
+                self._skip(calls, LIMIT_SKIP)
                 return self._stop(reached, requested=len(calls))
             self._run_batch(calls)  # save point 3 + checkpoint
-
-    def _call_model(self) -> tuple[str, list[dict[str, Any]]]:
-        """One model request; appends the assistant message and accounts the usage."""
-        acc = ReplyAccumulator()
-        try:
-            reply = request_reply(
-                self.client,
-                model=self.model,
-                messages=self.messages,
-                tools=self.tools.schemas(),
-                stream=self.stream,
-                acc=acc,
-                on_text=lambda text: self._emit(TextDelta(text)),
-            )
-        except ModelError:
-            raise
-        except BaseException:
-            # Interrupted mid-reply: keep what streamed, drop unexecuted tool calls.
-            partial = acc.text
-            marker = f"{NOTICE_PREFIX} (reply interrupted by the user)"
-            self._append(
-                {"role": "assistant", "content": f"{partial}\n\n{marker}" if partial else marker}
-            )
-            self._save()
-            self._checkpoint()
-            raise
-        prompt_tokens = reply.prompt_tokens
-        if prompt_tokens is None:  # the endpoint reported no usage: estimate it
-            prompt_tokens = estimate_tokens(self.messages)
-        completion_tokens = reply.completion_tokens
-        if completion_tokens is None:
-            completion_tokens = (
-                message_chars({"content": reply.text, "tool_calls": reply.tool_calls})
-                // CHARS_PER_TOKEN
-            )
-        message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
-        if reply.tool_calls:
-            message["tool_calls"] = reply.tool_calls
-        elif message["content"] is None:
-            message["content"] = ""
-        self._append(message)
-        self._base_tokens = prompt_tokens + completion_tokens
-        self._base_len = len(self.messages)
-        self.account(prompt_tokens, completion_tokens)
-        return reply.text, reply.tool_calls
-
-    def account(self, input_tokens: int, output_tokens: int) -> Usage:
-        """Add one model call's tokens and cost to the turn and session usage.
-
-        Emits :class:`UsageUpdate` (and a one-time :class:`Notice` when the model's
-        price is unknown). Returns the call's :class:`Usage`.
-        """
-        call = call_usage(self.model, input_tokens, output_tokens, self.prices)
-        self.state.usage = add_usage(self.state.usage, call)
-        self.last_turn_usage = add_usage(self.last_turn_usage, call)
-        if call.price_unknown and not self._price_noticed:
-            self._price_noticed = True
-            self._emit(
-                Notice(
-                    f"price unknown for model {self.model!r}: its cost is counted as $0 "
-                    "(pass prices={model: (usd_per_million_input, usd_per_million_output)})"
-                )
-            )
-        self._emit(UsageUpdate(turn=self.last_turn_usage, session=self.state.usage))
-        return call
 
     def _run_batch(self, calls: list[dict[str, Any]]) -> None:
         """Execute one tool batch and record all of its results in one save."""
@@ -340,8 +357,8 @@ class Agent(SessionPersistence):
                 on_start=count,
                 max_output_chars=self.max_output_chars,
             )
-        except BaseException:
-            self._append(*progress.finish_interrupted())
+        except BaseException as exc:
+            self._append(*progress.finish_interrupted(exc))
             self._save()
             self._checkpoint()
             raise
@@ -353,83 +370,29 @@ class Agent(SessionPersistence):
 
     # -- limits, end of turn -------------------------------------------------------------------
 
+    def _skip(self, calls: list[dict[str, Any]], reason: str) -> None:
+        """Answer calls that will not run (so tool pairs stay intact) and save."""
+        self._append(*(synthetic_result(c["id"], reason) for c in calls))
+        self._save()
+
     def _stop(self, reached: LimitExceededError, *, requested: int = 0) -> str:
-        """End the turn with a saved assistant-side notice."""
-        text = limit_notice(reached, requested=requested)
-        self.stop_reason = reached.limit
+        """End the turn with a saved assistant-side limit notice."""
+        return self._end_with_notice(limit_notice(reached, requested=requested), reached.limit)
+
+    def _cut_off(self, finish_reason: str, calls: list[dict[str, Any]]) -> str:
+        """The reply ended with ``finish_reason`` "length" or "content_filter": its tool
+        calls may be truncated, so none of them runs; the turn ends with a notice."""
+        if calls:
+            self._skip(calls, CUT_OFF_SKIP)
+        cause, advice = CUT_OFF_NOTICES[finish_reason]
+        skipped = f"; its {len(calls)} tool call(s) were not run" if calls else ""
+        text = f"{NOTICE_PREFIX} Stopped: {cause}{skipped}. {advice}"
+        return self._end_with_notice(text, finish_reason)
+
+    def _end_with_notice(self, text: str, reason: str) -> str:
+        self.stop_reason = reason
         self._append({"role": "assistant", "content": text})
         self._save()
         self._checkpoint()
         self._emit(Notice(text))
-        self._after_turn()
         return text
-
-    # -- compaction ---------------------------------------------------------------------------
-
-    def estimated_tokens(self) -> int:
-        """Estimated size of the working context in tokens (last reported usage plus
-        ~4 characters per token for the messages since)."""
-        return estimate_tokens(
-            self.messages, base_tokens=self._base_tokens, base_len=self._base_len
-        )
-
-    def _maybe_compact(self) -> None:
-        if self.estimated_tokens() > self.compact_at * self.context_window:
-            self._compact()
-
-    def compact(self, *, on_event: EventCallback | None = None) -> bool:
-        """Summarize the older turns now (also done automatically before a model call
-        when the context passes ``compact_at`` of the window).
-
-        Parameters
-        ----------
-        on_event : callable, optional
-            Receives the :class:`Notice` (compacted, or why not) and the usage.
-
-        Returns
-        -------
-        bool
-            False when there is nothing to compact or the summarizing call failed
-            (the working context then stays as it was and a Notice says why).
-        """
-        self._emit = on_event or _ignore
-        try:
-            with self._lease():
-                return self._compact()
-        finally:
-            self._emit = _ignore
-
-    def _compact(self) -> bool:
-        before = self.estimated_tokens()
-        try:
-            result = summarize_older_turns(
-                self.client,
-                self.model,
-                self.messages,
-                keep_tokens=int(self.context_window * self.compact_at * KEEP_FRACTION),
-                keep_turns=self.keep_turns,
-                max_chars=int(self.context_window * CHARS_PER_TOKEN * KEEP_FRACTION),
-            )
-        except ModelError as exc:
-            self._emit(Notice(f"compaction failed, the context stays as it was: {exc}"))
-            return False
-        if result is None:
-            return False
-        self.account(result.input_tokens, result.output_tokens)
-        if result.messages is None:
-            self._checkpoint()
-            self._emit(Notice("compaction failed: the model returned an empty summary"))
-            return False
-        if self.store is not None and self.session_id is not None:
-            self.store.compact(self.session_id, result.messages, summary=result.summary)
-        self.messages = result.messages
-        self._base_tokens = None
-        self._base_len = 0
-        self._checkpoint()
-        self._emit(
-            Notice(
-                f"compacted {result.replaced} earlier messages into a summary "
-                f"(about {before:,} -> {self.estimated_tokens():,} tokens)"
-            )
-        )
-        return True

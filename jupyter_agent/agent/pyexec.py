@@ -52,16 +52,36 @@ class ExecOutcome:
 
 
 def truncate(text: str, limit: int) -> str:
-    """Cut ``text`` to ``limit`` code points, adding a marker with the count left out.
+    """Cut ``text`` to ``limit`` code points, keeping both ends, with a marker between.
+
+    About half of the kept characters come from the start and half from the end, so a
+    traceback at the end of long output stays visible; the marker in the middle says
+    how many characters were cut. Counting is by code points (never inside a
+    surrogate pair); the marker is not counted in ``limit``.
+
+    Parameters
+    ----------
+    text : str
+    limit : int
+        Code points to keep; negative means no limit.
+
+    Returns
+    -------
+    str
+        ``text`` unchanged when it fits.
 
     Examples
     --------
-    >>> truncate("abcdef", 3)
-    'abc\\n... [output truncated: 3 more characters]'
+    >>> truncate("abcdefgh", 4)
+    'ab\\n... [output truncated: 4 characters cut] ...\\ngh'
     """
     if limit < 0 or len(text) <= limit:
         return text
-    return f"{text[:limit]}\n... [output truncated: {len(text) - limit:,} more characters]"
+    tail = limit // 2
+    head = limit - tail
+    end = text[len(text) - tail :] if tail else ""
+    marker = f"\n... [output truncated: {len(text) - limit:,} characters cut] ...\n"
+    return f"{text[:head]}{marker}{end}"
 
 
 def _format_exception(exc: BaseException, filename: str) -> str:

@@ -25,10 +25,21 @@ from jupyter_agent.agent.context import repair_tool_pairs
 from jupyter_agent.agent.prompts import DEFAULT_SYSTEM_PROMPT, build_system_prompt
 from jupyter_agent.store import SessionState, SessionStore, to_message_dict
 
-__all__ = ["RESUME_REPAIR", "SessionPersistence"]
+__all__ = ["MEMORY_REPAIR", "RESUME_REPAIR", "SessionPersistence"]
 
-RESUME_REPAIR = "not executed: the session ended before this tool call finished"
-"""The synthetic result given to a tool call found without a result."""
+RESUME_REPAIR = (
+    "result unknown: the session ended while this tool batch was running; "
+    "check before repeating it"
+)
+"""The synthetic result given on resume to a saved tool call without a result.
+
+The process that saved the call died (e.g. SIGKILL) somewhere between saving the
+assistant message and saving the batch's results: the call may or may not have run,
+so the model is told to check rather than that it was not executed."""
+
+MEMORY_REPAIR = "not executed: this tool call had no result when the next model request was made"
+"""The synthetic result for an unanswered call found in a live agent's memory (the
+agent itself never ran it: every batch it runs is answered in full)."""
 
 
 class SessionPersistence:
@@ -93,7 +104,9 @@ class SessionPersistence:
             if report.appended_only:
                 self.store.save_messages(self.session_id, repaired)
             else:
-                self.store.compact(self.session_id, repaired, summary=report.describe())
+                self.store.compact(
+                    self.session_id, repaired, summary=report.describe(), replaced=report.dropped
+                )
         self.messages = repaired
 
     def _after_turn(self) -> None:

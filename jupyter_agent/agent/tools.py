@@ -6,7 +6,8 @@ descriptions come from the docstring's numpydoc ``Parameters`` section or a Goog
 style ``Args:`` section. The model's JSON arguments are validated by the same
 pydantic model before the function runs; the return value, ``str()``-ed, is the tool
 result the model sees. A failing tool becomes an error result, never a crash
-(``KeyboardInterrupt`` is not caught: it interrupts the turn).
+(also for ``SystemExit`` and other ``BaseException`` subclasses; only ``KeyboardInterrupt``
+is not caught: it interrupts the turn).
 
 :func:`configure_memory` binds host-side tools (summary, notes) to a store and the
 active session ID (spec: "Connecting Persistence to the Agent Loop").
@@ -61,9 +62,22 @@ class MemoryContext:
 def configure_memory(store: SessionStore | None, session_id: str | None) -> MemoryContext:
     """Give host-side tools the store and the active session ID.
 
-    Returns the binding instead of setting module state (importing and calling this
-    module changes nothing global); the agent hands it to its built-in tools, which
-    read it on every call.
+    Spec: "configure_memory gives host-side tools the store and the active session
+    ID". Returns the binding instead of setting module state (importing and calling
+    this module changes nothing global); the agent hands it to its built-in tools,
+    which read it on every call.
+
+    Parameters
+    ----------
+    store : SessionStore or None
+        None for an in-memory agent (the summary and notes tools then say so).
+    session_id : str or None
+        The active session.
+
+    Returns
+    -------
+    MemoryContext
+        The frozen ``(store, session_id)`` binding.
     """
     return MemoryContext(store=store, session_id=session_id)
 
@@ -152,8 +166,23 @@ class Tool:
     def invoke(self, arguments: str) -> ToolResult:
         """Validate the model's JSON ``arguments`` and call the function.
 
-        Invalid JSON, invalid arguments, :class:`ToolError` and any other
-        ``Exception`` become a result with ``ok=False``.
+        Parameters
+        ----------
+        arguments : str
+            The JSON object the model sent ("" means no arguments).
+
+        Returns
+        -------
+        ToolResult
+            ``ok=True`` with ``str()`` of the return value; ``ok=False`` for invalid
+            JSON, invalid arguments, :class:`ToolError` and any other exception --
+            also ``BaseException`` subclasses such as ``SystemExit`` or
+            ``asyncio.CancelledError`` raised by the tool.
+
+        Raises
+        ------
+        KeyboardInterrupt
+            Never caught: the user's Ctrl-C interrupts the turn.
         """
         try:
             raw = json.loads(arguments or "{}")
@@ -173,9 +202,18 @@ class Tool:
             value = self.func(**kwargs)
         except ToolError as exc:
             return ToolResult(f"error: {exc}", ok=False)
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # SystemExit, CancelledError, ...: the tool failed
             return ToolResult(f"error: {type(exc).__name__}: {exc}", ok=False)
-        return ToolResult(str(value), ok=True)
+        try:
+            return ToolResult(str(value), ok=True)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            return ToolResult(
+                f"error: str() of the result failed: {type(exc).__name__}: {exc}", ok=False
+            )
 
 
 def tool_from_function(
@@ -242,10 +280,22 @@ class ToolRegistry:
     def add(self, tool: Tool | Callable[..., Any]) -> Tool:
         """Register a tool (a function is converted with :func:`tool_from_function`).
 
+        Parameters
+        ----------
+        tool : Tool or callable
+            A built tool, or a function with type-annotated parameters and a docstring.
+
+        Returns
+        -------
+        Tool
+            The registered tool.
+
         Raises
         ------
         ValueError
             If a tool with the same name is already registered.
+        TypeError
+            If a function cannot become a tool (see :func:`tool_from_function`).
         """
         built = tool if isinstance(tool, Tool) else tool_from_function(tool)
         if built.name in self._tools:

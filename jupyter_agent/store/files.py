@@ -60,6 +60,17 @@ def ensure_private_dir(path: Path) -> None:
 
     An existing directory is left as it is: it may be a user's own directory and
     its mode is their choice. Parents are created with the default mode.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+
+    Raises
+    ------
+    FileExistsError
+        If something that is not a directory is in the way.
+    OSError
+        If the directory cannot be created.
     """
     if path.is_dir():
         return
@@ -76,7 +87,18 @@ def ensure_private_dir(path: Path) -> None:
 def fsync_dir(path: Path) -> None:
     """``fsync`` a directory so a rename or unlink in it is durable.
 
-    Filesystems that cannot ``fsync`` a directory (``EINVAL``) are tolerated.
+    Filesystems that cannot ``fsync`` a directory (``EINVAL``, ``ENOTSUP``) are
+    tolerated.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The directory.
+
+    Raises
+    ------
+    OSError
+        If it cannot be opened, or ``fsync`` fails for another reason.
     """
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
@@ -124,7 +146,22 @@ FileSignature = tuple[int, int, int, int]
 
 
 def file_signature(path: Path) -> FileSignature:
-    """Return the :data:`FileSignature` of ``path`` (``FileNotFoundError`` if missing)."""
+    """Return the :data:`FileSignature` of ``path``.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+
+    Returns
+    -------
+    FileSignature
+        ``(st_dev, st_ino, st_size, st_mtime_ns)``.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist (any other ``OSError`` from ``stat`` too).
+    """
     st = os.stat(path)
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
@@ -175,7 +212,18 @@ def lock_exclusive(path: Path) -> int:
 
 
 def unlock(fd: int) -> None:
-    """Release a lock taken by :func:`lock_exclusive` and close its descriptor."""
+    """Release a lock taken by :func:`lock_exclusive` and close its descriptor.
+
+    Parameters
+    ----------
+    fd : int
+        The descriptor :func:`lock_exclusive` returned; closed even if unlocking fails.
+
+    Raises
+    ------
+    OSError
+        From ``flock`` or ``close``.
+    """
     try:
         fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
@@ -189,6 +237,17 @@ def lock_is_held(path: Path) -> bool:
     it at once; a missing lock file means nobody holds it (nothing is created).
     The probe holds the lock for a few microseconds; :func:`lock_exclusive` retries
     briefly so a concurrent acquirer is not refused because of it.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The lock file.
+
+    Returns
+    -------
+    bool
+        True if another open file description holds it; False if nobody does or
+        the file cannot be opened.
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)

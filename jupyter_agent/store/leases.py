@@ -15,8 +15,16 @@ lease bookkeeping that :class:`~jupyter_agent.store.sessions.SessionStore` uses:
 * When a lease is first taken, temporary files that a killed writer left behind for
   that session (``.<id>.json.*.tmp``) are removed: with the lease held, no
   cooperating writer can be using them.
-* The in-memory record copy kept by ``SessionStore`` lives in ``_cache`` and is
-  dropped whenever the lease is released.
+* The leased update path (:meth:`LeasedStore._update`) used by every method of
+  ``SessionStore`` that changes a record: check that ``sessions/<id>.json`` exists
+  (an unknown ID raises :class:`~jupyter_agent.errors.SessionNotFoundError` and
+  never leaves a ``.lock`` file behind), take the lease, read the record, apply the
+  change, write it atomically.
+* While the lease is held, the record last read or written is kept in ``_cache``
+  and reused for the next change instead of re-parsing the file (valid because all
+  writers cooperate through the lease; the file's dev/inode/size/mtime are compared
+  as a guard against a non-cooperating editor). It is dropped whenever the lease is
+  released.
 """
 
 from __future__ import annotations
@@ -24,14 +32,15 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from jupyter_agent.errors import SessionLockedError
+from jupyter_agent.errors import SessionLockedError, SessionNotFoundError
 from jupyter_agent.store.files import (
     FileSignature,
     LockHeldError,
     ensure_private_dir,
+    file_signature,
     lock_exclusive,
     unlock,
 )
@@ -67,11 +76,21 @@ class LeasedStore(MemoryStore):
     def acquire_lease(self, session_id: str) -> None:
         """Take (or re-enter) the session's lease; hold it until :meth:`release_lease`.
 
+        Creates ``sessions/<id>.lock`` (0600) if needed -- also for a session that
+        does not exist yet (``create_session`` and a new ``Agent`` lease the ID
+        before the record exists).
+
+        Parameters
+        ----------
+        session_id : str
+
         Raises
         ------
         InvalidSessionIdError
+            Before any file is touched.
         SessionLockedError
-            At once, if another process or another store holds the lease.
+            At once, if another process or another store holds the lease; the
+            message names the holder's pid.
         OSError
             If the lock file cannot be created.
         """
@@ -98,7 +117,15 @@ class LeasedStore(MemoryStore):
     def release_lease(self, session_id: str) -> None:
         """Undo one :meth:`acquire_lease`; the lock is released when the count reaches 0.
 
-        Releasing a lease this store does not hold does nothing.
+        Parameters
+        ----------
+        session_id : str
+
+        Raises
+        ------
+        InvalidSessionIdError
+            For an invalid ID. Releasing a lease this store does not hold does
+            nothing (no error).
         """
         validate_session_id(session_id)
         with self._mutex:
@@ -131,9 +158,22 @@ class LeasedStore(MemoryStore):
     def lease(self, session_id: str) -> Iterator[None]:
         """Hold the session's lease for a ``with`` block (re-entrant within this store).
 
+        Parameters
+        ----------
+        session_id : str
+
+        Yields
+        ------
+        None
+            The lease is held inside the block and released (one count) after it.
+
         Raises
         ------
-        InvalidSessionIdError, SessionLockedError
+        InvalidSessionIdError
+        SessionLockedError
+            At once, naming the holder's pid, if another process or store holds it.
+        OSError
+            If the lock file cannot be created.
         """
         self.acquire_lease(session_id)
         try:
@@ -146,3 +186,53 @@ class LeasedStore(MemoryStore):
             with contextlib.suppress(OSError):
                 tmp.unlink()
 
+    # ------------------------------------------------------------------ leased updates
+
+    def _require_record_file(self, session_id: str) -> None:
+        """Raise :class:`SessionNotFoundError` before leasing an unknown ID.
+
+        Without this check, taking the lease would create ``sessions/<id>.lock`` for
+        a session that does not exist (e.g. ``%agent_archive nosuchid``).
+        """
+        path = self.session_path(session_id)
+        if not self.holds_lease(session_id) and not path.is_file():
+            raise SessionNotFoundError(session_id, path)
+
+    def _load_for_update(self, session_id: str) -> SessionRecord:
+        """The current record, from the in-memory copy when it is still the file's."""
+        path = self.session_path(session_id)
+        try:
+            signature = file_signature(path)
+        except FileNotFoundError:
+            raise SessionNotFoundError(session_id, path) from None
+        cached = self._cache.get(session_id)
+        if cached is not None and cached[1] == signature:
+            return cached[0]
+        record = self._read_record(session_id)
+        self._cache[session_id] = (record, signature)
+        return record
+
+    def _store(self, record: SessionRecord) -> None:
+        path = self._write_record(record)
+        self._cache[record.id] = (record, file_signature(path))
+
+    def _update(
+        self, session_id: str, change: Callable[[SessionRecord], SessionRecord]
+    ) -> SessionRecord:
+        """Apply ``change`` to the record under the lease (see the module docstring).
+
+        Raises
+        ------
+        InvalidSessionIdError
+        SessionNotFoundError
+            For an unknown ID, before any file is created.
+        SessionLockedError, CorruptSessionError, OSError
+        """
+        with self._mutex:
+            self._require_record_file(session_id)
+            with self.lease(session_id):
+                record = self._load_for_update(session_id)
+                new = change(record)
+                if new is not record:
+                    self._store(new)
+                return new

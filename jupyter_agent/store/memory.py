@@ -139,9 +139,25 @@ class MemoryStore:
             raise ValueError(f"notes kind must be 'project' or 'user', not {kind!r}") from None
 
     def read_notes(self, kind: NoteKind) -> str:
-        """Return the notes of ``kind`` (``"project"`` or ``"user"``); a missing file reads as "".
+        """Return the notes of ``kind``; a missing file reads as "".
 
         Bytes that are not UTF-8 are replaced by U+FFFD rather than failing.
+
+        Parameters
+        ----------
+        kind : {"project", "user"}
+            ``project.md`` or ``user.md`` in the memory directory.
+
+        Returns
+        -------
+        str
+
+        Raises
+        ------
+        ValueError
+            For any other ``kind``.
+        OSError
+            If the file exists but cannot be read.
         """
         try:
             return self.notes_path(kind).read_bytes().decode("utf-8", errors="replace")
@@ -150,6 +166,12 @@ class MemoryStore:
 
     def write_notes(self, kind: NoteKind, text: str) -> None:
         """Replace the notes of ``kind`` atomically (file 0600, directory 0700 when created).
+
+        Parameters
+        ----------
+        kind : {"project", "user"}
+        text : str
+            The whole new content (lone surrogates are replaced by U+FFFD).
 
         Raises
         ------
@@ -165,7 +187,15 @@ class MemoryStore:
     # ------------------------------------------------------------------ session files
 
     def session_path(self, session_id: str) -> Path:
-        """Return ``sessions/<id>.json`` after validating the ID.
+        """Return ``sessions/<id>.json`` after validating the ID (nothing is created).
+
+        Parameters
+        ----------
+        session_id : str
+
+        Returns
+        -------
+        pathlib.Path
 
         Raises
         ------

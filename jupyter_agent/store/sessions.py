@@ -17,10 +17,11 @@ Invariants
 * ``messages`` is the working context sent to the model; ``transcript`` is every
   message ever saved. Normal saves append new messages to both; compaction replaces
   ``messages`` only and records a :class:`~jupyter_agent.store.records.Compaction`.
+* A method that changes a record first checks that ``sessions/<id>.json`` exists:
+  an unknown ID raises :class:`~jupyter_agent.errors.SessionNotFoundError` and leaves
+  no ``.lock`` file behind (only ``create_session`` leases a new ID).
 * While it holds a lease, the store keeps the record it last read or wrote in memory
-  and reuses it for the next change instead of re-parsing the file (valid because all
-  writers cooperate through the lease; the file's dev/inode/size/mtime are compared
-  as a guard against a non-cooperating editor). The copy is dropped with the lease.
+  and reuses it for the next change (see ``leases.py``, which holds this update path).
 * Temporary files that a killed writer left behind (``.<id>.json.*.tmp``) are removed
   when the lease is next taken.
 """
@@ -29,16 +30,16 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jupyter_agent.errors import ContextMismatchError, SessionNotFoundError
-from jupyter_agent.store.files import file_signature, fsync_dir, lock_is_held
+from jupyter_agent.errors import SessionNotFoundError
+from jupyter_agent.store.changes import extend_context, replace_context
+from jupyter_agent.store.files import fsync_dir, lock_is_held
 from jupyter_agent.store.ids import new_session_id, validate_session_id
 from jupyter_agent.store.leases import LeasedStore
 from jupyter_agent.store.messages import clean_text, fallback_summary, to_message_dict
 from jupyter_agent.store.records import (
-    Compaction,
     SessionListing,
     SessionRecord,
     SessionState,
@@ -46,20 +47,6 @@ from jupyter_agent.store.records import (
 )
 
 __all__ = ["SessionStore"]
-
-
-def _count_replaced(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> int:
-    """Messages of ``old`` not kept in ``new`` as a common prefix or suffix."""
-    prefix = 0
-    while prefix < min(len(old), len(new)) and old[prefix] == new[prefix]:
-        prefix += 1
-    suffix = 0
-    while (
-        suffix < min(len(old), len(new)) - prefix
-        and old[len(old) - 1 - suffix] == new[len(new) - 1 - suffix]
-    ):
-        suffix += 1
-    return len(old) - prefix - suffix
 
 
 class SessionStore(LeasedStore):
@@ -70,36 +57,6 @@ class SessionStore(LeasedStore):
     root : str or os.PathLike
         The memory directory; sessions live in ``root/sessions``.
     """
-
-    # ------------------------------------------------------------------ record access
-
-    def _load_for_update(self, session_id: str) -> SessionRecord:
-        """The current record, from the in-memory copy when it is still the file's."""
-        path = self.session_path(session_id)
-        try:
-            signature = file_signature(path)
-        except FileNotFoundError:
-            raise SessionNotFoundError(session_id, path) from None
-        cached = self._cache.get(session_id)
-        if cached is not None and cached[1] == signature:
-            return cached[0]
-        record = self._read_record(session_id)
-        self._cache[session_id] = (record, signature)
-        return record
-
-    def _store(self, record: SessionRecord) -> None:
-        path = self._write_record(record)
-        self._cache[record.id] = (record, file_signature(path))
-
-    def _update(
-        self, session_id: str, change: Callable[[SessionRecord], SessionRecord]
-    ) -> SessionRecord:
-        with self._mutex, self.lease(session_id):
-            record = self._load_for_update(session_id)
-            new = change(record)
-            if new is not record:
-                self._store(new)
-            return new
 
     # ------------------------------------------------------------------ public API
 
@@ -164,7 +121,21 @@ class SessionStore(LeasedStore):
         return session_id
 
     def exists(self, session_id: str) -> bool:
-        """Tell whether ``sessions/<id>.json`` exists (the ID is validated first)."""
+        """Tell whether ``sessions/<id>.json`` exists (no lease, nothing created).
+
+        Parameters
+        ----------
+        session_id : str
+
+        Returns
+        -------
+        bool
+
+        Raises
+        ------
+        InvalidSessionIdError
+            The ID is validated first.
+        """
         return self.session_path(session_id).is_file()
 
     def load_session(self, session_id: str) -> SessionRecord:
@@ -208,33 +179,7 @@ class SessionStore(LeasedStore):
         SessionLockedError, OSError, TypeError
         """
         incoming = list(messages)
-
-        def change(record: SessionRecord) -> SessionRecord:
-            saved = record.messages
-            if len(incoming) < len(saved):
-                raise ContextMismatchError(
-                    session_id,
-                    len(incoming),
-                    f"{len(incoming)} messages given but {len(saved)} are saved",
-                )
-            for index, (given, kept) in enumerate(zip(incoming, saved, strict=False)):
-                if given is kept or given == kept or to_message_dict(given) == kept:
-                    continue
-                raise ContextMismatchError(
-                    session_id, index, f"the saved {kept.get('role')!r} message differs"
-                )
-            if len(incoming) == len(saved):
-                return record
-            new = [to_message_dict(m) for m in incoming[len(saved) :]]
-            return record.model_copy(
-                update={
-                    "messages": [*saved, *new],
-                    "transcript": [*record.transcript, *new],
-                    "updated_at": utc_now(),
-                }
-            )
-
-        self._update(session_id, change)
+        self._update(session_id, lambda rec: extend_context(rec, incoming))
 
     def compact(
         self,
@@ -267,30 +212,21 @@ class SessionStore(LeasedStore):
         SessionLockedError, OSError, TypeError
         """
         new = [to_message_dict(m) for m in messages]
-
-        def change(record: SessionRecord) -> SessionRecord:
-            now = utc_now()
-            event = Compaction(
-                at=now,
-                summary=summary,
-                replaced=_count_replaced(record.messages, new) if replaced is None else replaced,
-                transcript_length=len(record.transcript),
-            )
-            return record.model_copy(
-                update={
-                    "messages": new,
-                    "compactions": [*record.compactions, event],
-                    "updated_at": now,
-                }
-            )
-
-        self._update(session_id, change)
+        self._update(
+            session_id, lambda rec: replace_context(rec, new, summary=summary, replaced=replaced)
+        )
 
     def save_state(self, session_id: str, state: SessionState | Mapping[str, Any]) -> None:
         """Save the checkpoint: scratchpad, todos, session tool-call count, usage.
 
         A copy is saved (later changes to ``state`` do not leak in); when it equals
-        the saved state nothing is written.
+        the saved state nothing is written (spec: "Saving Other Conversation State").
+
+        Parameters
+        ----------
+        session_id : str
+        state : SessionState or mapping
+            The checkpoint; a mapping is validated as a :class:`SessionState`.
 
         Raises
         ------
@@ -317,22 +253,48 @@ class SessionStore(LeasedStore):
         ``"user: ...\\nassistant: ..."``, cut to 2000 characters. An existing
         summary is returned unchanged. Runs under the lease.
 
+        Parameters
+        ----------
+        session_id : str
+
         Returns
         -------
         str
             The summary ("" if there is none and no message has text).
+
+        Raises
+        ------
+        InvalidSessionIdError, SessionNotFoundError, CorruptSessionError,
+        SessionLockedError, OSError
         """
-        with self._mutex, self.lease(session_id):
-            record = self._load_for_update(session_id)
-            if record.summary.strip():
-                return record.summary
-            text = fallback_summary(record.transcript)
-            if text:
-                self.write_summary(session_id, text)
-            return text
+        with self._mutex:
+            self._require_record_file(session_id)
+            with self.lease(session_id):
+                return self._ensure_summary(session_id)
+
+    def _ensure_summary(self, session_id: str) -> str:
+        record = self._load_for_update(session_id)
+        if record.summary.strip():
+            return record.summary
+        text = fallback_summary(record.transcript)
+        if text:
+            self.write_summary(session_id, text)
+        return text
 
     def set_title(self, session_id: str, title: str) -> None:
-        """Set the session's title (under the lease; ``updated_at`` is not changed)."""
+        """Set the session's title (under the lease; ``updated_at`` is not changed).
+
+        Parameters
+        ----------
+        session_id : str
+        title : str
+            Free text (lone surrogates are replaced).
+
+        Raises
+        ------
+        InvalidSessionIdError, SessionNotFoundError, CorruptSessionError,
+        SessionLockedError, OSError
+        """
         text = clean_text(title)
         self._update(session_id, lambda rec: rec.model_copy(update={"title": text}))
 
@@ -340,6 +302,17 @@ class SessionStore(LeasedStore):
         """Archive (or unarchive) a session; archived sessions are hidden from listing by default.
 
         ``updated_at`` is not changed, so unarchiving restores the session's place.
+
+        Parameters
+        ----------
+        session_id : str
+        archived : bool
+            False unarchives.
+
+        Raises
+        ------
+        InvalidSessionIdError, SessionNotFoundError, CorruptSessionError,
+        SessionLockedError, OSError
         """
         flag = bool(archived)
         self._update(session_id, lambda rec: rec.model_copy(update={"archived": flag}))
@@ -352,18 +325,24 @@ class SessionStore(LeasedStore):
         third process would create a *new* file with the same name and lock that one,
         and two processes would both believe they hold the lease of one session.
 
+        Parameters
+        ----------
+        session_id : str
+
         Raises
         ------
         InvalidSessionIdError, SessionNotFoundError, SessionLockedError, OSError
         """
         path = self.session_path(session_id)
-        with self._mutex, self.lease(session_id):
-            try:
-                path.unlink()
-            except FileNotFoundError:
-                raise SessionNotFoundError(session_id, path) from None
-            self._cache.pop(session_id, None)
-            fsync_dir(self.sessions_dir)
+        with self._mutex:
+            self._require_record_file(session_id)
+            with self.lease(session_id):
+                try:
+                    path.unlink()
+                except FileNotFoundError:
+                    raise SessionNotFoundError(session_id, path) from None
+                self._cache.pop(session_id, None)
+                fsync_dir(self.sessions_dir)
 
     def list_sessions(self, include_archived: bool = False) -> list[SessionListing]:  # type: ignore[override]
         """List saved sessions, newest ``updated_at`` first, with title and status.

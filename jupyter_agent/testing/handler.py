@@ -28,8 +28,8 @@ from jupyter_agent.testing.protocol import (
     build_chunks,
     build_completion,
     error_body,
-    validate_chat_request,
 )
+from jupyter_agent.testing.validation import validate_chat_request
 
 if TYPE_CHECKING:
     from jupyter_agent.testing.server import ScriptedModelServer

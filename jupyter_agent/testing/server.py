@@ -108,6 +108,19 @@ class ScriptedModelServer:
     def from_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> ScriptedModelServer:
         """Build a server whose script is the JSON file at *path* (see ``load_script``).
 
+        Parameters
+        ----------
+        path : str or os.PathLike
+            A UTF-8 JSON file holding a list of steps.
+        **kwargs
+            Passed to the constructor (``require_api_key``, ``model_ids``, ``host``,
+            ``port``).
+
+        Returns
+        -------
+        ScriptedModelServer
+            Not started yet (use it as a context manager or call :meth:`start`).
+
         Raises
         ------
         ScriptError
@@ -189,7 +202,20 @@ class ScriptedModelServer:
 
     # -- script -------------------------------------------------------------------
     def add_steps(self, steps: Iterable[Any]) -> None:
-        """Append steps at runtime (validated now; raises ``ScriptError``)."""
+        """Append steps to the script at runtime (also while serving).
+
+        Parameters
+        ----------
+        steps : iterable
+            Step dicts (``{"text": ...}``, ``{"tool_calls": [...]}``, ...), plain
+            strings (text replies) or callables ``f(request_body) -> step``.
+
+        Raises
+        ------
+        ScriptError
+            If a step is invalid (validated now, naming its index); nothing is
+            appended then.
+        """
         with self._lock:
             self._steps.extend(parse_steps(steps, start=len(self._steps)))
 

@@ -31,9 +31,9 @@ def main(memory_dir: str) -> None:
     store = SessionStore(memory_dir)
     with ScriptedModelServer.from_file(HERE / "earlier_session.json") as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="not-needed", max_retries=0)
-        agent = Agent(client, "gpt-4o-mini", store=store, approval="auto",
-                      title="Penguin bills and islands")
-        agent.run(PROMPT)
+        with Agent(client, "gpt-4o-mini", store=store, approval="auto",
+                   title="Penguin bills and islands") as agent:
+            agent.run(PROMPT)
     record = store.load_session(agent.session_id)
     state = record.state
     todos = ", ".join(f"#{t.id} {t.status}" for t in state.todos)
