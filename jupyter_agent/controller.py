@@ -9,15 +9,24 @@ tests call it directly.
 Invariants
 ----------
 - While a session is active, this controller holds its lease
-  (``store.acquire_lease``, an ``fcntl`` lock, spec "Session Locks"). The lease of the
-  previous session is released only after the next one is active (so a failed resume
-  leaves the old one active), and every lease is dropped by :meth:`close` (extension
-  unload). The operating system drops them when the kernel dies.
+  (``store.acquire_lease``, an ``fcntl`` lock, spec "Session Locks"), and so does its
+  :class:`~jupyter_agent.agent.Agent` (for the agent's whole life; same store, so the
+  count nests). Whenever the controller drops an agent -- switching sessions,
+  rebuilding it after a settings change, deleting the session, :meth:`close` -- it
+  calls ``agent.close()``. The previous session's lease is released only after the
+  next one is active (so a failed resume leaves the old one active), and every lease
+  is dropped by :meth:`close` (extension unload). The operating system drops them
+  when the kernel dies.
 - Settings are read through a callable each time they are needed, so ``%config``
   changes apply to the next turn: limits are re-applied before every turn, and the
   agent is rebuilt from its saved session when a setting it was built with changes.
-  Command-line options of ``%agent_new`` / ``%agent_resume`` override the settings for
-  that session.
+- Options of a session (see :meth:`AgentController.resume`): explicit options of
+  ``%agent_new`` / ``%agent_resume`` > the options this kernel last used for that
+  session > (model and endpoint only) what the session's checkpoint says it last used
+  > the settings.
+- The working directory and the project root are resolved once, when the controller
+  is made (the extension is loaded): an ``os.chdir`` later does not switch the
+  memory directory (:mod:`jupyter_agent.paths`).
 - The API key is read from the environment variable named by ``api_key_env`` when a
   client is built, and handed to :class:`openai.OpenAI` only. It is never kept on a
   setting, written to a session file, printed or logged.
@@ -25,70 +34,29 @@ Invariants
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jupyter_agent.errors import JupyterAgentError, LimitExceededError
+from jupyter_agent.errors import JupyterAgentError, ModelNotConfiguredError
 from jupyter_agent.paths import find_project_root, resolve_memory_dir
-from jupyter_agent.settings import SessionOptions, Settings, build_client
+from jupyter_agent.results import Resumed, TurnResult, UsageReport
+from jupyter_agent.settings import (
+    SessionOptions,
+    Settings,
+    build_client,
+    not_configured_message,
+    saved_base_url,
+)
 
 if TYPE_CHECKING:
-    from jupyter_agent.agent import Agent, Limits
-    from jupyter_agent.store import SessionListing, SessionRecord, SessionStore, TodoItem, Usage
+    from jupyter_agent.agent import Agent
+    from jupyter_agent.store import SessionListing, SessionRecord, SessionStore, TodoItem
 
-__all__ = ["AgentController", "SessionOptions", "Settings", "TurnResult", "UsageReport"]
-
-
-# --------------------------------------------------------------------------- results
-@dataclass(frozen=True)
-class UsageReport:
-    """Usage of one session so far, with its limits (see :func:`display.format_usage`)."""
-
-    session_id: str
-    usage: Usage
-    tool_calls: int
-    limits: Limits
-
-
-@dataclass(frozen=True)
-class TurnResult:
-    """What one ``%agent`` turn produced.
-
-    Attributes
-    ----------
-    reply : str
-        The final reply text (or the agent's limit notice).
-    stop_reason : str or None
-        ``None``, or the limit that ended the turn (``"max_tool_calls"``,
-        ``"max_cost_usd"``, ``"max_iterations"``).
-    turn_usage, session_usage : Usage
-        Tokens and USD of this turn, and of the whole session so far.
-    turn_tool_calls, session_tool_calls : int
-    limits : Limits
-    """
-
-    session_id: str
-    reply: str
-    stop_reason: str | None
-    turn_usage: Usage
-    session_usage: Usage
-    turn_tool_calls: int
-    session_tool_calls: int
-    limits: Limits
-
-    @property
-    def limit_error(self) -> LimitExceededError | None:
-        """The :class:`LimitExceededError` describing ``stop_reason``, or ``None``."""
-        if self.stop_reason is None:
-            return None
-        maximum = getattr(self.limits, self.stop_reason, None)
-        value: float = {
-            "max_tool_calls": self.session_tool_calls,
-            "max_cost_usd": self.session_usage.cost_usd,
-        }.get(self.stop_reason, maximum if maximum is not None else 0)
-        return LimitExceededError(self.stop_reason, value, maximum if maximum is not None else 0)
+__all__ = ["AgentController", "Resumed", "SessionOptions", "Settings", "TurnResult", "UsageReport"]
 
 
 @dataclass
@@ -112,21 +80,34 @@ class AgentController:
         Whose user namespace the agent's Python tool runs in.
     environ : mapping, optional
         Environment for the memory directory and the API key; :data:`os.environ` by default.
+    cwd : path-like, optional
+        The kernel's starting directory; default :func:`os.getcwd` now. It and its project
+        root are resolved once, here.
     """
 
     def __init__(self, settings: Callable[[], Settings], *, shell: Any = None,
-                 environ: Mapping[str, str] | None = None) -> None:
+                 environ: Mapping[str, str] | None = None,
+                 cwd: str | os.PathLike[str] | None = None) -> None:
         self._settings = settings
         self._shell = shell
         self._environ = environ
+        self._cwd = Path(os.getcwd() if cwd is None else cwd).expanduser().resolve()
+        self._project_root = find_project_root(self._cwd)
         self._stores: dict[Path, SessionStore] = {}
         self._active: _Active | None = None
+        self._remembered: dict[str, SessionOptions] = {}
 
     # ---- stores
     @property
+    def project_root(self) -> Path:
+        """The project root of the kernel's starting directory (resolved once)."""
+        return self._project_root
+
+    @property
     def memory_dir(self) -> Path:
         """The memory directory the settings select now (see :mod:`jupyter_agent.paths`)."""
-        return resolve_memory_dir(self._settings().memory_dir or None, environ=self._environ)
+        return resolve_memory_dir(self._settings().memory_dir or None, environ=self._environ,
+                                  cwd=self._cwd, project_root=self._project_root)
 
     @property
     def store(self) -> SessionStore:
@@ -159,12 +140,15 @@ class AgentController:
     def _build_agent(self, active: _Active, settings: Settings, *, title: str = "",
                      project_root: str | None = None) -> Agent:
         from jupyter_agent.agent import Agent
+        from jupyter_agent.agent.builtin_tools import ask_on_stdin
 
         client = build_client(settings, self._environ)
+        # The turn renderers already show the code of a tool call: ask without repeating it.
         return Agent(client, settings.model, store=active.store, session_id=active.session_id,
                      limits=settings.limits(), approval=settings.approve, shell=self._shell,
                      stream=settings.stream, context_window=settings.context_window,
-                     title=title, project_root=project_root)
+                     title=title, project_root=project_root,
+                     ask=functools.partial(ask_on_stdin, show_code=False))
 
     def _activate(self, active: _Active, settings: Settings, *, title: str = "",
                   project_root: str | None = None) -> None:
@@ -179,7 +163,15 @@ class AgentController:
             raise
         previous, self._active = self._active, active
         if previous is not None:
-            previous.store.release_lease(previous.session_id)
+            self._drop(previous)
+
+    @staticmethod
+    def _drop(active: _Active) -> None:
+        """Close ``active``'s agent and release the controller's own lease count."""
+        if active.agent is not None:
+            active.agent.close()
+            active.agent = None
+        active.store.release_lease(active.session_id)
 
     def _agent(self) -> Agent:
         """The active agent, rebuilt from disk if a setting it was built with changed."""
@@ -187,13 +179,21 @@ class AgentController:
         settings = self._settings().with_options(active.options)
         if (active.agent is None or active.built_with is None
                 or active.built_with.agent_key() != settings.agent_key()):
-            active.agent = self._build_agent(active, settings)
+            old, active.agent = active.agent, self._build_agent(active, settings)
             active.built_with = settings
+            if old is not None:
+                old.close()
         active.agent.limits = settings.limits()
         return active.agent
 
+    def _remember(self, session_id: str, options: SessionOptions) -> None:
+        """Keep a session's options (not its title) for its next resume in this kernel."""
+        self._remembered[session_id] = replace(options, title=None)
+
     def new_session(self, options: SessionOptions | None = None) -> str:
         """Create a session, make it active and hold its lease; return its ID.
+
+        The options are remembered for this session's next resume in this kernel.
 
         Raises
         ------
@@ -206,17 +206,39 @@ class AgentController:
         settings = self._settings().with_options(options)
         build_client(settings, self._environ)  # fail before creating anything
         active = _Active(new_session_id(), self.store, options)
-        root = find_project_root()
-        self._activate(active, settings, title=options.title or "", project_root=str(root))
+        self._activate(active, settings, title=options.title or "",
+                       project_root=str(self._project_root))
+        self._remember(active.session_id, options)
         return active.session_id
 
     def ensure_session(self) -> str | None:
         """Start a session if none is active; return the new ID, or ``None`` if one was active."""
         return None if self._active is not None else self.new_session()
 
+    def _resume_options(self, session_id: str, explicit: SessionOptions,
+                        record: SessionRecord) -> SessionOptions:
+        """The options a resumed session runs with (see :meth:`resume`)."""
+        chosen = explicit.over(self._remembered.get(session_id, SessionOptions()))
+        saved_url = saved_base_url(record.state.base_url)
+        url = chosen.base_url if chosen.base_url is not None else (saved_url or None)
+        model = chosen.model
+        same_endpoint = (url or self._settings().base_url) == saved_url
+        if model is None and record.state.model and same_endpoint:
+            model = record.state.model
+        return replace(chosen, title=None, base_url=url, model=model)
+
     def resume(self, session_id: str | None = None,
-               options: SessionOptions | None = None) -> SessionRecord:
+               options: SessionOptions | None = None) -> Resumed:
         """Make a saved session the active one and return its record (for the recap).
+
+        Which options the session runs with, option by option: the explicit ``options``,
+        else those this kernel last used for the session (``%agent_new`` or an earlier
+        resume), else -- for the model and the endpoint only -- the model and
+        ``base_url`` its checkpoint says it last used (the OpenAI API's own URL counts as
+        none; the saved model only together with its endpoint), else the settings.
+        Limits therefore come from the explicit or remembered options, else from the
+        settings (spec: limits come from the current options). An archived session is
+        unarchived.
 
         Parameters
         ----------
@@ -224,16 +246,21 @@ class AgentController:
             Default: the most recently updated non-archived session of :attr:`memory_dir`.
         options : SessionOptions, optional
 
+        Returns
+        -------
+        Resumed
+
         Raises
         ------
         InvalidSessionIdError, SessionNotFoundError, CorruptSessionError
         SessionLockedError
             The session is active in another process (the message names its pid).
         ModelNotConfiguredError
+            The message names the model and endpoint the session last used.
         """
         from jupyter_agent.store import validate_session_id
 
-        options = options or SessionOptions()
+        explicit = options or SessionOptions()
         store = self.store
         if session_id is None:
             listing = store.list_sessions()
@@ -245,13 +272,24 @@ class AgentController:
         session_id = validate_session_id(session_id)
         if self._active is not None and self._active.session_id == session_id:
             store = self._active.store
-        store.load_session(session_id)  # unknown or corrupt: say so before anything else
-        settings = self._settings().with_options(options)
-        build_client(settings, self._environ)
-        self._activate(_Active(session_id, store, options), settings)
-        if options.title is not None:
-            store.set_title(session_id, options.title)
-        return store.load_session(session_id)
+        record = store.load_session(session_id)  # unknown or corrupt: say so first
+        effective = self._resume_options(session_id, explicit, record)
+        settings = self._settings().with_options(effective)
+        try:
+            build_client(settings, self._environ)
+        except ModelNotConfiguredError as err:
+            raise ModelNotConfiguredError(not_configured_message(
+                settings, session_id=session_id, last_model=record.state.model,
+                last_url=saved_base_url(record.state.base_url),
+            )) from err
+        self._activate(_Active(session_id, store, effective), settings)
+        self._remember(session_id, explicit.over(self._remembered.get(session_id,
+                                                                       SessionOptions())))
+        if explicit.title is not None:
+            store.set_title(session_id, explicit.title)
+        if record.archived:
+            store.set_archived(session_id, False)
+        return Resumed(store.load_session(session_id), unarchived=record.archived)
 
     def ask(self, prompt: str, *, on_event: Callable[[Any], None] | None = None) -> TurnResult:
         """Send ``prompt`` to the active session and return what the turn produced.
@@ -283,6 +321,8 @@ class AgentController:
             session_usage=agent.state.usage.model_copy(),
             turn_tool_calls=agent.state.tool_calls - before,
             session_tool_calls=agent.state.tool_calls, limits=agent.limits,
+            limits_from_options=self._require_active().options.given() & {
+                "max_tool_calls", "max_cost_usd", "max_iterations"},
         )
 
     def compact(self, *, on_event: Callable[[Any], None] | None = None) -> bool:
@@ -353,12 +393,15 @@ class AgentController:
         if self._active is not None and self._active.session_id == sid:
             store.load_session(sid)
             active, self._active = self._active, None
-            active.store.release_lease(sid)
+            self._drop(active)
         store.delete_session(sid)
+        self._remembered.pop(sid, None)
 
     def close(self) -> None:
         """Deactivate the active session and release every lease (extension unload)."""
-        self._active = None
+        active, self._active = self._active, None
+        if active is not None and active.agent is not None:
+            active.agent.close()
         for store in self._stores.values():
             store.release_all()
         self._stores.clear()

@@ -1,14 +1,8 @@
-"""Rendering for the front end: pure text formatting, and live turn rendering.
+"""Text for the front end: pure formatting functions.
 
 Every ``format_*`` function is a pure function of its arguments (plain text, one
-concept each) so the magics, the panel and the tests share them. The two turn
-renderers consume the agent's events (:mod:`jupyter_agent.agent.events`):
-
-- :class:`MarkdownTurnRenderer` (Jupyter): one ``IPython.display`` handle per turn,
-  updated in place as text streams in, tool calls shown compactly as a code block and a
-  short result;
-- :class:`PlainTurnRenderer` (terminal IPython and plain shells): text written as it
-  arrives.
+concept each) so the magics, the panel, the live renderers
+(:mod:`jupyter_agent.render`) and the tests share them.
 
 Text is cut by code points (Python ``str`` indices), never inside a character.
 """
@@ -16,30 +10,29 @@ Text is cut by code points (Python ``str`` indices), never inside a character.
 from __future__ import annotations
 
 import json
-import sys
-import time
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from jupyter_agent.agent import Limits
-    from jupyter_agent.controller import TurnResult, UsageReport
+    from jupyter_agent.results import Resumed, TurnResult, UsageReport
     from jupyter_agent.store import Compaction, SessionListing, SessionRecord, TodoItem, Usage
 
 __all__ = [
-    "MarkdownTurnRenderer",
-    "PlainTurnRenderer",
+    "INTERRUPTED_MESSAGE",
     "format_cost",
     "format_footer",
     "format_history",
     "format_recap",
+    "format_resumed",
     "format_sessions_table",
     "format_todos",
     "format_tool_call",
     "format_transcript",
     "format_usage",
     "is_jupyter",
+    "limit_message",
     "limits_left",
     "message_text",
     "one_line",
@@ -114,7 +107,7 @@ def limits_left(limits: Limits, usage: Usage, tool_calls: int) -> str:
 
 def _tokens(usage: Usage) -> str:
     total = usage.input_tokens + usage.output_tokens
-    return f"{total:,} tokens ({usage.input_tokens:,} in / {usage.output_tokens:,} out)"
+    return f"{_plural(total, 'token')} ({usage.input_tokens:,} in / {usage.output_tokens:,} out)"
 
 
 def format_footer(result: TurnResult) -> str:
@@ -127,6 +120,42 @@ def format_footer(result: TurnResult) -> str:
         f"{_plural(result.session_tool_calls, 'tool call')} │ "
         f"{limits_left(result.limits, session, result.session_tool_calls)}"
     )
+
+
+#: Printed when Ctrl-C interrupts a turn (the agent saved the session before re-raising).
+INTERRUPTED_MESSAGE = ("[jupyter-agent] interrupted — the session is saved; "
+                       "send another prompt to go on.")
+
+_LIMIT_OPTION = {"max_tool_calls": "--max-tool-calls", "max_cost_usd": "--max-cost",
+                 "max_iterations": "--max-iterations"}
+
+
+def limit_message(result: TurnResult) -> str:
+    """The one-line error after a turn that a limit ended: which limit, how to go on.
+
+    A per-turn limit (``max_iterations``) only needs another prompt; a per-session limit
+    (``max_tool_calls``, ``max_cost_usd``) must be raised first -- with
+    ``%agent_resume --max-...`` when the session's options set it (options beat the
+    settings), else with ``%config AgentMagics.<limit>``.
+    """
+    limit = result.stop_reason or ""
+    maximum = getattr(result.limits, limit, None)
+    option = _LIMIT_OPTION.get(limit, "")
+    how = f"%agent_resume {option} N"
+    if limit not in result.limits_from_options:
+        how += f" or %config AgentMagics.{limit} = N"
+    if limit == "max_iterations":
+        return (f"limit reached: max_iterations = {_plural(maximum or 0, 'model call')} per "
+                f"prompt; send another prompt to continue, or raise it with {how}")
+    if limit == "max_tool_calls":
+        reached = (f"max_tool_calls = {_plural(maximum or 0, 'tool call')} per session "
+                   f"({result.session_tool_calls:,} made)")
+    elif limit == "max_cost_usd":
+        reached = (f"max_cost_usd = ${maximum or 0:.4f} per session "
+                   f"(${result.session_usage.cost_usd:.4f} spent)")
+    else:
+        reached = f"{limit} = {maximum}"
+    return f"limit reached: {reached}; raise it with {how}, then send another prompt"
 
 
 def format_usage(report: UsageReport) -> str:
@@ -223,15 +252,19 @@ def format_transcript(transcript: Sequence[dict[str, Any]],
     return "\n\n".join(parts) or "(no messages)"
 
 
-def format_recap(record: SessionRecord) -> str:
-    """The recap shown by ``%agent_resume``: title, summary, usage, open todos, last exchange."""
+def format_recap(record: SessionRecord, *, unarchived: bool = False) -> str:
+    """The recap shown by ``%agent_resume``: title, summary, usage, open todos, last exchange
+    (and, with ``unarchived``, that the session was taken out of the archive)."""
     state = record.state
     lines = [
         f"Resumed session {record.id}" + (f" — {record.title}" if record.title else ""),
-        f"updated {relative_time(record.updated_at)} · {len(record.transcript)} messages · "
+        f"updated {relative_time(record.updated_at)} · "
+        f"{_plural(len(record.transcript), 'message')} · "
         f"{_tokens(state.usage)} · {format_cost(state.usage)} · "
         f"{_plural(state.tool_calls, 'tool call')}",
     ]
+    if unarchived:
+        lines.append("unarchived: the session was archived; resuming took it out of the archive")
     if record.summary:
         lines.append("summary: " + truncate(record.summary.strip(), 600))
     if any(t.status in ("pending", "in_progress") for t in state.todos):
@@ -244,6 +277,11 @@ def format_recap(record: SessionRecord) -> str:
     if last_reply is not None:
         lines.append("last reply:  " + one_line(message_text(last_reply), 300))
     return "\n".join(lines)
+
+
+def format_resumed(resumed: Resumed) -> str:
+    """:func:`format_recap` of what :meth:`AgentController.resume` returned."""
+    return format_recap(resumed.record, unarchived=resumed.unarchived)
 
 
 def format_sessions_table(listings: Sequence[SessionListing], *, active_id: str | None = None,
@@ -263,119 +301,3 @@ def format_sessions_table(listings: Sequence[SessionListing], *, active_id: str 
         " ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + " " + r[-1]
         for r in rows
     ).rstrip()
-
-
-# --------------------------------------------------------------------------- live rendering
-class PlainTurnRenderer:
-    """Render a turn's events as plain text written to ``stream`` (default: ``sys.stdout``
-    at call time)."""
-
-    def __init__(self, stream: TextIO | None = None) -> None:
-        self._stream = stream
-        self._at_line_start = True
-
-    def _write(self, text: str) -> None:
-        if not text:
-            return
-        out = self._stream or sys.stdout
-        out.write(text)
-        out.flush()
-        self._at_line_start = text.endswith("\n")
-
-    def _block(self, text: str) -> None:
-        self._write(("" if self._at_line_start else "\n") + text + "\n")
-
-    def __call__(self, event: Any) -> None:
-        """Render one event."""
-        kind = getattr(event, "kind", "")
-        if kind == "text_delta":
-            self._write(event.text)
-        elif kind == "tool_call_start":
-            self._block(format_tool_call(event.name, event.arguments))
-        elif kind == "tool_call_end":
-            mark = "→" if event.ok else "✗"
-            self._block(f"  {mark} {one_line(event.result, 200) or '(no output)'}")
-        elif kind == "notice":
-            self._block(f"[{event.text}]")
-
-    def finish(self) -> None:
-        """End the turn's output on a fresh line."""
-        if not self._at_line_start:
-            self._write("\n")
-
-
-class MarkdownTurnRenderer:
-    """Render a turn's events as Markdown (Jupyter).
-
-    While the turn runs, one display handle shows the reply so far and is updated in
-    place. When the turn finishes, that live area is emptied and the final Markdown is
-    displayed once as an ordinary output. The live handle always starts and ends empty,
-    so a saved notebook holds exactly one output per turn whether or not the front end
-    that executed it applied the intermediate updates (nbval does not; JupyterLab and
-    nbclient do).
-
-    Parameters
-    ----------
-    min_interval : float, optional
-        Seconds between two updates while text streams in (each update re-sends the
-        whole Markdown); tool calls, notices and :meth:`finish` always update.
-    """
-
-    def __init__(self, min_interval: float = 0.1) -> None:
-        self._parts: list[str] = []
-        self._handle: Any = None
-        self._min_interval = min_interval
-        self._shown_at = float("-inf")
-        self._dirty = False
-
-    def _markdown(self) -> Any:
-        from IPython.display import Markdown
-
-        return Markdown("".join(self._parts))
-
-    def _show(self) -> None:
-        from IPython.display import Markdown, display
-
-        self._shown_at, self._dirty = time.monotonic(), False
-        if self._handle is None:
-            self._handle = display(Markdown(""), display_id=True)
-        self._handle.update(self._markdown())
-
-    def _block(self, text: str) -> None:
-        if self._parts and not self._parts[-1].endswith("\n\n"):
-            self._parts.append("\n\n")
-        self._parts.append(text + "\n\n")
-
-    def __call__(self, event: Any) -> None:
-        """Render one event (updates the display in place)."""
-        kind = getattr(event, "kind", "")
-        if kind == "text_delta":
-            self._parts.append(event.text)
-            self._dirty = True
-            if time.monotonic() - self._shown_at < self._min_interval:
-                return
-        elif kind == "tool_call_start":
-            text = format_tool_call(event.name, event.arguments)
-            head, _, body = text.partition("\n")
-            code = "\n".join(line[4:] for line in body.splitlines())
-            self._block(f"**{head}**" + (f"\n```python\n{code}\n```" if body else ""))
-        elif kind == "tool_call_end":
-            mark = "→" if event.ok else "✗"
-            result = one_line(event.result, 200).replace("`", "'") or "(no output)"
-            self._block(f"{mark} `{result}`")
-        elif kind == "notice":
-            self._block(f"*{event.text}*")
-        else:
-            return
-        self._show()
-
-    def finish(self) -> None:
-        """Empty the live area and display the turn's final Markdown once."""
-        from IPython.display import Markdown, display
-
-        if self._handle is not None:
-            self._handle.update(Markdown(""))
-            self._handle = None
-        if self._parts:
-            display(self._markdown())
-        self._dirty = False

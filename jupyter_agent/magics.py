@@ -9,130 +9,65 @@ and prints or displays the result. Settings are traits of :class:`AgentMagics` t
 Error boundary: every magic turns :class:`~jupyter_agent.errors.JupyterAgentError` into a
 one-line ``UsageError`` (no traceback); anything else keeps its traceback.
 
+Prompts are sent as typed: ``%agent``, ``%agent_summary`` and ``%agent_title`` do not
+expand ``{expr}`` / ``$name`` (``no_var_expand``; the options of ``%agent_new`` /
+``%agent_resume`` still are), and an input transformer keeps a prompt's trailing ``?``
+from turning the line into a help request (:mod:`jupyter_agent.magic_args`).
+
 State: the active session lives on the :class:`AgentMagics` instance (its controller),
 never in this module. ``%unload_ext`` / ``%reload_ext`` release the session's lease,
-unregister the magics and remove the instance from ``shell.configurables``.
+unregister the magics and the input transformer, and remove the instance from
+``shell.configurables``.
 """
 
 from __future__ import annotations
 
-import functools
-import re
-import shlex
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
+from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Float, Int, TraitError, Unicode, validate
 
 from jupyter_agent.controller import AgentController
 from jupyter_agent.display import (
-    MarkdownTurnRenderer,
-    PlainTurnRenderer,
+    INTERRUPTED_MESSAGE,
     format_footer,
     format_history,
-    format_recap,
+    format_resumed,
     format_sessions_table,
     format_todos,
     format_transcript,
     format_usage,
     is_jupyter,
+    limit_message,
 )
-from jupyter_agent.errors import JupyterAgentError
+from jupyter_agent.magic_args import (
+    collect_notice,
+    confirm,
+    error_boundary,
+    install_transformer,
+    one_line,
+    options_from_args,
+    parse_argstring,
+    remove_transformer,
+    session_options,
+    strip_quotes,
+)
+from jupyter_agent.render import MarkdownTurnRenderer, PlainTurnRenderer
 from jupyter_agent.settings import (
+    DEFAULT_API_KEY_ENV,
     DEFAULT_MODEL,
-    SessionOptions,
     Settings,
     check_api_key_env,
     check_approve,
     check_base_url,
     check_limit,
+    check_model,
 )
 
 __all__ = ["AgentMagics", "load_ipython_extension", "unload_ipython_extension"]
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _one_line(text: str) -> str:
-    return re.sub(r"\s*\n\s*", " ", text).strip()
-
-
-def _error_boundary(func: F) -> F:
-    """Turn the library's own errors into a one-line ``UsageError`` (issue 4, "Errors")."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except JupyterAgentError as err:
-            raise UsageError(_one_line(str(err))) from err
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _session_options(func: F) -> F:
-    """The options shared by ``%agent_new`` and ``%agent_resume``."""
-    for decorator in reversed([
-        argument("--title", help="Title of the session."),
-        argument("--model", help="Model name for this session (default: AgentMagics.model)."),
-        argument("--base-url", dest="base_url", metavar="URL",
-                 help="OpenAI-compatible endpoint, e.g. a local server "
-                      "http://localhost:11434/v1 (default: AgentMagics.base_url)."),
-        argument("--max-cost", dest="max_cost_usd", type=float, metavar="USD",
-                 help="Stop when the session has cost this much, in USD."),
-        argument("--max-tool-calls", dest="max_tool_calls", type=int, metavar="N",
-                 help="Stop when the session has made N tool calls."),
-        argument("--max-iterations", dest="max_iterations", type=int, metavar="N",
-                 help="At most N model calls per prompt."),
-        argument("--approve", choices=["auto", "ask", "deny"],
-                 help="Running code: auto (run), ask (confirm each), deny (never)."),
-    ]):
-        func = decorator(func)
-    return func
-
-
-def parse_argstring(magic: Callable[..., Any], line: str) -> Any:
-    """Parse a magic's arguments with shell quoting (``--title "two words"``).
-
-    IPython's own ``parse_argstring`` keeps the quotes in the values; this one removes
-    them. Errors are ``UsageError`` (from ``MagicArgumentParser``).
-    """
-    try:
-        argv = shlex.split(line)
-    except ValueError as err:
-        raise UsageError(f"cannot parse the arguments: {err}") from err
-    return magic.parser.parse_args(argv)  # type: ignore[attr-defined]
-
-
-def _options(args: Any) -> SessionOptions:
-    try:
-        return SessionOptions(
-            title=args.title, model=args.model, base_url=args.base_url,
-            max_cost_usd=args.max_cost_usd, max_tool_calls=args.max_tool_calls,
-            max_iterations=args.max_iterations, approve=args.approve,
-        )
-    except ValueError as err:
-        raise UsageError(str(err)) from err
-
-
-def _confirm(question: str, hint: str) -> bool:
-    """Ask a yes/no question on stdin; refuse with ``hint`` where there is no stdin."""
-    from IPython.core.error import StdinNotImplementedError
-
-    try:
-        answer = input(question)
-    except (EOFError, OSError, StdinNotImplementedError) as err:
-        raise UsageError(f"cannot ask for confirmation (no stdin): {hint}") from err
-    return answer.strip().lower() in ("y", "yes")
-
-
-def _collect_notice(event: object, notices: list[str]) -> None:
-    """Keep the text of the agent's notices (e.g. why a compaction failed)."""
-    if getattr(event, "kind", "") == "notice":
-        notices.append(str(getattr(event, "text", "")))
 
 
 @magics_class
@@ -160,7 +95,7 @@ class AgentMagics(Magics):
                               "80%); None: the agent's default for the model.").tag(config=True)
     stream = Bool(True, help="Stream replies as they are generated.").tag(config=True)
     api_key_env = Unicode(
-        "OPENAI_API_KEY", help="Name of the environment variable holding the API key "
+        DEFAULT_API_KEY_ENV, help="Name of the environment variable holding the API key "
                                "(the key itself is never a setting)."
     ).tag(config=True)
 
@@ -178,9 +113,7 @@ class AgentMagics(Magics):
 
     @validate("model")
     def _valid_model(self, proposal: Any) -> str:
-        if not proposal["value"].strip():
-            raise TraitError("AgentMagics: model must not be empty")
-        return str(proposal["value"])
+        return str(self._check(check_model, "model", proposal["value"]))
 
     @validate("base_url")
     def _valid_base_url(self, proposal: Any) -> str:
@@ -198,9 +131,14 @@ class AgentMagics(Magics):
     def _valid_limit(self, proposal: Any) -> Any:
         return self._check(check_limit, proposal["trait"].name, proposal["value"])
 
-    @validate("max_iterations", "context_window")
+    @validate("max_iterations")
     def _valid_positive(self, proposal: Any) -> Any:
         return self._check(check_limit, proposal["trait"].name, proposal["value"], minimum=1)
+
+    @validate("context_window")
+    def _valid_window(self, proposal: Any) -> Any:
+        return self._check(check_limit, "context_window", proposal["value"], minimum=1,
+                           none="the model's default")
 
     def settings(self) -> Settings:
         """A snapshot of the current settings."""
@@ -226,31 +164,39 @@ class AgentMagics(Magics):
 
     # ---- sessions
     @line_magic
-    @_error_boundary
+    @error_boundary
     @magic_arguments()
-    @_session_options
+    @session_options
     def agent_new(self, line: str) -> None:
         """Start a new session, make it active and print its ID."""
-        options = _options(parse_argstring(self.agent_new, line))
+        options = options_from_args(parse_argstring(self.agent_new, line))
         session_id = self._controller.new_session(options)
         print(f"New session {session_id}" + (f" — {options.title}" if options.title else ""))
 
     @line_magic
-    @_error_boundary
+    @error_boundary
     @magic_arguments()
     @argument("session_id", nargs="?", metavar="SESSION_ID",
               help="Default: the most recently updated non-archived session.")
-    @_session_options
+    @session_options
     def agent_resume(self, line: str) -> None:
-        """Make a saved session active again and show a recap of it."""
+        """Make a saved session active again and show a recap of it (unarchives it).
+
+        Each option: the one given here, else the one this kernel last used for the
+        session, else -- model and base URL -- what the session last used (saved in it),
+        else the AgentMagics setting. Limits: given here or earlier in this kernel, else
+        the settings.
+        """
         args = parse_argstring(self.agent_resume, line)
-        record = self._controller.resume(args.session_id, _options(args))
-        print(format_recap(record))
+        print(format_resumed(self._controller.resume(args.session_id, options_from_args(args))))
 
     @line_cell_magic
-    @_error_boundary
+    @no_var_expand
+    @error_boundary
     @magic_arguments()
-    @argument("prompt", nargs="*", help="What to ask; with %%agent, the cell (after the line).")
+    @argument("prompt", nargs="*",
+              help="What to ask; with %%%%agent, the cell (after the line). Sent as typed: "
+                   "{...} and $name are not expanded.")
     def agent(self, line: str, cell: str | None = None) -> None:
         """Send a prompt to the active session (``%agent PROMPT`` or a ``%%agent`` cell).
 
@@ -265,46 +211,51 @@ class AgentMagics(Magics):
             print(f"No active session: started session {created} "
                   f"(%agent_resume picks up an earlier one).")
         renderer = MarkdownTurnRenderer() if self._jupyter else PlainTurnRenderer()
+        result = None
         try:
             result = self._controller.ask(prompt, on_event=renderer)
+        except KeyboardInterrupt:  # Ctrl-C: the agent saved the session, then re-raised
+            pass
         finally:
             renderer.finish()
+        if result is None:
+            print(INTERRUPTED_MESSAGE)
+            return
         print(format_footer(result))
-        error = result.limit_error
-        if error is not None:
-            raise error
+        if result.limit_error is not None:
+            raise UsageError(limit_message(result)) from result.limit_error
 
     @line_magic
-    @_error_boundary
+    @error_boundary
     @magic_arguments()
     @argument("--all", action="store_true", help="Include archived sessions.")
-    def agent_sessions(self, line: str) -> Any:
+    def agent_sessions(self, line: str) -> None:
         """List the sessions of the memory directory (a panel in Jupyter, a table in a terminal)."""
         args = parse_argstring(self.agent_sessions, line)
         if self._jupyter:
             from IPython.display import display
 
             display(self.sessions_panel(show_archived=args.all))
-            return None
-        listing = self._controller.list_sessions(include_archived=args.all)
-        print(format_sessions_table(listing, active_id=self._controller.active_session_id))
-        return None
+        else:
+            listing = self._controller.list_sessions(include_archived=args.all)
+            print(format_sessions_table(listing, active_id=self._controller.active_session_id))
 
     def sessions_panel(self, *, show_archived: bool = False, page_size: int = 20) -> Any:
         """A :class:`~jupyter_agent.panel.SessionsPanel` wired to this kernel's active session."""
         from jupyter_agent.panel import SessionsPanel
 
         def on_resume(session_id: str) -> str:
-            return format_recap(self._controller.resume(session_id))
+            return format_resumed(self._controller.resume(session_id))
 
         return SessionsPanel(self._controller.store, on_resume=on_resume,
                              on_delete=self._controller.delete, page_size=page_size,
                              show_archived=show_archived)
 
     @line_magic
-    @_error_boundary
+    @no_var_expand
+    @error_boundary
     @magic_arguments()
-    @argument("text", nargs="*", help="New summary; without it, show the summary.")
+    @argument("text", nargs="*", help="New summary (as typed); without it, show the summary.")
     def agent_summary(self, line: str) -> None:
         """Show the active session's summary, or replace it with TEXT."""
         text = line.strip()
@@ -315,19 +266,20 @@ class AgentMagics(Magics):
             print(self._controller.record().summary or "(no summary yet)")
 
     @line_magic
-    @_error_boundary
+    @no_var_expand
+    @error_boundary
     @magic_arguments()
-    @argument("text", nargs="+", help="The new title.")
+    @argument("text", nargs="+", help="The new title (one pair of surrounding quotes is removed).")
     def agent_title(self, line: str) -> None:
         """Set the active session's title."""
-        text = line.strip()
+        text = strip_quotes(line)
         if not text:
             raise UsageError("usage: %agent_title TEXT")
         self._controller.set_title(text)
         print(f"Title set: {text}")
 
     @line_magic
-    @_error_boundary
+    @error_boundary
     @magic_arguments()
     @argument("session_id", nargs="?", metavar="ID", help="Default: the active session.")
     @argument("--undo", action="store_true", help="Unarchive instead.")
@@ -338,7 +290,7 @@ class AgentMagics(Magics):
         print(f"{'Unarchived' if args.undo else 'Archived'} session {sid}.")
 
     @line_magic
-    @_error_boundary
+    @error_boundary
     @magic_arguments()
     @argument("session_id", metavar="ID", help="The session to delete.")
     @argument("--yes", action="store_true", help="Do not ask for confirmation.")
@@ -349,7 +301,7 @@ class AgentMagics(Magics):
         if not args.yes:
             record = self._controller.record(sid)
             name = f" ({record.title})" if record.title else ""
-            if not _confirm(f"Delete session {sid}{name} for good? [y/N] ",
+            if not confirm(f"Delete session {sid}{name} for good? [y/N] ",
                             f"use %agent_delete {sid} --yes"):
                 print("Not deleted.")
                 return
@@ -358,13 +310,13 @@ class AgentMagics(Magics):
 
     # ---- the active session
     @line_magic
-    @_error_boundary
+    @error_boundary
     @magic_arguments()
     def agent_compact(self, line: str) -> None:
         """Summarise the older turns of the active session's working context now."""
         parse_argstring(self.agent_compact, line)
         notices: list[str] = []
-        done = self._controller.compact(on_event=lambda event: _collect_notice(event, notices))
+        done = self._controller.compact(on_event=lambda event: collect_notice(event, notices))
         if done:
             print("Compacted the working context.")
         elif notices:
@@ -373,7 +325,7 @@ class AgentMagics(Magics):
             print("Nothing to compact.")
 
     @line_magic
-    @_error_boundary
+    @error_boundary
     @magic_arguments()
     def agent_usage(self, line: str) -> None:
         """Show the active session's tokens, cost, tool calls and what the limits leave."""
@@ -381,7 +333,7 @@ class AgentMagics(Magics):
         print(format_usage(self._controller.usage()))
 
     @line_magic
-    @_error_boundary
+    @error_boundary
     @magic_arguments()
     @argument("--full", action="store_true",
               help="The full transcript with compaction markers, not the working context.")
@@ -395,7 +347,7 @@ class AgentMagics(Magics):
             print(format_history(record.messages))
 
     @line_magic
-    @_error_boundary
+    @error_boundary
     @magic_arguments()
     def agent_todo(self, line: str) -> None:
         """Show the active session's todo list."""
@@ -413,25 +365,31 @@ def _forget(ipython: Any, magics: Magics) -> None:
     if dict.get(manager.registry, type(magics).__name__) is magics:
         del manager.registry[type(magics).__name__]
     ipython.configurables[:] = [c for c in ipython.configurables if c is not magics]
+    remove_transformer(ipython)
 
 
 def load_ipython_extension(ipython: Any) -> None:
     """Register :class:`AgentMagics` on ``ipython`` (``%load_ext jupyter_agent``).
 
     Settings come from the shell's config (``ipython_config.py``); a bad value there is
-    reported as a ``UsageError`` and nothing is registered.
+    reported as a ``UsageError`` and nothing is registered. Also registers the input
+    transformer that lets ``%agent PROMPT?`` reach the magic (see
+    :func:`~jupyter_agent.magic_args.rewrite_agent_lines`). The memory directory is
+    resolved from the kernel's working directory at this moment.
     """
     before = list(ipython.configurables)
     try:
         magics = AgentMagics(shell=ipython)
     except TraitError as err:
         ipython.configurables[:] = before
-        raise UsageError(f"jupyter_agent not loaded, bad setting: {_one_line(str(err))}") from err
+        raise UsageError(f"jupyter_agent not loaded, bad setting: {one_line(str(err))}") from err
     ipython.register_magics(magics)
+    install_transformer(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    """Release the active session's lease and unregister the magics (``%unload_ext``)."""
+    """Release the active session's lease, unregister the magics and the input transformer
+    (``%unload_ext``)."""
     magics = dict.get(ipython.magics_manager.registry, AgentMagics.__name__)
     if magics is None:
         return

@@ -14,6 +14,14 @@ Design: child widgets are private attributes; handlers are named ``_on_<widget>_
 becomes a message in the panel's error area instead of a traceback in the kernel log.
 The store is read once per :meth:`SessionsPanel.refresh` (filtering and paging work on
 that listing), so the panel stays responsive with hundreds of sessions.
+
+Widgets are not made per redraw: a row is a fixed slot of widgets (at most
+``page_size`` slots, made when first needed) whose values change when the page is
+redrawn, so refreshing, filtering and paging open no new comms in the kernel.
+:meth:`SessionsPanel.close` closes every widget the panel made.
+
+Outside Jupyter (nbconvert, a console, nbval) the panel's ``text/plain`` form is the
+sessions table of ``%agent_sessions`` in a terminal.
 """
 
 from __future__ import annotations
@@ -27,7 +35,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import ipywidgets as widgets
 
-from jupyter_agent.display import format_cost, message_text, one_line, relative_time
+from jupyter_agent.display import (
+    format_cost,
+    format_sessions_table,
+    message_text,
+    one_line,
+    relative_time,
+)
 
 if TYPE_CHECKING:
     from jupyter_agent.store import SessionListing, SessionStore
@@ -72,7 +86,7 @@ def format_row(listing: SessionListing, now: datetime | None = None) -> RowText:
         summary=one_line(listing.summary, 120),
         updated=relative_time(listing.updated_at, now),
         status=status,
-        messages=f"{listing.message_count} msgs",
+        messages=f"{listing.message_count} msg" + ("" if listing.message_count == 1 else "s"),
         cost=format_cost(Usage(cost_usd=listing.cost_usd)),
     )
 
@@ -117,6 +131,39 @@ def _button(description: str, tooltip: str = "", style: str = "") -> widgets.But
                           layout=widgets.Layout(width="auto"))
 
 
+class _Slot:
+    """The widgets of one row position, reused for whichever session it shows."""
+
+    def __init__(self, panel: SessionsPanel) -> None:
+        self.session_id = ""
+        self.archived = False
+        self.info = widgets.HTML(layout=widgets.Layout(width="40%"))
+        self.meta = widgets.HTML()
+        self.details = _button("Details", "Show summary, todos and last messages")
+        self.resume = _button("Resume", "Make this the active session of this kernel", "primary")
+        self.archive = _button("Archive")
+        self.delete = _button("Delete", "Delete this session (asks first)", "danger")
+        self.details.on_click(lambda _b: panel._on_details_click(self.session_id))
+        self.resume.on_click(lambda _b: panel._on_resume_click(self.session_id))
+        self.archive.on_click(lambda _b: panel._on_archive_click(self.session_id,
+                                                                 not self.archived))
+        self.delete.on_click(lambda _b: panel._on_delete_click(self.session_id))
+        self.box = widgets.HBox([self.info, self.meta, self.details, self.resume, self.archive,
+                                 self.delete])
+
+    def show(self, listing: SessionListing) -> PanelRow:
+        """Show ``listing`` in this slot and return the row as callers see it."""
+        text = format_row(listing)
+        self.session_id, self.archived = listing.id, listing.archived
+        self.info.value = (f"<b>{html.escape(text.name)}</b> <small>{html.escape(listing.id)}"
+                           f"</small><br><small>{html.escape(text.summary)}</small>")
+        self.meta.value = " · ".join(html.escape(t) for t in
+                                     (text.updated, text.status, text.messages, text.cost))
+        self.archive.description = "Unarchive" if listing.archived else "Archive"
+        return PanelRow(listing.id, text, self.box, self.details, self.resume, self.archive,
+                        self.delete)
+
+
 class SessionsPanel(widgets.VBox):
     """A browsable, filterable, pageable list of saved sessions.
 
@@ -148,6 +195,7 @@ class SessionsPanel(widgets.VBox):
         self._page = 0
         self._listing: list[SessionListing] = []
         self._rows: list[PanelRow] = []
+        self._slots: list[_Slot] = []
         self._pending_delete: str | None = None
         self._selected: str | None = None
 
@@ -159,6 +207,7 @@ class SessionsPanel(widgets.VBox):
         self._errors = widgets.HTML()
         self._message = widgets.HTML()
         self._rows_box = widgets.VBox()
+        self._empty = widgets.HTML()
         self._confirm_text = widgets.HTML()
         self._confirm = _button("Delete for good", style="danger")
         self._cancel = _button("Cancel")
@@ -177,11 +226,10 @@ class SessionsPanel(widgets.VBox):
         self._prev.on_click(self._on_prev_click)
         self._next.on_click(self._on_next_click)
 
-        super().__init__([
-            widgets.HBox([self._filter, self._show_archived, self._refresh]),
-            self._errors, self._message, self._rows_box, self._confirm_box,
-            widgets.HBox([self._prev, self._page_label, self._next]), self._detail,
-        ])
+        self._toolbar = widgets.HBox([self._filter, self._show_archived, self._refresh])
+        self._pager = widgets.HBox([self._prev, self._page_label, self._next])
+        super().__init__([self._toolbar, self._errors, self._message, self._rows_box,
+                          self._confirm_box, self._pager, self._detail])
         self.refresh()
 
     # ---- public
@@ -205,6 +253,33 @@ class SessionsPanel(widgets.VBox):
         """The HTML of the error area ("" when the last action succeeded)."""
         return str(self._errors.value)
 
+    def text_table(self) -> str:
+        """The sessions the panel shows (all pages) as the plain-text table of a terminal."""
+        return format_sessions_table(self._visible())
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
+        data = super()._repr_mimebundle_(**kwargs)
+        if data is not None:
+            data["text/plain"] = self.text_table()
+        return data
+
+    def close(self) -> None:
+        """Close every widget of the panel (their comms), then the panel itself."""
+        owned: list[Any] = [self._toolbar, self._pager, self._empty, *self._pager.children,
+                            *self._toolbar.children, self._errors, self._message, self._rows_box,
+                            self._confirm_box, *self._confirm_box.children, self._detail]
+        for slot in self._slots:
+            owned += [slot.box, *slot.box.children]
+        for widget in owned:
+            for part in ("layout", "style"):
+                sub = getattr(widget, part, None)
+                if isinstance(sub, widgets.Widget):
+                    sub.close()
+            widget.close()
+        self._slots, self._rows = [], []
+        self.layout.close()
+        super().close()
+
     @_guarded
     def refresh(self) -> None:
         """Re-read the store and redraw (keeps the filter, the toggle and if possible the page)."""
@@ -220,35 +295,16 @@ class SessionsPanel(widgets.VBox):
         visible = self._visible()
         self._page = min(self._page, self.page_count - 1)
         start = self._page * self._page_size
-        self._rows = [self._make_row(s) for s in visible[start:start + self._page_size]]
-        self._rows_box.children = [r.box for r in self._rows] or [
-            widgets.HTML("<i>no sessions match</i>" if self._listing else "<i>no sessions yet</i>")
-        ]
+        page = visible[start:start + self._page_size]
+        while len(self._slots) < len(page):
+            self._slots.append(_Slot(self))
+        self._rows = [slot.show(s) for slot, s in zip(self._slots, page, strict=False)]
+        self._empty.value = f"<i>no sessions {'match' if self._listing else 'yet'}</i>"
+        self._rows_box.children = [r.box for r in self._rows] or [self._empty]
         self._page_label.value = (f"page {self._page + 1} of {self.page_count} "
                                   f"({len(visible)} sessions)")
         self._prev.disabled = self._page == 0
         self._next.disabled = self._page >= self.page_count - 1
-
-    def _make_row(self, listing: SessionListing) -> PanelRow:
-        text = format_row(listing)
-        sid = listing.id
-        info = widgets.HTML(
-            f"<b>{html.escape(text.name)}</b> <small>{html.escape(sid)}</small><br>"
-            f"<small>{html.escape(text.summary)}</small>",
-            layout=widgets.Layout(width="40%"),
-        )
-        meta = widgets.HTML(" · ".join(html.escape(t) for t in
-                                       (text.updated, text.status, text.messages, text.cost)))
-        details = _button("Details", "Show summary, todos and last messages")
-        resume = _button("Resume", "Make this the active session of this kernel", "primary")
-        archive = _button("Unarchive" if listing.archived else "Archive")
-        delete = _button("Delete", "Delete this session (asks first)", "danger")
-        details.on_click(lambda _b: self._on_details_click(sid))
-        resume.on_click(lambda _b: self._on_resume_click(sid))
-        archive.on_click(lambda _b: self._on_archive_click(sid, not listing.archived))
-        delete.on_click(lambda _b: self._on_delete_click(sid))
-        box = widgets.HBox([info, meta, details, resume, archive, delete])
-        return PanelRow(sid, text, box, details, resume, archive, delete)
 
     def _show_error(self, err: BaseException) -> None:
         text = html.escape(f"{type(err).__name__}: {err}")

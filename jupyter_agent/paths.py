@@ -12,6 +12,11 @@ kernel starts in the notebook's folder), the directory itself included, that con
 directory itself. The spec keeps notes (``project.md``, ``user.md``) and ``sessions/``
 in that one memory directory.
 
+The front end resolves the working directory and the project root once, when the
+extension is loaded (the kernel's starting directory), and passes them in: an
+``os.chdir`` in the kernel later -- by the user or by code the agent runs -- does not
+switch the sessions listed. The setting and the environment variable are read each time.
+
 Everything here is a pure function of its arguments; the environment and the working
 directory are read only when a function is called without them, never at import.
 Nothing is created on disk: the store creates the directory when it first writes.
@@ -72,6 +77,7 @@ def resolve_memory_dir(
     *,
     environ: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
+    project_root: str | os.PathLike[str] | None = None,
 ) -> Path:
     """Return the memory directory for a setting, an environment and a working directory.
 
@@ -85,6 +91,9 @@ def resolve_memory_dir(
     cwd : path-like, optional
         The working directory that relative paths and the project-root search start
         from; defaults to :func:`os.getcwd` at call time.
+    project_root : path-like, optional
+        The project root for rule 3, if already known; else :func:`find_project_root`
+        of ``cwd``.
 
     Returns
     -------
@@ -99,4 +108,5 @@ def resolve_memory_dir(
     from_env = env.get(MEMORY_DIR_ENV, "")
     if from_env:
         return _absolute(from_env, base)
-    return find_project_root(base) / MEMORY_DIR_NAME
+    root = find_project_root(base) if project_root is None else Path(project_root)
+    return root / MEMORY_DIR_NAME

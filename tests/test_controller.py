@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 
 from jupyter_agent.agent import Limits
-from jupyter_agent.agent.events import Notice, TextDelta, ToolCallEnd, ToolCallStart
+from jupyter_agent.agent.events import TextDelta
 from jupyter_agent.controller import AgentController, TurnResult
 from jupyter_agent.display import (
-    PlainTurnRenderer,
     format_cost,
     format_footer,
     format_transcript,
@@ -36,25 +35,67 @@ def test_options_override_only_what_is_given() -> None:
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"approve": "x"}, "approve must be one of auto, ask, deny"),
     ({"base_url": "file:///x"}, "base_url must be an http:// or https:// URL"),
-    ({"max_cost_usd": -0.01}, "--max-cost must be zero or more"),
+    ({"max_cost_usd": -0.01}, r"^--max-cost must be zero or more \(got -0.01\)$"),
+    ({"max_cost_usd": float("nan")}, r"^--max-cost must be a finite number \(got nan\)$"),
+    ({"max_cost_usd": float("inf")}, r"^--max-cost must be a finite number \(got inf\)$"),
     ({"max_tool_calls": -1}, "--max-tool-calls must be zero or more"),
-    ({"max_iterations": 0}, "--max-iterations must be a positive number"),
+    ({"max_iterations": 0}, r"^--max-iterations must be a positive number \(got 0\)$"),
+    ({"model": ""}, "^--model must not be empty$"),
+    ({"model": "  "}, "^--model must not be empty$"),
 ])
 def test_options_are_validated(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         SessionOptions(**kwargs)  # type: ignore[arg-type]
 
 
+def test_options_layer_over_each_other() -> None:
+    remembered = SessionOptions(base_url="http://h:1/v1", max_tool_calls=3, approve="auto")
+    explicit = SessionOptions(title="T", max_tool_calls=5)
+    merged = explicit.over(remembered)
+    assert merged == SessionOptions(title="T", base_url="http://h:1/v1", max_tool_calls=5,
+                                    approve="auto")
+    assert explicit.given() == {"title", "max_tool_calls"}
+
+
 def test_build_client_reads_the_named_variable_or_uses_a_placeholder() -> None:
-    with pytest.raises(ModelNotConfiguredError, match="set the OPENAI_API_KEY"):
+    with pytest.raises(ModelNotConfiguredError, match=r"^no model configured: OPENAI_API_KEY is "
+                                                       r"not set; set it in the environment"):
         build_client(Settings(), environ={})
-    with pytest.raises(ModelNotConfiguredError, match="set the K2"):
+    with pytest.raises(ModelNotConfiguredError, match="K2 is not set"):
         build_client(Settings(api_key_env="K2"), environ={"OPENAI_API_KEY": "sk-other"})
     client = build_client(Settings(api_key_env="K2"), environ={"K2": "sk-mine"})
     assert client.api_key == "sk-mine" and "api.openai.com" in str(client.base_url)
     local = build_client(Settings(base_url="http://127.0.0.1:1/v1"), environ={})
     assert local.api_key == PLACEHOLDER_API_KEY and str(local.base_url).startswith(
         "http://127.0.0.1:1/v1")
+
+
+@pytest.mark.parametrize("url", ["http://localhost:11434/v1", "http://127.0.0.1:8000/v1",
+                                 "http://127.8.9.10/v1", "http://[::1]:8080/v1"])
+def test_loopback_servers_do_not_get_the_default_key(url: str) -> None:
+    env = {"OPENAI_API_KEY": "sk-openai-secret", "LOCAL_KEY": "local-secret"}
+    assert build_client(Settings(base_url=url), environ=env).api_key == PLACEHOLDER_API_KEY
+    # ... unless api_key_env names another variable on purpose
+    named = build_client(Settings(base_url=url, api_key_env="LOCAL_KEY"), environ=env)
+    assert named.api_key == "local-secret"
+
+
+def test_remote_servers_and_openai_get_the_key_and_openai_base_url_counts() -> None:
+    env = {"OPENAI_API_KEY": "sk-openai-secret"}
+    remote = build_client(Settings(base_url="https://llm.example.com/v1"), environ=env)
+    assert remote.api_key == "sk-openai-secret"
+    assert build_client(Settings(), environ=env).api_key == "sk-openai-secret"
+    # OPENAI_BASE_URL is a configured base_url: no key needed for a local one ...
+    from_env = build_client(Settings(), environ={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
+    assert str(from_env.base_url) == "http://127.0.0.1:9/v1/"
+    assert from_env.api_key == PLACEHOLDER_API_KEY
+    # ... and the setting beats it
+    both = build_client(Settings(base_url="http://127.0.0.1:7/v1"),
+                        environ={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
+    assert str(both.base_url) == "http://127.0.0.1:7/v1/"
+    # the OpenAI API's own URL is no base_url: it still needs the key
+    with pytest.raises(ModelNotConfiguredError):
+        build_client(Settings(base_url="https://api.openai.com/v1"), environ={})
 
 
 def test_limit_error_describes_the_stop() -> None:
@@ -97,7 +138,9 @@ def test_controller_without_a_shell(tmp_path: Path) -> None:
             ctl.resume(created)
         assert ctl.active_session_id == other and store.holds_lease(other)
         blocker.release_all()
-        record = ctl.resume(created)
+        resumed = ctl.resume(created)
+        record = resumed.record
+        assert not resumed.unarchived
         assert record.id == created and [m["content"] for m in record.messages[-2:]] == [
             "hello", "one"]
         assert ctl.ask("again").reply == "two"
@@ -141,18 +184,3 @@ def test_transcript_markers_sit_at_the_recorded_lengths() -> None:
     order = [text.index(k) for k in ("m0", "m1", "S1", "m2", "m4", "S2")]
     assert order == sorted(order)
     assert "═══ compaction at 2026-01-02T03:04:05+00:00: 2 messages replaced" in text
-
-
-def test_plain_renderer(capsys: pytest.CaptureFixture[str]) -> None:
-    r = PlainTurnRenderer()
-    r(TextDelta("Let me look"))
-    r(ToolCallStart("c1", "describe_variable", '{"name": "df"}'))
-    r(ToolCallEnd("c1", "describe_variable", "DataFrame\n344 rows", True))
-    r(ToolCallStart("c2", "run_python", "not json"))
-    r(ToolCallEnd("c2", "run_python", "", False))
-    r(Notice("context compacted"))
-    r(TextDelta("Done."))
-    r.finish()
-    assert capsys.readouterr().out == (
-        'Let me look\n▶ describe_variable({"name": "df"})\n  → DataFrame 344 rows\n'
-        "▶ run_python(not json)\n  ✗ (no output)\n[context compacted]\nDone.\n")

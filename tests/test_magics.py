@@ -12,6 +12,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 from jupyter_agent.agent import Limits
+from jupyter_agent.errors import LimitExceededError
 from jupyter_agent.paths import find_project_root
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
@@ -147,10 +148,142 @@ def test_limit_reached_shows_footer_then_one_line_error(
     agent_shell.run_line_magic("agent_new", "--approve auto --max-tool-calls 1")
     with pytest.raises(UsageError) as info:
         agent_shell.run_line_magic("agent", "loop forever")
-    assert str(info.value) == "limit reached: max_tool_calls = 1 (session is at 1)"
+    assert str(info.value) == (
+        "limit reached: max_tool_calls = 1 tool call per session (1 made); raise it with "
+        "%agent_resume --max-tool-calls N, then send another prompt")
+    assert isinstance(info.value.__cause__, LimitExceededError)
     out = capsys.readouterr().out
     assert out.splitlines()[-1].startswith("── ") and "0 tool calls left" in out
+    assert "[[" not in out and "\n[jupyter-agent] Stopped: the session reached" in out
     assert model_server.remaining == 1
+
+
+def test_cost_limit_through_the_magics(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # gpt-4o-mini: $0.15 per million input tokens, so this call costs $0.0015
+    expensive = {"usage": {"prompt_tokens": 10_000, "completion_tokens": 0}}
+    model_server.add_steps([{**CODE_STEP, **expensive}, {"text": "never"}])
+    agent_shell.run_line_magic("config", "AgentMagics.max_cost_usd = 0.001")
+    agent_shell.run_line_magic("agent_new", "--approve auto")
+    capsys.readouterr()
+    with pytest.raises(UsageError) as info:
+        agent_shell.run_line_magic("agent", "spend")
+    assert str(info.value) == (
+        "limit reached: max_cost_usd = $0.0010 per session ($0.0015 spent); raise it with "
+        "%agent_resume --max-cost N or %config AgentMagics.max_cost_usd = N, then send "
+        "another prompt")
+    footer = capsys.readouterr().out.splitlines()[-1]
+    assert footer.startswith("── 10,000 tokens") and footer.endswith("$0.0000 left")
+    assert model_server.remaining == 1 and "x" not in agent_shell.user_ns  # batch not run
+    # raised with %config, the next prompt goes on
+    agent_shell.run_line_magic("config", "AgentMagics.max_cost_usd = 1.0")
+    agent_shell.run_line_magic("agent", "go on")
+    assert model_server.remaining == 0
+
+
+def test_iteration_limit_through_the_magics(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    model_server.add_steps([CODE_STEP, CODE_STEP, {"text": "later"}])
+    agent_shell.run_line_magic("agent_new", "--approve auto --max-iterations 2")
+    capsys.readouterr()
+    with pytest.raises(UsageError) as info:
+        agent_shell.run_line_magic("agent", "keep going")
+    assert str(info.value) == (
+        "limit reached: max_iterations = 2 model calls per prompt; send another prompt to "
+        "continue, or raise it with %agent_resume --max-iterations N")
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1].startswith("── ") and "2 tool calls │ session:" in out
+    assert out.splitlines()[-1].endswith("2 model calls per turn")
+    agent_shell.run_line_magic("agent", "and now?")  # a new prompt: a new budget
+    assert model_server.remaining == 0
+
+
+def test_prompt_is_sent_as_typed_without_namespace_expansion(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+) -> None:
+    agent_shell.user_ns.update(x=42, name="penguins")
+    model_server.add_steps([{"text": "a"}, {"text": "b"}])
+    agent_shell.run_line_magic("agent", "what is {x} and $name?")
+    agent_shell.run_cell("%agent format with {x:>5} and $name")
+    assert user_texts(model_server.requests[1]) == [
+        "what is {x} and $name?", "format with {x:>5} and $name"]
+    agent_shell.run_cell("%agent_summary Use {x} in $name")
+    agent_shell.run_cell("%agent_title '{x} $name'")
+    record = magics_of(agent_shell).controller.record()
+    assert (record.summary, record.title) == ("Use {x} in $name", "{x} $name")
+    # %agent_new options are still expanded (notebooks pass --base-url {server.base_url})
+    agent_shell.user_ns["server"] = model_server
+    agent_shell.run_cell("%agent_new --base-url {server.base_url} --title T")
+    assert magics_of(agent_shell).controller._active.options.base_url == model_server.base_url
+
+
+def test_a_trailing_question_mark_is_part_of_the_prompt(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    model_server.add_steps([{"text": "4.2 kg"}, {"text": "yes"}])
+    result = agent_shell.run_cell("%agent what is the mean?")
+    result.raise_error()
+    assert user_texts(model_server.requests[0]) == ["what is the mean?"]
+    assert "4.2 kg" in capsys.readouterr().out
+    result = agent_shell.run_cell("x = 1\nif x:\n    %agent   is it 'one'??  \n")
+    result.raise_error()
+    assert user_texts(model_server.requests[1])[-1] == "is it 'one'??"
+    # %agent? alone, and the other magics, are still help
+    agent_shell.run_cell("%agent?")
+    agent_shell.run_cell("%agent_new?")
+    assert "%%agent" in capsys.readouterr().out and model_server.remaining == 0
+    # the transformer leaves with the extension
+    transformers = agent_shell.input_transformers_cleanup
+    assert sum(getattr(t, "__name__", "") == "rewrite_agent_lines" for t in transformers) == 1
+    agent_shell.run_line_magic("reload_ext", "jupyter_agent")
+    assert sum(getattr(t, "__name__", "") == "rewrite_agent_lines" for t in transformers) == 1
+    agent_shell.run_line_magic("unload_ext", "jupyter_agent")
+    assert not [t for t in transformers if getattr(t, "__name__", "") == "rewrite_agent_lines"]
+
+
+def test_ctrl_c_during_a_turn_is_one_line_and_the_session_goes_on(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    interrupt = {"tool_calls": [{"name": "run_python",
+                                 "arguments": {"code": "raise KeyboardInterrupt"}}]}
+    model_server.add_steps([{"text": "Let me run it.", **interrupt}, {"text": "resumed fine"}])
+    agent_shell.run_line_magic("agent_new", "--approve auto")
+    capsys.readouterr()
+    result = agent_shell.run_cell("%agent run the slow thing")
+    assert result.error_in_exec is None and result.success
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert lines[-1] == ("[jupyter-agent] interrupted — the session is saved; send another "
+                         "prompt to go on.")
+    assert "Traceback" not in captured.out + captured.err and "── " not in captured.out
+    agent_shell.run_line_magic("agent", "go on")
+    sent = model_server.requests[-1]["messages"]
+    assert [m["role"] for m in sent[-4:]] == ["user", "assistant", "tool", "user"]
+    assert "resumed fine" in capsys.readouterr().out
+
+
+def test_title_quotes_and_plural_counts(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    agent_shell.run_line_magic("agent_new", "")
+    agent_shell.run_line_magic("agent_title", '"Quoted title"')
+    assert magics_of(agent_shell).controller.record().title == "Quoted title"
+    agent_shell.run_line_magic("agent_title", "'it's' fine\"")
+    assert magics_of(agent_shell).controller.record().title == "'it's' fine\""
+    model_server.add_steps([CODE_STEP, {"text": "done"}])
+    agent_shell.run_line_magic("agent_resume", "--approve auto")
+    agent_shell.run_line_magic("agent", "one tool call")
+    capsys.readouterr()
+    agent_shell.run_line_magic("agent_resume", "")
+    recap = capsys.readouterr().out.splitlines()[1]
+    assert "· 1 tool call" in recap and " 1 tool calls" not in recap
 
 
 def test_summary_title_todo_usage(
@@ -244,3 +377,49 @@ def test_failed_compaction_is_a_one_line_error_and_keeps_the_context(
     with pytest.raises(UsageError, match=r"compaction failed.*summary refused"):
         agent_shell.run_line_magic("agent_compact", "")
     assert magics_of(agent_shell).controller.record().messages == before
+
+
+def test_a_reply_cut_off_by_the_provider_is_a_notice_not_a_limit_error(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    model_server.add_steps([{"text": "the answer is long and", "finish_reason": "length"}])
+    agent_shell.run_line_magic("agent", "explain everything")  # no UsageError
+    out = capsys.readouterr().out
+    assert "the answer is long and" in out and "cut off" in out
+    assert "limit reached" not in out
+
+
+def test_approval_asks_once_without_repeating_the_code(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import builtins
+
+    import jupyter_agent.agent.builtin_tools as builtin_tools
+
+    prompts: list[str] = []
+    monkeypatch.setattr(builtin_tools, "stdin_is_usable", lambda: True)  # as at a terminal
+    monkeypatch.setattr(builtins, "input", lambda prompt="": prompts.append(prompt) or "y")
+    model_server.add_steps([CODE_STEP, {"text": "done"}])
+    agent_shell.run_line_magic("agent_new", "--approve ask")
+    agent_shell.run_line_magic("agent", "compute x")
+    out = capsys.readouterr().out
+    assert prompts == ["Run this code? [y/N] "]
+    assert out.count("x = 21 * 2") == 1  # shown once, by the tool-call rendering
+    assert agent_shell.user_ns["x"] == 42
+
+
+def test_approval_without_stdin_refuses_without_showing_the_code_twice(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    model_server.add_steps([CODE_STEP, {"text": "ok, I will not run it"}])
+    agent_shell.run_line_magic("agent_new", "--approve ask")
+    agent_shell.run_line_magic("agent", "compute x")  # pytest's stdin is not a terminal
+    out = capsys.readouterr().out
+    assert out.count("x = 21 * 2") == 1  # shown once, by the tool-call rendering
+    assert "The agent wants to run this code" not in out
+    refusal = model_server.requests[1]["messages"][-1]
+    assert refusal["role"] == "tool" and "approve" in refusal["content"]
+    assert "x" not in agent_shell.user_ns

@@ -12,7 +12,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 from jupyter_agent.errors import JupyterAgentError, ModelError
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import SessionState, SessionStore
 from jupyter_agent.testing import ScriptedModelServer
 
 
@@ -31,14 +31,33 @@ def usage_error(shell: InteractiveShell, magic: str, line: str = "",
 def test_no_model_configured(shell: InteractiveShell, memory_dir: Path) -> None:
     message = usage_error(shell, "agent_new")
     assert message == (
-        "no model configured: set the OPENAI_API_KEY environment variable (and pick a model "
-        "with --model or %config AgentMagics.model), or point --base-url / %config "
-        "AgentMagics.base_url at a local OpenAI-compatible server (Ollama, vLLM, LM Studio), "
-        "e.g. http://localhost:11434/v1")
+        "no model configured: OPENAI_API_KEY is not set; set it in the environment Jupyter "
+        "starts from to use gpt-4o-mini on the OpenAI API (pick the model with --model or "
+        "%config AgentMagics.model), or point --base-url / %config AgentMagics.base_url at a "
+        "local OpenAI-compatible server (Ollama, vLLM, LM Studio), e.g. http://localhost:11434/v1")
     assert usage_error(shell, "agent", "hello") == message
     assert not (memory_dir / "sessions").exists() or not list((memory_dir / "sessions").iterdir())
     shell.run_line_magic("config", 'AgentMagics.api_key_env = "MY_PROVIDER_KEY"')
-    assert "set the MY_PROVIDER_KEY environment variable" in usage_error(shell, "agent_new")
+    assert usage_error(shell, "agent_new", "--model gpt-4.1").startswith(
+        "no model configured: MY_PROVIDER_KEY is not set; set it in the environment Jupyter "
+        "starts from to use gpt-4.1 on the OpenAI API")
+
+
+def test_no_model_for_a_resumed_session_names_what_it_last_used(
+    shell: InteractiveShell, memory_dir: Path,
+) -> None:
+    store = SessionStore(memory_dir)
+    sid = store.create_session([{"role": "system", "content": "s"}])
+    store.save_state(sid, SessionState(model="gpt-4.1", base_url="https://api.openai.com/v1/"))
+    assert usage_error(shell, "agent_resume", sid) == (
+        f"no model configured for session {sid} (it last used model gpt-4.1 on the OpenAI "
+        "API): OPENAI_API_KEY is not set; set it, or pass --base-url URL --model gpt-4.1 for "
+        "another OpenAI-compatible endpoint")
+    fresh = store.create_session([{"role": "system", "content": "s"}])
+    assert usage_error(shell, "agent_resume", fresh).startswith(
+        f"no model configured for session {fresh}: OPENAI_API_KEY is not set; set it, or point "
+        "--base-url")
+    assert magics_of(shell).controller.active_session_id is None
 
 
 def test_key_from_the_named_variable_reaches_the_server_and_nothing_else(
@@ -81,6 +100,32 @@ def test_placeholder_key_for_a_local_server(shell: InteractiveShell) -> None:
         assert not server.errors and server.remaining == 0
 
 
+def test_the_openai_key_is_not_sent_to_a_local_server(
+    shell: InteractiveShell, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-DO-NOT-SEND")
+    with ScriptedModelServer([{"text": "hi"}], require_api_key="not-needed") as server:
+        shell.run_line_magic("agent_new", f"--base-url {server.base_url}")
+        shell.run_line_magic("agent", "hello")
+        assert not server.errors and server.remaining == 0
+    # a variable named on purpose is sent, even to a local server
+    monkeypatch.setenv("LOCAL_LLM_KEY", "local-key")
+    shell.run_line_magic("config", 'AgentMagics.api_key_env = "LOCAL_LLM_KEY"')
+    with ScriptedModelServer([{"text": "hi"}], require_api_key="local-key") as server:
+        shell.run_line_magic("agent_new", f"--base-url {server.base_url}")
+        shell.run_line_magic("agent", "hello")
+        assert not server.errors and server.remaining == 0
+
+
+def test_openai_base_url_from_the_environment_is_a_configured_endpoint(
+    shell: InteractiveShell, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with ScriptedModelServer([{"text": "from env"}], require_api_key="not-needed") as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        shell.run_line_magic("agent", "hello")
+        assert not server.errors and server.remaining == 0
+
+
 def test_invalid_unknown_and_corrupt_sessions(shell: InteractiveShell, memory_dir: Path,
                                               model_server: ScriptedModelServer) -> None:
     shell.run_line_magic("config", f'AgentMagics.base_url = "{model_server.base_url}"')
@@ -104,9 +149,14 @@ def test_invalid_unknown_and_corrupt_sessions(shell: InteractiveShell, memory_di
 
 def test_option_errors(shell: InteractiveShell) -> None:
     assert usage_error(shell, "agent_new", "--max-cost -1") == (
-        "--max-cost must be zero or more, or None for no limit (got -1.0)")
+        "--max-cost must be zero or more (got -1.0)")
+    assert usage_error(shell, "agent_new", "--max-cost nan") == (
+        "--max-cost must be a finite number (got nan)")
+    assert usage_error(shell, "agent_new", "--max-cost inf") == (
+        "--max-cost must be a finite number (got inf)")
     assert usage_error(shell, "agent_new", "--max-iterations 0") == (
-        "--max-iterations must be a positive number, or None for no limit (got 0)")
+        "--max-iterations must be a positive number (got 0)")
+    assert usage_error(shell, "agent_new", '--model ""') == "--model must not be empty"
     assert usage_error(shell, "agent_new", "--base-url ftp://x").startswith(
         "base_url must be an http:// or https:// URL")
     assert "invalid choice: 'maybe'" in usage_error(shell, "agent_new", "--approve maybe")

@@ -256,3 +256,79 @@ def test_panel_resume_error_is_shown_in_the_panel(
     assert row.text.status == "in use"
     row.resume.click()
     assert f"SessionLockedError: session &#x27;{a}&#x27; is in use by process {pid}" in panel.error
+
+
+def test_resume_keeps_the_connection_this_kernel_used(
+    shell: InteractiveShell, model_server: ScriptedModelServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """No base_url setting: only the options of %agent_new know the endpoint."""
+    a = new_session(shell, model_server, "first", "one", f"--base-url {model_server.base_url}",
+                    "--model m-a", "--max-tool-calls 7", "--approve auto")
+    shell.run_line_magic("agent_resume", a)  # the active one, no options
+    model_server.add_steps([{"text": "two"}])
+    shell.run_line_magic("agent", "second")
+    assert model_server.requests[-1]["model"] == "m-a"
+    active = magics_of(shell).controller._active
+    assert active.agent.limits.max_tool_calls == 7 and active.agent.approval == "auto"
+    # another session, then the panel's Resume of the first one
+    b = new_session(shell, model_server, "other", "ok", f"--base-url {model_server.base_url}")
+    panel = magics_of(shell).sessions_panel()
+    next(r for r in panel.rows if r.session_id == a).resume.click()
+    assert panel.error == "" and magics_of(shell).controller.active_session_id == a
+    # explicit options beat the remembered ones, and are remembered in turn
+    shell.run_line_magic("agent_resume", f"{a} --model m-explicit --max-tool-calls 9")
+    shell.run_line_magic("agent_resume", b)
+    shell.run_line_magic("agent_resume", a)
+    model_server.add_steps([{"text": "three"}])
+    shell.run_line_magic("agent", "third")
+    assert model_server.requests[-1]["model"] == "m-explicit"
+    assert magics_of(shell).controller._active.agent.limits.max_tool_calls == 9
+
+
+def test_a_new_kernel_resumes_with_the_saved_model_and_endpoint(
+    make_shell: ShellFactory, model_server: ScriptedModelServer,
+) -> None:
+    first = make_shell()
+    sid = new_session(first, model_server, "hello", "hi", f"--base-url {model_server.base_url}",
+                      "--model m-saved", "--max-iterations 3")
+    first.run_line_magic("unload_ext", "jupyter_agent")
+    second = make_shell()  # a new controller that knows nothing of this session
+    second.run_line_magic("config", "AgentMagics.max_iterations = 5")
+    second.run_line_magic("agent_resume", sid)
+    model_server.add_steps([{"text": "welcome back"}])
+    second.run_line_magic("agent", "again")
+    assert model_server.requests[-1]["model"] == "m-saved"
+    # limits come from the current options: here, the settings
+    assert magics_of(second).controller._active.agent.limits.max_iterations == 5
+    # an explicit --base-url elsewhere drops the saved model (it belongs to the old endpoint)
+    with ScriptedModelServer([{"text": "elsewhere"}]) as other:
+        second.run_line_magic("agent_resume", f"{sid} --base-url {other.base_url}")
+        second.run_line_magic("agent", "there?")
+        assert other.requests[-1]["model"] == "gpt-4o-mini"
+
+
+def test_resuming_an_archived_session_unarchives_it(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer, memory_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    a = new_session(agent_shell, model_server, "old work", "done", "--title Old")
+    agent_shell.run_line_magic("agent_archive", "")
+    b = new_session(agent_shell, model_server, "other", "ok")
+    store = SessionStore(memory_dir)
+    capsys.readouterr()
+    agent_shell.run_line_magic("agent_resume", a)
+    recap = capsys.readouterr().out.splitlines()
+    assert recap[0] == f"Resumed session {a} — Old"
+    assert recap[2] == "unarchived: the session was archived; resuming took it out of the archive"
+    assert store.load_session(a).archived is False
+    agent_shell.run_line_magic("agent_resume", a)  # not archived any more: no such line
+    assert "unarchived" not in capsys.readouterr().out
+    # from the panel
+    agent_shell.run_line_magic("agent_archive", a)
+    agent_shell.run_line_magic("agent_resume", b)
+    panel = magics_of(agent_shell).sessions_panel(show_archived=True)
+    next(r for r in panel.rows if r.session_id == a).resume.click()
+    assert panel.error == "" and "unarchived: the session was archived" in panel._message.value
+    assert store.load_session(a).archived is False
+    assert not next(r for r in panel.rows if r.session_id == a).text.status.endswith("archived")

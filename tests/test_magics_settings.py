@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from conftest import ShellFactory, run_cell
@@ -10,6 +14,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets import TraitError
 from traitlets.config import Config
+from traitlets.config.loader import PyFileConfigLoader
 
 from jupyter_agent.magics import AgentMagics
 from jupyter_agent.settings import DEFAULT_MODEL
@@ -68,10 +73,12 @@ BAD_VALUES = [
     ("approve", "sometimes", "approve must be one of auto, ask, deny"),
     ("base_url", "ftp://host/v1", "base_url must be an http:// or https:// URL"),
     ("base_url", "localhost:11434", "base_url must be an http:// or https:// URL"),
-    ("max_cost_usd", -1.0, "max_cost_usd must be zero or more"),
+    ("max_cost_usd", -1.0, "max_cost_usd must be zero or more, or None for no limit"),
+    ("max_cost_usd", float("nan"), "max_cost_usd must be a finite number, or None for no limit"),
+    ("max_cost_usd", float("inf"), "max_cost_usd must be a finite number"),
     ("max_tool_calls", -2, "max_tool_calls must be zero or more"),
     ("max_iterations", 0, "max_iterations must be a positive number"),
-    ("context_window", -5, "context_window must be a positive number"),
+    ("context_window", -5, "context_window must be a positive number, or None for the model's"),
     ("api_key_env", "", "api_key_env must name an environment variable"),
     ("model", " ", "model must not be empty"),
 ]
@@ -86,7 +93,8 @@ def test_bad_values_are_rejected(shell: InteractiveShell, name: str, value: obje
         setattr(m, name, value)
     assert getattr(m, name) == before
     with caplog.at_level(logging.ERROR):
-        shell.run_line_magic("config", f"AgentMagics.{name} = {value!r}")
+        expr = f"float('{value}')" if value != value or value in (float("inf"),) else repr(value)
+        shell.run_line_magic("config", f"AgentMagics.{name} = {expr}")
     assert getattr(m, name) == before
     assert message in caplog.text
 
@@ -128,21 +136,82 @@ def test_load_unload_reload_leave_nothing_behind(shell: InteractiveShell) -> Non
 
 @pytest.mark.parametrize(("magic", "expected"), [
     ("agent_new", ["--title", "--model", "--base-url", "--max-cost", "--max-tool-calls",
-                   "--max-iterations", "--approve"]),
-    ("agent_resume", ["SESSION_ID", "--max-cost", "--approve"]),
-    ("agent_sessions", ["--all"]),
-    ("agent_archive", ["--undo"]),
-    ("agent_delete", ["--yes"]),
+                   "--max-iterations", "--approve", "Start a new session"]),
+    ("agent_resume", ["SESSION_ID", "--max-cost", "--approve",
+                      "else the one this kernel last used for the session"]),
+    ("agent", ["prompt", "with %%agent, the cell", "not expanded"]),
+    ("agent_sessions", ["--all", "List the sessions"]),
+    ("agent_summary", ["text", "Show the active session's summary"]),
+    ("agent_title", ["text", "surrounding quotes"]),
+    ("agent_archive", ["--undo", "ID"]),
+    ("agent_delete", ["--yes", "ID"]),
+    ("agent_compact", ["Summarise the older turns"]),
+    ("agent_usage", ["tokens, cost, tool calls"]),
     ("agent_history", ["--full"]),
-    ("agent", ["prompt"]),
+    ("agent_todo", ["todo list"]),
 ])
 def test_question_mark_prints_usage(shell: InteractiveShell, magic: str, expected: list[str],
                                     capsys: pytest.CaptureFixture[str]) -> None:
     run_cell(shell, f"%{magic}?")
     out = capsys.readouterr().out
     assert f"%{magic}" in out
-    for option in expected:
-        assert option in out
+    for text in expected:
+        assert text in " ".join(out.split()), text
+
+
+def test_every_magic_has_help() -> None:
+    covered = {p[0] for p in test_question_mark_prints_usage.pytestmark[0].args[1]}
+    assert covered == MAGIC_NAMES["line"]
+
+
+CONFIG_FILE = """
+c = get_config()  # noqa: F821
+c.AgentMagics.model = "model-from-file"
+c.AgentMagics.approve = "deny"
+c.AgentMagics.max_cost_usd = 2.5
+c.AgentMagics.max_iterations = 4
+c.AgentMagics.stream = False
+c.AgentMagics.api_key_env = "FILE_KEY"
+"""
+
+
+def test_settings_from_a_real_ipython_config_file(make_shell: ShellFactory,
+                                                  tmp_path: Path) -> None:
+    profile = tmp_path / "profile_test"
+    profile.mkdir()
+    (profile / "ipython_config.py").write_text(CONFIG_FILE)
+    config = PyFileConfigLoader("ipython_config.py", path=str(profile)).load_config()
+    s = magics_of(make_shell(config)).settings()
+    assert (s.model, s.approve, s.max_cost_usd, s.max_iterations, s.stream, s.api_key_env) == (
+        "model-from-file", "deny", 2.5, 4, False, "FILE_KEY")
+
+
+def test_ipython_with_a_profile_dir_reads_the_settings(tmp_path: Path) -> None:
+    """A real ``ipython --profile-dir=...`` process: the file, %load_ext, the magics."""
+    profile = tmp_path / "profile_test"
+    profile.mkdir()
+    (profile / "ipython_config.py").write_text(
+        CONFIG_FILE + 'c.AgentMagics.max_cost_usd = float("nan")\n')
+    code = ("%load_ext jupyter_agent\n"
+            "print('loaded:', 'agent_new' in get_ipython().magics_manager.magics['line'])\n")
+    env = {**os.environ, "IPYTHONDIR": str(tmp_path / "ipythondir")}
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "IPython", f"--profile-dir={profile}", "--no-banner",
+             "--HistoryManager.enabled=False", "-c", code],
+            capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+
+    bad = run()
+    assert "jupyter_agent not loaded, bad setting" in bad.stdout + bad.stderr
+    assert "max_cost_usd must be a finite number" in bad.stdout + bad.stderr
+    assert "loaded: True" not in bad.stdout
+    (profile / "ipython_config.py").write_text(CONFIG_FILE)
+    code += ("m = get_ipython().magics_manager.registry['AgentMagics']\n"
+             "print('settings:', m.model, m.approve, m.max_cost_usd, m.stream)\n")
+    good = run()
+    assert "loaded: True" in good.stdout, good.stdout + good.stderr
+    assert "settings: model-from-file deny 2.5 False" in good.stdout
 
 
 def test_importing_does_nothing() -> None:

@@ -192,3 +192,57 @@ def test_status_in_use_by_another_store(store: SessionStore, memory_dir: Path) -
     panel.refresh()
     assert panel.rows[0].text.status == "active"
     store.release_all()
+
+
+def live_widgets() -> int:
+    from ipywidgets.widgets import widget
+
+    return len(widget._instances)  # Widget.widgets / _active_widgets warn in ipywidgets 8
+
+
+def test_redraws_make_no_new_widgets_and_close_frees_them(store: SessionStore) -> None:
+    for i in range(25):
+        make_session(store, f"prompt {i}" + (" needle" if i % 10 == 0 else ""))
+    before = live_widgets()
+    panel = SessionsPanel(store, page_size=10)
+    made = live_widgets() - before
+    assert len(panel.rows) == 10 and made > 0
+    for _ in range(3):
+        panel._refresh.click()
+        panel._next.click()
+        panel._next.click()
+        panel._prev.click()
+        panel._filter.value = "needle"
+        panel._filter.value = "nothing matches this"
+        panel._filter.value = ""
+        panel._show_archived.value = not panel._show_archived.value
+        panel.rows[0].details.click()
+        panel.rows[0].archive.click()
+        panel.refresh()
+    assert live_widgets() - before == made
+    # the reused row widgets act on the session they show now
+    shown = panel.rows[3].session_id
+    panel.rows[3].details.click()
+    assert shown in panel._detail.value
+    panel.close()
+    assert live_widgets() == before
+
+
+def test_text_plain_fallback_is_the_sessions_table(store: SessionStore) -> None:
+    a = make_session(store, "plot bill length", title="Bills")
+    b = make_session(store, "count penguins")
+    store.set_archived(b, True)
+    panel = SessionsPanel(store)
+    bundle = panel._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    text = bundle["text/plain"]
+    assert text.splitlines()[0].split()[:2] == ["ID", "UPDATED"]
+    assert a in text and "Bills" in text and b not in text
+    panel._show_archived.value = True
+    assert b in panel._repr_mimebundle_()["text/plain"]
+    assert "SessionsPanel(" not in text
+
+
+def test_one_message_is_singular() -> None:
+    assert format_row(listing(message_count=1)).messages == "1 msg"
+    assert format_row(listing(message_count=0)).messages == "0 msgs"

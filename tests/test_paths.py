@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
+from conftest import ShellFactory
 
 from jupyter_agent.paths import MEMORY_DIR_ENV, find_project_root, resolve_memory_dir
+from jupyter_agent.testing import ScriptedModelServer
 
 
 @pytest.mark.parametrize("marker", [".jupyter_agent", ".git", "pyproject.toml"])
@@ -63,21 +65,59 @@ def test_relative_and_home_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert resolve_memory_dir(None, environ=env, cwd=tmp_path) == tmp_path.resolve() / "envrel"
 
 
-def test_shell_follows_the_rule(shell: InteractiveShell, tmp_path: Path,
+def test_a_known_project_root_is_used_as_is(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    root = tmp_path / "resolved-earlier"
+    assert resolve_memory_dir(None, environ={}, cwd=tmp_path, project_root=root) == (
+        root / ".jupyter_agent")
+
+
+def test_shell_follows_the_rule(make_shell: ShellFactory, tmp_path: Path,
                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """Through the magics: trait > env > project root (kernel cwd) > cwd."""
-    magics = shell.magics_manager.registry["AgentMagics"]
-    controller = magics.controller
-    assert controller.memory_dir == tmp_path / "memory"  # from the env (autouse fixture)
-
-    shell.run_line_magic("config", f'AgentMagics.memory_dir = "{tmp_path / "trait"}"')
-    assert controller.memory_dir == tmp_path / "trait"
-
-    shell.run_line_magic("config", 'AgentMagics.memory_dir = ""')
+    """Through the magics: trait > env > project root of the kernel's starting directory."""
     monkeypatch.delenv(MEMORY_DIR_ENV)
     project = tmp_path / "proj"
     (project / "nb").mkdir(parents=True)
     (project / "pyproject.toml").write_text("")
-    monkeypatch.chdir(project / "nb")
+    monkeypatch.chdir(project / "nb")  # where the kernel starts
+    shell = make_shell()
+    controller = shell.magics_manager.registry["AgentMagics"].controller
     assert controller.memory_dir == project.resolve() / ".jupyter_agent"
     assert controller.store.root == project.resolve() / ".jupyter_agent"
+
+    # the trait and the environment variable apply as soon as they change
+    monkeypatch.setenv(MEMORY_DIR_ENV, str(tmp_path / "from-env"))
+    assert controller.memory_dir == tmp_path / "from-env"
+    shell.run_line_magic("config", f'AgentMagics.memory_dir = "{tmp_path / "trait"}"')
+    assert controller.memory_dir == tmp_path / "trait"
+    # a relative setting is taken from the starting directory, not the current one
+    shell.run_line_magic("config", 'AgentMagics.memory_dir = "rel"')
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / ".git").mkdir(parents=True)
+    monkeypatch.chdir(elsewhere)
+    assert controller.memory_dir == project.resolve() / "nb" / "rel"
+    shell.run_line_magic("config", 'AgentMagics.memory_dir = ""')
+    monkeypatch.delenv(MEMORY_DIR_ENV)
+    # os.chdir in the kernel (the user's or the agent's code) does not switch the sessions
+    shell.run_cell(f"import os; os.chdir({str(elsewhere)!r})")
+    assert os.getcwd() == str(elsewhere)
+    assert controller.memory_dir == project.resolve() / ".jupyter_agent"
+    assert controller.project_root == project.resolve()
+
+
+def test_new_sessions_record_the_starting_project_root(
+    make_shell: ShellFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / ".git").mkdir()
+    monkeypatch.chdir(project)
+    shell = make_shell()
+    other = tmp_path / "other"
+    (other / ".git").mkdir(parents=True)
+    monkeypatch.chdir(other)
+    with ScriptedModelServer() as server:
+        shell.run_line_magic("agent_new", f"--base-url {server.base_url}")
+    controller = shell.magics_manager.registry["AgentMagics"].controller
+    record = controller.record()
+    assert record.project_root == str(project.resolve())

@@ -1,0 +1,193 @@
+"""The magics' input: argument parsing, the error boundary, and the ``%agent PROMPT?`` rewrite.
+
+Helpers of :mod:`jupyter_agent.magics`, kept apart so that the magics stay thin:
+
+- :func:`parse_argstring` parses with shell quoting (IPython's own keeps the quotes);
+- :func:`session_options` adds the options shared by ``%agent_new`` / ``%agent_resume``
+  and :func:`options_from_args` turns them into a validated
+  :class:`~jupyter_agent.settings.SessionOptions`;
+- :func:`error_boundary` turns the library's errors into one-line ``UsageError``\\ s;
+- :func:`rewrite_agent_lines` is an input transformer (registered in
+  ``shell.input_transformers_cleanup`` while the extension is loaded): IPython reads a
+  line ending in ``?`` as a help request, so ``%agent what is the mean?`` would never
+  reach the magic. The transformer turns such a line into a call of
+  ``run_line_magic("agent", ...)`` with the text as it was typed.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import shlex
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from IPython.core.error import UsageError
+from IPython.core.magic_arguments import argument
+
+from jupyter_agent.errors import JupyterAgentError
+from jupyter_agent.settings import SessionOptions
+
+__all__ = [
+    "collect_notice",
+    "confirm",
+    "error_boundary",
+    "install_transformer",
+    "one_line",
+    "options_from_args",
+    "parse_argstring",
+    "remove_transformer",
+    "rewrite_agent_lines",
+    "session_options",
+    "strip_quotes",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: ``%agent`` (exactly that magic) followed by a prompt, possibly indented.
+_AGENT_LINE = re.compile(r"^(?P<indent>[ \t]*)%agent[ \t]+(?P<text>\S.*?)[ \t]*(?P<end>\r?\n?)$")
+
+
+def one_line(text: str) -> str:
+    """``text`` with every line break (and the whitespace around it) turned into one space."""
+    return re.sub(r"\s*\n\s*", " ", text).strip()
+
+
+def error_boundary(func: F) -> F:
+    """Turn the library's own errors into a one-line ``UsageError`` (issue 4, "Errors")."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except JupyterAgentError as err:
+            raise UsageError(one_line(str(err))) from err
+
+    return wrapper  # type: ignore[return-value]
+
+
+def session_options(func: F) -> F:
+    """Add the options shared by ``%agent_new`` and ``%agent_resume``."""
+    for decorator in reversed([
+        argument("--title", help="Title of the session."),
+        argument("--model", help="Model name for this session (default: AgentMagics.model)."),
+        argument("--base-url", dest="base_url", metavar="URL",
+                 help="OpenAI-compatible endpoint, e.g. a local server "
+                      "http://localhost:11434/v1 (default: AgentMagics.base_url, else "
+                      "$OPENAI_BASE_URL, else the OpenAI API)."),
+        argument("--max-cost", dest="max_cost_usd", type=float, metavar="USD",
+                 help="Stop when the session has cost this much, in USD."),
+        argument("--max-tool-calls", dest="max_tool_calls", type=int, metavar="N",
+                 help="Stop when the session has made N tool calls."),
+        argument("--max-iterations", dest="max_iterations", type=int, metavar="N",
+                 help="At most N model calls per prompt."),
+        argument("--approve", choices=["auto", "ask", "deny"],
+                 help="Running code: auto (run), ask (confirm each), deny (never)."),
+    ]):
+        func = decorator(func)
+    return func
+
+
+def parse_argstring(magic: Callable[..., Any], line: str) -> Any:
+    """Parse a magic's arguments with shell quoting (``--title "two words"``).
+
+    IPython's own ``parse_argstring`` keeps the quotes in the values; this one removes
+    them. Errors are ``UsageError`` (from ``MagicArgumentParser``).
+    """
+    try:
+        argv = shlex.split(line)
+    except ValueError as err:
+        raise UsageError(f"cannot parse the arguments: {err}") from err
+    return magic.parser.parse_args(argv)  # type: ignore[attr-defined]
+
+
+def options_from_args(args: Any) -> SessionOptions:
+    """The validated :class:`SessionOptions` of parsed ``%agent_new``/``%agent_resume`` args.
+
+    Raises
+    ------
+    UsageError
+        For a bad value (the message of :class:`SessionOptions`' check).
+    """
+    try:
+        return SessionOptions(
+            title=args.title, model=args.model, base_url=args.base_url,
+            max_cost_usd=args.max_cost_usd, max_tool_calls=args.max_tool_calls,
+            max_iterations=args.max_iterations, approve=args.approve,
+        )
+    except ValueError as err:
+        raise UsageError(str(err)) from err
+
+
+def strip_quotes(text: str) -> str:
+    """``text`` stripped, without one pair of matching surrounding quotes (``"..."``/``'...'``)."""
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+        return text[1:-1].strip()
+    return text
+
+
+def confirm(question: str, hint: str) -> bool:
+    """Ask a yes/no question on stdin; refuse with ``hint`` where there is no stdin."""
+    from IPython.core.error import StdinNotImplementedError
+
+    try:
+        answer = input(question)
+    except (EOFError, OSError, StdinNotImplementedError) as err:
+        raise UsageError(f"cannot ask for confirmation (no stdin): {hint}") from err
+    return answer.strip().lower() in ("y", "yes")
+
+
+def collect_notice(event: object, notices: list[str]) -> None:
+    """Keep the text of the agent's notices (e.g. why a compaction failed)."""
+    if getattr(event, "kind", "") == "notice":
+        notices.append(str(getattr(event, "text", "")))
+
+
+def rewrite_agent_lines(lines: list[str]) -> list[str]:
+    """Input transformer: ``%agent TEXT`` lines become ``run_line_magic("agent", TEXT)``.
+
+    Only the ``agent`` magic itself (not ``%agent_new`` ...), only with text after it, and
+    not ``%agent ?`` / ``%agent ??`` (help). Cells that start with a cell magic (``%%agent``
+    ...) are left alone: their body is not Python.
+
+    Parameters
+    ----------
+    lines : list of str
+        The cell's lines, each with its line ending (IPython's cleanup transformer API).
+
+    Returns
+    -------
+    list of str
+    """
+    first = next((line for line in lines if line.strip()), "")
+    if first.lstrip().startswith("%%"):
+        return lines
+    out = []
+    for line in lines:
+        match = _AGENT_LINE.match(line)
+        if match is None or match["text"] in ("?", "??"):
+            out.append(line)
+            continue
+        out.append(f"{match['indent']}get_ipython().run_line_magic('agent', "
+                   f"{match['text']!r}){match['end']}")
+    return out
+
+
+def _is_ours(transformer: Any) -> bool:
+    """True for :func:`rewrite_agent_lines` (also a copy from before a module reload)."""
+    return transformer is rewrite_agent_lines or (
+        getattr(transformer, "__module__", "") == rewrite_agent_lines.__module__
+        and getattr(transformer, "__name__", "") == rewrite_agent_lines.__name__)
+
+
+def install_transformer(shell: Any) -> None:
+    """Add :func:`rewrite_agent_lines` to ``shell.input_transformers_cleanup`` (once)."""
+    if not any(_is_ours(t) for t in shell.input_transformers_cleanup):
+        shell.input_transformers_cleanup.append(rewrite_agent_lines)
+
+
+def remove_transformer(shell: Any) -> None:
+    """Remove :func:`rewrite_agent_lines` from ``shell.input_transformers_cleanup``."""
+    shell.input_transformers_cleanup[:] = [
+        t for t in shell.input_transformers_cleanup if not _is_ours(t)]

@@ -1,0 +1,89 @@
+"""What the controller's operations return: plain frozen records the display formats.
+
+:class:`TurnResult` (one ``%agent`` turn), :class:`UsageReport` (``%agent_usage``) and
+:class:`Resumed` (``%agent_resume`` and the panel's Resume). Units: tokens, USD.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from jupyter_agent.errors import LimitExceededError
+
+if TYPE_CHECKING:
+    from jupyter_agent.agent import Limits
+    from jupyter_agent.store import SessionRecord, Usage
+
+__all__ = ["Resumed", "TurnResult", "UsageReport"]
+
+
+LIMIT_NAMES = frozenset({"max_tool_calls", "max_cost_usd", "max_iterations"})
+"""The ``stop_reason`` values that mean a limit ended the turn."""
+
+
+@dataclass(frozen=True)
+class UsageReport:
+    """Usage of one session so far, with its limits (see :func:`display.format_usage`)."""
+
+    session_id: str
+    usage: Usage
+    tool_calls: int
+    limits: Limits
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """What one ``%agent`` turn produced.
+
+    Attributes
+    ----------
+    reply : str
+        The final reply text (or the agent's limit notice).
+    stop_reason : str or None
+        ``None``, or the limit that ended the turn (``"max_tool_calls"``,
+        ``"max_cost_usd"``, ``"max_iterations"``).
+    turn_usage, session_usage : Usage
+        Tokens and USD of this turn, and of the whole session so far.
+    turn_tool_calls, session_tool_calls : int
+    limits : Limits
+    limits_from_options : frozenset of str
+        The limits set by the session's options (not by the settings): raising them
+        takes ``%agent_resume --max-...``, not ``%config``.
+    """
+
+    session_id: str
+    reply: str
+    stop_reason: str | None
+    turn_usage: Usage
+    session_usage: Usage
+    turn_tool_calls: int
+    session_tool_calls: int
+    limits: Limits
+    limits_from_options: frozenset[str] = frozenset()
+
+    @property
+    def limit_error(self) -> LimitExceededError | None:
+        """The :class:`LimitExceededError` describing ``stop_reason``, or ``None``.
+
+        ``None`` also when the turn ended for another reason than a limit (a reply the
+        provider cut off: ``"length"`` or ``"content_filter"``; its notice is shown).
+        """
+        if self.stop_reason not in LIMIT_NAMES:
+            return None
+        maximum = getattr(self.limits, self.stop_reason, None)
+        value: float = {
+            "max_tool_calls": self.session_tool_calls,
+            "max_cost_usd": self.session_usage.cost_usd,
+        }.get(self.stop_reason, maximum if maximum is not None else 0)
+        return LimitExceededError(self.stop_reason, value, maximum if maximum is not None else 0)
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """What :meth:`AgentController.resume` did: the session's record (after the resume)
+    and whether the session was archived and is now unarchived."""
+
+    record: SessionRecord
+    unarchived: bool = False
+

@@ -1,0 +1,111 @@
+"""The pure formatters of display.py and the live renderers of render.py."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+
+from jupyter_agent.agent import Limits
+from jupyter_agent.agent.events import Notice, TextDelta, ToolCallEnd, ToolCallStart
+from jupyter_agent.display import format_recap, limit_message
+from jupyter_agent.render import MarkdownTurnRenderer, PlainTurnRenderer
+from jupyter_agent.results import TurnResult
+from jupyter_agent.store import SessionRecord, SessionState, Usage
+
+
+def test_plain_renderer(capsys: pytest.CaptureFixture[str]) -> None:
+    r = PlainTurnRenderer()
+    r(TextDelta("Let me look"))
+    r(ToolCallStart("c1", "describe_variable", '{"name": "df"}'))
+    r(ToolCallEnd("c1", "describe_variable", "DataFrame\n344 rows", True))
+    r(ToolCallStart("c2", "run_python", "not json"))
+    r(ToolCallEnd("c2", "run_python", "", False))
+    r(Notice("context compacted"))
+    r(Notice("[jupyter-agent] Stopped: a limit."))
+    r(TextDelta("Done."))
+    r.finish()
+    assert capsys.readouterr().out == (
+        'Let me look\n▶ describe_variable({"name": "df"})\n  → DataFrame 344 rows\n'
+        "▶ run_python(not json)\n  ✗ (no output)\n[context compacted]\n"
+        "[jupyter-agent] Stopped: a limit.\nDone.\n")
+
+
+def test_markdown_renderer_updates_the_live_area_then_displays_once(
+    shell: InteractiveShell,
+) -> None:
+    r = MarkdownTurnRenderer(min_interval=0)  # every event updates
+    with capture_output() as captured:
+        r(TextDelta("Mean body"))
+        r(TextDelta(" mass:"))
+        r(ToolCallStart("c1", "run_python", '{"code": "df.mean()"}'))
+        r(ToolCallEnd("c1", "run_python", "4201.75", True))
+        r(TextDelta("4.2 kg"))
+        r.finish()
+    outputs = [(o.update, o.data.get("text/markdown"), o.transient.get("display_id"))
+               for o in captured.outputs]
+    handle = outputs[0][2]
+    assert handle and outputs[0][:2] == (False, "")  # the live area starts empty
+    updates = [text for update, text, did in outputs if update and did == handle]
+    assert updates[:2] == ["Mean body", "Mean body mass:"]
+    assert updates[2] == "Mean body mass:\n\n**▶ run_python**\n```python\ndf.mean()\n```\n\n"
+    assert updates[3].endswith("→ `4201.75`\n\n") and updates[4].endswith("4.2 kg")
+    assert updates[-1] == ""  # ... and ends empty
+    final = [text for update, text, _ in outputs if not update][1:]
+    assert final == [updates[4]]  # the whole reply, displayed once as a plain output
+    assert len(outputs) == 1 + len(updates) + 1
+
+
+def test_markdown_renderer_throttles_text_but_not_tool_calls(shell: InteractiveShell) -> None:
+    r = MarkdownTurnRenderer(min_interval=3600)
+    with capture_output() as captured:
+        for piece in ("a", "b", "c"):
+            r(TextDelta(piece))
+        r(Notice("compacted"))
+        r.finish()
+    updates = [o.data["text/markdown"] for o in captured.outputs if o.update]
+    assert updates == ["a", "abc\n\n*compacted*\n\n", ""]
+
+
+def test_markdown_renderer_without_events_shows_nothing(shell: InteractiveShell) -> None:
+    with capture_output() as captured:
+        MarkdownTurnRenderer().finish()
+    assert captured.outputs == []
+
+
+def _result(stop: str, *, from_options: frozenset[str] = frozenset()) -> TurnResult:
+    return TurnResult("s", "r", stop, Usage(), Usage(cost_usd=0.5), 1, 4,
+                      Limits(max_tool_calls=4, max_cost_usd=0.25, max_iterations=1),
+                      from_options)
+
+
+def test_limit_messages_say_how_to_go_on() -> None:
+    assert limit_message(_result("max_iterations")) == (
+        "limit reached: max_iterations = 1 model call per prompt; send another prompt to "
+        "continue, or raise it with %agent_resume --max-iterations N or %config "
+        "AgentMagics.max_iterations = N")
+    assert limit_message(_result("max_tool_calls", from_options=frozenset({"max_tool_calls"}))) == (
+        "limit reached: max_tool_calls = 4 tool calls per session (4 made); raise it with "
+        "%agent_resume --max-tool-calls N, then send another prompt")
+    assert limit_message(_result("max_cost_usd")) == (
+        "limit reached: max_cost_usd = $0.2500 per session ($0.5000 spent); raise it with "
+        "%agent_resume --max-cost N or %config AgentMagics.max_cost_usd = N, then send "
+        "another prompt")
+
+
+def test_recap_counts_are_pluralized() -> None:
+    now = datetime.now(UTC)
+    record = SessionRecord(
+        schema_version=1, id="abc", created_at=now, updated_at=now, title="T",
+        messages=[{"role": "system", "content": "s"}],
+        transcript=[{"role": "user", "content": "q"}], compactions=[],
+        state=SessionState(tool_calls=1, usage=Usage(input_tokens=1)),
+    )
+    lines = format_recap(record).splitlines()
+    assert lines[0] == "Resumed session abc — T"
+    assert lines[1].startswith("updated just now · 1 message · 1 token (1 in / 0 out)")
+    assert lines[1].endswith("· 1 tool call")
+    assert "unarchived" not in format_recap(record)
+    assert format_recap(record, unarchived=True).splitlines()[2].startswith("unarchived: ")
