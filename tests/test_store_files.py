@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -133,17 +134,35 @@ def test_write_beyond_file_size_limit_fails_in_the_write_itself(tmp_path: Path) 
     assert store.load_session(sid).messages == [{"role": "user", "content": "small"}]
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
-def test_read_only_sessions_dir_raises_and_keeps_file(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def unwritable_directory(path: Path) -> Iterator[None]:
+    """Make ``path`` refuse new files for this process, also when it runs as root.
+
+    A normal user gets a 0500 directory; root ignores permissions, so it gets the
+    ext4 immutable attribute (``chattr +i``), which refuses even root.
+    """
+    if os.geteuid() != 0:
+        os.chmod(path, 0o500)
+        try:
+            yield
+        finally:
+            os.chmod(path, 0o700)
+        return
+    done = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.fail(f"cannot make {path} immutable as root: {done.stderr.strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+def test_unwritable_sessions_dir_raises_and_keeps_file(tmp_path: Path) -> None:
     store = SessionStore(tmp_path)
     sid = store.create_session([])
     before = store.session_path(sid).read_bytes()
-    os.chmod(store.sessions_dir, 0o500)
-    try:
-        with pytest.raises(PermissionError):
-            store.write_summary(sid, "x")
-    finally:
-        os.chmod(store.sessions_dir, 0o700)
+    with unwritable_directory(store.sessions_dir), pytest.raises(PermissionError):
+        store.write_summary(sid, "x")
     assert store.session_path(sid).read_bytes() == before
     assert temp_files(store.sessions_dir) == []
 
