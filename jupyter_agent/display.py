@@ -37,6 +37,7 @@ __all__ = [
     "message_text",
     "one_line",
     "relative_time",
+    "result_preview",
     "truncate",
 ]
 
@@ -57,6 +58,36 @@ def truncate(text: str, limit: int) -> str:
 def one_line(text: str, limit: int = 80) -> str:
     """``text`` with all whitespace runs collapsed to one space, then :func:`truncate`."""
     return truncate(" ".join(text.split()), limit)
+
+
+def result_preview(text: str, max_lines: int = 10, width: int = 160) -> list[str]:
+    """The first lines of a tool result, for showing it under its tool call.
+
+    Parameters
+    ----------
+    text : str
+        The tool result (what the model sees).
+    max_lines : int
+        Lines kept; when more follow, a last line says how many were left out.
+    width : int
+        Code points kept per line (a cut line ends with ``…``).
+
+    Returns
+    -------
+    list of str
+        At least one line (``"(no output)"`` for an empty result). Tables such as a
+        printed DataFrame keep their rows, so the numbers stay readable.
+    """
+    lines = [line.rstrip() for line in text.strip("\n").splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    if not lines:
+        return ["(no output)"]
+    shown = [truncate(line, width) for line in lines[:max_lines]]
+    if len(lines) > max_lines:
+        more = len(lines) - max_lines
+        shown.append(f"… ({more} more line{'s' if more != 1 else ''})")
+    return shown
 
 
 def relative_time(when: datetime, now: datetime | None = None) -> str:

@@ -13,11 +13,12 @@ ends (normally or not).
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from typing import Any, TextIO
 
-from jupyter_agent.display import format_tool_call, one_line
+from jupyter_agent.display import format_tool_call, result_preview
 
 __all__ = ["MarkdownTurnRenderer", "PlainTurnRenderer"]
 
@@ -50,7 +51,8 @@ class PlainTurnRenderer:
             self._block(format_tool_call(event.name, event.arguments))
         elif kind == "tool_call_end":
             mark = "→" if event.ok else "✗"
-            self._block(f"  {mark} {one_line(event.result, 200) or '(no output)'}")
+            first, *rest = result_preview(event.result)
+            self._block("\n".join([f"  {mark} {first}", *(f"    {line}" for line in rest)]))
         elif kind == "notice":
             text = str(event.text)
             self._block(text if text.startswith("[") else f"[{text}]")
@@ -59,6 +61,18 @@ class PlainTurnRenderer:
         """End the turn's output on a fresh line."""
         if not self._at_line_start:
             self._write("\n")
+
+
+def _markdown_result(result: str, *, ok: bool) -> str:
+    """A tool result as Markdown: inline code for one line, else a short text block."""
+    mark = "→" if ok else "✗"
+    lines = result_preview(result)
+    if len(lines) == 1:
+        inline = lines[0].replace("`", "'")
+        return f"{mark} `{inline}`"
+    longest = max((len(run) for run in re.findall(r"`+", result)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return "\n".join([mark, f"{fence}text", *lines, fence])
 
 
 class MarkdownTurnRenderer:
@@ -117,9 +131,7 @@ class MarkdownTurnRenderer:
             code = "\n".join(line[4:] for line in body.splitlines())
             self._block(f"**{head}**" + (f"\n```python\n{code}\n```" if body else ""))
         elif kind == "tool_call_end":
-            mark = "→" if event.ok else "✗"
-            result = one_line(event.result, 200).replace("`", "'") or "(no output)"
-            self._block(f"{mark} `{result}`")
+            self._block(_markdown_result(event.result, ok=event.ok))
         elif kind == "notice":
             self._block(f"*{event.text}*")
         else:

@@ -28,7 +28,7 @@ def test_plain_renderer(capsys: pytest.CaptureFixture[str]) -> None:
     r(TextDelta("Done."))
     r.finish()
     assert capsys.readouterr().out == (
-        'Let me look\n▶ describe_variable({"name": "df"})\n  → DataFrame 344 rows\n'
+        'Let me look\n▶ describe_variable({"name": "df"})\n  → DataFrame\n    344 rows\n'
         "▶ run_python(not json)\n  ✗ (no output)\n[context compacted]\n"
         "[jupyter-agent] Stopped: a limit.\nDone.\n")
 
@@ -56,6 +56,20 @@ def test_markdown_renderer_updates_the_live_area_then_displays_once(
     final = [text for update, text, _ in outputs if not update][1:]
     assert final == [updates[4]]  # the whole reply, displayed once as a plain output
     assert len(outputs) == 1 + len(updates) + 1
+
+
+def test_multi_line_results_keep_their_rows(shell: InteractiveShell) -> None:
+    table = "species\nAdelie       3700.7\nGentoo       5076.0\n" + "".join(
+        f"row {i}\n" for i in range(20))
+    r = MarkdownTurnRenderer(min_interval=0)
+    with capture_output() as captured:
+        r(ToolCallEnd("c1", "run_python", table, True))
+        r(ToolCallEnd("c2", "run_python", "has ``` fences\nline 2", False))
+        r.finish()
+    final = captured.outputs[-1].data["text/markdown"]
+    assert "→\n```text\nspecies\nAdelie       3700.7\nGentoo       5076.0\nrow 0\n" in final
+    assert "row 6\n… (13 more lines)\n```" in final and "row 7" not in final
+    assert "✗\n````text\nhas ``` fences\nline 2\n````" in final  # a longer fence
 
 
 def test_markdown_renderer_throttles_text_but_not_tool_calls(shell: InteractiveShell) -> None:
