@@ -21,16 +21,20 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INTERRUPTED_MESSAGE",
+    "format_call",
     "format_cost",
     "format_footer",
     "format_history",
     "format_recap",
+    "format_recap_usage",
     "format_resumed",
+    "format_resumed_line",
     "format_sessions_table",
     "format_todos",
     "format_tool_call",
     "format_transcript",
     "format_usage",
+    "is_code_call",
     "is_jupyter",
     "limit_message",
     "limits_left",
@@ -241,6 +245,32 @@ def format_tool_call(name: str, arguments: str, *, limit: int = 2000) -> str:
     return f"▶ {name}({truncate(shown, 200)})"
 
 
+def _arguments(arguments: str) -> Any:
+    try:
+        return json.loads(arguments) if arguments else {}
+    except json.JSONDecodeError:
+        return arguments
+
+
+def is_code_call(arguments: str) -> bool:
+    """True if a tool call's arguments carry Python ``code`` (``run_python``): such calls
+    are shown with their code; all others as one line (:func:`format_call`)."""
+    args = _arguments(arguments)
+    return isinstance(args, dict) and isinstance(args.get("code"), str)
+
+
+def format_call(name: str, arguments: str, *, limit: int = 80) -> str:
+    """A tool call as ``name(key=value, ...)``, each value cut to ``limit`` code points,
+    e.g. ``update_todo(id=1, status="in_progress")``; no arguments: ``read_scratchpad()``."""
+    args = _arguments(arguments)
+    if isinstance(args, dict):
+        shown = ", ".join(f"{key}={truncate(json.dumps(value, ensure_ascii=False), limit)}"
+                          for key, value in args.items())
+    else:
+        shown = truncate(one_line(str(args)), limit)
+    return f"{name}({shown})"
+
+
 def _format_message(message: dict[str, Any]) -> str:
     role = message.get("role", "?")
     text = message_text(message)
@@ -283,16 +313,22 @@ def format_transcript(transcript: Sequence[dict[str, Any]],
     return "\n\n".join(parts) or "(no messages)"
 
 
+def format_recap_usage(record: SessionRecord) -> str:
+    """The usage line of a recap: ``updated 5 min ago · 30 messages · <tokens> · $0.0023 ·
+    18 tool calls``."""
+    state = record.state
+    return (f"updated {relative_time(record.updated_at)} · "
+            f"{_plural(len(record.transcript), 'message')} · {_tokens(state.usage)} · "
+            f"{format_cost(state.usage)} · {_plural(state.tool_calls, 'tool call')}")
+
+
 def format_recap(record: SessionRecord, *, unarchived: bool = False) -> str:
     """The recap shown by ``%agent_resume``: title, summary, usage, open todos, last exchange
     (and, with ``unarchived``, that the session was taken out of the archive)."""
     state = record.state
     lines = [
         f"Resumed session {record.id}" + (f" — {record.title}" if record.title else ""),
-        f"updated {relative_time(record.updated_at)} · "
-        f"{_plural(len(record.transcript), 'message')} · "
-        f"{_tokens(state.usage)} · {format_cost(state.usage)} · "
-        f"{_plural(state.tool_calls, 'tool call')}",
+        format_recap_usage(record),
     ]
     if unarchived:
         lines.append("unarchived: the session was archived; resuming took it out of the archive")
@@ -313,6 +349,16 @@ def format_recap(record: SessionRecord, *, unarchived: bool = False) -> str:
 def format_resumed(resumed: Resumed) -> str:
     """:func:`format_recap` of what :meth:`AgentController.resume` returned."""
     return format_recap(resumed.record, unarchived=resumed.unarchived)
+
+
+def format_resumed_line(resumed: Resumed) -> str:
+    """One line after resuming from the panel: ``Resumed ‘Title’ (ID) — it is this
+    kernel's active session; continue with %%agent``."""
+    record = resumed.record
+    name = f"‘{record.title}’ ({record.id})" if record.title else f"session {record.id}"
+    unarchived = " (taken out of the archive)" if resumed.unarchived else ""
+    return (f"Resumed {name}{unarchived} — it is this kernel's active session; "
+            "continue with %%agent")
 
 
 def format_sessions_table(listings: Sequence[SessionListing], *, active_id: str | None = None,

@@ -30,12 +30,14 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Float, Int, TraitError, Unicode, validate
 
+from jupyter_agent import render
 from jupyter_agent.controller import AgentController
 from jupyter_agent.display import (
     INTERRUPTED_MESSAGE,
     format_footer,
     format_history,
     format_resumed,
+    format_resumed_line,
     format_sessions_table,
     format_todos,
     format_transcript,
@@ -55,7 +57,6 @@ from jupyter_agent.magic_args import (
     session_options,
     strip_quotes,
 )
-from jupyter_agent.render import MarkdownTurnRenderer, PlainTurnRenderer
 from jupyter_agent.settings import (
     DEFAULT_API_KEY_ENV,
     DEFAULT_MODEL,
@@ -162,6 +163,15 @@ class AgentMagics(Magics):
     def _jupyter(self) -> bool:
         return is_jupyter(self.shell)
 
+    def _show(self, text: str, markdown: Callable[[], render.MarkdownText]) -> None:
+        """Print ``text`` in a terminal; display ``markdown()`` (the same) in Jupyter."""
+        from IPython.display import display
+
+        if self._jupyter:
+            display(markdown())
+        else:
+            print(text)
+
     # ---- sessions
     @line_magic
     @error_boundary
@@ -188,7 +198,8 @@ class AgentMagics(Magics):
         the settings.
         """
         args = parse_argstring(self.agent_resume, line)
-        print(format_resumed(self._controller.resume(args.session_id, options_from_args(args))))
+        resumed = self._controller.resume(args.session_id, options_from_args(args))
+        self._show(format_resumed(resumed), lambda: render.resumed_markdown(resumed))
 
     @line_cell_magic
     @no_var_expand
@@ -210,7 +221,7 @@ class AgentMagics(Magics):
         if created is not None:
             print(f"No active session: started session {created} "
                   f"(%agent_resume picks up an earlier one).")
-        renderer = MarkdownTurnRenderer() if self._jupyter else PlainTurnRenderer()
+        renderer = render.MarkdownTurnRenderer() if self._jupyter else render.PlainTurnRenderer()
         result = None
         try:
             result = self._controller.ask(prompt, on_event=renderer)
@@ -221,7 +232,8 @@ class AgentMagics(Magics):
         if result is None:
             print(INTERRUPTED_MESSAGE)
             return
-        print(format_footer(result))
+        footer = format_footer(result)
+        self._show(footer, lambda: render.footer_markdown(footer))
         if result.limit_error is not None:
             raise UsageError(limit_message(result)) from result.limit_error
 
@@ -245,7 +257,7 @@ class AgentMagics(Magics):
         from jupyter_agent.panel import SessionsPanel
 
         def on_resume(session_id: str) -> str:
-            return format_resumed(self._controller.resume(session_id))
+            return format_resumed_line(self._controller.resume(session_id))
 
         return SessionsPanel(self._controller.store, on_resume=on_resume,
                              on_delete=self._controller.delete, page_size=page_size,

@@ -1,17 +1,22 @@
 """``SessionsPanel``: an ipywidgets view of the sessions of one memory directory.
 
-This is the only module that imports ``ipywidgets`` at module level; the magics import
-it lazily (``%agent_sessions`` in a Jupyter kernel).
+This module and :mod:`jupyter_agent.panel_rows` are the only ones that import
+``ipywidgets`` at module level; the magics import them lazily (``%agent_sessions`` in a
+Jupyter kernel).
 
 Layout, top to bottom: a toolbar (text filter, show-archived toggle, Refresh), an error
-area, a message area, one row per session of the current page (title or first words of
-the first prompt, summary excerpt, relative last update, status, message count, cost,
-and Details / Resume / Archive|Unarchive / Delete buttons), a delete confirmation bar,
-the pager ("page 1 of 7"), and the detail view of the selected session.
+area, a one-line message area (cleared by the next action), one row per session of the
+current page (see :mod:`jupyter_agent.panel_rows`: name, summary excerpt, status, relative
+last update, message count, cost, and Details / Resume / Archive|Unarchive / Delete
+buttons; the kernel's active session is marked and cannot be resumed again), a delete
+confirmation bar, the pager ("page 1 of 7 (130 sessions)", just "3 sessions" on one page),
+and the detail view of the selected session (a bordered box; Close or a second Details
+click hides it, and so does filtering or deleting its session away).
 
 Design: child widgets are private attributes; handlers are named ``_on_<widget>_<event>``;
-:func:`format_row` is a pure function; every handler is guarded so that an exception
-becomes a message in the panel's error area instead of a traceback in the kernel log.
+:func:`~jupyter_agent.panel_rows.format_row` is a pure function; every handler is guarded
+so that an exception becomes a message in the panel's error area instead of a traceback
+in the kernel log.
 The store is read once per :meth:`SessionsPanel.refresh` (filtering and paging work on
 that listing), so the panel stays responsive with hundreds of sessions.
 
@@ -29,18 +34,21 @@ from __future__ import annotations
 import functools
 import html
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import ipywidgets as widgets
 
-from jupyter_agent.display import (
-    format_cost,
-    format_sessions_table,
-    message_text,
-    one_line,
-    relative_time,
+from jupyter_agent.display import format_sessions_table
+from jupyter_agent.panel_rows import (
+    UNTITLED,
+    PanelRow,
+    RowSlot,
+    RowText,
+    button,
+    detail_html,
+    format_row,
+    lines_html,
+    matches,
 )
 
 if TYPE_CHECKING:
@@ -51,72 +59,13 @@ __all__ = ["PanelRow", "RowText", "SessionsPanel", "format_row", "matches"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class RowText(NamedTuple):
-    """The texts of one panel row (see :func:`format_row`)."""
-
-    name: str
-    summary: str
-    updated: str
-    status: str
-    messages: str
-    cost: str
-
-
-def format_row(listing: SessionListing, now: datetime | None = None) -> RowText:
-    """Format one session for the panel (a pure function).
-
-    Parameters
-    ----------
-    listing : SessionListing
-    now : datetime, optional
-        The reference for the relative update time (default: now, UTC).
-
-    Returns
-    -------
-    RowText
-        ``name`` is the title, else the first words of the first prompt, else the ID;
-        ``cost`` is in USD.
-    """
-    name = listing.title or one_line(listing.first_prompt, 60) or listing.id
-    status = listing.status + (", archived" if listing.archived else "")
-    from jupyter_agent.store import Usage
-
-    return RowText(
-        name=one_line(name, 60),
-        summary=one_line(listing.summary, 120),
-        updated=relative_time(listing.updated_at, now),
-        status=status,
-        messages=f"{listing.message_count} msg" + ("" if listing.message_count == 1 else "s"),
-        cost=format_cost(Usage(cost_usd=listing.cost_usd)),
-    )
-
-
-def matches(listing: SessionListing, query: str) -> bool:
-    """True if ``query`` (case-insensitive) occurs in the ID, title, summary or first prompt."""
-    q = query.strip().lower()
-    return not q or any(q in text.lower() for text in
-                        (listing.id, listing.title, listing.summary, listing.first_prompt))
-
-
-@dataclass(frozen=True)
-class PanelRow:
-    """The widgets of one row, for callers and tests that drive the panel."""
-
-    session_id: str
-    text: RowText
-    box: widgets.HBox
-    details: widgets.Button
-    resume: widgets.Button
-    archive: widgets.Button
-    delete: widgets.Button
-
-
 def _guarded(func: F) -> F:
-    """Show any exception of a handler in the panel's error area."""
+    """Clear the last message, then show any exception of a handler in the error area."""
 
     @functools.wraps(func)
     def wrapper(self: SessionsPanel, *args: Any, **kwargs: Any) -> Any:
         self._errors.value = ""
+        self._message.value = ""
         try:
             return func(self, *args, **kwargs)
         except Exception as err:  # the panel is the boundary: nothing reaches the kernel log
@@ -124,44 +73,6 @@ def _guarded(func: F) -> F:
             return None
 
     return wrapper  # type: ignore[return-value]
-
-
-def _button(description: str, tooltip: str = "", style: str = "") -> widgets.Button:
-    return widgets.Button(description=description, tooltip=tooltip, button_style=style,
-                          layout=widgets.Layout(width="auto"))
-
-
-class _Slot:
-    """The widgets of one row position, reused for whichever session it shows."""
-
-    def __init__(self, panel: SessionsPanel) -> None:
-        self.session_id = ""
-        self.archived = False
-        self.info = widgets.HTML(layout=widgets.Layout(width="40%"))
-        self.meta = widgets.HTML()
-        self.details = _button("Details", "Show summary, todos and last messages")
-        self.resume = _button("Resume", "Make this the active session of this kernel", "primary")
-        self.archive = _button("Archive")
-        self.delete = _button("Delete", "Delete this session (asks first)", "danger")
-        self.details.on_click(lambda _b: panel._on_details_click(self.session_id))
-        self.resume.on_click(lambda _b: panel._on_resume_click(self.session_id))
-        self.archive.on_click(lambda _b: panel._on_archive_click(self.session_id,
-                                                                 not self.archived))
-        self.delete.on_click(lambda _b: panel._on_delete_click(self.session_id))
-        self.box = widgets.HBox([self.info, self.meta, self.details, self.resume, self.archive,
-                                 self.delete])
-
-    def show(self, listing: SessionListing) -> PanelRow:
-        """Show ``listing`` in this slot and return the row as callers see it."""
-        text = format_row(listing)
-        self.session_id, self.archived = listing.id, listing.archived
-        self.info.value = (f"<b>{html.escape(text.name)}</b> <small>{html.escape(listing.id)}"
-                           f"</small><br><small>{html.escape(text.summary)}</small>")
-        self.meta.value = " · ".join(html.escape(t) for t in
-                                     (text.updated, text.status, text.messages, text.cost))
-        self.archive.description = "Unarchive" if listing.archived else "Archive"
-        return PanelRow(listing.id, text, self.box, self.details, self.resume, self.archive,
-                        self.delete)
 
 
 class SessionsPanel(widgets.VBox):
@@ -195,28 +106,37 @@ class SessionsPanel(widgets.VBox):
         self._page = 0
         self._listing: list[SessionListing] = []
         self._rows: list[PanelRow] = []
-        self._slots: list[_Slot] = []
+        self._slots: list[RowSlot] = []
         self._pending_delete: str | None = None
         self._selected: str | None = None
 
         self._filter = widgets.Text(placeholder="filter: title, summary, first prompt or ID",
-                                    continuous_update=True)
+                                    continuous_update=True,
+                                    layout=widgets.Layout(flex="1 1 auto", width="auto",
+                                                          min_width="160px", max_width="420px"))
         self._show_archived = widgets.Checkbox(value=show_archived, description="show archived",
-                                               indent=False)
-        self._refresh = _button("Refresh", "Re-read the sessions from disk")
+                                               indent=False, layout=widgets.Layout(width="auto"))
+        self._refresh = button("Refresh", "Re-read the sessions from disk")
         self._errors = widgets.HTML()
         self._message = widgets.HTML()
         self._rows_box = widgets.VBox()
         self._empty = widgets.HTML()
         self._confirm_text = widgets.HTML()
-        self._confirm = _button("Delete for good", style="danger")
-        self._cancel = _button("Cancel")
+        self._confirm = button("Delete for good", style="danger")
+        self._cancel = button("Cancel")
         self._confirm_box = widgets.HBox([self._confirm_text, self._confirm, self._cancel],
-                                         layout=widgets.Layout(display="none"))
-        self._prev = _button("◀ Prev")
-        self._next = _button("Next ▶")
+                                         layout=widgets.Layout(display="none",
+                                                               flex_flow="row wrap"))
+        self._prev = button("◀ Prev")
+        self._next = button("Next ▶")
         self._page_label = widgets.Label()
+        self._detail_head = widgets.HTML(layout=widgets.Layout(flex="1 1 auto"))
+        self._detail_close = button("Close", "Hide the details")
         self._detail = widgets.HTML()
+        self._detail_box = widgets.VBox(
+            [widgets.HBox([self._detail_head, self._detail_close]), self._detail],
+            layout=widgets.Layout(display="none", margin="8px 0 0 0", padding="4px 10px",
+                                  border="1px solid var(--jp-border-color1, #bdbdbd)"))
 
         self._filter.observe(self._on_filter_value, names="value")
         self._show_archived.observe(self._on_show_archived_value, names="value")
@@ -225,11 +145,15 @@ class SessionsPanel(widgets.VBox):
         self._cancel.on_click(self._on_cancel_click)
         self._prev.on_click(self._on_prev_click)
         self._next.on_click(self._on_next_click)
+        self._detail_close.on_click(self._on_detail_close_click)
 
-        self._toolbar = widgets.HBox([self._filter, self._show_archived, self._refresh])
-        self._pager = widgets.HBox([self._prev, self._page_label, self._next])
+        self._toolbar = widgets.HBox([self._filter, self._show_archived, self._refresh],
+                                     layout=widgets.Layout(align_items="center",
+                                                           flex_flow="row wrap"))
+        self._pager = widgets.HBox([self._prev, self._page_label, self._next],
+                                   layout=widgets.Layout(align_items="center"))
         super().__init__([self._toolbar, self._errors, self._message, self._rows_box,
-                          self._confirm_box, self._pager, self._detail])
+                          self._confirm_box, self._pager, self._detail_box])
         self.refresh()
 
     # ---- public
@@ -253,6 +177,11 @@ class SessionsPanel(widgets.VBox):
         """The HTML of the error area ("" when the last action succeeded)."""
         return str(self._errors.value)
 
+    @property
+    def detail_visible(self) -> bool:
+        """True while the detail view of a session is shown."""
+        return self._selected is not None
+
     def text_table(self) -> str:
         """The sessions the panel shows (all pages) as the plain-text table of a terminal."""
         return format_sessions_table(self._visible())
@@ -265,11 +194,13 @@ class SessionsPanel(widgets.VBox):
 
     def close(self) -> None:
         """Close every widget of the panel (their comms), then the panel itself."""
+        head = self._detail_box.children[0]
         owned: list[Any] = [self._toolbar, self._pager, self._empty, *self._pager.children,
                             *self._toolbar.children, self._errors, self._message, self._rows_box,
-                            self._confirm_box, *self._confirm_box.children, self._detail]
+                            self._confirm_box, *self._confirm_box.children, self._detail_box,
+                            head, *head.children, self._detail]
         for slot in self._slots:
-            owned += [slot.box, *slot.box.children]
+            owned += slot.all_widgets()
         for widget in owned:
             for part in ("layout", "style"):
                 sub = getattr(widget, part, None)
@@ -283,10 +214,13 @@ class SessionsPanel(widgets.VBox):
     @_guarded
     def refresh(self) -> None:
         """Re-read the store and redraw (keeps the filter, the toggle and if possible the page)."""
+        self._reload()
+
+    # ---- drawing
+    def _reload(self) -> None:
         self._listing = self._store.list_sessions(include_archived=True)
         self._render()
 
-    # ---- drawing
     def _visible(self) -> list[SessionListing]:
         return [s for s in self._listing
                 if (self._show_archived.value or not s.archived) and matches(s, self._filter.value)]
@@ -297,43 +231,57 @@ class SessionsPanel(widgets.VBox):
         start = self._page * self._page_size
         page = visible[start:start + self._page_size]
         while len(self._slots) < len(page):
-            self._slots.append(_Slot(self))
+            self._slots.append(RowSlot(self._on_row_click))
         self._rows = [slot.show(s) for slot, s in zip(self._slots, page, strict=False)]
-        self._empty.value = f"<i>no sessions {'match' if self._listing else 'yet'}</i>"
+        self._empty.value = lines_html(f"<i>no sessions {'match' if self._listing else 'yet'}</i>")
         self._rows_box.children = [r.box for r in self._rows] or [self._empty]
-        self._page_label.value = (f"page {self._page + 1} of {self.page_count} "
-                                  f"({len(visible)} sessions)")
+        count = f"{len(visible)} session" + ("" if len(visible) == 1 else "s")
+        paged = self.page_count > 1
+        self._page_label.value = (f"page {self._page + 1} of {self.page_count} ({count})"
+                                  if paged else count)
+        self._prev.layout.display = self._next.layout.display = None if paged else "none"
+        self._pager.layout.display = None if visible else "none"
         self._prev.disabled = self._page == 0
         self._next.disabled = self._page >= self.page_count - 1
+        if self._selected is not None and self._selected not in {s.id for s in visible}:
+            self._hide_detail()
+
+    def _name(self, session_id: str) -> str:
+        listing = next((s for s in self._listing if s.id == session_id), None)
+        return format_row(listing).name if listing is not None else UNTITLED
+
+    def _label(self, session_id: str) -> str:
+        """``‘Title’ (ID)`` for messages, or ``session ID`` when it has no name."""
+        name = self._name(session_id)
+        return f"session {session_id}" if name == UNTITLED else f"‘{name}’ ({session_id})"
 
     def _show_error(self, err: BaseException) -> None:
         text = html.escape(f"{type(err).__name__}: {err}")
-        self._errors.value = f'<span style="color:#b00020">⚠ {text}</span>'
+        self._errors.value = lines_html(f'<span style="color:#b00020">⚠ {text}</span>')
 
-    def _say(self, text: str, *, pre: bool = False) -> None:
-        body = html.escape(text)
-        self._message.value = f"<pre>{body}</pre>" if pre else body
+    def _say(self, text: str) -> None:
+        self._message.value = lines_html(html.escape(text))
 
     def _show_detail(self, session_id: str) -> None:
         record = self._store.load_session(session_id)
-        todos = "".join(f"<li>[{html.escape(t.status)}] {html.escape(t.text)}</li>"
-                        for t in record.state.todos) or "<li><i>none</i></li>"
-        last = [m for m in record.transcript if m.get("role") in ("user", "assistant")
-                and message_text(m)][-6:]
-        messages = "".join(
-            f"<p><b>{html.escape(str(m['role']))}:</b> "
-            f"{html.escape(one_line(message_text(m), 400))}</p>" for m in last
-        ) or "<p><i>no messages</i></p>"
-        self._detail.value = (
-            f"<h4>{html.escape(record.title or record.id)}</h4>"
-            f"<p><small>{html.escape(record.id)} · created {record.created_at:%Y-%m-%d %H:%M} "
-            f"UTC · updated {relative_time(record.updated_at)}</small></p>"
-            f"<p><b>Summary:</b> {html.escape(record.summary) or '<i>none yet</i>'}</p>"
-            f"<b>Todos</b><ul>{todos}</ul><b>Last messages</b>{messages}"
-        )
+        name = html.escape(self._name(session_id))
+        self._detail_head.value = lines_html(f"<b>Details — {name}</b>")
+        self._detail.value = detail_html(record)
+        self._detail_box.layout.display = "flex"
         self._selected = session_id
 
+    def _hide_detail(self) -> None:
+        self._detail_box.layout.display = "none"
+        self._detail_head.value = self._detail.value = ""
+        self._selected = None
+
     # ---- handlers
+    def _on_row_click(self, action: str, slot: RowSlot) -> None:
+        if action == "archive":
+            self._on_archive_click(slot.session_id, not slot.archived)
+        else:
+            getattr(self, f"_on_{action}_click")(slot.session_id)
+
     @_guarded
     def _on_filter_value(self, change: dict[str, Any]) -> None:
         self._page = 0
@@ -345,7 +293,7 @@ class SessionsPanel(widgets.VBox):
 
     @_guarded
     def _on_refresh_click(self, _button: widgets.Button) -> None:
-        self.refresh()
+        self._reload()
 
     @_guarded
     def _on_prev_click(self, _button: widgets.Button) -> None:
@@ -359,26 +307,36 @@ class SessionsPanel(widgets.VBox):
 
     @_guarded
     def _on_details_click(self, session_id: str) -> None:
-        self._show_detail(session_id)
+        if self._selected == session_id:  # a second click hides it
+            self._hide_detail()
+        else:
+            self._show_detail(session_id)
+
+    @_guarded
+    def _on_detail_close_click(self, _button: widgets.Button) -> None:
+        self._hide_detail()
 
     @_guarded
     def _on_resume_click(self, session_id: str) -> None:
         if self._on_resume is None:
             raise RuntimeError("this panel has no resume action (on_resume was not given)")
         said = self._on_resume(session_id)
-        self._say(said if isinstance(said, str) else f"Resumed session {session_id}.", pre=True)
-        self.refresh()
+        self._say(said if isinstance(said, str) else
+                  f"Resumed {self._label(session_id)} — it is this kernel's active session; "
+                  "continue with %%agent")
+        self._reload()
 
     @_guarded
     def _on_archive_click(self, session_id: str, archived: bool) -> None:
         self._store.set_archived(session_id, archived)
-        self._say(f"{'Archived' if archived else 'Unarchived'} session {session_id}.")
-        self.refresh()
+        self._say(f"{'Archived' if archived else 'Unarchived'} {self._label(session_id)}.")
+        self._reload()
 
     @_guarded
     def _on_delete_click(self, session_id: str) -> None:
         self._pending_delete = session_id
-        self._confirm_text.value = f"Delete session <b>{html.escape(session_id)}</b> for good?"
+        self._confirm_text.value = lines_html(
+            f"Delete <b>{html.escape(self._label(session_id))}</b> for good?")
         self._confirm_box.layout.display = "flex"
 
     def _close_confirm(self) -> None:
@@ -391,11 +349,12 @@ class SessionsPanel(widgets.VBox):
         self._close_confirm()
         if session_id is None:
             return
+        label = self._label(session_id)
         self._on_delete(session_id)
         if self._selected == session_id:
-            self._detail.value, self._selected = "", None
-        self._say(f"Deleted session {session_id}.")
-        self.refresh()
+            self._hide_detail()
+        self._say(f"Deleted {label}.")
+        self._reload()
 
     @_guarded
     def _on_cancel_click(self, _button: widgets.Button) -> None:

@@ -10,10 +10,16 @@ from IPython.utils.capture import capture_output
 
 from jupyter_agent.agent import Limits
 from jupyter_agent.agent.events import Notice, TextDelta, ToolCallEnd, ToolCallStart
-from jupyter_agent.display import format_recap, limit_message
-from jupyter_agent.render import MarkdownTurnRenderer, PlainTurnRenderer
+from jupyter_agent.display import format_call, format_recap, limit_message
+from jupyter_agent.render import (
+    MarkdownTurnRenderer,
+    PlainTurnRenderer,
+    footer_markdown,
+    markdown_escape,
+    recap_markdown,
+)
 from jupyter_agent.results import TurnResult
-from jupyter_agent.store import SessionRecord, SessionState, Usage
+from jupyter_agent.store import SessionRecord, SessionState, TodoItem, Usage
 
 
 def test_plain_renderer(capsys: pytest.CaptureFixture[str]) -> None:
@@ -28,8 +34,8 @@ def test_plain_renderer(capsys: pytest.CaptureFixture[str]) -> None:
     r(TextDelta("Done."))
     r.finish()
     assert capsys.readouterr().out == (
-        'Let me look\n▶ describe_variable({"name": "df"})\n  → DataFrame\n    344 rows\n'
-        "▶ run_python(not json)\n  ✗ (no output)\n[context compacted]\n"
+        'Let me look\n▸ describe_variable(name="df") → DataFrame 344 rows\n'
+        "▸ run_python(not json) ✗ (no output)\n[context compacted]\n"
         "[jupyter-agent] Stopped: a limit.\nDone.\n")
 
 
@@ -67,9 +73,10 @@ def test_multi_line_results_keep_their_rows(shell: InteractiveShell) -> None:
         r(ToolCallEnd("c2", "run_python", "has ``` fences\nline 2", False))
         r.finish()
     final = captured.outputs[-1].data["text/markdown"]
-    assert "→\n```text\nspecies\nAdelie       3700.7\nGentoo       5076.0\nrow 0\n" in final
+    assert ("*→ output*\n```text\nspecies\nAdelie       3700.7\nGentoo       5076.0\nrow 0\n"
+            in final)
     assert "row 6\n… (13 more lines)\n```" in final and "row 7" not in final
-    assert "✗\n````text\nhas ``` fences\nline 2\n````" in final  # a longer fence
+    assert "*✗ error*\n````text\nhas ``` fences\nline 2\n````" in final  # a longer fence
 
 
 def test_markdown_renderer_throttles_text_but_not_tool_calls(shell: InteractiveShell) -> None:
@@ -123,3 +130,91 @@ def test_recap_counts_are_pluralized() -> None:
     assert lines[1].endswith("· 1 tool call")
     assert "unarchived" not in format_recap(record)
     assert format_recap(record, unarchived=True).splitlines()[2].startswith("unarchived: ")
+
+
+def test_format_call_is_one_compact_line() -> None:
+    assert format_call("update_todo", '{"id": 1, "status": "in_progress"}') == (
+        'update_todo(id=1, status="in_progress")')
+    assert format_call("read_scratchpad", "{}") == "read_scratchpad()"
+    assert format_call("read_scratchpad", "") == "read_scratchpad()"
+    long = format_call("write_scratchpad", '{"text": "' + "x" * 300 + '"}')
+    assert long.startswith('write_scratchpad(text="xxx') and long.endswith("…)")
+    assert len(long) == len("write_scratchpad(text=)") + 80
+    assert format_call("f", "not\n json") == "f(not json)"
+
+
+def test_non_code_tool_calls_are_one_line_in_both_renderers(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str],
+) -> None:
+    events = [
+        TextDelta("Plan:"),
+        ToolCallStart("a", "update_todo", '{"id": 1, "status": "in_progress"}'),
+        ToolCallEnd("a", "update_todo", "todo #1 is now in_progress", True),
+        ToolCallStart("b", "read_scratchpad", "{}"),
+        ToolCallEnd("b", "read_scratchpad", "line one\nline two", True),
+        ToolCallStart("c", "run_python", '{"code": "x = 1"}'),
+        ToolCallEnd("c", "run_python", "1", True),
+        ToolCallStart("d", "write_summary", '{"goal": "costs $5 and $6"}'),
+        ToolCallEnd("d", "write_summary", "refused", False),
+        TextDelta("Done."),
+    ]
+    plain = PlainTurnRenderer()
+    for event in events:
+        plain(event)
+    plain.finish()
+    assert capsys.readouterr().out == (
+        "Plan:\n"
+        '▸ update_todo(id=1, status="in_progress") → todo #1 is now in_progress\n'
+        "▸ read_scratchpad() → line one line two\n"
+        "▶ run_python\n    x = 1\n  → 1\n"
+        '▸ write_summary(goal="costs $5 and $6") ✗ refused\n'
+        "Done.\n")
+    r = MarkdownTurnRenderer(min_interval=0)
+    with capture_output() as captured:
+        for event in events:
+            r(event)
+        r.finish()
+    final = captured.outputs[-1].data["text/markdown"]
+    span = '<span class="mathjax_ignore tex2jax_ignore">'  # no $...$ math in JupyterLab
+    assert final == (
+        f"Plan:\n\n{span}"
+        '▸ update\\_todo(id=1, status="in\\_progress") → todo \\#1 is now in\\_progress</span>'
+        f"  \n{span}▸ read\\_scratchpad() → line one line two</span>  \n"
+        "\n\n**▶ run_python**\n```python\nx = 1\n```\n\n→ `1`\n\n"
+        f'{span}▸ write\\_summary(goal="costs \\$5 and \\$6") ✗ refused</span>  \n'
+        "\nDone.")
+    assert "**▸" not in final  # not bold
+
+
+def test_markdown_escape_keeps_code_spans() -> None:
+    assert markdown_escape("a *b* `c_d` $1 <x>") == "a \\*b\\* `c_d` \\$1 \\<x\\>"
+
+
+def test_footer_markdown_keeps_the_exact_text() -> None:
+    footer = "── 3 tokens (2 in / 1 out) · $0.0001 · 1 tool call │ session: no limits"
+    shown = footer_markdown(footer)
+    assert repr(shown) == footer  # text/plain
+    assert shown._repr_markdown_() == (
+        '<small class="mathjax_ignore tex2jax_ignore">'
+        "── 3 tokens (2 in / 1 out) · \\$0.0001 · 1 tool call │ session: no limits</small>")
+
+
+def test_recap_markdown() -> None:
+    now = datetime.now(UTC)
+    record = SessionRecord(
+        schema_version=1, id="abc", created_at=now, updated_at=now, title="Palmer penguins",
+        summary="Goal: the `body_mass`\nRemaining: plots",
+        messages=[{"role": "system", "content": "s"}, {"role": "user", "content": "q?"},
+                  {"role": "assistant", "content": "a *b*"}],
+        transcript=[{"role": "user", "content": "q?"}], compactions=[],
+        state=SessionState(todos=[TodoItem(id=1, text="done one", status="done"),
+                                  TodoItem(id=2, text="open one")]),
+    )
+    text = recap_markdown(record, unarchived=True)
+    assert text.startswith('<div class="mathjax_ignore tex2jax_ignore">\n\n'
+                           "#### Resumed: Palmer penguins\n\nabc · updated just now · ")
+    assert text.endswith("\n\n</div>")
+    assert "**Summary**  \nGoal: the `body_mass`  \nRemaining: plots" in text
+    assert "**Open todos**\n\n- 2. open one — *pending*" in text and "done one" not in text
+    assert "**Last prompt:** q?  \n**Last reply:** a \\*b\\*" in text
+    assert "*The session was archived; resuming took it out of the archive.*" in text

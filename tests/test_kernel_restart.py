@@ -151,9 +151,10 @@ def test_resume_after_kernel_restart(project: Path, server: ScriptedModelServer,
     assert kernel.run("answer").error["ename"] == "NameError"  # a fresh process
     kernel.run("%load_ext jupyter_agent").ok()
     recap = kernel.run(f"%agent_resume --base-url {server.base_url} --approve auto").ok()
-    assert f"Resumed session {session_id}" in recap.stdout
-    assert "double-check it" in recap.stdout  # the open todo
-    assert "first turn done" in recap.stdout  # the last exchange
+    plain = recap.displays[-1]["text/plain"]  # Markdown in Jupyter, the plain recap as text
+    assert f"Resumed session {session_id}" in plain
+    assert "double-check it" in plain and "double-check it" in recap.text  # the open todo
+    assert "first turn done" in plain  # the last exchange
 
     after = session_file(project, session_id)
     for key in ("id", "created_at", "messages", "transcript", "compactions", "state",
@@ -214,8 +215,8 @@ def test_second_kernel_is_refused_until_the_first_dies(
     wait_dead(first)
 
     recap = second.run(f"%agent_resume --base-url {server.base_url} --approve auto").ok()
-    assert f"Resumed session {session_id}" in recap.stdout
-    assert "hello from the first kernel" in recap.stdout
+    assert f"Resumed session {session_id}" in recap.displays[-1]["text/plain"]
+    assert "hello from the first kernel" in recap.text
     server.add_steps([step(text="hello from the second kernel")])
     assert "hello from the second kernel" in second.run("%agent again").ok().text
     record = session_file(project, session_id)

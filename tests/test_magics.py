@@ -353,12 +353,18 @@ def test_markdown_streaming_and_panel_in_jupyter(
     with capture_output() as captured:
         shell.run_line_magic("agent", "hi")
     markdown = [(o.data["text/markdown"], o.metadata) for o in captured.outputs
-                if "text/markdown" in o.data]
+                if "text/markdown" in o.data and "── " not in o.data["text/plain"]]
     assert markdown, captured.outputs
     # the live area starts empty, ends empty, and the final reply is one plain output
     assert markdown[0][0] == "" and markdown[-2][0] == ""
     assert markdown[-1][0] == "A *markdown* reply that streams in pieces"
-    assert "── " in captured.stdout and "A *markdown*" not in captured.stdout
+    assert "── " not in captured.stdout and "A *markdown*" not in captured.stdout
+    # the footer: its own small Markdown line (wraps at spaces), the plain line as text/plain
+    footer = [o.data for o in captured.outputs if "── " in o.data.get("text/plain", "")]
+    assert len(footer) == 1 and footer[0]["text/plain"].startswith("── ")
+    assert footer[0]["text/markdown"].startswith(
+        '<small class="mathjax_ignore tex2jax_ignore">── ')
+    assert "$" not in footer[0]["text/markdown"].replace("\\$", "")  # no $...$ math
     with capture_output() as captured:
         shell.run_line_magic("agent_sessions", "")
     views = [o for o in captured.outputs if "application/vnd.jupyter.widget-view+json" in o.data]

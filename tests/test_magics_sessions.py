@@ -230,7 +230,12 @@ def test_panel_resume_then_cell_continues_that_session(
     next(r for r in panel.rows if r.session_id == a).resume.click()
     assert panel.error == ""
     assert magics.controller.active_session_id == a
-    assert f"Resumed session {a}" in panel._message.value
+    assert f"Resumed session {a} — it is this kernel&#x27;s active session" in panel._message.value
+    active = next(r for r in panel.rows if r.session_id == a)
+    assert active.resume.disabled and "active in this kernel" in panel._slots[0].meta.value + (
+        panel._slots[1].meta.value)
+    panel.refresh()  # the next action clears the message
+    assert panel._message.value == ""
     assert {r.session_id: r.text.status for r in panel.rows} == {a: "active", b: "idle"}
     model_server.add_steps([{"text": "The word was plover."}])
     agent_shell.run_cell_magic("agent", "", "What was the secret word?")
@@ -329,6 +334,8 @@ def test_resuming_an_archived_session_unarchives_it(
     agent_shell.run_line_magic("agent_resume", b)
     panel = magics_of(agent_shell).sessions_panel(show_archived=True)
     next(r for r in panel.rows if r.session_id == a).resume.click()
-    assert panel.error == "" and "unarchived: the session was archived" in panel._message.value
+    assert panel.error == "" and panel._message.value.count("\n") == 0  # one line
+    assert f"Resumed ‘Old’ ({a}) (taken out of the archive) — it is this kernel" in (
+        panel._message.value)
     assert store.load_session(a).archived is False
     assert not next(r for r in panel.rows if r.session_id == a).text.status.endswith("archived")

@@ -50,7 +50,7 @@ def test_format_row_is_pure_and_complete() -> None:
     assert row.updated == "5 min ago"
     assert (row.status, row.messages, row.cost) == ("idle", "7 msgs", "$0.0123")
     assert format_row(listing(title="Penguins"), now).name == "Penguins"
-    assert format_row(listing(first_prompt=""), now).name == "abc123"
+    assert format_row(listing(first_prompt=""), now).name == "(untitled, no prompt yet)"
     assert format_row(listing(archived=True, status="in use"), now).status == "in use, archived"
     assert format_row(listing(updated_at=now - timedelta(hours=3)), now).updated == "3 h ago"
     assert format_row(listing(updated_at=now - timedelta(days=3)), now).updated == "3 days ago"
@@ -139,7 +139,7 @@ def test_delete_asks_first(store: SessionStore) -> None:
     panel._confirm.click()
     assert not store.exists(b) and store.exists(a)
     assert [r.session_id for r in panel.rows] == [a]
-    assert "Deleted session" in panel._message.value
+    assert "Deleted ‘delete me’" in panel._message.value
 
 
 def test_detail_view(store: SessionStore) -> None:
@@ -246,3 +246,110 @@ def test_text_plain_fallback_is_the_sessions_table(store: SessionStore) -> None:
 def test_one_message_is_singular() -> None:
     assert format_row(listing(message_count=1)).messages == "1 msg"
     assert format_row(listing(message_count=0)).messages == "0 msgs"
+
+
+def test_layout_buttons_never_shrink_and_rows_wrap(store: SessionStore) -> None:
+    make_session(store, "x")
+    panel = SessionsPanel(store)
+    row = panel.rows[0]
+    for b in (row.details, row.resume, row.archive, row.delete, panel._refresh):
+        assert (b.layout.flex, b.layout.width) == ("0 0 auto", "auto")
+    assert row.box.layout.flex_flow == "row wrap"
+    info, meta, buttons = row.box.children
+    assert meta.layout.width == meta.layout.flex.split()[-1]  # a fixed column: rows line up
+    assert info.layout.min_width and buttons.layout.flex == "0 0 auto"
+    assert panel._show_archived.indent is False and panel._show_archived.layout.width == "auto"
+    assert panel._filter.layout.flex.startswith("1 1")
+    # HTML widgets set line-height to their own height: contents get a normal one
+    assert info.value.startswith('<div style="line-height:1.4">')
+    assert meta.value.startswith('<div style="line-height:1.4">')
+
+
+def test_active_session_is_marked_and_cannot_be_resumed_again(store: SessionStore) -> None:
+    a = make_session(store, "mine")
+    b = make_session(store, "other")
+    store.acquire_lease(a)
+    try:
+        panel = SessionsPanel(store, on_resume=lambda sid: None)
+        rows = {r.session_id: r for r in panel.rows}
+        assert rows[a].resume.disabled and not rows[b].resume.disabled
+        metas = {slot.session_id: slot.meta.value for slot in panel._slots}
+        assert "● active in this kernel" in metas[a] and "active" not in metas[b]
+    finally:
+        store.release_all()
+
+
+def test_untitled_session_without_prompt_shows_its_id_once(store: SessionStore) -> None:
+    sid = store.create_session([{"role": "system", "content": "sys"}])
+    panel = SessionsPanel(store)
+    assert panel.rows[0].text.name == "(untitled, no prompt yet)"
+    info = panel._slots[0].info.value
+    assert info.count(sid) == 1 and "(untitled, no prompt yet)" in info
+
+
+def test_pager_counts_and_hides_with_one_page(store: SessionStore) -> None:
+    make_session(store, "only one")
+    panel = SessionsPanel(store, page_size=2)
+    assert panel._page_label.value == "1 session"
+    assert panel._prev.layout.display == panel._next.layout.display == "none"
+    make_session(store, "two")
+    panel.refresh()
+    assert panel._page_label.value == "2 sessions"
+    make_session(store, "three")
+    panel.refresh()
+    assert panel._page_label.value == "page 1 of 2 (3 sessions)"
+    assert panel._prev.layout.display is None and panel._next.layout.display is None
+    panel._filter.value = "nothing matches"
+    assert panel._pager.layout.display == "none"
+
+
+def test_details_toggle_close_and_hide_when_filtered_or_deleted(store: SessionStore) -> None:
+    a = make_session(store, "keep `df` around", title="Penguins",
+                     summary="Goal: the `body_mass` <b>mean</b>", reply="See `df.head()`")
+    b = make_session(store, "other")
+    panel = SessionsPanel(store)
+    row = next(r for r in panel.rows if r.session_id == a)
+    assert not panel.detail_visible and panel._detail_box.layout.display == "none"
+    row.details.click()
+    assert panel.detail_visible and panel._detail_box.layout.display == "flex"
+    assert "Details — Penguins" in panel._detail_head.value
+    detail = panel._detail.value
+    assert "`" not in detail and "<code>body_mass</code>" in detail
+    assert "<code>df.head()</code>" in detail and "&lt;b&gt;mean&lt;/b&gt;" in detail
+    row.details.click()  # a second click hides it
+    assert not panel.detail_visible and panel._detail_box.layout.display == "none"
+    row.details.click()
+    panel._detail_close.click()
+    assert not panel.detail_visible
+    row.details.click()
+    panel._filter.value = "other"  # its session filtered out: hidden
+    assert not panel.detail_visible
+    panel._filter.value = ""
+    next(r for r in panel.rows if r.session_id == b).details.click()
+    next(r for r in panel.rows if r.session_id == b).delete.click()
+    panel._confirm.click()
+    assert not store.exists(b) and not panel.detail_visible
+    # the row summary shows code spans too
+    assert "<code>body_mass</code>" in panel._slots[0].info.value
+
+
+def test_delete_confirmation_names_the_session_and_messages_clear(store: SessionStore) -> None:
+    sid = make_session(store, "x", title="Palmer penguins")
+    panel = SessionsPanel(store)
+    panel.rows[0].delete.click()
+    assert f"Palmer penguins’ ({sid})" in panel._confirm_text.value
+    panel._cancel.click()
+    assert "Nothing deleted." in panel._message.value
+    panel.rows[0].archive.click()
+    assert f"Archived ‘Palmer penguins’ ({sid})." in panel._message.value
+    panel._show_archived.value = True  # the next action clears the message
+    assert panel._message.value == ""
+
+
+def test_resume_message_is_one_line(store: SessionStore) -> None:
+    sid = make_session(store, "x", title="Palmer penguins")
+    panel = SessionsPanel(store, on_resume=lambda s: None)
+    panel.rows[0].resume.click()
+    assert panel._message.value == (
+        f'<div style="line-height:1.4">Resumed ‘Palmer penguins’ ({sid}) — it is this '
+        "kernel&#x27;s active session; continue with %%agent</div>")
