@@ -206,7 +206,7 @@ def format_usage(report: UsageReport) -> str:
     ])
 
 
-_TODO_MARK = {"pending": "[ ]", "in_progress": "[~]", "done": "[x]", "failed": "[!]"}
+_STATUS_MARK = {"pending": "[ ]", "in_progress": "[~]", "done": "[x]", "failed": "[!]"}
 
 
 def format_todos(todos: Sequence[TodoItem], *, open_only: bool = False) -> str:
@@ -217,7 +217,7 @@ def format_todos(todos: Sequence[TodoItem], *, open_only: bool = False) -> str:
     lines = []
     for t in rows:
         retries = f" (retries: {t.retries})" if t.retries else ""
-        lines.append(f"{_TODO_MARK.get(t.status, '[?]')} {t.id}. {t.text} — {t.status}{retries}")
+        lines.append(f"{_STATUS_MARK.get(t.status, '[?]')} {t.id}. {t.text} — {t.status}{retries}")
     return "\n".join(lines)
 
 

@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from test_agent_helpers import (  # noqa: F401  (fixtures)
     Recorder,
+    interrupt_on_second_delta,
     make_agent,
     read_record,
     roles,
@@ -15,7 +14,7 @@ from test_agent_helpers import (  # noqa: F401  (fixtures)
     tool_step,
 )
 
-from jupyter_agent.agent import AgentEvent, Limits
+from jupyter_agent.agent import Limits
 from jupyter_agent.errors import ModelError
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
@@ -79,25 +78,13 @@ def test_a_text_reply_cut_off_at_the_length_limit(
 PRICES = {"priced": (1_000_000.0, 1_000_000.0)}  # $1 per token in and out
 
 
-def _interrupt_on_second_delta() -> Any:
-    deltas: list[str] = []
-
-    def on_event(event: AgentEvent) -> None:
-        if event.kind == "text_delta":
-            deltas.append(event.text)  # type: ignore[union-attr]
-            if len(deltas) == 2:
-                raise KeyboardInterrupt
-
-    return on_event
-
-
 def test_an_interrupted_stream_is_still_counted_and_priced(
     model_server: ScriptedModelServer, store: SessionStore
 ) -> None:
     model_server.add_steps([{"text": "word " * 40, "chunk_delay": 0.01}])
     agent = make_agent(model_server, store, model="priced", prices=PRICES)
     with pytest.raises(KeyboardInterrupt):
-        agent.run("talk", on_event=_interrupt_on_second_delta())
+        agent.run("talk", on_event=interrupt_on_second_delta())
     usage = agent.state.usage
     assert usage.calls == 1
     assert usage.input_tokens > 0  # estimated from the request
@@ -117,7 +104,7 @@ def test_repeated_ctrl_c_cannot_get_around_max_cost(
         model_server, store, model="priced", prices=PRICES, limits=Limits(max_cost_usd=1.0)
     )
     with pytest.raises(KeyboardInterrupt):
-        agent.run("talk", on_event=_interrupt_on_second_delta())
+        agent.run("talk", on_event=interrupt_on_second_delta())
     requests = len(model_server.requests)
     reply = agent.run("again")
     assert agent.stop_reason == "max_cost_usd" and "max_cost_usd" in reply
@@ -150,6 +137,6 @@ def test_the_fallback_summary_is_written_when_a_turn_fails(
     agent = make_agent(model_server, store)
     expected: type[BaseException] = ModelError if ending == "model_error" else KeyboardInterrupt
     with pytest.raises(expected):
-        agent.run("analyse the penguins", on_event=_interrupt_on_second_delta())
+        agent.run("analyse the penguins", on_event=interrupt_on_second_delta())
     summary = store.load_session(agent.session_id or "").summary
     assert summary.startswith("user: analyse the penguins")

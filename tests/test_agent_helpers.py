@@ -93,3 +93,16 @@ def test_helpers_build_a_working_agent(
         "user",
         "assistant",
     ]
+
+
+def interrupt_on_second_delta() -> Any:
+    """An ``on_event`` callback that raises ``KeyboardInterrupt`` at the second text delta."""
+    deltas: list[str] = []
+
+    def on_event(event: AgentEvent) -> None:
+        if event.kind == "text_delta":
+            deltas.append(event.text)  # type: ignore[union-attr]
+            if len(deltas) == 2:
+                raise KeyboardInterrupt
+
+    return on_event
