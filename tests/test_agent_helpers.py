@@ -95,9 +95,12 @@ def test_helpers_build_a_working_agent(
     ]
 
 
-def interrupt_on_second_delta() -> Any:
-    """An ``on_event`` callback that raises ``KeyboardInterrupt`` at the second text delta."""
-    deltas: list[str] = []
+def interrupt_on_second_delta(deltas: list[str] | None = None) -> Any:
+    """An ``on_event`` callback that raises ``KeyboardInterrupt`` at the second text delta.
+
+    The deltas it saw are appended to ``deltas`` when a list is given.
+    """
+    deltas = [] if deltas is None else deltas
 
     def on_event(event: AgentEvent) -> None:
         if event.kind == "text_delta":

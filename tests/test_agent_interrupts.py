@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from test_agent_helpers import (  # noqa: F401  (fixtures)
     Recorder,
+    interrupt_on_second_delta,
     make_agent,
     read_record,
     roles,
@@ -61,12 +62,7 @@ def test_keyboard_interrupt_inside_a_stream(
     model_server: ScriptedModelServer, store: SessionStore
 ) -> None:
     deltas: list[str] = []
-
-    def on_event(event: AgentEvent) -> None:
-        if event.kind == "text_delta":
-            deltas.append(event.text)  # type: ignore[union-attr]
-            if len(deltas) == 2:
-                raise KeyboardInterrupt
+    on_event = interrupt_on_second_delta(deltas)
 
     model_server.add_steps(
         [tool_step(("list_todos", {}), text="one two three four five six", chunk_delay=0.01)]
