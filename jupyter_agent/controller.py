@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_agent.errors import JupyterAgentError, ModelNotConfiguredError
 from jupyter_agent.paths import find_project_root, resolve_memory_dir
-from jupyter_agent.results import Resumed, TurnResult, UsageReport
 from jupyter_agent.settings import (
     SessionOptions,
     Settings,
@@ -51,6 +50,7 @@ from jupyter_agent.settings import (
     not_configured_message,
     saved_base_url,
 )
+from jupyter_agent.ui.results import Resumed, TurnResult, UsageReport
 
 if TYPE_CHECKING:
     from jupyter_agent.agent import Agent

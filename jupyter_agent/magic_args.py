@@ -32,8 +32,8 @@ __all__ = [
     "collect_notice",
     "confirm",
     "error_boundary",
+    "flatten_lines",
     "install_transformer",
-    "one_line",
     "options_from_args",
     "parse_argstring",
     "remove_transformer",
@@ -48,7 +48,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 _AGENT_LINE = re.compile(r"^(?P<indent>[ \t]*)%agent[ \t]+(?P<text>\S.*?)[ \t]*(?P<end>\r?\n?)$")
 
 
-def one_line(text: str) -> str:
+def flatten_lines(text: str) -> str:
     """``text`` with every line break (and the whitespace around it) turned into one space."""
     return re.sub(r"\s*\n\s*", " ", text).strip()
 
@@ -61,7 +61,7 @@ def error_boundary(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except JupyterAgentError as err:
-            raise UsageError(one_line(str(err))) from err
+            raise UsageError(flatten_lines(str(err))) from err
 
     return wrapper  # type: ignore[return-value]
 

@@ -30,27 +30,13 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Float, Int, TraitError, Unicode, validate
 
-from jupyter_agent import render
 from jupyter_agent.controller import AgentController
-from jupyter_agent.display import (
-    INTERRUPTED_MESSAGE,
-    format_footer,
-    format_history,
-    format_resumed,
-    format_resumed_line,
-    format_sessions_table,
-    format_todos,
-    format_transcript,
-    format_usage,
-    is_jupyter,
-    limit_message,
-)
 from jupyter_agent.magic_args import (
     collect_notice,
     confirm,
     error_boundary,
+    flatten_lines,
     install_transformer,
-    one_line,
     options_from_args,
     parse_argstring,
     remove_transformer,
@@ -66,6 +52,20 @@ from jupyter_agent.settings import (
     check_base_url,
     check_limit,
     check_model,
+)
+from jupyter_agent.ui import render
+from jupyter_agent.ui.display import (
+    INTERRUPTED_MESSAGE,
+    format_footer,
+    format_history,
+    format_resumed,
+    format_resumed_line,
+    format_sessions_table,
+    format_todos,
+    format_transcript,
+    format_usage,
+    is_jupyter,
+    limit_message,
 )
 
 __all__ = ["AgentMagics", "load_ipython_extension", "unload_ipython_extension"]
@@ -253,8 +253,8 @@ class AgentMagics(Magics):
             print(format_sessions_table(listing, active_id=self._controller.active_session_id))
 
     def sessions_panel(self, *, show_archived: bool = False, page_size: int = 20) -> Any:
-        """A :class:`~jupyter_agent.panel.SessionsPanel` wired to this kernel's active session."""
-        from jupyter_agent.panel import SessionsPanel
+        """The :class:`~jupyter_agent.ui.panel.SessionsPanel` of this kernel's active session."""
+        from jupyter_agent.ui.panel import SessionsPanel
 
         def on_resume(session_id: str) -> str:
             return format_resumed_line(self._controller.resume(session_id))
@@ -394,7 +394,8 @@ def load_ipython_extension(ipython: Any) -> None:
         magics = AgentMagics(shell=ipython)
     except TraitError as err:
         ipython.configurables[:] = before
-        raise UsageError(f"jupyter_agent not loaded, bad setting: {one_line(str(err))}") from err
+        message = flatten_lines(str(err))
+        raise UsageError(f"jupyter_agent not loaded, bad setting: {message}") from err
     ipython.register_magics(magics)
     install_transformer(ipython)
 

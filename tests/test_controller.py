@@ -10,18 +10,18 @@ import pytest
 from jupyter_agent.agent import Limits
 from jupyter_agent.agent.events import TextDelta
 from jupyter_agent.controller import AgentController, TurnResult
-from jupyter_agent.display import (
+from jupyter_agent.errors import JupyterAgentError, ModelNotConfiguredError, SessionLockedError
+from jupyter_agent.settings import PLACEHOLDER_API_KEY, SessionOptions, Settings, build_client
+from jupyter_agent.store import Compaction, SessionStore, Usage
+from jupyter_agent.testing import ScriptedModelServer
+from jupyter_agent.ui.display import (
     format_cost,
     format_footer,
     format_transcript,
     limits_left,
     relative_time,
-    truncate,
+    shorten,
 )
-from jupyter_agent.errors import JupyterAgentError, ModelNotConfiguredError, SessionLockedError
-from jupyter_agent.settings import PLACEHOLDER_API_KEY, SessionOptions, Settings, build_client
-from jupyter_agent.store import Compaction, SessionStore, Usage
-from jupyter_agent.testing import ScriptedModelServer
 
 
 def test_options_override_only_what_is_given() -> None:
@@ -155,8 +155,8 @@ def test_relative_time_and_truncate() -> None:
     assert relative_time(now - timedelta(days=1, hours=2), now) == "yesterday"
     assert relative_time(now - timedelta(days=45), now) == "2026-01-15"
     assert relative_time((now - timedelta(hours=2)).replace(tzinfo=None), now) == "2 h ago"
-    assert truncate("héllo wörld", 5) == "héll…" and truncate("abc", 3) == "abc"
-    assert truncate("😀😀😀", 2) == "😀…"
+    assert shorten("héllo wörld", 5) == "héll…" and shorten("abc", 3) == "abc"
+    assert shorten("😀😀😀", 2) == "😀…"
 
 
 def test_cost_and_limits_text() -> None:

@@ -10,16 +10,16 @@ from IPython.utils.capture import capture_output
 
 from jupyter_agent.agent import Limits
 from jupyter_agent.agent.events import Notice, TextDelta, ToolCallEnd, ToolCallStart
-from jupyter_agent.display import format_call, format_recap, limit_message
-from jupyter_agent.render import (
+from jupyter_agent.store import SessionRecord, SessionState, TodoItem, Usage
+from jupyter_agent.ui.display import format_call, format_recap, limit_message
+from jupyter_agent.ui.render import (
     MarkdownTurnRenderer,
     PlainTurnRenderer,
     footer_markdown,
     markdown_escape,
     recap_markdown,
 )
-from jupyter_agent.results import TurnResult
-from jupyter_agent.store import SessionRecord, SessionState, TodoItem, Usage
+from jupyter_agent.ui.results import TurnResult
 
 
 def test_plain_renderer(capsys: pytest.CaptureFixture[str]) -> None:

@@ -219,7 +219,7 @@ def test_importing_does_nothing() -> None:
     import sys
 
     code = ("import sys, jupyter_agent, jupyter_agent.magics, jupyter_agent.controller, "
-            "jupyter_agent.display, jupyter_agent.paths, jupyter_agent.settings; "
+            "jupyter_agent.ui.display, jupyter_agent.paths, jupyter_agent.settings; "
             "print('ipywidgets' in sys.modules, 'openai' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()

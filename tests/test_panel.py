@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_agent.panel import SessionsPanel, format_row
 from jupyter_agent.store import SessionListing, SessionState, SessionStore, TodoItem, Usage
+from jupyter_agent.ui.panel import SessionsPanel, format_row
 
 
 def make_session(store: SessionStore, prompt: str, *, title: str = "", summary: str = "",

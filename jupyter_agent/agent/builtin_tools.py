@@ -384,8 +384,5 @@ class BuiltinTools:
         store = self.memory.store
         if store is None:
             raise ToolError("no memory store: the note cannot be saved")
-        existing = store.read_notes(kind)
-        line = "- " + " ".join(note.split())
-        text = (existing.rstrip("\n") + "\n" if existing.strip() else "") + line + "\n"
-        store.write_notes(kind, text)
+        store.append_note(kind, note)
         return f"noted in {kind}.md"

@@ -8,12 +8,14 @@ Importing this package does no I/O.
 
 from __future__ import annotations
 
+from jupyter_agent.store.base import NoteKind, Store
 from jupyter_agent.store.ids import new_session_id, validate_session_id
 from jupyter_agent.store.memory import MemoryStore
 from jupyter_agent.store.messages import to_message_dict
 from jupyter_agent.store.records import (
     SCHEMA_VERSION,
     Compaction,
+    LeaseHolder,
     SessionInfo,
     SessionListing,
     SessionRecord,
@@ -26,12 +28,15 @@ from jupyter_agent.store.sessions import SessionStore
 __all__ = [
     "SCHEMA_VERSION",
     "Compaction",
+    "LeaseHolder",
     "MemoryStore",
+    "NoteKind",
     "SessionInfo",
     "SessionListing",
     "SessionRecord",
     "SessionState",
     "SessionStore",
+    "Store",
     "TodoItem",
     "Usage",
     "new_session_id",

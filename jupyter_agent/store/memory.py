@@ -28,9 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
 
 from jupyter_agent.errors import CorruptSessionError, SessionNotFoundError
+from jupyter_agent.store.base import NoteKind
 from jupyter_agent.store.files import FileSignature, atomic_write, ensure_private_dir
 from jupyter_agent.store.ids import SESSION_ID_PATTERN, validate_session_id
 from jupyter_agent.store.messages import clean_text, message_text
@@ -44,7 +44,6 @@ from jupyter_agent.store.records import (
 
 __all__ = ["MemoryStore", "NoteKind"]
 
-NoteKind = Literal["project", "user"]
 _NOTE_FILES = {"project": "project.md", "user": "user.md"}
 _FIRST_PROMPT_CHARS = 200
 
@@ -183,6 +182,27 @@ class MemoryStore:
         path = self.notes_path(kind)
         ensure_private_dir(self.root)
         atomic_write(path, clean_text(text).encode("utf-8"))
+
+    def append_note(self, kind: NoteKind, line: str) -> None:
+        """Append one line (whitespace collapsed, as a ``- `` list item) to the notes of ``kind``.
+
+        Parameters
+        ----------
+        kind : {"project", "user"}
+        line : str
+            The note; runs of whitespace (line breaks included) become one space.
+
+        Raises
+        ------
+        ValueError
+            For an unknown ``kind``.
+        OSError
+            If the write fails; the previous notes are then intact.
+        """
+        existing = self.read_notes(kind)
+        item = "- " + " ".join(line.split())
+        text = (existing.rstrip("\n") + "\n" if existing.strip() else "") + item + "\n"
+        self.write_notes(kind, text)
 
     # ------------------------------------------------------------------ session files
 

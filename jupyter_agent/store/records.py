@@ -36,6 +36,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "UPGRADES",
     "Compaction",
+    "LeaseHolder",
     "SessionInfo",
     "SessionListing",
     "SessionRecord",
@@ -184,6 +185,33 @@ class SessionInfo(_Model):
     summary: str
 
 
+class LeaseHolder(_Model):
+    """Who holds a session's lease, as the holder recorded it when it took the lease.
+
+    Never holds secrets: no API key, no environment, no command line.
+
+    Attributes
+    ----------
+    pid : int or None
+        The holding process (``None`` when the holder did not say).
+    host : str
+        The machine it runs on (``socket.gethostname()``; "" if unknown).
+    user : str
+        The OS user it runs as ("" if unknown).
+    since : datetime or None
+        When the lease was taken (aware UTC).
+    label : str
+        What the holder is, for people: a notebook path, a kernel name or a command
+        (e.g. ``"analysis.ipynb"``, ``"jupyter agent rm"``); "" if unknown.
+    """
+
+    pid: int | None = None
+    host: CleanStr = ""
+    user: CleanStr = ""
+    since: UtcDatetime | None = None
+    label: CleanStr = ""
+
+
 class SessionListing(SessionInfo):
     """One entry of :meth:`SessionStore.list_sessions`.
 
@@ -203,6 +231,9 @@ class SessionListing(SessionInfo):
         Session tool-call count.
     first_prompt : str
         Text of the first user message, at most 200 characters ("" if none).
+    holder : LeaseHolder or None
+        Who holds the lease when ``status`` is ``"in use"`` (as far as the store can
+        tell), else ``None``.
     """
 
     title: str
@@ -213,6 +244,7 @@ class SessionListing(SessionInfo):
     cost_usd: float
     tool_calls: int
     first_prompt: str
+    holder: LeaseHolder | None = None
 
 
 # --------------------------------------------------------------------------- upgrades

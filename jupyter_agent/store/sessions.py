@@ -40,6 +40,7 @@ from jupyter_agent.store.ids import new_session_id, validate_session_id
 from jupyter_agent.store.leases import LeasedStore
 from jupyter_agent.store.messages import clean_text, fallback_summary, to_message_dict
 from jupyter_agent.store.records import (
+    LeaseHolder,
     SessionListing,
     SessionRecord,
     SessionState,
@@ -156,6 +157,46 @@ class SessionStore(LeasedStore):
             from a newer jupyter-agent); the file is left untouched.
         """
         return self._read_record(session_id)
+
+    def save(
+        self,
+        session_id: str,
+        messages: Sequence[Any],
+        state: SessionState | Mapping[str, Any] | None = None,
+    ) -> None:
+        """One save point: new messages and (when given) the checkpoint in one write.
+
+        Parameters
+        ----------
+        session_id : str
+        messages : sequence of dict or pydantic objects
+            The whole current working context; it must extend the saved one (see
+            :meth:`save_messages`).
+        state : SessionState or mapping, optional
+            The checkpoint to record with them (design §6).
+
+        Raises
+        ------
+        ContextMismatchError
+            If the messages do not extend the saved context; nothing is written.
+        pydantic.ValidationError
+            If a mapping does not describe a valid state.
+        InvalidSessionIdError, SessionNotFoundError, CorruptSessionError,
+        SessionLockedError, OSError, TypeError
+        """
+        incoming = list(messages)
+        snapshot = None
+        if state is not None:
+            data = state.model_dump() if isinstance(state, SessionState) else state
+            snapshot = SessionState.model_validate(data)
+
+        def change(record: SessionRecord) -> SessionRecord:
+            new = extend_context(record, incoming)
+            if snapshot is None or new.state == snapshot:
+                return new
+            return new.model_copy(update={"state": snapshot, "updated_at": utc_now()})
+
+        self._update(session_id, change)
 
     def save_messages(self, session_id: str, messages: Sequence[Any]) -> None:
         """Save the working context; new messages extend ``messages`` and ``transcript``.
@@ -343,6 +384,33 @@ class SessionStore(LeasedStore):
                     raise SessionNotFoundError(session_id, path) from None
                 self._cache.pop(session_id, None)
                 fsync_dir(self.sessions_dir)
+
+    def lease_holder(self, session_id: str) -> LeaseHolder | None:
+        """Who holds the session's lease: ``None`` when nobody does.
+
+        Parameters
+        ----------
+        session_id : str
+
+        Returns
+        -------
+        LeaseHolder or None
+            As recorded in the lock file by the holder (only its pid so far).
+
+        Raises
+        ------
+        InvalidSessionIdError
+        """
+        path = self.lock_path(session_id)
+        if self.holds_lease(session_id):
+            return LeaseHolder(pid=os.getpid())
+        if not lock_is_held(path):
+            return None
+        try:
+            text = path.read_text(encoding="ascii", errors="replace").strip()
+            return LeaseHolder(pid=int(text) if text.isdigit() else None)
+        except OSError:
+            return LeaseHolder()
 
     def list_sessions(self, include_archived: bool = False) -> list[SessionListing]:  # type: ignore[override]
         """List saved sessions, newest ``updated_at`` first, with title and status.

@@ -1,4 +1,4 @@
-"""The rows of :class:`~jupyter_agent.panel.SessionsPanel`: pure formatting and row widgets.
+"""The rows of :class:`~jupyter_agent.ui.panel.SessionsPanel`: pure formatting and row widgets.
 
 :func:`format_row` turns a listing into the texts of one row (a pure function);
 :func:`detail_html` turns a saved record into the detail view's HTML (pure as well);
@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import ipywidgets as widgets
 
-from jupyter_agent.display import format_cost, message_text, one_line, relative_time
+from jupyter_agent.store.messages import message_text
+from jupyter_agent.ui.display import format_cost, one_line, relative_time
 
 if TYPE_CHECKING:
     from jupyter_agent.store import SessionListing, SessionRecord

@@ -1,12 +1,12 @@
 """``SessionsPanel``: an ipywidgets view of the sessions of one memory directory.
 
-This module and :mod:`jupyter_agent.panel_rows` are the only ones that import
+This module and :mod:`jupyter_agent.ui.panel_rows` are the only ones that import
 ``ipywidgets`` at module level; the magics import them lazily (``%agent_sessions`` in a
 Jupyter kernel).
 
 Layout, top to bottom: a toolbar (text filter, show-archived toggle, Refresh), an error
 area, a one-line message area (cleared by the next action), one row per session of the
-current page (see :mod:`jupyter_agent.panel_rows`: name, summary excerpt, status, relative
+current page (see :mod:`jupyter_agent.ui.panel_rows`: name, summary excerpt, status, relative
 last update, message count, cost, and Details / Resume / Archive|Unarchive / Delete
 buttons; the kernel's active session is marked and cannot be resumed again), a delete
 confirmation bar, the pager ("page 1 of 7 (130 sessions)", just "3 sessions" on one page),
@@ -14,7 +14,7 @@ and the detail view of the selected session (a bordered box; Close or a second D
 click hides it, and so does filtering or deleting its session away).
 
 Design: child widgets are private attributes; handlers are named ``_on_<widget>_<event>``;
-:func:`~jupyter_agent.panel_rows.format_row` is a pure function; every handler is guarded
+:func:`~jupyter_agent.ui.panel_rows.format_row` is a pure function; every handler is guarded
 so that an exception becomes a message in the panel's error area instead of a traceback
 in the kernel log.
 The store is read once per :meth:`SessionsPanel.refresh` (filtering and paging work on
@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import ipywidgets as widgets
 
-from jupyter_agent.display import format_sessions_table
-from jupyter_agent.panel_rows import (
+from jupyter_agent.ui.display import format_sessions_table
+from jupyter_agent.ui.panel_rows import (
     UNTITLED,
     PanelRow,
     RowSlot,

@@ -2,7 +2,7 @@
 
 Every ``format_*`` function is a pure function of its arguments (plain text, one
 concept each) so the magics, the panel, the live renderers
-(:mod:`jupyter_agent.render`) and the tests share them.
+(:mod:`jupyter_agent.ui.render`) and the tests share them.
 
 Text is cut by code points (Python ``str`` indices), never inside a character.
 """
@@ -14,10 +14,12 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from jupyter_agent.store.messages import message_text
+
 if TYPE_CHECKING:
     from jupyter_agent.agent import Limits
-    from jupyter_agent.results import Resumed, TurnResult, UsageReport
     from jupyter_agent.store import Compaction, SessionListing, SessionRecord, TodoItem, Usage
+    from jupyter_agent.ui.results import Resumed, TurnResult, UsageReport
 
 __all__ = [
     "INTERRUPTED_MESSAGE",
@@ -38,11 +40,10 @@ __all__ = [
     "is_jupyter",
     "limit_message",
     "limits_left",
-    "message_text",
     "one_line",
     "relative_time",
     "result_preview",
-    "truncate",
+    "shorten",
 ]
 
 
@@ -54,14 +55,14 @@ def is_jupyter(shell: Any) -> bool:
     )
 
 
-def truncate(text: str, limit: int) -> str:
+def shorten(text: str, limit: int) -> str:
     """``text`` cut to at most ``limit`` code points, ending with ``…`` when cut."""
     return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
 
 
 def one_line(text: str, limit: int = 80) -> str:
-    """``text`` with all whitespace runs collapsed to one space, then :func:`truncate`."""
-    return truncate(" ".join(text.split()), limit)
+    """``text`` with all whitespace runs collapsed to one space, then :func:`shorten`."""
+    return shorten(" ".join(text.split()), limit)
 
 
 def result_preview(text: str, max_lines: int = 10, width: int = 160) -> list[str]:
@@ -87,7 +88,7 @@ def result_preview(text: str, max_lines: int = 10, width: int = 160) -> list[str
         lines.pop()
     if not lines:
         return ["(no output)"]
-    shown = [truncate(line, width) for line in lines[:max_lines]]
+    shown = [shorten(line, width) for line in lines[:max_lines]]
     if len(lines) > max_lines:
         more = len(lines) - max_lines
         shown.append(f"… ({more} more line{'s' if more != 1 else ''})")
@@ -222,16 +223,6 @@ def format_todos(todos: Sequence[TodoItem], *, open_only: bool = False) -> str:
 
 
 # --------------------------------------------------------------------------- messages
-def message_text(message: dict[str, Any]) -> str:
-    """The text of a chat message (string content or the text parts of a list)."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""
-
-
 def format_tool_call(name: str, arguments: str, *, limit: int = 2000) -> str:
     """A tool call in plain text: the code it runs for ``run_python``, else ``name(args)``."""
     try:
@@ -239,10 +230,10 @@ def format_tool_call(name: str, arguments: str, *, limit: int = 2000) -> str:
     except json.JSONDecodeError:
         args = arguments
     if isinstance(args, dict) and isinstance(args.get("code"), str):
-        code = truncate(args["code"].rstrip(), limit)
+        code = shorten(args["code"].rstrip(), limit)
         return f"▶ {name}\n" + "\n".join("    " + line for line in code.splitlines())
     shown = json.dumps(args, ensure_ascii=False) if not isinstance(args, str) else args
-    return f"▶ {name}({truncate(shown, 200)})"
+    return f"▶ {name}({shorten(shown, 200)})"
 
 
 def _arguments(arguments: str) -> Any:
@@ -264,10 +255,10 @@ def format_call(name: str, arguments: str, *, limit: int = 80) -> str:
     e.g. ``update_todo(id=1, status="in_progress")``; no arguments: ``read_scratchpad()``."""
     args = _arguments(arguments)
     if isinstance(args, dict):
-        shown = ", ".join(f"{key}={truncate(json.dumps(value, ensure_ascii=False), limit)}"
+        shown = ", ".join(f"{key}={shorten(json.dumps(value, ensure_ascii=False), limit)}"
                           for key, value in args.items())
     else:
-        shown = truncate(one_line(str(args)), limit)
+        shown = shorten(one_line(str(args)), limit)
     return f"{name}({shown})"
 
 
@@ -275,10 +266,10 @@ def _format_message(message: dict[str, Any]) -> str:
     role = message.get("role", "?")
     text = message_text(message)
     if role == "tool":
-        return f"[tool result {message.get('tool_call_id', '')}]\n{truncate(text, 500)}"
+        return f"[tool result {message.get('tool_call_id', '')}]\n{shorten(text, 500)}"
     lines = [f"[{role}]"]
     if text:
-        lines.append(text if role != "system" else truncate(text, 500))
+        lines.append(text if role != "system" else shorten(text, 500))
     for call in message.get("tool_calls") or []:
         fn = call.get("function", {})
         lines.append(format_tool_call(fn.get("name", "?"), fn.get("arguments", "")))
@@ -306,7 +297,7 @@ def format_transcript(transcript: Sequence[dict[str, Any]],
         for c in marks.get(i, []):
             parts.append(
                 f"═══ compaction at {c.at.isoformat(timespec='seconds')}: {c.replaced} "
-                f"messages replaced by a summary ═══\n{truncate(c.summary, 1000)}"
+                f"messages replaced by a summary ═══\n{shorten(c.summary, 1000)}"
             )
         if i < len(transcript):
             parts.append(_format_message(transcript[i]))
@@ -333,7 +324,7 @@ def format_recap(record: SessionRecord, *, unarchived: bool = False) -> str:
     if unarchived:
         lines.append("unarchived: the session was archived; resuming took it out of the archive")
     if record.summary:
-        lines.append("summary: " + truncate(record.summary.strip(), 600))
+        lines.append("summary: " + shorten(record.summary.strip(), 600))
     if any(t.status in ("pending", "in_progress") for t in state.todos):
         lines.append("open todos:\n" + format_todos(state.todos, open_only=True))
     last_user = next((m for m in reversed(record.messages) if m.get("role") == "user"), None)

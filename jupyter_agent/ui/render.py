@@ -22,21 +22,21 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
-from jupyter_agent.display import (
+from jupyter_agent.store.messages import message_text
+from jupyter_agent.ui.display import (
     format_call,
     format_recap_usage,
     format_resumed,
     format_tool_call,
     is_code_call,
-    message_text,
     one_line,
     result_preview,
-    truncate,
+    shorten,
 )
 
 if TYPE_CHECKING:
-    from jupyter_agent.results import Resumed
     from jupyter_agent.store import SessionRecord
+    from jupyter_agent.ui.results import Resumed
 
 __all__ = ["MarkdownText", "MarkdownTurnRenderer", "PlainTurnRenderer", "footer_markdown",
            "markdown_escape", "recap_markdown", "resumed_markdown"]
@@ -77,7 +77,7 @@ def footer_markdown(footer: str) -> MarkdownText:
 
 def recap_markdown(record: SessionRecord, *, unarchived: bool = False) -> str:
     """The ``%agent_resume`` recap as Markdown (Jupyter): the title as a heading, usage,
-    summary, open todos as a list, the last exchange (cf. :func:`~jupyter_agent.display.
+    summary, open todos as a list, the last exchange (cf. :func:`~jupyter_agent.ui.display.
     format_recap`, the same in plain text)."""
     name = record.title or f"session {record.id}"
     parts = [f"#### Resumed: {markdown_escape(name)}",
@@ -85,7 +85,7 @@ def recap_markdown(record: SessionRecord, *, unarchived: bool = False) -> str:
     if unarchived:
         parts.append("*The session was archived; resuming took it out of the archive.*")
     if record.summary:
-        lines = truncate(record.summary.strip(), 600).splitlines()
+        lines = shorten(record.summary.strip(), 600).splitlines()
         parts.append("**Summary**  \n" + "  \n".join(markdown_escape(line) for line in lines))
     todos = [t for t in record.state.todos if t.status in ("pending", "in_progress")]
     if todos:

@@ -1,0 +1,159 @@
+"""The store protocol: what the agent, controller, panel, built-in tools and CLI call.
+
+:class:`Store` names every operation on saved sessions and notes that code outside
+``jupyter_agent.store`` may use. Backends implement it by composition (the JSON-file
+backend, :class:`~jupyter_agent.store.SessionStore`; a database backend later) and are
+held to the same contract tests (``tests/store_contract``). Code that talks to a store
+annotates it as :class:`Store`, never as a concrete backend.
+
+The rules every backend keeps (design §1-§10):
+
+* session IDs are validated before use (design §1): an invalid one raises
+  :class:`~jupyter_agent.errors.InvalidSessionIdError` before anything is touched;
+* every method that changes a session holds its lease while it does so (design §7); a
+  lease held by another process or another store object raises
+  :class:`~jupyter_agent.errors.SessionLockedError` at once, naming the holder;
+* a method that changes an unknown session raises
+  :class:`~jupyter_agent.errors.SessionNotFoundError` and leaves nothing behind;
+* :meth:`Store.save` is one save point (design §5): new messages and, when given, the
+  checkpoint are recorded by one durable write; a crash leaves either all of it or none;
+* reads (:meth:`Store.load_session`, :meth:`Store.exists`, :meth:`Store.list_sessions`,
+  :meth:`Store.lease_holder`, :meth:`Store.read_notes`) take no lease and change nothing;
+* a record that cannot be read raises :class:`~jupyter_agent.errors.CorruptSessionError`
+  naming where it is, and is left untouched; listing skips it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from jupyter_agent.store.records import LeaseHolder, SessionListing, SessionRecord, SessionState
+
+__all__ = ["NoteKind", "Store"]
+
+NoteKind = Literal["project", "user"]
+"""The two notes of a memory directory: ``project.md`` and ``user.md`` (design §2)."""
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Saved sessions, their leases, and the notes of one memory directory.
+
+    See the module docstring for the rules every implementation keeps; each method's
+    own docstring on :class:`~jupyter_agent.store.SessionStore` gives its parameters,
+    return values and errors in full.
+    """
+
+    # ---- notes (design §2)
+    def read_notes(self, kind: NoteKind) -> str:
+        """The notes of ``kind`` ("" when there are none)."""
+        ...
+
+    def write_notes(self, kind: NoteKind, text: str) -> None:
+        """Replace the notes of ``kind`` with ``text``."""
+        ...
+
+    def append_note(self, kind: NoteKind, line: str) -> None:
+        """Append one line to the notes of ``kind``; concurrent appenders lose nothing."""
+        ...
+
+    # ---- sessions
+    def create_session(
+        self,
+        messages: Sequence[Any],
+        *,
+        session_id: str | None = None,
+        title: str = "",
+        project_root: str | None = None,
+    ) -> str:
+        """Create a session whose working context and transcript start as ``messages``."""
+        ...
+
+    def exists(self, session_id: str) -> bool:
+        """Whether a session with this ID is saved."""
+        ...
+
+    def load_session(self, session_id: str) -> SessionRecord:
+        """The whole record of a session (a fresh object)."""
+        ...
+
+    def save(
+        self,
+        session_id: str,
+        messages: Sequence[Any],
+        state: SessionState | Mapping[str, Any] | None = None,
+    ) -> None:
+        """One save point: extend the working context with ``messages`` and record
+        ``state`` (when given) in one write (design §3, §5, §6)."""
+        ...
+
+    def save_messages(self, session_id: str, messages: Sequence[Any]) -> None:
+        """:meth:`save` without a checkpoint."""
+        ...
+
+    def save_state(self, session_id: str, state: SessionState | Mapping[str, Any]) -> None:
+        """Record the checkpoint alone (nothing is written when it is unchanged)."""
+        ...
+
+    def compact(
+        self,
+        session_id: str,
+        messages: Sequence[Any],
+        *,
+        summary: str,
+        replaced: int | None = None,
+    ) -> None:
+        """Replace the working context after a compaction; the transcript is untouched
+        and a compaction event is recorded (design §4)."""
+        ...
+
+    def write_summary(self, session_id: str, summary: str) -> None:
+        """Replace the summary (design §9)."""
+        ...
+
+    def ensure_summary(self, session_id: str) -> str:
+        """The summary, after writing the fallback excerpt if there was none (design §9)."""
+        ...
+
+    def set_title(self, session_id: str, title: str) -> None:
+        """Set the title."""
+        ...
+
+    def set_archived(self, session_id: str, archived: bool = True) -> None:
+        """Archive or unarchive."""
+        ...
+
+    def delete_session(self, session_id: str) -> None:
+        """Delete the session for good."""
+        ...
+
+    def list_sessions(self, include_archived: bool = False) -> list[SessionListing]:
+        """One entry per readable session, most recently updated first (design §10)."""
+        ...
+
+    # ---- leases (design §7)
+    def acquire_lease(self, session_id: str) -> None:
+        """Take (or re-enter) the session's lease, without waiting."""
+        ...
+
+    def release_lease(self, session_id: str) -> None:
+        """Undo one :meth:`acquire_lease`."""
+        ...
+
+    def lease(self, session_id: str) -> AbstractContextManager[None]:
+        """Hold the lease for a ``with`` block."""
+        ...
+
+    def holds_lease(self, session_id: str) -> bool:
+        """Whether this store object holds the session's lease."""
+        ...
+
+    def lease_holder(self, session_id: str) -> LeaseHolder | None:
+        """Who holds the session's lease (``None`` when nobody does)."""
+        ...
+
+    def release_all(self) -> None:
+        """Release every lease this store object holds."""
+        ...
