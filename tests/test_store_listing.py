@@ -71,6 +71,7 @@ def test_listing_fields(store: SessionStore) -> None:
         "cost_usd": 0.25,
         "tool_calls": 4,
         "first_prompt": "x" * 200,
+        "holder": None,
     }
 
 
