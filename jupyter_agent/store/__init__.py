@@ -15,6 +15,7 @@ from jupyter_agent.store.messages import to_message_dict
 from jupyter_agent.store.records import (
     SCHEMA_VERSION,
     Compaction,
+    ForkOrigin,
     LeaseHolder,
     SessionInfo,
     SessionListing,
@@ -28,6 +29,7 @@ from jupyter_agent.store.sessions import SessionStore
 __all__ = [
     "SCHEMA_VERSION",
     "Compaction",
+    "ForkOrigin",
     "LeaseHolder",
     "MemoryStore",
     "NoteKind",

@@ -36,6 +36,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "UPGRADES",
     "Compaction",
+    "ForkOrigin",
     "LeaseHolder",
     "SessionInfo",
     "SessionListing",
@@ -160,6 +161,22 @@ class Compaction(_Model):
     transcript_length: int
 
 
+class ForkOrigin(_Model):
+    """Where a forked session came from.
+
+    Attributes
+    ----------
+    session_id : str
+        The parent session.
+    turn : int or None
+        The parent's user turn the fork was cut after (1-based), or ``None`` when the
+        fork copied the whole parent.
+    """
+
+    session_id: Annotated[str, AfterValidator(validate_session_id)]
+    turn: int | None = None
+
+
 class SessionRecord(_Model):
     """The whole content of ``sessions/<id>.json`` (see the module docstring)."""
 
@@ -175,6 +192,7 @@ class SessionRecord(_Model):
     transcript: list[dict[str, Any]] = Field(default_factory=list)
     compactions: list[Compaction] = Field(default_factory=list)
     state: SessionState = Field(default_factory=SessionState)
+    parent: ForkOrigin | None = None
 
 
 class SessionInfo(_Model):
@@ -388,6 +406,7 @@ def dump_record(record: SessionRecord) -> bytes:
             _encode(head["compactions"]),
             ',"state":',
             _encode(head["state"]),
+            "" if head["parent"] is None else ',"parent":' + _encode(head["parent"]),
             "}",
         ]
     )
