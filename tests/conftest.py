@@ -6,23 +6,20 @@
 - ``shell``: a fresh ``InteractiveShell`` per test (history off) with the extension
   loaded through ``%load_ext jupyter_agent``; ``make_shell(config)`` builds one from a
   ``traitlets.config.Config`` (the equivalent of ``ipython_config.py``).
-- ``run_cell(shell, code)``: runs a cell and raises its error, if any.
 - ``model_server``: a started ``ScriptedModelServer`` (empty script; tests add steps).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
 from jupyter_agent.testing import ScriptedModelServer
-
-ShellFactory = Callable[..., InteractiveShell]
+from tests.shells import ShellFactory
 
 
 @pytest.fixture(autouse=True)
@@ -78,13 +75,6 @@ def shell(make_shell: ShellFactory) -> InteractiveShell:
     return make_shell()
 
 
-def run_cell(shell: InteractiveShell, code: str) -> Any:
-    """Run ``code`` as a cell; raise the cell's error if it failed; return its result."""
-    result = shell.run_cell(code, store_history=False)
-    result.raise_error()
-    return result.result
-
-
 @pytest.fixture
 def model_server() -> Iterator[ScriptedModelServer]:
     """A running ``ScriptedModelServer`` with an empty script."""
@@ -97,8 +87,3 @@ def agent_shell(shell: InteractiveShell, model_server: ScriptedModelServer) -> I
     """``shell`` with ``AgentMagics.base_url`` pointing at ``model_server``."""
     shell.run_line_magic("config", f'AgentMagics.base_url = "{model_server.base_url}"')
     return shell
-
-
-def magics_of(shell: InteractiveShell) -> Any:
-    """The shell's ``AgentMagics`` instance."""
-    return dict.get(shell.magics_manager.registry, "AgentMagics")

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kernel_helpers import RealKernel, kernel_env
 
 from jupyter_agent.testing import ScriptedModelServer
+from tests.kernels import RealKernel, kernel_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 

@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import ShellFactory, magics_of
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
@@ -16,6 +15,7 @@ from jupyter_agent.errors import LimitExceededError
 from jupyter_agent.paths import find_project_root
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
+from tests.shells import ShellFactory, magics_of
 
 CODE_STEP = {"tool_calls": [{"name": "run_python", "arguments": {"code": "x = 21 * 2\nprint(x)"}}]}
 

@@ -6,7 +6,6 @@ import socket
 from pathlib import Path
 
 import pytest
-from conftest import magics_of
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
@@ -14,6 +13,7 @@ from IPython.utils.capture import capture_output
 from jupyter_agent.errors import JupyterAgentError, ModelError
 from jupyter_agent.store import SessionState, SessionStore
 from jupyter_agent.testing import ScriptedModelServer
+from tests.shells import magics_of
 
 
 def usage_error(shell: InteractiveShell, magic: str, line: str = "",

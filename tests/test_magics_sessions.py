@@ -9,12 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import ShellFactory, magics_of
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
+from tests.shells import ShellFactory, magics_of
 
 PROBE = """
 import fcntl, os, sys

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ShellFactory, run_cell
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets import TraitError
@@ -18,6 +17,7 @@ from traitlets.config.loader import PyFileConfigLoader
 
 from jupyter_agent.magics import AgentMagics
 from jupyter_agent.settings import DEFAULT_MODEL
+from tests.shells import ShellFactory, run_cell
 
 MAGIC_NAMES = {
     "line": {"agent", "agent_new", "agent_resume", "agent_sessions", "agent_summary",

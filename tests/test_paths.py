@@ -6,10 +6,10 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import ShellFactory
 
 from jupyter_agent.paths import MEMORY_DIR_ENV, find_project_root, resolve_memory_dir
 from jupyter_agent.testing import ScriptedModelServer
+from tests.shells import ShellFactory
 
 
 @pytest.mark.parametrize("marker", [".jupyter_agent", ".git", "pyproject.toml"])

@@ -12,20 +12,19 @@ import time
 from pathlib import Path
 
 import pytest
-from test_agent_helpers import (  # noqa: F401  (fixtures)
-    Recorder,
-    interrupt_on_second_delta,
-    make_agent,
-    read_record,
-    roles,
-    store_fixture,
-    tool_step,
-)
 
 from jupyter_agent.agent import AgentEvent
 from jupyter_agent.agent.session import RESUME_REPAIR
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
+from tests.agent.helpers import (
+    Recorder,
+    interrupt_on_second_delta,
+    make_agent,
+    read_record,
+    roles,
+    tool_step,
+)
 
 
 def test_keyboard_interrupt_inside_a_tool_batch(

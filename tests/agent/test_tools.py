@@ -8,18 +8,12 @@ from typing import Literal
 import pytest
 from IPython.core.error import StdinNotImplementedError
 from IPython.core.interactiveshell import InteractiveShell
-from test_agent_helpers import (  # noqa: F401  (fixtures)
-    Recorder,
-    ishell_fixture,
-    make_agent,
-    store_fixture,
-    tool_step,
-)
 
 from jupyter_agent.agent import BuiltinTools, ToolRegistry, tool_from_function
 from jupyter_agent.agent.pyexec import run_code, truncate
 from jupyter_agent.store import SessionState, SessionStore
 from jupyter_agent.testing import ScriptedModelServer
+from tests.agent.helpers import Recorder, make_agent, tool_step
 
 
 def convert(amount: float, currency: Literal["EUR", "USD"] = "EUR", rounded: bool = True) -> str:

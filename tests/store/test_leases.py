@@ -17,7 +17,7 @@ import pytest
 from jupyter_agent.errors import SessionLockedError, SessionNotFoundError
 from jupyter_agent.store import SessionStore
 
-CHILD = str(Path(__file__).with_name("store_child.py"))
+CHILD = str(Path(__file__).with_name("child.py"))
 
 
 def run_child(mode: str, root: Path, sid: str, *extra: str) -> dict[str, object]:

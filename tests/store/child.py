@@ -3,7 +3,7 @@
 Used two ways:
 
 * imported, by ``multiprocessing`` (forkserver context): :func:`crash_writer`;
-* as a script, ``python tests/store_child.py MODE ROOT SESSION_ID [ARG]``:
+* as a script, ``python tests/store/child.py MODE ROOT SESSION_ID [ARG]``:
 
   - ``hold``: take the lease, print ``held <pid>``, keep it until stdin closes;
   - ``try``: try to save one more message; print a JSON line with the outcome;

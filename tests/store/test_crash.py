@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
-from store_child import crash_message, crash_state, crash_writer
 
 from jupyter_agent.store import SessionStore
+from tests.store.child import crash_message, crash_state, crash_writer
 
 KILLS = 40
 
@@ -26,7 +26,7 @@ KILLS = 40
 @pytest.fixture(scope="module")
 def forkserver() -> multiprocessing.context.BaseContext:
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["jupyter_agent.store", "store_child"])
+    ctx.set_forkserver_preload(["jupyter_agent.store", "tests.store.child"])
     return ctx
 
 

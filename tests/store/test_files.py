@@ -16,7 +16,7 @@ import pytest
 from jupyter_agent.store import SessionStore
 from jupyter_agent.store.files import atomic_write
 
-CHILD = str(Path(__file__).with_name("store_child.py"))
+CHILD = str(Path(__file__).with_name("child.py"))
 
 
 def mode(path: Path) -> int:

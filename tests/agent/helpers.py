@@ -1,4 +1,4 @@
-"""Helpers shared by the agent tests (imported as ``test_agent_helpers``).
+"""Helpers shared by the agent tests (``from tests.agent.helpers import ...``).
 
 Everything is real: a ``ScriptedModelServer`` on loopback, the ``openai`` client with
 ``max_retries=0``, a ``SessionStore`` on ``tmp_path`` and a real ``InteractiveShell``.
@@ -7,14 +7,9 @@ Everything is real: a ``ScriptedModelServer`` on loopback, the ``openai`` client
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import openai
-import pytest
-from IPython.core.interactiveshell import InteractiveShell
-from traitlets.config import Config
 
 from jupyter_agent.agent import Agent, AgentEvent
 from jupyter_agent.store import SessionStore
@@ -63,36 +58,6 @@ class Recorder:
 
     def of(self, kind: str) -> list[Any]:
         return [e for e in self.events if e.kind == kind]
-
-
-@pytest.fixture(name="store")
-def store_fixture(tmp_path: Path) -> SessionStore:
-    """A session store on ``tmp_path``."""
-    return SessionStore(tmp_path / "store")
-
-
-@pytest.fixture(name="ishell")
-def ishell_fixture() -> Iterator[InteractiveShell]:
-    """A real, bare ``InteractiveShell`` (history off, no extension), cleared after."""
-    InteractiveShell.clear_instance()
-    config = Config()
-    config.HistoryManager.enabled = False
-    shell = InteractiveShell.instance(config=config)
-    yield shell
-    InteractiveShell.clear_instance()
-
-
-def test_helpers_build_a_working_agent(
-    model_server: ScriptedModelServer, store: SessionStore
-) -> None:
-    model_server.add_steps([{"text": "hello"}])
-    agent = make_agent(model_server, store)
-    assert agent.run("hi") == "hello"
-    assert roles(read_record(store, agent.session_id or "")["messages"]) == [
-        "system",
-        "user",
-        "assistant",
-    ]
 
 
 def interrupt_on_second_delta(deltas: list[str] | None = None) -> Any:

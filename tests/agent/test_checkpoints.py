@@ -9,18 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_agent_helpers import (  # noqa: F401  (fixtures)
-    make_agent,
-    read_record,
-    roles,
-    store_fixture,
-    tool_step,
-)
 
 from jupyter_agent.agent import Agent
 from jupyter_agent.errors import ModelError
 from jupyter_agent.store import SessionStore, TodoItem
 from jupyter_agent.testing import ScriptedModelServer
+from tests.agent.helpers import make_agent, read_record, roles, tool_step
 
 
 def test_the_checkpoint_before_the_model_request(

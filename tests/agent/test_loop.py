@@ -11,20 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_agent_helpers import (  # noqa: F401  (fixtures)
-    Recorder,
-    ishell_fixture,
-    make_agent,
-    read_record,
-    roles,
-    store_fixture,
-    tool_step,
-)
 
 from jupyter_agent.agent import Agent, Notice, TextDelta, ToolCallEnd, ToolCallStart, UsageUpdate
 from jupyter_agent.errors import CorruptSessionError, SessionLockedError
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
+from tests.agent.helpers import Recorder, make_agent, read_record, roles, tool_step
 
 
 def test_each_save_point_is_on_disk_when_the_next_step_starts(
@@ -330,3 +322,16 @@ def test_price_unknown_notice_once(model_server: ScriptedModelServer, store: Ses
     assert len(notices) == 1 and "price unknown" in notices[0]
     assert agent.state.usage.price_unknown
     assert agent.state.usage.cost_usd == 0.0
+
+
+def test_helpers_build_a_working_agent(
+    model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    model_server.add_steps([{"text": "hello"}])
+    agent = make_agent(model_server, store)
+    assert agent.run("hi") == "hello"
+    assert roles(read_record(store, agent.session_id or "")["messages"]) == [
+        "system",
+        "user",
+        "assistant",
+    ]

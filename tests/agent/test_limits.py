@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from test_agent_helpers import (  # noqa: F401  (fixtures)
-    Recorder,
-    make_agent,
-    read_record,
-    roles,
-    store_fixture,
-    tool_step,
-)
 
 from jupyter_agent.agent import Limits
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
+from tests.agent.helpers import Recorder, make_agent, read_record, roles, tool_step
 
 # 100 prompt tokens at $1000 per million = $0.10 per call (priced by the override).
 PRICES = {"priced-model": (1000.0, 0.0)}

@@ -4,20 +4,19 @@
 from __future__ import annotations
 
 import pytest
-from test_agent_helpers import (  # noqa: F401  (fixtures)
-    Recorder,
-    interrupt_on_second_delta,
-    make_agent,
-    read_record,
-    roles,
-    store_fixture,
-    tool_step,
-)
 
 from jupyter_agent.agent import Limits
 from jupyter_agent.errors import ModelError
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
+from tests.agent.helpers import (
+    Recorder,
+    interrupt_on_second_delta,
+    make_agent,
+    read_record,
+    roles,
+    tool_step,
+)
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "plain"])

@@ -6,19 +6,13 @@ import socket
 
 import openai
 import pytest
-from test_agent_helpers import (  # noqa: F401  (fixtures)
-    make_agent,
-    make_client,
-    read_record,
-    roles,
-    store_fixture,
-)
 
 from jupyter_agent.agent import context_window_for, price_call
 from jupyter_agent.agent import make_client as factory
 from jupyter_agent.errors import ModelError, ModelNotConfiguredError
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
+from tests.agent.helpers import make_agent, make_client, read_record, roles
 
 
 def _unused_port() -> int:

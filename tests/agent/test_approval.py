@@ -14,16 +14,11 @@ import sys
 from typing import Any
 
 import pytest
-from test_agent_helpers import (  # noqa: F401  (fixtures)
-    Recorder,
-    make_agent,
-    store_fixture,
-    tool_step,
-)
 
 from jupyter_agent.agent.builtin_tools import NO_STDIN_REFUSAL, stdin_is_usable
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
+from tests.agent.helpers import Recorder, make_agent, tool_step
 
 _CHILD = """
 import json, sys, openai
@@ -101,7 +96,7 @@ def test_in_a_kernel_whose_front_end_allows_no_stdin_ask_refuses_without_asking(
     model_server: ScriptedModelServer, tmp_path: Any
 ) -> None:
     """A real ipykernel executing with ``allow_stdin=False`` (as nbclient does)."""
-    from kernel_helpers import RealKernel, kernel_env
+    from tests.kernels import RealKernel, kernel_env
 
     model_server.add_steps([tool_step(("run_python", {"code": "ran = True"})), {"text": "ok"}])
     kernel = RealKernel(tmp_path, kernel_env())

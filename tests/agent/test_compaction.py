@@ -5,15 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from IPython.core.interactiveshell import InteractiveShell
-from test_agent_helpers import (  # noqa: F401  (fixtures)
-    Recorder,
-    ishell_fixture,
-    make_agent,
-    read_record,
-    roles,
-    store_fixture,
-    tool_step,
-)
 
 from jupyter_agent.agent.context import (
     SUMMARY_MARKER,
@@ -24,6 +15,7 @@ from jupyter_agent.agent.context import (
 )
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
+from tests.agent.helpers import Recorder, make_agent, read_record, roles, tool_step
 
 # context_window=4000, compact_at=0.5: compaction above ~2000 estimated tokens; the
 # verbatim tail may use ~1000 tokens.

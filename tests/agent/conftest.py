@@ -1,0 +1,29 @@
+"""Fixtures of the agent tests: a store on ``tmp_path`` and a bare ``InteractiveShell``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from traitlets.config import Config
+
+from jupyter_agent.store import SessionStore
+
+
+@pytest.fixture(name="store")
+def store_fixture(tmp_path: Path) -> SessionStore:
+    """A session store on ``tmp_path``."""
+    return SessionStore(tmp_path / "store")
+
+
+@pytest.fixture(name="ishell")
+def ishell_fixture() -> Iterator[InteractiveShell]:
+    """A real, bare ``InteractiveShell`` (history off, no extension), cleared after."""
+    InteractiveShell.clear_instance()
+    config = Config()
+    config.HistoryManager.enabled = False
+    shell = InteractiveShell.instance(config=config)
+    yield shell
+    InteractiveShell.clear_instance()
