@@ -71,6 +71,10 @@ class Store(Protocol):
         """Create a session whose working context and transcript start as ``messages``."""
         ...
 
+    def import_session(self, record: SessionRecord) -> None:
+        """Add a whole record as a new session under its own ID (forks, migrations)."""
+        ...
+
     def exists(self, session_id: str) -> bool:
         """Whether a session with this ID is saved."""
         ...

@@ -65,10 +65,14 @@ class LeasedStore(MemoryStore):
     ----------
     root : str or os.PathLike
         The memory directory.
+    holder_label : str, optional
+        What this store's holder is, for people who find a session in use (a notebook
+        path, a kernel name, a command); recorded with each lease it takes. Never a secret.
     """
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, holder_label: str = "") -> None:
         super().__init__(root)
+        self.holder_label = holder_label
         self._leases: dict[str, _Lease] = {}
         self._cache: dict[str, tuple[SessionRecord, FileSignature]] = {}
         self._mutex = threading.RLock()

@@ -31,12 +31,13 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from jupyter_agent.errors import SessionNotFoundError
+from jupyter_agent.errors import SessionLockedError, SessionNotFoundError
 from jupyter_agent.store.changes import extend_context, replace_context
 from jupyter_agent.store.files import fsync_dir, lock_is_held
-from jupyter_agent.store.ids import new_session_id, validate_session_id
+from jupyter_agent.store.ids import SESSION_ID_PATTERN, new_session_id, validate_session_id
 from jupyter_agent.store.leases import LeasedStore
 from jupyter_agent.store.messages import clean_text, fallback_summary, to_message_dict
 from jupyter_agent.store.records import (
@@ -120,6 +121,66 @@ class SessionStore(LeasedStore):
                     )
                 )
         return session_id
+
+    def import_session(self, record: SessionRecord) -> None:
+        """Save a whole record as a new session under its own ID (forks, migrations).
+
+        Everything is kept as given: working context, transcript, compactions, state,
+        summary, title, archived flag, parent and timestamps.
+
+        Parameters
+        ----------
+        record : SessionRecord
+            The session to add; ``record.id`` must not exist in this store yet.
+
+        Raises
+        ------
+        FileExistsError
+            If a session with that ID exists (nothing is changed).
+        InvalidSessionIdError, SessionLockedError, OSError
+        """
+        with self._mutex, self.lease(record.id):
+            path = self.session_path(record.id)
+            if os.path.lexists(path):
+                raise FileExistsError(errno.EEXIST, "session already exists", str(path))
+            self._store(record.model_copy(deep=True))
+
+    def collect_garbage(self) -> list[Path]:
+        """Remove what killed writers left behind; return the paths removed.
+
+        Temporary files of interrupted atomic writes (``sessions/.<id>.json.*.tmp``) are
+        removed for every session whose lease nobody holds (under that lease, so no
+        cooperating writer can be using them). Sessions in use are left alone.
+
+        Returns
+        -------
+        list of pathlib.Path
+            The files removed, in no particular order.
+
+        Raises
+        ------
+        OSError
+            If the sessions directory cannot be read.
+        """
+        removed: list[Path] = []
+        if not self.sessions_dir.is_dir():
+            return removed
+        temps: dict[str, list[Path]] = {}
+        for entry in os.scandir(self.sessions_dir):
+            name = entry.name
+            if name.startswith(".") and name.endswith(".tmp") and ".json." in name:
+                temps.setdefault(name[1:].split(".json.", 1)[0], []).append(Path(entry.path))
+        for session_id, paths in temps.items():
+            if SESSION_ID_PATTERN.fullmatch(session_id) is None:
+                continue
+            try:
+                with self.lease(session_id):
+                    for path in paths:
+                        if not path.exists():  # taking the lease may have removed them
+                            removed.append(path)
+            except SessionLockedError:
+                continue
+        return removed
 
     def exists(self, session_id: str) -> bool:
         """Tell whether ``sessions/<id>.json`` exists (no lease, nothing created).
