@@ -9,9 +9,14 @@ import pytest
 
 from jupyter_agent.agent import Limits
 from jupyter_agent.agent.events import TextDelta
+from jupyter_agent.client import PLACEHOLDER_API_KEY, build_client
 from jupyter_agent.controller import AgentController, TurnResult
-from jupyter_agent.errors import JupyterAgentError, ModelNotConfiguredError, SessionLockedError
-from jupyter_agent.settings import PLACEHOLDER_API_KEY, SessionOptions, Settings, build_client
+from jupyter_agent.errors import (
+    JupyterAgentError,
+    ModelNotConfiguredError,
+    SessionLockedError,
+)
+from jupyter_agent.settings import SessionOptions, Settings
 from jupyter_agent.store import Compaction, SessionStore, Usage
 from jupyter_agent.testing import ScriptedModelServer
 from jupyter_agent.ui.display import (
@@ -34,7 +39,7 @@ def test_options_override_only_what_is_given() -> None:
 
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"approve": "x"}, "approve must be one of auto, ask, deny"),
-    ({"base_url": "file:///x"}, "base_url must be an http:// or https:// URL"),
+    ({"base_url": "file:///x"}, "^--base-url must be an http:// or https:// URL"),
     ({"max_cost_usd": -0.01}, r"^--max-cost must be zero or more \(got -0.01\)$"),
     ({"max_cost_usd": float("nan")}, r"^--max-cost must be a finite number \(got nan\)$"),
     ({"max_cost_usd": float("inf")}, r"^--max-cost must be a finite number \(got inf\)$"),
@@ -96,19 +101,6 @@ def test_remote_servers_and_openai_get_the_key_and_openai_base_url_counts() -> N
     # the OpenAI API's own URL is no base_url: it still needs the key
     with pytest.raises(ModelNotConfiguredError):
         build_client(Settings(base_url="https://api.openai.com/v1"), environ={})
-
-
-def test_limit_error_describes_the_stop() -> None:
-    usage = Usage(cost_usd=0.75)
-    result = TurnResult("s", "stopped", "max_cost_usd", Usage(), usage, 0, 4,
-                        Limits(max_cost_usd=0.5, max_tool_calls=4, max_iterations=2))
-    err = result.limit_error
-    assert err is not None and str(err) == "limit reached: max_cost_usd = 0.5 (session is at 0.75)"
-    calls = TurnResult("s", "x", "max_tool_calls", Usage(), usage, 1, 4, result.limits)
-    assert str(calls.limit_error) == "limit reached: max_tool_calls = 4 (session is at 4)"
-    iters = TurnResult("s", "x", "max_iterations", Usage(), usage, 1, 4, result.limits)
-    assert str(iters.limit_error) == "limit reached: max_iterations = 2 (session is at 2)"
-    assert TurnResult("s", "x", None, Usage(), usage, 0, 0, Limits()).limit_error is None
 
 
 def test_controller_without_a_shell(tmp_path: Path) -> None:

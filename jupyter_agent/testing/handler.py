@@ -57,12 +57,15 @@ class Exchange:
         The ``chat.completion`` object, the list of stream chunks, or the error body.
     stream : bool
         Whether the request asked for a stream (``"stream": true``).
+    raw : bytes
+        The request body exactly as it arrived.
     """
 
     request: Any
     status: int | None = None
     response: Any = None
     stream: bool = False
+    raw: bytes = b""
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -202,7 +205,8 @@ class _Handler(BaseHTTPRequestHandler):
         except (ValueError, UnicodeDecodeError):
             body = _UNPARSED
         else:
-            exchange = Exchange(body, stream=isinstance(body, dict) and body.get("stream") is True)
+            exchange = Exchange(body, stream=isinstance(body, dict) and body.get("stream") is True,
+                                raw=raw)
             owner._record(exchange)
         try:
             owner._check_auth(self.headers.get("Authorization"))
