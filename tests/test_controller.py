@@ -13,6 +13,8 @@ from jupyter_agent.client import PLACEHOLDER_API_KEY, build_client
 from jupyter_agent.controller import AgentController, TurnResult
 from jupyter_agent.errors import (
     JupyterAgentError,
+    LimitExceededError,
+    ModelError,
     ModelNotConfiguredError,
     SessionLockedError,
 )
@@ -176,3 +178,42 @@ def test_transcript_markers_sit_at_the_recorded_lengths() -> None:
     order = [text.index(k) for k in ("m0", "m1", "S1", "m2", "m4", "S2")]
     assert order == sorted(order)
     assert "═══ compaction at 2026-01-02T03:04:05+00:00: 2 messages replaced" in text
+
+
+def test_a_limit_reaches_the_front_end_as_the_agents_error_object(tmp_path: Path) -> None:
+    env = {"JUPYTER_AGENT_MEMORY_DIR": str(tmp_path / "mem")}
+    step = {"tool_calls": [{"name": "list_todos", "arguments": {}}]}
+    with ScriptedModelServer([step, step]) as server:
+        settings = Settings(base_url=server.base_url, model="scripted", max_iterations=1)
+        ctl = AgentController(lambda: settings, environ=env)
+        ctl.new_session()
+        result = ctl.ask("loop")
+        assert result.stop_reason == "max_iterations"
+        err = result.limit_error
+        assert isinstance(err, LimitExceededError)
+        assert err is ctl._require_active().agent.limit_error
+        assert (err.limit, err.value, err.maximum) == ("max_iterations", 1, 1)
+        assert ctl.ask("again").limit_error is not err
+        ctl.close()
+
+
+def test_settings_and_the_key_apply_at_the_next_prompt_on_the_same_lease(tmp_path: Path) -> None:
+    env = {"JUPYTER_AGENT_MEMORY_DIR": str(tmp_path / "mem"), "LAB_KEY": "first"}
+    with ScriptedModelServer(["one", "two", "three"], require_api_key="second") as server:
+        current = [Settings(base_url=server.base_url, api_key_env="LAB_KEY", model="m1")]
+        ctl = AgentController(lambda: current[0], environ=env)
+        sid = ctl.new_session()
+        with pytest.raises(ModelError, match="rejected the API key from LAB_KEY"):
+            ctl.ask("hello")
+        env["LAB_KEY"] = "second"  # e.g. %dotenv: no restart, no new session
+        assert ctl.ask("hello again").reply == "one"
+        agent = ctl._require_active().agent
+        current[0] = current[0].replace(model="m2", approve="deny", max_tool_calls=4)
+        assert ctl.ask("and now?").reply == "two"
+        assert ctl._require_active().agent is agent  # same agent, same session, same lease
+        assert (agent.model.name, agent.approval, agent.limits.max_tool_calls) == (
+            "m2", "deny", 4)
+        assert [r["model"] for r in server.requests[-2:]] == ["m1", "m2"]
+        assert ctl.store.holds_lease(sid)
+        ctl.close()
+        assert not ctl.store.holds_lease(sid)
