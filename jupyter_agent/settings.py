@@ -60,6 +60,7 @@ DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 #: :class:`~jupyter_agent.agent.model.Model` implementation (imported when first used).
 MODEL_APIS: Mapping[str, str] = {
     "chat": "jupyter_agent.agent.chat:ChatModel",
+    "responses": "jupyter_agent.agent.responses:ResponsesModel",
 }
 
 Use = Literal["endpoint", "limit", "agent", "request", "front end"]
@@ -207,7 +208,8 @@ OPTIONS: tuple[Option, ...] = (
            flag_help="OpenAI-compatible endpoint, e.g. a local server http://localhost:11434/v1 "
                      "(default: AgentMagics.base_url, else $OPENAI_BASE_URL, else the OpenAI "
                      "API)."),
-    Option("api", str, "chat", "The model API: chat (Chat Completions).", "endpoint",
+    Option("api", str, "chat", "The model API: chat (Chat Completions) or responses (the "
+           "Responses API, for reasoning models).", "endpoint",
            choices=tuple(MODEL_APIS), flag="--api", saved=True,
            flag_help="The model API for this session (default: what the session last used, "
                      "else AgentMagics.api)."),

@@ -1,7 +1,7 @@
 """Offline, scripted models for tests, demos and notebooks.
 
-``ScriptedModelServer`` speaks the chat-completions protocol over real HTTP on
-loopback and answers from a script, so the real ``openai`` client parses real
+``ScriptedModelServer`` speaks the Chat Completions and Responses protocols over real
+HTTP on loopback and answers from a script, so the real ``openai`` client parses real
 responses without a network or an API key. Run it from a shell with
 ``python -m jupyter_agent.testing --script FILE``. ``ScriptedModel`` answers from the
 same scripts in process, implementing the agent's ``Model`` protocol, for unit tests.
