@@ -234,6 +234,10 @@ OPTIONS: tuple[Option, ...] = (
            "starts at 80%); None: the agent's default for the model.", "agent",
            check=_at_least(1), none="the model's default"),
     Option("stream", bool, True, "Stream replies as they are generated.", "agent"),
+    Option("temperature", float, None, "Sampling temperature sent with every request, 0-2 "
+           "(lower: more focused and repeatable); None: the model's default.", "request",
+           check=_at_least(0, 2), none="the model's default", flag="--temperature",
+           metavar="T"),
 )
 """The settings, in the order ``%config AgentMagics`` and the magics' help list them."""
 

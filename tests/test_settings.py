@@ -4,12 +4,14 @@ come from ``settings.OPTIONS``."""
 from __future__ import annotations
 
 import pytest
+from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets import TraitError
 
 from jupyter_agent.agent import AgentConfig, Limits
 from jupyter_agent.magics import AgentMagics
 from jupyter_agent.settings import OPTIONS, SessionOptions, Settings, option
+from jupyter_agent.testing import ScriptedModelServer
 from tests.shells import magics_of, run_cell
 
 
@@ -83,3 +85,24 @@ def test_request_rows_are_sent_only_when_set() -> None:
     assert Settings().request_params() == {o.name: o.default for o in rows
                                            if o.default is not None}
     assert option("model").saved and option("base_url").saved and option("api").saved
+
+
+def test_temperature_is_sent_with_every_request_on_both_apis(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+) -> None:
+    model_server.add_steps(["a", "b", "c", "d"])
+    agent_shell.run_line_magic("agent_new", "")
+    agent_shell.run_line_magic("agent", "default")
+    assert "temperature" not in model_server.requests[-1]
+    agent_shell.run_line_magic("config", "AgentMagics.temperature = 0.2")
+    agent_shell.run_line_magic("agent", "focused")
+    assert model_server.requests[-1]["temperature"] == 0.2
+    agent_shell.run_line_magic("agent_new", "--temperature 1.5 --api responses")
+    agent_shell.run_line_magic("agent", "creative")
+    assert model_server.exchanges[-1].path == "/v1/responses"
+    assert model_server.requests[-1]["temperature"] == 1.5
+    with pytest.raises(TraitError, match="temperature must be at most 2, or None for the "
+                                         r"model's default \(got 3.0\)"):
+        magics_of(agent_shell).temperature = 3.0
+    with pytest.raises(UsageError, match=r"^--temperature must be zero or more \(got -1.0\)$"):
+        agent_shell.run_line_magic("agent_new", "--temperature -1")
