@@ -41,9 +41,10 @@ from jupyter_agent.agent.context import synthetic_result
 from jupyter_agent.agent.conversation import MEMORY_REPAIR, Conversation
 from jupyter_agent.agent.events import EventCallback, Notice, ignore_event
 from jupyter_agent.agent.limits import (
-    NOTICE_PREFIX,
+    CUT_OFF_NOTICES,
     check_before_batch,
     check_before_model,
+    cut_off_notice,
     limit_notice,
 )
 from jupyter_agent.agent.model import Model, TokenUsage
@@ -55,19 +56,6 @@ __all__ = ["Agent"]
 
 LIMIT_SKIP = "not executed: limit reached"
 CUT_OFF_SKIP = "not executed: the reply was cut off"
-CUT_OFF_NOTICES = {
-    "length": (
-        "the model's reply was cut off at its output token limit (finish_reason \"length\")",
-        "Ask it to continue, or for a shorter answer.",
-    ),
-    "content_filter": (
-        "the provider's content filter cut off the model's reply "
-        '(finish_reason "content_filter")',
-        "Rephrase the request to continue.",
-    ),
-}
-"""Finish reason -> (cause, advice) of the notice that ends a turn whose reply did not
-finish normally (``stop_reason`` is then the finish reason)."""
 
 
 class Agent:
@@ -85,8 +73,8 @@ class Agent:
         (:meth:`reconfigure`).
     conversation : Conversation, optional
         An open conversation (``Conversation.open(store, id)`` or ``.create(...)``); the
-        agent takes it over and closes it. Default: one built from ``store`` and
-        ``session_id``.
+        agent takes it over and closes it (also when the agent cannot be built). Default:
+        one built from ``store`` and ``session_id``.
     store : Store, optional
         Without a store (and without ``conversation``) the session lives in memory.
     session_id : str, optional
@@ -136,8 +124,13 @@ class Agent:
                                       approval=self.config.approve, ask=ask)
         self._builtins.notify = lambda text: self._emit(Notice(text))
         self.tools = ToolRegistry(self._builtins.tools())
-        for tool in tools or ():
-            self.tools.add(tool)
+        try:
+            for tool in tools or ():
+                self.tools.add(tool)
+        except BaseException:
+            if conversation is not None:
+                conversation.close()  # taken over: let the session go again
+            raise
         if conversation is None:
             if store is not None and session_id is not None and store.exists(session_id):
                 conversation = Conversation.open(store, session_id)
@@ -405,10 +398,7 @@ class Agent:
         calls may be truncated, so none of them runs; the turn ends with a notice."""
         if calls:
             self._skip(calls, CUT_OFF_SKIP)
-        cause, advice = CUT_OFF_NOTICES[finish_reason]
-        skipped = f"; its {len(calls)} tool call(s) were not run" if calls else ""
-        text = f"{NOTICE_PREFIX} Stopped: {cause}{skipped}. {advice}"
-        return self._end_with_notice(text, finish_reason)
+        return self._end_with_notice(cut_off_notice(finish_reason, len(calls)), finish_reason)
 
     def _end_with_notice(self, text: str, reason: str) -> str:
         self.stop_reason = reason

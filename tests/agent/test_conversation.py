@@ -107,3 +107,17 @@ def test_in_memory_conversation_needs_no_store() -> None:
     assert roles(agent.messages) == ["system", "user", "assistant"]
     agent.close()
     assert not agent.closed
+
+
+def test_an_agent_that_cannot_be_built_lets_its_conversation_go(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "memory")
+    conversation = Conversation.create(store)
+
+    def run_python(code: str) -> str:
+        """Clashes with the built-in tool."""
+        return code
+
+    with pytest.raises(ValueError, match="already registered"):
+        Agent(ScriptedModel(), conversation, tools=[run_python])
+    assert conversation.closed
+    SessionStore(tmp_path / "memory").acquire_lease(conversation.session_id or "")
