@@ -121,8 +121,8 @@ class AgentMagics(Magics):
         """Make a saved session active again and show a recap of it (unarchives it).
 
         Each option: the one given here, else the one this kernel last used for the
-        session, else -- model and base URL -- what the session last used (saved in it),
-        else the AgentMagics setting. Limits: given here or earlier in this kernel, else
+        session, else -- model, base URL and API -- what the session last used (saved in
+        it), else the AgentMagics setting. Limits: given here or earlier in this kernel, else
         the settings.
         """
         args = parse_argstring(self.agent_resume, line)

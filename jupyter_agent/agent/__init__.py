@@ -1,6 +1,7 @@
 """The agent loop, composed: a model, a conversation, a config, tools.
 
-``Agent(ChatModel(openai.OpenAI(), "gpt-4o-mini"), store=store, session_id=...)`` runs
+``Agent(ChatModel(openai.OpenAI(), "gpt-4o-mini"), store=store, session_id=...)`` (or
+``ResponsesModel(...)`` for the Responses API) runs
 turns with ``agent.run(prompt, on_event=...)``: model calls, tool batches, save points
 and checkpoints through the :class:`~jupyter_agent.store.Store` protocol, limits,
 compaction and fallback summaries. The agent holds the session's lease from
@@ -26,6 +27,7 @@ from jupyter_agent.agent.events import (
 from jupyter_agent.agent.limits import Limits
 from jupyter_agent.agent.loop import Agent
 from jupyter_agent.agent.model import Model, ModelReply, PartialReply, TokenUsage
+from jupyter_agent.agent.responses import ResponsesModel
 from jupyter_agent.agent.tools import (
     MemoryContext,
     Tool,
@@ -52,6 +54,7 @@ __all__ = [
     "ModelReply",
     "Notice",
     "PartialReply",
+    "ResponsesModel",
     "TextDelta",
     "TokenUsage",
     "Tool",

@@ -23,6 +23,30 @@ Scripted = ScriptedModelServer | ScriptedModel
 
 _CONFIG_FIELDS = {f.name for f in fields(AgentConfig)}
 
+# A working context with text, tool calls, tool results and an image, and a tool schema:
+# what the request-body tests send.
+IMAGE = "data:image/png;base64," + "iVBORw0KGgo" * 40
+SESSION: list[dict[str, Any]] = [
+    {"role": "system", "content": "You are terse. Ünïcödé and emoji 🐧 stay as they are."},
+    {"role": "user", "content": "Look at df"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function",
+         "function": {"name": "run_python", "arguments": '{"code": "df.head()"}'}},
+        {"id": "call_2", "type": "function",
+         "function": {"name": "list_variables", "arguments": "{}"}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "   a  b\n0  1  2"},
+    {"role": "tool", "tool_call_id": "call_2", "content": "df: DataFrame = shape=(3, 2)"},
+    {"role": "user", "content": [
+        {"type": "text", "text": "And this plot?"},
+        {"type": "image_url", "image_url": {"url": IMAGE, "detail": "low"}}]},
+    {"role": "assistant", "content": "A rising line."},
+    {"role": "user", "content": "Thanks"},
+]
+TOOLS = [{"type": "function", "function": {
+    "name": "run_python", "description": "Run code.",
+    "parameters": {"type": "object", "properties": {"code": {"type": "string"}},
+                   "required": ["code"]}}}]
+
 
 def make_client(server: ScriptedModelServer, *, api_key: str = "test",
                 max_retries: int = 0) -> openai.OpenAI:

@@ -15,7 +15,15 @@ from jupyter_agent.agent import ChatModel, PartialReply, context_window_for, pri
 from jupyter_agent.errors import ModelError
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
-from tests.agent.helpers import make_agent, make_client, read_record, roles, tool_step
+from tests.agent.helpers import (
+    SESSION,
+    TOOLS,
+    make_agent,
+    make_client,
+    read_record,
+    roles,
+    tool_step,
+)
 
 CLASS_NAME = re.compile(r"\b[A-Z][A-Za-z]*(Error|Exception)\b")
 """A Python exception class name: never part of a user-facing model error."""
@@ -34,29 +42,6 @@ def _dead_model() -> ChatModel:
 
 
 # -- the fast request path -----------------------------------------------------------------
-
-IMAGE = "data:image/png;base64," + "iVBORw0KGgo" * 40
-SESSION: list[dict[str, Any]] = [
-    {"role": "system", "content": "You are terse. Ünïcödé and emoji 🐧 stay as they are."},
-    {"role": "user", "content": "Look at df"},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_1", "type": "function",
-         "function": {"name": "run_python", "arguments": '{"code": "df.head()"}'}},
-        {"id": "call_2", "type": "function",
-         "function": {"name": "list_variables", "arguments": "{}"}}]},
-    {"role": "tool", "tool_call_id": "call_1", "content": "   a  b\n0  1  2"},
-    {"role": "tool", "tool_call_id": "call_2", "content": "df: DataFrame = shape=(3, 2)"},
-    {"role": "user", "content": [
-        {"type": "text", "text": "And this plot?"},
-        {"type": "image_url", "image_url": {"url": IMAGE, "detail": "low"}}]},
-    {"role": "assistant", "content": "A rising line."},
-    {"role": "user", "content": "Thanks"},
-]
-TOOLS = [{"type": "function", "function": {
-    "name": "run_python", "description": "Run code.",
-    "parameters": {"type": "object", "properties": {"code": {"type": "string"}},
-                   "required": ["code"]}}}]
-
 
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("tools", [TOOLS, []])

@@ -13,8 +13,16 @@ from jupyter_agent.agent.responses import ResponsesModel, to_input
 from jupyter_agent.errors import ModelError
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
-from tests.agent.helpers import Recorder, make_client, read_record, roles, tool_step
-from tests.agent.test_chat import SESSION, TOOLS
+from tests.agent.helpers import (
+    SESSION,
+    TOOLS,
+    Recorder,
+    interrupt_on_second_delta,
+    make_client,
+    read_record,
+    roles,
+    tool_step,
+)
 
 
 def responses_agent(server: ScriptedModelServer, store: SessionStore | None, *,
@@ -174,3 +182,18 @@ def test_api_is_a_per_session_option_the_checkpoint_remembers(
     assert [m["content"] for m in model_server.requests[-1]["messages"][1:]] == [
         "hi", "via responses", "more", "still responses", "back to chat"]
     assert "chat again" in capsys.readouterr().out
+
+
+def test_an_interrupt_mid_stream_keeps_the_partial_reply(
+    model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    model_server.add_steps([{"text": "one two three four five six", "chunk_delay": 0.01},
+                            "after"])
+    agent = responses_agent(model_server, store)
+    with pytest.raises(KeyboardInterrupt):
+        agent.run("count", on_event=interrupt_on_second_delta())
+    saved = read_record(store, agent.session_id or "")["messages"]
+    assert saved[-1]["content"].startswith("one two")
+    assert "interrupted by the user" in saved[-1]["content"]
+    assert agent.state.usage.calls == 1
+    assert agent.run("go on") == "after"
