@@ -23,6 +23,7 @@ import json
 import sys
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlparse
 
 import openai
 
@@ -118,8 +119,10 @@ def status_error(status: int, detail: str, endpoint: Endpoint, code: str = "") -
     url, model, var = endpoint.url, endpoint.model, endpoint.key_env
     at = f" at {url}" if url else ""
     if status == 401 and not endpoint.key_sent:
+        here = urlparse(url).hostname in ("localhost", "127.0.0.1", "::1")
         local = (' (a server on this machine is only sent a key from a variable you name: '
-                 '%config AgentMagics.api_key_env = "NAME")') if var == "OPENAI_API_KEY" else ""
+                 '%config AgentMagics.api_key_env = "NAME")'
+                 if here and var == "OPENAI_API_KEY" else "")
         text = (f"the model endpoint{at} requires an API key and none was sent (401: {detail}): "
                 f"set {var} in the environment Jupyter starts from{local}")
     elif status == 401:

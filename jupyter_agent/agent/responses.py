@@ -43,7 +43,7 @@ import openai
 
 from jupyter_agent.agent.model import ModelReply, PartialReply, TextCallback, usage_of
 from jupyter_agent.agent.model_errors import Endpoint, failures, model_error, parse_event
-from jupyter_agent.agent.sse import events
+from jupyter_agent.agent.sse import DONE, events
 from jupyter_agent.errors import ModelError
 
 __all__ = ["REASONING_MODELS", "ResponsesModel", "to_input", "to_tools"]
@@ -222,6 +222,8 @@ class ResponsesModel:
         with self.client.responses.with_streaming_response.create(**kwargs) as http:
             for event in events(http.iter_lines()):
                 partial.received = True
+                if event.data == DONE:  # not sent by the Responses API, but by some servers
+                    continue
                 data = parse_event(event, self.endpoint)
                 kind = data.get("type", event.name)
                 if kind == "response.output_text.delta":

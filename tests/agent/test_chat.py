@@ -241,3 +241,12 @@ def test_price_call_and_context_windows() -> None:
     assert context_window_for("gpt-4o-mini") == 128_000
     assert context_window_for("no-such-model-xyz") == 128_000
     assert context_window_for("gpt-3.5-turbo") == 16_385
+
+
+def test_a_remote_endpoint_without_a_key_says_which_variable_to_set() -> None:
+    from jupyter_agent.agent.model_errors import Endpoint, status_error
+
+    remote = Endpoint("https://llm.example.com/v1", "m", "OPENAI_API_KEY", key_sent=False)
+    assert str(status_error(401, "no key", remote)) == (
+        "the model endpoint at https://llm.example.com/v1 requires an API key and none was "
+        "sent (401: no key): set OPENAI_API_KEY in the environment Jupyter starts from")
