@@ -217,3 +217,32 @@ def test_settings_and_the_key_apply_at_the_next_prompt_on_the_same_lease(tmp_pat
         assert ctl.store.holds_lease(sid)
         ctl.close()
         assert not ctl.store.holds_lease(sid)
+
+
+def test_a_resume_reads_the_record_once_and_the_agent_owns_the_only_lease(
+    tmp_path: Path,
+) -> None:
+    from typing import cast
+
+    from jupyter_agent.store import Store
+    from tests.agent.helpers import CountingStore
+
+    env = {"JUPYTER_AGENT_MEMORY_DIR": str(tmp_path / "mem")}
+    with ScriptedModelServer(["one", "two"]) as server:
+        settings = Settings(base_url=server.base_url, model="scripted")
+        ctl = AgentController(lambda: settings, environ=env)
+        counter = CountingStore(SessionStore(tmp_path / "mem"))
+        ctl._stores[ctl.memory_dir] = cast(Store, counter)
+        first = ctl.new_session(SessionOptions(title="T"))
+        ctl.ask("hello")
+        ctl.new_session()  # the first session is let go
+        counter.calls.clear()
+        resumed = ctl.resume(first)
+        assert counter.count("load_session") == 1
+        assert counter.count("acquire_lease") == 1 and counter.count("release_lease") == 1
+        assert resumed.record.title == "T" and len(resumed.record.messages) == 3
+        assert ctl.ask("again").reply == "two"
+        ctl.close()
+        other = SessionStore(tmp_path / "mem")
+        other.acquire_lease(first)  # nothing else kept a count of it
+        other.release_all()
