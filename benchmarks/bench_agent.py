@@ -1,108 +1,140 @@
-"""Harness overhead of ``Agent.run`` versus a bare ``chat.completions.create``.
+"""One agent turn versus a bare HTTP POST of the same request body.
 
-For a saved session of N messages (10 and 1,000), each repetition sends the same
-context twice to the same loopback ``ScriptedModelServer``: once as a bare streamed
-``client.chat.completions.create`` (consumed to the end), once through
-``Agent.run`` (a text reply, so no tools run). The difference is the harness's own
-time per turn: save points and checkpoints (atomic, fsync-ed writes of the session
-file), tool-pair checks, the size estimate, pricing and events.
+For a session of N messages (100, 1,000 and 10,000 by default; no compaction), each
+repetition runs one ``Agent.run`` turn against a loopback ``ScriptedModelServer`` (a
+streamed text reply, no tools run), then POSTs the exact bytes that turn sent -- taken
+from the server's record -- to the same server with ``http.client`` and reads the whole
+streamed answer. Both include the server's own work; the difference is the harness:
+building the request, the ``openai`` client, parsing the stream, events, usage and, for
+a saved session, the save points.
+
+Columns (medians, milliseconds):
+
+- ``bare POST``: the same body, stdlib ``http.client`` on a kept-alive connection;
+- ``typed create``: ``ChatModel(fast=False)`` -- every message through the ``openai``
+  client's request transform, as before the fast path -- for comparison;
+- ``fast respond``: ``ChatModel`` (the fast path) alone;
+- ``turn (memory)``: ``Agent.run`` on an in-memory session, and its ratio to the bare POST
+  (the target: <= 3x at 1,000 messages);
+- ``turn (saved)``: ``Agent.run`` on a ``SessionStore`` session (two save points a turn;
+  their cost belongs to the store).
 
 Usage::
 
-    python benchmarks/bench_agent.py [--repeat 15] [--sizes 10,1000]
-
-Prints a table of medians in milliseconds.
+    python benchmarks/bench_agent.py [--repeat 15] [--sizes 100,1000,10000]
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import openai
 
-from jupyter_agent.agent import Agent
+from jupyter_agent.agent import Agent, AgentConfig, ChatModel, Conversation, PartialReply
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
 
+REPLY = {"text": "pong, a short reply of a few words"}
+CONFIG = AgentConfig(approve="auto", context_window=1_000_000_000)  # never compacts
 
-def _history(n: int) -> list[dict[str, Any]]:
+
+def history(n: int) -> list[dict[str, Any]]:
+    """``n`` messages: a system message, then user/assistant text, every tenth exchange a
+    tool call with its result."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a benchmark."}]
-    for i in range(n - 1):
-        role = "user" if i % 2 == 0 else "assistant"
-        messages.append({"role": role, "content": f"message {i}: " + "lorem ipsum " * 16})
-    return messages
+    i = 0
+    while len(messages) < n:
+        messages.append({"role": "user", "content": f"message {i}: " + "lorem ipsum " * 16})
+        if i % 10 == 9 and len(messages) + 2 < n:
+            messages.append({"role": "assistant", "content": None, "tool_calls": [
+                {"id": f"call_{i}", "type": "function",
+                 "function": {"name": "run_python", "arguments": '{"code": "df.describe()"}'}}]})
+            messages.append({"role": "tool", "tool_call_id": f"call_{i}",
+                             "content": "count 344\nmean 4201.75\n" * 4})
+        messages.append({"role": "assistant", "content": f"reply {i}: " + "dolor sit " * 20})
+        i += 1
+    return messages[:n]
 
 
-def _bare(client: openai.OpenAI, messages: list[dict[str, Any]], tools: list[Any]) -> float:
+class BarePost:
+    """POST raw bytes to the server's chat endpoint and read the whole answer."""
+
+    def __init__(self, base_url: str) -> None:
+        url = urlparse(base_url)
+        self.path = url.path + "/chat/completions"
+        self.conn = http.client.HTTPConnection(url.hostname or "", url.port)
+
+    def __call__(self, body: bytes) -> float:
+        start = time.perf_counter()
+        self.conn.request("POST", self.path, body=body, headers={
+            "Content-Type": "application/json", "Authorization": "Bearer bench"})
+        response = self.conn.getresponse()
+        response.read()
+        assert response.status == 200, response.status
+        return time.perf_counter() - start
+
+
+def timed(fn: Callable[[], object]) -> float:
     start = time.perf_counter()
-    stream = client.chat.completions.create(
-        model="scripted",
-        messages=messages,  # type: ignore[arg-type]
-        tools=tools,
-        stream=True,
-        stream_options={"include_usage": True},
-    )
-    with stream:
-        for _chunk in stream:
-            pass
+    fn()
     return time.perf_counter() - start
 
 
-def _measure(size: int, repeat: int, with_store: bool, root: Path) -> tuple[float, float]:
-    steps = [{"text": "pong, a short reply of a few words"}] * (2 * repeat + 2)
+def measure(size: int, repeat: int, root: Path) -> dict[str, float]:
+    steps = [REPLY] * (6 * repeat + 8)
     with ScriptedModelServer(steps) as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="bench", max_retries=0)
-        store = SessionStore(root / f"store-{size}-{with_store}") if with_store else None
-        agent = Agent(client, "scripted", store=store, approval="auto")
-        history = _history(size)
-        if store is not None:
-            sid = store.create_session(history)
-            agent.close()  # different session; let it go before building the resumed one
-            agent = Agent(client, "scripted", store=store, session_id=sid, approval="auto")
-        else:
-            agent.messages = history
-        tools = agent.tools.schemas()
-        agent.run("warm up")
-        _bare(client, [*agent.messages, {"role": "user", "content": "warm up"}], tools)
-        bare, full = [], []
+        bare = BarePost(server.base_url)
+        messages = history(size)
+        memory = Agent(ChatModel(client, "scripted"), Conversation(messages), config=CONFIG)
+        store = SessionStore(root / f"store-{size}")
+        sid = store.create_session(messages)
+        saved = Agent(ChatModel(client, "scripted"), store=store, session_id=sid, config=CONFIG)
+        typed, fast = ChatModel(client, "scripted", fast=False), ChatModel(client, "scripted")
+        tools = memory.tools.schemas()
+        for agent in (memory, saved):
+            agent.run("warm up")
+        times: dict[str, list[float]] = {k: [] for k in (
+            "bare", "typed", "fast", "memory", "saved")}
         for i in range(repeat):
-            prompt = f"ping {i}"
-            bare.append(
-                _bare(client, [*agent.messages, {"role": "user", "content": prompt}], tools)
-            )
-            start = time.perf_counter()
-            agent.run(prompt)
-            full.append(time.perf_counter() - start)
-        agent.close()
-    return statistics.median(bare) * 1e3, statistics.median(full) * 1e3
+            for name, agent in (("memory", memory), ("saved", saved)):
+                times[name].append(timed(partial(agent.run, f"ping {i}")))
+            times["bare"].append(bare(server.exchanges[-1].raw))
+            for name, model in (("typed", typed), ("fast", fast)):
+                times[name].append(timed(partial(model.respond, memory.messages, tools,
+                                                 stream=True, partial=PartialReply())))
+        saved.close()
+    return {k: statistics.median(v) * 1e3 for k, v in times.items()}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--repeat", type=int, default=15)
-    parser.add_argument("--sizes", default="10,1000")
+    parser.add_argument("--sizes", default="100,1000,10000")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for size in sizes:
-            for with_store in (False, True):
-                bare, full = _measure(size, args.repeat, with_store, Path(tmp))
-                rows.append((size, "SessionStore" if with_store else "in memory", bare, full))
-    columns = ("messages", "session", "bare create", "Agent.run", "harness")
-    header = "{:>8} | {:<12} | {:>11} | {:>9} | {:>8}".format(*columns)
+    header = (f"{'messages':>8} | {'bare POST':>9} | {'typed create':>12} | "
+              f"{'fast respond':>12} | {'turn (memory)':>13} | {'ratio':>5} | "
+              f"{'turn (saved)':>12} | {'ratio':>5}")
     print(header)
     print("-" * len(header))
-    for size, mode, bare, full in rows:
-        print(
-            f"{size:>8} | {mode:<12} | {bare:>8.2f} ms | {full:>6.2f} ms | {full - bare:>5.2f} ms"
-        )
-    print(f"(medians of {args.repeat} turns; text replies, no tools; loopback server)")
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in sizes:
+            m = measure(size, args.repeat, Path(tmp))
+            print(f"{size:>8} | {m['bare']:>9.2f} | {m['typed']:>12.2f} | {m['fast']:>12.2f} | "
+                  f"{m['memory']:>13.2f} | {m['memory'] / m['bare']:>4.1f}x | "
+                  f"{m['saved']:>12.2f} | {m['saved'] / m['bare']:>4.1f}x", flush=True)
+    print(f"(medians of {args.repeat} turns in ms; streamed text replies, no tools run; "
+          "loopback server; ratio = turn / bare POST of the same body)")
 
 
 if __name__ == "__main__":

@@ -1,60 +1,62 @@
 """The plain-Python API behind the magics and the sessions panel.
 
 :class:`AgentController` owns the *active session* of one kernel: which session it is,
-the :class:`~jupyter_agent.store.SessionStore` it lives in, the options it was started
-with, and the :class:`~jupyter_agent.agent.Agent` that runs it. The magics parse their
+the :class:`~jupyter_agent.store.Store` it lives in, the options it was started with,
+and the :class:`~jupyter_agent.agent.Agent` that runs it. The magics parse their
 arguments and call it; the panel's Resume button calls :meth:`AgentController.resume`;
 tests call it directly.
 
 Invariants
 ----------
-- While a session is active, this controller holds its lease
-  (``store.acquire_lease``, an ``fcntl`` lock, spec "Session Locks"), and so does its
-  :class:`~jupyter_agent.agent.Agent` (for the agent's whole life; same store, so the
-  count nests). Whenever the controller drops an agent -- switching sessions,
-  rebuilding it after a settings change, deleting the session, :meth:`close` -- it
-  calls ``agent.close()``. The previous session's lease is released only after the
-  next one is active (so a failed resume leaves the old one active), and every lease
-  is dropped by :meth:`close` (extension unload). The operating system drops them
-  when the kernel dies.
+- One owner of the lease per session (design §7, §13): the active session's
+  :class:`~jupyter_agent.agent.Agent`, through its
+  :class:`~jupyter_agent.agent.conversation.Conversation`, holds the session's lease for
+  as long as the session is active. The controller takes no lease of its own; whenever
+  it drops an agent -- switching sessions, deleting the session, :meth:`close` -- it
+  closes it. The next session is made active before the previous one is closed (so a
+  failed resume leaves the old one active). The operating system drops leases when the
+  kernel dies.
+- A resume reads the session record once (``Conversation.open``); the options, the
+  agent and the recap all come from that read.
 - Settings are read through a callable each time they are needed, so ``%config``
-  changes apply to the next turn: limits are re-applied before every turn, and the
-  agent is rebuilt from its saved session when a setting it was built with changes.
+  changes apply to the next turn: the agent's config (limits, approval, streaming) is
+  refreshed before every turn, and its model is rebuilt -- same session, same lease,
+  nothing read from disk -- when a setting the model is built from, or the API key in
+  the environment, changed.
 - Options of a session (see :meth:`AgentController.resume`): explicit options of
   ``%agent_new`` / ``%agent_resume`` > the options this kernel last used for that
-  session > (model and endpoint only) what the session's checkpoint says it last used
-  > the settings.
+  session > (the settings the checkpoint remembers: model, endpoint, API) what the
+  session last used > the settings.
 - The working directory and the project root are resolved once, when the controller
   is made (the extension is loaded): an ``os.chdir`` later does not switch the
   memory directory (:mod:`jupyter_agent.paths`).
 - The API key is read from the environment variable named by ``api_key_env`` when a
-  client is built, and handed to :class:`openai.OpenAI` only. It is never kept on a
-  setting, written to a session file, printed or logged.
+  model is built, and handed to :class:`openai.OpenAI` only. It is never kept on a
+  setting, written to a session file, printed or logged (the controller keeps only a
+  hash of it, to notice that it changed).
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jupyter_agent.client import build_model, endpoint, not_configured_message, saved_base_url
 from jupyter_agent.errors import JupyterAgentError, ModelNotConfiguredError
 from jupyter_agent.paths import find_project_root, resolve_memory_dir
-from jupyter_agent.settings import (
-    SessionOptions,
-    Settings,
-    build_client,
-    not_configured_message,
-    saved_base_url,
-)
+from jupyter_agent.settings import OPTIONS, SessionOptions, Settings
 from jupyter_agent.ui.results import Resumed, TurnResult, UsageReport
 
 if TYPE_CHECKING:
     from jupyter_agent.agent import Agent
-    from jupyter_agent.store import SessionListing, SessionRecord, SessionStore, TodoItem
+    from jupyter_agent.agent.conversation import Conversation
+    from jupyter_agent.agent.model import Model
+    from jupyter_agent.store import SessionListing, SessionRecord, SessionState, Store, TodoItem
 
 __all__ = ["AgentController", "Resumed", "SessionOptions", "Settings", "TurnResult", "UsageReport"]
 
@@ -62,10 +64,10 @@ __all__ = ["AgentController", "Resumed", "SessionOptions", "Settings", "TurnResu
 @dataclass
 class _Active:
     session_id: str
-    store: SessionStore
+    store: Store
     options: SessionOptions
-    agent: Agent | None = None
-    built_with: Settings | None = None
+    agent: Agent
+    model_key: tuple[Any, ...]
 
 
 # --------------------------------------------------------------------------- controller
@@ -93,7 +95,7 @@ class AgentController:
         self._environ = environ
         self._cwd = Path(os.getcwd() if cwd is None else cwd).expanduser().resolve()
         self._project_root = find_project_root(self._cwd)
-        self._stores: dict[Path, SessionStore] = {}
+        self._stores: dict[Path, Store] = {}
         self._active: _Active | None = None
         self._remembered: dict[str, SessionOptions] = {}
 
@@ -110,8 +112,9 @@ class AgentController:
                                   cwd=self._cwd, project_root=self._project_root)
 
     @property
-    def store(self) -> SessionStore:
-        """The :class:`SessionStore` of :attr:`memory_dir` (one per directory, reused)."""
+    def store(self) -> Store:
+        """The store of :attr:`memory_dir` (one per directory, reused): the JSON-file
+        :class:`~jupyter_agent.store.SessionStore`."""
         from jupyter_agent.store import SessionStore
 
         root = self.memory_dir
@@ -119,7 +122,7 @@ class AgentController:
             self._stores[root] = SessionStore(root)
         return self._stores[root]
 
-    def _store_for(self, session_id: str) -> SessionStore:
+    def _store_for(self, session_id: str) -> Store:
         if self._active is not None and self._active.session_id == session_id:
             return self._active.store
         return self.store
@@ -137,61 +140,57 @@ class AgentController:
             )
         return self._active
 
-    def _build_agent(self, active: _Active, settings: Settings, *, title: str = "",
-                     project_root: str | None = None) -> Agent:
+    def _model(self, settings: Settings) -> tuple[Model, tuple[Any, ...]]:
+        """The model ``settings`` describe, and what it was built from (its key)."""
+        return build_model(settings, self._environ), self._model_key(settings)
+
+    def _model_key(self, settings: Settings) -> tuple[Any, ...]:
+        """The settings a model is built from, and a hash of the key the environment
+        holds now (so that setting the variable takes effect at the next prompt)."""
+        key = endpoint(settings, self._environ)[1]
+        return (*settings.model_key(), hashlib.sha256(key.encode()).hexdigest())
+
+    def _start(self, model: Model, key: tuple[Any, ...], conversation: Conversation,
+               options: SessionOptions, settings: Settings) -> None:
+        """Build the agent of ``conversation``, make it active, then close the previous one.
+
+        On failure the conversation is closed (its lease released) and the previous
+        session stays active.
+        """
         from jupyter_agent.agent import Agent
         from jupyter_agent.agent.builtin_tools import ask_on_stdin
 
-        client = build_client(settings, self._environ)
-        # The turn renderers already show the code of a tool call: ask without repeating it.
-        return Agent(client, settings.model, store=active.store, session_id=active.session_id,
-                     limits=settings.limits(), approval=settings.approve, shell=self._shell,
-                     stream=settings.stream, context_window=settings.context_window,
-                     title=title, project_root=project_root,
-                     ask=functools.partial(ask_on_stdin, show_code=False))
-
-    def _activate(self, active: _Active, settings: Settings, *, title: str = "",
-                  project_root: str | None = None) -> None:
-        """Take ``active``'s lease, build its agent, then let the previous session go."""
-        active.store.acquire_lease(active.session_id)
         try:
-            active.agent = self._build_agent(active, settings, title=title,
-                                             project_root=project_root)
-            active.built_with = settings
+            # The turn renderers already show the code of a tool call: ask without repeating it.
+            agent = Agent(model, conversation, config=settings.agent_config(), shell=self._shell,
+                          ask=functools.partial(ask_on_stdin, show_code=False))
         except BaseException:
-            active.store.release_lease(active.session_id)
+            conversation.close()
             raise
-        previous, self._active = self._active, active
+        assert conversation.store is not None and conversation.session_id is not None
+        previous = self._active
+        self._active = _Active(conversation.session_id, conversation.store, options, agent, key)
         if previous is not None:
-            self._drop(previous)
-
-    @staticmethod
-    def _drop(active: _Active) -> None:
-        """Close ``active``'s agent and release the controller's own lease count."""
-        if active.agent is not None:
-            active.agent.close()
-            active.agent = None
-        active.store.release_lease(active.session_id)
+            previous.agent.close()
 
     def _agent(self) -> Agent:
-        """The active agent, rebuilt from disk if a setting it was built with changed."""
+        """The active agent, with the current settings: its config refreshed, its model
+        rebuilt if a setting it was built from (or the key in the environment) changed."""
         active = self._require_active()
         settings = self._settings().with_options(active.options)
-        if (active.agent is None or active.built_with is None
-                or active.built_with.agent_key() != settings.agent_key()):
-            old, active.agent = active.agent, self._build_agent(active, settings)
-            active.built_with = settings
-            if old is not None:
-                old.close()
-        active.agent.limits = settings.limits()
+        key = self._model_key(settings)
+        if key != active.model_key:
+            active.agent.reconfigure(model=build_model(settings, self._environ))
+            active.model_key = key
+        active.agent.reconfigure(config=settings.agent_config())
         return active.agent
 
     def _remember(self, session_id: str, options: SessionOptions) -> None:
         """Keep a session's options (not its title) for its next resume in this kernel."""
-        self._remembered[session_id] = replace(options, title=None)
+        self._remembered[session_id] = options.replace(title=None)
 
     def new_session(self, options: SessionOptions | None = None) -> str:
-        """Create a session, make it active and hold its lease; return its ID.
+        """Create a session, make it active (its agent holds its lease); return its ID.
 
         The options are remembered for this session's next resume in this kernel.
 
@@ -200,45 +199,52 @@ class AgentController:
         ModelNotConfiguredError
             Before anything is created, when no model is configured.
         """
-        from jupyter_agent.store import new_session_id
+        from jupyter_agent.agent.conversation import Conversation
 
         options = options or SessionOptions()
         settings = self._settings().with_options(options)
-        build_client(settings, self._environ)  # fail before creating anything
-        active = _Active(new_session_id(), self.store, options)
-        self._activate(active, settings, title=options.title or "",
-                       project_root=str(self._project_root))
-        self._remember(active.session_id, options)
-        return active.session_id
+        model, key = self._model(settings)  # fails before creating anything
+        conversation = Conversation.create(self.store, title=options.title or "",
+                                           project_root=str(self._project_root))
+        self._start(model, key, conversation, options, settings)
+        assert conversation.session_id is not None
+        self._remember(conversation.session_id, options)
+        return conversation.session_id
 
     def ensure_session(self) -> str | None:
         """Start a session if none is active; return the new ID, or ``None`` if one was active."""
         return None if self._active is not None else self.new_session()
 
     def _resume_options(self, session_id: str, explicit: SessionOptions,
-                        record: SessionRecord) -> SessionOptions:
+                        state: SessionState) -> SessionOptions:
         """The options a resumed session runs with (see :meth:`resume`)."""
         chosen = explicit.over(self._remembered.get(session_id, SessionOptions()))
-        saved_url = saved_base_url(record.state.base_url)
+        saved_url = saved_base_url(state.base_url)
         url = chosen.base_url if chosen.base_url is not None else (saved_url or None)
         model = chosen.model
         same_endpoint = (url or self._settings().base_url) == saved_url
-        if model is None and record.state.model and same_endpoint:
-            model = record.state.model
-        return replace(chosen, title=None, base_url=url, model=model)
+        if model is None and state.model and same_endpoint:
+            model = state.model
+        values: dict[str, Any] = {"title": None, "base_url": url, "model": model}
+        for row in OPTIONS:  # any other setting the checkpoint remembers (the model API)
+            saved = getattr(state, row.name, None)
+            if (row.saved and row.name not in values and getattr(chosen, row.name) is None
+                    and saved and (row.choices is None or saved in row.choices)):
+                values[row.name] = saved
+        return chosen.replace(**values)
 
     def resume(self, session_id: str | None = None,
                options: SessionOptions | None = None) -> Resumed:
         """Make a saved session the active one and return its record (for the recap).
 
-        Which options the session runs with, option by option: the explicit ``options``,
-        else those this kernel last used for the session (``%agent_new`` or an earlier
-        resume), else -- for the model and the endpoint only -- the model and
-        ``base_url`` its checkpoint says it last used (the OpenAI API's own URL counts as
-        none; the saved model only together with its endpoint), else the settings.
-        Limits therefore come from the explicit or remembered options, else from the
-        settings (spec: limits come from the current options). An archived session is
-        unarchived.
+        The session is read once, after its lease is taken. Which options it runs with,
+        option by option: the explicit ``options``, else those this kernel last used for
+        the session (``%agent_new`` or an earlier resume), else -- for the settings the
+        checkpoint remembers: the model, the endpoint and the model API -- what the
+        session last used (the OpenAI API's own URL counts as none; the saved model only
+        together with its endpoint), else the settings. Limits therefore come from the
+        explicit or remembered options, else from the settings (design §6). An archived
+        session is unarchived.
 
         Parameters
         ----------
@@ -258,6 +264,7 @@ class AgentController:
         ModelNotConfiguredError
             The message names the model and endpoint the session last used.
         """
+        from jupyter_agent.agent.conversation import Conversation
         from jupyter_agent.store import validate_session_id
 
         explicit = options or SessionOptions()
@@ -266,30 +273,36 @@ class AgentController:
             listing = store.list_sessions()
             if not listing:
                 raise JupyterAgentError(
-                    f"no saved sessions in {store.root}: start one with %agent_new"
+                    f"no saved sessions in {self.memory_dir}: start one with %agent_new"
                 )
             session_id = listing[0].id
         session_id = validate_session_id(session_id)
         if self._active is not None and self._active.session_id == session_id:
             store = self._active.store
-        record = store.load_session(session_id)  # unknown or corrupt: say so first
-        effective = self._resume_options(session_id, explicit, record)
-        settings = self._settings().with_options(effective)
+        conversation = Conversation.open(store, session_id)  # the lease, then one read
         try:
-            build_client(settings, self._environ)
-        except ModelNotConfiguredError as err:
-            raise ModelNotConfiguredError(not_configured_message(
-                settings, session_id=session_id, last_model=record.state.model,
-                last_url=saved_base_url(record.state.base_url),
-            )) from err
-        self._activate(_Active(session_id, store, effective), settings)
+            state = conversation.state
+            effective = self._resume_options(session_id, explicit, state)
+            settings = self._settings().with_options(effective)
+            try:
+                model, key = self._model(settings)
+            except ModelNotConfiguredError as err:
+                raise ModelNotConfiguredError(not_configured_message(
+                    settings, session_id=session_id, last_model=state.model,
+                    last_url=saved_base_url(state.base_url),
+                )) from err
+        except BaseException:
+            conversation.close()
+            raise
+        self._start(model, key, conversation, effective, settings)
         self._remember(session_id, explicit.over(self._remembered.get(session_id,
                                                                        SessionOptions())))
+        archived = conversation.record().archived
         if explicit.title is not None:
-            store.set_title(session_id, explicit.title)
-        if record.archived:
-            store.set_archived(session_id, False)
-        return Resumed(store.load_session(session_id), unarchived=record.archived)
+            conversation.set_title(explicit.title)
+        if archived:
+            conversation.set_archived(False)
+        return Resumed(conversation.record(), unarchived=archived)
 
     def ask(self, prompt: str, *, on_event: Callable[[Any], None] | None = None) -> TurnResult:
         """Send ``prompt`` to the active session and return what the turn produced.
@@ -323,6 +336,7 @@ class AgentController:
             session_tool_calls=agent.state.tool_calls, limits=agent.limits,
             limits_from_options=self._require_active().options.given() & {
                 "max_tool_calls", "max_cost_usd", "max_iterations"},
+            limit_error=agent.limit_error,
         )
 
     def compact(self, *, on_event: Callable[[Any], None] | None = None) -> bool:
@@ -348,22 +362,16 @@ class AgentController:
         active = self._require_active()
         active.store.set_title(active.session_id, text)
 
-    def _current_agent(self) -> Agent:
-        """The active agent as it is (no rebuild: reading state needs no model)."""
-        agent = self._require_active().agent
-        return self._agent() if agent is None else agent
-
     def usage(self) -> UsageReport:
         """Usage and limits of the active session (limits as the current settings say)."""
-        agent = self._current_agent()
-        settings = self._settings().with_options(self._require_active().options)
-        agent.limits = settings.limits()
-        return UsageReport(self._require_active().session_id, agent.state.usage.model_copy(),
-                           agent.state.tool_calls, agent.limits)
+        active = self._require_active()
+        limits = self._settings().with_options(active.options).limits()
+        state = active.agent.state
+        return UsageReport(active.session_id, state.usage.model_copy(), state.tool_calls, limits)
 
     def todos(self) -> list[TodoItem]:
         """The active session's todo items."""
-        return list(self._current_agent().state.todos)
+        return list(self._require_active().agent.state.todos)
 
     def list_sessions(self, include_archived: bool = False) -> list[SessionListing]:
         """Sessions of :attr:`memory_dir`, most recently updated first."""
@@ -391,17 +399,15 @@ class AgentController:
         sid = validate_session_id(session_id)
         store = self._store_for(sid)
         if self._active is not None and self._active.session_id == sid:
-            store.load_session(sid)
+            store.load_session(sid)  # unreadable: say so before deactivating anything
             active, self._active = self._active, None
-            self._drop(active)
+            active.agent.close()
         store.delete_session(sid)
         self._remembered.pop(sid, None)
 
     def close(self) -> None:
-        """Deactivate the active session and release every lease (extension unload)."""
+        """Deactivate the active session, releasing its lease (extension unload)."""
         active, self._active = self._active, None
-        if active is not None and active.agent is not None:
+        if active is not None:
             active.agent.close()
-        for store in self._stores.values():
-            store.release_all()
         self._stores.clear()

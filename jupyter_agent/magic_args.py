@@ -4,8 +4,8 @@ Helpers of :mod:`jupyter_agent.magics`, kept apart so that the magics stay thin:
 
 - :func:`parse_argstring` parses with shell quoting (IPython's own keeps the quotes);
 - :func:`session_options` adds the options shared by ``%agent_new`` / ``%agent_resume``
-  and :func:`options_from_args` turns them into a validated
-  :class:`~jupyter_agent.settings.SessionOptions`;
+  (generated from the settings table) and :func:`options_from_args` turns them into a
+  validated :class:`~jupyter_agent.settings.SessionOptions`;
 - :func:`error_boundary` turns the library's errors into one-line ``UsageError``\\ s;
 - :func:`rewrite_agent_lines` is an input transformer (registered in
   ``shell.input_transformers_cleanup`` while the extension is loaded): IPython reads a
@@ -26,7 +26,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument
 
 from jupyter_agent.errors import JupyterAgentError
-from jupyter_agent.settings import SessionOptions
+from jupyter_agent.settings import OPTIONS, SessionOptions
 
 __all__ = [
     "collect_notice",
@@ -54,7 +54,7 @@ def flatten_lines(text: str) -> str:
 
 
 def error_boundary(func: F) -> F:
-    """Turn the library's own errors into a one-line ``UsageError`` (issue 4, "Errors")."""
+    """Turn the library's own errors into a one-line ``UsageError``."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -67,23 +67,18 @@ def error_boundary(func: F) -> F:
 
 
 def session_options(func: F) -> F:
-    """Add the options shared by ``%agent_new`` and ``%agent_resume``."""
-    for decorator in reversed([
-        argument("--title", help="Title of the session."),
-        argument("--model", help="Model name for this session (default: AgentMagics.model)."),
-        argument("--base-url", dest="base_url", metavar="URL",
-                 help="OpenAI-compatible endpoint, e.g. a local server "
-                      "http://localhost:11434/v1 (default: AgentMagics.base_url, else "
-                      "$OPENAI_BASE_URL, else the OpenAI API)."),
-        argument("--max-cost", dest="max_cost_usd", type=float, metavar="USD",
-                 help="Stop when the session has cost this much, in USD."),
-        argument("--max-tool-calls", dest="max_tool_calls", type=int, metavar="N",
-                 help="Stop when the session has made N tool calls."),
-        argument("--max-iterations", dest="max_iterations", type=int, metavar="N",
-                 help="At most N model calls per prompt."),
-        argument("--approve", choices=["auto", "ask", "deny"],
-                 help="Running code: auto (run), ask (confirm each), deny (never)."),
-    ]):
+    """Add the options shared by ``%agent_new`` and ``%agent_resume``: ``--title`` and one
+    option per per-session setting of :data:`~jupyter_agent.settings.OPTIONS`."""
+    arguments = [argument("--title", help="Title of the session.")]
+    for row in OPTIONS:
+        if row.flag is None:
+            continue
+        extra: dict[str, Any] = {"choices": list(row.choices)} if row.choices else {}
+        if row.metavar:
+            extra["metavar"] = row.metavar
+        arguments.append(argument(row.flag, dest=row.name, type=row.type,
+                                  help=row.flag_help or row.help, **extra))
+    for decorator in reversed(arguments):
         func = decorator(func)
     return func
 
@@ -110,11 +105,7 @@ def options_from_args(args: Any) -> SessionOptions:
         For a bad value (the message of :class:`SessionOptions`' check).
     """
     try:
-        return SessionOptions(
-            title=args.title, model=args.model, base_url=args.base_url,
-            max_cost_usd=args.max_cost_usd, max_tool_calls=args.max_tool_calls,
-            max_iterations=args.max_iterations, approve=args.approve,
-        )
+        return SessionOptions(**{name: getattr(args, name) for name in SessionOptions._fields})
     except ValueError as err:
         raise UsageError(str(err)) from err
 

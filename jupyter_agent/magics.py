@@ -28,7 +28,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
-from traitlets import Bool, Float, Int, TraitError, Unicode, validate
+from traitlets import TraitError
 
 from jupyter_agent.controller import AgentController
 from jupyter_agent.magic_args import (
@@ -43,16 +43,7 @@ from jupyter_agent.magic_args import (
     session_options,
     strip_quotes,
 )
-from jupyter_agent.settings import (
-    DEFAULT_API_KEY_ENV,
-    DEFAULT_MODEL,
-    Settings,
-    check_api_key_env,
-    check_approve,
-    check_base_url,
-    check_limit,
-    check_model,
-)
+from jupyter_agent.settings import OPTIONS, Settings, trait_namespace
 from jupyter_agent.ui import render
 from jupyter_agent.ui.display import (
     INTERRUPTED_MESSAGE,
@@ -73,82 +64,19 @@ __all__ = ["AgentMagics", "load_ipython_extension", "unload_ipython_extension"]
 
 @magics_class
 class AgentMagics(Magics):
-    """The agent magics and their settings (issue 4)."""
+    """The agent magics and their settings (design §14: declared in one table)."""
 
-    model = Unicode(DEFAULT_MODEL, help="Model name sent to the endpoint.").tag(config=True)
-    base_url = Unicode(
-        "", help="OpenAI-compatible endpoint (e.g. http://localhost:11434/v1 for Ollama); "
-                 "empty: the OpenAI API."
-    ).tag(config=True)
-    memory_dir = Unicode(
-        "", help="Where sessions and notes live; empty: $JUPYTER_AGENT_MEMORY_DIR, else "
-                 "<project root>/.jupyter_agent."
-    ).tag(config=True)
-    max_cost_usd = Float(None, allow_none=True,
-                         help="Per-session spend limit in USD; None: no limit.").tag(config=True)
-    max_tool_calls = Int(None, allow_none=True,
-                         help="Per-session tool-call limit; None: no limit.").tag(config=True)
-    max_iterations = Int(None, allow_none=True,
-                         help="Model calls per prompt; None: no limit.").tag(config=True)
-    approve = Unicode("ask", help="Running code: auto, ask or deny.").tag(config=True)
-    context_window = Int(None, allow_none=True,
-                         help="The model's context window in tokens (compaction starts at "
-                              "80%); None: the agent's default for the model.").tag(config=True)
-    stream = Bool(True, help="Stream replies as they are generated.").tag(config=True)
-    api_key_env = Unicode(
-        DEFAULT_API_KEY_ENV, help="Name of the environment variable holding the API key "
-                               "(the key itself is never a setting)."
-    ).tag(config=True)
+    # The settings: one config trait per row of jupyter_agent.settings.OPTIONS, each
+    # validated by that row (a bad value raises TraitError naming the setting).
+    vars().update(trait_namespace("AgentMagics"))
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
         self._controller = AgentController(self.settings, shell=shell)
 
-    # ---- settings
-    @staticmethod
-    def _check(check: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        try:
-            return check(*args, **kwargs)
-        except ValueError as err:
-            raise TraitError(f"AgentMagics: {err}") from err
-
-    @validate("model")
-    def _valid_model(self, proposal: Any) -> str:
-        return str(self._check(check_model, "model", proposal["value"]))
-
-    @validate("base_url")
-    def _valid_base_url(self, proposal: Any) -> str:
-        return str(self._check(check_base_url, proposal["value"]))
-
-    @validate("approve")
-    def _valid_approve(self, proposal: Any) -> str:
-        return str(self._check(check_approve, proposal["value"]))
-
-    @validate("api_key_env")
-    def _valid_api_key_env(self, proposal: Any) -> str:
-        return str(self._check(check_api_key_env, proposal["value"]))
-
-    @validate("max_cost_usd", "max_tool_calls")
-    def _valid_limit(self, proposal: Any) -> Any:
-        return self._check(check_limit, proposal["trait"].name, proposal["value"])
-
-    @validate("max_iterations")
-    def _valid_positive(self, proposal: Any) -> Any:
-        return self._check(check_limit, proposal["trait"].name, proposal["value"], minimum=1)
-
-    @validate("context_window")
-    def _valid_window(self, proposal: Any) -> Any:
-        return self._check(check_limit, "context_window", proposal["value"], minimum=1,
-                           none="the model's default")
-
     def settings(self) -> Settings:
         """A snapshot of the current settings."""
-        return Settings(
-            model=self.model, base_url=self.base_url, memory_dir=self.memory_dir,
-            max_cost_usd=self.max_cost_usd, max_tool_calls=self.max_tool_calls,
-            max_iterations=self.max_iterations, approve=self.approve,
-            context_window=self.context_window, stream=self.stream, api_key_env=self.api_key_env,
-        )
+        return Settings(**{o.name: getattr(self, o.name) for o in OPTIONS})
 
     @property
     def controller(self) -> AgentController:
@@ -193,8 +121,8 @@ class AgentMagics(Magics):
         """Make a saved session active again and show a recap of it (unarchives it).
 
         Each option: the one given here, else the one this kernel last used for the
-        session, else -- model and base URL -- what the session last used (saved in it),
-        else the AgentMagics setting. Limits: given here or earlier in this kernel, else
+        session, else -- model, base URL and API -- what the session last used (saved in
+        it), else the AgentMagics setting. Limits: given here or earlier in this kernel, else
         the settings.
         """
         args = parse_argstring(self.agent_resume, line)

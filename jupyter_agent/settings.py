@@ -1,82 +1,75 @@
-"""Settings of the front end, the per-session options that override them, and the
-``openai`` client they describe.
+"""Every setting, declared once: one table, and what is generated from it.
 
-:class:`Settings` is a frozen snapshot of the ``AgentMagics`` traits (the magics build one
-each time it is needed, so ``%config`` changes apply at once); :class:`SessionOptions` are
-the command-line options of ``%agent_new`` / ``%agent_resume``, which override the settings
-for the session they start (issue 4, "Settings"). The ``check_*`` functions are the one
-place where values are validated: the traits' ``@validate`` handlers and the options both
-call them, so a bad value gets the same message either way.
+:data:`OPTIONS` has one :class:`Option` per setting: its name, type, default, help,
+validation, the magic flag that overrides it for one session (if any), who uses it, and
+whether the session's checkpoint remembers it. Everything else is generated from the
+table (design §14):
 
-The API key is never a setting: :func:`build_client` reads it from the environment
-variable named by ``api_key_env`` when a client is built, and hands it to the client only.
-The endpoint is ``base_url``, else ``$OPENAI_BASE_URL``, else the OpenAI API. A loopback
-endpoint (``localhost``, ``127.0.0.0/8``, ``::1``) is not sent the key of the default
-``OPENAI_API_KEY`` -- a local server does not need the user's OpenAI key -- but it is sent
-the key of a variable ``api_key_env`` names on purpose (:func:`endpoint`).
+- the traitlets traits of ``AgentMagics`` (:func:`trait_namespace`), so ``%config`` and
+  ``ipython_config.py`` work and bad values are rejected with the same message as here;
+- the options of ``%agent_new`` / ``%agent_resume`` (``magic_args.session_options``);
+- :class:`Settings` (a snapshot of every setting) and :class:`SessionOptions` (the flags
+  given for one session, ``None`` where not given);
+- what the agent is built with: :meth:`Settings.agent_config` (approval, streaming,
+  context window, limits) and :meth:`Settings.request_params` (fields sent with every
+  model request); the endpoint rows feed the one client factory
+  (:func:`jupyter_agent.client.build_model`).
+
+Adding a setting is one row here plus the code that uses it. Rows whose ``use`` is
+``"request"`` need no other code: their value, when not ``None``, is sent as a field of
+every model request (the name must be a parameter of both model APIs).
+
+The API key is never a setting: only the *name* of the environment variable holding it
+(``api_key_env``) is. Importing this module does nothing but build the table.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import math
-import os
-from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Any
-
-from jupyter_agent.errors import ModelNotConfiguredError
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 if TYPE_CHECKING:
-    import openai
-
-    from jupyter_agent.agent import Limits
+    from jupyter_agent.agent.config import AgentConfig, Limits
 
 __all__ = [
     "APPROVALS",
-    "BASE_URL_ENV",
     "DEFAULT_API_KEY_ENV",
     "DEFAULT_MODEL",
-    "OPENAI_URL",
-    "PLACEHOLDER_API_KEY",
+    "MODEL_APIS",
+    "OPTIONS",
+    "Option",
     "SessionOptions",
     "Settings",
-    "build_client",
     "check_api_key_env",
-    "check_approve",
     "check_base_url",
     "check_limit",
     "check_model",
-    "endpoint",
-    "is_loopback",
-    "not_configured_message",
-    "saved_base_url",
+    "option",
+    "trait_namespace",
 ]
 
-#: The approval policies for tools that run code (issue 3).
+#: The approval policies for tools that run code.
 APPROVALS = ("auto", "ask", "deny")
 #: The model used when none is configured: small, cheap and current.
 DEFAULT_MODEL = "gpt-4o-mini"
-#: Sent as the key to a ``base_url`` server when the key variable is unset (local servers
-#: such as Ollama, vLLM or LM Studio ignore it; the ``openai`` client insists on one).
-PLACEHOLDER_API_KEY = "not-needed"
 #: The default variable holding the API key (``AgentMagics.api_key_env``).
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
-#: Environment variable read as the ``base_url`` when none is configured (as ``openai`` does).
-BASE_URL_ENV = "OPENAI_BASE_URL"
-#: The OpenAI API's own URL; as a ``base_url`` it means "no base_url" (the default endpoint).
-OPENAI_URL = "https://api.openai.com/v1"
+#: The model APIs a session can talk to: ``api`` value -> ``"module:Class"`` of its
+#: :class:`~jupyter_agent.agent.model.Model` implementation (imported when first used).
+MODEL_APIS: Mapping[str, str] = {
+    "chat": "jupyter_agent.agent.chat:ChatModel",
+    "responses": "jupyter_agent.agent.responses:ResponsesModel",
+}
+
+Use = Literal["endpoint", "limit", "agent", "request", "front end"]
+"""Who reads a setting: the client factory, the agent's limits, the agent's config, every
+model request, or the front end (magics, controller)."""
 
 
 # --------------------------------------------------------------------------- validation
-def check_approve(value: str) -> str:
-    """Return ``value`` if it is an approval policy, else raise ``ValueError``."""
-    if value not in APPROVALS:
-        raise ValueError(f"approve must be one of auto, ask, deny (got {value!r})")
-    return value
-
-
-def check_base_url(value: str) -> str:
+def check_base_url(label: str, value: str, hint: str = "") -> str:
     """Return ``value`` if it is ``""`` or an ``http(s)://host`` URL, else raise ``ValueError``."""
     from urllib.parse import urlparse
 
@@ -85,207 +78,365 @@ def check_base_url(value: str) -> str:
     parsed = urlparse(value)
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         raise ValueError(
-            f"base_url must be an http:// or https:// URL such as "
+            f"{label} must be an http:// or https:// URL such as "
             f"http://localhost:11434/v1 (got {value!r})"
         )
     return value
 
 
-def check_limit(name: str, value: float | None, *, minimum: float = 0,
-                none: str | None = "no limit") -> Any:
-    """Return ``value`` if it is ``None`` or a finite number ``>= minimum``, else raise
-    ``ValueError``.
-
-    ``name`` is the setting's (or option's) name, used in the message; ``none`` says what
-    ``None`` means there (``None`` for an option, which cannot be set to None: the message
-    then does not suggest it).
-    """
-    if value is None:
-        return value
-    hint = f", or None for {none}" if none else ""
+def check_limit(label: str, value: float, *, minimum: float = 0, maximum: float | None = None,
+                hint: str = "") -> float:
+    """Return ``value`` if it is a finite number in ``[minimum, maximum]``, else raise
+    ``ValueError`` whose message starts with ``label`` and ends with ``hint``."""
     if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number{hint} (got {value!r})")
+        raise ValueError(f"{label} must be a finite number{hint} (got {value!r})")
     if value < minimum:
         what = "a positive number" if minimum > 0 else "zero or more"
-        raise ValueError(f"{name} must be {what}{hint} (got {value!r})")
+        raise ValueError(f"{label} must be {what}{hint} (got {value!r})")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{label} must be at most {maximum:g}{hint} (got {value!r})")
     return value
 
 
-def check_model(name: str, value: str) -> str:
+def check_model(label: str, value: str, hint: str = "") -> str:
     """Return ``value`` if it is a model name (not blank), else raise ``ValueError``."""
     if not value.strip():
-        raise ValueError(f"{name} must not be empty")
+        raise ValueError(f"{label} must not be empty")
     return value
 
 
-def check_api_key_env(value: str) -> str:
+def check_api_key_env(label: str, value: str, hint: str = "") -> str:
     """Return ``value`` if it can name an environment variable, else raise ``ValueError``."""
     if not value or "=" in value or "\0" in value or value.strip() != value:
         raise ValueError(
-            f"api_key_env must name an environment variable, e.g. OPENAI_API_KEY (got {value!r})"
+            f"{label} must name an environment variable, e.g. OPENAI_API_KEY (got {value!r})"
         )
     return value
 
 
-# --------------------------------------------------------------------------- settings
+def _at_least(minimum: float, maximum: float | None = None) -> Callable[..., float]:
+    def check(label: str, value: float, hint: str = "") -> float:
+        return check_limit(label, value, minimum=minimum, maximum=maximum, hint=hint)
+
+    return check
+
+
+# --------------------------------------------------------------------------- the table
 @dataclass(frozen=True)
-class SessionOptions:
-    """Command-line options of ``%agent_new`` / ``%agent_resume``; ``None`` = not given.
+class Option:
+    """One setting (see the module docstring).
 
-    They override :class:`Settings` for the session they start (issue 4, "Settings").
-    """
-
-    title: str | None = None
-    model: str | None = None
-    base_url: str | None = None
-    max_cost_usd: float | None = None
-    max_tool_calls: int | None = None
-    max_iterations: int | None = None
-    approve: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.model is not None:
-            check_model("--model", self.model)
-        if self.base_url is not None:
-            check_base_url(self.base_url)
-        if self.approve is not None:
-            check_approve(self.approve)
-        check_limit("--max-cost", self.max_cost_usd, none=None)
-        check_limit("--max-tool-calls", self.max_tool_calls, none=None)
-        check_limit("--max-iterations", self.max_iterations, minimum=1, none=None)
-
-    def over(self, base: SessionOptions) -> SessionOptions:
-        """``base`` with every option given here (not ``None``) replacing its value."""
-        given = {f.name: getattr(self, f.name) for f in fields(self)
-                 if getattr(self, f.name) is not None}
-        return replace(base, **given)
-
-    def given(self) -> frozenset[str]:
-        """The names of the options that are given (not ``None``)."""
-        return frozenset(f.name for f in fields(self) if getattr(self, f.name) is not None)
-
-
-@dataclass(frozen=True)
-class Settings:
-    """A snapshot of the ``AgentMagics`` settings (see that class for each one's meaning).
-
-    Units: ``max_cost_usd`` in USD, ``context_window`` in tokens.
-    """
-
-    model: str = DEFAULT_MODEL
-    base_url: str = ""
-    memory_dir: str = ""
-    max_cost_usd: float | None = None
-    max_tool_calls: int | None = None
-    max_iterations: int | None = None
-    approve: str = "ask"
-    context_window: int | None = None
-    stream: bool = True
-    api_key_env: str = DEFAULT_API_KEY_ENV
-
-    def with_options(self, options: SessionOptions) -> Settings:
-        """Return these settings with every given (non-``None``) option applied."""
-        given = {
-            f.name: getattr(options, f.name)
-            for f in fields(options)
-            if f.name != "title" and getattr(options, f.name) is not None
-        }
-        return replace(self, **given)
-
-    def agent_key(self) -> tuple[Any, ...]:
-        """What an :class:`~jupyter_agent.agent.Agent` is built with (limits excluded)."""
-        return (self.model, self.base_url, self.api_key_env, self.approve,
-                self.context_window, self.stream)
-
-    def limits(self) -> Limits:
-        """The :class:`~jupyter_agent.agent.Limits` these settings ask for."""
-        from jupyter_agent.agent import Limits
-
-        return Limits(max_tool_calls=self.max_tool_calls, max_cost_usd=self.max_cost_usd,
-                      max_iterations=self.max_iterations)
-
-
-def saved_base_url(url: str) -> str:
-    """A session's saved endpoint as a ``base_url``: ``""`` for the OpenAI API's own URL."""
-    return "" if url.rstrip("/") == OPENAI_URL else url
-
-
-def is_loopback(url: str) -> bool:
-    """True if ``url``'s host is this machine: ``localhost``, ``127.0.0.0/8`` or ``::1``."""
-    from urllib.parse import urlparse
-
-    host = (urlparse(url).hostname or "").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def endpoint(settings: Settings, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
-    """The ``(base_url, api_key)`` a client for ``settings`` uses (``""`` where none).
-
-    The ``base_url`` is ``settings.base_url``, else ``$OPENAI_BASE_URL``, else ``""`` (the
-    OpenAI API; its own URL counts as ``""`` too). The key is read from the variable named
-    by ``settings.api_key_env`` -- except that a loopback ``base_url`` (``localhost``,
-    ``127.0.0.0/8``, ``::1``: a local server) is not sent the key of the default
-    ``OPENAI_API_KEY``, only that of a variable ``api_key_env`` names explicitly.
-    """
-    env = os.environ if environ is None else environ
-    url = saved_base_url(settings.base_url or env.get(BASE_URL_ENV, ""))
-    if url and is_loopback(url) and settings.api_key_env == DEFAULT_API_KEY_ENV:
-        return url, ""
-    return url, env.get(settings.api_key_env, "")
-
-
-def not_configured_message(settings: Settings, *, session_id: str | None = None,
-                           last_model: str = "", last_url: str = "") -> str:
-    """What :class:`ModelNotConfiguredError` says: which variable is missing, how to go on.
-
-    With ``session_id`` the message names the session and, if known, the model and
-    endpoint it last used (``last_url`` ``""``: the OpenAI API).
-    """
-    var = settings.api_key_env
-    local = ("point --base-url / %config AgentMagics.base_url at a local OpenAI-compatible "
-             "server (Ollama, vLLM, LM Studio), e.g. http://localhost:11434/v1")
-    if session_id is None:
-        return (f"no model configured: {var} is not set; set it in the environment Jupyter "
-                f"starts from to use {settings.model} on the OpenAI API (pick the model with "
-                f"--model or %config AgentMagics.model), or {local}")
-    if not last_model:
-        return f"no model configured for session {session_id}: {var} is not set; set it, or {local}"
-    where = f"at {last_url}" if last_url else "on the OpenAI API"
-    return (f"no model configured for session {session_id} (it last used model {last_model} "
-            f"{where}): {var} is not set; set it, or pass --base-url URL --model "
-            f"{last_model} for another OpenAI-compatible endpoint")
-
-
-def build_client(settings: Settings, environ: Mapping[str, str] | None = None) -> openai.OpenAI:
-    """Build the ``openai.OpenAI`` client for ``settings``.
-
-    Parameters
+    Attributes
     ----------
-    settings : Settings
-    environ : mapping, optional
-        Where ``$OPENAI_BASE_URL`` and the key variable ``settings.api_key_env`` are read;
-        :data:`os.environ` by default, at call time.
+    name : str
+        The trait, the :class:`Settings` attribute, the :class:`SessionOptions` field.
+    type : type
+        ``str``, ``int``, ``float`` or ``bool``.
+    default : object
+        The value when nothing sets it.
+    help : str
+        One sentence (units included); the trait's help and, unless ``flag_help`` is
+        given, the magic option's.
+    use : str
+        Who reads it (see :data:`Use`).
+    check : callable, optional
+        ``check(label, value, hint) -> value``; raises ``ValueError`` whose message starts
+        with ``label`` (the setting's name or the flag) and ends with ``hint`` (what
+        ``None`` means, or ``""``).
+    choices : tuple of str, optional
+        The allowed values (checked, and listed by the magic's help).
+    none : str, optional
+        What ``None`` means for this setting ("no limit"); ``None``: it cannot be None.
+    flag : str, optional
+        The option of ``%agent_new`` / ``%agent_resume`` that overrides the setting for
+        one session (the setting is then *per session*); ``None``: settings only.
+    metavar, flag_help : str, optional
+        For the magic's usage text.
+    saved : bool
+        The session's checkpoint records the value it last used, and a resume without
+        this option uses it (design §6).
+    """
 
-    Returns
-    -------
-    openai.OpenAI
-        Talking to the ``base_url`` of :func:`endpoint` if there is one, else to the
-        OpenAI API, with the key :func:`endpoint` picks (or :data:`PLACEHOLDER_API_KEY`
-        when there is none for a ``base_url``: local servers ignore it).
+    name: str
+    type: type
+    default: Any
+    help: str
+    use: Use
+    check: Callable[..., Any] | None = None
+    choices: tuple[str, ...] | None = None
+    none: str | None = None
+    flag: str | None = None
+    metavar: str | None = None
+    flag_help: str | None = None
+    saved: bool = False
+
+    @property
+    def per_session(self) -> bool:
+        """Whether ``%agent_new`` / ``%agent_resume`` can override it for one session."""
+        return self.flag is not None
+
+    def validate(self, value: Any, *, as_flag: bool = False) -> Any:
+        """Return ``value`` if this option accepts it, else raise ``ValueError``.
+
+        Parameters
+        ----------
+        value : object
+        as_flag : bool
+            The value was given with the magic flag: the message names the flag and does
+            not suggest ``None`` (an option not given is simply left out).
+        """
+        label = self.flag if as_flag and self.flag else self.name
+        if value is None:
+            if self.none is None:
+                raise ValueError(f"{label} must not be None")
+            return value
+        if self.choices is not None and value not in self.choices:
+            raise ValueError(f"{label} must be one of {', '.join(self.choices)} (got {value!r})")
+        if self.check is None:
+            return value
+        hint = f", or None for {self.none}" if self.none and not as_flag else ""
+        return self.check(label, value, hint)
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("model", str, DEFAULT_MODEL, "Model name sent to the endpoint.", "endpoint",
+           check=check_model, flag="--model", saved=True,
+           flag_help="Model name for this session (default: AgentMagics.model)."),
+    Option("base_url", str, "", "OpenAI-compatible endpoint (e.g. http://localhost:11434/v1 "
+           "for Ollama); empty: $OPENAI_BASE_URL, else the OpenAI API.", "endpoint",
+           check=check_base_url, flag="--base-url", metavar="URL", saved=True,
+           flag_help="OpenAI-compatible endpoint, e.g. a local server http://localhost:11434/v1 "
+                     "(default: AgentMagics.base_url, else $OPENAI_BASE_URL, else the OpenAI "
+                     "API)."),
+    Option("api", str, "chat", "The model API: chat (Chat Completions) or responses (the "
+           "Responses API, for reasoning models).", "endpoint",
+           choices=tuple(MODEL_APIS), flag="--api", saved=True,
+           flag_help="The model API for this session (default: what the session last used, "
+                     "else AgentMagics.api)."),
+    Option("api_key_env", str, DEFAULT_API_KEY_ENV, "Name of the environment variable "
+           "holding the API key (the key itself is never a setting).", "endpoint",
+           check=check_api_key_env),
+    Option("memory_dir", str, "", "Where sessions and notes live; empty: "
+           "$JUPYTER_AGENT_MEMORY_DIR, else <project root>/.jupyter_agent.", "front end"),
+    Option("max_cost_usd", float, None, "Per-session spend limit in USD; None: no limit.",
+           "limit", check=_at_least(0), none="no limit", flag="--max-cost", metavar="USD",
+           flag_help="Stop when the session has cost this much, in USD."),
+    Option("max_tool_calls", int, None, "Per-session tool-call limit; None: no limit.",
+           "limit", check=_at_least(0), none="no limit", flag="--max-tool-calls",
+           metavar="N", flag_help="Stop when the session has made N tool calls."),
+    Option("max_iterations", int, None, "Model calls per prompt; None: no limit.", "limit",
+           check=_at_least(1), none="no limit", flag="--max-iterations", metavar="N",
+           flag_help="At most N model calls per prompt."),
+    Option("approve", str, "ask", "Running code: auto, ask or deny.", "agent",
+           choices=APPROVALS, flag="--approve",
+           flag_help="Running code: auto (run), ask (confirm each), deny (never)."),
+    Option("context_window", int, None, "The model's context window in tokens (compaction "
+           "starts at 80%); None: the agent's default for the model.", "agent",
+           check=_at_least(1), none="the model's default"),
+    Option("stream", bool, True, "Stream replies as they are generated.", "agent"),
+    Option("temperature", float, None, "Sampling temperature sent with every request, 0-2 "
+           "(lower: more focused and repeatable); None: the model's default.", "request",
+           check=_at_least(0, 2), none="the model's default", flag="--temperature",
+           metavar="T"),
+)
+"""The settings, in the order ``%config AgentMagics`` and the magics' help list them."""
+
+_BY_NAME = {o.name: o for o in OPTIONS}
+
+
+def option(name: str) -> Option:
+    """The row of :data:`OPTIONS` called ``name`` (``KeyError`` if there is none)."""
+    return _BY_NAME[name]
+
+
+# --------------------------------------------------------------------------- records
+class _Values:
+    """An immutable record of option values, validated on construction."""
+
+    __slots__ = ("_values",)
+    _fields: ClassVar[tuple[str, ...]] = ()
+    _values: dict[str, Any]
+
+    def __init__(self, **values: Any) -> None:
+        unknown = set(values) - set(self._fields)
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no option {', '.join(sorted(unknown))}")
+        object.__setattr__(self, "_values", self._complete(values))
+
+    def _complete(self, values: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(f"{type(self).__name__} has no option {name!r}") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable; use replace()")
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other._values == self._values
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._values.items()))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k}={v!r}" for k, v in self._values.items())
+        return f"{type(self).__name__}({shown})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self._values))
+
+    def __iter__(self) -> Iterator[tuple[str, Any]]:
+        return iter(self._values.items())
+
+    def as_dict(self) -> dict[str, Any]:
+        """The values by name (a copy)."""
+        return dict(self._values)
+
+
+def _rebuild(cls: type[_Values], values: dict[str, Any]) -> _Values:
+    return cls(**values)
+
+
+class SessionOptions(_Values):
+    """Options of ``%agent_new`` / ``%agent_resume`` for one session; ``None`` = not given.
+
+    Fields: ``title`` and every per-session setting of :data:`OPTIONS` (those with a magic
+    flag). They override :class:`Settings` for the session they start.
 
     Raises
     ------
-    ModelNotConfiguredError
-        Neither a key nor a ``base_url`` is configured.
+    TypeError
+        For a name that is not an option.
+    ValueError
+        For a bad value; the message names the magic flag (``--max-cost must be ...``).
     """
-    from jupyter_agent.agent.client import make_client
 
-    url, key = endpoint(settings, environ)
-    if not key and not url:
-        raise ModelNotConfiguredError(not_configured_message(settings))
-    return make_client(api_key=key or PLACEHOLDER_API_KEY, base_url=url or OPENAI_URL)
+    __slots__ = ()
+    _fields = ("title", *(o.name for o in OPTIONS if o.per_session))
+
+    def _complete(self, values: dict[str, Any]) -> dict[str, Any]:
+        out = {name: values.get(name) for name in self._fields}
+        for name, value in out.items():
+            if name != "title" and value is not None:
+                _BY_NAME[name].validate(value, as_flag=True)
+        return out
+
+    def over(self, base: SessionOptions) -> SessionOptions:
+        """``base`` with every option given here (not ``None``) replacing its value."""
+        merged = base.as_dict()
+        merged.update({k: v for k, v in self if v is not None})
+        return SessionOptions(**merged)
+
+    def given(self) -> frozenset[str]:
+        """The names of the options that are given (not ``None``)."""
+        return frozenset(k for k, v in self if v is not None)
+
+    def replace(self, **changes: Any) -> SessionOptions:
+        """A copy with ``changes`` applied."""
+        return SessionOptions(**{**self._values, **changes})
+
+
+class Settings(_Values):
+    """A snapshot of every setting of :data:`OPTIONS` (``AgentMagics``' traits).
+
+    ``Settings(model="llama3.1", base_url="http://localhost:11434/v1")``: options not given
+    take their default. Units: ``max_cost_usd`` in USD, ``context_window`` in tokens.
+
+    Raises
+    ------
+    TypeError
+        For a name that is not a setting.
+    ValueError
+        For a bad value (the same message as ``%config`` gives).
+    """
+
+    __slots__ = ()
+    _fields = tuple(o.name for o in OPTIONS)
+
+    def _complete(self, values: dict[str, Any]) -> dict[str, Any]:
+        out = {}
+        for row in OPTIONS:
+            value = values.get(row.name, row.default)
+            if row.name in values:
+                row.validate(value)
+            out[row.name] = value
+        return out
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with ``changes`` applied (validated)."""
+        return Settings(**{**self._values, **changes})
+
+    def with_options(self, options: SessionOptions) -> Settings:
+        """These settings with every given (non-``None``) option applied."""
+        return self.replace(**{k: v for k, v in options if k != "title" and v is not None})
+
+    def of(self, use: Use) -> dict[str, Any]:
+        """The values of the settings used by ``use``, by name."""
+        return {o.name: self._values[o.name] for o in OPTIONS if o.use == use}
+
+    def model_key(self) -> tuple[Any, ...]:
+        """What the model client is built from (a change means a new client)."""
+        return (*self.of("endpoint").items(), *self.of("request").items())
+
+    def limits(self) -> Limits:
+        """The :class:`~jupyter_agent.agent.Limits` these settings ask for."""
+        from jupyter_agent.agent.config import Limits
+
+        return Limits(**self.of("limit"))
+
+    def agent_config(self, **extra: Any) -> AgentConfig:
+        """The :class:`~jupyter_agent.agent.AgentConfig` these settings ask for.
+
+        Parameters
+        ----------
+        **extra
+            Further :class:`AgentConfig` fields (e.g. ``system_prompt``).
+        """
+        from jupyter_agent.agent.config import AgentConfig
+
+        return AgentConfig(limits=self.limits(), **self.of("agent"), **extra)
+
+    def request_params(self) -> dict[str, Any]:
+        """Fields sent with every model request (the ``"request"`` rows that are not None)."""
+        return {k: v for k, v in self.of("request").items() if v is not None}
+
+
+# --------------------------------------------------------------------------- traits
+def trait_namespace(owner: str) -> dict[str, Any]:
+    """The traitlets traits of every setting, and the validator that checks them.
+
+    Put into the class body of the ``Configurable`` that carries the settings
+    (``AgentMagics``), so ``%config`` and ``ipython_config.py`` set them; a bad value
+    raises ``TraitError("<owner>: <message>")``.
+
+    Parameters
+    ----------
+    owner : str
+        The class name, shown in error messages.
+
+    Returns
+    -------
+    dict
+        ``{name: trait}`` for each option, plus ``_validate_setting``.
+    """
+    from traitlets import Bool, Float, Int, TraitError, Unicode, validate
+
+    kinds = {str: Unicode, int: Int, float: Float, bool: Bool}
+    namespace: dict[str, Any] = {}
+    for row in OPTIONS:
+        trait = kinds[row.type](row.default, allow_none=row.none is not None, help=row.help)
+        namespace[row.name] = trait.tag(config=True)
+
+    def _validate_setting(self: Any, proposal: Any) -> Any:
+        try:
+            return _BY_NAME[proposal["trait"].name].validate(proposal["value"])
+        except ValueError as err:
+            raise TraitError(f"{owner}: {err}") from err
+
+    namespace["_validate_setting"] = validate(*_BY_NAME)(_validate_setting)
+    return namespace

@@ -9,9 +9,16 @@ import pytest
 
 from jupyter_agent.agent import Limits
 from jupyter_agent.agent.events import TextDelta
+from jupyter_agent.client import PLACEHOLDER_API_KEY, build_client
 from jupyter_agent.controller import AgentController, TurnResult
-from jupyter_agent.errors import JupyterAgentError, ModelNotConfiguredError, SessionLockedError
-from jupyter_agent.settings import PLACEHOLDER_API_KEY, SessionOptions, Settings, build_client
+from jupyter_agent.errors import (
+    JupyterAgentError,
+    LimitExceededError,
+    ModelError,
+    ModelNotConfiguredError,
+    SessionLockedError,
+)
+from jupyter_agent.settings import SessionOptions, Settings
 from jupyter_agent.store import Compaction, SessionStore, Usage
 from jupyter_agent.testing import ScriptedModelServer
 from jupyter_agent.ui.display import (
@@ -34,7 +41,7 @@ def test_options_override_only_what_is_given() -> None:
 
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"approve": "x"}, "approve must be one of auto, ask, deny"),
-    ({"base_url": "file:///x"}, "base_url must be an http:// or https:// URL"),
+    ({"base_url": "file:///x"}, "^--base-url must be an http:// or https:// URL"),
     ({"max_cost_usd": -0.01}, r"^--max-cost must be zero or more \(got -0.01\)$"),
     ({"max_cost_usd": float("nan")}, r"^--max-cost must be a finite number \(got nan\)$"),
     ({"max_cost_usd": float("inf")}, r"^--max-cost must be a finite number \(got inf\)$"),
@@ -96,19 +103,6 @@ def test_remote_servers_and_openai_get_the_key_and_openai_base_url_counts() -> N
     # the OpenAI API's own URL is no base_url: it still needs the key
     with pytest.raises(ModelNotConfiguredError):
         build_client(Settings(base_url="https://api.openai.com/v1"), environ={})
-
-
-def test_limit_error_describes_the_stop() -> None:
-    usage = Usage(cost_usd=0.75)
-    result = TurnResult("s", "stopped", "max_cost_usd", Usage(), usage, 0, 4,
-                        Limits(max_cost_usd=0.5, max_tool_calls=4, max_iterations=2))
-    err = result.limit_error
-    assert err is not None and str(err) == "limit reached: max_cost_usd = 0.5 (session is at 0.75)"
-    calls = TurnResult("s", "x", "max_tool_calls", Usage(), usage, 1, 4, result.limits)
-    assert str(calls.limit_error) == "limit reached: max_tool_calls = 4 (session is at 4)"
-    iters = TurnResult("s", "x", "max_iterations", Usage(), usage, 1, 4, result.limits)
-    assert str(iters.limit_error) == "limit reached: max_iterations = 2 (session is at 2)"
-    assert TurnResult("s", "x", None, Usage(), usage, 0, 0, Limits()).limit_error is None
 
 
 def test_controller_without_a_shell(tmp_path: Path) -> None:
@@ -184,3 +178,71 @@ def test_transcript_markers_sit_at_the_recorded_lengths() -> None:
     order = [text.index(k) for k in ("m0", "m1", "S1", "m2", "m4", "S2")]
     assert order == sorted(order)
     assert "═══ compaction at 2026-01-02T03:04:05+00:00: 2 messages replaced" in text
+
+
+def test_a_limit_reaches_the_front_end_as_the_agents_error_object(tmp_path: Path) -> None:
+    env = {"JUPYTER_AGENT_MEMORY_DIR": str(tmp_path / "mem")}
+    step = {"tool_calls": [{"name": "list_todos", "arguments": {}}]}
+    with ScriptedModelServer([step, step]) as server:
+        settings = Settings(base_url=server.base_url, model="scripted", max_iterations=1)
+        ctl = AgentController(lambda: settings, environ=env)
+        ctl.new_session()
+        result = ctl.ask("loop")
+        assert result.stop_reason == "max_iterations"
+        err = result.limit_error
+        assert isinstance(err, LimitExceededError)
+        assert err is ctl._require_active().agent.limit_error
+        assert (err.limit, err.value, err.maximum) == ("max_iterations", 1, 1)
+        assert ctl.ask("again").limit_error is not err
+        ctl.close()
+
+
+def test_settings_and_the_key_apply_at_the_next_prompt_on_the_same_lease(tmp_path: Path) -> None:
+    env = {"JUPYTER_AGENT_MEMORY_DIR": str(tmp_path / "mem"), "LAB_KEY": "first"}
+    with ScriptedModelServer(["one", "two", "three"], require_api_key="second") as server:
+        current = [Settings(base_url=server.base_url, api_key_env="LAB_KEY", model="m1")]
+        ctl = AgentController(lambda: current[0], environ=env)
+        sid = ctl.new_session()
+        with pytest.raises(ModelError, match="rejected the API key from LAB_KEY"):
+            ctl.ask("hello")
+        env["LAB_KEY"] = "second"  # e.g. %dotenv: no restart, no new session
+        assert ctl.ask("hello again").reply == "one"
+        agent = ctl._require_active().agent
+        current[0] = current[0].replace(model="m2", approve="deny", max_tool_calls=4)
+        assert ctl.ask("and now?").reply == "two"
+        assert ctl._require_active().agent is agent  # same agent, same session, same lease
+        assert (agent.model.name, agent.approval, agent.limits.max_tool_calls) == (
+            "m2", "deny", 4)
+        assert [r["model"] for r in server.requests[-2:]] == ["m1", "m2"]
+        assert ctl.store.holds_lease(sid)
+        ctl.close()
+        assert not ctl.store.holds_lease(sid)
+
+
+def test_a_resume_reads_the_record_once_and_the_agent_owns_the_only_lease(
+    tmp_path: Path,
+) -> None:
+    from typing import cast
+
+    from jupyter_agent.store import Store
+    from tests.agent.helpers import CountingStore
+
+    env = {"JUPYTER_AGENT_MEMORY_DIR": str(tmp_path / "mem")}
+    with ScriptedModelServer(["one", "two"]) as server:
+        settings = Settings(base_url=server.base_url, model="scripted")
+        ctl = AgentController(lambda: settings, environ=env)
+        counter = CountingStore(SessionStore(tmp_path / "mem"))
+        ctl._stores[ctl.memory_dir] = cast(Store, counter)
+        first = ctl.new_session(SessionOptions(title="T"))
+        ctl.ask("hello")
+        ctl.new_session()  # the first session is let go
+        counter.calls.clear()
+        resumed = ctl.resume(first)
+        assert counter.count("load_session") == 1
+        assert counter.count("acquire_lease") == 1 and counter.count("release_lease") == 1
+        assert resumed.record.title == "T" and len(resumed.record.messages) == 3
+        assert ctl.ask("again").reply == "two"
+        ctl.close()
+        other = SessionStore(tmp_path / "mem")
+        other.acquire_lease(first)  # nothing else kept a count of it
+        other.release_all()

@@ -158,7 +158,7 @@ def test_option_errors(shell: InteractiveShell) -> None:
         "--max-iterations must be a positive number (got 0)")
     assert usage_error(shell, "agent_new", '--model ""') == "--model must not be empty"
     assert usage_error(shell, "agent_new", "--base-url ftp://x").startswith(
-        "base_url must be an http:// or https:// URL")
+        "--base-url must be an http:// or https:// URL")
     assert "invalid choice: 'maybe'" in usage_error(shell, "agent_new", "--approve maybe")
     assert "argument --max-tool-calls: invalid int value" in usage_error(
         shell, "agent_new", "--max-tool-calls lots")
@@ -181,12 +181,18 @@ def test_model_unreachable_and_model_errors(shell: InteractiveShell) -> None:
     url = f"http://127.0.0.1:{free_port()}/v1"
     shell.run_line_magic("config", f'AgentMagics.base_url = "{url}"')
     message = usage_error(shell, "agent", "hello?")
-    assert message == f"the model endpoint at {url}/ could not be reached: Connection error."
+    assert message == (
+        f"cannot reach the model endpoint at {url}/ ([Errno 111] Connection refused): check "
+        "that the server is running and that the URL and port are right (--base-url or "
+        "%config AgentMagics.base_url), then send the prompt again")
     with ScriptedModelServer([{"error": {"status": 401, "message": "bad key"}}]) as server:
         shell.run_line_magic("config", f'AgentMagics.base_url = "{server.base_url}"')
         message = usage_error(shell, "agent", "again?")
-        assert message == (f"the model endpoint at {server.base_url}/ rejected the API key "
-                           "(401): bad key")
+        assert message == (
+            f"the model endpoint at {server.base_url}/ requires an API key and none was sent "
+            "(401: bad key): set OPENAI_API_KEY in the environment Jupyter starts from (a "
+            "server on this machine is only sent a key from a variable you name: %config "
+            'AgentMagics.api_key_env = "NAME")')
         sid = magics_of(shell).controller.active_session_id
         # the prompts stayed saved, and the error was the library's ModelError
         with pytest.raises(UsageError) as info:

@@ -134,7 +134,7 @@ def test_resume_with_options_sets_title_and_limits(
     model_server.add_steps([{"text": "ok"}])
     agent_shell.run_line_magic("agent", "more")
     agent = magics_of(agent_shell).controller._active.agent
-    assert (agent.model, agent.approval) == ("m9", "auto")
+    assert (agent.model.name, agent.approval) == ("m9", "auto")
     assert (agent.limits.max_cost_usd, agent.limits.max_tool_calls,
             agent.limits.max_iterations) == (3, 2, 5)
     assert model_server.requests[-1]["model"] == "m9"

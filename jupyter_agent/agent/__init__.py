@@ -1,17 +1,20 @@
-"""The agent loop on the ``openai`` Chat Completions client.
+"""The agent loop, composed: a model, a conversation, a config, tools.
 
-``Agent(client, model, store=..., session_id=...)`` runs turns with
-``agent.run(prompt, on_event=...)``: model calls, tool batches, save points and
-checkpoints in a :class:`~jupyter_agent.store.SessionStore`, limits, compaction and
-fallback summaries (issue 3). With a store, the agent holds the session's lease
-from construction until ``agent.close()`` (or the end of a ``with Agent(...)``
-block). Importing this package does nothing else.
+``Agent(ChatModel(openai.OpenAI(), "gpt-4o-mini"), store=store, session_id=...)`` (or
+``ResponsesModel(...)`` for the Responses API) runs
+turns with ``agent.run(prompt, on_event=...)``: model calls, tool batches, save points
+and checkpoints through the :class:`~jupyter_agent.store.Store` protocol, limits,
+compaction and fallback summaries. The agent holds the session's lease from
+construction until ``agent.close()`` (or the end of a ``with Agent(...)`` block).
+Importing this package does nothing else.
 """
 
 from __future__ import annotations
 
-from jupyter_agent.agent.builtin_tools import BUILTIN_TOOL_NAMES, ApprovalPolicy, BuiltinTools
-from jupyter_agent.agent.client import make_client
+from jupyter_agent.agent.builtin_tools import BUILTIN_TOOL_NAMES, BuiltinTools
+from jupyter_agent.agent.chat import ChatModel
+from jupyter_agent.agent.config import AgentConfig, ApprovalPolicy
+from jupyter_agent.agent.conversation import Conversation
 from jupyter_agent.agent.events import (
     AgentEvent,
     EventCallback,
@@ -23,6 +26,8 @@ from jupyter_agent.agent.events import (
 )
 from jupyter_agent.agent.limits import Limits
 from jupyter_agent.agent.loop import Agent
+from jupyter_agent.agent.model import Model, ModelReply, PartialReply, TokenUsage
+from jupyter_agent.agent.responses import ResponsesModel
 from jupyter_agent.agent.tools import (
     MemoryContext,
     Tool,
@@ -36,14 +41,22 @@ from jupyter_agent.agent.usage import context_window_for, price_call
 __all__ = [
     "BUILTIN_TOOL_NAMES",
     "Agent",
+    "AgentConfig",
     "AgentEvent",
     "ApprovalPolicy",
     "BuiltinTools",
+    "ChatModel",
+    "Conversation",
     "EventCallback",
     "Limits",
     "MemoryContext",
+    "Model",
+    "ModelReply",
     "Notice",
+    "PartialReply",
+    "ResponsesModel",
     "TextDelta",
+    "TokenUsage",
     "Tool",
     "ToolCallEnd",
     "ToolCallStart",
@@ -52,7 +65,6 @@ __all__ = [
     "UsageUpdate",
     "configure_memory",
     "context_window_for",
-    "make_client",
     "price_call",
     "tool_from_function",
 ]

@@ -1,11 +1,10 @@
 """Executing one tool batch: the calls of one assistant message, in order.
 
-The batch is recorded by the caller in *one* save after it completes (spec: "after
-completing a batch of tool calls with results"). If anything interrupts it --
-``KeyboardInterrupt`` from a tool, from the approval prompt or from an ``on_event``
-callback -- :meth:`BatchProgress.finish_interrupted` answers every call that has no
-result yet (the running one: "interrupted"; the rest: "not executed"), so the saved
-batch is complete and the next request is accepted by the API.
+The batch is recorded by the caller in *one* save after it completes (design §5). If
+anything interrupts it -- ``KeyboardInterrupt`` from a tool, from the approval prompt or
+from an ``on_event`` callback -- :meth:`BatchProgress.finish_interrupted` answers every
+call that has no result yet (the running one: "interrupted"; the rest: "not executed"),
+so the saved batch is complete and the next request is accepted by the API.
 """
 
 from __future__ import annotations

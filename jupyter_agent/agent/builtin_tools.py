@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from IPython.core.error import StdinNotImplementedError
 
+from jupyter_agent.agent.config import ApprovalPolicy
 from jupyter_agent.agent.pyexec import format_outcome, run_code
 from jupyter_agent.agent.tools import MemoryContext, Tool, ToolError, tool_from_function
 from jupyter_agent.store import SessionState, TodoItem
@@ -37,7 +38,6 @@ __all__ = [
     "stdin_is_usable",
 ]
 
-ApprovalPolicy = Literal["auto", "ask", "deny"]
 TodoStatus = Literal["pending", "in_progress", "done", "failed"]
 
 BUILTIN_TOOL_NAMES = (

@@ -2,7 +2,7 @@
 
 Pure functions over lists of Chat Completions message dicts; nothing here does I/O.
 
-Invariants kept by the loop with these helpers (issue 3, "Tool-pair integrity"):
+Invariants kept by the loop with these helpers (design §3):
 
 * every assistant tool call is followed, before the next non-tool message, by
   exactly one ``tool`` message answering it (a missing one gets a synthetic
@@ -35,7 +35,7 @@ SUMMARY_MARKER = "[jupyter-agent] Summary of earlier conversation"
 """First words of the message that replaces compacted turns."""
 
 CHARS_PER_TOKEN = 4
-"""Rough characters per token for text the endpoint has not counted yet (issue 3)."""
+"""Rough characters per token for text the endpoint has not counted yet."""
 
 _PER_MESSAGE_TOKENS = 4
 
@@ -120,12 +120,15 @@ class RepairReport:
 
 
 def repair_tool_pairs(
-    messages: Sequence[dict[str, Any]], reason: str = "not executed (the run was interrupted)"
+    messages: Sequence[dict[str, Any]],
+    reason: str = "not executed (the run was interrupted)",
+    *,
+    start: int = 0,
 ) -> tuple[list[dict[str, Any]], RepairReport]:
     """Give every assistant tool call exactly one result; drop orphan results.
 
     Existing results keep their order; synthetic ones follow them, right after the
-    batch (issue 3, "Tool-pair integrity").
+    batch (design §3).
 
     Parameters
     ----------
@@ -133,12 +136,27 @@ def repair_tool_pairs(
         A working context.
     reason : str
         Text of the synthetic results (prefixed with ``[jupyter-agent]``).
+    start : int
+        Messages before this index are known to be in order (every call answered, no
+        orphan): only the rest is checked, from the message that opened the last tool
+        batch before ``start`` on. Makes a check after a few appended messages cost
+        O(new messages), not O(session).
 
     Returns
     -------
     (list of dict, RepairReport)
-        The repaired list (a new list of the same dict objects) and what changed.
+        The repaired list (``messages`` itself when nothing changed, else a new list of
+        the same dict objects) and what changed.
     """
+    start = max(0, min(start, len(messages)))
+    while start > 0 and messages[start - 1].get("role") == "tool":
+        start -= 1
+    start = max(0, start - 1)  # the message that opened the batch (or any other)
+    if start:
+        tail, report = repair_tool_pairs(messages[start:], reason)
+        if not report.changed:
+            return (messages if isinstance(messages, list) else list(messages)), report
+        return [*messages[:start], *tail], report
     out: list[dict[str, Any]] = []
     added: list[str] = []
     dropped = 0

@@ -1,6 +1,6 @@
-"""Resource limits of a session and the notices that end a turn when one is reached.
+"""Resource limits of a session, and the notices that end a turn (a limit, a cut-off reply).
 
-Issue 3: ``max_tool_calls`` and ``max_cost_usd`` count the whole session, including
+Design §6: ``max_tool_calls`` and ``max_cost_usd`` count the whole session, including
 what was recorded before a restart (the checkpoint restores both counters);
 ``max_iterations`` counts model calls within one user turn and starts at 0 on every
 ``run``. Limits always come from the current options, never from the saved session.
@@ -13,10 +13,32 @@ from dataclasses import dataclass
 from jupyter_agent.errors import LimitExceededError
 from jupyter_agent.store import SessionState
 
-__all__ = ["NOTICE_PREFIX", "Limits", "check_before_batch", "check_before_model", "limit_notice"]
+__all__ = [
+    "CUT_OFF_NOTICES",
+    "NOTICE_PREFIX",
+    "Limits",
+    "check_before_batch",
+    "check_before_model",
+    "cut_off_notice",
+    "limit_notice",
+]
 
 NOTICE_PREFIX = "[jupyter-agent]"
 """Marks assistant-side messages written by the harness, not the model."""
+
+CUT_OFF_NOTICES = {
+    "length": (
+        "the model's reply was cut off at its output token limit (finish_reason \"length\")",
+        "Ask it to continue, or for a shorter answer.",
+    ),
+    "content_filter": (
+        "the provider's content filter cut off the model's reply "
+        '(finish_reason "content_filter")',
+        "Rephrase the request to continue.",
+    ),
+}
+"""Finish reason -> (cause, advice) of the notice that ends a turn whose reply did not
+finish normally (the agent's ``stop_reason`` is then the finish reason)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +98,14 @@ def limit_notice(err: LimitExceededError, *, requested: int = 0) -> str:
     else:
         detail = f"this turn reached max_iterations={err.maximum:g} model calls"
     return f"{NOTICE_PREFIX} Stopped: {detail}. Raise the limit and send a message to continue."
+
+
+def cut_off_notice(finish_reason: str, skipped: int) -> str:
+    """The assistant-side message saved when a reply was cut off (see
+    :data:`CUT_OFF_NOTICES`); ``skipped`` tool calls of it were not run."""
+    cause, advice = CUT_OFF_NOTICES[finish_reason]
+    calls = f"; its {skipped} tool call(s) were not run" if skipped else ""
+    return f"{NOTICE_PREFIX} Stopped: {cause}{calls}. {advice}"
 
 
 def check_before_model(

@@ -1,235 +1,222 @@
 """The agent loop: user message -> model -> (tool batch -> results)* -> final reply.
 
-Save points (spec: "Connecting Persistence to the Agent Loop"), whenever a store and
-a session ID exist -- ``store.save_messages(session_id, working_context)``:
+:class:`Agent` is composed of parts it holds, not built from base classes: a
+:class:`~jupyter_agent.agent.model.Model` (the API), a
+:class:`~jupyter_agent.agent.conversation.Conversation` (messages, checkpoint, lease,
+persistence), an :class:`~jupyter_agent.agent.config.AgentConfig`, the tool registry
+with the built-in tools, and a :class:`~jupyter_agent.agent.calls.Meter` for usage.
+
+Save points (design §5), each one ``Conversation.save`` -- one store call recording the
+new messages and the checkpoint together:
 
 1. after appending the user message;
 2. after each model response (the assistant message, with its tool calls);
 3. after each completed tool batch (all of its results together).
 
-Checkpoints (spec: "Saving Other Conversation State") -- ``store.save_state`` with the
-scratchpad, todos, session tool-call count and cumulative usage: before each model
-request, after it (this one also covers "after the final reply"), after each tool
-batch, and after a limit notice, a compaction or an interrupt. Messages are saved
-before the checkpoint, so a crash in between leaves newer messages with an older
-checkpoint, never the reverse.
+The checkpoint (design §6) is also saved before each model request when it changed, and
+after a limit notice, a compaction or an interrupt. A tool batch is never half recorded:
+if it is interrupted (``KeyboardInterrupt``, also raised from an ``on_event`` callback),
+the calls that did not finish get "interrupted" results, the batch is saved, and the
+interrupt is re-raised. A stream interrupted mid-reply keeps the partial text (the call
+is still counted). A reply cut off by ``finish_reason`` "length"/"content_filter" ends
+the turn with a notice; its tool calls are answered "not executed" and never run.
 
-A tool batch is never half recorded: its results are saved in one save after the
-last call. If the batch is interrupted (``KeyboardInterrupt``, also raised from an
-``on_event`` callback), the calls that did not finish get "interrupted" results, the
-batch is saved, and the interrupt is re-raised. A stream interrupted mid-reply
-saves the partial text as an assistant message (the call is still counted). A reply
-cut off by ``finish_reason`` "length"/"content_filter" ends the turn with a notice;
-its tool calls are answered "not executed" and never run. The agent holds the
-session's lease (re-entrant within one store) from construction to :meth:`Agent.close`.
-
-On resume -- and before every model call -- :func:`~jupyter_agent.agent.context.repair_tool_pairs`
-answers unanswered calls with synthetic results (recorded with ``save_messages``
-when they only extend the saved context, else with
-``store.compact(..., summary="repaired tool pairs: ...")``): on resume "result
-unknown: ... check before repeating it" (the call may have run before the process
-died); in a live agent "not executed" (it really was not run).
+Before every model call, :meth:`Conversation.repair` answers unanswered tool calls ("not
+executed": the agent never ran them), so the request is always accepted.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
-import openai
-
 from jupyter_agent.agent.batch import BatchProgress, execute_batch
-from jupyter_agent.agent.builtin_tools import ApprovalPolicy, BuiltinTools
-from jupyter_agent.agent.calls import ModelCalls
-from jupyter_agent.agent.compaction import Compacting
+from jupyter_agent.agent.builtin_tools import BuiltinTools
+from jupyter_agent.agent.calls import Meter, call_model
+from jupyter_agent.agent.compaction import compact, context_window, should_compact
+from jupyter_agent.agent.config import AgentConfig, ApprovalPolicy, Limits
 from jupyter_agent.agent.context import synthetic_result
+from jupyter_agent.agent.conversation import MEMORY_REPAIR, Conversation
 from jupyter_agent.agent.events import EventCallback, Notice, ignore_event
 from jupyter_agent.agent.limits import (
-    NOTICE_PREFIX,
-    Limits,
+    CUT_OFF_NOTICES,
     check_before_batch,
     check_before_model,
+    cut_off_notice,
     limit_notice,
 )
-from jupyter_agent.agent.session import MEMORY_REPAIR, SessionPersistence
+from jupyter_agent.agent.model import Model, TokenUsage
 from jupyter_agent.agent.tools import Tool, ToolRegistry, configure_memory
-from jupyter_agent.agent.usage import PriceTable, context_window_for
 from jupyter_agent.errors import LimitExceededError
-from jupyter_agent.store import SessionState, SessionStore, Usage, new_session_id
+from jupyter_agent.store import SessionState, Store, Usage
 
 __all__ = ["Agent"]
 
 LIMIT_SKIP = "not executed: limit reached"
 CUT_OFF_SKIP = "not executed: the reply was cut off"
-CUT_OFF_NOTICES = {
-    "length": (
-        "the model's reply was cut off at its output token limit (finish_reason \"length\")",
-        "Ask it to continue, or for a shorter answer.",
-    ),
-    "content_filter": (
-        "the provider's content filter cut off the model's reply "
-        '(finish_reason "content_filter")',
-        "Rephrase the request to continue.",
-    ),
-}
-"""Finish reason -> (cause, advice) of the notice that ends a turn whose reply did
-not finish normally (``stop_reason`` is then the finish reason)."""
 
 
-class Agent(SessionPersistence, ModelCalls, Compacting):
+class Agent:
     """An agent whose conversation is a (optionally saved) session.
 
-    With a store, the agent takes the session's lease (``store.acquire_lease``) when
-    it is built and holds it until :meth:`close` -- spec: "The running agent holds
-    the lease for its entire run" -- so no other process (or other store object)
-    can take the session over between turns. The lease is re-entrant within one
-    store: a caller that already holds it on the same store object (e.g. the
-    magics' controller) nests its count. Use the agent as a context manager, or
-    call :meth:`close`, to let the session go; a closed agent cannot ``run``.
+    The agent owns its conversation and so the session's lease (design §7): from
+    construction until :meth:`close` no other process, and no other store object, can
+    take the session over. Use it as a context manager, or call :meth:`close`; a closed
+    agent cannot ``run``.
 
     Parameters
     ----------
-    client : openai.OpenAI
-    model : str
-    store : SessionStore, optional
-        Without a store the session lives in memory only.
+    model : Model
+        E.g. ``ChatModel(openai.OpenAI(), "gpt-4o-mini")``; replaceable between turns
+        (:meth:`reconfigure`).
+    conversation : Conversation, optional
+        An open conversation (``Conversation.open(store, id)`` or ``.create(...)``); the
+        agent takes it over and closes it (also when the agent cannot be built). Default:
+        one built from ``store`` and ``session_id``.
+    store : Store, optional
+        Without a store (and without ``conversation``) the session lives in memory.
     session_id : str, optional
-        With a store: an existing session is resumed (messages, scratchpad, todos,
-        tool-call count, usage; tool pairs repaired); otherwise a session is created
-        with this ID (or a new one) and a system message that includes the notes.
+        With a store: a saved session is resumed (messages, scratchpad, todos, tool-call
+        count, usage; tool pairs repaired); otherwise a session is created with this ID
+        (or a new one) and a system message that includes the notes.
+    config : AgentConfig, optional
+        Approval, streaming, context window, limits, prices...; replaceable between turns.
     tools : iterable of callables or Tool, optional
         Added to the built-in tools; run without asking (the caller's own code).
-    limits : Limits, optional
-    system_prompt : str, optional
-        Replaces the default system prompt of a *new* session (a resumed session
-        keeps its saved system message).
-    approval : {"ask", "auto", "deny"}
-        Policy for ``run_python``.
     shell : IPython shell, optional
-        Defaults to ``IPython.get_ipython()``, else a private namespace.
-    stream : bool
-    context_window : int, optional
-        Tokens; default from ``genai-prices``/a table/128k.
-    compact_at : float
-        Compact when the estimated context exceeds this fraction of the window.
-    max_output_chars : int
-        Tool results are cut to this many code points.
-    prices : mapping, optional
-        ``{model: (usd_per_million_input, usd_per_million_output)}``.
-    title, project_root : optional
-        Stored with a new session.
+        Whose namespace ``run_python`` uses; default ``IPython.get_ipython()``, else a
+        private namespace.
     ask : callable, optional
-        ``ask(code) -> bool`` for ``approval="ask"`` (default: prompt on stdin).
-    keep_turns : int
-        Recent user turns compaction keeps verbatim when they fit.
+        ``ask(code) -> bool`` for ``approve="ask"`` (default: prompt on stdin).
 
     Raises
     ------
     ValueError
-        For an unknown approval policy, ``compact_at`` outside (0, 1], or a user
-        tool whose name clashes with a built-in one.
+        A user tool whose name clashes with a built-in one.
     SessionLockedError
-        At construction, when another process or another store object holds the
-        session's lease (the message names the holder's pid).
-    CorruptSessionError, InvalidSessionIdError, OSError
+        When another process or store object holds the session (names the holder).
+    SessionNotFoundError, CorruptSessionError, InvalidSessionIdError, OSError
         From the store while creating or resuming (the lease is released again).
     """
 
     def __init__(
         self,
-        client: openai.OpenAI,
-        model: str,
+        model: Model,
+        conversation: Conversation | None = None,
         *,
-        store: SessionStore | None = None,
+        store: Store | None = None,
         session_id: str | None = None,
+        config: AgentConfig | None = None,
         tools: Iterable[Callable[..., Any] | Tool] | None = None,
-        limits: Limits | None = None,
-        system_prompt: str | None = None,
-        approval: ApprovalPolicy | str = "ask",
         shell: Any = None,
-        stream: bool = True,
-        context_window: int | None = None,
-        compact_at: float = 0.8,
-        max_output_chars: int = 10_000,
-        prices: PriceTable | None = None,
-        title: str = "",
-        project_root: str | None = None,
         ask: Callable[[str], bool] | None = None,
-        keep_turns: int = 2,
     ) -> None:
-        if approval not in ("auto", "ask", "deny"):
-            raise ValueError(f"approval must be 'auto', 'ask' or 'deny', not {approval!r}")
-        if not 0 < compact_at <= 1:
-            raise ValueError(f"compact_at must be in (0, 1], not {compact_at!r}")
-        self.client = client
         self.model = model
-        self.store = store
-        self.limits = limits or Limits()
-        self.stream = stream
-        self.context_window = context_window or context_window_for(model)
-        self.compact_at = compact_at
-        self.max_output_chars = max_output_chars
-        self.keep_turns = keep_turns
-        self.prices: dict[str, tuple[float, float]] = dict(prices or {})
+        self.config = config or AgentConfig()
         self.stop_reason: str | None = None
-        self.last_turn_usage = Usage()
-        self.state = SessionState()
-        self.messages: list[dict[str, Any]] = []
-        self._builtins = BuiltinTools(
-            lambda: self.state,
-            shell=shell,
-            approval=approval,
-            ask=ask,
-        )
-        self.tools = ToolRegistry(self._builtins.tools())
-        for tool in tools or ():
-            self.tools.add(tool)
+        self.limit_error: LimitExceededError | None = None
+        self._meter = Meter()
         self._emit: EventCallback = ignore_event
+        self._window = context_window(model, self.config)
+        self._builtins = BuiltinTools(lambda: self.conversation.state, shell=shell,
+                                      approval=self.config.approve, ask=ask)
         self._builtins.notify = lambda text: self._emit(Notice(text))
-        self._base_tokens: int | None = None
-        self._base_len = 0
-        self._has_summary = False
-        self._price_noticed = False
-        self.session_id = session_id
-        self._leased = False
-        if store is not None:
-            self.session_id = session_id if session_id is not None else new_session_id()
-            store.acquire_lease(self.session_id)  # held until close() (spec: "Session Locks")
-            self._leased = True
+        self.tools = ToolRegistry(self._builtins.tools())
         try:
-            if store is not None and session_id is not None and store.exists(session_id):
-                self._resume()
-            else:
-                self._create(system_prompt, title, project_root)
+            for tool in tools or ():
+                self.tools.add(tool)
         except BaseException:
-            self.close()
+            if conversation is not None:
+                conversation.close()  # taken over: let the session go again
             raise
-        self._builtins.memory = configure_memory(store, self.session_id)
+        if conversation is None:
+            if store is not None and session_id is not None and store.exists(session_id):
+                conversation = Conversation.open(store, session_id)
+            else:
+                conversation = Conversation.create(store, session_id=session_id,
+                                                   system_prompt=self.config.system_prompt)
+        self.conversation = conversation
+        self._builtins.memory = configure_memory(conversation.store, conversation.session_id)
 
-    # -- the lease -------------------------------------------------------------------------------
+    # -- the parts -------------------------------------------------------------------------
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The working context (the conversation's)."""
+        return self.conversation.messages
 
-    def close(self) -> None:
-        """Release the session lease this agent took when it was built.
+    @property
+    def state(self) -> SessionState:
+        """The checkpointed state: scratchpad, todos, tool-call count, usage."""
+        return self.conversation.state
 
-        Idempotent; a closed agent must not ``run`` again (build a new one to resume).
-        Without a store this does nothing. The session file is not touched.
+    @property
+    def session_id(self) -> str | None:
+        """The session's ID (None for an in-memory agent)."""
+        return self.conversation.session_id
+
+    @property
+    def store(self) -> Store | None:
+        """Where the session is saved (None: in memory)."""
+        return self.conversation.store
+
+    @property
+    def limits(self) -> Limits:
+        """The current limits (``config.limits``)."""
+        return self.config.limits
+
+    @property
+    def approval(self) -> ApprovalPolicy:
+        """The approval policy for ``run_python``; setting it replaces :attr:`config`."""
+        return self.config.approve
+
+    @approval.setter
+    def approval(self, value: ApprovalPolicy) -> None:
+        self.reconfigure(config=replace(self.config, approve=value))
+
+    @property
+    def context_window(self) -> int:
+        """The context window compaction works against, in tokens."""
+        return self._window
+
+    @property
+    def last_turn_usage(self) -> Usage:
+        """Usage of the last (or current) turn: tokens, USD, model calls."""
+        return self._meter.turn
+
+    def reconfigure(self, *, model: Model | None = None, config: AgentConfig | None = None) -> None:
+        """Use another model and/or config from the next turn on (same session, same lease).
+
+        Raises
+        ------
+        ValueError
+            For an invalid config (see :class:`AgentConfig`).
         """
-        if self._leased and self.store is not None and self.session_id is not None:
-            self._leased = False
-            self.store.release_lease(self.session_id)
+        self.model = model or self.model
+        self.config = config or self.config
+        self._window = context_window(self.model, self.config)
+        self._builtins.approval = self.config.approve
 
-    def _check_open(self) -> None:
-        if self.closed:
-            raise RuntimeError(
-                f"this Agent was closed and released session {self.session_id!r}; "
-                "build a new Agent to resume it"
-            )
+    def estimated_tokens(self) -> int:
+        """Estimated size of the working context in tokens (see ``Conversation``)."""
+        return self.conversation.estimated_tokens()
+
+    # -- the lease -------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the conversation: release the session's lease. Idempotent; nothing is
+        written. Without a store this does nothing."""
+        self.conversation.close()
 
     @property
     def closed(self) -> bool:
         """True after :meth:`close` (always False without a store)."""
-        return self.store is not None and not self._leased
+        return self.conversation.closed
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError(f"this Agent was closed and released session "
+                               f"{self.session_id!r}; build a new Agent to resume it")
 
     def __enter__(self) -> Agent:
         return self
@@ -237,21 +224,7 @@ class Agent(SessionPersistence, ModelCalls, Compacting):
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    # -- options forwarded to the built-in tools ------------------------------------------
-
-    @property
-    def approval(self) -> ApprovalPolicy:
-        """The approval policy for ``run_python`` ("auto", "ask", "deny"); settable."""
-        return self._builtins.approval
-
-    @approval.setter
-    def approval(self, value: ApprovalPolicy | str) -> None:
-        if value not in ("auto", "ask", "deny"):
-            raise ValueError(f"approval must be 'auto', 'ask' or 'deny', not {value!r}")
-        self._builtins.approval = value
-
-    # -- the turn ------------------------------------------------------------------------------
-
+    # -- the turn ----------------------------------------------------------------------------
     def run(self, prompt: str, *, on_event: EventCallback | None = None) -> str:
         """Run one user turn and return the final reply text (or the limit notice).
 
@@ -265,48 +238,46 @@ class Agent(SessionPersistence, ModelCalls, Compacting):
         Returns
         -------
         str
-            The model's final reply, or the "[jupyter-agent] Stopped: ..." notice when
-            a limit ended the turn or the reply was cut off (``stop_reason`` tells
-            which: a limit name, "length" or "content_filter").
+            The model's final reply, or the "[jupyter-agent] Stopped: ..." notice when a
+            limit ended the turn or the reply was cut off (:attr:`stop_reason` tells
+            which: a limit name, "length" or "content_filter"; :attr:`limit_error` holds
+            the limit as a :class:`~jupyter_agent.errors.LimitExceededError`).
 
         Raises
         ------
         ModelError
-            When the model endpoint fails; the user's message is already saved and
-            the next ``run`` goes on.
+            When the model endpoint fails; the user's message is already saved and the
+            next ``run`` goes on.
         KeyboardInterrupt
             Re-raised after the session was left consistent and saved. Any other
             exception from ``on_event`` is handled the same way and re-raised.
         RuntimeError
             When the agent was closed.
         SessionLockedError
-            When the lease was lost (e.g. the controller called
-            ``store.release_all()``) and another process or store now holds it.
+            When the lease was lost and another process or store now holds it.
         ContextMismatchError
-            When the saved working context no longer matches this agent's (someone
-            else changed the session file); nothing is written.
+            When the saved working context no longer matches this agent's (someone else
+            changed the session); nothing is written.
         CorruptSessionError
-            When the session file became unreadable.
+            When the session became unreadable.
         OSError
-            When a save fails (disk full, permissions); the previous file is intact.
+            When a save fails (disk full, permissions); what was saved before is intact.
 
         Notes
         -----
-        When the turn ends -- normally, by a limit, a model error or an interrupt --
-        the fallback summary is written if the session has none (spec: "Session
-        Summaries").
+        When the turn ends -- normally, by a limit, a model error or an interrupt -- the
+        fallback summary is written if the session has none (design §9).
         """
         self._check_open()
-        self.stop_reason = None
-        self.last_turn_usage = Usage()
+        self.stop_reason, self.limit_error = None, None
+        self._meter.start_turn()
         self._emit = on_event or ignore_event
         try:
-            with self._lease():
+            with self.conversation.lease():
                 try:
                     reply = self._turn(prompt)
                 except BaseException:
-                    # Also after a ModelError or an interrupt (spec: "the session might
-                    # stop before the chance arises"); never masks the original error.
+                    # also after a ModelError or an interrupt; never masks the original error
                     with contextlib.suppress(Exception):
                         self._after_turn()
                     raise
@@ -316,67 +287,110 @@ class Agent(SessionPersistence, ModelCalls, Compacting):
             self._emit = ignore_event  # events after this run never reach its callback
 
     def _turn(self, prompt: str) -> str:
-        self._repair(MEMORY_REPAIR)
-        self._append({"role": "user", "content": prompt})
-        self._save()  # save point 1
+        conversation = self.conversation
+        conversation.repair(MEMORY_REPAIR)
+        self._record_model()
+        conversation.append({"role": "user", "content": prompt})
+        conversation.save()  # save point 1
         iterations = 0
         while True:
-            reached = check_before_model(self.limits, self.state, iterations)
+            reached = check_before_model(self.config.limits, conversation.state, iterations)
             if reached is not None:
                 return self._stop(reached)
-            self._maybe_compact()
-            self._repair(MEMORY_REPAIR)
-            self._checkpoint()  # before the model request
-            reply = self._call_model()
+            if should_compact(conversation, self._window, self.config):
+                self._compact()
+            conversation.repair(MEMORY_REPAIR)
+            conversation.save()  # the checkpoint before the request (when it changed)
+            reply = call_model(self.model, conversation, self.tools.schemas(),
+                               stream=self.config.stream, meter=self._meter,
+                               prices=self.config.prices, emit=self._emit)
             iterations += 1
-            self._save()  # save point 2
-            self._checkpoint()  # after the model request (and after a final reply)
+            conversation.save()  # save point 2, with the checkpoint after the request
             calls = reply.tool_calls
             if reply.finish_reason in CUT_OFF_NOTICES:
                 return self._cut_off(str(reply.finish_reason), calls)
             if not calls:
                 return reply.text
-            reached = check_before_batch(self.limits, self.state, len(calls))
+            reached = check_before_batch(self.config.limits, conversation.state, len(calls))
             if reached is not None:
                 self._skip(calls, LIMIT_SKIP)
                 return self._stop(reached, requested=len(calls))
-            self._run_batch(calls)  # save point 3 + checkpoint
+            self._run_batch(calls)  # save point 3, with the checkpoint
+
+    def _record_model(self) -> None:
+        """The checkpoint names the model, endpoint and API the session last used."""
+        state = self.conversation.state
+        state.model, state.base_url, state.api = self.model.name, self.model.base_url, \
+            self.model.api
 
     def _run_batch(self, calls: list[dict[str, Any]]) -> None:
         """Execute one tool batch and record all of its results in one save."""
+        conversation = self.conversation
         progress = BatchProgress(calls)
 
         def count() -> None:
-            self.state.tool_calls += 1
+            conversation.state.tool_calls += 1
 
         try:
-            results = execute_batch(
-                progress,
-                self.tools,
-                emit=self._emit,
-                on_start=count,
-                max_output_chars=self.max_output_chars,
-            )
+            results = execute_batch(progress, self.tools, emit=self._emit, on_start=count,
+                                    max_output_chars=self.config.max_output_chars)
         except BaseException as exc:
-            self._append(*progress.finish_interrupted(exc))
-            self._save()
-            self._checkpoint()
+            conversation.append(*progress.finish_interrupted(exc))
+            conversation.save()
             raise
-        self._append(*results)
-        self._save()  # save point 3
-        self._checkpoint()  # after the tool batch
+        conversation.append(*results)
+        conversation.save()  # save point 3
         if self._builtins.summary_written:
-            self._has_summary = True
+            conversation.has_summary = True
 
-    # -- limits, end of turn -------------------------------------------------------------------
+    # -- compaction ---------------------------------------------------------------------------
+    def compact(self, *, on_event: EventCallback | None = None) -> bool:
+        """Summarize the older turns now (also done before a model call when the context
+        passes ``compact_at`` of the window).
 
+        Parameters
+        ----------
+        on_event : callable, optional
+            Receives the :class:`Notice` (compacted, or why not) and the usage.
+
+        Returns
+        -------
+        bool
+            False when there is nothing to compact or the summarizing call failed (the
+            working context then stays as it was and a Notice says why).
+
+        Raises
+        ------
+        RuntimeError
+            When the agent was closed.
+        SessionLockedError, CorruptSessionError, ContextMismatchError, OSError
+            From the store while recording the compaction.
+        """
+        self._check_open()
+        self._emit = on_event or ignore_event
+        try:
+            with self.conversation.lease():
+                return self._compact()
+        finally:
+            self._emit = ignore_event
+
+    def _compact(self) -> bool:
+        return compact(self.conversation, self.model, self.config, window=self._window,
+                       account=self._account, emit=self._emit)
+
+    def _account(self, usage: TokenUsage) -> None:
+        self._meter.account(self.conversation.state, self.model.name, usage,
+                            prices=self.config.prices, emit=self._emit)
+
+    # -- limits, end of turn -----------------------------------------------------------------
     def _skip(self, calls: list[dict[str, Any]], reason: str) -> None:
         """Answer calls that will not run (so tool pairs stay intact) and save."""
-        self._append(*(synthetic_result(c["id"], reason) for c in calls))
-        self._save()
+        self.conversation.append(*(synthetic_result(c["id"], reason) for c in calls))
+        self.conversation.save()
 
     def _stop(self, reached: LimitExceededError, *, requested: int = 0) -> str:
         """End the turn with a saved assistant-side limit notice."""
+        self.limit_error = reached
         return self._end_with_notice(limit_notice(reached, requested=requested), reached.limit)
 
     def _cut_off(self, finish_reason: str, calls: list[dict[str, Any]]) -> str:
@@ -384,15 +398,15 @@ class Agent(SessionPersistence, ModelCalls, Compacting):
         calls may be truncated, so none of them runs; the turn ends with a notice."""
         if calls:
             self._skip(calls, CUT_OFF_SKIP)
-        cause, advice = CUT_OFF_NOTICES[finish_reason]
-        skipped = f"; its {len(calls)} tool call(s) were not run" if calls else ""
-        text = f"{NOTICE_PREFIX} Stopped: {cause}{skipped}. {advice}"
-        return self._end_with_notice(text, finish_reason)
+        return self._end_with_notice(cut_off_notice(finish_reason, len(calls)), finish_reason)
 
     def _end_with_notice(self, text: str, reason: str) -> str:
         self.stop_reason = reason
-        self._append({"role": "assistant", "content": text})
-        self._save()
-        self._checkpoint()
+        self.conversation.append({"role": "assistant", "content": text})
+        self.conversation.save()
         self._emit(Notice(text))
         return text
+
+    def _after_turn(self) -> None:
+        """Fallback summary when the session still has none (design §9)."""
+        self.conversation.ensure_summary()

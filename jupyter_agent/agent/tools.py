@@ -10,7 +10,7 @@ result the model sees. A failing tool becomes an error result, never a crash
 is not caught: it interrupts the turn).
 
 :func:`configure_memory` binds host-side tools (summary, notes) to a store and the
-active session ID (spec: "Connecting Persistence to the Agent Loop").
+active session ID (design §2, §9).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 if TYPE_CHECKING:
-    from jupyter_agent.store import SessionStore
+    from jupyter_agent.store import Store
 
 __all__ = [
     "MemoryContext",
@@ -49,27 +49,26 @@ class MemoryContext:
 
     Attributes
     ----------
-    store : SessionStore or None
+    store : Store or None
         None for an in-memory agent (summary and notes tools then say so).
     session_id : str or None
         The active session.
     """
 
-    store: SessionStore | None
+    store: Store | None
     session_id: str | None
 
 
-def configure_memory(store: SessionStore | None, session_id: str | None) -> MemoryContext:
+def configure_memory(store: Store | None, session_id: str | None) -> MemoryContext:
     """Give host-side tools the store and the active session ID.
 
-    Spec: "configure_memory gives host-side tools the store and the active session
-    ID". Returns the binding instead of setting module state (importing and calling
+    Returns the binding instead of setting module state (importing and calling
     this module changes nothing global); the agent hands it to its built-in tools,
     which read it on every call.
 
     Parameters
     ----------
-    store : SessionStore or None
+    store : Store or None
         None for an in-memory agent (the summary and notes tools then say so).
     session_id : str or None
         The active session.

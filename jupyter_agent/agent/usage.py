@@ -1,6 +1,6 @@
 """Tokens, dollars and context windows: pricing model calls and adding up usage.
 
-Cost (issue 3) comes from a caller override first
+Cost comes from a caller override first
 (``prices={"model": (usd_per_million_input, usd_per_million_output)}``), then the
 offline snapshot bundled with ``genai-prices`` (never updated over the network); a
 model neither knows costs 0 and is flagged ``price_unknown`` so front ends can show

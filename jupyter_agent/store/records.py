@@ -130,6 +130,8 @@ class SessionState(_Model):
     base_url : str
         The endpoint it last talked to ("" if unknown). Never an API key: a resume
         reads the key from the environment again.
+    api : str
+        The model API it last talked through ("chat", ...; "" if unknown).
     """
 
     scratchpad: CleanStr = ""
@@ -138,6 +140,7 @@ class SessionState(_Model):
     usage: Usage = Field(default_factory=Usage)
     model: CleanStr = ""
     base_url: CleanStr = ""
+    api: CleanStr = ""
 
 
 class Compaction(_Model):

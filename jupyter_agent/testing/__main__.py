@@ -22,8 +22,8 @@ def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the CLI."""
     parser = argparse.ArgumentParser(
         prog="python -m jupyter_agent.testing",
-        description="Serve an OpenAI-compatible chat-completions API on loopback that"
-        " answers from a JSON script of steps.",
+        description="Serve an OpenAI-compatible API (Chat Completions and Responses) on"
+        " loopback that answers from a JSON script of steps.",
     )
     parser.add_argument("--script", required=True, metavar="FILE",
                         help="JSON file holding a list of steps")

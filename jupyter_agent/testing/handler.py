@@ -5,8 +5,9 @@ waits on a selector with a wake-up socket instead of polling, so stopping is
 immediate. It tracks every accepted connection (in the accept thread) so that
 ``stop()`` can shut idle keep-alive connections down. ``_Handler`` speaks
 HTTP/1.1: JSON responses carry ``Content-Length``; streams use chunked transfer
-encoding (``data: {chunk}`` events, then ``data: [DONE]``). All decisions about
-*what* to answer are delegated to the owning ``ScriptedModelServer``.
+encoding (Chat Completions: ``data: {chunk}`` events, then ``data: [DONE]``; Responses:
+``event: {type}`` / ``data: {event}`` pairs). All decisions about *what* to answer are
+delegated to the owning ``ScriptedModelServer``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ from jupyter_agent.testing.protocol import (
     build_completion,
     error_body,
 )
+from jupyter_agent.testing.responses import (
+    build_events,
+    build_response,
+    validate_responses_request,
+)
 from jupyter_agent.testing.validation import validate_chat_request
 
 if TYPE_CHECKING:
@@ -42,7 +48,7 @@ _UNPARSED = object()
 
 @dataclass
 class Exchange:
-    """One ``/chat/completions`` request and what the server answered.
+    """One ``/chat/completions`` or ``/responses`` request and what the server answered.
 
     Recorded as soon as the request body is parsed; ``status`` stays None while
     the answer is pending (e.g. during a step's ``delay``).
@@ -54,15 +60,22 @@ class Exchange:
     status : int or None
         HTTP status sent (None while pending).
     response : dict or list or None
-        The ``chat.completion`` object, the list of stream chunks, or the error body.
+        The ``chat.completion`` or ``response`` object, the list of stream chunks or
+        events, or the error body.
     stream : bool
         Whether the request asked for a stream (``"stream": true``).
+    raw : bytes
+        The request body exactly as it arrived.
+    path : str
+        ``/v1/chat/completions`` or ``/v1/responses``.
     """
 
     request: Any
     status: int | None = None
     response: Any = None
     stream: bool = False
+    raw: bytes = b""
+    path: str = "/v1/chat/completions"
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -142,14 +155,19 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _send_stream(self, chunks: list[dict[str, Any]], chunk_delay: float) -> None:
+    def _send_stream(self, chunks: list[dict[str, Any]], chunk_delay: float,
+                     *, named: bool = False) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("x-request-id", "req_" + uuid.uuid4().hex[:24])
         self.end_headers()
-        events = [f"data: {json.dumps(c)}\n\n".encode() for c in chunks] + [b"data: [DONE]\n\n"]
+        if named:  # Responses: each event names its type; no [DONE] marker
+            events = [f"event: {c['type']}\ndata: {json.dumps(c)}\n\n".encode() for c in chunks]
+        else:
+            events = [f"data: {json.dumps(c)}\n\n".encode() for c in chunks]
+            events.append(b"data: [DONE]\n\n")
         buffer = bytearray()
         try:
             for event in events:
@@ -174,8 +192,8 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0].rstrip("/")
         owner = self.server.owner
         try:
-            if method == "POST" and path == "/v1/chat/completions":
-                self._chat(body)
+            if method == "POST" and path in ("/v1/chat/completions", "/v1/responses"):
+                self._answer(path, body)
                 return
             owner._check_auth(self.headers.get("Authorization"))
             if method == "GET" and path == "/v1/models":
@@ -194,7 +212,7 @@ class _Handler(BaseHTTPRequestHandler):
             message = "ScriptedModelServer internal error: " + detail.strip().splitlines()[-1]
             self._send(500, error_body(500, message), {"x-should-retry": "false"})
 
-    def _chat(self, raw: bytes) -> None:
+    def _answer(self, path: str, raw: bytes) -> None:
         owner = self.server.owner
         exchange: Exchange | None = None
         try:
@@ -202,8 +220,10 @@ class _Handler(BaseHTTPRequestHandler):
         except (ValueError, UnicodeDecodeError):
             body = _UNPARSED
         else:
-            exchange = Exchange(body, stream=isinstance(body, dict) and body.get("stream") is True)
+            exchange = Exchange(body, stream=isinstance(body, dict) and body.get("stream") is True,
+                                raw=raw, path=path)
             owner._record(exchange)
+        responses = path == "/v1/responses"
         try:
             owner._check_auth(self.headers.get("Authorization"))
             if exchange is None:
@@ -211,7 +231,10 @@ class _Handler(BaseHTTPRequestHandler):
                     400, "We could not parse the JSON body of your request. (HINT: This likely"
                     " means you aren't using your HTTP library correctly. The OpenAI API expects"
                     " a JSON payload, but what was sent was not valid JSON.)"))
-            validate_chat_request(body)
+            if responses:
+                validate_responses_request(body, owner._issued)
+            else:
+                validate_chat_request(body)
             step = owner._next_step(body)
         except RequestRejected as err:
             if exchange is not None:
@@ -226,13 +249,15 @@ class _Handler(BaseHTTPRequestHandler):
             owner._settle(exchange, e.status, payload)
             self._send(e.status, payload, e.headers)
         elif exchange.stream:
-            chunks = build_chunks(step, body)
+            chunks = (build_events(step, body, owner._issue) if responses
+                      else build_chunks(step, body))
             owner._settle(exchange, 200, chunks)
-            self._send_stream(chunks, step.chunk_delay)
+            self._send_stream(chunks, step.chunk_delay, named=responses)
         else:
-            completion = build_completion(step, body)
-            owner._settle(exchange, 200, completion)
-            self._send(200, completion)
+            answer = (build_response(step, body, owner._issue) if responses
+                      else build_completion(step, body))
+            owner._settle(exchange, 200, answer)
+            self._send(200, answer)
 
     def do_GET(self) -> None:
         self._route("GET")

@@ -1,7 +1,7 @@
 """Script steps for :class:`~jupyter_agent.testing.ScriptedModelServer`.
 
 A *script* is an ordered list of steps; the server answers each accepted
-``/v1/chat/completions`` request with the next step. A step is written as a
+``/v1/chat/completions`` or ``/v1/responses`` request with the next step. A step is written as a
 JSON-friendly dict (validated here into a :class:`Step`), a plain string
 (shorthand for ``{"text": ...}``), or a Python callable that receives the request
 body and returns a step.
@@ -19,7 +19,12 @@ Step fields
 ``error`` : ``{"status": int, "message": str, "type"?, "code"?, "param"?, "headers"?}``
     Answer with this HTTP error (OpenAI-shaped body) instead of a completion.
 ``finish_reason`` : "stop" | "length" | "tool_calls" | "content_filter"
-    Overrides the default ("tool_calls" when there are tool calls, else "stop").
+    Overrides the default ("tool_calls" when there are tool calls, else "stop"). On the
+    Responses API, "length" / "content_filter" make the response ``incomplete``.
+``reasoning`` : str
+    Responses API only: a reasoning item (with this summary) comes first in the output,
+    carrying encrypted content, when the request includes
+    ``"reasoning.encrypted_content"``; the server then accepts it back in later inputs.
 ``delay`` : float
     Seconds to wait before answering. ``chunk_delay``: seconds between stream chunks.
 
@@ -142,6 +147,7 @@ class Step(_Model):
     usage: UsageSpec | None = None
     error: ErrorSpec | None = None
     finish_reason: Literal["stop", "length", "tool_calls", "content_filter"] | None = None
+    reasoning: str | None = None
     delay: float = Field(default=0.0, ge=0, le=600)
     chunk_delay: float = Field(default=0.0, ge=0, le=60)
 

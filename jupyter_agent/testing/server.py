@@ -1,15 +1,17 @@
-"""ScriptedModelServer: an OpenAI-compatible chat-completions server on loopback.
+"""ScriptedModelServer: an OpenAI-compatible model server on loopback.
 
 The server is a :class:`http.server.ThreadingHTTPServer` (stdlib only) run in a
-daemon thread. It answers ``POST /v1/chat/completions`` (plain or streamed as
-server-sent events) from a script of steps (:mod:`jupyter_agent.testing.script`)
-and ``GET /v1/models``; anything else is a 404 in the OpenAI error shape.
+daemon thread. It answers ``POST /v1/chat/completions`` and ``POST /v1/responses``
+(plain or streamed as server-sent events; :mod:`~jupyter_agent.testing.protocol`,
+:mod:`~jupyter_agent.testing.responses`) from one script of steps
+(:mod:`jupyter_agent.testing.script`), and ``GET /v1/models``; anything else is a 404
+in the OpenAI error shape.
 
 Invariants
 ----------
-- Every ``/chat/completions`` body that parses as JSON is recorded in
-  :attr:`requests` on arrival, in order, including rejected ones (400, 401,
-  exhausted script); :attr:`exchanges` adds each status and answer.
+- Every ``/chat/completions`` and ``/responses`` body that parses as JSON is recorded
+  in :attr:`requests` on arrival, in order, including rejected ones (400, 401,
+  exhausted script); :attr:`exchanges` adds each status, answer, raw body and path.
 - A rejected request (400/401) never consumes a step; an accepted one consumes
   exactly one, even if the client disconnects mid-stream.
 - One lock guards the script and the records, so the server is thread-safe;
@@ -99,6 +101,7 @@ class ScriptedModelServer:
         self._lock = threading.RLock()
         self._exchanges: list[Exchange] = []
         self._errors: list[str] = []
+        self._issued: set[str] = set()  # encrypted reasoning contents handed out
         self._connections: set[socket.socket] = set()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -236,7 +239,7 @@ class ScriptedModelServer:
     # -- records ------------------------------------------------------------------
     @property
     def requests(self) -> list[Any]:
-        """Every parsed ``/chat/completions`` body, in order (a snapshot copy).
+        """Every parsed request body, in order (a snapshot copy).
 
         Includes rejected requests; use :attr:`exchanges` to see each status.
         """
@@ -245,7 +248,7 @@ class ScriptedModelServer:
 
     @property
     def exchanges(self) -> list[Exchange]:
-        """Every ``/chat/completions`` request with its status and answer (a copy)."""
+        """Every model request with its status and answer (a copy)."""
         with self._lock:
             return list(self._exchanges)
 
@@ -282,6 +285,11 @@ class ScriptedModelServer:
     def _settle(self, exchange: Exchange, status: int, response: Any) -> None:
         with self._lock:
             exchange.status, exchange.response = status, response
+
+    def _issue(self, secret: str) -> str:
+        with self._lock:
+            self._issued.add(secret)
+        return secret
 
     def _record_error(self, detail: str) -> None:
         with self._lock:

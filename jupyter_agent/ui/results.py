@@ -18,10 +18,6 @@ if TYPE_CHECKING:
 __all__ = ["Resumed", "TurnResult", "UsageReport"]
 
 
-LIMIT_NAMES = frozenset({"max_tool_calls", "max_cost_usd", "max_iterations"})
-"""The ``stop_reason`` values that mean a limit ended the turn."""
-
-
 @dataclass(frozen=True)
 class UsageReport:
     """Usage of one session so far, with its limits (see :func:`display.format_usage`)."""
@@ -50,6 +46,9 @@ class TurnResult:
     limits_from_options : frozenset of str
         The limits set by the session's options (not by the settings): raising them
         takes ``%agent_resume --max-...``, not ``%config``.
+    limit_error : LimitExceededError or None
+        The limit that ended the turn, as the agent raised it (``None`` when no limit
+        did: also for a reply the provider cut off, ``"length"`` or ``"content_filter"``).
     """
 
     session_id: str
@@ -61,22 +60,7 @@ class TurnResult:
     session_tool_calls: int
     limits: Limits
     limits_from_options: frozenset[str] = frozenset()
-
-    @property
-    def limit_error(self) -> LimitExceededError | None:
-        """The :class:`LimitExceededError` describing ``stop_reason``, or ``None``.
-
-        ``None`` also when the turn ended for another reason than a limit (a reply the
-        provider cut off: ``"length"`` or ``"content_filter"``; its notice is shown).
-        """
-        if self.stop_reason not in LIMIT_NAMES:
-            return None
-        maximum = getattr(self.limits, self.stop_reason, None)
-        value: float = {
-            "max_tool_calls": self.session_tool_calls,
-            "max_cost_usd": self.session_usage.cost_usd,
-        }.get(self.stop_reason, maximum if maximum is not None else 0)
-        return LimitExceededError(self.stop_reason, value, maximum if maximum is not None else 0)
+    limit_error: LimitExceededError | None = None
 
 
 @dataclass(frozen=True)

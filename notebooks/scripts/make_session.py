@@ -15,7 +15,7 @@ from pathlib import Path
 
 import openai
 
-from jupyter_agent.agent import Agent
+from jupyter_agent.agent import Agent, AgentConfig, ChatModel, Conversation
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
 
@@ -31,8 +31,9 @@ def main(memory_dir: str) -> None:
     store = SessionStore(memory_dir)
     with ScriptedModelServer.from_file(HERE / "earlier_session.json") as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="not-needed", max_retries=0)
-        with Agent(client, "gpt-4o-mini", store=store, approval="auto",
-                   title="Penguin bills and islands") as agent:
+        session = Conversation.create(store, title="Penguin bills and islands")
+        with Agent(ChatModel(client, "gpt-4o-mini"), session,
+                   config=AgentConfig(approve="auto")) as agent:
             agent.run(PROMPT)
     record = store.load_session(agent.session_id)
     state = record.state

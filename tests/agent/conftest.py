@@ -1,4 +1,5 @@
-"""Fixtures of the agent tests: a store on ``tmp_path`` and a bare ``InteractiveShell``."""
+"""Fixtures of the agent tests: a store on ``tmp_path``, a bare ``InteractiveShell`` and an
+in-process scripted model (the HTTP ``model_server`` is in the top-level conftest)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
 from jupyter_agent.store import SessionStore
+from jupyter_agent.testing import ScriptedModel
 
 
 @pytest.fixture(name="store")
@@ -27,3 +29,9 @@ def ishell_fixture() -> Iterator[InteractiveShell]:
     shell = InteractiveShell.instance(config=config)
     yield shell
     InteractiveShell.clear_instance()
+
+
+@pytest.fixture(name="scripted")
+def scripted_fixture() -> ScriptedModel:
+    """An in-process scripted model with an empty script (tests add steps)."""
+    return ScriptedModel()

@@ -22,9 +22,9 @@ from tests.agent.helpers import Recorder, make_agent, tool_step
 
 _CHILD = """
 import json, sys, openai
-from jupyter_agent.agent import Agent, ToolCallEnd
+from jupyter_agent.agent import Agent, ChatModel, ToolCallEnd
 client = openai.OpenAI(base_url=sys.argv[1], api_key="k", max_retries=0)
-agent = Agent(client, "scripted", approval="ask")  # the default ask: input() on stdin
+agent = Agent(ChatModel(client, "scripted"))  # the default approve="ask": input() on stdin
 ends = []
 agent.run("run it", on_event=lambda e: ends.append(e) if isinstance(e, ToolCallEnd) else None)
 sys.stdout.write("RESULT " + json.dumps({"ok": ends[0].ok, "result": ends[0].result,
@@ -82,7 +82,7 @@ def test_in_process_unusable_stdin_refuses(
     assert not stdin_is_usable()
     model_server.add_steps([tool_step(("run_python", {"code": "ran = True"})), {"text": "ok"}])
     rec = Recorder()
-    agent = make_agent(model_server, store, approval="ask")
+    agent = make_agent(model_server, store, approve="ask")
     assert agent.run("run it", on_event=rec) == "ok"
     end = rec.of("tool_call_end")[0]
     assert not end.ok and end.result.endswith(NO_STDIN_REFUSAL)

@@ -1,7 +1,8 @@
 """Each checkpoint and each repair point, observed at the one moment only it can explain.
 
-The scripted server's callable steps read the session file while "the model is
-thinking", i.e. exactly when the request arrives.
+The scripted model's callable steps read the session file while "the model is
+thinking", i.e. exactly when the request is made (in process: these tests are about the
+loop, not the wire).
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ import pytest
 from jupyter_agent.agent import Agent
 from jupyter_agent.errors import ModelError
 from jupyter_agent.store import SessionStore, TodoItem
-from jupyter_agent.testing import ScriptedModelServer
+from jupyter_agent.testing import ScriptedModel
 from tests.agent.helpers import make_agent, read_record, roles, tool_step
 
 
 def test_the_checkpoint_before_the_model_request(
-    model_server: ScriptedModelServer, store: SessionStore
+    scripted: ScriptedModel, store: SessionStore
 ) -> None:
     """State changed since the last checkpoint (here: between turns, as a front end may
     do) is on disk when the model request arrives -- only the checkpoint *before* the
@@ -30,8 +31,8 @@ def test_the_checkpoint_before_the_model_request(
         seen.update(read_record(store, agent.session_id or "")["state"])  # type: ignore[union-attr]
         return {"text": "second"}
 
-    model_server.add_steps([{"text": "first"}, step])
-    agent = make_agent(model_server, store)
+    scripted.add_steps([{"text": "first"}, step])
+    agent = make_agent(scripted, store)
     agent.run("one")
     assert read_record(store, agent.session_id or "")["state"]["scratchpad"] == ""
     agent.state.scratchpad = "edited between turns"
@@ -42,7 +43,7 @@ def test_the_checkpoint_before_the_model_request(
 
 
 def test_the_checkpoint_after_a_tool_batch(
-    model_server: ScriptedModelServer, store: SessionStore
+    scripted: ScriptedModel, store: SessionStore
 ) -> None:
     """The batch's todos and scratchpad are on disk when the next call (here the
     compaction request, made before the pre-request checkpoint) fails."""
@@ -53,7 +54,7 @@ def test_the_checkpoint_after_a_tool_batch(
         seen.update(read_record(store, agent.session_id or "")["state"])  # type: ignore[union-attr]
         return {"error": {"status": 500, "message": "summarizer down"}}
 
-    model_server.add_steps(
+    scripted.add_steps(
         [
             {"text": "hello", "usage": {"prompt_tokens": 10, "completion_tokens": 2}},
             tool_step(
@@ -65,7 +66,7 @@ def test_the_checkpoint_after_a_tool_batch(
             {"error": {"status": 400, "message": "model down"}},
         ]
     )
-    agent = make_agent(model_server, store, context_window=4000, compact_at=0.5)
+    agent = make_agent(scripted, store, context_window=4000, compact_at=0.5)
     agent.run("hi")
     with pytest.raises(ModelError, match="model down"):
         agent.run("work")
@@ -77,7 +78,7 @@ def test_the_checkpoint_after_a_tool_batch(
 
 
 def test_tool_pairs_are_repaired_before_every_model_call(
-    model_server: ScriptedModelServer,
+    scripted: ScriptedModel,
 ) -> None:
     """An unanswered call that appears in memory mid-turn (no resume involved) is
     answered before the next request, which the strict server would otherwise reject."""
@@ -92,10 +93,10 @@ def test_tool_pairs_are_repaired_before_every_model_call(
         )
         return "done"
 
-    model_server.add_steps([tool_step(("sneak", {})), {"text": "accepted"}])
-    agent = make_agent(model_server, None, tools=[sneak])
+    scripted.add_steps([tool_step(("sneak", {})), {"text": "accepted"}])
+    agent = make_agent(scripted, None, tools=[sneak])
     assert agent.run("go") == "accepted"
-    sent = model_server.requests[-1]["messages"]
+    sent = scripted.requests[-1]["messages"]
     assert roles(sent) == ["system", "user", "assistant", "tool", "tool"]
     synthetic = next(m for m in sent if m.get("tool_call_id") == "call_sneaky")
     assert synthetic["content"].startswith("[jupyter-agent] not executed")

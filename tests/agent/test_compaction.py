@@ -1,4 +1,5 @@
-"""Compaction: one summarizing call, recent turns verbatim, tool batches kept whole."""
+"""Compaction: one summarizing call, recent turns verbatim, tool batches kept whole
+(on the in-process scripted model)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from jupyter_agent.agent.context import (
     repair_tool_pairs,
 )
 from jupyter_agent.store import SessionStore
-from jupyter_agent.testing import ScriptedModelServer
+from jupyter_agent.testing import ScriptedModel
 from tests.agent.helpers import Recorder, make_agent, read_record, roles, tool_step
 
 # context_window=4000, compact_at=0.5: compaction above ~2000 estimated tokens; the
@@ -22,7 +23,7 @@ from tests.agent.helpers import Recorder, make_agent, read_record, roles, tool_s
 SMALL = {"context_window": 4000, "compact_at": 0.5}
 
 
-def _scenario(server: ScriptedModelServer, *, summary_step: dict[str, Any]) -> None:
+def _scenario(server: ScriptedModel, *, summary_step: dict[str, Any]) -> None:
     server.add_steps(
         [
             # a big tool result (~1250 tokens); the estimate stays under the threshold
@@ -43,14 +44,14 @@ def _scenario(server: ScriptedModelServer, *, summary_step: dict[str, Any]) -> N
 
 
 def test_compaction_keeps_the_system_message_and_whole_tool_batches(
-    model_server: ScriptedModelServer, store: SessionStore, ishell: InteractiveShell
+    scripted: ScriptedModel, store: SessionStore, ishell: InteractiveShell
 ) -> None:
-    _scenario(model_server, summary_step={"text": "- printed 5000 x characters"})
+    _scenario(scripted, summary_step={"text": "- printed 5000 x characters"})
     rec = Recorder()
-    agent = make_agent(model_server, store, shell=ishell, **SMALL)
+    agent = make_agent(scripted, store, shell=ishell, **SMALL)
     assert agent.run("do work", on_event=rec) == "done"
 
-    summarize, after = model_server.requests[2], model_server.requests[3]
+    summarize, after = scripted.requests[2], scripted.requests[3]
     assert "tools" not in summarize and not summarize.get("stream")
     assert "TOOL CALL" in summarize["messages"][1]["content"]
     assert "x" * 100 in summarize["messages"][1]["content"]
@@ -74,18 +75,18 @@ def test_compaction_keeps_the_system_message_and_whole_tool_batches(
     assert record["state"]["usage"]["calls"] == 4  # the summarizing call is counted
     assert any("compacted 3 earlier messages" in e.text for e in rec.of("notice"))
 
-    model_server.add_steps([{"text": "still fine"}])
+    scripted.add_steps([{"text": "still fine"}])
     assert agent.run("more") == "still fine"
 
 
 def test_failed_summarizing_call_leaves_the_context_unchanged(
-    model_server: ScriptedModelServer, store: SessionStore, ishell: InteractiveShell
+    scripted: ScriptedModel, store: SessionStore, ishell: InteractiveShell
 ) -> None:
-    _scenario(model_server, summary_step={"error": {"status": 500, "message": "overloaded"}})
+    _scenario(scripted, summary_step={"error": {"status": 500, "message": "overloaded"}})
     rec = Recorder()
-    agent = make_agent(model_server, store, shell=ishell, **SMALL)
+    agent = make_agent(scripted, store, shell=ishell, **SMALL)
     assert agent.run("do work", on_event=rec) == "done"
-    assert roles(model_server.requests[3]["messages"]) == [
+    assert roles(scripted.requests[3]["messages"]) == [
         "system",
         "user",
         "assistant",
@@ -98,11 +99,11 @@ def test_failed_summarizing_call_leaves_the_context_unchanged(
     assert read_record(store, agent.session_id or "")["compactions"] == []
 
 
-def test_compact_on_demand(model_server: ScriptedModelServer, store: SessionStore) -> None:
-    agent = make_agent(model_server, store, keep_turns=1)
+def test_compact_on_demand(scripted: ScriptedModel, store: SessionStore) -> None:
+    agent = make_agent(scripted, store, keep_turns=1)
     assert agent.compact() is False  # nothing to compact yet, no model call
-    assert model_server.requests == []
-    model_server.add_steps([{"text": "a1"}, {"text": "a2"}, {"text": "the summary"}])
+    assert scripted.requests == []
+    scripted.add_steps([{"text": "a1"}, {"text": "a2"}, {"text": "the summary"}])
     agent.run("q1")
     agent.run("q2")
     assert agent.compact() is True
@@ -114,12 +115,12 @@ def test_compact_on_demand(model_server: ScriptedModelServer, store: SessionStor
 
 
 def test_compact_on_demand_failure_is_a_notice(
-    model_server: ScriptedModelServer, store: SessionStore
+    scripted: ScriptedModel, store: SessionStore
 ) -> None:
-    model_server.add_steps(
+    scripted.add_steps(
         [{"text": "a1"}, {"text": "a2"}, {"error": {"status": 503, "message": "busy"}}]
     )
-    agent = make_agent(model_server, store, keep_turns=1)
+    agent = make_agent(scripted, store, keep_turns=1)
     agent.run("q1")
     agent.run("q2")
     before = list(agent.messages)

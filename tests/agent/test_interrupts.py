@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_agent.agent import AgentEvent
-from jupyter_agent.agent.session import RESUME_REPAIR
+from jupyter_agent.agent.conversation import RESUME_REPAIR
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
 from tests.agent.helpers import (
@@ -154,7 +154,7 @@ CHILD = textwrap.dedent(
     """
     import pathlib, sys, time
     import openai
-    from jupyter_agent.agent import Agent
+    from jupyter_agent.agent import Agent, AgentConfig, ChatModel
     from jupyter_agent.store import SessionStore
 
     base_url, root, marker = sys.argv[1:4]
@@ -166,8 +166,8 @@ CHILD = textwrap.dedent(
         return "finished"
 
     client = openai.OpenAI(base_url=base_url, api_key="test", max_retries=0)
-    agent = Agent(client, "scripted", store=SessionStore(root), session_id="crash-1",
-                  tools=[slow], approval="auto")
+    agent = Agent(ChatModel(client, "scripted"), store=SessionStore(root), session_id="crash-1",
+                  tools=[slow], config=AgentConfig(approve="auto"))
     agent.run("please be slow")
     """
 )

@@ -1,4 +1,5 @@
-"""Limits: tool calls and spend per session (across restarts), iterations per turn."""
+"""Limits: tool calls and spend per session (across restarts), iterations per turn
+(on the in-process scripted model)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 
 from jupyter_agent.agent import Limits
 from jupyter_agent.store import SessionStore
-from jupyter_agent.testing import ScriptedModelServer
+from jupyter_agent.testing import ScriptedModel
 from tests.agent.helpers import Recorder, make_agent, read_record, roles, tool_step
 
 # 100 prompt tokens at $1000 per million = $0.10 per call (priced by the override).
@@ -15,23 +16,23 @@ CALL = {"usage": {"prompt_tokens": 100, "completion_tokens": 5}}
 
 
 def test_max_tool_calls_refuses_the_whole_batch_and_keeps_pairs(
-    model_server: ScriptedModelServer, store: SessionStore
+    scripted: ScriptedModel, store: SessionStore
 ) -> None:
-    model_server.add_steps(
+    scripted.add_steps(
         [
             tool_step(("add_todo", {"text": "a"}), ("add_todo", {"text": "b"})),
             tool_step(("add_todo", {"text": "c"}), ("add_todo", {"text": "d"})),
         ]
     )
     rec = Recorder()
-    agent = make_agent(model_server, store, limits=Limits(max_tool_calls=3))
+    agent = make_agent(scripted, store, limits=Limits(max_tool_calls=3))
     reply = agent.run("go", on_event=rec)
 
     assert agent.stop_reason == "max_tool_calls"
     assert reply.startswith("[jupyter-agent] Stopped: the session reached max_tool_calls=3")
     assert [t.text for t in agent.state.todos] == ["a", "b"]  # none of the 2nd batch ran
     assert agent.state.tool_calls == 2
-    assert len(model_server.requests) == 2
+    assert len(scripted.requests) == 2
     saved = read_record(store, agent.session_id or "")
     assert roles(saved["messages"])[-4:] == ["assistant", "tool", "tool", "assistant"]
     assert saved["messages"][-2]["content"] == "[jupyter-agent] not executed: limit reached"
@@ -40,20 +41,20 @@ def test_max_tool_calls_refuses_the_whole_batch_and_keeps_pairs(
     assert any(e.text == reply for e in rec.of("notice"))
 
     # The strict server accepts the context; a text turn still works at the limit.
-    model_server.add_steps([{"text": "fine"}])
+    scripted.add_steps([{"text": "fine"}])
     assert agent.run("just talk") == "fine"
     assert agent.stop_reason is None
 
 
 def test_max_tool_calls_counts_calls_made_before_a_restart(
-    model_server: ScriptedModelServer, store: SessionStore
+    scripted: ScriptedModel, store: SessionStore
 ) -> None:
-    model_server.add_steps([tool_step(("list_todos", {}), ("list_todos", {})), {"text": "ok"}])
-    first = make_agent(model_server, store)
+    scripted.add_steps([tool_step(("list_todos", {}), ("list_todos", {})), {"text": "ok"}])
+    first = make_agent(scripted, store)
     first.run("one")
-    model_server.add_steps([tool_step(("list_todos", {}))])
+    scripted.add_steps([tool_step(("list_todos", {}))])
     again = make_agent(
-        model_server, store, session_id=first.session_id, limits=Limits(max_tool_calls=2)
+        scripted, store, session_id=first.session_id, limits=Limits(max_tool_calls=2)
     )
     assert again.run("two").startswith("[jupyter-agent] Stopped")
     assert again.stop_reason == "max_tool_calls"
@@ -61,9 +62,9 @@ def test_max_tool_calls_counts_calls_made_before_a_restart(
 
 
 def test_max_cost_usd_stops_and_spend_is_carried_across_a_restart(
-    model_server: ScriptedModelServer, store: SessionStore
+    scripted: ScriptedModel, store: SessionStore
 ) -> None:
-    model_server.add_steps(
+    scripted.add_steps(
         [
             tool_step(("list_todos", {}), **CALL),
             tool_step(("list_todos", {}), **CALL),
@@ -71,16 +72,16 @@ def test_max_cost_usd_stops_and_spend_is_carried_across_a_restart(
         ]
     )
     limits = Limits(max_cost_usd=0.25)
-    first = make_agent(model_server, store, model="priced-model", prices=PRICES, limits=limits)
+    first = make_agent(scripted, store, model="priced-model", prices=PRICES, limits=limits)
     assert first.run("spend") == "third call"  # 0.20 < 0.25 before the third call
     assert first.state.usage.cost_usd == pytest.approx(0.30)
     assert first.last_turn_usage.cost_usd == pytest.approx(0.30)
     assert not first.state.usage.price_unknown
-    served = len(model_server.requests)
+    served = len(scripted.requests)
 
     # A restart does not reset the recorded spend: the next turn stops before any call.
     again = make_agent(
-        model_server,
+        scripted,
         store,
         session_id=first.session_id,
         model="priced-model",
@@ -91,13 +92,13 @@ def test_max_cost_usd_stops_and_spend_is_carried_across_a_restart(
     notice = again.run("more")
     assert again.stop_reason == "max_cost_usd"
     assert "max_cost_usd=$0.2500" in notice and "spent $0.3000" in notice
-    assert len(model_server.requests) == served
+    assert len(scripted.requests) == served
     assert read_record(store, again.session_id or "")["messages"][-1]["content"] == notice
 
     # Limits come from the current options: raising it lets the session go on.
-    model_server.add_steps([{"text": "ok", **CALL}])
+    scripted.add_steps([{"text": "ok", **CALL}])
     raised = make_agent(
-        model_server,
+        scripted,
         store,
         session_id=first.session_id,
         model="priced-model",
@@ -108,33 +109,33 @@ def test_max_cost_usd_stops_and_spend_is_carried_across_a_restart(
 
 
 def test_max_cost_usd_stops_mid_turn(
-    model_server: ScriptedModelServer, store: SessionStore
+    scripted: ScriptedModel, store: SessionStore
 ) -> None:
-    model_server.add_steps([tool_step(("list_todos", {}), **CALL)] * 3)
+    scripted.add_steps([tool_step(("list_todos", {}), **CALL)] * 3)
     agent = make_agent(
-        model_server, store, model="priced-model", prices=PRICES, limits=Limits(max_cost_usd=0.1)
+        scripted, store, model="priced-model", prices=PRICES, limits=Limits(max_cost_usd=0.1)
     )
     agent.run("go")
     # the first call reached $0.10: its batch is not run, no second call is made
     assert agent.stop_reason == "max_cost_usd"
-    assert len(model_server.requests) == 1
+    assert len(scripted.requests) == 1
     assert agent.state.tool_calls == 0
     assert roles(agent.messages)[-3:] == ["assistant", "tool", "assistant"]
 
 
 def test_max_iterations_per_turn_restarts_at_zero(
-    model_server: ScriptedModelServer, store: SessionStore
+    scripted: ScriptedModel, store: SessionStore
 ) -> None:
-    model_server.add_steps([tool_step(("list_todos", {}))] * 2)
-    agent = make_agent(model_server, store, limits=Limits(max_iterations=2))
+    scripted.add_steps([tool_step(("list_todos", {}))] * 2)
+    agent = make_agent(scripted, store, limits=Limits(max_iterations=2))
     notice = agent.run("loop")
     assert agent.stop_reason == "max_iterations"
     assert "max_iterations=2" in notice
-    assert len(model_server.requests) == 2
+    assert len(scripted.requests) == 2
     assert agent.state.tool_calls == 2  # the second batch ran and was recorded
     assert roles(agent.messages)[-2:] == ["tool", "assistant"]
 
-    model_server.add_steps([tool_step(("list_todos", {})), {"text": "done"}])
+    scripted.add_steps([tool_step(("list_todos", {})), {"text": "done"}])
     assert agent.run("again") == "done"  # a new turn gets two more model calls
     assert agent.stop_reason is None
 

@@ -227,12 +227,13 @@ def test_the_run_holds_the_session_lease(
 
 _OTHER_PROCESS_AGENT = """
 import json, sys, openai
-from jupyter_agent.agent import Agent
+from jupyter_agent.agent import Agent, ChatModel
 from jupyter_agent.errors import CorruptSessionError, SessionLockedError
 from jupyter_agent.store import SessionStore
 client = openai.OpenAI(base_url=sys.argv[3], api_key="k", max_retries=0)
 try:
-    agent = Agent(client, "scripted", store=SessionStore(sys.argv[1]), session_id=sys.argv[2])
+    agent = Agent(ChatModel(client, "scripted"), store=SessionStore(sys.argv[1]),
+                  session_id=sys.argv[2])
 except SessionLockedError as err:
     print(json.dumps({"locked": True, "pid": err.pid}))
 else:

@@ -1,4 +1,5 @@
-"""Tools: generated schemas, kernel Python, variables, todos, approval policy."""
+"""Tools: generated schemas, kernel Python, variables, todos, approval policy
+(on the in-process scripted model)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from jupyter_agent.agent import BuiltinTools, ToolRegistry, tool_from_function
 from jupyter_agent.agent.pyexec import run_code, truncate
 from jupyter_agent.store import SessionState, SessionStore
-from jupyter_agent.testing import ScriptedModelServer
+from jupyter_agent.testing import ScriptedModel
 from tests.agent.helpers import Recorder, make_agent, tool_step
 
 
@@ -86,22 +87,22 @@ def test_functions_without_annotations_or_duplicates_are_refused() -> None:
 
 
 def test_user_tools_are_offered_and_run_without_asking(
-    model_server: ScriptedModelServer, store: SessionStore
+    scripted: ScriptedModel, store: SessionStore
 ) -> None:
     def refuse(code: str) -> bool:
         raise AssertionError("user tools must not ask")
 
-    model_server.add_steps(
+    scripted.add_steps(
         [tool_step(("convert", {"amount": 2.5, "currency": "USD"})), {"text": "ok"}]
     )
     rec = Recorder()
-    agent = make_agent(model_server, store, tools=[convert], approval="ask", ask=refuse)
+    agent = make_agent(scripted, store, tools=[convert], approve="ask", ask=refuse)
     agent.run("convert", on_event=rec)
-    names = [t["function"]["name"] for t in model_server.requests[0]["tools"]]
+    names = [t["function"]["name"] for t in scripted.requests[0]["tools"]]
     assert names[-1] == "convert" and "run_python" in names
     assert rec.of("tool_call_end")[0].result == "2.50 USD"
     with pytest.raises(ValueError, match="already registered"):
-        make_agent(model_server, store, tools=[BuiltinTools(SessionState).tools()[0]])
+        make_agent(scripted, store, tools=[BuiltinTools(SessionState).tools()[0]])
 
 
 def test_run_python_uses_the_shell_namespace_like_a_cell(ishell: InteractiveShell) -> None:
@@ -118,10 +119,10 @@ def test_run_python_uses_the_shell_namespace_like_a_cell(ishell: InteractiveShel
 
 
 def test_run_python_errors_are_results_with_a_traceback(
-    model_server: ScriptedModelServer, store: SessionStore, ishell: InteractiveShell
+    scripted: ScriptedModel, store: SessionStore, ishell: InteractiveShell
 ) -> None:
     code = "def f():\n    return 1 / 0\nprint('before')\nf()"
-    model_server.add_steps(
+    scripted.add_steps(
         [
             tool_step(
                 ("run_python", {"code": code}),
@@ -132,7 +133,7 @@ def test_run_python_errors_are_results_with_a_traceback(
         ]
     )
     rec = Recorder()
-    agent = make_agent(model_server, store, shell=ishell)
+    agent = make_agent(scripted, store, shell=ishell)
     agent.run("break things", on_event=rec)
     zero, syntax, exit_ = rec.of("tool_call_end")
     assert not zero.ok and zero.result.startswith("error: before\n[error]\nTraceback")
@@ -165,11 +166,11 @@ def test_output_is_cut_by_code_points_with_a_marker_keeping_both_ends() -> None:
 
 
 def test_a_trailing_exception_stays_visible_in_cut_output(
-    model_server: ScriptedModelServer, store: SessionStore, ishell: InteractiveShell
+    scripted: ScriptedModel, store: SessionStore, ishell: InteractiveShell
 ) -> None:
     code = "for i in range(2000):\n    print('line', i)\nraise ValueError('the real problem')"
-    model_server.add_steps([tool_step(("run_python", {"code": code})), {"text": "ok"}])
-    agent = make_agent(model_server, store, shell=ishell, max_output_chars=400)
+    scripted.add_steps([tool_step(("run_python", {"code": code})), {"text": "ok"}])
+    agent = make_agent(scripted, store, shell=ishell, max_output_chars=400)
     agent.run("long then fail")
     content = agent.messages[3]["content"]
     assert content.startswith("error: line 0\nline 1\n")
@@ -180,12 +181,12 @@ def test_a_trailing_exception_stays_visible_in_cut_output(
 
 
 def test_long_tool_results_are_cut_in_the_saved_session(
-    model_server: ScriptedModelServer, store: SessionStore, ishell: InteractiveShell
+    scripted: ScriptedModel, store: SessionStore, ishell: InteractiveShell
 ) -> None:
-    model_server.add_steps(
+    scripted.add_steps(
         [tool_step(("run_python", {"code": "print('é' * 500)"})), {"text": "ok"}]
     )
-    agent = make_agent(model_server, store, shell=ishell, max_output_chars=100)
+    agent = make_agent(scripted, store, shell=ishell, max_output_chars=100)
     agent.run("long")
     content = agent.messages[3]["content"]
     assert content == "é" * 50 + "\n... [output truncated: 400 characters cut] ...\n" + "é" * 50
@@ -249,7 +250,7 @@ def _code_step() -> list[object]:
     ],
 )
 def test_approval_policy(
-    model_server: ScriptedModelServer,
+    scripted: ScriptedModel,
     store: SessionStore,
     ishell: InteractiveShell,
     approval: str,
@@ -263,9 +264,9 @@ def test_approval_policy(
         asked.append(code)
         return answer == "y"
 
-    model_server.add_steps(_code_step())
+    scripted.add_steps(_code_step())
     rec = Recorder()
-    agent = make_agent(model_server, store, shell=ishell, approval=approval, ask=ask)
+    agent = make_agent(scripted, store, shell=ishell, approve=approval, ask=ask)
     assert agent.run("run it", on_event=rec) == "ok"
     assert ("ran" in ishell.user_ns) is runs
     assert asked == (["ran = True"] if approval == "ask" else [])
@@ -275,21 +276,21 @@ def test_approval_policy(
         assert refusal in end.result
         assert any(refusal in n.text for n in rec.of("notice"))
         # the model saw the refusal as the tool result
-        assert refusal in model_server.requests[1]["messages"][-1]["content"]
+        assert refusal in scripted.requests[1]["messages"][-1]["content"]
 
 
 @pytest.mark.parametrize(
     "error", [EOFError, StdinNotImplementedError, OSError, RuntimeError, ValueError]
 )
 def test_ask_without_stdin_refuses_with_instructions(
-    model_server: ScriptedModelServer, store: SessionStore, ishell: InteractiveShell, error: type
+    scripted: ScriptedModel, store: SessionStore, ishell: InteractiveShell, error: type
 ) -> None:
     def headless(code: str) -> bool:
         raise error("no stdin")
 
-    model_server.add_steps(_code_step())
+    scripted.add_steps(_code_step())
     rec = Recorder()
-    agent = make_agent(model_server, store, shell=ishell, approval="ask", ask=headless)
+    agent = make_agent(scripted, store, shell=ishell, approve="ask", ask=headless)
     agent.run("run it", on_event=rec)
     result = rec.of("tool_call_end")[0].result
     assert "ran" not in ishell.user_ns
@@ -317,11 +318,11 @@ def test_default_ask_reads_stdin(
 
 
 def test_approval_is_validated_and_settable(
-    model_server: ScriptedModelServer, store: SessionStore
+    scripted: ScriptedModel, store: SessionStore
 ) -> None:
-    with pytest.raises(ValueError, match="approval"):
-        make_agent(model_server, store, approval="sometimes")
-    agent = make_agent(model_server, store, approval="deny")
+    with pytest.raises(ValueError, match="approve"):
+        make_agent(scripted, store, approve="sometimes")
+    agent = make_agent(scripted, store, approve="deny")
     agent.approval = "auto"
     assert agent.approval == "auto"
 
@@ -333,12 +334,12 @@ def test_run_code_reports_keyboard_interrupt_by_raising() -> None:
 
 
 def test_lone_surrogates_in_tool_output_are_saved_as_replacement_characters(
-    model_server: ScriptedModelServer, store: SessionStore, ishell: InteractiveShell
+    scripted: ScriptedModel, store: SessionStore, ishell: InteractiveShell
 ) -> None:
-    model_server.add_steps(
+    scripted.add_steps(
         [tool_step(("run_python", {"code": "print('ok \\ud83d')"})), {"text": "a"}, {"text": "b"}]
     )
-    agent = make_agent(model_server, store, shell=ishell)
+    agent = make_agent(scripted, store, shell=ishell)
     agent.run("emit a broken emoji")
     assert agent.messages[3]["content"] == "ok \ufffd"
     assert store.load_session(agent.session_id or "").messages == agent.messages

@@ -107,7 +107,7 @@ def test_file_has_the_fixed_top_level_keys_in_order(tmp_path: Path) -> None:
     assert data["schema_version"] == SCHEMA_VERSION == 1
     assert data["project_root"] == str(tmp_path)
     assert list(data["state"]) == [
-        "scratchpad", "todos", "tool_calls", "usage", "model", "base_url"
+        "scratchpad", "todos", "tool_calls", "usage", "model", "base_url", "api"
     ]
     assert set(data["state"]["usage"]) >= {"input_tokens", "output_tokens", "cost_usd", "calls"}
 

@@ -1,0 +1,222 @@
+"""Model failures as :class:`~jupyter_agent.errors.ModelError`\\ s a user can act on.
+
+Every message says what went wrong, where, and what to do next, in words: no Python
+exception class appears in it (design §11). The cases:
+
+- the endpoint cannot be reached: its URL, and what to check (the server running, the
+  URL and port; for the OpenAI API, the network);
+- the connection broke while the reply streamed: send the prompt again;
+- 401: the environment variable the key is read from (``AgentMagics.api_key_env``);
+- 403 / 404: the model name, the base URL (and the model API);
+- 429 after the client's retries: wait, or check the plan and quota;
+- 5xx after the retries: try again in a moment;
+- a context too long for the model: compact;
+- any other rejected request: the prompt is saved; check the options, send again.
+
+The user's message is always saved before a model call (design §5), so "send the prompt
+again" loses nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+import openai
+
+from jupyter_agent.agent.sse import Event
+from jupyter_agent.errors import ModelError
+
+__all__ = ["Endpoint", "failures", "model_error", "parse_event", "status_error"]
+
+OPENAI_HOST = "api.openai.com"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a model's requests go, as far as its error messages need to know.
+
+    Attributes
+    ----------
+    url : str
+        The base URL ("" in process).
+    model : str
+        The model name.
+    key_env : str
+        The environment variable the API key is read from.
+    key_sent : bool
+        Whether a real key was sent (not a placeholder for a local server).
+    retries : int
+        How often the client retries 429, 5xx and connection failures itself.
+    api : str
+        The model API ("chat", ...).
+    """
+
+    url: str
+    model: str
+    key_env: str = "OPENAI_API_KEY"
+    key_sent: bool = True
+    retries: int = 0
+    api: str = "chat"
+
+    @classmethod
+    def of(cls, client: openai.OpenAI, model: str, *, key_env: str | None,
+           api: str) -> Endpoint:
+        """The endpoint of ``client`` (``key_env`` None: no real key was sent)."""
+        return cls(str(client.base_url), model, key_env or "OPENAI_API_KEY",
+                   key_env is not None, client.max_retries, api)
+
+
+def failures() -> tuple[type[Exception], ...]:
+    """What a model request can fail with: ``openai``'s errors and its HTTP library's.
+
+    A stream read can fail with the HTTP library's own errors (the server closing the
+    connection) without the client wrapping them. Depending on its version, ``openai``
+    uses ``httpx`` or ``httpx2``; whichever it imported is in ``sys.modules``.
+    """
+    found: list[type[Exception]] = [openai.OpenAIError]
+    for name in ("httpx", "httpx2"):
+        error = getattr(sys.modules.get(name), "HTTPError", None)
+        if isinstance(error, type) and issubclass(error, Exception):
+            found.append(error)
+    return tuple(found)
+
+
+def _detail(exc: openai.APIStatusError) -> tuple[str, str]:
+    """The error body's message and code (``""`` where missing)."""
+    body: Any = exc.body
+    if not isinstance(body, dict):
+        try:
+            body = json.loads(exc.response.text)
+        except Exception:  # best effort: the body may be unread, absent or not JSON
+            body = {}
+    inner = body.get("error", body) if isinstance(body, dict) else body
+    if isinstance(inner, dict):
+        return str(inner.get("message") or exc.message), str(inner.get("code") or "")
+    return (inner if isinstance(inner, str) and inner else exc.message), ""
+
+
+def _retries(n: int) -> str:
+    return "" if n <= 0 else f", after {n} {'retry' if n == 1 else 'retries'}"
+
+
+def status_error(status: int, detail: str, endpoint: Endpoint, code: str = "") -> ModelError:
+    """The :class:`ModelError` for an HTTP error answer (see the module docstring).
+
+    Parameters
+    ----------
+    status : int
+        The HTTP status.
+    detail : str
+        The message of the error body.
+    endpoint : Endpoint
+    code : str
+        The error body's ``code`` (e.g. ``"context_length_exceeded"``).
+    """
+    url, model, var = endpoint.url, endpoint.model, endpoint.key_env
+    at = f" at {url}" if url else ""
+    if status == 401 and not endpoint.key_sent:
+        here = urlparse(url).hostname in ("localhost", "127.0.0.1", "::1")
+        local = (' (a server on this machine is only sent a key from a variable you name: '
+                 '%config AgentMagics.api_key_env = "NAME")'
+                 if here and var == "OPENAI_API_KEY" else "")
+        text = (f"the model endpoint{at} requires an API key and none was sent (401: {detail}): "
+                f"set {var} in the environment Jupyter starts from{local}")
+    elif status == 401:
+        text = (f"the model endpoint{at} rejected the API key from {var} (401: {detail}): set "
+                f"{var} to a valid key in the environment Jupyter starts from, then send the "
+                "prompt again")
+    elif status == 403:
+        text = (f"the API key from {var} may not use model {model}{at} (403: {detail}): check "
+                "the model name (--model) and the key's permissions")
+    elif status == 404:
+        other = ", or the model API (--api)" if endpoint.api != "chat" else ""
+        text = (f"model {model} or its endpoint was not found{at} (404: {detail}): check the "
+                f"model name (--model) and the base URL (--base-url){other}")
+    elif status == 429:
+        text = (f"the model endpoint{at} is rate limiting or the quota is used up "
+                f"(429{_retries(endpoint.retries)}: {detail}): wait a minute and send the "
+                "prompt again, or check your plan and billing quota")
+    elif status >= 500:
+        text = (f"the model endpoint{at} failed ({status}{_retries(endpoint.retries)}: "
+                f"{detail}): try again in a moment")
+    elif code == "context_length_exceeded":
+        text = (f"the conversation is too long for model {model} ({status}: {detail}): run "
+                "%agent_compact, or set a smaller AgentMagics.context_window so that "
+                "compaction starts earlier")
+    else:
+        text = (f"the model endpoint{at} refused the request ({status}: {detail}): your "
+                "prompt is saved; check the model name and this session's options, then "
+                "send a prompt again")
+    return ModelError(text, status_code=status)
+
+
+def parse_event(event: Event, endpoint: Endpoint) -> dict[str, Any]:
+    """The JSON object an event of a streamed answer carries.
+
+    Raises
+    ------
+    ModelError
+        When the data is not a JSON object, or is an error the endpoint reports in the
+        middle of the stream.
+    """
+    try:
+        data = event.json()
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise ModelError(f"the model endpoint at {endpoint.url} sent a streamed reply that "
+                         f"is not understood ({event.data[:200]!r}): check that --base-url "
+                         "points at an OpenAI-compatible endpoint, then send the prompt again")
+    error = data.get("error") if event.name != "error" else data
+    if error:
+        detail = error.get("message") if isinstance(error, dict) else str(error)
+        raise ModelError(f"the model endpoint at {endpoint.url} reported an error while the "
+                         f"reply was streaming ({detail or 'no details'}): send the prompt "
+                         "again")
+    return data
+
+
+def model_error(exc: BaseException, endpoint: Endpoint, *, received: bool = False) -> ModelError:
+    """Map a failed request (after the client's retries) to a :class:`ModelError`.
+
+    Parameters
+    ----------
+    exc : BaseException
+        What the ``openai`` client (or its HTTP library) raised.
+    endpoint : Endpoint
+    received : bool
+        Whether part of the answer had arrived (a broken stream, not an unreachable
+        endpoint).
+
+    Returns
+    -------
+    ModelError
+        ``status_code`` is the HTTP status, or None when no answer arrived.
+    """
+    if isinstance(exc, openai.APIStatusError):
+        detail, code = _detail(exc)
+        return status_error(exc.status_code, detail, endpoint, code)
+    cause = str(exc.__cause__ or "") if isinstance(exc, openai.APIConnectionError) else str(exc)
+    why = f" ({cause})" if cause and cause != "Connection error." else ""
+    url = endpoint.url
+    if received:
+        text = (f"the connection to the model endpoint at {url} broke while the reply was "
+                f"streaming{why}: send the prompt again")
+    elif isinstance(exc, openai.APITimeoutError):
+        text = (f"the model endpoint at {url} did not answer in time: check that the server "
+                "is running and not overloaded, then send the prompt again")
+    elif isinstance(exc, openai.APIConnectionError) or not isinstance(exc, openai.OpenAIError):
+        if OPENAI_HOST in url:
+            text = (f"cannot reach the OpenAI API at {url}{why}: check your network "
+                    "connection (and proxy), then send the prompt again")
+        else:
+            text = (f"cannot reach the model endpoint at {url}{why}: check that the server "
+                    "is running and that the URL and port are right (--base-url or %config "
+                    "AgentMagics.base_url), then send the prompt again")
+    else:
+        text = f"the model call failed{why}: send the prompt again"
+    return ModelError(text, status_code=None)

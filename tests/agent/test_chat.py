@@ -1,0 +1,252 @@
+"""The Chat Completions model over real HTTP: the fast request path, model errors, usage."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+from typing import Any
+
+import openai
+import pytest
+
+from jupyter_agent.agent import ChatModel, PartialReply, context_window_for, price_call
+from jupyter_agent.errors import ModelError
+from jupyter_agent.store import SessionStore
+from jupyter_agent.testing import ScriptedModelServer
+from tests.agent.helpers import (
+    SESSION,
+    TOOLS,
+    make_agent,
+    make_client,
+    read_record,
+    roles,
+    tool_step,
+)
+
+CLASS_NAME = re.compile(r"\b[A-Z][A-Za-z]*(Error|Exception)\b")
+"""A Python exception class name: never part of a user-facing model error."""
+
+
+def _unused_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _dead_model() -> ChatModel:
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{_unused_port()}/v1", api_key="test",
+                           max_retries=0)
+    return ChatModel(client, "scripted")
+
+
+# -- the fast request path -----------------------------------------------------------------
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("tools", [TOOLS, []])
+def test_fast_path_sends_the_typed_paths_body_byte_for_byte(
+    model_server: ScriptedModelServer, stream: bool, tools: list[dict[str, Any]]
+) -> None:
+    model_server.add_steps([{"text": "one"}, {"text": "one"}])
+    client = make_client(model_server)
+    for fast in (False, True):
+        model = ChatModel(client, "gpt-4o-mini", fast=fast, params={"temperature": 0.25})
+        reply = model.respond(SESSION, tools, stream=stream, partial=PartialReply())
+        assert reply.text == "one"
+    typed, fast_body = (x.raw for x in model_server.exchanges)
+    assert typed == fast_body
+    body = json.loads(fast_body)
+    assert body["messages"] == SESSION and body.get("tools", []) == tools
+    assert body["temperature"] == 0.25 and body.get("stream", False) is stream
+
+
+def test_the_request_keeps_plain_values_as_they_are() -> None:
+    client = openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key="k")
+    kwargs = ChatModel(client, "m").request(SESSION, TOOLS, stream=True)
+    assert kwargs["extra_body"]["messages"] is SESSION  # no copy, no transform
+    assert kwargs["messages"] == [] and kwargs["tools"] == []
+    assert kwargs["stream_options"] == {"include_usage": True}
+    typed = ChatModel(client, "m", fast=False).request(SESSION, [], stream=False)
+    assert typed == {"model": "m", "messages": SESSION}
+
+
+# -- errors a user can act on ---------------------------------------------------------------
+
+def test_unreachable_endpoint_names_the_url_and_what_to_check(
+    model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    agent = make_agent(model_server, store)
+    dead = _dead_model()
+    agent.reconfigure(model=dead)
+    with pytest.raises(ModelError) as info:
+        agent.run("are you there?")
+    message = str(info.value)
+    assert info.value.status_code is None
+    assert message.startswith(f"cannot reach the model endpoint at {dead.base_url}")
+    assert "check that the server is running and that the URL and port are right" in message
+    assert not CLASS_NAME.search(message)
+    saved = read_record(store, agent.session_id or "")
+    assert roles(saved["messages"]) == ["system", "user"]
+    assert saved["messages"][1]["content"] == "are you there?"
+
+    agent.reconfigure(model=ChatModel(make_client(model_server), "scripted"))
+    model_server.add_steps([{"text": "back"}])
+    assert agent.run("again") == "back"
+    assert [m["content"] for m in model_server.requests[0]["messages"][1:]] == [
+        "are you there?", "again"]
+
+
+def test_the_openai_api_unreachable_says_to_check_the_network() -> None:
+    from jupyter_agent.agent.model_errors import Endpoint, model_error
+
+    err = model_error(openai.APIConnectionError(request=None),  # type: ignore[arg-type]
+                      Endpoint("https://api.openai.com/v1/", "gpt-4o"))
+    assert str(err) == ("cannot reach the OpenAI API at https://api.openai.com/v1/: check your "
+                        "network connection (and proxy), then send the prompt again")
+
+
+def test_wrong_api_key_names_the_variable_to_set(store: SessionStore) -> None:
+    with ScriptedModelServer([{"text": "never"}], require_api_key="right-key") as server:
+        model = ChatModel(make_client(server), "scripted", key_env="LAB_LLM_KEY")
+        with pytest.raises(ModelError) as info:
+            model.respond([{"role": "user", "content": "hi"}], [], stream=True,
+                          partial=PartialReply())
+    assert info.value.status_code == 401
+    assert str(info.value) == (
+        f"the model endpoint at {model.base_url} rejected the API key from LAB_LLM_KEY (401: "
+        "Incorrect API key provided. You can find your API key at "
+        "https://platform.openai.com/account/api-keys.): set LAB_LLM_KEY to a valid key in the "
+        "environment Jupyter starts from, then send the prompt again")
+
+
+@pytest.mark.parametrize(("status", "code", "words"), [
+    (429, None, "is rate limiting or the quota is used up (429: boom 429): wait a minute and "
+                "send the prompt again, or check your plan and billing quota"),
+    (500, None, "failed (500: boom 500): try again in a moment"),
+    (503, None, "failed (503: boom 503): try again in a moment"),
+    (403, None, "may not use model scripted at"),
+    (404, None, "check the model name (--model) and the base URL (--base-url)"),
+    (400, None, "refused the request (400: boom 400): your prompt is saved; check the model "
+                "name and this session's options, then send a prompt again"),
+    (400, "context_length_exceeded", "is too long for model scripted (400: boom 400): run "
+                                     "%agent_compact"),
+])
+def test_error_statuses_say_what_to_do_next(
+    model_server: ScriptedModelServer, store: SessionStore, status: int, code: str | None,
+    words: str,
+) -> None:
+    error: dict[str, Any] = {"status": status, "message": f"boom {status}"}
+    if code:
+        error["code"] = code
+    model_server.add_steps([{"error": error}, {"text": "recovered"}])
+    agent = make_agent(model_server, store)
+    with pytest.raises(ModelError) as info:
+        agent.run("first")
+    assert info.value.status_code == status
+    assert words in str(info.value)
+    assert not CLASS_NAME.search(str(info.value))
+    assert agent.run("second") == "recovered"
+    assert roles(agent.messages) == ["system", "user", "user", "assistant"]
+
+
+def test_rate_limit_after_the_clients_own_retries(store: SessionStore) -> None:
+    retry_fast = {"retry-after-ms": "1"}
+    steps = [{"error": {"status": 429, "message": "slow down", "headers": retry_fast}}] * 2
+    with ScriptedModelServer([*steps, {"text": "finally"}]) as server:
+        agent = make_agent(server, store)
+        agent.reconfigure(model=ChatModel(make_client(server, max_retries=1), "scripted"))
+        with pytest.raises(ModelError) as info:
+            agent.run("hi")
+        assert info.value.status_code == 429
+        assert "(429, after 1 retry: slow down): wait a minute" in str(info.value)
+        assert len(server.requests) == 2  # the client retried once before giving up
+        assert agent.run("hi again") == "finally"
+
+
+def test_connection_dropped_mid_stream_is_a_model_error_and_the_prompt_stays_saved(
+    store: SessionStore,
+) -> None:
+    server = ScriptedModelServer([{"text": "word " * 60, "chunk_delay": 0.05}]).start()
+    try:
+        agent = make_agent(server, store)
+        threading.Timer(0.3, server.stop).start()  # the server goes away while streaming
+        with pytest.raises(ModelError) as info:
+            agent.run("a long answer, please")
+        assert info.value.status_code is None
+        assert "broke while the reply was streaming" in str(info.value)
+        assert str(info.value).endswith(": send the prompt again")
+        assert not CLASS_NAME.search(str(info.value))
+    finally:
+        server.stop()
+    saved = read_record(store, agent.session_id or "")
+    assert saved["messages"][1] == {"role": "user", "content": "a long answer, please"}
+    server.start()
+    server.add_steps([{"text": "short this time"}])
+    assert agent.run("again") == "short this time"
+
+
+# -- usage and cost ---------------------------------------------------------------------------
+
+def test_known_model_is_priced_from_genai_prices(
+    model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    model_server.add_steps(
+        [{"text": "hi", "usage": {"prompt_tokens": 2000, "completion_tokens": 500}}]
+    )
+    agent = make_agent(model_server, store, model="gpt-4o-mini")
+    agent.run("price me")
+    usage = agent.state.usage
+    assert (usage.input_tokens, usage.output_tokens, usage.calls) == (2000, 500, 1)
+    # gpt-4o-mini: $0.15 per million input tokens, $0.60 per million output tokens
+    assert usage.cost_usd == pytest.approx((2000 * 0.15 + 500 * 0.60) / 1e6)
+    assert not usage.price_unknown
+    saved = read_record(store, agent.session_id or "")["state"]
+    assert saved["usage"]["cost_usd"] == pytest.approx(usage.cost_usd)
+    assert (saved["model"], saved["api"]) == ("gpt-4o-mini", "chat")
+    assert saved["base_url"] == model_server.base_url + "/"
+
+
+def test_price_override_and_unknown_price(
+    model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    step = {"text": "x", "usage": {"prompt_tokens": 1_000_000, "completion_tokens": 2_000_000}}
+    model_server.add_steps([step, step])
+    priced = make_agent(model_server, store, model="in-house", prices={"in-house": (1.5, 2.0)})
+    priced.run("a")
+    assert priced.state.usage.cost_usd == pytest.approx(1.5 + 4.0)
+    unknown = make_agent(model_server, store, model="in-house")
+    unknown.run("b")
+    assert unknown.state.usage.cost_usd == 0.0
+    assert unknown.state.usage.price_unknown
+    assert read_record(store, unknown.session_id or "")["state"]["usage"]["price_unknown"]
+
+
+def test_tool_calls_stream_in_and_come_back_whole(model_server: ScriptedModelServer) -> None:
+    args = {"code": "x = 1\nprint('é' * 40)"}
+    model_server.add_steps([tool_step(("run_python", args), ("list_variables", {}))])
+    pieces: list[str] = []
+    reply = ChatModel(make_client(model_server), "m").respond(
+        [{"role": "user", "content": "go"}], TOOLS, stream=True, partial=PartialReply(),
+        on_text=pieces.append)
+    assert reply.finish_reason == "tool_calls" and pieces == []
+    assert [json.loads(c["function"]["arguments"]) for c in reply.tool_calls] == [args, {}]
+    assert reply.usage is not None and reply.usage.input_tokens > 0
+
+
+def test_price_call_and_context_windows() -> None:
+    assert price_call("gpt-4o-mini", 1_000_000, 0) == (pytest.approx(0.15), True)
+    assert price_call("gpt-4o-mini", 10, 10, {"gpt-4o-mini": (0.0, 0.0)}) == (0.0, True)
+    assert price_call("no-such-model-xyz", 10, 10) == (0.0, False)
+    assert context_window_for("gpt-4o-mini") == 128_000
+    assert context_window_for("no-such-model-xyz") == 128_000
+    assert context_window_for("gpt-3.5-turbo") == 16_385
+
+
+def test_a_remote_endpoint_without_a_key_says_which_variable_to_set() -> None:
+    from jupyter_agent.agent.model_errors import Endpoint, status_error
+
+    remote = Endpoint("https://llm.example.com/v1", "m", "OPENAI_API_KEY", key_sent=False)
+    assert str(status_error(401, "no key", remote)) == (
+        "the model endpoint at https://llm.example.com/v1 requires an API key and none was "
+        "sent (401: no key): set OPENAI_API_KEY in the environment Jupyter starts from")
