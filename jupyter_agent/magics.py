@@ -100,6 +100,11 @@ class AgentMagics(Magics):
                                "(the key itself is never a setting)."
     ).tag(config=True)
 
+    store_url = Unicode(
+        "", help="A PostgreSQL database shared by a team (postgresql://user@host/dbname); "
+                 "empty: $JUPYTER_AGENT_STORE_URL, else the JSON files of the memory directory."
+    ).tag(config=True)
+
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
         self._controller = AgentController(self.settings, shell=shell)
@@ -128,6 +133,12 @@ class AgentMagics(Magics):
     def _valid_api_key_env(self, proposal: Any) -> str:
         return str(self._check(check_api_key_env, proposal["value"]))
 
+    @validate("store_url")
+    def _valid_store_url(self, proposal: Any) -> str:
+        from jupyter_agent.store.postgres.url import check_store_url
+
+        return str(self._check(check_store_url, proposal["value"]))
+
     @validate("max_cost_usd", "max_tool_calls")
     def _valid_limit(self, proposal: Any) -> Any:
         return self._check(check_limit, proposal["trait"].name, proposal["value"])
@@ -148,6 +159,7 @@ class AgentMagics(Magics):
             max_cost_usd=self.max_cost_usd, max_tool_calls=self.max_tool_calls,
             max_iterations=self.max_iterations, approve=self.approve,
             context_window=self.context_window, stream=self.stream, api_key_env=self.api_key_env,
+            store_url=self.store_url,
         )
 
     @property

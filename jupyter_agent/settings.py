@@ -22,7 +22,7 @@ import ipaddress
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from jupyter_agent.errors import ModelNotConfiguredError
@@ -182,6 +182,7 @@ class Settings:
     context_window: int | None = None
     stream: bool = True
     api_key_env: str = DEFAULT_API_KEY_ENV
+    store_url: str = field(default="", repr=False)  # may hold a password
 
     def with_options(self, options: SessionOptions) -> Settings:
         """Return these settings with every given (non-``None``) option applied."""

@@ -36,7 +36,7 @@ from jupyter_agent.agent.context import (
 from jupyter_agent.agent.events import EventCallback, Notice, ignore_event
 from jupyter_agent.agent.prompts import SUMMARIZER_PROMPT
 from jupyter_agent.errors import ModelError
-from jupyter_agent.store import SessionStore, Usage, to_message_dict
+from jupyter_agent.store import Store, Usage, to_message_dict
 
 __all__ = ["KEEP_FRACTION", "Compacting", "CompactionResult", "summarize_older_turns"]
 
@@ -147,7 +147,7 @@ class Compacting:
 
     client: openai.OpenAI
     model: str
-    store: SessionStore | None
+    store: Store | None
     session_id: str | None
     messages: list[dict[str, Any]]
     context_window: int

@@ -56,7 +56,7 @@ from jupyter_agent.agent.session import MEMORY_REPAIR, SessionPersistence
 from jupyter_agent.agent.tools import Tool, ToolRegistry, configure_memory
 from jupyter_agent.agent.usage import PriceTable, context_window_for
 from jupyter_agent.errors import LimitExceededError
-from jupyter_agent.store import SessionState, SessionStore, Usage, new_session_id
+from jupyter_agent.store import SessionState, Store, Usage, new_session_id
 
 __all__ = ["Agent"]
 
@@ -92,7 +92,7 @@ class Agent(SessionPersistence, ModelCalls, Compacting):
     ----------
     client : openai.OpenAI
     model : str
-    store : SessionStore, optional
+    store : Store, optional
         Without a store the session lives in memory only.
     session_id : str, optional
         With a store: an existing session is resumed (messages, scratchpad, todos,
@@ -141,7 +141,7 @@ class Agent(SessionPersistence, ModelCalls, Compacting):
         client: openai.OpenAI,
         model: str,
         *,
-        store: SessionStore | None = None,
+        store: Store | None = None,
         session_id: str | None = None,
         tools: Iterable[Callable[..., Any] | Tool] | None = None,
         limits: Limits | None = None,

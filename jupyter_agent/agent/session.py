@@ -23,7 +23,7 @@ import openai
 
 from jupyter_agent.agent.context import repair_tool_pairs
 from jupyter_agent.agent.prompts import DEFAULT_SYSTEM_PROMPT, build_system_prompt
-from jupyter_agent.store import SessionState, SessionStore, to_message_dict
+from jupyter_agent.store import SessionState, Store, to_message_dict
 
 __all__ = ["MEMORY_REPAIR", "RESUME_REPAIR", "SessionPersistence"]
 
@@ -45,7 +45,7 @@ agent itself never ran it: every batch it runs is answered in full)."""
 class SessionPersistence:
     """Mixin: the store-facing half of the agent (see the module docstring)."""
 
-    store: SessionStore | None
+    store: Store | None
     session_id: str | None
     messages: list[dict[str, Any]]
     state: SessionState

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 if TYPE_CHECKING:
-    from jupyter_agent.store import SessionStore
+    from jupyter_agent.store import Store
 
 __all__ = [
     "MemoryContext",
@@ -49,17 +49,17 @@ class MemoryContext:
 
     Attributes
     ----------
-    store : SessionStore or None
+    store : Store or None
         None for an in-memory agent (summary and notes tools then say so).
     session_id : str or None
         The active session.
     """
 
-    store: SessionStore | None
+    store: Store | None
     session_id: str | None
 
 
-def configure_memory(store: SessionStore | None, session_id: str | None) -> MemoryContext:
+def configure_memory(store: Store | None, session_id: str | None) -> MemoryContext:
     """Give host-side tools the store and the active session ID.
 
     Spec: "configure_memory gives host-side tools the store and the active session
@@ -69,7 +69,7 @@ def configure_memory(store: SessionStore | None, session_id: str | None) -> Memo
 
     Parameters
     ----------
-    store : SessionStore or None
+    store : Store or None
         None for an in-memory agent (the summary and notes tools then say so).
     session_id : str or None
         The active session.

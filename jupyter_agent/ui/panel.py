@@ -52,7 +52,7 @@ from jupyter_agent.ui.panel_rows import (
 )
 
 if TYPE_CHECKING:
-    from jupyter_agent.store import SessionListing, SessionStore
+    from jupyter_agent.store import SessionListing, Store
 
 __all__ = ["PanelRow", "RowText", "SessionsPanel", "format_row", "matches"]
 
@@ -80,7 +80,7 @@ class SessionsPanel(widgets.VBox):
 
     Parameters
     ----------
-    store : SessionStore
+    store : Store
         The store whose sessions are shown.
     on_resume : callable, optional
         Called with a session ID when its Resume button is clicked (the magics make it the
@@ -94,7 +94,7 @@ class SessionsPanel(widgets.VBox):
         Initial state of the show-archived toggle.
     """
 
-    def __init__(self, store: SessionStore, *, on_resume: Callable[[str], Any] | None = None,
+    def __init__(self, store: Store, *, on_resume: Callable[[str], Any] | None = None,
                  on_delete: Callable[[str], Any] | None = None, page_size: int = 20,
                  show_archived: bool = False) -> None:
         if page_size < 1:

@@ -17,6 +17,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 __all__ = [
     "SCHEMES",
     "STORE_URL_ENV",
+    "StoreURL",
     "check_store_url",
     "redact_url",
     "resolve_store_url",
@@ -99,6 +100,20 @@ def scrub(text: str, url: str) -> str:
     return text
 
 
+class StoreURL(str):
+    """A store URL whose ``repr`` leaves the password out.
+
+    The value itself is the URL as given (the driver needs the password); only what
+    displays a value -- ``repr``, so ``%config AgentMagics``, the echo of a cell, a
+    dataclass's ``repr`` -- shows :func:`redact_url` of it.
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return repr(redact_url(self)) if self else "''"
+
+
 def check_store_url(value: str) -> str:
     """Return ``value`` if it is ``""`` or a PostgreSQL URL, else raise ``ValueError``.
 
@@ -110,8 +125,8 @@ def check_store_url(value: str) -> str:
 
     Returns
     -------
-    str
-        ``value`` unchanged.
+    StoreURL
+        ``value``, as a string whose ``repr`` hides the password.
 
     Raises
     ------
@@ -119,7 +134,7 @@ def check_store_url(value: str) -> str:
         Naming the problem; the message shows the URL without its password.
     """
     if value == "":
-        return value
+        return StoreURL(value)
     parts = _split(value)
     if parts is None or parts[0].lower() not in SCHEMES:
         raise ValueError(
@@ -131,7 +146,7 @@ def check_store_url(value: str) -> str:
             f"store_url names no server and no database (got {redact_url(value)!r}); "
             "e.g. postgresql://user@db.example.org/agents"
         )
-    return value
+    return StoreURL(value)
 
 
 def resolve_store_url(setting: str | None = None, *,
@@ -156,7 +171,7 @@ def resolve_store_url(setting: str | None = None, *,
         If the environment variable holds something that is not a PostgreSQL URL.
     """
     if setting:
-        return setting
+        return StoreURL(setting)
     env = os.environ if environ is None else environ
     value = env.get(STORE_URL_ENV, "").strip()
     try:
