@@ -137,7 +137,8 @@ class AgentMagics(Magics):
     def _valid_store_url(self, proposal: Any) -> str:
         from jupyter_agent.store.postgres.url import check_store_url
 
-        return str(self._check(check_store_url, proposal["value"]))
+        url: str = self._check(check_store_url, proposal["value"])
+        return url  # a str whose repr leaves the password out
 
     @validate("max_cost_usd", "max_tool_calls")
     def _valid_limit(self, proposal: Any) -> Any:

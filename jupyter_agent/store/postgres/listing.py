@@ -6,7 +6,8 @@ left out) -- so the newest page costs the same for ten sessions or a hundred tho
 -- and joins, for that page only, the ``leases`` rows and the advisory locks granted
 now (``pg_locks``), which tell who has each session in use. No message row is read:
 the transcript length, first prompt, cost and tool-call count are columns kept up to
-date by every save. A row that does not validate is left out, never raised.
+date by every save. A row written by a newer jupyter-agent, or one that does not
+validate, is left out, never raised (loading it says why).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pydantic import ValidationError
 
 from jupyter_agent.store.postgres.leases import LIVE_LOCKS
 from jupyter_agent.store.postgres.schema import SCHEMA
-from jupyter_agent.store.records import LeaseHolder, SessionListing
+from jupyter_agent.store.records import SCHEMA_VERSION, LeaseHolder, SessionListing
 
 __all__ = ["listing_from_rows", "listing_query"]
 
@@ -28,7 +29,7 @@ def listing_query(*, include_archived: bool, limit: int | None,
                   after: tuple[datetime, str] | None) -> str:
     """The SQL of one listing page (parameters: ``project``, and ``after_at``,
     ``after_id``, ``limit`` when used)."""
-    where = ["project = %(project)s"]
+    where = ["project = %(project)s", f"schema_version <= {SCHEMA_VERSION}"]
     if not include_archived:
         where.append("NOT archived")
     if after is not None:
