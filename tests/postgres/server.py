@@ -55,6 +55,13 @@ def _free_port() -> int:
 class PgCluster:
     """A PostgreSQL cluster in a temporary directory (see the module docstring).
 
+    Parameters
+    ----------
+    bindir : pathlib.Path
+        Where ``initdb`` and ``pg_ctl`` are.
+    durable : bool
+        Keep PostgreSQL's default durability (``fsync`` on); tests turn it off for speed.
+
     Attributes
     ----------
     port : int
@@ -63,8 +70,9 @@ class PgCluster:
         The application's role (password login over TCP) and its database.
     """
 
-    def __init__(self, bindir: Path) -> None:
+    def __init__(self, bindir: Path, *, durable: bool = False) -> None:
         self.bindir = bindir
+        self.durable = durable
         self.as_root = os.geteuid() == 0
         self.dir = Path(tempfile.mkdtemp(prefix="jupyter-agent-pg-"))
         self.data = self.dir / "data"
@@ -106,8 +114,9 @@ class PgCluster:
     def start(self) -> None:
         """Start the server and wait until it accepts connections."""
         options = (f"-p {self.port} -k {self.socket_dir} -c listen_addresses=127.0.0.1 "
-                   "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
                    "-c max_connections=200")
+        if not self.durable:  # tests: nothing here must survive a power cut
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         self._checked("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60",
                       "-o", options, "start")
 
