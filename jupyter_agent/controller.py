@@ -95,7 +95,7 @@ class AgentController:
         self._environ = environ
         self._cwd = Path(os.getcwd() if cwd is None else cwd).expanduser().resolve()
         self._project_root = find_project_root(self._cwd)
-        self._stores: dict[Path, Store] = {}
+        self._stores: dict[tuple[str, Path], Store] = {}
         self._active: _Active | None = None
         self._remembered: dict[str, SessionOptions] = {}
 
@@ -113,14 +113,37 @@ class AgentController:
 
     @property
     def store(self) -> Store:
-        """The store of :attr:`memory_dir` (one per directory, reused): the JSON-file
-        :class:`~jupyter_agent.store.SessionStore`."""
-        from jupyter_agent.store import SessionStore
+        """The store the settings select now, one per URL and memory directory, reused.
+
+        With ``store_url`` (else ``$JUPYTER_AGENT_STORE_URL``) a PostgreSQL store of
+        this project (:func:`~jupyter_agent.paths.project_key` of :attr:`project_root`;
+        the notes stay in :attr:`memory_dir`); without, the JSON files of :attr:`memory_dir`.
+
+        Raises
+        ------
+        JupyterAgentError
+            When ``$JUPYTER_AGENT_STORE_URL`` is not a PostgreSQL URL.
+        """
+        from jupyter_agent.store.postgres.url import resolve_store_url
 
         root = self.memory_dir
-        if root not in self._stores:
-            self._stores[root] = SessionStore(root)
-        return self._stores[root]
+        try:
+            url = resolve_store_url(self._settings().store_url, environ=self._environ)
+        except ValueError as err:
+            raise JupyterAgentError(str(err)) from None
+        key = (url, root)
+        if key not in self._stores:
+            if url:
+                from jupyter_agent.paths import project_key
+                from jupyter_agent.store.postgres import PostgresStore
+
+                self._stores[key] = PostgresStore(url, root,
+                                                  project=project_key(self._project_root))
+            else:
+                from jupyter_agent.store import SessionStore
+
+                self._stores[key] = SessionStore(root)
+        return self._stores[key]
 
     def _store_for(self, session_id: str) -> Store:
         if self._active is not None and self._active.session_id == session_id:
@@ -272,9 +295,8 @@ class AgentController:
         if session_id is None:
             listing = store.list_sessions()
             if not listing:
-                raise JupyterAgentError(
-                    f"no saved sessions in {self.memory_dir}: start one with %agent_new"
-                )
+                where = getattr(store, "location", None) or getattr(store, "root", "the store")
+                raise JupyterAgentError(f"no saved sessions in {where}: start one with %agent_new")
             session_id = listing[0].id
         session_id = validate_session_id(session_id)
         if self._active is not None and self._active.session_id == session_id:
@@ -410,4 +432,8 @@ class AgentController:
         active, self._active = self._active, None
         if active is not None:
             active.agent.close()
+        for store in self._stores.values():
+            close = getattr(store, "close", None)  # a database store's connection
+            if close is not None:
+                close()
         self._stores.clear()

@@ -8,7 +8,12 @@ anything unexpected keep its traceback. Each subclass carries the offending valu
 
 from __future__ import annotations
 
+from datetime import UTC
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jupyter_agent.store.records import LeaseHolder
 
 
 class JupyterAgentError(Exception):
@@ -39,11 +44,12 @@ class SessionNotFoundError(JupyterAgentError, LookupError):
     Attributes
     ----------
     session_id : str
-    path : pathlib.Path
-        Where the session file was expected.
+    path : pathlib.Path or str
+        Where the session file was expected; a database backend names the database
+        (password left out) and the project instead.
     """
 
-    def __init__(self, session_id: str, path: Path) -> None:
+    def __init__(self, session_id: str, path: Path | str) -> None:
         self.session_id = session_id
         self.path = path
         super().__init__(f"no saved session {session_id!r} (looked for {path})")
@@ -59,16 +65,18 @@ class CorruptSessionError(JupyterAgentError):
 
     Attributes
     ----------
-    path : pathlib.Path
-        The unreadable file.
+    path : pathlib.Path or str
+        The unreadable file; a database backend names the database (password left
+        out), the project and the session instead.
     reason : str
         What was wrong (JSON error, validation error, ...).
     """
 
-    def __init__(self, path: Path, reason: str) -> None:
+    def __init__(self, path: Path | str, reason: str) -> None:
         self.path = path
         self.reason = reason
-        super().__init__(f"session file {path} is unreadable and was left untouched: {reason}")
+        what = f"session file {path}" if isinstance(path, Path) else f"session record {path}"
+        super().__init__(f"{what} is unreadable and was left untouched: {reason}")
 
 
 class ContextMismatchError(JupyterAgentError, ValueError):
@@ -96,26 +104,103 @@ class ContextMismatchError(JupyterAgentError, ValueError):
 
 
 class SessionLockedError(JupyterAgentError):
-    """Another process holds the session's lease (an ``fcntl`` lock).
+    """Another process (or another store object) holds the session's lease.
 
-    Raised at once, without waiting (spec: "Session Locks").
+    Raised at once, without waiting (design §7).
 
     Attributes
     ----------
     session_id : str
     pid : int or None
-        The process that holds the lease, as it wrote into the lock file
-        (``None`` if it could not be read).
-    path : pathlib.Path
-        The lock file.
+        The process that holds the lease, as the holder recorded it (``None`` if it
+        could not be read).
+    path : pathlib.Path or None
+        The lock file (JSON files); ``None`` for a database backend.
+    holder : LeaseHolder or None
+        Who holds the lease (user, host, pid, since, label) as far as the store can
+        tell; ``None`` when it only knows the pid.
     """
 
-    def __init__(self, session_id: str, pid: int | None, path: Path) -> None:
+    def __init__(self, session_id: str, pid: int | None, path: Path | None = None, *,
+                 holder: LeaseHolder | None = None) -> None:
         self.session_id = session_id
-        self.pid = pid
+        self.pid = pid if pid is not None or holder is None else holder.pid
         self.path = path
-        holder = f"process {pid}" if pid is not None else "another process"
-        super().__init__(f"session {session_id!r} is in use by {holder} (lock file {path})")
+        self.holder = holder
+        who = _describe_holder(holder) if holder is not None else ""
+        if not who:
+            who = f"process {self.pid}" if self.pid is not None else "another process"
+        where = f" (lock file {path})" if path is not None else ""
+        super().__init__(f"session {session_id!r} is in use by {who}{where}")
+
+
+def _describe_holder(holder: LeaseHolder) -> str:
+    """``alice on node-3 (pid 42, analysis.ipynb, since 2026-03-01 14:02 UTC)``; "" if unknown."""
+    name = holder.user or ""
+    if holder.host:
+        name = f"{name} on {holder.host}" if name else holder.host
+    details = []
+    if holder.pid is not None:
+        details.append(f"pid {holder.pid}")
+    if holder.label:
+        details.append(holder.label)
+    if holder.since is not None:
+        details.append(f"since {holder.since.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC")
+    if not name:
+        return f"process {holder.pid}" if holder.pid is not None else ""
+    return name + (f" ({', '.join(details)})" if details else "")
+
+
+class StoreUnavailableError(JupyterAgentError):
+    """The session database cannot be reached, refused the login, or the connection
+    dropped in the middle of an operation.
+
+    Whatever the store acknowledged before is kept by the database; an operation
+    that fails with this error wrote nothing, or -- when the connection dropped
+    while it was being committed -- at most what a repeat of the same save would
+    write again. The store reconnects on the next call. The message never contains
+    the password.
+
+    Attributes
+    ----------
+    url : str
+        The database URL with the password left out.
+    reason : str
+        What went wrong, one line, password left out.
+    """
+
+    def __init__(self, url: str, reason: str, *, lost: bool = False) -> None:
+        self.url = url
+        self.reason = reason
+        if lost:
+            msg = (f"lost the connection to the session database {url}: {reason}; everything "
+                   "saved before is safe and the next command reconnects")
+        else:
+            msg = f"cannot use the session database {url}: {reason}"
+        super().__init__(msg)
+
+
+class StoreSchemaError(JupyterAgentError):
+    """The session database was set up by a newer jupyter-agent than this one.
+
+    Nothing is changed in the database. Upgrade jupyter-agent to use it.
+
+    Attributes
+    ----------
+    url : str
+        The database URL with the password left out.
+    found, known : int
+        The database's schema version and the newest this code knows.
+    """
+
+    def __init__(self, url: str, found: int, known: int) -> None:
+        self.url = url
+        self.found = found
+        self.known = known
+        super().__init__(
+            f"the session database {url} has schema version {found}, but this jupyter-agent "
+            f"knows only up to {known}; upgrade jupyter-agent to use it (nothing was changed)"
+        )
 
 
 class ModelError(JupyterAgentError):

@@ -25,6 +25,8 @@ Nothing is created on disk: the store creates the directory when it first writes
 from __future__ import annotations
 
 import os
+import re
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -33,6 +35,8 @@ __all__ = [
     "MEMORY_DIR_NAME",
     "PROJECT_MARKERS",
     "find_project_root",
+    "normalize_remote_url",
+    "project_key",
     "resolve_memory_dir",
 ]
 
@@ -110,3 +114,144 @@ def resolve_memory_dir(
         return _absolute(from_env, base)
     root = find_project_root(base) if project_root is None else Path(project_root)
     return root / MEMORY_DIR_NAME
+
+
+# --------------------------------------------------------------------------- project key
+_GIT_CONFIG_MAX_BYTES = 1 << 20
+_REMOTE_SECTION = re.compile(r'^\s*\[\s*remote\s+"((?:[^"\\]|\\.)*)"\s*\]\s*(?:[#;].*)?$')
+_SECTION = re.compile(r"^\s*\[")
+_URL_LINE = re.compile(r"^\s*url\s*=\s*(.*?)\s*$", re.IGNORECASE)
+_SCP_LIKE = re.compile(r"^(?:[^@/\s]+@)?([^:/\s]+):(?!//)(.+)$")
+
+
+def _read_small_file(path: Path) -> str | None:
+    """The text of a regular file of at most 1 MiB, or ``None`` (never blocks, no FIFOs)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > _GIT_CONFIG_MAX_BYTES:
+            return None
+        return handle.read(_GIT_CONFIG_MAX_BYTES).decode("utf-8", errors="replace")
+
+
+def _git_dir(dot_git: Path) -> Path | None:
+    """The git directory behind a work tree's ``.git`` (a directory, or a ``gitdir:`` file)."""
+    if dot_git.is_dir():
+        return dot_git
+    text = _read_small_file(dot_git)
+    if text is None or not text.startswith("gitdir:"):
+        return None
+    target = Path(text[len("gitdir:"):].strip())
+    return target if target.is_absolute() else dot_git.parent / target
+
+
+def _remote_url(git_dir: Path) -> str | None:
+    """The URL of remote ``origin`` in the repository's config, else of its first remote."""
+    common = _read_small_file(git_dir / "commondir")  # linked work trees share one config
+    if common is not None and common.strip():
+        base = Path(common.strip())
+        git_dir = base if base.is_absolute() else git_dir / base
+    text = _read_small_file(git_dir / "config")
+    if text is None:
+        return None
+    urls: dict[str, str] = {}
+    remote: str | None = None
+    for line in text.splitlines():
+        header = _REMOTE_SECTION.match(line)
+        if header is not None:
+            remote = header.group(1)
+            continue
+        if _SECTION.match(line):
+            remote = None
+            continue
+        found = _URL_LINE.match(line)
+        if remote is not None and found is not None and found.group(1):
+            urls.setdefault(remote, found.group(1).strip('"'))
+    if "origin" in urls:
+        return urls["origin"]
+    return next(iter(urls.values()), None)
+
+
+def normalize_remote_url(url: str) -> str:
+    """A git remote URL as ``host/path``: no scheme, credentials, port or ``.git`` suffix.
+
+    ``https://user:token@GitHub.com/org/repo.git``, ``git@github.com:org/repo.git`` and
+    ``ssh://git@github.com:22/org/repo`` all give ``github.com/org/repo``, so clones made
+    over HTTPS and over SSH name the same project, and a token embedded in a remote URL
+    never leaves the machine. A local path (``/srv/git/repo.git``, ``file:///srv/...``)
+    gives the path (``/srv/git/repo``).
+
+    Parameters
+    ----------
+    url : str
+        The ``remote.<name>.url`` value of a git config.
+
+    Returns
+    -------
+    str
+        The normalized form ("" for an empty URL).
+    """
+    from urllib.parse import urlsplit
+
+    text = url.strip()
+    if "://" in text:
+        parts = urlsplit(text)
+        host = (parts.hostname or "").lower()
+        path = parts.path
+    else:
+        scp = _SCP_LIKE.match(text)
+        if scp is not None and not text.startswith(("/", ".", "~")):
+            host, path = scp.group(1).lower(), scp.group(2)
+        else:
+            host, path = "", text
+    path = path.rstrip("/")
+    if path.endswith(".git"):
+        path = path[: -len(".git")]
+    if not host:
+        return path
+    return f"{host}/{path.lstrip('/')}"
+
+
+def project_key(project_root: str | os.PathLike[str]) -> str:
+    """The name under which a team store files a project's sessions.
+
+    Derived so that everyone working on the same project gets the same key, whichever
+    machine, home directory or clone they work in -- on a JupyterHub each user's server
+    runs on its own node, with its own checkout:
+
+    * when the project root is inside a git work tree with a remote (``origin``, else
+      the first one), the remote's normalized URL (:func:`normalize_remote_url`), plus
+      the project root's path inside the work tree when it is not the top, e.g.
+      ``github.com/acme/analyses`` or ``github.com/acme/analyses/penguins``;
+    * otherwise the project root's absolute path, e.g. ``/home/jovyan/penguins`` (the
+      same for everyone whose servers mount the project at the same place).
+
+    Only files are read (``.git`` and the repository's ``config``; git itself is not
+    run), without following FIFOs or reading more than 1 MiB; nothing is written.
+
+    Parameters
+    ----------
+    project_root : path-like
+        The project root, as :func:`find_project_root` returns it.
+
+    Returns
+    -------
+    str
+        The project key; never contains credentials from the remote URL.
+    """
+    root = Path(project_root).expanduser().resolve()
+    for candidate in (root, *root.parents):
+        dot_git = candidate / ".git"
+        if not os.path.lexists(dot_git):
+            continue
+        git_dir = _git_dir(dot_git)
+        url = _remote_url(git_dir) if git_dir is not None else None
+        remote = normalize_remote_url(url) if url else ""
+        if not remote:
+            break
+        inside = root.relative_to(candidate).as_posix()
+        return remote if inside == "." else f"{remote}/{inside}"
+    return root.as_posix()

@@ -69,6 +69,18 @@ model request, or the front end (magics, controller)."""
 
 
 # --------------------------------------------------------------------------- validation
+def check_store_url(label: str, value: str, hint: str = "") -> str:
+    """Return ``value`` if it is ``""`` or a PostgreSQL URL (as a string whose ``repr``
+    hides the password), else raise ``ValueError`` naming ``label``."""
+    from jupyter_agent.store.postgres.url import check_store_url as check
+
+    try:
+        return check(value)
+    except ValueError as err:
+        text = str(err)
+        raise ValueError(text if text.startswith(label) else f"{label}: {text}") from None
+
+
 def check_base_url(label: str, value: str, hint: str = "") -> str:
     """Return ``value`` if it is ``""`` or an ``http(s)://host`` URL, else raise ``ValueError``."""
     from urllib.parse import urlparse
@@ -218,6 +230,9 @@ OPTIONS: tuple[Option, ...] = (
            check=check_api_key_env),
     Option("memory_dir", str, "", "Where sessions and notes live; empty: "
            "$JUPYTER_AGENT_MEMORY_DIR, else <project root>/.jupyter_agent.", "front end"),
+    Option("store_url", str, "", "A PostgreSQL database shared by a team "
+           "(postgresql://user@host/dbname); empty: $JUPYTER_AGENT_STORE_URL, else the JSON "
+           "files of the memory directory.", "front end", check=check_store_url),
     Option("max_cost_usd", float, None, "Per-session spend limit in USD; None: no limit.",
            "limit", check=_at_least(0), none="no limit", flag="--max-cost", metavar="USD",
            flag_help="Stop when the session has cost this much, in USD."),

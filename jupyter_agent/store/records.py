@@ -255,6 +255,9 @@ class SessionListing(SessionInfo):
     holder : LeaseHolder or None
         Who holds the lease when ``status`` is ``"in use"`` (as far as the store can
         tell), else ``None``.
+    owner_user, owner_host : str
+        Who created the session (user name and machine), for stores shared by a team;
+        "" when the store does not record it (the JSON files of one user do not).
     """
 
     title: str
@@ -266,6 +269,8 @@ class SessionListing(SessionInfo):
     tool_calls: int
     first_prompt: str
     holder: LeaseHolder | None = None
+    owner_user: str = ""
+    owner_host: str = ""
 
 
 # --------------------------------------------------------------------------- upgrades

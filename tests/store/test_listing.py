@@ -72,6 +72,8 @@ def test_listing_fields(store: SessionStore) -> None:
         "tool_calls": 4,
         "first_prompt": "x" * 200,
         "holder": None,
+        "owner_user": "",
+        "owner_host": "",
     }
 
 

@@ -1,0 +1,205 @@
+"""The team store's tables, created and upgraded by an ordered list of migrations.
+
+Everything lives in one PostgreSQL schema, ``jupyter_agent``, so the store can share a
+database with other data (design §16):
+
+``sessions``
+    One row per session: its project (:func:`~jupyter_agent.paths.project_key`) and ID
+    (unique together), timestamps, summary, title, archived flag, owner (user, host),
+    the checkpoint (``state``), compaction events, fork origin, and what listing shows
+    (``transcript_len``, ``first_prompt``, ``cost_usd``, ``tool_calls``) so that listing
+    reads no message. ``revision`` grows with every write.
+``messages``
+    The transcript: one row per message, ``(sid, seq)``, append-only. The working
+    context is ``context_head`` (a JSON list, written by compaction) followed by the
+    transcript from ``context_from`` on; before any compaction the head is empty and
+    the working context *is* the transcript, so no message is stored twice.
+``leases``
+    Who holds each session's lease (user, host, pid, since, label) and from which
+    database connection (``backend_pid``); the lease itself is an advisory lock, and a
+    row is believed only while that connection holds it (see ``leases.py``).
+``migrations``
+    The migrations applied, by version.
+
+Messages, state and compactions are stored as ``json`` (text kept as written: key
+order, and characters PostgreSQL ``text`` cannot hold, such as NUL, survive).
+Listing's newest page is read from the index ``(project, updated_at DESC, id DESC)``
+(or its partial twin for unarchived sessions), never by scanning the table.
+
+Upgrading: :func:`ensure_schema` applies the migrations the database lacks, in order,
+in one transaction, under a transaction-level advisory lock so that two kernels
+starting at once do not both apply them. A database migrated by a newer jupyter-agent
+is refused with :class:`~jupyter_agent.errors.StoreSchemaError` and left as it is. A
+database that is up to date needs no privilege beyond reading and writing the tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from jupyter_agent.errors import StoreSchemaError, StoreUnavailableError
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["MIGRATIONS", "SCHEMA", "Migration", "current_version", "ensure_schema"]
+
+#: The PostgreSQL schema (namespace) holding the store's tables.
+SCHEMA = "jupyter_agent"
+# Key of the transaction-level advisory lock taken while migrating ("jupyter-agent"
+# in ASCII, truncated to fit a bigint); distinct from every session lease key space
+# only by chance of a 64-bit hash, which is good enough.
+_MIGRATION_LOCK = 0x6A7570797465722D
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One step of the schema: applied once, in order, recorded in ``migrations``.
+
+    Attributes
+    ----------
+    version : int
+        1, 2, 3, ... without gaps.
+    name : str
+        What the step does, for people reading the ``migrations`` table.
+    statements : tuple of str
+        SQL statements run in order, in the migration's transaction.
+    """
+
+    version: int
+    name: str
+    statements: tuple[str, ...]
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "sessions, transcript messages and leases", (
+        f"""CREATE TABLE {SCHEMA}.sessions (
+            sid bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            project text NOT NULL,
+            id text NOT NULL,
+            schema_version integer NOT NULL,
+            created_at timestamptz NOT NULL,
+            updated_at timestamptz NOT NULL,
+            summary text NOT NULL DEFAULT '',
+            title text NOT NULL DEFAULT '',
+            archived boolean NOT NULL DEFAULT false,
+            project_root text,
+            owner_user text NOT NULL DEFAULT '',
+            owner_host text NOT NULL DEFAULT '',
+            context_head json NOT NULL DEFAULT '[]',
+            context_from integer NOT NULL DEFAULT 0,
+            transcript_len integer NOT NULL DEFAULT 0,
+            compactions json NOT NULL DEFAULT '[]',
+            state json NOT NULL DEFAULT '{{}}',
+            parent json,
+            first_prompt text,
+            cost_usd double precision NOT NULL DEFAULT 0,
+            tool_calls bigint NOT NULL DEFAULT 0,
+            revision bigint NOT NULL DEFAULT 0,
+            UNIQUE (project, id)
+        )""",
+        f"""CREATE INDEX sessions_newest ON {SCHEMA}.sessions
+            (project, updated_at DESC, id DESC)""",
+        f"""CREATE INDEX sessions_newest_unarchived ON {SCHEMA}.sessions
+            (project, updated_at DESC, id DESC) WHERE NOT archived""",
+        f"""CREATE TABLE {SCHEMA}.messages (
+            sid bigint NOT NULL REFERENCES {SCHEMA}.sessions (sid) ON DELETE CASCADE,
+            seq integer NOT NULL,
+            body json NOT NULL,
+            PRIMARY KEY (sid, seq)
+        )""",
+        f"""CREATE TABLE {SCHEMA}.leases (
+            project text NOT NULL,
+            session_id text NOT NULL,
+            lock_key bigint NOT NULL,
+            backend_pid integer NOT NULL,
+            pid integer,
+            user_name text NOT NULL DEFAULT '',
+            host text NOT NULL DEFAULT '',
+            since timestamptz,
+            label text NOT NULL DEFAULT '',
+            PRIMARY KEY (project, session_id)
+        )""",
+    )),
+)
+"""The schema's history, oldest first. Add steps at the end; never change one that
+has shipped."""
+
+
+def current_version(conn: psycopg.Connection) -> int:
+    """The newest migration applied to the database (0 when there is none)."""
+    row = conn.execute("SELECT to_regclass(%s)", (f"{SCHEMA}.migrations",)).fetchone()
+    if row is None or row[0] is None:
+        return 0
+    found = conn.execute(f"SELECT coalesce(max(version), 0) FROM {SCHEMA}.migrations").fetchone()
+    return int(found[0]) if found is not None else 0
+
+
+def ensure_schema(conn: psycopg.Connection, shown_url: str,
+                  migrations: Sequence[Migration] = MIGRATIONS) -> int:
+    """Bring the database's schema up to date; return its version.
+
+    Parameters
+    ----------
+    conn : psycopg.Connection
+        An autocommit connection (the store's).
+    shown_url : str
+        The database URL without its password, for error messages.
+    migrations : sequence of Migration
+        The schema's history (default :data:`MIGRATIONS`).
+
+    Returns
+    -------
+    int
+        The schema version now (the last migration's).
+
+    Raises
+    ------
+    StoreSchemaError
+        The database has a newer schema than ``migrations`` knows; nothing changed.
+    StoreUnavailableError
+        A migration failed (e.g. no privilege to create the schema); nothing changed.
+    psycopg.OperationalError
+        The connection failed.
+    """
+    import psycopg
+
+    try:
+        return _ensure(conn, shown_url, migrations)
+    except psycopg.OperationalError:
+        raise  # the connection: the caller knows what to do
+    except psycopg.Error as err:
+        reason = " ".join(str(err).split())
+        raise StoreUnavailableError(
+            shown_url, f"cannot create or upgrade the {SCHEMA} tables ({reason}); a user who "
+                       "may create schemas in this database must connect once first",
+        ) from None
+
+
+def _ensure(conn: psycopg.Connection, shown_url: str, migrations: Sequence[Migration]) -> int:
+    latest = migrations[-1].version if migrations else 0
+    version = current_version(conn)
+    if version > latest:
+        raise StoreSchemaError(shown_url, version, latest)
+    if version == latest:
+        return version
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+        conn.execute(f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.migrations (
+            version integer PRIMARY KEY,
+            name text NOT NULL,
+            applied_at timestamptz NOT NULL DEFAULT now())""")
+        version = current_version(conn)  # again, under the lock
+        if version > latest:
+            raise StoreSchemaError(shown_url, version, latest)
+        for step in migrations:
+            if step.version <= version:
+                continue
+            for statement in step.statements:
+                conn.execute(statement)  # DDL, no parameters
+            conn.execute(f"INSERT INTO {SCHEMA}.migrations (version, name) VALUES (%s, %s)",
+                         (step.version, step.name))
+    return latest

@@ -1,0 +1,176 @@
+"""The SQL of the team store's sessions: every statement that reads or writes them.
+
+:class:`SessionTable` runs each statement through the store's
+:class:`~jupyter_agent.store.postgres.link.Link` (reconnecting as that module says)
+and knows nothing of leases or plans beyond a ``check`` callable that every write
+calls first, on the connection it is about to use, so that a write never happens
+after a reconnect lost the session's lease. Every write is one transaction
+(:meth:`Link.transaction <jupyter_agent.store.postgres.link.Link.transaction>`);
+every read is one statement, so it sees one consistent state of the session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from jupyter_agent.store.messages import message_text
+from jupyter_agent.store.postgres.leases import LIVE_LOCKS
+from jupyter_agent.store.postgres.link import Link
+from jupyter_agent.store.postgres.rows import HEAD_COLUMNS, Head, Plan, column_values, dumps
+from jupyter_agent.store.postgres.schema import SCHEMA
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["INSERT_COLUMNS", "SessionTable"]
+
+_S = f"{SCHEMA}.sessions"
+_M = f"{SCHEMA}.messages"
+#: Columns of a new ``sessions`` row, as :meth:`SessionTable.insert` expects them.
+INSERT_COLUMNS = (
+    "project", "id", "owner_user", "owner_host", "schema_version", "created_at", "updated_at",
+    "summary", "title", "archived", "project_root", "context_head", "context_from",
+    "transcript_len", "compactions", "state", "parent", "first_prompt", "cost_usd", "tool_calls",
+)
+_INSERT = (f"INSERT INTO {_S} ({', '.join(INSERT_COLUMNS)}) VALUES "
+           f"({', '.join(f'%({c})s' for c in INSERT_COLUMNS)}) "
+           "ON CONFLICT (project, id) DO NOTHING RETURNING sid")
+_EXISTS = f"SELECT 1 FROM {_S} WHERE project = %s AND id = %s"
+_HEAD = (f"SELECT {HEAD_COLUMNS}, (SELECT json_agg(m.body ORDER BY m.seq) FROM {_M} m "
+         "WHERE m.sid = s.sid AND m.seq >= s.context_from) "
+         f"FROM {_S} s WHERE project = %s AND id = %s")
+_RECORD = (f"SELECT {HEAD_COLUMNS}, (SELECT json_agg(m.body ORDER BY m.seq) FROM {_M} m "
+           f"WHERE m.sid = s.sid) FROM {_S} s WHERE project = %s AND id = %s")
+_RECENT = f"SELECT body FROM {_M} WHERE sid = %s AND seq < %s ORDER BY seq DESC LIMIT %s"
+_APPEND = f"INSERT INTO {_M} (sid, seq, body) VALUES (%s, %s, %s)"
+_DELETE = f"DELETE FROM {_S} WHERE project = %s AND id = %s RETURNING sid"
+_STALE_LEASES = (
+    f"DELETE FROM {SCHEMA}.leases l WHERE project = %s AND NOT EXISTS ("
+    f"SELECT 1 FROM ({LIVE_LOCKS}) k WHERE k.pid = l.backend_pid "
+    "AND k.hi = ((l.lock_key >> 32) & 4294967295) AND k.lo = (l.lock_key & 4294967295)) "
+    "RETURNING session_id"
+)
+
+#: Transcript messages read per round trip by :meth:`SessionTable.recent`.
+_RECENT_PAGE = 64
+
+Check = Callable[[], None]
+
+
+class SessionTable:
+    """The statements on one project's sessions (see the module docstring).
+
+    Parameters
+    ----------
+    link : Link
+    project : str
+        The project key every statement is limited to.
+    """
+
+    def __init__(self, link: Link, project: str) -> None:
+        self._link = link
+        self._project = project
+
+    def _read(self, query: str, params: Sequence[Any] | dict[str, Any]) -> Any:
+        return self._link.run(lambda c: c.execute(query, params).fetchone(), idempotent=True)
+
+    def _all(self, query: str, params: Sequence[Any] | dict[str, Any]) -> list[Any]:
+        return self._link.run(lambda c: c.execute(query, params).fetchall(), idempotent=True)
+
+    # ---- reads
+    def exists(self, session_id: str) -> bool:
+        """Whether the project has this session."""
+        return self._read(_EXISTS, (self._project, session_id)) is not None
+
+    def record_row(self, session_id: str) -> Any:
+        """The session's row (:data:`HEAD_COLUMNS`) and its whole transcript, or ``None``."""
+        return self._read(_RECORD, (self._project, session_id))
+
+    def head_row(self, session_id: str) -> Any:
+        """The session's row and its transcript from ``context_from`` on, or ``None``."""
+        return self._read(_HEAD, (self._project, session_id))
+
+    def recent(self, sid: int, length: int, wanted: int) -> list[Any]:
+        """The transcript's tail, oldest first, holding ``wanted`` user or assistant
+        messages with text (or the whole transcript when it has fewer).
+
+        ``sid`` is the session's row number and ``length`` its transcript length; the
+        tail is read backwards, :data:`_RECENT_PAGE` messages per round trip.
+        """
+        picked: list[Any] = []
+        found, before = 0, length
+        while found < wanted and before > 0:
+            rows = self._all(_RECENT, (sid, before, _RECENT_PAGE))
+            if not rows:
+                break
+            for (body,) in rows:
+                picked.append(body)
+                if (isinstance(body, dict) and body.get("role") in ("user", "assistant")
+                        and message_text(body)):
+                    found += 1
+            before -= len(rows)
+        return picked[::-1]
+
+    def page(self, query: str, params: dict[str, Any]) -> list[Any]:
+        """The rows of a listing query."""
+        return self._all(query, params)
+
+    # ---- writes
+    def apply(self, head: Head, plan: Plan, check: Check) -> int | None:
+        """Write ``plan`` if the row still has ``head``'s revision; return the new revision.
+
+        One transaction: the row's changed columns, then one row per appended message.
+        ``None`` (nothing written) when the row changed or vanished since ``head``.
+        """
+        values = column_values(plan.head, plan.columns)
+        sets = ", ".join(f"{name} = %({name})s" for name in values)
+        update = (f"UPDATE {_S} SET {sets}, revision = revision + 1 "
+                  "WHERE sid = %(sid)s AND revision = %(revision)s RETURNING revision")
+        params = {**values, "sid": head.sid, "revision": head.revision}
+        rows = [(head.sid, head.transcript_len + i, dumps(m)) for i, m in enumerate(plan.appended)]
+
+        def op(conn: psycopg.Connection) -> int | None:
+            check()
+            with self._link.transaction(conn):
+                found = conn.execute(update, params).fetchone()
+                if found is None:
+                    return None
+                if rows:
+                    with conn.cursor() as cur:
+                        cur.executemany(_APPEND, rows)
+                return int(found[0])
+
+        return self._link.run(op)
+
+    def insert(self, values: dict[str, Any], transcript: Sequence[Any], check: Check) -> bool:
+        """Add a session row (:data:`INSERT_COLUMNS`) and its transcript in one transaction.
+
+        Returns False, writing nothing, when the project already has the ID.
+        """
+        def op(conn: psycopg.Connection) -> bool:
+            check()
+            with self._link.transaction(conn):
+                found = conn.execute(_INSERT, values).fetchone()
+                if found is None:
+                    return False
+                with conn.cursor() as cur, cur.copy(
+                        f"COPY {_M} (sid, seq, body) FROM STDIN") as copy:
+                    for seq, message in enumerate(transcript):
+                        copy.write_row((found[0], seq, dumps(message)))
+                return True
+
+        return bool(self._link.run(op))
+
+    def delete(self, session_id: str, check: Check) -> bool:
+        """Delete a session and its transcript; False when there was none."""
+        def op(conn: psycopg.Connection) -> bool:
+            check()
+            with self._link.transaction(conn):
+                return conn.execute(_DELETE, (self._project, session_id)).fetchone() is not None
+
+        return bool(self._link.run(op))
+
+    def delete_stale_leases(self) -> list[str]:
+        """Delete the project's lease rows that no live connection backs; return their IDs."""
+        return [r[0] for r in self._all(_STALE_LEASES, (self._project,))]

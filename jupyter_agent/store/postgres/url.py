@@ -1,0 +1,180 @@
+"""Database URLs of the team store: which one is selected, checked, and shown without secrets.
+
+A team store is selected by a ``postgresql://`` (or ``postgres://``) URL, from the
+``AgentMagics.store_url`` setting, else ``$JUPYTER_AGENT_STORE_URL``; empty means the
+JSON files of the memory directory (design §16). Anything that shows a URL -- error
+messages, ``repr`` of a store, session records -- shows :func:`redact_url` of it: the
+password, and any ``password=`` query parameter, never appear. Nothing here imports
+``psycopg``, so a URL can be checked where the driver is not installed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+__all__ = [
+    "SCHEMES",
+    "STORE_URL_ENV",
+    "StoreURL",
+    "check_store_url",
+    "redact_url",
+    "resolve_store_url",
+    "scrub",
+    "url_password",
+]
+
+#: Environment variable naming the team store when the setting is empty.
+STORE_URL_ENV = "JUPYTER_AGENT_STORE_URL"
+#: URL schemes of a PostgreSQL store (both spellings libpq accepts).
+SCHEMES = ("postgresql", "postgres")
+_HIDDEN = "***"
+
+
+def _split(url: str) -> tuple[str, str, str, str, str] | None:
+    if "://" not in url:
+        return None
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    return parts.scheme, parts.netloc, parts.path, parts.query, parts.fragment
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password (in the authority or the query) replaced by ``***``.
+
+    Parameters
+    ----------
+    url : str
+
+    Returns
+    -------
+    str
+        E.g. ``postgresql://alice:***@db.example.org:5432/agents``. A value that does
+        not parse as a URL at all is shown as ``<unparsable URL>`` (it might hold a
+        password in a form this function cannot find).
+    """
+    parts = _split(url)
+    if parts is None:
+        return "<unparsable URL>"
+    scheme, netloc, path, query, fragment = parts
+    userinfo, at, hostport = netloc.rpartition("@")
+    if at and ":" in userinfo:
+        netloc = f"{userinfo.split(':', 1)[0]}:{_HIDDEN}@{hostport}"
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(key == "password" for key, _ in pairs):
+            query = urlencode([(k, _HIDDEN if k == "password" else v) for k, v in pairs],
+                              safe="*/:")
+    return (f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
+            + (f"#{fragment}" if fragment else ""))
+
+
+def url_password(url: str) -> str:
+    """The password in ``url`` (authority or ``password=`` query parameter); "" if none."""
+    from urllib.parse import unquote
+
+    parts = _split(url)
+    if parts is None:
+        return ""
+    userinfo, at, _ = parts[1].rpartition("@")
+    if at and ":" in userinfo:
+        return unquote(userinfo.split(":", 1)[1])
+    for key, value in parse_qsl(parts[3], keep_blank_values=True):
+        if key == "password":
+            return value
+    return ""
+
+
+def scrub(text: str, url: str) -> str:
+    """``text`` with any occurrence of ``url``'s password (raw or percent-encoded) removed."""
+    from urllib.parse import quote
+
+    secret = url_password(url)
+    if not secret:
+        return text
+    for form in {secret, quote(secret, safe="")}:
+        text = text.replace(form, _HIDDEN)
+    return text
+
+
+class StoreURL(str):
+    """A store URL whose ``repr`` leaves the password out.
+
+    The value itself is the URL as given (the driver needs the password); only what
+    displays a value -- ``repr``, so ``%config AgentMagics``, the echo of a cell, a
+    dataclass's ``repr`` -- shows :func:`redact_url` of it.
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return repr(redact_url(self)) if self else "''"
+
+
+def check_store_url(value: str) -> str:
+    """Return ``value`` if it is ``""`` or a PostgreSQL URL, else raise ``ValueError``.
+
+    Parameters
+    ----------
+    value : str
+        ``""`` (the JSON files) or ``postgresql://[user[:password]@][host][:port]/dbname``
+        with optional libpq query parameters (``?sslmode=require``, ...).
+
+    Returns
+    -------
+    StoreURL
+        ``value``, as a string whose ``repr`` hides the password.
+
+    Raises
+    ------
+    ValueError
+        Naming the problem; the message shows the URL without its password.
+    """
+    if value == "":
+        return StoreURL(value)
+    parts = _split(value)
+    if parts is None or parts[0].lower() not in SCHEMES:
+        raise ValueError(
+            "store_url must be empty (the JSON files) or a PostgreSQL URL such as "
+            f"postgresql://user@db.example.org/agents (got {redact_url(value)!r})"
+        )
+    if not parts[1] and not parts[2].strip("/") and "host=" not in parts[3]:
+        raise ValueError(
+            f"store_url names no server and no database (got {redact_url(value)!r}); "
+            "e.g. postgresql://user@db.example.org/agents"
+        )
+    return StoreURL(value)
+
+
+def resolve_store_url(setting: str | None = None, *,
+                      environ: Mapping[str, str] | None = None) -> str:
+    """The team store's URL: the setting if not empty, else ``$JUPYTER_AGENT_STORE_URL``.
+
+    Parameters
+    ----------
+    setting : str, optional
+        ``AgentMagics.store_url``.
+    environ : mapping, optional
+        Where :data:`STORE_URL_ENV` is read; :data:`os.environ` at call time by default.
+
+    Returns
+    -------
+    str
+        The URL, or ``""`` for the JSON files of the memory directory.
+
+    Raises
+    ------
+    ValueError
+        If the environment variable holds something that is not a PostgreSQL URL.
+    """
+    if setting:
+        return StoreURL(setting)
+    env = os.environ if environ is None else environ
+    value = env.get(STORE_URL_ENV, "").strip()
+    try:
+        return check_store_url(value)
+    except ValueError as err:
+        raise ValueError(f"${STORE_URL_ENV}: {err}") from None
