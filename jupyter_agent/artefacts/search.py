@@ -121,12 +121,20 @@ def excerpt(text: str, match: re.Match[str], width: int = EXCERPT_CHARS) -> Sear
     window = head[-(keep_before * 4 + 8):]
     before = _flat(window) + (" " if head[-1:].isspace() and window.strip() else "")
     if len(before) > keep_before or len(window) < len(head):
-        before = "…" + before[-(keep_before - 1):] if before else ""
+        cut = before[-(keep_before - 1):]
+        space = cut.find(" ")
+        if 0 <= space < len(cut) - 1 and space < len(cut) // 2:
+            cut = cut[space:]  # start at a word
+        before = "…" + cut if before else ""
     window = tail[: room * 4 + 8]
     after = (" " if tail[:1].isspace() and window.strip() else "") + _flat(window)
     keep_after = room - len(before)
     if len(after) > keep_after or (len(window) < len(tail) and after):
-        after = after[: keep_after - 1] + "…"
+        cut = after[: keep_after - 1]
+        space = cut.rfind(" ")
+        if space > len(cut) // 2:
+            cut = cut[:space]  # end at a word
+        after = cut + "…"
     return SearchMatch("", before + found + after, len(before), len(before) + len(found))
 
 
