@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -33,7 +34,8 @@ def sessions(store: SessionStore) -> dict[str, str]:
             {"role": "assistant", "content": None, "tool_calls": [{
                 "id": "c1", "type": "function", "function": {
                     "name": "run_python",
-                    "arguments": '{"code": "df.plot.scatter(\\"flipper_length_mm\\", \\"bill\\")"}'}}]},
+                    "arguments": json.dumps(
+                        {"code": 'df.plot.scatter("flipper_length_mm", "bill")'})}}]},
             {"role": "tool", "tool_call_id": "c1", "content": "<Axes>"},
             {"role": "assistant", "content": "Longer flippers go with heavier birds."},
         ]),
