@@ -61,7 +61,7 @@ class Exported:
     size : int
         Its size in bytes.
     redacted : int
-        How many key-like strings were replaced by ``[redacted]``.
+        How many distinct key-like strings were replaced by ``[redacted]``.
     """
 
     session_id: str
@@ -136,7 +136,7 @@ def render(record: SessionRecord, fmt: ExportFormat, *, secrets: Iterable[str] =
     Returns
     -------
     (bytes, int)
-        UTF-8 content, and how many strings were redacted.
+        UTF-8 content, and how many distinct keys were redacted.
     """
     clean, redacted = redact_record(record, secrets)
     if fmt == "json":

@@ -69,21 +69,21 @@ def secrets_from_environ(environ: Mapping[str, str], names: Iterable[str] = ()) 
     return sorted(values, key=len, reverse=True)
 
 
-def redact_text(text: str, secrets: Iterable[str] = ()) -> tuple[str, int]:
+def redact_text(text: str, secrets: Iterable[str] = ()) -> tuple[str, set[str]]:
     """``text`` with every secret and key-shaped string replaced by :data:`REDACTED`.
 
     Returns
     -------
-    (str, int)
-        The text and how many replacements were made.
+    (str, set of str)
+        The text, and the distinct values that were replaced.
     """
-    count = 0
+    found: set[str] = set()
     for secret in secrets:
         if secret in text:
-            count += text.count(secret)
+            found.add(secret)
             text = text.replace(secret, REDACTED)
-    text, found = KEY_PATTERN.subn(REDACTED, text)
-    return text, count + found
+    found.update(KEY_PATTERN.findall(text))
+    return KEY_PATTERN.sub(REDACTED, text), found
 
 
 def redact_record(record: SessionRecord, secrets: Iterable[str] = ()) -> tuple[SessionRecord, int]:
@@ -102,16 +102,15 @@ def redact_record(record: SessionRecord, secrets: Iterable[str] = ()) -> tuple[S
     -------
     (SessionRecord, int)
         ``record`` itself when nothing was found, else a redacted copy; and how many
-        strings were replaced.
+        distinct keys were replaced (wherever and however often each appeared).
     """
     known = [s for s in secrets if s]
-    total = 0
+    found: set[str] = set()
 
     def walk(value: Any) -> Any:
-        nonlocal total
         if isinstance(value, str):
-            text, n = redact_text(value, known)
-            total += n
+            text, values = redact_text(value, known)
+            found.update(values)
             return text
         if isinstance(value, list):
             return [walk(v) for v in value]
@@ -121,6 +120,6 @@ def redact_record(record: SessionRecord, secrets: Iterable[str] = ()) -> tuple[S
 
     data = record.model_dump(mode="json")
     data.update({k: walk(v) for k, v in data.items() if k not in _IDENTITY})
-    if total == 0:
+    if not found:
         return record, 0
-    return SessionRecord.model_validate(data), total
+    return SessionRecord.model_validate(data), len(found)
