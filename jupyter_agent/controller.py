@@ -42,7 +42,7 @@ import functools
 import hashlib
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +56,9 @@ if TYPE_CHECKING:
     from jupyter_agent.agent import Agent
     from jupyter_agent.agent.conversation import Conversation
     from jupyter_agent.agent.model import Model
+    from jupyter_agent.artefacts.export import Exported
+    from jupyter_agent.artefacts.fork import Forked
+    from jupyter_agent.artefacts.search import SearchHit
     from jupyter_agent.store import SessionListing, SessionRecord, SessionState, Store, TodoItem
 
 __all__ = ["AgentController", "Resumed", "SessionOptions", "Settings", "TurnResult", "UsageReport"]
@@ -426,6 +429,72 @@ class AgentController:
             active.agent.close()
         store.delete_session(sid)
         self._remembered.pop(sid, None)
+
+    # ---- artefacts (design §17)
+    def fork(self, session_id: str | None = None, *, at: int | None = None,
+             title: str | None = None) -> Forked:
+        """Fork a session (default: the active one) and make the fork the active session.
+
+        The parent is read without its lease (another kernel may be running it) and never
+        written. The fork is saved in :attr:`memory_dir` and resumed like ``%agent_resume``
+        would, with the options this kernel last used for the parent.
+
+        Parameters
+        ----------
+        session_id : str, optional
+        at : int, optional
+            Keep user turns 1 to ``at`` only (see :mod:`jupyter_agent.artefacts.fork`).
+        title : str, optional
+
+        Returns
+        -------
+        Forked
+            The fork's record as it is now active.
+
+        Raises
+        ------
+        ForkPointError, InvalidSessionIdError, SessionNotFoundError, CorruptSessionError
+        ModelNotConfiguredError
+            The fork is saved, but could not be made active (resume it later).
+        """
+        from jupyter_agent.artefacts.fork import fork_record
+        from jupyter_agent.store import validate_session_id
+
+        parent = validate_session_id(self._require_active().session_id if session_id is None
+                                     else session_id)
+        forked = fork_record(self._store_for(parent).load_session(parent), at=at, title=title)
+        self.store.import_session(forked.record)
+        self._remembered[forked.record.id] = self._remembered.get(parent, SessionOptions())
+        return replace(forked, record=self.resume(forked.record.id).record)
+
+    def export(self, session_id: str | None = None, *, fmt: str | None = None,
+               output: str | os.PathLike[str] | None = None, force: bool = False) -> Exported:
+        """Export a session (default: the active one) to a file; no lease is taken.
+
+        Relative paths start from the kernel's current working directory; keys in the
+        environment (the ``api_key_env`` variable, any ``*_KEY``/``*_TOKEN``) are redacted.
+        See :func:`jupyter_agent.artefacts.export.export_record` for the parameters.
+
+        Raises
+        ------
+        ExportExistsError, ExportError, ValueError
+        InvalidSessionIdError, SessionNotFoundError, CorruptSessionError
+        """
+        from jupyter_agent.artefacts.export import export_record
+        from jupyter_agent.artefacts.redact import secrets_from_environ
+
+        record = self.record(session_id)
+        secrets = secrets_from_environ(os.environ if self._environ is None else self._environ,
+                                       [self._settings().api_key_env])
+        return export_record(record, fmt, output, force=force, secrets=secrets)
+
+    def search(self, text: str, *, deep: bool = False,
+               include_archived: bool = False) -> list[SearchHit]:
+        """Sessions of :attr:`memory_dir` matching ``text`` (see
+        :func:`jupyter_agent.artefacts.search.search_sessions`)."""
+        from jupyter_agent.artefacts.search import search_sessions
+
+        return search_sessions(self.store, text, deep=deep, include_archived=include_archived)
 
     def close(self) -> None:
         """Deactivate the active session, releasing its lease (extension unload)."""

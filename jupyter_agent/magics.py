@@ -45,6 +45,7 @@ from jupyter_agent.magic_args import (
 )
 from jupyter_agent.settings import OPTIONS, Settings, trait_namespace
 from jupyter_agent.ui import render
+from jupyter_agent.ui.artefacts import format_exported, format_forked, format_search_results
 from jupyter_agent.ui.display import (
     INTERRUPTED_MESSAGE,
     format_footer,
@@ -169,19 +170,34 @@ class AgentMagics(Magics):
     @error_boundary
     @magic_arguments()
     @argument("--all", action="store_true", help="Include archived sessions.")
+    @argument("--search", nargs="+", metavar="TEXT",
+              help="Only sessions whose title, summary or first prompt contain TEXT "
+                   "(case-insensitive), with an excerpt of where.")
+    @argument("--deep", action="store_true",
+              help="With --search: search the full transcripts too (reads every session).")
     def agent_sessions(self, line: str) -> None:
-        """List the sessions of the memory directory (a panel in Jupyter, a table in a terminal)."""
+        """List the sessions of the memory directory (a panel in Jupyter, a table in a terminal),
+        or find sessions with --search TEXT [--deep]."""
         args = parse_argstring(self.agent_sessions, line)
+        query = " ".join(args.search or [])
+        if args.deep and not query:
+            raise UsageError("--deep searches the transcripts for --search TEXT: add --search TEXT")
         if self._jupyter:
             from IPython.display import display
 
-            display(self.sessions_panel(show_archived=args.all))
+            display(self.sessions_panel(show_archived=args.all, query=query, deep=args.deep))
+        elif query:
+            hits = self._controller.search(query, deep=args.deep, include_archived=args.all)
+            print(format_search_results(hits, query=query,
+                                        active_id=self._controller.active_session_id))
         else:
             listing = self._controller.list_sessions(include_archived=args.all)
             print(format_sessions_table(listing, active_id=self._controller.active_session_id))
 
-    def sessions_panel(self, *, show_archived: bool = False, page_size: int = 20) -> Any:
-        """The :class:`~jupyter_agent.ui.panel.SessionsPanel` of this kernel's active session."""
+    def sessions_panel(self, *, show_archived: bool = False, page_size: int = 20,
+                       query: str = "", deep: bool = False) -> Any:
+        """The :class:`~jupyter_agent.ui.panel.SessionsPanel` of this kernel's active session
+        (its filter set to ``query``; ``deep`` searches transcripts too)."""
         from jupyter_agent.ui.panel import SessionsPanel
 
         def on_resume(session_id: str) -> str:
@@ -189,7 +205,7 @@ class AgentMagics(Magics):
 
         return SessionsPanel(self._controller.store, on_resume=on_resume,
                              on_delete=self._controller.delete, page_size=page_size,
-                             show_archived=show_archived)
+                             show_archived=show_archived, query=query, deep=deep)
 
     @line_magic
     @no_var_expand
@@ -247,6 +263,37 @@ class AgentMagics(Magics):
                 return
         self._controller.delete(sid)
         print(f"Deleted session {sid}.")
+
+    # ---- sessions as artefacts (design §17)
+    @line_magic
+    @error_boundary
+    @magic_arguments()
+    @argument("session_id", nargs="?", metavar="ID", help="Default: the active session.")
+    @argument("--title", help="Title of the fork (default: the parent's, marked as a fork).")
+    @argument("--at", type=int, metavar="N",
+              help="Keep the first N user turns only (default: the whole session).")
+    def agent_fork(self, line: str) -> None:
+        """Start a new session as a copy of a session, optionally cut after its Nth turn, and
+        make it the active one (the parent is unchanged; it may be active in another kernel)."""
+        args = parse_argstring(self.agent_fork, line)
+        print(format_forked(self._controller.fork(args.session_id, at=args.at, title=args.title)))
+
+    @line_magic
+    @error_boundary
+    @magic_arguments()
+    @argument("session_id", nargs="?", metavar="ID", help="Default: the active session.")
+    @argument("--format", dest="fmt", choices=["ipynb", "md", "json"],
+              help="ipynb: a notebook replaying the analysis; md: a readable transcript; "
+                   "json: the session record (default: from PATH's suffix, else ipynb).")
+    @argument("-o", "--output", metavar="PATH",
+              help="File or folder to write (default: session-<ID>.<format> here).")
+    @argument("--force", action="store_true", help="Replace an existing file.")
+    def agent_export(self, line: str) -> None:
+        """Export a session to a notebook, a Markdown transcript or a JSON record (API keys
+        are redacted; an existing file is replaced only with --force)."""
+        args = parse_argstring(self.agent_export, line)
+        print(format_exported(self._controller.export(
+            args.session_id, fmt=args.fmt, output=args.output, force=args.force)))
 
     # ---- the active session
     @line_magic

@@ -361,9 +361,13 @@ def format_sessions_table(listings: Sequence[SessionListing], *, active_id: str 
     rows = [header]
     for s in listings:
         name = s.title or one_line(s.first_prompt, 50) or "(empty)"
+        parent = getattr(s, "parent", None)  # the fork's origin, where the listing has it
+        if parent is not None:
+            name = f"{one_line(name, 30)} ↳ fork of {one_line(parent.session_id, 16)}"
         status = s.status + (" (archived)" if s.archived else "")
         rows.append(("*" if s.id == active_id else "", s.id, relative_time(s.updated_at, now),
-                     status, str(s.message_count), f"${s.cost_usd:.4f}", one_line(name, 50)))
+                     status, str(s.message_count), f"${s.cost_usd:.4f}",
+                     one_line(name, 64 if parent else 50)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
     return "\n".join(
         " ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + " " + r[-1]

@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import ipywidgets as widgets
 
+from jupyter_agent.artefacts.search import SearchHit, SearchMatch, search_listings, search_sessions
+from jupyter_agent.ui.artefacts import format_search_results
 from jupyter_agent.ui.display import format_sessions_table
 from jupyter_agent.ui.panel_rows import (
     UNTITLED,
@@ -92,11 +94,16 @@ class SessionsPanel(widgets.VBox):
         Rows per page (default 20).
     show_archived : bool, optional
         Initial state of the show-archived toggle.
+    query : str, optional
+        Initial text of the filter (design §17: titles, summaries, first prompts, IDs).
+    deep : bool, optional
+        The filter searches the full transcripts too (when Enter is pressed, since it reads
+        every session).
     """
 
     def __init__(self, store: Store, *, on_resume: Callable[[str], Any] | None = None,
                  on_delete: Callable[[str], Any] | None = None, page_size: int = 20,
-                 show_archived: bool = False) -> None:
+                 show_archived: bool = False, query: str = "", deep: bool = False) -> None:
         if page_size < 1:
             raise ValueError(f"page_size must be at least 1 (got {page_size})")
         self._store = store
@@ -109,9 +116,13 @@ class SessionsPanel(widgets.VBox):
         self._slots: list[RowSlot] = []
         self._pending_delete: str | None = None
         self._selected: str | None = None
+        self._deep = deep
+        self._found: dict[str, SearchMatch] = {}
+        self._deep_hits: tuple[str, list[SearchHit]] | None = None
 
-        self._filter = widgets.Text(placeholder="filter: title, summary, first prompt or ID",
-                                    continuous_update=True,
+        self._filter = widgets.Text(value=query, continuous_update=not deep,
+                                    placeholder="search: title, summary, first prompt, ID"
+                                    + (", transcript" if deep else ""),
                                     layout=widgets.Layout(flex="1 1 auto", width="auto",
                                                           min_width="160px", max_width="420px"))
         self._show_archived = widgets.Checkbox(value=show_archived, description="show archived",
@@ -183,7 +194,10 @@ class SessionsPanel(widgets.VBox):
         return self._selected is not None
 
     def text_table(self) -> str:
-        """The sessions the panel shows (all pages) as the plain-text table of a terminal."""
+        """The sessions the panel shows (all pages) as the plain-text table of a terminal
+        (with where the filter's text was found, while it filters)."""
+        if self._filter.value.strip():
+            return format_search_results(self._search(), query=self._filter.value.strip())
         return format_sessions_table(self._visible())
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
@@ -219,11 +233,25 @@ class SessionsPanel(widgets.VBox):
     # ---- drawing
     def _reload(self) -> None:
         self._listing = self._store.list_sessions(include_archived=True)
+        self._deep_hits = None
         self._render()
 
+    def _search(self) -> list[SearchHit]:
+        """The shown sessions that match the filter (design §17), with where."""
+        shown = [s for s in self._listing if self._show_archived.value or not s.archived]
+        query = self._filter.value
+        if not (self._deep and query.strip()):
+            return search_listings(shown, query)
+        if self._deep_hits is None or self._deep_hits[0] != query:
+            self._deep_hits = (query, search_sessions(self._store, query, deep=True,
+                                                      include_archived=True))
+        ids = {s.id for s in shown}
+        return [hit for hit in self._deep_hits[1] if hit.session.id in ids]
+
     def _visible(self) -> list[SessionListing]:
-        return [s for s in self._listing
-                if (self._show_archived.value or not s.archived) and matches(s, self._filter.value)]
+        hits = self._search()
+        self._found = {hit.session.id: hit.matches[0] for hit in hits if hit.matches}
+        return [hit.session for hit in hits]
 
     def _render(self) -> None:
         visible = self._visible()
@@ -232,7 +260,8 @@ class SessionsPanel(widgets.VBox):
         page = visible[start:start + self._page_size]
         while len(self._slots) < len(page):
             self._slots.append(RowSlot(self._on_row_click))
-        self._rows = [slot.show(s) for slot, s in zip(self._slots, page, strict=False)]
+        self._rows = [slot.show(s, self._found.get(s.id))
+                      for slot, s in zip(self._slots, page, strict=False)]
         self._empty.value = lines_html(f"<i>no sessions {'match' if self._listing else 'yet'}</i>")
         self._rows_box.children = [r.box for r in self._rows] or [self._empty]
         count = f"{len(visible)} session" + ("" if len(visible) == 1 else "s")

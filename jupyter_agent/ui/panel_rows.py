@@ -21,14 +21,16 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import ipywidgets as widgets
 
+from jupyter_agent.artefacts.fork import fork_label
 from jupyter_agent.store.messages import message_text
 from jupyter_agent.ui.display import format_cost, one_line, relative_time
 
 if TYPE_CHECKING:
+    from jupyter_agent.artefacts.search import SearchMatch
     from jupyter_agent.store import SessionListing, SessionRecord
 
 __all__ = ["UNTITLED", "PanelRow", "RowSlot", "RowText", "button", "detail_html",
-           "format_row", "inline_html", "lines_html", "matches"]
+           "format_row", "found_html", "inline_html", "lines_html", "matches"]
 
 #: The name of a session with neither a title nor a prompt.
 UNTITLED = "(untitled, no prompt yet)"
@@ -83,6 +85,13 @@ def matches(listing: SessionListing, query: str) -> bool:
                         (listing.id, listing.title, listing.summary, listing.first_prompt))
 
 
+def found_html(found: SearchMatch) -> str:
+    """``found in <field>: …excerpt…`` with the matched text marked (HTML)."""
+    e = found.excerpt
+    return (f"<i>found in {html.escape(found.field)}:</i> {html.escape(e[:found.start])}"
+            f"<mark>{html.escape(e[found.start:found.end])}</mark>{html.escape(e[found.end:])}")
+
+
 def inline_html(text: str) -> str:
     """``text`` escaped for HTML, with Markdown `code` spans shown as ``<code>``."""
     return re.sub(r"`([^`\n]+)`", r"<code>\1</code>", html.escape(text))
@@ -105,9 +114,10 @@ def detail_html(record: SessionRecord) -> str:
         f"{inline_html(one_line(message_text(m), 400))}</p>" for m in last
     ) or "<p style='margin:2px 0'><i>no messages</i></p>"
     summary = "<br>".join(inline_html(line) for line in record.summary.strip().splitlines())
+    fork = f" · {html.escape(fork_label(record.parent))}" if record.parent else ""
     return lines_html(
         f"<small>{html.escape(record.id)} · created {record.created_at:%Y-%m-%d %H:%M} "
-        f"UTC · updated {relative_time(record.updated_at)}</small>"
+        f"UTC · updated {relative_time(record.updated_at)}{fork}</small>"
         f"<p style='margin:4px 0'><b>Summary:</b><br>{summary or '<i>none yet</i>'}</p>"
         f"<b>Todos</b><ul style='margin:2px 0'>{todos}</ul><b>Last messages</b>{messages}"
     )
@@ -167,15 +177,20 @@ class RowSlot:
         """Every widget of the slot (for closing them)."""
         return [self.box, self.info, self.meta, self.buttons, *self.buttons.children]
 
-    def show(self, listing: SessionListing) -> PanelRow:
-        """Show ``listing`` in this slot and return the row as callers see it."""
+    def show(self, listing: SessionListing, found: SearchMatch | None = None) -> PanelRow:
+        """Show ``listing`` in this slot and return the row as callers see it; ``found``
+        (where the filter's text is) replaces the summary line."""
         text = format_row(listing)
         self.session_id, self.name, self.archived = listing.id, text.name, listing.archived
         untitled = text.name == UNTITLED
         name = f"<i>{text.name}</i>" if untitled else f"<b>{html.escape(text.name)}</b>"
         summary = f"<br><small>{inline_html(text.summary)}</small>" if text.summary else ""
+        if found is not None:
+            summary = f"<br><small>{found_html(found)}</small>"
+        fork = fork_label(getattr(listing, "parent", None))
+        fork = f" <small style='opacity:0.7'>· {html.escape(fork)}</small>" if fork else ""
         self.info.value = lines_html(
-            f"{name} <small style='opacity:0.7'>{html.escape(listing.id)}</small>{summary}")
+            f"{name} <small style='opacity:0.7'>{html.escape(listing.id)}</small>{fork}{summary}")
         active = listing.status == "active"
         status = ("<b style='color:var(--jp-success-color1, #388e3c)'>● active in this kernel"
                   "</b>" + (", archived" if listing.archived else "")

@@ -1,0 +1,124 @@
+"""A session as a readable Markdown transcript (``--format md``, design §17).
+
+Top to bottom: the title, one line of facts (session ID, model, dates, turns, tool
+calls, cost; the parent of a fork), the summary, then the transcript: each request
+under a ``## Request N`` heading, the assistant's text, each tool call (``run_python``
+with its code and its recorded result in fenced blocks, other tools on one line) and,
+where the working context was compacted, a quoted marker with the summary that
+replaced the older turns. System messages (they carry the notes) are left out.
+
+The helpers :func:`fence`, :func:`call_line` and :func:`facts_line` are shared with
+the notebook export.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+
+from jupyter_agent.artefacts.steps import Call, Marker, Progress, Reply, Request, no_progress, steps
+from jupyter_agent.store import SessionRecord
+
+__all__ = ["call_line", "facts_line", "fence", "render_markdown", "session_name", "when"]
+
+
+def when(moment: datetime) -> str:
+    """``"2026-11-30 02:00 UTC"``."""
+    return f"{moment:%Y-%m-%d %H:%M} UTC"
+
+
+def session_name(record: SessionRecord) -> str:
+    """The title, else ``"Session <ID>"``."""
+    return record.title.strip() or f"Session {record.id}"
+
+
+def facts_line(record: SessionRecord) -> str:
+    """One Markdown line about the session: ID, model, dates, size, cost, parent."""
+    state = record.state
+    turns = sum(1 for m in record.transcript if m.get("role") == "user")
+    parts = [f"jupyter-agent session `{record.id}`"]
+    if state.model:
+        parts.append(f"model `{state.model}`")
+    parts += [f"created {when(record.created_at)}", f"updated {when(record.updated_at)}",
+              f"{turns} request{'s' if turns != 1 else ''}",
+              f"{state.tool_calls} tool call{'s' if state.tool_calls != 1 else ''}"]
+    if state.usage.calls:
+        cost = "price unknown" if state.usage.price_unknown else f"${state.usage.cost_usd:.4f}"
+        parts.append(f"{state.usage.input_tokens + state.usage.output_tokens:,} tokens, {cost}")
+    if record.parent is not None:
+        after = f" after request {record.parent.turn}" if record.parent.turn else ""
+        parts.append(f"forked from `{record.parent.session_id}`{after}")
+    return " · ".join(parts)
+
+
+def fence(text: str, info: str = "") -> str:
+    """``text`` in a fenced code block whose fence no line of ``text`` can close."""
+    longest = max((len(m) for m in re.findall(r"`{3,}", text)), default=2)
+    marks = "`" * (longest + 1)
+    return f"{marks}{info}\n{text.rstrip()}\n{marks}"
+
+
+def _short(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def call_line(call: Call, limit: int = 80) -> str:
+    """``name(key=value, ...)`` with each value cut to ``limit`` characters."""
+    if call.arguments is None:
+        shown = _short(call.raw_arguments, limit)
+    else:
+        shown = ", ".join(f"{k}={_short(json.dumps(v, ensure_ascii=False), limit)}"
+                          for k, v in call.arguments.items())
+    return f"{call.name}({shown})"
+
+
+def quote(text: str) -> str:
+    """``text`` as a Markdown block quote."""
+    return "\n".join(f"> {line}".rstrip() for line in text.strip().splitlines()) or ">"
+
+
+def _call_md(call: Call) -> str:
+    result = call.result if call.result is not None else "(no result was saved)"
+    if call.code is not None:
+        label = {"ok": "Result", "error": "Error"}.get(call.outcome, "Not run")
+        return (f"**run_python**\n\n{fence(call.code, 'python')}\n\n"
+                f"{label}:\n\n{fence(result, 'text')}")
+    head = f"**Tool:** `{call_line(call)}`"
+    if "\n" not in result.strip() and len(result) <= 200:
+        return f"{head} → {result.strip() or '(empty)'}"
+    return f"{head}\n\n{fence(result, 'text')}"
+
+
+def render_markdown(record: SessionRecord, progress: Progress = no_progress) -> str:
+    """The Markdown transcript of ``record`` (see the module docstring).
+
+    Parameters
+    ----------
+    record : SessionRecord
+    progress : Progress, optional
+        Wraps the walk over the transcript.
+
+    Returns
+    -------
+    str
+        Markdown text ending with a newline.
+    """
+    parts = [f"# {session_name(record)}", f"*{facts_line(record)}*"]
+    if record.summary.strip():
+        parts += ["## Summary", record.summary.strip()]
+    parts.append("---")
+    for step in steps(record, progress):
+        if isinstance(step, Request):
+            parts += [f"## Request {step.turn}", step.text or "*(empty)*"]
+        elif isinstance(step, Reply):
+            parts.append(f"**Assistant:**\n\n{step.text}")
+        elif isinstance(step, Call):
+            parts.append(_call_md(step))
+        elif isinstance(step, Marker):
+            c = step.compaction
+            parts.append(quote(f"**Context compacted** at {when(c.at)}: {c.replaced} earlier "
+                               f"messages were replaced, in what the model is sent, by this "
+                               f"summary (this transcript keeps them all):\n\n{c.summary}"))
+    return "\n\n".join(parts) + "\n"

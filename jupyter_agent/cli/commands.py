@@ -1,0 +1,199 @@
+"""The ``jupyter agent`` subcommands: one small function each, ``run(ctx, args) -> exit code``.
+
+Each function reads or changes sessions through the store protocol and prints text, or
+JSON with ``--json``. Library errors (:class:`~jupyter_agent.errors.JupyterAgentError`)
+are left to :func:`jupyter_agent.cli.main.main`, which prints them as one line and exits
+with 1. Reads (``list``, ``show``, ``search``, ``export``, and ``fork`` for the parent)
+take no lease, so they work while kernels hold sessions; ``archive``, ``rm`` and the
+new session of ``fork`` take a lease briefly, and a session in use is refused with the
+message the magics show.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import asdict
+
+from jupyter_agent.cli.context import Context
+from jupyter_agent.errors import JupyterAgentError
+from jupyter_agent.store import SessionRecord
+from jupyter_agent.store.messages import message_text
+
+__all__ = ["archive", "export", "fork", "gc", "list_sessions", "remove", "search", "show"]
+
+
+def list_sessions(ctx: Context, args: argparse.Namespace) -> int:
+    """``list [--all]``: the sessions, most recently updated first."""
+    from jupyter_agent.ui.display import format_sessions_table
+
+    listing = ctx.store.list_sessions(include_archived=args.all)
+    if ctx.json:
+        ctx.emit_json([entry.model_dump(mode="json") for entry in listing])
+    elif not listing:
+        ctx.print(f"no sessions in {ctx.memory_dir}")
+    else:
+        ctx.print(format_sessions_table(listing))
+    return 0
+
+
+def _status(ctx: Context, session_id: str) -> str:
+    holder = ctx.store.lease_holder(session_id)
+    if holder is None:
+        return "idle"
+    who = f"process {holder.pid}" if holder.pid is not None else "another process"
+    return f"in use by {who}" + (f" ({holder.label})" if holder.label else "")
+
+
+def _show_text(ctx: Context, record: SessionRecord) -> str:
+    from jupyter_agent.artefacts.fork import fork_label
+    from jupyter_agent.ui.display import format_cost, format_todos, one_line, relative_time
+
+    state, usage = record.state, record.state.usage
+    rows = [
+        ("id", record.id),
+        ("created", f"{record.created_at:%Y-%m-%d %H:%M} UTC (updated "
+                    f"{relative_time(record.updated_at)})"),
+        ("parent", fork_label(record.parent)),
+        ("status", _status(ctx, record.id) + (", archived" if record.archived else "")),
+        ("model", state.model),
+        ("usage", f"{usage.input_tokens + usage.output_tokens:,} tokens "
+                  f"({usage.input_tokens:,} in / {usage.output_tokens:,} out) · "
+                  f"{format_cost(usage)} · {usage.calls:,} model calls · "
+                  f"{state.tool_calls:,} tool calls"),
+        ("messages", f"{len(record.transcript)} in the transcript, {len(record.messages)} in "
+                     f"the working context, {len(record.compactions)} compaction(s)"),
+        ("summary", record.summary.strip()),
+        ("todos", format_todos(state.todos) if state.todos else ""),
+    ]
+    last = {m.get("role"): message_text(m) for m in record.transcript
+            if m.get("role") in ("user", "assistant") and message_text(m)}
+    rows += [("last prompt", one_line(last.get("user", ""), 300)),
+             ("last reply", one_line(last.get("assistant", ""), 300))]
+    lines = [record.title or "(untitled)"]
+    for label, value in rows:
+        if value:
+            body = value.splitlines()
+            lines.append(f"{label:<12}{body[0]}")
+            lines += [" " * 12 + line for line in body[1:]]
+    return "\n".join(lines)
+
+
+def show(ctx: Context, args: argparse.Namespace) -> int:
+    """``show ID [--transcript]``: one session's facts, or its record with ``--json``."""
+    record = ctx.store.load_session(args.session_id)
+    if ctx.json:
+        ctx.emit_json(record.model_dump(mode="json"))
+        return 0
+    ctx.print(_show_text(ctx, record))
+    if args.transcript:
+        from jupyter_agent.ui.display import format_transcript
+
+        ctx.print("\n" + format_transcript(record.transcript, record.compactions))
+    return 0
+
+
+def search(ctx: Context, args: argparse.Namespace) -> int:
+    """``search TEXT [--deep] [--all]``: sessions matching TEXT, with where."""
+    from jupyter_agent.artefacts.search import search_sessions
+    from jupyter_agent.ui.artefacts import format_search_results
+
+    text = " ".join(args.text)
+    progress = ctx.progress("searching", "session")
+    hits = search_sessions(ctx.store, text, deep=args.deep, include_archived=args.all,
+                           progress=progress)
+    if ctx.json:
+        ctx.emit_json([{"session": hit.session.model_dump(mode="json"), "count": hit.count,
+                        "matches": [asdict(m) for m in hit.matches]} for hit in hits])
+    else:
+        ctx.print(format_search_results(hits, query=text))
+    return 0
+
+
+def export(ctx: Context, args: argparse.Namespace) -> int:
+    """``export ID [--format F] [-o PATH|-] [--force]``: a notebook, Markdown or JSON."""
+    from jupyter_agent.artefacts.export import choose_format, export_record, render
+    from jupyter_agent.artefacts.redact import secrets_from_environ
+    from jupyter_agent.ui.artefacts import format_exported
+
+    record = ctx.store.load_session(args.session_id)
+    secrets = secrets_from_environ(ctx.environ, ["OPENAI_API_KEY"])
+    progress = ctx.progress("exporting", "message")
+    if args.output == "-":
+        data, _ = render(record, choose_format(args.fmt), secrets=secrets, progress=progress)
+        ctx.out.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return 0
+    done = export_record(record, args.fmt, args.output, force=args.force, secrets=secrets,
+                         progress=progress)
+    if ctx.json:
+        ctx.emit_json({"session_id": done.session_id, "format": done.format,
+                       "path": str(done.path), "size": done.size, "redacted": done.redacted})
+    else:
+        ctx.print(format_exported(done))
+    return 0
+
+
+def fork(ctx: Context, args: argparse.Namespace) -> int:
+    """``fork ID [--at N] [--title T]``: a new session copied from ID (ID is only read)."""
+    from jupyter_agent.artefacts.fork import fork_session
+    from jupyter_agent.ui.artefacts import format_forked
+
+    forked = fork_session(ctx.store, args.session_id, at=args.at, title=args.title)
+    record = forked.record
+    if ctx.json:
+        ctx.emit_json({"id": record.id, "title": record.title, "turns": forked.turns,
+                       "parent": None if record.parent is None
+                       else record.parent.model_dump(mode="json"),
+                       "rebuilt": forked.rebuilt})
+    else:
+        ctx.print(format_forked(forked, active=False))
+    return 0
+
+
+def archive(ctx: Context, args: argparse.Namespace) -> int:
+    """``archive ID [--undo]``: hide a session from listings (or show it again)."""
+    ctx.store.set_archived(args.session_id, not args.undo)
+    if ctx.json:
+        ctx.emit_json({"id": args.session_id, "archived": not args.undo})
+    else:
+        ctx.print(f"{'Unarchived' if args.undo else 'Archived'} session {args.session_id}.")
+    return 0
+
+
+def _confirmed(ctx: Context, record: SessionRecord) -> bool:
+    name = f" ({record.title})" if record.title else ""
+    if not (sys.stdin is not None and sys.stdin.isatty()):
+        raise JupyterAgentError(
+            f"not deleting session {record.id} without confirmation: add --yes")
+    answer = input(f"Delete session {record.id}{name} for good? [y/N] ")
+    return answer.strip().lower() in ("y", "yes")
+
+
+def remove(ctx: Context, args: argparse.Namespace) -> int:
+    """``rm ID [--yes]``: delete a session's file for good (asks first on a terminal)."""
+    record = ctx.store.load_session(args.session_id)
+    if not args.yes and not _confirmed(ctx, record):
+        ctx.print("Not deleted.")
+        return 1
+    ctx.store.delete_session(args.session_id)
+    if ctx.json:
+        ctx.emit_json({"id": args.session_id, "deleted": True})
+    else:
+        ctx.print(f"Deleted session {args.session_id}.")
+    return 0
+
+
+def gc(ctx: Context, args: argparse.Namespace) -> int:
+    """``gc``: remove what killed writers left behind (sessions in use are left alone)."""
+    removed = ctx.store.collect_garbage()
+    if ctx.json:
+        ctx.emit_json({"removed": sorted(str(p) for p in removed)})
+    elif not removed:
+        ctx.print(f"Nothing to remove in {ctx.memory_dir}.")
+    else:
+        ctx.print(f"Removed {len(removed)} stale file{'s' if len(removed) != 1 else ''}:")
+        for path in sorted(removed):
+            ctx.print(f"  {path}")
+    return 0

@@ -1,0 +1,99 @@
+"""What every ``jupyter agent`` command gets: the memory directory, its store, output.
+
+The memory directory is found as the magics find it (design §2; ``jupyter_agent.paths``):
+``--memory-dir``, else ``$JUPYTER_AGENT_MEMORY_DIR``, else ``<project root>/.jupyter_agent``
+where the project root is the nearest folder above the current directory with a
+``.jupyter_agent``, ``.git`` or ``pyproject.toml``. (``--memory-dir`` stands for the
+``AgentMagics.memory_dir`` setting, which the command line does not read.)
+
+Reads never take a lease; the store's holder label names the command, so a kernel that
+finds a session briefly held by it is told ``jupyter agent rm`` (or whichever).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+from jupyter_agent.paths import resolve_memory_dir
+from jupyter_agent.store import SessionStore
+
+__all__ = ["Context"]
+
+T = TypeVar("T")
+
+
+@dataclass
+class Context:
+    """The environment of one command.
+
+    Attributes
+    ----------
+    command : str
+        The subcommand's name (for the lease holder label).
+    memory_dir : pathlib.Path
+    json : bool
+        Print JSON for scripts instead of text.
+    out, err : text streams
+        Standard output and error.
+    environ : mapping
+        The environment (keys to redact from exports).
+    """
+
+    command: str
+    memory_dir: Path
+    json: bool = False
+    out: IO[str] = field(default_factory=lambda: sys.stdout)
+    err: IO[str] = field(default_factory=lambda: sys.stderr)
+    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
+
+    @classmethod
+    def from_args(cls, command: str, memory_dir: str | None, json_output: bool) -> Context:
+        """The context of a parsed command line (the memory directory resolved now)."""
+        return cls(command, resolve_memory_dir(memory_dir), json=json_output)
+
+    @cached_property
+    def store(self) -> SessionStore:
+        """The store of :attr:`memory_dir` (nothing is created until a command writes)."""
+        return SessionStore(self.memory_dir, holder_label=f"jupyter agent {self.command}")
+
+    def print(self, text: str) -> None:
+        """Write a line of text to standard output."""
+        print(text, file=self.out)
+
+    def emit_json(self, value: Any) -> None:
+        """Write ``value`` as indented JSON to standard output."""
+        print(json.dumps(value, indent=2, ensure_ascii=False), file=self.out)
+
+    def progress(self, what: str, unit: str) -> Any:
+        """A :data:`~jupyter_agent.artefacts.steps.Progress` for a long operation: a
+        ``tqdm`` bar on standard error when it is a terminal, else nothing at all."""
+        if not _is_terminal(self.err):
+            return _silent
+
+        def show(items: Iterable[T], total: int) -> Iterable[T]:
+            from tqdm import tqdm
+
+            width = shutil.get_terminal_size((80, 24)).columns  # a terminal may report 0
+            return tqdm(items, total=total, desc=what, unit=unit, file=self.err, leave=False,
+                        ncols=min(width, 100) if width > 0 else 80)
+
+        return show
+
+
+def _silent(items: Iterable[T], total: int) -> Iterable[T]:
+    return items
+
+
+def _is_terminal(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False

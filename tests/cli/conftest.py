@@ -1,0 +1,66 @@
+"""Fixtures of the command-line tests: ``jupyter agent`` run in a real subprocess.
+
+``cli(*args)`` runs the installed ``jupyter-agent`` script (``python -m jupyter_agent.cli``
+where no script is installed) in the test's working directory and environment (its
+memory directory comes from ``JUPYTER_AGENT_MEMORY_DIR``, set for every test).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from jupyter_agent.store import SessionStore
+
+CLI = Callable[..., subprocess.CompletedProcess[str]]
+
+HOLDER = """
+import sys
+from jupyter_agent.store import SessionStore
+SessionStore(sys.argv[1]).acquire_lease(sys.argv[2])
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def command() -> list[str]:
+    """How a user starts the command in this environment."""
+    script = Path(sys.executable).with_name("jupyter-agent")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "jupyter_agent.cli"]
+
+
+@pytest.fixture
+def cli() -> CLI:
+    def run(*args: str, input: str | None = None, env: dict[str, str] | None = None,
+            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*command(), *args], capture_output=True, text=True,
+                              input=input if input is not None else "", timeout=120,
+                              env=env if env is not None else dict(os.environ), cwd=cwd)
+    return run
+
+
+@pytest.fixture(name="store")
+def store_fixture(memory_dir: Path) -> SessionStore:
+    return SessionStore(memory_dir)
+
+
+@pytest.fixture
+def hold(memory_dir: Path) -> Iterator[Callable[[str], int]]:
+    """``hold(session_id)`` makes another process take the session's lease; returns its pid."""
+    procs: list[subprocess.Popen[str]] = []
+
+    def take(session_id: str) -> int:
+        proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(memory_dir), session_id],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        procs.append(proc)
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+        return proc.pid
+
+    yield take
+    for proc in procs:
+        proc.communicate("")

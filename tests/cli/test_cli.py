@@ -1,0 +1,221 @@
+"""``jupyter agent`` as a user runs it: every subcommand in a real subprocess, on real
+session files, with real lease holders in other processes (design §17)."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import shutil
+import struct
+import subprocess
+import sys
+import termios
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from jupyter_agent.store import ForkOrigin, SessionState, SessionStore, TodoItem
+from tests.cli.conftest import CLI, command
+
+SYSTEM = {"role": "system", "content": "You help with data."}
+
+
+def make(store: SessionStore, prompt: str, reply: str, *, title: str = "",
+         summary: str = "") -> str:
+    sid = store.create_session([SYSTEM], title=title)
+    store.save_messages(sid, [SYSTEM, {"role": "user", "content": prompt},
+                              {"role": "assistant", "content": reply}])
+    if summary:
+        store.write_summary(sid, summary)
+    return sid
+
+
+def add_turn(store: SessionStore, sid: str, prompt: str, reply: str) -> None:
+    record = store.load_session(sid)
+    store.save_messages(sid, [*record.messages, {"role": "user", "content": prompt},
+                              {"role": "assistant", "content": reply}])
+
+
+def test_list_show_and_json(cli: CLI, store: SessionStore, memory_dir: Path) -> None:
+    empty = cli("list")
+    assert (empty.returncode, empty.stdout) == (0, f"no sessions in {memory_dir}\n")
+    a = make(store, "Plot bill length", "Done.", title="Bills", summary="Goal: bills")
+    b = make(store, "Rain in Bergen", "Often.")
+    store.save_state(a, SessionState(todos=[TodoItem(id=1, text="plot", status="done")]))
+    store.set_archived(b)
+    out = cli("list")
+    assert out.returncode == 0 and a in out.stdout and b not in out.stdout
+    assert "Bills" in out.stdout.splitlines()[1]
+    listing = json.loads(cli("list", "--all", "--json").stdout)
+    assert {e["id"] for e in listing} == {a, b}
+    assert json.loads(cli("--json", "list").stdout)[0]["id"] == a  # before or after
+    shown = cli("show", a).stdout.splitlines()
+    assert shown[0] == "Bills"
+    assert f"id          {a}" in shown and "status      idle" in shown
+    assert "summary     Goal: bills" in shown and "todos       [x] 1. plot — done" in shown
+    assert "last prompt Plot bill length" in shown and "last reply  Done." in shown
+    record = json.loads(cli("show", a, "--json").stdout)
+    assert record == store.load_session(a).model_dump(mode="json")
+    transcript = cli("show", a, "--transcript").stdout
+    assert "[user]\nPlot bill length" in transcript
+
+
+def test_errors_are_one_line_with_exit_code_1_and_usage_is_2(cli: CLI, store: SessionStore,
+                                                            memory_dir: Path) -> None:
+    missing = cli("show", "nosuch")
+    assert missing.returncode == 1 and missing.stdout == ""
+    assert missing.stderr == (f"jupyter agent: no saved session 'nosuch' (looked for "
+                              f"{memory_dir / 'sessions' / 'nosuch.json'})\n")
+    bad = cli("archive", "../etc")
+    assert bad.returncode == 1 and "invalid session ID '../etc'" in bad.stderr
+    for args in ([], ["frobnicate"], ["fork"], ["fork", "abc", "--at", "two"],
+                 ["export", "abc", "--format", "pdf"]):
+        usage = cli(*args)
+        assert usage.returncode == 2, args
+        assert usage.stderr.startswith("usage: jupyter agent"), args
+    assert cli("--version").stdout.startswith("jupyter-agent ")
+    assert not (memory_dir / "sessions").exists()  # nothing was created by any of it
+
+
+def test_search_default_and_deep(cli: CLI, store: SessionStore) -> None:
+    a = make(store, "How long are the flippers?", "About 200 mm.", title="Flippers")
+    b = make(store, "Count the birds", "There are 344; their flipper length varies.")
+    out = cli("search", "FLIPPER")
+    assert out.returncode == 0
+    lines = out.stdout.splitlines()
+    assert lines[0] == '1 session matches "FLIPPER":' and a in lines[2]
+    assert lines[2].endswith("title: Flippers (+1 more)")
+    deep = json.loads(cli("search", "flipper", "length", "--deep", "--json").stdout)
+    assert [h["session"]["id"] for h in deep] == [b]
+    assert deep[0]["matches"][0]["field"] == "message 3 (assistant)"
+    assert "their flipper length varies" in deep[0]["matches"][0]["excerpt"]
+    assert cli("search", "penguins").stdout == 'no sessions match "penguins"\n'
+
+
+def test_export_files_and_stdout(cli: CLI, store: SessionStore, tmp_path: Path) -> None:
+    sid = make(store, "Say hi", "Hi! Your key sk-" + "x1Y2z3" * 5 + " is safe.", title="Hi")
+    out = cli("export", sid)
+    path = Path.cwd() / f"session-{sid}.ipynb"
+    assert out.returncode == 0 and out.stdout.startswith(f"Exported session {sid} as a "
+                                                         f"notebook to {path} (")
+    assert "1 string that looks like an API key became [redacted]" in out.stdout
+    nbformat.validate(nbformat.read(path, as_version=4))
+    again = cli("export", sid)
+    assert again.returncode == 1
+    assert again.stderr == f"jupyter agent: cannot export to {path}: the file exists " \
+                           "(use --force to replace it)\n"
+    assert cli("export", sid, "--force").returncode == 0
+    piped = cli("export", sid, "--format", "json", "-o", "-")
+    assert json.loads(piped.stdout)["id"] == sid and "[redacted]" in piped.stdout
+    md = cli("export", sid, "-o", str(tmp_path / "hi.md"), "--json")
+    assert json.loads(md.stdout)["format"] == "md"
+    assert (tmp_path / "hi.md").read_text("utf-8").startswith("# Hi\n")
+
+
+def test_fork_archive_rm(cli: CLI, store: SessionStore) -> None:
+    sid = make(store, "first", "one", title="Work")
+    add_turn(store, sid, "second", "two")
+    out = cli("fork", sid, "--at", "1", "--json")
+    assert out.returncode == 0
+    made = json.loads(out.stdout)
+    fork = store.load_session(made["id"])
+    assert fork.parent == ForkOrigin(session_id=sid, turn=1) and made["turns"] == 1
+    assert [m["content"] for m in fork.transcript] == [SYSTEM["content"], "first", "one"]
+    text = cli("fork", sid, "--title", "again").stdout
+    assert text.startswith(f"Forked session {sid} (2 turns) into session ")
+    assert "Resume the fork with %agent_resume " in text
+    refused = cli("fork", sid, "--at", "3")
+    assert (refused.returncode, refused.stderr) == (
+        1, f"jupyter agent: cannot fork session '{sid}' at turn 3: use 1 to 2\n")
+    assert cli("archive", sid).stdout == f"Archived session {sid}.\n"
+    assert store.load_session(sid).archived
+    assert cli("archive", sid, "--undo").returncode == 0 and not store.load_session(sid).archived
+    no_tty = cli("rm", sid)
+    assert no_tty.returncode == 1 and "add --yes" in no_tty.stderr and store.exists(sid)
+    assert cli("rm", sid, "--yes").stdout == f"Deleted session {sid}.\n"
+    assert not store.exists(sid)
+
+
+def test_reads_work_while_held_and_writes_are_refused(cli: CLI, store: SessionStore,
+                                                      hold: object) -> None:
+    sid = make(store, "long analysis", "working on it", title="Busy")
+    pid = hold(sid)  # type: ignore[operator]
+    assert cli("show", sid).returncode == 0
+    assert f"status      in use by process {pid}" in cli("show", sid).stdout
+    assert cli("search", "analysis", "--deep").returncode == 0
+    assert cli("export", sid, "--format", "md", "-o", "-").stdout.startswith("# Busy")
+    assert cli("fork", sid).returncode == 0
+    lock = store.lock_path(sid)
+    for args in (["archive", sid], ["rm", sid, "--yes"]):
+        refused = cli(*args)
+        assert refused.returncode == 1
+        assert refused.stderr == (f"jupyter agent: session '{sid}' is in use by process {pid} "
+                                  f"(lock file {lock})\n")
+    assert store.lease_holder(sid) is not None and store.lease_holder(sid).pid == pid  # type: ignore[union-attr]
+    assert not store.load_session(sid).archived
+
+
+def test_memory_dir_found_like_the_magics(cli: CLI, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "notebooks" / "deep").mkdir(parents=True)
+    (project / "pyproject.toml").write_text("")
+    sid = make(SessionStore(project / ".jupyter_agent"), "in the project", "yes")
+    env = {k: v for k, v in os.environ.items() if k != "JUPYTER_AGENT_MEMORY_DIR"}
+    found = cli("list", "--json", env=env, cwd=project / "notebooks" / "deep")
+    assert [e["id"] for e in json.loads(found.stdout)] == [sid]
+    elsewhere = cli("list", "--memory-dir", str(tmp_path / "other"), env=env,
+                    cwd=project / "notebooks")
+    assert elsewhere.stdout == f"no sessions in {tmp_path / 'other'}\n"
+
+
+def test_gc_removes_temporary_files_of_idle_sessions_only(cli: CLI, store: SessionStore,
+                                                          hold: object) -> None:
+    idle = make(store, "a", "b")
+    busy = make(store, "c", "d")
+    hold(busy)  # type: ignore[operator]
+    stale = [store.sessions_dir / f".{sid}.json.k1ll3d.tmp" for sid in (idle, busy)]
+    for path in stale:  # e.g. the holder is writing the second one right now
+        path.write_bytes(b"{half a reco")
+    out = json.loads(cli("gc", "--json").stdout)
+    assert out == {"removed": [str(stale[0])]}
+    assert not stale[0].exists() and stale[1].exists()
+    assert cli("gc").stdout == f"Nothing to remove in {store.root}.\n"
+
+
+def test_progress_bar_on_a_terminal_only(cli: CLI, store: SessionStore) -> None:
+    for n in range(30):
+        make(store, f"question {n}", f"answer {n} about penguins")
+    quiet = cli("search", "penguins", "--deep")
+    assert quiet.returncode == 0 and quiet.stderr == ""
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    try:
+        proc = subprocess.run([*command(), "search", "penguins", "--deep"], stderr=follower,
+                              stdout=subprocess.PIPE, text=True, timeout=120)
+        os.close(follower)  # what the bar wrote stays readable on the terminal's side
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(leader)
+    assert proc.returncode == 0 and proc.stdout.startswith('30 sessions match "penguins"')
+    assert b"searching:" in shown and b"/30 [" in shown  # the bar, cleared when done
+
+
+@pytest.mark.skipif(not Path(sys.executable).with_name("jupyter").exists()
+                    and shutil.which("jupyter") is None, reason="no jupyter command installed")
+def test_jupyter_agent_as_a_jupyter_subcommand(store: SessionStore) -> None:
+    sid = make(store, "hello", "hi")
+    out = subprocess.run(["jupyter", "agent", "list", "--json"], capture_output=True,
+                         text=True, timeout=120, env={**os.environ, "PATH": os.pathsep.join(
+                             [str(Path(sys.executable).parent), os.environ.get("PATH", "")])})
+    assert out.returncode == 0 and [e["id"] for e in json.loads(out.stdout)] == [sid]
