@@ -20,7 +20,9 @@ from jupyter_agent.errors import JupyterAgentError
 from jupyter_agent.store import SessionRecord
 from jupyter_agent.store.messages import message_text
 
-__all__ = ["archive", "export", "fork", "gc", "list_sessions", "remove", "search", "show"]
+__all__ = [
+    "archive", "export", "fork", "gc", "list_sessions", "migrate", "remove", "search", "show",
+]
 
 
 def list_sessions(ctx: Context, args: argparse.Namespace) -> int:
@@ -186,8 +188,9 @@ def remove(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def gc(ctx: Context, args: argparse.Namespace) -> int:
-    """``gc``: remove what killed writers left behind (sessions in use are left alone)."""
-    removed = ctx.store.collect_garbage()
+    """``gc``: remove files that killed writers left in the memory directory (sessions in
+    use are left alone)."""
+    removed = ctx.files.collect_garbage()
     if ctx.json:
         ctx.emit_json({"removed": sorted(str(p) for p in removed)})
     elif not removed:
@@ -197,3 +200,47 @@ def gc(ctx: Context, args: argparse.Namespace) -> int:
         for path in sorted(removed):
             ctx.print(f"  {path}")
     return 0
+
+
+def migrate(ctx: Context, args: argparse.Namespace) -> int:
+    """``migrate --to URL | --from URL``: copy every session between the JSON files of the
+    memory directory and a PostgreSQL store, verifying each copy (design §16).
+
+    Running it again copies nothing twice. Exit code 1 when a session could not be read or
+    a copy differs from its source (the text names them), else 0.
+    """
+    from jupyter_agent.store.migrate import migrate_sessions
+    from jupyter_agent.store.postgres.url import check_store_url, redact_url
+
+    if (args.to_url is None) == (args.from_url is None):
+        raise JupyterAgentError("migrate needs exactly one of --to URL (files into the "
+                                "database) or --from URL (the database into the files)")
+    url = args.to_url or args.from_url
+    try:
+        check_store_url(url)
+    except ValueError as err:
+        raise JupyterAgentError(str(err)) from None
+    team = ctx.team_store(url)
+    source, target = (ctx.files, team) if args.to_url else (team, ctx.files)
+    total = len(source.list_sessions(include_archived=True))
+    bar = ctx.progress("sessions", "session")
+    ticks = iter(bar(range(total), total))
+
+    def step(session_id: str, outcome: str) -> None:
+        next(ticks, None)
+
+    result = migrate_sessions(source, target, on_session=step)
+    for _ in ticks:  # let the bar finish
+        pass
+    where = redact_url(url)
+    if ctx.json:
+        ctx.emit_json({"from": str(ctx.memory_dir) if args.to_url else where,
+                       "to": where if args.to_url else str(ctx.memory_dir),
+                       "copied": list(result.copied), "skipped": list(result.skipped),
+                       "conflicts": list(result.conflicts),
+                       "mismatched": list(result.mismatched),
+                       "unreadable": [sid for sid, _ in result.unreadable],
+                       "verified": result.verified, "ok": result.ok})
+    else:
+        ctx.print(result.summary())
+    return 0 if result.ok else 1

@@ -6,6 +6,9 @@ where the project root is the nearest folder above the current directory with a
 ``.jupyter_agent``, ``.git`` or ``pyproject.toml``. (``--memory-dir`` stands for the
 ``AgentMagics.memory_dir`` setting, which the command line does not read.)
 
+With ``$JUPYTER_AGENT_STORE_URL`` set, the commands work on that team store (design §16)
+instead of the JSON files, as the magics do.
+
 Reads never take a lease; the store's holder label names the command, so a kernel that
 finds a session briefly held by it is told ``jupyter agent rm`` (or whichever).
 """
@@ -22,8 +25,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from jupyter_agent.paths import resolve_memory_dir
-from jupyter_agent.store import SessionStore
+from jupyter_agent.errors import JupyterAgentError
+from jupyter_agent.paths import find_project_root, resolve_memory_dir
+from jupyter_agent.store import SessionStore, Store
 
 __all__ = ["Context"]
 
@@ -53,16 +57,56 @@ class Context:
     out: IO[str] = field(default_factory=lambda: sys.stdout)
     err: IO[str] = field(default_factory=lambda: sys.stderr)
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    _opened: list[Any] = field(default_factory=list, repr=False)
 
     @classmethod
     def from_args(cls, command: str, memory_dir: str | None, json_output: bool) -> Context:
         """The context of a parsed command line (the memory directory resolved now)."""
         return cls(command, resolve_memory_dir(memory_dir), json=json_output)
 
+    @property
+    def label(self) -> str:
+        """How this command names itself as a lease holder (``"jupyter agent rm"``)."""
+        return f"jupyter agent {self.command}"
+
     @cached_property
-    def store(self) -> SessionStore:
-        """The store of :attr:`memory_dir` (nothing is created until a command writes)."""
-        return SessionStore(self.memory_dir, holder_label=f"jupyter agent {self.command}")
+    def files(self) -> SessionStore:
+        """The JSON files of :attr:`memory_dir` (nothing is created until a command writes)."""
+        return SessionStore(self.memory_dir, holder_label=self.label)
+
+    @cached_property
+    def store(self) -> Store:
+        """The team store of ``$JUPYTER_AGENT_STORE_URL`` if set, else :attr:`files`.
+
+        Raises
+        ------
+        JupyterAgentError
+            When the variable holds something that is not a PostgreSQL URL.
+        """
+        from jupyter_agent.store.postgres.url import resolve_store_url
+
+        try:
+            url = resolve_store_url(None, environ=self.environ)
+        except ValueError as err:
+            raise JupyterAgentError(str(err)) from None
+        return self.team_store(url) if url else self.files
+
+    def team_store(self, url: str) -> Store:
+        """The PostgreSQL store at ``url`` for this project (notes stay in the memory
+        directory); its connection is closed when the command ends."""
+        from jupyter_agent.paths import project_key
+        from jupyter_agent.store.postgres import PostgresStore
+
+        store = PostgresStore(url, self.memory_dir, project=project_key(find_project_root()),
+                              holder_label=self.label)
+        self._opened.append(store)
+        return store
+
+    def close(self) -> None:
+        """Close the database connections this command opened."""
+        for store in self._opened:
+            store.close()
+        self._opened.clear()
 
     def print(self, text: str) -> None:
         """Write a line of text to standard output."""

@@ -87,6 +87,13 @@ COMMANDS: tuple[Command, ...] = (
     Command("rm", "Delete a session for good.", commands.remove, (
         SESSION_ID, arg("-y", "--yes", action="store_true", help="Do not ask first."))),
     Command("gc", "Remove files that interrupted writes left behind.", commands.gc),
+    Command("migrate", "Copy every session between the JSON files and a PostgreSQL store.",
+            commands.migrate, (
+                arg("--to", metavar="URL", dest="to_url",
+                    help="Copy the memory directory's sessions into this database."),
+                arg("--from", metavar="URL", dest="from_url",
+                    help="Copy this database's sessions of the project into the memory "
+                         "directory."))),
 )
 """The subcommands, in the order ``jupyter agent --help`` lists them."""
 
@@ -145,3 +152,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `jupyter agent list | head -1`
         sys.stderr.close()
         return 0
+    finally:
+        ctx.close()

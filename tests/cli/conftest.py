@@ -7,7 +7,6 @@ memory directory comes from ``JUPYTER_AGENT_MEMORY_DIR``, set for every test).
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -16,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_agent.store import SessionStore
-
-CLI = Callable[..., subprocess.CompletedProcess[str]]
+from tests.cli.helpers import CLI, run_cli
 
 HOLDER = """
 import sys
@@ -28,20 +26,10 @@ sys.stdin.read()
 """
 
 
-def command() -> list[str]:
-    """How a user starts the command in this environment."""
-    script = Path(sys.executable).with_name("jupyter-agent")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "jupyter_agent.cli"]
-
-
 @pytest.fixture
 def cli() -> CLI:
-    def run(*args: str, input: str | None = None, env: dict[str, str] | None = None,
-            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*command(), *args], capture_output=True, text=True,
-                              input=input if input is not None else "", timeout=120,
-                              env=env if env is not None else dict(os.environ), cwd=cwd)
-    return run
+    """Runs ``jupyter agent`` as a user does (see :func:`tests.cli.helpers.run_cli`)."""
+    return run_cli
 
 
 @pytest.fixture(name="store")

@@ -18,7 +18,7 @@ import nbformat
 import pytest
 
 from jupyter_agent.store import ForkOrigin, SessionState, SessionStore, TodoItem
-from tests.cli.conftest import CLI, command
+from tests.cli.helpers import CLI, command
 
 SYSTEM = {"role": "system", "content": "You help with data."}
 
