@@ -9,7 +9,7 @@ tests call it directly.
 Invariants
 ----------
 - While a session is active, this controller holds its lease
-  (``store.acquire_lease``, an ``fcntl`` lock, spec "Session Locks"), and so does its
+  (``store.acquire_lease``, an ``fcntl`` lock, design §7), and so does its
   :class:`~jupyter_agent.agent.Agent` (for the agent's whole life; same store, so the
   count nests). Whenever the controller drops an agent -- switching sessions,
   rebuilding it after a settings change, deleting the session, :meth:`close` -- it
@@ -50,13 +50,40 @@ from jupyter_agent.settings import (
     not_configured_message,
     saved_base_url,
 )
-from jupyter_agent.ui.results import Resumed, TurnResult, UsageReport
+from jupyter_agent.ui.results import Resumed, SessionChange, TurnResult, UsageReport
 
 if TYPE_CHECKING:
     from jupyter_agent.agent import Agent
     from jupyter_agent.store import SessionListing, SessionRecord, SessionStore, TodoItem
 
-__all__ = ["AgentController", "Resumed", "SessionOptions", "Settings", "TurnResult", "UsageReport"]
+__all__ = ["AgentController", "Resumed", "SessionChange", "SessionOptions", "Settings",
+           "TurnResult", "UsageReport", "kernel_label"]
+
+
+def kernel_label(shell: Any = None, environ: Mapping[str, str] | None = None,
+                 project_root: Path | None = None) -> str:
+    """What this kernel is, for people who find its session in use elsewhere.
+
+    The notebook's path when the kernel knows it (``__session__`` in the user namespace,
+    set by ipykernel, else ``$JPY_SESSION_NAME``, set by Jupyter Server), relative to the
+    project root when it lies under it; else ``"IPython (terminal)"`` or ``"a Jupyter
+    kernel"``. Never anything secret (no token, no connection file, no environment).
+    """
+    env = os.environ if environ is None else environ
+    ns = getattr(shell, "user_ns", None) or {}
+    name = str(ns.get("__session__") or env.get("JPY_SESSION_NAME") or "")
+    if name:
+        path = Path(name)
+        if project_root is not None and path.is_absolute():
+            try:
+                return str(path.relative_to(project_root))
+            except ValueError:
+                return str(path)
+        return name
+    if shell is not None and (type(shell).__name__ == "ZMQInteractiveShell"
+                              or bool(getattr(shell, "has_trait", lambda _: False)("kernel"))):
+        return "a Jupyter kernel"
+    return "IPython (terminal)" if shell is not None else "Python"
 
 
 @dataclass
@@ -96,6 +123,9 @@ class AgentController:
         self._stores: dict[Path, SessionStore] = {}
         self._active: _Active | None = None
         self._remembered: dict[str, SessionOptions] = {}
+        self._last_options: SessionOptions | None = None  # of the latest active session
+        self._ended: tuple[str, str] | None = None  # (ID, "deleted"/"archived") of the last one
+        self.last_result: TurnResult | None = None
 
     # ---- stores
     @property
@@ -116,7 +146,8 @@ class AgentController:
 
         root = self.memory_dir
         if root not in self._stores:
-            self._stores[root] = SessionStore(root)
+            label = kernel_label(self._shell, self._environ, self._project_root)
+            self._stores[root] = SessionStore(root, holder_label=label)
         return self._stores[root]
 
     def _store_for(self, session_id: str) -> SessionStore:
@@ -187,8 +218,11 @@ class AgentController:
         return active.agent
 
     def _remember(self, session_id: str, options: SessionOptions) -> None:
-        """Keep a session's options (not its title) for its next resume in this kernel."""
+        """Keep a session's options (not its title) for its next resume in this kernel,
+        and as the options of a session :meth:`ensure_session` starts."""
         self._remembered[session_id] = replace(options, title=None)
+        self._last_options = self._remembered[session_id]
+        self._ended = None
 
     def new_session(self, options: SessionOptions | None = None) -> str:
         """Create a session, make it active and hold its lease; return its ID.
@@ -211,9 +245,35 @@ class AgentController:
         self._remember(active.session_id, options)
         return active.session_id
 
+    @property
+    def ended(self) -> tuple[str, str] | None:
+        """``(session ID, "deleted" or "archived")`` when the kernel's active session was
+        deleted or archived and no session was made active since; else ``None``."""
+        return self._ended
+
     def ensure_session(self) -> str | None:
-        """Start a session if none is active; return the new ID, or ``None`` if one was active."""
-        return None if self._active is not None else self.new_session()
+        """Start a session if none is active; return the new ID, or ``None`` if one was active.
+
+        The new session gets the options of this kernel's latest session (its model,
+        endpoint, limits and approval; not its title), so a deleted or archived session
+        is followed by one that talks to the same model.
+
+        Raises
+        ------
+        JupyterAgentError
+            No model is configured for the new session: the message says that no
+            session is active (and why) and how to start or pick one.
+        """
+        if self._active is not None:
+            return None
+        ended, options = self._ended, self._last_options or SessionOptions()
+        try:
+            return self.new_session(options)
+        except ModelNotConfiguredError as err:
+            why = f" (session {ended[0]} was {ended[1]})" if ended else ""
+            raise JupyterAgentError(
+                f"no active session{why}, and a new one cannot start: {err}. Or pick a "
+                "saved session with %agent_resume ID (%agent_sessions lists them)") from err
 
     def _resume_options(self, session_id: str, explicit: SessionOptions,
                         record: SessionRecord) -> SessionOptions:
@@ -237,7 +297,7 @@ class AgentController:
         ``base_url`` its checkpoint says it last used (the OpenAI API's own URL counts as
         none; the saved model only together with its endpoint), else the settings.
         Limits therefore come from the explicit or remembered options, else from the
-        settings (spec: limits come from the current options). An archived session is
+        settings (design §6). An archived session is
         unarchived.
 
         Parameters
@@ -265,6 +325,14 @@ class AgentController:
         if session_id is None:
             listing = store.list_sessions()
             if not listing:
+                archived = store.list_sessions(include_archived=True)
+                if archived:
+                    n = len(archived)
+                    raise JupyterAgentError(
+                        f"no session to resume in {store.root}: the {n} saved session"
+                        f"{'s are' if n > 1 else ' is'} archived; %agent_resume ID takes one "
+                        f"out of the archive (%agent_sessions --all lists them, newest: "
+                        f"{archived[0].id}), or start one with %agent_new")
                 raise JupyterAgentError(
                     f"no saved sessions in {store.root}: start one with %agent_new"
                 )
@@ -304,6 +372,7 @@ class AgentController:
         agent = self._agent()
         before = agent.state.tool_calls
         open_ = [True]
+        self.last_result = None
 
         def forward(event: Any) -> None:
             # the agent keeps its last callback; events after this turn must not reach
@@ -311,19 +380,29 @@ class AgentController:
             if open_[0] and on_event is not None:
                 on_event(event)
 
+        def result(reply: str, stop_reason: str | None) -> TurnResult:
+            return TurnResult(
+                session_id=self._require_active().session_id, reply=reply,
+                stop_reason=stop_reason, turn_usage=agent.last_turn_usage.model_copy(),
+                session_usage=agent.state.usage.model_copy(),
+                turn_tool_calls=agent.state.tool_calls - before,
+                session_tool_calls=agent.state.tool_calls, limits=agent.limits,
+                limits_from_options=self._require_active().options.given() & {
+                    "max_tool_calls", "max_cost_usd", "max_iterations"},
+            )
+
         try:
             reply = agent.run(prompt, on_event=forward)
+        except KeyboardInterrupt:
+            self.last_result = result("", "interrupted")
+            raise
+        except JupyterAgentError:
+            self.last_result = result("", "error")
+            raise
         finally:
             open_[0] = False
-        return TurnResult(
-            session_id=self._require_active().session_id, reply=reply,
-            stop_reason=agent.stop_reason, turn_usage=agent.last_turn_usage.model_copy(),
-            session_usage=agent.state.usage.model_copy(),
-            turn_tool_calls=agent.state.tool_calls - before,
-            session_tool_calls=agent.state.tool_calls, limits=agent.limits,
-            limits_from_options=self._require_active().options.given() & {
-                "max_tool_calls", "max_cost_usd", "max_iterations"},
-        )
+        self.last_result = result(reply, agent.stop_reason)
+        return self.last_result
 
     def compact(self, *, on_event: Callable[[Any], None] | None = None) -> bool:
         """Compact the active session's working context now.
@@ -369,17 +448,55 @@ class AgentController:
         """Sessions of :attr:`memory_dir`, most recently updated first."""
         return self.store.list_sessions(include_archived=include_archived)
 
-    def archive(self, session_id: str | None = None, *, undo: bool = False) -> str:
-        """Archive (or with ``undo`` unarchive) a session, default the active one; return its ID."""
+    def _deactivate(self, session_id: str, why: str) -> bool:
+        """Let the active session go if it is ``session_id``; True if it was active."""
+        if self._active is None or self._active.session_id != session_id:
+            return False
+        active, self._active = self._active, None
+        self._drop(active)
+        self._ended = (session_id, why)
+        return True
+
+    def archive(self, session_id: str | None = None, *, undo: bool = False) -> SessionChange:
+        """Archive (or with ``undo`` unarchive) a session, default the active one.
+
+        Archiving the kernel's active session also deactivates it (its lease is
+        released; the next prompt starts a new session with the same options), so a
+        session the kernel goes on using is never hidden from the list.
+
+        Returns
+        -------
+        SessionChange
+            Says whether the session was the active one.
+
+        Raises
+        ------
+        JupyterAgentError
+            The session is already archived (or, with ``undo``, is not archived).
+        SessionNotFoundError, SessionLockedError, InvalidSessionIdError
+        """
         from jupyter_agent.store import validate_session_id
 
         sid = self._require_active().session_id if session_id is None else session_id
         sid = validate_session_id(sid)
-        self._store_for(sid).set_archived(sid, not undo)
-        return sid
+        store = self._store_for(sid)
+        record = store.load_session(sid)
+        if record.archived != undo:
+            state = "archived already" if not undo else "not archived"
+            raise JupyterAgentError(
+                f"session {sid} is {state}: nothing to do"
+                + ("" if undo else f" (%agent_archive {sid} --undo unarchives it)"))
+        store.set_archived(sid, not undo)
+        was_active = not undo and self._deactivate(sid, "archived")
+        return SessionChange(sid, "unarchived" if undo else "archived", was_active)
 
-    def delete(self, session_id: str) -> None:
+    def delete(self, session_id: str) -> SessionChange:
         """Delete a session's file; the active session is deactivated first.
+
+        Returns
+        -------
+        SessionChange
+            Says whether the session was this kernel's active one.
 
         Raises
         ------
@@ -390,12 +507,13 @@ class AgentController:
 
         sid = validate_session_id(session_id)
         store = self._store_for(sid)
+        was_active = False
         if self._active is not None and self._active.session_id == sid:
             store.load_session(sid)
-            active, self._active = self._active, None
-            self._drop(active)
+            was_active = self._deactivate(sid, "deleted")
         store.delete_session(sid)
         self._remembered.pop(sid, None)
+        return SessionChange(sid, "deleted", was_active)
 
     def close(self) -> None:
         """Deactivate the active session and release every lease (extension unload)."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import re
 import shlex
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -27,8 +28,10 @@ from IPython.core.magic_arguments import argument
 
 from jupyter_agent.errors import JupyterAgentError
 from jupyter_agent.settings import SessionOptions
+from jupyter_agent.ui.advice import error_message
 
 __all__ = [
+    "can_ask",
     "collect_notice",
     "confirm",
     "error_boundary",
@@ -54,14 +57,16 @@ def flatten_lines(text: str) -> str:
 
 
 def error_boundary(func: F) -> F:
-    """Turn the library's own errors into a one-line ``UsageError`` (issue 4, "Errors")."""
+    """Turn the library's own errors into a one-line ``UsageError``: what happened and
+    what to do next (:func:`~jupyter_agent.ui.advice.error_message`); anything else keeps
+    its traceback."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
         except JupyterAgentError as err:
-            raise UsageError(flatten_lines(str(err))) from err
+            raise UsageError(flatten_lines(error_message(err))) from err
 
     return wrapper  # type: ignore[return-value]
 
@@ -92,12 +97,15 @@ def parse_argstring(magic: Callable[..., Any], line: str) -> Any:
     """Parse a magic's arguments with shell quoting (``--title "two words"``).
 
     IPython's own ``parse_argstring`` keeps the quotes in the values; this one removes
-    them. Errors are ``UsageError`` (from ``MagicArgumentParser``).
+    them. A ``#`` that starts a word begins a comment, as in Python and the shell:
+    ``%agent_resume ID  # yesterday's work`` (inside quotes it is text). Errors are
+    ``UsageError`` (from ``MagicArgumentParser``).
     """
     try:
-        argv = shlex.split(line)
+        argv = shlex.split(line, comments=True)
     except ValueError as err:
-        raise UsageError(f"cannot parse the arguments: {err}") from err
+        raise UsageError(f"cannot parse the arguments: {err}; put text with quotes or "
+                         "spaces in matching quotes") from err
     return magic.parser.parse_args(argv)  # type: ignore[attr-defined]
 
 
@@ -127,14 +135,39 @@ def strip_quotes(text: str) -> str:
     return text
 
 
-def confirm(question: str, hint: str) -> bool:
-    """Ask a yes/no question on stdin; refuse with ``hint`` where there is no stdin."""
+def can_ask(shell: Any) -> bool:
+    """Whether ``input()`` can reach a person: in a kernel, whether the front end of the
+    running cell answers input requests (headless runners do not); elsewhere, whether
+    stdin is an open terminal."""
+    kernel = getattr(shell, "kernel", None)
+    if kernel is not None:
+        return bool(getattr(kernel, "_allow_stdin", False))
+    stdin = sys.stdin
+    try:
+        return stdin is not None and not stdin.closed and stdin.isatty()
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def confirm(shell: Any, question: str, hint: str) -> bool:
+    """Ask a yes/no question; where nobody can answer, refuse with ``hint`` before
+    anything is printed.
+
+    Raises
+    ------
+    UsageError
+        No input is possible (headless run, no terminal), or it ended (end of file).
+    """
     from IPython.core.error import StdinNotImplementedError
 
+    refused = f"cannot ask for confirmation (no input possible here): {hint}"
+    if not can_ask(shell):
+        raise UsageError(refused)
     try:
         answer = input(question)
     except (EOFError, OSError, StdinNotImplementedError) as err:
-        raise UsageError(f"cannot ask for confirmation (no stdin): {hint}") from err
+        print()  # the question is on screen without a line end
+        raise UsageError(refused) from err
     return answer.strip().lower() in ("y", "yes")
 
 

@@ -56,6 +56,7 @@ from jupyter_agent.settings import (
 from jupyter_agent.ui import render
 from jupyter_agent.ui.display import (
     INTERRUPTED_MESSAGE,
+    can_update_live,
     format_footer,
     format_history,
     format_resumed,
@@ -73,7 +74,7 @@ __all__ = ["AgentMagics", "load_ipython_extension", "unload_ipython_extension"]
 
 @magics_class
 class AgentMagics(Magics):
-    """The agent magics and their settings (issue 4)."""
+    """The agent magics and their settings."""
 
     model = Unicode(DEFAULT_MODEL, help="Model name sent to the endpoint.").tag(config=True)
     base_url = Unicode(
@@ -217,25 +218,40 @@ class AgentMagics(Magics):
         prompt = "\n".join(p for p in (line.strip(), (cell or "").strip()) if p)
         if not prompt:
             raise UsageError("nothing to ask: use %agent PROMPT or a %%agent cell")
+        ended = self._controller.ended
         created = self._controller.ensure_session()
         if created is not None:
-            print(f"No active session: started session {created} "
-                  f"(%agent_resume picks up an earlier one).")
-        renderer = render.MarkdownTurnRenderer() if self._jupyter else render.PlainTurnRenderer()
-        result = None
+            why = f"session {ended[0]} was {ended[1]}" if ended else "no active session"
+            print(f"{why[0].upper()}{why[1:]}: started session {created}"
+                  + (" with the same options" if ended else "")
+                  + " (%agent_resume picks up an earlier one).")
+        renderer: render.MarkdownTurnRenderer | render.PlainTurnRenderer = (
+            render.MarkdownTurnRenderer(live=can_update_live(self.shell)) if self._jupyter
+            else render.PlainTurnRenderer())
+        interrupted = False
         try:
             result = self._controller.ask(prompt, on_event=renderer)
         except KeyboardInterrupt:  # Ctrl-C: the agent saved the session, then re-raised
-            pass
-        finally:
+            interrupted = True
+        except BaseException:  # a model error: what streamed stays, then footer and message
             renderer.finish()
-        if result is None:
+            self._footer()
+            raise
+        limit = None if interrupted else result.limit_error
+        renderer.finish(interrupted=interrupted,
+                        drop_notice=None if limit is None else result.reply)
+        self._footer()
+        if interrupted:
             print(INTERRUPTED_MESSAGE)
-            return
-        footer = format_footer(result)
-        self._show(footer, lambda: render.footer_markdown(footer))
-        if result.limit_error is not None:
-            raise UsageError(limit_message(result)) from result.limit_error
+        elif limit is not None:
+            raise UsageError(limit_message(result)) from limit
+
+    def _footer(self) -> None:
+        """The footer of the turn that just ended, however it ended (if it started)."""
+        result = self._controller.last_result
+        if result is not None:
+            footer = format_footer(result)
+            self._show(footer, lambda: render.footer_markdown(footer))
 
     @line_magic
     @error_boundary
@@ -259,9 +275,15 @@ class AgentMagics(Magics):
         def on_resume(session_id: str) -> str:
             return format_resumed_line(self._controller.resume(session_id))
 
+        def on_archive(session_id: str, archived: bool) -> str:
+            return self._controller.archive(session_id, undo=not archived).describe()
+
+        def on_delete(session_id: str) -> str:
+            return self._controller.delete(session_id).describe()
+
         return SessionsPanel(self._controller.store, on_resume=on_resume,
-                             on_delete=self._controller.delete, page_size=page_size,
-                             show_archived=show_archived)
+                             on_archive=on_archive, on_delete=on_delete,
+                             page_size=page_size, show_archived=show_archived)
 
     @line_magic
     @no_var_expand
@@ -298,8 +320,7 @@ class AgentMagics(Magics):
     def agent_archive(self, line: str) -> None:
         """Archive a session (hidden from listings unless --all), or unarchive it with --undo."""
         args = parse_argstring(self.agent_archive, line)
-        sid = self._controller.archive(args.session_id, undo=args.undo)
-        print(f"{'Unarchived' if args.undo else 'Archived'} session {sid}.")
+        print(self._controller.archive(args.session_id, undo=args.undo).describe())
 
     @line_magic
     @error_boundary
@@ -313,12 +334,11 @@ class AgentMagics(Magics):
         if not args.yes:
             record = self._controller.record(sid)
             name = f" ({record.title})" if record.title else ""
-            if not confirm(f"Delete session {sid}{name} for good? [y/N] ",
-                            f"use %agent_delete {sid} --yes"):
+            if not confirm(self.shell, f"Delete session {sid}{name} for good? [y/N] ",
+                           f"use %agent_delete {sid} --yes"):
                 print("Not deleted.")
                 return
-        self._controller.delete(sid)
-        print(f"Deleted session {sid}.")
+        print(self._controller.delete(sid).describe())
 
     # ---- the active session
     @line_magic

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INTERRUPTED_MESSAGE",
+    "can_update_live",
     "format_call",
     "format_cost",
     "format_footer",
@@ -44,6 +45,7 @@ __all__ = [
     "relative_time",
     "result_preview",
     "shorten",
+    "tool_result_sections",
 ]
 
 
@@ -53,6 +55,14 @@ def is_jupyter(shell: Any) -> bool:
     return shell is not None and (
         type(shell).__name__ == "ZMQInteractiveShell" or bool(shell.has_trait("kernel"))
     )
+
+
+def can_update_live(shell: Any) -> bool:
+    """True where a person watches the cell run: a kernel whose running cell's front end
+    answers input requests (JupyterLab, Notebook, VS Code). Headless runners (nbclient,
+    nbconvert, papermill, nbval) do not, and get no live updates: only final outputs."""
+    kernel = getattr(shell, "kernel", None)
+    return bool(getattr(kernel, "_allow_stdin", False))
 
 
 def shorten(text: str, limit: int) -> str:
@@ -95,9 +105,58 @@ def result_preview(text: str, max_lines: int = 10, width: int = 160) -> list[str
     return shown
 
 
+#: The section markers of a ``run_python`` result (what the model reads) and the label
+#: each gets on screen (one label per block, never two).
+_SECTIONS = {"[stderr]": "stderr", "[result]": "result", "[error]": "error"}
+
+
+def tool_result_sections(result: str, ok: bool) -> list[tuple[str, str]]:
+    """Split a tool result into labelled parts for showing it under its call.
+
+    The result is what the model reads: ``run_python`` writes what the code printed,
+    then ``[stderr]``, ``[result]`` and ``[error]`` sections; a failed call starts with
+    ``error: ``; a refused one with ``error: refused: ``. On screen each part gets one
+    label, so none of these markers is shown twice.
+
+    Parameters
+    ----------
+    result : str
+        The tool result text.
+    ok : bool
+        False when the call failed, was refused or was not run.
+
+    Returns
+    -------
+    list of (kind, text)
+        ``kind`` is ``"output"`` (printed), ``"stderr"``, ``"result"`` (the value of the
+        last expression), ``"error"``, ``"refused"`` or ``"message"`` (a one-part result
+        of a failed call, e.g. "not executed: ..."). Empty text parts are dropped; an
+        empty result is ``[("output", "")]``.
+    """
+    text = result.strip("\n")
+    if not ok and text.startswith("error: "):
+        text = text[len("error: "):]
+        if text.startswith("refused: "):
+            return [("refused", text[len("refused: "):])]
+    parts: list[tuple[str, list[str]]] = [("output", [])]
+    for line in text.split("\n"):
+        if line in _SECTIONS:
+            parts.append((_SECTIONS[line], []))
+        else:
+            parts[-1][1].append(line)
+    sections = [(kind, "\n".join(lines).strip("\n")) for kind, lines in parts]
+    sections = [(kind, body) for kind, body in sections if body]
+    if not ok and len(sections) == 1 and sections[0][0] == "output":
+        first = sections[0][1]
+        kind = "message" if "\n" not in first and not first.startswith("Traceback") else "error"
+        return [(kind, first)]
+    return sections or [("output", "")]
+
+
 def relative_time(when: datetime, now: datetime | None = None) -> str:
     """How long ago ``when`` was, e.g. ``"just now"``, ``"5 min ago"``, ``"3 h ago"``,
-    ``"2 days ago"``, else the date (``"2026-01-31"``). Naive datetimes are taken as UTC."""
+    ``"2 days ago"``, else the date in the kernel's local time zone, as the clock on the
+    wall says (``"2026-01-31"``). Naive datetimes are taken as UTC."""
     now = now or datetime.now(UTC)
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
@@ -111,7 +170,7 @@ def relative_time(when: datetime, now: datetime | None = None) -> str:
     days = int(seconds // 86400)
     if days < 30:
         return "yesterday" if days == 1 else f"{days} days ago"
-    return when.astimezone(UTC).date().isoformat()
+    return when.astimezone().date().isoformat()
 
 
 def format_cost(usage: Usage) -> str:
