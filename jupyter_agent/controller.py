@@ -270,10 +270,12 @@ class AgentController:
         try:
             return self.new_session(options)
         except ModelNotConfiguredError as err:
-            why = f" (session {ended[0]} was {ended[1]})" if ended else ""
+            if ended is None:
+                raise
             raise JupyterAgentError(
-                f"no active session{why}, and a new one cannot start: {err}. Or pick a "
-                "saved session with %agent_resume ID (%agent_sessions lists them)") from err
+                f"no active session (session {ended[0]} was {ended[1]}), and a new one cannot "
+                f"start: {err}. Or pick a saved session with %agent_resume ID "
+                "(%agent_sessions lists them)") from err
 
     def _resume_options(self, session_id: str, explicit: SessionOptions,
                         record: SessionRecord) -> SessionOptions:

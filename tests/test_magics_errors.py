@@ -135,7 +135,8 @@ def test_invalid_unknown_and_corrupt_sessions(shell: InteractiveShell, memory_di
         "invalid session ID '../etc/passwd': use 1-128 letters, digits, '_' or '-'")
     sessions = memory_dir / "sessions"
     assert usage_error(shell, "agent_resume", "nope") == (
-        f"no saved session 'nope' (looked for {sessions / 'nope.json'})")
+        f"no saved session 'nope' (looked for {sessions / 'nope.json'}); %agent_sessions "
+        "--all lists the saved sessions")
     assert usage_error(shell, "agent_delete", "bad/id --yes").startswith("invalid session ID")
     assert usage_error(shell, "agent_archive", "nope").startswith("no saved session 'nope'")
     sessions.mkdir(parents=True, exist_ok=True)
@@ -215,7 +216,7 @@ def test_in_use_by_another_store_in_this_process(shell: InteractiveShell, memory
     other.acquire_lease(sid)
     try:
         message = usage_error(shell, "agent_resume", sid)
-        assert message.startswith(f"session '{sid}' is in use by process ")
+        assert message.startswith(f"session {sid} is in use by process ")
     finally:
         other.release_all()
     shell.run_line_magic("agent_resume", sid)
