@@ -4,7 +4,6 @@ delete, the sessions table, and the panel driving the kernel's active session.""
 from __future__ import annotations
 
 import io
-
 import subprocess
 import sys
 from collections.abc import Iterator

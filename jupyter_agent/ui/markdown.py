@@ -40,6 +40,7 @@ _PUNCT = set("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 _TEX_WORD = re.compile(r"(?:begin|end|ref|eqref)\s*\{")
 _ENTITY = re.compile(r"&(?:#36|#x24|dollar|#92|#x5c|bsol);", re.IGNORECASE)
 _AUTOLINK = re.compile(r"<(?:[A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]*|[^\s<>@]+@[^\s<>]+)>")
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")
 _HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>")
 #: Characters that have a meaning in Markdown (escaped by :func:`literal`).
 _MD_SPECIAL = set("\\`*_[]<>#|~!&")
@@ -52,13 +53,18 @@ def _parser(breaks: bool = False) -> MarkdownIt:
     return MarkdownIt("commonmark", {"html": False, "breaks": breaks}).enable("table")
 
 
-def _code_lines(markdown: str) -> set[int]:
-    """Line numbers (0-based) of fenced and indented code blocks and raw HTML blocks."""
+def _code_lines(markdown: str) -> tuple[set[int], bool]:
+    """Line numbers (0-based) of fenced and indented code blocks and raw HTML blocks, and
+    whether a link's destination holds a ``$``."""
     lines: set[int] = set()
+    dollar_link = False
     for token in _parser().parse(markdown):
         if token.type in ("fence", "code_block", "html_block") and token.map:
             lines.update(range(*token.map))
-    return lines
+        for child in token.children or []:
+            if child.type == "link_open" and "$" in str(child.attrGet("href") or ""):
+                dollar_link = True
+    return lines, dollar_link
 
 
 def _backtick_run(text: str, i: int) -> int:
@@ -68,8 +74,9 @@ def _backtick_run(text: str, i: int) -> int:
     return j - i
 
 
-def _inline(text: str) -> str:
-    """Escape the maths of one run of non-code lines (see the module docstring)."""
+def _inline(text: str, dollar_links: bool = False) -> str:
+    """Escape the maths of one run of non-code lines (see the module docstring); with
+    ``dollar_links``, a ``$`` in a link destination becomes ``%24`` (the same URL)."""
     out: list[str] = []
     i, n = 0, len(text)
     while i < n:
@@ -86,9 +93,11 @@ def _inline(text: str) -> str:
             i += 1
         elif c == "`":
             run = _backtick_run(text, i)
-            close = text.find("`" * run, i + run)
+            blank = _BLANK_LINE.search(text, i)  # a code span ends with its paragraph
+            limit = n if blank is None else blank.start()
+            close = text.find("`" * run, i + run, limit)
             while close != -1 and _backtick_run(text, close) != run:
-                close = text.find("`" * run, close + _backtick_run(text, close))
+                close = text.find("`" * run, close + _backtick_run(text, close), limit)
             end = i + run if close == -1 else close + run
             out.append(text[i:end])
             i = end
@@ -99,7 +108,7 @@ def _inline(text: str) -> str:
         elif c == "<" and (m := _AUTOLINK.match(text, i) or _HTML_TAG.match(text, i)):
             out.append(m.group(0))
             i = m.end()
-        elif c == "]" and text.startswith("](", i):
+        elif dollar_links and c == "]" and text.startswith("](", i):
             end = _link_end(text, i + 2)
             out.append(text[i:end].replace("$", "%24"))
             i = end
@@ -145,19 +154,19 @@ def reply_markdown(markdown: str) -> str:
     if not any(c in markdown for c in "$\\&"):
         return markdown
     lines = markdown.split("\n")
-    code = _code_lines(markdown)
+    code, dollar_links = _code_lines(markdown)
     out: list[str] = []
     run: list[str] = []
     for index, line in enumerate(lines):
         if index in code:
             if run:
-                out.append(_inline("\n".join(run)))
+                out.append(_inline("\n".join(run), dollar_links))
                 run = []
             out.append(line)
         else:
             run.append(line)
     if run:
-        out.append(_inline("\n".join(run)))
+        out.append(_inline("\n".join(run), dollar_links))
     return "\n".join(out)
 
 
@@ -165,7 +174,7 @@ def hard_breaks(markdown: str) -> str:
     """``markdown`` with each line break inside a paragraph kept as a line break (two
     trailing spaces), as in a summary written line by line; code blocks are untouched."""
     lines = markdown.split("\n")
-    code = _code_lines(markdown)
+    code, _ = _code_lines(markdown)
     for i, line in enumerate(lines[:-1]):
         if i not in code and line.strip() and lines[i + 1].strip() and i + 1 not in code:
             lines[i] = line.rstrip() + "  "
@@ -183,9 +192,19 @@ def literal(text: str, *, code_spans: bool = False) -> str:
     """
     if code_spans:
         parts = re.split(r"(`[^`\n]+`)", text)
-        return "".join(part if i % 2 else literal(part) for i, part in enumerate(parts))
+        return "".join(part if i % 2 else _literal(part, line_start=i == 0)
+                       for i, part in enumerate(parts))
+    return _literal(text, line_start=True)
+
+
+def _literal(text: str, *, line_start: bool) -> str:
     lines = []
-    for line in text.split("\n"):
+    for number, line in enumerate(text.split("\n")):
+        if number == 0 and not line_start:
+            line_chars = [("\\\\$" if c == "$" else "\\\\&#92;" if c == "\\" else
+                           "\\" + c if c in _MD_SPECIAL else c) for c in line]
+            lines.append("".join(line_chars))
+            continue
         chars = []
         for i, c in enumerate(line):
             if c == "$":
