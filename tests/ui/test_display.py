@@ -312,3 +312,16 @@ def test_recap_markdown() -> None:
     assert "**Open todos**\n\n- 2\\. open one — *pending*" in text and "done one" not in text
     assert "**Last prompt:** q?  \n**Last reply:** a \\*b\\*" in text
     assert "*The session was archived; resuming took it out of the archive.*" in text
+
+
+def test_dates_older_than_a_month_are_local_dates(monkeypatch: pytest.MonkeyPatch) -> None:
+    from jupyter_agent.ui.display import relative_time
+
+    monkeypatch.setenv("TZ", "Pacific/Auckland")
+    time.tzset()
+    try:
+        now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+        assert relative_time(datetime(2026, 1, 1, 13, 0, tzinfo=UTC), now) == "2026-01-02"
+    finally:
+        monkeypatch.undo()
+        time.tzset()

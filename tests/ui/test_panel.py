@@ -354,3 +354,45 @@ def test_resume_message_is_one_line(store: SessionStore) -> None:
     assert panel._message.value == (
         f'<div style="line-height:1.4">Resumed ‘Palmer penguins’ ({sid}) — it is this '
         "kernel&#x27;s active session; continue with %%agent</div>")
+
+
+def test_a_session_in_use_elsewhere_names_its_holder_and_cannot_be_resumed(
+    store: SessionStore,
+) -> None:
+    from jupyter_agent.store import LeaseHolder
+    from jupyter_agent.ui.panel_rows import RowSlot
+
+    holder = LeaseHolder(pid=4242, host="", label="analysis/penguins.ipynb",
+                         since=datetime(2026, 1, 1, 9, 30, tzinfo=UTC))
+    row = format_row(listing(status="in use", holder=holder))
+    assert row.holder.startswith("the kernel of analysis/penguins.ipynb (pid 4242, since ")
+    slot = RowSlot(lambda action, slot: None)
+    shown = slot.show(listing(status="in use", holder=holder))
+    assert shown.resume.disabled and "stop that kernel first" in shown.resume.tooltip
+    assert "In use by the kernel of analysis/penguins.ipynb" in slot.info.value
+    assert "stop that kernel (or switch it to another session), then Resume" in slot.info.value
+    assert "in use elsewhere" in slot.meta.value
+    elsewhere = format_row(listing(status="in use", holder=LeaseHolder(pid=7, host="gpu-9")))
+    assert elsewhere.holder == "process 7 on host gpu-9"
+    assert format_row(listing(status="in use")).holder == "another process"
+
+
+def test_rows_off_the_page_keep_no_text(store: SessionStore) -> None:
+    for i in range(3):
+        make_session(store, f"private question {i}", title=f"secret {i}")
+    panel = SessionsPanel(store)
+    panel._filter.value = "secret 1"
+    values = [w.value for slot in panel._slots for w in (slot.info, slot.meta)]
+    assert sum("secret" in v for v in values) == 1  # only the row that is shown
+    assert "secret 0" not in panel.text_table() and "secret 2" not in panel.text_table()
+
+
+def test_details_render_the_summary_and_say_the_time_zone(store: SessionStore) -> None:
+    sid = make_session(store, "q", summary="Goal: **42**\n\n| a | b |\n|---|---|\n| 1 | 2 |")
+    panel = SessionsPanel(store)
+    panel.rows[0].details.click()
+    detail = panel._detail.value
+    assert "<strong>42</strong>" in detail and "<td>1</td>" in detail and "**" not in detail
+    created = store.load_session(sid).created_at.astimezone()
+    assert f"created {created:%Y-%m-%d %H:%M} {created.tzname()}" in detail
+    assert "Goal: 42 a · b 1 · 2" in panel.rows[0].text.summary
