@@ -230,7 +230,11 @@ class SessionsPanel(widgets.VBox):
 
     # ---- drawing
     def _reload(self) -> None:
-        self._listing = self._store.list_sessions(include_archived=True)
+        listing = self._store.list_sessions(include_archived=True)
+        # who holds a session in use elsewhere, where the listing does not say
+        self._listing = [s if s.status != "in use" or s.holder is not None else
+                         s.model_copy(update={"holder": self._store.lease_holder(s.id)})
+                         for s in listing]
         self._render()
 
     def _visible(self) -> list[SessionListing]:

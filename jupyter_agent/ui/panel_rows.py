@@ -7,7 +7,8 @@ session the page shows there.
 
 Layout of a row: the name and summary (flexible, at least ``INFO_MIN``), the status and
 counts (a fixed width, so the columns line up from row to row), then the buttons, which
-never shrink. The row wraps: on a narrow notebook the buttons go under the text.
+never shrink. The row wraps: on a narrow notebook the buttons go under the text, and
+wrap among themselves where even one row of buttons does not fit.
 """
 
 from __future__ import annotations
@@ -184,7 +185,8 @@ class RowSlot:
         for action in ("details", "resume", "archive", "delete"):
             getattr(self, action).on_click(lambda _b, a=action: on_click(a, self))
         self.buttons = widgets.HBox([self.details, self.resume, self.archive, self.delete],
-                                    layout=widgets.Layout(flex="0 0 auto"))
+                                    layout=widgets.Layout(flex="0 1 auto",
+                                                          flex_flow="row wrap"))
         self.box = widgets.HBox(
             [self.info, self.meta, self.buttons],
             layout=widgets.Layout(flex_flow="row wrap", align_items="center", width="100%",

@@ -15,7 +15,7 @@ in_progress``. A notice a tool raises while it runs (a refusal) is shown once, w
 call's result, not a second time on its own.
 
 Long waits (the client waiting out a rate limit, a slow first token, a long tool run)
-show a status line, ``⏳ waiting for the model — 12 s``, that goes as soon as anything
+show a status line, ``waiting for the model — 12 s …``, that goes as soon as anything
 else arrives; it is driven by a timer, since the ``openai`` client's retries are
 internal. It is shown only where a person watches (the live Markdown area of an
 interactive front end, a terminal), never in the outputs of a headless run.
@@ -148,7 +148,7 @@ class _Waiting:
                 if self._done.is_set() or waited < self._wait_after:
                     continue
                 what = f"{self.running} running" if self.running else "waiting for the model"
-                self.text = f"⏳ {what} — {int(waited)} s"
+                self.text = f"{what} — {int(waited)} s …"
                 self._show()
 
     def event(self) -> bool:

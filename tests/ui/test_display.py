@@ -174,8 +174,8 @@ def test_a_long_wait_shows_a_status_line_that_goes_when_the_reply_starts(
         r(TextDelta("Here it is."))
         r.finish()
     texts = [o.data["text/markdown"] for o in captured.outputs]
-    assert texts[0].startswith("*⏳ waiting for the model — ") and texts[0].endswith(" s*")
-    assert texts[-1] == "Here it is." and "⏳" not in texts[-2]
+    assert texts[0].startswith("*waiting for the model — ") and texts[0].endswith(" s …*")
+    assert texts[-1] == "Here it is." and "waiting" not in texts[-2]
 
 
 def test_a_status_line_never_stays_when_nothing_else_came(shell: InteractiveShell) -> None:
