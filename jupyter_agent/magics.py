@@ -233,25 +233,21 @@ class AgentMagics(Magics):
             result = self._controller.ask(prompt, on_event=renderer)
         except KeyboardInterrupt:  # Ctrl-C: the agent saved the session, then re-raised
             interrupted = True
-        except BaseException:  # a model error: what streamed stays, then footer and message
-            renderer.finish()
-            self._footer()
+        except BaseException:  # a model error: what streamed stays, with the footer
+            renderer.finish(footer=self._footer())
             raise
         limit = None if interrupted else result.limit_error
-        renderer.finish(interrupted=interrupted,
+        renderer.finish(interrupted=interrupted, footer=self._footer(),
                         drop_notice=None if limit is None else result.reply)
-        self._footer()
         if interrupted:
             print(INTERRUPTED_MESSAGE)
         elif limit is not None:
             raise UsageError(limit_message(result)) from limit
 
-    def _footer(self) -> None:
+    def _footer(self) -> str | None:
         """The footer of the turn that just ended, however it ended (if it started)."""
         result = self._controller.last_result
-        if result is not None:
-            footer = format_footer(result)
-            self._show(footer, lambda: render.footer_markdown(footer))
+        return None if result is None else format_footer(result)
 
     @line_magic
     @error_boundary

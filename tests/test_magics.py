@@ -354,16 +354,14 @@ def test_markdown_streaming_and_panel_in_jupyter(
     model_server.add_steps([{"text": "A *markdown* reply that streams in pieces"}])
     with capture_output() as captured:
         shell.run_line_magic("agent", "hi")
-    markdown = [(o.data["text/markdown"], o.data["text/plain"]) for o in captured.outputs
-                if "text/markdown" in o.data and "── " not in o.data["text/plain"]]
-    # no front end answers input here (headless): the reply is one output, shown at the end
-    assert markdown == [("A *markdown* reply that streams in pieces",) * 2]
+    # no front end answers input here (headless): the turn is one output, shown at the end,
+    # the reply then the footer (a Markdown line that wraps at spaces)
+    (turn,) = [o.data for o in captured.outputs if "text/markdown" in o.data]
+    reply, footer = turn["text/markdown"].split("\n\n")
+    assert reply == "A *markdown* reply that streams in pieces"
+    assert footer.startswith("*── ") and turn["text/plain"].splitlines()[1].startswith("── ")
+    assert "$" not in footer.replace("\\\\$", "")  # no $...$ math
     assert "── " not in captured.stdout and "A *markdown*" not in captured.stdout
-    # the footer: its own Markdown line (wraps at spaces), the plain line as text/plain
-    footer = [o.data for o in captured.outputs if "── " in o.data.get("text/plain", "")]
-    assert len(footer) == 1 and footer[0]["text/plain"].startswith("── ")
-    assert footer[0]["text/markdown"].startswith("*── ")
-    assert "$" not in footer[0]["text/markdown"].replace("\\\\$", "")  # no $...$ math
     with capture_output() as captured:
         shell.run_line_magic("agent_sessions", "")
     views = [o for o in captured.outputs if "application/vnd.jupyter.widget-view+json" in o.data]

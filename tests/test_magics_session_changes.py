@@ -112,13 +112,12 @@ def test_a_comment_after_a_magic_line_is_a_comment(
 
 
 def test_kernel_label_names_the_notebook_and_never_secrets() -> None:
-    class Shell:
-        user_ns = {"__session__": "/home/me/proj/analysis/penguins.ipynb"}
-
     from pathlib import Path
+    from types import SimpleNamespace
 
-    assert kernel_label(Shell(), {}, Path("/home/me/proj")) == "analysis/penguins.ipynb"
-    assert kernel_label(Shell(), {}, Path("/elsewhere")) == "/home/me/proj/analysis/penguins.ipynb"
-    Shell.user_ns = {}
-    assert kernel_label(Shell(), {"JPY_SESSION_NAME": "b.ipynb", "TOKEN": "s3cret"}) == "b.ipynb"
+    shell = SimpleNamespace(user_ns={"__session__": "/home/me/proj/analysis/penguins.ipynb"})
+    assert kernel_label(shell, {}, Path("/home/me/proj")) == "analysis/penguins.ipynb"
+    assert kernel_label(shell, {}, Path("/elsewhere")) == "/home/me/proj/analysis/penguins.ipynb"
+    shell.user_ns = {}
+    assert kernel_label(shell, {"JPY_SESSION_NAME": "b.ipynb", "TOKEN": "s3cret"}) == "b.ipynb"
     assert kernel_label(None, {}) == "Python"

@@ -53,8 +53,8 @@ if TYPE_CHECKING:
     from jupyter_agent.store import SessionRecord
     from jupyter_agent.ui.results import Resumed
 
-__all__ = ["MarkdownText", "MarkdownTurnRenderer", "PlainTurnRenderer", "footer_markdown",
-           "recap_markdown", "resumed_markdown"]
+__all__ = ["MarkdownText", "MarkdownTurnRenderer", "PlainTurnRenderer", "recap_markdown",
+           "resumed_markdown"]
 
 #: Seconds without an event before the status line appears.
 WAIT_AFTER = 3.0
@@ -74,12 +74,6 @@ class MarkdownText:
 
     def __repr__(self) -> str:
         return self.plain
-
-
-def footer_markdown(footer: str) -> MarkdownText:
-    """The footer line after a turn, in italics (it wraps at spaces, not mid-word as a
-    monospace line does); its plain form is ``footer`` unchanged."""
-    return MarkdownText(f"*{literal(footer)}*", footer)
 
 
 def recap_markdown(record: SessionRecord, *, unarchived: bool = False) -> str:
@@ -317,7 +311,8 @@ class MarkdownTurnRenderer:
         self._block(f"*{literal(str(event.text))}*")
         return True
 
-    def finish(self, *, interrupted: bool = False, drop_notice: str | None = None) -> None:
+    def finish(self, *, interrupted: bool = False, drop_notice: str | None = None,
+               footer: str | None = None) -> None:
         """End the turn: show its whole Markdown once (headless) or for the last time (live).
 
         Parameters
@@ -327,6 +322,9 @@ class MarkdownTurnRenderer:
         drop_notice : str, optional
             A notice not to show (the caller shows its own message for it instead, e.g.
             the limit that ended the turn with how to raise it).
+        footer : str, optional
+            The turn's footer line (tokens, cost, tool calls, limits), shown last in the
+            same output, in italics (Markdown) or as it is (``text/plain``).
         """
         from IPython.display import display
 
@@ -345,7 +343,9 @@ class MarkdownTurnRenderer:
                 target = f"*{literal(drop_notice)}*"
                 self._items = [item for item in self._items if item != ["block", target]]
                 self._plain.drop_notice(drop_notice)
-            self._plain.finish(interrupted=interrupted)
+            self._plain.finish(interrupted=interrupted, footer=footer)
+            if footer:
+                self._block(f"*{literal(footer)}*")
             if not self._items:
                 if self._handle is not None:  # only a status line was shown
                     self._handle.update(MarkdownText("", ""))
@@ -482,10 +482,12 @@ class PlainTurnRenderer:
         the turn's last one can still be dropped; the caller shows its own message)."""
         self._pending = [t for t in self._pending if t != text]
 
-    def finish(self, *, interrupted: bool = False, drop_notice: str | None = None) -> None:
-        """End the turn's output on a fresh line (a running call marked interrupted).
+    def finish(self, *, interrupted: bool = False, drop_notice: str | None = None,
+               footer: str | None = None) -> None:
+        """End the turn's output on a fresh line (a running call marked interrupted), then
+        the footer line if given.
 
-        ``drop_notice``: see :meth:`MarkdownTurnRenderer.finish`.
+        ``drop_notice``, ``footer``: see :meth:`MarkdownTurnRenderer.finish`.
         """
         with self._lock:
             if self._waiting is not None:
@@ -502,3 +504,5 @@ class PlainTurnRenderer:
             self._flush_pending()
             if not self._at_line_start:
                 self._write("\n")
+            if footer:
+                self._write(footer + "\n")

@@ -21,7 +21,6 @@ from jupyter_agent.ui.display import (
 from jupyter_agent.ui.render import (
     MarkdownTurnRenderer,
     PlainTurnRenderer,
-    footer_markdown,
     recap_markdown,
 )
 from jupyter_agent.ui.results import TurnResult
@@ -286,12 +285,22 @@ def test_non_code_tool_calls_are_one_line_in_both_renderers(
     assert "**▸" not in final and "<" not in final  # not bold, no HTML
 
 
-def test_footer_markdown_keeps_the_exact_text() -> None:
+def test_the_footer_ends_the_turn_output_with_the_exact_text(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str],
+) -> None:
     footer = "── 3 tokens (2 in / 1 out) · $0.0001 · 1 tool call │ session: no limits"
-    shown = footer_markdown(footer)
-    assert repr(shown) == footer  # text/plain
-    assert shown._repr_markdown_() == (
-        "*── 3 tokens (2 in / 1 out) · \\\\$0.0001 · 1 tool call │ session: no limits*")
+    r = MarkdownTurnRenderer(live=False)
+    with capture_output() as captured:
+        r(TextDelta("Hi."))
+        r.finish(footer=footer)
+    (shown,) = captured.outputs  # one output per turn, footer included
+    assert shown.data["text/plain"] == f"Hi.\n{footer}"
+    assert shown.data["text/markdown"] == (
+        "Hi.\n\n*── 3 tokens (2 in / 1 out) · \\\\$0.0001 · 1 tool call │ session: no limits*")
+    plain = PlainTurnRenderer()
+    plain(TextDelta("Hi."))
+    plain.finish(footer=footer)
+    assert capsys.readouterr().out == f"Hi.\n{footer}\n"
 
 
 def test_recap_markdown() -> None:

@@ -258,7 +258,8 @@ def test_layout_buttons_never_shrink_and_rows_wrap(store: SessionStore) -> None:
     assert row.box.layout.flex_flow == "row wrap"
     info, meta, buttons = row.box.children
     assert meta.layout.width == meta.layout.flex.split()[-1]  # a fixed column: rows line up
-    assert info.layout.min_width and buttons.layout.flex_flow == "row wrap"  # buttons wrap when narrow
+    # the buttons wrap among themselves when a narrow notebook has no room for them
+    assert info.layout.min_width and buttons.layout.flex_flow == "row wrap"
     assert panel._show_archived.indent is False and panel._show_archived.layout.width == "auto"
     assert panel._filter.layout.flex.startswith("1 1")
     # HTML widgets set line-height to their own height: contents get a normal one
