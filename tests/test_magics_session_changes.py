@@ -121,3 +121,22 @@ def test_kernel_label_names_the_notebook_and_never_secrets() -> None:
     shell.user_ns = {}
     assert kernel_label(shell, {"JPY_SESSION_NAME": "b.ipynb", "TOKEN": "s3cret"}) == "b.ipynb"
     assert kernel_label(None, {}) == "Python"
+
+
+def test_the_panel_says_when_it_archives_or_deletes_the_active_session(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+) -> None:
+    a = start(agent_shell, model_server)
+    b = start(agent_shell, model_server)
+    panel = magics_of(agent_shell).sessions_panel()
+    row = next(r for r in panel.rows if r.session_id == b)
+    assert row.resume.disabled  # already active here
+    row.archive.click()
+    assert f"Archived session {b}; it was this kernel&#x27;s active session" in panel._message.value
+    assert active(agent_shell) is None and panel.error == ""
+    agent_shell.run_line_magic("agent_resume", a)
+    next(r for r in panel.rows if r.session_id == a).delete.click()
+    panel._confirm.click()
+    assert f"Deleted session {a}; it was this kernel&#x27;s active session" in panel._message.value
+    assert active(agent_shell) is None
+    panel.close()
