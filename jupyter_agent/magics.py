@@ -348,7 +348,8 @@ class AgentMagics(Magics):
         if done:
             print("Compacted the working context.")
         elif notices:
-            raise UsageError(notices[-1])
+            raise UsageError(f"{notices[-1]}; nothing was lost: run %agent_compact again later "
+                             "(a turn also compacts by itself when the context gets long)")
         else:
             print("Nothing to compact.")
 

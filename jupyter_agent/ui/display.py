@@ -129,11 +129,16 @@ def tool_result_sections(result: str, ok: bool) -> list[tuple[str, str]]:
     -------
     list of (kind, text)
         ``kind`` is ``"output"`` (printed), ``"stderr"``, ``"result"`` (the value of the
-        last expression), ``"error"``, ``"refused"`` or ``"message"`` (a one-part result
-        of a failed call, e.g. "not executed: ..."). Empty text parts are dropped; an
-        empty result is ``[("output", "")]``.
+        last expression), ``"error"``, ``"refused"`` or ``"message"`` (why a call did
+        not finish: "interrupted ...", "not executed: ...", "result unknown: ...", or a
+        one-line failure; what an interrupted call printed follows as ``"output"``).
+        Empty text parts are dropped; an empty result is ``[("output", "")]``.
     """
     text = result.strip("\n")
+    if not ok and text.startswith(("interrupted", "not executed", "result unknown")):
+        reason, _, printed = text.partition("\n")  # what the call printed may follow
+        return [("message", reason)] + ([("output", printed.strip("\n"))]
+                                        if printed.strip() else [])
     if not ok and text.startswith("error: "):
         text = text[len("error: "):]
         if text.startswith("refused: "):

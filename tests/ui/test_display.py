@@ -107,6 +107,10 @@ def test_run_python_sections_get_one_label_each() -> None:
     assert tool_result_sections("error: refused: no stdin", False) == [("refused", "no stdin")]
     assert tool_result_sections("not executed: limit reached", False) == [
         ("message", "not executed: limit reached")]
+    interrupted = "interrupted by the user while this tool call was running\nrow 1\nrow 2"
+    assert tool_result_sections(interrupted, False) == [
+        ("message", "interrupted by the user while this tool call was running"),
+        ("output", "row 1\nrow 2")]
 
 
 def test_a_refused_call_is_shown_once_with_its_whole_reason(
