@@ -79,9 +79,17 @@ def row(page: Any, title: str) -> Any:
     return page.locator(".widget-hbox", has=page.locator(f"b:text-is('{title}')")).last
 
 
-def panel_names(page: Any) -> list[str]:
-    return [n.strip() for n in page.locator(".widget-html-content b").all_inner_texts()
-            if n.strip() in ("Held", "Second", "Dollars")]
+def panel_names(page: Any, expected: list[str]) -> list[str]:
+    """The session names the panel shows, top to bottom, once they are ``expected`` (the
+    widgets update a moment after the message that says what happened), else at 15 s."""
+    names: list[str] = []
+    for _ in range(60):
+        names = [n.strip() for n in page.locator(".widget-html-content b").all_inner_texts()
+                 if n.strip() in ("Held", "Second", "Dollars")]
+        if names == expected:
+            break
+        page.wait_for_timeout(250)
+    return names
 
 
 def test_a_notebook_session_in_jupyterlab(lab: Lab, page: Any) -> None:
@@ -114,7 +122,7 @@ def test_a_notebook_session_in_jupyterlab(lab: Lab, page: Any) -> None:
 
     # the panel: newest first
     page.get_by_text("active in this kernel").wait_for()
-    assert panel_names(page) == ["Dollars", "Second", "Held"]
+    assert panel_names(page, ["Dollars", "Second", "Held"]) == ["Dollars", "Second", "Held"]
 
     # a second kernel takes the Held session
     other = page.context.new_page()
@@ -130,7 +138,13 @@ def test_a_notebook_session_in_jupyterlab(lab: Lab, page: Any) -> None:
     held.scroll_into_view_if_needed()
     shot(page, "panel-in-use")
 
-    # Details, Resume, Archive, Delete by clicking
+    # Details, Resume, Archive, Delete by clicking; the details render the summary's
+    # Markdown (here the fallback excerpt, with the reply's table) without maths
+    row(page, "Dollars").get_by_role("button", name="Details").click()
+    details = page.locator(".widget-vbox", has_text="Details — Dollars").last
+    details.locator("table").first.wait_for()
+    assert "$5" in details.locator("table").first.inner_text()
+    assert details.locator("mjx-container").count() == 0 and "**" not in details.inner_text()
     row(page, "Second").get_by_role("button", name="Details").click()
     page.get_by_text("Details — Second").wait_for()
     page.get_by_text("Details — Second").scroll_into_view_if_needed()
@@ -142,19 +156,23 @@ def test_a_notebook_session_in_jupyterlab(lab: Lab, page: Any) -> None:
     assert "active in this kernel" in row(page, "Second").inner_text()
     row(page, "Dollars").get_by_role("button", name="Archive").click()
     page.get_by_text(re.compile("Archived session")).wait_for()
-    assert panel_names(page) == ["Second", "Held"]
+    assert panel_names(page, ["Second", "Held"]) == ["Second", "Held"]
     row(page, "Second").get_by_role("button", name="Delete").click()
     page.get_by_role("button", name="Delete for good").click()
     page.get_by_text(re.compile("Deleted session .* it was this kernel's active session"))\
         .wait_for()
-    assert panel_names(page) == ["Held"]
+    assert panel_names(page, ["Held"]) == ["Held"]
     shot(page, "panel-after-clicks")
 
     # saved widget state holds only what the panel shows
     page.keyboard.press("Control+s")
-    page.wait_for_timeout(2000)
-    saved = json.loads((lab.root / "main.ipynb").read_text(encoding="utf-8"))
-    state = json.dumps(saved["metadata"].get("widgets", {}))
+    state = ""
+    for _ in range(60):  # the save is asynchronous
+        saved = json.loads((lab.root / "main.ipynb").read_text(encoding="utf-8"))
+        state = json.dumps(saved["metadata"].get("widgets", {}))
+        if "Held" in state:
+            break
+        page.wait_for_timeout(250)
     assert "Held" in state  # shown, so it may be saved
     assert "Dollars" not in state and "Second" not in state and "remember this" not in state
 
