@@ -50,6 +50,7 @@ from jupyter_agent.settings import (
     not_configured_message,
     saved_base_url,
 )
+from jupyter_agent.ui.kernel import kernel_label
 from jupyter_agent.ui.results import Resumed, SessionChange, TurnResult, UsageReport
 
 if TYPE_CHECKING:
@@ -58,32 +59,6 @@ if TYPE_CHECKING:
 
 __all__ = ["AgentController", "Resumed", "SessionChange", "SessionOptions", "Settings",
            "TurnResult", "UsageReport", "kernel_label"]
-
-
-def kernel_label(shell: Any = None, environ: Mapping[str, str] | None = None,
-                 project_root: Path | None = None) -> str:
-    """What this kernel is, for people who find its session in use elsewhere.
-
-    The notebook's path when the kernel knows it (``__session__`` in the user namespace,
-    set by ipykernel, else ``$JPY_SESSION_NAME``, set by Jupyter Server), relative to the
-    project root when it lies under it; else ``"IPython (terminal)"`` or ``"a Jupyter
-    kernel"``. Never anything secret (no token, no connection file, no environment).
-    """
-    env = os.environ if environ is None else environ
-    ns = getattr(shell, "user_ns", None) or {}
-    name = str(ns.get("__session__") or env.get("JPY_SESSION_NAME") or "")
-    if name:
-        path = Path(name)
-        if project_root is not None and path.is_absolute():
-            try:
-                return str(path.relative_to(project_root))
-            except ValueError:
-                return str(path)
-        return name
-    if shell is not None and (type(shell).__name__ == "ZMQInteractiveShell"
-                              or bool(getattr(shell, "has_trait", lambda _: False)("kernel"))):
-        return "a Jupyter kernel"
-    return "IPython (terminal)" if shell is not None else "Python"
 
 
 @dataclass

@@ -53,7 +53,7 @@ from jupyter_agent.settings import (
     check_limit,
     check_model,
 )
-from jupyter_agent.ui import render
+from jupyter_agent.ui import recap, render
 from jupyter_agent.ui.display import (
     INTERRUPTED_MESSAGE,
     can_update_live,
@@ -164,7 +164,7 @@ class AgentMagics(Magics):
     def _jupyter(self) -> bool:
         return is_jupyter(self.shell)
 
-    def _show(self, text: str, markdown: Callable[[], render.MarkdownText]) -> None:
+    def _show(self, text: str, markdown: Callable[[], recap.MarkdownText]) -> None:
         """Print ``text`` in a terminal; display ``markdown()`` (the same) in Jupyter."""
         from IPython.display import display
 
@@ -200,7 +200,7 @@ class AgentMagics(Magics):
         """
         args = parse_argstring(self.agent_resume, line)
         resumed = self._controller.resume(args.session_id, options_from_args(args))
-        self._show(format_resumed(resumed), lambda: render.resumed_markdown(resumed))
+        self._show(format_resumed(resumed), lambda: recap.resumed_markdown(resumed))
 
     @line_cell_magic
     @no_var_expand

@@ -28,132 +28,35 @@ everything the front end writes itself goes through
 
 from __future__ import annotations
 
-import contextvars
 import io
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
-from jupyter_agent.store.messages import message_text
-from jupyter_agent.ui.display import (
+from jupyter_agent.ui.calls import (
     format_call,
-    format_recap_usage,
-    format_resumed,
     format_tool_call,
     is_code_call,
-    one_line,
+    one_line_result,
     result_preview,
-    shorten,
     tool_result_sections,
 )
-from jupyter_agent.ui.markdown import hard_breaks, literal, reply_markdown
-
-if TYPE_CHECKING:
-    from jupyter_agent.store import SessionRecord
-    from jupyter_agent.ui.results import Resumed
+from jupyter_agent.ui.markdown import literal, reply_markdown
+from jupyter_agent.ui.recap import MarkdownText, recap_markdown, resumed_markdown
+from jupyter_agent.ui.status import WAIT_AFTER, WaitingStatus
 
 __all__ = ["MarkdownText", "MarkdownTurnRenderer", "PlainTurnRenderer", "recap_markdown",
            "resumed_markdown"]
 
-#: Seconds without an event before the status line appears.
-WAIT_AFTER = 3.0
 _LABELS = {"output": "→", "result": "→ result", "stderr": "stderr", "error": "✗ error",
            "message": "✗", "refused": "⊘ refused:"}
-
-
-class MarkdownText:
-    """A display object: ``markdown`` in Jupyter, ``plain`` as ``text/plain`` (nbconvert to
-    text, consoles, nbval)."""
-
-    def __init__(self, markdown: str, plain: str) -> None:
-        self.markdown, self.plain = markdown, plain
-
-    def _repr_markdown_(self) -> str:
-        return self.markdown
-
-    def __repr__(self) -> str:
-        return self.plain
-
-
-def recap_markdown(record: SessionRecord, *, unarchived: bool = False) -> str:
-    """The ``%agent_resume`` recap as Markdown (Jupyter): the title as a heading, usage,
-    summary, open todos as a list, the last exchange (cf. :func:`~jupyter_agent.ui.display.
-    format_recap`, the same in plain text). The summary and the last reply are Markdown
-    written by the model and render as such (without maths); the rest is literal."""
-    name = record.title or f"session {record.id}"
-    parts = [f"#### Resumed: {literal(name)}",
-             literal(f"{record.id} · {format_recap_usage(record)}")]
-    if unarchived:
-        parts.append("*The session was archived; resuming took it out of the archive.*")
-    if record.summary:
-        summary = hard_breaks(shorten(record.summary.strip(), 600))
-        parts.append("**Summary**\n\n" + reply_markdown(summary))
-    todos = [t for t in record.state.todos if t.status in ("pending", "in_progress")]
-    if todos:
-        parts.append("**Open todos**\n\n" + "\n".join(
-            f"- {t.id}\\. {literal(t.text)} — *{t.status.replace('_', ' ')}*" for t in todos))
-    last_user = next((m for m in reversed(record.messages) if m.get("role") == "user"), None)
-    last_reply = next((m for m in reversed(record.messages)
-                       if m.get("role") == "assistant" and message_text(m)), None)
-    exchange = [f"**{label}:** {literal(one_line(message_text(m), 300))}"
-                for label, m in (("Last prompt", last_user), ("Last reply", last_reply))
-                if m is not None]
-    if exchange:
-        parts.append("  \n".join(exchange))
-    parts.append("Continue with `%%agent`.")
-    return "\n\n".join(parts)
-
-
-def resumed_markdown(resumed: Resumed) -> MarkdownText:
-    """What ``%agent_resume`` displays in Jupyter: :func:`recap_markdown`, with the plain
-    recap as its ``text/plain``."""
-    return MarkdownText(recap_markdown(resumed.record, unarchived=resumed.unarchived),
-                        format_resumed(resumed))
 
 
 def _notice_shown_by(notice: str, result: str) -> bool:
     """True if a tool's ``notice`` only repeats what its result says (e.g. a refusal)."""
     words = notice.split(" ", 1)
     return notice in result or (len(words) == 2 and words[1] in result)
-
-
-class _Waiting:
-    """The status line of a long wait, ticking on a timer thread (see the module docstring).
-
-    ``show(text_or_none)`` is called from the timer thread under ``lock``.
-    """
-
-    def __init__(self, show: Any, lock: threading.RLock, wait_after: float) -> None:
-        self._show, self._lock, self._wait_after = show, lock, wait_after
-        self.last_event = time.monotonic()
-        self.running: str | None = None  # the tool that runs now, if any
-        self.text: str | None = None
-        self._done = threading.Event()
-        context = contextvars.copy_context()  # the kernel's output routing of this cell
-        self._thread = threading.Thread(target=context.run, args=(self._loop,), daemon=True,
-                                        name="jupyter-agent-status")
-        self._thread.start()
-
-    def _loop(self) -> None:
-        while not self._done.wait(0.5):
-            with self._lock:
-                waited = time.monotonic() - self.last_event
-                if self._done.is_set() or waited < self._wait_after:
-                    continue
-                what = f"{self.running} running" if self.running else "waiting for the model"
-                self.text = f"{what} — {int(waited)} s …"
-                self._show()
-
-    def event(self) -> bool:
-        """Note an event; True if a status line was shown (and is now gone)."""
-        self.last_event = time.monotonic()
-        shown, self.text = self.text is not None, None
-        return shown
-
-    def stop(self) -> None:
-        self._done.set()
-        self.text = None
 
 
 class MarkdownTurnRenderer:
@@ -188,7 +91,7 @@ class MarkdownTurnRenderer:
         self._min_interval = min_interval
         self._shown_at = float("-inf")
         self._lock = threading.RLock()
-        self._waiting = _Waiting(self._show_locked, self._lock, wait_after) if live else None
+        self._waiting = WaitingStatus(self._show_locked, self._lock, wait_after) if live else None
 
     # ---- the Markdown
     def markdown(self) -> str:
@@ -297,7 +200,7 @@ class MarkdownTurnRenderer:
             held, self._held = self._held, []
             if event.call_id in self._calls:
                 lines, index = self._calls.pop(event.call_id)
-                lines[index] += " " + _one_line_result(event.result, event.ok)
+                lines[index] += " " + one_line_result(event.result, event.ok)
             else:
                 self._result_blocks(event.name, event.result, event.ok)
             for text in held:
@@ -362,16 +265,6 @@ def _backtick_runs(text: str) -> list[str]:
     return re.findall(r"`+", text)
 
 
-def _one_line_result(result: str, ok: bool) -> str:
-    """The result of a one-line tool call, on the same line."""
-    sections = tool_result_sections(result, ok)
-    kind, body = sections[0]
-    text = one_line(body, 120 if kind not in ("refused", "message") else 400) or "(no output)"
-    if kind == "refused":
-        return f"⊘ refused: {text}"
-    return f"{'→' if ok else '✗'} {text}"
-
-
 class PlainTurnRenderer:
     """Render a turn's events as plain text written to ``stream`` (default: ``sys.stdout``
     at call time). The status line of long waits is shown only on a terminal."""
@@ -386,7 +279,7 @@ class PlainTurnRenderer:
         self._status_width = 0
         out = stream or sys.stdout
         tty = stream is None and bool(getattr(out, "isatty", lambda: False)())
-        self._waiting = _Waiting(self._show_status, self._lock, wait_after) if tty else None
+        self._waiting = WaitingStatus(self._show_status, self._lock, wait_after) if tty else None
         self._pending: list[str] = []  # notices shown at the next event (or dropped)
 
     def _out(self) -> TextIO:
@@ -445,7 +338,7 @@ class PlainTurnRenderer:
             if self._waiting is not None:
                 self._waiting.running = None
             if event.call_id == self._open_call:
-                self._write(f" {_one_line_result(event.result, event.ok)}\n")
+                self._write(f" {one_line_result(event.result, event.ok)}\n")
             else:
                 self._result(event.result, event.ok)
             held, self._held = self._held, []
