@@ -6,7 +6,9 @@ Helpers of :mod:`jupyter_agent.magics`, kept apart so that the magics stay thin:
 - :func:`session_options` adds the options shared by ``%agent_new`` / ``%agent_resume``
   and :func:`options_from_args` turns them into a validated
   :class:`~jupyter_agent.settings.SessionOptions`;
-- :func:`error_boundary` turns the library's errors into one-line ``UsageError``\\ s;
+- :func:`error_boundary` turns the library's errors (and the argument parser's) into
+  one-line :class:`AgentUsageError`\\ s, which :func:`install_error_display` shows as the
+  bare message (IPython would print ``UsageError: `` before it: a class name);
 - :func:`rewrite_agent_lines` is an input transformer (registered in
   ``shell.input_transformers_cleanup`` while the extension is loaded): IPython reads a
   line ending in ``?`` as a help request, so ``%agent what is the mean?`` would never
@@ -31,14 +33,17 @@ from jupyter_agent.settings import SessionOptions
 from jupyter_agent.ui.advice import error_message
 
 __all__ = [
+    "AgentUsageError",
     "can_ask",
     "collect_notice",
     "confirm",
     "error_boundary",
     "flatten_lines",
+    "install_error_display",
     "install_transformer",
     "options_from_args",
     "parse_argstring",
+    "remove_error_display",
     "remove_transformer",
     "rewrite_agent_lines",
     "session_options",
@@ -56,19 +61,71 @@ def flatten_lines(text: str) -> str:
     return re.sub(r"\s*\n\s*", " ", text).strip()
 
 
+class AgentUsageError(UsageError):
+    """A magic's one-line error: shown as the message alone, without a traceback and
+    without a class name (see :func:`install_error_display`). A ``UsageError``, so code
+    that catches those (and ``run_line_magic`` callers) see no difference."""
+
+
 def error_boundary(func: F) -> F:
-    """Turn the library's own errors into a one-line ``UsageError``: what happened and
-    what to do next (:func:`~jupyter_agent.ui.advice.error_message`); anything else keeps
-    its traceback."""
+    """Turn the library's own errors into a one-line :class:`AgentUsageError`: what
+    happened and what to do next (:func:`~jupyter_agent.ui.advice.error_message`); the
+    magic's own and the argument parser's ``UsageError`` likewise (the parser's with a
+    pointer to the magic's help). Anything else keeps its traceback."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
         except JupyterAgentError as err:
-            raise UsageError(flatten_lines(error_message(err))) from err
+            raise AgentUsageError(flatten_lines(error_message(err))) from err
+        except AgentUsageError:
+            raise
+        except UsageError as err:
+            raise AgentUsageError(str(err)) from err
 
     return wrapper  # type: ignore[return-value]
+
+
+def _show_agent_error(shell: Any, etype: type, value: BaseException, tb: Any,
+                      tb_offset: int | None = None) -> list[str]:
+    """IPython custom exception handler: print an :class:`AgentUsageError` as its message,
+    on stderr (like IPython's own usage errors); hand anything else to the handler that
+    was there before."""
+    previous = getattr(shell, "_jupyter_agent_previous_tb", None)
+    if not isinstance(value, AgentUsageError) and previous is not None:
+        previous(etype, value, tb, tb_offset=tb_offset)
+        return []
+    print(str(value), file=sys.stderr)
+    return []
+
+
+def install_error_display(shell: Any) -> None:
+    """Show :class:`AgentUsageError` without the ``UsageError:`` prefix (IPython's custom
+    exception handler; a handler someone else set keeps handling its own exceptions)."""
+    if any(getattr(e, "__name__", "") == AgentUsageError.__name__
+           for e in shell.custom_exceptions):
+        return
+    previous = tuple(shell.custom_exceptions)
+    shell._jupyter_agent_previous_tb = shell.CustomTB if previous else None
+    shell._jupyter_agent_previous_exc = previous
+    shell.set_custom_exc((*previous, AgentUsageError), _show_agent_error)
+
+
+def remove_error_display(shell: Any) -> None:
+    """Undo :func:`install_error_display` (the previous handler, if any, is restored)."""
+    if not any(getattr(e, "__name__", "") == AgentUsageError.__name__
+               for e in shell.custom_exceptions):
+        return
+    previous = getattr(shell, "_jupyter_agent_previous_exc", ())
+    handler = getattr(shell, "_jupyter_agent_previous_tb", None)
+    if previous and handler is not None:
+        shell.custom_exceptions = previous
+        shell.CustomTB = handler
+    else:
+        shell.set_custom_exc((), None)
+    shell._jupyter_agent_previous_tb = None
+    shell._jupyter_agent_previous_exc = ()
 
 
 def session_options(func: F) -> F:
@@ -106,7 +163,11 @@ def parse_argstring(magic: Callable[..., Any], line: str) -> Any:
     except ValueError as err:
         raise UsageError(f"cannot parse the arguments: {err}; put text with quotes or "
                          "spaces in matching quotes") from err
-    return magic.parser.parse_args(argv)  # type: ignore[attr-defined]
+    try:
+        return magic.parser.parse_args(argv)  # type: ignore[attr-defined]
+    except UsageError as err:
+        name = getattr(magic, "__name__", "")
+        raise AgentUsageError(f"{err}; %{name}? shows the usage" if name else str(err)) from err
 
 
 def options_from_args(args: Any) -> SessionOptions:

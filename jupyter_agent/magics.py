@@ -7,7 +7,8 @@ and prints or displays the result. Settings are traits of :class:`AgentMagics` t
 (``c.AgentMagics.model = "..."``) both work, and bad values are rejected by ``@validate``.
 
 Error boundary: every magic turns :class:`~jupyter_agent.errors.JupyterAgentError` into a
-one-line ``UsageError`` (no traceback); anything else keeps its traceback.
+one-line error that says what to do next, shown without a traceback or a class name
+(:class:`~jupyter_agent.magic_args.AgentUsageError`); anything else keeps its traceback.
 
 Prompts are sent as typed: ``%agent``, ``%agent_summary`` and ``%agent_title`` do not
 expand ``{expr}`` / ``$name`` (``no_var_expand``; the options of ``%agent_new`` /
@@ -32,13 +33,16 @@ from traitlets import Bool, Float, Int, TraitError, Unicode, validate
 
 from jupyter_agent.controller import AgentController
 from jupyter_agent.magic_args import (
+    AgentUsageError,
     collect_notice,
     confirm,
     error_boundary,
     flatten_lines,
+    install_error_display,
     install_transformer,
     options_from_args,
     parse_argstring,
+    remove_error_display,
     remove_transformer,
     session_options,
     strip_quotes,
@@ -217,7 +221,7 @@ class AgentMagics(Magics):
         """
         prompt = "\n".join(p for p in (line.strip(), (cell or "").strip()) if p)
         if not prompt:
-            raise UsageError("nothing to ask: use %agent PROMPT or a %%agent cell")
+            raise AgentUsageError("nothing to ask: use %agent PROMPT or a %%agent cell")
         ended = self._controller.ended
         created = self._controller.ensure_session()
         if created is not None:
@@ -242,7 +246,7 @@ class AgentMagics(Magics):
         if interrupted:
             print(INTERRUPTED_MESSAGE)
         elif limit is not None:
-            raise UsageError(limit_message(result)) from limit
+            raise AgentUsageError(limit_message(result)) from limit
 
     def _footer(self) -> str | None:
         """The footer of the turn that just ended, however it ended (if it started)."""
@@ -304,7 +308,7 @@ class AgentMagics(Magics):
         """Set the active session's title."""
         text = strip_quotes(line)
         if not text:
-            raise UsageError("usage: %agent_title TEXT")
+            raise AgentUsageError("usage: %agent_title TEXT")
         self._controller.set_title(text)
         print(f"Title set: {text}")
 
@@ -348,8 +352,9 @@ class AgentMagics(Magics):
         if done:
             print("Compacted the working context.")
         elif notices:
-            raise UsageError(f"{notices[-1]}; nothing was lost: run %agent_compact again later "
-                             "(a turn also compacts by itself when the context gets long)")
+            raise AgentUsageError(
+                f"{notices[-1]}; nothing was lost: run %agent_compact again later (a turn "
+                "also compacts by itself when the context gets long)")
         else:
             print("Nothing to compact.")
 
@@ -395,6 +400,7 @@ def _forget(ipython: Any, magics: Magics) -> None:
         del manager.registry[type(magics).__name__]
     ipython.configurables[:] = [c for c in ipython.configurables if c is not magics]
     remove_transformer(ipython)
+    remove_error_display(ipython)
 
 
 def load_ipython_extension(ipython: Any) -> None:
@@ -415,6 +421,7 @@ def load_ipython_extension(ipython: Any) -> None:
         raise UsageError(f"jupyter_agent not loaded, bad setting: {message}") from err
     ipython.register_magics(magics)
     install_transformer(ipython)
+    install_error_display(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:

@@ -57,6 +57,22 @@ OTHER = [
 ]
 
 
+ENDINGS = [
+    "%load_ext jupyter_agent",
+    "import tempfile\n"
+    "from jupyter_agent.testing import ScriptedModelServer\n"
+    "memory = tempfile.mkdtemp()\n"
+    "%config AgentMagics.memory_dir = memory\n"
+    "run = {'name': 'run_python', 'arguments': {'code': \"print('$3 and $4')\"}}\n"
+    "code = {'tool_calls': [run]}\n"
+    "server = ScriptedModelServer([code, {'text': 'It was refused.'}, code]).start()",
+    "%agent_new --base-url {server.base_url} --approve deny --title Denied\n"
+    "%agent run it",
+    "%agent_new --base-url {server.base_url} --approve auto --max-iterations 1 --title Limited",
+    "%agent run it again",
+]
+
+
 def shot(page: Any, name: str) -> Path:
     """Save a screenshot of the page (git-ignored artifacts folder)."""
     ARTIFACTS.mkdir(exist_ok=True)
@@ -95,6 +111,7 @@ def panel_names(page: Any, expected: list[str]) -> list[str]:
 def test_a_notebook_session_in_jupyterlab(lab: Lab, page: Any) -> None:
     lab.write_notebook("main.ipynb", MAIN)
     lab.write_notebook("other.ipynb", OTHER)
+    lab.write_notebook("endings.ipynb", ENDINGS)
     start_all(page, lab, "main.ipynb")
 
     # a slow first token: a live status line, gone when the reply starts
@@ -175,6 +192,25 @@ def test_a_notebook_session_in_jupyterlab(lab: Lab, page: Any) -> None:
         page.wait_for_timeout(250)
     assert "Held" in state  # shown, so it may be saved
     assert "Dollars" not in state and "Second" not in state and "remember this" not in state
+
+    # a refused call is shown once; a limit ends a turn with one message, the right one
+    endings = page.context.new_page()
+    start_all(endings, lab, "endings.ipynb")
+    error = endings.locator(".jp-RenderedText[data-mime-type='application/vnd.jupyter.stderr']",
+                            has_text="limit reached")
+    error.wait_for(timeout=120_000)
+    denied = endings.locator(".jp-CodeCell", has_text="--approve deny")
+    denied.get_by_text("It was refused.").wait_for()
+    assert denied.inner_text().count("refused: running code is disabled") == 1
+    limited = endings.locator(".jp-CodeCell", has_text="run it again")
+    text = limited.inner_text()
+    assert "$3 and $4" in text and "Stopped" not in text and text.count("limit reached") == 1
+    assert "max_iterations = 1 model call per prompt" in text and "── " in text  # the footer
+    assert "Error" not in text  # no exception class names
+    assert limited.locator("mjx-container").count() == 0
+    limited.scroll_into_view_if_needed()
+    shot(endings, "endings")
+    endings.close()
 
     # a narrow window, then the dark theme
     page.set_viewport_size({"width": 640, "height": 900})
