@@ -331,3 +331,26 @@ def test_dates_older_than_a_month_are_local_dates(monkeypatch: pytest.MonkeyPatc
     finally:
         monkeypatch.undo()
         time.tzset()
+
+
+def test_a_terminal_shows_the_status_line_in_place_and_wipes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    monkeypatch.setattr("sys.stdout", screen)
+    r = PlainTurnRenderer(wait_after=0.1)
+    deadline = time.monotonic() + 10
+    while "waiting" not in screen.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    r(TextDelta("Reply."))
+    r.finish()
+    out = screen.getvalue()
+    assert out.startswith("\rwaiting for the model — ")
+    shown = out.split("\r")[-1]  # what is left on the line after the last carriage return
+    assert shown.strip() == "Reply." and out.endswith("Reply.\n")
