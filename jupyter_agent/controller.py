@@ -50,7 +50,8 @@ from jupyter_agent.client import build_model, endpoint, not_configured_message, 
 from jupyter_agent.errors import JupyterAgentError, ModelNotConfiguredError
 from jupyter_agent.paths import find_project_root, resolve_memory_dir
 from jupyter_agent.settings import OPTIONS, SessionOptions, Settings
-from jupyter_agent.ui.results import Resumed, TurnResult, UsageReport
+from jupyter_agent.ui.kernel import kernel_label
+from jupyter_agent.ui.results import Resumed, SessionChange, TurnResult, UsageReport
 
 if TYPE_CHECKING:
     from jupyter_agent.agent import Agent
@@ -61,7 +62,8 @@ if TYPE_CHECKING:
     from jupyter_agent.artefacts.search import SearchHit
     from jupyter_agent.store import SessionListing, SessionRecord, SessionState, Store, TodoItem
 
-__all__ = ["AgentController", "Resumed", "SessionOptions", "Settings", "TurnResult", "UsageReport"]
+__all__ = ["AgentController", "Resumed", "SessionChange", "SessionOptions", "Settings",
+           "TurnResult", "UsageReport", "kernel_label"]
 
 
 @dataclass
@@ -101,6 +103,9 @@ class AgentController:
         self._stores: dict[tuple[str, Path], Store] = {}
         self._active: _Active | None = None
         self._remembered: dict[str, SessionOptions] = {}
+        self._last_options: SessionOptions | None = None  # of the latest active session
+        self._ended: tuple[str, str] | None = None  # (ID, "deleted"/"archived") of the last one
+        self.last_result: TurnResult | None = None
 
     # ---- stores
     @property
@@ -136,16 +141,17 @@ class AgentController:
             raise JupyterAgentError(str(err)) from None
         key = (url, root)
         if key not in self._stores:
+            label = kernel_label(self._shell, self._environ, self._project_root)
             if url:
                 from jupyter_agent.paths import project_key
                 from jupyter_agent.store.postgres import PostgresStore
 
-                self._stores[key] = PostgresStore(url, root,
+                self._stores[key] = PostgresStore(url, root, holder_label=label,
                                                   project=project_key(self._project_root))
             else:
                 from jupyter_agent.store import SessionStore
 
-                self._stores[key] = SessionStore(root)
+                self._stores[key] = SessionStore(root, holder_label=label)
         return self._stores[key]
 
     def _store_for(self, session_id: str) -> Store:
@@ -212,8 +218,11 @@ class AgentController:
         return active.agent
 
     def _remember(self, session_id: str, options: SessionOptions) -> None:
-        """Keep a session's options (not its title) for its next resume in this kernel."""
+        """Keep a session's options (not its title) for its next resume in this kernel,
+        and as the options of a session :meth:`ensure_session` starts."""
         self._remembered[session_id] = options.replace(title=None)
+        self._last_options = self._remembered[session_id]
+        self._ended = None
 
     def new_session(self, options: SessionOptions | None = None) -> str:
         """Create a session, make it active (its agent holds its lease); return its ID.
@@ -237,9 +246,37 @@ class AgentController:
         self._remember(conversation.session_id, options)
         return conversation.session_id
 
+    @property
+    def ended(self) -> tuple[str, str] | None:
+        """``(session ID, "deleted" or "archived")`` when the kernel's active session was
+        deleted or archived and no session was made active since; else ``None``."""
+        return self._ended
+
     def ensure_session(self) -> str | None:
-        """Start a session if none is active; return the new ID, or ``None`` if one was active."""
-        return None if self._active is not None else self.new_session()
+        """Start a session if none is active; return the new ID, or ``None`` if one was active.
+
+        The new session gets the options of this kernel's latest session (its model,
+        endpoint, limits and approval; not its title), so a deleted or archived session
+        is followed by one that talks to the same model.
+
+        Raises
+        ------
+        JupyterAgentError
+            No model is configured for the new session: the message says that no
+            session is active (and why) and how to start or pick one.
+        """
+        if self._active is not None:
+            return None
+        ended, options = self._ended, self._last_options or SessionOptions()
+        try:
+            return self.new_session(options)
+        except ModelNotConfiguredError as err:
+            if ended is None:
+                raise
+            raise JupyterAgentError(
+                f"no active session (session {ended[0]} was {ended[1]}), and a new one cannot "
+                f"start: {err}. Or pick a saved session with %agent_resume ID "
+                "(%agent_sessions lists them)") from err
 
     def _resume_options(self, session_id: str, explicit: SessionOptions,
                         state: SessionState) -> SessionOptions:
@@ -299,6 +336,14 @@ class AgentController:
             listing = store.list_sessions()
             if not listing:
                 where = getattr(store, "location", None) or getattr(store, "root", "the store")
+                hidden = store.list_sessions(include_archived=True)
+                if hidden:
+                    n = len(hidden)
+                    raise JupyterAgentError(
+                        f"no session to resume in {where}: the {n} saved session"
+                        f"{'s are' if n > 1 else ' is'} archived; %agent_resume ID takes one "
+                        f"out of the archive (%agent_sessions --all lists them, newest: "
+                        f"{hidden[0].id}), or start one with %agent_new")
                 raise JupyterAgentError(f"no saved sessions in {where}: start one with %agent_new")
             session_id = listing[0].id
         session_id = validate_session_id(session_id)
@@ -342,6 +387,7 @@ class AgentController:
         agent = self._agent()
         before = agent.state.tool_calls
         open_ = [True]
+        self.last_result = None
 
         def forward(event: Any) -> None:
             # the agent keeps its last callback; events after this turn must not reach
@@ -349,20 +395,30 @@ class AgentController:
             if open_[0] and on_event is not None:
                 on_event(event)
 
+        def result(reply: str, stop_reason: str | None) -> TurnResult:
+            return TurnResult(
+                session_id=self._require_active().session_id, reply=reply,
+                stop_reason=stop_reason, turn_usage=agent.last_turn_usage.model_copy(),
+                session_usage=agent.state.usage.model_copy(),
+                turn_tool_calls=agent.state.tool_calls - before,
+                session_tool_calls=agent.state.tool_calls, limits=agent.limits,
+                limits_from_options=self._require_active().options.given() & {
+                    "max_tool_calls", "max_cost_usd", "max_iterations"},
+                limit_error=agent.limit_error if stop_reason == agent.stop_reason else None,
+            )
+
         try:
             reply = agent.run(prompt, on_event=forward)
+        except KeyboardInterrupt:
+            self.last_result = result("", "interrupted")
+            raise
+        except JupyterAgentError:
+            self.last_result = result("", "error")
+            raise
         finally:
             open_[0] = False
-        return TurnResult(
-            session_id=self._require_active().session_id, reply=reply,
-            stop_reason=agent.stop_reason, turn_usage=agent.last_turn_usage.model_copy(),
-            session_usage=agent.state.usage.model_copy(),
-            turn_tool_calls=agent.state.tool_calls - before,
-            session_tool_calls=agent.state.tool_calls, limits=agent.limits,
-            limits_from_options=self._require_active().options.given() & {
-                "max_tool_calls", "max_cost_usd", "max_iterations"},
-            limit_error=agent.limit_error,
-        )
+        self.last_result = result(reply, agent.stop_reason)
+        return self.last_result
 
     def compact(self, *, on_event: Callable[[Any], None] | None = None) -> bool:
         """Compact the active session's working context now.
@@ -402,17 +458,55 @@ class AgentController:
         """Sessions of :attr:`memory_dir`, most recently updated first."""
         return self.store.list_sessions(include_archived=include_archived)
 
-    def archive(self, session_id: str | None = None, *, undo: bool = False) -> str:
-        """Archive (or with ``undo`` unarchive) a session, default the active one; return its ID."""
+    def _deactivate(self, session_id: str, why: str) -> bool:
+        """Let the active session go if it is ``session_id``; True if it was active."""
+        if self._active is None or self._active.session_id != session_id:
+            return False
+        active, self._active = self._active, None
+        active.agent.close()
+        self._ended = (session_id, why)
+        return True
+
+    def archive(self, session_id: str | None = None, *, undo: bool = False) -> SessionChange:
+        """Archive (or with ``undo`` unarchive) a session, default the active one.
+
+        Archiving the kernel's active session also deactivates it (its lease is
+        released; the next prompt starts a new session with the same options), so a
+        session the kernel goes on using is never hidden from the list.
+
+        Returns
+        -------
+        SessionChange
+            Says whether the session was the active one.
+
+        Raises
+        ------
+        JupyterAgentError
+            The session is already archived (or, with ``undo``, is not archived).
+        SessionNotFoundError, SessionLockedError, InvalidSessionIdError
+        """
         from jupyter_agent.store import validate_session_id
 
         sid = self._require_active().session_id if session_id is None else session_id
         sid = validate_session_id(sid)
-        self._store_for(sid).set_archived(sid, not undo)
-        return sid
+        store = self._store_for(sid)
+        record = store.load_session(sid)
+        if record.archived != undo:
+            state = "archived already" if not undo else "not archived"
+            raise JupyterAgentError(
+                f"session {sid} is {state}: nothing to do"
+                + ("" if undo else f" (%agent_archive {sid} --undo unarchives it)"))
+        store.set_archived(sid, not undo)
+        was_active = not undo and self._deactivate(sid, "archived")
+        return SessionChange(sid, "unarchived" if undo else "archived", was_active)
 
-    def delete(self, session_id: str) -> None:
+    def delete(self, session_id: str) -> SessionChange:
         """Delete a session's file; the active session is deactivated first.
+
+        Returns
+        -------
+        SessionChange
+            Says whether the session was this kernel's active one.
 
         Raises
         ------
@@ -423,12 +517,13 @@ class AgentController:
 
         sid = validate_session_id(session_id)
         store = self._store_for(sid)
+        was_active = False
         if self._active is not None and self._active.session_id == sid:
             store.load_session(sid)  # unreadable: say so before deactivating anything
-            active, self._active = self._active, None
-            active.agent.close()
+            was_active = self._deactivate(sid, "deleted")
         store.delete_session(sid)
         self._remembered.pop(sid, None)
+        return SessionChange(sid, "deleted", was_active)
 
     # ---- artefacts (design §17)
     def fork(self, session_id: str | None = None, *, at: int | None = None,

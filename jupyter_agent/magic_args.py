@@ -6,7 +6,9 @@ Helpers of :mod:`jupyter_agent.magics`, kept apart so that the magics stay thin:
 - :func:`session_options` adds the options shared by ``%agent_new`` / ``%agent_resume``
   (generated from the settings table) and :func:`options_from_args` turns them into a
   validated :class:`~jupyter_agent.settings.SessionOptions`;
-- :func:`error_boundary` turns the library's errors into one-line ``UsageError``\\ s;
+- :func:`error_boundary` turns the library's errors (and the argument parser's) into
+  one-line :class:`AgentUsageError`\\ s, which :func:`install_error_display` shows as the
+  bare message (IPython would print ``UsageError: `` before it: a class name);
 - :func:`rewrite_agent_lines` is an input transformer (registered in
   ``shell.input_transformers_cleanup`` while the extension is loaded): IPython reads a
   line ending in ``?`` as a help request, so ``%agent what is the mean?`` would never
@@ -19,6 +21,7 @@ from __future__ import annotations
 import functools
 import re
 import shlex
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -27,15 +30,20 @@ from IPython.core.magic_arguments import argument
 
 from jupyter_agent.errors import JupyterAgentError
 from jupyter_agent.settings import OPTIONS, SessionOptions
+from jupyter_agent.ui.advice import error_message
 
 __all__ = [
+    "AgentUsageError",
+    "can_ask",
     "collect_notice",
     "confirm",
     "error_boundary",
     "flatten_lines",
+    "install_error_display",
     "install_transformer",
     "options_from_args",
     "parse_argstring",
+    "remove_error_display",
     "remove_transformer",
     "rewrite_agent_lines",
     "session_options",
@@ -53,17 +61,71 @@ def flatten_lines(text: str) -> str:
     return re.sub(r"\s*\n\s*", " ", text).strip()
 
 
+class AgentUsageError(UsageError):
+    """A magic's one-line error: shown as the message alone, without a traceback and
+    without a class name (see :func:`install_error_display`). A ``UsageError``, so code
+    that catches those (and ``run_line_magic`` callers) see no difference."""
+
+
 def error_boundary(func: F) -> F:
-    """Turn the library's own errors into a one-line ``UsageError``."""
+    """Turn the library's own errors into a one-line :class:`AgentUsageError`: what
+    happened and what to do next (:func:`~jupyter_agent.ui.advice.error_message`); the
+    magic's own and the argument parser's ``UsageError`` likewise (the parser's with a
+    pointer to the magic's help). Anything else keeps its traceback."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
         except JupyterAgentError as err:
-            raise UsageError(flatten_lines(str(err))) from err
+            raise AgentUsageError(flatten_lines(error_message(err))) from err
+        except AgentUsageError:
+            raise
+        except UsageError as err:
+            raise AgentUsageError(str(err)) from err
 
     return wrapper  # type: ignore[return-value]
+
+
+def _show_agent_error(shell: Any, etype: type, value: BaseException, tb: Any,
+                      tb_offset: int | None = None) -> list[str]:
+    """IPython custom exception handler: print an :class:`AgentUsageError` as its message,
+    on stderr (like IPython's own usage errors); hand anything else to the handler that
+    was there before."""
+    previous = getattr(shell, "_jupyter_agent_previous_tb", None)
+    if not isinstance(value, AgentUsageError) and previous is not None:
+        previous(etype, value, tb, tb_offset=tb_offset)
+        return []
+    print(str(value), file=sys.stderr)
+    return []
+
+
+def install_error_display(shell: Any) -> None:
+    """Show :class:`AgentUsageError` without the ``UsageError:`` prefix (IPython's custom
+    exception handler; a handler someone else set keeps handling its own exceptions)."""
+    if any(getattr(e, "__name__", "") == AgentUsageError.__name__
+           for e in shell.custom_exceptions):
+        return
+    previous = tuple(shell.custom_exceptions)
+    shell._jupyter_agent_previous_tb = shell.CustomTB if previous else None
+    shell._jupyter_agent_previous_exc = previous
+    shell.set_custom_exc((*previous, AgentUsageError), _show_agent_error)
+
+
+def remove_error_display(shell: Any) -> None:
+    """Undo :func:`install_error_display` (the previous handler, if any, is restored)."""
+    if not any(getattr(e, "__name__", "") == AgentUsageError.__name__
+               for e in shell.custom_exceptions):
+        return
+    previous = getattr(shell, "_jupyter_agent_previous_exc", ())
+    handler = getattr(shell, "_jupyter_agent_previous_tb", None)
+    if previous and handler is not None:
+        shell.custom_exceptions = previous
+        shell.CustomTB = handler
+    else:
+        shell.set_custom_exc((), None)
+    shell._jupyter_agent_previous_tb = None
+    shell._jupyter_agent_previous_exc = ()
 
 
 def session_options(func: F) -> F:
@@ -87,13 +149,20 @@ def parse_argstring(magic: Callable[..., Any], line: str) -> Any:
     """Parse a magic's arguments with shell quoting (``--title "two words"``).
 
     IPython's own ``parse_argstring`` keeps the quotes in the values; this one removes
-    them. Errors are ``UsageError`` (from ``MagicArgumentParser``).
+    them. A ``#`` that starts a word begins a comment, as in Python and the shell:
+    ``%agent_resume ID  # yesterday's work`` (inside quotes it is text). Errors are
+    ``UsageError`` (from ``MagicArgumentParser``).
     """
     try:
-        argv = shlex.split(line)
+        argv = shlex.split(line, comments=True)
     except ValueError as err:
-        raise UsageError(f"cannot parse the arguments: {err}") from err
-    return magic.parser.parse_args(argv)  # type: ignore[attr-defined]
+        raise UsageError(f"cannot parse the arguments: {err}; put text with quotes or "
+                         "spaces in matching quotes") from err
+    try:
+        return magic.parser.parse_args(argv)  # type: ignore[attr-defined]
+    except UsageError as err:
+        name = getattr(magic, "__name__", "")
+        raise AgentUsageError(f"{err}; %{name}? shows the usage" if name else str(err)) from err
 
 
 def options_from_args(args: Any) -> SessionOptions:
@@ -118,14 +187,39 @@ def strip_quotes(text: str) -> str:
     return text
 
 
-def confirm(question: str, hint: str) -> bool:
-    """Ask a yes/no question on stdin; refuse with ``hint`` where there is no stdin."""
+def can_ask(shell: Any) -> bool:
+    """Whether ``input()`` can reach a person: in a kernel, whether the front end of the
+    running cell answers input requests (headless runners do not); elsewhere, whether
+    stdin is an open terminal."""
+    kernel = getattr(shell, "kernel", None)
+    if kernel is not None:
+        return bool(getattr(kernel, "_allow_stdin", False))
+    stdin = sys.stdin
+    try:
+        return stdin is not None and not stdin.closed and stdin.isatty()
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def confirm(shell: Any, question: str, hint: str) -> bool:
+    """Ask a yes/no question; where nobody can answer, refuse with ``hint`` before
+    anything is printed.
+
+    Raises
+    ------
+    UsageError
+        No input is possible (headless run, no terminal), or it ended (end of file).
+    """
     from IPython.core.error import StdinNotImplementedError
 
+    refused = f"cannot ask for confirmation (no input possible here): {hint}"
+    if not can_ask(shell):
+        raise UsageError(refused)
     try:
         answer = input(question)
     except (EOFError, OSError, StdinNotImplementedError) as err:
-        raise UsageError(f"cannot ask for confirmation (no stdin): {hint}") from err
+        print()  # the question is on screen without a line end
+        raise UsageError(refused) from err
     return answer.strip().lower() in ("y", "yes")
 
 

@@ -7,7 +7,8 @@ and prints or displays the result. Settings are traits of :class:`AgentMagics` t
 (``c.AgentMagics.model = "..."``) both work, and bad values are rejected by ``@validate``.
 
 Error boundary: every magic turns :class:`~jupyter_agent.errors.JupyterAgentError` into a
-one-line ``UsageError`` (no traceback); anything else keeps its traceback.
+one-line error that says what to do next, shown without a traceback or a class name
+(:class:`~jupyter_agent.magic_args.AgentUsageError`); anything else keeps its traceback.
 
 Prompts are sent as typed: ``%agent``, ``%agent_summary`` and ``%agent_title`` do not
 expand ``{expr}`` / ``$name`` (``no_var_expand``; the options of ``%agent_new`` /
@@ -32,22 +33,26 @@ from traitlets import TraitError
 
 from jupyter_agent.controller import AgentController
 from jupyter_agent.magic_args import (
+    AgentUsageError,
     collect_notice,
     confirm,
     error_boundary,
     flatten_lines,
+    install_error_display,
     install_transformer,
     options_from_args,
     parse_argstring,
+    remove_error_display,
     remove_transformer,
     session_options,
     strip_quotes,
 )
 from jupyter_agent.settings import OPTIONS, Settings, trait_namespace
-from jupyter_agent.ui import render
+from jupyter_agent.ui import recap, render
 from jupyter_agent.ui.artefacts import format_exported, format_forked, format_search_results
 from jupyter_agent.ui.display import (
     INTERRUPTED_MESSAGE,
+    can_update_live,
     format_footer,
     format_history,
     format_resumed,
@@ -92,7 +97,7 @@ class AgentMagics(Magics):
     def _jupyter(self) -> bool:
         return is_jupyter(self.shell)
 
-    def _show(self, text: str, markdown: Callable[[], render.MarkdownText]) -> None:
+    def _show(self, text: str, markdown: Callable[[], recap.MarkdownText]) -> None:
         """Print ``text`` in a terminal; display ``markdown()`` (the same) in Jupyter."""
         from IPython.display import display
 
@@ -128,7 +133,7 @@ class AgentMagics(Magics):
         """
         args = parse_argstring(self.agent_resume, line)
         resumed = self._controller.resume(args.session_id, options_from_args(args))
-        self._show(format_resumed(resumed), lambda: render.resumed_markdown(resumed))
+        self._show(format_resumed(resumed), lambda: recap.resumed_markdown(resumed))
 
     @line_cell_magic
     @no_var_expand
@@ -145,26 +150,37 @@ class AgentMagics(Magics):
         """
         prompt = "\n".join(p for p in (line.strip(), (cell or "").strip()) if p)
         if not prompt:
-            raise UsageError("nothing to ask: use %agent PROMPT or a %%agent cell")
+            raise AgentUsageError("nothing to ask: use %agent PROMPT or a %%agent cell")
+        ended = self._controller.ended
         created = self._controller.ensure_session()
         if created is not None:
-            print(f"No active session: started session {created} "
-                  f"(%agent_resume picks up an earlier one).")
-        renderer = render.MarkdownTurnRenderer() if self._jupyter else render.PlainTurnRenderer()
-        result = None
+            why = f"session {ended[0]} was {ended[1]}" if ended else "no active session"
+            print(f"{why[0].upper()}{why[1:]}: started session {created}"
+                  + (" with the same options" if ended else "")
+                  + " (%agent_resume picks up an earlier one).")
+        renderer: render.MarkdownTurnRenderer | render.PlainTurnRenderer = (
+            render.MarkdownTurnRenderer(live=can_update_live(self.shell)) if self._jupyter
+            else render.PlainTurnRenderer())
+        interrupted = False
         try:
             result = self._controller.ask(prompt, on_event=renderer)
         except KeyboardInterrupt:  # Ctrl-C: the agent saved the session, then re-raised
-            pass
-        finally:
-            renderer.finish()
-        if result is None:
+            interrupted = True
+        except BaseException:  # a model error: what streamed stays, with the footer
+            renderer.finish(footer=self._footer())
+            raise
+        limit = None if interrupted else result.limit_error
+        renderer.finish(interrupted=interrupted, footer=self._footer(),
+                        drop_notice=None if limit is None else result.reply)
+        if interrupted:
             print(INTERRUPTED_MESSAGE)
-            return
-        footer = format_footer(result)
-        self._show(footer, lambda: render.footer_markdown(footer))
-        if result.limit_error is not None:
-            raise UsageError(limit_message(result)) from result.limit_error
+        elif limit is not None:
+            raise AgentUsageError(limit_message(result)) from limit
+
+    def _footer(self) -> str | None:
+        """The footer of the turn that just ended, however it ended (if it started)."""
+        result = self._controller.last_result
+        return None if result is None else format_footer(result)
 
     @line_magic
     @error_boundary
@@ -203,9 +219,16 @@ class AgentMagics(Magics):
         def on_resume(session_id: str) -> str:
             return format_resumed_line(self._controller.resume(session_id))
 
+        def on_archive(session_id: str, archived: bool) -> str:
+            return self._controller.archive(session_id, undo=not archived).describe()
+
+        def on_delete(session_id: str) -> str:
+            return self._controller.delete(session_id).describe()
+
         return SessionsPanel(self._controller.store, on_resume=on_resume,
-                             on_delete=self._controller.delete, page_size=page_size,
-                             show_archived=show_archived, query=query, deep=deep)
+                             on_archive=on_archive, on_delete=on_delete,
+                             page_size=page_size, show_archived=show_archived, query=query,
+                             deep=deep)
 
     @line_magic
     @no_var_expand
@@ -230,7 +253,7 @@ class AgentMagics(Magics):
         """Set the active session's title."""
         text = strip_quotes(line)
         if not text:
-            raise UsageError("usage: %agent_title TEXT")
+            raise AgentUsageError("usage: %agent_title TEXT")
         self._controller.set_title(text)
         print(f"Title set: {text}")
 
@@ -242,8 +265,7 @@ class AgentMagics(Magics):
     def agent_archive(self, line: str) -> None:
         """Archive a session (hidden from listings unless --all), or unarchive it with --undo."""
         args = parse_argstring(self.agent_archive, line)
-        sid = self._controller.archive(args.session_id, undo=args.undo)
-        print(f"{'Unarchived' if args.undo else 'Archived'} session {sid}.")
+        print(self._controller.archive(args.session_id, undo=args.undo).describe())
 
     @line_magic
     @error_boundary
@@ -257,12 +279,11 @@ class AgentMagics(Magics):
         if not args.yes:
             record = self._controller.record(sid)
             name = f" ({record.title})" if record.title else ""
-            if not confirm(f"Delete session {sid}{name} for good? [y/N] ",
-                            f"use %agent_delete {sid} --yes"):
+            if not confirm(self.shell, f"Delete session {sid}{name} for good? [y/N] ",
+                           f"use %agent_delete {sid} --yes"):
                 print("Not deleted.")
                 return
-        self._controller.delete(sid)
-        print(f"Deleted session {sid}.")
+        print(self._controller.delete(sid).describe())
 
     # ---- sessions as artefacts (design §17)
     @line_magic
@@ -307,7 +328,9 @@ class AgentMagics(Magics):
         if done:
             print("Compacted the working context.")
         elif notices:
-            raise UsageError(notices[-1])
+            raise AgentUsageError(
+                f"{notices[-1]}; nothing was lost: run %agent_compact again later (a turn "
+                "also compacts by itself when the context gets long)")
         else:
             print("Nothing to compact.")
 
@@ -353,6 +376,7 @@ def _forget(ipython: Any, magics: Magics) -> None:
         del manager.registry[type(magics).__name__]
     ipython.configurables[:] = [c for c in ipython.configurables if c is not magics]
     remove_transformer(ipython)
+    remove_error_display(ipython)
 
 
 def load_ipython_extension(ipython: Any) -> None:
@@ -373,6 +397,7 @@ def load_ipython_extension(ipython: Any) -> None:
         raise UsageError(f"jupyter_agent not loaded, bad setting: {message}") from err
     ipython.register_magics(magics)
     install_transformer(ipython)
+    install_error_display(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:

@@ -137,7 +137,7 @@ class RealKernel:
                 out.error = {k: content[k] for k in ("ename", "evalue", "traceback")}
         reply = self.client.get_shell_msg(timeout=self.timeout)["content"]
         if reply["status"] == "error" and out.error is None:
-            # e.g. a magic's UsageError: IPython prints it to stderr, no "error" message
+            # e.g. a magic's one-line error: printed to stderr, no "error" message
             out.error = {k: reply.get(k, "") for k in ("ename", "evalue", "traceback")}
         return out
 

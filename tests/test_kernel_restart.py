@@ -204,12 +204,14 @@ def test_second_kernel_is_refused_until_the_first_dies(
                  f"%agent_resume --base-url {server.base_url}"):
         refused = second.run(line)
         assert refused.error is not None, line
-        assert refused.error["ename"] == "UsageError"
+        assert refused.error["ename"] == "AgentUsageError"  # a UsageError
         message = refused.error["evalue"]
         assert "\n" not in message
         assert "in use" in message and f"process {first_pid}" in message, message
         assert session_id in message
-        assert refused.stderr == f"UsageError: {message}\n"  # one line, no traceback
+        # one line, no traceback, no class name: what happened and what to do
+        assert refused.stderr == f"{message}\n"
+        assert "stop that kernel" in message
 
     os.kill(first_pid, signal.SIGKILL)
     wait_dead(first)

@@ -13,7 +13,7 @@ from IPython.utils.capture import capture_output
 from jupyter_agent.errors import JupyterAgentError, ModelError
 from jupyter_agent.store import SessionState, SessionStore
 from jupyter_agent.testing import ScriptedModelServer
-from tests.shells import magics_of
+from tests.shells import ShellFactory, magics_of
 
 
 def usage_error(shell: InteractiveShell, magic: str, line: str = "",
@@ -135,7 +135,8 @@ def test_invalid_unknown_and_corrupt_sessions(shell: InteractiveShell, memory_di
         "invalid session ID '../etc/passwd': use 1-128 letters, digits, '_' or '-'")
     sessions = memory_dir / "sessions"
     assert usage_error(shell, "agent_resume", "nope") == (
-        f"no saved session 'nope' (looked for {sessions / 'nope.json'})")
+        f"no saved session 'nope' (looked for {sessions / 'nope.json'}); %agent_sessions "
+        "--all lists the saved sessions")
     assert usage_error(shell, "agent_delete", "bad/id --yes").startswith("invalid session ID")
     assert usage_error(shell, "agent_archive", "nope").startswith("no saved session 'nope'")
     sessions.mkdir(parents=True, exist_ok=True)
@@ -221,7 +222,39 @@ def test_in_use_by_another_store_in_this_process(shell: InteractiveShell, memory
     other.acquire_lease(sid)
     try:
         message = usage_error(shell, "agent_resume", sid)
-        assert message.startswith(f"session '{sid}' is in use by process ")
+        assert message.startswith(f"session {sid} is in use by process ")
     finally:
         other.release_all()
     shell.run_line_magic("agent_resume", sid)
+
+
+def test_errors_show_as_one_line_without_a_class_name(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str],
+) -> None:
+    result = shell.run_cell("%agent_resume nope")
+    assert isinstance(result.error_in_exec, UsageError)
+    err = capsys.readouterr().err
+    assert err.startswith("no saved session 'nope' (looked for ") and err.count("\n") == 1
+    assert err.rstrip().endswith("%agent_sessions --all lists the saved sessions")
+    shell.run_cell("%agent_new --bogus")
+    assert capsys.readouterr().err == (
+        "unrecognized arguments: --bogus; %agent_new? shows the usage\n")
+    shell.run_cell("1/0")  # other errors keep their traceback
+    assert "ZeroDivisionError" in capsys.readouterr().out + capsys.readouterr().err
+
+
+def test_an_earlier_custom_exception_handler_keeps_working(
+    make_shell: ShellFactory, capsys: pytest.CaptureFixture[str],
+) -> None:
+    shell = make_shell(load=False)
+    seen: list[str] = []
+    shell.set_custom_exc((KeyError,), lambda self, etype, value, tb, tb_offset=None:
+                         seen.append(str(value)) or [])
+    shell.run_line_magic("load_ext", "jupyter_agent")
+    shell.run_cell("{}['x']")
+    shell.run_cell("%agent_resume nope")
+    assert seen == ["'x'"] and capsys.readouterr().err.startswith("no saved session 'nope'")
+    shell.run_line_magic("unload_ext", "jupyter_agent")
+    assert shell.custom_exceptions == (KeyError,)
+    shell.run_cell("{}['y']")
+    assert seen == ["'x'", "'y'"]

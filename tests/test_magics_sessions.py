@@ -3,6 +3,7 @@ delete, the sessions table, and the panel driving the kernel's active session.""
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -149,7 +150,11 @@ def test_session_in_use_elsewhere_is_refused_naming_the_process(
     pid = holder(sid)  # type: ignore[operator]
     with pytest.raises(UsageError) as info:
         agent_shell.run_line_magic("agent_resume", sid)
-    assert str(info.value).startswith(f"session '{sid}' is in use by process {pid} (lock file ")
+    assert str(info.value).startswith(f"session {sid} is in use by process {pid}; to use it "
+                                      f"here, stop that kernel")
+    assert str(info.value).endswith(f"then %agent_resume {sid}; the lease is freed as soon as "
+                                    "that kernel exits, crashed or not")
+    assert "Error" not in str(info.value)
     assert "\n" not in str(info.value)
     assert magics_of(agent_shell).controller.active_session_id == active  # unchanged
     with pytest.raises(UsageError, match=f"in use by process {pid}"):
@@ -191,11 +196,18 @@ def test_delete_confirms_and_refuses_without_stdin(
     store = SessionStore(memory_dir)
     a = new_session(agent_shell, model_server, "q", "a", "--title Doomed")
     b = new_session(agent_shell, model_server, "q", "a")
-    # pytest's captured stdin raises OSError on read, like a headless kernel
-    with pytest.raises(UsageError, match=f"^cannot ask for confirmation \\(no stdin\\): use "
-                                         f"%agent_delete {a} --yes$"):
+    # pytest's stdin is no terminal, like a headless run: refused before anything is printed
+    capsys.readouterr()
+    with pytest.raises(UsageError, match=f"^cannot ask for confirmation \\(no input possible "
+                                         f"here\\): use %agent_delete {a} --yes$"):
         agent_shell.run_line_magic("agent_delete", a)
-    assert store.exists(a)
+    assert store.exists(a) and capsys.readouterr().out == ""
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr("sys.stdin", Terminal())
     questions: list[str] = []
     answers = iter(["n", "y"])
 
@@ -260,7 +272,8 @@ def test_panel_resume_error_is_shown_in_the_panel(
     row = next(r for r in panel.rows if r.session_id == a)
     assert row.text.status == "in use"
     row.resume.click()
-    assert f"SessionLockedError: session &#x27;{a}&#x27; is in use by process {pid}" in panel.error
+    assert f"session {a} is in use by process {pid}; to use it here" in panel.error
+    assert "Error" not in panel.error
 
 
 def test_resume_keeps_the_connection_this_kernel_used(

@@ -16,6 +16,7 @@ written, every message goes through :func:`to_message_dict`, which
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -35,6 +36,11 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 SUMMARY_MESSAGES = 6
 #: Maximum length of the fallback summary, in code points (spec: "Session Summaries").
 SUMMARY_MAX_CHARS = 2000
+#: How messages the harness wrote itself begin (a limit that stopped a turn, a reply the
+#: provider cut off, a compaction summary); the fallback summary quotes none of them.
+HARNESS_PREFIX = "[jupyter-agent]"
+#: A first line that starts a Markdown block (table, list, heading, quote, code fence).
+_BLOCK_START = re.compile(r"^ {0,3}(?:\||#|>|[-*+] |\d+[.)] |```|~~~)")
 
 
 def clean_text(text: str) -> str:
@@ -144,9 +150,15 @@ def message_text(message: Mapping[str, Any]) -> str:
 def fallback_summary(messages: Iterable[Mapping[str, Any]]) -> str:
     """Build the excerpt used when a session has no summary.
 
-    Spec ("Session Summaries"): the last six user and assistant messages that have
-    text content, at most 2000 characters. Each is one ``"<role>: <text>"`` entry,
-    oldest first, joined by newlines; the result is cut to 2000 code points.
+    Design §9: the last six user and assistant messages that have text content, at most
+    2000 characters; messages the harness wrote (they start with ``[jupyter-agent]``)
+    are not quoted. Each is one ``"<role>: <text>"`` entry, oldest first, joined by
+    newlines; the result is cut to 2000 code points.
+
+    The excerpt stays well-formed Markdown, since front ends render it: a message whose
+    first line starts a Markdown block (a table, a list, a code fence...) gets its label
+    on a line of its own, and a multi-line message is set off by blank lines, so that a
+    table or a code fence in a reply neither swallows the next entry nor breaks.
 
     Returns
     -------
@@ -159,8 +171,12 @@ def fallback_summary(messages: Iterable[Mapping[str, Any]]) -> str:
         if role not in ("user", "assistant"):
             continue
         text = message_text(message)
-        if text:
-            picked.append(f"{role}: {text}")
+        if text and not text.startswith(HARNESS_PREFIX):
+            picked.append(f"{role}:{chr(10) if _BLOCK_START.match(text) else ' '}{text}")
             if len(picked) == SUMMARY_MESSAGES:
                 break
-    return "\n".join(reversed(picked))[:SUMMARY_MAX_CHARS]
+    entries = list(reversed(picked))
+    out = entries[:1]
+    for before, entry in itertools.pairwise(entries):
+        out.append(("\n\n" if "\n" in before or "\n" in entry else "\n") + entry)
+    return "".join(out)[:SUMMARY_MAX_CHARS]

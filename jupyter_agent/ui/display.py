@@ -2,19 +2,28 @@
 
 Every ``format_*`` function is a pure function of its arguments (plain text, one
 concept each) so the magics, the panel, the live renderers
-(:mod:`jupyter_agent.ui.render`) and the tests share them.
+(:mod:`jupyter_agent.ui.render`) and the tests share them. How tool calls show lives in
+:mod:`jupyter_agent.ui.calls`, what the kernel is in :mod:`jupyter_agent.ui.kernel`; their
+functions are importable from here too.
 
 Text is cut by code points (Python ``str`` indices), never inside a character.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from jupyter_agent.store.messages import message_text
+from jupyter_agent.ui.calls import (
+    format_call,
+    format_tool_call,
+    is_code_call,
+    result_preview,
+    tool_result_sections,
+)
+from jupyter_agent.ui.kernel import can_update_live, is_jupyter
 
 if TYPE_CHECKING:
     from jupyter_agent.agent import Limits
@@ -23,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INTERRUPTED_MESSAGE",
+    "can_update_live",
     "format_call",
     "format_cost",
     "format_footer",
@@ -44,17 +54,11 @@ __all__ = [
     "relative_time",
     "result_preview",
     "shorten",
+    "tool_result_sections",
 ]
 
 
 # --------------------------------------------------------------------------- small helpers
-def is_jupyter(shell: Any) -> bool:
-    """True for a Jupyter kernel's shell (rich output), False for terminal/plain IPython."""
-    return shell is not None and (
-        type(shell).__name__ == "ZMQInteractiveShell" or bool(shell.has_trait("kernel"))
-    )
-
-
 def shorten(text: str, limit: int) -> str:
     """``text`` cut to at most ``limit`` code points, ending with ``…`` when cut."""
     return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
@@ -65,39 +69,10 @@ def one_line(text: str, limit: int = 80) -> str:
     return shorten(" ".join(text.split()), limit)
 
 
-def result_preview(text: str, max_lines: int = 10, width: int = 160) -> list[str]:
-    """The first lines of a tool result, for showing it under its tool call.
-
-    Parameters
-    ----------
-    text : str
-        The tool result (what the model sees).
-    max_lines : int
-        Lines kept; when more follow, a last line says how many were left out.
-    width : int
-        Code points kept per line (a cut line ends with ``…``).
-
-    Returns
-    -------
-    list of str
-        At least one line (``"(no output)"`` for an empty result). Tables such as a
-        printed DataFrame keep their rows, so the numbers stay readable.
-    """
-    lines = [line.rstrip() for line in text.strip("\n").splitlines()]
-    while lines and not lines[-1]:
-        lines.pop()
-    if not lines:
-        return ["(no output)"]
-    shown = [shorten(line, width) for line in lines[:max_lines]]
-    if len(lines) > max_lines:
-        more = len(lines) - max_lines
-        shown.append(f"… ({more} more line{'s' if more != 1 else ''})")
-    return shown
-
-
 def relative_time(when: datetime, now: datetime | None = None) -> str:
     """How long ago ``when`` was, e.g. ``"just now"``, ``"5 min ago"``, ``"3 h ago"``,
-    ``"2 days ago"``, else the date (``"2026-01-31"``). Naive datetimes are taken as UTC."""
+    ``"2 days ago"``, else the date in the kernel's local time zone, as the clock on the
+    wall says (``"2026-01-31"``). Naive datetimes are taken as UTC."""
     now = now or datetime.now(UTC)
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
@@ -111,7 +86,7 @@ def relative_time(when: datetime, now: datetime | None = None) -> str:
     days = int(seconds // 86400)
     if days < 30:
         return "yesterday" if days == 1 else f"{days} days ago"
-    return when.astimezone(UTC).date().isoformat()
+    return when.astimezone().date().isoformat()
 
 
 def format_cost(usage: Usage) -> str:
@@ -223,45 +198,6 @@ def format_todos(todos: Sequence[TodoItem], *, open_only: bool = False) -> str:
 
 
 # --------------------------------------------------------------------------- messages
-def format_tool_call(name: str, arguments: str, *, limit: int = 2000) -> str:
-    """A tool call in plain text: the code it runs for ``run_python``, else ``name(args)``."""
-    try:
-        args = json.loads(arguments) if arguments else {}
-    except json.JSONDecodeError:
-        args = arguments
-    if isinstance(args, dict) and isinstance(args.get("code"), str):
-        code = shorten(args["code"].rstrip(), limit)
-        return f"▶ {name}\n" + "\n".join("    " + line for line in code.splitlines())
-    shown = json.dumps(args, ensure_ascii=False) if not isinstance(args, str) else args
-    return f"▶ {name}({shorten(shown, 200)})"
-
-
-def _arguments(arguments: str) -> Any:
-    try:
-        return json.loads(arguments) if arguments else {}
-    except json.JSONDecodeError:
-        return arguments
-
-
-def is_code_call(arguments: str) -> bool:
-    """True if a tool call's arguments carry Python ``code`` (``run_python``): such calls
-    are shown with their code; all others as one line (:func:`format_call`)."""
-    args = _arguments(arguments)
-    return isinstance(args, dict) and isinstance(args.get("code"), str)
-
-
-def format_call(name: str, arguments: str, *, limit: int = 80) -> str:
-    """A tool call as ``name(key=value, ...)``, each value cut to ``limit`` code points,
-    e.g. ``update_todo(id=1, status="in_progress")``; no arguments: ``read_scratchpad()``."""
-    args = _arguments(arguments)
-    if isinstance(args, dict):
-        shown = ", ".join(f"{key}={shorten(json.dumps(value, ensure_ascii=False), limit)}"
-                          for key, value in args.items())
-    else:
-        shown = shorten(one_line(str(args)), limit)
-    return f"{name}({shown})"
-
-
 def _format_message(message: dict[str, Any]) -> str:
     role = message.get("role", "?")
     text = message_text(message)

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import ipywidgets as widgets
 
 from jupyter_agent.artefacts.search import SearchHit, SearchMatch, search_listings, search_sessions
+from jupyter_agent.ui.advice import error_message
 from jupyter_agent.ui.artefacts import format_search_results
 from jupyter_agent.ui.display import format_sessions_table
 from jupyter_agent.ui.panel_rows import (
@@ -87,9 +88,13 @@ class SessionsPanel(widgets.VBox):
     on_resume : callable, optional
         Called with a session ID when its Resume button is clicked (the magics make it the
         active session of the kernel). A returned string is shown in the panel.
+    on_archive : callable, optional
+        Called as ``on_archive(session_id, archived)`` to archive (``True``) or unarchive
+        a session; default ``store.set_archived``. A returned string is shown in the
+        panel (the magics say there whether the kernel's active session was archived).
     on_delete : callable, optional
         Called with a session ID to delete it after confirmation; default
-        ``store.delete_session``.
+        ``store.delete_session``. A returned string is shown in the panel.
     page_size : int, optional
         Rows per page (default 20).
     show_archived : bool, optional
@@ -102,12 +107,14 @@ class SessionsPanel(widgets.VBox):
     """
 
     def __init__(self, store: Store, *, on_resume: Callable[[str], Any] | None = None,
+                 on_archive: Callable[[str, bool], Any] | None = None,
                  on_delete: Callable[[str], Any] | None = None, page_size: int = 20,
                  show_archived: bool = False, query: str = "", deep: bool = False) -> None:
         if page_size < 1:
             raise ValueError(f"page_size must be at least 1 (got {page_size})")
         self._store = store
         self._on_resume = on_resume
+        self._on_archive = on_archive or store.set_archived
         self._on_delete = on_delete or store.delete_session
         self._page_size = page_size
         self._page = 0
@@ -194,11 +201,18 @@ class SessionsPanel(widgets.VBox):
         return self._selected is not None
 
     def text_table(self) -> str:
-        """The sessions the panel shows (all pages) as the plain-text table of a terminal
-        (with where the filter's text was found, while it filters)."""
+        """The sessions of the current page as the plain-text table of a terminal (what
+        the panel shows, nothing more: it is saved with the notebook's outputs), with where
+        the filter's text was found while it filters."""
+        start = self._page * self._page_size
         if self._filter.value.strip():
-            return format_search_results(self._search(), query=self._filter.value.strip())
-        return format_sessions_table(self._visible())
+            hits = self._search()[start:start + self._page_size]
+            table = format_search_results(hits, query=self._filter.value.strip())
+        else:
+            table = format_sessions_table(self._visible()[start:start + self._page_size])
+        if self.page_count > 1:
+            table += f"\n({self._page_label.value})"
+        return table
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
         data = super()._repr_mimebundle_(**kwargs)
@@ -232,7 +246,11 @@ class SessionsPanel(widgets.VBox):
 
     # ---- drawing
     def _reload(self) -> None:
-        self._listing = self._store.list_sessions(include_archived=True)
+        listing = self._store.list_sessions(include_archived=True)
+        # who holds a session in use elsewhere, where the listing does not say
+        self._listing = [s if s.status != "in use" or s.holder is not None else
+                         s.model_copy(update={"holder": self._store.lease_holder(s.id)})
+                         for s in listing]
         self._deep_hits = None
         self._render()
 
@@ -262,6 +280,8 @@ class SessionsPanel(widgets.VBox):
             self._slots.append(RowSlot(self._on_row_click))
         self._rows = [slot.show(s, self._found.get(s.id))
                       for slot, s in zip(self._slots, page, strict=False)]
+        for slot in self._slots[len(page):]:
+            slot.clear()
         self._empty.value = lines_html(f"<i>no sessions {'match' if self._listing else 'yet'}</i>")
         self._rows_box.children = [r.box for r in self._rows] or [self._empty]
         count = f"{len(visible)} session" + ("" if len(visible) == 1 else "s")
@@ -285,7 +305,7 @@ class SessionsPanel(widgets.VBox):
         return f"session {session_id}" if name == UNTITLED else f"‘{name}’ ({session_id})"
 
     def _show_error(self, err: BaseException) -> None:
-        text = html.escape(f"{type(err).__name__}: {err}")
+        text = html.escape(error_message(err))
         self._errors.value = lines_html(f'<span style="color:#b00020">⚠ {text}</span>')
 
     def _say(self, text: str) -> None:
@@ -357,8 +377,9 @@ class SessionsPanel(widgets.VBox):
 
     @_guarded
     def _on_archive_click(self, session_id: str, archived: bool) -> None:
-        self._store.set_archived(session_id, archived)
-        self._say(f"{'Archived' if archived else 'Unarchived'} {self._label(session_id)}.")
+        said = self._on_archive(session_id, archived)
+        self._say(said if isinstance(said, str) else
+                  f"{'Archived' if archived else 'Unarchived'} {self._label(session_id)}.")
         self._reload()
 
     @_guarded
@@ -371,6 +392,7 @@ class SessionsPanel(widgets.VBox):
     def _close_confirm(self) -> None:
         self._pending_delete = None
         self._confirm_box.layout.display = "none"
+        self._confirm_text.value = ""
 
     @_guarded
     def _on_confirm_click(self, _button: widgets.Button) -> None:
@@ -379,10 +401,10 @@ class SessionsPanel(widgets.VBox):
         if session_id is None:
             return
         label = self._label(session_id)
-        self._on_delete(session_id)
+        said = self._on_delete(session_id)
         if self._selected == session_id:
             self._hide_detail()
-        self._say(f"Deleted {label}.")
+        self._say(said if isinstance(said, str) else f"Deleted {label}.")
         self._reload()
 
     @_guarded

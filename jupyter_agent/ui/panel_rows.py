@@ -7,7 +7,8 @@ session the page shows there.
 
 Layout of a row: the name and summary (flexible, at least ``INFO_MIN``), the status and
 counts (a fixed width, so the columns line up from row to row), then the buttons, which
-never shrink. The row wraps: on a narrow notebook the buttons go under the text.
+never shrink. The row wraps: on a narrow notebook the buttons go under the text, and
+wrap among themselves where even one row of buttons does not fit.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ import ipywidgets as widgets
 
 from jupyter_agent.artefacts.fork import fork_label
 from jupyter_agent.store.messages import message_text
+from jupyter_agent.ui.advice import describe_holder
 from jupyter_agent.ui.display import format_cost, one_line, relative_time
+from jupyter_agent.ui.markdown import excerpt, summary_html
 
 if TYPE_CHECKING:
     from jupyter_agent.artefacts.search import SearchMatch
@@ -47,6 +50,7 @@ class RowText(NamedTuple):
     status: str
     messages: str
     cost: str
+    holder: str = ""
 
 
 def format_row(listing: SessionListing, now: datetime | None = None) -> RowText:
@@ -62,19 +66,25 @@ def format_row(listing: SessionListing, now: datetime | None = None) -> RowText:
     -------
     RowText
         ``name`` is the title, else the first words of the first prompt, else
-        :data:`UNTITLED`; ``cost`` is in USD.
+        :data:`UNTITLED`; ``summary`` is the summary's readable text on one line (no
+        Markdown marks); ``cost`` is in USD; ``holder`` says who holds a session that
+        is in use elsewhere (a notebook or kernel, its host and process), else "".
     """
-    name = listing.title or one_line(listing.first_prompt, 60) or UNTITLED
+    name = listing.title or excerpt(listing.first_prompt, 60) or UNTITLED
     status = listing.status + (", archived" if listing.archived else "")
+    holder = ""
+    if listing.status == "in use":
+        holder = describe_holder(listing.holder)
     from jupyter_agent.store import Usage
 
     return RowText(
         name=one_line(name, 60),
-        summary=one_line(listing.summary, 120),
+        summary=excerpt(listing.summary, 120),
         updated=relative_time(listing.updated_at, now),
         status=status,
         messages=f"{listing.message_count} msg" + ("" if listing.message_count == 1 else "s"),
         cost=format_cost(Usage(cost_usd=listing.cost_usd)),
+        holder=holder,
     )
 
 
@@ -103,22 +113,41 @@ def lines_html(body: str) -> str:
     return f'<div style="line-height:1.4">{body}</div>'
 
 
+def local_time(when: datetime) -> str:
+    """``when`` in the kernel's local time zone, saying which: ``"2026-01-31 14:05 CET"``."""
+    local = when.astimezone()
+    return f"{local:%Y-%m-%d %H:%M} {local.tzname() or ''}".rstrip()
+
+
+#: Styles for Markdown rendered inside the detail view (code blocks scroll, tables fit).
+_DETAIL_STYLE = ("<style>.jupyter-agent-md pre{overflow-x:auto;padding:4px 6px;"
+                 "background:var(--jp-layout-color2,#f5f5f5)}"
+                 ".jupyter-agent-md table{border-collapse:collapse}"
+                 ".jupyter-agent-md td,.jupyter-agent-md th{border:1px solid "
+                 "var(--jp-border-color2,#ddd);padding:1px 6px}"
+                 ".jupyter-agent-md p{margin:2px 0}</style>")
+
+
 def detail_html(record: SessionRecord) -> str:
-    """The body of a session's detail view: ID and times, summary, todos, last messages."""
+    """The body of a session's detail view: ID and times (local), summary (its Markdown
+    rendered: lists, tables, code), todos, the readable text of the last messages."""
     todos = "".join(f"<li>[{html.escape(t.status)}] {inline_html(t.text)}</li>"
                     for t in record.state.todos) or "<li><i>none</i></li>"
     last = [m for m in record.transcript if m.get("role") in ("user", "assistant")
             and message_text(m)][-6:]
     messages = "".join(
         f"<p style='margin:2px 0'><b>{html.escape(str(m['role']))}:</b> "
-        f"{inline_html(one_line(message_text(m), 400))}</p>" for m in last
+        f"{html.escape(excerpt(message_text(m), 400))}</p>" for m in last
     ) or "<p style='margin:2px 0'><i>no messages</i></p>"
-    summary = "<br>".join(inline_html(line) for line in record.summary.strip().splitlines())
+    summary = summary_html(record.summary.strip()) if record.summary.strip() else \
+        "<p><i>none yet</i></p>"
     fork = f" · {html.escape(fork_label(record.parent))}" if record.parent else ""
     return lines_html(
-        f"<small>{html.escape(record.id)} · created {record.created_at:%Y-%m-%d %H:%M} "
-        f"UTC · updated {relative_time(record.updated_at)}{fork}</small>"
-        f"<p style='margin:4px 0'><b>Summary:</b><br>{summary or '<i>none yet</i>'}</p>"
+        f"{_DETAIL_STYLE}<small>{html.escape(record.id)} · created "
+        f"{html.escape(local_time(record.created_at))} · updated "
+        f"{relative_time(record.updated_at)}{fork}</small>"
+        f"<div style='margin:4px 0'><b>Summary</b><div class='jupyter-agent-md'>{summary}"
+        f"</div></div>"
         f"<b>Todos</b><ul style='margin:2px 0'>{todos}</ul><b>Last messages</b>{messages}"
     )
 
@@ -166,7 +195,8 @@ class RowSlot:
         for action in ("details", "resume", "archive", "delete"):
             getattr(self, action).on_click(lambda _b, a=action: on_click(a, self))
         self.buttons = widgets.HBox([self.details, self.resume, self.archive, self.delete],
-                                    layout=widgets.Layout(flex="0 0 auto"))
+                                    layout=widgets.Layout(flex="0 1 auto",
+                                                          flex_flow="row wrap"))
         self.box = widgets.HBox(
             [self.info, self.meta, self.buttons],
             layout=widgets.Layout(flex_flow="row wrap", align_items="center", width="100%",
@@ -177,6 +207,13 @@ class RowSlot:
         """Every widget of the slot (for closing them)."""
         return [self.box, self.info, self.meta, self.buttons, *self.buttons.children]
 
+    def clear(self) -> None:
+        """Forget the session this slot showed (a slot off the page keeps no text: the
+        widget state a notebook may save holds only what the panel shows)."""
+        self.session_id, self.name, self.archived = "", "", False
+        self.info.value = self.meta.value = ""
+        self.resume.tooltip = ""
+
     def show(self, listing: SessionListing, found: SearchMatch | None = None) -> PanelRow:
         """Show ``listing`` in this slot and return the row as callers see it; ``found``
         (where the filter's text is) replaces the summary line."""
@@ -184,22 +221,35 @@ class RowSlot:
         self.session_id, self.name, self.archived = listing.id, text.name, listing.archived
         untitled = text.name == UNTITLED
         name = f"<i>{text.name}</i>" if untitled else f"<b>{html.escape(text.name)}</b>"
-        summary = f"<br><small>{inline_html(text.summary)}</small>" if text.summary else ""
+        summary = f"<br><small>{html.escape(text.summary)}</small>" if text.summary else ""
         if found is not None:
             summary = f"<br><small>{found_html(found)}</small>"
-        fork = fork_label(getattr(listing, "parent", None))
+        fork = fork_label(getattr(listing, "parent", None))  # listings name it when known
         fork = f" <small style='opacity:0.7'>· {html.escape(fork)}</small>" if fork else ""
+        in_use = listing.status == "in use"
+        held = (f"<br><small style='color:var(--jp-warn-color0, #e65100)'>In use by "
+                f"{html.escape(text.holder)}. To use it here: stop that kernel (or switch it "
+                f"to another session), then Resume; its lease is freed when that kernel "
+                f"exits.</small>" if in_use else "")
         self.info.value = lines_html(
-            f"{name} <small style='opacity:0.7'>{html.escape(listing.id)}</small>{fork}{summary}")
+            f"{name} <small style='opacity:0.7'>{html.escape(listing.id)}</small>{fork}"
+            f"{summary}{held}")
         active = listing.status == "active"
-        status = ("<b style='color:var(--jp-success-color1, #388e3c)'>● active in this kernel"
-                  "</b>" + (", archived" if listing.archived else "")
-                  if active else html.escape(text.status))
+        if active:
+            status = ("<b style='color:var(--jp-success-color1, #388e3c)'>● active in this "
+                      "kernel</b>" + (", archived" if listing.archived else ""))
+        elif in_use:
+            status = ("<b style='color:var(--jp-warn-color0, #e65100)'>● in use elsewhere</b>"
+                      + (", archived" if listing.archived else ""))
+        else:
+            status = html.escape(text.status)
         counts = " · ".join(html.escape(t) for t in (text.updated, text.messages, text.cost))
         self.meta.value = lines_html(f"{status}<br><small>{counts}</small>")
-        self.resume.disabled = active
-        self.resume.tooltip = ("This is already the active session of this kernel" if active
-                               else "Make this the active session of this kernel")
+        self.resume.disabled = active or in_use
+        self.resume.tooltip = (
+            "This is already the active session of this kernel" if active else
+            f"In use by {text.holder}; stop that kernel first" if in_use else
+            "Make this the active session of this kernel")
         self.archive.description = "Unarchive" if listing.archived else "Archive"
         return PanelRow(listing.id, text, self.box, self.details, self.resume, self.archive,
                         self.delete)

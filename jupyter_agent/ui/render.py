@@ -1,135 +1,307 @@
 """Live rendering of a turn: the agent's events (:mod:`jupyter_agent.agent.events`) as
 they happen.
 
-- :class:`MarkdownTurnRenderer` (Jupyter): one ``IPython.display`` handle per turn,
-  updated in place as text streams in;
+- :class:`MarkdownTurnRenderer` (Jupyter): Markdown, with ``text/plain`` alongside;
 - :class:`PlainTurnRenderer` (terminal IPython and plain shells): text written as it
   arrives.
 
 Both are callables taking one event, with a ``finish()`` the caller runs when the turn
-ends (normally or not). Both show a ``run_python`` call with its code and the first lines
-of its result, and every other tool call (todos, scratchpad, summary, notes, variables)
-as one line: ``▸ update_todo(id=1, status="in_progress") → todo #1 is now in_progress``.
+ends, however it ends (normally, a limit, a model error, Ctrl-C). Both show a
+``run_python`` call with its code and each part of its result under one label (what it
+printed, the value of its last expression, stderr, the error), a refused call once, with
+the whole reason, and every other tool call (todos, scratchpad, summary, notes,
+variables) as one line: ``▸ update_todo(id=1, status="in_progress") → todo #1 is now
+in_progress``. A notice a tool raises while it runs (a refusal) is shown once, with that
+call's result, not a second time on its own.
 
-:class:`MarkdownText` is text shown as Markdown in Jupyter and as plain text elsewhere
-(the footer after a turn, the ``%agent_resume`` recap).
+Long waits (the client waiting out a rate limit, a slow first token, a long tool run)
+show a status line, ``waiting for the model — 12 s …``, that goes as soon as anything
+else arrives; it is driven by a timer, since the ``openai`` client's retries are
+internal. It is shown only where a person watches (the live Markdown area of an
+interactive front end, a terminal), never in the outputs of a headless run.
+
+Replies are Markdown written by the model and go through
+:func:`~jupyter_agent.ui.markdown.reply_markdown` (``$`` shows as typed; design §18);
+everything the front end writes itself goes through
+:func:`~jupyter_agent.ui.markdown.literal`. No HTML is written.
 """
 
 from __future__ import annotations
 
-import re
+import io
 import sys
+import threading
 import time
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
-from jupyter_agent.store.messages import message_text
-from jupyter_agent.ui.display import (
+from jupyter_agent.ui.calls import (
     format_call,
-    format_recap_usage,
-    format_resumed,
     format_tool_call,
     is_code_call,
-    one_line,
+    one_line_result,
     result_preview,
-    shorten,
+    tool_result_sections,
 )
+from jupyter_agent.ui.markdown import literal, reply_markdown
+from jupyter_agent.ui.recap import MarkdownText, recap_markdown, resumed_markdown
+from jupyter_agent.ui.status import WAIT_AFTER, WaitingStatus
 
-if TYPE_CHECKING:
-    from jupyter_agent.store import SessionRecord
-    from jupyter_agent.ui.results import Resumed
+__all__ = ["MarkdownText", "MarkdownTurnRenderer", "PlainTurnRenderer", "recap_markdown",
+           "resumed_markdown"]
 
-__all__ = ["MarkdownText", "MarkdownTurnRenderer", "PlainTurnRenderer", "footer_markdown",
-           "markdown_escape", "recap_markdown", "resumed_markdown"]
-
-#: Keeps MathJax (JupyterLab, Notebook) from reading ``$0.0012 · ... · $0.0034`` as math:
-#: its escapes are undone by the Markdown step, so the wrapping element says "no math".
-_NO_MATH = 'class="mathjax_ignore tex2jax_ignore"'
-_MD_SPECIAL = re.compile(r"([\\*_\[\]<>#$|~])")
+_LABELS = {"output": "→", "result": "→ result", "stderr": "stderr", "error": "✗ error",
+           "message": "✗", "refused": "⊘ refused:"}
 
 
-def markdown_escape(text: str) -> str:
-    """``text`` for Markdown as literal text: the characters Markdown (and the ``$`` of
-    math) would interpret are backslash-escaped; `code` spans are kept as they are."""
-    parts = re.split(r"(`[^`\n]+`)", text)
-    return "".join(part if i % 2 else _MD_SPECIAL.sub(r"\\\1", part)
-                   for i, part in enumerate(parts))
+def _notice_shown_by(notice: str, result: str) -> bool:
+    """True if a tool's ``notice`` only repeats what its result says (e.g. a refusal)."""
+    words = notice.split(" ", 1)
+    return notice in result or (len(words) == 2 and words[1] in result)
 
 
-class MarkdownText:
-    """A display object: ``markdown`` in Jupyter, ``plain`` as ``text/plain`` (nbconvert to
-    text, consoles, nbval)."""
+class MarkdownTurnRenderer:
+    """Render a turn's events as Markdown (Jupyter).
 
-    def __init__(self, markdown: str, plain: str) -> None:
-        self.markdown, self.plain = markdown, plain
+    Parameters
+    ----------
+    live : bool
+        True where a person watches (an interactive front end): one display area shows
+        the turn as it streams and is updated in place, ends holding the whole turn, and
+        shows the status line of long waits. False for a headless run (nbclient,
+        nbconvert, papermill, nbval): nothing is shown until :meth:`finish`, which
+        displays the turn once. Either way a saved notebook holds exactly one output per
+        turn, with the same content.
+    min_interval : float, optional
+        Seconds between two updates while text streams in (each update re-sends the
+        whole Markdown); tool calls, notices and :meth:`finish` always update.
+    wait_after : float, optional
+        Seconds without an event before the status line appears (live only).
+    """
 
-    def _repr_markdown_(self) -> str:
-        return self.markdown
+    def __init__(self, *, live: bool = True, min_interval: float = 0.1,
+                 wait_after: float = WAIT_AFTER) -> None:
+        self._live = live
+        self._items: list[list[Any]] = []  # [kind, payload]: reply / lines / block
+        self._calls: dict[str, tuple[list[str], int]] = {}  # one-line calls: ID -> lines, index
+        self._open: tuple[str, str] | None = None  # (call ID, name) of the running call
+        self._held: list[str] = []  # notices raised while a call runs
+        self._plain_out = io.StringIO()
+        self._plain = PlainTurnRenderer(self._plain_out)
+        self._handle: Any = None
+        self._min_interval = min_interval
+        self._shown_at = float("-inf")
+        self._lock = threading.RLock()
+        self._waiting = WaitingStatus(self._show_locked, self._lock, wait_after) if live else None
 
-    def __repr__(self) -> str:
-        return self.plain
+    # ---- the Markdown
+    def markdown(self) -> str:
+        """The turn so far as Markdown (no HTML; replies without maths)."""
+        blocks = []
+        for kind, payload in self._items:
+            if kind == "reply":
+                text = reply_markdown(payload[0].strip("\n"))
+                if text.strip():
+                    blocks.append(text)
+            elif kind == "lines":
+                blocks.append("  \n".join(literal(line) for line in payload))
+            else:
+                blocks.append(payload)
+        if self._waiting is not None and self._waiting.text:
+            blocks.append(f"*{literal(self._waiting.text)}*")
+        return "\n\n".join(blocks)
+
+    def plain(self) -> str:
+        """The turn so far as plain text (the ``text/plain`` of the display)."""
+        return self._plain_out.getvalue().rstrip("\n")
+
+    def _display_object(self) -> MarkdownText:
+        return MarkdownText(self.markdown(), self.plain())
+
+    def _show_locked(self) -> None:
+        from IPython.display import display
+
+        self._shown_at = time.monotonic()
+        if self._handle is None:
+            self._handle = display(self._display_object(), display_id=True)
+        else:
+            self._handle.update(self._display_object())
+
+    def _show(self, *, force: bool = True) -> None:
+        if not self._live:
+            return
+        if not force and time.monotonic() - self._shown_at < self._min_interval:
+            return
+        with self._lock:
+            self._show_locked()
+
+    # ---- events
+    def _block(self, markdown: str) -> None:
+        self._items.append(["block", markdown])
+
+    def _result_blocks(self, name: str, result: str, ok: bool) -> None:
+        for kind, body in tool_result_sections(result, ok):
+            label = _LABELS[kind]
+            lines = result_preview(body) if kind in ("output", "result", "stderr") else \
+                body.splitlines() or [""]
+            if kind in ("refused", "message") or len(lines) == 1:
+                text = f"{label} {lines[0]}" if lines[0] else f"{label} (no output)"
+                if kind in ("output", "result", "stderr") and lines[0]:
+                    self._block(f"{literal(label)} `{lines[0].replace('`', chr(39))}`")
+                else:
+                    shown = text if kind != "refused" else f"{label} {body}"
+                    self._block(literal(shown, code_spans=True))
+                continue
+            longest = max((len(run) for run in _backtick_runs("\n".join(lines))), default=0)
+            fence = "`" * max(3, longest + 1)
+            self._block("\n".join([f"*{literal(label)}*", f"{fence}text", *lines, fence]))
+
+    def __call__(self, event: Any) -> None:
+        """Render one event (updates the display in place where live)."""
+        kind = getattr(event, "kind", "")
+        if kind not in ("text_delta", "tool_call_start", "tool_call_end", "notice"):
+            return
+        with self._lock:
+            status_gone = self._waiting.event() if self._waiting is not None else False
+            self._plain(event)
+            force = self._handle_event(kind, event) or status_gone
+        self._show(force=force)
+
+    def _handle_event(self, kind: str, event: Any) -> bool:
+        """Update the items for one event; True when the display must update at once."""
+        if kind == "text_delta":
+            if self._items and self._items[-1][0] == "reply":
+                self._items[-1][1][0] += event.text
+            else:
+                self._items.append(["reply", [event.text]])
+            return False
+        if kind == "tool_call_start":
+            self._open = (event.call_id, event.name)
+            if self._waiting is not None:
+                self._waiting.running = event.name
+            if is_code_call(event.arguments):
+                text = format_tool_call(event.name, event.arguments)
+                head, _, body = text.partition("\n")
+                code = "\n".join(line[4:] for line in body.splitlines())
+                longest = max((len(r) for r in _backtick_runs(code)), default=0)
+                fence = "`" * max(3, longest + 1)
+                self._block(f"**{literal(head)}**" +
+                            (f"\n{fence}python\n{code}\n{fence}" if body else ""))
+            else:
+                if not (self._items and self._items[-1][0] == "lines"):
+                    self._items.append(["lines", []])
+                lines = self._items[-1][1]
+                lines.append(f"▸ {format_call(event.name, event.arguments)}")
+                self._calls[event.call_id] = (lines, len(lines) - 1)
+            return True
+        if kind == "tool_call_end":
+            self._open = None
+            if self._waiting is not None:
+                self._waiting.running = None
+            held, self._held = self._held, []
+            if event.call_id in self._calls:
+                lines, index = self._calls.pop(event.call_id)
+                lines[index] += " " + one_line_result(event.result, event.ok)
+            else:
+                self._result_blocks(event.name, event.result, event.ok)
+            for text in held:
+                if not _notice_shown_by(text, event.result):
+                    self._block(f"*{literal(text)}*")
+            return True
+        # a notice
+        if self._open is not None:
+            self._held.append(str(event.text))
+            return False
+        self._block(f"*{literal(str(event.text))}*")
+        return True
+
+    def finish(self, *, interrupted: bool = False, drop_notice: str | None = None,
+               footer: str | None = None) -> None:
+        """End the turn: show its whole Markdown once (headless) or for the last time (live).
+
+        Parameters
+        ----------
+        interrupted : bool
+            The turn was stopped (Ctrl-C): a call that was running is marked so.
+        drop_notice : str, optional
+            A notice not to show (the caller shows its own message for it instead, e.g.
+            the limit that ended the turn with how to raise it).
+        footer : str, optional
+            The turn's footer line (tokens, cost, tool calls, limits), shown last in the
+            same output, in italics (Markdown) or as it is (``text/plain``).
+        """
+        from IPython.display import display
+
+        with self._lock:
+            if self._waiting is not None:
+                self._waiting.stop()
+            if interrupted and self._open is not None:
+                call_id, _name = self._open
+                if call_id in self._calls:
+                    lines, index = self._calls.pop(call_id)
+                    lines[index] += " ✗ interrupted"
+                else:
+                    self._block(literal("✗ interrupted while running"))
+                self._open = None
+            if drop_notice is not None:
+                target = f"*{literal(drop_notice)}*"
+                self._items = [item for item in self._items if item != ["block", target]]
+                self._plain.drop_notice(drop_notice)
+            self._plain.finish(interrupted=interrupted, footer=footer)
+            if footer:
+                self._block(f"*{literal(footer)}*")
+            if not self._items:
+                if self._handle is not None:  # only a status line was shown
+                    self._handle.update(MarkdownText("", ""))
+                return
+            if self._handle is not None:
+                self._handle.update(self._display_object())
+            else:
+                display(self._display_object())
 
 
-def footer_markdown(footer: str) -> MarkdownText:
-    """The footer line after a turn as small Markdown text (it wraps at spaces, not
-    mid-word as a monospace line does); its plain form is ``footer`` unchanged."""
-    return MarkdownText(f"<small {_NO_MATH}>{markdown_escape(footer)}</small>", footer)
+def _backtick_runs(text: str) -> list[str]:
+    import re
 
-
-def recap_markdown(record: SessionRecord, *, unarchived: bool = False) -> str:
-    """The ``%agent_resume`` recap as Markdown (Jupyter): the title as a heading, usage,
-    summary, open todos as a list, the last exchange (cf. :func:`~jupyter_agent.ui.display.
-    format_recap`, the same in plain text)."""
-    name = record.title or f"session {record.id}"
-    parts = [f"#### Resumed: {markdown_escape(name)}",
-             markdown_escape(f"{record.id} · {format_recap_usage(record)}")]
-    if unarchived:
-        parts.append("*The session was archived; resuming took it out of the archive.*")
-    if record.summary:
-        lines = shorten(record.summary.strip(), 600).splitlines()
-        parts.append("**Summary**  \n" + "  \n".join(markdown_escape(line) for line in lines))
-    todos = [t for t in record.state.todos if t.status in ("pending", "in_progress")]
-    if todos:
-        parts.append("**Open todos**\n\n" + "\n".join(
-            f"- {t.id}. {markdown_escape(t.text)} — *{t.status.replace('_', ' ')}*"
-            for t in todos))
-    last_user = next((m for m in reversed(record.messages) if m.get("role") == "user"), None)
-    last_reply = next((m for m in reversed(record.messages)
-                       if m.get("role") == "assistant" and message_text(m)), None)
-    exchange = [f"**{label}:** {markdown_escape(one_line(message_text(m), 300))}"
-                for label, m in (("Last prompt", last_user), ("Last reply", last_reply))
-                if m is not None]
-    if exchange:
-        parts.append("  \n".join(exchange))
-    parts.append("Continue with `%%agent`.")
-    return "\n\n".join([f"<div {_NO_MATH}>", *parts, "</div>"])
-
-
-def resumed_markdown(resumed: Resumed) -> MarkdownText:
-    """What ``%agent_resume`` displays in Jupyter: :func:`recap_markdown`, with the plain
-    recap as its ``text/plain``."""
-    return MarkdownText(recap_markdown(resumed.record, unarchived=resumed.unarchived),
-                        format_resumed(resumed))
-
-
-def _compact_result(result: str, ok: bool) -> str:
-    """The result of a non-code tool call on one line."""
-    text = one_line(result, 120) or "(no output)"
-    return f"{'→' if ok else '✗'} {text}"
+    return re.findall(r"`+", text)
 
 
 class PlainTurnRenderer:
     """Render a turn's events as plain text written to ``stream`` (default: ``sys.stdout``
-    at call time)."""
+    at call time). The status line of long waits is shown only on a terminal."""
 
-    def __init__(self, stream: TextIO | None = None) -> None:
+    def __init__(self, stream: TextIO | None = None, *, wait_after: float = WAIT_AFTER) -> None:
         self._stream = stream
         self._at_line_start = True
         self._open_call = ""  # the ID of a one-line call waiting for its result
+        self._open: tuple[str, str] | None = None
+        self._held: list[str] = []
+        self._lock = threading.RLock()
+        self._status_width = 0
+        out = stream or sys.stdout
+        tty = stream is None and bool(getattr(out, "isatty", lambda: False)())
+        self._waiting = WaitingStatus(self._show_status, self._lock, wait_after) if tty else None
+        self._pending: list[str] = []  # notices shown at the next event (or dropped)
+
+    def _out(self) -> TextIO:
+        return self._stream or sys.stdout
+
+    def _show_status(self) -> None:
+        if self._waiting is None or not self._waiting.text or not self._at_line_start:
+            return
+        text = self._waiting.text
+        self._out().write("\r" + text + " " * max(self._status_width - len(text), 0))
+        self._out().flush()
+        self._status_width = len(text)
+
+    def _clear_status(self) -> None:
+        if self._status_width:
+            self._out().write("\r" + " " * self._status_width + "\r")
+            self._status_width = 0
 
     def _write(self, text: str) -> None:
         if not text:
             return
-        out = self._stream or sys.stdout
+        out = self._out()
         out.write(text)
         out.flush()
         self._at_line_start = text.endswith("\n")
@@ -139,138 +311,91 @@ class PlainTurnRenderer:
 
     def __call__(self, event: Any) -> None:
         """Render one event."""
+        with self._lock:
+            if self._waiting is not None:
+                self._waiting.event()
+                self._clear_status()
+            self._render(event)
+
+    def _render(self, event: Any) -> None:
         kind = getattr(event, "kind", "")
+        if kind in ("text_delta", "tool_call_start", "tool_call_end", "notice"):
+            self._flush_pending()
         if kind == "text_delta":
             self._write(event.text)
-        elif kind == "tool_call_start" and not is_code_call(event.arguments):
-            start = "" if self._at_line_start else "\n"
-            self._write(f"{start}▸ {format_call(event.name, event.arguments)}")
-            self._open_call = event.call_id
-            return
         elif kind == "tool_call_start":
+            self._open = (event.call_id, event.name)
+            if self._waiting is not None:
+                self._waiting.running = event.name
+            if not is_code_call(event.arguments):
+                start = "" if self._at_line_start else "\n"
+                self._write(f"{start}▸ {format_call(event.name, event.arguments)}")
+                self._open_call = event.call_id
+                return
             self._block(format_tool_call(event.name, event.arguments))
-        elif kind == "tool_call_end" and event.call_id == self._open_call:
-            self._write(f" {_compact_result(event.result, event.ok)}\n")
         elif kind == "tool_call_end":
-            mark = "→" if event.ok else "✗"
-            first, *rest = result_preview(event.result)
-            self._block("\n".join([f"  {mark} {first}", *(f"    {line}" for line in rest)]))
+            self._open = None
+            if self._waiting is not None:
+                self._waiting.running = None
+            if event.call_id == self._open_call:
+                self._write(f" {one_line_result(event.result, event.ok)}\n")
+            else:
+                self._result(event.result, event.ok)
+            held, self._held = self._held, []
+            for text in held:
+                if not _notice_shown_by(text, event.result):
+                    self._notice(text)
         elif kind == "notice":
-            text = str(event.text)
-            self._block(text if text.startswith("[") else f"[{text}]")
+            if self._open is not None:
+                self._held.append(str(event.text))
+                return
+            self._pending.append(str(event.text))
         self._open_call = ""
 
-    def finish(self) -> None:
-        """End the turn's output on a fresh line."""
-        if not self._at_line_start:
-            self._write("\n")
+    def _flush_pending(self) -> None:
+        pending, self._pending = self._pending, []
+        for text in pending:
+            self._notice(text)
 
+    def _notice(self, text: str) -> None:
+        self._block(text if text.startswith("[") else f"[{text}]")
 
-def _markdown_result(result: str, *, ok: bool) -> str:
-    """A code tool's result as Markdown: inline code for one line, else a label ("→ output"
-    / "✗ error") and a short text block."""
-    mark = "→" if ok else "✗"
-    lines = result_preview(result)
-    if len(lines) == 1:
-        inline = lines[0].replace("`", "'")
-        return f"{mark} `{inline}`"
-    longest = max((len(run) for run in re.findall(r"`+", result)), default=0)
-    fence = "`" * max(3, longest + 1)
-    label = "*→ output*" if ok else "*✗ error*"
-    return "\n".join([label, f"{fence}text", *lines, fence])
+    def _result(self, result: str, ok: bool) -> None:
+        for kind, body in tool_result_sections(result, ok):
+            label = _LABELS[kind]
+            if kind in ("refused", "message"):
+                self._block(f"  {label} {body}")
+                continue
+            lines = result_preview(body) if kind != "error" else body.splitlines() or [""]
+            first, *rest = lines
+            self._block("\n".join([f"  {label} {first}", *(f"    {line}" for line in rest)]))
 
+    def drop_notice(self, text: str) -> None:
+        """Do not show the notice ``text`` (a notice is written at the next event, so only
+        the turn's last one can still be dropped; the caller shows its own message)."""
+        self._pending = [t for t in self._pending if t != text]
 
-class MarkdownTurnRenderer:
-    """Render a turn's events as Markdown (Jupyter).
+    def finish(self, *, interrupted: bool = False, drop_notice: str | None = None,
+               footer: str | None = None) -> None:
+        """End the turn's output on a fresh line (a running call marked interrupted), then
+        the footer line if given.
 
-    While the turn runs, one display handle shows the reply so far and is updated in
-    place. When the turn finishes, that live area is emptied and the final Markdown is
-    displayed once as an ordinary output. The live handle always starts and ends empty,
-    so a saved notebook holds exactly one output per turn whether or not the front end
-    that executed it applied the intermediate updates (nbval does not; JupyterLab and
-    nbclient do).
-
-    Parameters
-    ----------
-    min_interval : float, optional
-        Seconds between two updates while text streams in (each update re-sends the
-        whole Markdown); tool calls, notices and :meth:`finish` always update.
-    """
-
-    def __init__(self, min_interval: float = 0.1) -> None:
-        self._parts: list[str] = []
-        self._handle: Any = None
-        self._min_interval = min_interval
-        self._shown_at = float("-inf")
-        self._dirty = False
-        self._lines: dict[str, tuple[int, str]] = {}  # one-line calls: call ID -> part, text
-        self._after_line = False  # the last part is a one-line call
-
-    def _markdown(self) -> Any:
-        from IPython.display import Markdown
-
-        return Markdown("".join(self._parts))
-
-    def _show(self) -> None:
-        from IPython.display import Markdown, display
-
-        self._shown_at, self._dirty = time.monotonic(), False
-        if self._handle is None:
-            self._handle = display(Markdown(""), display_id=True)
-        self._handle.update(self._markdown())
-
-    def _block(self, text: str) -> None:
-        if self._parts and not self._parts[-1].endswith("\n\n"):
-            self._parts.append("\n\n")
-        self._parts.append(text + "\n\n")
-        self._after_line = False
-
-    def _line(self, call_id: str, text: str) -> None:
-        """A one-line tool call; consecutive ones form one paragraph (hard line breaks)."""
-        if self._parts and not self._after_line and not self._parts[-1].endswith("\n\n"):
-            self._parts.append("\n\n")
-        self._lines[call_id] = (len(self._parts), text)
-        self._parts.append(f"{text}</span>  \n")
-        self._after_line = True
-
-    def __call__(self, event: Any) -> None:
-        """Render one event (updates the display in place)."""
-        kind = getattr(event, "kind", "")
-        if kind == "text_delta":
-            if self._after_line:
-                self._parts.append("\n")
-                self._after_line = False
-            self._parts.append(event.text)
-            self._dirty = True
-            if time.monotonic() - self._shown_at < self._min_interval:
-                return
-        elif kind == "tool_call_start" and not is_code_call(event.arguments):
-            self._line(event.call_id, f"<span {_NO_MATH}>▸ "
-                       f"{markdown_escape(format_call(event.name, event.arguments))}")
-        elif kind == "tool_call_end" and event.call_id in self._lines:
-            index, text = self._lines.pop(event.call_id)
-            result = markdown_escape(_compact_result(event.result, event.ok))
-            self._parts[index] = f"{text} {result}</span>  \n"
-        elif kind == "tool_call_start":
-            text = format_tool_call(event.name, event.arguments)
-            head, _, body = text.partition("\n")
-            code = "\n".join(line[4:] for line in body.splitlines())
-            self._block(f"**{head}**" + (f"\n```python\n{code}\n```" if body else ""))
-        elif kind == "tool_call_end":
-            self._block(_markdown_result(event.result, ok=event.ok))
-        elif kind == "notice":
-            self._block(f"*{event.text}*")
-        else:
-            return
-        self._show()
-
-    def finish(self) -> None:
-        """Empty the live area and display the turn's final Markdown once."""
-        from IPython.display import Markdown, display
-
-        if self._handle is not None:
-            self._handle.update(Markdown(""))
-            self._handle = None
-        if self._parts:
-            display(self._markdown())
-        self._dirty = False
+        ``drop_notice``, ``footer``: see :meth:`MarkdownTurnRenderer.finish`.
+        """
+        with self._lock:
+            if self._waiting is not None:
+                self._waiting.stop()
+                self._clear_status()
+            if interrupted and self._open is not None:
+                if self._open_call:
+                    self._write(" ✗ interrupted\n")
+                else:
+                    self._block("  ✗ interrupted while running")
+                self._open = None
+            if drop_notice is not None:
+                self.drop_notice(drop_notice)
+            self._flush_pending()
+            if not self._at_line_start:
+                self._write("\n")
+            if footer:
+                self._write(footer + "\n")

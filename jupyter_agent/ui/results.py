@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from jupyter_agent.agent import Limits
     from jupyter_agent.store import SessionRecord, Usage
 
-__all__ = ["Resumed", "TurnResult", "UsageReport"]
+__all__ = ["Resumed", "SessionChange", "TurnResult", "UsageReport"]
 
 
 @dataclass(frozen=True)
@@ -37,8 +37,10 @@ class TurnResult:
     reply : str
         The final reply text (or the agent's limit notice).
     stop_reason : str or None
-        ``None``, or the limit that ended the turn (``"max_tool_calls"``,
-        ``"max_cost_usd"``, ``"max_iterations"``).
+        ``None``, or why the turn ended early: the limit that ended it
+        (``"max_tool_calls"``, ``"max_cost_usd"``, ``"max_iterations"``), a reply the
+        provider cut off (``"length"``, ``"content_filter"``), ``"interrupted"``
+        (Ctrl-C) or ``"error"`` (the model endpoint failed).
     turn_usage, session_usage : Usage
         Tokens and USD of this turn, and of the whole session so far.
     turn_tool_calls, session_tool_calls : int
@@ -71,3 +73,32 @@ class Resumed:
     record: SessionRecord
     unarchived: bool = False
 
+
+
+@dataclass(frozen=True)
+class SessionChange:
+    """What archiving, unarchiving or deleting a session did.
+
+    Attributes
+    ----------
+    session_id : str
+    action : {"archived", "unarchived", "deleted"}
+    was_active : bool
+        The session was this kernel's active session and is no longer: its lease is
+        released and the next prompt starts a new session.
+    """
+
+    session_id: str
+    action: str
+    was_active: bool = False
+
+    def describe(self) -> str:
+        """One line for the user, e.g. ``"Archived session X; it was this kernel's active
+        session: the next %agent starts a new one (%agent_resume X takes it back)."``"""
+        text = f"{self.action.capitalize()} session {self.session_id}"
+        if not self.was_active:
+            return text + "."
+        back = ("" if self.action == "deleted" else
+                f", %agent_resume {self.session_id} takes it back")
+        return (f"{text}; it was this kernel's active session, so none is active now: the "
+                f"next %agent starts a new one{back}.")

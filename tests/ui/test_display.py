@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -11,14 +12,10 @@ from IPython.utils.capture import capture_output
 from jupyter_agent.agent import Limits
 from jupyter_agent.agent.events import Notice, TextDelta, ToolCallEnd, ToolCallStart
 from jupyter_agent.store import SessionRecord, SessionState, TodoItem, Usage
-from jupyter_agent.ui.display import format_call, format_recap, limit_message
-from jupyter_agent.ui.render import (
-    MarkdownTurnRenderer,
-    PlainTurnRenderer,
-    footer_markdown,
-    markdown_escape,
-    recap_markdown,
-)
+from jupyter_agent.ui.calls import format_call, tool_result_sections
+from jupyter_agent.ui.display import format_recap, limit_message
+from jupyter_agent.ui.recap import recap_markdown
+from jupyter_agent.ui.render import MarkdownTurnRenderer, PlainTurnRenderer
 from jupyter_agent.ui.results import TurnResult
 
 
@@ -39,44 +36,109 @@ def test_plain_renderer(capsys: pytest.CaptureFixture[str]) -> None:
         "[jupyter-agent] Stopped: a limit.\nDone.\n")
 
 
-def test_markdown_renderer_updates_the_live_area_then_displays_once(
+def test_live_markdown_renderer_updates_one_area_that_ends_with_the_turn(
     shell: InteractiveShell,
 ) -> None:
-    r = MarkdownTurnRenderer(min_interval=0)  # every event updates
+    r = MarkdownTurnRenderer(live=True, min_interval=0)  # every event updates
     with capture_output() as captured:
         r(TextDelta("Mean body"))
-        r(TextDelta(" mass:"))
+        r(TextDelta(" mass: $4,201"))
         r(ToolCallStart("c1", "run_python", '{"code": "df.mean()"}'))
-        r(ToolCallEnd("c1", "run_python", "4201.75", True))
+        r(ToolCallEnd("c1", "run_python", "[result]\n4201.75", True))
         r(TextDelta("4.2 kg"))
         r.finish()
     outputs = [(o.update, o.data.get("text/markdown"), o.transient.get("display_id"))
                for o in captured.outputs]
     handle = outputs[0][2]
-    assert handle and outputs[0][:2] == (False, "")  # the live area starts empty
-    updates = [text for update, text, did in outputs if update and did == handle]
-    assert updates[:2] == ["Mean body", "Mean body mass:"]
-    assert updates[2] == "Mean body mass:\n\n**▶ run_python**\n```python\ndf.mean()\n```\n\n"
-    assert updates[3].endswith("→ `4201.75`\n\n") and updates[4].endswith("4.2 kg")
-    assert updates[-1] == ""  # ... and ends empty
-    final = [text for update, text, _ in outputs if not update][1:]
-    assert final == [updates[4]]  # the whole reply, displayed once as a plain output
-    assert len(outputs) == 1 + len(updates) + 1
+    assert handle and outputs[0][:2] == (False, "Mean body")
+    assert all(did == handle for _, _, did in outputs)  # one area, updated in place
+    updates = [text for update, text, _ in outputs if update]
+    assert updates[0] == "Mean body mass: \\\\$4,201"  # the page shows "$4,201", no maths
+    assert updates[1].endswith("**▶ run\\_python**\n```python\ndf.mean()\n```")
+    assert updates[2].endswith("→ result `4201.75`")  # one label: no "[result]" marker
+    assert updates[-1].endswith("\n\n4.2 kg") and updates[-1] == updates[-2]
+    assert captured.outputs[-1].data["text/plain"] == (
+        "Mean body mass: $4,201\n▶ run_python\n    df.mean()\n  → result 4201.75\n4.2 kg")
+
+
+def test_headless_markdown_renderer_displays_the_turn_once(shell: InteractiveShell) -> None:
+    r = MarkdownTurnRenderer(live=False, min_interval=0)
+    with capture_output() as captured:
+        r(TextDelta("It costs $5 and $10."))
+        r(ToolCallStart("c1", "add_todo", '{"text": "a"}'))
+        r(ToolCallEnd("c1", "add_todo", "added todo #1", True))
+        r.finish()
+    assert len(captured.outputs) == 1 and not captured.outputs[0].update
+    markdown = captured.outputs[0].data["text/markdown"]
+    assert markdown == ("It costs \\\\$5 and \\\\$10.\n\n"
+                        '▸ add\\_todo(text="a") → added todo \\#1')
+    assert "<" not in markdown and "\n\n\n" not in markdown  # no HTML, no blank-line runs
 
 
 def test_multi_line_results_keep_their_rows(shell: InteractiveShell) -> None:
     table = "species\nAdelie       3700.7\nGentoo       5076.0\n" + "".join(
         f"row {i}\n" for i in range(20))
-    r = MarkdownTurnRenderer(min_interval=0)
+    r = MarkdownTurnRenderer(live=False)
     with capture_output() as captured:
         r(ToolCallEnd("c1", "run_python", table, True))
-        r(ToolCallEnd("c2", "run_python", "has ``` fences\nline 2", False))
+        r(ToolCallEnd("c2", "run_python", "error: [error]\nhas ``` fences\nline 2", False))
         r.finish()
     final = captured.outputs[-1].data["text/markdown"]
-    assert ("*→ output*\n```text\nspecies\nAdelie       3700.7\nGentoo       5076.0\nrow 0\n"
+    assert ("*→*\n```text\nspecies\nAdelie       3700.7\nGentoo       5076.0\nrow 0\n"
             in final)
     assert "row 6\n… (13 more lines)\n```" in final and "row 7" not in final
     assert "*✗ error*\n````text\nhas ``` fences\nline 2\n````" in final  # a longer fence
+    assert "[error]" not in final and "error: " not in final  # one label, not three
+
+
+def test_run_python_sections_get_one_label_each() -> None:
+    result = "printed\n[stderr]\nwarned\n[result]\n42\n[error]\nTraceback ...\nKeyError: 'x'"
+    assert tool_result_sections("error: " + result, False) == [
+        ("output", "printed"), ("stderr", "warned"), ("result", "42"),
+        ("error", "Traceback ...\nKeyError: 'x'")]
+    assert tool_result_sections("(no output)", True) == [("output", "(no output)")]
+    assert tool_result_sections("error: refused: no stdin", False) == [("refused", "no stdin")]
+    assert tool_result_sections("not executed: limit reached", False) == [
+        ("message", "not executed: limit reached")]
+    interrupted = "interrupted by the user while this tool call was running\nrow 1\nrow 2"
+    assert tool_result_sections(interrupted, False) == [
+        ("message", "interrupted by the user while this tool call was running"),
+        ("output", "row 1\nrow 2")]
+
+
+def test_a_refused_call_is_shown_once_with_its_whole_reason(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str],
+) -> None:
+    reason = ("refused: the approval policy is 'ask' but there is no stdin to ask the user on "
+              "(headless run). The user can allow code with "
+              '`%config AgentMagics.approve = "auto"` or `--approve auto`.')
+    events = [ToolCallStart("c", "run_python", '{"code": "x = 1"}'),
+              Notice(f"run_python {reason}"),  # raised by the tool while it runs
+              ToolCallEnd("c", "run_python", f"error: {reason}", False)]
+    plain = PlainTurnRenderer()
+    for event in events:
+        plain(event)
+    plain.finish()
+    out = capsys.readouterr().out
+    assert out.count("no stdin") == 1 and out.endswith('or `--approve auto`.\n')
+    r = MarkdownTurnRenderer(live=False)
+    with capture_output() as captured:
+        for event in events:
+            r(event)
+        r.finish()
+    final = captured.outputs[-1].data["text/markdown"]
+    assert final.count("no stdin") == 1 and "approve = \"auto\"" in final
+    assert final.endswith("or `--approve auto`.")
+
+
+def test_a_tool_notice_that_adds_something_is_kept(shell: InteractiveShell) -> None:
+    r = MarkdownTurnRenderer(live=False)
+    with capture_output() as captured:
+        r(ToolCallStart("c", "run_python", '{"code": "x"}'))
+        r(Notice("the kernel is busy"))
+        r(ToolCallEnd("c", "run_python", "1", True))
+        r.finish()
+    assert captured.outputs[-1].data["text/markdown"].endswith("*the kernel is busy*")
 
 
 def test_markdown_renderer_throttles_text_but_not_tool_calls(shell: InteractiveShell) -> None:
@@ -86,14 +148,49 @@ def test_markdown_renderer_throttles_text_but_not_tool_calls(shell: InteractiveS
             r(TextDelta(piece))
         r(Notice("compacted"))
         r.finish()
-    updates = [o.data["text/markdown"] for o in captured.outputs if o.update]
-    assert updates == ["a", "abc\n\n*compacted*\n\n", ""]
+    texts = [o.data["text/markdown"] for o in captured.outputs]
+    assert texts == ["a", "abc\n\n*compacted*", "abc\n\n*compacted*"]
 
 
 def test_markdown_renderer_without_events_shows_nothing(shell: InteractiveShell) -> None:
     with capture_output() as captured:
         MarkdownTurnRenderer().finish()
+        MarkdownTurnRenderer(live=False).finish()
     assert captured.outputs == []
+
+
+def test_a_long_wait_shows_a_status_line_that_goes_when_the_reply_starts(
+    shell: InteractiveShell,
+) -> None:
+    r = MarkdownTurnRenderer(live=True, min_interval=0, wait_after=0.2)
+    with capture_output() as captured:
+        deadline = time.monotonic() + 10
+        while not captured.outputs and time.monotonic() < deadline:
+            time.sleep(0.05)
+        r(TextDelta("Here it is."))
+        r.finish()
+    texts = [o.data["text/markdown"] for o in captured.outputs]
+    assert texts[0].startswith("*waiting for the model — ") and texts[0].endswith(" s …*")
+    assert texts[-1] == "Here it is." and "waiting" not in texts[-2]
+
+
+def test_a_status_line_never_stays_when_nothing_else_came(shell: InteractiveShell) -> None:
+    r = MarkdownTurnRenderer(live=True, wait_after=0.1)
+    with capture_output() as captured:
+        deadline = time.monotonic() + 10
+        while not captured.outputs and time.monotonic() < deadline:
+            time.sleep(0.05)
+        r.finish()  # e.g. the model call failed
+    assert captured.outputs[-1].data["text/markdown"] == ""
+
+
+def test_headless_renderer_shows_no_status_line(shell: InteractiveShell) -> None:
+    r = MarkdownTurnRenderer(live=False, wait_after=0.05)
+    with capture_output() as captured:
+        time.sleep(0.8)
+        r(TextDelta("x"))
+        r.finish()
+    assert [o.data["text/markdown"] for o in captured.outputs] == ["x"]
 
 
 def _result(stop: str, *, from_options: frozenset[str] = frozenset()) -> TurnResult:
@@ -155,7 +252,7 @@ def test_non_code_tool_calls_are_one_line_in_both_renderers(
         ToolCallStart("c", "run_python", '{"code": "x = 1"}'),
         ToolCallEnd("c", "run_python", "1", True),
         ToolCallStart("d", "write_summary", '{"goal": "costs $5 and $6"}'),
-        ToolCallEnd("d", "write_summary", "refused", False),
+        ToolCallEnd("d", "write_summary", "error: not allowed", False),
         TextDelta("Done."),
     ]
     plain = PlainTurnRenderer()
@@ -167,43 +264,47 @@ def test_non_code_tool_calls_are_one_line_in_both_renderers(
         '▸ update_todo(id=1, status="in_progress") → todo #1 is now in_progress\n'
         "▸ read_scratchpad() → line one line two\n"
         "▶ run_python\n    x = 1\n  → 1\n"
-        '▸ write_summary(goal="costs $5 and $6") ✗ refused\n'
+        '▸ write_summary(goal="costs $5 and $6") ✗ not allowed\n'
         "Done.\n")
-    r = MarkdownTurnRenderer(min_interval=0)
+    r = MarkdownTurnRenderer(live=False)
     with capture_output() as captured:
         for event in events:
             r(event)
         r.finish()
     final = captured.outputs[-1].data["text/markdown"]
-    span = '<span class="mathjax_ignore tex2jax_ignore">'  # no $...$ math in JupyterLab
     assert final == (
-        f"Plan:\n\n{span}"
-        '▸ update\\_todo(id=1, status="in\\_progress") → todo \\#1 is now in\\_progress</span>'
-        f"  \n{span}▸ read\\_scratchpad() → line one line two</span>  \n"
-        "\n\n**▶ run_python**\n```python\nx = 1\n```\n\n→ `1`\n\n"
-        f'{span}▸ write\\_summary(goal="costs \\$5 and \\$6") ✗ refused</span>  \n'
-        "\nDone.")
-    assert "**▸" not in final  # not bold
+        "Plan:\n\n"
+        '▸ update\\_todo(id=1, status="in\\_progress") → todo \\#1 is now in\\_progress  \n'
+        "▸ read\\_scratchpad() → line one line two"
+        "\n\n**▶ run\\_python**\n```python\nx = 1\n```\n\n→ `1`\n\n"
+        '▸ write\\_summary(goal="costs \\\\$5 and \\\\$6") ✗ not allowed'
+        "\n\nDone.")
+    assert "**▸" not in final and "<" not in final  # not bold, no HTML
 
 
-def test_markdown_escape_keeps_code_spans() -> None:
-    assert markdown_escape("a *b* `c_d` $1 <x>") == "a \\*b\\* `c_d` \\$1 \\<x\\>"
-
-
-def test_footer_markdown_keeps_the_exact_text() -> None:
+def test_the_footer_ends_the_turn_output_with_the_exact_text(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str],
+) -> None:
     footer = "── 3 tokens (2 in / 1 out) · $0.0001 · 1 tool call │ session: no limits"
-    shown = footer_markdown(footer)
-    assert repr(shown) == footer  # text/plain
-    assert shown._repr_markdown_() == (
-        '<small class="mathjax_ignore tex2jax_ignore">'
-        "── 3 tokens (2 in / 1 out) · \\$0.0001 · 1 tool call │ session: no limits</small>")
+    r = MarkdownTurnRenderer(live=False)
+    with capture_output() as captured:
+        r(TextDelta("Hi."))
+        r.finish(footer=footer)
+    (shown,) = captured.outputs  # one output per turn, footer included
+    assert shown.data["text/plain"] == f"Hi.\n{footer}"
+    assert shown.data["text/markdown"] == (
+        "Hi.\n\n*── 3 tokens (2 in / 1 out) · \\\\$0.0001 · 1 tool call │ session: no limits*")
+    plain = PlainTurnRenderer()
+    plain(TextDelta("Hi."))
+    plain.finish(footer=footer)
+    assert capsys.readouterr().out == f"Hi.\n{footer}\n"
 
 
 def test_recap_markdown() -> None:
     now = datetime.now(UTC)
     record = SessionRecord(
         schema_version=1, id="abc", created_at=now, updated_at=now, title="Palmer penguins",
-        summary="Goal: the `body_mass`\nRemaining: plots",
+        summary="Goal: the `body_mass`, **$5**\nRemaining: plots",
         messages=[{"role": "system", "content": "s"}, {"role": "user", "content": "q?"},
                   {"role": "assistant", "content": "a *b*"}],
         transcript=[{"role": "user", "content": "q?"}], compactions=[],
@@ -211,10 +312,45 @@ def test_recap_markdown() -> None:
                                   TodoItem(id=2, text="open one")]),
     )
     text = recap_markdown(record, unarchived=True)
-    assert text.startswith('<div class="mathjax_ignore tex2jax_ignore">\n\n'
-                           "#### Resumed: Palmer penguins\n\nabc · updated just now · ")
-    assert text.endswith("\n\n</div>")
-    assert "**Summary**  \nGoal: the `body_mass`  \nRemaining: plots" in text
-    assert "**Open todos**\n\n- 2. open one — *pending*" in text and "done one" not in text
+    assert text.startswith("#### Resumed: Palmer penguins\n\nabc · updated just now · ")
+    assert "<" not in text and "\n\n\n" not in text
+    assert "**Summary**\n\nGoal: the `body_mass`, **\\\\$5**  \nRemaining: plots" in text
+    assert "**Open todos**\n\n- 2\\. open one — *pending*" in text and "done one" not in text
     assert "**Last prompt:** q?  \n**Last reply:** a \\*b\\*" in text
     assert "*The session was archived; resuming took it out of the archive.*" in text
+
+
+def test_dates_older_than_a_month_are_local_dates(monkeypatch: pytest.MonkeyPatch) -> None:
+    from jupyter_agent.ui.display import relative_time
+
+    monkeypatch.setenv("TZ", "Pacific/Auckland")
+    time.tzset()
+    try:
+        now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+        assert relative_time(datetime(2026, 1, 1, 13, 0, tzinfo=UTC), now) == "2026-01-02"
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_a_terminal_shows_the_status_line_in_place_and_wipes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    monkeypatch.setattr("sys.stdout", screen)
+    r = PlainTurnRenderer(wait_after=0.1)
+    deadline = time.monotonic() + 10
+    while "waiting" not in screen.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    r(TextDelta("Reply."))
+    r.finish()
+    out = screen.getvalue()
+    assert out.startswith("\rwaiting for the model — ")
+    shown = out.split("\r")[-1]  # what is left on the line after the last carriage return
+    assert shown.strip() == "Reply." and out.endswith("Reply.\n")

@@ -162,7 +162,8 @@ def test_callback_errors_are_shown_in_the_panel(store: SessionStore) -> None:
 
     panel = SessionsPanel(store, on_resume=broken)
     panel.rows[0].resume.click()  # must not raise
-    assert f"RuntimeError: cannot resume {sid} today" in panel.error
+    assert f"something unexpected went wrong (cannot resume {sid} today)" in panel.error
+    assert "RuntimeError" not in panel.error
     # a file that vanished after listing: the store's error shows up too
     store.delete_session(sid)
     panel.rows[0].details.click()
@@ -257,7 +258,8 @@ def test_layout_buttons_never_shrink_and_rows_wrap(store: SessionStore) -> None:
     assert row.box.layout.flex_flow == "row wrap"
     info, meta, buttons = row.box.children
     assert meta.layout.width == meta.layout.flex.split()[-1]  # a fixed column: rows line up
-    assert info.layout.min_width and buttons.layout.flex == "0 0 auto"
+    # the buttons wrap among themselves when a narrow notebook has no room for them
+    assert info.layout.min_width and buttons.layout.flex_flow == "row wrap"
     assert panel._show_archived.indent is False and panel._show_archived.layout.width == "auto"
     assert panel._filter.layout.flex.startswith("1 1")
     # HTML widgets set line-height to their own height: contents get a normal one
@@ -315,7 +317,7 @@ def test_details_toggle_close_and_hide_when_filtered_or_deleted(store: SessionSt
     assert "Details — Penguins" in panel._detail_head.value
     detail = panel._detail.value
     assert "`" not in detail and "<code>body_mass</code>" in detail
-    assert "<code>df.head()</code>" in detail and "&lt;b&gt;mean&lt;/b&gt;" in detail
+    assert "See df.head()" in detail and "&lt;b&gt;mean&lt;/b&gt;" in detail
     row.details.click()  # a second click hides it
     assert not panel.detail_visible and panel._detail_box.layout.display == "none"
     row.details.click()
@@ -329,8 +331,8 @@ def test_details_toggle_close_and_hide_when_filtered_or_deleted(store: SessionSt
     next(r for r in panel.rows if r.session_id == b).delete.click()
     panel._confirm.click()
     assert not store.exists(b) and not panel.detail_visible
-    # the row summary shows code spans too
-    assert "<code>body_mass</code>" in panel._slots[0].info.value
+    # the row summary is the summary's readable text: no Markdown marks, no HTML from it
+    assert "Goal: the body_mass &lt;b&gt;mean&lt;/b&gt;" in panel._slots[0].info.value
 
 
 def test_delete_confirmation_names_the_session_and_messages_clear(store: SessionStore) -> None:
@@ -353,3 +355,45 @@ def test_resume_message_is_one_line(store: SessionStore) -> None:
     assert panel._message.value == (
         f'<div style="line-height:1.4">Resumed ‘Palmer penguins’ ({sid}) — it is this '
         "kernel&#x27;s active session; continue with %%agent</div>")
+
+
+def test_a_session_in_use_elsewhere_names_its_holder_and_cannot_be_resumed(
+    store: SessionStore,
+) -> None:
+    from jupyter_agent.store import LeaseHolder
+    from jupyter_agent.ui.panel_rows import RowSlot
+
+    holder = LeaseHolder(pid=4242, host="", label="analysis/penguins.ipynb",
+                         since=datetime(2026, 1, 1, 9, 30, tzinfo=UTC))
+    row = format_row(listing(status="in use", holder=holder))
+    assert row.holder.startswith("the kernel of analysis/penguins.ipynb (pid 4242, since ")
+    slot = RowSlot(lambda action, slot: None)
+    shown = slot.show(listing(status="in use", holder=holder))
+    assert shown.resume.disabled and "stop that kernel first" in shown.resume.tooltip
+    assert "In use by the kernel of analysis/penguins.ipynb" in slot.info.value
+    assert "stop that kernel (or switch it to another session), then Resume" in slot.info.value
+    assert "in use elsewhere" in slot.meta.value
+    elsewhere = format_row(listing(status="in use", holder=LeaseHolder(pid=7, host="gpu-9")))
+    assert elsewhere.holder == "process 7 on host gpu-9"
+    assert format_row(listing(status="in use")).holder == "another process"
+
+
+def test_rows_off_the_page_keep_no_text(store: SessionStore) -> None:
+    for i in range(3):
+        make_session(store, f"private question {i}", title=f"secret {i}")
+    panel = SessionsPanel(store)
+    panel._filter.value = "secret 1"
+    values = [w.value for slot in panel._slots for w in (slot.info, slot.meta)]
+    assert sum("secret" in v for v in values) == 1  # only the row that is shown
+    assert "secret 0" not in panel.text_table() and "secret 2" not in panel.text_table()
+
+
+def test_details_render_the_summary_and_say_the_time_zone(store: SessionStore) -> None:
+    sid = make_session(store, "q", summary="Goal: **42**\n\n| a | b |\n|---|---|\n| 1 | 2 |")
+    panel = SessionsPanel(store)
+    panel.rows[0].details.click()
+    detail = panel._detail.value
+    assert "<strong>42</strong>" in detail and "<td>1</td>" in detail and "**" not in detail
+    created = store.load_session(sid).created_at.astimezone()
+    assert f"created {created:%Y-%m-%d %H:%M} {created.tzname()}" in detail
+    assert "Goal: 42 a · b 1 · 2" in panel.rows[0].text.summary

@@ -1,0 +1,228 @@
+"""The notebook experience in a real JupyterLab, as a new user sees it (headless Chromium).
+
+One notebook runs turns against the scripted model server and opens the sessions panel;
+a second notebook's kernel holds one of the sessions. The test then reads the rendered
+DOM: dollar amounts show as typed (no MathJax) while the table, list and code block of
+the reply render; a slow first token shows a status line that goes when the reply
+starts; the panel lists the sessions newest first, shows the held session in use with
+Resume disabled, and Details, Resume, Archive and Delete work by clicking. Saving the
+notebook stores widget state that holds no session the panel does not show. Screenshots
+of both themes and a narrow window are saved under ``tests/browser/artifacts/``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.browser.conftest import ARTIFACTS, Lab
+
+pytestmark = pytest.mark.slow
+
+REPLY = ("The two plans cost $5 and $10 a month; the second is $5 more.\n\n"
+         "| plan | price |\n|---|---|\n| basic | $5 |\n| pro | $10 |\n\n"
+         "- first: $1 off\n- second: $2 off\n\n"
+         "```python\nprint('$5', '$10')\n```")
+
+MAIN = [
+    "%load_ext jupyter_agent",
+    "from jupyter_agent.testing import ScriptedModelServer\n"
+    f"server = ScriptedModelServer([{{'text': 'noted'}}, {{'text': {REPLY!r}}},\n"
+    "                               {'text': 'Slow but here.', 'delay': 6}]).start()\n"
+    "%config AgentMagics.base_url = server.base_url",
+    "%agent_new --title Held\n"
+    "from pathlib import Path\n"
+    "_ = Path('held_id.txt').write_text(get_ipython().magics_manager"
+    ".registry['AgentMagics'].controller.active_session_id)",
+    "%agent_new --title Second\n%agent remember this",
+    "%agent_new --title Dollars",
+    "%%agent\nWhat do the plans cost?",
+    "%agent take your time",
+    "%agent_sessions",
+    "print('ALL' + ' DONE')",
+]
+
+OTHER = [
+    "%load_ext jupyter_agent",
+    "from jupyter_agent.testing import ScriptedModelServer\n"
+    "from pathlib import Path\n"
+    "server = ScriptedModelServer([]).start()\n"
+    "held = Path('held_id.txt').read_text()",
+    "%agent_resume {held} --base-url {server.base_url}",
+    "print('HELD' + ' HERE')",
+]
+
+
+ENDINGS = [
+    "%load_ext jupyter_agent",
+    "import tempfile\n"
+    "from jupyter_agent.testing import ScriptedModelServer\n"
+    "memory = tempfile.mkdtemp()\n"
+    "%config AgentMagics.memory_dir = memory\n"
+    "run = {'name': 'run_python', 'arguments': {'code': \"print('$3 and $4')\"}}\n"
+    "code = {'tool_calls': [run]}\n"
+    "server = ScriptedModelServer([code, {'text': 'It was refused.'}, code]).start()",
+    "%agent_new --base-url {server.base_url} --approve deny --title Denied\n"
+    "%agent run it",
+    "%agent_new --base-url {server.base_url} --approve auto --max-iterations 1 --title Limited",
+    "%agent run it again",
+]
+
+
+def shot(page: Any, name: str) -> Path:
+    """Save a screenshot of the page (git-ignored artifacts folder)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def start_all(page: Any, lab: Lab, name: str) -> None:
+    """Open a notebook, wait for its kernel, and run all its cells."""
+    page.goto(lab.open_url(name))
+    page.wait_for_selector(".jp-Notebook .jp-Cell")
+    page.get_by_text(re.compile(r"Python 3 \(ipykernel\) \| Idle")).wait_for(timeout=120_000)
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+
+
+def row(page: Any, title: str) -> Any:
+    """The panel row whose name is ``title``."""
+    return page.locator(".widget-hbox", has=page.locator(f"b:text-is('{title}')")).last
+
+
+def panel_names(page: Any, expected: list[str]) -> list[str]:
+    """The session names the panel shows, top to bottom, once they are ``expected`` (the
+    widgets update a moment after the message that says what happened), else at 15 s."""
+    names: list[str] = []
+    for _ in range(60):
+        names = [n.strip() for n in page.locator(".widget-html-content b").all_inner_texts()
+                 if n.strip() in ("Held", "Second", "Dollars")]
+        if names == expected:
+            break
+        page.wait_for_timeout(250)
+    return names
+
+
+def test_a_notebook_session_in_jupyterlab(lab: Lab, page: Any) -> None:
+    lab.write_notebook("main.ipynb", MAIN)
+    lab.write_notebook("other.ipynb", OTHER)
+    lab.write_notebook("endings.ipynb", ENDINGS)
+    start_all(page, lab, "main.ipynb")
+
+    # a slow first token: a live status line, gone when the reply starts
+    status = page.get_by_text(re.compile("waiting for the model — \\d+ s"))
+    status.wait_for(timeout=120_000)
+    page.locator(".jp-CodeCell", has_text="take your time").scroll_into_view_if_needed()
+    shot(page, "status-line")
+    outputs = page.locator(".jp-OutputArea-output")
+    outputs.filter(has_text="Slow but here.").wait_for()
+    assert outputs.filter(has_text="waiting for the model").count() == 0
+    page.wait_for_selector("text=ALL DONE", timeout=120_000)
+
+    # the reply: dollars as typed, no maths; table, list and code block rendered
+    reply = page.locator(".jp-RenderedMarkdown", has_text="The two plans cost").first
+    text = reply.inner_text()
+    assert "The two plans cost $5 and $10 a month; the second is $5 more." in text
+    assert reply.locator("mjx-container").count() == 0
+    assert reply.locator("table td").all_inner_texts() == ["basic", "$5", "pro", "$10"]
+    assert reply.locator("li").all_inner_texts() == ["first: $1 off", "second: $2 off"]
+    assert "print('$5', '$10')" in reply.locator("pre").inner_text()
+    footer = page.locator(".jp-RenderedMarkdown em", has_text="── ").first
+    assert re.search(r"· \$0\.\d{4} ·", footer.inner_text())  # the cost, as typed
+    assert page.locator(".jp-OutputArea mjx-container").count() == 0
+    shot(page, "turns-light")
+
+    # the panel: newest first
+    page.get_by_text("active in this kernel").wait_for()
+    assert panel_names(page, ["Dollars", "Second", "Held"]) == ["Dollars", "Second", "Held"]
+
+    # a second kernel takes the Held session
+    other = page.context.new_page()
+    start_all(other, lab, "other.ipynb")
+    other.wait_for_selector("text=HELD HERE", timeout=120_000)
+    other.close()
+    page.bring_to_front()
+    page.get_by_role("button", name="Refresh", exact=True).click()
+    held = row(page, "Held")
+    held.get_by_text("In use by").wait_for()
+    assert held.get_by_role("button", name="Resume").is_disabled()
+    assert "in use elsewhere" in held.inner_text()
+    held.scroll_into_view_if_needed()
+    shot(page, "panel-in-use")
+
+    # Details, Resume, Archive, Delete by clicking; the details render the summary's
+    # Markdown (here the fallback excerpt, with the reply's table) without maths
+    row(page, "Dollars").get_by_role("button", name="Details").click()
+    details = page.locator(".widget-vbox", has_text="Details — Dollars").last
+    details.locator("table").first.wait_for()
+    assert "$5" in details.locator("table").first.inner_text()
+    assert details.locator("mjx-container").count() == 0 and "**" not in details.inner_text()
+    row(page, "Second").get_by_role("button", name="Details").click()
+    page.get_by_text("Details — Second").wait_for()
+    page.get_by_text("Details — Second").scroll_into_view_if_needed()
+    shot(page, "panel-details")
+    assert "Last messages" in page.locator(".widget-vbox", has_text="Details — Second").last\
+        .inner_text()
+    row(page, "Second").get_by_role("button", name="Resume").click()
+    page.get_by_text(re.compile("Resumed ‘Second’")).wait_for()
+    assert "active in this kernel" in row(page, "Second").inner_text()
+    row(page, "Dollars").get_by_role("button", name="Archive").click()
+    page.get_by_text(re.compile("Archived session")).wait_for()
+    assert panel_names(page, ["Second", "Held"]) == ["Second", "Held"]
+    row(page, "Second").get_by_role("button", name="Delete").click()
+    page.get_by_role("button", name="Delete for good").click()
+    page.get_by_text(re.compile("Deleted session .* it was this kernel's active session"))\
+        .wait_for()
+    assert panel_names(page, ["Held"]) == ["Held"]
+    shot(page, "panel-after-clicks")
+
+    # saved widget state holds only what the panel shows
+    page.keyboard.press("Control+s")
+    state = ""
+    for _ in range(60):  # the save is asynchronous
+        saved = json.loads((lab.root / "main.ipynb").read_text(encoding="utf-8"))
+        state = json.dumps(saved["metadata"].get("widgets", {}))
+        if "Held" in state:
+            break
+        page.wait_for_timeout(250)
+    assert "Held" in state  # shown, so it may be saved
+    assert "Dollars" not in state and "Second" not in state and "remember this" not in state
+
+    # a refused call is shown once; a limit ends a turn with one message, the right one
+    endings = page.context.new_page()
+    start_all(endings, lab, "endings.ipynb")
+    error = endings.locator(".jp-RenderedText[data-mime-type='application/vnd.jupyter.stderr']",
+                            has_text="limit reached")
+    error.wait_for(timeout=120_000)
+    denied = endings.locator(".jp-CodeCell", has_text="--approve deny")
+    denied.get_by_text("It was refused.").wait_for()
+    assert denied.inner_text().count("refused: running code is disabled") == 1
+    limited = endings.locator(".jp-CodeCell", has_text="run it again")
+    text = limited.inner_text()
+    assert "$3 and $4" in text and "Stopped" not in text and text.count("limit reached") == 1
+    assert "max_iterations = 1 model call per prompt" in text and "── " in text  # the footer
+    assert "Error" not in text  # no exception class names
+    assert limited.locator("mjx-container").count() == 0
+    limited.scroll_into_view_if_needed()
+    shot(endings, "endings")
+    endings.close()
+
+    # a narrow window, then the dark theme
+    page.set_viewport_size({"width": 640, "height": 900})
+    page.wait_for_timeout(500)
+    shot(page, "narrow-light")
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.get_by_role("menuitem", name="Settings", exact=True).click()
+    page.locator(".lm-Menu-itemLabel", has_text="Theme").first.hover()
+    page.locator(".lm-Menu-itemLabel", has_text="JupyterLab Dark").first.click()
+    page.wait_for_function("document.body.dataset.jpThemeLight === 'false'")
+    page.wait_for_timeout(1000)
+    shot(page, "dark")
+    page.set_viewport_size({"width": 640, "height": 900})
+    page.wait_for_timeout(500)
+    shot(page, "narrow-dark")
