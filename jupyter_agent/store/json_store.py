@@ -652,8 +652,7 @@ class SessionStore:
         validate_session_id(session_id)
         with self._files.mutex, self._files.dirs(create=True) as dirs:
             assert dirs is not None
-            if self._leases.acquire(dirs[1], session_id):
-                self._files.cache.pop(session_id, None)
+            self._files.take_lease(dirs[1], session_id)
 
     def release_lease(self, session_id: str) -> None:
         """Undo one :meth:`acquire_lease` (releasing a lease not held does nothing).

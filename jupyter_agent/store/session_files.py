@@ -136,19 +136,24 @@ class SessionFiles:
                 if sessions.lstat(f"{session_id}.json") is not None:
                     sessions.read(f"{session_id}.json")  # not a regular file: refused
                 raise SessionNotFoundError(session_id, self.session_path(session_id))
-            if self.leases.acquire(sessions, session_id):
-                self.cache.pop(session_id, None)
-                try:
-                    remove_session_temps(sessions, session_id)
-                    repair_tail(sessions, session_id)
-                except OSError:
-                    pass  # repaired by the first write instead
+            self.take_lease(sessions, session_id)
             try:
                 yield root, sessions
             finally:
                 self.leases.release(session_id)
                 if not self.leases.holds(session_id):
                     self.cache.pop(session_id, None)
+
+    def take_lease(self, sessions: SafeDir, session_id: str) -> None:
+        """Take or re-enter the lease; a new lease first clears what a killed writer left
+        (temporary files, a cut-short journal line)."""
+        if self.leases.acquire(sessions, session_id):
+            self.cache.pop(session_id, None)
+            try:
+                remove_session_temps(sessions, session_id)
+                repair_tail(sessions, session_id)
+            except OSError:
+                pass  # the first write repairs the journal instead
 
     # ------------------------------------------------------------------ reading files
     def read(self, sessions: SafeDir, session_id: str) -> Loaded:

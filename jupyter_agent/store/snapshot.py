@@ -157,6 +157,13 @@ def _snapshot_head(raw: bytes, path: Path, session_id: str) -> dict[str, Any]:
     return head
 
 
+def _refuse_newer(data: dict[str, Any], path: Path) -> None:
+    version = data.get("schema_version")
+    if "journal" in data and type(version) is int and version > JOURNAL_SCHEMA_VERSION:
+        raise _fail(path, f"it has schema_version {version}, but this jupyter-agent reads only "
+                          f"up to {JOURNAL_SCHEMA_VERSION}; upgrade jupyter-agent to open it")
+
+
 def is_snapshot(data: Any) -> bool:
     """Whether a decoded ``<id>.json`` is a snapshot (else a record of the one-file form)."""
     return type(data) is dict and data.get("schema_version") == JOURNAL_SCHEMA_VERSION \
@@ -190,6 +197,7 @@ def load(snapshot_raw: bytes, snapshot_path: Path, read_journal: Callable[[], by
     data = decode_json(snapshot_raw, snapshot_path)
     if type(data) is not dict:
         raise _fail(snapshot_path, f"expected a JSON object, found {type(data).__name__}")
+    _refuse_newer(data, snapshot_path)
     if not is_snapshot(data):
         record = record_from_dict(upgrade_record(data, snapshot_path), snapshot_path,
                                   expected_id=session_id)
@@ -266,9 +274,10 @@ def listing_fields(snapshot_raw: bytes, snapshot_path: Path, tail_raw: bytes | N
     CorruptSessionError
     """
     data = decode_json(snapshot_raw, snapshot_path)
+    if type(data) is not dict:
+        raise _fail(snapshot_path, "expected a JSON object")
+    _refuse_newer(data, snapshot_path)
     if not is_snapshot(data):
-        if type(data) is not dict:
-            raise _fail(snapshot_path, "expected a JSON object")
         record = record_from_dict(upgrade_record(data, snapshot_path), snapshot_path,
                                   expected_id=session_id)
         count, first = len(record.transcript), first_prompt_of(record.transcript)

@@ -40,11 +40,16 @@ def crash_state(k: int) -> SessionState:
     )
 
 
-def crash_writer(root: str, session_id: str) -> None:
-    """Append messages (and a checkpoint after each) forever, until killed."""
+def crash_writer(root: str, session_id: str, ready: Any = None) -> None:
+    """Append messages (and a checkpoint after each) forever, until killed.
+
+    ``ready`` (an ``Event``), when given, is set once the lease is held and the session read.
+    """
     store = SessionStore(root)
     store.acquire_lease(session_id)
     messages = store.load_session(session_id).messages
+    if ready is not None:
+        ready.set()
     while True:
         k = len(messages)
         messages = [*messages, crash_message(k)]

@@ -6,6 +6,7 @@ import json
 import multiprocessing
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -173,11 +174,15 @@ def test_listing_status_values(root: Path, holder: Holder) -> None:
     assert statuses == {"mine": "active", "shared": "idle", "nobody": "idle"}
 
 
-def test_lock_file_records_the_holder_pid(root: Path, sid: str) -> None:
-    store = SessionStore(root)
+def test_lock_file_records_the_holder(root: Path, sid: str) -> None:
+    store = SessionStore(root, holder_label="analysis.ipynb")
     store.lock_path(sid).write_text("999999999 stale junk\n")
     with store.lease(sid):
-        assert store.lock_path(sid).read_text() == f"{os.getpid()}\n"
+        recorded = json.loads(store.lock_path(sid).read_text())
+    assert recorded["pid"] == os.getpid()
+    assert recorded["label"] == "analysis.ipynb"
+    assert recorded["host"] == socket.gethostname()
+    assert set(recorded) == {"pid", "host", "user", "since", "label"}
 
 
 def _forked_child(store: SessionStore, sid: str, queue: Any) -> None:
@@ -246,4 +251,5 @@ def test_mutating_an_unknown_session_creates_no_lock_file(root: Path, name: str)
         MUTATIONS[name](store, "nosuchid")
     assert not store.lock_path("nosuchid").exists()
     assert not store.holds_lease("nosuchid")
-    assert sorted(p.name for p in store.sessions_dir.iterdir()) == ["real.json", "real.lock"]
+    assert sorted(p.name for p in store.sessions_dir.iterdir()) == [
+        "real.json", "real.jsonl", "real.lock"]
