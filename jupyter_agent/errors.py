@@ -123,25 +123,27 @@ class SessionLockedError(JupyterAgentError):
         self.pid = pid if pid is not None or holder is None else holder.pid
         self.path = path
         self.holder = holder
+        who = f"process {self.pid}" if self.pid is not None else "another process"
         super().__init__(
-            f"session {session_id!r} is in use by {_describe_holder(self.pid, holder)} "
-            f"(lock file {path}); close it there or end that process, then try again "
-            f"-- or start another session with %agent_new"
+            f"session {session_id!r} is in use by {who} (lock file {path}){_describe(holder)}; "
+            f"close it there or end that process, then try again, or start another "
+            f"session with %agent_new"
         )
 
 
-def _describe_holder(pid: int | None, holder: LeaseHolder | None) -> str:
-    """``"analysis.ipynb (user ann on host h, pid 12, since 2026-01-31 10:02 UTC)"``."""
-    what = holder.label if holder is not None and holder.label else ""
-    facts = []
-    if holder is not None and holder.user:
-        facts.append(f"user {holder.user}")
-    if holder is not None and holder.host:
-        facts.append(f"on host {holder.host}")
-    facts.append(f"pid {pid}" if pid is not None else "an unknown process")
-    if holder is not None and holder.since is not None:
-        facts.append(f"since {holder.since:%Y-%m-%d %H:%M} UTC")
-    return f"{what} ({', '.join(facts)})" if what else ", ".join(facts)
+def _describe(holder: LeaseHolder | None) -> str:
+    """``": analysis.ipynb, user ann on host h since 2026-01-31 10:02 UTC"`` (or "")."""
+    if holder is None:
+        return ""
+    facts = [holder.label] if holder.label else []
+    where = " ".join(x for x in (
+        f"user {holder.user}" if holder.user else "",
+        f"on host {holder.host}" if holder.host else "",
+        f"since {holder.since:%Y-%m-%d %H:%M} UTC" if holder.since is not None else "",
+    ) if x)
+    if where:
+        facts.append(where)
+    return (": " + ", ".join(facts)) if facts else ""
 
 
 class LeaseLostError(JupyterAgentError):

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from jupyter_agent.store import SessionStore, dump_record
 from jupyter_agent.testing import ScriptedModelServer
 from tests.kernels import RealKernel, kernel_env
 
@@ -89,8 +90,9 @@ def start_kernel(kernels: list[RealKernel], project: Path) -> RealKernel:
 
 
 def session_file(project: Path, session_id: str) -> dict[str, Any]:
-    path = project / ".jupyter_agent" / "sessions" / f"{session_id}.json"
-    record: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    """The session as saved on disk, in its one-file JSON form."""
+    stored = SessionStore(project / ".jupyter_agent").load_session(session_id)
+    record: dict[str, Any] = json.loads(dump_record(stored))
     return record
 
 
