@@ -162,8 +162,9 @@ class Leases:
                         locked.st_dev, locked.st_ino):
                     os.close(fd)  # the path now names another file: lock that one
                     continue
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, self._holder_line(), 0)
+                with contextlib.suppress(OSError):  # who holds it is information only
+                    os.ftruncate(fd, 0)
+                    os.pwrite(fd, self._holder_line(), 0)
             except BaseException:
                 with contextlib.suppress(OSError):
                     os.close(fd)

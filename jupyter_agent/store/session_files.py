@@ -147,7 +147,9 @@ class SessionFiles:
     def take_lease(self, sessions: SafeDir, session_id: str) -> None:
         """Take or re-enter the lease; a new lease first clears what a killed writer left
         (temporary files, a cut-short journal line)."""
-        if self.leases.acquire(sessions, session_id):
+        with storage_errors(sessions.child(f"{session_id}.lock")):
+            newly = self.leases.acquire(sessions, session_id)
+        if newly:
             self.cache.pop(session_id, None)
             try:
                 remove_session_temps(sessions, session_id)
