@@ -55,7 +55,7 @@ def normalized(messages: Sequence[Any], first_index: int = 0) -> list[dict[str, 
 
 
 def new_messages(session_id: str, saved: list[dict[str, Any]],
-                 incoming: Sequence[Any]) -> list[dict[str, Any]]:
+                 incoming: Sequence[Any]) -> tuple[list[dict[str, Any]], list[Any] | None]:
     """The messages of ``incoming`` beyond the saved working context, normalized.
 
     Parameters
@@ -69,8 +69,11 @@ def new_messages(session_id: str, saved: list[dict[str, Any]],
 
     Returns
     -------
-    list of dict
-        Empty when nothing is new.
+    (list of dict, list or None)
+        The new messages (empty when nothing is new), and the caller's own objects for the
+        saved part when they equal the saved messages as they are (no conversion needed):
+        the store keeps those, so that the next save of the same list is checked by
+        identity, at C speed, instead of message by message.
 
     Raises
     ------
@@ -83,7 +86,9 @@ def new_messages(session_id: str, saved: list[dict[str, Any]],
     if len(incoming) < n:
         raise ContextMismatchError(
             session_id, len(incoming), f"{len(incoming)} messages given but {n} are saved")
-    if list(incoming[:n]) != saved:  # identical objects compare at C speed
+    prefix = list(incoming[:n])
+    same = prefix == saved  # identical objects compare at C speed
+    if not same:
         for index, (given, kept) in enumerate(zip(incoming, saved, strict=False)):
             if given is kept or given == kept:
                 continue
@@ -94,7 +99,7 @@ def new_messages(session_id: str, saved: list[dict[str, Any]],
             if not same:
                 raise ContextMismatchError(
                     session_id, index, f"the saved {kept.get('role')!r} message differs")
-    return normalized(incoming[n:], n)
+    return normalized(incoming[n:], n), prefix if same else None
 
 
 def compaction_parts(old: Sequence[dict[str, Any]],

@@ -223,18 +223,35 @@ class Journal:
     torn: int = 0
 
 
-def _parse_lines(data: bytes, path: Path, first_line: int) -> tuple[list[Any], int]:
-    """Parse whole lines; return the values and how many bytes parsed (the rest is a
-    last line that does not parse, i.e. torn)."""
-    if not data:
-        return [], 0
-    try:  # one call for all lines: JSON text never holds a raw newline
-        return orjson.loads(b"[" + data[:-1].replace(b"\n", b",") + b"]"), len(data)
+_NEWLINE_TO_COMMA = bytes.maketrans(b"\n", b",")
+
+
+def _parse_all(whole: bytes) -> list[Any] | None:
+    """All lines of ``whole`` (each ending with a newline) in one ``orjson`` call, or
+    ``None`` if some line does not parse. JSON text never holds a raw newline, so the
+    lines joined by commas inside brackets are one JSON array."""
+    buf = bytearray(b"[")
+    buf += whole.translate(_NEWLINE_TO_COMMA)
+    buf[-1] = 93  # "]" in place of the last comma
+    try:
+        values: list[Any] = orjson.loads(buf)
     except orjson.JSONDecodeError:
-        pass
+        return None
+    return values
+
+
+def _parse_lines(whole: bytes, path: Path) -> tuple[list[Any], int]:
+    """Parse line by line (the slow path, for a journal with a bad line): return the
+    values of the lines before a bad *last* line and where that line starts.
+
+    Raises
+    ------
+    CorruptSessionError
+        If a bad line is followed by others.
+    """
     values: list[Any] = []
     pos = 0
-    lines = data.split(b"\n")[:-1]
+    lines = whole.split(b"\n")[:-1]
     for k, line in enumerate(lines):
         try:
             values.append(orjson.loads(line))
@@ -242,7 +259,7 @@ def _parse_lines(data: bytes, path: Path, first_line: int) -> tuple[list[Any], i
             if k == len(lines) - 1:
                 return values, pos  # a torn last line
             raise CorruptSessionError(
-                path, f"line {first_line + k} is not valid JSON, and lines follow it") from None
+                path, f"line {k + 1} is not valid JSON, and lines follow it") from None
         pos += len(line) + 1
     return values, pos
 
@@ -272,12 +289,14 @@ def parse_journal(raw: bytes, path: Path, *, session_id: str, offset: int,
     ------
     CorruptSessionError
     """
-    whole = raw[: raw.rfind(b"\n") + 1]
+    whole = raw if raw.endswith(b"\n") else raw[: raw.rfind(b"\n") + 1]
+    values = _parse_all(whole) if whole else []
+    if values is None:
+        values, used = _parse_lines(whole, path)
+    else:
+        used = len(whole)
+    header = values[0] if values else None
     header_end = whole.find(b"\n") + 1
-    try:
-        header = orjson.loads(whole[:header_end]) if header_end else None
-    except orjson.JSONDecodeError:
-        header = None
     if (type(header) is not dict or header.get(_HEADER_KEY) != JOURNAL_SCHEMA_VERSION
             or header.get("id") != session_id or type(header.get("generation")) is not str):
         if type(header) is dict and type(header.get(_HEADER_KEY)) is int \
@@ -287,16 +306,13 @@ def parse_journal(raw: bytes, path: Path, *, session_id: str, offset: int,
         raise CorruptSessionError(path, f"not a journal of session {session_id!r}")
     if generation is not None and header["generation"] != generation:
         raise CorruptSessionError(path, "it does not belong to the snapshot beside it")
-    if offset < header_end or offset > len(whole) or whole[offset - 1:offset] != b"\n":
+    if offset < header_end or offset > used or whole[offset - 1:offset] != b"\n":
         raise CorruptSessionError(
             path, f"it ends before byte {offset}, where its snapshot says it continues")
-    before, used = _parse_lines(whole[header_end:offset], path, 2)
-    if used != offset - header_end:
-        raise CorruptSessionError(path, "a line before the snapshot's offset is not valid JSON")
-    first_after = 2 + whole.count(b"\n", header_end, offset)
-    after, used = _parse_lines(whole[offset:], path, first_after)
-    for k, entry in enumerate(before + after):
+    split = 1 + whole.count(b"\n", header_end, offset)
+    before, after = values[1:split], values[split:]
+    for k, entry in enumerate(values):
         if type(entry) is not dict:
-            raise CorruptSessionError(path, f"line {k + 2} is not a JSON object")
-    end = offset + used
+            raise CorruptSessionError(path, f"line {k + 1} is not a JSON object")
+    end = used
     return Journal(header["generation"], before, after, end, len(raw) - end)

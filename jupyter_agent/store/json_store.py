@@ -397,7 +397,7 @@ class SessionStore:
         with self._files.leased(session_id) as (root, sessions):
             loaded = self._files.current(sessions, session_id)
             record = loaded.record
-            added = new_messages(session_id, record.messages, incoming)
+            added, kept = new_messages(session_id, record.messages, incoming)
             state_json = loaded.state_json
             patch: dict[str, Any] = {}
             if snapshot is not None and snapshot != record.state:
@@ -414,7 +414,7 @@ class SessionStore:
             if added:
                 entry["add"] = added
                 size = len(record.transcript)
-                update["messages"] = [*record.messages, *added]
+                update["messages"] = [*(record.messages if kept is None else kept), *added]
                 update["transcript"] = [*record.transcript, *added]
                 items = list(items)
                 items_append(items, size, size + len(added))

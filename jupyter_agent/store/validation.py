@@ -95,6 +95,14 @@ def check_messages(messages: Any, path: Path, field: str) -> list[dict[str, Any]
     if type(messages) is not list:
         raise CorruptSessionError(path, f"{field} must be a list of messages")
     for i, message in enumerate(messages):
+        # fast path: {"role": str, "content": str or None} and a string tool_call_id
+        if type(message) is dict and type(message.get("role")) is str and message["role"]:
+            content = message.get("content")
+            if content is None or type(content) is str:
+                size = len(message)
+                if size <= 2 - ("content" not in message) or (
+                        size == 3 and type(message.get("tool_call_id")) is str):
+                    continue
         problem = message_problem(message)
         if problem is not None:
             raise CorruptSessionError(path, f"{field}[{i}]: {problem}")
