@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import shutil
 import statistics
@@ -37,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from seed_store import SeedStore  # noqa: E402
+from seed_store import SeedStore
 
-from jupyter_agent.store import SessionState, SessionStore, Usage  # noqa: E402
+from jupyter_agent.store import SessionState, SessionStore, Usage
 
 Messages = list[dict[str, Any]]
 

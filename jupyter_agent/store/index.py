@@ -131,6 +131,9 @@ class ListingIndex:
     def read(self, root: SafeDir) -> tuple[dict[str, dict[str, Any]], int]:
         """The merged entries by session ID, and how many lines the index has.
 
+        Each entry carries ``"ok"``: whether it has every field with the right type. The
+        dicts are shared with the next call: callers must not change them.
+
         A missing, oversized or unparseable index gives ``({}, 0)``; bad lines are
         skipped (the entries they would have changed then look stale and are rebuilt).
         """
@@ -139,7 +142,7 @@ class ListingIndex:
             return {}, 0
         key = signature_of(st)
         if self._parsed is not None and self._parsed[0] == key:
-            return {k: dict(v) for k, v in self._parsed[1].items()}, self._parsed[2]
+            return self._parsed[1], self._parsed[2]
         got = root.read(INDEX_NAME, limit=INDEX_LIMIT)
         if got is None:
             return {}, 0
@@ -166,8 +169,10 @@ class ListingIndex:
                 if old.get("bad"):
                     old = {}
                 entries[sid] = {**old, **line["set"], "sig": line.get("sig")}
+        for entry in entries.values():
+            entry["ok"] = _complete(entry)
         self._parsed = (key, entries, len(lines))
-        return {k: dict(v) for k, v in entries.items()}, len(lines)
+        return entries, len(lines)
 
     def _rebuild(self, sessions: SafeDir, session_id: str, sig: Sig) -> dict[str, Any]:
         head_name = f"{session_id}.json"
@@ -215,11 +220,12 @@ class ListingIndex:
             if sig is None:
                 continue
             entry = cached.get(sid)
-            if entry is None or entry.get("sig") != sig or not _complete(entry):
+            if entry is None or entry.get("sig") != sig or not entry.get("ok"):
                 try:
                     entry = self._rebuild(sessions, sid, sig)
                     updates.append({"id": sid, "sig": sig,
                                     "set": {k: v for k, v in entry.items() if k != "sig"}})
+                    entry["ok"] = True
                 except (JupyterAgentError, OSError, ValueError):
                     entry = {"sig": sig, "bad": True}
                     updates.append({"id": sid, "sig": sig, "bad": True})
@@ -249,7 +255,7 @@ class ListingIndex:
                 lines.append({"id": sid, "sig": entry["sig"], "bad": True})
             else:
                 lines.append({"id": sid, "sig": entry["sig"],
-                              "set": {k: v for k, v in entry.items() if k != "sig"}})
+                              "set": {k: v for k, v in entry.items() if k not in ("sig", "ok")}})
         data = b"".join(encode_json(line) + b"\n" for line in lines)
         with contextlib.suppress(OSError, JupyterAgentError), \
                 lock_shared_or_exclusive(root, INDEX_LOCK, exclusive=True, timeout=0.05):

@@ -595,6 +595,9 @@ class SessionStore:
             if dirs is None:
                 return listing
             root, sessions = dirs
+            locked = self._leases.locked_inodes(sessions)
+            with os.scandir(sessions.fd) as it:
+                lock_inodes = {e.name[:-5]: e.inode() for e in it if e.name.endswith(".lock")}
             for entry in self._files.index.entries(root, sessions):
                 if entry["archived"] and not include_archived:
                     continue
@@ -603,14 +606,14 @@ class SessionStore:
                 status: Literal["active", "in use", "idle"] = "idle"
                 if self._leases.holds(sid):
                     status = "active"
-                else:
+                elif sid in lock_inodes and (locked is None or lock_inodes[sid] in locked):
                     try:
                         holder = self._leases.holder(sessions, sid)
                     except (UnsafePathError, OSError):
                         holder = None
                     if holder is not None:
                         status = "in use"
-                listing.append(SessionListing.model_construct(
+                listing.append(SessionListing(
                     id=sid, updated_at=entry["updated_at"], summary=entry["summary"],
                     title=entry["title"], archived=entry["archived"], status=status,
                     created_at=entry["created_at"], message_count=entry["message_count"],
