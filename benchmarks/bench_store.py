@@ -336,8 +336,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes (CI)")
     parser.add_argument("--repeat", type=int, default=9, help="timed saves per cell")
+    parser.add_argument("--sizes", type=int, nargs="*", help="session sizes (messages)")
+    parser.add_argument("--no-listing", action="store_true", help="skip the listing tables")
     args = parser.parse_args()
-    sizes = [100, 300] if args.quick else [100, 1_000, 10_000, 50_000]
+    sizes = args.sizes or ([100, 300] if args.quick else [100, 1_000, 10_000, 50_000])
     counts = [10, 30] if args.quick else [100, 1_000, 5_000]
     big_count, big_size = (5, 200) if args.quick else (1_000, 2_200)  # ~1 MB sessions
     repeat = 3 if args.quick else args.repeat
@@ -362,6 +364,8 @@ def main() -> None:
             total, added = bench_turns(tmp, n, 8 if args.quick else 60)
             turn_rows[n] = (total, added)
             print(f"{n:>9,} {total:>10,.0f} {added:>10,.0f} {2 * added + 16384:>14,.0f}")
+        if args.no_listing:
+            return
         print(f"\ncold list in a fresh process, {len(make_messages(20))}-message sessions, ms\n"
               f"{'sessions':>9} " + " ".join(f"{b:>17}" for b in names))
         small = make_messages(20)

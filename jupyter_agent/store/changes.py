@@ -86,7 +86,7 @@ def new_messages(session_id: str, saved: list[dict[str, Any]],
     if len(incoming) < n:
         raise ContextMismatchError(
             session_id, len(incoming), f"{len(incoming)} messages given but {n} are saved")
-    prefix = list(incoming[:n])
+    prefix = list(incoming[:n]) if not isinstance(incoming, list) else incoming[:n]
     same = prefix == saved  # identical objects compare at C speed
     if not same:
         for index, (given, kept) in enumerate(zip(incoming, saved, strict=False)):

@@ -112,13 +112,13 @@ class ListingIndex:
                 raise
 
     def note(self, root: SafeDir, sessions: SafeDir, session_id: str,
-             fields: dict[str, Any]) -> None:
+             fields: dict[str, Any], sig: Sig | None = None) -> None:
         """Record changed listing fields of a session (after the change was written).
 
         Never raises: the index is a cache, and a listing reports an index file it cannot
         use (:class:`~jupyter_agent.errors.UnsafeFileError`).
         """
-        sig = session_sig(sessions, session_id)
+        sig = sig or session_sig(sessions, session_id)
         if sig is not None:
             self._append(root, [{"id": session_id, "sig": sig, "set": _json_fields(fields)}],
                          quiet=True)

@@ -230,10 +230,12 @@ def _parse_all(whole: bytes) -> list[Any] | None:
     """All lines of ``whole`` (each ending with a newline) in one ``orjson`` call, or
     ``None`` if some line does not parse. JSON text never holds a raw newline, so the
     lines joined by commas inside brackets are one JSON array."""
-    buf = bytearray(b"[")
-    buf += whole.translate(_NEWLINE_TO_COMMA)
-    buf[-1] = 93  # "]" in place of the last comma
     try:
+        if whole.count(b"\n") < 64:  # a few lines: no need to copy them into one array
+            return [orjson.loads(line) for line in whole.split(b"\n")[:-1]]
+        buf = bytearray(b"[")
+        buf += whole.translate(_NEWLINE_TO_COMMA)
+        buf[-1] = 93  # "]" in place of the last comma
         values: list[Any] = orjson.loads(buf)
     except orjson.JSONDecodeError:
         return None
@@ -309,7 +311,7 @@ def parse_journal(raw: bytes, path: Path, *, session_id: str, offset: int,
     if offset < header_end or offset > used or whole[offset - 1:offset] != b"\n":
         raise CorruptSessionError(
             path, f"it ends before byte {offset}, where its snapshot says it continues")
-    split = 1 + whole.count(b"\n", header_end, offset)
+    split = len(values) - whole.count(b"\n", offset, used)  # the tail is the short part
     before, after = values[1:split], values[split:]
     for k, entry in enumerate(values):
         if type(entry) is not dict:

@@ -42,30 +42,24 @@ import contextlib
 import errno
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from stat import S_ISREG
-from typing import Any, Literal, NoReturn
+from typing import Any, NoReturn
 
 from jupyter_agent.errors import (
     InvalidMessageError,
-    JupyterAgentError,
     SessionNotFoundError,
-    StorageError,
-    UnsafePathError,
 )
 from jupyter_agent.store import notes
 from jupyter_agent.store.base import NoteKind
-from jupyter_agent.store.changes import compaction_parts, new_messages, normalized
-from jupyter_agent.store.files import SafeDir
+from jupyter_agent.store.changes import normalized
+from jupyter_agent.store.entries import compaction, save_point
 from jupyter_agent.store.garbage import collect_garbage
 from jupyter_agent.store.ids import new_session_id, validate_session_id
-from jupyter_agent.store.journal import first_prompt_of, items_append, items_length, items_slice
 from jupyter_agent.store.jsonio import json_problem
 from jupyter_agent.store.leases import Leases, lock_name
 from jupyter_agent.store.messages import clean_text, fallback_summary
 from jupyter_agent.store.records import (
-    Compaction,
     LeaseHolder,
     SessionListing,
     SessionRecord,
@@ -144,21 +138,6 @@ class SessionStore:
         return self.root / notes.note_file(kind)
 
     # ------------------------------------------------------------------ notes (design §2)
-    @contextlib.contextmanager
-    def _root(self, *, create: bool) -> Iterator[SafeDir | None]:
-        with self._files.mutex:
-            try:
-                root = SafeDir.open(self.root, create=create)
-            except OSError as err:
-                if isinstance(err, JupyterAgentError):
-                    raise
-                raise StorageError(self.root, err) from err
-            if root is None:
-                yield None
-                return
-            with root:
-                yield root
-
     def read_notes(self, kind: NoteKind) -> str:
         """The notes of ``kind`` ("" when there are none); bytes that are not UTF-8 become
         U+FFFD.
@@ -185,7 +164,7 @@ class SessionStore:
             If the file exists but cannot be read.
         """
         notes.note_file(kind)
-        with self._root(create=False) as root:
+        with self._files.root_dir(create=False) as root:
             return notes.read_notes(root, kind)
 
     def write_notes(self, kind: NoteKind, text: str) -> None:
@@ -204,7 +183,7 @@ class SessionStore:
             If the write fails; the previous notes are then intact.
         """
         notes.note_file(kind)
-        with self._root(create=True) as root, storage_errors(self.notes_path(kind)):
+        with self._files.root_dir(create=True) as root, storage_errors(self.notes_path(kind)):
             assert root is not None
             notes.write_notes(root, kind, text)
 
@@ -224,7 +203,7 @@ class SessionStore:
         ValueError, UnsafeFileError, UnsafeDirectoryError, StoreBusyError, StorageError
         """
         notes.note_file(kind)
-        with self._root(create=True) as root, storage_errors(self.notes_path(kind)):
+        with self._files.root_dir(create=True) as root, storage_errors(self.notes_path(kind)):
             assert root is not None
             notes.append_note(root, kind, line)
 
@@ -389,49 +368,16 @@ class SessionStore:
         InvalidSessionIdError, SessionNotFoundError, CorruptSessionError,
         SessionLockedError, LeaseLostError, UnsafePathError, StorageError
         """
-        incoming = list(messages)
+        incoming = messages if isinstance(messages, list) else list(messages)
         snapshot = None
         if state is not None:
             data = state.model_dump() if isinstance(state, SessionState) else state
             snapshot = SessionState.model_validate(data)
         with self._files.leased(session_id) as (root, sessions):
             loaded = self._files.current(sessions, session_id)
-            record = loaded.record
-            added, kept = new_messages(session_id, record.messages, incoming)
-            state_json = loaded.state_json
-            patch: dict[str, Any] = {}
-            if snapshot is not None and snapshot != record.state:
-                state_json = snapshot.model_dump(mode="json")
-                patch = {k: v for k, v in state_json.items() if loaded.state_json.get(k) != v}
-            if not added and not patch:
-                return
-            now = utc_now()
-            entry: dict[str, Any] = {}
-            update: dict[str, Any] = {"updated_at": now}
-            fields: dict[str, Any] = {"updated_at": now}
-            items = loaded.items
-            first_prompt = loaded.first_prompt
-            if added:
-                entry["add"] = added
-                size = len(record.transcript)
-                update["messages"] = [*(record.messages if kept is None else kept), *added]
-                update["transcript"] = [*record.transcript, *added]
-                items = list(items)
-                items_append(items, size, size + len(added))
-                fields["message_count"] = size + len(added)
-                if not first_prompt:
-                    first_prompt = first_prompt_of(added)
-                    fields["first_prompt"] = first_prompt
-            if patch:
-                entry["state"] = patch
-                update["state"] = snapshot
-                assert snapshot is not None
-                fields["cost_usd"] = snapshot.usage.cost_usd
-                fields["tool_calls"] = snapshot.tool_calls
-            entry["updated_at"] = now.isoformat(timespec="microseconds")
-            new = replace(loaded, record=record.model_copy(update=update), items=items,
-                          state_json=state_json, first_prompt=first_prompt)
-            self._files.append(root, sessions, loaded, entry, new, fields)
+            change = save_point(loaded, incoming, snapshot)
+            if change is not None:
+                self._files.append(root, sessions, loaded, *change)
 
     def save_messages(self, session_id: str, messages: Sequence[Any]) -> None:
         """:meth:`save` without a checkpoint (same parameters and errors)."""
@@ -480,24 +426,8 @@ class SessionStore:
         new_context = normalized(messages)
         with self._files.leased(session_id) as (root, sessions):
             loaded = self._files.current(sessions, session_id)
-            record = loaded.record
-            head, tail = compaction_parts(record.messages, new_context)
-            now = utc_now()
-            event = Compaction(at=now, summary=clean_text(summary),
-                               replaced=len(record.messages) - head - tail
-                               if replaced is None else replaced,
-                               transcript_length=len(record.transcript))
-            insert = new_context[head:len(new_context) - tail]
-            size = items_length(loaded.items)
-            items = [*items_slice(loaded.items, 0, head), *insert,
-                     *items_slice(loaded.items, size - tail, size)]
-            entry = {"compact": {"head": head, "tail": tail, "insert": insert,
-                                 "event": event.model_dump(mode="json")},
-                     "updated_at": now.isoformat(timespec="microseconds")}
-            new = replace(loaded, items=items, record=record.model_copy(update={
-                "messages": new_context, "compactions": [*record.compactions, event],
-                "updated_at": now}))
-            self._files.append(root, sessions, loaded, entry, new, {"updated_at": now})
+            change = compaction(loaded, new_context, clean_text(summary), replaced)
+            self._files.append(root, sessions, loaded, *change)
 
     def write_summary(self, session_id: str, summary: str) -> None:
         """Replace the summary (design §9) and set ``updated_at`` to now.
@@ -590,37 +520,7 @@ class SessionStore:
         UnsafePathError
             If the memory directory, ``sessions/`` or the index may not be used.
         """
-        listing: list[SessionListing] = []
-        with self._files.mutex, self._files.dirs(create=False) as dirs:
-            if dirs is None:
-                return listing
-            root, sessions = dirs
-            locked = self._leases.locked_inodes(sessions)
-            with os.scandir(sessions.fd) as it:
-                lock_inodes = {e.name[:-5]: e.inode() for e in it if e.name.endswith(".lock")}
-            for entry in self._files.index.entries(root, sessions):
-                if entry["archived"] and not include_archived:
-                    continue
-                sid = entry["id"]
-                holder = None
-                status: Literal["active", "in use", "idle"] = "idle"
-                if self._leases.holds(sid):
-                    status = "active"
-                elif sid in lock_inodes and (locked is None or lock_inodes[sid] in locked):
-                    try:
-                        holder = self._leases.holder(sessions, sid)
-                    except (UnsafePathError, OSError):
-                        holder = None
-                    if holder is not None:
-                        status = "in use"
-                listing.append(SessionListing(
-                    id=sid, updated_at=entry["updated_at"], summary=entry["summary"],
-                    title=entry["title"], archived=entry["archived"], status=status,
-                    created_at=entry["created_at"], message_count=entry["message_count"],
-                    cost_usd=float(entry["cost_usd"]), tool_calls=entry["tool_calls"],
-                    first_prompt=entry["first_prompt"], holder=holder, parent=entry["parent"]))
-        listing.sort(key=lambda e: (e.updated_at, e.id), reverse=True)
-        return listing
+        return self._files.listing(include_archived)
 
     def collect_garbage(self) -> list[Path]:
         """Remove temporary files of killed writers and lock files of deleted sessions.

@@ -11,18 +11,19 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from jupyter_agent.errors import (
     CorruptSessionError,
     JupyterAgentError,
     SessionNotFoundError,
     StorageError,
+    UnsafePathError,
 )
-from jupyter_agent.store.files import SafeDir, write_all
+from jupyter_agent.store.files import SafeDir, signature_of, write_all
 from jupyter_agent.store.garbage import remove_session_temps, repair_tail
 from jupyter_agent.store.ids import validate_session_id
 from jupyter_agent.store.index import ListingIndex, Sig, session_sig
@@ -36,7 +37,7 @@ from jupyter_agent.store.journal import (
 )
 from jupyter_agent.store.jsonio import encode_json
 from jupyter_agent.store.leases import Leases
-from jupyter_agent.store.records import SessionRecord
+from jupyter_agent.store.records import SessionListing, SessionRecord
 from jupyter_agent.store.snapshot import Loaded, load, snapshot_bytes
 
 __all__ = ["GITIGNORE", "SessionFiles", "storage_errors"]
@@ -224,11 +225,15 @@ class SessionFiles:
         return replace(loaded, offset=loaded.end, snapshot_size=len(data), legacy=False)
 
     def append(self, root: SafeDir, sessions: SafeDir, loaded: Loaded, entry: dict[str, Any],
-                new: Loaded, fields: dict[str, Any]) -> None:
-        """Append one entry to the journal, then update the snapshot, cache and index."""
+               new: Loaded, fields: dict[str, Any],
+               finish: Callable[[], None] | None = None) -> None:
+        """Append one entry to the journal, then complete ``new`` (``finish``) and update
+        the snapshot, the in-memory copy and the index. On any failure the in-memory copy
+        is dropped (the next change reads the files again)."""
         sid = loaded.record.id
         self.leases.verify(sessions, sid)
-        if loaded.legacy:  # first write of a one-file record: convert it
+        converting = loaded.legacy
+        if converting:  # first write of a one-file record: convert it
             converted = self.write_fresh(sessions, replace(loaded, legacy=False).record,
                                           loaded.items)
             new = replace(new, generation=converted.generation, offset=converted.offset,
@@ -249,6 +254,7 @@ class SessionFiles:
             try:
                 write_all(fd, line)
                 os.fsync(fd)
+                written = os.fstat(fd)
             except OSError as err:
                 self.cache.pop(sid, None)
                 with contextlib.suppress(OSError):
@@ -256,12 +262,20 @@ class SessionFiles:
                 raise StorageError(path, err) from err
         finally:
             os.close(fd)
+        if finish is not None:
+            finish()
         new = replace(new, end=loaded.end + len(line), torn=0)
+        cached = self.cache.get(sid)
+        sig = None
+        if cached is not None and cached[1] is not None and not converting:
+            sig = [cached[1][0], list(signature_of(written))]  # the snapshot is unchanged
         if new.end - new.offset > max(SNAPSHOT_MIN_BYTES, SNAPSHOT_RATIO * new.snapshot_size):
+            sig = None
             with contextlib.suppress(OSError):  # the journal alone is complete
                 new = self._write_snapshot(sessions, new)
-        self.cache[sid] = (new, session_sig(sessions, sid))
-        self.index.note(root, sessions, sid, fields)
+        sig = sig or session_sig(sessions, sid)
+        self.cache[sid] = (new, sig)
+        self.index.note(root, sessions, sid, fields, sig)
 
     @staticmethod
     def all_fields(loaded: Loaded) -> dict[str, Any]:
@@ -280,3 +294,53 @@ class SessionFiles:
                 return
             new = replace(loaded, record=loaded.record.model_copy(update=update))
             self.append(root, sessions, loaded, entry, new, self.all_fields(new))
+
+    def listing(self, include_archived: bool) -> list[SessionListing]:
+        """The listing (see :meth:`jupyter_agent.store.SessionStore.list_sessions`)."""
+        listing: list[SessionListing] = []
+        with self.mutex, self.dirs(create=False) as dirs:
+            if dirs is None:
+                return listing
+            root, sessions = dirs
+            locked = self.leases.locked_inodes(sessions)
+            with os.scandir(sessions.fd) as it:
+                lock_inodes = {e.name[:-5]: e.inode() for e in it if e.name.endswith(".lock")}
+            for entry in self.index.entries(root, sessions):
+                if entry["archived"] and not include_archived:
+                    continue
+                sid = entry["id"]
+                holder = None
+                status: Literal["active", "in use", "idle"] = "idle"
+                if self.leases.holds(sid):
+                    status = "active"
+                elif sid in lock_inodes and (locked is None or lock_inodes[sid] in locked):
+                    try:
+                        holder = self.leases.holder(sessions, sid)
+                    except (UnsafePathError, OSError):
+                        holder = None
+                    if holder is not None:
+                        status = "in use"
+                listing.append(SessionListing(
+                    id=sid, updated_at=entry["updated_at"], summary=entry["summary"],
+                    title=entry["title"], archived=entry["archived"], status=status,
+                    created_at=entry["created_at"], message_count=entry["message_count"],
+                    cost_usd=float(entry["cost_usd"]), tool_calls=entry["tool_calls"],
+                    first_prompt=entry["first_prompt"], holder=holder, parent=entry["parent"]))
+        listing.sort(key=lambda e: (e.updated_at, e.id), reverse=True)
+        return listing
+
+    @contextlib.contextmanager
+    def root_dir(self, *, create: bool) -> Iterator[SafeDir | None]:
+        """The checked memory directory alone (notes); ``None`` if missing (no create)."""
+        with self.mutex:
+            try:
+                root = SafeDir.open(self.root, create=create)
+            except OSError as err:
+                if isinstance(err, JupyterAgentError):
+                    raise
+                raise StorageError(self.root, err) from err
+            if root is None:
+                yield None
+                return
+            with root:
+                yield root
