@@ -312,7 +312,7 @@ class SessionStore:
             if dirs is None:
                 return False
             st = dirs[1].lstat(f"{session_id}.json")
-            return st is not None and stat_is_regular(st)
+            return st is not None and _is_regular(st)
 
     def load_session(self, session_id: str) -> SessionRecord:
         """The whole record of a session, read once from its files (no lease).
@@ -336,7 +336,7 @@ class SessionStore:
         validate_session_id(session_id)
         with self._files.dirs(create=False) as dirs:
             if dirs is None:
-                raise_not_found(self, session_id)
+                _raise_not_found(self, session_id)
             return self._files.read(dirs[1], session_id).record
 
     def save(
@@ -490,7 +490,7 @@ class SessionStore:
             self._leases.verify(sessions, session_id)
             with storage_errors(self.session_path(session_id)):
                 if not sessions.unlink(f"{session_id}.json"):
-                    raise_not_found(self, session_id)
+                    _raise_not_found(self, session_id)
                 sessions.fsync()
                 sessions.unlink(f"{session_id}.jsonl")
                 sessions.fsync()
@@ -610,11 +610,11 @@ class SessionStore:
             self._files.cache.clear()
 
 
-def stat_is_regular(st: os.stat_result) -> bool:
+def _is_regular(st: os.stat_result) -> bool:
     """Whether a stat result is a regular file."""
     return S_ISREG(st.st_mode)
 
 
-def raise_not_found(store: SessionStore, session_id: str) -> NoReturn:
+def _raise_not_found(store: SessionStore, session_id: str) -> NoReturn:
     """Raise :class:`~jupyter_agent.errors.SessionNotFoundError` for ``session_id``."""
     raise SessionNotFoundError(session_id, store.session_path(session_id))
