@@ -273,21 +273,21 @@ class Leases:
         finally:
             fcntl.flock(sessions.fd, fcntl.LOCK_UN)
         st = os.fstat(sessions.fd)
+        device = b" %02x:%02x:" % (os.major(st.st_dev), os.minor(st.st_dev))
         found: set[int] = set()
         probe_seen = False
         for line in text.split(b"\n"):
+            if device not in line or b"->" in line:  # another device, or a waiter
+                continue
             fields = line.split()
-            if len(fields) < 6 or fields[1] != b"FLOCK":  # "->" marks a waiter
+            if len(fields) < 6 or fields[1] != b"FLOCK":
                 continue
             try:
-                major, minor, inode = fields[5].split(b":")
-                dev = os.makedev(int(major, 16), int(minor, 16))
-                ino = int(inode)
-            except ValueError:
+                ino = int(fields[5].rsplit(b":", 1)[1])
+            except (ValueError, IndexError):
                 continue
-            if dev == st.st_dev:
-                found.add(ino)
-                probe_seen = probe_seen or ino == st.st_ino
+            found.add(ino)
+            probe_seen = probe_seen or ino == st.st_ino
         return found if probe_seen else None
 
     def is_held(self, sessions: SafeDir, session_id: str) -> bool:

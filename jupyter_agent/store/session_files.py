@@ -302,9 +302,10 @@ class SessionFiles:
             if dirs is None:
                 return listing
             root, sessions = dirs
-            locked = self.leases.locked_inodes(sessions)
             with os.scandir(sessions.fd) as it:
                 lock_inodes = {e.name[:-5]: e.inode() for e in it if e.name.endswith(".lock")}
+            # many lock files: one read of /proc/locks beats probing each of them
+            locked = self.leases.locked_inodes(sessions) if len(lock_inodes) > 200 else None
             for entry in self.index.entries(root, sessions):
                 if entry["archived"] and not include_archived:
                     continue

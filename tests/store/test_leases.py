@@ -362,3 +362,21 @@ def test_locking_retries_when_the_lock_path_changes_under_it(
     assert swapped and lock.stat().st_ino != swapped[0]
     assert run_child("try", root, sid)["error"] == "SessionLockedError"
     store.set_title(sid, "written")  # the lease is valid
+
+
+def test_many_sessions_are_listed_with_the_right_status(root: Path, sid: str) -> None:
+    """Past 200 lock files the listing reads /proc/locks once instead of probing each."""
+    store = SessionStore(root)
+    for k in range(210):
+        store.create_session([], session_id=f"s{k:03d}")
+    store.acquire_lease("s007")
+    holder = Holder(root, "s100")
+    try:
+        statuses = {s.id: s.status for s in SessionStore(root).list_sessions()}
+        mine = {s.id: s.status for s in store.list_sessions()}
+    finally:
+        holder.exit()
+    assert statuses.pop("s100") == "in use" and statuses.pop("s007") == "in use"
+    assert set(statuses.values()) == {"idle"} and len(statuses) == 209
+    assert mine["s007"] == "active" and mine["s100"] == "in use"
+    assert {s.status for s in store.list_sessions()} == {"idle", "active"}
