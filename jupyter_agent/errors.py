@@ -110,24 +110,24 @@ class SessionLockedError(JupyterAgentError):
     session_id : str
     pid : int or None
         The process that holds the lease (``None`` if it could not be read).
-    path : pathlib.Path
-        The lock file.
+    path : pathlib.Path or None
+        The lock file (``None`` for a backend without one).
     holder : LeaseHolder or None
         Everything the holder recorded: pid, host, OS user, since (UTC), label (a
         notebook path, a kernel name or a command); ``None`` if nothing could be read.
     """
 
-    def __init__(self, session_id: str, pid: int | None, path: Path,
+    def __init__(self, session_id: str, pid: int | None, path: Path | None = None, *,
                  holder: LeaseHolder | None = None) -> None:
         self.session_id = session_id
         self.pid = pid if pid is not None or holder is None else holder.pid
         self.path = path
         self.holder = holder
         who = f"process {self.pid}" if self.pid is not None else "another process"
+        where = f" (lock file {path})" if path is not None else ""
         super().__init__(
-            f"session {session_id!r} is in use by {who} (lock file {path}){_describe(holder)}; "
-            f"close it there or end that process, then try again, or start another "
-            f"session with %agent_new"
+            f"session {session_id!r} is in use by {who}{where}{_describe(holder)}; "
+            f"close it there or end that process, then try again"
         )
 
 

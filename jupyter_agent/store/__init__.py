@@ -12,6 +12,7 @@ from __future__ import annotations
 from jupyter_agent.store.base import NoteKind, Store
 from jupyter_agent.store.ids import new_session_id, validate_session_id
 from jupyter_agent.store.json_store import SessionStore
+from jupyter_agent.store.memory import MemoryStore
 from jupyter_agent.store.messages import to_message_dict
 from jupyter_agent.store.records import (
     SCHEMA_VERSION,
@@ -33,6 +34,7 @@ __all__ = [
     "Compaction",
     "ForkOrigin",
     "LeaseHolder",
+    "MemoryStore",
     "NoteKind",
     "SessionInfo",
     "SessionListing",

@@ -50,7 +50,6 @@ from jupyter_agent.errors import (
     InvalidMessageError,
     SessionNotFoundError,
 )
-from jupyter_agent.store import notes
 from jupyter_agent.store.base import NoteKind
 from jupyter_agent.store.changes import normalized
 from jupyter_agent.store.entries import compaction, save_point
@@ -58,6 +57,7 @@ from jupyter_agent.store.garbage import collect_garbage
 from jupyter_agent.store.ids import new_session_id, validate_session_id
 from jupyter_agent.store.jsonio import json_problem
 from jupyter_agent.store.leases import Leases, lock_name
+from jupyter_agent.store.memory import MemoryStore
 from jupyter_agent.store.messages import clean_text, fallback_summary
 from jupyter_agent.store.records import (
     LeaseHolder,
@@ -105,6 +105,7 @@ class SessionStore:
         self.holder_label = holder_label
         self._leases = Leases(holder_label)
         self._files = SessionFiles(self.root, self._leases)
+        self._notes = MemoryStore(self.root)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.root)!r})"
@@ -135,77 +136,21 @@ class SessionStore:
         ValueError
             For any other ``kind``.
         """
-        return self.root / notes.note_file(kind)
+        return self._notes.notes_path(kind)
 
     # ------------------------------------------------------------------ notes (design §2)
     def read_notes(self, kind: NoteKind) -> str:
-        """The notes of ``kind`` ("" when there are none); bytes that are not UTF-8 become
-        U+FFFD.
-
-        Parameters
-        ----------
-        kind : {"project", "user"}
-            ``project.md`` or ``user.md`` in the memory directory.
-
-        Returns
-        -------
-        str
-
-        Raises
-        ------
-        ValueError
-            For any other ``kind``.
-        UnsafeFileError
-            If the file is a link, FIFO, device, ..., is not yours, is writable by group or
-            others, or is larger than 4 MiB (it is not read).
-        UnsafeDirectoryError
-            If the memory directory may not be used.
-        OSError
-            If the file exists but cannot be read.
-        """
-        notes.note_file(kind)
-        with self._files.root_dir(create=False) as root:
-            return notes.read_notes(root, kind)
+        """The notes of ``kind`` (see :meth:`MemoryStore.read_notes`)."""
+        return self._notes.read_notes(kind)
 
     def write_notes(self, kind: NoteKind, text: str) -> None:
-        """Replace the notes of ``kind`` (under the notes lock, atomically; file 0600).
-
-        Parameters
-        ----------
-        kind : {"project", "user"}
-        text : str
-            The whole new content (lone surrogates become U+FFFD).
-
-        Raises
-        ------
-        ValueError, UnsafeFileError, UnsafeDirectoryError, StoreBusyError
-        StorageError
-            If the write fails; the previous notes are then intact.
-        """
-        notes.note_file(kind)
-        with self._files.root_dir(create=True) as root, storage_errors(self.notes_path(kind)):
-            assert root is not None
-            notes.write_notes(root, kind, text)
+        """Replace the notes of ``kind`` (see :meth:`MemoryStore.write_notes`)."""
+        self._notes.write_notes(kind, text)
 
     def append_note(self, kind: NoteKind, line: str) -> None:
-        """Append one line (whitespace collapsed, as a ``- `` list item) to the notes.
-
-        A read-modify-write under the notes lock: notes appended by several processes at
-        once are all kept.
-
-        Parameters
-        ----------
-        kind : {"project", "user"}
-        line : str
-
-        Raises
-        ------
-        ValueError, UnsafeFileError, UnsafeDirectoryError, StoreBusyError, StorageError
-        """
-        notes.note_file(kind)
-        with self._files.root_dir(create=True) as root, storage_errors(self.notes_path(kind)):
-            assert root is not None
-            notes.append_note(root, kind, line)
+        """Append one line to the notes of ``kind``; concurrent appenders lose nothing
+        (see :meth:`MemoryStore.append_note`)."""
+        self._notes.append_note(kind, line)
 
     # ------------------------------------------------------------------ sessions
     def create_session(

@@ -154,7 +154,7 @@ class Leases:
                             holder = _read_holder(fd)
                             raise SessionLockedError(
                                 session_id, holder.pid if holder else None,
-                                sessions.child(name), holder) from None
+                                sessions.child(name), holder=holder) from None
                         time.sleep(delay)
                 locked = os.fstat(fd)
                 current = sessions.lstat(name)
@@ -250,45 +250,6 @@ class Leases:
             return None
         finally:
             os.close(fd)
-
-    @staticmethod
-    def locked_inodes(sessions: SafeDir) -> set[int] | None:
-        """Inodes of the files in ``sessions/`` that someone holds an ``flock`` on, read
-        from ``/proc/locks`` in one go (Linux), or ``None`` where that cannot be trusted.
-
-        The answer is trusted only if a probe lock this call takes on the directory itself
-        shows up there with the directory's device and inode (it would not, e.g., on a
-        file system that reports other inode numbers); callers then probe lock files one
-        by one instead.
-        """
-        try:
-            fcntl.flock(sessions.fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            return None
-        try:
-            with open("/proc/locks", "rb") as proc:
-                text = proc.read(1 << 24)
-        except OSError:
-            return None
-        finally:
-            fcntl.flock(sessions.fd, fcntl.LOCK_UN)
-        st = os.fstat(sessions.fd)
-        device = b" %02x:%02x:" % (os.major(st.st_dev), os.minor(st.st_dev))
-        found: set[int] = set()
-        probe_seen = False
-        for line in text.split(b"\n"):
-            if device not in line or b"->" in line:  # another device, or a waiter
-                continue
-            fields = line.split()
-            if len(fields) < 6 or fields[1] != b"FLOCK":
-                continue
-            try:
-                ino = int(fields[5].rsplit(b":", 1)[1])
-            except (ValueError, IndexError):
-                continue
-            found.add(ino)
-            probe_seen = probe_seen or ino == st.st_ino
-        return found if probe_seen else None
 
     def is_held(self, sessions: SafeDir, session_id: str) -> bool:
         """Whether anyone (this object included) holds the lease; never raises for a

@@ -303,9 +303,7 @@ class SessionFiles:
                 return listing
             root, sessions = dirs
             with os.scandir(sessions.fd) as it:
-                lock_inodes = {e.name[:-5]: e.inode() for e in it if e.name.endswith(".lock")}
-            # many lock files: one read of /proc/locks beats probing each of them
-            locked = self.leases.locked_inodes(sessions) if len(lock_inodes) > 200 else None
+                locks = {e.name[:-5] for e in it if e.name.endswith(".lock")}
             for entry in self.index.entries(root, sessions):
                 if entry["archived"] and not include_archived:
                     continue
@@ -314,7 +312,7 @@ class SessionFiles:
                 status: Literal["active", "in use", "idle"] = "idle"
                 if self.leases.holds(sid):
                     status = "active"
-                elif sid in lock_inodes and (locked is None or lock_inodes[sid] in locked):
+                elif sid in locks:  # probed one by one: /proc/locks can be slower to read
                     try:
                         holder = self.leases.holder(sessions, sid)
                     except (UnsafePathError, OSError):
@@ -329,19 +327,3 @@ class SessionFiles:
                     first_prompt=entry["first_prompt"], holder=holder, parent=entry["parent"]))
         listing.sort(key=lambda e: (e.updated_at, e.id), reverse=True)
         return listing
-
-    @contextlib.contextmanager
-    def root_dir(self, *, create: bool) -> Iterator[SafeDir | None]:
-        """The checked memory directory alone (notes); ``None`` if missing (no create)."""
-        with self.mutex:
-            try:
-                root = SafeDir.open(self.root, create=create)
-            except OSError as err:
-                if isinstance(err, JupyterAgentError):
-                    raise
-                raise StorageError(self.root, err) from err
-            if root is None:
-                yield None
-                return
-            with root:
-                yield root
