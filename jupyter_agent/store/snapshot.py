@@ -10,6 +10,7 @@ needs from a snapshot and the journal's tail only, never the transcript.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -172,6 +173,23 @@ def is_snapshot(data: Any) -> bool:
 
 def load(snapshot_raw: bytes, snapshot_path: Path, read_journal: Callable[[], bytes | None],
          journal_path: Path, session_id: str) -> Loaded:
+    """Read a session from the bytes of its files (see :func:`_load`).
+
+    The cyclic garbage collector is paused meanwhile: a long session is hundreds of
+    thousands of new objects, none of them garbage, and collecting while they are made
+    costs a third of the load at 50,000 messages.
+    """
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _load(snapshot_raw, snapshot_path, read_journal, journal_path, session_id)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _load(snapshot_raw: bytes, snapshot_path: Path, read_journal: Callable[[], bytes | None],
+          journal_path: Path, session_id: str) -> Loaded:
     """Read a session from the bytes of its files.
 
     Parameters

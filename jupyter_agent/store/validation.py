@@ -84,6 +84,20 @@ def _tool_calls_problem(calls: Any) -> str | None:
     return None
 
 
+def _plain_calls(calls: list[Any]) -> bool:
+    """Whether every tool call is ``{"id", "type", "function": {"name", "arguments"}}``
+    with strings only (the common case, checked without building reasons)."""
+    for call in calls:
+        if type(call) is not dict or len(call) != 3:
+            return False
+        fn = call.get("function")
+        if (type(call.get("id")) is not str or type(call.get("type")) is not str
+                or type(fn) is not dict or len(fn) != 2 or type(fn.get("name")) is not str
+                or type(fn.get("arguments")) is not str):
+            return False
+    return True
+
+
 def check_messages(messages: Any, path: Path, field: str) -> list[dict[str, Any]]:
     """Return ``messages`` if it is a list of valid messages, else raise naming ``path``.
 
@@ -95,14 +109,22 @@ def check_messages(messages: Any, path: Path, field: str) -> list[dict[str, Any]
     if type(messages) is not list:
         raise CorruptSessionError(path, f"{field} must be a list of messages")
     for i, message in enumerate(messages):
-        # fast path: {"role": str, "content": str or None} and a string tool_call_id
-        if type(message) is dict and type(message.get("role")) is str and message["role"]:
+        # fast paths, for the shapes almost every message has: {"role", "content"} with
+        # string or null content, plus a string tool_call_id, or plus well-formed tool_calls
+        if type(message) is dict:
+            role = message.get("role")
             content = message.get("content")
-            if content is None or type(content) is str:
-                size = len(message)
-                if size <= 2 - ("content" not in message) or (
-                        size == 3 and type(message.get("tool_call_id")) is str):
+            if type(role) is str and role and (content is None or type(content) is str):
+                size = len(message) - ("content" in message)
+                if size == 1:
                     continue
+                if size == 2:
+                    other = message.get("tool_call_id")
+                    if type(other) is str:
+                        continue
+                    calls = message.get("tool_calls")
+                    if type(calls) is list and _plain_calls(calls):
+                        continue
         problem = message_problem(message)
         if problem is not None:
             raise CorruptSessionError(path, f"{field}[{i}]: {problem}")
