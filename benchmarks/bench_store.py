@@ -255,7 +255,8 @@ def available() -> dict[str, type[Backend] | str]:
     out: dict[str, type[Backend] | str] = {}
     for cls in BACKENDS:
         try:
-            cls(Path(tempfile.mkdtemp(prefix="bench_probe_"))).close()
+            with tempfile.TemporaryDirectory(prefix="bench_probe_") as probe:
+                cls(Path(probe)).close()
             out[cls.name] = cls
         except ImportError as err:
             out[cls.name] = f"not installed ({err.name}): pip install '.[bench]'"

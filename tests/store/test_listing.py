@@ -1,4 +1,4 @@
-"""Listing saved sessions (spec: "Listing Saved Sessions")."""
+"""Listing saved sessions (design §10, §13)."""
 
 from __future__ import annotations
 
