@@ -56,6 +56,7 @@ FILE_MODE = 0o600
 #: Mode of the directories the store creates.
 DIR_MODE = 0o700
 _READ_CHUNK = 1 << 20
+_SPARSE_CHECK = 1 << 20  # files larger than this are checked for holes before reading
 _O_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 FileSignature = tuple[int, int, int, int]
@@ -340,7 +341,10 @@ class SafeDir:
 
         Raises
         ------
-        UnsafeFileError, OSError
+        UnsafeFileError
+            Also for a file with holes (a sparse file: none of the store's files has any,
+            and reading one could mean reading gigabytes of zeros).
+        OSError
         """
         opened = self.open_file(name, private=private)
         if opened is None:
@@ -350,6 +354,8 @@ class SafeDir:
             size = max(st.st_size - offset, 0)
             if limit is not None and size > limit:
                 raise UnsafeFileError(self.child(name), f"file larger than {limit} bytes")
+            if size > _SPARSE_CHECK and has_holes(fd, offset, st.st_size):
+                raise UnsafeFileError(self.child(name), "sparse file (it has holes)")
             return read_all(fd, size, offset), st
         finally:
             os.close(fd)
@@ -420,6 +426,16 @@ class SafeDir:
             raise
         os.close(fd)
         return tmp
+
+
+def has_holes(fd: int, start: int, end: int) -> bool:
+    """Whether the file has a hole between ``start`` and ``end`` (``SEEK_HOLE``; a file
+    system that cannot tell reports none). Compressed file systems are not mistaken for
+    sparse ones, as a block count would be."""
+    try:
+        return os.lseek(fd, start, os.SEEK_HOLE) < end
+    except OSError:
+        return False
 
 
 def read_all(fd: int, size: int, offset: int = 0) -> bytes:

@@ -177,9 +177,8 @@ class ListingIndex:
     def _rebuild(self, sessions: SafeDir, session_id: str, sig: Sig) -> dict[str, Any]:
         head_name = f"{session_id}.json"
         st = sessions.lstat(head_name)
-        if st is None or st.st_size > SNAPSHOT_LIMIT or (
-                st.st_size > 1 << 20 and st.st_blocks * 512 < st.st_size // 2):
-            raise CorruptSessionError(sessions.child(head_name), "too large or sparse to list")
+        if st is None or st.st_size > SNAPSHOT_LIMIT:
+            raise CorruptSessionError(sessions.child(head_name), "too large to list")
         got = sessions.read(head_name, limit=SNAPSHOT_LIMIT)
         if got is None:
             raise CorruptSessionError(sessions.child(head_name), "missing")

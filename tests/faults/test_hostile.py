@@ -205,3 +205,17 @@ def test_directories_must_be_private_and_the_users_own(tmp_path: Path, which: st
             assert "it is a symbolic link, not a directory" in message
         else:
             assert "it is a regular file, not a directory" in message
+
+
+def test_huge_sparse_files_are_never_read_whole(world: tuple[SessionStore, Path, str]) -> None:
+    """A 64 GiB sparse journal (a hole) is refused at once; listing reads only the end."""
+    store, _, sid = world
+    journal = store.journal_path(sid)
+    with journal.open("r+b") as handle:
+        handle.truncate(64 << 30)
+    fresh = SessionStore(store.root)
+    with pytest.raises(UnsafeFileError, match="sparse file"):
+        fresh.load_session(sid)
+    (store.root / "index.jsonl").unlink()
+    assert [s.id for s in fresh.list_sessions()] == ["victim"]  # from the snapshot
+    assert journal.stat().st_size == 64 << 30  # left as it was
