@@ -21,7 +21,7 @@ The rules every backend keeps (design §1-§10):
   :meth:`Store.lease_holder`, :meth:`Store.read_notes`) take no lease and change nothing;
 * a record that cannot be read raises :class:`~jupyter_agent.errors.CorruptSessionError`
   naming where it is, and is left untouched; listing skips it. Records are validated
-  completely when loaded (design §11), and a message that could not be loaded back is
+  completely when loaded (design §19), and a message that could not be loaded back is
   refused before it is saved (:class:`~jupyter_agent.errors.InvalidMessageError`);
 * a lease refusal carries who holds the session (``SessionLockedError.holder``: pid, host,
   user, since, label) and :meth:`Store.list_sessions` reports it for sessions in use.

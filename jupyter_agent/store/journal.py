@@ -1,4 +1,4 @@
-"""The file format of a saved session: a JSON Lines journal beside a snapshot (design §12).
+"""The file format of a saved session: a JSON Lines journal beside a snapshot (design §20).
 
 A session ``<id>`` is two files in ``sessions/``:
 

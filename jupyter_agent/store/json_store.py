@@ -1,4 +1,4 @@
-"""SessionStore: the JSON-file backend of the store protocol (design §12).
+"""SessionStore: the JSON-file backend of the store protocol (design §20).
 
 Layout of a memory directory (the store's ``root``)::
 

@@ -1,4 +1,4 @@
-"""SIGKILL during saves, appends, compactions and snapshot rewrites (design §8, §12).
+"""SIGKILL during saves, appends, compactions and snapshot rewrites (design §8, §20).
 
 The CI size; ``benchmarks/crash_store.py`` runs the same trials 200+ times.
 """

@@ -3,7 +3,7 @@
 A child process (forked from a forkserver started with ``sys.executable``) appends
 messages and checkpoints in a loop; the test kills it with SIGKILL after a random
 delay, many times, and after each kill checks that the record loads and equals one
-of the states that were written (design §8, §12).
+of the states that were written (design §8, §20).
 """
 
 from __future__ import annotations

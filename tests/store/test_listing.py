@@ -1,4 +1,4 @@
-"""Listing saved sessions (design §10, §13)."""
+"""Listing saved sessions (design §10, §21)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Records that parse but make no sense are refused at load, naming the file (design §11)."""
+"""Records that parse but make no sense are refused at load, naming the file (design §19)."""
 
 from __future__ import annotations
 
