@@ -1,6 +1,6 @@
 """Where sessions live: the project root and the memory directory.
 
-The rule (issue 4, "Where sessions live"), first match wins:
+The rule, first match wins:
 
 1. the ``AgentMagics.memory_dir`` setting, if it is not empty;
 2. the ``JUPYTER_AGENT_MEMORY_DIR`` environment variable, if it is set and not empty;
@@ -9,8 +9,13 @@ The rule (issue 4, "Where sessions live"), first match wins:
 The project root is the nearest ancestor of the kernel's working directory (a notebook's
 kernel starts in the notebook's folder), the directory itself included, that contains
 ``.jupyter_agent``, ``.git`` or ``pyproject.toml``; if none does, it is the working
-directory itself. The spec keeps notes (``project.md``, ``user.md``) and ``sessions/``
-in that one memory directory.
+directory itself. Notes (``project.md``, ``user.md``) and ``sessions/`` live in that one
+memory directory (design §2).
+
+A ``.jupyter_agent`` planted by someone else is never adopted (design §2): a directory
+that holds a ``.jupyter_agent`` counts as a project root only if both belong to the
+current user and ``.jupyter_agent`` is a real directory (not a symbolic link);
+otherwise the search goes on upwards as if that directory were not there.
 
 The front end resolves the working directory and the project root once, when the
 extension is loaded (the kernel's starting directory), and passes them in: an
@@ -54,24 +59,48 @@ def _absolute(path: str | os.PathLike[str], base: Path) -> Path:
     return p if p.is_absolute() else base / p
 
 
-def find_project_root(start: str | os.PathLike[str] | None = None) -> Path:
+def _adoptable(candidate: Path, uid: int) -> bool | None:
+    """Whether ``candidate`` may be a project root: ``None`` if it has no marker, False if
+    it holds a ``.jupyter_agent`` that is not the user's own (see the module docstring)."""
+    try:
+        memory = os.lstat(candidate / MEMORY_DIR_NAME)
+    except OSError:
+        memory = None
+    if memory is not None:
+        try:
+            owner = os.stat(candidate).st_uid
+        except OSError:
+            return False
+        return stat.S_ISDIR(memory.st_mode) and memory.st_uid == uid and owner == uid
+    if any((candidate / marker).exists() for marker in PROJECT_MARKERS[1:]):
+        return True
+    return None
+
+
+def find_project_root(start: str | os.PathLike[str] | None = None, *,
+                      uid: int | None = None) -> Path:
     """Return the project root for a working directory.
 
     Parameters
     ----------
     start : path-like, optional
         The kernel's working directory; defaults to :func:`os.getcwd` at call time.
+    uid : int, optional
+        The user whose ``.jupyter_agent`` directories may be adopted; default
+        :func:`os.geteuid`.
 
     Returns
     -------
     pathlib.Path
         The nearest of ``start`` and its ancestors that contains one of
         :data:`PROJECT_MARKERS` (``.jupyter_agent``, ``.git`` or ``pyproject.toml``),
-        else ``start`` itself. Absolute; symbolic links are resolved.
+        skipping any directory whose ``.jupyter_agent`` is not the user's own (module
+        docstring), else ``start`` itself. Absolute; symbolic links are resolved.
     """
+    me = os.geteuid() if uid is None else uid
     here = Path(os.getcwd() if start is None else start).expanduser().resolve()
     for candidate in (here, *here.parents):
-        if any((candidate / marker).exists() for marker in PROJECT_MARKERS):
+        if _adoptable(candidate, me):
             return candidate
     return here
 

@@ -7,10 +7,14 @@
   loaded through ``%load_ext jupyter_agent``; ``make_shell(config)`` builds one from a
   ``traitlets.config.Config`` (the equivalent of ``ipython_config.py``).
 - ``model_server``: a started ``ScriptedModelServer`` (empty script; tests add steps).
+- ``pg`` (session): a throwaway PostgreSQL cluster (:class:`~tests.postgres.server.PgCluster`)
+  started on first use and removed at the end of the run. Without server binaries the
+  tests that use it skip, saying so -- except in CI (``CI=true``), where they fail.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +23,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
 from jupyter_agent.testing import ScriptedModelServer
+from tests.postgres.server import PgCluster, find_server_bin
 from tests.shells import ShellFactory
 
 
@@ -87,3 +92,31 @@ def agent_shell(shell: InteractiveShell, model_server: ScriptedModelServer) -> I
     """``shell`` with ``AgentMagics.base_url`` pointing at ``model_server``."""
     shell.run_line_magic("config", f'AgentMagics.base_url = "{model_server.base_url}"')
     return shell
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"the PostgreSQL tests must run in CI: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def pg() -> Iterator[PgCluster]:
+    """A running PostgreSQL cluster for the whole test run."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        _unavailable("psycopg is not installed (pip install 'jupyter-agent[postgres]')")
+    bindir = find_server_bin()
+    if bindir is None:
+        _unavailable("no PostgreSQL server binaries (initdb, pg_ctl) on this machine; "
+                     "install postgresql-15 to run the team-store tests")
+        raise AssertionError("unreachable")
+    cluster = PgCluster(bindir)
+    try:
+        cluster.init()
+    except BaseException:
+        cluster.destroy()
+        raise
+    yield cluster
+    cluster.destroy()

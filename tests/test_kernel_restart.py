@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from jupyter_agent.store import SessionStore, dump_record
 from jupyter_agent.testing import ScriptedModelServer
 from tests.kernels import RealKernel, kernel_env
 
@@ -89,8 +90,9 @@ def start_kernel(kernels: list[RealKernel], project: Path) -> RealKernel:
 
 
 def session_file(project: Path, session_id: str) -> dict[str, Any]:
-    path = project / ".jupyter_agent" / "sessions" / f"{session_id}.json"
-    record: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    """The session as saved on disk, in its one-file JSON form."""
+    stored = SessionStore(project / ".jupyter_agent").load_session(session_id)
+    record: dict[str, Any] = json.loads(dump_record(stored))
     return record
 
 
@@ -207,7 +209,7 @@ def test_second_kernel_is_refused_until_the_first_dies(
         assert refused.error["ename"] == "AgentUsageError"  # a UsageError
         message = refused.error["evalue"]
         assert "\n" not in message
-        assert "in use" in message and f"process {first_pid}" in message, message
+        assert "in use" in message and f"pid {first_pid}" in message, message
         assert session_id in message
         # one line, no traceback, no class name: what happened and what to do
         assert refused.stderr == f"{message}\n"

@@ -204,11 +204,9 @@ def test_model_unreachable_and_model_errors(shell: InteractiveShell) -> None:
 
 def test_unexpected_errors_keep_their_traceback(shell: InteractiveShell, tmp_path: Path,
                                                 model_server: ScriptedModelServer) -> None:
-    blocker = tmp_path / "a-file"
-    blocker.write_text("not a directory")
-    shell.run_line_magic("config", f'AgentMagics.memory_dir = "{blocker}"')
+    shell.run_line_magic("config", 'AgentMagics.memory_dir = "mem\\x00ory"')  # a NUL byte
     shell.run_line_magic("config", f'AgentMagics.base_url = "{model_server.base_url}"')
-    with pytest.raises(OSError) as info:
+    with pytest.raises(ValueError, match="null byte") as info:
         shell.run_line_magic("agent_new", "")
     assert not isinstance(info.value, (UsageError, JupyterAgentError))
     assert info.value.__traceback__ is not None

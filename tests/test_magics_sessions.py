@@ -150,8 +150,8 @@ def test_session_in_use_elsewhere_is_refused_naming_the_process(
     pid = holder(sid)  # type: ignore[operator]
     with pytest.raises(UsageError) as info:
         agent_shell.run_line_magic("agent_resume", sid)
-    assert str(info.value).startswith(f"session {sid} is in use by process {pid}; to use it "
-                                      f"here, stop that kernel")
+    assert str(info.value).startswith(f"session {sid} is in use by process {pid} (since ")
+    assert "; to use it here, stop that kernel" in str(info.value)
     assert str(info.value).endswith(f"then %agent_resume {sid}; the lease is freed as soon as "
                                     "that kernel exits, crashed or not")
     assert "Error" not in str(info.value)
@@ -272,7 +272,8 @@ def test_panel_resume_error_is_shown_in_the_panel(
     row = next(r for r in panel.rows if r.session_id == a)
     assert row.text.status == "in use"
     row.resume.click()
-    assert f"session {a} is in use by process {pid}; to use it here" in panel.error
+    assert f"session {a} is in use by process {pid} (since " in panel.error
+    assert "; to use it here" in panel.error
     assert "Error" not in panel.error
 
 

@@ -121,3 +121,40 @@ def test_new_sessions_record_the_starting_project_root(
     controller = shell.magics_manager.registry["AgentMagics"].controller
     record = controller.record()
     assert record.project_root == str(project.resolve())
+
+
+FOREIGN_UID = 54321
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a directory another user's needs root")
+@pytest.mark.parametrize("planted", ["owner", "parent owner", "symlink"])
+def test_a_jupyter_agent_of_someone_else_is_never_adopted(tmp_path: Path, planted: str) -> None:
+    shared = tmp_path / "shared"  # say /tmp or a shared drive
+    mine = shared / "mine" / "notebooks"
+    mine.mkdir(parents=True)
+    (shared / ".git").mkdir()  # its other markers do not make it ours either
+    planted_dir = shared / ".jupyter_agent"
+    if planted == "symlink":
+        (tmp_path / "elsewhere").mkdir()
+        planted_dir.symlink_to(tmp_path / "elsewhere")
+    else:
+        planted_dir.mkdir()
+        os.chown(planted_dir if planted == "owner" else shared, FOREIGN_UID, FOREIGN_UID)
+    assert find_project_root(mine) == mine.resolve()
+    assert resolve_memory_dir(None, environ={}, cwd=mine) == mine.resolve() / ".jupyter_agent"
+    # the same layout, all of it the user's own, is adopted
+    os.chown(shared, 0, 0)
+    if planted == "symlink":
+        planted_dir.unlink()
+        planted_dir.mkdir()
+    os.chown(planted_dir, 0, 0)
+    assert find_project_root(mine) == shared.resolve()
+
+
+def test_adoption_is_decided_for_the_given_user(tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    (project / ".jupyter_agent").mkdir(parents=True)
+    (project / "nb").mkdir()
+    assert find_project_root(project / "nb") == project.resolve()
+    other = os.geteuid() + 1
+    assert find_project_root(project / "nb", uid=other) == (project / "nb").resolve()

@@ -137,6 +137,8 @@ def fork_record(
     """
     transcript = parent.transcript
     parent_turns = len(turn_starts(transcript))
+    if at is not None and not 1 <= at <= parent_turns:
+        raise ForkPointError(parent.id, at, parent_turns)
     when = now or utc_now()
     common: dict[str, Any] = {
         "id": session_id or new_session_id(),
@@ -155,8 +157,6 @@ def fork_record(
         }
         rebuilt, turns = False, len(turn_starts(transcript[:end]))
     else:
-        if at < 1 or at > parent_turns:
-            raise ForkPointError(parent.id, at, parent_turns)
         cut = cut_after_turn(transcript, at)
         kept = transcript[:cut]
         messages, rebuilt = _cut_context(parent, cut)

@@ -20,7 +20,11 @@ The rules every backend keeps (design §1-§10):
 * reads (:meth:`Store.load_session`, :meth:`Store.exists`, :meth:`Store.list_sessions`,
   :meth:`Store.lease_holder`, :meth:`Store.read_notes`) take no lease and change nothing;
 * a record that cannot be read raises :class:`~jupyter_agent.errors.CorruptSessionError`
-  naming where it is, and is left untouched; listing skips it.
+  naming where it is, and is left untouched; listing skips it. Records are validated
+  completely when loaded (design §19), and a message that could not be loaded back is
+  refused before it is saved (:class:`~jupyter_agent.errors.InvalidMessageError`);
+* a lease refusal carries who holds the session (``SessionLockedError.holder``: pid, host,
+  user, since, label) and :meth:`Store.list_sessions` reports it for sessions in use.
 """
 
 from __future__ import annotations

@@ -1,17 +1,16 @@
-"""How a session record changes: extending the working context, compaction.
+"""How a session changes: extending the working context, compaction (design §3, §4).
 
-Pure functions from one :class:`~jupyter_agent.store.records.SessionRecord` to the
-next (no I/O, no lease); :class:`~jupyter_agent.store.sessions.SessionStore` applies
-them under the session's lease. The rules (spec: "Working Context and Full
-Transcripts"):
+Pure functions (no I/O, no lease); the store applies their results under the session's
+lease. The rules:
 
-* a normal save must *extend* the saved working context: its first ``len(saved)``
-  messages equal the saved ones (after :func:`~jupyter_agent.store.to_message_dict`
-  normalization), otherwise :class:`~jupyter_agent.errors.ContextMismatchError` (a
-  ``ValueError``) and nothing changes; the new messages are appended to both
-  ``messages`` and ``transcript``;
-* a compaction replaces ``messages`` only and appends a
-  :class:`~jupyter_agent.store.records.Compaction` event; the transcript is untouched.
+* a save must *extend* the saved working context: its first ``len(saved)`` messages equal
+  the saved ones (after :func:`~jupyter_agent.store.to_message_dict` normalization),
+  otherwise :class:`~jupyter_agent.errors.ContextMismatchError` (a ``ValueError``) and
+  nothing changes; what follows is new, and must have the shape of a Chat Completions
+  message (:class:`~jupyter_agent.errors.InvalidMessageError` otherwise), so that
+  nothing saved can fail to load;
+* a compaction replaces the working context only; what it keeps of the old one is found
+  as a common prefix and suffix (:func:`compaction_parts`).
 """
 
 from __future__ import annotations
@@ -19,114 +18,94 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from jupyter_agent.errors import ContextMismatchError
+from jupyter_agent.errors import ContextMismatchError, InvalidMessageError
+from jupyter_agent.store.jsonio import json_problem
 from jupyter_agent.store.messages import to_message_dict
-from jupyter_agent.store.records import Compaction, SessionRecord, utc_now
+from jupyter_agent.store.validation import message_problem
 
-__all__ = ["count_replaced", "extend_context", "replace_context"]
+__all__ = ["compaction_parts", "count_replaced", "new_messages", "normalized"]
 
 
-def extend_context(record: SessionRecord, incoming: Sequence[Any]) -> SessionRecord:
-    """The record with ``incoming`` as its working context, new messages appended.
+def normalized(messages: Sequence[Any], first_index: int = 0) -> list[dict[str, Any]]:
+    """Messages converted with :func:`to_message_dict` and checked.
 
     Parameters
     ----------
-    record : SessionRecord
-        The saved record (not modified).
+    messages : sequence of dict or pydantic objects
+    first_index : int
+        Position of the first one in the caller's list (for error messages).
+
+    Raises
+    ------
+    InvalidMessageError
+        For a message that is not a Chat Completions message or holds a value JSON
+        cannot (an integer beyond 64 bits, NaN, an object that is not JSON).
+    """
+    out = []
+    for k, message in enumerate(messages):
+        try:
+            data = to_message_dict(message)
+        except (TypeError, ValueError) as err:
+            raise InvalidMessageError(first_index + k, str(err)) from None
+        problem = message_problem(data) or json_problem(data)
+        if problem:
+            raise InvalidMessageError(first_index + k, problem)
+        out.append(data)
+    return out
+
+
+def new_messages(session_id: str, saved: list[dict[str, Any]],
+                 incoming: Sequence[Any]) -> tuple[list[dict[str, Any]], list[Any] | None]:
+    """The messages of ``incoming`` beyond the saved working context, normalized.
+
+    Parameters
+    ----------
+    session_id : str
+        For error messages.
+    saved : list of dict
+        The saved working context.
     incoming : sequence of dict or pydantic objects
         The whole current working context.
 
     Returns
     -------
-    SessionRecord
-        ``record`` itself when nothing is new, else a new record with the new
-        messages appended to ``messages`` and ``transcript`` and ``updated_at`` now.
+    (list of dict, list or None)
+        The new messages (empty when nothing is new), and the caller's own objects for the
+        saved part when they equal the saved messages as they are (no conversion needed):
+        the store keeps those, so that the next save of the same list is checked by
+        identity, at C speed, instead of message by message.
 
     Raises
     ------
     ContextMismatchError
-        If ``incoming`` does not extend the saved working context.
-    TypeError
-        For a message that cannot be converted.
+        If ``incoming`` does not extend ``saved``.
+    InvalidMessageError
+        For a new message that could not be saved.
     """
-    saved = record.messages
-    if len(incoming) < len(saved):
+    n = len(saved)
+    if len(incoming) < n:
         raise ContextMismatchError(
-            record.id, len(incoming), f"{len(incoming)} messages given but {len(saved)} are saved"
-        )
-    for index, (given, kept) in enumerate(zip(incoming, saved, strict=False)):
-        if given is kept or given == kept or to_message_dict(given) == kept:
-            continue
-        raise ContextMismatchError(
-            record.id, index, f"the saved {kept.get('role')!r} message differs"
-        )
-    if len(incoming) == len(saved):
-        return record
-    new = [to_message_dict(m) for m in incoming[len(saved) :]]
-    return record.model_copy(
-        update={
-            "messages": [*saved, *new],
-            "transcript": [*record.transcript, *new],
-            "updated_at": utc_now(),
-        }
-    )
+            session_id, len(incoming), f"{len(incoming)} messages given but {n} are saved")
+    prefix = list(incoming[:n]) if not isinstance(incoming, list) else incoming[:n]
+    same = prefix == saved  # identical objects compare at C speed
+    if not same:
+        for index, (given, kept) in enumerate(zip(incoming, saved, strict=False)):
+            if given is kept or given == kept:
+                continue
+            try:
+                same = to_message_dict(given) == kept
+            except (TypeError, ValueError):
+                same = False
+            if not same:
+                raise ContextMismatchError(
+                    session_id, index, f"the saved {kept.get('role')!r} message differs")
+    return normalized(incoming[n:], n), prefix if same else None
 
 
-def replace_context(
-    record: SessionRecord,
-    messages: list[dict[str, Any]],
-    *,
-    summary: str,
-    replaced: int | None = None,
-) -> SessionRecord:
-    """The record after a compaction to ``messages`` (already normalized dicts).
-
-    Parameters
-    ----------
-    record : SessionRecord
-        The saved record (not modified).
-    messages : list of dict
-        The new working context.
-    summary : str
-        The summary recorded in the compaction event.
-    replaced : int, optional
-        How many working messages were replaced; default :func:`count_replaced`.
-
-    Returns
-    -------
-    SessionRecord
-        A new record: ``messages`` replaced, one more compaction event, the
-        transcript unchanged, ``updated_at`` now.
-    """
-    now = utc_now()
-    event = Compaction(
-        at=now,
-        summary=summary,
-        replaced=count_replaced(record.messages, messages) if replaced is None else replaced,
-        transcript_length=len(record.transcript),
-    )
-    return record.model_copy(
-        update={
-            "messages": messages,
-            "compactions": [*record.compactions, event],
-            "updated_at": now,
-        }
-    )
-
-
-def count_replaced(old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]]) -> int:
-    """How many messages of ``old`` a compaction to ``new`` replaced.
-
-    Parameters
-    ----------
-    old, new : sequence of dict
-        The working context before and after.
-
-    Returns
-    -------
-    int
-        The messages of ``old`` not kept in ``new`` as a common prefix or suffix.
-    """
+def compaction_parts(old: Sequence[dict[str, Any]],
+                     new: Sequence[dict[str, Any]]) -> tuple[int, int]:
+    """``(prefix, suffix)``: how many messages of ``new`` are kept from the start and the
+    end of ``old`` (they never overlap)."""
     prefix = 0
     while prefix < min(len(old), len(new)) and old[prefix] == new[prefix]:
         prefix += 1
@@ -136,4 +115,11 @@ def count_replaced(old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]])
         and old[len(old) - 1 - suffix] == new[len(new) - 1 - suffix]
     ):
         suffix += 1
+    return prefix, suffix
+
+
+def count_replaced(old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]]) -> int:
+    """How many messages of ``old`` a compaction to ``new`` replaced (those not kept as a
+    common prefix or suffix)."""
+    prefix, suffix = compaction_parts(old, new)
     return len(old) - prefix - suffix

@@ -1,18 +1,27 @@
-"""File primitives of the store: private directories, atomic writes, ``fcntl`` leases.
+"""No-follow file primitives for everything under the memory directory (design §2, §8).
 
-Atomic write (spec: "Preventing Session Corruption on Writes"): the new content goes
-to a temporary file *in the same directory* (created 0600 by :func:`tempfile.mkstemp`),
-is written, flushed and ``fsync``-ed, then ``os.replace``-d over the target, and the
-directory is ``fsync``-ed so the rename itself is durable. Until the replace the
-previous file is intact; on any error the temporary file is removed and the error
-propagates. Readers therefore see either the old or the new file, never a mix.
+The memory directory may come from a cloned repository or a shared folder, so nothing in
+it is trusted. Every file the store reads or writes there goes through a :class:`SafeDir`:
 
-Lease (spec: "Session Locks"): ``flock(LOCK_EX | LOCK_NB)`` on a separate lock file,
-so a second holder fails at once instead of waiting. The holder writes its pid into
-the lock file (truncate, write) so the loser can name it. The operating system drops
-the lock when the holding process exits, also after SIGKILL. ``flock`` locks belong to
-an open file description: a second ``open`` + ``flock`` of the same file in the *same*
-process conflicts too, which is what makes two stores in one process exclude each other.
+* a directory is opened with ``O_DIRECTORY | O_NOFOLLOW`` and must belong to the current
+  user and not be writable by group or others (:class:`~jupyter_agent.errors.
+  UnsafeDirectoryError` otherwise, naming owner, mode and the fix);
+* files are opened *relative to that descriptor* (``dir_fd``), so a directory swapped
+  for a link after the check is never followed, with ``O_NOFOLLOW | O_NONBLOCK |
+  O_CLOEXEC``, and ``fstat``-ed: anything but a regular file with one link (a symbolic
+  link, dangling or not, a FIFO, socket, device or directory) raises
+  :class:`~jupyter_agent.errors.UnsafeFileError` naming the path, before one byte is
+  read or written. ``O_NONBLOCK`` means a FIFO never hangs the caller; ``O_NOFOLLOW``
+  and the link count mean no write can reach a file outside the directory;
+* whole files are replaced atomically (design §8): a temporary file ``.<name>.<random>.tmp``
+  created with ``O_EXCL`` in the same directory, written, ``fsync``-ed, renamed over the
+  target, then the directory is ``fsync``-ed. Until the rename the previous file is
+  intact; on error the temporary file is removed and the error propagates. A target that
+  is not a regular file is refused, never replaced.
+
+A new kind of file (a figure next to a session, say) needs no new code: open its
+directory with :meth:`SafeDir.subdir` and use :meth:`SafeDir.read`,
+:meth:`SafeDir.write_atomic`, :meth:`SafeDir.open_file` or :meth:`SafeDir.create_new`.
 """
 
 from __future__ import annotations
@@ -21,244 +30,473 @@ import contextlib
 import errno
 import fcntl
 import os
-import tempfile
+import pwd
+import secrets
+import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+from jupyter_agent.errors import StoreBusyError, UnsafeDirectoryError, UnsafeFileError
+
 __all__ = [
+    "DIR_MODE",
+    "FILE_MODE",
     "FileSignature",
-    "LockHeldError",
-    "atomic_write",
-    "ensure_private_dir",
-    "file_signature",
-    "fsync_dir",
-    "lock_exclusive",
-    "lock_is_held",
-    "unlock",
+    "SafeDir",
+    "entry_kind",
+    "is_temp_name",
+    "lock_shared_or_exclusive",
+    "signature_of",
+    "temp_target",
 ]
 
-#: Mode of every file the store writes (private conversations).
+#: Mode of every file the store creates (private conversations).
 FILE_MODE = 0o600
 #: Mode of the directories the store creates.
 DIR_MODE = 0o700
-# Retries when the lock looks busy: a lister's momentary probe (see lock_is_held)
-# must not make a real acquirer fail. Total < 30 ms, so failing is still "at once".
-_LOCK_RETRY_DELAYS = (0.002, 0.008, 0.015)
-
-
-class LockHeldError(Exception):
-    """The lock file is locked by another open file description (internal)."""
-
-    def __init__(self, path: Path, pid: int | None) -> None:
-        self.path = path
-        self.pid = pid
-        super().__init__(f"{path} is locked by {pid}")
-
-
-def ensure_private_dir(path: Path) -> None:
-    """Create ``path`` (and missing parents) if needed; a directory this creates is 0700.
-
-    An existing directory is left as it is: it may be a user's own directory and
-    its mode is their choice. Parents are created with the default mode.
-
-    Parameters
-    ----------
-    path : pathlib.Path
-
-    Raises
-    ------
-    FileExistsError
-        If something that is not a directory is in the way.
-    OSError
-        If the directory cannot be created.
-    """
-    if path.is_dir():
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        path.mkdir(mode=DIR_MODE)
-    except FileExistsError:
-        if not path.is_dir():
-            raise
-        return
-    os.chmod(path, DIR_MODE)  # mkdir's mode is reduced by the umask; be exact
-
-
-def fsync_dir(path: Path) -> None:
-    """``fsync`` a directory so a rename or unlink in it is durable.
-
-    Filesystems that cannot ``fsync`` a directory (``EINVAL``, ``ENOTSUP``) are
-    tolerated.
-
-    Parameters
-    ----------
-    path : pathlib.Path
-        The directory.
-
-    Raises
-    ------
-    OSError
-        If it cannot be opened, or ``fsync`` fails for another reason.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    except OSError as err:
-        if err.errno not in (errno.EINVAL, errno.ENOTSUP):
-            raise
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically and durably; the file ends up 0600.
-
-    Parameters
-    ----------
-    path : pathlib.Path
-        The target; its directory must exist.
-    data : bytes
-        The complete new content.
-
-    Raises
-    ------
-    OSError
-        From any step (disk full, permissions, a directory in the way, ...). The
-        previous file is then intact (unless the final directory ``fsync`` failed,
-        after the replace), and no temporary file is left behind.
-    """
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(path.parent)
-
+_READ_CHUNK = 1 << 20
+_SPARSE_CHECK = 1 << 20  # files larger than this are checked for holes before reading
+_O_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 FileSignature = tuple[int, int, int, int]
-"""``(st_dev, st_ino, st_size, st_mtime_ns)``: changes whenever a file is replaced."""
+"""``(st_dev, st_ino, st_size, st_mtime_ns)``: changes whenever a file is replaced or grows."""
 
 
-def file_signature(path: Path) -> FileSignature:
-    """Return the :data:`FileSignature` of ``path``.
-
-    Parameters
-    ----------
-    path : pathlib.Path
-
-    Returns
-    -------
-    FileSignature
-        ``(st_dev, st_ino, st_size, st_mtime_ns)``.
-
-    Raises
-    ------
-    FileNotFoundError
-        If ``path`` does not exist (any other ``OSError`` from ``stat`` too).
-    """
-    st = os.stat(path)
+def signature_of(st: os.stat_result) -> FileSignature:
+    """The :data:`FileSignature` of a stat result."""
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def _read_pid(fd: int) -> int | None:
+def entry_kind(mode: int) -> str:
+    """A directory entry's kind in words: ``"symbolic link"``, ``"FIFO"``, ``"socket"``,
+    ``"character device"``, ``"block device"``, ``"directory"`` or ``"regular file"``."""
+    for test, name in (
+        (stat.S_ISLNK, "symbolic link"),
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISDIR, "directory"),
+        (stat.S_ISREG, "regular file"),
+    ):
+        if test(mode):
+            return name
+    return "special file"
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether ``name`` is one of the store's temporary files (``.<target>.<random>.tmp``)."""
+    return name.startswith(".") and name.endswith(".tmp") and name.count(".") >= 3
+
+
+def temp_target(name: str) -> str:
+    """The file a temporary file was meant to replace (``.a.json.x1.tmp`` -> ``a.json``)."""
+    return name[1:-4].rsplit(".", 1)[0]
+
+
+def _owner_name(uid: int) -> str:
     try:
-        text = os.pread(fd, 32, 0).decode("ascii").strip()
-        return int(text) if text else None
-    except (OSError, ValueError):
-        return None
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
 
 
-def lock_exclusive(path: Path) -> int:
-    """Take the exclusive lease on lock file ``path`` without waiting.
+class SafeDir:
+    """A checked directory of the memory directory, and the files in it (module docstring).
 
-    Creates the lock file (0600) if needed, locks it with
-    ``flock(LOCK_EX | LOCK_NB)``, then replaces its content with this process's pid.
+    Use :meth:`open` (or :meth:`subdir`) and close it (it is a context manager).
 
-    Returns
-    -------
-    int
-        The open descriptor that holds the lock; pass it to :func:`unlock`.
-
-    Raises
-    ------
-    LockHeldError
-        If another open file description holds the lock; ``.pid`` is the pid the
-        holder wrote (``None`` if unreadable).
-    OSError
-        If the lock file cannot be opened.
-    """
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
-    try:
-        for delay in (*_LOCK_RETRY_DELAYS, None):
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if delay is None:
-                    raise LockHeldError(path, _read_pid(fd)) from None
-                time.sleep(delay)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def unlock(fd: int) -> None:
-    """Release a lock taken by :func:`lock_exclusive` and close its descriptor.
-
-    Parameters
-    ----------
-    fd : int
-        The descriptor :func:`lock_exclusive` returned; closed even if unlocking fails.
-
-    Raises
-    ------
-    OSError
-        From ``flock`` or ``close``.
-    """
-    try:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
-
-
-def lock_is_held(path: Path) -> bool:
-    """Tell whether some open file description holds the lock on ``path``.
-
-    Probes with a non-blocking *shared* ``flock`` on a fresh descriptor and releases
-    it at once; a missing lock file means nobody holds it (nothing is created).
-    The probe holds the lock for a few microseconds; :func:`lock_exclusive` retries
-    briefly so a concurrent acquirer is not refused because of it.
-
-    Parameters
+    Attributes
     ----------
     path : pathlib.Path
-        The lock file.
-
-    Returns
-    -------
-    bool
-        True if another open file description holds it; False if nobody does or
-        the file cannot be opened.
+        The directory, for messages.
+    fd : int
+        Its open descriptor (``O_DIRECTORY | O_NOFOLLOW``).
     """
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self.fd = fd
+
+    # ------------------------------------------------------------------ opening
+    @classmethod
+    def open(cls, path: Path, *, create: bool = False, what: str = "memory directory",
+             parent: SafeDir | None = None) -> SafeDir | None:
+        """Open and check a directory; ``None`` if it is missing and ``create`` is false.
+
+        Parameters
+        ----------
+        path : pathlib.Path
+            The directory (its last component is never followed if it is a link).
+        create : bool
+            Create it (mode 0700, missing parents with the default mode) when missing.
+        what : str
+            What it is, for messages (``"memory directory"``, ``"sessions directory"``).
+        parent : SafeDir, optional
+            Open ``path.name`` relative to this directory instead of by path.
+
+        Returns
+        -------
+        SafeDir or None
+
+        Raises
+        ------
+        UnsafeDirectoryError
+            If it is a link or not a directory, is not owned by the current user, or
+            is writable by group or others.
+        OSError
+            If it cannot be opened or created.
+        """
+        where: str | Path = path.name if parent is not None else path
+        dir_fd = parent.fd if parent is not None else None
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(where, flags, dir_fd=dir_fd)
+        except FileNotFoundError:
+            if not create:
+                return None
+            if parent is None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(where, DIR_MODE, dir_fd=dir_fd)
+                os.chmod(where, DIR_MODE, dir_fd=dir_fd)  # exact, whatever the umask
+            fd = os.open(where, flags, dir_fd=dir_fd)
+        except OSError as err:
+            if err.errno not in (errno.ENOTDIR, errno.ELOOP):
+                raise
+            kind = "not a directory"
+            with contextlib.suppress(OSError):
+                st = os.stat(where, dir_fd=dir_fd, follow_symlinks=False)
+                kind = f"a {entry_kind(st.st_mode)}, not a directory"
+            raise UnsafeDirectoryError(path, kind, fix="remove or rename it") from None
+        try:
+            cls._check(path, os.fstat(fd), what)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(path, fd)
+
+    @staticmethod
+    def _check(path: Path, st: os.stat_result, what: str) -> None:
+        mode = stat.S_IMODE(st.st_mode)
+        if st.st_uid != os.geteuid():
+            raise UnsafeDirectoryError(
+                path, f"a {what} owned by {_owner_name(st.st_uid)}, not by you "
+                f"({_owner_name(os.geteuid())})", owner=_owner_name(st.st_uid), mode=mode,
+                fix="use a directory of your own")
+        if mode & 0o022:
+            raise UnsafeDirectoryError(
+                path, f"a {what} writable by group or others", owner=_owner_name(st.st_uid),
+                mode=mode, fix=f"run `chmod 700 {path}`")
+
+    def subdir(self, name: str, *, create: bool = False,
+               what: str = "sessions directory") -> SafeDir | None:
+        """Open and check the subdirectory ``name`` (see :meth:`open`)."""
+        return SafeDir.open(self.path / name, create=create, what=what, parent=self)
+
+    def close(self) -> None:
+        """Close the directory descriptor (idempotent)."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> SafeDir:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ entries
+    def child(self, name: str) -> Path:
+        """The path of entry ``name`` (for messages and callers)."""
+        return self.path / name
+
+    def lstat(self, name: str) -> os.stat_result | None:
+        """``lstat`` of entry ``name`` (never follows a link); ``None`` if missing."""
+        try:
+            return os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+
+    def names(self) -> list[str]:
+        """The names of all entries (``scandir`` of the descriptor)."""
+        with os.scandir(self.fd) as it:
+            return [entry.name for entry in it]
+
+    def fsync(self) -> None:
+        """``fsync`` the directory, so a rename or unlink in it is durable.
+
+        Filesystems that cannot ``fsync`` a directory (``EINVAL``, ``ENOTSUP``) are tolerated.
+        """
+        try:
+            os.fsync(self.fd)
+        except OSError as err:
+            if err.errno not in (errno.EINVAL, errno.ENOTSUP):
+                raise
+
+    def unlink(self, name: str) -> bool:
+        """Remove entry ``name`` (never a directory); return whether it existed."""
+        try:
+            os.unlink(name, dir_fd=self.fd)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def _refuse(self, name: str, fallback: str | None = None) -> UnsafeFileError:
+        kind = fallback or "special file"
+        st = self.lstat(name)
+        if st is not None:
+            kind = entry_kind(st.st_mode)
+        return UnsafeFileError(self.child(name), kind)
+
+    def check_regular(self, name: str, st: os.stat_result, *, private: bool = False) -> None:
+        """Raise :class:`UnsafeFileError` unless ``st`` is a regular file with one link.
+
+        Parameters
+        ----------
+        name : str
+        st : os.stat_result
+            From ``fstat`` of the opened file.
+        private : bool
+            Also require that the current user owns it and that group and others
+            cannot write it (notes files).
+        """
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafeFileError(self.child(name), entry_kind(st.st_mode))
+        if st.st_nlink > 1:
+            raise UnsafeFileError(self.child(name), "file with other hard links")
+        if private and st.st_uid != os.geteuid():
+            raise UnsafeFileError(self.child(name), f"file owned by {_owner_name(st.st_uid)}")
+        if private and stat.S_IMODE(st.st_mode) & 0o022:
+            raise UnsafeFileError(self.child(name), "file writable by group or others")
+
+    def open_file(self, name: str, flags: int = os.O_RDONLY, *, create: bool = False,
+                  private: bool = False) -> tuple[int, os.stat_result] | None:
+        """Open regular file ``name`` without following links or blocking.
+
+        Parameters
+        ----------
+        name : str
+        flags : int
+            ``os.O_RDONLY``, ``os.O_RDWR``, ``os.O_WRONLY | os.O_APPEND``, ...
+            (``O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC`` are always added).
+        create : bool
+            Create it (0600) if missing.
+        private : bool
+            See :meth:`check_regular`.
+
+        Returns
+        -------
+        (int, os.stat_result) or None
+            The descriptor and its ``fstat``; ``None`` if missing and not ``create``.
+
+        Raises
+        ------
+        UnsafeFileError
+            For anything but a regular file with one link (nothing is read or written).
+        OSError
+            From ``open``.
+        """
+        extra = os.O_CREAT if create else 0
+        before = self.lstat(name)  # a device is refused without being opened at all
+        if before is not None and not stat.S_ISREG(before.st_mode):
+            raise UnsafeFileError(self.child(name), entry_kind(before.st_mode))
+        try:
+            fd = os.open(name, flags | extra | _O_FLAGS, FILE_MODE, dir_fd=self.fd)
+        except FileNotFoundError:
+            return None
+        except OSError as err:
+            if err.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR, errno.ENODEV,
+                             errno.EOPNOTSUPP):
+                raise self._refuse(name) from None
+            raise
+        try:
+            st = os.fstat(fd)
+            self.check_regular(name, st, private=private)
+            if flags & (os.O_WRONLY | os.O_RDWR):  # writes never block either
+                os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, st
+
+    def read(self, name: str, *, limit: int | None = None, offset: int = 0,
+             private: bool = False) -> tuple[bytes, os.stat_result] | None:
+        """Read regular file ``name`` (from ``offset``); ``None`` if it is missing.
+
+        Parameters
+        ----------
+        name : str
+        limit : int, optional
+            Refuse (:class:`UnsafeFileError`) a file whose part to read is larger.
+        offset : int
+            Start reading here.
+        private : bool
+            See :meth:`check_regular`.
+
+        Returns
+        -------
+        (bytes, os.stat_result) or None
+
+        Raises
+        ------
+        UnsafeFileError
+            Also for a file with holes (a sparse file: none of the store's files has any,
+            and reading one could mean reading gigabytes of zeros).
+        OSError
+        """
+        opened = self.open_file(name, private=private)
+        if opened is None:
+            return None
+        fd, st = opened
+        try:
+            size = max(st.st_size - offset, 0)
+            if limit is not None and size > limit:
+                raise UnsafeFileError(self.child(name), f"file larger than {limit} bytes")
+            if size > _SPARSE_CHECK and has_holes(fd, offset, st.st_size):
+                raise UnsafeFileError(self.child(name), "sparse file (it has holes)")
+            return read_all(fd, size, offset), st
+        finally:
+            os.close(fd)
+
+    def write_atomic(self, name: str, data: bytes, *, private: bool = False) -> None:
+        """Replace file ``name`` with ``data`` atomically and durably (module docstring).
+
+        Raises
+        ------
+        UnsafeFileError
+            If ``name`` exists and is not a regular file (it is left alone).
+        OSError
+            From any step; the previous file is then intact and no temporary file is left.
+        """
+        st = self.lstat(name)
+        if st is not None:
+            self.check_regular(name, st, private=private)
+        tmp = self._write_temp(name, data)
+        try:
+            os.replace(tmp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=self.fd)
+            raise
+        self.fsync()
+
+    def create_new(self, name: str, data: bytes, mode: int = FILE_MODE) -> bool:
+        """Create file ``name`` with ``data`` only if no entry of that name exists.
+
+        Never overwrites anything (``link(2)`` of a finished temporary file); the file
+        appears complete or not at all.
+
+        Returns
+        -------
+        bool
+            True if created, False if something of that name was already there.
+        """
+        if self.lstat(name) is not None:
+            return False
+        tmp = self._write_temp(name, data, mode)
+        try:
+            os.link(tmp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd, follow_symlinks=False)
+        except FileExistsError:
+            return False
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=self.fd)
+        self.fsync()
+        return True
+
+    def _write_temp(self, name: str, data: bytes, mode: int = FILE_MODE) -> str:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        while True:
+            tmp = f".{name}.{secrets.token_hex(4)}.tmp"
+            try:
+                fd = os.open(tmp, flags, mode, dir_fd=self.fd)
+                break
+            except FileExistsError:
+                continue
+        try:
+            os.fchmod(fd, mode)  # exact, whatever the umask
+            write_all(fd, data)
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=self.fd)
+            raise
+        os.close(fd)
+        return tmp
+
+
+def has_holes(fd: int, start: int, end: int) -> bool:
+    """Whether the file has a hole between ``start`` and ``end`` (``SEEK_HOLE``; a file
+    system that cannot tell reports none). Compressed file systems are not mistaken for
+    sparse ones, as a block count would be."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        return os.lseek(fd, start, os.SEEK_HOLE) < end
     except OSError:
         return False
+
+
+def read_all(fd: int, size: int, offset: int = 0) -> bytes:
+    """Read ``size`` bytes at ``offset`` (fewer if the file is shorter now)."""
+    if size <= _READ_CHUNK:
+        return os.pread(fd, size, offset)
+    parts = []
+    while size > 0:
+        chunk = os.pread(fd, min(size, _READ_CHUNK), offset)
+        if not chunk:
+            break
+        parts.append(chunk)
+        offset += len(chunk)
+        size -= len(chunk)
+    return b"".join(parts)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """``write`` until all of ``data`` is written (a short write is continued)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+@contextlib.contextmanager
+def lock_shared_or_exclusive(directory: SafeDir, name: str, *, exclusive: bool,
+                             timeout: float = 10.0) -> Iterator[int]:
+    """Hold a short ``flock`` on lock file ``name`` (created if needed) for a ``with`` block.
+
+    Used for the notes and the listing index, whose critical sections last
+    milliseconds: the lock is polled (never a blocking call that a stopped process
+    could hang forever) for up to ``timeout`` seconds.
+
+    Yields
+    ------
+    int
+        The lock file's descriptor.
+
+    Raises
+    ------
+    StoreBusyError
+        If it stayed taken for ``timeout`` seconds.
+    UnsafeFileError, OSError
+    """
+    opened = directory.open_file(name, os.O_RDWR, create=True)
+    assert opened is not None
+    fd = opened[0]
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
+        op = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
+        deadline = time.monotonic() + timeout
+        delay = 0.0005
+        while True:
+            try:
+                fcntl.flock(fd, op)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise StoreBusyError(directory.child(name), timeout) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.02)
+        yield fd
     finally:
-        os.close(fd)
+        os.close(fd)  # closing drops the lock

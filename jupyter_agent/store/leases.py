@@ -1,54 +1,75 @@
-"""Per-store session leases over ``sessions/<id>.lock`` (spec: "Session Locks").
+"""Session leases: ``fcntl`` locks on ``sessions/<id>.lock`` (design §7).
 
-:class:`LeasedStore` adds to :class:`~jupyter_agent.store.memory.MemoryStore` the
-lease bookkeeping that :class:`~jupyter_agent.store.sessions.SessionStore` uses:
+:class:`Leases` is the part of the file backend that holds leases; the store owns one.
 
-* ``acquire_lease`` takes ``flock(LOCK_EX | LOCK_NB)`` on the lock file (see
-  ``files.lock_exclusive``) or raises :class:`~jupyter_agent.errors.SessionLockedError`
-  at once, naming the holder's pid. A second store object in the same process is a
-  different holder and is refused too.
-* Within one store the lease is re-entrant: a count per session, shared by ``lease()``
-  blocks and ``acquire_lease``/``release_lease`` pairs; the lock is released when the
-  count returns to 0, and :meth:`release_all` drops everything (extension unload).
-* A lease is not inherited through ``fork``: entries record the owning pid, and a
-  child process must take its own lease (and is refused while the parent holds it).
-* When a lease is first taken, temporary files that a killed writer left behind for
-  that session (``.<id>.json.*.tmp``) are removed: with the lease held, no
-  cooperating writer can be using them.
-* The leased update path (:meth:`LeasedStore._update`) used by every method of
-  ``SessionStore`` that changes a record: check that ``sessions/<id>.json`` exists
-  (an unknown ID raises :class:`~jupyter_agent.errors.SessionNotFoundError` and
-  never leaves a ``.lock`` file behind), take the lease, read the record, apply the
-  change, write it atomically.
-* While the lease is held, the record last read or written is kept in ``_cache``
-  and reused for the next change instead of re-parsing the file (valid because all
-  writers cooperate through the lease; the file's dev/inode/size/mtime are compared
-  as a guard against a non-cooperating editor). It is dropped whenever the lease is
-  released.
+* **Taking** a lease: open the lock file (no-follow, regular, one link; created 0600),
+  ``flock(LOCK_EX | LOCK_NB)`` -- a holder elsewhere means
+  :class:`~jupyter_agent.errors.SessionLockedError` at once -- then check that the locked
+  descriptor and the lock *path* are still the same file (someone may have removed or
+  replaced it between ``open`` and ``flock``; then retry on the new file). The holder then
+  records itself in the lock file as one JSON line: pid, host, OS user, since (UTC) and a
+  label (notebook path, kernel name, command), which :meth:`Leases.holder` and the
+  ``SessionLockedError`` of the next comer report.
+* **Holding** it: within one :class:`Leases` the lease is re-entrant (a count); another
+  store object, in this process or another, is refused. Before every write the store
+  calls :meth:`Leases.verify`, which refuses (:class:`~jupyter_agent.errors.
+  LeaseLostError`) when the lock file was removed or replaced meanwhile, so this process
+  never writes over a session that someone else may now hold.
+* **Fork**: ``flock`` locks belong to the open file description, which ``fork`` shares.
+  A forked child (``multiprocessing``, ``os.fork`` in user code) closes its copies of
+  every lock descriptor at once (``os.register_at_fork``), so the lease dies with the
+  process that took it, whatever its children do; ``exec``-ed children never see them
+  (``O_CLOEXEC``).
+* The operating system drops a lease when its holder exits, ``SIGKILL`` included.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import getpass
 import os
+import socket
 import threading
-from collections.abc import Callable, Iterator
+import time
+import weakref
 from dataclasses import dataclass
 
-from jupyter_agent.errors import SessionLockedError, SessionNotFoundError
-from jupyter_agent.store.files import (
-    FileSignature,
-    LockHeldError,
-    ensure_private_dir,
-    file_signature,
-    lock_exclusive,
-    unlock,
-)
-from jupyter_agent.store.ids import validate_session_id
-from jupyter_agent.store.memory import MemoryStore
-from jupyter_agent.store.records import SessionRecord
+import orjson
 
-__all__ = ["LeasedStore"]
+from jupyter_agent.errors import JupyterAgentError, LeaseLostError, SessionLockedError
+from jupyter_agent.store.files import SafeDir
+from jupyter_agent.store.jsonio import encode_json
+from jupyter_agent.store.records import LeaseHolder, utc_now
+
+__all__ = ["Leases", "lock_name"]
+
+# Retries when the lock looks busy: a lister's momentary probe (see Leases.is_held) must
+# not make a real acquirer fail. Total < 30 ms, so failing is still "at once".
+_LOCK_RETRY_DELAYS = (0.002, 0.008, 0.015)
+_HOLDER_LIMIT = 4096
+_ALL: weakref.WeakSet[Leases] = weakref.WeakSet()
+_FORK_HOOK = threading.Lock()
+_fork_hook_installed = False
+
+
+def lock_name(session_id: str) -> str:
+    """The lock file's name in ``sessions/`` (the ID must be valid already)."""
+    return f"{session_id}.lock"
+
+
+def _forget_in_child() -> None:
+    """After ``fork``, in the child: close every inherited lock descriptor."""
+    for leases in list(_ALL):
+        leases._forget()
+
+
+def _install_fork_hook() -> None:
+    global _fork_hook_installed
+    with _FORK_HOOK:
+        if not _fork_hook_installed:
+            os.register_at_fork(after_in_child=_forget_in_child)
+            _fork_hook_installed = True
 
 
 @dataclass
@@ -56,187 +77,186 @@ class _Lease:
     fd: int
     count: int
     pid: int
+    dev: int
+    ino: int
 
 
-class LeasedStore(MemoryStore):
-    """A :class:`MemoryStore` that can hold session leases (base of ``SessionStore``).
+def _read_holder(fd: int) -> LeaseHolder | None:
+    try:
+        raw = os.pread(fd, _HOLDER_LIMIT, 0).strip()
+    except OSError:
+        return None
+    if raw.isdigit():  # written by jupyter-agent 0.1: the pid alone
+        return LeaseHolder(pid=int(raw))
+    try:
+        return LeaseHolder.model_validate(orjson.loads(raw))
+    except (orjson.JSONDecodeError, ValueError):
+        return None
+
+
+class Leases:
+    """The leases one store object holds (see the module docstring).
 
     Parameters
     ----------
-    root : str or os.PathLike
-        The memory directory.
-    holder_label : str, optional
-        What this store's holder is, for people who find a session in use (a notebook
-        path, a kernel name, a command); recorded with each lease it takes. Never a secret.
+    label : str
+        What the holder is, for people who find a session in use; never a secret.
     """
 
-    def __init__(self, root: str | os.PathLike[str], *, holder_label: str = "") -> None:
-        super().__init__(root)
-        self.holder_label = holder_label
-        self._leases: dict[str, _Lease] = {}
-        self._cache: dict[str, tuple[SessionRecord, FileSignature]] = {}
-        self._mutex = threading.RLock()
+    def __init__(self, label: str = "") -> None:
+        self.label = label
+        self._entries: dict[str, _Lease] = {}
+        _install_fork_hook()
+        _ALL.add(self)
 
-    def acquire_lease(self, session_id: str) -> None:
-        """Take (or re-enter) the session's lease; hold it until :meth:`release_lease`.
+    def _forget(self) -> None:
+        entries, self._entries = self._entries, {}
+        for entry in entries.values():
+            with contextlib.suppress(OSError):
+                os.close(entry.fd)
 
-        Creates ``sessions/<id>.lock`` (0600) if needed -- also for a session that
-        does not exist yet (``create_session`` and a new ``Agent`` lease the ID
-        before the record exists).
+    def _holder_line(self) -> bytes:
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = ""
+        holder = LeaseHolder(pid=os.getpid(), host=socket.gethostname(), user=user,
+                             since=utc_now(), label=self.label)
+        return encode_json(holder.model_dump(mode="json")) + b"\n"
 
-        Parameters
-        ----------
-        session_id : str
+    def acquire(self, sessions: SafeDir, session_id: str) -> bool:
+        """Take (or re-enter) the lease; return True when it was newly taken.
 
         Raises
         ------
-        InvalidSessionIdError
-            Before any file is touched.
         SessionLockedError
-            At once, if another process or another store holds the lease; the
-            message names the holder's pid.
+            At once, naming the holder, if another process or store holds it.
+        UnsafeFileError
+            If the lock file is not a regular file (nothing is written to it).
         OSError
-            If the lock file cannot be created.
         """
-        path = self.lock_path(session_id)
-        with self._mutex:
-            entry = self._leases.get(session_id)
-            if entry is not None and entry.pid == os.getpid():
-                entry.count += 1
-                return
-            if entry is not None:  # inherited through fork: the parent's, not ours
-                del self._leases[session_id]
-                self._cache.pop(session_id, None)
-                with contextlib.suppress(OSError):
-                    os.close(entry.fd)
-            ensure_private_dir(self.root)
-            ensure_private_dir(self.sessions_dir)
+        entry = self._entries.get(session_id)
+        if entry is not None and entry.pid == os.getpid():
+            entry.count += 1
+            return False
+        name = lock_name(session_id)
+        for _attempt in range(5):
+            opened = sessions.open_file(name, os.O_RDWR, create=True)
+            assert opened is not None
+            fd, _ = opened
             try:
-                fd = lock_exclusive(path)
-            except LockHeldError as err:
-                raise SessionLockedError(session_id, err.pid, path) from None
-            self._leases[session_id] = _Lease(fd=fd, count=1, pid=os.getpid())
-            self._remove_stale_temps(session_id)
+                for delay in (*_LOCK_RETRY_DELAYS, None):
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        if delay is None:
+                            holder = _read_holder(fd)
+                            raise SessionLockedError(
+                                session_id, holder.pid if holder else None,
+                                sessions.child(name), holder=holder) from None
+                        time.sleep(delay)
+                locked = os.fstat(fd)
+                current = sessions.lstat(name)
+                if current is None or (current.st_dev, current.st_ino) != (
+                        locked.st_dev, locked.st_ino):
+                    os.close(fd)  # the path now names another file: lock that one
+                    continue
+                with contextlib.suppress(OSError):  # who holds it is information only
+                    os.ftruncate(fd, 0)
+                    os.pwrite(fd, self._holder_line(), 0)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+                raise
+            self._entries[session_id] = _Lease(fd, 1, os.getpid(), locked.st_dev, locked.st_ino)
+            return True
+        raise SessionLockedError(session_id, None, sessions.child(name))
 
-    def release_lease(self, session_id: str) -> None:
-        """Undo one :meth:`acquire_lease`; the lock is released when the count reaches 0.
+    def release(self, session_id: str) -> None:
+        """Undo one :meth:`acquire`; the lock is released when the count reaches 0."""
+        entry = self._entries.get(session_id)
+        if entry is None or entry.pid != os.getpid():
+            return
+        entry.count -= 1
+        if entry.count == 0:
+            del self._entries[session_id]
+            os.close(entry.fd)  # closing the only descriptor drops the flock
 
-        Parameters
-        ----------
-        session_id : str
+    def drop(self, session_id: str) -> None:
+        """Forget the lease whatever its count (it was lost or the session is gone)."""
+        entry = self._entries.pop(session_id, None)
+        if entry is not None and entry.pid == os.getpid():
+            with contextlib.suppress(OSError):
+                os.close(entry.fd)
 
-        Raises
-        ------
-        InvalidSessionIdError
-            For an invalid ID. Releasing a lease this store does not hold does
-            nothing (no error).
-        """
-        validate_session_id(session_id)
-        with self._mutex:
-            entry = self._leases.get(session_id)
-            if entry is None or entry.pid != os.getpid():
-                return
-            entry.count -= 1
-            if entry.count == 0:
-                del self._leases[session_id]
-                self._cache.pop(session_id, None)
-                unlock(entry.fd)
-
-    def holds_lease(self, session_id: str) -> bool:
-        """Tell whether this store (in this process) holds the session's lease."""
-        validate_session_id(session_id)
-        entry = self._leases.get(session_id)
+    def holds(self, session_id: str) -> bool:
+        """Whether this object (in this process) holds the lease."""
+        entry = self._entries.get(session_id)
         return entry is not None and entry.pid == os.getpid()
 
+    def held(self) -> list[str]:
+        """The sessions whose lease this object holds."""
+        return [sid for sid, e in self._entries.items() if e.pid == os.getpid()]
+
     def release_all(self) -> None:
-        """Release every lease this store holds, whatever the counts (extension unload)."""
-        with self._mutex:
-            entries, self._leases = self._leases, {}
-            self._cache.clear()
-            for entry in entries.values():
-                if entry.pid == os.getpid():
-                    with contextlib.suppress(OSError):
-                        unlock(entry.fd)
+        """Release every lease this object holds, whatever the counts."""
+        entries, self._entries = self._entries, {}
+        for entry in entries.values():
+            if entry.pid == os.getpid():
+                with contextlib.suppress(OSError):
+                    os.close(entry.fd)
 
-    @contextlib.contextmanager
-    def lease(self, session_id: str) -> Iterator[None]:
-        """Hold the session's lease for a ``with`` block (re-entrant within this store).
-
-        Parameters
-        ----------
-        session_id : str
-
-        Yields
-        ------
-        None
-            The lease is held inside the block and released (one count) after it.
+    def verify(self, sessions: SafeDir, session_id: str) -> None:
+        """Refuse to write if the lock file is no longer the one this lease locked.
 
         Raises
         ------
-        InvalidSessionIdError
-        SessionLockedError
-            At once, naming the holder's pid, if another process or store holds it.
-        OSError
-            If the lock file cannot be created.
+        LeaseLostError
+            The lock file was removed or replaced; the lease is dropped.
         """
-        self.acquire_lease(session_id)
+        entry = self._entries.get(session_id)
+        if entry is None or entry.pid != os.getpid():
+            return
+        current = sessions.lstat(lock_name(session_id))
+        if current is None or (current.st_dev, current.st_ino) != (entry.dev, entry.ino):
+            self.drop(session_id)
+            raise LeaseLostError(session_id, sessions.child(lock_name(session_id)))
+
+    def holder(self, sessions: SafeDir, session_id: str) -> LeaseHolder | None:
+        """Who holds the lease, as recorded in the lock file; ``None`` if nobody does.
+
+        Probes with a non-blocking shared ``flock`` released at once (never creates the
+        lock file). A holder that recorded nothing gives ``LeaseHolder()``.
+
+        Raises
+        ------
+        UnsafeFileError
+            If the lock file is not a regular file.
+        """
+        if self.holds(session_id):
+            fd = self._entries[session_id].fd
+            return _read_holder(fd) or LeaseHolder(pid=os.getpid(), label=self.label)
+        opened = sessions.open_file(lock_name(session_id))
+        if opened is None:
+            return None
+        fd, _ = opened
         try:
-            yield
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return _read_holder(fd) or LeaseHolder()
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
         finally:
-            self.release_lease(session_id)
+            os.close(fd)
 
-    def _remove_stale_temps(self, session_id: str) -> None:
-        for tmp in self.sessions_dir.glob(f".{session_id}.json.*.tmp"):
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-
-    # ------------------------------------------------------------------ leased updates
-
-    def _require_record_file(self, session_id: str) -> None:
-        """Raise :class:`SessionNotFoundError` before leasing an unknown ID.
-
-        Without this check, taking the lease would create ``sessions/<id>.lock`` for
-        a session that does not exist (e.g. ``%agent_archive nosuchid``).
-        """
-        path = self.session_path(session_id)
-        if not self.holds_lease(session_id) and not path.is_file():
-            raise SessionNotFoundError(session_id, path)
-
-    def _load_for_update(self, session_id: str) -> SessionRecord:
-        """The current record, from the in-memory copy when it is still the file's."""
-        path = self.session_path(session_id)
+    def is_held(self, sessions: SafeDir, session_id: str) -> bool:
+        """Whether anyone (this object included) holds the lease; never raises for a
+        lock file that cannot be used (it counts as not held)."""
+        if self.holds(session_id):
+            return True
         try:
-            signature = file_signature(path)
-        except FileNotFoundError:
-            raise SessionNotFoundError(session_id, path) from None
-        cached = self._cache.get(session_id)
-        if cached is not None and cached[1] == signature:
-            return cached[0]
-        record = self._read_record(session_id)
-        self._cache[session_id] = (record, signature)
-        return record
-
-    def _store(self, record: SessionRecord) -> None:
-        path = self._write_record(record)
-        self._cache[record.id] = (record, file_signature(path))
-
-    def _update(
-        self, session_id: str, change: Callable[[SessionRecord], SessionRecord]
-    ) -> SessionRecord:
-        """Apply ``change`` to the record under the lease (see the module docstring).
-
-        Raises
-        ------
-        InvalidSessionIdError
-        SessionNotFoundError
-            For an unknown ID, before any file is created.
-        SessionLockedError, CorruptSessionError, OSError
-        """
-        with self._mutex:
-            self._require_record_file(session_id)
-            with self.lease(session_id):
-                record = self._load_for_update(session_id)
-                new = change(record)
-                if new is not record:
-                    self._store(new)
-                return new
+            return self.holder(sessions, session_id) is not None
+        except (JupyterAgentError, OSError):
+            return False

@@ -5,8 +5,7 @@ The ``openai`` client returns pydantic objects (``ChatCompletionMessage`` with
 written, every message goes through :func:`to_message_dict`, which
 
 * dumps pydantic objects with ``model_dump(mode="json", exclude_none=True)`` so the
-  structured tool calls and the IDs that link them to their results persist (spec:
-  "Saving Sessions");
+  structured tool calls and the IDs that link them to their results persist (design §3);
 * deep-copies dicts by a JSON round trip, so the in-memory copy is exactly what a
   later load returns (tuples become lists, keys become strings);
 * replaces lone surrogates (e.g. ``"\\ud83d"`` left by a cut emoji) with U+FFFD in
@@ -32,9 +31,9 @@ __all__ = [
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
-#: How many user/assistant messages the fallback summary quotes (spec: "Session Summaries").
+#: How many user/assistant messages the fallback summary quotes (design §9).
 SUMMARY_MESSAGES = 6
-#: Maximum length of the fallback summary, in code points (spec: "Session Summaries").
+#: Maximum length of the fallback summary, in code points (design §9).
 SUMMARY_MAX_CHARS = 2000
 #: How messages the harness wrote itself begin (a limit that stopped a turn, a reply the
 #: provider cut off, a compaction summary); the fallback summary quotes none of them.

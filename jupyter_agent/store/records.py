@@ -1,36 +1,51 @@
-"""The session record on disk (``sessions/<id>.json``) as pydantic v2 models.
+"""The session record as pydantic v2 models, and its one-file JSON form.
 
-Top-level keys, in this order (fixed, so other tools can read them): ``schema_version``,
-``id``, ``created_at``, ``updated_at``, ``summary``, ``title``, ``archived``,
-``project_root``, ``messages`` (the working context sent to the model), ``transcript``
-(every message ever saved, never shortened by compaction), ``compactions`` and
-``state`` (the checkpoint: ``scratchpad``, ``todos``, ``tool_calls``, ``usage``).
-Datetimes are timezone-aware UTC and serialized as ISO 8601 with offset
-(``"2026-11-30T01:38:27.123456+00:00"``).
+:class:`SessionRecord` is what :meth:`~jupyter_agent.store.Store.load_session` returns.
+Its *one-file form* (:func:`dump_record`, :func:`parse_record`) is the layout of
+jupyter-agent 0.1 and of exports: one JSON object with the top-level keys, in this order,
+``schema_version``, ``id``, ``created_at``, ``updated_at``, ``summary``, ``title``,
+``archived``, ``project_root``, ``messages`` (the working context), ``transcript``
+(every message ever saved), ``compactions``, ``state`` (the checkpoint), ``parent``
+(when forked), then any keys this version does not know, kept as they were. The file
+backend stores sessions differently (see :mod:`jupyter_agent.store.journal`), but reads
+this form and converts it on the first write. Datetimes are timezone-aware UTC, written
+as ISO 8601 with offset (``"2026-11-30T01:38:27.123456+00:00"``).
 
-Versioning: :data:`SCHEMA_VERSION` is the format this code writes. A file is read by
-applying :data:`UPGRADES` (``{from_version: function}``, each returning the next
-version's dict) *before* validation. A file without ``schema_version`` is version 0:
-the older implementation's record with only ``id``, ``created_at``, ``updated_at``,
-``summary`` and ``messages``; it loads with ``transcript = messages``, no
-compactions, an empty state and not archived (spec: "Working Context and Full
-Transcripts"). A file from a *newer* version is refused with
+Validation is complete (design §19): counts, tokens and costs are non-negative and
+finite, integers fit 64 bits, timestamps convert to UTC, every message has the shape of
+a Chat Completions message; todo items written without an ``id`` get the next free one.
+Whatever validates can be written back and displayed.
+
+Versioning: :data:`SCHEMA_VERSION` is the version of this form. A file is read by
+applying :data:`UPGRADES` (``{from_version: function}``) *before* validation. A file
+without ``schema_version`` is version 0 (only ``id``, ``created_at``, ``updated_at``,
+``summary`` and ``messages``): it loads with ``transcript = messages``, no compactions,
+an empty state. A file from a *newer* version is refused with
 :class:`~jupyter_agent.errors.CorruptSessionError` and never rewritten.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    ValidationError,
+    field_validator,
+)
 
 from jupyter_agent.errors import CorruptSessionError
 from jupyter_agent.store.ids import validate_session_id
-from jupyter_agent.store.messages import clean_json, clean_text
+from jupyter_agent.store.jsonio import decode_json, encode_json
+from jupyter_agent.store.messages import clean_text
+from jupyter_agent.store.validation import check_messages
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -46,8 +61,10 @@ __all__ = [
     "Usage",
     "dump_record",
     "parse_record",
+    "record_from_dict",
     "upgrade_record",
     "utc_now",
+    "validation_reason",
 ]
 
 #: The record format this code writes.
@@ -63,7 +80,10 @@ def _to_utc(value: datetime) -> datetime:
     # Naive datetimes come only from older files; they were written in UTC.
     if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("the time cannot be converted to UTC") from None
 
 
 UtcDatetime = Annotated[
@@ -77,6 +97,12 @@ UtcDatetime = Annotated[
 
 CleanStr = Annotated[str, AfterValidator(clean_text)]
 """A string with lone surrogates replaced by U+FFFD."""
+
+Count = Annotated[int, Field(ge=0, le=2**63 - 1)]
+"""A non-negative integer that fits 64 bits (counts, tokens, IDs)."""
+
+Dollars = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+"""A finite, non-negative amount of US dollars."""
 
 
 class _Model(BaseModel):
@@ -98,20 +124,30 @@ class Usage(_Model):
         True when any call's cost could not be priced (so ``cost_usd`` is a lower bound).
     """
 
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
-    calls: int = 0
+    input_tokens: Count = 0
+    output_tokens: Count = 0
+    cost_usd: Dollars = 0.0
+    calls: Count = 0
     price_unknown: bool = False
 
 
 class TodoItem(_Model):
-    """One to-do item with its retry count (spec: "Saving Other Conversation State")."""
+    """One to-do item with its retry count (design §6).
 
-    id: int
+    Attributes
+    ----------
+    id : int
+        Unique in its list; an item saved without one gets the next free ID at load.
+    text : str
+    status : {"pending", "in_progress", "done", "failed"}
+    retries : int
+        How many times it moved to ``failed``.
+    """
+
+    id: Count
     text: CleanStr
     status: Literal["pending", "in_progress", "done", "failed"] = "pending"
-    retries: int = 0
+    retries: Count = 0
 
 
 class SessionState(_Model):
@@ -136,11 +172,29 @@ class SessionState(_Model):
 
     scratchpad: CleanStr = ""
     todos: list[TodoItem] = Field(default_factory=list)
-    tool_calls: int = 0
+    tool_calls: Count = 0
     usage: Usage = Field(default_factory=Usage)
     model: CleanStr = ""
     base_url: CleanStr = ""
     api: CleanStr = ""
+
+    @field_validator("todos", mode="before")
+    @classmethod
+    def _number_todos(cls, value: Any) -> Any:
+        """Give todo items written without an ``id`` the next free one."""
+        if not isinstance(value, list) or all(
+            not isinstance(t, dict) or t.get("id") is not None for t in value
+        ):
+            return value
+        used = [t.get("id") for t in value if isinstance(t, dict)]
+        next_id = max([i for i in used if type(i) is int] + [0]) + 1
+        out = []
+        for item in value:
+            if isinstance(item, dict) and item.get("id") is None:
+                item = {**item, "id": next_id}
+                next_id += 1
+            out.append(item)
+        return out
 
 
 class Compaction(_Model):
@@ -160,8 +214,8 @@ class Compaction(_Model):
 
     at: UtcDatetime
     summary: CleanStr
-    replaced: int
-    transcript_length: int
+    replaced: Count
+    transcript_length: Count
 
 
 class ForkOrigin(_Model):
@@ -177,11 +231,18 @@ class ForkOrigin(_Model):
     """
 
     session_id: Annotated[str, AfterValidator(validate_session_id)]
-    turn: int | None = None
+    turn: Count | None = None
 
 
 class SessionRecord(_Model):
-    """The whole content of ``sessions/<id>.json`` (see the module docstring)."""
+    """A whole session (see the module docstring).
+
+    Keys this version does not know are kept (``model_extra``) and written back.
+    ``messages`` and ``transcript`` hold plain message dicts; the store validates them
+    (:mod:`jupyter_agent.store.validation`) rather than pydantic, which would copy them.
+    """
+
+    model_config = ConfigDict(extra="allow")
 
     schema_version: int = SCHEMA_VERSION
     id: Annotated[str, AfterValidator(validate_session_id)]
@@ -199,7 +260,7 @@ class SessionRecord(_Model):
 
 
 class SessionInfo(_Model):
-    """One entry of :meth:`MemoryStore.list_sessions`: ID, last update, summary."""
+    """The core of a listing entry: ID, last update, summary (see :class:`SessionListing`)."""
 
     id: str
     updated_at: UtcDatetime
@@ -258,6 +319,8 @@ class SessionListing(SessionInfo):
     owner_user, owner_host : str
         Who created the session (user name and machine), for stores shared by a team;
         "" when the store does not record it (the JSON files of one user do not).
+    parent : ForkOrigin or None
+        The session this one was forked from, if any.
     """
 
     title: str
@@ -271,6 +334,7 @@ class SessionListing(SessionInfo):
     holder: LeaseHolder | None = None
     owner_user: str = ""
     owner_host: str = ""
+    parent: ForkOrigin | None = None
 
 
 # --------------------------------------------------------------------------- upgrades
@@ -289,11 +353,7 @@ def _upgrade_0_to_1(data: dict[str, Any]) -> dict[str, Any]:
     out.setdefault("compactions", [])
     out.setdefault("state", {})
     out["schema_version"] = 1
-    try:  # the older writer did not guard against lone surrogates
-        cleaned = clean_json(out)
-    except (TypeError, ValueError):
-        return out  # not JSON-clean: validation reports it
-    return cleaned if isinstance(cleaned, dict) else out
+    return out  # lone surrogates of the older writer were replaced by decode_json
 
 
 #: ``{version: function}``; each function takes a record dict of that version and
@@ -332,8 +392,51 @@ def upgrade_record(data: dict[str, Any], path: Path) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- (de)serialization
 
+_HEAD_KEYS = (
+    "schema_version", "id", "created_at", "updated_at", "summary", "title", "archived",
+    "project_root",
+)
+_KNOWN = frozenset((*_HEAD_KEYS, "messages", "transcript", "compactions", "state", "parent"))
+
+
+def validation_reason(err: ValidationError) -> str:
+    """The first problems of a pydantic error, as ``"state.usage.cost_usd: ..."``."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or 'record'}: {e['msg']}"
+        for e in err.errors(include_input=False, include_url=False)[:3]
+    )
+
+
+def record_from_dict(data: dict[str, Any], path: Path, *,
+                     expected_id: str | None = None) -> SessionRecord:
+    """Validate a decoded one-file record (already upgraded) and build the record.
+
+    ``messages`` and ``transcript`` are checked by
+    :func:`~jupyter_agent.store.validation.check_messages` and kept as they are (no
+    copy); everything else goes through the pydantic models.
+
+    Raises
+    ------
+    CorruptSessionError
+        Naming ``path``, for anything that is not a valid record.
+    """
+    data = dict(data)
+    messages = check_messages(data.pop("messages", []), path, "messages")
+    transcript = check_messages(data.pop("transcript", messages), path, "transcript")
+    try:
+        record = SessionRecord.model_validate(data)
+    except ValidationError as err:
+        raise CorruptSessionError(
+            path, f"not a valid session record ({validation_reason(err)})") from None
+    if expected_id is not None and record.id != expected_id:
+        raise CorruptSessionError(path, f"it holds session {record.id!r}, not {expected_id!r}")
+    record.messages = messages
+    record.transcript = transcript
+    return record
+
+
 def parse_record(raw: bytes, path: Path, *, expected_id: str | None = None) -> SessionRecord:
-    """Decode, upgrade and validate the bytes of a session file.
+    """Decode, upgrade and validate a record in its one-file form.
 
     Parameters
     ----------
@@ -347,78 +450,56 @@ def parse_record(raw: bytes, path: Path, *, expected_id: str | None = None) -> S
     Returns
     -------
     SessionRecord
-        Lone surrogates in a version-0 (legacy) file are replaced by U+FFFD during
-        the upgrade; this code never writes any (see :func:`dump_record`).
+        Lone surrogates of an older file are replaced by U+FFFD; unknown top-level keys
+        are kept.
 
     Raises
     ------
     CorruptSessionError
-        Naming ``path``, for anything that is not a valid record.
+        Naming ``path``, for anything that is not a valid record (the file is not touched).
     """
-    try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError) as err:  # UnicodeDecodeError is a ValueError
-        reason = "empty file" if not raw.strip() else f"not valid JSON ({err})"
-        raise CorruptSessionError(path, reason) from None
+    data = decode_json(raw, path)
     if not isinstance(data, dict):
         raise CorruptSessionError(path, f"expected a JSON object, found {type(data).__name__}")
-    data = upgrade_record(data, path)
-    try:
-        record = SessionRecord.model_validate(data)
-    except ValidationError as err:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'record'}: {e['msg']}"
-            for e in err.errors(include_input=False, include_url=False)[:3]
-        )
-        raise CorruptSessionError(path, f"not a valid session record ({problems})") from None
-    if expected_id is not None and record.id != expected_id:
-        raise CorruptSessionError(path, f"it holds session {record.id!r}, not {expected_id!r}")
-    return record
+    return record_from_dict(upgrade_record(data, path), path, expected_id=expected_id)
 
 
-# Keys before "messages", in file order (the rest are appended by dump_record).
-_KEY_ORDER = (
-    "schema_version", "id", "created_at", "updated_at", "summary", "title", "archived",
-    "project_root",
-)
+def record_head(record: SessionRecord) -> dict[str, Any]:
+    """Everything of a record but ``messages`` and ``transcript``, JSON-ready, in file order.
 
-
-def _encode(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-
-
-def _same_messages(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
-    return a is b or (len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b, strict=True)))
+    ``compactions``, ``state`` and ``parent`` (``None`` when not forked) follow the
+    head keys; unknown keys come last.
+    """
+    data = record.model_dump(mode="json", exclude={"messages", "transcript"})
+    head = {key: data[key] for key in _HEAD_KEYS}
+    head["compactions"] = data["compactions"]
+    head["state"] = data["state"]
+    head["parent"] = data["parent"]
+    for key, value in (record.model_extra or {}).items():
+        if key not in _KNOWN:
+            head[key] = value
+    return head
 
 
 def dump_record(record: SessionRecord) -> bytes:
-    """Serialize a record to compact UTF-8 JSON with the fixed key order.
+    """The one-file JSON form of a record (compact UTF-8, fixed key order).
 
-    ``messages`` and ``transcript`` are encoded as they are (they hold plain dicts
-    already normalized by :func:`~jupyter_agent.store.messages.to_message_dict`), and
-    only once when they are equal (no compaction yet), which keeps saving a long
-    session cheap. A lone surrogate that slipped in is replaced, never written.
+    This is what exports write and what jupyter-agent 0.1 reads. ``parent`` is written
+    only for a fork; unknown keys the record was loaded with follow, unchanged.
+
+    Raises
+    ------
+    TypeError, ValueError
+        If the record holds something JSON cannot (it never does once validated).
     """
-    head = record.model_dump(mode="json", exclude={"messages", "transcript"})
-    messages = _encode(record.messages)
-    same = _same_messages(record.messages, record.transcript)
-    transcript = messages if same else _encode(record.transcript)
-    text = "".join(
-        [
-            _encode({key: head[key] for key in _KEY_ORDER})[:-1],
-            ',"messages":',
-            messages,
-            ',"transcript":',
-            transcript,
-            ',"compactions":',
-            _encode(head["compactions"]),
-            ',"state":',
-            _encode(head["state"]),
-            "" if head["parent"] is None else ',"parent":' + _encode(head["parent"]),
-            "}",
-        ]
-    )
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        return clean_text(text).encode("utf-8")
+    head = record_head(record)
+    out: dict[str, Any] = {key: head.pop(key) for key in _HEAD_KEYS}
+    out["messages"] = record.messages
+    out["transcript"] = record.transcript
+    out["compactions"] = head.pop("compactions")
+    out["state"] = head.pop("state")
+    parent = head.pop("parent")
+    if parent is not None:
+        out["parent"] = parent
+    out.update(head)
+    return encode_json(out)

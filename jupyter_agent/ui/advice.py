@@ -34,7 +34,8 @@ _log = logging.getLogger("jupyter_agent")
 
 def describe_holder(holder: LeaseHolder | None, *, pid: int | None = None) -> str:
     """Who holds a lease, for people: ``"the kernel of analysis.ipynb (pid 4242, since
-    14:05)"``, ``"process 4242 on host gpu-1"``; ``"another process"`` when unknown.
+    14:05)"``, ``"jupyter agent rm (pid 17)"``, ``"process 4242 on host gpu-1"``;
+    ``"another process"`` when unknown.
 
     Parameters
     ----------
@@ -55,8 +56,10 @@ def describe_holder(holder: LeaseHolder | None, *, pid: int | None = None) -> st
         details.append(f"since {since.astimezone():%Y-%m-%d %H:%M}")
     extra = f" ({', '.join(details)})" if details else ""
     where = "" if here else f" on host {host}"
-    if label:
+    if label.endswith(".ipynb"):
         return f"the kernel of {label}{where}{extra}"
+    if label:  # a kernel without a notebook, a terminal, a command
+        return f"{label}{where}{extra}"
     if pid is not None:
         return f"process {pid}{where}" + (f" (since {since.astimezone():%H:%M})" if since else "")
     return f"another process{where}"

@@ -15,7 +15,7 @@ from typing import Any
 import openai
 
 from jupyter_agent.agent import Agent, AgentConfig, AgentEvent, ChatModel, Conversation, Model
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import SessionStore, dump_record
 from jupyter_agent.testing import ScriptedModel, ScriptedModelServer
 
 Scripted = ScriptedModelServer | ScriptedModel
@@ -81,8 +81,9 @@ def make_agent(source: Scripted, store: SessionStore | None, *, model: str = "sc
 
 
 def read_record(store: SessionStore, session_id: str) -> dict[str, Any]:
-    """The session file as raw JSON (what a crash would leave on disk)."""
-    data: dict[str, Any] = json.loads(store.session_path(session_id).read_text("utf-8"))
+    """The session as saved on disk (what a crash would leave), in its one-file JSON form."""
+    record = SessionStore(store.root).load_session(session_id)
+    data: dict[str, Any] = json.loads(dump_record(record))
     return data
 
 

@@ -1,8 +1,7 @@
 """Fixtures of the team-store tests: a throwaway PostgreSQL cluster and stores on it.
 
-- ``pg`` (session): a :class:`~tests.postgres.server.PgCluster` started once for the
-  run and removed at the end. Without server binaries the tests skip, saying so --
-  except in CI (``CI=true``), where they fail: CI must run them.
+- ``pg`` (session, in ``tests/conftest.py``, shared with the store contract suite): a
+  :class:`~tests.postgres.server.PgCluster` started once for the run.
 - ``project``: a project key of the test's own, so tests never see each other's
   sessions in the shared database.
 - ``make_store``: builds :class:`PostgresStore` objects on ``pg`` (closed after the test);
@@ -11,7 +10,6 @@
 
 from __future__ import annotations
 
-import os
 import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,37 +17,9 @@ from pathlib import Path
 import pytest
 
 from jupyter_agent.store.postgres import PostgresStore
-from tests.postgres.server import PgCluster, find_server_bin
+from tests.postgres.server import PgCluster
 
 StoreFactory = Callable[..., PostgresStore]
-
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"the PostgreSQL tests must run in CI: {reason}")
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="session")
-def pg() -> Iterator[PgCluster]:
-    """A running PostgreSQL cluster for the whole test run."""
-    try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        _unavailable("psycopg is not installed (pip install 'jupyter-agent[postgres]')")
-    bindir = find_server_bin()
-    if bindir is None:
-        _unavailable("no PostgreSQL server binaries (initdb, pg_ctl) on this machine; "
-                     "install postgresql-15 to run the team-store tests")
-        raise AssertionError("unreachable")
-    cluster = PgCluster(bindir)
-    try:
-        cluster.init()
-    except BaseException:
-        cluster.destroy()
-        raise
-    yield cluster
-    cluster.destroy()
 
 
 @pytest.fixture

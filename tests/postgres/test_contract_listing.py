@@ -51,7 +51,7 @@ def test_listing_fields(store: Store) -> None:
         "cost_usd": 0.25,
         "tool_calls": 4,
         "first_prompt": "x" * 200,
-        "holder": None,
+        "holder": None, "parent": None,
     }
 
 

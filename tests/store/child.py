@@ -5,7 +5,9 @@ Used two ways:
 * imported, by ``multiprocessing`` (forkserver context): :func:`crash_writer`;
 * as a script, ``python tests/store/child.py MODE ROOT SESSION_ID [ARG]``:
 
-  - ``hold``: take the lease, print ``held <pid>``, keep it until stdin closes;
+  - ``hold [LABEL]``: take the lease, print ``held <pid>``, keep it until stdin closes;
+  - ``forkhold``: take the lease, ``os.fork`` a child that sleeps, print
+    ``held <pid> child <child pid>``, then wait (to be killed);
   - ``try``: try to save one more message; print a JSON line with the outcome;
   - ``fsize LIMIT``: limit this process's file size to LIMIT bytes
     (``RLIMIT_FSIZE``, so the write itself fails with ``EFBIG``), try to save a
@@ -40,11 +42,16 @@ def crash_state(k: int) -> SessionState:
     )
 
 
-def crash_writer(root: str, session_id: str) -> None:
-    """Append messages (and a checkpoint after each) forever, until killed."""
+def crash_writer(root: str, session_id: str, ready: Any = None) -> None:
+    """Append messages (and a checkpoint after each) forever, until killed.
+
+    ``ready`` (an ``Event``), when given, is set once the lease is held and the session read.
+    """
     store = SessionStore(root)
     store.acquire_lease(session_id)
     messages = store.load_session(session_id).messages
+    if ready is not None:
+        ready.set()
     while True:
         k = len(messages)
         messages = [*messages, crash_message(k)]
@@ -65,11 +72,20 @@ def _try_save(store: SessionStore, session_id: str, content: str) -> dict[str, A
 
 def main(argv: list[str]) -> int:
     mode, root, session_id = argv[:3]
-    store = SessionStore(root)
+    store = SessionStore(root, holder_label=argv[3] if len(argv) > 3 else "")
     if mode == "hold":
         store.acquire_lease(session_id)
         print(f"held {os.getpid()}", flush=True)
         sys.stdin.read()  # until the parent closes stdin
+        return 0
+    if mode == "forkhold":
+        store.acquire_lease(session_id)
+        child = os.fork()
+        if child == 0:  # user code forking in the kernel: the child lives on
+            signal.pause()
+            os._exit(0)
+        print(f"held {os.getpid()} child {child}", flush=True)
+        signal.pause()
         return 0
     if mode == "try":
         print(json.dumps(_try_save(store, session_id, "from the child")), flush=True)

@@ -1,8 +1,9 @@
-"""Atomic writes, permissions, write failures (spec: "Preventing Session Corruption...")."""
+"""Atomic writes, permissions, write failures (design §8)."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import stat
@@ -13,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_agent.store import SessionStore
-from jupyter_agent.store.files import atomic_write
+from jupyter_agent.errors import StorageError, UnsafeFileError
+from jupyter_agent.store import SessionStore, dump_record
+from jupyter_agent.store.files import SafeDir
 
 CHILD = str(Path(__file__).with_name("child.py"))
 
@@ -37,7 +39,15 @@ def open_umask() -> Iterator[None]:
         os.umask(old)
 
 
+def atomic_write(target: Path, data: bytes) -> None:
+    directory = SafeDir.open(target.parent)
+    assert directory is not None
+    with directory:
+        directory.write_atomic(target.name, data)
+
+
 def test_atomic_write_replaces_content_with_a_0600_file(tmp_path: Path, open_umask: None) -> None:
+    os.chmod(tmp_path, 0o700)
     target = tmp_path / "f.json"
     target.write_text("old")
     os.chmod(target, 0o644)
@@ -80,10 +90,11 @@ def test_constructing_a_store_does_no_io(tmp_path: Path) -> None:
 
 
 def test_directory_in_place_of_target_fails_cleanly(tmp_path: Path) -> None:
+    os.chmod(tmp_path, 0o700)
     target = tmp_path / "f.json"
     target.mkdir()
     (target / "inside").write_text("kept")
-    with pytest.raises(IsADirectoryError):
+    with pytest.raises(UnsafeFileError, match="it is a directory"):
         atomic_write(target, b"data")
     assert (target / "inside").read_text() == "kept"
     assert temp_files(tmp_path) == []
@@ -92,7 +103,7 @@ def test_directory_in_place_of_target_fails_cleanly(tmp_path: Path) -> None:
 def test_fsync_failure_leaves_previous_file_and_no_temp(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = SessionStore(tmp_path)
+    store = SessionStore(tmp_path / "mem")
     first = [{"role": "user", "content": "one"}]
     sid = store.create_session(first)
     path = store.session_path(sid)
@@ -101,12 +112,17 @@ def test_fsync_failure_leaves_previous_file_and_no_temp(
     def failing_fsync(fd: int) -> None:
         raise OSError(28, "No space left on device")
 
+    journal = store.journal_path(sid)
+    journal_before = journal.read_bytes()
     with store.lease(sid):
         monkeypatch.setattr(os, "fsync", failing_fsync)
-        with pytest.raises(OSError, match="No space left"):
+        with pytest.raises(StorageError, match="No space left") as info:
             store.save_messages(sid, [*first, {"role": "assistant", "content": "two"}])
+        assert info.value.errno == 28 and info.value.path == journal
+        assert "free some disk space" in str(info.value)
         monkeypatch.undo()
         assert path.read_bytes() == before
+        assert journal.read_bytes() == journal_before  # the unacknowledged line is cut off
         assert temp_files(store.sessions_dir) == []
         # the store's in-memory copy did not move ahead of the file
         store.save_messages(sid, [*first, {"role": "assistant", "content": "2"}])
@@ -115,13 +131,13 @@ def test_fsync_failure_leaves_previous_file_and_no_temp(
 
 def test_write_beyond_file_size_limit_fails_in_the_write_itself(tmp_path: Path) -> None:
     """A real EFBIG from write(2) (RLIMIT_FSIZE in a child): the old file survives."""
-    store = SessionStore(tmp_path)
+    store = SessionStore(tmp_path / "mem")
     sid = store.create_session([{"role": "user", "content": "small"}])
-    path = store.session_path(sid)
+    path = store.journal_path(sid)
     before = path.read_bytes()
     limit = len(before) + 4096
     out = subprocess.run(
-        [sys.executable, CHILD, "fsize", str(tmp_path), sid, str(limit)],
+        [sys.executable, CHILD, "fsize", str(tmp_path / "mem"), sid, str(limit)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -158,11 +174,13 @@ def unwritable_directory(path: Path) -> Iterator[None]:
 
 
 def test_unwritable_sessions_dir_raises_and_keeps_file(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path)
+    store = SessionStore(tmp_path / "mem")
     sid = store.create_session([])
     before = store.session_path(sid).read_bytes()
-    with unwritable_directory(store.sessions_dir), pytest.raises(PermissionError):
-        store.write_summary(sid, "x")
+    with unwritable_directory(store.sessions_dir), pytest.raises(StorageError) as info:
+        store.delete_session(sid)
+    assert info.value.errno in (errno.EACCES, errno.EPERM)
+    assert str(store.session_path(sid)) in str(info.value)
     assert store.session_path(sid).read_bytes() == before
     assert temp_files(store.sessions_dir) == []
 
@@ -185,7 +203,7 @@ def test_the_directory_is_fsynced_after_the_replace(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The rename itself is made durable: fsync(file) -> replace -> fsync(directory)."""
-    store = SessionStore(tmp_path)
+    store = SessionStore(tmp_path / "mem")
     sid = store.create_session([{"role": "user", "content": "one"}])
     path = store.session_path(sid)
     events: list[tuple[str, str]] = []
@@ -198,18 +216,28 @@ def test_the_directory_is_fsynced_after_the_replace(
         events.append(("fsync-dir" if is_dir else "fsync-file", target))
         real_fsync(fd)
 
-    def recording_replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
-        real_replace(src, dst)
+    def recording_replace(src: str, dst: str, **dir_fds: int) -> None:
+        real_replace(src, dst, **dir_fds)
         events.append(("replace", os.fspath(dst)))
 
     monkeypatch.setattr(os, "fsync", recording_fsync)
     monkeypatch.setattr(os, "replace", recording_replace)
     store.save_messages(sid, [{"role": "user", "content": "one"}, {"role": "user", "content": "2"}])
+    assert [kind for kind, _ in events] == ["fsync-file"]  # an append: the journal alone
+    if events[0][1] != "?":
+        assert events[0][1] == str(store.journal_path(sid).resolve())
+    events.clear()
+    # converting a record of the one-file form writes journal and snapshot atomically
+    path.write_bytes(dump_record(store.load_session(sid)))
+    store.journal_path(sid).unlink()
+    store.write_summary(sid, "converted")
     kinds = [kind for kind, _ in events]
-    assert kinds == ["fsync-file", "replace", "fsync-dir"]
-    assert events[1][1] == str(path)
-    if events[2][1] != "?":
-        assert events[2][1] == str(store.sessions_dir.resolve())
+    assert kinds == ["fsync-file", "replace", "fsync-dir", "fsync-file", "replace", "fsync-dir",
+                     "fsync-file"]
+    assert events[1][1] == store.journal_path(sid).name
+    assert events[4][1] == path.name
+    if events[5][1] != "?":
+        assert events[5][1] == str(store.sessions_dir.resolve())
     events.clear()
     store.delete_session(sid)  # an unlink is made durable the same way
-    assert [kind for kind, _ in events] == ["fsync-dir"]
+    assert [kind for kind, _ in events] == ["fsync-dir", "fsync-dir"]

@@ -1,4 +1,4 @@
-"""Session ID validation (spec: "Session ID Validation") and generation."""
+"""Session ID validation (design §1) and generation."""
 
 from __future__ import annotations
 

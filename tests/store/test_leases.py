@@ -1,20 +1,25 @@
-"""Leases: fcntl locks between real processes and between stores (spec: "Session Locks")."""
+"""Leases: fcntl locks between real processes and between stores (design §7)."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import getpass
 import json
 import multiprocessing
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from jupyter_agent.errors import SessionLockedError, SessionNotFoundError
+from jupyter_agent.errors import LeaseLostError, SessionLockedError, SessionNotFoundError
 from jupyter_agent.store import SessionStore
 
 CHILD = str(Path(__file__).with_name("child.py"))
@@ -36,9 +41,9 @@ def run_child(mode: str, root: Path, sid: str, *extra: str) -> dict[str, object]
 class Holder:
     """A child process holding a session's lease until told to stop."""
 
-    def __init__(self, root: Path, sid: str) -> None:
+    def __init__(self, root: Path, sid: str, label: str = "") -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, CHILD, "hold", str(root), sid],
+            [sys.executable, CHILD, "hold", str(root), sid, label],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -173,11 +178,15 @@ def test_listing_status_values(root: Path, holder: Holder) -> None:
     assert statuses == {"mine": "active", "shared": "idle", "nobody": "idle"}
 
 
-def test_lock_file_records_the_holder_pid(root: Path, sid: str) -> None:
-    store = SessionStore(root)
+def test_lock_file_records_the_holder(root: Path, sid: str) -> None:
+    store = SessionStore(root, holder_label="analysis.ipynb")
     store.lock_path(sid).write_text("999999999 stale junk\n")
     with store.lease(sid):
-        assert store.lock_path(sid).read_text() == f"{os.getpid()}\n"
+        recorded = json.loads(store.lock_path(sid).read_text())
+    assert recorded["pid"] == os.getpid()
+    assert recorded["label"] == "analysis.ipynb"
+    assert recorded["host"] == socket.gethostname()
+    assert set(recorded) == {"pid", "host", "user", "since", "label"}
 
 
 def _forked_child(store: SessionStore, sid: str, queue: Any) -> None:
@@ -246,4 +255,128 @@ def test_mutating_an_unknown_session_creates_no_lock_file(root: Path, name: str)
         MUTATIONS[name](store, "nosuchid")
     assert not store.lock_path("nosuchid").exists()
     assert not store.holds_lease("nosuchid")
-    assert sorted(p.name for p in store.sessions_dir.iterdir()) == ["real.json", "real.lock"]
+    assert sorted(p.name for p in store.sessions_dir.iterdir()) == [
+        "real.json", "real.jsonl", "real.lock"]
+
+
+def test_the_holder_is_named_with_its_label_user_host_and_time(root: Path, sid: str) -> None:
+    before = datetime.now(UTC)
+    holder = Holder(root, sid, "analysis.ipynb")
+    try:
+        store = SessionStore(root)
+        seen = store.lease_holder(sid)
+        assert seen is not None
+        assert (seen.pid, seen.label, seen.host) == (
+            holder.proc.pid, "analysis.ipynb", socket.gethostname())
+        assert seen.user == getpass.getuser()
+        assert seen.since is not None and before - timedelta(seconds=1) <= seen.since
+        (listed,) = store.list_sessions()
+        assert (listed.status, listed.holder) == ("in use", seen)
+        with pytest.raises(SessionLockedError) as info:
+            store.set_title(sid, "x")
+        assert info.value.holder == seen and info.value.pid == holder.proc.pid
+        message = str(info.value)
+        assert message.startswith(
+            f"session {sid!r} is in use by {seen.user} on {seen.host} (pid {holder.proc.pid}, "
+            f"analysis.ipynb, since ")
+        assert f"UTC) (lock file {store.lock_path(sid)})" in message
+        assert message.endswith("; close it there or end that process, then try again")
+    finally:
+        holder.exit()
+    assert SessionStore(root).lease_holder(sid) is None
+    assert SessionStore(root).list_sessions()[0].holder is None
+
+
+def test_our_own_lease_is_reported_with_our_label(root: Path, sid: str) -> None:
+    store = SessionStore(root, holder_label="kernel python3")
+    with store.lease(sid):
+        seen = store.lease_holder(sid)
+        assert seen is not None and (seen.pid, seen.label) == (os.getpid(), "kernel python3")
+        assert SessionStore(root).lease_holder(sid) == seen
+    assert store.lease_holder(sid) is None
+
+
+def test_a_forked_child_never_keeps_the_lease_alive(root: Path, sid: str) -> None:
+    """The holder forks (user code in the kernel), then dies: the lease is free at once."""
+    proc = subprocess.Popen([sys.executable, CHILD, "forkhold", str(root), sid],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    words = proc.stdout.readline().split()
+    assert words[:2] == ["held", str(proc.pid)] and words[2] == "child", words
+    child = int(words[3])
+    try:
+        store = SessionStore(root)
+        with pytest.raises(SessionLockedError):
+            store.acquire_lease(sid)
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(timeout=60) == -signal.SIGKILL
+        os.kill(child, 0)  # the forked child is still alive...
+        store.acquire_lease(sid)  # ...and the session is free
+        assert store.holds_lease(sid)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+
+
+def test_a_replaced_lock_file_stops_every_write(root: Path, sid: str) -> None:
+    store = SessionStore(root)
+    store.acquire_lease(sid)
+    files = [store.session_path(sid), store.journal_path(sid)]
+    before = [p.read_bytes() for p in files]
+    lock = store.lock_path(sid)
+    lock.unlink()  # e.g. someone cleaned the directory by hand...
+    other = SessionStore(root)
+    other.acquire_lease(sid)  # ...and another process took a lease on a new lock file
+    with pytest.raises(LeaseLostError) as info:
+        store.save_messages(sid, [{"role": "system", "content": "s"},
+                                  {"role": "user", "content": "lost"}])
+    assert info.value.path == lock and info.value.session_id == sid
+    assert "was removed or replaced while this process held its lease" in str(info.value)
+    assert [p.read_bytes() for p in files] == before
+    assert not store.holds_lease(sid)  # the lost lease is dropped
+    other.release_all()
+    store.set_title(sid, "fresh lease")  # a new lease works again
+    assert store.load_session(sid).title == "fresh lease"
+
+
+def test_locking_retries_when_the_lock_path_changes_under_it(
+    root: Path, sid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between open() and flock() the lock file is replaced: the lease is taken on the file
+    the path names afterwards, never on the orphaned one."""
+    store = SessionStore(root)
+    lock = store.lock_path(sid)
+    real_flock = fcntl.flock
+    swapped = []
+
+    def swapping_flock(fd: int, op: int) -> None:
+        if not swapped and op & fcntl.LOCK_EX:
+            lock.unlink()
+            lock.write_text("")
+            swapped.append(os.fstat(fd).st_ino)
+        real_flock(fd, op)
+
+    monkeypatch.setattr(fcntl, "flock", swapping_flock)
+    store.acquire_lease(sid)
+    monkeypatch.undo()
+    assert swapped and lock.stat().st_ino != swapped[0]
+    assert run_child("try", root, sid)["error"] == "SessionLockedError"
+    store.set_title(sid, "written")  # the lease is valid
+
+
+def test_many_sessions_are_listed_with_the_right_status(root: Path, sid: str) -> None:
+    """Every lock file is probed: held ones are "in use", our own "active"."""
+    store = SessionStore(root)
+    for k in range(210):
+        store.create_session([], session_id=f"s{k:03d}")
+    store.acquire_lease("s007")
+    holder = Holder(root, "s100")
+    try:
+        statuses = {s.id: s.status for s in SessionStore(root).list_sessions()}
+        mine = {s.id: s.status for s in store.list_sessions()}
+    finally:
+        holder.exit()
+    assert statuses.pop("s100") == "in use" and statuses.pop("s007") == "in use"
+    assert set(statuses.values()) == {"idle"} and len(statuses) == 209
+    assert mine["s007"] == "active" and mine["s100"] == "in use"
+    assert {s.status for s in store.list_sessions()} == {"idle", "active"}

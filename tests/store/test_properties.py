@@ -37,7 +37,7 @@ tool_call = st.fixed_dictionaries(
 json_scalar = (
     st.none()
     | st.booleans()
-    | st.integers()
+    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
     | st.floats(allow_nan=False, allow_infinity=False)
     | any_text
 )
@@ -75,6 +75,7 @@ def test_save_load_round_trip(messages: list[dict[str, Any]], split: int) -> Non
             record = reader.load_session(sid)
             assert record.messages == expected
             assert record.transcript == expected
-        raw = Path(store.session_path(sid)).read_bytes()
-        assert json.loads(raw.decode("utf-8"))["messages"] == expected  # strict UTF-8
+        raw = Path(store.journal_path(sid)).read_bytes()
+        lines = [json.loads(line) for line in raw.decode("utf-8").split("\n")[:-1]]  # strict
+        assert [m for line in lines[1:] for m in line.get("add", [])] == expected
     assert [to_message_dict(m) for m in messages] == expected

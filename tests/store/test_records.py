@@ -12,7 +12,13 @@ from openai.types.chat import ChatCompletionMessage
 from openai.types.chat.chat_completion_message_tool_call import ChatCompletionMessageToolCall
 
 from jupyter_agent.errors import CorruptSessionError
-from jupyter_agent.store import SCHEMA_VERSION, SessionState, SessionStore, to_message_dict
+from jupyter_agent.store import (
+    SCHEMA_VERSION,
+    SessionState,
+    SessionStore,
+    dump_record,
+    to_message_dict,
+)
 from jupyter_agent.store.records import UPGRADES, SessionRecord
 
 TOOL_CALL = {
@@ -84,12 +90,12 @@ def test_timestamps_are_aware_utc_with_offset(tmp_path: Path) -> None:
     assert record.created_at.tzinfo is not None
 
 
-def test_file_has_the_fixed_top_level_keys_in_order(tmp_path: Path) -> None:
+def test_one_file_form_has_the_fixed_top_level_keys_in_order(tmp_path: Path) -> None:
     store = SessionStore(tmp_path)
     sid = store.create_session(
         [{"role": "system", "content": "s"}], title="T", project_root=tmp_path
     )
-    data = json.loads(store.session_path(sid).read_text())
+    data = json.loads(dump_record(store.load_session(sid)))
     assert list(data) == [
         "schema_version",
         "id",
@@ -110,6 +116,15 @@ def test_file_has_the_fixed_top_level_keys_in_order(tmp_path: Path) -> None:
         "scratchpad", "todos", "tool_calls", "usage", "model", "base_url", "api"
     ]
     assert set(data["state"]["usage"]) >= {"input_tokens", "output_tokens", "cost_usd", "calls"}
+    snapshot = json.loads(store.session_path(sid).read_text())
+    assert list(snapshot) == [
+        "schema_version", "id", "created_at", "updated_at", "summary", "title", "archived",
+        "project_root", "context", "compactions", "state", "parent", "journal",
+    ]
+    assert snapshot["schema_version"] == 2 and snapshot["context"] == [[0, 1]]
+    lines = store.journal_path(sid).read_text().splitlines()
+    assert json.loads(lines[0])["jupyter_agent_journal"] == 2
+    assert json.loads(lines[1]) == {"add": [{"role": "system", "content": "s"}]}
 
 
 def write_legacy(tmp_path: Path, sid: str, **extra: Any) -> Path:
@@ -142,15 +157,23 @@ def test_legacy_record_loads_with_defaults(tmp_path: Path) -> None:
     assert record.updated_at == datetime(2025, 3, 1, 11, tzinfo=UTC)
 
 
-def test_legacy_record_is_upgraded_on_the_next_write(tmp_path: Path) -> None:
-    path = write_legacy(tmp_path, "old2")
+def test_legacy_record_is_converted_on_the_next_write_keeping_unknown_keys(
+    tmp_path: Path,
+) -> None:
+    path = write_legacy(tmp_path, "old2", favourite={"colour": "blue"})
     store = SessionStore(tmp_path)
-    store.save_messages(
-        "old2", [*store.load_session("old2").messages, {"role": "user", "content": "more"}]
-    )
+    loaded = store.load_session("old2")
+    assert loaded.model_extra == {"favourite": {"colour": "blue"}}
+    assert json.loads(dump_record(loaded))["favourite"] == {"colour": "blue"}
+    assert not store.journal_path("old2").exists()  # loading changed nothing
+    store.save_messages("old2", [*loaded.messages, {"role": "user", "content": "more"}])
     data = json.loads(path.read_text())
-    assert data["schema_version"] == 1
-    assert len(data["messages"]) == len(data["transcript"]) == 3
+    assert data["schema_version"] == 2 and "journal" in data
+    assert data["favourite"] == {"colour": "blue"}
+    record = SessionStore(tmp_path).load_session("old2")
+    assert len(record.messages) == len(record.transcript) == 3
+    assert record.model_extra == {"favourite": {"colour": "blue"}}
+    assert record.summary == "old work"
 
 
 def test_legacy_lone_surrogate_escapes_are_cleaned(tmp_path: Path) -> None:
@@ -170,13 +193,17 @@ def test_newer_schema_version_is_refused_and_untouched(tmp_path: Path) -> None:
     sid = store.create_session([])
     path = store.session_path(sid)
     data = json.loads(path.read_text())
-    data["schema_version"] = SCHEMA_VERSION + 1
+    data["schema_version"] = 3
     path.write_text(json.dumps(data))
     before = path.read_bytes()
     with pytest.raises(CorruptSessionError) as info:
         store.load_session(sid)
     assert str(path) in str(info.value)
-    assert "schema_version 2" in str(info.value) and "upgrade" in str(info.value)
+    assert "schema_version 3" in str(info.value) and "upgrade" in str(info.value)
+    one_file = tmp_path / "sessions" / "newer.json"  # the one-file form, from the future
+    one_file.write_text(json.dumps({"schema_version": SCHEMA_VERSION + 1, "id": "newer"}))
+    with pytest.raises(CorruptSessionError, match="upgrade jupyter-agent"):
+        store.load_session("newer")
     with pytest.raises(CorruptSessionError):
         store.set_title(sid, "x")
     assert path.read_bytes() == before

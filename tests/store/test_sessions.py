@@ -11,8 +11,13 @@ import pytest
 from openai.types.chat import ChatCompletionMessage
 from openai.types.chat.chat_completion_message_tool_call import ChatCompletionMessageToolCall
 
-from jupyter_agent.errors import ContextMismatchError, CorruptSessionError, SessionNotFoundError
-from jupyter_agent.store import MemoryStore, SessionState, SessionStore, TodoItem, Usage
+from jupyter_agent.errors import (
+    ContextMismatchError,
+    CorruptSessionError,
+    SessionNotFoundError,
+    UnsafeFileError,
+)
+from jupyter_agent.store import SessionState, SessionStore, TodoItem, Usage
 
 SYSTEM = {"role": "system", "content": "You analyse data."}
 
@@ -113,14 +118,13 @@ def test_context_mismatch_raises_and_writes_nothing(
     store: SessionStore, given: list[dict[str, Any]], index: int
 ) -> None:
     sid = store.create_session([SYSTEM, user("a")])
-    path = store.session_path(sid)
-    before, stat_before = path.read_bytes(), path.stat()
+    paths = [store.session_path(sid), store.journal_path(sid)]
+    before = [(p.read_bytes(), p.stat().st_ino) for p in paths]
     with pytest.raises(ContextMismatchError) as info:
         store.save_messages(sid, given)
     assert isinstance(info.value, ValueError)
     assert info.value.index == index
-    assert path.read_bytes() == before
-    assert path.stat().st_ino == stat_before.st_ino
+    assert [(p.read_bytes(), p.stat().st_ino) for p in paths] == before
 
 
 def test_surrogate_message_still_matches_its_saved_copy(store: SessionStore) -> None:
@@ -128,7 +132,7 @@ def test_surrogate_message_still_matches_its_saved_copy(store: SessionStore) -> 
     messages = [SYSTEM, user("emoji cut \ud83d")]
     store.save_messages(sid, messages)
     store.save_messages(sid, [*messages, assistant("ok")])  # no ContextMismatchError
-    raw = store.session_path(sid).read_bytes()
+    raw = store.journal_path(sid).read_bytes()
     raw.decode("utf-8")  # strict: no surrogates on disk
     record = store.load_session(sid)
     assert record.messages[1]["content"] == "emoji cut \ufffd"
@@ -198,10 +202,13 @@ def test_state_round_trip_and_isolation(store: SessionStore) -> None:
 def test_unchanged_state_is_not_rewritten(store: SessionStore) -> None:
     sid = store.create_session([SYSTEM])
     store.save_state(sid, SessionState(tool_calls=3))
-    inode = store.session_path(sid).stat().st_ino
+    files = [store.session_path(sid), store.journal_path(sid)]
+    before = [p.stat() for p in files]
     store.save_state(sid, SessionState(tool_calls=3))
     store.save_messages(sid, [SYSTEM])
-    assert store.session_path(sid).stat().st_ino == inode
+    store.save(sid, [SYSTEM], SessionState(tool_calls=3))
+    assert [(p.stat().st_ino, p.stat().st_size) for p in files] == [
+        (st.st_ino, st.st_size) for st in before]
 
 
 def test_write_summary_updates_timestamp(store: SessionStore) -> None:
@@ -211,8 +218,8 @@ def test_write_summary_updates_timestamp(store: SessionStore) -> None:
     record = store.load_session(sid)
     assert record.summary == "Goal: plots. Done: load. Left: fit."
     assert record.updated_at > before
-    MemoryStore(store.root).write_summary(sid, "from the base class")
-    assert store.load_session(sid).summary == "from the base class"
+    SessionStore(store.root).write_summary(sid, "from another store")
+    assert store.load_session(sid).summary == "from another store"
 
 
 def test_ensure_summary_fallback(store: SessionStore) -> None:
@@ -275,6 +282,7 @@ def test_delete_keeps_the_lock_file(store: SessionStore) -> None:
     sid = store.create_session([SYSTEM])
     store.delete_session(sid)
     assert not store.exists(sid)
+    assert not store.journal_path(sid).exists()
     assert store.lock_path(sid).exists()
     with pytest.raises(SessionNotFoundError):
         store.load_session(sid)
@@ -311,29 +319,26 @@ def test_corrupt_file_raises_naming_path_and_is_untouched(
     assert "bad" not in [s.id for s in store.list_sessions()]
 
 
-@pytest.mark.parametrize("kind", ["directory", "fifo"])
-def test_non_regular_session_file_is_corrupt_not_a_hang(store: SessionStore, kind: str) -> None:
+@pytest.mark.parametrize("kind", ["directory", "FIFO"])
+def test_non_regular_session_file_is_refused_not_a_hang(store: SessionStore, kind: str) -> None:
+    store.create_session([SYSTEM], session_id="other")
     path = store.session_path("odd")
-    path.parent.mkdir(parents=True)
-    if kind == "fifo":
+    if kind == "FIFO":
         os.mkfifo(path)
     else:
         path.mkdir()
-    with pytest.raises(CorruptSessionError) as info:
+    with pytest.raises(UnsafeFileError, match=f"it is a {kind}") as info:
         store.load_session("odd")
     assert str(path) in str(info.value)
 
 
 def test_in_memory_copy_notices_a_non_cooperating_writer(store: SessionStore) -> None:
     sid = store.create_session([SYSTEM])
-    path = store.session_path(sid)
+    path = store.journal_path(sid)
     with store.lease(sid):
         store.save_messages(sid, [SYSTEM, user("a")])
-        data = json.loads(path.read_text())  # someone edits the file by hand
-        data["messages"].append(assistant("edited"))
-        data["transcript"].append(assistant("edited"))
-        path.write_text(json.dumps(data))
-        os.utime(path, ns=(1, 1))
+        with path.open("a") as journal:  # someone appends by hand
+            journal.write(json.dumps({"add": [assistant("edited")]}) + "\n")
         with pytest.raises(ContextMismatchError):
             store.save_messages(sid, [SYSTEM, user("a"), user("b")])
         store.save_messages(sid, [SYSTEM, user("a"), assistant("edited"), user("b")])

@@ -1,0 +1,77 @@
+"""A full disk: a 1 MiB tmpfs filled to the brim (design §8; needs root to mount)."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jupyter_agent.errors import StorageError
+from jupyter_agent.store import SessionState, SessionStore
+
+pytestmark = [
+    pytest.mark.faults,
+    pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root"),
+]
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    mount = tmp_path / "disk"
+    mount.mkdir(mode=0o700)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs",
+                           str(mount)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(disk: Path) -> Path:
+    """Fill the disk completely; return the filler file."""
+    filler = disk / "filler"
+    with contextlib.suppress(OSError), filler.open("wb", buffering=0) as out:
+        while True:
+            out.write(b"\0" * 4096)
+    return filler
+
+
+def test_a_full_disk_refuses_the_save_keeps_the_session_and_recovers(small_disk: Path) -> None:
+    store = SessionStore(small_disk / "mem")
+    base = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
+    sid = store.create_session(base)
+    store.save(sid, base, SessionState(tool_calls=1))
+    store.write_notes("project", "kept")
+    before = store.load_session(sid)
+    journal = store.journal_path(sid)
+    journal_bytes = journal.read_bytes()
+    filler = fill(small_disk)
+    prompt = {"role": "user", "content": "x" * 200_000}
+    with store.lease(sid):  # as the agent holds it
+        with pytest.raises(StorageError) as info:
+            store.save(sid, [*base, prompt], SessionState(tool_calls=2))
+        err = info.value
+        assert err.errno == errno.ENOSPC and err.path == journal
+        assert str(err) == (f"could not write {journal}: No space left on device; free some "
+                            "disk space, then try again (what was saved before is intact)")
+        assert journal.read_bytes() == journal_bytes  # the cut-short line was taken back
+        assert store.load_session(sid) == before
+        with pytest.raises(StorageError, match="No space left on device"):
+            store.append_note("project", "lost?")
+        assert store.read_notes("project") == "kept"
+        with pytest.raises(StorageError, match="No space left on device"):
+            store.create_session([{"role": "user", "content": "y" * 100_000}])
+        filler.unlink()  # the cause is gone: the same save now works, once
+        store.save(sid, [*base, prompt], SessionState(tool_calls=2))
+    record = SessionStore(small_disk / "mem").load_session(sid)
+    assert record.transcript == [*base, prompt]  # the prompt is there once, not twice
+    assert record.state.tool_calls == 2
+    assert not [p for p in (small_disk / "mem" / "sessions").iterdir() if p.suffix == ".tmp"]
+    assert [s.id for s in store.list_sessions()] == [sid]

@@ -1,0 +1,73 @@
+"""What killed writers and deleted sessions leave behind is removed safely (design §7, §8)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from jupyter_agent.store import SessionStore
+
+CHILD = str(Path(__file__).with_name("child.py"))
+
+
+class Holder:
+    def __init__(self, root: Path, sid: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, CHILD, "hold", str(root), sid],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        assert self.proc.stdout.readline().startswith("held ")
+
+    def exit(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        assert self.proc.wait(timeout=60) == 0
+
+
+def test_collect_garbage_removes_only_what_nobody_uses(tmp_path: Path) -> None:
+    root = tmp_path / "mem"
+    store = SessionStore(root)
+    idle = store.create_session([], session_id="idle")
+    busy = store.create_session([], session_id="busy")
+    gone = store.create_session([], session_id="gone")
+    store.delete_session(gone)
+    store.write_notes("project", "kept")
+    sessions = store.sessions_dir
+    leftovers = [sessions / ".idle.json.1a2b3c4d.tmp", sessions / ".idle.jsonl.00ff00ff.tmp",
+                 root / ".project.md.0badcafe.tmp", root / ".index.jsonl.12345678.tmp"]
+    kept = [sessions / ".busy.json.deadbeef.tmp"]
+    orphan = sessions / "orphan.jsonl"  # a journal whose snapshot was never written
+    held_gone = "heldgone"  # a deleted session whose ID someone holds right now
+    holder_busy, holder_gone = Holder(root, busy), Holder(root, held_gone)
+    for path in [*leftovers, *kept]:  # left by writers killed after those leases were taken
+        path.write_text("{")
+    orphan.write_text("{}\n")
+    try:
+        removed = set(store.collect_garbage())
+    finally:
+        holder_busy.exit()
+        holder_gone.exit()
+    assert removed == {*leftovers, orphan, store.lock_path(gone), store.lock_path("orphan")}
+    assert all(not p.exists() for p in leftovers)
+    assert all(p.exists() for p in kept)
+    assert not store.lock_path(gone).exists() and not orphan.exists()
+    assert store.lock_path(busy).exists() and store.lock_path(held_gone).exists()
+    assert store.lock_path(idle).exists()  # a live session keeps its lock file
+    assert store.read_notes("project") == "kept"
+    assert {s.id for s in store.list_sessions()} == {idle, busy}
+    # nothing is left for a second pass but what was in use
+    removed_later = set(store.collect_garbage())
+    assert removed_later == {*kept, store.lock_path(held_gone)}
+
+
+def test_the_lease_of_this_store_is_never_collected(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "mem")
+    store.acquire_lease("new")  # leased before the session exists, as a new Agent does
+    (store.sessions_dir / ".new.json.abcdef01.tmp").write_text("{")
+    assert store.collect_garbage() == []
+    assert store.lock_path("new").exists()
+    lock = json.loads(store.lock_path("new").read_text())
+    assert lock["pid"] > 0
+    store.create_session([], session_id="new")
+    store.release_all()

@@ -1,0 +1,32 @@
+"""The benchmark scripts run (at their smallest sizes): they are not timed tests."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_bench_store_quick_prints_every_table_and_the_targets() -> None:
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_store.py"),
+                          "--quick"], capture_output=True, text=True, timeout=600, check=True)
+    for title in ("save one message", "load the session", "bytes written per save",
+                  "bytes written per agent turn", "cold list in a fresh process", "targets"):
+        assert title in out.stdout, out.stdout
+    for peer in ("agents-sqlite", "langgraph-sqlite"):  # installed or reported missing
+        assert peer in out.stdout.split("\n\n")[0]
+
+
+@pytest.mark.slow
+def test_crash_script_reports_no_loss() -> None:
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "crash_store.py"),
+                          "--trials", "3"], capture_output=True, text=True, timeout=600,
+                         check=True)
+    header, row = out.stdout.splitlines()[:2]
+    assert "records lost" in header
+    assert row.split()[:2] == ["3", "3"] and row.split()[3] == "0"
