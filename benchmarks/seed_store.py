@@ -1,6 +1,6 @@
 """The seed design's store, re-implemented for comparison: one JSON file per session.
 
-What the article this product started from describes, and nothing more: a session is
+What the seed design did, and nothing more: a session is
 ``sessions/<id>.json`` holding ``messages`` (the working context) and ``transcript``; every
 save rewrites the whole file atomically (temporary file, flush, ``fsync``, ``os.replace``);
 messages and checkpoint are two separate saves; listing parses every file. Locks are left

@@ -90,7 +90,7 @@ def relative_time(when: datetime, now: datetime | None = None) -> str:
 
 
 def format_cost(usage: Usage) -> str:
-    """``"$0.0123"``, or ``"price unknown"`` when no call could be priced (issue 3)."""
+    """``"$0.0123"``, or ``"price unknown"`` when no call could be priced."""
     if usage.price_unknown and usage.cost_usd == 0:
         return "price unknown"
     text = f"${usage.cost_usd:.4f}"

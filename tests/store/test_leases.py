@@ -229,7 +229,7 @@ MUTATIONS: dict[str, Any] = {
 def test_every_mutating_method_is_refused_while_another_process_holds_the_lease(
     root: Path, sid: str, holder: Holder
 ) -> None:
-    """Spec "Session Locks": short management operations also acquire the lock."""
+    """Design §7: short management operations also acquire the lock."""
     store = SessionStore(root)
     before = store.session_path(sid).read_bytes()
     refused = []
