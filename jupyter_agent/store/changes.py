@@ -43,7 +43,8 @@ def normalized(messages: Sequence[Any], first_index: int = 0) -> list[dict[str, 
     ------
     InvalidMessageError
         For a message that is not a Chat Completions message or holds a value JSON
-        cannot (an integer beyond 64 bits, NaN, an object that is not JSON).
+        cannot (an integer beyond 64 bits, NaN, an object that is not JSON), or values
+        nested too deeply to be read back.
     """
     out = []
     for k, message in enumerate(messages):
@@ -51,6 +52,8 @@ def normalized(messages: Sequence[Any], first_index: int = 0) -> list[dict[str, 
             data = to_message_dict(message)
         except (TypeError, ValueError) as err:
             raise InvalidMessageError(first_index + k, str(err)) from None
+        except RecursionError:  # deeper than a load could read back
+            raise InvalidMessageError(first_index + k, "values are nested too deeply") from None
         problem = message_problem(data) or json_problem(data)
         if problem:
             raise InvalidMessageError(first_index + k, problem)
@@ -98,7 +101,7 @@ def new_messages(session_id: str, saved: list[dict[str, Any]],
                 continue
             try:
                 same = to_message_dict(given) == kept
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, RecursionError):
                 same = False
             if not same:
                 raise ContextMismatchError(
