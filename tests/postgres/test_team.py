@@ -4,7 +4,6 @@ pages of a long listing, and how saves touch the tables (design §16)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -15,7 +14,7 @@ import pytest
 from jupyter_agent.store.postgres import PostgresStore
 from jupyter_agent.store.postgres.leases import whoami
 from tests.postgres.server import PgCluster
-from tests.store_contract.processes import CHILD, DESCRIPTION_ENV, Holder, eventually
+from tests.processes import CHILD, Holder, eventually, store_env
 
 SYSTEM = {"role": "system", "content": "s"}
 
@@ -36,9 +35,7 @@ def session_xmin(pg: PgCluster, project: str, sid: str) -> object:
 def test_two_machines_share_one_database(pg: PgCluster, tmp_path: Path, project: str,
                                          store: PostgresStore) -> None:
     """Two kernels with their own memory directories (two "machines") write at once."""
-    envs = {name: {**os.environ, "JUPYTER_AGENT_STORE_URL": pg.url(), DESCRIPTION_ENV:
-                   json.dumps({"backend": "postgres", "memory": str(tmp_path / name),
-                               "project": project})}
+    envs = {name: store_env(tmp_path / name, url=pg.url(), project=project)
             for name in ("alpha", "beta")}
     procs = {name: subprocess.Popen([sys.executable, CHILD, "create", name, "20"],
                                     stdout=subprocess.PIPE, text=True, env=env)
@@ -67,9 +64,7 @@ def test_rows_of_killed_kernels_are_collected(
     until collect_garbage removes it."""
     store = make_store()
     store.create_session([SYSTEM], session_id="shared")
-    env = {**os.environ, "JUPYTER_AGENT_STORE_URL": pg.url(), DESCRIPTION_ENV: json.dumps(
-        {"backend": "postgres", "memory": str(tmp_path / "mem"), "project": project})}
-    holder = Holder(env, "shared")
+    holder = Holder(store_env(tmp_path / "mem", url=pg.url(), project=project), "shared")
     try:
         assert store.collect_garbage() == []  # its row is backed by a live connection
         holder.kill()

@@ -5,13 +5,11 @@ calling it) returns a new store object on the backend's storage for this test, a
 ``make(label="...")`` one with a holder label. Two store objects made by one factory
 share the storage (two kernels on one memory directory, or two connections to one
 database). ``backend.child_env()`` describes the storage to a second process
-(:mod:`tests.store_contract.processes`). A new backend is one more entry in ``BACKENDS``.
+(:mod:`tests.processes`). A new backend is one more entry in ``BACKENDS``.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,7 +19,7 @@ from typing import Any
 import pytest
 
 from jupyter_agent.store import SessionStore, Store
-from tests.store_contract.processes import DESCRIPTION_ENV
+from tests.processes import store_env
 
 
 @dataclass
@@ -60,18 +58,10 @@ class Backend:
 
     __call__ = make
 
-    def description(self) -> dict[str, str]:
-        """What a child process needs to open the same storage (no password in it)."""
-        return {"backend": self.name, "memory": str(self.memory), "project": self.project}
-
     def child_env(self) -> dict[str, str]:
-        """The environment of a child process opening this storage: the description in
-        ``$JUPYTER_AGENT_TEST_STORE``, the URL in ``$JUPYTER_AGENT_STORE_URL`` (never on
-        a command line)."""
-        env = {**os.environ, DESCRIPTION_ENV: json.dumps(self.description())}
-        if self.url:
-            env["JUPYTER_AGENT_STORE_URL"] = self.url
-        return env
+        """The environment of a child process opening this storage
+        (:func:`tests.processes.store_env`)."""
+        return store_env(self.memory, url=self.url, project=self.project)
 
     def close(self) -> None:
         for store in self.made:

@@ -1,7 +1,7 @@
 """Contract: leases between store objects and between real processes (design §7).
 
-The second kernel is a real process on the same storage (``child.py``, driven through
-:mod:`tests.store_contract.processes`), so what is checked is what another notebook on
+The second kernel is a real process on the same storage (``store_child.py``, driven
+through :mod:`tests.processes`), so what is checked is what another notebook on
 this machine -- or, for a database, on another one -- would see.
 """
 
@@ -20,8 +20,8 @@ import pytest
 
 from jupyter_agent.errors import SessionLockedError, SessionNotFoundError
 from jupyter_agent.store import Store
+from tests.processes import Holder, eventually, run_child
 from tests.store_contract.conftest import StoreFactory
-from tests.store_contract.processes import Holder, eventually, run_child
 
 SYSTEM = {"role": "system", "content": "s"}
 

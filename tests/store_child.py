@@ -1,8 +1,9 @@
-"""Another kernel for the store tests: a real process opening the same storage.
+"""Another kernel for the tests: a real process opening the same storage.
 
-``python tests/store_contract/child.py MODE SESSION_ID [ARG]``, with the storage described
-in ``$JUPYTER_AGENT_TEST_STORE`` (JSON: ``backend`` ``"json"`` or ``"postgres"``,
-``memory``, ``project``) and a database URL in ``$JUPYTER_AGENT_STORE_URL``:
+``python tests/store_child.py MODE SESSION_ID [ARG]``, with the storage described in
+``$JUPYTER_AGENT_TEST_STORE`` (JSON: ``backend`` ``"json"`` or ``"postgres"``,
+``memory``, ``project``) and a database URL in ``$JUPYTER_AGENT_STORE_URL``
+(:func:`tests.processes.store_env` makes both; :mod:`tests.processes` drives the modes):
 
 - ``hold [LABEL]``: take the lease, print ``held <pid>``, keep it until stdin closes;
 - ``forkhold``: take the lease, ``os.fork`` a child that sleeps (user code forking in the

@@ -1,9 +1,10 @@
-"""Second processes for the contract suite: another kernel on the same storage.
+"""Second processes for the tests: another kernel on the same storage.
 
-Plain helpers over ``child.py`` (a script run with ``sys.executable``), for any backend:
-a :class:`~tests.store_contract.conftest.Backend` gives the child's environment
-(``backend.child_env()``: a description of the storage in ``$JUPYTER_AGENT_TEST_STORE``
-and, for a database, its URL in ``$JUPYTER_AGENT_STORE_URL``, never on a command line).
+Plain helpers over ``store_child.py`` (a script run with ``sys.executable``), for either
+backend. The child learns which storage to open from its environment, made by
+:func:`store_env`: a description in ``$JUPYTER_AGENT_TEST_STORE`` and, for a database,
+its URL in ``$JUPYTER_AGENT_STORE_URL`` (never on a command line). The contract suite's
+``Backend.child_env()`` and the ``hold`` fixture of ``tests/conftest.py`` are built on it.
 
 - :func:`run_child` runs one ``try`` or ``create`` and returns its JSON line;
 - :class:`Holder` is a child that holds a session's lease until told to exit or killed
@@ -25,15 +26,41 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CHILD", "DESCRIPTION_ENV", "Holder", "eventually", "run_child"]
+__all__ = ["CHILD", "DESCRIPTION_ENV", "Hold", "Holder", "eventually", "run_child", "store_env"]
 
-CHILD = str(Path(__file__).with_name("child.py"))
-#: The environment variable describing the storage to ``child.py`` (JSON).
+CHILD = str(Path(__file__).with_name("store_child.py"))
+#: The environment variable describing the storage to ``store_child.py`` (JSON).
 DESCRIPTION_ENV = "JUPYTER_AGENT_TEST_STORE"
 
 
+def store_env(memory: str | os.PathLike[str], *, url: str = "",
+              project: str = "") -> dict[str, str]:
+    """The environment of a child process opening the storage of a test.
+
+    Parameters
+    ----------
+    memory : str or os.PathLike
+        The memory directory (the session files when ``url`` is empty).
+    url : str
+        A PostgreSQL URL: the child opens the team store of ``project`` on it.
+    project : str
+        The project key (team store only).
+
+    Returns
+    -------
+    dict of str to str
+        This process's environment plus the description (and the URL, if any).
+    """
+    description = {"backend": "postgres" if url else "json", "memory": str(memory),
+                   "project": project}
+    env = {**os.environ, DESCRIPTION_ENV: json.dumps(description)}
+    if url:
+        env["JUPYTER_AGENT_STORE_URL"] = url
+    return env
+
+
 def run_child(env: Mapping[str, str], mode: str, session_id: str, *extra: str) -> dict[str, Any]:
-    """Run ``child.py MODE SESSION_ID [EXTRA]`` to its end; return the JSON it prints."""
+    """Run ``store_child.py MODE SESSION_ID [EXTRA]`` to its end; return the JSON it prints."""
     out = subprocess.run([sys.executable, CHILD, mode, session_id, *extra],
                          capture_output=True, text=True, timeout=120, check=False,
                          env=dict(env))
@@ -81,6 +108,13 @@ class Holder:
         if self.forked is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.forked, signal.SIGKILL)
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
+#: The type of the ``hold`` fixture (``tests/conftest.py``): ``hold(session_id, label="")``.
+Hold = Callable[..., Holder]
 
 
 def eventually(check: Callable[[], bool], seconds: float = 10.0) -> None:
