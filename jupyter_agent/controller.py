@@ -65,6 +65,9 @@ if TYPE_CHECKING:
 __all__ = ["AgentController", "Resumed", "SessionChange", "SessionOptions", "Settings",
            "TurnResult", "UsageReport", "kernel_label"]
 
+#: How many archived sessions a failed resume without an ID counts (it reads no more).
+_ARCHIVED_COUNTED = 100
+
 
 @dataclass
 class _Active:
@@ -333,19 +336,7 @@ class AgentController:
         explicit = options or SessionOptions()
         store = self.store
         if session_id is None:
-            listing = store.list_sessions()
-            if not listing:
-                where = getattr(store, "location", None) or getattr(store, "root", "the store")
-                hidden = store.list_sessions(include_archived=True)
-                if hidden:
-                    n = len(hidden)
-                    raise JupyterAgentError(
-                        f"no session to resume in {where}: the {n} saved session"
-                        f"{'s are' if n > 1 else ' is'} archived; %agent_resume ID takes one "
-                        f"out of the archive (%agent_sessions --all lists them, newest: "
-                        f"{hidden[0].id}), or start one with %agent_new")
-                raise JupyterAgentError(f"no saved sessions in {where}: start one with %agent_new")
-            session_id = listing[0].id
+            session_id = self._newest_session(store)
         session_id = validate_session_id(session_id)
         if self._active is not None and self._active.session_id == session_id:
             store = self._active.store
@@ -373,6 +364,32 @@ class AgentController:
         if archived:
             conversation.set_archived(False)
         return Resumed(conversation.record(), unarchived=archived)
+
+    @staticmethod
+    def _newest_session(store: Store) -> str:
+        """The most recently updated non-archived session: one page of one entry, so a
+        team store reads one row however many sessions the project has.
+
+        Raises
+        ------
+        JupyterAgentError
+            There is none; the message says whether archived sessions exist (their
+            number, up to :data:`_ARCHIVED_COUNTED`).
+        """
+        newest = store.list_sessions(limit=1)
+        if newest:
+            return newest[0].id
+        where = getattr(store, "location", None) or getattr(store, "root", "the store")
+        hidden = store.list_sessions(include_archived=True, limit=_ARCHIVED_COUNTED + 1)
+        if not hidden:
+            raise JupyterAgentError(f"no saved sessions in {where}: start one with %agent_new")
+        n = len(hidden)
+        count = (f"the {n} saved session{'s are' if n > 1 else ' is'}" if n <= _ARCHIVED_COUNTED
+                 else f"more than {_ARCHIVED_COUNTED} saved sessions are")
+        raise JupyterAgentError(
+            f"no session to resume in {where}: {count} archived; %agent_resume ID takes one "
+            f"out of the archive (%agent_sessions --all lists them, newest: {hidden[0].id}), "
+            "or start one with %agent_new")
 
     def ask(self, prompt: str, *, on_event: Callable[[Any], None] | None = None) -> TurnResult:
         """Send ``prompt`` to the active session and return what the turn produced.

@@ -7,6 +7,9 @@
   loaded through ``%load_ext jupyter_agent``; ``make_shell(config)`` builds one from a
   ``traitlets.config.Config`` (the equivalent of ``ipython_config.py``).
 - ``model_server``: a started ``ScriptedModelServer`` (empty script; tests add steps).
+- ``hold``: ``hold(session_id)`` makes another process take a session's lease in the
+  test's memory directory and returns it (a :class:`~tests.processes.Holder`: ``.pid``,
+  ``.exit()`` to let go); whatever is still held is let go at the end of the test.
 - ``pg`` (session): a throwaway PostgreSQL cluster (:class:`~tests.postgres.server.PgCluster`)
   started on first use and removed at the end of the run. Without server binaries the
   tests that use it skip, saying so -- except in CI (``CI=true``), where they fail.
@@ -24,6 +27,7 @@ from traitlets.config import Config
 
 from jupyter_agent.testing import ScriptedModelServer
 from tests.postgres.server import PgCluster, find_server_bin
+from tests.processes import Hold, Holder, store_env
 from tests.shells import ShellFactory
 
 
@@ -43,6 +47,22 @@ def _isolated_memory_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
 def memory_dir(_isolated_memory_dir: Path) -> Path:
     """The memory directory the extension uses in this test."""
     return _isolated_memory_dir
+
+
+@pytest.fixture
+def hold(memory_dir: Path) -> Iterator[Hold]:
+    """``hold(session_id, label="")``: another process holds the session's lease."""
+    holders: list[Holder] = []
+
+    def take(session_id: str, label: str = "") -> Holder:
+        holders.append(Holder(store_env(memory_dir), session_id, label))
+        return holders[-1]
+
+    yield take
+    for holder in holders:
+        if holder.proc.poll() is None:
+            holder.exit()
+        holder.stop()
 
 
 def _new_shell(cls: type[InteractiveShell], config: Config | None) -> InteractiveShell:

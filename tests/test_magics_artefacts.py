@@ -3,8 +3,6 @@ scripted model server and real session files (design §17)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
@@ -14,15 +12,8 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_agent.store import ForkOrigin, SessionStore
 from jupyter_agent.testing import ScriptedModelServer
+from tests.processes import Hold
 from tests.shells import magics_of
-
-HOLDER = """
-import sys
-from jupyter_agent.store import SessionStore
-SessionStore(sys.argv[1]).acquire_lease(sys.argv[2])
-print("held", flush=True)
-sys.stdin.read()
-"""
 
 
 @pytest.fixture
@@ -67,18 +58,14 @@ def test_fork_at_a_turn_becomes_the_active_session(
 
 def test_fork_of_a_session_another_process_holds(
     agent_shell: InteractiveShell, model_server: ScriptedModelServer, two_turns: str,
-    memory_dir: Path, capsys: pytest.CaptureFixture[str],
+    memory_dir: Path, capsys: pytest.CaptureFixture[str], hold: Hold,
 ) -> None:
     agent_shell.run_line_magic("agent_new", "")  # let the session go ...
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(memory_dir), two_turns],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:  # ... to another process
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
-        with pytest.raises(UsageError, match="in use by process"):
-            agent_shell.run_line_magic("agent_resume", two_turns)
-        agent_shell.run_line_magic("agent_fork", two_turns)
-    finally:
-        proc.communicate("")
+    holder = hold(two_turns)  # ... to another process
+    with pytest.raises(UsageError, match="in use by process"):
+        agent_shell.run_line_magic("agent_resume", two_turns)
+    agent_shell.run_line_magic("agent_fork", two_turns)
+    holder.exit()
     fork = magics_of(agent_shell).controller.active_session_id
     record = SessionStore(memory_dir).load_session(str(fork))
     assert record.title == "Penguins (fork)" and record.parent == ForkOrigin(session_id=two_turns)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
+from tests.processes import Hold
 from tests.shells import ShellFactory, magics_of
 
 PROBE = """
@@ -27,36 +27,11 @@ except BlockingIOError:
     print("locked")
 """
 
-HOLDER = """
-import sys
-from jupyter_agent.store import SessionStore
-SessionStore(sys.argv[1]).acquire_lease(sys.argv[2])
-print("held", flush=True)
-sys.stdin.read()
-"""
-
-
 def lock_state(store: SessionStore, sid: str) -> str:
     """'locked' or 'free', as a second process sees the session's lock with flock."""
     out = subprocess.run([sys.executable, "-c", PROBE, str(store.lock_path(sid))],
                          capture_output=True, text=True, check=True)
     return out.stdout.strip()
-
-
-@pytest.fixture
-def holder(memory_dir: Path) -> Iterator[object]:
-    procs: list[subprocess.Popen[str]] = []
-
-    def hold(sid: str) -> int:
-        proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(memory_dir), sid],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        procs.append(proc)
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
-        return proc.pid
-
-    yield hold
-    for proc in procs:
-        proc.communicate("")
 
 
 def new_session(shell: InteractiveShell, server: ScriptedModelServer, prompt: str,
@@ -142,12 +117,12 @@ def test_resume_with_options_sets_title_and_limits(
 
 
 def test_session_in_use_elsewhere_is_refused_naming_the_process(
-    agent_shell: InteractiveShell, model_server: ScriptedModelServer, holder: object,
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer, hold: Hold,
 ) -> None:
     sid = new_session(agent_shell, model_server, "q", "a")
     agent_shell.run_line_magic("agent_new", "")
     active = magics_of(agent_shell).controller.active_session_id
-    pid = holder(sid)  # type: ignore[operator]
+    pid = hold(sid).pid
     with pytest.raises(UsageError) as info:
         agent_shell.run_line_magic("agent_resume", sid)
     assert str(info.value).startswith(f"session {sid} is in use by process {pid} (since ")
@@ -263,11 +238,11 @@ def test_panel_resume_then_cell_continues_that_session(
 
 
 def test_panel_resume_error_is_shown_in_the_panel(
-    agent_shell: InteractiveShell, model_server: ScriptedModelServer, holder: object,
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer, hold: Hold,
 ) -> None:
     a = new_session(agent_shell, model_server, "q", "a")
     agent_shell.run_line_magic("agent_new", "")
-    pid = holder(a)  # type: ignore[operator]
+    pid = hold(a).pid
     panel = magics_of(agent_shell).sessions_panel()
     row = next(r for r in panel.rows if r.session_id == a)
     assert row.text.status == "in use"

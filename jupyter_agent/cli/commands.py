@@ -17,7 +17,7 @@ from dataclasses import asdict
 
 from jupyter_agent.cli.context import Context
 from jupyter_agent.errors import JupyterAgentError
-from jupyter_agent.store import SessionRecord
+from jupyter_agent.store import SessionListing, SessionRecord
 from jupyter_agent.store.messages import message_text
 
 __all__ = [
@@ -39,25 +39,35 @@ def list_sessions(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
-def _status(ctx: Context, session_id: str) -> str:
-    holder = ctx.store.lease_holder(session_id)
-    if holder is None:
-        return "idle"
-    who = f"process {holder.pid}" if holder.pid is not None else "another process"
-    return f"in use by {who}" + (f" ({holder.label})" if holder.label else "")
+def _status(listed: SessionListing) -> str:
+    if listed.status != "in use":
+        return "idle" if listed.status == "idle" else "active in this process"
+    holder = listed.holder
+    pid = None if holder is None else holder.pid
+    who = f"process {pid}" if pid is not None else "another process"
+    return f"in use by {who}" + (f" ({holder.label})" if holder is not None and holder.label
+                                 else "")
 
 
 def _show_text(ctx: Context, record: SessionRecord) -> str:
     from jupyter_agent.artefacts.fork import fork_label
-    from jupyter_agent.ui.display import format_cost, format_todos, one_line, relative_time
+    from jupyter_agent.ui.display import (
+        format_cost,
+        format_owner,
+        format_todos,
+        one_line,
+        relative_time,
+    )
 
     state, usage = record.state, record.state.usage
+    listed = ctx.store.describe_session(record.id)  # status, holder and owner
     rows = [
         ("id", record.id),
         ("created", f"{record.created_at:%Y-%m-%d %H:%M} UTC (updated "
                     f"{relative_time(record.updated_at)})"),
+        ("owner", format_owner(listed.owner_user, listed.owner_host)),
         ("parent", fork_label(record.parent)),
-        ("status", _status(ctx, record.id) + (", archived" if record.archived else "")),
+        ("status", _status(listed) + (", archived" if record.archived else "")),
         ("model", state.model),
         ("usage", f"{usage.input_tokens + usage.output_tokens:,} tokens "
                   f"({usage.input_tokens:,} in / {usage.output_tokens:,} out) · "

@@ -24,7 +24,10 @@ The rules every backend keeps (design §1-§10):
   completely when loaded (design §19), and a message that could not be loaded back is
   refused before it is saved (:class:`~jupyter_agent.errors.InvalidMessageError`);
 * a lease refusal carries who holds the session (``SessionLockedError.holder``: pid, host,
-  user, since, label) and :meth:`Store.list_sessions` reports it for sessions in use.
+  user, since, label) and :meth:`Store.list_sessions` reports it for sessions in use;
+* listing is ordered by ``(updated_at, id)``, newest first, and can be read a page at a
+  time (``limit``, ``after``); a store shared by a team fills ``owner_user`` and
+  ``owner_host`` of each entry, the files of one user leave them "".
 """
 
 from __future__ import annotations
@@ -137,8 +140,21 @@ class Store(Protocol):
         """Delete the session for good."""
         ...
 
-    def list_sessions(self, include_archived: bool = False) -> list[SessionListing]:
-        """One entry per readable session, most recently updated first (design §10)."""
+    def list_sessions(self, include_archived: bool = False, *, limit: int | None = None,
+                      after: SessionListing | None = None) -> list[SessionListing]:
+        """One entry per readable session, most recently updated first (design §10).
+
+        ``limit`` (at least 1; ``ValueError`` otherwise) keeps the newest ``limit``
+        entries; ``after`` (an entry of an earlier page) lists what comes after it in
+        the order ``(updated_at, id)``. Where only the newest session is needed, ask for
+        ``limit=1``: a team store then reads one row, not the whole project.
+        """
+        ...
+
+    def describe_session(self, session_id: str) -> SessionListing:
+        """What :meth:`list_sessions` shows of one session, archived or not (status,
+        holder, owner, fork origin), without reading its messages; raises
+        ``SessionNotFoundError`` or ``CorruptSessionError`` as a load would."""
         ...
 
     # ---- leases (design §7)

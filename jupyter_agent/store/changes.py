@@ -10,7 +10,9 @@ lease. The rules:
   message (:class:`~jupyter_agent.errors.InvalidMessageError` otherwise), so that
   nothing saved can fail to load;
 * a compaction replaces the working context only; what it keeps of the old one is found
-  as a common prefix and suffix (:func:`compaction_parts`).
+  as a common prefix and suffix (:func:`compaction_parts`);
+* a whole record imported as a new session (forks, migrations) is checked the same way
+  (:func:`check_importable`), whichever backend receives it.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from typing import Any
 from jupyter_agent.errors import ContextMismatchError, InvalidMessageError
 from jupyter_agent.store.jsonio import json_problem
 from jupyter_agent.store.messages import to_message_dict
+from jupyter_agent.store.records import SessionRecord, record_head
 from jupyter_agent.store.validation import message_problem
 
-__all__ = ["compaction_parts", "count_replaced", "new_messages", "normalized"]
+__all__ = ["check_importable", "compaction_parts", "count_replaced", "new_messages",
+           "normalized"]
 
 
 def normalized(messages: Sequence[Any], first_index: int = 0) -> list[dict[str, Any]]:
@@ -39,7 +43,8 @@ def normalized(messages: Sequence[Any], first_index: int = 0) -> list[dict[str, 
     ------
     InvalidMessageError
         For a message that is not a Chat Completions message or holds a value JSON
-        cannot (an integer beyond 64 bits, NaN, an object that is not JSON).
+        cannot (an integer beyond 64 bits, NaN, an object that is not JSON), or values
+        nested too deeply to be read back.
     """
     out = []
     for k, message in enumerate(messages):
@@ -47,6 +52,8 @@ def normalized(messages: Sequence[Any], first_index: int = 0) -> list[dict[str, 
             data = to_message_dict(message)
         except (TypeError, ValueError) as err:
             raise InvalidMessageError(first_index + k, str(err)) from None
+        except RecursionError:  # deeper than a load could read back
+            raise InvalidMessageError(first_index + k, "values are nested too deeply") from None
         problem = message_problem(data) or json_problem(data)
         if problem:
             raise InvalidMessageError(first_index + k, problem)
@@ -94,7 +101,7 @@ def new_messages(session_id: str, saved: list[dict[str, Any]],
                 continue
             try:
                 same = to_message_dict(given) == kept
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, RecursionError):
                 same = False
             if not same:
                 raise ContextMismatchError(
@@ -123,3 +130,30 @@ def count_replaced(old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]])
     common prefix or suffix)."""
     prefix, suffix = compaction_parts(old, new)
     return len(old) - prefix - suffix
+
+
+def check_importable(record: SessionRecord) -> None:
+    """Refuse a record that could not be loaded back once saved (design §19).
+
+    Parameters
+    ----------
+    record : SessionRecord
+        A whole record to import (its messages are plain dicts, as loads return them).
+
+    Raises
+    ------
+    InvalidMessageError
+        For a message of ``messages`` or ``transcript`` that is not a Chat Completions
+        message or holds a value JSON cannot; ``index`` is its position in that list.
+    ValueError
+        If another part of the record holds something JSON cannot (an unknown key with
+        a NaN, say).
+    """
+    for field in ("messages", "transcript"):
+        for k, message in enumerate(getattr(record, field)):
+            problem = message_problem(message) or json_problem(message)
+            if problem:
+                raise InvalidMessageError(k, f"{field}: {problem}")
+    problem = json_problem(record_head(record))
+    if problem:
+        raise ValueError(f"session {record.id!r} cannot be saved: {problem}")

@@ -27,12 +27,17 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 
-from jupyter_agent.errors import CorruptSessionError, JupyterAgentError, StoreBusyError
+from jupyter_agent.errors import (
+    CorruptSessionError,
+    JupyterAgentError,
+    SessionNotFoundError,
+    StoreBusyError,
+)
 from jupyter_agent.store.files import SafeDir, lock_shared_or_exclusive, signature_of
 from jupyter_agent.store.ids import SESSION_ID_PATTERN
 from jupyter_agent.store.jsonio import encode_json
@@ -79,6 +84,27 @@ def _complete(entry: dict[str, Any]) -> bool:
                 and (entry["parent"] is None or type(entry["parent"]) is dict))
     except KeyError:
         return False
+
+
+def _utc(text: str) -> datetime:
+    """An ISO 8601 time of the index as an aware UTC datetime (naive means UTC)."""
+    when = datetime.fromisoformat(text)
+    if when.tzinfo is None:
+        return when.replace(tzinfo=UTC)
+    try:
+        return when.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"{text!r} cannot be converted to UTC") from None
+
+
+def _fresh(session_id: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """An index entry as listing uses it (timestamps as datetimes, the fork origin as a
+    :class:`ForkOrigin`); ``ValueError`` when it does not convert."""
+    return {
+        **entry, "id": session_id,
+        "created_at": _utc(entry["created_at"]), "updated_at": _utc(entry["updated_at"]),
+        "parent": None if entry["parent"] is None else ForkOrigin.model_validate(entry["parent"]),
+    }
 
 
 def _json_fields(fields: dict[str, Any]) -> dict[str, Any]:
@@ -231,21 +257,39 @@ class ListingIndex:
             live[sid] = entry
             if entry.get("bad"):
                 continue
-            try:
-                fresh.append({
-                    **entry, "id": sid,
-                    "created_at": datetime.fromisoformat(entry["created_at"]),
-                    "updated_at": datetime.fromisoformat(entry["updated_at"]),
-                    "parent": None if entry["parent"] is None
-                    else ForkOrigin.model_validate(entry["parent"]),
-                })
-            except ValueError:
-                continue
+            with contextlib.suppress(ValueError):
+                fresh.append(_fresh(sid, entry))
         if updates:
             self._append(root, updates, quiet=False)
         if line_count + len(updates) > 2 * len(live) + SLACK_LINES:
             self._rewrite(root, live)
         return fresh
+
+    def entry(self, root: SafeDir, sessions: SafeDir, session_id: str) -> dict[str, Any]:
+        """The listing fields of one session, as :meth:`entries` gives them.
+
+        Raises
+        ------
+        SessionNotFoundError
+            There is no such session.
+        CorruptSessionError
+            Its files cannot be read or validated (naming the file).
+        UnsafePathError, OSError
+        """
+        head = sessions.child(f"{session_id}.json")
+        sig = session_sig(sessions, session_id)
+        if sig is None:
+            raise SessionNotFoundError(session_id, head)
+        entry = self.read(root)[0].get(session_id)
+        if entry is None or entry.get("sig") != sig or not entry.get("ok"):
+            try:
+                entry = self._rebuild(sessions, session_id, sig)
+            except ValueError as err:
+                raise CorruptSessionError(head, str(err)) from None
+        try:
+            return _fresh(session_id, entry)
+        except ValueError as err:
+            raise CorruptSessionError(head, str(err)) from None
 
     def _rewrite(self, root: SafeDir, live: dict[str, dict[str, Any]]) -> None:
         lines = []

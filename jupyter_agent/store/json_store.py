@@ -46,16 +46,12 @@ from pathlib import Path
 from stat import S_ISREG
 from typing import Any, NoReturn
 
-from jupyter_agent.errors import (
-    InvalidMessageError,
-    SessionNotFoundError,
-)
+from jupyter_agent.errors import SessionNotFoundError
 from jupyter_agent.store.base import NoteKind
-from jupyter_agent.store.changes import normalized
+from jupyter_agent.store.changes import check_importable, normalized
 from jupyter_agent.store.entries import compaction, save_point
 from jupyter_agent.store.garbage import collect_garbage
 from jupyter_agent.store.ids import new_session_id, validate_session_id
-from jupyter_agent.store.jsonio import json_problem
 from jupyter_agent.store.leases import Leases, lock_name
 from jupyter_agent.store.memory import MemoryStore
 from jupyter_agent.store.messages import clean_text, fallback_summary
@@ -64,11 +60,9 @@ from jupyter_agent.store.records import (
     SessionListing,
     SessionRecord,
     SessionState,
-    record_head,
     utc_now,
 )
 from jupyter_agent.store.session_files import SessionFiles, storage_errors
-from jupyter_agent.store.validation import message_problem
 
 __all__ = ["SessionStore"]
 
@@ -225,14 +219,7 @@ class SessionStore:
             If another part of it holds something JSON cannot.
         InvalidSessionIdError, SessionLockedError, UnsafePathError, StorageError
         """
-        for field in ("messages", "transcript"):
-            for k, message in enumerate(getattr(record, field)):
-                problem = message_problem(message) or json_problem(message)
-                if problem:
-                    raise InvalidMessageError(k, f"{field}: {problem}")
-        problem = json_problem(record_head(record))
-        if problem:
-            raise ValueError(f"session {record.id!r} cannot be saved: {problem}")
+        check_importable(record)
         self._add(record.model_copy(deep=True))
 
     def _add(self, record: SessionRecord) -> None:
@@ -442,7 +429,8 @@ class SessionStore:
             self._files.cache.pop(session_id, None)
             self._files.index.forget(root, session_id)
 
-    def list_sessions(self, include_archived: bool = False) -> list[SessionListing]:
+    def list_sessions(self, include_archived: bool = False, *, limit: int | None = None,
+                      after: SessionListing | None = None) -> list[SessionListing]:
         """One entry per readable session, newest ``updated_at`` first (design §10).
 
         Reads the listing index and checks each entry with two ``lstat`` calls; entries
@@ -453,19 +441,43 @@ class SessionStore:
         ----------
         include_archived : bool
             Include archived sessions (left out by default).
+        limit : int, optional
+            At most this many entries (default: all); only they are probed for a holder.
+        after : SessionListing, optional
+            The last entry of the previous page: list what comes after it (by
+            ``(updated_at, id)``; see :mod:`jupyter_agent.store.paging`).
 
         Returns
         -------
         list of SessionListing
             ``status`` is ``"active"`` when this store holds the lease, ``"in use"`` (with
-            ``holder``) when anyone else does, ``"idle"`` otherwise.
+            ``holder``) when anyone else does, ``"idle"`` otherwise. ``owner_user`` and
+            ``owner_host`` are "": the files of one user do not record an owner.
 
         Raises
         ------
+        ValueError
+            ``limit`` below 1.
         UnsafePathError
             If the memory directory, ``sessions/`` or the index may not be used.
         """
-        return self._files.listing(include_archived)
+        return self._files.listing(include_archived, limit, after)
+
+    def describe_session(self, session_id: str) -> SessionListing:
+        """What :meth:`list_sessions` shows of one session (archived or not), from the
+        listing index or the snapshot and the end of the journal (never the transcript).
+
+        Raises
+        ------
+        InvalidSessionIdError
+        SessionNotFoundError
+            If no session has this ID.
+        CorruptSessionError
+            Naming the file, if it cannot be read or validated.
+        UnsafePathError
+        """
+        validate_session_id(session_id)
+        return self._files.describe(session_id)
 
     def collect_garbage(self) -> list[Path]:
         """Remove temporary files of killed writers and lock files of deleted sessions.

@@ -103,8 +103,11 @@ def json_problem(value: Any, depth: int = 0) -> str | None:
     return None
 
 
-def decode_json(raw: bytes, path: Path) -> Any:
+def decode_json(raw: bytes, path: Path | str) -> Any:
     """Decode JSON bytes as described in the module docstring.
+
+    ``path`` names where the bytes come from: a file, or a location string of a database
+    backend.
 
     Raises
     ------

@@ -13,6 +13,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,6 +38,7 @@ from jupyter_agent.store.journal import (
 )
 from jupyter_agent.store.jsonio import encode_json
 from jupyter_agent.store.leases import Leases
+from jupyter_agent.store.paging import check_limit, page_of
 from jupyter_agent.store.records import SessionListing, SessionRecord
 from jupyter_agent.store.snapshot import Loaded, load, snapshot_bytes
 
@@ -295,35 +297,57 @@ class SessionFiles:
             new = replace(loaded, record=loaded.record.model_copy(update=update))
             self.append(root, sessions, loaded, entry, new, self.all_fields(new))
 
-    def listing(self, include_archived: bool) -> list[SessionListing]:
-        """The listing (see :meth:`jupyter_agent.store.SessionStore.list_sessions`)."""
-        listing: list[SessionListing] = []
+    def listing(self, include_archived: bool, limit: int | None = None,
+                after: SessionListing | None = None) -> list[SessionListing]:
+        """The listing (see :meth:`jupyter_agent.store.SessionStore.list_sessions`); only
+        the sessions of the page are probed for a holder."""
+        check_limit(limit)
         with self.mutex, self.dirs(create=False) as dirs:
             if dirs is None:
-                return listing
+                return []
             root, sessions = dirs
+            entries = [e for e in self.index.entries(root, sessions)
+                       if include_archived or not e["archived"]]
+            entries.sort(key=_order, reverse=True)
+            entries = page_of(entries, _order, limit, after)
             with os.scandir(sessions.fd) as it:
                 locks = {e.name[:-5] for e in it if e.name.endswith(".lock")}
-            for entry in self.index.entries(root, sessions):
-                if entry["archived"] and not include_archived:
-                    continue
-                sid = entry["id"]
+            return [self._listed(sessions, e, e["id"] in locks) for e in entries]
+
+    def describe(self, session_id: str) -> SessionListing:
+        """One session's listing entry (see :meth:`jupyter_agent.store.SessionStore.
+        describe_session`)."""
+        with self.mutex, self.dirs(create=False) as dirs:
+            if dirs is None:
+                raise SessionNotFoundError(session_id, self.session_path(session_id))
+            root, sessions = dirs
+            entry = self.index.entry(root, sessions, session_id)
+            return self._listed(sessions, entry,
+                                sessions.lstat(f"{session_id}.lock") is not None)
+
+    def _listed(self, sessions: SafeDir, entry: dict[str, Any], lock: bool) -> SessionListing:
+        """A listing entry from index fields, with who holds the session (probed only
+        when it has a lock file: reading /proc/locks can be slower)."""
+        sid = entry["id"]
+        holder = None
+        status: Literal["active", "in use", "idle"] = "idle"
+        if self.leases.holds(sid):
+            status = "active"
+        elif lock:
+            try:
+                holder = self.leases.holder(sessions, sid)
+            except (UnsafePathError, OSError):
                 holder = None
-                status: Literal["active", "in use", "idle"] = "idle"
-                if self.leases.holds(sid):
-                    status = "active"
-                elif sid in locks:  # probed one by one: /proc/locks can be slower to read
-                    try:
-                        holder = self.leases.holder(sessions, sid)
-                    except (UnsafePathError, OSError):
-                        holder = None
-                    if holder is not None:
-                        status = "in use"
-                listing.append(SessionListing(
-                    id=sid, updated_at=entry["updated_at"], summary=entry["summary"],
-                    title=entry["title"], archived=entry["archived"], status=status,
-                    created_at=entry["created_at"], message_count=entry["message_count"],
-                    cost_usd=float(entry["cost_usd"]), tool_calls=entry["tool_calls"],
-                    first_prompt=entry["first_prompt"], holder=holder, parent=entry["parent"]))
-        listing.sort(key=lambda e: (e.updated_at, e.id), reverse=True)
-        return listing
+            if holder is not None:
+                status = "in use"
+        return SessionListing(
+            id=sid, updated_at=entry["updated_at"], summary=entry["summary"],
+            title=entry["title"], archived=entry["archived"], status=status,
+            created_at=entry["created_at"], message_count=entry["message_count"],
+            cost_usd=float(entry["cost_usd"]), tool_calls=entry["tool_calls"],
+            first_prompt=entry["first_prompt"], holder=holder, parent=entry["parent"])
+
+
+def _order(entry: dict[str, Any]) -> tuple[datetime, str]:
+    """Listing order: ``(updated_at, id)``, newest first when reversed."""
+    return entry["updated_at"], entry["id"]

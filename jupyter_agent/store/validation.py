@@ -98,8 +98,11 @@ def _plain_calls(calls: list[Any]) -> bool:
     return True
 
 
-def check_messages(messages: Any, path: Path, field: str) -> list[dict[str, Any]]:
+def check_messages(messages: Any, path: Path | str, field: str) -> list[dict[str, Any]]:
     """Return ``messages`` if it is a list of valid messages, else raise naming ``path``.
+
+    ``path`` is the file, or for a database backend a location string (database,
+    project, session).
 
     Raises
     ------

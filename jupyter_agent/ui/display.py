@@ -37,6 +37,7 @@ __all__ = [
     "format_cost",
     "format_footer",
     "format_history",
+    "format_owner",
     "format_recap",
     "format_recap_usage",
     "format_resumed",
@@ -288,14 +289,28 @@ def format_resumed_line(resumed: Resumed) -> str:
             "continue with %%agent")
 
 
+def format_owner(user: str, host: str) -> str:
+    """Who created a session, for people: ``"alice on node-3"``, ``"alice"``, ``"node-3"``;
+    "" when the store records no owner (the JSON files of one user)."""
+    user, host = one_line(user, 40), one_line(host, 40)
+    return f"{user} on {host}" if user and host else user or host
+
+
 def format_sessions_table(listings: Sequence[SessionListing], *, active_id: str | None = None,
                           now: datetime | None = None) -> str:
-    """``%agent_sessions`` in a terminal: one row per session (``*`` marks the active one)."""
+    """``%agent_sessions`` in a terminal: one row per session (``*`` marks the active one).
+
+    An ``OWNER`` column (``alice on node-3``) is shown when the store records owners (a
+    team store); the JSON files of one user leave it out.
+    """
     if not listings:
         return "no sessions"
-    header = ("", "ID", "UPDATED", "STATUS", "MSGS", "COST", "TITLE / FIRST PROMPT")
+    owners = [format_owner(s.owner_user, s.owner_host) for s in listings]
+    team = any(owners)
+    header = ("", "ID", "UPDATED", "STATUS", "MSGS", "COST", *(("OWNER",) if team else ()),
+              "TITLE / FIRST PROMPT")
     rows = [header]
-    for s in listings:
+    for s, owner in zip(listings, owners, strict=True):
         name = s.title or one_line(s.first_prompt, 50) or "(empty)"
         parent = getattr(s, "parent", None)  # the fork's origin, where the listing has it
         if parent is not None:
@@ -303,7 +318,7 @@ def format_sessions_table(listings: Sequence[SessionListing], *, active_id: str 
         status = s.status + (" (archived)" if s.archived else "")
         rows.append(("*" if s.id == active_id else "", s.id, relative_time(s.updated_at, now),
                      status, str(s.message_count), f"${s.cost_usd:.4f}",
-                     one_line(name, 64 if parent else 50)))
+                     *((owner,) if team else ()), one_line(name, 64 if parent else 50)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
     return "\n".join(
         " ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + " " + r[-1]

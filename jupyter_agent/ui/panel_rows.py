@@ -25,7 +25,7 @@ import ipywidgets as widgets
 from jupyter_agent.artefacts.fork import fork_label
 from jupyter_agent.store.messages import message_text
 from jupyter_agent.ui.advice import describe_holder
-from jupyter_agent.ui.display import format_cost, one_line, relative_time
+from jupyter_agent.ui.display import format_cost, format_owner, one_line, relative_time
 from jupyter_agent.ui.markdown import excerpt, summary_html
 
 if TYPE_CHECKING:
@@ -51,6 +51,7 @@ class RowText(NamedTuple):
     messages: str
     cost: str
     holder: str = ""
+    owner: str = ""
 
 
 def format_row(listing: SessionListing, now: datetime | None = None) -> RowText:
@@ -68,7 +69,9 @@ def format_row(listing: SessionListing, now: datetime | None = None) -> RowText:
         ``name`` is the title, else the first words of the first prompt, else
         :data:`UNTITLED`; ``summary`` is the summary's readable text on one line (no
         Markdown marks); ``cost`` is in USD; ``holder`` says who holds a session that
-        is in use elsewhere (a notebook or kernel, its host and process), else "".
+        is in use elsewhere (a notebook or kernel, its host and process), else "";
+        ``owner`` who created it (``"alice on node-3"``) when the store records owners
+        (a team store), else "".
     """
     name = listing.title or excerpt(listing.first_prompt, 60) or UNTITLED
     status = listing.status + (", archived" if listing.archived else "")
@@ -85,6 +88,7 @@ def format_row(listing: SessionListing, now: datetime | None = None) -> RowText:
         messages=f"{listing.message_count} msg" + ("" if listing.message_count == 1 else "s"),
         cost=format_cost(Usage(cost_usd=listing.cost_usd)),
         holder=holder,
+        owner=format_owner(listing.owner_user, listing.owner_host),
     )
 
 
@@ -226,6 +230,8 @@ class RowSlot:
             summary = f"<br><small>{found_html(found)}</small>"
         fork = fork_label(getattr(listing, "parent", None))  # listings name it when known
         fork = f" <small style='opacity:0.7'>· {html.escape(fork)}</small>" if fork else ""
+        if text.owner:  # a team store: who created it
+            fork += f" <small style='opacity:0.7'>· by {html.escape(text.owner)}</small>"
         in_use = listing.status == "in use"
         held = (f"<br><small style='color:var(--jp-warn-color0, #e65100)'>In use by "
                 f"{html.escape(text.holder)}. To use it here: stop that kernel (or switch it "

@@ -7,8 +7,6 @@ and summary the parent had right after turn N (design §17).
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,14 +17,7 @@ from jupyter_agent.errors import ForkPointError, SessionNotFoundError
 from jupyter_agent.store import ForkOrigin, SessionStore
 from jupyter_agent.testing import ScriptedModelServer
 from tests.artefacts.helpers import Snapshot, run_turns
-
-HOLDER = """
-import sys
-from jupyter_agent.store import SessionStore
-SessionStore(sys.argv[1]).acquire_lease(sys.argv[2])
-print("held", flush=True)
-sys.stdin.read()
-"""
+from tests.processes import Hold
 
 
 def assert_same_state(fork_state: object, snapshot: Snapshot) -> None:
@@ -130,16 +121,12 @@ def test_fork_point_is_checked(model_server: ScriptedModelServer, store: Session
 
 
 def test_fork_while_another_process_holds_the_parent(
-    model_server: ScriptedModelServer, store: SessionStore, memory_dir: Path
+    model_server: ScriptedModelServer, store: SessionStore, memory_dir: Path, hold: Hold
 ) -> None:
     sid, _ = run_turns(model_server, store)
     before = store.session_path(sid).read_bytes()
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(memory_dir), sid],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
-        fork = fork_session(SessionStore(memory_dir), sid, at=2, title="second try").record
-    finally:
-        proc.communicate("")
+    holder = hold(sid)
+    fork = fork_session(SessionStore(memory_dir), sid, at=2, title="second try").record
+    holder.exit()
     assert store.load_session(fork.id).title == "second try"
     assert store.session_path(sid).read_bytes() == before

@@ -19,6 +19,7 @@ import pytest
 
 from jupyter_agent.store import ForkOrigin, SessionState, SessionStore, TodoItem
 from tests.cli.helpers import CLI, command
+from tests.processes import Hold
 
 SYSTEM = {"role": "system", "content": "You help with data."}
 
@@ -140,9 +141,9 @@ def test_fork_archive_rm(cli: CLI, store: SessionStore) -> None:
 
 
 def test_reads_work_while_held_and_writes_are_refused(cli: CLI, store: SessionStore,
-                                                      hold: object) -> None:
+                                                      hold: Hold) -> None:
     sid = make(store, "long analysis", "working on it", title="Busy")
-    pid = hold(sid)  # type: ignore[operator]
+    pid = hold(sid).pid
     assert cli("show", sid).returncode == 0
     assert f"status      in use by process {pid}" in cli("show", sid).stdout
     assert cli("search", "analysis", "--deep").returncode == 0
@@ -173,10 +174,10 @@ def test_memory_dir_found_like_the_magics(cli: CLI, tmp_path: Path) -> None:
 
 
 def test_gc_removes_temporary_files_of_idle_sessions_only(cli: CLI, store: SessionStore,
-                                                          hold: object) -> None:
+                                                          hold: Hold) -> None:
     idle = make(store, "a", "b")
     busy = make(store, "c", "d")
-    hold(busy)  # type: ignore[operator]
+    hold(busy)
     stale = [store.sessions_dir / f".{sid}.json.k1ll3d.tmp" for sid in (idle, busy)]
     for path in stale:  # e.g. the holder is writing the second one right now
         path.write_bytes(b"{half a reco")

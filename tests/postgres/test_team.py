@@ -4,7 +4,6 @@ pages of a long listing, and how saves touch the tables (design §16)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -15,8 +14,8 @@ import pytest
 from jupyter_agent.store.postgres import PostgresStore
 from jupyter_agent.store.postgres.leases import whoami
 from tests.postgres.server import PgCluster
+from tests.processes import CHILD, Holder, eventually, store_env
 
-CHILD = str(Path(__file__).with_name("child.py"))
 SYSTEM = {"role": "system", "content": "s"}
 
 
@@ -36,12 +35,11 @@ def session_xmin(pg: PgCluster, project: str, sid: str) -> object:
 def test_two_machines_share_one_database(pg: PgCluster, tmp_path: Path, project: str,
                                          store: PostgresStore) -> None:
     """Two kernels with their own memory directories (two "machines") write at once."""
-    env = {**os.environ, "JUPYTER_AGENT_STORE_URL": pg.url()}
-    procs = {
-        name: subprocess.Popen([sys.executable, CHILD, "create", str(tmp_path / name), project,
-                                name, "20"], stdout=subprocess.PIPE, text=True, env=env)
-        for name in ("alpha", "beta")
-    }
+    envs = {name: store_env(tmp_path / name, url=pg.url(), project=project)
+            for name in ("alpha", "beta")}
+    procs = {name: subprocess.Popen([sys.executable, CHILD, "create", name, "20"],
+                                    stdout=subprocess.PIPE, text=True, env=env)
+             for name, env in envs.items()}
     outputs = {name: proc.communicate(timeout=120)[0] for name, proc in procs.items()}
     assert all(proc.returncode == 0 for proc in procs.values())
     for name, out in outputs.items():  # each machine lists the project's sessions
@@ -57,6 +55,25 @@ def test_two_machines_share_one_database(pg: PgCluster, tmp_path: Path, project:
         assert record.messages[0]["content"] == f"from {tmp_path / name}"
         assert len(record.transcript) == 41
     assert not (tmp_path / "alpha" / "sessions").exists()  # no session files on the machines
+
+
+def test_rows_of_killed_kernels_are_collected(
+    make_store: Callable[..., PostgresStore], pg: PgCluster, project: str, tmp_path: Path
+) -> None:
+    """A killed kernel's lock is released by the server; its lease row stays, ignored,
+    until collect_garbage removes it."""
+    store = make_store()
+    store.create_session([SYSTEM], session_id="shared")
+    holder = Holder(store_env(tmp_path / "mem", url=pg.url(), project=project), "shared")
+    try:
+        assert store.collect_garbage() == []  # its row is backed by a live connection
+        holder.kill()
+        eventually(lambda: store.lease_holder("shared") is None)
+    finally:
+        holder.stop()
+    assert store.list_sessions()[0].status == "idle"
+    assert store.collect_garbage() == ["shared"]
+    assert store.collect_garbage() == []
 
 
 def test_projects_do_not_see_each_other(make_store: Callable[..., PostgresStore]) -> None:

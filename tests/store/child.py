@@ -3,21 +3,16 @@
 Used two ways:
 
 * imported, by ``multiprocessing`` (forkserver context): :func:`crash_writer`;
-* as a script, ``python tests/store/child.py MODE ROOT SESSION_ID [ARG]``:
+* as a script, ``python tests/store/child.py fsize ROOT SESSION_ID LIMIT``: limit this
+  process's file size to LIMIT bytes (``RLIMIT_FSIZE``, so the write itself fails with
+  ``EFBIG``), try to save a large message and print a JSON line with the outcome.
 
-  - ``hold [LABEL]``: take the lease, print ``held <pid>``, keep it until stdin closes;
-  - ``forkhold``: take the lease, ``os.fork`` a child that sleeps, print
-    ``held <pid> child <child pid>``, then wait (to be killed);
-  - ``try``: try to save one more message; print a JSON line with the outcome;
-  - ``fsize LIMIT``: limit this process's file size to LIMIT bytes
-    (``RLIMIT_FSIZE``, so the write itself fails with ``EFBIG``), try to save a
-    large message and print a JSON line with the outcome.
+Another kernel holding or trying a lease is ``tests/store_child.py`` (:mod:`tests.processes`).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import resource
 import signal
 import sys
@@ -72,24 +67,7 @@ def _try_save(store: SessionStore, session_id: str, content: str) -> dict[str, A
 
 def main(argv: list[str]) -> int:
     mode, root, session_id = argv[:3]
-    store = SessionStore(root, holder_label=argv[3] if len(argv) > 3 else "")
-    if mode == "hold":
-        store.acquire_lease(session_id)
-        print(f"held {os.getpid()}", flush=True)
-        sys.stdin.read()  # until the parent closes stdin
-        return 0
-    if mode == "forkhold":
-        store.acquire_lease(session_id)
-        child = os.fork()
-        if child == 0:  # user code forking in the kernel: the child lives on
-            signal.pause()
-            os._exit(0)
-        print(f"held {os.getpid()} child {child}", flush=True)
-        signal.pause()
-        return 0
-    if mode == "try":
-        print(json.dumps(_try_save(store, session_id, "from the child")), flush=True)
-        return 0
+    store = SessionStore(root)
     if mode == "fsize":
         limit = int(argv[3])
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # get EFBIG instead of dying

@@ -3,26 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from jupyter_agent.store import SessionStore
-
-CHILD = str(Path(__file__).with_name("child.py"))
-
-
-class Holder:
-    def __init__(self, root: Path, sid: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, CHILD, "hold", str(root), sid],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None
-        assert self.proc.stdout.readline().startswith("held ")
-
-    def exit(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        assert self.proc.wait(timeout=60) == 0
+from tests.processes import Holder, store_env
 
 
 def test_collect_garbage_removes_only_what_nobody_uses(tmp_path: Path) -> None:
@@ -39,7 +23,7 @@ def test_collect_garbage_removes_only_what_nobody_uses(tmp_path: Path) -> None:
     kept = [sessions / ".busy.json.deadbeef.tmp"]
     orphan = sessions / "orphan.jsonl"  # a journal whose snapshot was never written
     held_gone = "heldgone"  # a deleted session whose ID someone holds right now
-    holder_busy, holder_gone = Holder(root, busy), Holder(root, held_gone)
+    holder_busy, holder_gone = Holder(store_env(root), busy), Holder(store_env(root), held_gone)
     for path in [*leftovers, *kept]:  # left by writers killed after those leases were taken
         path.write_text("{")
     orphan.write_text("{}\n")

@@ -1,10 +1,13 @@
-"""Contract: sessions, save points, compaction, summaries, metadata (design §3-§6, §9)."""
+"""Contract: sessions, save points, compaction, summaries, metadata (design §1, §3-§6, §9,
+§19)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from openai.types.chat import ChatCompletionMessage
+from openai.types.chat.chat_completion_message_tool_call import ChatCompletionMessageToolCall
 
 from jupyter_agent.errors import (
     ContextMismatchError,
@@ -13,6 +16,7 @@ from jupyter_agent.errors import (
     SessionNotFoundError,
 )
 from jupyter_agent.store import ForkOrigin, SessionRecord, SessionState, Store, TodoItem, Usage
+from tests.store_contract.conftest import StoreFactory
 
 SYSTEM = {"role": "system", "content": "You analyse data."}
 
@@ -33,17 +37,19 @@ def test_create_load_and_exists(store: Store) -> None:
         sid, "Penguins", "/proj", "")
     assert record.messages == record.transcript == [SYSTEM]
     assert record.created_at == record.updated_at and record.created_at.tzinfo is not None
-    assert not store.holds_lease(sid)
+    assert not store.holds_lease(sid)  # create does not keep the lease
+    assert store.lease_holder(sid) is None
     with pytest.raises(FileExistsError):
         store.create_session([user("again")], session_id=sid)
-    assert store.load_session(sid).messages == [SYSTEM]
+    assert store.load_session(sid) == record  # nothing changed
 
 
 @pytest.mark.parametrize("bad", ["", "../x", "a b", "x" * 129, "é"])
 def test_invalid_ids_are_refused_before_anything(store: Store, bad: str) -> None:
     for call in (lambda: store.load_session(bad), lambda: store.exists(bad),
                  lambda: store.acquire_lease(bad), lambda: store.save(bad, []),
-                 lambda: store.create_session([], session_id=bad)):
+                 lambda: store.create_session([], session_id=bad),
+                 lambda: store.describe_session(bad)):
         with pytest.raises(InvalidSessionIdError):
             call()
     assert store.list_sessions() == []
@@ -53,12 +59,17 @@ def test_unknown_sessions(store: Store) -> None:
     store.create_session([SYSTEM], session_id="real")
     assert not store.exists("nope")
     for call in (lambda: store.load_session("nope"), lambda: store.save("nope", [SYSTEM]),
+                 lambda: store.save("nope", [], {"tool_calls": 1}),
+                 lambda: store.save_messages("nope", []),
                  lambda: store.write_summary("nope", "s"), lambda: store.set_title("nope", "t"),
                  lambda: store.set_archived("nope"), lambda: store.delete_session("nope"),
                  lambda: store.compact("nope", [], summary="s"),
-                 lambda: store.ensure_summary("nope")):
+                 lambda: store.ensure_summary("nope"),
+                 lambda: store.describe_session("nope")):
         with pytest.raises(SessionNotFoundError):
             call()
+    assert not store.exists("nope")
+    assert not store.holds_lease("nope") and store.lease_holder("nope") is None
     assert [s.id for s in store.list_sessions()] == ["real"]
 
 
@@ -68,12 +79,18 @@ def test_a_save_point_records_messages_and_checkpoint_together(store: Store) -> 
                          todos=[TodoItem(id=1, text="load", status="done")],
                          usage=Usage(input_tokens=10, output_tokens=2, cost_usd=0.5, calls=1))
     store.save(sid, [SYSTEM, user("q"), assistant("a")], state)
+    saved = state.model_copy(deep=True)
     state.scratchpad = "changed after saving"
     record = store.load_session(sid)
+    assert record.state == saved
     assert record.messages == record.transcript == [SYSTEM, user("q"), assistant("a")]
     assert record.state.scratchpad == "notes" and record.state.tool_calls == 3
     assert record.state.usage.cost_usd == 0.5
     assert record.updated_at > record.created_at
+    before = record.updated_at
+    store.save(sid, record.messages, SessionState(tool_calls=4))  # only the checkpoint
+    record = store.load_session(sid)
+    assert record.state.tool_calls == 4 and record.updated_at > before
     store.save_messages(sid, [*record.messages, user("more")])
     store.save_state(sid, {"scratchpad": "mapping", "tool_calls": 4})
     record = store.load_session(sid)
@@ -86,11 +103,13 @@ def test_saving_nothing_new_changes_nothing(store: Store) -> None:
     updated = store.load_session(sid).updated_at
     store.save(sid, [SYSTEM], SessionState(tool_calls=1))
     store.save_state(sid, SessionState(tool_calls=1))
+    store.save_messages(sid, [SYSTEM])
     assert store.load_session(sid).updated_at == updated
 
 
 @pytest.mark.parametrize(("given", "index"), [
     ([SYSTEM, user("CHANGED"), user("new")], 1), ([SYSTEM], 1), ([], 0),
+    ([assistant("x"), user("a"), user("b")], 0),
 ])
 def test_a_save_that_does_not_extend_the_context_is_refused(
     store: Store, given: list[dict[str, Any]], index: int
@@ -99,6 +118,7 @@ def test_a_save_that_does_not_extend_the_context_is_refused(
     before = store.load_session(sid)
     with pytest.raises(ContextMismatchError) as info:
         store.save(sid, given, SessionState(tool_calls=9))
+    assert isinstance(info.value, ValueError)
     assert info.value.index == index
     assert store.load_session(sid) == before
 
@@ -108,6 +128,8 @@ def test_a_save_that_does_not_extend_the_context_is_refused(
     {"role": "assistant", "tool_calls": [{"function": {"name": "f"}}]},
     {"role": "tool", "tool_call_id": 7, "content": "x"},
     {"role": "user", "content": "x", "n": 2**70},
+    {"role": "user", "content": "x", "score": float("nan")},
+    {"role": "user", "content": "x", "data": object()},
 ])
 def test_a_message_that_could_not_be_loaded_is_never_saved(
     store: Store, bad: dict[str, Any]
@@ -118,7 +140,78 @@ def test_a_message_that_could_not_be_loaded_is_never_saved(
     assert info.value.index == 2 and "cannot be saved" in str(info.value)
     assert store.load_session(sid).transcript == [SYSTEM]
     with pytest.raises(InvalidMessageError):
-        store.create_session([bad])
+        store.create_session([bad], session_id="never")
+    with pytest.raises(InvalidMessageError):
+        store.compact(sid, [SYSTEM, bad], summary="s")
+    assert not store.exists("never")
+    assert store.load_session(sid).messages == [SYSTEM]
+    assert store.load_session(sid).compactions == []
+
+
+def test_nesting_is_saved_as_deep_as_it_loads_back(store: Store) -> None:
+    def nested(depth: int) -> dict[str, Any]:
+        value: Any = "bottom"
+        for _ in range(depth):
+            value = [value]
+        return {"role": "tool", "tool_call_id": "c", "content": "x", "data": value}
+
+    sid = store.create_session([SYSTEM])
+    store.save(sid, [SYSTEM, nested(200)])
+    assert store.load_session(sid).messages[1] == nested(200)
+    with pytest.raises(InvalidMessageError, match="nested too deeply") as info:
+        store.save(sid, [SYSTEM, nested(200), nested(5_000)])
+    assert info.value.index == 2
+    assert len(store.load_session(sid).transcript) == 2
+
+
+def test_openai_objects_and_dicts_persist_tool_calls(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    sid = store.create_session([SYSTEM])
+    call = ChatCompletionMessageToolCall(
+        id="call_1", type="function",
+        function={"name": "run_python", "arguments": '{"code": "2+2"}'},
+    )
+    messages: list[Any] = [
+        SYSTEM,
+        user("add"),
+        ChatCompletionMessage(role="assistant", content=None, tool_calls=[call]),
+        {"role": "tool", "tool_call_id": "call_1", "content": "4"},
+        ChatCompletionMessage(role="assistant", content="It is 4."),
+    ]
+    store.save_messages(sid, messages)
+    store.save_messages(sid, messages)  # same objects again: accepted, nothing new
+    record = store_factory().load_session(sid)  # another store object reads it back
+    assert record.messages[2] == {
+        "role": "assistant",
+        "tool_calls": [{"id": "call_1", "type": "function",
+                        "function": {"name": "run_python", "arguments": '{"code": "2+2"}'}}],
+    }
+    assert record.messages[3]["tool_call_id"] == "call_1"
+    assert record.messages[4] == {"role": "assistant", "content": "It is 4."}
+    assert record.transcript == record.messages
+    # the agent continues with the loaded dicts plus a new message
+    store.save_messages(sid, [*record.messages, user("thanks")])
+    assert len(store.load_session(sid).transcript) == 6
+
+
+def test_surrogate_message_still_matches_its_saved_copy(store: Store) -> None:
+    sid = store.create_session([SYSTEM])
+    messages = [SYSTEM, user("emoji cut \ud83d")]
+    store.save_messages(sid, messages)
+    store.save_messages(sid, [*messages, assistant("ok")])  # no ContextMismatchError
+    record = store.load_session(sid)
+    assert record.messages[1]["content"] == "emoji cut \ufffd"
+    assert len(record.transcript) == 3
+
+
+def test_text_is_kept_exactly(store: Store) -> None:
+    odd = {"role": "tool", "tool_call_id": "c", "content": "nul \x00 tab\t é 😀 \\u0000 \"q\""}
+    ordered = {"z": 1, "role": "user", "a": [1.5, None, True, 2**63], "content": "keys in order"}
+    sid = store.create_session([SYSTEM, odd])
+    store.save_messages(sid, [SYSTEM, odd, ordered])
+    record = store.load_session(sid)
+    assert record.messages == [SYSTEM, odd, ordered]
+    assert list(record.messages[2]) == ["z", "role", "a", "content"]
 
 
 def test_compaction_replaces_the_working_context_only(store: Store) -> None:
@@ -131,19 +224,57 @@ def test_compaction_replaces_the_working_context_only(store: Store) -> None:
     assert record.messages == compacted and record.transcript == turns
     (event,) = record.compactions
     assert (event.summary, event.replaced, event.transcript_length) == ("q1, q2", 4, 6)
+    assert event.at.tzinfo is not None and event.at >= record.created_at
+    assert record.updated_at == event.at
     store.save(sid, [*compacted, assistant("a3")])
     record = store.load_session(sid)
     assert record.messages == [*compacted, assistant("a3")]
     assert record.transcript == [*turns, assistant("a3")]
     with pytest.raises(ContextMismatchError):
         store.save(sid, [*turns, assistant("a3")])
+    store.compact(sid, [SYSTEM, user("all")], summary="all", replaced=10)
+    record = store.load_session(sid)
+    assert (record.compactions[1].replaced, record.compactions[1].transcript_length) == (10, 7)
+    assert record.messages == [SYSTEM, user("all")]
+    assert record.transcript == [*turns, assistant("a3")]
 
 
-def test_summaries_titles_and_archiving(store: Store) -> None:
+def test_state_round_trip_and_isolation(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    sid = store.create_session([SYSTEM])
+    state = SessionState(
+        scratchpad="notes \ud83d",
+        todos=[TodoItem(id=1, text="load", status="done"),
+               TodoItem(id=2, text="plot", retries=2, status="failed")],
+        tool_calls=7,
+        usage=Usage(input_tokens=1200, output_tokens=300, cost_usd=0.0123, calls=4,
+                    price_unknown=True),
+        model="m", base_url="http://localhost:1/v1", api="responses",
+    )
+    store.save_state(sid, state)
+    state.todos[0].text = "mutated after saving"
+    loaded = store_factory().load_session(sid).state
+    assert loaded.todos[0].text == "load"
+    assert loaded.scratchpad == "notes \ufffd"
+    assert loaded.todos[1] == TodoItem(id=2, text="plot", retries=2, status="failed")
+    assert (loaded.tool_calls, loaded.model, loaded.base_url, loaded.api) == (
+        7, "m", "http://localhost:1/v1", "responses")
+    assert loaded.usage == Usage(input_tokens=1200, output_tokens=300, cost_usd=0.0123,
+                                 calls=4, price_unknown=True)
+    store.save_state(sid, {"scratchpad": "x", "tool_calls": 1})
+    assert store.load_session(sid).state.scratchpad == "x"
+
+
+def test_summaries_titles_and_archiving(store_factory: StoreFactory) -> None:
+    store = store_factory()
     sid = store.create_session([SYSTEM, user("first"), assistant("one")])
     assert store.ensure_summary(sid) == "user: first\nassistant: one"
+    before = store.load_session(sid).updated_at
     store.write_summary(sid, "Goal: plots")
     assert store.ensure_summary(sid) == "Goal: plots"
+    assert store.load_session(sid).updated_at > before
+    store_factory().write_summary(sid, "from another store")
+    assert store.load_session(sid).summary == "from another store"
     updated = store.load_session(sid).updated_at
     store.set_title(sid, "Penguin bills")
     store.set_archived(sid)
@@ -153,8 +284,45 @@ def test_summaries_titles_and_archiving(store: Store) -> None:
     assert store.load_session(sid).archived is False
 
 
+def test_ensure_summary_falls_back_to_the_last_six_messages_with_text(store: Store) -> None:
+    messages = [
+        SYSTEM, user("first"), assistant("one"), user("second"),
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c", "content": "tool output"},
+        assistant("  two  "),
+        {"role": "user", "content": [{"type": "text", "text": "third"},
+                                     {"type": "image_url", "image_url": {"url": "x"}}]},
+        assistant(""), assistant("three"), user("fourth"),
+    ]
+    sid = store.create_session(messages)
+    expected = ("assistant: one\nuser: second\nassistant: two\nuser: third\n"
+                "assistant: three\nuser: fourth")
+    assert store.ensure_summary(sid) == expected
+    assert store.load_session(sid).summary == expected
+    store.write_summary(sid, "written by the model")
+    assert store.ensure_summary(sid) == "written by the model"
+
+
+def test_ensure_summary_reads_past_long_tool_runs(store: Store) -> None:
+    tools = [{"role": "tool", "tool_call_id": f"c{i}", "content": "x"} for i in range(300)]
+    sid = store.create_session([SYSTEM, user("the goal"), *tools])
+    assert store.ensure_summary(sid) == "user: the goal"
+
+
+def test_ensure_summary_is_at_most_2000_code_points(store: Store) -> None:
+    sid = store.create_session([user("😀" * 3000)])
+    summary = store.ensure_summary(sid)
+    assert len(summary) == 2000
+    assert summary.startswith("user: 😀")
+    summary.encode("utf-8")  # never cut inside a character
+    empty = store.create_session([SYSTEM])
+    assert store.ensure_summary(empty) == ""
+    assert store.load_session(empty).summary == ""
+
+
 def test_delete(store: Store) -> None:
-    sid = store.create_session([SYSTEM])
+    sid = store.create_session([SYSTEM, user("a")])
     store.delete_session(sid)
     assert not store.exists(sid)
     with pytest.raises(SessionNotFoundError):
@@ -162,26 +330,64 @@ def test_delete(store: Store) -> None:
     assert store.list_sessions() == []
     store.create_session([SYSTEM], session_id=sid)  # the ID can be used again
     assert store.exists(sid)
+    assert store.load_session(sid).transcript == [SYSTEM]
 
 
-def test_import_keeps_the_whole_record(store: Store) -> None:
-    sid = store.create_session([SYSTEM])
-    store.save(sid, [SYSTEM, user("q"), assistant("a")], SessionState(tool_calls=2))
-    store.compact(sid, [SYSTEM, user("summary")], summary="s")
+def test_import_keeps_the_whole_record(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    sid = store.create_session([SYSTEM, user("q1"), assistant("a1")], title="T",
+                               project_root="/p")
+    store.save(sid, [SYSTEM, user("q1"), assistant("a1"), user("q"), assistant("a")],
+               SessionState(tool_calls=2, usage=Usage(cost_usd=1.25)))
+    store.compact(sid, [SYSTEM, user("summary")], summary="s", replaced=2)
+    store.save(sid, [SYSTEM, user("summary"), user("q2")])
     store.write_summary(sid, "the parent")
+    store.set_archived(sid)
     original = store.load_session(sid)
     fork = original.model_copy(update={"id": "forked", "parent": ForkOrigin(session_id=sid,
                                                                              turn=1)})
-    store.import_session(fork)
+    other = store_factory()
+    other.import_session(fork)
     copy = store.load_session("forked")
+    assert copy == fork
     assert copy.model_dump(exclude={"id", "parent"}) == original.model_dump(
         exclude={"id", "parent"})
     assert copy.parent == ForkOrigin(session_id=sid, turn=1)
-    listed = {s.id: s for s in store.list_sessions()}
+    assert not other.holds_lease("forked")
+    listed = {s.id: s for s in store.list_sessions(include_archived=True)}
     assert listed["forked"].parent == ForkOrigin(session_id=sid, turn=1)
     assert listed[sid].parent is None
     with pytest.raises(FileExistsError):
-        store.import_session(fork)
+        other.import_session(fork.model_copy(update={"title": "changed"}))
+    assert store.load_session("forked") == fork
+
+
+def test_import_keeps_keys_this_version_does_not_know(store: Store) -> None:
+    sid = store.create_session([SYSTEM])
+    record = store.load_session(sid)
+    newer = SessionRecord.model_validate({
+        **record.model_dump(mode="json"), "id": "newer",
+        "labels": ["penguins", {"colour": "blue"}], "review": None})
+    store.import_session(newer)
+    loaded = store.load_session("newer")
+    assert loaded == newer
+    assert loaded.model_extra == {"labels": ["penguins", {"colour": "blue"}], "review": None}
+    store.set_title("newer", "changes keep them")
+    assert store.load_session("newer").model_extra == loaded.model_extra
+
+
+def test_import_refuses_what_could_not_be_loaded_back(store: Store) -> None:
+    sid = store.create_session([SYSTEM])
+    record = store.load_session(sid)
+    bad = record.model_copy(update={"id": "bad", "transcript": [SYSTEM, {"role": 3}]})
+    with pytest.raises(InvalidMessageError) as info:
+        store.import_session(bad)
+    assert info.value.index == 1 and "transcript" in info.value.reason
+    odd = SessionRecord.model_validate({**record.model_dump(mode="json"), "id": "odd",
+                                        "extra": float("inf")})
+    with pytest.raises(ValueError, match="cannot be saved"):
+        store.import_session(odd)
+    assert not store.exists("bad") and not store.exists("odd")
 
 
 def test_records_returned_are_fresh_objects(store: Store) -> None:

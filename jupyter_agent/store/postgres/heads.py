@@ -15,8 +15,9 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from jupyter_agent.errors import SessionNotFoundError
+from jupyter_agent.store.postgres.decode import head_from_row
 from jupyter_agent.store.postgres.leases import Leases
-from jupyter_agent.store.postgres.rows import Head, Plan, head_from_row
+from jupyter_agent.store.postgres.rows import Head, Plan
 from jupyter_agent.store.postgres.tables import SessionTable
 
 __all__ = ["Heads"]

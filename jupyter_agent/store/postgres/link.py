@@ -25,13 +25,19 @@ Invariants
   either all of it or none of it, and the store's writes are built so that repeating
   a save whose outcome was unknown writes nothing twice (design §3, §16).
 * After a fork the child never touches the parent's connection (that would corrupt
-  the parent's session with the server); it opens its own.
+  the parent's session with the server); it opens its own. Its copy of the socket is
+  closed at once (``os.register_at_fork``; the descriptor now names ``/dev/null``, so
+  the driver's later goodbye goes nowhere): the server then sees the connection end
+  -- and releases the leases -- when the process that opened it ends, whatever its
+  forked children (``multiprocessing`` workers, say) do (design §7).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -55,6 +61,25 @@ _DEFAULTS = {
     "keepalives_count": "3",
     "application_name": APPLICATION_NAME,
 }
+
+
+_ALL: weakref.WeakSet[Link] = weakref.WeakSet()
+_FORK_HOOK = threading.Lock()
+_fork_hook_installed = False
+
+
+def _close_sockets_in_child() -> None:
+    """After ``fork``, in the child: close every inherited copy of a store's socket."""
+    for link in list(_ALL):
+        link._orphan()
+
+
+def _install_fork_hook() -> None:
+    global _fork_hook_installed
+    with _FORK_HOOK:
+        if not _fork_hook_installed:
+            os.register_at_fork(after_in_child=_close_sockets_in_child)
+            _fork_hook_installed = True
 
 
 def _one_line(text: str) -> str:
@@ -151,7 +176,23 @@ class Link:
             raise
         self._connected_once = True
         self._conn = conn
+        _install_fork_hook()
+        _ALL.add(self)
         return conn
+
+    def _orphan(self) -> None:
+        """In a forked child: let go of the parent's connection without a word to the
+        server, closing this process's copy of its socket."""
+        conn = self._conn
+        if conn is None or self._pid == os.getpid():
+            return
+        with contextlib.suppress(Exception):
+            fd = conn.pgconn.socket
+            null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+            try:
+                os.dup2(null, fd, inheritable=False)
+            finally:
+                os.close(null)
 
     def drop(self) -> None:
         """Forget the connection (closing it when it is this process's own)."""

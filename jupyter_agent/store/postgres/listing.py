@@ -7,37 +7,52 @@ left out) -- so the newest page costs the same for ten sessions or a hundred tho
 now (``pg_locks``), which tell who has each session in use. No message row is read:
 the transcript length, first prompt, cost and tool-call count are columns kept up to
 date by every save. A row written by a newer jupyter-agent, or one that does not
-validate, is left out, never raised (loading it says why).
+validate (:func:`~jupyter_agent.store.postgres.decode.listing_entry`), is left out,
+never raised (loading it says why). A page after ``after`` continues where an earlier
+page ended, by ``(updated_at, id)``, so it neither repeats nor skips a session that
+kept its place.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import ValidationError
-
+from jupyter_agent.errors import CorruptSessionError
+from jupyter_agent.store.paging import check_limit
+from jupyter_agent.store.postgres.decode import listing_entry
 from jupyter_agent.store.postgres.leases import LIVE_LOCKS
 from jupyter_agent.store.postgres.schema import SCHEMA
+from jupyter_agent.store.postgres.tables import SessionTable
 from jupyter_agent.store.records import SCHEMA_VERSION, LeaseHolder, SessionListing
 
-__all__ = ["listing_from_rows", "listing_query"]
+__all__ = ["listing_from_rows", "listing_query", "read_listing"]
+
+#: Python's datetimes cover years 1-9999; a row outside them (``infinity``, set by hand)
+#: cannot be listed. The connection's time zone is UTC.
+_REPRESENTABLE = "BETWEEN '0001-01-01 00:00:00+00' AND '9999-12-31 23:59:59.999999+00'"
 
 
 def listing_query(*, include_archived: bool, limit: int | None,
-                  after: tuple[datetime, str] | None) -> str:
-    """The SQL of one listing page (parameters: ``project``, and ``after_at``,
-    ``after_id``, ``limit`` when used)."""
-    where = ["project = %(project)s", f"schema_version <= {SCHEMA_VERSION}"]
-    if not include_archived:
+                  after: tuple[datetime, str] | None, session_id: bool = False) -> str:
+    """The SQL of one listing page.
+
+    Parameters: ``project``, and ``after_at``, ``after_id``, ``limit`` and ``id`` when
+    used; ``session_id=True`` lists the one session ``id`` (archived or not).
+    """
+    where = ["project = %(project)s", f"schema_version <= {SCHEMA_VERSION}",
+             f"updated_at {_REPRESENTABLE}", f"created_at {_REPRESENTABLE}"]
+    if session_id:
+        where.append("id = %(id)s")
+    elif not include_archived:
         where.append("NOT archived")
     if after is not None:
         where.append("(updated_at, id) < (%(after_at)s, %(after_id)s)")
     page = (
         "SELECT id, created_at, updated_at, summary, title, archived, transcript_len, "
-        "cost_usd, tool_calls, first_prompt, owner_user, owner_host "
-        f"FROM {SCHEMA}.sessions WHERE {' AND '.join(where)} "
+        "cost_usd, tool_calls, first_prompt, owner_user, owner_host, parent, state, "
+        f"compactions FROM {SCHEMA}.sessions WHERE {' AND '.join(where)} "
         "ORDER BY updated_at DESC, id DESC" + (" LIMIT %(limit)s" if limit is not None else "")
     )
     return f"""SELECT s.*, k.pid, l.backend_pid, l.pid, l.user_name, l.host, l.since, l.label
@@ -48,8 +63,8 @@ LEFT JOIN ({LIVE_LOCKS}) k
 ORDER BY s.updated_at DESC, s.id DESC"""
 
 
-def listing_from_rows(rows: Sequence[Sequence[Any]],
-                      holds: Callable[[str], bool]) -> list[SessionListing]:
+def listing_from_rows(rows: Sequence[Sequence[Any]], holds: Callable[[str], bool],
+                      where: Callable[[str], str]) -> list[SessionListing]:
     """Listing entries from the rows of :func:`listing_query`.
 
     Parameters
@@ -57,6 +72,8 @@ def listing_from_rows(rows: Sequence[Sequence[Any]],
     rows : sequence of rows
     holds : callable
         Whether this store holds a session's lease (status ``"active"``).
+    where : callable
+        Names a session (database, project, ID).
 
     Returns
     -------
@@ -64,29 +81,45 @@ def listing_from_rows(rows: Sequence[Sequence[Any]],
         ``status`` ``"active"`` (this store holds the lease), ``"in use"`` (another
         connection holds its advisory lock; ``holder`` as its lease row says, or an
         empty :class:`LeaseHolder` while the row is being written), else ``"idle"``.
+        Rows that do not validate are left out.
     """
     listing: list[SessionListing] = []
     for row in rows:
-        (sid, created_at, updated_at, summary, title, archived, count, cost, tool_calls,
-         first, owner_user, owner_host, lock_pid, backend_pid, pid, user, host, since,
-         label) = row
+        sid = row[0]
+        lock_pid, backend_pid, pid, user, host, since, label = row[-7:]
         holder = None
-        if holds(sid):
+        status: Literal["active", "in use", "idle"] = "idle"
+        if isinstance(sid, str) and holds(sid):
             status = "active"
         elif lock_pid is not None:
             status = "in use"
             holder = (LeaseHolder(pid=pid, user=user or "", host=host or "", since=since,
                                   label=label or "")
                       if lock_pid == backend_pid else LeaseHolder())
-        else:
-            status = "idle"
         try:
-            listing.append(SessionListing(
-                id=sid, updated_at=updated_at, summary=summary, title=title, archived=archived,
-                status=status, created_at=created_at, message_count=count, cost_usd=cost,
-                tool_calls=tool_calls, first_prompt=first or "", holder=holder,
-                owner_user=owner_user, owner_host=owner_host,
-            ))
-        except ValidationError:
-            continue
+            listing.append(listing_entry(row[:-7], status, holder, where(str(sid))))
+        except CorruptSessionError:
+            continue  # loading it says why
     return listing
+
+
+def read_listing(table: SessionTable, project: str, *, holds: Callable[[str], bool],
+                 where: Callable[[str], str], include_archived: bool = False,
+                 limit: int | None = None, after: SessionListing | None = None,
+                 session_id: str | None = None) -> list[SessionListing]:
+    """One page of the project's listing (or the entry of ``session_id`` alone).
+
+    Raises
+    ------
+    ValueError
+        ``limit`` below 1.
+    StoreUnavailableError
+    """
+    check_limit(limit)
+    query = listing_query(include_archived=include_archived, limit=limit,
+                          after=None if after is None else (after.updated_at, after.id),
+                          session_id=session_id is not None)
+    params: dict[str, Any] = {"project": project, "limit": limit, "id": session_id}
+    if after is not None:
+        params.update(after_at=after.updated_at, after_id=after.id)
+    return listing_from_rows(table.page(query, params), holds, where)

@@ -1,14 +1,15 @@
 """Session rows of the team store and how a save changes them (pure: no I/O).
 
 A session is a ``sessions`` row plus its transcript rows (see ``schema.py``). Here:
-the in-memory :class:`Head` of a session (the row, plus its working context), how a
-row becomes a :class:`~jupyter_agent.store.records.SessionRecord` (or a
-:class:`~jupyter_agent.errors.CorruptSessionError` naming the session), and the
+the in-memory :class:`Head` of a session (the row, plus its working context) and the
 pure *plans* of every change -- what the new head is, which columns change and which
-transcript rows are appended. The rules are the JSON store's (design §3-§6, §9):
+transcript rows are appended (how a row read back becomes a head or a record, validated,
+is ``decode.py``). The rules are the JSON store's, from the same functions
+(:mod:`jupyter_agent.store.changes`; design §3-§6, §9, §19):
 
 * a save must extend the saved working context (else ``ContextMismatchError`` and
-  nothing is written); new messages are appended to the transcript only, since the
+  nothing is written), and a new message must be one that could be loaded back (else
+  ``InvalidMessageError``); new messages are appended to the transcript only, since the
   working context is "compaction head + transcript from ``context_from``";
 * a compaction writes a new head, sets ``context_from`` to the transcript's length
   and appends an event; transcript rows are never rewritten or deleted;
@@ -18,17 +19,14 @@ transcript rows are appended. The rules are the JSON store's (design §3-§6, §
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from pydantic import ValidationError
-
-from jupyter_agent.errors import ContextMismatchError, CorruptSessionError
-from jupyter_agent.store.changes import count_replaced
-from jupyter_agent.store.messages import message_text, to_message_dict
+from jupyter_agent.store.changes import count_replaced, new_messages
+from jupyter_agent.store.jsonio import encode_json
+from jupyter_agent.store.messages import message_text
 from jupyter_agent.store.records import (
     SCHEMA_VERSION,
     Compaction,
@@ -45,22 +43,20 @@ __all__ = [
     "column_values",
     "dumps",
     "first_prompt",
-    "head_from_row",
     "pg_text",
     "plan_compact",
     "plan_extend",
     "plan_fields",
     "plan_state",
-    "record_from",
-    "record_from_row",
     "row_values",
 ]
 
-#: Columns of ``sessions`` read into a :class:`Head`, in :func:`head_from_row`'s order.
+#: Columns of ``sessions`` read into a :class:`Head`, in the order
+#: :func:`~jupyter_agent.store.postgres.decode.head_from_row` reads them.
 HEAD_COLUMNS = (
     "sid, revision, id, schema_version, created_at, updated_at, summary, title, archived, "
     "project_root, context_head, context_from, transcript_len, compactions, state, parent, "
-    "first_prompt"
+    "first_prompt, extra"
 )
 
 
@@ -69,8 +65,10 @@ FIRST_PROMPT_CHARS = 200
 
 
 def dumps(value: Any) -> str:
-    """Compact JSON text as stored in the ``json`` columns (non-ASCII kept as is)."""
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    """Compact JSON text as stored in the ``json`` columns (non-ASCII kept as is, key
+    order kept), written as the JSON files are written (:func:`~jupyter_agent.store.
+    jsonio.encode_json`, which handles any depth a valid message may have)."""
+    return encode_json(value).decode("utf-8")
 
 
 def pg_text(value: str | None) -> str | None:
@@ -84,7 +82,8 @@ class Head:
 
     ``working`` is the whole working context; ``transcript_len`` counts the transcript
     rows (the transcript itself is not kept in memory). ``revision`` is the row's as
-    last read or written: a write is applied only if the row still has it.
+    last read or written: a write is applied only if the row still has it. ``extra``
+    holds the keys of the record this version does not know (kept for a round trip).
     """
 
     sid: int
@@ -103,6 +102,7 @@ class Head:
     state: SessionState
     parent: ForkOrigin | None
     first_prompt: str | None
+    extra: dict[str, Any]
     working: list[dict[str, Any]] = field(repr=False)
 
 
@@ -113,90 +113,6 @@ class Plan:
     head: Head
     columns: frozenset[str]
     appended: list[dict[str, Any]] = field(default_factory=list)
-
-
-def _corrupt(where: str, reason: str) -> CorruptSessionError:
-    return CorruptSessionError(where, reason)
-
-
-def _problems(err: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or 'record'}: {e['msg']}"
-        for e in err.errors(include_input=False, include_url=False)[:3]
-    )
-
-
-def head_from_row(row: Sequence[Any], tail: list[Any] | None, where: str) -> Head:
-    """Build a :class:`Head` from a ``sessions`` row (:data:`HEAD_COLUMNS`) and the
-    transcript rows from ``context_from`` on.
-
-    Raises
-    ------
-    CorruptSessionError
-        Naming ``where``, for a row from a newer jupyter-agent or one that does not
-        validate (nothing is changed).
-    """
-    (sid, revision, sid_text, version, created_at, updated_at, summary, title, archived,
-     project_root, context_head, context_from, transcript_len, compactions, state, parent,
-     first) = row
-    if version > SCHEMA_VERSION:
-        raise _corrupt(where, f"it has schema_version {version}, but this jupyter-agent reads "
-                              f"only up to {SCHEMA_VERSION}; upgrade jupyter-agent to open it")
-    tail = [] if tail is None else tail
-    if not isinstance(context_head, list) or not all(isinstance(m, dict) for m in
-                                                     [*context_head, *tail]):
-        raise _corrupt(where, "its working context holds something that is not a message")
-    try:
-        return Head(
-            sid=sid, revision=revision, id=sid_text, created_at=created_at,
-            updated_at=updated_at, summary=summary, title=title, archived=archived,
-            project_root=project_root, context_head=context_head, context_from=context_from,
-            transcript_len=transcript_len,
-            compactions=[Compaction.model_validate(c) for c in compactions or []],
-            state=SessionState.model_validate(state if state is not None else {}),
-            parent=None if parent is None else ForkOrigin.model_validate(parent),
-            first_prompt=first, working=[*context_head, *tail],
-        )
-    except (ValidationError, TypeError) as err:
-        reason = _problems(err) if isinstance(err, ValidationError) else str(err)
-        raise _corrupt(where, f"not a valid session record ({reason})") from None
-
-
-def record_from(head: Head, transcript: list[Any] | None, where: str) -> SessionRecord:
-    """The whole record of a session from its head and all its transcript rows.
-
-    Raises
-    ------
-    CorruptSessionError
-        Naming ``where``, when the transcript rows do not match the row or do not validate.
-    """
-    transcript = [] if transcript is None else transcript
-    if len(transcript) != head.transcript_len:
-        raise _corrupt(where, f"its transcript has {len(transcript)} messages where "
-                              f"{head.transcript_len} were saved")
-    try:
-        return SessionRecord(
-            id=head.id, created_at=head.created_at, updated_at=head.updated_at,
-            summary=head.summary, title=head.title, archived=head.archived,
-            project_root=head.project_root, messages=head.working, transcript=transcript,
-            compactions=head.compactions, state=head.state, parent=head.parent,
-        )
-    except ValidationError as err:
-        raise _corrupt(where, f"not a valid session record ({_problems(err)})") from None
-
-
-def record_from_row(row: Sequence[Any], where: str) -> SessionRecord:
-    """The record of a session from a ``sessions`` row (:data:`HEAD_COLUMNS`) followed by
-    its whole transcript (a JSON list, or ``None`` when empty).
-
-    Raises
-    ------
-    CorruptSessionError
-        Naming ``where`` (see :func:`head_from_row` and :func:`record_from`).
-    """
-    transcript = row[-1] or []
-    start = row[11] if isinstance(row[11], int) else 0  # context_from
-    return record_from(head_from_row(row[:-1], transcript[start:], where), transcript, where)
 
 
 def first_prompt(current: str | None, appended: Sequence[dict[str, Any]]) -> str | None:
@@ -212,6 +128,7 @@ def first_prompt(current: str | None, appended: Sequence[dict[str, Any]]) -> str
 def row_values(record: SessionRecord) -> dict[str, Any]:
     """Column values of a new ``sessions`` row for ``record`` (owner, project excluded)."""
     same = record.messages == record.transcript
+    extra = record.model_extra or {}  # keys this version does not know, kept
     return {
         "schema_version": SCHEMA_VERSION, "created_at": record.created_at,
         "updated_at": record.updated_at, "summary": pg_text(record.summary),
@@ -225,6 +142,7 @@ def row_values(record: SessionRecord) -> dict[str, Any]:
         "parent": None if record.parent is None else dumps(record.parent.model_dump(mode="json")),
         "first_prompt": first_prompt(None, record.transcript),
         "cost_usd": record.state.usage.cost_usd, "tool_calls": record.state.tool_calls,
+        "extra": dumps(extra) if extra else None,
     }
 
 
@@ -248,21 +166,6 @@ def column_values(head: Head, columns: frozenset[str]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- plans
-def _new_messages(head: Head, incoming: Sequence[Any]) -> list[dict[str, Any]]:
-    """The messages of ``incoming`` after the saved working context (design §3)."""
-    saved = head.working
-    if len(incoming) < len(saved):
-        raise ContextMismatchError(
-            head.id, len(incoming), f"{len(incoming)} messages given but {len(saved)} are saved"
-        )
-    for index, (given, kept) in enumerate(zip(incoming, saved, strict=False)):
-        if given is kept or given == kept or to_message_dict(given) == kept:
-            continue
-        raise ContextMismatchError(head.id, index,
-                                   f"the saved {kept.get('role')!r} message differs")
-    return [to_message_dict(m) for m in incoming[len(saved):]]
-
-
 def plan_extend(head: Head, incoming: Sequence[Any],
                 state: SessionState | None = None) -> Plan | None:
     """A save point: new messages (and a changed checkpoint); ``None`` when nothing is new.
@@ -271,8 +174,10 @@ def plan_extend(head: Head, incoming: Sequence[Any],
     ------
     ContextMismatchError
         ``incoming`` does not extend the saved working context.
+    InvalidMessageError
+        A new message could not be loaded back once saved.
     """
-    new = _new_messages(head, incoming)
+    new, _ = new_messages(head.id, head.working, incoming)
     changed_state = state is not None and state != head.state
     if not new and not changed_state:
         return None

@@ -8,7 +8,9 @@ database with other data (design §16):
     (unique together), timestamps, summary, title, archived flag, owner (user, host),
     the checkpoint (``state``), compaction events, fork origin, and what listing shows
     (``transcript_len``, ``first_prompt``, ``cost_usd``, ``tool_calls``) so that listing
-    reads no message. ``revision`` grows with every write.
+    reads no message. ``revision`` grows with every write. ``extra`` (a JSON object, or
+    null) keeps the keys of an imported record that this version does not know, so that
+    a record copied in from the files comes back whole.
 ``messages``
     The transcript: one row per message, ``(sid, seq)``, append-only. The working
     context is ``context_head`` (a JSON list, written by compaction) followed by the
@@ -122,6 +124,9 @@ MIGRATIONS: tuple[Migration, ...] = (
             label text NOT NULL DEFAULT '',
             PRIMARY KEY (project, session_id)
         )""",
+    )),
+    Migration(2, "keys of a record this version does not know", (
+        f"ALTER TABLE {SCHEMA}.sessions ADD COLUMN extra json",
     )),
 )
 """The schema's history, oldest first. Add steps at the end; never change one that

@@ -1,10 +1,11 @@
 """PostgresStore: a project's sessions in a PostgreSQL database shared by a team.
 
 The same contract as the JSON files (:class:`~jupyter_agent.store.base.Store`,
-design §1-§10, §16), composed of: ``link.py`` (the connection, reopened when it
+design §1-§10, §16, §19), composed of: ``link.py`` (the connection, reopened when it
 drops), ``schema.py`` (tables and migrations), ``leases.py`` (advisory locks),
 ``tables.py`` (every SQL statement on sessions), ``rows.py`` (pure plans of each
-change) and ``heads.py`` (what is kept in memory while a lease is held).
+change), ``decode.py`` (rows read back, validated), ``listing.py`` (pages of the
+listing) and ``heads.py`` (what is kept in memory while a lease is held).
 
 Invariants
 ----------
@@ -12,6 +13,9 @@ Invariants
   changes an unknown session raises
   :class:`~jupyter_agent.errors.SessionNotFoundError` and leaves nothing behind.
   Reads take no lease.
+* What is saved could be loaded back: messages are checked before anything is sent
+  (:mod:`jupyter_agent.store.changes`, as the JSON files do), and whatever is read is
+  validated as completely as a file is (``decode.py``).
 * Each change is one transaction; appending costs one ``UPDATE`` of the session row
   and one ``INSERT`` per new message, whatever the session's length; a compaction
   writes the new working context and an event, never a transcript row.
@@ -30,20 +34,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jupyter_agent.errors import ContextMismatchError, SessionNotFoundError
+from jupyter_agent.errors import ContextMismatchError, CorruptSessionError, SessionNotFoundError
 from jupyter_agent.store.base import NoteKind
+from jupyter_agent.store.changes import check_importable, normalized
 from jupyter_agent.store.ids import new_session_id, validate_session_id
 from jupyter_agent.store.memory import MemoryStore
-from jupyter_agent.store.messages import (
-    SUMMARY_MESSAGES,
-    clean_text,
-    fallback_summary,
-    to_message_dict,
-)
+from jupyter_agent.store.messages import SUMMARY_MESSAGES, clean_text, fallback_summary
+from jupyter_agent.store.postgres.decode import raw_json, record_from_row
 from jupyter_agent.store.postgres.heads import Heads
 from jupyter_agent.store.postgres.leases import Leases, whoami
 from jupyter_agent.store.postgres.link import Link
-from jupyter_agent.store.postgres.listing import listing_from_rows, listing_query
+from jupyter_agent.store.postgres.listing import read_listing
 from jupyter_agent.store.postgres.rows import (
     Head,
     Plan,
@@ -51,7 +52,6 @@ from jupyter_agent.store.postgres.rows import (
     plan_extend,
     plan_fields,
     plan_state,
-    record_from_row,
     row_values,
 )
 from jupyter_agent.store.postgres.schema import MIGRATIONS, Migration, ensure_schema
@@ -112,7 +112,7 @@ class PostgresStore:
         self._migrations = tuple(migrations)
         self._link = Link(url, self._on_connect)
         self._leases = Leases(self._link, project, whoami(holder_label))
-        self._table = SessionTable(self._link, project)
+        self._table = SessionTable(self._link, project, self._where)
         self._heads = Heads(self._table, self._leases, self._where, self.location)
         self._mutex = threading.RLock()
 
@@ -142,6 +142,10 @@ class PostgresStore:
         return f"{self._link.shown_url} project {self.project!r} session {session_id!r}"
 
     def _on_connect(self, conn: psycopg.Connection, first: bool) -> None:
+        from psycopg.types.json import set_json_loads
+
+        set_json_loads(raw_json, conn)  # json columns are decoded and checked by decode.py
+        conn.execute("SET TIME ZONE 'UTC'")
         if first:
             ensure_schema(conn, self._link.shown_url, self._migrations)
         self._heads.clear()
@@ -226,7 +230,8 @@ class PostgresStore:
         -------
         list of SessionListing
             With ``status`` (``"active"``: this store holds the lease; ``"in use"``:
-            another kernel or store, named by ``holder``; ``"idle"``) and the owner.
+            another kernel or store, named by ``holder``; ``"idle"``), the owner and
+            the fork origin. Rows that do not validate are left out.
 
         Raises
         ------
@@ -234,15 +239,31 @@ class PostgresStore:
             ``limit`` below 1.
         StoreUnavailableError
         """
-        if limit is not None and limit < 1:
-            raise ValueError(f"limit must be at least 1 (got {limit})")
-        query = listing_query(include_archived=include_archived, limit=limit,
-                              after=None if after is None else (after.updated_at, after.id))
-        params: dict[str, Any] = {"project": self.project, "limit": limit}
-        if after is not None:
-            params.update(after_at=after.updated_at, after_id=after.id)
         with self._mutex:
-            return listing_from_rows(self._table.page(query, params), self._leases.holds)
+            return read_listing(self._table, self.project, holds=self._leases.holds,
+                                where=self._where, include_archived=include_archived,
+                                limit=limit, after=after)
+
+    def describe_session(self, session_id: str) -> SessionListing:
+        """What :meth:`list_sessions` shows of one session (archived or not), its owner
+        included; no message is read.
+
+        Raises
+        ------
+        InvalidSessionIdError, StoreUnavailableError
+        SessionNotFoundError
+            The project has no such session.
+        CorruptSessionError
+            The session's row does not validate (naming the session and the column).
+        """
+        validate_session_id(session_id)
+        with self._mutex:
+            found = read_listing(self._table, self.project, holds=self._leases.holds,
+                                 where=self._where, session_id=session_id)
+        if found:
+            return found[0]
+        self.load_session(session_id)  # raises what is wrong, or that it does not exist
+        raise CorruptSessionError(self._where(session_id), "it cannot be listed")
 
     # ------------------------------------------------------------------ leases
     def acquire_lease(self, session_id: str) -> None:
@@ -353,13 +374,15 @@ class PostgresStore:
         ------
         InvalidSessionIdError
             Before anything is sent.
+        InvalidMessageError
+            For a message that could not be loaded back (nothing is sent).
         FileExistsError
             The project has a session with that ID (nothing is changed).
-        SessionLockedError, StoreUnavailableError, TypeError
+        SessionLockedError, StoreUnavailableError
         """
         if session_id is not None:
             validate_session_id(session_id)
-        converted = [to_message_dict(m) for m in messages]
+        converted = normalized(messages)
         root = None if project_root is None else os.fspath(project_root)
         with self._mutex:
             while True:
@@ -381,9 +404,14 @@ class PostgresStore:
         ------
         FileExistsError
             The project has a session with that ID (nothing is changed).
+        InvalidMessageError
+            A message of the record could not be loaded back (nothing is sent).
+        ValueError
+            Another part of it holds something JSON cannot.
         InvalidSessionIdError, SessionLockedError, StoreUnavailableError
         """
         validate_session_id(record.id)
+        check_importable(record)
         with self._mutex, self.lease(record.id):
             if not self._insert(record.model_copy(deep=True)):
                 raise self._exists_error(record.id)
@@ -396,10 +424,12 @@ class PostgresStore:
         ------
         ContextMismatchError
             The messages do not extend the saved working context; nothing is written.
+        InvalidMessageError
+            A new message could not be loaded back; nothing is written.
         pydantic.ValidationError
             A mapping that is not a valid state.
         InvalidSessionIdError, SessionNotFoundError, CorruptSessionError,
-        SessionLockedError, StoreUnavailableError, TypeError
+        SessionLockedError, StoreUnavailableError
         """
         incoming = list(messages)
         snapshot = None
@@ -421,8 +451,9 @@ class PostgresStore:
     def compact(self, session_id: str, messages: Sequence[Any], *, summary: str,
                 replaced: int | None = None) -> None:
         """Replace the working context and record a compaction event; the transcript
-        rows are untouched (design §4)."""
-        new = [to_message_dict(m) for m in messages]
+        rows are untouched (design §4). A message that could not be loaded back raises
+        ``InvalidMessageError`` before anything is sent."""
+        new = normalized(messages)
         text = clean_text(summary)
         self._mutate(session_id, lambda head: plan_compact(head, new, text, replaced))
 
@@ -440,8 +471,8 @@ class PostgresStore:
                 head = self._heads.get(session_id)
                 if head.summary.strip():
                     return head.summary
-                text = fallback_summary(self._table.recent(head.sid, head.transcript_len,
-                                                                SUMMARY_MESSAGES))
+                text = fallback_summary(self._table.recent(
+                    session_id, head.sid, head.transcript_len, SUMMARY_MESSAGES))
                 if text:
                     self.write_summary(session_id, text)
                 return text

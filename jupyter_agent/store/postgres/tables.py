@@ -6,7 +6,9 @@ and knows nothing of leases or plans beyond a ``check`` callable that every writ
 calls first, on the connection it is about to use, so that a write never happens
 after a reconnect lost the session's lease. Every write is one transaction
 (:meth:`Link.transaction <jupyter_agent.store.postgres.link.Link.transaction>`);
-every read is one statement, so it sees one consistent state of the session.
+every read is one statement, so it sees one consistent state of the session. A value
+the driver cannot turn into Python (a timestamp of ``infinity``, written by hand) is
+reported as :class:`~jupyter_agent.errors.CorruptSessionError` naming the session.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from jupyter_agent.errors import CorruptSessionError
 from jupyter_agent.store.messages import message_text
+from jupyter_agent.store.postgres.decode import transcript_message
 from jupyter_agent.store.postgres.leases import LIVE_LOCKS
 from jupyter_agent.store.postgres.link import Link
 from jupyter_agent.store.postgres.rows import HEAD_COLUMNS, Head, Plan, column_values, dumps
@@ -32,6 +36,7 @@ INSERT_COLUMNS = (
     "project", "id", "owner_user", "owner_host", "schema_version", "created_at", "updated_at",
     "summary", "title", "archived", "project_root", "context_head", "context_from",
     "transcript_len", "compactions", "state", "parent", "first_prompt", "cost_usd", "tool_calls",
+    "extra",
 )
 _INSERT = (f"INSERT INTO {_S} ({', '.join(INSERT_COLUMNS)}) VALUES "
            f"({', '.join(f'%({c})s' for c in INSERT_COLUMNS)}) "
@@ -66,14 +71,27 @@ class SessionTable:
     link : Link
     project : str
         The project key every statement is limited to.
+    where : callable
+        Names a session (database, project, ID) for error messages.
     """
 
-    def __init__(self, link: Link, project: str) -> None:
+    def __init__(self, link: Link, project: str, where: Callable[[str], str]) -> None:
         self._link = link
         self._project = project
+        self._where = where
 
     def _read(self, query: str, params: Sequence[Any] | dict[str, Any]) -> Any:
         return self._link.run(lambda c: c.execute(query, params).fetchone(), idempotent=True)
+
+    def _session_row(self, query: str, session_id: str) -> Any:
+        import psycopg
+
+        try:
+            return self._read(query, (self._project, session_id))
+        except psycopg.DataError as err:
+            raise CorruptSessionError(self._where(session_id),
+                                      f"a value cannot be read ({' '.join(str(err).split())})"
+                                      ) from None
 
     def _all(self, query: str, params: Sequence[Any] | dict[str, Any]) -> list[Any]:
         return self._link.run(lambda c: c.execute(query, params).fetchall(), idempotent=True)
@@ -84,30 +102,45 @@ class SessionTable:
         return self._read(_EXISTS, (self._project, session_id)) is not None
 
     def record_row(self, session_id: str) -> Any:
-        """The session's row (:data:`HEAD_COLUMNS`) and its whole transcript, or ``None``."""
-        return self._read(_RECORD, (self._project, session_id))
+        """The session's row (:data:`HEAD_COLUMNS`) and its whole transcript (raw JSON),
+        or ``None``.
+
+        Raises
+        ------
+        CorruptSessionError
+            A value of the row cannot be read at all.
+        """
+        return self._session_row(_RECORD, session_id)
 
     def head_row(self, session_id: str) -> Any:
-        """The session's row and its transcript from ``context_from`` on, or ``None``."""
-        return self._read(_HEAD, (self._project, session_id))
+        """The session's row and its transcript from ``context_from`` on (raw JSON), or
+        ``None``; errors as :meth:`record_row`."""
+        return self._session_row(_HEAD, session_id)
 
-    def recent(self, sid: int, length: int, wanted: int) -> list[Any]:
+    def recent(self, session_id: str, sid: int, length: int,
+               wanted: int) -> list[dict[str, Any]]:
         """The transcript's tail, oldest first, holding ``wanted`` user or assistant
         messages with text (or the whole transcript when it has fewer).
 
         ``sid`` is the session's row number and ``length`` its transcript length; the
-        tail is read backwards, :data:`_RECENT_PAGE` messages per round trip.
+        tail is read backwards, :data:`_RECENT_PAGE` messages per round trip, and each
+        message is checked as a load checks it.
+
+        Raises
+        ------
+        CorruptSessionError
+            Naming the session and the transcript row that does not validate.
         """
-        picked: list[Any] = []
+        picked: list[dict[str, Any]] = []
         found, before = 0, length
         while found < wanted and before > 0:
             rows = self._all(_RECENT, (sid, before, _RECENT_PAGE))
             if not rows:
                 break
-            for (body,) in rows:
-                picked.append(body)
-                if (isinstance(body, dict) and body.get("role") in ("user", "assistant")
-                        and message_text(body)):
+            for k, (body,) in enumerate(rows):
+                message = transcript_message(body, self._where(session_id), before - 1 - k)
+                picked.append(message)
+                if message.get("role") in ("user", "assistant") and message_text(message):
                     found += 1
             before -= len(rows)
         return picked[::-1]

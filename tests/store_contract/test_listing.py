@@ -1,0 +1,171 @@
+"""Contract: listing, pages of it, one session's entry (design §10)."""
+
+from __future__ import annotations
+
+import pytest
+
+from jupyter_agent.errors import SessionNotFoundError
+from jupyter_agent.store import ForkOrigin, SessionListing, SessionState, Store, Usage
+from tests.store_contract.conftest import StoreFactory
+
+SYSTEM = {"role": "system", "content": "s"}
+
+
+def ids(listing: list[SessionListing]) -> list[str]:
+    return [s.id for s in listing]
+
+
+def test_listing_entries_order_and_archive_filter(store: Store) -> None:
+    a = store.create_session([SYSTEM, {"role": "user", "content": "x" * 300}], title="A")
+    store.save_state(a, SessionState(tool_calls=4, usage=Usage(cost_usd=0.25)))
+    b = store.create_session([SYSTEM], title="B")
+    c = store.create_session([SYSTEM], title="C")
+    store.set_archived(c)
+    store.write_summary(a, "newest")
+    listing = store.list_sessions()
+    assert ids(listing) == [a, b]
+    first = listing[0]
+    assert isinstance(first, SessionListing)
+    record = store.load_session(a)
+    assert (first.summary, first.title, first.status, first.archived) == (
+        "newest", "A", "idle", False)
+    assert (first.message_count, first.cost_usd, first.tool_calls) == (2, 0.25, 4)
+    assert first.first_prompt == "x" * 200 and first.holder is None
+    assert (first.created_at, first.updated_at) == (record.created_at, record.updated_at)
+    assert ids(store.list_sessions(include_archived=True)) == [a, c, b]
+    listed = {s.id: s.archived for s in store.list_sessions(include_archived=True)}
+    assert listed == {a: False, b: False, c: True}
+
+
+def test_every_field_of_an_entry(store: Store) -> None:
+    sid = store.create_session(
+        [
+            {"role": "system", "content": "s"},
+            {"role": "user", "content": [{"type": "text", "text": "x" * 300}]},
+            {"role": "assistant", "content": "ok"},
+        ],
+        title="T",
+    )
+    store.save_state(sid, SessionState(tool_calls=4, usage=Usage(cost_usd=0.25)))
+    (entry,) = store.list_sessions()
+    record = store.load_session(sid)
+    assert entry.model_dump(exclude={"owner_user", "owner_host"}) == {
+        "id": sid,
+        "updated_at": record.updated_at,
+        "summary": "",
+        "title": "T",
+        "archived": False,
+        "status": "idle",
+        "created_at": record.created_at,
+        "message_count": 3,
+        "cost_usd": 0.25,
+        "tool_calls": 4,
+        "first_prompt": "x" * 200,
+        "holder": None,
+        "parent": None,
+    }
+
+
+def test_newest_first(store: Store) -> None:
+    for sid in ("b", "c", "a"):
+        store.create_session([], session_id=sid)
+    assert ids(store.list_sessions()) == ["a", "c", "b"]
+    store.write_summary("c", "now the newest")
+    assert ids(store.list_sessions()) == ["c", "a", "b"]
+    store.save_messages("b", [{"role": "user", "content": "new message"}])
+    assert ids(store.list_sessions()) == ["b", "c", "a"]
+    store.save_state("a", SessionState(tool_calls=1))
+    assert ids(store.list_sessions()) == ["a", "b", "c"]
+    store.set_title("c", "a title does not move it")
+    store.set_archived("b")
+    store.set_archived("b", False)  # nor does archiving and back
+    assert ids(store.list_sessions()) == ["a", "b", "c"]
+    entry = store.list_sessions()[2]
+    assert (entry.id, entry.summary) == ("c", "now the newest")
+    assert entry.updated_at == store.load_session("c").updated_at
+
+
+def test_first_prompt_is_the_first_user_message(store: Store) -> None:
+    sid = store.create_session([SYSTEM])
+    assert store.list_sessions()[0].first_prompt == ""
+    store.save_messages(sid, [SYSTEM, {"role": "user", "content": "  the question  "},
+                              {"role": "user", "content": "a later one"}])
+    assert store.list_sessions()[0].first_prompt == "the question"
+
+
+def test_message_count_is_the_transcript_length(store: Store) -> None:
+    sid = store.create_session(
+        [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    )
+    store.compact(sid, [{"role": "user", "content": "summary"}], summary="s")
+    (entry,) = store.list_sessions()
+    assert entry.message_count == 2
+    assert entry.first_prompt == "a"
+
+
+def test_listing_sees_changes_made_by_another_store(store_factory: StoreFactory) -> None:
+    store, other = store_factory(), store_factory()
+    sid = store.create_session([], session_id="s1")
+    assert store.list_sessions()[0].summary == ""
+    other.write_summary(sid, "changed elsewhere")
+    assert store.list_sessions()[0].summary == "changed elsewhere"
+    other.delete_session(sid)
+    assert store.list_sessions() == []
+
+
+def test_empty_store_lists_nothing(store: Store) -> None:
+    assert store.list_sessions() == []
+    assert store.list_sessions(include_archived=True) == []
+    assert store.list_sessions(limit=1) == []
+
+
+def test_pages(store: Store) -> None:
+    for k in range(7):
+        store.create_session([SYSTEM], session_id=f"s{k}")
+    store.set_archived("s3")
+    first = store.list_sessions(limit=3)
+    assert ids(first) == ["s6", "s5", "s4"]
+    second = store.list_sessions(limit=3, after=first[-1])
+    assert ids(second) == ["s2", "s1", "s0"]
+    assert store.list_sessions(limit=3, after=second[-1]) == []
+    assert ids(store.list_sessions(after=first[0])) == ["s5", "s4", "s2", "s1", "s0"]
+    everything = store.list_sessions(include_archived=True, limit=4)
+    assert ids(everything) == ["s6", "s5", "s4", "s3"]
+    assert ids(store.list_sessions(include_archived=True, limit=2, after=everything[-1])) == [
+        "s2", "s1"]
+    assert store.list_sessions(limit=1) == store.list_sessions()[:1]
+    assert first[0] == store.list_sessions()[0]  # same entries, fields and all
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="at least 1"):
+            store.list_sessions(limit=bad)
+
+
+def test_a_page_continues_where_the_last_one_ended(store: Store) -> None:
+    for k in range(4):
+        store.create_session([SYSTEM], session_id=f"s{k}")
+    first = store.list_sessions(limit=2)
+    assert ids(first) == ["s3", "s2"]
+    store.write_summary("s0", "updated meanwhile")  # moves to the top: the first page
+    assert ids(store.list_sessions(limit=2, after=first[-1])) == ["s1"]
+    assert ids(store.list_sessions(limit=2)) == ["s0", "s3"]
+
+
+def test_describe_one_session(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    sid = store.create_session([SYSTEM, {"role": "user", "content": "hello"}], title="T")
+    store.save_state(sid, SessionState(tool_calls=2, usage=Usage(cost_usd=0.5)))
+    store.import_session(store.load_session(sid).model_copy(
+        update={"id": "fork", "parent": ForkOrigin(session_id=sid, turn=1)}))
+    store.set_archived("fork")
+    (listed,) = store.list_sessions()
+    assert store.describe_session(sid) == listed
+    fork = store.describe_session("fork")  # archived: described all the same
+    assert fork == {s.id: s for s in store.list_sessions(include_archived=True)}["fork"]
+    assert fork.parent == ForkOrigin(session_id=sid, turn=1) and fork.archived
+    with store.lease(sid):
+        assert store.describe_session(sid).status == "active"
+        other = store_factory().describe_session(sid)
+        assert other.status == "in use" and other.holder == store.lease_holder(sid)
+    store.delete_session("fork")
+    with pytest.raises(SessionNotFoundError):
+        store.describe_session("fork")
