@@ -39,16 +39,16 @@ Invariants
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jupyter_agent.client import build_model, endpoint, not_configured_message, saved_base_url
+from jupyter_agent.active import ActiveSession, model_key
+from jupyter_agent.client import build_model, not_configured_message, saved_base_url
 from jupyter_agent.errors import JupyterAgentError, ModelNotConfiguredError
-from jupyter_agent.paths import find_project_root, resolve_memory_dir
+from jupyter_agent.project import Project, newest_session
 from jupyter_agent.settings import OPTIONS, SessionOptions, Settings
 from jupyter_agent.ui.kernel import kernel_label
 from jupyter_agent.ui.results import Resumed, SessionChange, TurnResult, UsageReport
@@ -64,18 +64,6 @@ if TYPE_CHECKING:
 
 __all__ = ["AgentController", "Resumed", "SessionChange", "SessionOptions", "Settings",
            "TurnResult", "UsageReport", "kernel_label"]
-
-#: How many archived sessions a failed resume without an ID counts (it reads no more).
-_ARCHIVED_COUNTED = 100
-
-
-@dataclass
-class _Active:
-    session_id: str
-    store: Store
-    options: SessionOptions
-    agent: Agent
-    model_key: tuple[Any, ...]
 
 
 # --------------------------------------------------------------------------- controller
@@ -101,61 +89,34 @@ class AgentController:
         self._settings = settings
         self._shell = shell
         self._environ = environ
-        self._cwd = Path(os.getcwd() if cwd is None else cwd).expanduser().resolve()
-        self._project_root = find_project_root(self._cwd)
-        self._stores: dict[tuple[str, Path], Store] = {}
-        self._active: _Active | None = None
+        self._project = Project(settings, shell=shell, environ=environ, cwd=cwd)
+        self._active: ActiveSession | None = None
         self._remembered: dict[str, SessionOptions] = {}
         self._last_options: SessionOptions | None = None  # of the latest active session
         self._ended: tuple[str, str] | None = None  # (ID, "deleted"/"archived") of the last one
-        self.last_result: TurnResult | None = None
+        self._last_turn: ActiveSession | None = None
 
     # ---- stores
     @property
     def project_root(self) -> Path:
         """The project root of the kernel's starting directory (resolved once)."""
-        return self._project_root
+        return self._project.root
 
     @property
     def memory_dir(self) -> Path:
         """The memory directory the settings select now (see :mod:`jupyter_agent.paths`)."""
-        return resolve_memory_dir(self._settings().memory_dir or None, environ=self._environ,
-                                  cwd=self._cwd, project_root=self._project_root)
+        return self._project.memory_dir
 
     @property
     def store(self) -> Store:
-        """The store the settings select now, one per URL and memory directory, reused.
-
-        With ``store_url`` (else ``$JUPYTER_AGENT_STORE_URL``) a PostgreSQL store of
-        this project (:func:`~jupyter_agent.paths.project_key` of :attr:`project_root`;
-        the notes stay in :attr:`memory_dir`); without, the JSON files of :attr:`memory_dir`.
+        """The store the settings select now (see :attr:`jupyter_agent.project.Project.store`).
 
         Raises
         ------
         JupyterAgentError
-            When ``$JUPYTER_AGENT_STORE_URL`` is not a PostgreSQL URL.
+            When the store URL is not a PostgreSQL URL.
         """
-        from jupyter_agent.store.postgres.url import resolve_store_url
-
-        root = self.memory_dir
-        try:
-            url = resolve_store_url(self._settings().store_url, environ=self._environ)
-        except ValueError as err:
-            raise JupyterAgentError(str(err)) from None
-        key = (url, root)
-        if key not in self._stores:
-            label = kernel_label(self._shell, self._environ, self._project_root)
-            if url:
-                from jupyter_agent.paths import project_key
-                from jupyter_agent.store.postgres import PostgresStore
-
-                self._stores[key] = PostgresStore(url, root, holder_label=label,
-                                                  project=project_key(self._project_root))
-            else:
-                from jupyter_agent.store import SessionStore
-
-                self._stores[key] = SessionStore(root, holder_label=label)
-        return self._stores[key]
+        return self._project.store
 
     def _store_for(self, session_id: str) -> Store:
         if self._active is not None and self._active.session_id == session_id:
@@ -168,7 +129,7 @@ class AgentController:
         """The ID of the active session, or ``None``."""
         return None if self._active is None else self._active.session_id
 
-    def _require_active(self) -> _Active:
+    def _require_active(self) -> ActiveSession:
         if self._active is None:
             raise JupyterAgentError(
                 "no active session: start one with %agent_new or pick one with %agent_resume"
@@ -177,13 +138,7 @@ class AgentController:
 
     def _model(self, settings: Settings) -> tuple[Model, tuple[Any, ...]]:
         """The model ``settings`` describe, and what it was built from (its key)."""
-        return build_model(settings, self._environ), self._model_key(settings)
-
-    def _model_key(self, settings: Settings) -> tuple[Any, ...]:
-        """The settings a model is built from, and a hash of the key the environment
-        holds now (so that setting the variable takes effect at the next prompt)."""
-        key = endpoint(settings, self._environ)[1]
-        return (*settings.model_key(), hashlib.sha256(key.encode()).hexdigest())
+        return build_model(settings, self._environ), model_key(settings, self._environ)
 
     def _start(self, model: Model, key: tuple[Any, ...], conversation: Conversation,
                options: SessionOptions, settings: Settings) -> None:
@@ -204,21 +159,14 @@ class AgentController:
             raise
         assert conversation.store is not None and conversation.session_id is not None
         previous = self._active
-        self._active = _Active(conversation.session_id, conversation.store, options, agent, key)
+        self._active = ActiveSession(conversation.session_id, conversation.store, options,
+                                     agent, key)
         if previous is not None:
             previous.agent.close()
 
     def _agent(self) -> Agent:
-        """The active agent, with the current settings: its config refreshed, its model
-        rebuilt if a setting it was built from (or the key in the environment) changed."""
-        active = self._require_active()
-        settings = self._settings().with_options(active.options)
-        key = self._model_key(settings)
-        if key != active.model_key:
-            active.agent.reconfigure(model=build_model(settings, self._environ))
-            active.model_key = key
-        active.agent.reconfigure(config=settings.agent_config())
-        return active.agent
+        """The active agent, brought up to date with the current settings."""
+        return self._require_active().refreshed(self._settings(), self._environ)
 
     def _remember(self, session_id: str, options: SessionOptions) -> None:
         """Keep a session's options (not its title) for its next resume in this kernel,
@@ -243,7 +191,7 @@ class AgentController:
         settings = self._settings().with_options(options)
         model, key = self._model(settings)  # fails before creating anything
         conversation = Conversation.create(self.store, title=options.title or "",
-                                           project_root=str(self._project_root))
+                                           project_root=str(self._project.root))
         self._start(model, key, conversation, options, settings)
         assert conversation.session_id is not None
         self._remember(conversation.session_id, options)
@@ -336,7 +284,7 @@ class AgentController:
         explicit = options or SessionOptions()
         store = self.store
         if session_id is None:
-            session_id = self._newest_session(store)
+            session_id = newest_session(store)
         session_id = validate_session_id(session_id)
         if self._active is not None and self._active.session_id == session_id:
             store = self._active.store
@@ -365,34 +313,9 @@ class AgentController:
             conversation.set_archived(False)
         return Resumed(conversation.record(), unarchived=archived)
 
-    @staticmethod
-    def _newest_session(store: Store) -> str:
-        """The most recently updated non-archived session: one page of one entry, so a
-        team store reads one row however many sessions the project has.
-
-        Raises
-        ------
-        JupyterAgentError
-            There is none; the message says whether archived sessions exist (their
-            number, up to :data:`_ARCHIVED_COUNTED`).
-        """
-        newest = store.list_sessions(limit=1)
-        if newest:
-            return newest[0].id
-        where = getattr(store, "location", None) or getattr(store, "root", "the store")
-        hidden = store.list_sessions(include_archived=True, limit=_ARCHIVED_COUNTED + 1)
-        if not hidden:
-            raise JupyterAgentError(f"no saved sessions in {where}: start one with %agent_new")
-        n = len(hidden)
-        count = (f"the {n} saved session{'s are' if n > 1 else ' is'}" if n <= _ARCHIVED_COUNTED
-                 else f"more than {_ARCHIVED_COUNTED} saved sessions are")
-        raise JupyterAgentError(
-            f"no session to resume in {where}: {count} archived; %agent_resume ID takes one "
-            f"out of the archive (%agent_sessions --all lists them, newest: {hidden[0].id}), "
-            "or start one with %agent_new")
-
     def ask(self, prompt: str, *, on_event: Callable[[Any], None] | None = None) -> TurnResult:
-        """Send ``prompt`` to the active session and return what the turn produced.
+        """Send ``prompt`` to the active session and return what the turn produced
+        (also kept, when the turn raises, as :attr:`last_result`).
 
         Raises
         ------
@@ -401,41 +324,14 @@ class AgentController:
         ModelError
             The model endpoint failed; the prompt stays saved.
         """
-        agent = self._agent()
-        before = agent.state.tool_calls
-        open_ = [True]
-        self.last_result = None
+        active = self._require_active()
+        self._last_turn = active
+        return active.ask(prompt, self._settings(), self._environ, on_event=on_event)
 
-        def forward(event: Any) -> None:
-            # the agent keeps its last callback; events after this turn must not reach
-            # this turn's renderer (it may update an old cell's output)
-            if open_[0] and on_event is not None:
-                on_event(event)
-
-        def result(reply: str, stop_reason: str | None) -> TurnResult:
-            return TurnResult(
-                session_id=self._require_active().session_id, reply=reply,
-                stop_reason=stop_reason, turn_usage=agent.last_turn_usage.model_copy(),
-                session_usage=agent.state.usage.model_copy(),
-                turn_tool_calls=agent.state.tool_calls - before,
-                session_tool_calls=agent.state.tool_calls, limits=agent.limits,
-                limits_from_options=self._require_active().options.given() & {
-                    "max_tool_calls", "max_cost_usd", "max_iterations"},
-                limit_error=agent.limit_error if stop_reason == agent.stop_reason else None,
-            )
-
-        try:
-            reply = agent.run(prompt, on_event=forward)
-        except KeyboardInterrupt:
-            self.last_result = result("", "interrupted")
-            raise
-        except JupyterAgentError:
-            self.last_result = result("", "error")
-            raise
-        finally:
-            open_[0] = False
-        self.last_result = result(reply, agent.stop_reason)
-        return self.last_result
+    @property
+    def last_result(self) -> TurnResult | None:
+        """What the latest :meth:`ask` produced, also when it raised; ``None`` before."""
+        return None if self._last_turn is None else self._last_turn.last_result
 
     def compact(self, *, on_event: Callable[[Any], None] | None = None) -> bool:
         """Compact the active session's working context now.
@@ -462,10 +358,7 @@ class AgentController:
 
     def usage(self) -> UsageReport:
         """Usage and limits of the active session (limits as the current settings say)."""
-        active = self._require_active()
-        limits = self._settings().with_options(active.options).limits()
-        state = active.agent.state
-        return UsageReport(active.session_id, state.usage.model_copy(), state.tool_calls, limits)
+        return self._require_active().usage(self._settings())
 
     def todos(self) -> list[TodoItem]:
         """The active session's todo items."""
@@ -613,8 +506,4 @@ class AgentController:
         active, self._active = self._active, None
         if active is not None:
             active.agent.close()
-        for store in self._stores.values():
-            close = getattr(store, "close", None)  # a database store's connection
-            if close is not None:
-                close()
-        self._stores.clear()
+        self._project.close()

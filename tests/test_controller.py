@@ -232,7 +232,7 @@ def test_a_resume_reads_the_record_once_and_the_agent_owns_the_only_lease(
         settings = Settings(base_url=server.base_url, model="scripted")
         ctl = AgentController(lambda: settings, environ=env)
         counter = CountingStore(SessionStore(tmp_path / "mem"))
-        ctl._stores[("", ctl.memory_dir)] = cast(Store, counter)
+        ctl._project._stores[("", ctl.memory_dir)] = cast(Store, counter)
         first = ctl.new_session(SessionOptions(title="T"))
         ctl.ask("hello")
         ctl.new_session()  # the first session is let go
