@@ -60,7 +60,14 @@ if TYPE_CHECKING:
     from jupyter_agent.artefacts.export import Exported
     from jupyter_agent.artefacts.fork import Forked
     from jupyter_agent.artefacts.search import SearchHit
-    from jupyter_agent.store import SessionListing, SessionRecord, SessionState, Store, TodoItem
+    from jupyter_agent.store import (
+        FigureData,
+        SessionListing,
+        SessionRecord,
+        SessionState,
+        Store,
+        TodoItem,
+    )
 
 __all__ = ["AgentController", "Resumed", "SessionChange", "SessionOptions", "Settings",
            "TurnResult", "UsageReport", "kernel_label"]
@@ -432,6 +439,15 @@ class AgentController:
         """Load a session's record (default: the active session)."""
         sid = self._require_active().session_id if session_id is None else session_id
         return self._store_for(sid).load_session(sid)
+
+    def read_figure(self, session_id: str, figure_id: str) -> FigureData:
+        """A figure of a session (design §23), read without its lease.
+
+        Raises
+        ------
+        FigureNotFoundError, InvalidSessionIdError, InvalidFigureError, UnsafePathError
+        """
+        return self._store_for(session_id).read_figure(session_id, figure_id)
 
     def set_summary(self, text: str) -> None:
         """Replace the active session's summary."""

@@ -269,7 +269,7 @@ class FigureNotFoundError(JupyterAgentError, LookupError):
 
 
 class InvalidFigureError(JupyterAgentError, ValueError):
-    """A figure to save is not one a session may keep (design §22): its ID is not 1-128
+    """A figure to save is not one a session may keep (design §23): its ID is not 1-128
     letters, digits, ``_`` or ``-``; its media type is not PNG, JPEG or SVG; its bytes are
     not of that type; or it is larger than the store keeps.
 

@@ -53,7 +53,7 @@ __all__ = [
 
 #: The approval policies for tools that run code.
 APPROVALS = ("auto", "ask", "deny")
-#: Whether figures are sent to the model as images (design §22).
+#: Whether figures are sent to the model as images (design §23).
 VISION_MODES = ("auto", "on", "off")
 #: The model used when none is configured: small, cheap and current.
 DEFAULT_MODEL = "gpt-4o-mini"

@@ -131,7 +131,7 @@ def execute_batch(
         outcome = registry.invoke(name, arguments)
         text = truncate(outcome.text, max_output_chars)
         result: dict[str, Any] = {"role": "tool", "tool_call_id": call_id, "content": text}
-        if outcome.figures:  # references of the figures it made (design §22)
+        if outcome.figures:  # references of the figures it made (design §23)
             result["figures"] = list(outcome.figures)
         message = to_message_dict(result)
         progress.results.append(message)

@@ -21,7 +21,7 @@ ApprovalPolicy = Literal["auto", "ask", "deny"]
 APPROVALS: tuple[ApprovalPolicy, ...] = ("auto", "ask", "deny")
 
 Vision = Literal["auto", "on", "off"]
-"""Sending figures to the model as images (design §22): try and go on without them
+"""Sending figures to the model as images (design §23): try and go on without them
 where the endpoint refuses images, always, or never."""
 VISION_MODES: tuple[Vision, ...] = ("auto", "on", "off")
 
@@ -54,7 +54,7 @@ class AgentConfig:
         Replaces the default system prompt of a *new* session (a resumed session keeps
         its saved system message).
     vision : {"auto", "on", "off"}
-        Send the figures the agent's code makes to the model as images (design §22).
+        Send the figures the agent's code makes to the model as images (design §23).
     max_images : int
         At most this many images in one model request: the newest figures of the
         working context (0: none).

@@ -19,7 +19,7 @@
   lone surrogates), so the working context in memory always equals what was saved.
 - **Figures.** :meth:`save_figure` keeps a figure with the session (``store.save_figure``,
   under the lease) before any message refers to it; :meth:`read_figure` reads it back
-  (design §22). An in-memory conversation keeps them in memory.
+  (design §23). An in-memory conversation keeps them in memory.
 
 Without a store the conversation lives in memory and every persistence method is a
 no-op. Everything is typed against the :class:`~jupyter_agent.store.Store` protocol.
@@ -335,7 +335,7 @@ class Conversation:
             "updated_at": utc_now() if self.messages != loaded.messages else loaded.updated_at,
         })
 
-    # ---- figures (design §22) ------------------------------------------------------------
+    # ---- figures (design §23) ------------------------------------------------------------
     def save_figure(self, figure_id: str, data: bytes, media_type: str) -> None:
         """Keep a figure with the session (in memory without a store).
 

@@ -124,7 +124,7 @@ class Agent:
         self._builtins = BuiltinTools(lambda: self.conversation.state, shell=shell,
                                       approval=self.config.approve, ask=ask)
         self._builtins.notify = lambda text: self._emit(Notice(text))
-        figures = self._builtins.figures  # design §22: kept with the session, shown, sent
+        figures = self._builtins.figures  # design §23: kept with the session, shown, sent
         figures.save = lambda fid, data, media_type: self.conversation.save_figure(
             fid, data, media_type)
         figures.emit = lambda event: self._emit(event)
@@ -387,7 +387,7 @@ class Agent:
     def _compact_images_first(self) -> None:
         """Compaction when the context grew too large: first the images of earlier
         figures leave the working context; a summary is written only if that is not
-        enough (design §22)."""
+        enough (design §23)."""
         dropped = drop_old_images(self.conversation)
         if dropped:
             self._emit(Notice(f"the images of {dropped} earlier figure(s) left the working "

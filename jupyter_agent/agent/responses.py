@@ -93,7 +93,7 @@ def to_input(message: Mapping[str, Any]) -> list[dict[str, Any]]:
     role = str(message.get("role", "user"))
     if role == "tool":
         output = message.get("content")
-        if isinstance(output, list):  # text and images (design §22)
+        if isinstance(output, list):  # text and images (design §23)
             return [{"type": "function_call_output", "call_id": message.get("tool_call_id"),
                      "output": _content(output, role)}]
         return [{"type": "function_call_output", "call_id": message.get("tool_call_id"),

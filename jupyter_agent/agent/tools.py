@@ -57,7 +57,7 @@ class ToolError(Exception):
 
 class ToolOutput(str):
     """A tool's result text that also carries references of the figures it made
-    (design §22); the tool message of the call gets them as its ``figures``.
+    (design §23); the tool message of the call gets them as its ``figures``.
 
     Parameters
     ----------
@@ -114,7 +114,7 @@ def configure_memory(store: Store | None, session_id: str | None) -> MemoryConte
 @dataclass(frozen=True)
 class ToolResult:
     """The outcome of one tool call: the text the model sees, whether it worked, and the
-    references of the figures it made (design §22)."""
+    references of the figures it made (design §23)."""
 
     text: str
     ok: bool

@@ -1,4 +1,4 @@
-"""Figures as images for the model: what each request carries (design §22).
+"""Figures as images for the model: what each request carries (design §23).
 
 The working context keeps figure *references* on tool messages (``figures``, see
 :mod:`jupyter_agent.store.figures`), never image bytes. Before each request,
@@ -307,7 +307,7 @@ def _with_usage(reply: ModelReply, plain: Sequence[dict[str, Any]], image_tokens
 
 def drop_old_images(conversation: Conversation) -> int:
     """Drop the figures of earlier requests from the working context: the first thing
-    compaction does (design §4, §22).
+    compaction does (design §4, §23).
 
     Every tool message before the newest user message loses its ``figures`` key (its
     text still names the figures); the transcript keeps the references. Recorded like a

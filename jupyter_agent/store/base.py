@@ -23,7 +23,7 @@ The rules every backend keeps (design §1-§10):
   naming where it is, and is left untouched; listing skips it. Records are validated
   completely when loaded (design §19), and a message that could not be loaded back is
   refused before it is saved (:class:`~jupyter_agent.errors.InvalidMessageError`);
-* a session's figures (design §22) are image files kept with it, written under its
+* a session's figures (design §23) are image files kept with it, written under its
   lease and deleted with it; :meth:`Store.read_figure` never follows a link;
 * a lease refusal carries who holds the session (``SessionLockedError.holder``: pid, host,
   user, since, label) and :meth:`Store.list_sessions` reports it for sessions in use.
@@ -144,7 +144,7 @@ class Store(Protocol):
         """One entry per readable session, most recently updated first (design §10)."""
         ...
 
-    # ---- figures (design §22)
+    # ---- figures (design §23)
     def save_figure(self, session_id: str, figure_id: str, data: bytes, media_type: str) -> None:
         """Keep a figure with a saved session, under its lease (replacing one of that ID).
 

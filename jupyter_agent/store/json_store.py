@@ -463,7 +463,7 @@ class SessionStore:
             self._files.cache.pop(session_id, None)
             self._files.index.forget(root, session_id)
 
-    # ------------------------------------------------------------------ figures (design §22)
+    # ------------------------------------------------------------------ figures (design §23)
     def save_figure(self, session_id: str, figure_id: str, data: bytes, media_type: str) -> None:
         """Keep a figure as ``sessions/<id>.figures/<figure id>.<suffix>``, written
         atomically under the session's lease (see :meth:`Store.save_figure

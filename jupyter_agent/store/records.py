@@ -170,7 +170,7 @@ class SessionState(_Model):
         The model API it last talked through ("chat", ...; "" if unknown).
     vision : str
         Whether the session sends figures to the model as images: "auto", "on" or
-        "off" ("" if unknown; design §22).
+        "off" ("" if unknown; design §23).
     images_refused : str
         With vision "auto": the model and endpoint (``"model at URL"``) that refused
         image input in this session, so later requests to them go without images; ""

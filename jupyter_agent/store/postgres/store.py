@@ -4,7 +4,7 @@ The same contract as the JSON files (:class:`~jupyter_agent.store.base.Store`,
 design §1-§10, §16), composed of: ``link.py`` (the connection, reopened when it
 drops), ``schema.py`` (tables and migrations), ``leases.py`` (advisory locks),
 ``tables.py`` (every SQL statement on sessions), ``figures.py`` (a session's
-figures, design §22), ``rows.py`` (pure plans of each
+figures, design §23), ``rows.py`` (pure plans of each
 change) and ``heads.py`` (what is kept in memory while a lease is held).
 
 Invariants
@@ -476,7 +476,7 @@ class PostgresStore:
                 if not self._table.delete(session_id, self._heads.check(session_id)):
                     raise SessionNotFoundError(session_id, self.location)
 
-    # ------------------------------------------------------------------ figures (design §22)
+    # ------------------------------------------------------------------ figures (design §23)
     def save_figure(self, session_id: str, figure_id: str, data: bytes, media_type: str) -> None:
         """Keep a figure of a session as a row of ``figures`` (replacing one of that ID),
         under the session's lease, in one transaction (see :meth:`Store.save_figure
