@@ -30,6 +30,7 @@ code is a step the model should hear about. :class:`OutputCapture` wraps one cal
 
 from __future__ import annotations
 
+import contextlib
 import io
 import sys
 import threading
@@ -111,11 +112,14 @@ class OutputCapture:
         self._thread = 0
         self._busy = False
         self._figures_before: set[int] = set()
+        self._stdout: Any = None
+        self._collecting = False
 
     # ---- the publisher
     def __enter__(self) -> OutputCapture:
         self._thread = threading.get_ident()
         self._figures_before = set(_open_figure_numbers())
+        self._stdout = sys.stdout  # where a forwarded display prints, not the code's output
         publisher = getattr(self.shell, "display_pub", None)
         if publisher is None or not callable(getattr(publisher, "publish", None)):
             return self
@@ -128,10 +132,11 @@ class OutputCapture:
             if (self._busy or threading.get_ident() != self._thread or kwargs.get("update")
                     or not isinstance(data, dict)):
                 return original(data, metadata, *args, **kwargs)
-            item = RichOutput(dict(data), dict(metadata or {}), _printed())
-            self._take(item)
+            position = None if self._collecting else _printed()
+            self._take(RichOutput(dict(data), dict(metadata or {}), position))
             if self.forward:
-                return original(data, metadata, *args, **kwargs)
+                with contextlib.redirect_stdout(self._stdout):
+                    return original(data, metadata, *args, **kwargs)
             return None
 
         publisher.publish = publish
@@ -140,12 +145,14 @@ class OutputCapture:
     def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         try:
             if exc_type is None:
+                self._collecting = True  # after the code: these go after what it printed
                 try:
                     self._collect_figures()
                 except Exception as err:  # the code's figure cannot be drawn
                     self.error = (f"the figures left open could not be drawn: "
                                   f"{type(err).__name__}: {err}")
         finally:
+            self._collecting = False
             self._restore()
 
     def _restore(self) -> None:
