@@ -597,7 +597,9 @@ class AgentController:
         record = self.record(session_id)
         secrets = secrets_from_environ(os.environ if self._environ is None else self._environ,
                                        [self._settings().api_key_env])
-        return export_record(record, fmt, output, force=force, secrets=secrets)
+        store = self._store_for(record.id)
+        return export_record(record, fmt, output, force=force, secrets=secrets,
+                             figures=lambda fid: store.read_figure(record.id, fid))
 
     def search(self, text: str, *, deep: bool = False,
                include_archived: bool = False) -> list[SearchHit]:

@@ -136,3 +136,16 @@ def test_the_panel_details_show_the_last_figures(
     panel._detail_close.click()
     assert panel._detail_figures.children == ()
     panel.close()
+
+
+def test_agent_export_writes_the_figures_into_the_notebook(
+        shell: InteractiveShell, model_server: ScriptedModelServer, tmp_path: Path) -> None:
+    import nbformat
+
+    (tmp_path / "g.png").write_bytes(png(40, 30))
+    figure_turn(shell, model_server, tmp_path / "g.png")
+    shell.run_line_magic("agent_export", f"-o {tmp_path / 'out.ipynb'}")
+    notebook = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    (cell,) = [c for c in notebook.cells if c.cell_type == "code"]
+    (output,) = [o for o in cell.outputs if o.output_type == "display_data"]
+    assert base64.b64decode(output.data["image/png"]) == png(40, 30)

@@ -48,6 +48,7 @@ __all__ = [
     "copy_figures",
     "figure_dir_sessions",
     "figure_file",
+    "figure_label",
     "figure_refs",
     "figures_dir",
     "last_figure_number",
@@ -125,6 +126,16 @@ def figure_refs(messages: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         for ref in refs:
             if isinstance(ref, dict) and isinstance(ref.get("id"), str):
                 yield ref
+
+
+def figure_label(ref: dict[str, Any]) -> str:
+    """``figure 2: PNG, 640×480 px`` for a reference (size left out when unknown)."""
+    from jupyter_agent.images import FORMAT_NAMES
+
+    kind = FORMAT_NAMES.get(str(ref.get("media_type")), "image")
+    width, height = ref.get("width"), ref.get("height")
+    size = f", {width}×{height} px" if isinstance(width, int) and isinstance(height, int) else ""
+    return f"figure {ref.get('n', '?')}: {kind}{size}"
 
 
 def last_figure_number(messages: Iterable[dict[str, Any]]) -> int:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from jupyter_agent.errors import JupyterAgentError
-from jupyter_agent.store.figures import FigureData, figure_refs
+from jupyter_agent.store.figures import FigureData, figure_label, figure_refs
 
 __all__ = [
     "RECAP_WIDTH",
@@ -33,16 +33,6 @@ RECAP_WIDTH = 320
 
 ReadFigure = Callable[[str], FigureData]
 """``read(figure_id) -> FigureData`` for one session (the controller's store)."""
-
-
-def figure_label(ref: dict[str, Any]) -> str:
-    """``figure 2: PNG, 640×480 px`` for a reference."""
-    from jupyter_agent.images import FORMAT_NAMES
-
-    kind = FORMAT_NAMES.get(str(ref.get("media_type")), "image")
-    width, height = ref.get("width"), ref.get("height")
-    size = f", {width}×{height} px" if isinstance(width, int) and isinstance(height, int) else ""
-    return f"figure {ref.get('n', '?')}: {kind}{size}"
 
 
 def last_figure(messages: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
