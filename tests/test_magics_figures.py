@@ -149,3 +149,26 @@ def test_agent_export_writes_the_figures_into_the_notebook(
     (cell,) = [c for c in notebook.cells if c.cell_type == "code"]
     (output,) = [o for o in cell.outputs if o.output_type == "display_data"]
     assert base64.b64decode(output.data["image/png"]) == png(40, 30)
+
+
+def test_vision_is_per_session_and_kept_on_resume(
+        make_shell: ShellFactory, model_server: ScriptedModelServer, tmp_path: Path) -> None:
+    (tmp_path / "g.png").write_bytes(png(40, 30))
+    shell = kernel_shell(make_shell)
+    shell.run_line_magic("config", f'AgentMagics.base_url = "{model_server.base_url}"')
+    shell.run_line_magic("agent_new", "--vision off")
+    figure_turn(shell, model_server, tmp_path / "g.png")
+    sid = magics_of(shell).controller.active_session_id
+    assert model_server.images == [[], []]
+    shell.run_line_magic("unload_ext", "jupyter_agent")
+
+    later = kernel_shell(make_shell)  # AgentMagics.vision is "auto" here
+    later.run_line_magic("config", f'AgentMagics.base_url = "{model_server.base_url}"')
+    later.run_line_magic("agent_resume", str(sid))
+    model_server.add_steps([{"text": "Still text only."}])
+    later.run_line_magic("agent", "and now?")
+    assert model_server.images[-1] == []
+    later.run_line_magic("agent_resume", f"{sid} --vision on")
+    model_server.add_steps([{"text": "Now I see it."}])
+    later.run_line_magic("agent", "look")
+    assert [p.media_type for p in model_server.images[-1]] == ["image/png"]

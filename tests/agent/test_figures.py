@@ -21,7 +21,7 @@ from traitlets.config import Config
 from jupyter_agent.agent import Agent, AgentConfig, Notice
 from jupyter_agent.agent.responses import ResponsesModel
 from jupyter_agent.agent.vision import IMAGES_CAPTION
-from jupyter_agent.errors import UnsafePathError
+from jupyter_agent.errors import UnsafeFileError
 from jupyter_agent.images import MAX_IMAGE_SIDE, image_tokens
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
@@ -320,6 +320,6 @@ def test_a_figure_file_replaced_by_a_link_or_fifo_is_refused(
         path.symlink_to(secret)
     else:
         os.mkfifo(path)
-    with pytest.raises(UnsafePathError) as caught:
+    with pytest.raises(UnsafeFileError) as caught:
         store.read_figure(sid, fid)
     assert str(path) in str(caught.value)
