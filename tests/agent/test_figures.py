@@ -323,3 +323,38 @@ def test_a_figure_file_replaced_by_a_link_or_fifo_is_refused(
     with pytest.raises(UnsafeFileError) as caught:
         store.read_figure(sid, fid)
     assert str(path) in str(caught.value)
+
+
+def test_a_long_context_drops_old_images_before_summarising(
+        store: SessionStore, kshell: InteractiveShell) -> None:
+    from jupyter_agent.agent.context import estimate_tokens
+
+    def first_turn(window: int) -> tuple[Agent, ScriptedModelServer]:
+        server = ScriptedModelServer(run_code(PLOT, "two plots") + [{"text": "ok"}]).start()
+        agent = make_agent(server, store, shell=kshell, vision="on", context_window=window)
+        agent.run("plot it")
+        return agent, server
+
+    # how large the context is with the images counted (the endpoint's report) and without
+    probe, server = first_turn(10**7)
+    nxt = {"role": "user", "content": "next"}
+    with_images = probe.conversation.estimated_tokens() + estimate_tokens([nxt])
+    plain = [{k: v for k, v in m.items() if k != "figures"} for m in probe.conversation.messages]
+    without = estimate_tokens([*plain, nxt])
+    probe.close()
+    server.stop()
+    assert with_images > without + 400
+
+    agent, server = first_turn(int((with_images + without) / 2 / 0.8))
+    rec = Recorder()
+    assert agent.run("next", on_event=rec) == "ok"
+    notices = [e.text for e in rec.events if isinstance(e, Notice)]
+    assert any("the images of 2 earlier figure(s) left the working context" in n for n in notices)
+    assert len(server.requests) == 3  # no summarising request was needed
+    assert server.images[2] == []
+    record = store.load_session(agent.conversation.session_id)
+    assert not any("figures" in m for m in record.messages)
+    assert [len(m["figures"]) for m in record.transcript if "figures" in m] == [2]
+    assert len(record.compactions) == 1
+    agent.close()
+    server.stop()
