@@ -330,7 +330,7 @@ def test_a_long_context_drops_old_images_before_summarising(
     from jupyter_agent.agent.context import estimate_tokens
 
     def first_turn(window: int) -> tuple[Agent, ScriptedModelServer]:
-        server = ScriptedModelServer(run_code(PLOT, "two plots") + [{"text": "ok"}]).start()
+        server = ScriptedModelServer([*run_code(PLOT, "two plots"), {"text": "ok"}]).start()
         agent = make_agent(server, store, shell=kshell, vision="on", context_window=window)
         agent.run("plot it")
         return agent, server
