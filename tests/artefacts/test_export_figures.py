@@ -113,3 +113,15 @@ def test_the_cli_export_includes_the_figures(store: SessionStore, session: str,
     notebook = nbformat.read(out, as_version=4)
     (cell,) = [c for c in notebook.cells if c.cell_type == "code"]
     assert sum(o.output_type == "display_data" for o in cell.outputs) == 2
+
+
+def test_a_fork_takes_the_figures_it_refers_to(store: SessionStore, session: str) -> None:
+    from jupyter_agent.artefacts.fork import fork_session
+
+    forked = fork_session(store, session)
+    fid = forked.record.id
+    assert store.figure_ids(fid) == store.figure_ids(session) and len(store.figure_ids(fid)) == 2
+    for figure_id in store.figure_ids(fid):
+        assert store.read_figure(fid, figure_id) == store.read_figure(session, figure_id)
+    store.delete_session(session)  # the fork's figures are its own
+    assert len(store.figure_ids(fid)) == 2
