@@ -60,7 +60,14 @@ if TYPE_CHECKING:
     from jupyter_agent.artefacts.export import Exported
     from jupyter_agent.artefacts.fork import Forked
     from jupyter_agent.artefacts.search import SearchHit
-    from jupyter_agent.store import SessionListing, SessionRecord, SessionState, Store, TodoItem
+    from jupyter_agent.store import (
+        FigureData,
+        SessionListing,
+        SessionRecord,
+        SessionState,
+        Store,
+        TodoItem,
+    )
 
 __all__ = ["AgentController", "Resumed", "SessionChange", "SessionOptions", "Settings",
            "TurnResult", "UsageReport", "kernel_label"]
@@ -346,6 +353,15 @@ class AgentController:
         sid = self._require_active().session_id if session_id is None else session_id
         return self._store_for(sid).load_session(sid)
 
+    def read_figure(self, session_id: str, figure_id: str) -> FigureData:
+        """A figure of a session (design §23), read without its lease.
+
+        Raises
+        ------
+        FigureNotFoundError, InvalidSessionIdError, InvalidFigureError, UnsafePathError
+        """
+        return self._store_for(session_id).read_figure(session_id, figure_id)
+
     def set_summary(self, text: str) -> None:
         """Replace the active session's summary."""
         active = self._require_active()
@@ -491,7 +507,9 @@ class AgentController:
         record = self.record(session_id)
         secrets = secrets_from_environ(os.environ if self._environ is None else self._environ,
                                        [self._settings().api_key_env])
-        return export_record(record, fmt, output, force=force, secrets=secrets)
+        store = self._store_for(record.id)
+        return export_record(record, fmt, output, force=force, secrets=secrets,
+                             figures=lambda fid: store.read_figure(record.id, fid))
 
     def search(self, text: str, *, deep: bool = False,
                include_archived: bool = False) -> list[SearchHit]:

@@ -247,6 +247,48 @@ class InvalidMessageError(JupyterAgentError, ValueError):
         super().__init__(f"message {index} cannot be saved: {reason}")
 
 
+class FigureNotFoundError(JupyterAgentError, LookupError):
+    """A session has no figure with this ID (never saved, or deleted with the session).
+
+    Attributes
+    ----------
+    session_id, figure_id : str
+    where : pathlib.Path or str
+        Where the figure was looked for (its file, or the database and project).
+    """
+
+    def __init__(self, session_id: str, figure_id: str, where: Path | str) -> None:
+        self.session_id = session_id
+        self.figure_id = figure_id
+        self.where = where
+        super().__init__(f"session {session_id!r} has no figure {figure_id!r} "
+                         f"(looked in {where})")
+
+    def __str__(self) -> str:  # LookupError/KeyError would quote the message
+        return str(self.args[0])
+
+
+class InvalidFigureError(JupyterAgentError, ValueError):
+    """A figure to save is not one a session may keep (design §23): its ID is not 1-128
+    letters, digits, ``_`` or ``-``; its media type is not PNG, JPEG or SVG; its bytes are
+    not of that type; or it is larger than the store keeps.
+
+    Raised before anything is written.
+
+    Attributes
+    ----------
+    figure_id : object
+        The figure's ID, as given.
+    reason : str
+        What is wrong with it.
+    """
+
+    def __init__(self, figure_id: object, reason: str) -> None:
+        self.figure_id = figure_id
+        self.reason = reason
+        super().__init__(f"figure {figure_id!r} cannot be saved: {reason}")
+
+
 class UnsafePathError(JupyterAgentError):
     """Something in the memory directory is not what the store may safely use.
 
@@ -388,10 +430,13 @@ class ModelError(JupyterAgentError):
     status_code : int or None
         The HTTP status, or ``None`` when no response arrived (connection refused,
         timeout).
+    code : str
+        The error code the endpoint sent (e.g. ``"context_length_exceeded"``), or "".
     """
 
-    def __init__(self, message: str, status_code: int | None = None) -> None:
+    def __init__(self, message: str, status_code: int | None = None, code: str = "") -> None:
         self.status_code = status_code
+        self.code = code
         super().__init__(message)
 
 

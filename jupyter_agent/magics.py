@@ -61,9 +61,12 @@ from jupyter_agent.ui.display import (
     format_todos,
     format_transcript,
     format_usage,
+    history_blocks,
     is_jupyter,
     limit_message,
+    transcript_blocks,
 )
+from jupyter_agent.ui.figures import RECAP_WIDTH, last_figure, show_blocks, split_at_figures
 
 __all__ = ["AgentMagics", "load_ipython_extension", "unload_ipython_extension"]
 
@@ -134,6 +137,13 @@ class AgentMagics(Magics):
         args = parse_argstring(self.agent_resume, line)
         resumed = self._controller.resume(args.session_id, options_from_args(args))
         self._show(format_resumed(resumed), lambda: recap.resumed_markdown(resumed))
+        figure = last_figure(resumed.record.transcript)
+        if figure is not None and self._jupyter:  # the last figure, small (design §23)
+            show_blocks([figure], self._figure_reader(resumed.record.id), width=RECAP_WIDTH)
+
+    def _figure_reader(self, session_id: str) -> Callable[[str], Any]:
+        """Reads the figures of one session (for showing them again)."""
+        return lambda figure_id: self._controller.read_figure(session_id, figure_id)
 
     @line_cell_magic
     @no_var_expand
@@ -348,13 +358,20 @@ class AgentMagics(Magics):
     @argument("--full", action="store_true",
               help="The full transcript with compaction markers, not the working context.")
     def agent_history(self, line: str) -> None:
-        """Show the active session's working context (or with --full its whole transcript)."""
+        """Show the active session's working context (or with --full its whole transcript);
+        in Jupyter with the figures its code made, where they were made."""
         args = parse_argstring(self.agent_history, line)
         record = self._controller.record()
-        if args.full:
-            print(format_transcript(record.transcript, record.compactions))
-        else:
-            print(format_history(record.messages))
+        if not self._jupyter:
+            print(format_transcript(record.transcript, record.compactions) if args.full
+                  else format_history(record.messages))
+            return
+        blocks = (transcript_blocks(record.transcript, record.compactions) if args.full
+                  else history_blocks(record.messages))
+        if not blocks:
+            print("(no messages)")
+            return
+        show_blocks(split_at_figures(blocks), self._figure_reader(record.id))
 
     @line_magic
     @error_boundary

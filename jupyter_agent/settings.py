@@ -39,6 +39,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "MODEL_APIS",
     "OPTIONS",
+    "VISION_MODES",
     "Option",
     "SessionOptions",
     "Settings",
@@ -52,6 +53,8 @@ __all__ = [
 
 #: The approval policies for tools that run code.
 APPROVALS = ("auto", "ask", "deny")
+#: Whether figures are sent to the model as images (design §23).
+VISION_MODES = ("auto", "on", "off")
 #: The model used when none is configured: small, cheap and current.
 DEFAULT_MODEL = "gpt-4o-mini"
 #: The default variable holding the API key (``AgentMagics.api_key_env``).
@@ -249,6 +252,14 @@ OPTIONS: tuple[Option, ...] = (
            "starts at 80%); None: the agent's default for the model.", "agent",
            check=_at_least(1), none="the model's default"),
     Option("stream", bool, True, "Stream replies as they are generated.", "agent"),
+    Option("vision", str, "auto", "Send the figures the agent's code makes to the model as "
+           "images: auto (send them; where the endpoint refuses images, go on without them "
+           "for the session), on, or off.", "agent", choices=VISION_MODES, flag="--vision",
+           saved=True,
+           flag_help="Figures as images for the model: auto, on or off (default: what the "
+                     "session last used, else AgentMagics.vision)."),
+    Option("max_images", int, 3, "Images sent with one model request at most (the newest "
+           "figures of the working context); 0: none.", "agent", check=_at_least(0)),
     Option("temperature", float, None, "Sampling temperature sent with every request, 0-2 "
            "(lower: more focused and repeatable); None: the model's default.", "request",
            check=_at_least(0, 2), none="the model's default", flag="--temperature",

@@ -1,9 +1,10 @@
 """What a headless run of the notebooks leaves: ``jupyter nbconvert --to markdown`` output.
 
 The notebooks' stored outputs are checked (nbval, in the same test run, proves they are
-what a fresh run produces): every turn is one output, none is empty (an empty output
-becomes a run of blank lines), and no output holds HTML: converted to Markdown, the
-notebooks contain no raw HTML tag outside code.
+what a fresh run produces): every turn is one Markdown output per stretch of text between
+the figures its code displayed (design §23), each figure an image output in its place;
+none is empty (an empty output becomes a run of blank lines), and no output holds HTML:
+converted to Markdown, the notebooks contain no raw HTML tag outside code.
 """
 
 from __future__ import annotations
@@ -31,14 +32,22 @@ def test_each_turn_is_one_markdown_output_without_html(path: Path) -> None:
     assert turns
     for cell in turns:
         rich = [o for o in cell.outputs if o.output_type in ("display_data", "execute_result")]
-        assert len(rich) == 1, cell.source  # the reply, its tool calls and its footer
-        markdown = rich[0].data["text/markdown"]
-        assert markdown.strip() and "\n\n\n" not in markdown
-        assert rich[0].data["text/plain"].strip()  # readable as text too
-        tokens = MarkdownIt("commonmark").enable("table").parse(markdown)
-        html = [t for t in tokens if t.type == "html_block"] + [
-            c for t in tokens for c in (t.children or []) if c.type == "html_inline"]
-        assert html == [], cell.source
+        texts = [o for o in rich if "text/markdown" in o.data]
+        figures = [o for o in rich if "text/markdown" not in o.data]
+        # the reply, its tool calls and its footer; cut where the code showed a figure
+        assert len(texts) == len(figures) + 1, cell.source
+        assert rich[0::2] == texts and rich[1::2] == figures, cell.source
+        for figure in figures:
+            assert "image/png" in figure.data
+            assert figure.data["text/plain"].startswith("<Figure size ")
+        for output in texts:
+            markdown = output.data["text/markdown"]
+            assert markdown.strip() and "\n\n\n" not in markdown
+            assert output.data["text/plain"].strip()  # readable as text too
+            tokens = MarkdownIt("commonmark").enable("table").parse(markdown)
+            html = [t for t in tokens if t.type == "html_block"] + [
+                c for t in tokens for c in (t.children or []) if c.type == "html_inline"]
+            assert html == [], cell.source
     for cell in notebook.cells:
         for output in cell.get("outputs", []):
             data = output.get("data", {})

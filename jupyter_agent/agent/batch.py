@@ -130,7 +130,10 @@ def execute_batch(
         on_start()
         outcome = registry.invoke(name, arguments)
         text = truncate(outcome.text, max_output_chars)
-        message = to_message_dict({"role": "tool", "tool_call_id": call_id, "content": text})
+        result: dict[str, Any] = {"role": "tool", "tool_call_id": call_id, "content": text}
+        if outcome.figures:  # references of the figures it made (design §23)
+            result["figures"] = list(outcome.figures)
+        message = to_message_dict(result)
         progress.results.append(message)
         progress.running = None
         emit(ToolCallEnd(call_id, name, message["content"], outcome.ok))

@@ -25,8 +25,15 @@ from typing import Any, Literal
 from IPython.core.error import StdinNotImplementedError
 
 from jupyter_agent.agent.config import ApprovalPolicy
+from jupyter_agent.agent.figures import FigureKeeper
 from jupyter_agent.agent.pyexec import format_outcome, run_code
-from jupyter_agent.agent.tools import MemoryContext, Tool, ToolError, tool_from_function
+from jupyter_agent.agent.tools import (
+    MemoryContext,
+    Tool,
+    ToolError,
+    ToolOutput,
+    tool_from_function,
+)
 from jupyter_agent.store import SessionState, TodoItem
 
 __all__ = [
@@ -170,6 +177,7 @@ class BuiltinTools:
         self.summary_written = False
         self.notify: Callable[[str], object] = lambda text: None
         self._private_ns: dict[str, Any] = {"__name__": "__main__"}
+        self.figures = FigureKeeper(get_state)
 
     def tools(self) -> list[Tool]:
         """The built-in tools, in :data:`BUILTIN_TOOL_NAMES` order."""
@@ -192,13 +200,16 @@ class BuiltinTools:
             return ns
         return self._private_ns
 
-    def _hidden_names(self) -> set[str]:
-        shell = self.shell
-        if shell is None:
-            from IPython import get_ipython
+    def _shell(self) -> Any:
+        """The shell ``run_python`` runs in (``None`` without IPython)."""
+        if self.shell is not None:
+            return self.shell
+        from IPython import get_ipython
 
-            shell = get_ipython()
-        return set(getattr(shell, "user_ns_hidden", {}) or {})
+        return get_ipython()
+
+    def _hidden_names(self) -> set[str]:
+        return set(getattr(self._shell(), "user_ns_hidden", {}) or {})
 
     def _approve(self, code: str) -> str | None:
         """None when the code may run, else the refusal text."""
@@ -220,7 +231,8 @@ class BuiltinTools:
 
         Variables persist between calls and are shared with the user's notebook.
         Returns stdout, stderr, the repr of a final expression, and any exception as
-        text; long output is cut.
+        text; long output is cut. Figures (plt.show(), display() of images) are shown to
+        the user and named in the output, e.g. [figure 1: PNG, 640×480 px, ...].
 
         Parameters
         ----------
@@ -230,11 +242,13 @@ class BuiltinTools:
         refusal = self._approve(code)
         if refusal is not None:
             raise ToolError(refusal)
-        outcome = run_code(code, self.namespace())
+        with self.figures.capture(self._shell()) as capture:  # design §23
+            outcome = run_code(code, self.namespace())
+        outcome, figures = self.figures.keep(capture, outcome)
         text = format_outcome(outcome)
         if not outcome.ok:
-            raise ToolError(text)
-        return text
+            raise ToolError(text, figures=figures)
+        return ToolOutput(text, figures)
 
     def list_variables(self) -> str:
         """List the user's variables in the kernel: name, type and a short preview."""

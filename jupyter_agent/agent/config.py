@@ -14,11 +14,16 @@ from typing import Literal
 
 from jupyter_agent.agent.limits import Limits
 
-__all__ = ["APPROVALS", "AgentConfig", "ApprovalPolicy", "Limits"]
+__all__ = ["APPROVALS", "VISION_MODES", "AgentConfig", "ApprovalPolicy", "Limits", "Vision"]
 
 ApprovalPolicy = Literal["auto", "ask", "deny"]
 """Running code for the agent: ask the user each time, run, or refuse."""
 APPROVALS: tuple[ApprovalPolicy, ...] = ("auto", "ask", "deny")
+
+Vision = Literal["auto", "on", "off"]
+"""Sending figures to the model as images (design §23): try and go on without them
+where the endpoint refuses images, always, or never."""
+VISION_MODES: tuple[Vision, ...] = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
@@ -48,11 +53,17 @@ class AgentConfig:
     system_prompt : str, optional
         Replaces the default system prompt of a *new* session (a resumed session keeps
         its saved system message).
+    vision : {"auto", "on", "off"}
+        Send the figures the agent's code makes to the model as images (design §23).
+    max_images : int
+        At most this many images in one model request: the newest figures of the
+        working context (0: none).
 
     Raises
     ------
     ValueError
-        For an unknown approval policy or ``compact_at`` outside (0, 1].
+        For an unknown approval policy or vision mode, ``compact_at`` outside (0, 1], or
+        a negative ``max_images``.
     """
 
     approve: ApprovalPolicy = "ask"
@@ -64,9 +75,15 @@ class AgentConfig:
     limits: Limits = field(default_factory=Limits)
     prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     system_prompt: str | None = None
+    vision: Vision = "auto"
+    max_images: int = 3
 
     def __post_init__(self) -> None:
         if self.approve not in APPROVALS:
             raise ValueError(f"approve must be 'auto', 'ask' or 'deny', not {self.approve!r}")
+        if self.vision not in VISION_MODES:
+            raise ValueError(f"vision must be 'auto', 'on' or 'off', not {self.vision!r}")
+        if self.max_images < 0:
+            raise ValueError(f"max_images must be 0 or more, not {self.max_images!r}")
         if not 0 < self.compact_at <= 1:
             raise ValueError(f"compact_at must be in (0, 1], not {self.compact_at!r}")

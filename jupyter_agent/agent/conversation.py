@@ -17,6 +17,9 @@
 - **The stored format.** Every message enters through :meth:`append`, which normalizes
   it with :func:`~jupyter_agent.store.to_message_dict` (plain Chat Completions JSON, no
   lone surrogates), so the working context in memory always equals what was saved.
+- **Figures.** :meth:`save_figure` keeps a figure with the session (``store.save_figure``,
+  under the lease) before any message refers to it; :meth:`read_figure` reads it back
+  (design §23). An in-memory conversation keeps them in memory.
 
 Without a store the conversation lives in memory and every persistence method is a
 no-op. Everything is typed against the :class:`~jupyter_agent.store.Store` protocol.
@@ -30,7 +33,14 @@ from typing import Any
 
 from jupyter_agent.agent.context import estimate_tokens, repair_tool_pairs
 from jupyter_agent.agent.prompts import DEFAULT_SYSTEM_PROMPT, build_system_prompt
-from jupyter_agent.store import SessionRecord, SessionState, Store, new_session_id, to_message_dict
+from jupyter_agent.store import (
+    FigureData,
+    SessionRecord,
+    SessionState,
+    Store,
+    new_session_id,
+    to_message_dict,
+)
 from jupyter_agent.store.records import utc_now
 
 __all__ = ["MEMORY_REPAIR", "RESUME_REPAIR", "Conversation"]
@@ -86,6 +96,7 @@ class Conversation:
         self._reported_tokens: int | None = None
         self._reported_len = 0
         self._in_order = 0  # messages[:_in_order] have intact tool pairs (see repair)
+        self._figures: dict[str, FigureData] = {}  # in memory only (no store)
 
     # ---- starting -------------------------------------------------------------------
     @classmethod
@@ -323,6 +334,42 @@ class Conversation:
             "state": self.state.model_copy(deep=True),
             "updated_at": utc_now() if self.messages != loaded.messages else loaded.updated_at,
         })
+
+    # ---- figures (design §23) ------------------------------------------------------------
+    def save_figure(self, figure_id: str, data: bytes, media_type: str) -> None:
+        """Keep a figure with the session (in memory without a store).
+
+        Raises
+        ------
+        InvalidFigureError, SessionLockedError, OSError
+            From the store (nothing refers to the figure yet).
+        """
+        if self.store is None or self.session_id is None:
+            from jupyter_agent.store.figures import check_figure
+
+            check_figure(figure_id, data, media_type)
+            self._figures[figure_id] = FigureData(data, media_type)
+            return
+        self.store.save_figure(self.session_id, figure_id, data, media_type)
+
+    def read_figure(self, figure_id: str) -> FigureData:
+        """A figure of the session.
+
+        Raises
+        ------
+        FigureNotFoundError
+            When the session has no such figure.
+        UnsafePathError, OSError
+            From the store.
+        """
+        if self.store is None or self.session_id is None:
+            found = self._figures.get(figure_id)
+            if found is None:
+                from jupyter_agent.errors import FigureNotFoundError
+
+                raise FigureNotFoundError("(in memory)", figure_id, "memory")
+            return found
+        return self.store.read_figure(self.session_id, figure_id)
 
     # ---- size --------------------------------------------------------------------------
     def note_reported_tokens(self, tokens: int) -> None:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from jupyter_agent.store import Usage
 
 __all__ = [
     "AgentEvent",
+    "Displayed",
     "EventCallback",
     "Notice",
     "TextDelta",
@@ -115,7 +116,38 @@ class Notice:
     kind: Literal["notice"] = field(default="notice", init=False)
 
 
-AgentEvent: TypeAlias = TextDelta | ToolCallStart | ToolCallEnd | UsageUpdate | Notice
+@dataclass(frozen=True)
+class Displayed:
+    """Code the agent runs displayed something: a figure, an image, a DataFrame
+    (design §23). Sent while the tool call runs, in order, as it happens.
+
+    A front end that passes ``on_event`` shows these itself, in their place within the
+    turn (where ``shown`` is true); without ``on_event`` the agent publishes them through
+    the shell, as a cell would.
+
+    Attributes
+    ----------
+    data : dict
+        The MIME bundle (``{"image/png": ..., "text/plain": ...}``; images as bytes or
+        base64 text, as published).
+    metadata : dict
+        Its display metadata.
+    figure : dict or None
+        For an image: the figure's reference (``id``, ``n``, ``media_type``, ``width``,
+        ``height``, ``bytes``, ``shown``); ``None`` for other displays.
+    shown : bool
+        Whether it is to be shown (False for a figure only kept for the record).
+    """
+
+    data: dict[str, Any]
+    metadata: dict[str, Any]
+    figure: dict[str, Any] | None
+    shown: bool = True
+    kind: Literal["display"] = field(default="display", init=False)
+
+
+AgentEvent: TypeAlias = (TextDelta | ToolCallStart | ToolCallEnd | UsageUpdate | Notice
+                         | Displayed)
 EventCallback: TypeAlias = Callable[[AgentEvent], object]
 
 

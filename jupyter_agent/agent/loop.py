@@ -49,6 +49,7 @@ from jupyter_agent.agent.limits import (
 )
 from jupyter_agent.agent.model import Model, TokenUsage
 from jupyter_agent.agent.tools import Tool, ToolRegistry, configure_memory
+from jupyter_agent.agent.vision import RequestView, VisionModel, drop_old_images
 from jupyter_agent.errors import LimitExceededError
 from jupyter_agent.store import SessionState, Store, Usage
 
@@ -123,6 +124,11 @@ class Agent:
         self._builtins = BuiltinTools(lambda: self.conversation.state, shell=shell,
                                       approval=self.config.approve, ask=ask)
         self._builtins.notify = lambda text: self._emit(Notice(text))
+        figures = self._builtins.figures  # design §23: kept with the session, shown, sent
+        figures.save = lambda fid, data, media_type: self.conversation.save_figure(
+            fid, data, media_type)
+        figures.emit = lambda event: self._emit(event)
+        self._view = RequestView(lambda fid: self.conversation.read_figure(fid))
         self.tools = ToolRegistry(self._builtins.tools())
         try:
             for tool in tools or ():
@@ -272,6 +278,7 @@ class Agent:
         self.stop_reason, self.limit_error = None, None
         self._meter.start_turn()
         self._emit = on_event or ignore_event
+        self._builtins.figures.forward = on_event is None  # else the front end shows them
         try:
             with self.conversation.lease():
                 try:
@@ -298,10 +305,12 @@ class Agent:
             if reached is not None:
                 return self._stop(reached)
             if should_compact(conversation, self._window, self.config):
-                self._compact()
+                self._compact_images_first()
             conversation.repair(MEMORY_REPAIR)
             conversation.save()  # the checkpoint before the request (when it changed)
-            reply = call_model(self.model, conversation, self.tools.schemas(),
+            model = VisionModel(self.model, self._view, self.config, conversation.state,
+                                self._emit)
+            reply = call_model(model, conversation, self.tools.schemas(),
                                stream=self.config.stream, meter=self._meter,
                                prices=self.config.prices, emit=self._emit)
             iterations += 1
@@ -322,6 +331,7 @@ class Agent:
         state = self.conversation.state
         state.model, state.base_url, state.api = self.model.name, self.model.base_url, \
             self.model.api
+        state.vision = self.config.vision
 
     def _run_batch(self, calls: list[dict[str, Any]]) -> None:
         """Execute one tool batch and record all of its results in one save."""
@@ -373,6 +383,17 @@ class Agent:
                 return self._compact()
         finally:
             self._emit = ignore_event
+
+    def _compact_images_first(self) -> None:
+        """Compaction when the context grew too large: first the images of earlier
+        figures leave the working context; a summary is written only if that is not
+        enough (design §23)."""
+        dropped = drop_old_images(self.conversation)
+        if dropped:
+            self._emit(Notice(f"the images of {dropped} earlier figure(s) left the working "
+                              "context, which was getting long (the transcript keeps them)"))
+        if not dropped or should_compact(self.conversation, self._window, self.config):
+            self._compact()
 
     def _compact(self) -> bool:
         return compact(self.conversation, self.model, self.config, window=self._window,

@@ -151,7 +151,7 @@ def status_error(status: int, detail: str, endpoint: Endpoint, code: str = "") -
         text = (f"the model endpoint{at} refused the request ({status}: {detail}): your "
                 "prompt is saved; check the model name and this session's options, then "
                 "send a prompt again")
-    return ModelError(text, status_code=status)
+    return ModelError(text, status_code=status, code=code)
 
 
 def parse_event(event: Event, endpoint: Endpoint) -> dict[str, Any]:

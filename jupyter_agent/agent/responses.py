@@ -11,6 +11,7 @@ stored message                              Responses input item(s)
 user content parts (text, ``image_url``)    ``input_text`` / ``input_image`` parts
 assistant ``tool_calls``                    one ``function_call`` per call (``call_id``)
 ``tool`` result                             ``function_call_output`` (``call_id``)
+``tool`` result with parts (figures)        its output: ``input_text``/``input_image``
 ==========================================  ============================================
 
 and the tool schemas become Responses function tools (``strict`` off: the schemas are
@@ -92,8 +93,11 @@ def to_input(message: Mapping[str, Any]) -> list[dict[str, Any]]:
     role = str(message.get("role", "user"))
     if role == "tool":
         output = message.get("content")
+        if isinstance(output, list):  # text and images (design §23)
+            return [{"type": "function_call_output", "call_id": message.get("tool_call_id"),
+                     "output": _content(output, role)}]
         return [{"type": "function_call_output", "call_id": message.get("tool_call_id"),
-                 "output": output if isinstance(output, str) else str(_content(output, role))}]
+                 "output": output if isinstance(output, str) else str(output or "")}]
     items: list[dict[str, Any]] = []
     content = message.get("content")
     if content or role != "assistant" or not message.get("tool_calls"):

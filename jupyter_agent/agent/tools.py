@@ -19,7 +19,7 @@ import inspect
 import json
 import re
 import typing
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,7 @@ __all__ = [
     "MemoryContext",
     "Tool",
     "ToolError",
+    "ToolOutput",
     "ToolRegistry",
     "ToolResult",
     "configure_memory",
@@ -40,7 +41,36 @@ __all__ = [
 
 
 class ToolError(Exception):
-    """Raised by a tool to report a failure as a plain message (no traceback)."""
+    """Raised by a tool to report a failure as a plain message (no traceback).
+
+    Parameters
+    ----------
+    message : str
+    figures : sequence of dict, optional
+        References of figures the failed call made (they go with its result).
+    """
+
+    def __init__(self, message: str = "", *, figures: Sequence[dict[str, Any]] = ()) -> None:
+        super().__init__(message)
+        self.figures = tuple(figures)
+
+
+class ToolOutput(str):
+    """A tool's result text that also carries references of the figures it made
+    (design §23); the tool message of the call gets them as its ``figures``.
+
+    Parameters
+    ----------
+    text : str
+    figures : sequence of dict
+    """
+
+    figures: tuple[dict[str, Any], ...]
+
+    def __new__(cls, text: str, figures: Sequence[dict[str, Any]] = ()) -> ToolOutput:
+        obj = super().__new__(cls, text)
+        obj.figures = tuple(figures)
+        return obj
 
 
 @dataclass(frozen=True)
@@ -83,10 +113,12 @@ def configure_memory(store: Store | None, session_id: str | None) -> MemoryConte
 
 @dataclass(frozen=True)
 class ToolResult:
-    """The outcome of one tool call: the text the model sees and whether it worked."""
+    """The outcome of one tool call: the text the model sees, whether it worked, and the
+    references of the figures it made (design §23)."""
 
     text: str
     ok: bool
+    figures: tuple[dict[str, Any], ...] = ()
 
 
 _SECTION = re.compile(
@@ -200,13 +232,13 @@ class Tool:
         try:
             value = self.func(**kwargs)
         except ToolError as exc:
-            return ToolResult(f"error: {exc}", ok=False)
+            return ToolResult(f"error: {exc}", ok=False, figures=exc.figures)
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # SystemExit, CancelledError, ...: the tool failed
             return ToolResult(f"error: {type(exc).__name__}: {exc}", ok=False)
         try:
-            return ToolResult(str(value), ok=True)
+            return ToolResult(str(value), ok=True, figures=getattr(value, "figures", ()))
         except KeyboardInterrupt:
             raise
         except BaseException as exc:

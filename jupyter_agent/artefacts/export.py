@@ -5,6 +5,11 @@
 * ``json``: the whole record in the one-file shape of the first storage format
   (:func:`~jupyter_agent.store.records.dump_record`), for other tools.
 
+The figures a session's code made (design §23) are read from its store through the
+``figures`` reader: the notebook shows them as its code cells' image outputs, the
+Markdown embeds them; the JSON keeps their references (see
+:mod:`~jupyter_agent.artefacts.figures`).
+
 Every format is rendered from a copy of the record in which API keys are redacted
 (:mod:`~jupyter_agent.artefacts.redact`). Exporting reads the session without its
 lease, so a session another kernel is running can be exported.
@@ -26,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from jupyter_agent.artefacts.figures import ReadFigure
 from jupyter_agent.artefacts.redact import redact_record
 from jupyter_agent.artefacts.steps import Progress, no_progress
 from jupyter_agent.errors import ExportError, ExportExistsError
@@ -121,7 +127,8 @@ def resolve_output(output: str | os.PathLike[str] | None, session_id: str, fmt: 
 
 
 def render(record: SessionRecord, fmt: ExportFormat, *, secrets: Iterable[str] = (),
-           progress: Progress = no_progress) -> tuple[bytes, int]:
+           progress: Progress = no_progress,
+           figures: ReadFigure | None = None) -> tuple[bytes, int]:
     """The bytes of ``record`` exported as ``fmt``, with API keys redacted.
 
     Parameters
@@ -132,6 +139,9 @@ def render(record: SessionRecord, fmt: ExportFormat, *, secrets: Iterable[str] =
         Exact values to redact besides key-shaped strings.
     progress : Progress, optional
         Wraps the walk over the transcript (``ipynb`` and ``md``).
+    figures : callable, optional
+        ``figures(figure_id) -> FigureData``: reads the session's figures (``ipynb``
+        and ``md``); without it each figure is named with a note.
 
     Returns
     -------
@@ -144,12 +154,12 @@ def render(record: SessionRecord, fmt: ExportFormat, *, secrets: Iterable[str] =
     if fmt == "md":
         from jupyter_agent.artefacts.markdown import render_markdown
 
-        return render_markdown(clean, progress).encode("utf-8"), redacted
+        return render_markdown(clean, progress, figures=figures).encode("utf-8"), redacted
     import nbformat
 
     from jupyter_agent.artefacts.notebook import render_notebook
 
-    text = nbformat.writes(render_notebook(clean, progress)) + "\n"
+    text = nbformat.writes(render_notebook(clean, progress, figures=figures)) + "\n"
     return text.encode("utf-8"), redacted
 
 
@@ -212,7 +222,8 @@ def write_export(path: Path, data: bytes, *, force: bool = False) -> None:
 def export_record(record: SessionRecord, fmt: str | None = None,
                   output: str | os.PathLike[str] | None = None, *, force: bool = False,
                   cwd: str | os.PathLike[str] | None = None, secrets: Iterable[str] = (),
-                  progress: Progress = no_progress) -> Exported:
+                  progress: Progress = no_progress,
+                  figures: ReadFigure | None = None) -> Exported:
     """Export a session record to a file.
 
     Parameters
@@ -231,6 +242,8 @@ def export_record(record: SessionRecord, fmt: str | None = None,
         Exact values to redact besides key-shaped strings (see
         :func:`~jupyter_agent.artefacts.redact.secrets_from_environ`).
     progress : Progress, optional
+    figures : callable, optional
+        Reads the session's figures (see :func:`render`).
 
     Returns
     -------
@@ -249,6 +262,7 @@ def export_record(record: SessionRecord, fmt: str | None = None,
     path = resolve_output(output, record.id, chosen, os.getcwd() if cwd is None else cwd)
     if not force and os.path.lexists(path):
         raise ExportExistsError(path)
-    data, redacted = render(record, chosen, secrets=secrets, progress=progress)
+    data, redacted = render(record, chosen, secrets=secrets, progress=progress,
+                           figures=figures)
     write_export(path, data, force=force)
     return Exported(record.id, chosen, path, len(data), redacted)

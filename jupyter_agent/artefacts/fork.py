@@ -3,7 +3,8 @@
 :func:`fork_record` is pure: parent record in, new record out. :func:`fork_session`
 reads the parent from a store without taking its lease (so a session another kernel
 is running can be forked) and adds the fork with ``store.import_session``, which
-leases only the new ID. The parent is never written.
+leases only the new ID, then copies the figures the fork's messages refer to (design
+§23). The parent is never written.
 
 What a fork holds
 -----------------
@@ -46,6 +47,7 @@ from jupyter_agent.artefacts.replay import replay_state
 from jupyter_agent.artefacts.turns import complete_length, cut_after_turn, turn_starts
 from jupyter_agent.errors import ForkPointError
 from jupyter_agent.store import ForkOrigin, SessionRecord, Store, new_session_id
+from jupyter_agent.store.figures import copy_figures, figure_refs
 from jupyter_agent.store.messages import fallback_summary
 from jupyter_agent.store.records import utc_now
 
@@ -205,11 +207,15 @@ def fork_session(
     ForkPointError
         When ``at`` names no user turn of the parent.
     SessionLockedError, OSError
-        From saving the fork.
+        From saving the fork or copying the figures its messages refer to (a figure the
+        parent no longer has is left out).
     """
     parent = store.load_session(session_id)
     forked = fork_record(parent, at=at, title=title)
     while store.exists(forked.record.id):  # a fresh random ID: practically never taken
         forked = fork_record(parent, at=at, title=title)
     store.import_session(forked.record)
+    # the figures its messages refer to go with it (design §23)
+    copy_figures(store, session_id, store, forked.record.id,
+                 (str(ref["id"]) for ref in figure_refs(forked.record.transcript)))
     return forked

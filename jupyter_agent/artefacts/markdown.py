@@ -3,7 +3,9 @@
 Top to bottom: the title, one line of facts (session ID, model, dates, turns, tool
 calls, cost; the parent of a fork), the summary, then the transcript: each request
 under a ``## Request N`` heading, the assistant's text, each tool call (``run_python``
-with its code and its recorded result in fenced blocks, other tools on one line) and,
+with its code and its recorded result in fenced blocks, then the figures it made as
+images embedded as ``data:`` URLs, so the file stays self-contained; other tools on
+one line) and,
 where the working context was compacted, a quoted marker with the summary that
 replaced the older turns. System messages (they carry the notes) are left out.
 
@@ -13,12 +15,15 @@ the notebook export.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from datetime import datetime
 
+from jupyter_agent.artefacts.figures import ReadFigure, figure_data
 from jupyter_agent.artefacts.steps import Call, Marker, Progress, Reply, Request, no_progress, steps
 from jupyter_agent.store import SessionRecord
+from jupyter_agent.store.figures import figure_label
 
 __all__ = ["call_line", "facts_line", "fence", "render_markdown", "session_name", "when"]
 
@@ -79,19 +84,37 @@ def quote(text: str) -> str:
     return "\n".join(f"> {line}".rstrip() for line in text.strip().splitlines()) or ">"
 
 
-def _call_md(call: Call) -> str:
+def _figures_md(call: Call, read: ReadFigure | None) -> str:
+    """The call's figures as embedded images ("" when it made none)."""
+    shown = []
+    for ref in call.figures:
+        label = figure_label(ref)
+        data, why = figure_data(read, ref)
+        if data is None:
+            shown.append(f"*{label}: not exported ({why})*")
+            continue
+        ((media_type, value),) = data.items()
+        if media_type == "image/svg+xml":
+            value = base64.b64encode(value.encode("utf-8")).decode("ascii")
+        shown.append(f"![{label}](data:{media_type};base64,{value})")
+    return "\n\n".join(shown)
+
+
+def _call_md(call: Call, read: ReadFigure | None = None) -> str:
     result = call.result if call.result is not None else "(no result was saved)"
     if call.code is not None:
         label = {"ok": "Result", "error": "Error"}.get(call.outcome, "Not run")
+        figures = _figures_md(call, read)
         return (f"**run_python**\n\n{fence(call.code, 'python')}\n\n"
-                f"{label}:\n\n{fence(result, 'text')}")
+                f"{label}:\n\n{fence(result, 'text')}" + (f"\n\n{figures}" if figures else ""))
     head = f"**Tool:** `{call_line(call)}`"
     if "\n" not in result.strip() and len(result) <= 200:
         return f"{head} → {result.strip() or '(empty)'}"
     return f"{head}\n\n{fence(result, 'text')}"
 
 
-def render_markdown(record: SessionRecord, progress: Progress = no_progress) -> str:
+def render_markdown(record: SessionRecord, progress: Progress = no_progress, *,
+                    figures: ReadFigure | None = None) -> str:
     """The Markdown transcript of ``record`` (see the module docstring).
 
     Parameters
@@ -99,6 +122,8 @@ def render_markdown(record: SessionRecord, progress: Progress = no_progress) -> 
     record : SessionRecord
     progress : Progress, optional
         Wraps the walk over the transcript.
+    figures : callable, optional
+        Reads the session's figures; without it each is named with a note.
 
     Returns
     -------
@@ -115,7 +140,7 @@ def render_markdown(record: SessionRecord, progress: Progress = no_progress) -> 
         elif isinstance(step, Reply):
             parts.append(f"**Assistant:**\n\n{step.text}")
         elif isinstance(step, Call):
-            parts.append(_call_md(step))
+            parts.append(_call_md(step, figures))
         elif isinstance(step, Marker):
             c = step.compaction
             parts.append(quote(f"**Context compacted** at {when(c.at)}: {c.replaced} earlier "

@@ -8,7 +8,9 @@ Cells, top to bottom:
 3. for each ``run_python`` call that ran, a code cell with its code and, as a ``stream``
    output, the result the agent got then (``stdout``; ``stderr`` for a call that
    failed, whose cell is tagged ``raises-exception`` so that running the whole notebook
-   goes on past it, as the agent did). Nothing is executed by the export;
+   goes on past it, as the agent did); the figures it made are ``display_data``
+   outputs in their places among the printed lines
+   (:mod:`~jupyter_agent.artefacts.figures`). Nothing is executed by the export;
 4. a call that never ran (refused, not executed, interrupted) becomes a Markdown cell
    with its code in a fenced block, so running the notebook does not run it either;
 5. the other tool calls of a row (todos, scratchpad, summary, variables) are listed in
@@ -24,10 +26,12 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from jupyter_agent.artefacts.figures import ReadFigure, figure_data, split_at_figures
 from jupyter_agent.artefacts.markdown import call_line, facts_line, fence, session_name
 from jupyter_agent.artefacts.steps import Call, Progress, Reply, Request, no_progress, steps
 from jupyter_agent.artefacts.turns import SYNTHETIC_PREFIX
 from jupyter_agent.store import SessionRecord
+from jupyter_agent.store.figures import figure_label
 from jupyter_agent.store.records import utc_now
 
 if TYPE_CHECKING:
@@ -60,16 +64,38 @@ def _why(call: Call) -> str:
     return text.splitlines()[0][:200]
 
 
-def _code_cell(call: Call, code: str) -> Any:
+def _outputs(call: Call, read: ReadFigure | None) -> list[Any]:
+    """The printed result as ``stream`` outputs with the figures between them."""
+    from nbformat import v4
+
+    result = call.result or ""
+    if result.strip() == "(no output)":
+        result = ""
+    name = "stderr" if call.outcome == "error" else "stdout"
+    outputs: list[Any] = []
+    for piece in split_at_figures(result, call.figures):
+        if isinstance(piece, str):
+            if piece.strip():
+                text = piece if piece.endswith("\n") else piece + "\n"
+                outputs.append(v4.new_output("stream", name=name, text=text))
+            continue
+        label = f"[{figure_label(piece)}]"
+        data, why = figure_data(read, piece)
+        if data is None:
+            outputs.append(v4.new_output("stream", name=name,
+                                         text=f"{label} (not exported: {why})\n"))
+        else:
+            outputs.append(v4.new_output("display_data", data={**data, "text/plain": label},
+                                         metadata={"jupyter_agent": {"figure": piece}}))
+    return outputs
+
+
+def _code_cell(call: Call, code: str, read: ReadFigure | None) -> Any:
     from nbformat import v4
 
     cell = v4.new_code_cell(source=code, metadata={
         "jupyter_agent": {"tool_call_id": call.id, "outcome": call.outcome}})
-    result = call.result or ""
-    if result.strip() and result.strip() != "(no output)":
-        name = "stderr" if call.outcome == "error" else "stdout"
-        text = result if result.endswith("\n") else result + "\n"
-        cell.outputs = [v4.new_output("stream", name=name, text=text)]
+    cell.outputs = _outputs(call, read)
     if call.outcome == "error":
         cell.metadata["tags"] = ["raises-exception"]
     return cell
@@ -105,7 +131,8 @@ def _metadata(record: SessionRecord) -> dict[str, Any]:
     }
 
 
-def render_notebook(record: SessionRecord, progress: Progress = no_progress) -> NotebookNode:
+def render_notebook(record: SessionRecord, progress: Progress = no_progress, *,
+                    figures: ReadFigure | None = None) -> NotebookNode:
     """The notebook of ``record`` (see the module docstring).
 
     Parameters
@@ -113,6 +140,8 @@ def render_notebook(record: SessionRecord, progress: Progress = no_progress) -> 
     record : SessionRecord
     progress : Progress, optional
         Wraps the walk over the transcript.
+    figures : callable, optional
+        Reads the session's figures; without it a figure is its text line and a note.
 
     Returns
     -------
@@ -148,7 +177,7 @@ def render_notebook(record: SessionRecord, progress: Progress = no_progress) -> 
             cells.append(v4.new_markdown_cell(_markdown_text(step.text)))
         elif isinstance(step, Call) and code is not None:
             if step.outcome in ("ok", "error"):
-                cells.append(_code_cell(step, code))
+                cells.append(_code_cell(step, code, figures))
             else:
                 cells.append(v4.new_markdown_cell(
                     f"*The agent's code below did not run: {_why(step)}*\n\n"

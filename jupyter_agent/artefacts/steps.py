@@ -77,6 +77,8 @@ class Call:
     result : str or None
         The tool result's text, ``None`` when none was saved.
     outcome : {"ok", "error", "refused", "not run", "missing"}
+    figures : tuple of dict
+        References of the figures the call made (design §23), in order.
     """
 
     id: str
@@ -85,6 +87,7 @@ class Call:
     raw_arguments: str
     result: str | None
     outcome: Outcome
+    figures: tuple[dict[str, Any], ...] = ()
 
     @property
     def code(self) -> str | None:
@@ -165,8 +168,11 @@ def steps(record: SessionRecord, progress: Progress = no_progress) -> Iterator[S
                 raw = str(function.get("arguments") or "")
                 answer = results.get(str(call.get("id")))
                 result = None if answer is None else _result_text(answer)
+                refs = answer.get("figures") if answer is not None else None
+                figures = tuple(r for r in refs if isinstance(r, dict)) \
+                    if isinstance(refs, list) else ()
                 yield Call(str(call.get("id", "")), str(function.get("name", "?")),
-                           _arguments(raw), raw, result, _outcome(result))
+                           _arguments(raw), raw, result, _outcome(result), figures)
     for pending in marks.values():
         for c in pending:
             yield Marker(c)

@@ -17,7 +17,7 @@ from dataclasses import asdict
 
 from jupyter_agent.cli.context import Context
 from jupyter_agent.errors import JupyterAgentError
-from jupyter_agent.store import SessionListing, SessionRecord
+from jupyter_agent.store import FigureData, SessionListing, SessionRecord
 from jupyter_agent.store.messages import message_text
 
 __all__ = [
@@ -131,14 +131,20 @@ def export(ctx: Context, args: argparse.Namespace) -> int:
     record = ctx.store.load_session(args.session_id)
     secrets = secrets_from_environ(ctx.environ, ["OPENAI_API_KEY"])
     progress = ctx.progress("exporting", "message")
+    store, sid = ctx.store, record.id
+
+    def figures(figure_id: str) -> FigureData:
+        return store.read_figure(sid, figure_id)
+
     if args.output == "-":
-        data, _ = render(record, choose_format(args.fmt), secrets=secrets, progress=progress)
+        data, _ = render(record, choose_format(args.fmt), secrets=secrets, progress=progress,
+                         figures=figures)
         ctx.out.flush()
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
         return 0
     done = export_record(record, args.fmt, args.output, force=args.force, secrets=secrets,
-                         progress=progress)
+                         progress=progress, figures=figures)
     if ctx.json:
         ctx.emit_json({"session_id": done.session_id, "format": done.format,
                        "path": str(done.path), "size": done.size, "redacted": done.redacted})

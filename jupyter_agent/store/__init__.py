@@ -10,6 +10,7 @@ record and its one-file form, ``files.py`` how every file is opened and written,
 from __future__ import annotations
 
 from jupyter_agent.store.base import NoteKind, Store
+from jupyter_agent.store.figures import FigureData
 from jupyter_agent.store.ids import new_session_id, validate_session_id
 from jupyter_agent.store.json_store import SessionStore
 from jupyter_agent.store.memory import MemoryStore
@@ -32,6 +33,7 @@ from jupyter_agent.store.records import (
 __all__ = [
     "SCHEMA_VERSION",
     "Compaction",
+    "FigureData",
     "ForkOrigin",
     "LeaseHolder",
     "MemoryStore",

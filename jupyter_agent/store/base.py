@@ -23,6 +23,8 @@ The rules every backend keeps (design §1-§10):
   naming where it is, and is left untouched; listing skips it. Records are validated
   completely when loaded (design §19), and a message that could not be loaded back is
   refused before it is saved (:class:`~jupyter_agent.errors.InvalidMessageError`);
+* a session's figures (design §23) are image files kept with it, written under its
+  lease and deleted with it; :meth:`Store.read_figure` never follows a link;
 * a lease refusal carries who holds the session (``SessionLockedError.holder``: pid, host,
   user, since, label) and :meth:`Store.list_sessions` reports it for sessions in use;
 * listing is ordered by ``(updated_at, id)``, newest first, and can be read a page at a
@@ -36,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from jupyter_agent.store.figures import FigureData
 from jupyter_agent.store.records import LeaseHolder, SessionListing, SessionRecord, SessionState
 
 __all__ = ["NoteKind", "Store"]
@@ -155,6 +158,47 @@ class Store(Protocol):
         """What :meth:`list_sessions` shows of one session, archived or not (status,
         holder, owner, fork origin), without reading its messages; raises
         ``SessionNotFoundError`` or ``CorruptSessionError`` as a load would."""
+        ...
+
+    # ---- figures (design §23)
+    def save_figure(self, session_id: str, figure_id: str, data: bytes, media_type: str) -> None:
+        """Keep a figure with a saved session, under its lease (replacing one of that ID).
+
+        Parameters
+        ----------
+        session_id : str
+        figure_id : str
+            1-128 letters, digits, ``_`` or ``-``.
+        data : bytes
+            The image file, at most ``MAX_FIGURE_BYTES`` (16 MiB).
+        media_type : str
+            ``"image/png"``, ``"image/jpeg"`` or ``"image/svg+xml"``; ``data`` must be one.
+
+        Raises
+        ------
+        InvalidFigureError
+            Before anything is written: a bad ID, media type, content or size.
+        InvalidSessionIdError, SessionNotFoundError, SessionLockedError
+        """
+        ...
+
+    def read_figure(self, session_id: str, figure_id: str) -> FigureData:
+        """A figure of a session (no lease): its bytes and media type.
+
+        Raises
+        ------
+        FigureNotFoundError
+            The session has no such figure.
+        InvalidSessionIdError, InvalidFigureError
+        """
+        ...
+
+    def figure_ids(self, session_id: str) -> list[str]:
+        """The IDs of the figures kept for a session, sorted (``[]`` when none)."""
+        ...
+
+    def delete_figure(self, session_id: str, figure_id: str) -> bool:
+        """Delete one figure, under the session's lease; whether it existed."""
         ...
 
     # ---- leases (design §7)

@@ -6,6 +6,9 @@
   index lock for the index -- so no live writer ever loses its temporary file.
 * A writer killed during an append leaves a cut-short last journal line;
   :func:`repair_tail` cuts it off when the lease is next taken.
+* A session's figures directory (``<id>.figures``) goes with the session; one left by
+  a deletion that was interrupted is removed by :func:`collect_garbage`, under the
+  session's lease, like its journal.
 * Deleting a session keeps its lock file (another process may have it open);
   :func:`collect_garbage` removes lock files of deleted sessions *while holding them*:
   a process that opened the old file before the removal finds, after locking it, that
@@ -21,6 +24,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jupyter_agent.errors import JupyterAgentError, SessionLockedError
+from jupyter_agent.store.figures import (
+    figure_dir_sessions,
+    remove_figure_temps,
+    remove_figures_dir,
+)
 from jupyter_agent.store.files import SafeDir, is_temp_name, lock_shared_or_exclusive, temp_target
 from jupyter_agent.store.ids import SESSION_ID_PATTERN
 
@@ -44,13 +52,14 @@ def _session_of(name: str) -> str | None:
 
 
 def remove_session_temps(sessions: SafeDir, session_id: str) -> list[Path]:
-    """Remove the temporary files of a session's files; call only under its lease."""
+    """Remove the temporary files of a session's files and figures; call only under its
+    lease."""
     removed = []
     prefixes = tuple(f".{session_id}{suffix}." for suffix in _SESSION_SUFFIXES)
     for name in sessions.names():
         if is_temp_name(name) and name.startswith(prefixes) and sessions.unlink(name):
             removed.append(sessions.child(name))
-    return removed
+    return removed + remove_figure_temps(sessions, session_id)
 
 
 def repair_tail(sessions: SafeDir, session_id: str) -> bool:
@@ -116,6 +125,8 @@ def collect_garbage(files: SessionFiles) -> list[Path]:
                 continue
             if is_temp_name(name) or f"{sid}.json" not in names:
                 candidates.add(sid)
+        candidates.update(sid for sid in figure_dir_sessions(sorted(names))
+                          if f"{sid}.json" not in names)
         for sid in sorted(candidates):
             if files.leases.holds(sid):
                 continue
@@ -143,6 +154,7 @@ def _collect_session(files: SessionFiles, sessions: SafeDir, sid: str) -> list[P
         if newly and sessions.lstat(f"{sid}.json") is None:
             if sessions.unlink(f"{sid}.jsonl"):
                 removed.append(sessions.child(f"{sid}.jsonl"))
+            removed += remove_figures_dir(sessions, sid)
             if sessions.unlink(f"{sid}.lock"):  # while we hold it: see the module docstring
                 removed.append(sessions.child(f"{sid}.lock"))
             sessions.fsync()

@@ -13,6 +13,7 @@ Layout of a memory directory (the store's ``root``)::
             <id>.json       the session's snapshot (snapshot.py, journal.py)
             <id>.jsonl      its journal, append-only
             <id>.lock       its lease (leases.py)
+            <id>.figures/   its figures, one image file each (figures.py), 0700
 
 The store is composed of parts it holds -- no base classes: :class:`~jupyter_agent.
 store.files.SafeDir` for every file access (no-follow, non-blocking, checked),
@@ -46,10 +47,25 @@ from pathlib import Path
 from stat import S_ISREG
 from typing import Any, NoReturn
 
-from jupyter_agent.errors import SessionNotFoundError
+from jupyter_agent.errors import (
+    FigureNotFoundError,
+    SessionNotFoundError,
+)
 from jupyter_agent.store.base import NoteKind
 from jupyter_agent.store.changes import check_importable, normalized
 from jupyter_agent.store.entries import compaction, save_point
+from jupyter_agent.store.figures import (
+    FigureData,
+    check_figure,
+    figure_file,
+    figures_dir,
+    list_figure_ids,
+    read_figure_file,
+    remove_figure_file,
+    remove_figures_dir,
+    validate_figure_id,
+    write_figure_file,
+)
 from jupyter_agent.store.garbage import collect_garbage
 from jupyter_agent.store.ids import new_session_id, validate_session_id
 from jupyter_agent.store.leases import Leases, lock_name
@@ -121,6 +137,10 @@ class SessionStore:
     def lock_path(self, session_id: str) -> Path:
         """``sessions/<id>.lock`` after validating the ID."""
         return self.sessions_dir / lock_name(validate_session_id(session_id))
+
+    def figures_path(self, session_id: str) -> Path:
+        """``sessions/<id>.figures`` (the session's figures) after validating the ID."""
+        return self.sessions_dir / figures_dir(validate_session_id(session_id))
 
     def notes_path(self, kind: NoteKind) -> Path:
         """``project.md`` or ``user.md`` in the memory directory.
@@ -411,7 +431,8 @@ class SessionStore:
 
     def delete_session(self, session_id: str) -> None:
         """Delete the session for good: its snapshot (the session is gone at that moment),
-        then its journal. The lock file stays (see :meth:`collect_garbage`).
+        then its journal, then its figures. The lock file stays (see
+        :meth:`collect_garbage`).
 
         Raises
         ------
@@ -426,8 +447,47 @@ class SessionStore:
                 sessions.fsync()
                 sessions.unlink(f"{session_id}.jsonl")
                 sessions.fsync()
+            with storage_errors(self.figures_path(session_id)):
+                remove_figures_dir(sessions, session_id)
             self._files.cache.pop(session_id, None)
             self._files.index.forget(root, session_id)
+
+    # ------------------------------------------------------------------ figures (design §23)
+    def save_figure(self, session_id: str, figure_id: str, data: bytes, media_type: str) -> None:
+        """Keep a figure as ``sessions/<id>.figures/<figure id>.<suffix>``, written
+        atomically under the session's lease (see :meth:`Store.save_figure
+        <jupyter_agent.store.base.Store.save_figure>` for parameters and errors)."""
+        check_figure(figure_id, data, media_type)
+        with self._files.leased(session_id) as (_root, sessions):
+            self._leases.verify(sessions, session_id)
+            path = self.figures_path(session_id) / figure_file(figure_id, media_type)
+            with storage_errors(path):
+                write_figure_file(sessions, session_id, figure_id, data, media_type)
+
+    def read_figure(self, session_id: str, figure_id: str) -> FigureData:
+        """A figure's file, read without following links and without a lease (see
+        :meth:`Store.read_figure <jupyter_agent.store.base.Store.read_figure>`)."""
+        validate_session_id(session_id)
+        validate_figure_id(figure_id)
+        with self._files.dirs(create=False) as dirs:
+            found = None if dirs is None else read_figure_file(dirs[1], session_id, figure_id)
+        if found is None:
+            raise FigureNotFoundError(session_id, figure_id, self.figures_path(session_id))
+        return found[0]
+
+    def figure_ids(self, session_id: str) -> list[str]:
+        """The IDs of a session's figures, sorted (no lease; ``[]`` when it has none)."""
+        validate_session_id(session_id)
+        with self._files.dirs(create=False) as dirs:
+            return [] if dirs is None else list_figure_ids(dirs[1], session_id)
+
+    def delete_figure(self, session_id: str, figure_id: str) -> bool:
+        """Delete one figure (under the session's lease); whether it existed."""
+        validate_figure_id(figure_id)
+        with self._files.leased(session_id) as (_root, sessions):
+            self._leases.verify(sessions, session_id)
+            with storage_errors(self.figures_path(session_id)):
+                return remove_figure_file(sessions, session_id, figure_id)
 
     def list_sessions(self, include_archived: bool = False, *, limit: int | None = None,
                       after: SessionListing | None = None) -> list[SessionListing]:

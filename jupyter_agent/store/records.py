@@ -168,6 +168,15 @@ class SessionState(_Model):
         reads the key from the environment again.
     api : str
         The model API it last talked through ("chat", ...; "" if unknown).
+    vision : str
+        Whether the session sends figures to the model as images: "auto", "on" or
+        "off" ("" if unknown; design §23).
+    images_refused : str
+        With vision "auto": the model and endpoint (``"model at URL"``) that refused
+        image input in this session, so later requests to them go without images; ""
+        when none did.
+    figures : int
+        Figures the session's code made (the last one is "figure <figures>").
     """
 
     scratchpad: CleanStr = ""
@@ -177,6 +186,9 @@ class SessionState(_Model):
     model: CleanStr = ""
     base_url: CleanStr = ""
     api: CleanStr = ""
+    vision: CleanStr = ""
+    images_refused: CleanStr = ""
+    figures: Count = 0
 
     @field_validator("todos", mode="before")
     @classmethod

@@ -35,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", action="append", dest="models", metavar="ID",
                         help="model id listed by GET /v1/models (repeatable; default: scripted)")
     parser.add_argument("--log", action="store_true", help="print one line per request on stderr")
+    parser.add_argument("--no-images", action="store_true",
+                        help="refuse requests that carry images (400), like a text-only model")
     return parser
 
 
@@ -45,7 +47,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         server = ScriptedModelServer.from_file(
             args.script, port=args.port, host=args.host, require_api_key=args.require_api_key,
-            model_ids=args.models or ("scripted",), log_requests=args.log)
+            model_ids=args.models or ("scripted",), log_requests=args.log,
+            accept_images=not args.no_images)
     except ScriptError as err:
         parser.error(str(err))
     stop = threading.Event()

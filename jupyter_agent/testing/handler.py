@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
+from jupyter_agent.testing.images import ImagePart, image_parts, refusal
 from jupyter_agent.testing.protocol import (
     RequestRejected,
     build_chunks,
@@ -68,6 +69,8 @@ class Exchange:
         The request body exactly as it arrived.
     path : str
         ``/v1/chat/completions`` or ``/v1/responses``.
+    images : list of ImagePart
+        The images the request carried (a property).
     """
 
     request: Any
@@ -76,6 +79,12 @@ class Exchange:
     stream: bool = False
     raw: bytes = b""
     path: str = "/v1/chat/completions"
+
+    @property
+    def images(self) -> list[ImagePart]:
+        """The images the request carried (``image_url`` / ``input_image`` parts), with
+        their place, sizes (bytes, pixels) and estimated tokens."""
+        return image_parts(self.request)
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -235,6 +244,9 @@ class _Handler(BaseHTTPRequestHandler):
                 validate_responses_request(body, owner._issued)
             else:
                 validate_chat_request(body)
+            refused = None if owner.accept_images else refusal(body, responses=responses)
+            if refused is not None:
+                raise refused
             step = owner._next_step(body)
         except RequestRejected as err:
             if exchange is not None:

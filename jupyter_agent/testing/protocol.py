@@ -88,7 +88,8 @@ def estimate_prompt_tokens(body: dict[str, Any]) -> int:
     ``ceil(C / 4) + ceil(T / 4)``, at least 1, where C counts the characters of
     every message's text content (string content, or the ``text`` of content
     parts) plus its tool calls' names and argument strings, and T is the length
-    of the JSON-encoded ``tools`` list (0 when absent).
+    of the JSON-encoded ``tools`` list (0 when absent); each image part adds its
+    estimated tokens (:func:`~jupyter_agent.images.image_tokens` of its size).
 
     Returns
     -------
@@ -107,7 +108,9 @@ def estimate_prompt_tokens(body: dict[str, Any]) -> int:
                 chars += len(str(function.get("arguments", "")))
     tools = body.get("tools")
     tool_chars = len(json.dumps(tools)) if tools else 0
-    return max(1, math.ceil(chars / 4) + math.ceil(tool_chars / 4))
+    from jupyter_agent.testing.images import image_tokens_of
+
+    return max(1, math.ceil(chars / 4) + math.ceil(tool_chars / 4) + image_tokens_of(body))
 
 
 def estimate_completion_tokens(text: str | None, tool_calls: list[tuple[str, str]]) -> int:

@@ -68,7 +68,8 @@ def estimate_input_tokens(body: dict[str, Any]) -> int:
     """Estimate a request's input tokens at ~4 characters per token, at least 1.
 
     Counts ``instructions``, the text of every input message, function call names and
-    arguments, function call outputs, and the JSON size of ``tools``.
+    arguments, function call outputs (their text), the JSON size of ``tools``, and the
+    estimated tokens of each image.
     """
     chars = len(str(body.get("instructions") or ""))
     items = body.get("input")
@@ -77,9 +78,13 @@ def estimate_input_tokens(body: dict[str, Any]) -> int:
             continue
         chars += len(_text_of(item.get("content")))
         chars += len(str(item.get("name", ""))) + len(str(item.get("arguments", "")))
-        chars += len(str(item.get("output", "")))
+        output = item.get("output", "")
+        chars += len(_text_of(output)) if isinstance(output, list) else len(str(output))
     tools = body.get("tools")
-    return max(1, math.ceil(chars / 4) + (math.ceil(len(json.dumps(tools)) / 4) if tools else 0))
+    from jupyter_agent.testing.images import image_tokens_of
+
+    return max(1, math.ceil(chars / 4) + (math.ceil(len(json.dumps(tools)) / 4) if tools else 0)
+               + image_tokens_of(body))
 
 
 def validate_responses_request(body: object, issued: Container[str]) -> None:

@@ -68,6 +68,9 @@ class ScriptedModelServer:
         TCP port; 0 picks a free ephemeral port at :meth:`start`.
     log_requests : bool
         Print one line per HTTP request on stderr.
+    accept_images : bool
+        False: answer a request that carries images (``image_url`` / ``input_image``
+        parts) with 400, as a text-only model does; it consumes no step.
 
     Raises
     ------
@@ -90,6 +93,7 @@ class ScriptedModelServer:
         host: str = "127.0.0.1",
         port: int = 0,
         log_requests: bool = False,
+        accept_images: bool = True,
     ) -> None:
         self._steps: list[Step | StepCallable] = parse_steps(script or [])
         self._served = 0
@@ -98,6 +102,7 @@ class ScriptedModelServer:
         self.host = host
         self._port = port
         self.log_requests = log_requests
+        self.accept_images = accept_images
         self._lock = threading.RLock()
         self._exchanges: list[Exchange] = []
         self._errors: list[str] = []
@@ -251,6 +256,13 @@ class ScriptedModelServer:
         """Every model request with its status and answer (a copy)."""
         with self._lock:
             return list(self._exchanges)
+
+    @property
+    def images(self) -> list[list[Any]]:
+        """The images each request carried, parallel to :attr:`requests` (lists of
+        :class:`~jupyter_agent.testing.images.ImagePart`)."""
+        with self._lock:
+            return [x.images for x in self._exchanges]
 
     @property
     def responses(self) -> list[Any]:

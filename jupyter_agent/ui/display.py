@@ -23,6 +23,7 @@ from jupyter_agent.ui.calls import (
     result_preview,
     tool_result_sections,
 )
+from jupyter_agent.ui.figures import figure_label, last_figure
 from jupyter_agent.ui.kernel import can_update_live, is_jupyter
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ __all__ = [
     "format_tool_call",
     "format_transcript",
     "format_usage",
+    "history_blocks",
     "is_code_call",
     "is_jupyter",
     "limit_message",
@@ -56,6 +58,7 @@ __all__ = [
     "result_preview",
     "shorten",
     "tool_result_sections",
+    "transcript_blocks",
 ]
 
 
@@ -213,9 +216,33 @@ def _format_message(message: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def history_blocks(messages: Iterable[dict[str, Any]]) -> list[tuple[str, dict[str, Any] | None]]:
+    """The working context as ``(text, message)`` blocks, one per message (see
+    :func:`format_history`); a front end shows a message's figures after its block."""
+    return [(_format_message(m), m) for m in messages]
+
+
 def format_history(messages: Iterable[dict[str, Any]]) -> str:
     """The working context, message by message (system messages shortened)."""
-    return "\n\n".join(_format_message(m) for m in messages) or "(no messages)"
+    return "\n\n".join(text for text, _ in history_blocks(messages)) or "(no messages)"
+
+
+def transcript_blocks(transcript: Sequence[dict[str, Any]], compactions: Sequence[Compaction]
+                      ) -> list[tuple[str, dict[str, Any] | None]]:
+    """The full transcript as ``(text, message)`` blocks, with a compaction marker
+    (message ``None``) where each compaction happened (see :func:`format_transcript`)."""
+    marks: dict[int, list[Compaction]] = {}
+    for c in compactions:
+        marks.setdefault(c.transcript_length, []).append(c)
+    blocks: list[tuple[str, dict[str, Any] | None]] = []
+    for i in range(len(transcript) + 1):
+        for c in marks.get(i, []):
+            blocks.append((
+                f"═══ compaction at {c.at.isoformat(timespec='seconds')}: {c.replaced} "
+                f"messages replaced by a summary ═══\n{shorten(c.summary, 1000)}", None))
+        if i < len(transcript):
+            blocks.append((_format_message(transcript[i]), transcript[i]))
+    return blocks
 
 
 def format_transcript(transcript: Sequence[dict[str, Any]],
@@ -226,19 +253,8 @@ def format_transcript(transcript: Sequence[dict[str, Any]],
     transcript's length when it was recorded), so it sits between the turns it summarised
     and the ones that came after.
     """
-    marks: dict[int, list[Compaction]] = {}
-    for c in compactions:
-        marks.setdefault(c.transcript_length, []).append(c)
-    parts: list[str] = []
-    for i in range(len(transcript) + 1):
-        for c in marks.get(i, []):
-            parts.append(
-                f"═══ compaction at {c.at.isoformat(timespec='seconds')}: {c.replaced} "
-                f"messages replaced by a summary ═══\n{shorten(c.summary, 1000)}"
-            )
-        if i < len(transcript):
-            parts.append(_format_message(transcript[i]))
-    return "\n\n".join(parts) or "(no messages)"
+    return "\n\n".join(t for t, _ in transcript_blocks(transcript, compactions)) \
+        or "(no messages)"
 
 
 def format_recap_usage(record: SessionRecord) -> str:
@@ -271,6 +287,9 @@ def format_recap(record: SessionRecord, *, unarchived: bool = False) -> str:
         lines.append("last prompt: " + one_line(message_text(last_user), 300))
     if last_reply is not None:
         lines.append("last reply:  " + one_line(message_text(last_reply), 300))
+    figure = last_figure(record.transcript)
+    if figure is not None:
+        lines.append(f"last figure: {figure_label(figure)} (%agent_history shows it)")
     return "\n".join(lines)
 
 

@@ -49,6 +49,7 @@ from jupyter_agent.ui.panel_rows import (
     RowText,
     button,
     detail_html,
+    figure_widgets,
     format_row,
     lines_html,
     matches,
@@ -151,8 +152,10 @@ class SessionsPanel(widgets.VBox):
         self._detail_head = widgets.HTML(layout=widgets.Layout(flex="1 1 auto"))
         self._detail_close = button("Close", "Hide the details")
         self._detail = widgets.HTML()
+        self._detail_figures = widgets.HBox(layout=widgets.Layout(flex_flow="row wrap"))
         self._detail_box = widgets.VBox(
-            [widgets.HBox([self._detail_head, self._detail_close]), self._detail],
+            [widgets.HBox([self._detail_head, self._detail_close]), self._detail,
+             self._detail_figures],
             layout=widgets.Layout(display="none", margin="8px 0 0 0", padding="4px 10px",
                                   border="1px solid var(--jp-border-color1, #bdbdbd)"))
 
@@ -226,7 +229,8 @@ class SessionsPanel(widgets.VBox):
         owned: list[Any] = [self._toolbar, self._pager, self._empty, *self._pager.children,
                             *self._toolbar.children, self._errors, self._message, self._rows_box,
                             self._confirm_box, *self._confirm_box.children, self._detail_box,
-                            head, *head.children, self._detail]
+                            head, *head.children, self._detail, *self._detail_figures.children,
+                            self._detail_figures]
         for slot in self._slots:
             owned += slot.all_widgets()
         for widget in owned:
@@ -316,12 +320,20 @@ class SessionsPanel(widgets.VBox):
         name = html.escape(self._name(session_id))
         self._detail_head.value = lines_html(f"<b>Details — {name}</b>")
         self._detail.value = detail_html(record)
+        self._set_figures(figure_widgets(record, self._store))
         self._detail_box.layout.display = "flex"
         self._selected = session_id
+
+    def _set_figures(self, shown: list[widgets.Widget]) -> None:
+        """Show ``shown`` under the details (the last figures), closing the previous ones."""
+        old, self._detail_figures.children = self._detail_figures.children, tuple(shown)
+        for widget in old:
+            widget.close()
 
     def _hide_detail(self) -> None:
         self._detail_box.layout.display = "none"
         self._detail_head.value = self._detail.value = ""
+        self._set_figures([])
         self._selected = None
 
     # ---- handlers

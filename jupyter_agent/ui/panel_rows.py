@@ -30,7 +30,7 @@ from jupyter_agent.ui.markdown import excerpt, summary_html
 
 if TYPE_CHECKING:
     from jupyter_agent.artefacts.search import SearchMatch
-    from jupyter_agent.store import SessionListing, SessionRecord
+    from jupyter_agent.store import SessionListing, SessionRecord, Store
 
 __all__ = ["UNTITLED", "PanelRow", "RowSlot", "RowText", "button", "detail_html",
            "format_row", "found_html", "inline_html", "lines_html", "matches"]
@@ -154,6 +154,35 @@ def detail_html(record: SessionRecord) -> str:
         f"</div></div>"
         f"<b>Todos</b><ul style='margin:2px 0'>{todos}</ul><b>Last messages</b>{messages}"
     )
+
+
+#: How many of a session's last figures its detail view shows, and how wide (CSS px).
+DETAIL_FIGURES, DETAIL_FIGURE_WIDTH = 4, 200
+
+
+def figure_widgets(record: SessionRecord, store: Store) -> list[widgets.Widget]:
+    """Small images of the session's last figures, for its detail view (design §23);
+    a figure that cannot be read is named with why, instead."""
+    from jupyter_agent.errors import JupyterAgentError
+    from jupyter_agent.store.figures import figure_refs
+    from jupyter_agent.ui.figures import figure_label
+
+    refs = list(figure_refs(record.transcript))[-DETAIL_FIGURES:]
+    shown: list[widgets.Widget] = []
+    for ref in refs:
+        label = figure_label(ref)
+        try:
+            figure = store.read_figure(record.id, str(ref["id"]))
+        except (JupyterAgentError, OSError) as err:
+            shown.append(widgets.HTML(f"<small>{html.escape(label)}: {html.escape(str(err))}"
+                                      "</small>"))
+            continue
+        image = widgets.Image(value=figure.data, format=figure.media_type.split("/")[1],
+                              width=str(DETAIL_FIGURE_WIDTH),
+                              layout=widgets.Layout(margin="2px 6px 2px 0"))
+        image.tooltip = label  # what it is, for people who hover
+        shown.append(image)
+    return shown
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from jupyter_agent.store.messages import message_text
 from jupyter_agent.ui.display import format_recap_usage, format_resumed, one_line, shorten
+from jupyter_agent.ui.figures import figure_label, last_figure
 from jupyter_agent.ui.markdown import hard_breaks, literal, reply_markdown
 
 if TYPE_CHECKING:
@@ -59,6 +60,10 @@ def recap_markdown(record: SessionRecord, *, unarchived: bool = False) -> str:
                 if m is not None]
     if exchange:
         parts.append("  \n".join(exchange))
+    figure = last_figure(record.transcript)
+    if figure is not None:
+        parts.append(f"**Last figure:** {literal(figure_label(figure))} (below; "
+                     "`%agent_history` shows every figure)")
     parts.append("Continue with `%%agent`.")
     return "\n\n".join(parts)
 

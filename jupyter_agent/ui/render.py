@@ -20,6 +20,12 @@ else arrives; it is driven by a timer, since the ``openai`` client's retries are
 internal. It is shown only where a person watches (the live Markdown area of an
 interactive front end, a terminal), never in the outputs of a headless run.
 
+What the agent's code displays -- a figure, an image, a DataFrame -- arrives as a
+``Displayed`` event while its call runs and is shown as its own output, in its place: the
+turn's Markdown so far ends there and goes on in a new output below it (design §23). So a
+turn is one output per stretch of text between the things its code displayed, the same
+live and headless. The plain renderer leaves them to the tool result, which names them.
+
 Replies are Markdown written by the model and go through
 :func:`~jupyter_agent.ui.markdown.reply_markdown` (``$`` shows as typed; design §18);
 everything the front end writes itself goes through
@@ -88,6 +94,8 @@ class MarkdownTurnRenderer:
         self._plain_out = io.StringIO()
         self._plain = PlainTurnRenderer(self._plain_out)
         self._handle: Any = None
+        self._parts: list[tuple[str, Any]] = []  # finished outputs: ("markdown"|"display", x)
+        self._plain_from = 0  # where the current output's plain text starts
         self._min_interval = min_interval
         self._shown_at = float("-inf")
         self._lock = threading.RLock()
@@ -111,8 +119,9 @@ class MarkdownTurnRenderer:
         return "\n\n".join(blocks)
 
     def plain(self) -> str:
-        """The turn so far as plain text (the ``text/plain`` of the display)."""
-        return self._plain_out.getvalue().rstrip("\n")
+        """The current output's plain text (the ``text/plain`` of its display)."""
+        text = self._plain_out.getvalue()[self._plain_from:].rstrip("\n")
+        return text.lstrip("\n") if self._plain_from else text
 
     def _display_object(self) -> MarkdownText:
         return MarkdownText(self.markdown(), self.plain())
@@ -155,9 +164,32 @@ class MarkdownTurnRenderer:
             fence = "`" * max(3, longest + 1)
             self._block("\n".join([f"*{literal(label)}*", f"{fence}text", *lines, fence]))
 
+    def _show_output(self, event: Any) -> None:
+        """End the current Markdown output and show what the code displayed below it."""
+        from IPython.display import display
+
+        if self._items:
+            done = self._display_object()
+            if self._handle is not None:
+                self._handle.update(done)
+            self._parts.append(("markdown", done))
+        elif self._handle is not None:  # it showed a status line only
+            self._handle.update(MarkdownText("", ""))
+        self._items, self._handle = [], None
+        self._plain_from = len(self._plain_out.getvalue())
+        bundle = (dict(event.data), dict(event.metadata or {}))
+        self._parts.append(("display", bundle))
+        if self._live:
+            display(bundle[0], metadata=bundle[1], raw=True)
+
     def __call__(self, event: Any) -> None:
         """Render one event (updates the display in place where live)."""
         kind = getattr(event, "kind", "")
+        if kind == "display":
+            if getattr(event, "shown", True):
+                with self._lock:
+                    self._show_output(event)
+            return
         if kind not in ("text_delta", "tool_call_start", "tool_call_end", "notice"):
             return
         with self._lock:
@@ -249,6 +281,12 @@ class MarkdownTurnRenderer:
             self._plain.finish(interrupted=interrupted, footer=footer)
             if footer:
                 self._block(f"*{literal(footer)}*")
+            if not self._live:  # headless: every output of the turn, once, in order
+                for kind, shown in self._parts:
+                    if kind == "display":
+                        display(shown[0], metadata=shown[1], raw=True)
+                    elif shown.markdown.strip():
+                        display(shown)
             if not self._items:
                 if self._handle is not None:  # only a status line was shown
                     self._handle.update(MarkdownText("", ""))

@@ -16,6 +16,9 @@ database with other data (design §16):
     context is ``context_head`` (a JSON list, written by compaction) followed by the
     transcript from ``context_from`` on; before any compaction the head is empty and
     the working context *is* the transcript, so no message is stored twice.
+``figures``
+    A session's figures (design §23): one row per figure, ``(sid, figure_id)``, with its
+    media type and bytes (``bytea``); deleted with the session (``ON DELETE CASCADE``).
 ``leases``
     Who holds each session's lease (user, host, pid, since, label) and from which
     database connection (``backend_pid``); the lease itself is an advisory lock, and a
@@ -127,6 +130,16 @@ MIGRATIONS: tuple[Migration, ...] = (
     )),
     Migration(2, "keys of a record this version does not know", (
         f"ALTER TABLE {SCHEMA}.sessions ADD COLUMN extra json",
+    )),
+    Migration(3, "figures of sessions", (
+        f"""CREATE TABLE {SCHEMA}.figures (
+            sid bigint NOT NULL REFERENCES {SCHEMA}.sessions (sid) ON DELETE CASCADE,
+            figure_id text NOT NULL,
+            media_type text NOT NULL,
+            data bytea NOT NULL,
+            saved_at timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (sid, figure_id)
+        )""",
     )),
 )
 """The schema's history, oldest first. Add steps at the end; never change one that

@@ -3,9 +3,10 @@
 The same contract as the JSON files (:class:`~jupyter_agent.store.base.Store`,
 design §1-§10, §16, §19), composed of: ``link.py`` (the connection, reopened when it
 drops), ``schema.py`` (tables and migrations), ``leases.py`` (advisory locks),
-``tables.py`` (every SQL statement on sessions), ``rows.py`` (pure plans of each
-change), ``decode.py`` (rows read back, validated), ``listing.py`` (pages of the
-listing) and ``heads.py`` (what is kept in memory while a lease is held).
+``tables.py`` (every SQL statement on sessions), ``figures.py`` (a session's
+figures, design §23), ``rows.py`` (pure plans of each change), ``decode.py``
+(rows read back, validated), ``listing.py`` (pages of the listing) and
+``heads.py`` (what is kept in memory while a lease is held).
 
 Invariants
 ----------
@@ -34,13 +35,24 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jupyter_agent.errors import ContextMismatchError, CorruptSessionError, SessionNotFoundError
+from jupyter_agent.errors import (
+    ContextMismatchError,
+    CorruptSessionError,
+    FigureNotFoundError,
+    SessionNotFoundError,
+)
 from jupyter_agent.store.base import NoteKind
 from jupyter_agent.store.changes import check_importable, normalized
+from jupyter_agent.store.figures import FigureData, check_figure, validate_figure_id
 from jupyter_agent.store.ids import new_session_id, validate_session_id
 from jupyter_agent.store.memory import MemoryStore
-from jupyter_agent.store.messages import SUMMARY_MESSAGES, clean_text, fallback_summary
+from jupyter_agent.store.messages import (
+    SUMMARY_MESSAGES,
+    clean_text,
+    fallback_summary,
+)
 from jupyter_agent.store.postgres.decode import raw_json, record_from_row
+from jupyter_agent.store.postgres.figures import FigureTable
 from jupyter_agent.store.postgres.heads import Heads
 from jupyter_agent.store.postgres.leases import Leases, whoami
 from jupyter_agent.store.postgres.link import Link
@@ -113,6 +125,7 @@ class PostgresStore:
         self._link = Link(url, self._on_connect)
         self._leases = Leases(self._link, project, whoami(holder_label))
         self._table = SessionTable(self._link, project, self._where)
+        self._figures = FigureTable(self._link, project)
         self._heads = Heads(self._table, self._leases, self._where, self.location)
         self._mutex = threading.RLock()
 
@@ -502,3 +515,58 @@ class PostgresStore:
                 self._heads.forget(session_id)
                 if not self._table.delete(session_id, self._heads.check(session_id)):
                     raise SessionNotFoundError(session_id, self.location)
+
+    # ------------------------------------------------------------------ figures (design §23)
+    def save_figure(self, session_id: str, figure_id: str, data: bytes, media_type: str) -> None:
+        """Keep a figure of a session as a row of ``figures`` (replacing one of that ID),
+        under the session's lease, in one transaction (see :meth:`Store.save_figure
+        <jupyter_agent.store.base.Store.save_figure>`).
+
+        Raises
+        ------
+        InvalidFigureError
+            Before anything is sent.
+        InvalidSessionIdError, SessionNotFoundError, SessionLockedError,
+        StoreUnavailableError
+        """
+        validate_session_id(session_id)
+        check_figure(figure_id, data, media_type)
+        with self._mutex:
+            self._require(session_id)
+            with self.lease(session_id):
+                if not self._figures.save(session_id, figure_id, data, media_type,
+                                          self._heads.check(session_id)):
+                    raise SessionNotFoundError(session_id, self.location)
+
+    def read_figure(self, session_id: str, figure_id: str) -> FigureData:
+        """A figure of a session, read in one statement (no lease).
+
+        Raises
+        ------
+        FigureNotFoundError
+            The session has no such figure (or does not exist).
+        InvalidSessionIdError, InvalidFigureError, StoreUnavailableError
+        """
+        validate_session_id(session_id)
+        validate_figure_id(figure_id)
+        with self._mutex:
+            found = self._figures.read(session_id, figure_id)
+        if found is None:
+            raise FigureNotFoundError(session_id, figure_id, self._where(session_id))
+        return found
+
+    def figure_ids(self, session_id: str) -> list[str]:
+        """The IDs of a session's figures, sorted (no lease)."""
+        validate_session_id(session_id)
+        with self._mutex:
+            return self._figures.ids(session_id)
+
+    def delete_figure(self, session_id: str, figure_id: str) -> bool:
+        """Delete one figure of a session, under its lease; whether it existed."""
+        validate_session_id(session_id)
+        validate_figure_id(figure_id)
+        with self._mutex:
+            self._require(session_id)
+            with self.lease(session_id):
+                return self._figures.delete(session_id, figure_id,
+                                            self._heads.check(session_id))

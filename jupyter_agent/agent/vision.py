@@ -1,0 +1,338 @@
+"""Figures as images for the model: what each request carries (design §23).
+
+The working context keeps figure *references* on tool messages (``figures``, see
+:mod:`jupyter_agent.store.figures`), never image bytes. Before each request,
+:class:`RequestView` turns the working context into what is sent:
+
+* every message without its ``figures`` key (the text of the tool result names the
+  figure either way: "[figure 2: PNG, 640×480 px, shown to the user]");
+* with images on, the newest figures of the working context, at most ``max_images``
+  (PNG and JPEG; SVG is named only), read from the session's files, downscaled so that
+  the longer side is at most :data:`~jupyter_agent.images.MAX_IMAGE_SIDE` pixels, as
+  base64 ``data:`` URLs:
+
+  - Chat Completions (tool messages carry text only): one user message right after the
+    tool results of the batch, ``[jupyter-agent] The figures made by the code above:``,
+    then ``figure N:`` and an ``image_url`` part per figure;
+  - Responses API: the tool result's content becomes a list (its text, then an image
+    part per figure), which the Responses model sends as the ``function_call_output``'s
+    output of ``input_text`` and ``input_image`` items.
+
+So a request holds at most ``max_images`` images however many figures the session made.
+The view is built incrementally (only messages added since the last request are looked
+at) and returns the same message objects while nothing changes, so the Responses
+model's per-message conversion cache keeps working and the bytes sent on the fast path
+(design §12) are what the typed path would send.
+
+:class:`VisionModel` wraps a :class:`~jupyter_agent.agent.model.Model` with this view and
+the ``vision`` setting: ``"off"`` sends no image; ``"on"`` always does (an endpoint that
+refuses them fails the request with a hint); ``"auto"`` sends them and, when the
+endpoint rejects the request, sends it again without images -- if that one is accepted,
+the endpoint does not take images: the session remembers it for that model and endpoint
+(``SessionState.images_refused``) and says so once, in one line. An image's token cost
+(:func:`~jupyter_agent.images.image_tokens`) is counted when the endpoint reports no
+usage.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from jupyter_agent.agent.config import AgentConfig
+from jupyter_agent.agent.context import CHARS_PER_TOKEN, estimate_tokens, message_chars
+from jupyter_agent.agent.events import EventCallback, Notice
+from jupyter_agent.agent.model import Model, ModelReply, PartialReply, TextCallback, TokenUsage
+from jupyter_agent.errors import JupyterAgentError, ModelError
+from jupyter_agent.images import RASTER_TYPES, data_url, downscale, image_tokens
+from jupyter_agent.store import FigureData, SessionState
+
+if TYPE_CHECKING:
+    from jupyter_agent.agent.conversation import Conversation
+
+__all__ = ["IMAGES_CAPTION", "RequestView", "VisionModel", "drop_old_images", "refused_key"]
+
+IMAGES_CAPTION = "[jupyter-agent] The figures made by the code above:"
+"""Text of the Chat Completions message that carries a tool batch's figures."""
+
+_ENCODED_KEPT = 32
+"""Encoded images kept in memory (the oldest are dropped first)."""
+
+ReadFigure = Callable[[str], FigureData]
+
+
+def refused_key(model: Model) -> str:
+    """How a session remembers which model and endpoint refused images."""
+    return f"{model.name} at {model.base_url}" if model.base_url else model.name
+
+
+class RequestView:
+    """What a request carries, from the working context (see the module docstring).
+
+    Parameters
+    ----------
+    read_figure : callable
+        ``read_figure(figure_id) -> FigureData`` (the conversation's).
+    """
+
+    def __init__(self, read_figure: ReadFigure) -> None:
+        self.read_figure = read_figure
+        self._source: list[dict[str, Any]] | None = None
+        self._last: dict[str, Any] | None = None
+        self._plain: list[dict[str, Any]] = []
+        self._with_figures: list[int] = []  # positions of tool messages with references
+        self._encoded: OrderedDict[str, tuple[str, int] | None] = OrderedDict()
+        self._parts: dict[Any, dict[str, Any]] = {}
+
+    # ---- the messages without references
+    def plain(self, messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``messages`` without their ``figures`` keys (a list this view owns: do not
+        change it). Only messages added since the last call are looked at."""
+        seen = len(self._plain)
+        same = (messages is self._source and len(messages) >= seen
+                and (seen == 0 or messages[seen - 1] is self._last))
+        if not same:
+            self._source = messages if isinstance(messages, list) else None
+            self._plain, self._with_figures, self._parts = [], [], {}
+            seen = 0
+        for index in range(seen, len(messages)):
+            message = messages[index]
+            if "figures" in message:
+                if message.get("role") == "tool" and message["figures"]:
+                    self._with_figures.append(index)
+                message = {k: v for k, v in message.items() if k != "figures"}
+            self._plain.append(message)
+        self._last = messages[-1] if len(messages) else None
+        return self._plain
+
+    # ---- images
+    def _image(self, ref: dict[str, Any]) -> tuple[str, int] | None:
+        """The data URL and token cost of a figure (``None`` when it cannot be sent)."""
+        figure_id = str(ref["id"])
+        if figure_id in self._encoded:
+            self._encoded.move_to_end(figure_id)
+            return self._encoded[figure_id]
+        encoded: tuple[str, int] | None = None
+        try:
+            found = self.read_figure(figure_id)
+            if found.media_type in RASTER_TYPES:
+                data, (width, height) = downscale(found.data, found.media_type)
+                encoded = (data_url(data, found.media_type), image_tokens(width, height))
+        except (JupyterAgentError, OSError, ValueError):
+            encoded = None  # a figure that cannot be read is named in text only
+        self._encoded[figure_id] = encoded
+        while len(self._encoded) > _ENCODED_KEPT:
+            self._encoded.popitem(last=False)
+        return encoded
+
+    def chosen(self, max_images: int) -> list[tuple[int, dict[str, Any], tuple[str, int]]]:
+        """The newest figures that can be sent: ``(position, reference, (url, tokens))``,
+        at most ``max_images``, oldest first."""
+        picked: list[tuple[int, dict[str, Any], tuple[str, int]]] = []
+        source = self._source or []
+        for index in reversed(self._with_figures):
+            if len(picked) >= max_images:
+                break
+            refs = source[index].get("figures") if index < len(source) else None
+            for ref in reversed(refs if isinstance(refs, list) else []):
+                if len(picked) >= max_images:
+                    break
+                if not isinstance(ref, dict) or ref.get("media_type") not in RASTER_TYPES \
+                        or not isinstance(ref.get("id"), str):
+                    continue
+                image = self._image(ref)
+                if image is not None:
+                    picked.append((index, ref, image))
+        return picked[::-1]
+
+    def with_images(self, max_images: int, api: str) -> tuple[list[dict[str, Any]], int]:
+        """The last :meth:`plain` list with the newest figures as images.
+
+        Parameters
+        ----------
+        max_images : int
+        api : str
+            ``"responses"``: images inside the tool results; anything else: Chat
+            Completions (a user message after each batch).
+
+        Returns
+        -------
+        (list of dict, int)
+            The request's messages, and the estimated tokens of its images (0: it
+            carries none; the list is then the plain one).
+        """
+        picked = self.chosen(max_images) if max_images > 0 else []
+        if not picked:
+            return self._plain, 0
+        tokens = sum(image[1] for _, _, image in picked)
+        out = list(self._plain)
+        by_message: dict[int, list[tuple[dict[str, Any], tuple[str, int]]]] = {}
+        for index, ref, image in picked:
+            by_message.setdefault(index, []).append((ref, image))
+        used: dict[Any, dict[str, Any]] = {}  # what this request uses; the rest is let go
+        if api == "responses":
+            for index, figures in by_message.items():
+                out[index] = self._tool_with_images(self._plain[index], figures, used)
+        else:
+            batches: dict[int, list[tuple[dict[str, Any], tuple[str, int]]]] = {}
+            for index, figures in by_message.items():
+                end = index
+                while end + 1 < len(out) and out[end + 1].get("role") == "tool":
+                    end += 1
+                batches.setdefault(end, []).extend(figures)
+            for end in sorted(batches, reverse=True):
+                out.insert(end + 1, self._images_message(batches[end], used))
+        self._parts = used
+        return out, tokens
+
+    def _tool_with_images(self, message: dict[str, Any],
+                          figures: list[tuple[dict[str, Any], tuple[str, int]]],
+                          used: dict[Any, dict[str, Any]]) -> dict[str, Any]:
+        key = (id(message), *(str(ref["id"]) for ref, _ in figures))
+        made = self._parts.get(key)
+        if made is None:
+            text = message.get("content")
+            parts: list[dict[str, Any]] = [{"type": "text", "text": text if isinstance(
+                text, str) else str(text or "")}]
+            parts += [_image_part(image[0]) for _, image in figures]
+            made = {**message, "content": parts}
+        used[key] = made
+        return made
+
+    def _images_message(self, figures: list[tuple[dict[str, Any], tuple[str, int]]],
+                        used: dict[Any, dict[str, Any]]) -> dict[str, Any]:
+        key = tuple(str(ref["id"]) for ref, _ in figures)
+        made = self._parts.get(key)
+        if made is None:
+            parts: list[dict[str, Any]] = [{"type": "text", "text": IMAGES_CAPTION}]
+            for ref, image in figures:
+                parts.append({"type": "text", "text": f"figure {ref.get('n', '?')}:"})
+                parts.append(_image_part(image[0]))
+            made = {"role": "user", "content": parts}
+        used[key] = made
+        return made
+
+
+def _image_part(url: str) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": url, "detail": "auto"}}
+
+
+def _may_be_images(err: ModelError) -> bool:
+    """Whether a failed request may have failed for its images: a rejected request
+    (4xx other than a key, permission, model, rate or context-length problem), or any
+    error that names images."""
+    text = str(err).lower()
+    if any(word in text for word in ("image", "vision", "multimodal", "multi-modal")):
+        return err.code != "context_length_exceeded"
+    status = err.status_code
+    return (status is not None and 400 <= status < 500
+            and status not in (401, 403, 404, 408, 409, 429)
+            and err.code != "context_length_exceeded")
+
+
+class VisionModel:
+    """A :class:`~jupyter_agent.agent.model.Model` that sends figures as images (see the
+    module docstring); everything else is the wrapped model's.
+
+    Parameters
+    ----------
+    model : Model
+    view : RequestView
+        The agent's view (kept across requests).
+    config : AgentConfig
+        ``vision`` and ``max_images``.
+    state : SessionState
+        The checkpoint: ``images_refused`` is read and set here.
+    emit : callable
+        Receives the one-line notice when an endpoint turns out to refuse images.
+    """
+
+    def __init__(self, model: Model, view: RequestView, config: AgentConfig,
+                 state: SessionState, emit: EventCallback) -> None:
+        self.model = model
+        self.api, self.name, self.base_url = model.api, model.name, model.base_url
+        self._view, self._config, self._state, self._emit = view, config, state, emit
+        self.last_image_tokens = 0
+
+    def respond(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *,
+                stream: bool, partial: PartialReply,
+                on_text: TextCallback | None = None) -> ModelReply:
+        """Send one request, with the newest figures as images when they may go."""
+        plain = self._view.plain(messages)
+        mode, key = self._config.vision, refused_key(self.model)
+        request, tokens = plain, 0
+        if mode == "on" or (mode == "auto" and self._state.images_refused != key):
+            request, tokens = self._view.with_images(self._config.max_images, self.api)
+        self.last_image_tokens = tokens
+        try:
+            reply = self.model.respond(request, tools, stream=stream, partial=partial,
+                                       on_text=on_text)
+        except ModelError as err:
+            if not tokens or partial.received or not _may_be_images(err):
+                raise
+            if mode == "on":
+                raise ModelError(f"{err} (the request carried images of figures: if this "
+                                 "model cannot read images, use %agent_resume --vision off "
+                                 "or --vision auto)", err.status_code, err.code) from err
+            reply = self.model.respond(plain, tools, stream=stream, partial=partial,
+                                       on_text=on_text)
+            self._refused(err, key)
+            tokens = self.last_image_tokens = 0
+        return _with_usage(reply, plain, tokens)
+
+    def _refused(self, err: ModelError, key: str) -> None:
+        self._state.images_refused = key
+        self._emit(Notice(f"the model endpoint refused the images of figures, so {self.name} "
+                          f"is told about figures in text only in this session "
+                          f"({err.status_code or 'error'}: {_first_words(str(err))})"))
+
+
+def _first_words(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _with_usage(reply: ModelReply, plain: Sequence[dict[str, Any]], image_tokens: int
+                ) -> ModelReply:
+    """``reply`` with its usage estimated, images included, when the endpoint reported
+    none (a reported usage already counts the images)."""
+    if reply.usage is not None or not image_tokens:
+        return reply
+    completion = message_chars({"content": reply.text, "tool_calls": reply.tool_calls})
+    return replace(reply, usage=TokenUsage(estimate_tokens(plain) + image_tokens,
+                                           completion // CHARS_PER_TOKEN))
+
+
+def drop_old_images(conversation: Conversation) -> int:
+    """Drop the figures of earlier requests from the working context: the first thing
+    compaction does (design §4, §23).
+
+    Every tool message before the newest user message loses its ``figures`` key (its
+    text still names the figures); the transcript keeps the references. Recorded like a
+    compaction (``Conversation.replace``), with a summary saying what was dropped.
+
+    Returns
+    -------
+    int
+        How many figures were dropped (0: nothing changed, nothing was written).
+    """
+    messages = conversation.messages
+    newest = next((i for i in range(len(messages) - 1, -1, -1)
+                   if messages[i].get("role") == "user"), 0)
+    dropped = changed = 0
+    kept: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        refs = message.get("figures")
+        if index < newest and refs is not None:
+            dropped += len(refs) if isinstance(refs, list) else 1
+            changed += 1
+            message = {k: v for k, v in message.items() if k != "figures"}
+        kept.append(message)
+    if not changed:
+        return 0
+    conversation.replace(kept, replaced=changed, summary=(
+        f"[jupyter-agent] The images of {dropped} earlier figure(s) were dropped from the "
+        "working context; the tool results still name them and the transcript keeps them."))
+    return dropped

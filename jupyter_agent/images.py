@@ -1,0 +1,191 @@
+"""Images of figures: their formats, sizes, token cost, downscaling and data URLs.
+
+Pure functions over bytes, shared by the agent (what is sent to a model), the store (which
+files a figure may be), the front end (thumbnails) and the scripted server (what an image
+costs). Pillow is imported only by :func:`downscale` and, for JPEG sizes, by
+:func:`image_size`; nothing here reads or writes files.
+
+The formats a figure may have are PNG, JPEG and SVG (:data:`MEDIA_TYPES`). Only PNG and
+JPEG are *raster* images a model can be sent (:data:`RASTER_TYPES`); an SVG figure is kept
+and shown, and named to the model in text.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import math
+import re
+import struct
+from collections.abc import Mapping
+
+__all__ = [
+    "FORMAT_NAMES",
+    "MAX_IMAGE_SIDE",
+    "MEDIA_TYPES",
+    "RASTER_TYPES",
+    "data_url",
+    "decode_data_url",
+    "downscale",
+    "image_size",
+    "image_tokens",
+    "sniff_media_type",
+]
+
+#: Media type -> file suffix of the figures a session keeps.
+MEDIA_TYPES: Mapping[str, str] = {"image/png": "png", "image/jpeg": "jpg",
+                                  "image/svg+xml": "svg"}
+#: Media type -> the name a person reads ("PNG").
+FORMAT_NAMES: Mapping[str, str] = {"image/png": "PNG", "image/jpeg": "JPEG",
+                                   "image/svg+xml": "SVG"}
+#: The media types a model can be sent as an image.
+RASTER_TYPES = ("image/png", "image/jpeg")
+#: Longest side, in pixels, of an image sent to a model (larger ones are downscaled).
+MAX_IMAGE_SIDE = 1024
+
+_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+_SVG_LENGTH = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(px|pt)?\s*$")
+
+
+def sniff_media_type(data: bytes) -> str | None:
+    """The media type ``data`` actually has (PNG, JPEG or SVG), or ``None``."""
+    if data.startswith(_PNG_MAGIC):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    head = data[:1024].lstrip().lower()
+    if head.startswith((b"<?xml", b"<svg", b"<!--", b"<!doctype svg")) and b"<svg" in data[:4096]:
+        return "image/svg+xml"
+    return None
+
+
+def _svg_size(data: bytes) -> tuple[int, int] | None:
+    text = data[:8192].decode("utf-8", "replace")
+    root = re.search(r"<svg\b[^>]*>", text, re.S)
+    if root is None:
+        return None
+    attrs = dict(re.findall(r'([\w:-]+)\s*=\s*["\']([^"\']*)["\']', root.group(0)))
+    sizes = []
+    for key in ("width", "height"):
+        found = _SVG_LENGTH.match(attrs.get(key, ""))
+        if found is None:
+            break
+        value = float(found.group(1)) * (4 / 3 if found.group(2) == "pt" else 1)
+        sizes.append(round(value))
+    if len(sizes) == 2:
+        return sizes[0], sizes[1]
+    box = attrs.get("viewBox", "").replace(",", " ").split()
+    try:
+        return round(float(box[2])), round(float(box[3]))
+    except (IndexError, ValueError):
+        return None
+
+
+def image_size(data: bytes, media_type: str) -> tuple[int, int] | None:
+    """Width and height in pixels of an image, or ``None`` when they cannot be told.
+
+    PNG sizes are read from the header, JPEG sizes with Pillow, SVG sizes from the root
+    element's ``width``/``height`` (``pt`` converted at 96 dpi) or ``viewBox``.
+
+    Parameters
+    ----------
+    data : bytes
+        The image file.
+    media_type : str
+        One of :data:`MEDIA_TYPES`.
+
+    Returns
+    -------
+    (int, int) or None
+    """
+    if media_type == "image/png":
+        if len(data) >= 24 and data.startswith(_PNG_MAGIC) and data[12:16] == b"IHDR":
+            width, height = struct.unpack(">II", data[16:24])
+            return int(width), int(height)
+        return None
+    if media_type == "image/svg+xml":
+        return _svg_size(data)
+    try:
+        from PIL import Image
+
+        with Image.open(io.BytesIO(data)) as image:
+            return int(image.size[0]), int(image.size[1])
+    except Exception:  # not an image Pillow reads: size unknown
+        return None
+
+
+def image_tokens(width: int, height: int) -> int:
+    """Estimated prompt tokens of an image of ``width`` x ``height`` pixels.
+
+    OpenAI's rule for detailed images: scaled to fit 2048 x 2048, then so that the
+    shorter side is at most 768 px; 170 tokens per 512-px tile plus 85. Other providers
+    count differently; this is what usage estimates and the scripted server use.
+    """
+    w, h = float(max(width, 1)), float(max(height, 1))
+    scale = min(1.0, 2048 / max(w, h))
+    w, h = w * scale, h * scale
+    scale = min(1.0, 768 / min(w, h))
+    w, h = w * scale, h * scale
+    return 85 + 170 * math.ceil(w / 512) * math.ceil(h / 512)
+
+
+def downscale(data: bytes, media_type: str,
+              max_side: int = MAX_IMAGE_SIDE) -> tuple[bytes, tuple[int, int]]:
+    """A raster image whose longer side is at most ``max_side`` pixels, in its format.
+
+    Parameters
+    ----------
+    data : bytes
+        A PNG or JPEG file.
+    media_type : str
+        ``"image/png"`` or ``"image/jpeg"``.
+    max_side : int
+        Pixels.
+
+    Returns
+    -------
+    (bytes, (int, int))
+        ``data`` itself when it is small enough, else the image resized (PNG stays PNG,
+        JPEG is written at quality 85), and its size.
+
+    Raises
+    ------
+    ValueError
+        When ``data`` is not a PNG or JPEG image Pillow can read.
+    """
+    size = image_size(data, media_type)
+    if size is not None and max(size) <= max_side:
+        return data, size
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            image.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
+            out = io.BytesIO()
+            if media_type == "image/jpeg":
+                image.convert("RGB").save(out, format="JPEG", quality=85)
+            else:
+                image.save(out, format="PNG", optimize=True)
+            return out.getvalue(), (int(image.size[0]), int(image.size[1]))
+    except (OSError, SyntaxError) as err:  # Pillow's errors for unreadable images
+        raise ValueError(f"not a readable {FORMAT_NAMES.get(media_type, media_type)} image: "
+                         f"{err}") from None
+
+
+def data_url(data: bytes, media_type: str) -> str:
+    """``data:<media type>;base64,<data>``."""
+    return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def decode_data_url(url: str) -> tuple[bytes, str] | None:
+    """The bytes and media type of a base64 ``data:`` URL, or ``None`` for anything else."""
+    if not url.startswith("data:"):
+        return None
+    head, sep, payload = url[5:].partition(",")
+    if not sep or not head.endswith(";base64"):
+        return None
+    try:
+        return base64.b64decode(payload, validate=True), head[: -len(";base64")]
+    except (binascii.Error, ValueError):
+        return None

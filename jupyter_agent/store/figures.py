@@ -1,0 +1,336 @@
+"""A session's figures: the image files its code made, kept next to it (design §23).
+
+A figure is kept as a file (never as base64 inside a message) and a message refers to
+it: a ``tool`` message may carry a ``figures`` key, a list of *references*, one JSON
+object per figure the call made::
+
+    {"id": "Qm3xT0aPzL", "n": 2, "media_type": "image/png", "width": 640,
+     "height": 480, "bytes": 23817, "shown": true}
+
+``id`` names the file (1-128 letters, digits, ``_`` or ``-``, like a session ID), ``n``
+is the figure's number in its session ("figure 2"), ``width``/``height`` are pixels
+(absent when unknown), ``bytes`` the file's size, ``shown`` whether the user saw it.
+The transcript keeps every reference; compaction may drop them from the working
+context (the text of the tool result still names the figure).
+
+The JSON-file backend keeps a session's figures in ``sessions/<id>.figures/`` (0700),
+one file per figure, ``<figure id>.png`` / ``.jpg`` / ``.svg`` (0600), each written
+atomically through :class:`~jupyter_agent.store.files.SafeDir` under the session's
+lease, read without following links, deleted with the session, and removed by garbage
+collection when the session is gone. A figure is saved before the message that refers
+to it, so a crash can leave a figure nobody refers to, never a reference to nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from jupyter_agent.errors import InvalidFigureError
+from jupyter_agent.images import MEDIA_TYPES, sniff_media_type
+from jupyter_agent.store.files import SafeDir, is_temp_name
+from jupyter_agent.store.ids import SESSION_ID_PATTERN
+
+if TYPE_CHECKING:
+    from jupyter_agent.store.base import Store
+
+__all__ = [
+    "FIGURES_SUFFIX",
+    "MAX_FIGURE_BYTES",
+    "FigureData",
+    "check_figure",
+    "copy_figures",
+    "figure_dir_sessions",
+    "figure_file",
+    "figure_label",
+    "figure_refs",
+    "figures_dir",
+    "last_figure_number",
+    "list_figure_ids",
+    "read_figure_file",
+    "remove_figure_file",
+    "remove_figure_temps",
+    "remove_figures_dir",
+    "validate_figure_id",
+    "write_figure_file",
+]
+
+#: Suffix of a session's figures directory in ``sessions/`` (``<id>.figures``).
+FIGURES_SUFFIX = ".figures"
+#: The largest figure a store keeps, in bytes.
+MAX_FIGURE_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class FigureData:
+    """A saved figure's file.
+
+    Attributes
+    ----------
+    data : bytes
+    media_type : str
+        ``"image/png"``, ``"image/jpeg"`` or ``"image/svg+xml"``.
+    """
+
+    data: bytes
+    media_type: str
+
+
+def validate_figure_id(figure_id: object) -> str:
+    """Return ``figure_id`` if it can name a figure file (1-128 letters, digits, ``_``,
+    ``-``), else raise :class:`~jupyter_agent.errors.InvalidFigureError`."""
+    if not isinstance(figure_id, str) or not SESSION_ID_PATTERN.fullmatch(figure_id):
+        raise InvalidFigureError(figure_id, "its ID must be 1-128 letters, digits, '_' or '-'")
+    return figure_id
+
+
+def check_figure(figure_id: object, data: object, media_type: object) -> str:
+    """Check a figure before it is saved; return its ID.
+
+    Raises
+    ------
+    InvalidFigureError
+        For an ID that is not 1-128 letters, digits, ``_`` or ``-``; a media type that
+        is not PNG, JPEG or SVG; bytes that are not of that type; or more than
+        :data:`MAX_FIGURE_BYTES`.
+    """
+    validate_figure_id(figure_id)
+    if media_type not in MEDIA_TYPES:
+        raise InvalidFigureError(figure_id, f"media type {media_type!r} is not one of "
+                                            f"{', '.join(MEDIA_TYPES)}")
+    if not isinstance(data, bytes):
+        raise InvalidFigureError(figure_id, "its data must be bytes")
+    if len(data) > MAX_FIGURE_BYTES:
+        raise InvalidFigureError(figure_id, f"it has {len(data):,} bytes, more than the "
+                                            f"{MAX_FIGURE_BYTES:,} a session keeps")
+    if sniff_media_type(data) != media_type:
+        raise InvalidFigureError(figure_id, f"its bytes are not {media_type}")
+    return str(figure_id)
+
+
+def figure_refs(messages: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """The figure references of ``messages``, in order (see the module docstring).
+
+    Malformed entries (not objects, or without a string ``id``) are skipped.
+    """
+    for message in messages:
+        refs = message.get("figures")
+        if not isinstance(refs, list):
+            continue
+        for ref in refs:
+            if isinstance(ref, dict) and isinstance(ref.get("id"), str):
+                yield ref
+
+
+def figure_label(ref: dict[str, Any]) -> str:
+    """``figure 2: PNG, 640×480 px`` for a reference (size left out when unknown)."""
+    from jupyter_agent.images import FORMAT_NAMES
+
+    kind = FORMAT_NAMES.get(str(ref.get("media_type")), "image")
+    width, height = ref.get("width"), ref.get("height")
+    size = f", {width}×{height} px" if isinstance(width, int) and isinstance(height, int) else ""
+    return f"figure {ref.get('n', '?')}: {kind}{size}"
+
+
+def last_figure_number(messages: Iterable[dict[str, Any]]) -> int:
+    """The highest figure number ``n`` referred to in ``messages`` (0 when none)."""
+    return max((ref["n"] for ref in figure_refs(messages)
+                if isinstance(ref.get("n"), int) and not isinstance(ref.get("n"), bool)),
+               default=0)
+
+
+def copy_figures(source: Store, source_id: str, target: Store, target_id: str,
+                 figure_ids: Iterable[str]) -> list[str]:
+    """Copy figures of one session to another (forks, migrations).
+
+    Parameters
+    ----------
+    source, target : Store
+        The stores (may be the same).
+    source_id, target_id : str
+        The sessions; ``target_id`` must exist in ``target``.
+    figure_ids : iterable of str
+        What to copy (duplicates are copied once).
+
+    Returns
+    -------
+    list of str
+        The IDs copied; a figure the source no longer has is left out.
+
+    Raises
+    ------
+    SessionNotFoundError, SessionLockedError, UnsafePathError, StorageError
+        From the target.
+    """
+    from jupyter_agent.errors import FigureNotFoundError
+
+    copied: list[str] = []
+    for fid in dict.fromkeys(figure_ids):
+        try:
+            found = source.read_figure(source_id, fid)
+        except FigureNotFoundError:
+            continue
+        target.save_figure(target_id, fid, found.data, found.media_type)
+        copied.append(fid)
+    return copied
+
+
+# --------------------------------------------------------------------------- JSON files
+def figures_dir(session_id: str) -> str:
+    """The name of a session's figures directory in ``sessions/``."""
+    return f"{session_id}{FIGURES_SUFFIX}"
+
+
+def figure_file(figure_id: str, media_type: str) -> str:
+    """The file name of a figure in its directory (``<id>.png``)."""
+    return f"{figure_id}.{MEDIA_TYPES[media_type]}"
+
+
+def _names(figure_id: str) -> list[tuple[str, str]]:
+    return [(figure_file(figure_id, mt), mt) for mt in MEDIA_TYPES]
+
+
+@contextlib.contextmanager
+def _open_dir(sessions: SafeDir, session_id: str, *, create: bool) -> Iterator[SafeDir | None]:
+    found = sessions.subdir(figures_dir(session_id), create=create, what="figures directory")
+    if found is None:
+        yield None
+        return
+    with found:
+        yield found
+
+
+def write_figure_file(sessions: SafeDir, session_id: str, figure_id: str, data: bytes,
+                      media_type: str) -> None:
+    """Write a figure atomically (call under the session's lease); a file of the same
+    figure in another format is removed."""
+    with _open_dir(sessions, session_id, create=True) as folder:
+        assert folder is not None
+        name = figure_file(figure_id, media_type)
+        folder.write_atomic(name, data, private=True)
+        for other, _ in _names(figure_id):
+            if other != name and folder.lstat(other) is not None:
+                folder.unlink(other)
+        folder.fsync()
+
+
+def read_figure_file(sessions: SafeDir, session_id: str,
+                     figure_id: str) -> tuple[FigureData, Path] | None:
+    """A figure's bytes (never through a link), or ``None`` when it has no file.
+
+    Raises
+    ------
+    UnsafeFileError, UnsafeDirectoryError
+        For anything but a private regular file (directory) in place of the figure (its
+        directory), or a file larger than :data:`MAX_FIGURE_BYTES`.
+    """
+    with _open_dir(sessions, session_id, create=False) as folder:
+        if folder is None:
+            return None
+        for name, media_type in _names(figure_id):
+            got = folder.read(name, limit=MAX_FIGURE_BYTES, private=True)
+            if got is not None:
+                return FigureData(got[0], media_type), folder.child(name)
+    return None
+
+
+def list_figure_ids(sessions: SafeDir, session_id: str) -> list[str]:
+    """The IDs of the figure files a session has, sorted (temporary files left out)."""
+    with _open_dir(sessions, session_id, create=False) as folder:
+        if folder is None:
+            return []
+        ids = set()
+        for name in folder.names():
+            stem, dot, suffix = name.rpartition(".")
+            if dot and not is_temp_name(name) and suffix in MEDIA_TYPES.values() \
+                    and SESSION_ID_PATTERN.fullmatch(stem):
+                ids.add(stem)
+        return sorted(ids)
+
+
+def remove_figure_file(sessions: SafeDir, session_id: str, figure_id: str) -> bool:
+    """Delete a figure's file (call under the lease); whether there was one."""
+    with _open_dir(sessions, session_id, create=False) as folder:
+        if folder is None:
+            return False
+        removed = [folder.unlink(name) for name, _ in _names(figure_id)]
+        folder.fsync()
+        return any(removed)
+
+
+def remove_figure_temps(sessions: SafeDir, session_id: str) -> list[Path]:
+    """Remove temporary files killed writers left in a session's figures directory
+    (call under its lease)."""
+    if sessions.lstat(figures_dir(session_id)) is None:
+        return []
+    with _open_dir(sessions, session_id, create=False) as folder:
+        if folder is None:
+            return []
+        return [folder.child(n) for n in folder.names() if is_temp_name(n) and folder.unlink(n)]
+
+
+def remove_figures_dir(sessions: SafeDir, session_id: str) -> list[Path]:
+    """Remove a session's figures directory and its files (call under the lease).
+
+    A link or other non-directory in its place is removed itself (never followed).
+    Nothing but the directory's own entries is touched; a subdirectory inside it is
+    left, and so is the directory then.
+
+    Returns
+    -------
+    list of pathlib.Path
+        What was removed.
+
+    Raises
+    ------
+    UnsafeDirectoryError
+        When the directory belongs to someone else or others may write to it (nothing
+        in it is removed).
+    OSError
+    """
+    name = figures_dir(session_id)
+    st = sessions.lstat(name)
+    if st is None:
+        return []
+    if not stat.S_ISDIR(st.st_mode):
+        sessions.unlink(name)
+        sessions.fsync()
+        return [sessions.child(name)]
+    removed: list[Path] = []
+    with _open_dir(sessions, session_id, create=False) as folder:
+        if folder is None:
+            return removed
+        for entry in folder.names():
+            entry_st = folder.lstat(entry)
+            if entry_st is not None and not stat.S_ISDIR(entry_st.st_mode) \
+                    and folder.unlink(entry):
+                removed.append(folder.child(entry))
+        folder.fsync()
+    try:
+        os.rmdir(name, dir_fd=sessions.fd)
+    except OSError as err:
+        if err.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):
+            raise
+    else:
+        removed.append(sessions.child(name))
+    sessions.fsync()
+    return removed
+
+
+def figure_dir_sessions(names: Sequence[str]) -> list[str]:
+    """The session IDs of the figures directories among ``names`` (entries of
+    ``sessions/``)."""
+    out = []
+    for name in names:
+        if name.endswith(FIGURES_SUFFIX):
+            sid = name[: -len(FIGURES_SUFFIX)]
+            if SESSION_ID_PATTERN.fullmatch(sid):
+                out.append(sid)
+    return out
+

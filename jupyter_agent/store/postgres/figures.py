@@ -1,0 +1,80 @@
+"""The SQL of the team store's figures (design §16, §23).
+
+A session's figures are rows of the ``figures`` table: ``(sid, figure_id)``, the media
+type and the image bytes. :class:`FigureTable` runs each statement through the store's
+:class:`~jupyter_agent.store.postgres.link.Link`; a write first calls the ``check`` it is
+given (the session's lease is still held on the connection about to be used) and is one
+transaction. Rows go with their session (``ON DELETE CASCADE``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from jupyter_agent.store.figures import FigureData
+from jupyter_agent.store.postgres.link import Link
+from jupyter_agent.store.postgres.schema import SCHEMA
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["FigureTable"]
+
+_F = f"{SCHEMA}.figures"
+_S = f"{SCHEMA}.sessions"
+_SAVE = (f"INSERT INTO {_F} (sid, figure_id, media_type, data) "
+         f"SELECT sid, %s, %s, %s FROM {_S} WHERE project = %s AND id = %s "
+         "ON CONFLICT (sid, figure_id) DO UPDATE SET media_type = EXCLUDED.media_type, "
+         "data = EXCLUDED.data, saved_at = now() RETURNING 1")
+_READ = (f"SELECT f.media_type, f.data FROM {_F} f JOIN {_S} s ON s.sid = f.sid "
+         "WHERE s.project = %s AND s.id = %s AND f.figure_id = %s")
+_IDS = (f"SELECT f.figure_id FROM {_F} f JOIN {_S} s ON s.sid = f.sid "
+        "WHERE s.project = %s AND s.id = %s ORDER BY f.figure_id")
+_DELETE = (f"DELETE FROM {_F} f USING {_S} s WHERE s.sid = f.sid AND s.project = %s "
+           "AND s.id = %s AND f.figure_id = %s RETURNING 1")
+
+
+class FigureTable:
+    """The statements on one project's figures.
+
+    Parameters
+    ----------
+    link : Link
+    project : str
+        The project key every statement is limited to.
+    """
+
+    def __init__(self, link: Link, project: str) -> None:
+        self._link = link
+        self._project = project
+
+    def _write(self, query: str, params: tuple[Any, ...], check: Callable[[], None]) -> bool:
+        def op(conn: psycopg.Connection) -> bool:
+            check()
+            with self._link.transaction(conn):
+                return conn.execute(query, params).fetchone() is not None
+
+        return bool(self._link.run(op))
+
+    def save(self, session_id: str, figure_id: str, data: bytes, media_type: str,
+             check: Callable[[], None]) -> bool:
+        """Insert or replace a figure; False (nothing written) when the session is gone."""
+        return self._write(_SAVE, (figure_id, media_type, data, self._project, session_id),
+                           check)
+
+    def read(self, session_id: str, figure_id: str) -> FigureData | None:
+        """The figure, or ``None``."""
+        row = self._link.run(lambda c: c.execute(
+            _READ, (self._project, session_id, figure_id)).fetchone(), idempotent=True)
+        return None if row is None else FigureData(bytes(row[1]), str(row[0]))
+
+    def ids(self, session_id: str) -> list[str]:
+        """The session's figure IDs, sorted."""
+        rows = self._link.run(lambda c: c.execute(
+            _IDS, (self._project, session_id)).fetchall(), idempotent=True)
+        return [str(r[0]) for r in rows]
+
+    def delete(self, session_id: str, figure_id: str, check: Callable[[], None]) -> bool:
+        """Delete a figure; whether there was one."""
+        return self._write(_DELETE, (self._project, session_id, figure_id), check)
