@@ -388,10 +388,15 @@ class ModelError(JupyterAgentError):
     status_code : int or None
         The HTTP status, or ``None`` when no response arrived (connection refused,
         timeout).
+    mid_reply : bool
+        The connection dropped while the reply was arriving (the text that arrived is
+        kept in the session, marked as cut off; design §22).
     """
 
-    def __init__(self, message: str, status_code: int | None = None) -> None:
+    def __init__(self, message: str, status_code: int | None = None, *,
+                 mid_reply: bool = False) -> None:
         self.status_code = status_code
+        self.mid_reply = mid_reply
         super().__init__(message)
 
 

@@ -35,12 +35,12 @@ def describe_stop(exc: BaseException) -> str:
     """How a turn was stopped, for synthetic results and markers.
 
     ``KeyboardInterrupt`` is "interrupted by the user"; anything else (e.g. an
-    exception raised by an ``on_event`` callback) is named by type and message.
+    exception raised by an ``on_event`` callback) is described by its message, never by
+    its Python class name (the text reaches the user and the model).
     """
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted by the user"
-    detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    return f"stopped by an error ({detail})"
+    return f"stopped by an error ({exc})" if str(exc) else "stopped by an unexpected error"
 
 
 @dataclass

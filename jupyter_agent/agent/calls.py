@@ -13,7 +13,11 @@ of the :class:`~jupyter_agent.agent.conversation.Conversation`:
   counted** (prompt tokens estimated from the request, completion tokens from the
   partial text), so repeated Ctrl-C cannot get around ``max_cost_usd``. It is saved
   before the exception propagates;
-* a :class:`~jupyter_agent.errors.ModelError` (the endpoint failed) propagates
+* a connection that drops mid-reply (a :class:`~jupyter_agent.errors.ModelError` with
+  ``mid_reply``) is kept the same way -- the text that arrived, marked "cut off: the
+  connection dropped mid-reply", counted and saved -- before the error propagates
+  (design §22);
+* any other :class:`~jupyter_agent.errors.ModelError` (the endpoint failed) propagates
   untouched; such a request is not counted (nothing was generated).
 """
 
@@ -32,7 +36,10 @@ from jupyter_agent.agent.usage import add_usage, call_usage
 from jupyter_agent.errors import ModelError
 from jupyter_agent.store import SessionState, Usage
 
-__all__ = ["Meter", "call_model"]
+__all__ = ["DROPPED", "Meter", "call_model"]
+
+DROPPED = "cut off: the connection dropped mid-reply"
+"""How the marker of a reply whose connection dropped says so (design §22)."""
 
 
 class Meter:
@@ -136,7 +143,9 @@ def call_model(
     try:
         reply = model.respond(conversation.messages, tools, stream=stream, partial=partial,
                               on_text=lambda text: emit(TextDelta(text)))
-    except ModelError:
+    except ModelError as exc:
+        if exc.mid_reply:
+            _keep_interrupted(model, conversation, partial, exc, meter, prices)
         raise
     except BaseException as exc:
         _keep_interrupted(model, conversation, partial, exc, meter, prices)
@@ -161,7 +170,9 @@ def _keep_interrupted(model: Model, conversation: Conversation, partial: Partial
                       prices: Mapping[str, tuple[float, float]] | None) -> None:
     """Keep the partial reply, count the call, save (see the module docstring)."""
     text = partial.text
-    marker = f"{NOTICE_PREFIX} (reply {describe_stop(exc)})"
+    how = (DROPPED if isinstance(exc, ModelError) and exc.mid_reply
+           else describe_stop(exc))
+    marker = f"{NOTICE_PREFIX} (reply {how})"
     prompt = (partial.usage.input_tokens if partial.usage is not None
               else estimate_tokens(conversation.messages))
     completion = (partial.usage.output_tokens if partial.usage is not None

@@ -27,6 +27,10 @@ Step fields
     ``"reasoning.encrypted_content"``; the server then accepts it back in later inputs.
 ``delay`` : float
     Seconds to wait before answering. ``chunk_delay``: seconds between stream chunks.
+``drop_after`` : int
+    Streamed answers only: the server sends this many chunks of the answer, then closes
+    the connection without ending the stream (a connection that drops mid-reply). A
+    request that does not stream is answered in full.
 
 Loading never silently skips anything: a bad file or step raises
 :class:`ScriptError` naming the file and the step index.
@@ -150,6 +154,7 @@ class Step(_Model):
     reasoning: str | None = None
     delay: float = Field(default=0.0, ge=0, le=600)
     chunk_delay: float = Field(default=0.0, ge=0, le=60)
+    drop_after: int | None = Field(default=None, ge=0)
 
     @field_validator("tool_calls")
     @classmethod

@@ -259,7 +259,7 @@ def test_an_on_event_error_is_not_called_a_user_interrupt(
     assert "by the user" not in pending["content"]
     assert pending["content"] == (
         "[jupyter-agent] not executed: the tool batch was stopped by an error "
-        "(RuntimeError: renderer broke)"
+        "(renderer broke)"
     )
 
 
@@ -275,5 +275,5 @@ def test_an_on_event_error_mid_stream_is_named_in_the_marker(
     with pytest.raises(ValueError, match="bad delta"):
         agent.run("talk", on_event=on_event)
     last = read_record(store, agent.session_id or "")["messages"][-1]
-    assert last["content"].endswith("(reply stopped by an error (ValueError: bad delta))")
+    assert last["content"].endswith("(reply stopped by an error (bad delta))")
     assert "by the user" not in last["content"]
