@@ -27,13 +27,13 @@ from jupyter_agent.agent.context import (
     CHARS_PER_TOKEN,
     SUMMARY_MARKER,
     choose_cut,
-    estimate_tokens,
     render_for_summary,
 )
 from jupyter_agent.agent.conversation import Conversation
 from jupyter_agent.agent.events import EventCallback, Notice
 from jupyter_agent.agent.model import Model, PartialReply, TokenUsage
 from jupyter_agent.agent.prompts import SUMMARIZER_PROMPT
+from jupyter_agent.agent.usage_check import checked_usage
 from jupyter_agent.errors import ModelError
 from jupyter_agent.store import to_message_dict
 
@@ -122,7 +122,7 @@ def summarize_older_turns(
         },
     ]
     reply = model.respond(request, [], stream=False, partial=PartialReply())
-    usage = reply.usage or TokenUsage(estimate_tokens(request), len(reply.text) // CHARS_PER_TOKEN)
+    usage, _ = checked_usage(reply.usage, request, reply.text, [])
     summary = reply.text.strip()
     if not summary:
         return CompactionResult(None, "", len(head), usage)

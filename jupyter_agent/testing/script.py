@@ -14,8 +14,10 @@ Step fields
     Tool calls; ``arguments`` given as a dict is JSON-encoded, a string is sent
     verbatim (so a script can send malformed JSON on purpose). Missing ids are
     generated as ``call_<hex>``.
-``usage`` : ``{"prompt_tokens"?: int, "completion_tokens"?: int, "cached_tokens"?: int}``
-    Overrides the estimated token counts (tokens).
+``usage`` : ``{"prompt_tokens"?, "completion_tokens"?, "cached_tokens"?: int, "omit"?: list}``
+    Overrides the estimated token counts (tokens). Counts may be zero or negative and
+    ``omit`` names fields left out of the reported usage (Chat Completions), to play an
+    endpoint that misreports usage.
 ``error`` : ``{"status": int, "message": str, "type"?, "code"?, "param"?, "headers"?}``
     Answer with this HTTP error (OpenAI-shaped body) instead of a completion.
 ``finish_reason`` : "stop" | "length" | "tool_calls" | "content_filter"
@@ -111,11 +113,17 @@ class ToolCallSpec(_Model):
 
 
 class UsageSpec(_Model):
-    """Token counts overriding the server's estimate (tokens; None = estimate)."""
+    """Token counts overriding the server's estimate (tokens; None = estimate).
 
-    prompt_tokens: int | None = Field(default=None, ge=0)
-    completion_tokens: int | None = Field(default=None, ge=0)
-    cached_tokens: int = Field(default=0, ge=0)
+    ``omit`` lists usage fields the server leaves out ("prompt_tokens",
+    "completion_tokens", "prompt_tokens_details").
+    """
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int = 0
+    omit: list[Literal["prompt_tokens", "completion_tokens", "prompt_tokens_details"]] = \
+        Field(default_factory=list)
 
 
 class ErrorSpec(_Model):

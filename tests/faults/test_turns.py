@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_agent.agent import Limits
+from jupyter_agent.agent.context import SUMMARY_MARKER, estimate_tokens
 from jupyter_agent.errors import ModelError
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
@@ -63,3 +64,42 @@ def test_a_connection_that_drops_mid_reply_keeps_the_text_marked_and_counts_the_
     agent.run("go on")
     assert agent.stop_reason == "max_cost_usd"
     assert len(model_server.requests) == requests
+
+
+# -- usage that cannot be true ----------------------------------------------------------
+@pytest.mark.parametrize("usage", [
+    {"prompt_tokens": 0, "completion_tokens": 0},
+    {"prompt_tokens": -40, "completion_tokens": -3},
+    {"omit": ["prompt_tokens"]},
+    {"omit": ["completion_tokens", "prompt_tokens_details"]},
+    {"prompt_tokens": 0, "completion_tokens": 5, "cached_tokens": 9},
+], ids=["zero", "negative", "no-prompt", "no-completion", "cached-beyond-prompt"])
+def test_usage_that_cannot_be_true_is_estimated_so_the_cost_limit_holds(
+    model_server: ScriptedModelServer, store: SessionStore, usage: dict[str, object]
+) -> None:
+    model_server.add_steps([{"text": "an answer of some length", "usage": usage}, "never sent"])
+    agent = make_agent(model_server, store, prices=PRICES, limits=Limits(max_cost_usd=1.0))
+    assert agent.run("a question " * 10) == "an answer of some length"
+    sent = model_server.requests[0]["messages"]
+    counted = agent.state.usage
+    assert counted.calls == 1 and counted.input_tokens == estimate_tokens(sent)
+    assert counted.output_tokens > 0 and counted.cost_usd >= 1.0
+    agent.run("and another")
+    assert agent.stop_reason == "max_cost_usd" and len(model_server.requests) == 1
+
+
+def test_automatic_compaction_still_starts_when_the_endpoint_reports_zero_tokens(
+    model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    zero = {"prompt_tokens": 0, "completion_tokens": 0}
+    model_server.add_steps([{"text": "word " * 600, "usage": zero},
+                            {"text": "they talked about words", "usage": zero},
+                            {"text": "done", "usage": zero}])
+    agent = make_agent(model_server, store, context_window=1_000)
+    agent.run("say many words")
+    assert agent.run("next") == "done"
+    summarizing = model_server.requests[1]
+    assert "tools" not in summarizing and len(model_server.requests) == 3
+    assert agent.messages[1]["content"].startswith(SUMMARY_MARKER)
+    assert agent.messages[-2:] == [{"role": "user", "content": "next"},
+                                   {"role": "assistant", "content": "done"}]
