@@ -424,6 +424,31 @@ class LimitExceededError(JupyterAgentError):
         super().__init__(f"limit reached: {limit} = {maximum:g} (session is at {value:g})")
 
 
+class PromptTooLongError(JupyterAgentError, ValueError):
+    """A prompt that cannot fit the model's context window even alone (design §22).
+
+    Raised before anything is sent or saved: compaction never summarizes the newest
+    request, so such a turn could not succeed.
+
+    Attributes
+    ----------
+    tokens : int
+        The estimated size of the system message and the prompt (tokens).
+    window : int
+        The context window (tokens).
+    model : str
+        The model name.
+    """
+
+    def __init__(self, tokens: int, window: int, model: str) -> None:
+        self.tokens, self.window, self.model = tokens, window, model
+        super().__init__(
+            f"this prompt is about {tokens:,} tokens with the system message, more than the "
+            f"{window:,}-token context window of model {model}: nothing was sent or saved; "
+            "shorten the prompt (put large data in a variable or file the agent can read), "
+            "or set AgentMagics.context_window if the model's window is larger")
+
+
 class ForkPointError(JupyterAgentError, ValueError):
     """``--at N`` names no user turn of the session being forked (design §11).
 

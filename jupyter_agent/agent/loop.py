@@ -48,9 +48,10 @@ from jupyter_agent.agent.limits import (
     limit_notice,
 )
 from jupyter_agent.agent.model import Model, TokenUsage
+from jupyter_agent.agent.request_fit import check_prompt_fits, request_index
 from jupyter_agent.agent.tools import Tool, ToolRegistry, configure_memory
 from jupyter_agent.errors import LimitExceededError
-from jupyter_agent.store import SessionState, Store, Usage
+from jupyter_agent.store import SessionState, Store, Usage, to_message_dict
 
 __all__ = ["Agent"]
 
@@ -118,6 +119,7 @@ class Agent:
         self.stop_reason: str | None = None
         self.limit_error: LimitExceededError | None = None
         self._meter = Meter()
+        self._request: dict[str, Any] | None = None  # the user message of the running turn
         self._emit: EventCallback = ignore_event
         self._window = context_window(model, self.config)
         self._builtins = BuiltinTools(lambda: self.conversation.state, shell=shell,
@@ -253,6 +255,9 @@ class Agent:
             exception from ``on_event`` is handled the same way and re-raised.
         RuntimeError
             When the agent was closed.
+        PromptTooLongError
+            When the prompt cannot fit the context window even with only the system
+            message; nothing was sent or saved (design §22).
         SessionLockedError
             When the lease was lost and another process or store now holds it.
         ContextMismatchError
@@ -285,12 +290,17 @@ class Agent:
                 return reply
         finally:
             self._emit = ignore_event  # events after this run never reach its callback
+            self._request = None
 
     def _turn(self, prompt: str) -> str:
         conversation = self.conversation
         conversation.repair(MEMORY_REPAIR)
+        request = to_message_dict({"role": "user", "content": prompt})
+        check_prompt_fits(conversation.messages[:1], request, window=self._window,
+                          model=self.model.name)  # nothing sent or saved when it cannot fit
         self._record_model()
-        conversation.append({"role": "user", "content": prompt})
+        conversation.append(request)
+        self._request = conversation.messages[-1]  # never compacted away (design §22)
         conversation.save()  # save point 1
         iterations = 0
         while True:
@@ -375,8 +385,9 @@ class Agent:
             self._emit = ignore_event
 
     def _compact(self) -> bool:
+        keep_from = request_index(self.conversation.messages, self._request)
         return compact(self.conversation, self.model, self.config, window=self._window,
-                       account=self._account, emit=self._emit)
+                       account=self._account, emit=self._emit, keep_from=keep_from)
 
     def _account(self, usage: TokenUsage) -> None:
         self._meter.account(self.conversation.state, self.model.name, usage,

@@ -15,11 +15,11 @@ import pytest
 
 from jupyter_agent.agent import Limits
 from jupyter_agent.agent.context import SUMMARY_MARKER, estimate_tokens
-from jupyter_agent.errors import ModelError
+from jupyter_agent.errors import ModelError, PromptTooLongError
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
 from jupyter_agent.testing.protocol import split_text
-from tests.agent.helpers import make_agent, read_record, roles
+from tests.agent.helpers import make_agent, read_record, roles, tool_step
 
 pytestmark = pytest.mark.faults
 
@@ -103,3 +103,46 @@ def test_automatic_compaction_still_starts_when_the_endpoint_reports_zero_tokens
     assert agent.messages[1]["content"].startswith(SUMMARY_MARKER)
     assert agent.messages[-2:] == [{"role": "user", "content": "next"},
                                    {"role": "assistant", "content": "done"}]
+
+
+# -- the newest request is never compacted away -------------------------------------------
+def dump() -> str:
+    """Print a long table."""
+    return "row of data\n" * 500  # 6,000 characters: about 1,500 tokens
+
+
+def test_compaction_inside_a_turn_keeps_the_request_verbatim_however_long(
+    model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    request = "Please analyse this long description: " + "detail " * 560  # ~1,000 tokens
+    model_server.add_steps(["hi", tool_step(("dump", {})), "they greeted each other",
+                            "the analysis"])
+    agent = make_agent(model_server, store, context_window=4_000, tools=[dump])
+    agent.run("hello")
+    assert agent.run(request) == "the analysis"
+    summarizing, answered = model_server.requests[2], model_server.requests[3]
+    assert "tools" not in summarizing and "detail detail" not in str(summarizing)
+    assert {"role": "user", "content": request} in answered["messages"]
+    assert roles(agent.messages) == ["system", "user", "user", "assistant", "tool", "assistant"]
+    assert agent.messages[1]["content"].startswith(SUMMARY_MARKER)
+    assert agent.messages[2] == {"role": "user", "content": request}
+
+
+def test_a_prompt_that_cannot_fit_the_window_is_refused_before_anything_is_sent(
+    model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    model_server.add_steps(["never sent"])
+    agent = make_agent(model_server, store, context_window=1_000)
+    before = read_record(store, agent.session_id or "")
+    with pytest.raises(PromptTooLongError) as info:
+        agent.run("x" * 5_000)
+    err = info.value
+    assert err.window == 1_000 and err.tokens > 1_000 and err.model == "scripted"
+    assert str(err).startswith(f"this prompt is about {err.tokens:,} tokens with the system "
+                               "message, more than the 1,000-token context window of model "
+                               "scripted: nothing was sent or saved; shorten the prompt")
+    assert "\n" not in str(err)
+    assert model_server.requests == []
+    assert read_record(store, agent.session_id or "")["messages"] == before["messages"]
+    assert agent.run("short") == "never sent"  # the session goes on
+    assert roles(agent.messages) == ["system", "user", "assistant"]
