@@ -79,8 +79,10 @@ def test_compaction_keeps_the_system_message_the_request_and_its_tool_batches(
     assert record["state"]["usage"]["calls"] == 5  # the summarizing call is counted
     assert any("compacted 2 earlier messages" in e.text for e in rec.of("notice"))
 
-    scripted.add_steps([{"text": "still fine"}])
+    # the next turn may now summarize "do work" and its output
+    scripted.add_steps([{"text": "- did the work"}, {"text": "still fine"}])
     assert agent.run("more") == "still fine"
+    assert "x" * 100 in scripted.requests[5]["messages"][1]["content"]
 
 
 def test_failed_summarizing_call_leaves_the_context_unchanged(
