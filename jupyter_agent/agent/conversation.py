@@ -226,6 +226,21 @@ class Conversation:
         if changed:
             self._saved_state = self.state.model_copy(deep=True)
 
+    def take_back(self, message: dict[str, Any]) -> bool:
+        """Remove ``message`` from the end of the working context if it was never saved
+        (a save that failed, design §22).
+
+        Returns
+        -------
+        bool
+            Whether it was removed.
+        """
+        if len(self.messages) > self._saved_len and self.messages[-1] is message:
+            self.messages.pop()
+            self._in_order = min(self._in_order, len(self.messages))
+            return True
+        return False
+
     def replace(self, messages: Sequence[Any], *, summary: str, replaced: int) -> None:
         """Replace the working context (compaction, repair); the transcript keeps the
         originals and the store records a compaction event (design §4).

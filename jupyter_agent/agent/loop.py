@@ -301,7 +301,11 @@ class Agent:
         self._record_model()
         conversation.append(request)
         self._request = conversation.messages[-1]  # never compacted away (design §22)
-        conversation.save()  # save point 1
+        try:
+            conversation.save()  # save point 1
+        except BaseException:
+            conversation.take_back(self._request)  # not recorded: a re-run adds it once
+            raise
         iterations = 0
         while True:
             reached = check_before_model(self.config.limits, conversation.state, iterations)
