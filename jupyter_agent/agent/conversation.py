@@ -30,6 +30,7 @@ from typing import Any
 
 from jupyter_agent.agent.context import estimate_tokens, repair_tool_pairs
 from jupyter_agent.agent.prompts import DEFAULT_SYSTEM_PROMPT, build_system_prompt
+from jupyter_agent.agent.reconcile import reconcile_counters
 from jupyter_agent.store import SessionRecord, SessionState, Store, new_session_id, to_message_dict
 from jupyter_agent.store.records import utc_now
 
@@ -141,6 +142,9 @@ class Conversation:
             Answer tool calls that a dead process left without results
             (:data:`RESUME_REPAIR`), recording the repair in the store.
 
+        The tool-call counter is raised to the calls the transcript shows as run when
+        the checkpoint missed some (:mod:`~jupyter_agent.agent.reconcile`), and saved.
+
         Raises
         ------
         InvalidSessionIdError, SessionNotFoundError
@@ -162,6 +166,8 @@ class Conversation:
             conversation._saved_state = record.state.model_copy(deep=True)
             conversation.has_summary = bool(record.summary.strip())
             conversation._record = record
+            if reconcile_counters(conversation.state, record.transcript):
+                conversation.save()  # calls a lost checkpoint missed count (design §22)
             if repair:
                 conversation.repair(RESUME_REPAIR)
         except BaseException:

@@ -8,7 +8,11 @@ The OS faults of saving (a full disk, a read-only file system) are in
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +28,7 @@ from tests.agent.helpers import make_agent, read_record, roles, tool_step
 pytestmark = pytest.mark.faults
 
 CLASS_NAME = re.compile(r"\b[A-Z][A-Za-z]*(Error|Exception)\b")
+REPO = Path(__file__).resolve().parents[2]
 PRICES = {"scripted": (1_000_000.0, 0.0)}  # one USD per prompt token: costs are visible
 
 
@@ -146,3 +151,35 @@ def test_a_prompt_that_cannot_fit_the_window_is_refused_before_anything_is_sent(
     assert read_record(store, agent.session_id or "")["messages"] == before["messages"]
     assert agent.run("short") == "never sent"  # the session goes on
     assert roles(agent.messages) == ["system", "user", "assistant"]
+
+
+# -- resume after a kill mid-batch --------------------------------------------------------
+def test_resume_after_a_kill_mid_batch_counts_the_tool_calls_the_checkpoint_missed(
+    model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    model_server.add_steps([tool_step(("step", {"n": 1}), ("step", {"n": 2}),
+                                      ("step", {"n": 3}))])
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    child = subprocess.Popen([sys.executable, "-m", "tests.faults.turn_child", str(store.root),
+                              model_server.base_url], stdout=subprocess.PIPE, text=True,
+                             env=env, cwd=REPO)
+    try:
+        assert child.stdout is not None
+        sid = child.stdout.readline().split()[1]
+        assert child.stdout.readline() == "ran 1\n"
+        assert child.stdout.readline() == "ran 2\n"  # step 1 done, step 2 running
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(60)
+    left = SessionStore(store.root).load_session(sid)
+    assert left.state.tool_calls == 0  # the checkpoint saved before the batch
+    assert roles(left.transcript) == ["system", "user", "assistant"]
+
+    model_server.add_steps([tool_step(("add_todo", {"text": "a"}), ("add_todo", {"text": "b"})),
+                            "never sent"])
+    agent = make_agent(model_server, store, session_id=sid, limits=Limits(max_tool_calls=4))
+    assert agent.state.tool_calls == 3  # step 1 ran, step 2 ran, step 3 may have: counted
+    assert read_record(store, sid)["state"]["tool_calls"] == 3  # and saved
+    agent.run("carry on")
+    assert agent.stop_reason == "max_tool_calls"  # 3 + 2 > 4: the batch is refused
+    assert agent.state.todos == [] and agent.state.tool_calls == 3
