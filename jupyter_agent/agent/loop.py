@@ -342,16 +342,23 @@ class Agent:
         conversation = self.conversation
         progress = BatchProgress(calls)
 
+        refusals = self._builtins.refusals
+
         def count() -> None:
             conversation.state.tool_calls += 1
+
+        def uncount_refused() -> None:  # refused calls never ran
+            conversation.state.tool_calls -= self._builtins.refusals - refusals
 
         try:
             results = execute_batch(progress, self.tools, emit=self._emit, on_start=count,
                                     max_output_chars=self.config.max_output_chars)
         except BaseException as exc:
+            uncount_refused()
             conversation.append(*progress.finish_interrupted(exc))
             conversation.save()
             raise
+        uncount_refused()
         conversation.append(*results)
         conversation.save()  # save point 3
         if self._builtins.summary_written:
