@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_agent.agent import Limits
 from jupyter_agent.agent.context import SUMMARY_MARKER, estimate_tokens
@@ -24,6 +25,7 @@ from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
 from jupyter_agent.testing.protocol import split_text
 from tests.agent.helpers import make_agent, read_record, roles, tool_step
+from tests.test_magics_errors import usage_error
 
 pytestmark = pytest.mark.faults
 
@@ -183,3 +185,16 @@ def test_resume_after_a_kill_mid_batch_counts_the_tool_calls_the_checkpoint_miss
     agent.run("carry on")
     assert agent.stop_reason == "max_tool_calls"  # 3 + 2 > 4: the batch is refused
     assert agent.state.todos == [] and agent.state.tool_calls == 3
+
+
+def test_in_the_notebook_a_prompt_too_long_is_one_line_and_a_dropped_reply_too(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer
+) -> None:
+    agent_shell.run_line_magic("config", "AgentMagics.context_window = 1000")
+    agent_shell.run_line_magic("agent_new", "")
+    message = usage_error(agent_shell, "agent", "", "x" * 5_000)
+    assert message.startswith("this prompt is about ") and not CLASS_NAME.search(message)
+    assert model_server.requests == []
+    model_server.add_steps([{"text": "The answer is forty-two", "drop_after": 3}])
+    message = usage_error(agent_shell, "agent", "", "what is the answer?")
+    assert "dropped mid-reply" in message and not CLASS_NAME.search(message)
