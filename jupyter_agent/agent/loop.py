@@ -17,9 +17,10 @@ The checkpoint (design §6) is also saved before each model request when it chan
 after a limit notice, a compaction or an interrupt. A tool batch is never half recorded:
 if it is interrupted (``KeyboardInterrupt``, also raised from an ``on_event`` callback),
 the calls that did not finish get "interrupted" results, the batch is saved, and the
-interrupt is re-raised. A stream interrupted mid-reply keeps the partial text (the call
-is still counted). A reply cut off by ``finish_reason`` "length"/"content_filter" ends
-the turn with a notice; its tool calls are answered "not executed" and never run.
+interrupt is re-raised. A stream interrupted or dropped mid-reply keeps the partial text
+(the call is still counted; design §22). A reply cut off by ``finish_reason``
+"length"/"content_filter" ends the turn with a notice; its tool calls are answered "not
+executed" and never run.
 
 Before every model call, :meth:`Conversation.repair` answers unanswered tool calls ("not
 executed": the agent never ran them), so the request is always accepted.
@@ -303,8 +304,8 @@ class Agent:
         self._request = conversation.messages[-1]  # never compacted away (design §22)
         try:
             conversation.save()  # save point 1
-        except BaseException:
-            conversation.take_back(self._request)  # not recorded: a re-run adds it once
+        except Exception:  # refused by the store: a re-run records the prompt once
+            conversation.take_back(self._request)
             raise
         iterations = 0
         while True:
@@ -343,7 +344,6 @@ class Agent:
         progress = BatchProgress(calls)
 
         refusals = self._builtins.refusals
-
         def count() -> None:
             conversation.state.tool_calls += 1
 
