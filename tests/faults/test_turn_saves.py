@@ -2,16 +2,19 @@
 disk and a read-only file system, made real with a small tmpfs (root only), through the
 magics, the loop and the scripted model server.
 
-A permission-denied error cannot be made real here (root ignores file modes) and an I/O
-error needs a failing device; both take the same path as these two (``StorageError``,
-tested with its messages in ``tests/store``).
+Permission denied is made real in a child process that runs without the capability that
+lets root ignore file modes (``setpriv``). An I/O error needs a failing device; it takes the
+same path (``StorageError``, its message tested in ``tests/store``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +31,7 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root"),
 ]
 
+REPO = Path(__file__).resolve().parents[2]
 PROMPT = "please summarise this:" + " data" * 2_000  # more than a page: it needs space
 
 
@@ -120,3 +124,33 @@ def test_a_read_only_file_system_mid_session_is_one_line_and_the_rerun_records_i
     assert len(model_server.requests) == 1
     assert store.load_session(sid) == before
     assert_rerun_records_the_prompt_once(agent_shell, model_server, disk, sid)
+
+
+NO_DAC = ["setpriv", "--inh-caps=-dac_override,-dac_read_search",
+          "--bounding-set=-dac_override,-dac_read_search"]
+
+
+def test_permission_denied_mid_session_names_the_file_and_the_rerun_records_it_once(
+    model_server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is needed to run without the override of file modes")
+    model_server.add_steps(["first answer", "second answer"])
+    root = tmp_path / "memory"
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run([*NO_DAC, sys.executable, "-m", "tests.faults.denied_child", str(root),
+                           model_server.base_url], capture_output=True, text=True, env=env,
+                          cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr
+    first, refused, again, session = (json.loads(line) for line in done.stdout.splitlines())
+    sid = session["session"]
+    journal = root / "sessions" / f"{sid}.jsonl"
+    assert first == {"reply": "first answer"}
+    assert refused == {"error": ["StorageError", f"could not write {journal}: Permission "
+                                 f"denied; check that you may write to {journal.parent}"]}
+    assert again == {"reply": "second answer"}
+    assert len(model_server.requests) == 2  # the refused prompt was never sent
+    record = SessionStore(root).load_session(sid)
+    assert [m["role"] for m in record.transcript] == ["system", "user", "assistant", "user",
+                                                      "assistant"]
+    assert record.transcript[3]["content"].startswith("please summarise this: data")
