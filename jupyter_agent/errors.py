@@ -432,11 +432,16 @@ class ModelError(JupyterAgentError):
         timeout).
     code : str
         The error code the endpoint sent (e.g. ``"context_length_exceeded"``), or "".
+    mid_reply : bool
+        The connection dropped while the reply was arriving (the text that arrived is
+        kept in the session, marked as cut off; design §22).
     """
 
-    def __init__(self, message: str, status_code: int | None = None, code: str = "") -> None:
+    def __init__(self, message: str, status_code: int | None = None, code: str = "", *,
+                 mid_reply: bool = False) -> None:
         self.status_code = status_code
         self.code = code
+        self.mid_reply = mid_reply
         super().__init__(message)
 
 
@@ -462,6 +467,31 @@ class LimitExceededError(JupyterAgentError):
         self.value = value
         self.maximum = maximum
         super().__init__(f"limit reached: {limit} = {maximum:g} (session is at {value:g})")
+
+
+class PromptTooLongError(JupyterAgentError, ValueError):
+    """A prompt that cannot fit the model's context window even alone (design §22).
+
+    Raised before anything is sent or saved: compaction never summarizes the newest
+    request, so such a turn could not succeed.
+
+    Attributes
+    ----------
+    tokens : int
+        The estimated size of the system message and the prompt (tokens).
+    window : int
+        The context window (tokens).
+    model : str
+        The model name.
+    """
+
+    def __init__(self, tokens: int, window: int, model: str) -> None:
+        self.tokens, self.window, self.model = tokens, window, model
+        super().__init__(
+            f"this prompt is about {tokens:,} tokens with the system message, more than the "
+            f"{window:,}-token context window of model {model}: nothing was sent or saved; "
+            "shorten the prompt (put large data in a variable or file the agent can read), "
+            "or set AgentMagics.context_window if the model's window is larger")
 
 
 class ForkPointError(JupyterAgentError, ValueError):

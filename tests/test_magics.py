@@ -163,7 +163,7 @@ def test_cost_limit_through_the_magics(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     # gpt-4o-mini: $0.15 per million input tokens, so this call costs $0.0015
-    expensive = {"usage": {"prompt_tokens": 10_000, "completion_tokens": 0}}
+    expensive = {"usage": {"prompt_tokens": 10_000, "completion_tokens": 1}}
     model_server.add_steps([{**CODE_STEP, **expensive}, {"text": "never"}])
     agent_shell.run_line_magic("config", "AgentMagics.max_cost_usd = 0.001")
     agent_shell.run_line_magic("agent_new", "--approve auto")
@@ -175,7 +175,7 @@ def test_cost_limit_through_the_magics(
         "%agent_resume --max-cost N or %config AgentMagics.max_cost_usd = N, then send "
         "another prompt")
     footer = capsys.readouterr().out.splitlines()[-1]
-    assert footer.startswith("── 10,000 tokens") and footer.endswith("$0.0000 left")
+    assert footer.startswith("── 10,001 tokens") and footer.endswith("$0.0000 left")
     assert model_server.remaining == 1 and "x" not in agent_shell.user_ns  # batch not run
     # raised with %config, the next prompt goes on
     agent_shell.run_line_magic("config", "AgentMagics.max_cost_usd = 1.0")

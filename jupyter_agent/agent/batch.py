@@ -4,18 +4,21 @@ The batch is recorded by the caller in *one* save after it completes (design §5
 anything interrupts it -- ``KeyboardInterrupt`` from a tool, from the approval prompt or
 from an ``on_event`` callback -- :meth:`BatchProgress.finish_interrupted` answers every
 call that has no result yet (the running one: "interrupted"; the rest: "not executed"),
-so the saved batch is complete and the next request is accepted by the API.
+so the saved batch is complete and the next request is accepted by the API. Code
+interrupted by Ctrl-C keeps what it had printed in its result, which is also shown
+(a :class:`ToolCallEnd`).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from jupyter_agent.agent.context import synthetic_result
 from jupyter_agent.agent.events import EventCallback, ToolCallEnd, ToolCallStart
-from jupyter_agent.agent.pyexec import truncate
+from jupyter_agent.agent.pyexec import ToolInterrupted, truncate
 from jupyter_agent.agent.tools import ToolRegistry
 from jupyter_agent.store import to_message_dict
 
@@ -35,12 +38,12 @@ def describe_stop(exc: BaseException) -> str:
     """How a turn was stopped, for synthetic results and markers.
 
     ``KeyboardInterrupt`` is "interrupted by the user"; anything else (e.g. an
-    exception raised by an ``on_event`` callback) is named by type and message.
+    exception raised by an ``on_event`` callback) is described by its message, never by
+    its Python class name (the text reaches the user and the model).
     """
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted by the user"
-    detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    return f"stopped by an error ({detail})"
+    return f"stopped by an error ({exc})" if str(exc) else "stopped by an unexpected error"
 
 
 @dataclass
@@ -128,7 +131,17 @@ def execute_batch(
         emit(ToolCallStart(call_id, name, arguments))
         progress.running = call_id
         on_start()
-        outcome = registry.invoke(name, arguments)
+        try:
+            outcome = registry.invoke(name, arguments)
+        except ToolInterrupted as exc:  # keep what it printed: on screen and for the model
+            if exc.output:
+                kept = synthetic_result(call_id, f"{INTERRUPTED_RUNNING}; it had printed:\n"
+                                                 f"{truncate(exc.output, max_output_chars)}")
+                progress.results.append(to_message_dict(kept))
+                progress.running = None
+                with contextlib.suppress(Exception):  # the interrupt is what propagates
+                    emit(ToolCallEnd(call_id, name, kept["content"], False))
+            raise
         text = truncate(outcome.text, max_output_chars)
         result: dict[str, Any] = {"role": "tool", "tool_call_id": call_id, "content": text}
         if outcome.figures:  # references of the figures it made (design §23)

@@ -176,6 +176,7 @@ class BuiltinTools:
         self.memory = MemoryContext(None, None)
         self.summary_written = False
         self.notify: Callable[[str], object] = lambda text: None
+        self.refusals = 0  # run_python calls refused so far (approval denied)
         self._private_ns: dict[str, Any] = {"__name__": "__main__"}
         self.figures = FigureKeeper(get_state)
 
@@ -223,6 +224,7 @@ class BuiltinTools:
                 # no usable stdin (headless, closed, lost): refuse, never error or hang
                 refusal = NO_STDIN_REFUSAL
         if refusal is not None:
+            self.refusals += 1  # a refused call never ran: it does not count (design §22)
             self.notify(f"run_python {refusal}")
         return refusal
 

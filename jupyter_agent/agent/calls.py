@@ -5,15 +5,20 @@
 of the :class:`~jupyter_agent.agent.conversation.Conversation`:
 
 * the reply (text and tool calls) is appended; the caller saves it (save point 2);
-* its usage -- reported tokens, or ~4 characters per token when the endpoint reported
-  none -- goes to the :class:`Meter` (session and turn usage, design §6);
+* its usage -- reported tokens, or ~4 characters per token where the endpoint reported
+  none or numbers that cannot be true (:mod:`~jupyter_agent.agent.usage_check`) -- goes
+  to the :class:`Meter` (session and turn usage, design §6, §22);
 * a request stopped mid-reply (``KeyboardInterrupt``, or an exception from an
   ``on_event`` callback) keeps the partial text as an assistant message with a marker
   saying what stopped it, drops the tool calls that never ran, and is **still
   counted** (prompt tokens estimated from the request, completion tokens from the
   partial text), so repeated Ctrl-C cannot get around ``max_cost_usd``. It is saved
   before the exception propagates;
-* a :class:`~jupyter_agent.errors.ModelError` (the endpoint failed) propagates
+* a connection that drops mid-reply (a :class:`~jupyter_agent.errors.ModelError` with
+  ``mid_reply``) is kept the same way -- the text that arrived, marked "cut off: the
+  connection dropped mid-reply", counted and saved -- before the error propagates
+  (design §22);
+* any other :class:`~jupyter_agent.errors.ModelError` (the endpoint failed) propagates
   untouched; such a request is not counted (nothing was generated).
 """
 
@@ -23,16 +28,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jupyter_agent.agent.batch import describe_stop
-from jupyter_agent.agent.context import CHARS_PER_TOKEN, estimate_tokens, message_chars
 from jupyter_agent.agent.conversation import Conversation
 from jupyter_agent.agent.events import EventCallback, Notice, TextDelta, UsageUpdate
 from jupyter_agent.agent.limits import NOTICE_PREFIX
 from jupyter_agent.agent.model import Model, ModelReply, PartialReply, TokenUsage
 from jupyter_agent.agent.usage import add_usage, call_usage
+from jupyter_agent.agent.usage_check import checked_usage
 from jupyter_agent.errors import ModelError
 from jupyter_agent.store import SessionState, Usage
 
-__all__ = ["Meter", "call_model"]
+__all__ = ["DROPPED", "Meter", "call_model"]
+
+DROPPED = "cut off: the connection dropped mid-reply"
+"""How the marker of a reply whose connection dropped says so (design §22)."""
 
 
 class Meter:
@@ -90,10 +98,6 @@ class Meter:
         return call
 
 
-def _completion_estimate(text: str, calls: list[dict[str, Any]]) -> int:
-    return message_chars({"content": text, "tool_calls": calls}) // CHARS_PER_TOKEN
-
-
 def call_model(
     model: Model,
     conversation: Conversation,
@@ -127,7 +131,8 @@ def call_model(
     Raises
     ------
     ModelError
-        When the endpoint fails (nothing appended, nothing counted).
+        When the endpoint fails (nothing appended, nothing counted), or the connection
+        dropped mid-reply (what arrived is appended, counted and saved first).
     BaseException
         Whatever interrupted the reply, after the partial reply was appended, counted
         and saved.
@@ -136,15 +141,14 @@ def call_model(
     try:
         reply = model.respond(conversation.messages, tools, stream=stream, partial=partial,
                               on_text=lambda text: emit(TextDelta(text)))
-    except ModelError:
+    except ModelError as exc:
+        if exc.mid_reply:
+            _keep_interrupted(model, conversation, partial, exc, meter, prices)
         raise
     except BaseException as exc:
         _keep_interrupted(model, conversation, partial, exc, meter, prices)
         raise
-    usage = reply.usage
-    if usage is None:  # the endpoint reported none: estimate it
-        usage = TokenUsage(estimate_tokens(conversation.messages),
-                           _completion_estimate(reply.text, reply.tool_calls))
+    usage, _ = checked_usage(reply.usage, conversation.messages, reply.text, reply.tool_calls)
     message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
     if reply.tool_calls:
         message["tool_calls"] = reply.tool_calls
@@ -161,15 +165,12 @@ def _keep_interrupted(model: Model, conversation: Conversation, partial: Partial
                       prices: Mapping[str, tuple[float, float]] | None) -> None:
     """Keep the partial reply, count the call, save (see the module docstring)."""
     text = partial.text
-    marker = f"{NOTICE_PREFIX} (reply {describe_stop(exc)})"
-    prompt = (partial.usage.input_tokens if partial.usage is not None
-              else estimate_tokens(conversation.messages))
-    completion = (partial.usage.output_tokens if partial.usage is not None
-                  else _completion_estimate(text, partial.tool_calls()))
-    cached = partial.usage.cached_tokens if partial.usage is not None else 0
+    how = (DROPPED if isinstance(exc, ModelError) and exc.mid_reply
+           else describe_stop(exc))
+    marker = f"{NOTICE_PREFIX} (reply {how})"
+    usage, _ = checked_usage(partial.usage, conversation.messages, text, partial.tool_calls())
     conversation.append({"role": "assistant",
                          "content": f"{text}\n\n{marker}" if text else marker})
     # No events here: the callback may be what raised.
-    meter.account(conversation.state, model.name, TokenUsage(prompt, completion, cached),
-                  prices=prices)
+    meter.account(conversation.state, model.name, usage, prices=prices)
     conversation.save()

@@ -27,13 +27,13 @@ from jupyter_agent.agent.context import (
     CHARS_PER_TOKEN,
     SUMMARY_MARKER,
     choose_cut,
-    estimate_tokens,
     render_for_summary,
 )
 from jupyter_agent.agent.conversation import Conversation
 from jupyter_agent.agent.events import EventCallback, Notice
 from jupyter_agent.agent.model import Model, PartialReply, TokenUsage
 from jupyter_agent.agent.prompts import SUMMARIZER_PROMPT
+from jupyter_agent.agent.usage_check import checked_usage
 from jupyter_agent.errors import ModelError
 from jupyter_agent.store import to_message_dict
 
@@ -83,6 +83,7 @@ def summarize_older_turns(
     keep_tokens: int,
     keep_turns: int,
     max_chars: int,
+    keep_from: int | None = None,
 ) -> CompactionResult | None:
     """Summarize ``messages[1:cut]`` with one model call.
 
@@ -98,6 +99,8 @@ def summarize_older_turns(
         Recent user turns to keep when they fit.
     max_chars : int
         Cap on the rendered conversation sent for summarizing (code points).
+    keep_from : int, optional
+        ``messages[keep_from:]`` stay verbatim (the request of the turn in progress).
 
     Returns
     -------
@@ -109,7 +112,8 @@ def summarize_older_turns(
     ModelError
         When the summarizing call fails; the caller keeps the context unchanged.
     """
-    cut = choose_cut(messages, keep_tokens=keep_tokens, keep_turns=keep_turns)
+    cut = choose_cut(messages, keep_tokens=keep_tokens, keep_turns=keep_turns,
+                     keep_from=keep_from)
     if cut is None:
         return None
     head = messages[1:cut]
@@ -122,7 +126,7 @@ def summarize_older_turns(
         },
     ]
     reply = model.respond(request, [], stream=False, partial=PartialReply())
-    usage = reply.usage or TokenUsage(estimate_tokens(request), len(reply.text) // CHARS_PER_TOKEN)
+    usage, _ = checked_usage(reply.usage, request, reply.text, [])
     summary = reply.text.strip()
     if not summary:
         return CompactionResult(None, "", len(head), usage)
@@ -156,6 +160,7 @@ def compact(
     window: int,
     account: Account,
     emit: EventCallback,
+    keep_from: int | None = None,
 ) -> bool:
     """Summarize the older turns of ``conversation`` now (see the module docstring).
 
@@ -172,6 +177,9 @@ def compact(
         Receives the summarizing call's :class:`TokenUsage` (it counts toward cost).
     emit : callable
         Receives a :class:`Notice`: compacted (tokens before and after), or why not.
+    keep_from : int, optional
+        Index of the request of the turn in progress: it and everything after it stay
+        verbatim however long they are (design §22).
 
     Returns
     -------
@@ -192,6 +200,7 @@ def compact(
             keep_tokens=int(window * config.compact_at * KEEP_FRACTION),
             keep_turns=config.keep_turns,
             max_chars=int(window * CHARS_PER_TOKEN * KEEP_FRACTION),
+            keep_from=keep_from,
         )
     except ModelError as exc:
         emit(Notice(f"compaction failed, the context stays as it was: {exc}"))

@@ -198,7 +198,8 @@ def _is_cut_point(messages: Sequence[dict[str, Any]], i: int) -> bool:
 
 
 def choose_cut(
-    messages: Sequence[dict[str, Any]], *, keep_tokens: int, keep_turns: int = 2
+    messages: Sequence[dict[str, Any]], *, keep_tokens: int, keep_turns: int = 2,
+    keep_from: int | None = None,
 ) -> int | None:
     """Where to split the working context for compaction.
 
@@ -218,6 +219,9 @@ def choose_cut(
         Budget in tokens (estimated) for the verbatim tail.
     keep_turns : int
         Recent user turns to keep whole when they fit.
+    keep_from : int, optional
+        ``messages[keep_from:]`` stay verbatim whatever their size: the index of the
+        request of the turn in progress, which is never summarized (design §22).
 
     Returns
     -------
@@ -227,7 +231,8 @@ def choose_cut(
         earlier summary).
     """
     n = len(messages)
-    candidates = [i for i in range(2, n) if _is_cut_point(messages, i)]
+    last = n - 1 if keep_from is None else min(keep_from, n - 1)
+    candidates = [i for i in range(2, last + 1) if _is_cut_point(messages, i)]
     if not candidates:
         return None
     suffix = [0] * (n + 1)

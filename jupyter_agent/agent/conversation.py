@@ -33,6 +33,7 @@ from typing import Any
 
 from jupyter_agent.agent.context import estimate_tokens, repair_tool_pairs
 from jupyter_agent.agent.prompts import DEFAULT_SYSTEM_PROMPT, build_system_prompt
+from jupyter_agent.agent.reconcile import reconcile_counters
 from jupyter_agent.store import (
     FigureData,
     SessionRecord,
@@ -152,6 +153,9 @@ class Conversation:
             Answer tool calls that a dead process left without results
             (:data:`RESUME_REPAIR`), recording the repair in the store.
 
+        The tool-call counter is raised to the calls the transcript shows as run when
+        the checkpoint missed some (:mod:`~jupyter_agent.agent.reconcile`), and saved.
+
         Raises
         ------
         InvalidSessionIdError, SessionNotFoundError
@@ -173,6 +177,8 @@ class Conversation:
             conversation._saved_state = record.state.model_copy(deep=True)
             conversation.has_summary = bool(record.summary.strip())
             conversation._record = record
+            if reconcile_counters(conversation.state, record.transcript):
+                conversation.save()  # calls a lost checkpoint missed count (design §22)
             if repair:
                 conversation.repair(RESUME_REPAIR)
         except BaseException:
@@ -236,6 +242,21 @@ class Conversation:
         self._saved_len = len(self.messages)
         if changed:
             self._saved_state = self.state.model_copy(deep=True)
+
+    def take_back(self, message: dict[str, Any]) -> bool:
+        """Remove ``message`` from the end of the working context if it was never saved
+        (a save that failed, design §22).
+
+        Returns
+        -------
+        bool
+            Whether it was removed.
+        """
+        if len(self.messages) > self._saved_len and self.messages[-1] is message:
+            self.messages.pop()
+            self._in_order = min(self._in_order, len(self.messages))
+            return True
+        return False
 
     def replace(self, messages: Sequence[Any], *, summary: str, replaced: int) -> None:
         """Replace the working context (compaction, repair); the transcript keeps the

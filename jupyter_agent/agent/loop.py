@@ -17,9 +17,10 @@ The checkpoint (design §6) is also saved before each model request when it chan
 after a limit notice, a compaction or an interrupt. A tool batch is never half recorded:
 if it is interrupted (``KeyboardInterrupt``, also raised from an ``on_event`` callback),
 the calls that did not finish get "interrupted" results, the batch is saved, and the
-interrupt is re-raised. A stream interrupted mid-reply keeps the partial text (the call
-is still counted). A reply cut off by ``finish_reason`` "length"/"content_filter" ends
-the turn with a notice; its tool calls are answered "not executed" and never run.
+interrupt is re-raised. A stream interrupted or dropped mid-reply keeps the partial text
+(the call is still counted; design §22). A reply cut off by ``finish_reason``
+"length"/"content_filter" ends the turn with a notice; its tool calls are answered "not
+executed" and never run.
 
 Before every model call, :meth:`Conversation.repair` answers unanswered tool calls ("not
 executed": the agent never ran them), so the request is always accepted.
@@ -48,10 +49,11 @@ from jupyter_agent.agent.limits import (
     limit_notice,
 )
 from jupyter_agent.agent.model import Model, TokenUsage
+from jupyter_agent.agent.request_fit import check_prompt_fits, request_index
 from jupyter_agent.agent.tools import Tool, ToolRegistry, configure_memory
 from jupyter_agent.agent.vision import RequestView, VisionModel, drop_old_images
 from jupyter_agent.errors import LimitExceededError
-from jupyter_agent.store import SessionState, Store, Usage
+from jupyter_agent.store import SessionState, Store, Usage, to_message_dict
 
 __all__ = ["Agent"]
 
@@ -119,6 +121,7 @@ class Agent:
         self.stop_reason: str | None = None
         self.limit_error: LimitExceededError | None = None
         self._meter = Meter()
+        self._request: dict[str, Any] | None = None  # the user message of the running turn
         self._emit: EventCallback = ignore_event
         self._window = context_window(model, self.config)
         self._builtins = BuiltinTools(lambda: self.conversation.state, shell=shell,
@@ -259,6 +262,9 @@ class Agent:
             exception from ``on_event`` is handled the same way and re-raised.
         RuntimeError
             When the agent was closed.
+        PromptTooLongError
+            When the prompt cannot fit the context window even with only the system
+            message; nothing was sent or saved (design §22).
         SessionLockedError
             When the lease was lost and another process or store now holds it.
         ContextMismatchError
@@ -292,13 +298,22 @@ class Agent:
                 return reply
         finally:
             self._emit = ignore_event  # events after this run never reach its callback
+            self._request = None
 
     def _turn(self, prompt: str) -> str:
         conversation = self.conversation
         conversation.repair(MEMORY_REPAIR)
+        request = to_message_dict({"role": "user", "content": prompt})
+        check_prompt_fits(conversation.messages[:1], request, window=self._window,
+                          model=self.model.name)  # nothing sent or saved when it cannot fit
         self._record_model()
-        conversation.append({"role": "user", "content": prompt})
-        conversation.save()  # save point 1
+        conversation.append(request)
+        self._request = conversation.messages[-1]  # never compacted away (design §22)
+        try:
+            conversation.save()  # save point 1
+        except Exception:  # refused by the store: a re-run records the prompt once
+            conversation.take_back(self._request)
+            raise
         iterations = 0
         while True:
             reached = check_before_model(self.config.limits, conversation.state, iterations)
@@ -338,16 +353,22 @@ class Agent:
         conversation = self.conversation
         progress = BatchProgress(calls)
 
+        refusals = self._builtins.refusals
         def count() -> None:
             conversation.state.tool_calls += 1
+
+        def uncount_refused() -> None:  # refused calls never ran
+            conversation.state.tool_calls -= self._builtins.refusals - refusals
 
         try:
             results = execute_batch(progress, self.tools, emit=self._emit, on_start=count,
                                     max_output_chars=self.config.max_output_chars)
         except BaseException as exc:
+            uncount_refused()
             conversation.append(*progress.finish_interrupted(exc))
             conversation.save()
             raise
+        uncount_refused()
         conversation.append(*results)
         conversation.save()  # save point 3
         if self._builtins.summary_written:
@@ -396,8 +417,9 @@ class Agent:
             self._compact()
 
     def _compact(self) -> bool:
+        keep_from = request_index(self.conversation.messages, self._request)
         return compact(self.conversation, self.model, self.config, window=self._window,
-                       account=self._account, emit=self._emit)
+                       account=self._account, emit=self._emit, keep_from=keep_from)
 
     def _account(self, usage: TokenUsage) -> None:
         self._meter.account(self.conversation.state, self.model.name, usage,

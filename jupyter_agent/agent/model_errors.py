@@ -5,7 +5,8 @@ exception class appears in it (design §11). The cases:
 
 - the endpoint cannot be reached: its URL, and what to check (the server running, the
   URL and port; for the OpenAI API, the network);
-- the connection broke while the reply streamed: send the prompt again;
+- the connection dropped mid-reply: what arrived is kept (marked as cut off); send the
+  prompt again;
 - 401: the environment variable the key is read from (``AgentMagics.api_key_env``);
 - 403 / 404: the model name, the base URL (and the model API);
 - 429 after the client's retries: wait, or check the plan and quota;
@@ -204,9 +205,10 @@ def model_error(exc: BaseException, endpoint: Endpoint, *, received: bool = Fals
     why = f" ({cause})" if cause and cause != "Connection error." else ""
     url = endpoint.url
     if received:
-        text = (f"the connection to the model endpoint at {url} broke while the reply was "
-                f"streaming{why}: send the prompt again")
-    elif isinstance(exc, openai.APITimeoutError):
+        return ModelError(f"the connection to the model endpoint at {url} dropped mid-reply"
+                          f"{why}: send the prompt again (any text that arrived is kept, "
+                          "marked as cut off)", status_code=None, mid_reply=True)
+    if isinstance(exc, openai.APITimeoutError):
         text = (f"the model endpoint at {url} did not answer in time: check that the server "
                 "is running and not overloaded, then send the prompt again")
     elif isinstance(exc, openai.APIConnectionError) or not isinstance(exc, openai.OpenAIError):

@@ -6,7 +6,8 @@ inside a cell magic, and re-entering ``run_cell`` from there would corrupt the
 execution count, history and display hooks. Like a notebook, a final expression
 statement is evaluated and its ``repr`` reported. ``stdout``/``stderr`` are redirected
 for the duration; exceptions (including ``SyntaxError`` and ``SystemExit``) are
-reported as text. ``KeyboardInterrupt`` is re-raised so Ctrl-C interrupts the turn.
+reported as text. ``KeyboardInterrupt`` is re-raised so Ctrl-C interrupts the turn, as a
+:class:`ToolInterrupted` that carries what the code had printed until then (design §22).
 
 Text is cut by code points (Python ``str`` indexing), never inside a UTF-16
 surrogate pair, with a visible marker saying how much was left out.
@@ -23,7 +24,21 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ExecOutcome", "format_outcome", "run_code", "truncate"]
+__all__ = ["ExecOutcome", "ToolInterrupted", "format_outcome", "run_code", "truncate"]
+
+
+class ToolInterrupted(KeyboardInterrupt):
+    """Ctrl-C while model-written code ran; still a ``KeyboardInterrupt``.
+
+    Attributes
+    ----------
+    output : str
+        What the code had printed (stdout, then stderr) when it was interrupted.
+    """
+
+    def __init__(self, output: str) -> None:
+        super().__init__()
+        self.output = output
 
 
 @dataclass(frozen=True)
@@ -107,8 +122,9 @@ def run_code(code: str, namespace: dict[str, Any]) -> ExecOutcome:
 
     Raises
     ------
-    KeyboardInterrupt
-        Passed through, so the caller can record the interrupt and re-raise it.
+    ToolInterrupted
+        On Ctrl-C (a ``KeyboardInterrupt`` with what was printed until then), so the
+        caller can record the interrupt and re-raise it.
     """
     filename = f"<agent-cell-{uuid.uuid4().hex[:8]}>"
     out, err = io.StringIO(), io.StringIO()
@@ -131,8 +147,9 @@ def run_code(code: str, namespace: dict[str, Any]) -> ExecOutcome:
                 value = eval(compile(last, filename, "eval"), namespace)
                 if value is not None:
                     result = repr(value)
-    except KeyboardInterrupt:
-        raise
+    except KeyboardInterrupt as exc:
+        printed = format_outcome(ExecOutcome(out.getvalue(), err.getvalue(), None, None))
+        raise ToolInterrupted("" if printed == "(no output)" else printed) from exc
     except BaseException as exc:  # SystemExit too: model code must not end the kernel
         error = _format_exception(exc, filename)
     return ExecOutcome(out.getvalue(), err.getvalue(), result, error)

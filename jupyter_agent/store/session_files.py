@@ -193,7 +193,8 @@ class SessionFiles:
 
     # ------------------------------------------------------------------ writing files
     def _truncate(self, sessions: SafeDir, session_id: str, end: int) -> None:
-        opened = sessions.open_file(f"{session_id}.jsonl", os.O_RDWR)
+        with storage_errors(self.journal_path(session_id)):
+            opened = sessions.open_file(f"{session_id}.jsonl", os.O_RDWR)
         if opened is not None:
             with storage_errors(self.journal_path(session_id)):
                 try:
@@ -244,7 +245,8 @@ class SessionFiles:
             fields = self.all_fields(new)
         line = encode_json(entry) + b"\n"
         path = self.journal_path(sid)
-        opened = sessions.open_file(f"{sid}.jsonl", os.O_WRONLY | os.O_APPEND)
+        with storage_errors(path):  # a read-only file system refuses the open itself
+            opened = sessions.open_file(f"{sid}.jsonl", os.O_WRONLY | os.O_APPEND)
         if opened is None:
             raise CorruptSessionError(path, "the journal of this session is missing")
         fd, st = opened

@@ -165,7 +165,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _send_stream(self, chunks: list[dict[str, Any]], chunk_delay: float,
-                     *, named: bool = False) -> None:
+                     *, named: bool = False, drop_after: int | None = None) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Cache-Control", "no-cache")
@@ -177,6 +177,9 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             events = [f"data: {json.dumps(c)}\n\n".encode() for c in chunks]
             events.append(b"data: [DONE]\n\n")
+        if drop_after is not None:
+            self._send_cut(events[:drop_after])
+            return
         buffer = bytearray()
         try:
             for event in events:
@@ -189,6 +192,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(bytes(buffer) + b"0\r\n\r\n")
         except OSError:  # client went away mid-stream (e.g. KeyboardInterrupt)
             self.close_connection = True
+
+    def _send_cut(self, events: list[bytes]) -> None:
+        """Send ``events`` as chunks, then close the connection mid-stream (no last chunk)."""
+        try:
+            self.wfile.write(b"".join(b"%X\r\n%s\r\n" % (len(e), e) for e in events))
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.close_connection = True
 
     def _route(self, method: str) -> None:
         try:
@@ -264,7 +277,8 @@ class _Handler(BaseHTTPRequestHandler):
             chunks = (build_events(step, body, owner._issue) if responses
                       else build_chunks(step, body))
             owner._settle(exchange, 200, chunks)
-            self._send_stream(chunks, step.chunk_delay, named=responses)
+            self._send_stream(chunks, step.chunk_delay, named=responses,
+                              drop_after=step.drop_after)
         else:
             answer = (build_response(step, body, owner._issue) if responses
                       else build_completion(step, body))

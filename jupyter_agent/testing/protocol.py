@@ -169,6 +169,8 @@ class _Answer:
                                           "accepted_prediction_tokens": 0,
                                           "rejected_prediction_tokens": 0},
         }
+        for name in override.omit if override else ():
+            self.usage.pop(name, None)
 
     def envelope(self, kind: str) -> dict[str, Any]:
         return {"id": self.id, "object": kind, "created": self.created, "model": self.model,

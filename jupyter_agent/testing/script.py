@@ -14,8 +14,10 @@ Step fields
     Tool calls; ``arguments`` given as a dict is JSON-encoded, a string is sent
     verbatim (so a script can send malformed JSON on purpose). Missing ids are
     generated as ``call_<hex>``.
-``usage`` : ``{"prompt_tokens"?: int, "completion_tokens"?: int, "cached_tokens"?: int}``
-    Overrides the estimated token counts (tokens).
+``usage`` : ``{"prompt_tokens"?, "completion_tokens"?, "cached_tokens"?: int, "omit"?: list}``
+    Overrides the estimated token counts (tokens). Counts may be zero or negative and
+    ``omit`` names fields left out of the reported usage (Chat Completions), to play an
+    endpoint that misreports usage.
 ``error`` : ``{"status": int, "message": str, "type"?, "code"?, "param"?, "headers"?}``
     Answer with this HTTP error (OpenAI-shaped body) instead of a completion.
 ``finish_reason`` : "stop" | "length" | "tool_calls" | "content_filter"
@@ -27,6 +29,10 @@ Step fields
     ``"reasoning.encrypted_content"``; the server then accepts it back in later inputs.
 ``delay`` : float
     Seconds to wait before answering. ``chunk_delay``: seconds between stream chunks.
+``drop_after`` : int
+    Streamed answers only: the server sends this many chunks of the answer, then closes
+    the connection without ending the stream (a connection that drops mid-reply). A
+    request that does not stream is answered in full.
 
 Loading never silently skips anything: a bad file or step raises
 :class:`ScriptError` naming the file and the step index.
@@ -107,11 +113,17 @@ class ToolCallSpec(_Model):
 
 
 class UsageSpec(_Model):
-    """Token counts overriding the server's estimate (tokens; None = estimate)."""
+    """Token counts overriding the server's estimate (tokens; None = estimate).
 
-    prompt_tokens: int | None = Field(default=None, ge=0)
-    completion_tokens: int | None = Field(default=None, ge=0)
-    cached_tokens: int = Field(default=0, ge=0)
+    ``omit`` lists usage fields the server leaves out ("prompt_tokens",
+    "completion_tokens", "prompt_tokens_details").
+    """
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int = 0
+    omit: list[Literal["prompt_tokens", "completion_tokens", "prompt_tokens_details"]] = \
+        Field(default_factory=list)
 
 
 class ErrorSpec(_Model):
@@ -150,6 +162,7 @@ class Step(_Model):
     reasoning: str | None = None
     delay: float = Field(default=0.0, ge=0, le=600)
     chunk_delay: float = Field(default=0.0, ge=0, le=60)
+    drop_after: int | None = Field(default=None, ge=0)
 
     @field_validator("tool_calls")
     @classmethod

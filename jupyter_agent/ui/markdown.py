@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -46,25 +47,90 @@ _HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>")
 _MD_SPECIAL = set("\\`*_[]<>#|~!&")
 
 
-@functools.lru_cache(maxsize=2)
-def _parser(breaks: bool = False) -> MarkdownIt:
+@functools.lru_cache(maxsize=4)
+def _parser(breaks: bool = False, html: bool = False) -> MarkdownIt:
     from markdown_it import MarkdownIt
 
-    return MarkdownIt("commonmark", {"html": False, "breaks": breaks}).enable("table")
+    return MarkdownIt("commonmark", {"html": html, "breaks": breaks}).enable("table")
 
 
-def _code_lines(markdown: str) -> tuple[set[int], bool]:
-    """Line numbers (0-based) of fenced and indented code blocks and raw HTML blocks, and
-    whether a link's destination holds a ``$``."""
-    lines: set[int] = set()
-    dollar_link = False
-    for token in _parser().parse(markdown):
-        if token.type in ("fence", "code_block", "html_block") and token.map:
-            lines.update(range(*token.map))
+@dataclass(frozen=True)
+class _Blocks:
+    """Where the blocks of a Markdown text are, by line number (0-based).
+
+    Attributes
+    ----------
+    code : set of int
+        Lines of fenced and indented code blocks, and of raw HTML blocks whose text is
+        shown as it is (``<pre>``, ``<script>``, ``<style>``, ``<textarea>``).
+    html : set of int
+        Lines of the other raw HTML blocks (their text is rendered as HTML).
+    starts : set of int
+        Lines where a block of inline text (a paragraph, heading, table row, list item)
+        starts or the one before ends: a code span never runs past its block.
+    dollar_links : bool
+        Whether a link's destination holds a ``$``.
+    """
+
+    code: set[int]
+    html: set[int]
+    starts: set[int]
+    dollar_links: bool
+
+
+_RAW_HTML = re.compile(r"\s*<(?:pre|script|style|textarea)[\s>]", re.IGNORECASE)
+
+
+def _blocks(markdown: str, *, html: bool = True) -> _Blocks:
+    """The :class:`_Blocks` of ``markdown``, as a front end that renders raw HTML parses it
+    (``html=False``: as a renderer that escapes it)."""
+    blocks = _Blocks(set(), set(), set(), False)
+    dollar_links = False
+    for token in _parser(html=html).parse(markdown):
+        if token.type in ("fence", "code_block") and token.map:
+            blocks.code.update(range(*token.map))
+        elif token.type == "html_block" and token.map:
+            raw = _RAW_HTML.match(token.content)
+            (blocks.code if raw else blocks.html).update(range(*token.map))
+        if token.type == "inline" and token.map:
+            blocks.starts.update(token.map)  # what follows is another block (or no text)
         for child in token.children or []:
             if child.type == "link_open" and "$" in str(child.attrGet("href") or ""):
-                dollar_link = True
-    return lines, dollar_link
+                dollar_links = True
+    return replace(blocks, dollar_links=dollar_links)
+
+
+_TAG_OR_COMMENT = re.compile(r"<!--.*?(?:-->|$)|<[^<>]*>")
+
+
+def _html_text(line: str) -> str:
+    """One line of a raw HTML block with nothing left for maths: in text, ``$`` becomes
+    ``\\$`` (an escaped dollar to the maths scanners, ``$`` on the page), a backslash
+    ``&#92;&#92;`` and a backtick ``&#96;``; in tags and comments a ``$`` becomes ``&#36;``."""
+    out: list[str] = []
+    at = 0
+    for match in _TAG_OR_COMMENT.finditer(line):
+        out.append(_html_chars(line[at:match.start()]))
+        out.append(match.group(0).replace("$", "&#36;"))
+        at = match.end()
+    out.append(_html_chars(line[at:]))
+    return "".join(out)
+
+
+def _html_chars(text: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "&" and (m := _ENTITY.match(text, i)):
+            dollar = m.group(0).lower() in ("&#36;", "&#x24;", "&dollar;")
+            out.append("\\" + m.group(0) if dollar else "&#92;&#92;")
+            i = m.end()
+            continue
+        out.append("\\$" if c == "$" else "&#92;&#92;" if c == "\\" else "&#96;" if c == "`"
+                   else c)
+        i += 1
+    return "".join(out)
 
 
 def _backtick_run(text: str, i: int) -> int:
@@ -79,11 +145,17 @@ def _inline(text: str, dollar_links: bool = False) -> str:
     ``dollar_links``, a ``$`` in a link destination becomes ``%24`` (the same URL)."""
     out: list[str] = []
     i, n = 0, len(text)
+    brackets = 0  # "[" not escaped and not closed yet: a "](" may start a link destination
     while i < n:
         c = text[i]
         if c == "\\" and i + 1 < n and text[i + 1] in _PUNCT:
             p = text[i + 1]
-            out.append("\\\\\\$" if p == "$" else "\\\\&#92;" if p == "\\" else "\\" + p)
+            if p == "\\" and text.startswith("|", i + 2):  # "\\|": a table keeps the | in
+                out.append("\\\\")  # its cell; nothing for maths follows the backslash
+            elif p == "`" and "```" not in text[text.rfind("\n", 0, i) + 1:i]:
+                out.append("&#96;")  # a literal backtick no scanner takes for a code span
+            else:  # (but "\\`" in what could be a fence's info string keeps it no fence)
+                out.append("\\\\\\$" if p == "$" else "\\\\&#92;" if p == "\\" else "\\" + p)
             i += 2
         elif c == "\\":
             out.append("&#92;&#92;" if _TEX_WORD.match(text, i + 1) else "\\")
@@ -98,18 +170,29 @@ def _inline(text: str, dollar_links: bool = False) -> str:
             close = text.find("`" * run, i + run, limit)
             while close != -1 and _backtick_run(text, close) != run:
                 close = text.find("`" * run, close + _backtick_run(text, close), limit)
-            end = i + run if close == -1 else close + run
-            out.append(text[i:end])
-            i = end
+            if close == -1:  # no code span: literal backticks, escaped so that nothing
+                out.append("\\`" * run)  # that scans the source can pair them with others
+                i += run
+            else:
+                out.append(text[i:close + run])
+                i = close + run
         elif c == "&" and (m := _ENTITY.match(text, i)):
             dollar = m.group(0).lower() in ("&#36;", "&#x24;", "&dollar;")
             out.append("\\\\" + m.group(0) if dollar else "&#92;&#92;")
             i = m.end()
-        elif c == "<" and (m := _AUTOLINK.match(text, i) or _HTML_TAG.match(text, i)):
+        elif c == "<" and (m := _AUTOLINK.match(text, i)):
             out.append(m.group(0))
             i = m.end()
-        elif dollar_links and c == "]" and text.startswith("](", i):
-            end = _link_end(text, i + 2)
+        elif c == "<" and (m := _HTML_TAG.match(text, i)):  # a $ in an attribute: &#36;
+            out.append(m.group(0).replace("$", "&#36;"))
+            i = m.end()
+        elif c == "[":
+            brackets += 1
+            out.append(c)
+            i += 1
+        elif c == "]" and brackets:
+            brackets -= 1
+            end = _link_end(text, i + 2) if text.startswith("](", i) and dollar_links else i + 1
             out.append(text[i:end].replace("$", "%24"))
             i = end
         else:
@@ -154,19 +237,22 @@ def reply_markdown(markdown: str) -> str:
     if not any(c in markdown for c in "$\\&"):
         return markdown
     lines = markdown.split("\n")
-    code, dollar_links = _code_lines(markdown)
+    blocks = _blocks(markdown)
     out: list[str] = []
     run: list[str] = []
     for index, line in enumerate(lines):
-        if index in code:
-            if run:
-                out.append(_inline("\n".join(run), dollar_links))
-                run = []
+        block = index in blocks.code or index in blocks.html
+        if run and (block or index in blocks.starts):  # a block ends: so do its code spans
+            out.append(_inline("\n".join(run), blocks.dollar_links))
+            run = []
+        if index in blocks.code:
             out.append(line)
+        elif index in blocks.html:
+            out.append(_html_text(line))
         else:
             run.append(line)
     if run:
-        out.append(_inline("\n".join(run), dollar_links))
+        out.append(_inline("\n".join(run), blocks.dollar_links))
     return "\n".join(out)
 
 
@@ -174,7 +260,7 @@ def hard_breaks(markdown: str) -> str:
     """``markdown`` with each line break inside a paragraph kept as a line break (two
     trailing spaces), as in a summary written line by line; code blocks are untouched."""
     lines = markdown.split("\n")
-    code, _ = _code_lines(markdown)
+    code = _blocks(markdown, html=False).code
     for i, line in enumerate(lines[:-1]):
         if i not in code and line.strip() and lines[i + 1].strip() and i + 1 not in code:
             lines[i] = line.rstrip() + "  "

@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 
+from jupyter_agent.agent import Limits
 from jupyter_agent.agent.builtin_tools import NO_STDIN_REFUSAL, stdin_is_usable
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
-from tests.agent.helpers import Recorder, make_agent, tool_step
+from tests.agent.helpers import Recorder, make_agent, read_record, tool_step
 
 _CHILD = """
 import json, sys, openai
@@ -110,3 +111,20 @@ def test_in_a_kernel_whose_front_end_allows_no_stdin_ask_refuses_without_asking(
     assert not result["ok"] and result["result"].endswith(NO_STDIN_REFUSAL)
     assert not result["ran"]
     assert "wants to run" not in out.stdout and "Run this code?" not in out.stdout
+
+
+def test_a_refused_call_does_not_count_against_max_tool_calls(
+    model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    model_server.add_steps([
+        tool_step(("run_python", {"code": "x = 1"}), ("add_todo", {"text": "a"})),
+        tool_step(("add_todo", {"text": "b"})),
+        "two todos",
+    ])
+    agent = make_agent(model_server, store, approve="deny", limits=Limits(max_tool_calls=2))
+    assert agent.run("work") == "two todos"  # the refused call left room
+    assert agent.state.tool_calls == 2 and agent.stop_reason is None
+    assert [t.text for t in agent.state.todos] == ["a", "b"]
+    refused = model_server.requests[1]["messages"][3]
+    assert refused["content"].startswith("error: refused: running code is disabled")
+    assert read_record(store, agent.session_id or "")["state"]["tool_calls"] == 2

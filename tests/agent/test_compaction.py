@@ -26,6 +26,7 @@ SMALL = {"context_window": 4000, "compact_at": 0.5}
 def _scenario(server: ScriptedModel, *, summary_step: dict[str, Any]) -> None:
     server.add_steps(
         [
+            {"text": "an earlier answer"},  # the turn before: what compaction may summarize
             # a big tool result (~1250 tokens); the estimate stays under the threshold
             tool_step(
                 ("run_python", {"code": "print('x' * 5000)"}),
@@ -43,40 +44,45 @@ def _scenario(server: ScriptedModel, *, summary_step: dict[str, Any]) -> None:
     )
 
 
-def test_compaction_keeps_the_system_message_and_whole_tool_batches(
+def test_compaction_keeps_the_system_message_the_request_and_its_tool_batches(
     scripted: ScriptedModel, store: SessionStore, ishell: InteractiveShell
 ) -> None:
-    _scenario(scripted, summary_step={"text": "- printed 5000 x characters"})
+    _scenario(scripted, summary_step={"text": "- asked an earlier question"})
     rec = Recorder()
     agent = make_agent(scripted, store, shell=ishell, **SMALL)
+    agent.run("earlier question")
     assert agent.run("do work", on_event=rec) == "done"
 
-    summarize, after = scripted.requests[2], scripted.requests[3]
+    summarize, after = scripted.requests[3], scripted.requests[4]
     assert "tools" not in summarize and not summarize.get("stream")
-    assert "TOOL CALL" in summarize["messages"][1]["content"]
-    assert "x" * 100 in summarize["messages"][1]["content"]
+    assert "an earlier answer" in summarize["messages"][1]["content"]
+    assert "x" * 100 not in summarize["messages"][1]["content"]  # the turn's own output stays
     sent = after["messages"]
-    # system (with notes) first, one summary, then the second batch kept whole
-    assert roles(sent) == ["system", "user", "assistant", "tool", "tool"]
+    # system (with notes) first, one summary, then the request and its batches kept whole
+    assert roles(sent) == ["system", "user", "user", "assistant", "tool", "assistant", "tool",
+                           "tool"]
     assert sent[0] == agent.messages[0] and sent[0]["role"] == "system"
     assert sent[1]["content"].startswith(SUMMARY_MARKER)
-    assert "- printed 5000 x characters" in sent[1]["content"]
-    assert [c["function"]["name"] for c in sent[2]["tool_calls"]] == [
+    assert "- asked an earlier question" in sent[1]["content"]
+    assert sent[2] == {"role": "user", "content": "do work"}
+    assert sent[4]["content"] == "x" * 5000
+    assert [c["function"]["name"] for c in sent[5]["tool_calls"]] == [
         "list_todos",
         "read_scratchpad",
     ]
-    assert {m["tool_call_id"] for m in sent[3:]} == {c["id"] for c in sent[2]["tool_calls"]}
+    assert {m["tool_call_id"] for m in sent[6:]} == {c["id"] for c in sent[5]["tool_calls"]}
 
     record = read_record(store, agent.session_id or "")
     assert record["messages"] == agent.messages
-    assert len(record["transcript"]) == 8  # nothing lost on disk
-    assert record["transcript"][3]["content"] == "x" * 5000
-    assert record["compactions"][0]["summary"] == "- printed 5000 x characters"
-    assert record["state"]["usage"]["calls"] == 4  # the summarizing call is counted
-    assert any("compacted 3 earlier messages" in e.text for e in rec.of("notice"))
+    assert len(record["transcript"]) == 10  # nothing lost on disk
+    assert record["compactions"][0]["summary"] == "- asked an earlier question"
+    assert record["state"]["usage"]["calls"] == 5  # the summarizing call is counted
+    assert any("compacted 2 earlier messages" in e.text for e in rec.of("notice"))
 
-    scripted.add_steps([{"text": "still fine"}])
+    # the next turn may now summarize "do work" and its output
+    scripted.add_steps([{"text": "- did the work"}, {"text": "still fine"}])
     assert agent.run("more") == "still fine"
+    assert "x" * 100 in scripted.requests[5]["messages"][1]["content"]
 
 
 def test_failed_summarizing_call_leaves_the_context_unchanged(
@@ -85,9 +91,12 @@ def test_failed_summarizing_call_leaves_the_context_unchanged(
     _scenario(scripted, summary_step={"error": {"status": 500, "message": "overloaded"}})
     rec = Recorder()
     agent = make_agent(scripted, store, shell=ishell, **SMALL)
+    agent.run("earlier question")
     assert agent.run("do work", on_event=rec) == "done"
-    assert roles(scripted.requests[3]["messages"]) == [
+    assert roles(scripted.requests[4]["messages"]) == [
         "system",
+        "user",
+        "assistant",
         "user",
         "assistant",
         "tool",

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_agent.agent import AgentEvent
 from jupyter_agent.agent.conversation import RESUME_REPAIR
@@ -259,7 +260,7 @@ def test_an_on_event_error_is_not_called_a_user_interrupt(
     assert "by the user" not in pending["content"]
     assert pending["content"] == (
         "[jupyter-agent] not executed: the tool batch was stopped by an error "
-        "(RuntimeError: renderer broke)"
+        "(renderer broke)"
     )
 
 
@@ -275,5 +276,24 @@ def test_an_on_event_error_mid_stream_is_named_in_the_marker(
     with pytest.raises(ValueError, match="bad delta"):
         agent.run("talk", on_event=on_event)
     last = read_record(store, agent.session_id or "")["messages"][-1]
-    assert last["content"].endswith("(reply stopped by an error (ValueError: bad delta))")
+    assert last["content"].endswith("(reply stopped by an error (bad delta))")
     assert "by the user" not in last["content"]
+
+
+def test_ctrl_c_in_run_python_keeps_what_it_printed_on_screen_and_for_the_model(
+    model_server: ScriptedModelServer, store: SessionStore, ishell: InteractiveShell
+) -> None:
+    code = ("print('loaded 3 files')\nimport os, signal\n"
+            "os.kill(os.getpid(), signal.SIGINT)\nprint('never printed')")
+    model_server.add_steps([tool_step(("run_python", {"code": code}), ("list_todos", {}))])
+    agent = make_agent(model_server, store, shell=ishell)
+    rec = Recorder()
+    with pytest.raises(KeyboardInterrupt):
+        agent.run("load the files", on_event=rec)
+    running, pending = read_record(store, agent.session_id or "")["messages"][3:]
+    assert running["content"] == ("[jupyter-agent] interrupted by the user while this tool "
+                                  "call was running; it had printed:\nloaded 3 files")
+    assert pending["content"] == ("[jupyter-agent] not executed: the tool batch was "
+                                  "interrupted by the user")
+    shown = rec.of("tool_call_end")
+    assert [e.result for e in shown] == [running["content"]]  # on screen too

@@ -558,3 +558,21 @@ def test_cli_rejects_bad_script(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2
     assert "step 0" in err and "txt" in err
+
+
+def test_drop_after_closes_the_stream_mid_reply(
+    server: ScriptedModelServer,
+) -> None:
+    server.add_steps([{"text": "one two three four five", "drop_after": 3}, "whole"])
+    client = client_for(server, max_retries=0)
+    received: list[str] = []
+    with pytest.raises(openai.APIConnectionError) as info:
+        for chunk in client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}], stream=True):
+            if chunk.choices and chunk.choices[0].delta.content:
+                received.append(chunk.choices[0].delta.content)
+    assert "incomplete chunked read" in str(info.value.__cause__)
+    assert received == ["one ", "two "]  # the role chunk and two text pieces
+    reply = client.chat.completions.create(model="m",
+                                           messages=[{"role": "user", "content": "hi"}])
+    assert reply.choices[0].message.content == "whole"  # a request that does not stream

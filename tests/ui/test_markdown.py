@@ -16,7 +16,7 @@ from __future__ import annotations
 import html
 import re
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
@@ -101,6 +101,7 @@ _ALPHABET = st.sampled_from([*"$\\()[]{}`*_|#-+1.a &;x\n", "begin{", "ref{", "``
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(_ALPHABET, max_size=40).map("".join))
+@example("$```\n\n```$```")  # backticks that open no code span must not hide a $
 def test_no_text_ever_becomes_maths(reply: str) -> None:
     source = reply_markdown(reply)
     assert math_openers(source) == []
