@@ -1,24 +1,29 @@
-"""Exceptions raised by jupyter-agent.
-
-Every error the library raises on purpose derives from :class:`JupyterAgentError`,
-so a front end (the magics) can turn exactly these into one-line messages and let
-anything unexpected keep its traceback. Each subclass carries the offending value
-(session ID, path, pid, ...) as attributes, not only in its message.
-"""
+"""Errors about sessions and their store: IDs, records, leases, messages, figures."""
 
 from __future__ import annotations
 
-import errno
 from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from jupyter_agent.errors.base import JupyterAgentError
+
 if TYPE_CHECKING:
     from jupyter_agent.store.records import LeaseHolder
 
-
-class JupyterAgentError(Exception):
-    """Base class of every error jupyter-agent raises deliberately."""
+__all__ = [
+    "ContextMismatchError",
+    "CorruptSessionError",
+    "FigureNotFoundError",
+    "InvalidFigureError",
+    "InvalidMessageError",
+    "InvalidSessionIdError",
+    "LeaseLostError",
+    "SessionLockedError",
+    "SessionNotFoundError",
+    "StoreSchemaError",
+    "StoreUnavailableError",
+]
 
 
 class InvalidSessionIdError(JupyterAgentError, ValueError):
@@ -287,262 +292,3 @@ class InvalidFigureError(JupyterAgentError, ValueError):
         self.figure_id = figure_id
         self.reason = reason
         super().__init__(f"figure {figure_id!r} cannot be saved: {reason}")
-
-
-class UnsafePathError(JupyterAgentError):
-    """Something in the memory directory is not what the store may safely use.
-
-    Base class of :class:`UnsafeFileError` and :class:`UnsafeDirectoryError` (design §2).
-
-    Attributes
-    ----------
-    path : pathlib.Path
-    """
-
-    def __init__(self, path: Path, message: str) -> None:
-        self.path = path
-        super().__init__(message)
-
-
-class UnsafeFileError(UnsafePathError):
-    """A symbolic link, FIFO, socket, device, directory or multiply linked file stands
-    where the store expects one of its regular files; nothing was read or written
-    through it.
-
-    Attributes
-    ----------
-    path : pathlib.Path
-    kind : str
-        What was found: ``"symbolic link"``, ``"FIFO"``, ``"socket"``,
-        ``"character device"``, ``"block device"``, ``"directory"``,
-        ``"file with other hard links"``, ``"file owned by uid N"``,
-        ``"file writable by others"`` or ``"file larger than N bytes"``.
-    """
-
-    def __init__(self, path: Path, kind: str) -> None:
-        self.kind = kind
-        super().__init__(
-            path,
-            f"refusing to use {path}: it is a {kind}, not a private regular file; "
-            f"jupyter-agent never follows links or opens special files in its memory "
-            f"directory -- remove or rename it",
-        )
-
-
-class UnsafeDirectoryError(UnsafePathError):
-    """The memory directory (or ``sessions/``) is not a private directory of this user.
-
-    Attributes
-    ----------
-    path : pathlib.Path
-    owner : str
-        Who owns it (user name, else ``uid N``); "" when it is not a directory.
-    mode : int or None
-        Its permission bits (``None`` when it is not a directory).
-    problem : str
-        What is wrong: ``"owned by ..."``, ``"writable by group or others"``, ``"a
-        symbolic link"``, ``"not a directory"``.
-    """
-
-    def __init__(self, path: Path, problem: str, *, owner: str = "",
-                 mode: int | None = None, fix: str = "") -> None:
-        self.owner = owner
-        self.mode = mode
-        self.problem = problem
-        facts = f" (owner {owner}, mode {mode:04o})" if mode is not None else ""
-        super().__init__(
-            path,
-            f"refusing to use {path}{facts}: it is {problem}; "
-            f"{fix + ', or ' if fix else ''}point AgentMagics.memory_dir "
-            f"(or $JUPYTER_AGENT_MEMORY_DIR) elsewhere",
-        )
-
-
-class StoreBusyError(JupyterAgentError):
-    """A short store lock (notes, listing index) stayed taken for too long.
-
-    Attributes
-    ----------
-    path : pathlib.Path
-        The lock file.
-    seconds : float
-        How long the store waited.
-    """
-
-    def __init__(self, path: Path, seconds: float) -> None:
-        self.path = path
-        self.seconds = seconds
-        super().__init__(
-            f"{path} stayed locked by another process for {seconds:g} s; "
-            f"try again, or look for a stopped process using this memory directory"
-        )
-
-
-class StorageError(JupyterAgentError, OSError):
-    """The operating system refused a write under the memory directory.
-
-    Disk full, read-only file system, permission denied, I/O error, ... The previous
-    content is intact (design §8). Also an ``OSError`` with the original ``errno``.
-
-    Attributes
-    ----------
-    path : pathlib.Path
-        The file that could not be written.
-    cause : OSError
-        The original error.
-    action : str
-        What to do next, in words.
-    """
-
-    def __init__(self, path: Path, cause: OSError, action: str = "") -> None:
-        super().__init__(cause.errno, cause.strerror or str(cause), str(path))
-        self.path = path
-        self.cause = cause
-        self.action = action or _next_step(cause.errno, path)
-
-    def __str__(self) -> str:
-        return f"could not write {self.path}: {self.strerror}; {self.action}"
-
-
-def _next_step(code: int | None, path: Path) -> str:
-    steps = {
-        errno.ENOSPC: "free some disk space, then try again (what was saved before is intact)",
-        errno.EDQUOT: "your disk quota is used up: free some space, then try again",
-        errno.EROFS: "the file system is read-only: point AgentMagics.memory_dir at a "
-                     "writable directory",
-        errno.EACCES: f"check that you may write to {path.parent}",
-        errno.EPERM: f"check that you may write to {path.parent} (and that it is not immutable)",
-        errno.EIO: "the disk reported an I/O error: check it, then try again",
-        errno.EFBIG: "the file is larger than this file system or your limits allow (ulimit -f)",
-    }
-    return steps.get(code or 0, "try again once the cause is fixed (what was saved before is "
-                                "intact)")
-
-
-class ModelError(JupyterAgentError):
-    """The model endpoint failed: unreachable, rejected the key, rate limited, or errored.
-
-    Raised by the agent loop after the ``openai`` client's own retries. The user's
-    message is already saved, so the next run can go on.
-
-    Attributes
-    ----------
-    status_code : int or None
-        The HTTP status, or ``None`` when no response arrived (connection refused,
-        timeout).
-    code : str
-        The error code the endpoint sent (e.g. ``"context_length_exceeded"``), or "".
-    mid_reply : bool
-        The connection dropped while the reply was arriving (the text that arrived is
-        kept in the session, marked as cut off; design §22).
-    """
-
-    def __init__(self, message: str, status_code: int | None = None, code: str = "", *,
-                 mid_reply: bool = False) -> None:
-        self.status_code = status_code
-        self.code = code
-        self.mid_reply = mid_reply
-        super().__init__(message)
-
-
-class ModelNotConfiguredError(JupyterAgentError):
-    """No model endpoint is configured (no API key and no ``base_url``)."""
-
-
-class LimitExceededError(JupyterAgentError):
-    """A resource limit of the session is reached (tool calls, cost, iterations).
-
-    Attributes
-    ----------
-    limit : str
-        ``"max_tool_calls"``, ``"max_cost_usd"`` or ``"max_iterations"``.
-    value : float
-        The value that reached the limit.
-    maximum : float
-        The configured limit.
-    """
-
-    def __init__(self, limit: str, value: float, maximum: float) -> None:
-        self.limit = limit
-        self.value = value
-        self.maximum = maximum
-        super().__init__(f"limit reached: {limit} = {maximum:g} (session is at {value:g})")
-
-
-class PromptTooLongError(JupyterAgentError, ValueError):
-    """A prompt that cannot fit the model's context window even alone (design §22).
-
-    Raised before anything is sent or saved: compaction never summarizes the newest
-    request, so such a turn could not succeed.
-
-    Attributes
-    ----------
-    tokens : int
-        The estimated size of the system message and the prompt (tokens).
-    window : int
-        The context window (tokens).
-    model : str
-        The model name.
-    """
-
-    def __init__(self, tokens: int, window: int, model: str) -> None:
-        self.tokens, self.window, self.model = tokens, window, model
-        super().__init__(
-            f"this prompt is about {tokens:,} tokens with the system message, more than the "
-            f"{window:,}-token context window of model {model}: nothing was sent or saved; "
-            "shorten the prompt (put large data in a variable or file the agent can read), "
-            "or set AgentMagics.context_window if the model's window is larger")
-
-
-class ForkPointError(JupyterAgentError, ValueError):
-    """``--at N`` names no user turn of the session being forked (design §11).
-
-    Attributes
-    ----------
-    session_id : str
-        The session that was to be forked.
-    at : int
-        The rejected turn number, as given.
-    turns : int
-        How many user turns the session has (valid values are 1 to ``turns``).
-    """
-
-    def __init__(self, session_id: str, at: int, turns: int) -> None:
-        self.session_id = session_id
-        self.at = at
-        self.turns = turns
-        if turns == 0:
-            valid = "it has no user turns yet, so it can only be forked whole"
-        else:
-            valid = f"use 1 to {turns}" if turns > 1 else "use 1"
-        super().__init__(f"cannot fork session {session_id!r} at turn {at}: {valid}")
-
-
-class ExportError(JupyterAgentError):
-    """An export could not be written where it was asked to go (design §11).
-
-    Attributes
-    ----------
-    path : pathlib.Path
-        The file that was to be written.
-    reason : str
-        What went wrong.
-    """
-
-    def __init__(self, path: Path, reason: str) -> None:
-        self.path = path
-        self.reason = reason
-        super().__init__(f"cannot export to {path}: {reason}")
-
-
-class ExportExistsError(ExportError):
-    """The export's target file exists and replacing it was not asked for (``--force``).
-
-    Attributes
-    ----------
-    path : pathlib.Path
-        The existing file, left untouched.
-    """
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(path, "the file exists (use --force to replace it)")

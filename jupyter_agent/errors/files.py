@@ -1,0 +1,147 @@
+"""Errors about the files of the memory directory: unsafe entries, busy files, refused writes
+(design §2, §8)."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+from jupyter_agent.errors.base import JupyterAgentError
+
+__all__ = [
+    "StorageError",
+    "StoreBusyError",
+    "UnsafeDirectoryError",
+    "UnsafeFileError",
+    "UnsafePathError",
+]
+
+
+class UnsafePathError(JupyterAgentError):
+    """Something in the memory directory is not what the store may safely use.
+
+    Base class of :class:`UnsafeFileError` and :class:`UnsafeDirectoryError` (design §2).
+
+    Attributes
+    ----------
+    path : pathlib.Path
+    """
+
+    def __init__(self, path: Path, message: str) -> None:
+        self.path = path
+        super().__init__(message)
+
+
+class UnsafeFileError(UnsafePathError):
+    """A symbolic link, FIFO, socket, device, directory or multiply linked file stands
+    where the store expects one of its regular files; nothing was read or written
+    through it.
+
+    Attributes
+    ----------
+    path : pathlib.Path
+    kind : str
+        What was found: ``"symbolic link"``, ``"FIFO"``, ``"socket"``,
+        ``"character device"``, ``"block device"``, ``"directory"``,
+        ``"file with other hard links"``, ``"file owned by uid N"``,
+        ``"file writable by others"`` or ``"file larger than N bytes"``.
+    """
+
+    def __init__(self, path: Path, kind: str) -> None:
+        self.kind = kind
+        super().__init__(
+            path,
+            f"refusing to use {path}: it is a {kind}, not a private regular file; "
+            f"jupyter-agent never follows links or opens special files in its memory "
+            f"directory -- remove or rename it",
+        )
+
+
+class UnsafeDirectoryError(UnsafePathError):
+    """The memory directory (or ``sessions/``) is not a private directory of this user.
+
+    Attributes
+    ----------
+    path : pathlib.Path
+    owner : str
+        Who owns it (user name, else ``uid N``); "" when it is not a directory.
+    mode : int or None
+        Its permission bits (``None`` when it is not a directory).
+    problem : str
+        What is wrong: ``"owned by ..."``, ``"writable by group or others"``, ``"a
+        symbolic link"``, ``"not a directory"``.
+    """
+
+    def __init__(self, path: Path, problem: str, *, owner: str = "",
+                 mode: int | None = None, fix: str = "") -> None:
+        self.owner = owner
+        self.mode = mode
+        self.problem = problem
+        facts = f" (owner {owner}, mode {mode:04o})" if mode is not None else ""
+        super().__init__(
+            path,
+            f"refusing to use {path}{facts}: it is {problem}; "
+            f"{fix + ', or ' if fix else ''}point AgentMagics.memory_dir "
+            f"(or $JUPYTER_AGENT_MEMORY_DIR) elsewhere",
+        )
+
+
+class StoreBusyError(JupyterAgentError):
+    """A short store lock (notes, listing index) stayed taken for too long.
+
+    Attributes
+    ----------
+    path : pathlib.Path
+        The lock file.
+    seconds : float
+        How long the store waited.
+    """
+
+    def __init__(self, path: Path, seconds: float) -> None:
+        self.path = path
+        self.seconds = seconds
+        super().__init__(
+            f"{path} stayed locked by another process for {seconds:g} s; "
+            f"try again, or look for a stopped process using this memory directory"
+        )
+
+
+class StorageError(JupyterAgentError, OSError):
+    """The operating system refused a write under the memory directory.
+
+    Disk full, read-only file system, permission denied, I/O error, ... The previous
+    content is intact (design §8). Also an ``OSError`` with the original ``errno``.
+
+    Attributes
+    ----------
+    path : pathlib.Path
+        The file that could not be written.
+    cause : OSError
+        The original error.
+    action : str
+        What to do next, in words.
+    """
+
+    def __init__(self, path: Path, cause: OSError, action: str = "") -> None:
+        super().__init__(cause.errno, cause.strerror or str(cause), str(path))
+        self.path = path
+        self.cause = cause
+        self.action = action or _next_step(cause.errno, path)
+
+    def __str__(self) -> str:
+        return f"could not write {self.path}: {self.strerror}; {self.action}"
+
+
+def _next_step(code: int | None, path: Path) -> str:
+    steps = {
+        errno.ENOSPC: "free some disk space, then try again (what was saved before is intact)",
+        errno.EDQUOT: "your disk quota is used up: free some space, then try again",
+        errno.EROFS: "the file system is read-only: point AgentMagics.memory_dir at a "
+                     "writable directory",
+        errno.EACCES: f"check that you may write to {path.parent}",
+        errno.EPERM: f"check that you may write to {path.parent} (and that it is not immutable)",
+        errno.EIO: "the disk reported an I/O error: check it, then try again",
+        errno.EFBIG: "the file is larger than this file system or your limits allow (ulimit -f)",
+    }
+    return steps.get(code or 0, "try again once the cause is fixed (what was saved before is "
+                                "intact)")
