@@ -66,7 +66,6 @@ from jupyter_agent.store.figures import (
     validate_figure_id,
     write_figure_file,
 )
-from jupyter_agent.store.garbage import collect_garbage
 from jupyter_agent.store.ids import new_session_id, validate_session_id
 from jupyter_agent.store.leases import Leases, lock_name
 from jupyter_agent.store.memory import MemoryStore
@@ -79,6 +78,7 @@ from jupyter_agent.store.records import (
     utc_now,
 )
 from jupyter_agent.store.session_files import SessionFiles, storage_errors
+from jupyter_agent.store.sweep import collect_garbage
 
 __all__ = ["SessionStore"]
 
@@ -543,7 +543,7 @@ class SessionStore:
         """Remove temporary files of killed writers and lock files of deleted sessions.
 
         Only under the lock their writers would hold, and never a lease someone holds
-        (this store's included); see :mod:`jupyter_agent.store.garbage`.
+        (this store's included); see :mod:`jupyter_agent.store.sweep`.
 
         Returns
         -------
