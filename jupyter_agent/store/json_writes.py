@@ -62,24 +62,17 @@ class SessionWriter:
 
     Parameters
     ----------
-    files : SessionFiles
-        The session files of the memory directory (leases, cache, index).
-    leases : Leases
-        The store's leases (checked again before a deletion).
+    files, leases : SessionFiles, Leases
+        The session files of the memory directory (with its cache and listing index)
+        and the store's leases, checked once more before a deletion.
     """
 
     def __init__(self, files: SessionFiles, leases: Leases) -> None:
         self._files = files
         self._leases = leases
 
-    def create_session(
-        self,
-        messages: Sequence[Any],
-        *,
-        session_id: str | None = None,
-        title: str = "",
-        project_root: str | os.PathLike[str] | None = None,
-    ) -> str:
+    def create_session(self, messages: Sequence[Any], *, session_id: str | None = None,
+                       title: str = "", project_root: str | os.PathLike[str] | None = None) -> str:
         """Create and save a new session (under its lease).
 
         Parameters
@@ -155,12 +148,8 @@ class SessionWriter:
             loaded = self._files.write_fresh(sessions, record)
             self._files.index.note(root, sessions, record.id, self._files.all_fields(loaded))
 
-    def save(
-        self,
-        session_id: str,
-        messages: Sequence[Any],
-        state: SessionState | Mapping[str, Any] | None = None,
-    ) -> None:
+    def save(self, session_id: str, messages: Sequence[Any],
+             state: SessionState | Mapping[str, Any] | None = None) -> None:
         """One save point: new messages and (when given) the checkpoint in one write.
 
         Parameters
@@ -208,14 +197,8 @@ class SessionWriter:
             saved = self._files.current(sessions, session_id).record.messages
             self.save(session_id, saved, state)
 
-    def compact(
-        self,
-        session_id: str,
-        messages: Sequence[Any],
-        *,
-        summary: str,
-        replaced: int | None = None,
-    ) -> None:
+    def compact(self, session_id: str, messages: Sequence[Any], *, summary: str,
+                replaced: int | None = None) -> None:
         """Replace the working context after a compaction; the transcript is untouched.
 
         Save pending messages with :meth:`save` first: only they reach the transcript.

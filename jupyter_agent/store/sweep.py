@@ -28,10 +28,15 @@ def collect_garbage(files: SessionFiles) -> list[Path]:
     (under the lease). Temporary files of the notes and of the index are removed under
     their locks. Sessions in use are left alone.
 
+    Parameters
+    ----------
+    files : SessionFiles
+        The session files of the memory directory, with the store's leases.
+
     Returns
     -------
     list of pathlib.Path
-        What was removed.
+        The files and directories removed.
 
     Raises
     ------
