@@ -25,16 +25,12 @@ class SessionFigures:
 
     Parameters
     ----------
-    table : FigureTable
-        The statements on the project's figures.
-    guard : Guard
-        The store's leases and mutex.
-    heads : Heads
-        Gives the check that the lease is still held before a write.
-    where : callable
-        Names a session (database, project, ID) for error messages; ``location`` names
-        the database and project.
-    location : str
+    table, guard, heads : FigureTable, Guard, Heads
+        The statements on the project's figures, the store's leases and mutex, and the
+        kept heads (which give the check that a lease is still held before a write).
+    where, location : callable, str
+        For error messages: names a session (database, project, ID); names the
+        database and project.
     """
 
     def __init__(self, table: FigureTable, guard: Guard, heads: Heads,

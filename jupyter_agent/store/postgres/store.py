@@ -178,9 +178,9 @@ class PostgresStore:
         ------
         InvalidSessionIdError, StoreUnavailableError
         """
-        validate_session_id(session_id)
+        sid = validate_session_id(session_id)
         with self._mutex:
-            return self._table.exists(session_id)
+            return self._table.exists(sid)
 
     def load_session(self, session_id: str) -> SessionRecord:
         """The whole record of a session, read in one statement (no lease).
