@@ -227,12 +227,8 @@ class SessionStore:
 
         Raises
         ------
-        InvalidSessionIdError
-        SessionNotFoundError
-            If no session has this ID.
-        CorruptSessionError
-            Naming the file, if it cannot be read or validated.
-        UnsafePathError
+        InvalidSessionIdError, SessionNotFoundError, CorruptSessionError, UnsafePathError
+            As :meth:`load_session`.
         """
         validate_session_id(session_id)
         return self._files.describe(session_id)

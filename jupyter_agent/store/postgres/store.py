@@ -244,9 +244,8 @@ class PostgresStore:
 
         Raises
         ------
-        InvalidSessionIdError, StoreUnavailableError
-        SessionNotFoundError
-            The project has no such session.
+        InvalidSessionIdError, SessionNotFoundError, StoreUnavailableError
+            As :meth:`load_session`.
         CorruptSessionError
             The session's row does not validate (naming the session and the column).
         """
