@@ -13,7 +13,8 @@ from pathlib import Path
 
 from jupyter_agent.errors import JupyterAgentError, SessionLockedError
 from jupyter_agent.store.figures import figure_dir_sessions, remove_figures_dir
-from jupyter_agent.store.files import SafeDir, is_temp_name, lock_shared_or_exclusive, temp_target
+from jupyter_agent.store.files import SafeDir, is_temp_name, temp_target
+from jupyter_agent.store.flock import lock_shared_or_exclusive
 from jupyter_agent.store.garbage import remove_session_file_temps, session_of
 from jupyter_agent.store.session_files import SessionFiles
 
