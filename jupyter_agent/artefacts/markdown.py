@@ -120,10 +120,11 @@ def render_markdown(record: SessionRecord, progress: Progress = no_progress, *,
     Parameters
     ----------
     record : SessionRecord
+        The session whose transcript is written out.
     progress : Progress, optional
-        Wraps the walk over the transcript.
+        Wraps the walk over the transcript (e.g. a progress bar); none by default.
     figures : callable, optional
-        Reads the session's figures; without it each is named with a note.
+        Reads the session's figures to embed them; without it each is named with a note.
 
     Returns
     -------

@@ -34,14 +34,15 @@ The rules every backend keeps (design §1-§10):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from jupyter_agent.store.figures import FigureData
 from jupyter_agent.store.records import LeaseHolder, SessionListing, SessionRecord, SessionState
 
-__all__ = ["NoteKind", "Store"]
+__all__ = ["NoteKind", "Store", "holding"]
 
 NoteKind = Literal["project", "user"]
 """The two notes of a memory directory: ``project.md`` and ``user.md`` (design §2)."""
@@ -52,8 +53,9 @@ class Store(Protocol):
     """Saved sessions, their leases, and the notes of one memory directory.
 
     See the module docstring for the rules every implementation keeps; each method's
-    own docstring on :class:`~jupyter_agent.store.SessionStore` gives its parameters,
-    return values and errors in full.
+    own docstring on :class:`~jupyter_agent.store.SessionStore` (or on the part it
+    delegates to, which that docstring names) gives its parameters, return values and
+    errors in full.
     """
 
     # ---- notes (design §2)
@@ -225,3 +227,26 @@ class Store(Protocol):
     def release_all(self) -> None:
         """Release every lease this store object holds."""
         ...
+
+
+@contextlib.contextmanager
+def holding(store: Store, session_id: str) -> Iterator[None]:
+    """Hold ``store``'s lease on ``session_id`` for a ``with`` block (what every backend's
+    :meth:`Store.lease` does): :meth:`Store.acquire_lease` on entry,
+    :meth:`Store.release_lease` on exit, also when the block raises.
+
+    Parameters
+    ----------
+    store : Store
+    session_id : str
+
+    Raises
+    ------
+    InvalidSessionIdError, SessionLockedError
+        As :meth:`Store.acquire_lease` (the block is not entered).
+    """
+    store.acquire_lease(session_id)
+    try:
+        yield
+    finally:
+        store.release_lease(session_id)

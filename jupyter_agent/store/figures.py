@@ -30,20 +30,18 @@ import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from jupyter_agent.errors import InvalidFigureError
 from jupyter_agent.images import MEDIA_TYPES, sniff_media_type
 from jupyter_agent.store.files import SafeDir, is_temp_name
 from jupyter_agent.store.ids import SESSION_ID_PATTERN
 
-if TYPE_CHECKING:
-    from jupyter_agent.store.base import Store
-
 __all__ = [
     "FIGURES_SUFFIX",
     "MAX_FIGURE_BYTES",
     "FigureData",
+    "FigureHolder",
     "check_figure",
     "copy_figures",
     "figure_dir_sessions",
@@ -145,14 +143,27 @@ def last_figure_number(messages: Iterable[dict[str, Any]]) -> int:
                default=0)
 
 
-def copy_figures(source: Store, source_id: str, target: Store, target_id: str,
+class FigureHolder(Protocol):
+    """What :func:`copy_figures` needs of a store: the figure methods of
+    :class:`~jupyter_agent.store.base.Store`."""
+
+    def read_figure(self, session_id: str, figure_id: str) -> FigureData:
+        """A figure of a session (raises ``FigureNotFoundError`` when it has none)."""
+        ...
+
+    def save_figure(self, session_id: str, figure_id: str, data: bytes, media_type: str) -> None:
+        """Keep a figure with a saved session."""
+        ...
+
+
+def copy_figures(source: FigureHolder, source_id: str, target: FigureHolder, target_id: str,
                  figure_ids: Iterable[str]) -> list[str]:
     """Copy figures of one session to another (forks, migrations).
 
     Parameters
     ----------
     source, target : Store
-        The stores (may be the same).
+        The stores (may be the same; any object with the figure methods will do).
     source_id, target_id : str
         The sessions; ``target_id`` must exist in ``target``.
     figure_ids : iterable of str

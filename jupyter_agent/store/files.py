@@ -19,6 +19,10 @@ it is trusted. Every file the store reads or writes there goes through a :class:
   intact; on error the temporary file is removed and the error propagates. A target that
   is not a regular file is refused, never replaced.
 
+The descriptor-level helpers (whole reads and writes, holes, signatures) are in
+``fdio.py`` and re-exported here; the short ``flock`` of the notes and the index is
+``flock.py``.
+
 A new kind of file (a figure next to a session, say) needs no new code: open its
 directory with :meth:`SafeDir.subdir` and use :meth:`SafeDir.read`,
 :meth:`SafeDir.write_atomic`, :meth:`SafeDir.open_file` or :meth:`SafeDir.create_new`.
@@ -28,16 +32,21 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import pwd
 import secrets
 import stat
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
-from jupyter_agent.errors import StoreBusyError, UnsafeDirectoryError, UnsafeFileError
+from jupyter_agent.errors import UnsafeDirectoryError, UnsafeFileError
+from jupyter_agent.store.fdio import (
+    FileSignature,
+    entry_kind,
+    has_holes,
+    read_all,
+    signature_of,
+    write_all,
+)
 
 __all__ = [
     "DIR_MODE",
@@ -45,45 +54,20 @@ __all__ = [
     "FileSignature",
     "SafeDir",
     "entry_kind",
+    "has_holes",
     "is_temp_name",
-    "lock_shared_or_exclusive",
+    "read_all",
     "signature_of",
     "temp_target",
+    "write_all",
 ]
 
 #: Mode of every file the store creates (private conversations).
 FILE_MODE = 0o600
 #: Mode of the directories the store creates.
 DIR_MODE = 0o700
-_READ_CHUNK = 1 << 20
 _SPARSE_CHECK = 1 << 20  # files larger than this are checked for holes before reading
 _O_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-
-FileSignature = tuple[int, int, int, int]
-"""``(st_dev, st_ino, st_size, st_mtime_ns)``: changes whenever a file is replaced or grows."""
-
-
-def signature_of(st: os.stat_result) -> FileSignature:
-    """The :data:`FileSignature` of a stat result."""
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-
-
-def entry_kind(mode: int) -> str:
-    """A directory entry's kind in words: ``"symbolic link"``, ``"FIFO"``, ``"socket"``,
-    ``"character device"``, ``"block device"``, ``"directory"`` or ``"regular file"``."""
-    for test, name in (
-        (stat.S_ISLNK, "symbolic link"),
-        (stat.S_ISFIFO, "FIFO"),
-        (stat.S_ISSOCK, "socket"),
-        (stat.S_ISCHR, "character device"),
-        (stat.S_ISBLK, "block device"),
-        (stat.S_ISDIR, "directory"),
-        (stat.S_ISREG, "regular file"),
-    ):
-        if test(mode):
-            return name
-    return "special file"
-
 
 def is_temp_name(name: str) -> bool:
     """Whether ``name`` is one of the store's temporary files (``.<target>.<random>.tmp``)."""
@@ -426,77 +410,3 @@ class SafeDir:
             raise
         os.close(fd)
         return tmp
-
-
-def has_holes(fd: int, start: int, end: int) -> bool:
-    """Whether the file has a hole between ``start`` and ``end`` (``SEEK_HOLE``; a file
-    system that cannot tell reports none). Compressed file systems are not mistaken for
-    sparse ones, as a block count would be."""
-    try:
-        return os.lseek(fd, start, os.SEEK_HOLE) < end
-    except OSError:
-        return False
-
-
-def read_all(fd: int, size: int, offset: int = 0) -> bytes:
-    """Read ``size`` bytes at ``offset`` (fewer if the file is shorter now)."""
-    if size <= _READ_CHUNK:
-        return os.pread(fd, size, offset)
-    parts = []
-    while size > 0:
-        chunk = os.pread(fd, min(size, _READ_CHUNK), offset)
-        if not chunk:
-            break
-        parts.append(chunk)
-        offset += len(chunk)
-        size -= len(chunk)
-    return b"".join(parts)
-
-
-def write_all(fd: int, data: bytes) -> None:
-    """``write`` until all of ``data`` is written (a short write is continued)."""
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-@contextlib.contextmanager
-def lock_shared_or_exclusive(directory: SafeDir, name: str, *, exclusive: bool,
-                             timeout: float = 10.0) -> Iterator[int]:
-    """Hold a short ``flock`` on lock file ``name`` (created if needed) for a ``with`` block.
-
-    Used for the notes and the listing index, whose critical sections last
-    milliseconds: the lock is polled (never a blocking call that a stopped process
-    could hang forever) for up to ``timeout`` seconds.
-
-    Yields
-    ------
-    int
-        The lock file's descriptor.
-
-    Raises
-    ------
-    StoreBusyError
-        If it stayed taken for ``timeout`` seconds.
-    UnsafeFileError, OSError
-    """
-    opened = directory.open_file(name, os.O_RDWR, create=True)
-    assert opened is not None
-    fd = opened[0]
-    try:
-        op = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
-        deadline = time.monotonic() + timeout
-        delay = 0.0005
-        while True:
-            try:
-                fcntl.flock(fd, op)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise StoreBusyError(directory.child(name), timeout) from None
-                time.sleep(delay)
-                delay = min(delay * 2, 0.02)
-        yield fd
-    finally:
-        os.close(fd)  # closing drops the lock

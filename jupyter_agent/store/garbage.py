@@ -7,40 +7,32 @@
 * A writer killed during an append leaves a cut-short last journal line;
   :func:`repair_tail` cuts it off when the lease is next taken.
 * A session's figures directory (``<id>.figures``) goes with the session; one left by
-  a deletion that was interrupted is removed by :func:`collect_garbage`, under the
-  session's lease, like its journal.
+  a deletion that was interrupted is removed by
+  :func:`~jupyter_agent.store.sweep.collect_garbage`, under the session's lease, like
+  its journal.
 * Deleting a session keeps its lock file (another process may have it open);
-  :func:`collect_garbage` removes lock files of deleted sessions *while holding them*:
-  a process that opened the old file before the removal finds, after locking it, that
-  the path no longer names it and locks the new file instead (``leases.py``), so two
-  holders can never believe they hold one session. A lock someone holds is never touched.
+  :func:`~jupyter_agent.store.sweep.collect_garbage` removes lock files of deleted
+  sessions *while holding them*: a process that opened the old file before the
+  removal finds, after locking it, that the path no longer names it and locks the new
+  file instead (``leases.py``), so two holders can never believe they hold one session.
+  A lock someone holds is never touched.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from jupyter_agent.errors import JupyterAgentError, SessionLockedError
-from jupyter_agent.store.figures import (
-    figure_dir_sessions,
-    remove_figure_temps,
-    remove_figures_dir,
-)
-from jupyter_agent.store.files import SafeDir, is_temp_name, lock_shared_or_exclusive, temp_target
+from jupyter_agent.store.figures import remove_figure_temps
+from jupyter_agent.store.files import SafeDir, is_temp_name, temp_target
 from jupyter_agent.store.ids import SESSION_ID_PATTERN
 
-if TYPE_CHECKING:
-    from jupyter_agent.store.session_files import SessionFiles
-
-__all__ = ["collect_garbage", "remove_session_temps", "repair_tail"]
+__all__ = ["remove_session_file_temps", "remove_session_temps", "repair_tail", "session_of"]
 
 _SESSION_SUFFIXES = (".json", ".jsonl")
 
 
-def _session_of(name: str) -> str | None:
+def session_of(name: str) -> str | None:
     """The session a file of ``sessions/`` belongs to (``None`` for other files)."""
     if is_temp_name(name):
         name = temp_target(name)
@@ -54,12 +46,25 @@ def _session_of(name: str) -> str | None:
 def remove_session_temps(sessions: SafeDir, session_id: str) -> list[Path]:
     """Remove the temporary files of a session's files and figures; call only under its
     lease."""
+    return remove_session_file_temps(sessions, session_id) + remove_figure_temps(sessions,
+                                                                                 session_id)
+
+
+def remove_session_file_temps(sessions: SafeDir, session_id: str) -> list[Path]:
+    """Remove the temporary files of a session's snapshot and journal (not of its
+    figures); call only under its lease.
+
+    Returns
+    -------
+    list of pathlib.Path
+        What was removed.
+    """
     removed = []
     prefixes = tuple(f".{session_id}{suffix}." for suffix in _SESSION_SUFFIXES)
     for name in sessions.names():
         if is_temp_name(name) and name.startswith(prefixes) and sessions.unlink(name):
             removed.append(sessions.child(name))
-    return removed + remove_figure_temps(sessions, session_id)
+    return removed
 
 
 def repair_tail(sessions: SafeDir, session_id: str) -> bool:
@@ -90,75 +95,3 @@ def repair_tail(sessions: SafeDir, session_id: str) -> bool:
         return True
     finally:
         os.close(fd)
-
-
-def collect_garbage(files: SessionFiles) -> list[Path]:
-    """Remove what killed writers left and the lock files of deleted sessions.
-
-    For each session with leftovers whose lease is free (and not held by this store):
-    its temporary files; if the session no longer exists, its journal and its lock file
-    (under the lease). Temporary files of the notes and of the index are removed under
-    their locks. Sessions in use are left alone.
-
-    Returns
-    -------
-    list of pathlib.Path
-        What was removed.
-
-    Raises
-    ------
-    UnsafeDirectoryError
-        If the memory directory or ``sessions/`` may not be used.
-    OSError
-        If a directory cannot be read.
-    """
-    removed: list[Path] = []
-    with files.mutex, files.dirs(create=False) as dirs:
-        if dirs is None:
-            return removed
-        root, sessions = dirs
-        names = set(sessions.names())
-        candidates = set()
-        for name in names:
-            sid = _session_of(name)
-            if sid is None:
-                continue
-            if is_temp_name(name) or f"{sid}.json" not in names:
-                candidates.add(sid)
-        candidates.update(sid for sid in figure_dir_sessions(sorted(names))
-                          if f"{sid}.json" not in names)
-        for sid in sorted(candidates):
-            if files.leases.holds(sid):
-                continue
-            with contextlib.suppress(SessionLockedError, JupyterAgentError, OSError):
-                removed += _collect_session(files, sessions, sid)
-        for lock, kinds in (("notes.lock", ("project.md", "user.md")),
-                            ("index.lock", ("index.jsonl",))):
-            temps = [n for n in root.names() if is_temp_name(n) and temp_target(n) in kinds]
-            if not temps:
-                continue
-            with contextlib.suppress(JupyterAgentError, OSError), \
-                    lock_shared_or_exclusive(root, lock, exclusive=True, timeout=1.0):
-                removed += [root.child(n) for n in temps if root.unlink(n)]
-    return removed
-
-
-def _collect_session(files: SessionFiles, sessions: SafeDir, sid: str) -> list[Path]:
-    removed: list[Path] = []
-    newly = files.leases.acquire(sessions, sid)
-    try:
-        prefixes = tuple(f".{sid}{suffix}." for suffix in _SESSION_SUFFIXES)
-        for name in sessions.names():
-            if is_temp_name(name) and name.startswith(prefixes) and sessions.unlink(name):
-                removed.append(sessions.child(name))
-        if newly and sessions.lstat(f"{sid}.json") is None:
-            if sessions.unlink(f"{sid}.jsonl"):
-                removed.append(sessions.child(f"{sid}.jsonl"))
-            removed += remove_figures_dir(sessions, sid)
-            if sessions.unlink(f"{sid}.lock"):  # while we hold it: see the module docstring
-                removed.append(sessions.child(f"{sid}.lock"))
-            sessions.fsync()
-            files.leases.drop(sid)
-    finally:
-        files.leases.release(sid)
-    return removed

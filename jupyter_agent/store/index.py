@@ -38,7 +38,8 @@ from jupyter_agent.errors import (
     SessionNotFoundError,
     StoreBusyError,
 )
-from jupyter_agent.store.files import SafeDir, lock_shared_or_exclusive, signature_of
+from jupyter_agent.store.files import SafeDir, signature_of
+from jupyter_agent.store.flock import lock_shared_or_exclusive
 from jupyter_agent.store.ids import SESSION_ID_PATTERN
 from jupyter_agent.store.jsonio import encode_json
 from jupyter_agent.store.records import ForkOrigin

@@ -13,10 +13,10 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from jupyter_agent.errors import JupyterAgentError, StorageError
 from jupyter_agent.store import notes
 from jupyter_agent.store.base import NoteKind
 from jupyter_agent.store.files import SafeDir
+from jupyter_agent.store.session_files import storage_errors
 
 __all__ = ["MemoryStore"]
 
@@ -42,12 +42,8 @@ class MemoryStore:
 
     @contextlib.contextmanager
     def _root(self, *, create: bool) -> Iterator[SafeDir | None]:
-        try:
+        with storage_errors(self.root):
             root = SafeDir.open(self.root, create=create)
-        except OSError as err:
-            if isinstance(err, JupyterAgentError):
-                raise
-            raise StorageError(self.root, err) from err
         if root is None:
             yield None
             return
@@ -57,14 +53,9 @@ class MemoryStore:
     @contextlib.contextmanager
     def _writing(self, kind: NoteKind) -> Iterator[SafeDir]:
         path = self.notes_path(kind)
-        with self._root(create=True) as root:
+        with self._root(create=True) as root, storage_errors(path):
             assert root is not None
-            try:
-                yield root
-            except OSError as err:
-                if isinstance(err, JupyterAgentError):
-                    raise
-                raise StorageError(path, err) from err
+            yield root
 
     def notes_path(self, kind: NoteKind) -> Path:
         """``project.md`` or ``user.md`` in the memory directory.

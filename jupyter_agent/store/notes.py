@@ -13,7 +13,8 @@ directory, then an atomic replace: several processes appending notes at once (th
 from __future__ import annotations
 
 from jupyter_agent.store.base import NoteKind
-from jupyter_agent.store.files import SafeDir, lock_shared_or_exclusive
+from jupyter_agent.store.files import SafeDir
+from jupyter_agent.store.flock import lock_shared_or_exclusive
 from jupyter_agent.store.messages import clean_text
 
 __all__ = ["NOTES_LIMIT", "NOTES_LOCK", "NOTE_FILES", "NoteKind", "append_note", "read_notes",

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["format_call", "format_tool_call", "is_code_call", "one_line_result",
-           "result_preview", "tool_result_sections"]
+__all__ = ["RESULT_LABELS", "format_call", "format_tool_call", "is_code_call",
+           "notice_shown_by", "one_line_result", "result_preview", "tool_result_sections"]
 
 
 def _shorten(text: str, limit: int) -> str:
@@ -151,3 +151,14 @@ def one_line_result(result: str, ok: bool) -> str:
     if kind == "refused":
         return f"⊘ refused: {text}"
     return f"{'→' if ok else '✗'} {text}"
+
+
+#: The label shown before each part of a tool result, by part (both renderers).
+RESULT_LABELS = {"output": "→", "result": "→ result", "stderr": "stderr", "error": "✗ error",
+           "message": "✗", "refused": "⊘ refused:"}
+
+
+def notice_shown_by(notice: str, result: str) -> bool:
+    """True if a tool's ``notice`` only repeats what its result says (e.g. a refusal)."""
+    words = notice.split(" ", 1)
+    return notice in result or (len(words) == 2 and words[1] in result)

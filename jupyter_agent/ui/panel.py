@@ -1,8 +1,8 @@
 """``SessionsPanel``: an ipywidgets view of the sessions of one memory directory.
 
-This module and :mod:`jupyter_agent.ui.panel_rows` are the only ones that import
-``ipywidgets`` at module level; the magics import them lazily (``%agent_sessions`` in a
-Jupyter kernel).
+This module, :mod:`jupyter_agent.ui.panel_rows` and :mod:`jupyter_agent.ui.panel_detail`
+are the only ones that import ``ipywidgets`` at module level; the magics import them
+lazily (``%agent_sessions`` in a Jupyter kernel).
 
 Layout, top to bottom: a toolbar (text filter, show-archived toggle, Refresh), an error
 area, a one-line message area (cleared by the next action), one row per session of the
@@ -10,8 +10,9 @@ current page (see :mod:`jupyter_agent.ui.panel_rows`: name, summary excerpt, sta
 last update, message count, cost, and Details / Resume / Archive|Unarchive / Delete
 buttons; the kernel's active session is marked and cannot be resumed again), a delete
 confirmation bar, the pager ("page 1 of 7 (130 sessions)", just "3 sessions" on one page),
-and the detail view of the selected session (a bordered box; Close or a second Details
-click hides it, and so does filtering or deleting its session away).
+and the detail view of the selected session (:mod:`jupyter_agent.ui.panel_detail`: a
+bordered box; Close or a second Details click hides it, and so does filtering or deleting
+its session away).
 
 Design: child widgets are private attributes; handlers are named ``_on_<widget>_<event>``;
 :func:`~jupyter_agent.ui.panel_rows.format_row` is a pure function; every handler is guarded
@@ -42,14 +43,13 @@ from jupyter_agent.artefacts.search import SearchHit, SearchMatch, search_listin
 from jupyter_agent.ui.advice import error_message
 from jupyter_agent.ui.artefacts import format_search_results
 from jupyter_agent.ui.display import format_sessions_table
+from jupyter_agent.ui.panel_detail import DetailView
 from jupyter_agent.ui.panel_rows import (
     UNTITLED,
     PanelRow,
     RowSlot,
     RowText,
     button,
-    detail_html,
-    figure_widgets,
     format_row,
     lines_html,
     matches,
@@ -123,7 +123,6 @@ class SessionsPanel(widgets.VBox):
         self._rows: list[PanelRow] = []
         self._slots: list[RowSlot] = []
         self._pending_delete: str | None = None
-        self._selected: str | None = None
         self._deep = deep
         self._found: dict[str, SearchMatch] = {}
         self._deep_hits: tuple[str, list[SearchHit]] | None = None
@@ -149,15 +148,7 @@ class SessionsPanel(widgets.VBox):
         self._prev = button("◀ Prev")
         self._next = button("Next ▶")
         self._page_label = widgets.Label()
-        self._detail_head = widgets.HTML(layout=widgets.Layout(flex="1 1 auto"))
-        self._detail_close = button("Close", "Hide the details")
-        self._detail = widgets.HTML()
-        self._detail_figures = widgets.HBox(layout=widgets.Layout(flex_flow="row wrap"))
-        self._detail_box = widgets.VBox(
-            [widgets.HBox([self._detail_head, self._detail_close]), self._detail,
-             self._detail_figures],
-            layout=widgets.Layout(display="none", margin="8px 0 0 0", padding="4px 10px",
-                                  border="1px solid var(--jp-border-color1, #bdbdbd)"))
+        self._details = DetailView(self._on_detail_close_click)
 
         self._filter.observe(self._on_filter_value, names="value")
         self._show_archived.observe(self._on_show_archived_value, names="value")
@@ -166,7 +157,6 @@ class SessionsPanel(widgets.VBox):
         self._cancel.on_click(self._on_cancel_click)
         self._prev.on_click(self._on_prev_click)
         self._next.on_click(self._on_next_click)
-        self._detail_close.on_click(self._on_detail_close_click)
 
         self._toolbar = widgets.HBox([self._filter, self._show_archived, self._refresh],
                                      layout=widgets.Layout(align_items="center",
@@ -174,7 +164,7 @@ class SessionsPanel(widgets.VBox):
         self._pager = widgets.HBox([self._prev, self._page_label, self._next],
                                    layout=widgets.Layout(align_items="center"))
         super().__init__([self._toolbar, self._errors, self._message, self._rows_box,
-                          self._confirm_box, self._pager, self._detail_box])
+                          self._confirm_box, self._pager, self._details.box])
         self.refresh()
 
     # ---- public
@@ -201,7 +191,7 @@ class SessionsPanel(widgets.VBox):
     @property
     def detail_visible(self) -> bool:
         """True while the detail view of a session is shown."""
-        return self._selected is not None
+        return self._details.selected is not None
 
     def text_table(self) -> str:
         """The sessions of the current page as the plain-text table of a terminal (what
@@ -225,12 +215,10 @@ class SessionsPanel(widgets.VBox):
 
     def close(self) -> None:
         """Close every widget of the panel (their comms), then the panel itself."""
-        head = self._detail_box.children[0]
         owned: list[Any] = [self._toolbar, self._pager, self._empty, *self._pager.children,
                             *self._toolbar.children, self._errors, self._message, self._rows_box,
-                            self._confirm_box, *self._confirm_box.children, self._detail_box,
-                            head, *head.children, self._detail, *self._detail_figures.children,
-                            self._detail_figures]
+                            self._confirm_box, *self._confirm_box.children,
+                            *self._details.all_widgets()]
         for slot in self._slots:
             owned += slot.all_widgets()
         for widget in owned:
@@ -296,8 +284,9 @@ class SessionsPanel(widgets.VBox):
         self._pager.layout.display = None if visible else "none"
         self._prev.disabled = self._page == 0
         self._next.disabled = self._page >= self.page_count - 1
-        if self._selected is not None and self._selected not in {s.id for s in visible}:
-            self._hide_detail()
+        shown = self._details.selected
+        if shown is not None and shown not in {s.id for s in visible}:
+            self._details.hide()
 
     def _name(self, session_id: str) -> str:
         listing = next((s for s in self._listing if s.id == session_id), None)
@@ -314,27 +303,6 @@ class SessionsPanel(widgets.VBox):
 
     def _say(self, text: str) -> None:
         self._message.value = lines_html(html.escape(text))
-
-    def _show_detail(self, session_id: str) -> None:
-        record = self._store.load_session(session_id)
-        name = html.escape(self._name(session_id))
-        self._detail_head.value = lines_html(f"<b>Details — {name}</b>")
-        self._detail.value = detail_html(record)
-        self._set_figures(figure_widgets(record, self._store))
-        self._detail_box.layout.display = "flex"
-        self._selected = session_id
-
-    def _set_figures(self, shown: list[widgets.Widget]) -> None:
-        """Show ``shown`` under the details (the last figures), closing the previous ones."""
-        old, self._detail_figures.children = self._detail_figures.children, tuple(shown)
-        for widget in old:
-            widget.close()
-
-    def _hide_detail(self) -> None:
-        self._detail_box.layout.display = "none"
-        self._detail_head.value = self._detail.value = ""
-        self._set_figures([])
-        self._selected = None
 
     # ---- handlers
     def _on_row_click(self, action: str, slot: RowSlot) -> None:
@@ -368,14 +336,14 @@ class SessionsPanel(widgets.VBox):
 
     @_guarded
     def _on_details_click(self, session_id: str) -> None:
-        if self._selected == session_id:  # a second click hides it
-            self._hide_detail()
+        if self._details.selected == session_id:  # a second click hides it
+            self._details.hide()
         else:
-            self._show_detail(session_id)
+            self._details.show(session_id, self._name(session_id), self._store)
 
     @_guarded
     def _on_detail_close_click(self, _button: widgets.Button) -> None:
-        self._hide_detail()
+        self._details.hide()
 
     @_guarded
     def _on_resume_click(self, session_id: str) -> None:
@@ -414,8 +382,8 @@ class SessionsPanel(widgets.VBox):
             return
         label = self._label(session_id)
         said = self._on_delete(session_id)
-        if self._selected == session_id:
-            self._hide_detail()
+        if self._details.selected == session_id:
+            self._details.hide()
         self._say(said if isinstance(said, str) else f"Deleted {label}.")
         self._reload()
 

@@ -148,7 +148,7 @@ def test_detail_view(store: SessionStore) -> None:
     store.save_state(sid, SessionState(todos=[TodoItem(id=1, text="plot species counts")]))
     panel = SessionsPanel(store)
     panel.rows[0].details.click()
-    detail = panel._detail.value
+    detail = panel._details.text.value
     for text in ("Goal: count penguins", "plot species counts", "how many penguins?",
                  "There are 344 penguins."):
         assert text in detail
@@ -224,7 +224,7 @@ def test_redraws_make_no_new_widgets_and_close_frees_them(store: SessionStore) -
     # the reused row widgets act on the session they show now
     shown = panel.rows[3].session_id
     panel.rows[3].details.click()
-    assert shown in panel._detail.value
+    assert shown in panel._details.text.value
     panel.close()
     assert live_widgets() == before
 
@@ -311,17 +311,17 @@ def test_details_toggle_close_and_hide_when_filtered_or_deleted(store: SessionSt
     b = make_session(store, "other")
     panel = SessionsPanel(store)
     row = next(r for r in panel.rows if r.session_id == a)
-    assert not panel.detail_visible and panel._detail_box.layout.display == "none"
+    assert not panel.detail_visible and panel._details.box.layout.display == "none"
     row.details.click()
-    assert panel.detail_visible and panel._detail_box.layout.display == "flex"
-    assert "Details — Penguins" in panel._detail_head.value
-    detail = panel._detail.value
+    assert panel.detail_visible and panel._details.box.layout.display == "flex"
+    assert "Details — Penguins" in panel._details.head.value
+    detail = panel._details.text.value
     assert "`" not in detail and "<code>body_mass</code>" in detail
     assert "See df.head()" in detail and "&lt;b&gt;mean&lt;/b&gt;" in detail
     row.details.click()  # a second click hides it
-    assert not panel.detail_visible and panel._detail_box.layout.display == "none"
+    assert not panel.detail_visible and panel._details.box.layout.display == "none"
     row.details.click()
-    panel._detail_close.click()
+    panel._details.close_button.click()
     assert not panel.detail_visible
     row.details.click()
     panel._filter.value = "other"  # its session filtered out: hidden
@@ -392,7 +392,7 @@ def test_details_render_the_summary_and_say_the_time_zone(store: SessionStore) -
     sid = make_session(store, "q", summary="Goal: **42**\n\n| a | b |\n|---|---|\n| 1 | 2 |")
     panel = SessionsPanel(store)
     panel.rows[0].details.click()
-    detail = panel._detail.value
+    detail = panel._details.text.value
     assert "<strong>42</strong>" in detail and "<td>1</td>" in detail and "**" not in detail
     created = store.load_session(sid).created_at.astimezone()
     assert f"created {created:%Y-%m-%d %H:%M} {created.tzname()}" in detail

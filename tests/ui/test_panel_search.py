@@ -41,5 +41,5 @@ def test_rows_and_details_name_the_parent_of_a_fork(memory_dir: Path) -> None:
     fork = fork_session(store, parent, at=1).record
     panel = SessionsPanel(store)
     panel._on_details_click(fork.id)
-    assert f"fork of {parent} after turn 1" in panel._detail.value
+    assert f"fork of {parent} after turn 1" in panel._details.text.value
     panel.close()

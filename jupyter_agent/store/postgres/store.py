@@ -3,10 +3,11 @@
 The same contract as the JSON files (:class:`~jupyter_agent.store.base.Store`,
 design §1-§10, §16, §19), composed of: ``link.py`` (the connection, reopened when it
 drops), ``schema.py`` (tables and migrations), ``leases.py`` (advisory locks),
-``tables.py`` (every SQL statement on sessions), ``figures.py`` (a session's
-figures, design §23), ``rows.py`` (pure plans of each change), ``decode.py``
-(rows read back, validated), ``listing.py`` (pages of the listing) and
-``heads.py`` (what is kept in memory while a lease is held).
+``tables.py`` (every SQL statement on sessions), ``figures.py`` and
+``session_figures.py`` (a session's figures, design §23), ``guard.py`` (leases and the
+frame of every change), ``writes.py`` (every change to a session), ``rows.py`` (pure
+plans of each change), ``decode.py`` (rows read back, validated), ``listing.py`` (pages
+of the listing) and ``heads.py`` (what is kept in memory while a lease is held).
 
 Invariants
 ----------
@@ -26,56 +27,31 @@ Invariants
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import os
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jupyter_agent.errors import (
-    ContextMismatchError,
-    CorruptSessionError,
-    FigureNotFoundError,
-    SessionNotFoundError,
-)
-from jupyter_agent.store.base import NoteKind
-from jupyter_agent.store.changes import check_importable, normalized
-from jupyter_agent.store.figures import FigureData, check_figure, validate_figure_id
-from jupyter_agent.store.ids import new_session_id, validate_session_id
+from jupyter_agent.errors import CorruptSessionError, SessionNotFoundError
+from jupyter_agent.store.base import NoteKind, holding
+from jupyter_agent.store.figures import FigureData
+from jupyter_agent.store.ids import validate_session_id
 from jupyter_agent.store.memory import MemoryStore
-from jupyter_agent.store.messages import (
-    SUMMARY_MESSAGES,
-    clean_text,
-    fallback_summary,
-)
 from jupyter_agent.store.postgres.decode import raw_json, record_from_row
 from jupyter_agent.store.postgres.figures import FigureTable
+from jupyter_agent.store.postgres.guard import Guard
 from jupyter_agent.store.postgres.heads import Heads
 from jupyter_agent.store.postgres.leases import Leases, whoami
 from jupyter_agent.store.postgres.link import Link
 from jupyter_agent.store.postgres.listing import read_listing
-from jupyter_agent.store.postgres.rows import (
-    Head,
-    Plan,
-    plan_compact,
-    plan_extend,
-    plan_fields,
-    plan_state,
-    row_values,
-)
 from jupyter_agent.store.postgres.schema import MIGRATIONS, Migration, ensure_schema
+from jupyter_agent.store.postgres.session_figures import SessionFigures
 from jupyter_agent.store.postgres.tables import SessionTable
 from jupyter_agent.store.postgres.url import check_store_url
-from jupyter_agent.store.records import (
-    LeaseHolder,
-    SessionListing,
-    SessionRecord,
-    SessionState,
-    utc_now,
-)
+from jupyter_agent.store.postgres.writes import SessionWriter
+from jupyter_agent.store.records import LeaseHolder, SessionListing, SessionRecord, SessionState
 
 if TYPE_CHECKING:
     import psycopg
@@ -125,9 +101,14 @@ class PostgresStore:
         self._link = Link(url, self._on_connect)
         self._leases = Leases(self._link, project, whoami(holder_label))
         self._table = SessionTable(self._link, project, self._where)
-        self._figures = FigureTable(self._link, project)
         self._heads = Heads(self._table, self._leases, self._where, self.location)
-        self._mutex = threading.RLock()
+        self._guard = Guard(self._leases, self._heads, self._table, self.location)
+        self._mutex = self._guard.mutex
+        self._writer = SessionWriter(self._table, self._heads, self._guard,
+                                     lambda: self._leases.identity, project, self._where,
+                                     self.location)
+        self._figures = SessionFigures(FigureTable(self._link, project), self._guard,
+                                       self._heads, self._where, self.location)
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._link.shown_url!r}, project={self.project!r})"
@@ -197,9 +178,9 @@ class PostgresStore:
         ------
         InvalidSessionIdError, StoreUnavailableError
         """
-        validate_session_id(session_id)
+        sid = validate_session_id(session_id)
         with self._mutex:
-            return self._table.exists(session_id)
+            return self._table.exists(sid)
 
     def load_session(self, session_id: str) -> SessionRecord:
         """The whole record of a session, read in one statement (no lease).
@@ -263,9 +244,8 @@ class PostgresStore:
 
         Raises
         ------
-        InvalidSessionIdError, StoreUnavailableError
-        SessionNotFoundError
-            The project has no such session.
+        InvalidSessionIdError, SessionNotFoundError, StoreUnavailableError
+            As :meth:`load_session`.
         CorruptSessionError
             The session's row does not validate (naming the session and the column).
         """
@@ -280,60 +260,30 @@ class PostgresStore:
 
     # ------------------------------------------------------------------ leases
     def acquire_lease(self, session_id: str) -> None:
-        """Take (or re-enter) the session's lease without waiting (design §7, §16).
-
-        Works for an ID that has no session yet (a new session is leased first).
-
-        Raises
-        ------
-        InvalidSessionIdError
-        SessionLockedError
-            At once, when another kernel (any machine) or store holds it; ``holder``
-            names it (user, host, pid, since, label).
-        StoreUnavailableError
-        """
-        validate_session_id(session_id)
-        with self._mutex:
-            self._leases.acquire(session_id)
+        """Take (or re-enter) the session's lease without waiting (design §7, §16; see
+        :meth:`Guard.acquire <jupyter_agent.store.postgres.guard.Guard.acquire>`)."""
+        self._guard.acquire(session_id)
 
     def release_lease(self, session_id: str) -> None:
         """Undo one :meth:`acquire_lease` (releasing a lease not held does nothing)."""
-        validate_session_id(session_id)
-        with self._mutex:
-            if self._leases.release(session_id):
-                self._heads.forget(session_id)
+        self._guard.release(session_id)
 
-    @contextlib.contextmanager
-    def lease(self, session_id: str) -> Iterator[None]:
+    def lease(self, session_id: str) -> AbstractContextManager[None]:
         """Hold the session's lease for a ``with`` block (re-entrant within this store)."""
-        self.acquire_lease(session_id)
-        try:
-            yield
-        finally:
-            self.release_lease(session_id)
+        return holding(self, session_id)
 
     def holds_lease(self, session_id: str) -> bool:
         """Whether this store holds the session's lease on its current connection."""
-        validate_session_id(session_id)
-        with self._mutex:
-            return self._leases.holds(session_id)
+        return self._guard.holds(session_id)
 
     def lease_holder(self, session_id: str) -> LeaseHolder | None:
-        """Who holds the session's lease (``None`` when nobody does).
-
-        Raises
-        ------
-        InvalidSessionIdError, StoreUnavailableError
-        """
-        validate_session_id(session_id)
-        with self._mutex:
-            return self._leases.holder(session_id)
+        """Who holds the session's lease, ``None`` when nobody does (see
+        :meth:`Guard.holder <jupyter_agent.store.postgres.guard.Guard.holder>`)."""
+        return self._guard.holder(session_id)
 
     def release_all(self) -> None:
         """Release every lease this store holds, whatever the counts."""
-        with self._mutex:
-            self._leases.release_all()
-            self._heads.clear()
+        self._guard.release_all()
 
     def collect_garbage(self) -> list[str]:
         """Delete the lease rows of the project that no live connection backs.
@@ -350,223 +300,73 @@ class PostgresStore:
             return self._table.delete_stale_leases()
 
     # ------------------------------------------------------------------ writes
-    def _require(self, session_id: str) -> None:
-        """Raise SessionNotFoundError before leasing an unknown ID."""
-        if not self._leases.holds(session_id) and not self.exists(session_id):
-            raise SessionNotFoundError(session_id, self.location)
-
-    def _mutate(self, session_id: str, plan: Callable[[Head], Plan | None]) -> None:
-        validate_session_id(session_id)
-        with self._mutex:
-            self._require(session_id)
-            with self.lease(session_id):
-                for _ in range(3):
-                    change = plan(self._heads.get(session_id))
-                    if change is None or self._heads.apply(self._heads.get(session_id), change):
-                        return
-                raise ContextMismatchError(session_id, 0, "the session kept changing underneath "
-                                                          "this store (a writer without a lease)")
-
-    def _insert(self, record: SessionRecord) -> bool:
-        identity = self._leases.identity
-        values = {**row_values(record), "project": self.project, "id": record.id,
-                  "owner_user": identity.user, "owner_host": identity.host}
-        return self._table.insert(values, record.transcript, self._heads.check(record.id))
-
-    def _exists_error(self, session_id: str) -> FileExistsError:
-        return FileExistsError(errno.EEXIST, "session already exists", self._where(session_id))
-
     def create_session(self, messages: Sequence[Any], *, session_id: str | None = None,
                        title: str = "", project_root: str | os.PathLike[str] | None = None) -> str:
-        """Create a session whose working context and transcript start as ``messages``.
-
-        Same parameters, result and errors as ``SessionStore.create_session``; the
-        session records this store's user and host as its owner.
-
-        Raises
-        ------
-        InvalidSessionIdError
-            Before anything is sent.
-        InvalidMessageError
-            For a message that could not be loaded back (nothing is sent).
-        FileExistsError
-            The project has a session with that ID (nothing is changed).
-        SessionLockedError, StoreUnavailableError
-        """
-        if session_id is not None:
-            validate_session_id(session_id)
-        converted = normalized(messages)
-        root = None if project_root is None else os.fspath(project_root)
-        with self._mutex:
-            while True:
-                sid = session_id if session_id is not None else new_session_id()
-                now = utc_now()
-                record = SessionRecord(id=sid, created_at=now, updated_at=now, title=title,
-                                       project_root=root, messages=converted,
-                                       transcript=list(converted))
-                with self.lease(sid):
-                    if self._insert(record):
-                        return sid
-                if session_id is not None:
-                    raise self._exists_error(sid)
+        """Create a session owned by this store's user and host; its ID
+        (see ``writes.SessionWriter.create_session``)."""
+        return self._writer.create_session(messages, session_id=session_id, title=title,
+                                           project_root=project_root)
 
     def import_session(self, record: SessionRecord) -> None:
-        """Add a whole record as a new session under its own ID, everything kept as given.
-
-        Raises
-        ------
-        FileExistsError
-            The project has a session with that ID (nothing is changed).
-        InvalidMessageError
-            A message of the record could not be loaded back (nothing is sent).
-        ValueError
-            Another part of it holds something JSON cannot.
-        InvalidSessionIdError, SessionLockedError, StoreUnavailableError
-        """
-        validate_session_id(record.id)
-        check_importable(record)
-        with self._mutex, self.lease(record.id):
-            if not self._insert(record.model_copy(deep=True)):
-                raise self._exists_error(record.id)
+        """Add a whole record as a new session under its own ID
+        (see ``writes.SessionWriter.import_session``)."""
+        self._writer.import_session(record)
 
     def save(self, session_id: str, messages: Sequence[Any],
              state: SessionState | Mapping[str, Any] | None = None) -> None:
-        """One save point, one transaction: new messages and (when given) the checkpoint.
-
-        Raises
-        ------
-        ContextMismatchError
-            The messages do not extend the saved working context; nothing is written.
-        InvalidMessageError
-            A new message could not be loaded back; nothing is written.
-        pydantic.ValidationError
-            A mapping that is not a valid state.
-        InvalidSessionIdError, SessionNotFoundError, CorruptSessionError,
-        SessionLockedError, StoreUnavailableError
-        """
-        incoming = list(messages)
-        snapshot = None
-        if state is not None:
-            data = state.model_dump() if isinstance(state, SessionState) else state
-            snapshot = SessionState.model_validate(data)
-        self._mutate(session_id, lambda head: plan_extend(head, incoming, snapshot))
+        """One save point, one transaction (see ``writes.SessionWriter.save``)."""
+        self._writer.save(session_id, messages, state)
 
     def save_messages(self, session_id: str, messages: Sequence[Any]) -> None:
         """:meth:`save` without a checkpoint."""
-        self.save(session_id, messages)
+        self._writer.save(session_id, messages)
 
     def save_state(self, session_id: str, state: SessionState | Mapping[str, Any]) -> None:
-        """Record the checkpoint alone (nothing is written when it is unchanged)."""
-        data = state.model_dump() if isinstance(state, SessionState) else state
-        snapshot = SessionState.model_validate(data)
-        self._mutate(session_id, lambda head: plan_state(head, snapshot))
+        """Record the checkpoint alone (see ``writes.SessionWriter.save_state``)."""
+        self._writer.save_state(session_id, state)
 
     def compact(self, session_id: str, messages: Sequence[Any], *, summary: str,
                 replaced: int | None = None) -> None:
-        """Replace the working context and record a compaction event; the transcript
-        rows are untouched (design §4). A message that could not be loaded back raises
-        ``InvalidMessageError`` before anything is sent."""
-        new = normalized(messages)
-        text = clean_text(summary)
-        self._mutate(session_id, lambda head: plan_compact(head, new, text, replaced))
+        """Replace the working context and record a compaction event
+        (see ``writes.SessionWriter.compact``)."""
+        self._writer.compact(session_id, messages, summary=summary, replaced=replaced)
 
     def write_summary(self, session_id: str, summary: str) -> None:
         """Replace the summary and set ``updated_at`` to now (design §9)."""
-        text = clean_text(summary)
-        self._mutate(session_id, lambda head: plan_fields(head, touch=True, summary=text))
+        self._writer.write_summary(session_id, summary)
 
     def ensure_summary(self, session_id: str) -> str:
         """The summary, after writing the fallback excerpt if there was none (design §9)."""
-        validate_session_id(session_id)
-        with self._mutex:
-            self._require(session_id)
-            with self.lease(session_id):
-                head = self._heads.get(session_id)
-                if head.summary.strip():
-                    return head.summary
-                text = fallback_summary(self._table.recent(
-                    session_id, head.sid, head.transcript_len, SUMMARY_MESSAGES))
-                if text:
-                    self.write_summary(session_id, text)
-                return text
+        return self._writer.ensure_summary(session_id)
 
     def set_title(self, session_id: str, title: str) -> None:
         """Set the title (``updated_at`` is not changed)."""
-        text = clean_text(title)
-        self._mutate(session_id, lambda head: plan_fields(head, title=text))
+        self._writer.set_title(session_id, title)
 
     def set_archived(self, session_id: str, archived: bool = True) -> None:
         """Archive or unarchive (``updated_at`` is not changed)."""
-        flag = bool(archived)
-        self._mutate(session_id, lambda head: plan_fields(head, archived=flag))
+        self._writer.set_archived(session_id, archived)
 
     def delete_session(self, session_id: str) -> None:
-        """Delete the session and its transcript for good (under its lease).
-
-        Raises
-        ------
-        InvalidSessionIdError, SessionNotFoundError, SessionLockedError,
-        StoreUnavailableError
-        """
-        validate_session_id(session_id)
-        with self._mutex:
-            self._require(session_id)
-            with self.lease(session_id):
-                self._heads.forget(session_id)
-                if not self._table.delete(session_id, self._heads.check(session_id)):
-                    raise SessionNotFoundError(session_id, self.location)
+        """Delete the session and its transcript for good
+        (see ``writes.SessionWriter.delete_session``)."""
+        self._writer.delete_session(session_id)
 
     # ------------------------------------------------------------------ figures (design §23)
     def save_figure(self, session_id: str, figure_id: str, data: bytes, media_type: str) -> None:
-        """Keep a figure of a session as a row of ``figures`` (replacing one of that ID),
-        under the session's lease, in one transaction (see :meth:`Store.save_figure
-        <jupyter_agent.store.base.Store.save_figure>`).
-
-        Raises
-        ------
-        InvalidFigureError
-            Before anything is sent.
-        InvalidSessionIdError, SessionNotFoundError, SessionLockedError,
-        StoreUnavailableError
-        """
-        validate_session_id(session_id)
-        check_figure(figure_id, data, media_type)
-        with self._mutex:
-            self._require(session_id)
-            with self.lease(session_id):
-                if not self._figures.save(session_id, figure_id, data, media_type,
-                                          self._heads.check(session_id)):
-                    raise SessionNotFoundError(session_id, self.location)
+        """Keep a figure of a session as a row of ``figures`` (:meth:`SessionFigures.save
+        <jupyter_agent.store.postgres.session_figures.SessionFigures.save>`)."""
+        self._figures.save(session_id, figure_id, data, media_type)
 
     def read_figure(self, session_id: str, figure_id: str) -> FigureData:
-        """A figure of a session, read in one statement (no lease).
-
-        Raises
-        ------
-        FigureNotFoundError
-            The session has no such figure (or does not exist).
-        InvalidSessionIdError, InvalidFigureError, StoreUnavailableError
-        """
-        validate_session_id(session_id)
-        validate_figure_id(figure_id)
-        with self._mutex:
-            found = self._figures.read(session_id, figure_id)
-        if found is None:
-            raise FigureNotFoundError(session_id, figure_id, self._where(session_id))
-        return found
+        """A figure of a session, read without a lease (:meth:`SessionFigures.read
+        <jupyter_agent.store.postgres.session_figures.SessionFigures.read>`)."""
+        return self._figures.read(session_id, figure_id)
 
     def figure_ids(self, session_id: str) -> list[str]:
         """The IDs of a session's figures, sorted (no lease)."""
-        validate_session_id(session_id)
-        with self._mutex:
-            return self._figures.ids(session_id)
+        return self._figures.ids(session_id)
 
     def delete_figure(self, session_id: str, figure_id: str) -> bool:
         """Delete one figure of a session, under its lease; whether it existed."""
-        validate_session_id(session_id)
-        validate_figure_id(figure_id)
-        with self._mutex:
-            self._require(session_id)
-            with self.lease(session_id):
-                return self._figures.delete(session_id, figure_id,
-                                            self._heads.check(session_id))
+        return self._figures.delete(session_id, figure_id)
