@@ -93,6 +93,19 @@ def test_first_prompt_is_the_first_user_message(store: Store) -> None:
     assert store.list_sessions()[0].first_prompt == "the question"
 
 
+@pytest.mark.parametrize("content", ["nul \x00 here", [{"type": "text", "text": "\x00"}]])
+def test_a_session_that_starts_with_a_nul_in_its_prompt_is_saved_and_listed(
+    store: Store, content: object
+) -> None:
+    """Text columns of the team store cannot hold NUL; the message itself keeps it."""
+    first = {"role": "user", "content": content}
+    sid = store.create_session([first])
+    assert store.load_session(sid).messages == [first]
+    (entry,) = store.list_sessions()
+    assert entry.id == sid and entry.first_prompt.replace("\ufffd", "\x00") in (
+        "nul \x00 here", "\x00")
+
+
 def test_message_count_is_the_transcript_length(store: Store) -> None:
     sid = store.create_session(
         [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]

@@ -140,7 +140,7 @@ def row_values(record: SessionRecord) -> dict[str, Any]:
         "compactions": dumps([c.model_dump(mode="json") for c in record.compactions]),
         "state": dumps(record.state.model_dump(mode="json")),
         "parent": None if record.parent is None else dumps(record.parent.model_dump(mode="json")),
-        "first_prompt": first_prompt(None, record.transcript),
+        "first_prompt": pg_text(first_prompt(None, record.transcript)),
         "cost_usd": record.state.usage.cost_usd, "tool_calls": record.state.tool_calls,
         "extra": dumps(extra) if extra else None,
     }
