@@ -143,7 +143,7 @@ def status_error(status: int, detail: str, endpoint: Endpoint, code: str = "", *
     Returns
     -------
     ModelError
-        ``status_code`` is ``status``, ``code`` is ``code``.
+        ``status_code`` is ``status``, ``code`` is ``code``, ``detail`` is ``detail``.
     """
     url, model, var = endpoint.url, endpoint.model, endpoint.key_env
     at = f" at {url}" if url else ""
@@ -184,7 +184,7 @@ def status_error(status: int, detail: str, endpoint: Endpoint, code: str = "", *
         text = (f"the model endpoint{at} refused the request ({status}: {detail}): your "
                 "prompt is saved; check the model name and this session's options, then "
                 "send a prompt again")
-    return ModelError(text, status_code=status, code=code)
+    return ModelError(text, status_code=status, code=code, detail=detail)
 
 
 def parse_event(event: Event, endpoint: Endpoint) -> dict[str, Any]:
