@@ -187,15 +187,23 @@ class AgentController:
 
         The options are remembered for this session's next resume in this kernel.
 
+        The store is checked first, then the model, both before anything is created: a
+        memory directory the store refuses is named as the cause even when no model is
+        configured either (so ``%agent`` after a refused ``%agent_new`` names it again).
+
         Raises
         ------
+        UnsafeDirectoryError
+            Before anything is created, when the memory directory may not be used.
         ModelNotConfiguredError
             Before anything is created, when no model is configured.
         """
         from jupyter_agent.agent.conversation import Conversation
+        from jupyter_agent.store import new_session_id
 
         options = options or SessionOptions()
         settings = self._settings().with_options(options)
+        self.store.exists(new_session_id())  # checks the memory directory, creates nothing
         model, key = self._model(settings)  # fails before creating anything
         conversation = Conversation.create(self.store, title=options.title or "",
                                            project_root=str(self._project.root))

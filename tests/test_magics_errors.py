@@ -43,6 +43,19 @@ def test_no_model_configured(shell: InteractiveShell, memory_dir: Path) -> None:
         "starts from to use gpt-4.1 on the OpenAI API")
 
 
+def test_a_refused_memory_directory_stays_the_named_cause(
+    shell: InteractiveShell, memory_dir: Path, model_server: ScriptedModelServer
+) -> None:
+    memory_dir.mkdir()
+    memory_dir.chmod(0o775)
+    first = usage_error(shell, "agent_new", f"--base-url {model_server.base_url} --approve auto")
+    assert first.startswith(f"refusing to use {memory_dir} (owner ")
+    again = usage_error(shell, "agent", "hi")  # no model configured either: not the cause
+    assert again.startswith(f"refusing to use {memory_dir} (owner ")
+    memory_dir.chmod(0o700)
+    assert "no model configured" in usage_error(shell, "agent", "hi")
+
+
 def test_no_model_for_a_resumed_session_names_what_it_last_used(
     shell: InteractiveShell, memory_dir: Path,
 ) -> None:

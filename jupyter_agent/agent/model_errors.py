@@ -10,12 +10,15 @@ exception class appears in it (design §11). The cases:
 - 401: the environment variable the key is read from (``AgentMagics.api_key_env``);
 - 403 / 404: the model name, the base URL (and the model API);
 - 429 after the client's retries: wait, or check the plan and quota;
-- 5xx after the retries: try again in a moment;
+- 5xx after the retries: try again in a moment, unless the endpoint said a retry cannot
+  help (``x-should-retry: false``, as the scripted server does when its script ran out):
+  then its own reason is the advice;
 - a context too long for the model: compact;
 - any other rejected request: the prompt is saved; check the options, send again.
 
 The user's message is always saved before a model call (design §5), so "send the prompt
-again" loses nothing.
+again" loses nothing. A message claims retries only when the client really made them: the
+count comes from the ``x-stainless-retry-count`` header of the last request sent.
 """
 
 from __future__ import annotations
@@ -51,7 +54,8 @@ class Endpoint:
     key_sent : bool
         Whether a real key was sent (not a placeholder for a local server).
     retries : int
-        How often the client retries 429, 5xx and connection failures itself.
+        How often the client may retry 429, 5xx and connection failures itself (an upper
+        bound: messages report the retries actually made, see :func:`status_error`).
     api : str
         The model API ("chat", ...).
     """
@@ -104,7 +108,21 @@ def _retries(n: int) -> str:
     return "" if n <= 0 else f", after {n} {'retry' if n == 1 else 'retries'}"
 
 
-def status_error(status: int, detail: str, endpoint: Endpoint, code: str = "") -> ModelError:
+def _retries_taken(exc: openai.APIStatusError) -> int:
+    """How many times the client retried before ``exc`` (0 when it cannot tell)."""
+    try:
+        return int(exc.response.request.headers.get("x-stainless-retry-count", "0"))
+    except (RuntimeError, ValueError):  # a response built without a request, or junk
+        return 0
+
+
+def _final(exc: openai.APIStatusError) -> bool:
+    """Whether the endpoint said that sending the same request again cannot help."""
+    return exc.response.headers.get("x-should-retry", "").lower() == "false"
+
+
+def status_error(status: int, detail: str, endpoint: Endpoint, code: str = "", *,
+                 retries: int = 0, final: bool = False) -> ModelError:
     """The :class:`ModelError` for an HTTP error answer (see the module docstring).
 
     Parameters
@@ -116,6 +134,16 @@ def status_error(status: int, detail: str, endpoint: Endpoint, code: str = "") -
     endpoint : Endpoint
     code : str
         The error body's ``code`` (e.g. ``"context_length_exceeded"``).
+    retries : int
+        How many times the client really retried before this answer (0: no claim made).
+    final : bool
+        Whether the endpoint said a retry cannot help (``x-should-retry: false``): a 5xx
+        then does not advise trying again in a moment.
+
+    Returns
+    -------
+    ModelError
+        ``status_code`` is ``status``, ``code`` is ``code``, ``detail`` is ``detail``.
     """
     url, model, var = endpoint.url, endpoint.model, endpoint.key_env
     at = f" at {url}" if url else ""
@@ -139,10 +167,14 @@ def status_error(status: int, detail: str, endpoint: Endpoint, code: str = "") -
                 f"model name (--model) and the base URL (--base-url){other}")
     elif status == 429:
         text = (f"the model endpoint{at} is rate limiting or the quota is used up "
-                f"(429{_retries(endpoint.retries)}: {detail}): wait a minute and send the "
+                f"(429{_retries(retries)}: {detail}): wait a minute and send the "
                 "prompt again, or check your plan and billing quota")
+    elif status >= 500 and final:
+        text = (f"the model endpoint{at} failed and says a retry cannot help ({status}: "
+                f"{detail}): your prompt is saved; fix what the endpoint reports, then send "
+                "the prompt again")
     elif status >= 500:
-        text = (f"the model endpoint{at} failed ({status}{_retries(endpoint.retries)}: "
+        text = (f"the model endpoint{at} failed ({status}{_retries(retries)}: "
                 f"{detail}): try again in a moment")
     elif code == "context_length_exceeded":
         text = (f"the conversation is too long for model {model} ({status}: {detail}): run "
@@ -152,7 +184,7 @@ def status_error(status: int, detail: str, endpoint: Endpoint, code: str = "") -
         text = (f"the model endpoint{at} refused the request ({status}: {detail}): your "
                 "prompt is saved; check the model name and this session's options, then "
                 "send a prompt again")
-    return ModelError(text, status_code=status, code=code)
+    return ModelError(text, status_code=status, code=code, detail=detail)
 
 
 def parse_event(event: Event, endpoint: Endpoint) -> dict[str, Any]:
@@ -200,7 +232,8 @@ def model_error(exc: BaseException, endpoint: Endpoint, *, received: bool = Fals
     """
     if isinstance(exc, openai.APIStatusError):
         detail, code = _detail(exc)
-        return status_error(exc.status_code, detail, endpoint, code)
+        return status_error(exc.status_code, detail, endpoint, code,
+                            retries=_retries_taken(exc), final=_final(exc))
     cause = str(exc.__cause__ or "") if isinstance(exc, openai.APIConnectionError) else str(exc)
     why = f" ({cause})" if cause and cause != "Connection error." else ""
     url = endpoint.url

@@ -52,7 +52,8 @@ from jupyter_agent.store import FigureData, SessionState
 if TYPE_CHECKING:
     from jupyter_agent.agent.conversation import Conversation
 
-__all__ = ["IMAGES_CAPTION", "RequestView", "VisionModel", "drop_old_images", "refused_key"]
+__all__ = ["IMAGES_CAPTION", "RequestView", "VisionModel", "clip_reason", "drop_old_images",
+           "refused_key"]
 
 IMAGES_CAPTION = "[jupyter-agent] The figures made by the code above:"
 """Text of the Chat Completions message that carries a tool batch's figures."""
@@ -284,14 +285,45 @@ class VisionModel:
 
     def _refused(self, err: ModelError, key: str) -> None:
         self._state.images_refused = key
-        self._emit(Notice(f"the model endpoint refused the images of figures, so {self.name} "
-                          f"is told about figures in text only in this session "
-                          f"({err.status_code or 'error'}: {_first_words(str(err))})"))
+        status = f"{err.status_code}: " if err.status_code else ""
+        reason = clip_reason(err.detail or str(err))
+        self._emit(Notice(f"the model endpoint refused the images of figures ({status}"
+                          f"{reason}), so {self.name} is told about figures in text only "
+                          "for the rest of this session; --vision on (always send images) "
+                          "or --vision off (never) with %agent_new or %agent_resume "
+                          "changes this"))
 
 
-def _first_words(text: str, limit: int = 120) -> str:
+_PAIRS = {")": "(", "]": "[", "}": "{"}
+
+
+def clip_reason(text: str, limit: int = 100) -> str:
+    """``text`` on one line, at most about ``limit`` characters, cut at a word boundary.
+
+    A cut text ends with "…"; brackets in the result are balanced (an unmatched closing
+    bracket is dropped, the text is cut before an unmatched opening one), so the reason
+    can be put inside parentheses.
+    """
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    cut = text
+    if len(text) > limit:
+        cut = text[: limit + 1]
+        cut = cut[: cut.rfind(" ")] if " " in cut else cut[:limit]
+    kept: list[str] = []
+    opened: list[int] = []
+    for char in cut:
+        if char in "([{":
+            opened.append(len(kept))
+        elif char in _PAIRS:
+            if not opened or kept[opened[-1]] != _PAIRS[char]:
+                continue
+            opened.pop()
+        kept.append(char)
+    shortened = cut != text
+    if opened:
+        kept, shortened = kept[: opened[0]], True
+    clipped = "".join(kept).rstrip(" ,;:-")
+    return clipped.rstrip(".") + "…" if shortened else clipped
 
 
 def _with_usage(reply: ModelReply, plain: Sequence[dict[str, Any]], image_tokens: int

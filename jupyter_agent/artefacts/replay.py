@@ -8,10 +8,11 @@ those calls of turns 1 to N again, in order, through the agent's own tool functi
 an empty state: the tools are deterministic, so the result is the state the session had
 then. Nothing else runs: ``run_python`` and every other tool are skipped.
 
-A call counts as having run when it has a result that is not one the agent wrote for a
-call it never started (``[jupyter-agent] not executed ...``): that is also how the
-session's tool-call count is rebuilt. A call that was interrupted or whose result is
-unknown is counted but not replayed.
+The tool-call count is rebuilt by the rule resuming uses (design §22,
+:func:`jupyter_agent.agent.reconcile.tool_calls_run`): a call counts unless its result
+says it never ran (``[jupyter-agent] not executed ...``, or refused by the approval
+policy). A call that was interrupted or whose result is unknown is counted but not
+replayed; a call that never ran is neither.
 """
 
 from __future__ import annotations
@@ -28,8 +29,6 @@ __all__ = ["STATE_TOOLS", "ReplayedState", "replay_state"]
 
 STATE_TOOLS = ("write_scratchpad", "add_todo", "update_todo", "write_summary")
 """The built-in tools whose calls change the checkpointed state or the summary."""
-
-_NEVER_STARTED = SYNTHETIC_PREFIX + "not executed"
 
 
 @dataclass(frozen=True)
@@ -78,6 +77,7 @@ def replay_state(
     ReplayedState
     """
     from jupyter_agent.agent.builtin_tools import BuiltinTools
+    from jupyter_agent.agent.reconcile import NOT_RUN_PREFIXES, tool_calls_run
     from jupyter_agent.agent.tools import MemoryContext, tool_from_function
 
     state = SessionState(usage=usage.model_copy(), model=model, base_url=base_url)
@@ -86,7 +86,6 @@ def replay_state(
     tools.memory = MemoryContext(cast(Any, recorder), "replay")
     replayable = {name: tool_from_function(getattr(tools, name)) for name in STATE_TOOLS}
     results = call_results(messages)
-    count = 0
     for message in messages:
         if message.get("role") != "assistant":
             continue
@@ -95,12 +94,11 @@ def replay_state(
             if result is None:
                 continue
             text = message_text(result)
-            if text.startswith(_NEVER_STARTED):
+            if text.startswith(NOT_RUN_PREFIXES):
                 continue
-            count += 1
             function = call.get("function") or {}
             tool = replayable.get(str(function.get("name")))
             if tool is not None and not text.startswith(SYNTHETIC_PREFIX):
                 tool.invoke(str(function.get("arguments") or ""))
-    state.tool_calls = count
+    state.tool_calls = tool_calls_run(messages)
     return ReplayedState(state, recorder.summary)

@@ -26,9 +26,18 @@ __all__ = [
 
 
 def list_sessions(ctx: Context, args: argparse.Namespace) -> int:
-    """``list [--all]``: the sessions, most recently updated first."""
+    """``list [--all]``: the sessions, most recently updated first.
+
+    A memory directory that does not exist is an error (exit code 1, as ``ls`` does for a
+    missing directory); an empty one prints "no sessions in DIR" (exit code 0).
+    """
     from jupyter_agent.ui.display import format_sessions_table
 
+    if ctx.store is ctx.files and not ctx.memory_dir.is_dir():  # like `ls`: exit code 1
+        raise JupyterAgentError(
+            f"the memory directory {ctx.memory_dir} does not exist (no session was saved "
+            "there): check --memory-dir DIR or $JUPYTER_AGENT_MEMORY_DIR, or start a session "
+            "in this project first")
     listing = ctx.store.list_sessions(include_archived=args.all)
     if ctx.json:
         ctx.emit_json([entry.model_dump(mode="json") for entry in listing])
@@ -56,6 +65,7 @@ def _show_text(ctx: Context, record: SessionRecord) -> str:
         format_owner,
         format_todos,
         one_line,
+        plural,
         relative_time,
     )
 
@@ -69,12 +79,13 @@ def _show_text(ctx: Context, record: SessionRecord) -> str:
         ("parent", fork_label(record.parent)),
         ("status", _status(listed) + (", archived" if record.archived else "")),
         ("model", state.model),
-        ("usage", f"{usage.input_tokens + usage.output_tokens:,} tokens "
+        ("usage", f"{plural(usage.input_tokens + usage.output_tokens, 'token')} "
                   f"({usage.input_tokens:,} in / {usage.output_tokens:,} out) · "
-                  f"{format_cost(usage)} · {usage.calls:,} model calls · "
-                  f"{state.tool_calls:,} tool calls"),
-        ("messages", f"{len(record.transcript)} in the transcript, {len(record.messages)} in "
-                     f"the working context, {len(record.compactions)} compaction(s)"),
+                  f"{format_cost(usage)} · {plural(usage.calls, 'model call')} · "
+                  f"{plural(state.tool_calls, 'tool call')}"),
+        ("messages", f"{len(record.transcript):,} in the transcript, "
+                     f"{len(record.messages):,} in the working context, "
+                     f"{plural(len(record.compactions), 'compaction')}"),
         ("summary", record.summary.strip()),
         ("todos", format_todos(state.todos) if state.todos else ""),
     ]

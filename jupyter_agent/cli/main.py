@@ -22,11 +22,15 @@ from typing import Any
 from jupyter_agent import __version__
 from jupyter_agent.cli import commands
 from jupyter_agent.cli.context import Context
-from jupyter_agent.errors import JupyterAgentError
+from jupyter_agent.errors import JupyterAgentError, UnsafeDirectoryError
 
 __all__ = ["COMMANDS", "PROG", "Argument", "Command", "build_parser", "main"]
 
 PROG = "jupyter agent"
+
+ELSEWHERE = "use --memory-dir DIR (or $JUPYTER_AGENT_MEMORY_DIR) to choose another one"
+"""How to choose another memory directory on the command line (a refused directory's
+message says this instead of the magics' setting)."""
 
 
 @dataclass(frozen=True)
@@ -143,7 +147,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(ctx, args))
     except JupyterAgentError as err:
-        message = " ".join(str(err).split())
+        text = str(err)
+        if isinstance(err, UnsafeDirectoryError):  # the command line's own advice
+            text = err.advice(elsewhere=ELSEWHERE)
+        message = " ".join(text.split())
         print(f"{PROG}: {message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -70,20 +70,42 @@ class UnsafeDirectoryError(UnsafePathError):
     problem : str
         What is wrong: ``"owned by ..."``, ``"writable by group or others"``, ``"a
         symbolic link"``, ``"not a directory"``.
+    fix : str
+        How to repair the directory itself ("" when there is nothing to repair there).
+
+    The message advises the setting the magics read (:data:`MAGICS_ELSEWHERE`);
+    :meth:`advice` words it for another front end, such as the command line.
     """
+
+    MAGICS_ELSEWHERE = "point AgentMagics.memory_dir (or $JUPYTER_AGENT_MEMORY_DIR) elsewhere"
+    """How to choose another memory directory in IPython."""
 
     def __init__(self, path: Path, problem: str, *, owner: str = "",
                  mode: int | None = None, fix: str = "") -> None:
         self.owner = owner
         self.mode = mode
         self.problem = problem
-        facts = f" (owner {owner}, mode {mode:04o})" if mode is not None else ""
-        super().__init__(
-            path,
-            f"refusing to use {path}{facts}: it is {problem}; "
-            f"{fix + ', or ' if fix else ''}point AgentMagics.memory_dir "
-            f"(or $JUPYTER_AGENT_MEMORY_DIR) elsewhere",
-        )
+        self.fix = fix
+        super().__init__(path, self.advice(path, self.MAGICS_ELSEWHERE))
+
+    def advice(self, path: Path | None = None, elsewhere: str = MAGICS_ELSEWHERE) -> str:
+        """The one-line message, with ``elsewhere`` as the way to use another directory.
+
+        Parameters
+        ----------
+        path : pathlib.Path, optional
+            The refused directory (default: :attr:`path`).
+        elsewhere : str
+            E.g. ``"use --memory-dir DIR (or $JUPYTER_AGENT_MEMORY_DIR) for another one"``.
+
+        Returns
+        -------
+        str
+        """
+        path = self.path if path is None else path
+        facts = f" (owner {self.owner}, mode {self.mode:04o})" if self.mode is not None else ""
+        return (f"refusing to use {path}{facts}: it is {self.problem}; "
+                f"{self.fix + ', or ' if self.fix else ''}{elsewhere}")
 
 
 class StoreBusyError(JupyterAgentError):

@@ -28,13 +28,17 @@ class ModelError(JupyterAgentError):
     mid_reply : bool
         The connection dropped while the reply was arriving (the text that arrived is
         kept in the session, marked as cut off; design §22).
+    detail : str
+        The endpoint's own reason, as its error body gave it ("" when there was no error
+        answer): the message already contains it; this is for quoting it elsewhere.
     """
 
     def __init__(self, message: str, status_code: int | None = None, code: str = "", *,
-                 mid_reply: bool = False) -> None:
+                 mid_reply: bool = False, detail: str = "") -> None:
         self.status_code = status_code
         self.code = code
         self.mid_reply = mid_reply
+        self.detail = detail
         super().__init__(message)
 
 

@@ -84,7 +84,8 @@ class ScriptedModel:
         with self._lock:
             if self._served >= len(self._steps):
                 raise ScriptError(f"script exhausted after {self._served} steps; "
-                                  "add steps with add_steps()")
+                                  "add steps to the script (add_steps() in Python, or more "
+                                  "entries in the script file)")
             index, step = self._served, self._steps[self._served]
             self._served += 1
         return step if isinstance(step, Step) else parse_step(step(body), index=index)

@@ -324,7 +324,8 @@ class ScriptedModelServer:
             if self._served >= len(self._steps):
                 raise RequestRejected(500, error_body(
                     500, f"ScriptedModelServer: script exhausted after {self._served} steps;"
-                    " add steps with add_steps() or lengthen the script",
+                    " add steps to the script (add_steps() in Python, or more entries in the"
+                    " script file)",
                     code="script_exhausted"), {"x-should-retry": "false"})
             index = self._served
             step = self._steps[index]

@@ -54,6 +54,7 @@ __all__ = [
     "limit_message",
     "limits_left",
     "one_line",
+    "plural",
     "relative_time",
     "result_preview",
     "shorten",
@@ -101,7 +102,9 @@ def format_cost(usage: Usage) -> str:
     return text + " + price unknown" if usage.price_unknown else text
 
 
-def _plural(n: int | float, word: str) -> str:
+def plural(n: int | float, word: str) -> str:
+    """``"1 tool call"``, ``"2 tool calls"``, ``"1,200 tokens"``: ``n`` and ``word``, plural
+    unless ``n`` is 1."""
     return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
 
 
@@ -110,19 +113,19 @@ def limits_left(limits: Limits, usage: Usage, tool_calls: int) -> str:
     per turn"``, or ``"no limits"``."""
     parts = []
     if limits.max_tool_calls is not None:
-        parts.append(_plural(max(limits.max_tool_calls - tool_calls, 0), "tool call"))
+        parts.append(plural(max(limits.max_tool_calls - tool_calls, 0), "tool call"))
     if limits.max_cost_usd is not None:
         parts.append(f"${max(limits.max_cost_usd - usage.cost_usd, 0):.4f}")
     text = ", ".join(parts) + " left" if parts else ""
     if limits.max_iterations is not None:
-        per_turn = _plural(limits.max_iterations, "model call") + " per turn"
+        per_turn = plural(limits.max_iterations, "model call") + " per turn"
         text = f"{text}; {per_turn}" if text else per_turn
     return text or "no limits"
 
 
 def _tokens(usage: Usage) -> str:
     total = usage.input_tokens + usage.output_tokens
-    return f"{_plural(total, 'token')} ({usage.input_tokens:,} in / {usage.output_tokens:,} out)"
+    return f"{plural(total, 'token')} ({usage.input_tokens:,} in / {usage.output_tokens:,} out)"
 
 
 def format_footer(result: TurnResult) -> str:
@@ -130,9 +133,9 @@ def format_footer(result: TurnResult) -> str:
     session = result.session_usage
     return (
         f"── {_tokens(result.turn_usage)} · {format_cost(result.turn_usage)} · "
-        f"{_plural(result.turn_tool_calls, 'tool call')} │ session: "
+        f"{plural(result.turn_tool_calls, 'tool call')} │ session: "
         f"{session.input_tokens + session.output_tokens:,} tokens · {format_cost(session)} · "
-        f"{_plural(result.session_tool_calls, 'tool call')} │ "
+        f"{plural(result.session_tool_calls, 'tool call')} │ "
         f"{limits_left(result.limits, session, result.session_tool_calls)}"
     )
 
@@ -160,10 +163,10 @@ def limit_message(result: TurnResult) -> str:
     if limit not in result.limits_from_options:
         how += f" or %config AgentMagics.{limit} = N"
     if limit == "max_iterations":
-        return (f"limit reached: max_iterations = {_plural(maximum or 0, 'model call')} per "
+        return (f"limit reached: max_iterations = {plural(maximum or 0, 'model call')} per "
                 f"prompt; send another prompt to continue, or raise it with {how}")
     if limit == "max_tool_calls":
-        reached = (f"max_tool_calls = {_plural(maximum or 0, 'tool call')} per session "
+        reached = (f"max_tool_calls = {plural(maximum or 0, 'tool call')} per session "
                    f"({result.session_tool_calls:,} made)")
     elif limit == "max_cost_usd":
         reached = (f"max_cost_usd = ${maximum or 0:.4f} per session "
@@ -262,8 +265,8 @@ def format_recap_usage(record: SessionRecord) -> str:
     18 tool calls``."""
     state = record.state
     return (f"updated {relative_time(record.updated_at)} · "
-            f"{_plural(len(record.transcript), 'message')} · {_tokens(state.usage)} · "
-            f"{format_cost(state.usage)} · {_plural(state.tool_calls, 'tool call')}")
+            f"{plural(len(record.transcript), 'message')} · {_tokens(state.usage)} · "
+            f"{format_cost(state.usage)} · {plural(state.tool_calls, 'tool call')}")
 
 
 def format_recap(record: SessionRecord, *, unarchived: bool = False) -> str:

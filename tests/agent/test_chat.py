@@ -164,6 +164,36 @@ def test_rate_limit_after_the_clients_own_retries(store: SessionStore) -> None:
         assert agent.run("hi again") == "finally"
 
 
+def test_a_server_error_claims_only_the_retries_the_client_made(store: SessionStore) -> None:
+    busy = {"error": {"status": 503, "message": "busy", "headers": {"retry-after-ms": "1"}}}
+    with ScriptedModelServer([busy] * 3) as server:
+        agent = make_agent(server, store)
+        with pytest.raises(ModelError) as info:  # the client is made with max_retries=0
+            agent.run("hi")
+        assert "(503: busy): try again in a moment" in str(info.value)
+        agent.reconfigure(model=ChatModel(make_client(server, max_retries=1), "scripted"))
+        with pytest.raises(ModelError) as info:
+            agent.run("hi")
+        assert "(503, after 1 retry: busy): try again in a moment" in str(info.value)
+        assert len(server.requests) == 3
+
+
+def test_an_exhausted_script_is_not_retried_and_not_called_transient(
+    store: SessionStore,
+) -> None:
+    with ScriptedModelServer([]) as server:
+        agent = make_agent(server, store)
+        agent.reconfigure(model=ChatModel(make_client(server, max_retries=2), "scripted"))
+        with pytest.raises(ModelError) as info:
+            agent.run("hi")
+    text = str(info.value)
+    assert len(server.requests) == 1
+    assert "after 2 retries" not in text and "(500: " in text
+    assert "try again in a moment" not in text
+    assert ("script exhausted after 0 steps; add steps to the script (add_steps() in Python, "
+            "or more entries in the script file)") in text
+
+
 def test_connection_dropped_mid_stream_is_a_model_error_and_the_prompt_stays_saved(
     store: SessionStore,
 ) -> None:

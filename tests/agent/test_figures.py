@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
 from jupyter_agent.agent import Agent, AgentConfig, Notice
 from jupyter_agent.agent.responses import ResponsesModel
-from jupyter_agent.agent.vision import IMAGES_CAPTION
+from jupyter_agent.agent.vision import IMAGES_CAPTION, clip_reason
 from jupyter_agent.errors import UnsafeFileError
 from jupyter_agent.images import MAX_IMAGE_SIDE, image_tokens
 from jupyter_agent.store import SessionStore
@@ -192,6 +194,12 @@ def test_auto_resends_without_images_once_and_remembers_it_across_resume(
         notices = [e.text for e in rec.events if isinstance(e, Notice) and "image" in e.text]
         assert len([n for n in notices if "refused the images" in n]) == 1
         assert "\n" not in notices[0]
+        notice = notices[0]
+        assert notice.startswith("the model endpoint refused the images of figures (400: ")
+        assert "so scripted is told about figures in text only" in notice
+        assert "--vision on" in notice and "--vision off" in notice
+        assert notice.count("400") == 1 and "refused the request" not in notice
+        assert notice.count("(") == notice.count(")")
         refused = store.load_session(sid).state.images_refused
         assert refused.startswith("scripted at " + server.base_url)
         agent.close()
@@ -358,3 +366,25 @@ def test_a_long_context_drops_old_images_before_summarising(
     assert len(record.compactions) == 1
     agent.close()
     server.stop()
+
+
+@pytest.mark.parametrize(("text", "clipped"), [
+    ("Invalid content type.", "Invalid content type."),
+    ("a (b) c", "a (b) c"),
+    ("Invalid content type. image_url is only supported by certain models (see docs) ok",
+     "Invalid content type. image_url is only supported by certain models…"),
+    ("x) unmatched closer", "x unmatched closer"),
+])
+def test_a_reason_is_cut_at_a_word_with_balanced_brackets(text: str, clipped: str) -> None:
+    assert clip_reason(text, limit=75) == clipped
+
+
+@given(st.text(alphabet="ab ()[]{}.", max_size=200))
+def test_a_clipped_reason_is_short_and_balanced(text: str) -> None:
+    out = clip_reason(text, limit=40)
+    assert len(out) <= 41
+    depth = 0
+    for char in out:
+        depth += 1 if char in "([{" else -1 if char in ")]}" else 0
+        assert depth >= 0
+    assert depth == 0

@@ -16,6 +16,7 @@ from jupyter_agent.artefacts.turns import turn_starts
 from jupyter_agent.errors import ForkPointError, SessionNotFoundError
 from jupyter_agent.store import ForkOrigin, SessionStore
 from jupyter_agent.testing import ScriptedModelServer
+from tests.agent.helpers import make_agent, tool_step
 from tests.artefacts.helpers import Snapshot, run_turns
 from tests.processes import Hold
 
@@ -104,6 +105,22 @@ def test_fork_leaves_out_a_tool_batch_still_running(store: SessionStore) -> None
     store.save_messages(sid, running)
     fork = fork_session(store, sid).record
     assert fork.messages == fork.transcript == running[:2]
+
+
+def test_a_refused_call_is_not_counted_in_a_fork(
+    model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    """The fork counts tool calls by the rule resuming uses (design §22)."""
+    model_server.add_steps([tool_step(("run_python", {"code": "1 + 1"})), "refused, fine",
+                            tool_step(("add_todo", {"text": "plot"})), "added"])
+    agent = make_agent(model_server, store, approve="deny")
+    agent.run("compute")
+    agent.run("plan")
+    parent = store.load_session(agent.session_id)
+    assert parent.state.tool_calls == 1  # the refused run_python never ran
+    assert fork_record(parent, at=1).record.state.tool_calls == 0
+    assert fork_record(parent, at=2).record.state.tool_calls == 1
+    assert fork_session(store, parent.id).record.state.tool_calls == 1
 
 
 def test_fork_point_is_checked(model_server: ScriptedModelServer, store: SessionStore) -> None:

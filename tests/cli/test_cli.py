@@ -41,6 +41,10 @@ def add_turn(store: SessionStore, sid: str, prompt: str, reply: str) -> None:
 
 
 def test_list_show_and_json(cli: CLI, store: SessionStore, memory_dir: Path) -> None:
+    missing = cli("list")
+    assert (missing.returncode, missing.stdout) == (1, "")
+    assert f"the memory directory {memory_dir} does not exist" in missing.stderr
+    memory_dir.mkdir(mode=0o700)
     empty = cli("list")
     assert (empty.returncode, empty.stdout) == (0, f"no sessions in {memory_dir}\n")
     a = make(store, "Plot bill length", "Done.", title="Bills", summary="Goal: bills")
@@ -170,7 +174,28 @@ def test_memory_dir_found_like_the_magics(cli: CLI, tmp_path: Path) -> None:
     assert [e["id"] for e in json.loads(found.stdout)] == [sid]
     elsewhere = cli("list", "--memory-dir", str(tmp_path / "other"), env=env,
                     cwd=project / "notebooks")
-    assert elsewhere.stdout == f"no sessions in {tmp_path / 'other'}\n"
+    assert elsewhere.returncode == 1
+    assert f"memory directory {tmp_path / 'other'} does not exist" in elsewhere.stderr
+
+
+def test_a_refused_memory_directory_gets_command_line_advice(cli: CLI, memory_dir: Path) -> None:
+    memory_dir.mkdir()
+    memory_dir.chmod(0o777)
+    out = cli("list")
+    assert out.returncode == 1 and len(out.stderr.splitlines()) == 1
+    assert f"refusing to use {memory_dir} (owner " in out.stderr
+    assert (f"run `chmod 700 {memory_dir}`, or use --memory-dir DIR (or "
+            "$JUPYTER_AGENT_MEMORY_DIR) to choose another one") in out.stderr
+    assert "AgentMagics" not in out.stderr
+
+
+def test_show_counts_in_singular_and_plural(cli: CLI, store: SessionStore) -> None:
+    sid = make(store, "one call", "done")
+    store.save_state(sid, SessionState(tool_calls=1))
+    shown = cli("show", sid).stdout
+    assert "· 1 tool call\n" in shown and "0 compactions" in shown
+    store.save_state(sid, SessionState(tool_calls=2))
+    assert "· 2 tool calls\n" in cli("show", sid).stdout
 
 
 def test_gc_removes_temporary_files_of_idle_sessions_only(cli: CLI, store: SessionStore,
