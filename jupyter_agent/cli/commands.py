@@ -28,23 +28,23 @@ __all__ = [
 def list_sessions(ctx: Context, args: argparse.Namespace) -> int:
     """``list [--all]``: the sessions, most recently updated first.
 
-    A memory directory that does not exist is an error (exit code 1, as ``ls`` does for a
-    missing directory); an empty one prints "no sessions in DIR" (exit code 0).
+    A memory directory that does not exist yet lists no sessions (exit code 0, as for an
+    empty one), and the line says that it does not exist, so that a mistyped
+    ``--memory-dir`` is noticed.
     """
     from jupyter_agent.ui.display import format_sessions_table
 
-    if ctx.store is ctx.files and not ctx.memory_dir.is_dir():  # like `ls`: exit code 1
-        raise JupyterAgentError(
-            f"the memory directory {ctx.memory_dir} does not exist (no session was saved "
-            "there): check --memory-dir DIR or $JUPYTER_AGENT_MEMORY_DIR, or start a session "
-            "in this project first")
     listing = ctx.store.list_sessions(include_archived=args.all)
     if ctx.json:
         ctx.emit_json([entry.model_dump(mode="json") for entry in listing])
-    elif not listing:
-        ctx.print(f"no sessions in {ctx.memory_dir}")
-    else:
+    elif listing:
         ctx.print(format_sessions_table(listing))
+    elif ctx.store is ctx.files and not ctx.memory_dir.is_dir():
+        ctx.print(f"no sessions in {ctx.memory_dir}: the directory does not exist yet (the "
+                  "first session saved in this project creates it; elsewhere, check "
+                  "--memory-dir DIR or $JUPYTER_AGENT_MEMORY_DIR)")
+    else:
+        ctx.print(f"no sessions in {ctx.memory_dir}")
     return 0
 
 
