@@ -15,13 +15,13 @@ import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from jupyter_agent.errors import LeaseLostError, SessionLockedError, SessionNotFoundError
 from jupyter_agent.store import SessionStore
 from tests.processes import Holder, run_child, store_env
+from tests.store_contract.cases import MUTATIONS
 
 
 @pytest.fixture
@@ -94,18 +94,6 @@ def test_lock_file_records_the_holder(root: Path, sid: str) -> None:
     assert set(recorded) == {"pid", "host", "user", "since", "label"}
 
 
-MUTATIONS: dict[str, Any] = {
-    "save_messages": lambda s, sid: s.save_messages(
-        sid, [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
-    ),
-    "compact": lambda s, sid: s.compact(sid, [{"role": "system", "content": "c"}], summary="x"),
-    "save_state": lambda s, sid: s.save_state(sid, {"scratchpad": "new"}),
-    "write_summary": lambda s, sid: s.write_summary(sid, "summary"),
-    "ensure_summary": lambda s, sid: s.ensure_summary(sid),
-    "set_title": lambda s, sid: s.set_title(sid, "title"),
-    "set_archived": lambda s, sid: s.set_archived(sid),
-    "delete_session": lambda s, sid: s.delete_session(sid),
-}
 
 
 def test_every_mutating_method_is_refused_while_another_process_holds_the_lease(

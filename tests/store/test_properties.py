@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jupyter_agent.store import SessionStore
-from tests.store_contract.test_properties import message, without_surrogates
+from tests.store_contract.cases import message, without_surrogates
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -21,6 +21,7 @@ import pytest
 from jupyter_agent.errors import SessionLockedError, SessionNotFoundError
 from jupyter_agent.store import Store
 from tests.processes import Holder, eventually, run_child
+from tests.store_contract.cases import MUTATIONS
 from tests.store_contract.conftest import StoreFactory
 
 SYSTEM = {"role": "system", "content": "s"}
@@ -261,19 +262,6 @@ def test_a_lease_is_not_inherited_through_fork(store_factory: StoreFactory, sid:
     assert len(store.load_session(sid).transcript) == 2
 
 
-MUTATIONS: dict[str, Any] = {
-    "save_messages": lambda s, sid: s.save_messages(
-        sid, [SYSTEM, {"role": "user", "content": "u"}]),
-    "save": lambda s, sid: s.save(sid, [SYSTEM, {"role": "user", "content": "u"},  # extends
-                                        {"role": "user", "content": "v"}], {"tool_calls": 2}),
-    "compact": lambda s, sid: s.compact(sid, [{"role": "system", "content": "c"}], summary="x"),
-    "save_state": lambda s, sid: s.save_state(sid, {"scratchpad": "new"}),
-    "write_summary": lambda s, sid: s.write_summary(sid, "summary"),
-    "ensure_summary": lambda s, sid: s.ensure_summary(sid),
-    "set_title": lambda s, sid: s.set_title(sid, "title"),
-    "set_archived": lambda s, sid: s.set_archived(sid),
-    "delete_session": lambda s, sid: s.delete_session(sid),
-}
 
 
 def test_every_change_is_refused_while_another_process_holds_the_lease(
