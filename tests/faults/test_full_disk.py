@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +11,7 @@ import pytest
 
 from jupyter_agent.errors import StorageError
 from jupyter_agent.store import SessionState, SessionStore
+from tests.faults.disks import fill, small_tmpfs
 
 pytestmark = [
     pytest.mark.faults,
@@ -22,25 +21,8 @@ pytestmark = [
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "disk"
-    mount.mkdir(mode=0o700)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs",
-                           str(mount)], capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "disk", "1m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def fill(disk: Path) -> Path:
-    """Fill the disk completely; return the filler file."""
-    filler = disk / "filler"
-    with contextlib.suppress(OSError), filler.open("wb", buffering=0) as out:
-        while True:
-            out.write(b"\0" * 4096)
-    return filler
 
 
 def test_a_full_disk_refuses_the_save_keeps_the_session_and_recovers(small_disk: Path) -> None:

@@ -23,6 +23,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
+from tests.faults.disks import fill, small_tmpfs
 from tests.shells import magics_of
 from tests.test_magics_errors import usage_error
 
@@ -38,17 +39,9 @@ PROMPT = "please summarise this:" + " data" * 2_000  # more than a page: it need
 @pytest.fixture
 def disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A 2 MiB tmpfs holding the memory directory."""
-    mount = tmp_path / "disk"
-    mount.mkdir(mode=0o700)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs",
-                           str(mount)], capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    monkeypatch.setenv("JUPYTER_AGENT_MEMORY_DIR", str(mount / "memory"))
-    try:
+    with small_tmpfs(tmp_path / "disk", "2m") as mount:
+        monkeypatch.setenv("JUPYTER_AGENT_MEMORY_DIR", str(mount / "memory"))
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 @contextlib.contextmanager
@@ -62,15 +55,6 @@ def read_only(path: Path) -> Iterator[None]:
         yield
     finally:
         subprocess.run(["umount", str(path)], check=True, capture_output=True)
-
-
-def fill(disk: Path) -> Path:
-    """Fill the disk completely; return the filler file."""
-    filler = disk / "filler"
-    with contextlib.suppress(OSError), filler.open("wb", buffering=0) as out:
-        while True:
-            out.write(b"\0" * 4096)
-    return filler
 
 
 def first_turn(shell: InteractiveShell, server: ScriptedModelServer, disk: Path) -> str:

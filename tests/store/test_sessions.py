@@ -8,8 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from openai.types.chat import ChatCompletionMessage
-from openai.types.chat.chat_completion_message_tool_call import ChatCompletionMessageToolCall
 
 from jupyter_agent.errors import (
     ContextMismatchError,
@@ -68,41 +66,6 @@ def test_unknown_session(store: SessionStore) -> None:
         with pytest.raises(SessionNotFoundError):
             op()
     assert not store.session_path("nope").exists()
-
-
-def test_openai_objects_and_dicts_persist_tool_calls(store: SessionStore) -> None:
-    sid = store.create_session([SYSTEM])
-    call = ChatCompletionMessageToolCall(
-        id="call_1",
-        type="function",
-        function={"name": "run_python", "arguments": '{"code": "2+2"}'},
-    )
-    messages: list[Any] = [
-        SYSTEM,
-        user("add"),
-        ChatCompletionMessage(role="assistant", content=None, tool_calls=[call]),
-        {"role": "tool", "tool_call_id": "call_1", "content": "4"},
-        ChatCompletionMessage(role="assistant", content="It is 4."),
-    ]
-    store.save_messages(sid, messages)
-    store.save_messages(sid, messages)  # same objects again: accepted, nothing new
-    record = SessionStore(store.root).load_session(sid)
-    assert record.messages[2] == {
-        "role": "assistant",
-        "tool_calls": [
-            {
-                "id": "call_1",
-                "type": "function",
-                "function": {"name": "run_python", "arguments": '{"code": "2+2"}'},
-            }
-        ],
-    }
-    assert record.messages[3]["tool_call_id"] == "call_1"
-    assert record.messages[4] == {"role": "assistant", "content": "It is 4."}
-    assert record.transcript == record.messages
-    # the agent continues with the loaded dicts plus a new message
-    store.save_messages(sid, [*record.messages, user("thanks")])
-    assert len(store.load_session(sid).transcript) == 6
 
 
 @pytest.mark.parametrize(
