@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from jupyter_agent.errors.base import JupyterAgentError
-
-if TYPE_CHECKING:
-    from jupyter_agent.store.records import LeaseHolder
 
 __all__ = [
     "ContextMismatchError",
@@ -24,6 +21,22 @@ __all__ = [
     "StoreSchemaError",
     "StoreUnavailableError",
 ]
+
+
+
+class LeaseHolder(Protocol):
+    """What an error needs of a lease holder (:class:`jupyter_agent.store.LeaseHolder`)."""
+
+    @property
+    def pid(self) -> int | None: ...
+    @property
+    def host(self) -> str: ...
+    @property
+    def user(self) -> str: ...
+    @property
+    def since(self) -> datetime | None: ...
+    @property
+    def label(self) -> str: ...
 
 
 class InvalidSessionIdError(JupyterAgentError, ValueError):

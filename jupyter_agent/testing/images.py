@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jupyter_agent.images import decode_data_url, image_size, image_tokens
-from jupyter_agent.testing.protocol import RequestRejected, error_body
+from jupyter_agent.testing.rejections import RequestRejected, error_body
 
 __all__ = ["ImagePart", "image_parts", "image_tokens_of", "refusal"]
 

@@ -1,6 +1,6 @@
 """The OpenAI chat-completions wire format, as spoken by the scripted server.
 
-Pure functions, no I/O: error bodies (:func:`error_body`), token estimates, and
+Pure functions, no I/O: token estimates and
 building a ``chat.completion`` object or the list of ``chat.completion.chunk``
 objects of a streamed answer. Request validation lives in
 :mod:`jupyter_agent.testing.validation`.
@@ -15,6 +15,8 @@ import time
 import uuid
 from typing import Any
 
+from jupyter_agent.testing.images import image_tokens_of
+from jupyter_agent.testing.rejections import RequestRejected, error_body
 from jupyter_agent.testing.script import Step
 
 __all__ = [
@@ -29,48 +31,6 @@ __all__ = [
 ]
 
 SYSTEM_FINGERPRINT = "fp_scripted"
-
-_DEFAULT_TYPE = {400: "invalid_request_error", 401: "invalid_request_error",
-                 403: "invalid_request_error", 404: "invalid_request_error",
-                 429: "requests"}
-_DEFAULT_CODE = {401: "invalid_api_key", 429: "rate_limit_exceeded"}
-
-
-class RequestRejected(Exception):
-    """A request the server answers with an HTTP error.
-
-    Attributes
-    ----------
-    status : int
-        HTTP status code.
-    body : dict
-        OpenAI-shaped body ``{"error": {"message", "type", "param", "code"}}``.
-    headers : dict
-        Extra response headers.
-    """
-
-    def __init__(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None):
-        self.status = status
-        self.body = body
-        self.headers = dict(headers or {})
-        super().__init__(f"{status}: {body['error']['message']}")
-
-
-def error_body(
-    status: int,
-    message: str,
-    *,
-    type: str | None = None,
-    param: str | None = None,
-    code: str | None = None,
-) -> dict[str, Any]:
-    """Build an OpenAI-shaped error body; ``type`` defaults by status."""
-    if type is None:
-        fallback = "server_error" if status >= 500 else "invalid_request_error"
-        type = _DEFAULT_TYPE.get(status, fallback)
-    if code is None:
-        code = _DEFAULT_CODE.get(status)
-    return {"error": {"message": message, "type": type, "param": param, "code": code}}
 
 
 def _text_chars(content: object) -> int:
@@ -108,7 +68,6 @@ def estimate_prompt_tokens(body: dict[str, Any]) -> int:
                 chars += len(str(function.get("arguments", "")))
     tools = body.get("tools")
     tool_chars = len(json.dumps(tools)) if tools else 0
-    from jupyter_agent.testing.images import image_tokens_of
 
     return max(1, math.ceil(chars / 4) + math.ceil(tool_chars / 4) + image_tokens_of(body))
 
