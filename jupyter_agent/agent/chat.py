@@ -23,7 +23,14 @@ from typing import Any
 
 import openai
 
-from jupyter_agent.agent.model import ModelReply, PartialReply, TextCallback, TokenUsage, usage_of
+from jupyter_agent.agent.model import (
+    ModelReply,
+    PartialReply,
+    TextCallback,
+    TokenUsage,
+    request_arguments,
+    usage_of,
+)
 from jupyter_agent.agent.model_errors import Endpoint, failures, model_error, parse_event
 from jupyter_agent.agent.sse import DONE, events
 
@@ -98,10 +105,7 @@ class ChatModel:
                                 else list(messages)}
         if tools:
             bulk["tools"] = tools if isinstance(tools, list) else list(tools)
-        if not self.fast:
-            return {**kwargs, **bulk}
-        # placeholders keep each field's position in the typed body; extra_body fills them
-        return {**kwargs, **{key: [] for key in bulk}, "extra_body": bulk}
+        return request_arguments(kwargs, bulk, fast=self.fast)
 
     def respond(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *,
                 stream: bool, partial: PartialReply,

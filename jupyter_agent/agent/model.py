@@ -26,7 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Model", "ModelReply", "PartialReply", "TextCallback", "TokenUsage", "usage_of"]
+__all__ = ["Model", "ModelReply", "PartialReply", "TextCallback", "TokenUsage", "request_arguments",
+           "usage_of"]
 
 TextCallback = Callable[[str], object]
 """Receives each piece of reply text as it arrives (once with the whole text when not
@@ -73,6 +74,30 @@ def usage_of(data: Any, input_key: str, output_key: str, details_key: str) -> To
     details = data.get(details_key)
     cached = details.get("cached_tokens") if isinstance(details, dict) else 0
     return TokenUsage(tokens_in, tokens_out, cached if isinstance(cached, int) else 0)
+
+
+def request_arguments(kwargs: dict[str, Any], bulk: dict[str, Any], *,
+                      fast: bool) -> dict[str, Any]:
+    """The keyword arguments of one ``openai`` request (design §12).
+
+    Parameters
+    ----------
+    kwargs : dict
+        Small typed fields (model, stream, ...).
+    bulk : dict
+        Large fields already in wire format (messages or input, tools).
+    fast : bool
+        Pass ``bulk`` in ``extra_body`` past the client's request transform, with an empty
+        placeholder of each field in the typed arguments so that every field keeps its
+        place in the body (the bytes sent are the same either way).
+
+    Returns
+    -------
+    dict
+    """
+    if not fast:
+        return {**kwargs, **bulk}
+    return {**kwargs, **{key: [] for key in bulk}, "extra_body": bulk}
 
 
 @dataclass

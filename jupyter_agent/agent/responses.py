@@ -42,7 +42,13 @@ from typing import Any
 
 import openai
 
-from jupyter_agent.agent.model import ModelReply, PartialReply, TextCallback, usage_of
+from jupyter_agent.agent.model import (
+    ModelReply,
+    PartialReply,
+    TextCallback,
+    request_arguments,
+    usage_of,
+)
 from jupyter_agent.agent.model_errors import Endpoint, failures, model_error, parse_event
 from jupyter_agent.agent.sse import DONE, events
 from jupyter_agent.errors import ModelError
@@ -197,9 +203,7 @@ class ResponsesModel:
             if self._tools is None or self._tools[0] is not tools:
                 self._tools = (tools, to_tools(tools))
             bulk["tools"] = self._tools[1]
-        if not self.fast:
-            return {**kwargs, **bulk}
-        return {**kwargs, **{key: [] for key in bulk}, "extra_body": bulk}
+        return request_arguments(kwargs, bulk, fast=self.fast)
 
     def respond(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *,
                 stream: bool, partial: PartialReply,

@@ -7,6 +7,7 @@ Both are immutable and validated on construction by the rows of
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -19,7 +20,7 @@ __all__ = ["SessionOptions", "Settings"]
 
 
 # --------------------------------------------------------------------------- records
-class _Values:
+class _Values(ABC):
     """An immutable record of option values, validated on construction."""
 
     __slots__ = ("_values",)
@@ -32,8 +33,9 @@ class _Values:
             raise TypeError(f"{type(self).__name__} has no option {', '.join(sorted(unknown))}")
         object.__setattr__(self, "_values", self._complete(values))
 
+    @abstractmethod
     def _complete(self, values: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError
+        """The record's whole mapping of values from those given (validated)."""
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):

@@ -154,11 +154,10 @@ class SessionFiles:
             newly = self.leases.acquire(sessions, session_id)
         if newly:
             self.cache.pop(session_id, None)
-            try:
+            # best effort: if this fails, `current` truncates a torn tail before any write
+            with contextlib.suppress(OSError):
                 remove_session_temps(sessions, session_id)
                 repair_tail(sessions, session_id)
-            except OSError:
-                pass  # the first write repairs the journal instead
 
     # ------------------------------------------------------------------ reading files
     def read(self, sessions: SafeDir, session_id: str) -> Loaded:

@@ -185,51 +185,6 @@ def test_write_summary_updates_timestamp(store: SessionStore) -> None:
     assert store.load_session(sid).summary == "from another store"
 
 
-def test_ensure_summary_fallback(store: SessionStore) -> None:
-    messages = [
-        SYSTEM,
-        user("first"),
-        assistant("one"),
-        user("second"),
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
-            ],
-        },
-        {"role": "tool", "tool_call_id": "c", "content": "tool output"},
-        assistant("  two  "),
-        {
-            "role": "user",
-            "content": [
-                {"type": "text", "text": "third"},
-                {"type": "image_url", "image_url": {"url": "x"}},
-            ],
-        },
-        assistant(""),
-        assistant("three"),
-        user("fourth"),
-    ]
-    sid = store.create_session(messages)
-    expected = "user: second\nassistant: two\nuser: third\nassistant: three\nuser: fourth"
-    expected = "assistant: one\n" + expected
-    assert store.ensure_summary(sid) == expected
-    assert store.load_session(sid).summary == expected
-    store.write_summary(sid, "written by the model")
-    assert store.ensure_summary(sid) == "written by the model"
-
-
-def test_ensure_summary_is_at_most_2000_code_points(store: SessionStore) -> None:
-    sid = store.create_session([user("😀" * 3000)])
-    summary = store.ensure_summary(sid)
-    assert len(summary) == 2000
-    assert summary.startswith("user: 😀")
-    summary.encode("utf-8")  # never cut inside a character
-    empty = store.create_session([SYSTEM])
-    assert store.ensure_summary(empty) == ""
-
-
 def test_title_and_archive_keep_updated_at(store: SessionStore) -> None:
     sid = store.create_session([SYSTEM])
     updated = store.load_session(sid).updated_at
