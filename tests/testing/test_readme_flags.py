@@ -1,4 +1,4 @@
-"""The README's section on the scripted server names every flag its command line takes."""
+"""The scripted server's documentation names every flag its command line takes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "scripted-model.md"
 
 
 def _section(text: str, heading: str) -> str:
@@ -20,5 +20,5 @@ def test_every_flag_of_the_help_is_in_the_readme() -> None:
                                capture_output=True, text=True, check=True, timeout=60).stdout
     flags = {word.rstrip(",") for word in help_text.split() if word.startswith("--")}
     assert {"--script", "--no-images", "--log"} <= flags
-    section = _section(README.read_text(encoding="utf-8"), "### From a shell")
+    section = _section(DOC.read_text(encoding="utf-8"), "### From a shell")
     assert [flag for flag in sorted(flags) if f"`{flag}" not in section] == []
