@@ -131,13 +131,19 @@ def is_code_call(arguments: str) -> bool:
     return isinstance(args, dict) and isinstance(args.get("code"), str)
 
 
+def _argument_value(value: Any, limit: int) -> str:
+    # a cut string keeps its closing quote: "first words…"
+    if isinstance(value, str):
+        return json.dumps(_shorten(value, max(limit - 2, 1)), ensure_ascii=False)
+    return _shorten(json.dumps(value, ensure_ascii=False), limit)
+
+
 def format_call(name: str, arguments: str, *, limit: int = 80) -> str:
     """A tool call as ``name(key=value, ...)``, each value cut to ``limit`` code points,
     e.g. ``update_todo(id=1, status="in_progress")``; no arguments: ``read_scratchpad()``."""
     args = _arguments(arguments)
     if isinstance(args, dict):
-        shown = ", ".join(f"{key}={_shorten(json.dumps(value, ensure_ascii=False), limit)}"
-                          for key, value in args.items())
+        shown = ", ".join(f"{key}={_argument_value(value, limit)}" for key, value in args.items())
     else:
         shown = _shorten(_one_line(str(args)), limit)
     return f"{name}({shown})"

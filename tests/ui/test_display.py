@@ -235,7 +235,7 @@ def test_format_call_is_one_compact_line() -> None:
     assert format_call("read_scratchpad", "{}") == "read_scratchpad()"
     assert format_call("read_scratchpad", "") == "read_scratchpad()"
     long = format_call("write_scratchpad", '{"text": "' + "x" * 300 + '"}')
-    assert long.startswith('write_scratchpad(text="xxx') and long.endswith("…)")
+    assert long.startswith('write_scratchpad(text="xxx') and long.endswith('…")')
     assert len(long) == len("write_scratchpad(text=)") + 80
     assert format_call("f", "not\n json") == "f(not json)"
 
