@@ -38,7 +38,6 @@ Invariants
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -50,7 +49,7 @@ from jupyter_agent.client import build_model, not_configured_message, saved_base
 from jupyter_agent.errors import JupyterAgentError, ModelNotConfiguredError
 from jupyter_agent.project import Project, newest_session
 from jupyter_agent.settings import OPTIONS, SessionOptions, Settings
-from jupyter_agent.ui.kernel import kernel_label
+from jupyter_agent.ui.kernel import is_jupyter, kernel_label
 from jupyter_agent.ui.results import Resumed, SessionChange, TurnResult, UsageReport
 
 if TYPE_CHECKING:
@@ -155,12 +154,13 @@ class AgentController:
         session stays active.
         """
         from jupyter_agent.agent import Agent
-        from jupyter_agent.agent.builtin_tools import ask_on_stdin
+        from jupyter_agent.ui.calls import show_question
 
         try:
-            # The turn renderers already show the code of a tool call: ask without repeating it.
+            # The question shows the whole code (a scrollable view in Jupyter); the turn
+            # renderers show only the call's name when it will be asked.
             agent = Agent(model, conversation, config=settings.agent_config(), shell=self._shell,
-                          ask=functools.partial(ask_on_stdin, show_code=False))
+                          show_question=show_question if is_jupyter(self._shell) else None)
         except BaseException:
             conversation.close()
             raise
