@@ -10,8 +10,6 @@ import html
 import json
 from typing import Any
 
-from jupyter_agent.agent.builtin_tools import question_text, visible_controls
-
 __all__ = ["RESULT_LABELS", "format_call", "format_tool_call", "is_code_call",
            "notice_shown_by", "one_line_result", "question_bundle", "result_preview",
            "show_question", "tool_result_sections"]
@@ -177,6 +175,8 @@ def question_bundle(intro: str, text: str) -> dict[str, str]:
     """An approval question as a MIME bundle: ``text/html`` shows the whole ``text``
     HTML-escaped in a scrollable ``<pre>`` under the intro and its length;
     ``text/plain`` is :func:`~jupyter_agent.agent.builtin_tools.question_text`."""
+    from jupyter_agent.agent.builtin_tools import question_text, visible_controls
+
     plain = question_text(intro, text)
     head = plain.split("\n", 1)[0]
     body = html.escape(visible_controls(text.rstrip("\n")))
