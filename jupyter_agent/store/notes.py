@@ -19,6 +19,7 @@ memory directory: a repository could ship a record that claims its notes were se
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -164,9 +165,13 @@ def unseen_notes(notes: Mapping[Path, str], environ: Mapping[str, str] | None = 
         try:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".seen-notes.", suffix=".tmp")
+        except OSError:
+            return new
+        try:
             with os.fdopen(fd, "w", encoding="utf-8") as out:
                 json.dump(kept, out)
             os.replace(temp, path)
         except OSError:
-            pass
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
     return new
