@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -116,10 +117,13 @@ def seen_notes_file(environ: Mapping[str, str] | None = None) -> Path:
 
 def _load_seen(path: Path) -> dict[str, str]:
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         return {}
     with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return {}  # a link, FIFO or device: never read (every note counts as unseen)
         data = file.read(1024 * 1024 + 1)
     try:
         seen = json.loads(data) if len(data) <= 1024 * 1024 else {}
