@@ -20,6 +20,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 import jupyter_agent.agent.builtin_tools as builtin_tools
+from jupyter_agent.agent.batch import DECLINED_BY_INTERRUPT
 from jupyter_agent.agent.events import Displayed, ToolCallEnd, ToolCallStart
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
@@ -185,3 +186,30 @@ def test_remember_under_ask_shows_the_exact_line_first(
         assert notes == ""
         result = model_server.requests[1]["messages"][-1]["content"]
         assert result == "error: refused: the user declined to save this note."
+
+
+def test_ctrl_c_at_the_jupyter_question_declines_and_ends_the_turn(
+        make_shell: ShellFactory, model_server: ScriptedModelServer, memory_dir: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    ZMQInteractiveShell.clear_instance()
+    shell = make_shell(cls=ZMQInteractiveShell)
+    shell.kernel = SimpleNamespace(_allow_stdin=True)
+    shell.run_line_magic("config", f'AgentMagics.base_url = "{model_server.base_url}"')
+    model_server.add_steps([code_step("ran = True"), {"text": "never requested"}])
+    shell.run_line_magic("agent_new", "--approve ask")
+
+    def interrupt(prompt: str = "") -> str:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(builtins, "input", interrupt)
+    with capture_output() as captured:
+        shell.run_line_magic("agent", "run it")
+    assert "interrupted — the session is saved" in captured.stdout
+    turn = markdown_of(captured)
+    assert "Ctrl-C at the approval question" in turn and "interrupted while" not in turn
+    sid = magics_of(shell).controller.active_session_id
+    record = SessionStore(memory_dir).load_session(str(sid))
+    (result,) = [m for m in record.messages if m["role"] == "tool"]
+    assert result["content"] == DECLINED_BY_INTERRUPT
+    assert record.state.tool_calls == 0 and "ran" not in shell.user_ns
+    assert len(model_server.requests) == 1
