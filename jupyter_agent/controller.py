@@ -38,7 +38,6 @@ Invariants
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -50,13 +49,14 @@ from jupyter_agent.client import build_model, not_configured_message, saved_base
 from jupyter_agent.errors import JupyterAgentError, ModelNotConfiguredError
 from jupyter_agent.project import Project, newest_session
 from jupyter_agent.settings import OPTIONS, SessionOptions, Settings
-from jupyter_agent.ui.kernel import kernel_label
+from jupyter_agent.ui.kernel import is_jupyter, kernel_label
 from jupyter_agent.ui.results import Resumed, SessionChange, TurnResult, UsageReport
 
 if TYPE_CHECKING:
     from jupyter_agent.agent import Agent
     from jupyter_agent.agent.conversation import Conversation
     from jupyter_agent.agent.model import Model
+    from jupyter_agent.agent.prompts import NotesRead
     from jupyter_agent.artefacts.export import Exported
     from jupyter_agent.artefacts.fork import Forked
     from jupyter_agent.artefacts.search import SearchHit
@@ -102,6 +102,9 @@ class AgentController:
         self._last_options: SessionOptions | None = None  # of the latest active session
         self._ended: tuple[str, str] | None = None  # (ID, "deleted"/"archived") of the last one
         self._last_turn: ActiveSession | None = None
+        #: Lines for the user about the notes of the session :meth:`new_session` started
+        #: last: notes new to them (named with their size) and notes left out.
+        self.notes_notice: list[str] = []
 
     # ---- stores
     @property
@@ -155,12 +158,13 @@ class AgentController:
         session stays active.
         """
         from jupyter_agent.agent import Agent
-        from jupyter_agent.agent.builtin_tools import ask_on_stdin
+        from jupyter_agent.ui.calls import show_question
 
         try:
-            # The turn renderers already show the code of a tool call: ask without repeating it.
+            # The question shows the whole code (a scrollable view in Jupyter); the turn
+            # renderers show only the call's name when it will be asked.
             agent = Agent(model, conversation, config=settings.agent_config(), shell=self._shell,
-                          ask=functools.partial(ask_on_stdin, show_code=False))
+                          show_question=show_question if is_jupyter(self._shell) else None)
         except BaseException:
             conversation.close()
             raise
@@ -206,11 +210,30 @@ class AgentController:
         self.store.exists(new_session_id())  # checks the memory directory, creates nothing
         model, key = self._model(settings)  # fails before creating anything
         conversation = Conversation.create(self.store, title=options.title or "",
-                                           project_root=str(self._project.root))
+                                           project_root=str(self._project.root),
+                                           notes_cap=settings.max_notes_kib * 1024)
         self._start(model, key, conversation, options, settings)
         assert conversation.session_id is not None
         self._remember(conversation.session_id, options)
+        self.notes_notice = self._notes_notice(conversation.notes)
         return conversation.session_id
+
+    def _notes_notice(self, notes: NotesRead) -> list[str]:
+        """Lines telling the user which notes a new session uses that they have not seen in
+        this content (they instruct the model), and which were left out."""
+        from jupyter_agent.agent.prompts import format_bytes
+        from jupyter_agent.store.notes import NOTE_FILES, unseen_notes
+
+        folder = self.memory_dir.resolve()
+        files = {folder / NOTE_FILES[kind]: text for kind, text in notes.used.items()}
+        new = unseen_notes(files, self._environ)
+        lines = []
+        if new:
+            named = ", ".join(f"{path.name} ({format_bytes(len(files[path].encode()))})"
+                              for path in new)
+            lines.append(f"This session's instructions include notes new to you: {named}, in "
+                         f"{new[0].parent} — read them if you did not write them.")
+        return lines + notes.left_out
 
     @property
     def ended(self) -> tuple[str, str] | None:

@@ -119,6 +119,8 @@ class AgentMagics(Magics):
         options = options_from_args(parse_argstring(self.agent_new, line))
         session_id = self._controller.new_session(options)
         print(f"New session {session_id}" + (f" — {options.title}" if options.title else ""))
+        for line in self._controller.notes_notice:
+            print(line)
 
     @line_magic
     @error_boundary
@@ -168,6 +170,8 @@ class AgentMagics(Magics):
             print(f"{why[0].upper()}{why[1:]}: started session {created}"
                   + (" with the same options" if ended else "")
                   + " (%agent_resume picks up an earlier one).")
+            for notice in self._controller.notes_notice:
+                print(notice)
         renderer: render.MarkdownTurnRenderer | render.PlainTurnRenderer = (
             render.MarkdownTurnRenderer(live=can_update_live(self.shell)) if self._jupyter
             else render.PlainTurnRenderer())

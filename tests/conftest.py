@@ -1,7 +1,8 @@
 """Shared fixtures.
 
 - ``_isolated_memory_dir`` (autouse): every test gets its own memory directory under
-  ``tmp_path`` through ``JUPYTER_AGENT_MEMORY_DIR``, runs in its own working directory,
+  ``tmp_path`` through ``JUPYTER_AGENT_MEMORY_DIR`` (and its own record of the notes
+  the user was shown, ``XDG_STATE_HOME``), runs in its own working directory,
   and has no API key in the environment.
 - ``shell``: a fresh ``InteractiveShell`` per test (history off) with the extension
   loaded through ``%load_ext jupyter_agent``; ``make_shell(config)`` builds one from a
@@ -37,6 +38,7 @@ def _isolated_memory_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.setenv("JUPYTER_AGENT_MEMORY_DIR", str(memory))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # which notes were seen
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     monkeypatch.chdir(work)

@@ -1,12 +1,13 @@
 """Executing one tool batch: the calls of one assistant message, in order.
 
 The batch is recorded by the caller in *one* save after it completes (design §5). If
-anything interrupts it -- ``KeyboardInterrupt`` from a tool, from the approval prompt or
-from an ``on_event`` callback -- :meth:`BatchProgress.finish_interrupted` answers every
-call that has no result yet (the running one: "interrupted"; the rest: "not executed"),
+anything interrupts it -- ``KeyboardInterrupt`` from a tool or from an ``on_event``
+callback -- :meth:`BatchProgress.finish_interrupted` answers every call that has no
+result yet (the running one: "interrupted"; the rest: "not executed"),
 so the saved batch is complete and the next request is accepted by the API. Code
 interrupted by Ctrl-C keeps what it had printed in its result, which is also shown
-(a :class:`ToolCallEnd`).
+(a :class:`ToolCallEnd`). Ctrl-C at the approval question is the user declining: that
+call is answered as refused (it never ran), then the turn ends the same way.
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from typing import Any
 
 from jupyter_agent.agent.context import synthetic_result
 from jupyter_agent.agent.events import EventCallback, ToolCallEnd, ToolCallStart
-from jupyter_agent.agent.pyexec import ToolInterrupted, truncate
+from jupyter_agent.agent.pyexec import ApprovalInterrupted, ToolInterrupted, truncate
 from jupyter_agent.agent.tools import ToolRegistry
 from jupyter_agent.store import to_message_dict
 
 __all__ = [
+    "DECLINED_BY_INTERRUPT",
     "INTERRUPTED_PENDING",
     "INTERRUPTED_RUNNING",
     "BatchProgress",
@@ -32,6 +34,8 @@ __all__ = [
 
 INTERRUPTED_RUNNING = "interrupted by the user while this tool call was running"
 INTERRUPTED_PENDING = "not executed: the tool batch was interrupted by the user"
+DECLINED_BY_INTERRUPT = ("error: refused: the user pressed Ctrl-C at the approval question "
+                         "(declined); the code did not run")
 
 
 def describe_stop(exc: BaseException) -> str:
@@ -103,6 +107,7 @@ def execute_batch(
     emit: EventCallback,
     on_start: Callable[[], object],
     max_output_chars: int,
+    asks: Callable[[str], bool] = lambda name: False,
 ) -> list[dict[str, Any]]:
     """Run every call of ``progress.calls``; return the ``tool`` messages.
 
@@ -118,6 +123,9 @@ def execute_batch(
         Called as each call starts (the agent counts session tool calls there).
     max_output_chars : int
         Each result is cut to this many code points.
+    asks : callable, optional
+        ``asks(name)``: whether a call of that tool will wait for the user's approval
+        (told to the front end with :class:`ToolCallStart`).
 
     Raises
     ------
@@ -128,11 +136,19 @@ def execute_batch(
     for call in progress.calls:
         call_id, function = call["id"], call.get("function") or {}
         name, arguments = str(function.get("name", "")), str(function.get("arguments", ""))
-        emit(ToolCallStart(call_id, name, arguments))
+        emit(ToolCallStart(call_id, name, arguments, asks=asks(name)))
         progress.running = call_id
         on_start()
         try:
             outcome = registry.invoke(name, arguments)
+        except ApprovalInterrupted:  # declined at the question: refused, never ran
+            declined = to_message_dict({"role": "tool", "tool_call_id": call_id,
+                                        "content": DECLINED_BY_INTERRUPT})
+            progress.results.append(declined)
+            progress.running = None
+            with contextlib.suppress(Exception):  # the interrupt is what propagates
+                emit(ToolCallEnd(call_id, name, declined["content"], False))
+            raise
         except ToolInterrupted as exc:  # keep what it printed: on screen and for the model
             if exc.output:
                 kept = synthetic_result(call_id, f"{INTERRUPTED_RUNNING}; it had printed:\n"

@@ -6,9 +6,12 @@ tool; its schema is generated from the signature and numpydoc docstring by
 the model reads).
 
 Results are not cut here: the loop cuts every tool result (built-in or not) to
-``max_output_chars`` code points in one place. Only ``run_python`` runs arbitrary
-code, so only it is subject to the approval policy (``"auto"`` runs, ``"ask"`` shows
-the code and asks on stdin, ``"deny"`` refuses). A refusal is a tool result the model
+``max_output_chars`` code points in one place. ``run_python`` (arbitrary code) and
+``remember`` (text every later session reads) follow the approval policy: ``"auto"``
+runs, ``"deny"`` refuses, ``"ask"`` shows the *whole* code or note -- its length first,
+control characters made visible -- and asks on stdin; nothing runs or is written that
+was not shown. Ctrl-C at the question declines (:class:`ApprovalInterrupted`: the call
+never ran, the turn ends as on any Ctrl-C). A refusal is a tool result the model
 sees, never an exception. Scratchpad and todo
 changes mutate the agent's :class:`~jupyter_agent.store.SessionState` in place; the
 loop checkpoints it after the tool batch.
@@ -18,6 +21,8 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, Literal
@@ -25,8 +30,9 @@ from typing import Any, Literal
 from IPython.core.error import StdinNotImplementedError
 
 from jupyter_agent.agent.config import ApprovalPolicy
+from jupyter_agent.agent.events import ApprovalAnswered
 from jupyter_agent.agent.figures import FigureKeeper
-from jupyter_agent.agent.pyexec import format_outcome, run_code
+from jupyter_agent.agent.pyexec import ApprovalInterrupted, format_outcome, run_code
 from jupyter_agent.agent.tools import (
     MemoryContext,
     Tool,
@@ -35,6 +41,7 @@ from jupyter_agent.agent.tools import (
     tool_from_function,
 )
 from jupyter_agent.store import SessionState, TodoItem
+from jupyter_agent.store.messages import clean_text
 
 __all__ = [
     "BUILTIN_TOOL_NAMES",
@@ -42,7 +49,9 @@ __all__ = [
     "ApprovalPolicy",
     "BuiltinTools",
     "ask_on_stdin",
+    "question_text",
     "stdin_is_usable",
+    "visible_controls",
 ]
 
 TodoStatus = Literal["pending", "in_progress", "done", "failed"]
@@ -67,6 +76,15 @@ NO_STDIN_REFUSAL = (
 )
 DECLINED_REFUSAL = "refused: the user declined to run this code."
 DENY_REFUSAL = "refused: running code is disabled by the approval policy ('deny')."
+NOTE_DENY_REFUSAL = ("refused: writing notes is disabled by the approval policy ('deny'); "
+                     "the user can add it to {file} themselves.")
+NOTE_DECLINED_REFUSAL = "refused: the user declined to save this note."
+RUN_QUESTION = ("The agent asks to run this code", "Run this code? [y/N] ")
+NOTE_QUESTION = ("The agent asks to add this line to {file}, read by every later session",
+                 "Save this note? [y/N] ")
+
+ShowQuestion = Callable[[str, str], object]
+"""``show(intro, text)``: show an approval question's whole text before it is asked."""
 
 _HIDDEN_TYPES = ("module",)
 
@@ -93,9 +111,10 @@ def stdin_is_usable() -> bool:
         cls.__name__ == "ZMQInteractiveShell" for cls in type(shell).__mro__
     ):
         # The front end says per request whether it answers input() (nbclient and
-        # other headless runners do not); unknown -> let input() decide.
+        # other headless runners do not); the same test decides whether the turn is
+        # shown live, so a question is asked only where it can be seen.
         kernel = getattr(shell, "kernel", None)
-        return bool(getattr(kernel, "_allow_stdin", True))
+        return bool(getattr(kernel, "_allow_stdin", False))
     stdin = sys.stdin
     if stdin is None or getattr(stdin, "closed", False):
         return False
@@ -105,16 +124,55 @@ def stdin_is_usable() -> bool:
         return False
 
 
-def ask_on_stdin(code: str, *, show_code: bool = True) -> bool:
-    """Show ``code`` and ask ``Run this code? [y/N]`` with :func:`input`.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e"
+                      "\u2060-\u206f\ufeff\ufff9-\ufffb]")
+
+
+def visible_controls(text: str) -> str:
+    """``text`` with every control character except newline and tab shown as an escape
+    (``\\x1b``, ``\\r``, ``\\u202e``): nothing in it can move the cursor, erase a line,
+    reorder what is shown (bidirectional overrides) or hide itself (zero-width)."""
+    def escape(match: re.Match[str]) -> str:
+        char = match.group()
+        return {"\r": "\\r"}.get(char) or (f"\\x{ord(char):02x}" if ord(char) < 0x100
+                                            else f"\\u{ord(char):04x}")
+
+    return _CONTROL.sub(escape, text)
+
+
+def _size(text: str) -> str:
+    lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+    return (f"{lines:,} line{'s' if lines != 1 else ''}, "
+            f"{len(text):,} character{'s' if len(text) != 1 else ''}")
+
+
+def question_text(intro: str, text: str) -> str:
+    """An approval question as plain text: ``intro (N lines, M characters):`` then the
+    whole ``text``, indented, its control characters made visible (:func:`visible_controls`).
+    """
+    body = visible_controls(text.rstrip("\n")).split("\n")
+    return f"{intro} ({_size(text)}):\n" + "\n".join("    " + line for line in body)
+
+
+def _print_question(intro: str, text: str) -> None:
+    print(question_text(intro, text), flush=True)
+
+
+def ask_on_stdin(code: str, *, show_code: bool = True, show: ShowQuestion | None = None,
+                 question: tuple[str, str] = RUN_QUESTION) -> bool:
+    """Show ``code`` whole and ask ``Run this code? [y/N]`` with :func:`input`.
 
     Parameters
     ----------
     code : str
-        The code ``run_python`` was asked to run.
+        The code ``run_python`` was asked to run (or, with ``question``, the text).
     show_code : bool
-        Print "The agent wants to run this code:" and the code first (a front end
-        that already rendered the tool call passes False).
+        Show the question's text first (False: the caller showed all of it already).
+    show : callable, optional
+        ``show(intro, text)`` shows it (a Jupyter front end: a scrollable view);
+        default: printed with :func:`question_text`.
+    question : (str, str)
+        The intro before the text and the prompt of :func:`input`.
 
     Returns
     -------
@@ -124,16 +182,19 @@ def ask_on_stdin(code: str, *, show_code: bool = True) -> bool:
     Raises
     ------
     EOFError
-        At once, before printing anything, when :func:`stdin_is_usable` says there
+        At once, before showing anything, when :func:`stdin_is_usable` says there
         is no usable stdin; also from ``input`` at end of file.
+    KeyboardInterrupt
+        Ctrl-C while waiting for the answer.
     IPython.core.error.StdinNotImplementedError, OSError, RuntimeError, ValueError
         From ``input`` when stdin turns out to be unusable (the caller refuses).
     """
     if not stdin_is_usable():
         raise EOFError("no usable stdin to ask the user on")
+    intro, prompt = question
     if show_code:
-        print("The agent wants to run this code:\n" + code)
-    answer = builtins.input("Run this code? [y/N] ")
+        (show or _print_question)(intro, code)
+    answer = builtins.input(prompt)
     return answer.strip().lower() in ("y", "yes")
 
 
@@ -159,6 +220,9 @@ class BuiltinTools:
     approval : {"auto", "ask", "deny"}
     ask : callable, optional
         ``ask(code) -> bool``; defaults to :func:`ask_on_stdin`.
+    show_question : callable, optional
+        ``show(intro, text)``: how :func:`ask_on_stdin` shows a question (the code's, and
+        always the note's of ``remember``); default: printed.
     """
 
     def __init__(
@@ -168,14 +232,17 @@ class BuiltinTools:
         shell: Any = None,
         approval: ApprovalPolicy = "ask",
         ask: Callable[[str], bool] | None = None,
+        show_question: ShowQuestion | None = None,
     ) -> None:
         self._get_state = get_state
         self.shell = shell
         self.approval: ApprovalPolicy = approval
-        self.ask = ask or ask_on_stdin
+        self.show_question = show_question
+        self.ask = ask or functools.partial(ask_on_stdin, show=show_question)
         self.memory = MemoryContext(None, None)
         self.summary_written = False
         self.notify: Callable[[str], object] = lambda text: None
+        self.emit: Callable[[ApprovalAnswered], object] = lambda event: None
         self.refusals = 0  # run_python calls refused so far (approval denied)
         self._private_ns: dict[str, Any] = {"__name__": "__main__"}
         self.figures = FigureKeeper(get_state)
@@ -212,20 +279,44 @@ class BuiltinTools:
     def _hidden_names(self) -> set[str]:
         return set(getattr(self._shell(), "user_ns_hidden", {}) or {})
 
+    def will_ask(self, name: str) -> bool:
+        """Whether a call of tool ``name`` will wait for the user's answer now (the
+        policy is "ask", the tool needs approval, and stdin can be asked on)."""
+        return (name in ("run_python", "remember") and self.approval == "ask"
+                and stdin_is_usable())
+
     def _approve(self, code: str) -> str | None:
         """None when the code may run, else the refusal text."""
+        return self._decide("run_python", lambda: self.ask(code), DENY_REFUSAL,
+                            DECLINED_REFUSAL)
+
+    def _decide(self, name: str, ask: Callable[[], bool], deny: str,
+                declined: str) -> str | None:
+        """Apply the approval policy; None when the call may go on, else the refusal.
+
+        Raises
+        ------
+        ApprovalInterrupted
+            Ctrl-C at the question (the user declined; the call is not counted).
+        """
         if self.approval == "auto":
             return None
-        refusal: str | None = DENY_REFUSAL
+        refusal: str | None = deny
         if self.approval != "deny":
             try:
-                refusal = None if self.ask(code) else DECLINED_REFUSAL
+                approved = ask()
+            except KeyboardInterrupt:
+                self.refusals += 1  # declined before anything ran: not a tool call
+                raise ApprovalInterrupted() from None
             except (EOFError, StdinNotImplementedError, OSError, RuntimeError, ValueError):
                 # no usable stdin (headless, closed, lost): refuse, never error or hang
-                refusal = NO_STDIN_REFUSAL
+                approved, declined = False, NO_STDIN_REFUSAL
+            else:
+                self.emit(ApprovalAnswered(approved))
+            refusal = None if approved else declined
         if refusal is not None:
-            self.refusals += 1  # a refused call never ran: it does not count (design §22)
-            self.notify(f"run_python {refusal}")
+            self.refusals += 1  # a refused call never ran: it does not count
+            self.notify(f"{name} {refusal}")
         return refusal
 
     def run_python(self, code: str) -> str:
@@ -400,5 +491,16 @@ class BuiltinTools:
         store = self.memory.store
         if store is None:
             raise ToolError("no memory store: the note cannot be saved")
+        if kind not in ("project", "user"):
+            raise ToolError(f"kind must be 'project' or 'user', not {kind!r}")
+        file = f"{kind}.md"
+        line = "- " + " ".join(clean_text(note).split())  # exactly what append_note writes
+        intro, prompt = NOTE_QUESTION
+        refusal = self._decide(
+            "remember", lambda: ask_on_stdin(line, show=self.show_question,
+                                 question=(intro.format(file=file), prompt)),
+            NOTE_DENY_REFUSAL.format(file=file), NOTE_DECLINED_REFUSAL)
+        if refusal is not None:
+            raise ToolError(refusal)
         store.append_note(kind, note)
-        return f"noted in {kind}.md"
+        return f"noted in {file}"

@@ -32,7 +32,13 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from jupyter_agent.agent.context import estimate_tokens, repair_tool_pairs
-from jupyter_agent.agent.prompts import DEFAULT_SYSTEM_PROMPT, build_system_prompt
+from jupyter_agent.agent.prompts import (
+    DEFAULT_SYSTEM_PROMPT,
+    NOTES_CAP,
+    NotesRead,
+    build_system_prompt,
+    read_session_notes,
+)
 from jupyter_agent.agent.reconcile import reconcile_counters
 from jupyter_agent.store import (
     FigureData,
@@ -82,6 +88,9 @@ class Conversation:
     session_id : str or None
     has_summary : bool
         Whether the session has a summary (so the fallback is not needed).
+    notes : NotesRead
+        For a session :meth:`create` started: the notes its system prompt got and
+        those left out (empty otherwise).
     """
 
     def __init__(self, messages: Sequence[Any] = (), state: SessionState | None = None) -> None:
@@ -98,12 +107,13 @@ class Conversation:
         self._reported_len = 0
         self._in_order = 0  # messages[:_in_order] have intact tool pairs (see repair)
         self._figures: dict[str, FigureData] = {}  # in memory only (no store)
+        self.notes = NotesRead()  # the notes a new session's system prompt got
 
     # ---- starting -------------------------------------------------------------------
     @classmethod
     def create(cls, store: Store | None, *, session_id: str | None = None,
                system_prompt: str | None = None, title: str = "",
-               project_root: str | None = None) -> Conversation:
+               project_root: str | None = None, notes_cap: int = NOTES_CAP) -> Conversation:
         """Start a new session whose first message is the system prompt with the notes.
 
         Parameters
@@ -116,6 +126,9 @@ class Conversation:
             Replaces the default system prompt (the notes are added after it).
         title, project_root : optional
             Saved with the session.
+        notes_cap : int
+            Bytes a note may have; a larger one (or one that may not be read) is left
+            out, never an error: :attr:`notes` says which were used and which left out.
 
         Raises
         ------
@@ -125,10 +138,11 @@ class Conversation:
             When a session with ``session_id`` exists.
         """
         base = DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt
-        notes = ("", "") if store is None else (store.read_notes("project"),
-                                                 store.read_notes("user"))
-        system = build_system_prompt(base, project_notes=notes[0], user_notes=notes[1])
+        notes = read_session_notes(store, notes_cap)
+        system = build_system_prompt(base, project_notes=notes.used.get("project", ""),
+                                     user_notes=notes.used.get("user", ""))
         conversation = cls([{"role": "system", "content": system}])
+        conversation.notes = notes
         if store is None:
             return conversation
         sid = new_session_id() if session_id is None else session_id

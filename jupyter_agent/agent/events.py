@@ -17,6 +17,7 @@ from jupyter_agent.store import Usage
 
 __all__ = [
     "AgentEvent",
+    "ApprovalAnswered",
     "Displayed",
     "EventCallback",
     "Notice",
@@ -54,11 +55,16 @@ class ToolCallStart:
         The tool's name.
     arguments : str
         The arguments as the model sent them (a JSON text).
+    asks : bool
+        The call waits for the user's approval first (``approve="ask"`` with someone to
+        answer): the question shows the whole code, so a front end shows only the call's
+        name here, and no "running" status line until :class:`ApprovalAnswered`.
     """
 
     call_id: str
     name: str
     arguments: str
+    asks: bool = False
     kind: Literal["tool_call_start"] = field(default="tool_call_start", init=False)
 
 
@@ -146,8 +152,22 @@ class Displayed:
     kind: Literal["display"] = field(default="display", init=False)
 
 
+@dataclass(frozen=True)
+class ApprovalAnswered:
+    """The user answered the approval question of the running call (see
+    :attr:`ToolCallStart.asks`); if ``approved``, the code runs from now on.
+
+    Attributes
+    ----------
+    approved : bool
+    """
+
+    approved: bool
+    kind: Literal["approval_answered"] = field(default="approval_answered", init=False)
+
+
 AgentEvent: TypeAlias = (TextDelta | ToolCallStart | ToolCallEnd | UsageUpdate | Notice
-                         | Displayed)
+                         | Displayed | ApprovalAnswered)
 EventCallback: TypeAlias = Callable[[AgentEvent], object]
 
 

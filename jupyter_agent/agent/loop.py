@@ -92,7 +92,11 @@ class Agent:
         Whose namespace ``run_python`` uses; default ``IPython.get_ipython()``, else a
         private namespace.
     ask : callable, optional
-        ``ask(code) -> bool`` for ``approve="ask"`` (default: prompt on stdin).
+        ``ask(code) -> bool`` for ``approve="ask"`` (default: the whole code, then a
+        prompt on stdin).
+    show_question : callable, optional
+        ``show(intro, text)``: how an approval question on stdin shows its whole text
+        (a front end's scrollable view; default: printed).
 
     Raises
     ------
@@ -115,6 +119,7 @@ class Agent:
         tools: Iterable[Callable[..., Any] | Tool] | None = None,
         shell: Any = None,
         ask: Callable[[str], bool] | None = None,
+        show_question: Callable[[str, str], object] | None = None,
     ) -> None:
         self.model = model
         self.config = config or AgentConfig()
@@ -125,8 +130,10 @@ class Agent:
         self._emit: EventCallback = ignore_event
         self._window = context_window(model, self.config)
         self._builtins = BuiltinTools(lambda: self.conversation.state, shell=shell,
-                                      approval=self.config.approve, ask=ask)
+                                      approval=self.config.approve, ask=ask,
+                                      show_question=show_question)
         self._builtins.notify = lambda text: self._emit(Notice(text))
+        self._builtins.emit = lambda event: self._emit(event)
         figures = self._builtins.figures  # design §23: kept with the session, shown, sent
         figures.save = lambda fid, data, media_type: self.conversation.save_figure(
             fid, data, media_type)
@@ -362,7 +369,8 @@ class Agent:
 
         try:
             results = execute_batch(progress, self.tools, emit=self._emit, on_start=count,
-                                    max_output_chars=self.config.max_output_chars)
+                                    max_output_chars=self.config.max_output_chars,
+                                    asks=self._builtins.will_ask)
         except BaseException as exc:
             uncount_refused()
             conversation.append(*progress.finish_interrupted(exc))

@@ -1,8 +1,22 @@
-"""The texts the harness sends the model: the system prompt and the summarizing request."""
+"""The texts the harness sends the model: the system prompt and the summarizing request,
+and the notes that go into a new session's system prompt."""
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_SYSTEM_PROMPT", "SUMMARIZER_PROMPT", "build_system_prompt"]
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from jupyter_agent.errors import UnsafeFileError
+
+if TYPE_CHECKING:
+    from jupyter_agent.store import Store
+    from jupyter_agent.store.base import NoteKind
+
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "NOTES_CAP", "SUMMARIZER_PROMPT", "NotesRead",
+           "build_system_prompt", "format_bytes", "read_session_notes"]
+
+#: Notes larger than this (bytes, UTF-8) are left out of a new session's system prompt.
+NOTES_CAP = 64 * 1024
 
 DEFAULT_SYSTEM_PROMPT = """\
 You are an AI assistant working inside the user's Jupyter notebook.
@@ -36,3 +50,68 @@ def build_system_prompt(base: str, *, project_notes: str = "", user_notes: str =
     if user_notes.strip():
         parts.append("## User preferences (user.md)\n" + user_notes.strip())
     return "\n\n".join(parts)
+
+
+def format_bytes(size: int) -> str:
+    """``312 bytes``, ``1.2 KiB``, ``5.0 MiB``."""
+    if size < 1024:
+        return f"{size} byte{'s' if size != 1 else ''}"
+    if size < 1024 * 1024:
+        return f"{size / 1024:.1f} KiB"
+    return f"{size / (1024 * 1024):.1f} MiB"
+
+
+@dataclass
+class NotesRead:
+    """The notes a new session's system prompt got, and those left out.
+
+    Attributes
+    ----------
+    used : dict
+        ``{"project": text, "user": text}`` for the non-empty notes put in.
+    left_out : list of str
+        One line per note left out (over the cap, or a file that may not be read).
+    """
+
+    used: dict[str, str] = field(default_factory=dict)
+    left_out: list[str] = field(default_factory=list)
+
+
+def read_session_notes(store: Store | None, cap: int = NOTES_CAP) -> NotesRead:
+    """Read the notes for a new session's system prompt; never raises for a note that is
+    too large or not a private regular file (it is left out, with one line saying so).
+
+    Parameters
+    ----------
+    store : Store or None
+        ``None``: no notes.
+    cap : int
+        Bytes (UTF-8) a note may have.
+
+    Raises
+    ------
+    UnsafeDirectoryError, OSError
+        From the store when the memory directory itself cannot be used.
+    """
+    read = NotesRead()
+    if store is None:
+        return read
+    kinds: tuple[NoteKind, ...] = ("project", "user")
+    for kind in kinds:
+        name = f"{kind}.md"
+        try:
+            text = store.read_notes(kind)
+        except UnsafeFileError as err:
+            how = (f" (notes are at most {format_bytes(cap)})" if "larger" in err.kind
+                   else ", not a private regular file")
+            read.left_out.append(f"{name} left out of this session: {err.path} is a "
+                                 f"{err.kind}{how}")
+            continue
+        size = len(text.encode("utf-8", errors="replace"))
+        if size > cap:
+            read.left_out.append(f"{name} ({format_bytes(size)}) left out of this session: "
+                                 f"over the {format_bytes(cap)} notes cap "
+                                 "(AgentMagics.max_notes_kib raises it)")
+        elif text.strip():
+            read.used[kind] = text
+    return read

@@ -24,7 +24,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ExecOutcome", "ToolInterrupted", "format_outcome", "run_code", "truncate"]
+__all__ = ["ApprovalInterrupted", "ExecOutcome", "ToolInterrupted", "format_outcome",
+           "run_code", "truncate"]
 
 
 class ToolInterrupted(KeyboardInterrupt):
@@ -39,6 +40,14 @@ class ToolInterrupted(KeyboardInterrupt):
     def __init__(self, output: str) -> None:
         super().__init__()
         self.output = output
+
+
+class ApprovalInterrupted(KeyboardInterrupt):
+    """Ctrl-C at the approval question: the user declined, and the code never ran.
+
+    The turn ends as on any Ctrl-C, but the call is answered as refused (and not
+    counted as a tool call), not as interrupted while running.
+    """
 
 
 @dataclass(frozen=True)

@@ -197,6 +197,9 @@ OPTIONS: tuple[Option, ...] = (
            check=check_api_key_env),
     Option("memory_dir", str, "", "Where sessions and notes live; empty: "
            "$JUPYTER_AGENT_MEMORY_DIR, else <project root>/.jupyter_agent.", "front end"),
+    Option("max_notes_kib", int, 64, "Notes (project.md, user.md) larger than this many KiB "
+           "are left out of a new session's system prompt (up to 4096).", "front end",
+           check=_at_least(1, 4096)),
     Option("store_url", str, "", "A PostgreSQL database shared by a team "
            "(postgresql://user@host/dbname); empty: $JUPYTER_AGENT_STORE_URL, else the JSON "
            "files of the memory directory.", "front end", check=check_store_url),

@@ -8,9 +8,25 @@ not writable by group or others, at most :data:`NOTES_LIMIT` bytes.
 Writes are read-modify-write under an exclusive ``flock`` on ``notes.lock`` in the memory
 directory, then an atomic replace: several processes appending notes at once (the
 ``remember`` tool in two kernels) lose none of them.
+
+Notes can come from someone else (a cloned repository's ``project.md``), and they instruct
+the model in every new session. :func:`unseen_notes` tells which notes the user has not
+been shown yet *in their current content*, and records them as shown. The record is a
+SHA-256 per notes file, kept in the user's own state directory
+(``$XDG_STATE_HOME/jupyter-agent/seen-notes.json``, default ``~/.local/state``), not in the
+memory directory: a repository could ship a record that claims its notes were seen.
 """
 
 from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import stat
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
 
 from jupyter_agent.store.base import NoteKind
 from jupyter_agent.store.files import SafeDir
@@ -18,7 +34,7 @@ from jupyter_agent.store.flock import lock_shared_or_exclusive
 from jupyter_agent.store.messages import clean_text
 
 __all__ = ["NOTES_LIMIT", "NOTES_LOCK", "NOTE_FILES", "NoteKind", "append_note", "read_notes",
-           "write_notes"]
+           "seen_notes_file", "unseen_notes", "write_notes"]
 
 
 NOTE_FILES = {"project": "project.md", "user": "user.md"}
@@ -86,3 +102,80 @@ def append_note(root: SafeDir, kind: NoteKind, line: str) -> None:
         existing = read_notes(root, kind)
         text = (existing.rstrip("\n") + "\n" if existing.strip() else "") + item + "\n"
         root.write_atomic(name, text.encode("utf-8"), private=True)
+
+
+#: Files remembered as seen at most (the oldest are forgotten: they are shown again).
+_SEEN_MAX = 500
+
+
+def seen_notes_file(environ: Mapping[str, str] | None = None) -> Path:
+    """Where :func:`unseen_notes` keeps what the user was shown (see the module docstring)."""
+    env = os.environ if environ is None else environ
+    state = env.get("XDG_STATE_HOME") or str(Path("~/.local/state").expanduser())
+    return Path(state) / "jupyter-agent" / "seen-notes.json"
+
+
+def _load_seen(path: Path) -> dict[str, str]:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return {}
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return {}  # a link, FIFO or device: never read (every note counts as unseen)
+        data = file.read(1024 * 1024 + 1)
+    try:
+        seen = json.loads(data) if len(data) <= 1024 * 1024 else {}
+    except ValueError:
+        seen = {}  # unreadable: every note counts as unseen, the safe side
+    if not isinstance(seen, dict):
+        return {}
+    return {str(k): str(v) for k, v in seen.items()}
+
+
+def unseen_notes(notes: Mapping[Path, str], environ: Mapping[str, str] | None = None
+                 ) -> list[Path]:
+    """The notes files whose current text the user has not been shown, in ``notes`` order;
+    they are recorded as shown (the caller shows them now).
+
+    Parameters
+    ----------
+    notes : mapping
+        Absolute path of each notes file -> the text going into the system prompt.
+    environ : mapping, optional
+        For ``XDG_STATE_HOME`` (default ``os.environ``).
+
+    Returns
+    -------
+    list of pathlib.Path
+
+    Notes
+    -----
+    A record that cannot be read counts as empty (every note is shown again); one that
+    cannot be written is not an error (the notes are shown again next time).
+    """
+    path = seen_notes_file(environ)
+    seen = _load_seen(path)
+    new = []
+    for file, text in notes.items():
+        digest = hashlib.sha256(clean_text(text).encode("utf-8")).hexdigest()
+        if seen.get(str(file)) != digest:
+            new.append(file)
+            seen.pop(str(file), None)
+            seen[str(file)] = digest
+    if new:
+        kept = dict(list(seen.items())[-_SEEN_MAX:])
+        try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".seen-notes.", suffix=".tmp")
+        except OSError:
+            return new
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump(kept, out)
+            os.replace(temp, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+    return new

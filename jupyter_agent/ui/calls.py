@@ -6,11 +6,13 @@ Text is cut by code points (Python ``str`` indices), never inside a character.
 
 from __future__ import annotations
 
+import html
 import json
 from typing import Any
 
 __all__ = ["RESULT_LABELS", "format_call", "format_tool_call", "is_code_call",
-           "notice_shown_by", "one_line_result", "result_preview", "tool_result_sections"]
+           "notice_shown_by", "one_line_result", "question_bundle", "result_preview",
+           "show_question", "tool_result_sections"]
 
 
 def _shorten(text: str, limit: int) -> str:
@@ -168,3 +170,29 @@ def notice_shown_by(notice: str, result: str) -> bool:
     """True if a tool's ``notice`` only repeats what its result says (e.g. a refusal)."""
     words = notice.split(" ", 1)
     return notice in result or (len(words) == 2 and words[1] in result)
+
+
+#: The approval question's view in Jupyter: the whole text, scrolling past ~25 lines.
+_QUESTION_STYLE = ("max-height: 25em; overflow: auto; white-space: pre; margin: 0.3em 0; "
+                   "padding: 0.4em; border: 1px solid var(--jp-border-color1, #ccc)")
+
+
+def question_bundle(intro: str, text: str) -> dict[str, str]:
+    """An approval question as a MIME bundle: ``text/html`` shows the whole ``text``
+    HTML-escaped in a scrollable ``<pre>`` under the intro and its length;
+    ``text/plain`` is :func:`~jupyter_agent.agent.builtin_tools.question_text`."""
+    from jupyter_agent.agent.builtin_tools import question_text, visible_controls
+
+    plain = question_text(intro, text)
+    head = plain.split("\n", 1)[0]
+    body = html.escape(visible_controls(text.rstrip("\n")))
+    return {"text/plain": plain,
+            "text/html": f"<div><b>{html.escape(head)}</b>"
+                         f'<pre style="{_QUESTION_STYLE}">{body}</pre></div>'}
+
+
+def show_question(intro: str, text: str) -> None:
+    """Display an approval question in a Jupyter front end (see :func:`question_bundle`)."""
+    from IPython.display import display
+
+    display(question_bundle(intro, text), raw=True)

@@ -2,8 +2,12 @@
 
 What it shows, and in which order, is described in :mod:`jupyter_agent.ui.render` (the
 Markdown renderer's module, which re-exports this class): text is written as it
-arrives; the status line of long waits is shown only on a terminal; what the agent's
-code displays is left to the tool result, which names it.
+arrives; the status line of long waits is shown only on a terminal, written to the
+terminal itself (never through the ``sys.stdout`` that code run by the agent has
+redirected, so it is never part of a tool result), and not while the turn waits for an
+approval answer; what the agent's code displays is left to the tool result, which names
+it. A call that will ask for approval shows only its name: the question shows the
+whole code.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ class PlainTurnRenderer:
         self._lock = threading.RLock()
         self._status_width = 0
         out = stream or sys.stdout
+        self._terminal = out  # the status line's stream, fixed before any code runs
         tty = stream is None and bool(getattr(out, "isatty", lambda: False)())
         self._waiting = WaitingStatus(self._show_status, self._lock, wait_after) if tty else None
         self._pending: list[str] = []  # notices shown at the next event (or dropped)
@@ -42,13 +47,14 @@ class PlainTurnRenderer:
         if self._waiting is None or not self._waiting.text or not self._at_line_start:
             return
         text = self._waiting.text
-        self._out().write("\r" + text + " " * max(self._status_width - len(text), 0))
-        self._out().flush()
+        self._terminal.write("\r" + text + " " * max(self._status_width - len(text), 0))
+        self._terminal.flush()
         self._status_width = len(text)
 
     def _clear_status(self) -> None:
         if self._status_width:
-            self._out().write("\r" + " " * self._status_width + "\r")
+            self._terminal.write("\r" + " " * self._status_width + "\r")
+            self._terminal.flush()
             self._status_width = 0
 
     def _write(self, text: str) -> None:
@@ -80,6 +86,11 @@ class PlainTurnRenderer:
             self._open = (event.call_id, event.name)
             if self._waiting is not None:
                 self._waiting.running = event.name
+            if getattr(event, "asks", False):  # the question shows it all
+                if self._waiting is not None:
+                    self._waiting.running, self._waiting.paused = None, True
+                self._block(f"▶ {event.name}")
+                return
             if not calls.is_code_call(event.arguments):
                 start = "" if self._at_line_start else "\n"
                 self._write(f"{start}▸ {calls.format_call(event.name, event.arguments)}")
@@ -103,6 +114,10 @@ class PlainTurnRenderer:
                 self._held.append(str(event.text))
                 return
             self._pending.append(str(event.text))
+        elif kind == "approval_answered":
+            if self._waiting is not None and self._open is not None and event.approved:
+                self._waiting.running = self._open[1]
+            return
         self._open_call = ""
 
     def _flush_pending(self) -> None:

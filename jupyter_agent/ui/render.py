@@ -12,7 +12,9 @@ printed, the value of its last expression, stderr, the error), a refused call on
 the whole reason, and every other tool call (todos, scratchpad, summary, notes,
 variables) as one line: ``▸ update_todo(id=1, status="in_progress") → todo #1 is now
 in_progress``. A notice a tool raises while it runs (a refusal) is shown once, with that
-call's result, not a second time on its own.
+call's result, not a second time on its own. A call that will ask for approval
+(``ToolCallStart.asks``) shows only its name: the question that follows shows the whole
+code (or note), and no status line is shown until it is answered.
 
 Long waits (the client waiting out a rate limit, a slow first token, a long tool run)
 show a status line, ``waiting for the model — 12 s …``, that goes as soon as anything
@@ -94,8 +96,9 @@ class MarkdownTurnRenderer:
         self._waiting = WaitingStatus(self._show_locked, self._lock, wait_after) if live else None
 
     # ---- the Markdown
-    def markdown(self) -> str:
-        """The turn so far as Markdown (no HTML; replies without maths)."""
+    def markdown(self, *, status: bool = True) -> str:
+        """The turn so far as Markdown (no HTML; replies without maths), with the status
+        line of a long wait unless ``status`` is False."""
         blocks = []
         for kind, payload in self._items:
             if kind == "reply":
@@ -106,7 +109,7 @@ class MarkdownTurnRenderer:
                 blocks.append("  \n".join(literal(line) for line in payload))
             else:
                 blocks.append(payload)
-        if self._waiting is not None and self._waiting.text:
+        if status and self._waiting is not None and self._waiting.text:
             blocks.append(f"*{literal(self._waiting.text)}*")
         return "\n\n".join(blocks)
 
@@ -115,8 +118,8 @@ class MarkdownTurnRenderer:
         text = self._plain_out.getvalue()[self._plain_from:].rstrip("\n")
         return text.lstrip("\n") if self._plain_from else text
 
-    def _display_object(self) -> MarkdownText:
-        return MarkdownText(self.markdown(), self.plain())
+    def _display_object(self, *, status: bool = True) -> MarkdownText:
+        return MarkdownText(self.markdown(status=status), self.plain())
 
     def _show_locked(self) -> None:
         from IPython.display import display
@@ -156,12 +159,11 @@ class MarkdownTurnRenderer:
             fence = "`" * max(3, longest + 1)
             self._block("\n".join([f"*{literal(label)}*", f"{fence}text", *lines, fence]))
 
-    def _show_output(self, event: Any) -> None:
-        """End the current Markdown output and show what the code displayed below it."""
-        from IPython.display import display
-
+    def _end_output(self) -> None:
+        """End the current Markdown output (for good: no status line stays in it); what
+        comes next goes into a new output below whatever is displayed in between."""
         if self._items:
-            done = self._display_object()
+            done = self._display_object(status=False)
             if self._handle is not None:
                 self._handle.update(done)
             self._parts.append(("markdown", done))
@@ -169,6 +171,12 @@ class MarkdownTurnRenderer:
             self._handle.update(MarkdownText("", ""))
         self._items, self._handle = [], None
         self._plain_from = len(self._plain_out.getvalue())
+
+    def _show_output(self, event: Any) -> None:
+        """End the current Markdown output and show what the code displayed below it."""
+        from IPython.display import display
+
+        self._end_output()
         bundle = (dict(event.data), dict(event.metadata or {}))
         self._parts.append(("display", bundle))
         if self._live:
@@ -182,13 +190,17 @@ class MarkdownTurnRenderer:
                 with self._lock:
                     self._show_output(event)
             return
-        if kind not in ("text_delta", "tool_call_start", "tool_call_end", "notice"):
+        if kind not in ("text_delta", "tool_call_start", "tool_call_end", "notice",
+                        "approval_answered"):
             return
         with self._lock:
             status_gone = self._waiting.event() if self._waiting is not None else False
             self._plain(event)
             force = self._handle_event(kind, event) or status_gone
         self._show(force=force)
+        if kind == "tool_call_start" and getattr(event, "asks", False) and self._live:
+            with self._lock:  # the question is displayed next; the turn goes on below it
+                self._end_output()
 
     def _handle_event(self, kind: str, event: Any) -> bool:
         """Update the items for one event; True when the display must update at once."""
@@ -198,11 +210,19 @@ class MarkdownTurnRenderer:
             else:
                 self._items.append(["reply", [event.text]])
             return False
+        if kind == "approval_answered":
+            if self._waiting is not None and self._open is not None and event.approved:
+                self._waiting.running = self._open[1]
+            return False
         if kind == "tool_call_start":
             self._open = (event.call_id, event.name)
             if self._waiting is not None:
                 self._waiting.running = event.name
-            if is_code_call(event.arguments):
+            if getattr(event, "asks", False):  # the question shows the whole code
+                if self._waiting is not None:
+                    self._waiting.running, self._waiting.paused = None, True
+                self._block(f"**{literal('▶ ' + event.name)}**")
+            elif is_code_call(event.arguments):
                 text = format_tool_call(event.name, event.arguments)
                 head, _, body = text.partition("\n")
                 code = "\n".join(line[4:] for line in body.splitlines())

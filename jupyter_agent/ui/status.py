@@ -39,6 +39,10 @@ class WaitingStatus:
         The status line to show now, or ``None``.
     running : str or None
         The tool that runs now (set by the owner), if any.
+    paused : bool
+        No status line until the next event (set by the owner while the turn waits for
+        the user, e.g. at an approval question: nothing runs, and the line would cover
+        the question).
     """
 
     def __init__(self, show: Callable[[], object], lock: threading.RLock,
@@ -46,6 +50,7 @@ class WaitingStatus:
         self._show, self._lock, self._wait_after = show, lock, wait_after
         self.last_event = time.monotonic()
         self.running: str | None = None  # the tool that runs now, if any
+        self.paused = False
         self.text: str | None = None
         self._done = threading.Event()
         context = contextvars.copy_context()  # the kernel's output routing of this cell
@@ -57,15 +62,17 @@ class WaitingStatus:
         while not self._done.wait(0.5):
             with self._lock:
                 waited = time.monotonic() - self.last_event
-                if self._done.is_set() or waited < self._wait_after:
+                if self._done.is_set() or self.paused or waited < self._wait_after:
                     continue
                 what = f"{self.running} running" if self.running else "waiting for the model"
                 self.text = f"{what} — {int(waited)} s …"
                 self._show()
 
     def event(self) -> bool:
-        """Note an event; True if a status line was shown (and is now gone)."""
+        """Note an event (which ends a pause); True if a status line was shown (and is now
+        gone)."""
         self.last_event = time.monotonic()
+        self.paused = False
         shown, self.text = self.text is not None, None
         return shown
 
