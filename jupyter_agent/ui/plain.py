@@ -2,8 +2,10 @@
 
 What it shows, and in which order, is described in :mod:`jupyter_agent.ui.render` (the
 Markdown renderer's module, which re-exports this class): text is written as it
-arrives; the status line of long waits is shown only on a terminal; what the agent's
-code displays is left to the tool result, which names it.
+arrives, with terminal escape sequences and control characters made inert
+(:func:`~jupyter_agent.ui.display.terminal_text`); the status line of long waits is shown
+only on a terminal; what the agent's code displays is left to the tool result, which
+names it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import threading
 from typing import Any, TextIO
 
 from jupyter_agent.ui import calls
+from jupyter_agent.ui.display import terminal_text
 from jupyter_agent.ui.status import WAIT_AFTER, WaitingStatus
 
 __all__ = ["PlainTurnRenderer"]
@@ -52,6 +55,7 @@ class PlainTurnRenderer:
             self._status_width = 0
 
     def _write(self, text: str) -> None:
+        text = terminal_text(text)  # a reply or tool result may carry escape sequences
         if not text:
             return
         out = self._out()
