@@ -426,7 +426,8 @@ def summary_html(markdown: str) -> str:
 
     Raw HTML in the summary is escaped, not rendered; code blocks, tables and lists
     render; an image is a link ``image: alt`` (never fetched by itself); links keep only
-    :data:`SAFE_SCHEMES` (others show as text) and open in a new tab.
+    :data:`SAFE_SCHEMES` (others show as text) and open in a new tab; ``\\(``, ``\\)``,
+    ``\\[`` and ``\\]`` keep their backslash.
     """
     return _summary_parser().render(markdown)
 
@@ -449,6 +450,14 @@ def _summary_parser() -> MarkdownIt:
         return (f'<a href="{html.escape(str(token.attrGet("src") or ""))}" target="_blank" '
                 f'rel="noopener noreferrer">image: {html.escape(alt)}</a>')
 
+    def delimiters_as_typed(state: Any) -> None:  # "\(x\)" shows "\(x\)", not "(x)"
+        for token in state.tokens:
+            for child in token.children or []:
+                if child.type == "text_special" and child.info == "escape" \
+                        and child.content in "()[]":
+                    child.content = "\\" + child.content
+
+    md.core.ruler.before("text_join", "delimiters_as_typed", delimiters_as_typed)
     md.add_render_rule("link_open", link_open)
     md.add_render_rule("image", image)
     return md

@@ -248,3 +248,5 @@ def test_summary_html_shows_no_html_image_or_unsafe_link() -> None:
     assert 'href="javascript' not in rendered and "[j](javascript:alert(1))" in rendered
     assert '<a href="https://example.com" target="_blank" rel="noopener noreferrer">ok</a>' \
         in rendered
+    assert summary_html("so \\(x\\) and \\[y\\], `\\(c\\)`") == \
+        "<p>so \\(x\\) and \\[y\\], <code>\\(c\\)</code></p>\n"  # delimiters as typed
