@@ -82,9 +82,10 @@ def shot(page: Any, name: str) -> Path:
     return path
 
 
-def start_all(page: Any, lab: Lab, name: str) -> None:
-    """Open a notebook, wait for its kernel, and run all its cells."""
-    page.goto(lab.open_url(name))
+def start_all(page: Any, lab: Lab, name: str, *, fresh: bool = False) -> None:
+    """Open a notebook, wait for its kernel, and run all its cells (``fresh``: in a reset
+    workspace, without the notebooks an earlier test left open)."""
+    page.goto(lab.open_url(name) + ("&reset" if fresh else ""))
     page.wait_for_selector(".jp-Notebook .jp-Cell")
     page.get_by_text(re.compile(r"Python 3 \(ipykernel\) \| Idle")).wait_for(timeout=120_000)
     page.get_by_role("menuitem", name="Run", exact=True).click()
@@ -261,7 +262,7 @@ def test_text_from_the_model_and_from_files_stays_inert(lab: Lab, page: Any) -> 
     requests: list[str] = []
     page.on("request", lambda request: requests.append(request.url))
     lab.write_notebook("hostile.ipynb", HOSTILE)
-    start_all(page, lab, "hostile.ipynb")
+    start_all(page, lab, "hostile.ipynb", fresh=True)
     page.wait_for_selector("text=HOSTILE DONE", state="attached", timeout=120_000)
 
     def leaked() -> list[str]:  # the remote image, or the <img src=x> of the payload
