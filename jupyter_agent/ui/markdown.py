@@ -186,6 +186,9 @@ def _inline(text: str, dollar_links: bool = False, maths: bool = True) -> str:
             close = text.find("`" * run, i + run, limit)
             while close != -1 and _backtick_run(text, close) != run:
                 close = text.find("`" * run, close + _backtick_run(text, close), limit)
+            newline = text.find("\n", i, close) if close != -1 else -1
+            if newline != -1 and "<" in text[newline:close]:
+                close = -1  # a "<" on a later line could open an HTML block mid-span
             if close == -1:  # no code span: literal backticks, escaped so that nothing
                 out.append("\\`" * run)  # that scans the source can pair them with others
                 i += run
