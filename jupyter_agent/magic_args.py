@@ -96,7 +96,9 @@ def _show_agent_error(shell: Any, etype: type, value: BaseException, tb: Any,
     if not isinstance(value, AgentUsageError) and previous is not None:
         previous(etype, value, tb, tb_offset=tb_offset)
         return []
-    print(str(value), file=sys.stderr)
+    from jupyter_agent.ui.display import terminal_text
+
+    print(terminal_text(str(value)), file=sys.stderr)  # it may quote a title or a path
     return []
 
 

@@ -64,11 +64,18 @@ from jupyter_agent.ui.display import (
     history_blocks,
     is_jupyter,
     limit_message,
+    terminal_text,
     transcript_blocks,
 )
 from jupyter_agent.ui.figures import RECAP_WIDTH, last_figure, show_blocks, split_at_figures
 
 __all__ = ["AgentMagics", "load_ipython_extension", "unload_ipython_extension"]
+
+
+def _print(text: str) -> None:
+    """Print ``text``, which may hold titles, summaries or replies from outside, with its
+    escape sequences and control characters made inert."""
+    print(terminal_text(text))
 
 
 @magics_class
@@ -107,7 +114,7 @@ class AgentMagics(Magics):
         if self._jupyter:
             display(markdown())
         else:
-            print(text)
+            _print(text)
 
     # ---- sessions
     @line_magic
@@ -118,9 +125,9 @@ class AgentMagics(Magics):
         """Start a new session, make it active and print its ID."""
         options = options_from_args(parse_argstring(self.agent_new, line))
         session_id = self._controller.new_session(options)
-        print(f"New session {session_id}" + (f" — {options.title}" if options.title else ""))
+        _print(f"New session {session_id}" + (f" — {options.title}" if options.title else ""))
         for line in self._controller.notes_notice:
-            print(line)
+            _print(line)
 
     @line_magic
     @error_boundary
@@ -167,11 +174,11 @@ class AgentMagics(Magics):
         created = self._controller.ensure_session()
         if created is not None:
             why = f"session {ended[0]} was {ended[1]}" if ended else "no active session"
-            print(f"{why[0].upper()}{why[1:]}: started session {created}"
-                  + (" with the same options" if ended else "")
-                  + " (%agent_resume picks up an earlier one).")
+            _print(f"{why[0].upper()}{why[1:]}: started session {created}"
+                   + (" with the same options" if ended else "")
+                   + " (%agent_resume picks up an earlier one).")
             for notice in self._controller.notes_notice:
-                print(notice)
+                _print(notice)
         renderer: render.MarkdownTurnRenderer | render.PlainTurnRenderer = (
             render.MarkdownTurnRenderer(live=can_update_live(self.shell)) if self._jupyter
             else render.PlainTurnRenderer())
@@ -187,7 +194,7 @@ class AgentMagics(Magics):
         renderer.finish(interrupted=interrupted, footer=self._footer(),
                         drop_notice=None if limit is None else result.reply)
         if interrupted:
-            print(INTERRUPTED_MESSAGE)
+            _print(INTERRUPTED_MESSAGE)
         elif limit is not None:
             raise AgentUsageError(limit_message(result)) from limit
 
@@ -218,11 +225,11 @@ class AgentMagics(Magics):
             display(self.sessions_panel(show_archived=args.all, query=query, deep=args.deep))
         elif query:
             hits = self._controller.search(query, deep=args.deep, include_archived=args.all)
-            print(format_search_results(hits, query=query,
+            _print(format_search_results(hits, query=query,
                                         active_id=self._controller.active_session_id))
         else:
             listing = self._controller.list_sessions(include_archived=args.all)
-            print(format_sessions_table(listing, active_id=self._controller.active_session_id))
+            _print(format_sessions_table(listing, active_id=self._controller.active_session_id))
 
     def sessions_panel(self, *, show_archived: bool = False, page_size: int = 20,
                        query: str = "", deep: bool = False) -> Any:
@@ -254,9 +261,9 @@ class AgentMagics(Magics):
         text = line.strip()
         if text:
             self._controller.set_summary(text)
-            print("Summary saved.")
+            _print("Summary saved.")
         else:
-            print(self._controller.record().summary or "(no summary yet)")
+            _print(self._controller.record().summary or "(no summary yet)")
 
     @line_magic
     @no_var_expand
@@ -269,7 +276,7 @@ class AgentMagics(Magics):
         if not text:
             raise AgentUsageError("usage: %agent_title TEXT")
         self._controller.set_title(text)
-        print(f"Title set: {text}")
+        _print(f"Title set: {text}")
 
     @line_magic
     @error_boundary
@@ -279,7 +286,7 @@ class AgentMagics(Magics):
     def agent_archive(self, line: str) -> None:
         """Archive a session (hidden from listings unless --all), or unarchive it with --undo."""
         args = parse_argstring(self.agent_archive, line)
-        print(self._controller.archive(args.session_id, undo=args.undo).describe())
+        _print(self._controller.archive(args.session_id, undo=args.undo).describe())
 
     @line_magic
     @error_boundary
@@ -295,9 +302,9 @@ class AgentMagics(Magics):
             name = f" ({record.title})" if record.title else ""
             if not confirm(self.shell, f"Delete session {sid}{name} for good? [y/N] ",
                            f"use %agent_delete {sid} --yes"):
-                print("Not deleted.")
+                _print("Not deleted.")
                 return
-        print(self._controller.delete(sid).describe())
+        _print(self._controller.delete(sid).describe())
 
     # ---- sessions as artefacts (design §17)
     @line_magic
@@ -311,7 +318,7 @@ class AgentMagics(Magics):
         """Start a new session as a copy of a session, optionally cut after its Nth turn, and
         make it the active one (the parent is unchanged; it may be active in another kernel)."""
         args = parse_argstring(self.agent_fork, line)
-        print(format_forked(self._controller.fork(args.session_id, at=args.at, title=args.title)))
+        _print(format_forked(self._controller.fork(args.session_id, at=args.at, title=args.title)))
 
     @line_magic
     @error_boundary
@@ -327,7 +334,7 @@ class AgentMagics(Magics):
         """Export a session to a notebook, a Markdown transcript or a JSON record (API keys
         are redacted; an existing file is replaced only with --force)."""
         args = parse_argstring(self.agent_export, line)
-        print(format_exported(self._controller.export(
+        _print(format_exported(self._controller.export(
             args.session_id, fmt=args.fmt, output=args.output, force=args.force)))
 
     # ---- the active session
@@ -340,13 +347,13 @@ class AgentMagics(Magics):
         notices: list[str] = []
         done = self._controller.compact(on_event=lambda event: collect_notice(event, notices))
         if done:
-            print("Compacted the working context.")
+            _print("Compacted the working context.")
         elif notices:
             raise AgentUsageError(
                 f"{notices[-1]}; nothing was lost: run %agent_compact again later (a turn "
                 "also compacts by itself when the context gets long)")
         else:
-            print("Nothing to compact.")
+            _print("Nothing to compact.")
 
     @line_magic
     @error_boundary
@@ -354,7 +361,7 @@ class AgentMagics(Magics):
     def agent_usage(self, line: str) -> None:
         """Show the active session's tokens, cost, tool calls and what the limits leave."""
         parse_argstring(self.agent_usage, line)
-        print(format_usage(self._controller.usage()))
+        _print(format_usage(self._controller.usage()))
 
     @line_magic
     @error_boundary
@@ -367,13 +374,13 @@ class AgentMagics(Magics):
         args = parse_argstring(self.agent_history, line)
         record = self._controller.record()
         if not self._jupyter:
-            print(format_transcript(record.transcript, record.compactions) if args.full
+            _print(format_transcript(record.transcript, record.compactions) if args.full
                   else format_history(record.messages))
             return
         blocks = (transcript_blocks(record.transcript, record.compactions) if args.full
                   else history_blocks(record.messages))
         if not blocks:
-            print("(no messages)")
+            _print("(no messages)")
             return
         show_blocks(split_at_figures(blocks), self._figure_reader(record.id))
 
@@ -383,7 +390,7 @@ class AgentMagics(Magics):
     def agent_todo(self, line: str) -> None:
         """Show the active session's todo list."""
         parse_argstring(self.agent_todo, line)
-        print(format_todos(self._controller.todos()))
+        _print(format_todos(self._controller.todos()))
 
 
 def _forget(ipython: Any, magics: Magics) -> None:

@@ -7,7 +7,10 @@ with its code and its recorded result in fenced blocks, then the figures it made
 images embedded as ``data:`` URLs, so the file stays self-contained; other tools on
 one line) and,
 where the working context was compacted, a quoted marker with the summary that
-replaced the older turns. System messages (they carry the notes) are left out.
+replaced the older turns. System messages (they carry the notes) are left out. Text
+from the session (titles, prompts, replies, summaries, tool results) is made inert
+(:func:`~jupyter_agent.ui.markdown.inert_markdown`: raw HTML as typed, images as links,
+no unsafe links): the file may be opened in Jupyter or a browser.
 
 The helpers :func:`fence`, :func:`call_line` and :func:`facts_line` are shared with
 the notebook export.
@@ -24,6 +27,7 @@ from jupyter_agent.artefacts.figures import ReadFigure, figure_data
 from jupyter_agent.artefacts.steps import Call, Marker, Progress, Reply, Request, no_progress, steps
 from jupyter_agent.store import SessionRecord
 from jupyter_agent.store.figures import figure_label
+from jupyter_agent.ui.markdown import inert_markdown
 
 __all__ = ["call_line", "facts_line", "fence", "render_markdown", "session_name", "when"]
 
@@ -104,13 +108,13 @@ def _call_md(call: Call, read: ReadFigure | None = None) -> str:
     result = call.result if call.result is not None else "(no result was saved)"
     if call.code is not None:
         label = {"ok": "Result", "error": "Error"}.get(call.outcome, "Not run")
-        figures = _figures_md(call, read)
+        figures = _figures_md(call, read)  # ours: embedded data, the only images
         return (f"**run_python**\n\n{fence(call.code, 'python')}\n\n"
                 f"{label}:\n\n{fence(result, 'text')}" + (f"\n\n{figures}" if figures else ""))
     head = f"**Tool:** `{call_line(call)}`"
     if "\n" not in result.strip() and len(result) <= 200:
-        return f"{head} → {result.strip() or '(empty)'}"
-    return f"{head}\n\n{fence(result, 'text')}"
+        return inert_markdown(f"{head} → {result.strip() or '(empty)'}")
+    return f"{inert_markdown(head)}\n\n{fence(result, 'text')}"
 
 
 def render_markdown(record: SessionRecord, progress: Progress = no_progress, *,
@@ -131,20 +135,22 @@ def render_markdown(record: SessionRecord, progress: Progress = no_progress, *,
     str
         Markdown text ending with a newline.
     """
-    parts = [f"# {session_name(record)}", f"*{facts_line(record)}*"]
+    parts = [inert_markdown(f"# {session_name(record)}"),
+             inert_markdown(f"*{facts_line(record)}*")]
     if record.summary.strip():
-        parts += ["## Summary", record.summary.strip()]
+        parts += ["## Summary", inert_markdown(record.summary.strip())]
     parts.append("---")
     for step in steps(record, progress):
         if isinstance(step, Request):
-            parts += [f"## Request {step.turn}", step.text or "*(empty)*"]
+            parts += [f"## Request {step.turn}", inert_markdown(step.text) or "*(empty)*"]
         elif isinstance(step, Reply):
-            parts.append(f"**Assistant:**\n\n{step.text}")
+            parts.append(f"**Assistant:**\n\n{inert_markdown(step.text)}")
         elif isinstance(step, Call):
             parts.append(_call_md(step, figures))
         elif isinstance(step, Marker):
             c = step.compaction
-            parts.append(quote(f"**Context compacted** at {when(c.at)}: {c.replaced} earlier "
-                               f"messages were replaced, in what the model is sent, by this "
-                               f"summary (this transcript keeps them all):\n\n{c.summary}"))
+            parts.append(inert_markdown(quote(
+                f"**Context compacted** at {when(c.at)}: {c.replaced} earlier messages were "
+                f"replaced, in what the model is sent, by this summary (this transcript "
+                f"keeps them all):\n\n{c.summary}")))
     return "\n\n".join(parts) + "\n"

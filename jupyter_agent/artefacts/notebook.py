@@ -33,6 +33,7 @@ from jupyter_agent.artefacts.turns import SYNTHETIC_PREFIX
 from jupyter_agent.store import SessionRecord
 from jupyter_agent.store.figures import figure_label
 from jupyter_agent.store.records import utc_now
+from jupyter_agent.ui.markdown import inert_markdown
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
@@ -52,7 +53,9 @@ _NO_MATH = '<div class="mathjax_ignore tex2jax_ignore">\n\n{}\n\n</div>'
 
 
 def _markdown_text(text: str) -> str:
-    """Keep amounts of money (``$5 and $10``) from being read as TeX math in Jupyter."""
+    """``text`` (Markdown from the session) made inert (raw HTML as typed, images as links,
+    no unsafe links), and kept from showing amounts of money (``$5 and $10``) as TeX."""
+    text = inert_markdown(text)
     return _NO_MATH.format(text) if re.search(r"\$\d", text) else text
 
 
@@ -110,8 +113,8 @@ def _tools_cell(calls: list[Call]) -> Any:
         shown = first[0] if first else "(no result)"
         more = " …" if len(first) > 1 else ""
         lines.append(f"- `{call_line(call, 60)}` → {shown[:120]}{more}")
-    return v4.new_markdown_cell("<small>\n\n*Agent tools:*\n\n" + "\n".join(lines)
-                                + "\n\n</small>")
+    body = inert_markdown("\n".join(lines))
+    return v4.new_markdown_cell(f"<small>\n\n*Agent tools:*\n\n{body}\n\n</small>")
 
 
 def _metadata(record: SessionRecord) -> dict[str, Any]:
@@ -179,9 +182,9 @@ def render_notebook(record: SessionRecord, progress: Progress = no_progress, *,
             if step.outcome in ("ok", "error"):
                 cells.append(_code_cell(step, code, figures))
             else:
-                cells.append(v4.new_markdown_cell(
+                cells.append(v4.new_markdown_cell(inert_markdown(
                     f"*The agent's code below did not run: {_why(step)}*\n\n"
-                    f"{fence(code, 'python')}"))
+                    f"{fence(code, 'python')}")))
     if tools:
         cells.append(_tools_cell(tools))
     notebook = v4.new_notebook(cells=cells, metadata=_metadata(record))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Iterable, Mapping
@@ -109,12 +110,17 @@ class Context:
         self._opened.clear()
 
     def print(self, text: str) -> None:
-        """Write a line of text to standard output."""
-        print(text, file=self.out)
+        """Write a line of text to standard output, its escape sequences and control
+        characters made inert (titles, summaries and prompts come from session files)."""
+        from jupyter_agent.ui.display import terminal_text
+
+        print(terminal_text(text), file=self.out)
 
     def emit_json(self, value: Any) -> None:
-        """Write ``value`` as indented JSON to standard output."""
-        print(json.dumps(value, indent=2, ensure_ascii=False), file=self.out)
+        """Write ``value`` as indented JSON to standard output; C1 controls and
+        bidirectional overrides are written as ``\\u`` escapes, as JSON writes C0 ones."""
+        text = json.dumps(value, indent=2, ensure_ascii=False)
+        print(_JSON_CONTROLS.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text), file=self.out)
 
     def progress(self, what: str, unit: str) -> Any:
         """A :data:`~jupyter_agent.artefacts.steps.Progress` for a long operation: a
@@ -130,6 +136,9 @@ class Context:
                         ncols=min(width, 100) if width > 0 else 80)
 
         return show
+
+
+_JSON_CONTROLS = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def _silent(items: Iterable[T], total: int) -> Iterable[T]:

@@ -147,10 +147,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(ctx, args))
     except JupyterAgentError as err:
+        from jupyter_agent.ui.display import terminal_text
+
         text = str(err)
         if isinstance(err, UnsafeDirectoryError):  # the command line's own advice
             text = err.advice(elsewhere=ELSEWHERE)
-        message = " ".join(text.split())
+        message = " ".join(terminal_text(text).split())
         print(f"{PROG}: {message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -11,6 +11,7 @@ Text is cut by code points (Python ``str`` indices), never inside a character.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -58,20 +59,42 @@ __all__ = [
     "relative_time",
     "result_preview",
     "shorten",
+    "terminal_text",
     "tool_result_sections",
     "transcript_blocks",
 ]
 
 
 # --------------------------------------------------------------------------- small helpers
+#: Terminal escape sequences (CSI, OSC such as hyperlinks and window titles, DCS, and
+#: the rest), 7-bit and 8-bit, each to its end if it has one.
+_ESCAPES = re.compile(
+    r"\x1b\][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?|\x9d[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x1b[PX^_][^\x1b\x9c]*(?:\x1b\\|\x9c)?|[\x90\x98\x9e\x9f][^\x1b\x9c]*(?:\x1b\\|\x9c)?"
+    r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?|\x1b[ -/]*[0-~]?")
+#: What is left that a terminal would act on or that reorders text: C0 controls but
+#: tab and newline, DEL, C1 controls, bidirectional embeddings, overrides and isolates.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_text(text: str) -> str:
+    """``text`` from outside made safe to print on a terminal: escape sequences (colours,
+    screen clears, OSC 8 hyperlinks, window titles) removed, a carriage return made a line
+    break, and every other control character and bidirectional override replaced by
+    ``\ufffd`` (so that it shows it was there). Tab and newline are kept."""
+    text = _ESCAPES.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
+    return _CONTROLS.sub("\ufffd", text)
+
+
 def shorten(text: str, limit: int) -> str:
     """``text`` cut to at most ``limit`` code points, ending with ``…`` when cut."""
     return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
 
 
 def one_line(text: str, limit: int = 80) -> str:
-    """``text`` with all whitespace runs collapsed to one space, then :func:`shorten`."""
-    return shorten(" ".join(text.split()), limit)
+    """``text`` with all whitespace runs collapsed to one space and control characters
+    made inert (:func:`terminal_text`), then :func:`shorten`."""
+    return shorten(" ".join(terminal_text(text).split()), limit)
 
 
 def relative_time(when: datetime, now: datetime | None = None) -> str:

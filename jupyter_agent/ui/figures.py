@@ -86,7 +86,8 @@ def split_at_figures(blocks: Sequence[tuple[str, dict[str, Any] | None]]
 
 def show_blocks(parts: Sequence[str | dict[str, Any]], read: ReadFigure | None, *,
                 width: int | None = None) -> None:
-    """Print the text runs and display the figures between them, in order.
+    """Print the text runs (control characters made inert) and display the figures
+    between them, in order.
 
     Parameters
     ----------
@@ -100,6 +101,8 @@ def show_blocks(parts: Sequence[str | dict[str, Any]], read: ReadFigure | None, 
     """
     from IPython.display import display
 
+    from jupyter_agent.ui.display import terminal_text  # (display imports this module)
+
     text: list[str] = []
     for part in parts:
         if isinstance(part, str):
@@ -108,14 +111,14 @@ def show_blocks(parts: Sequence[str | dict[str, Any]], read: ReadFigure | None, 
         if read is None:
             continue
         if text:
-            print("\n\n".join(text))
+            print(terminal_text("\n\n".join(text)))
         text = []
         try:
             figure = read(str(part["id"]))
         except (JupyterAgentError, OSError) as err:
-            print(f"[{figure_label(part)}: cannot be shown: {err}]")
+            print(terminal_text(f"[{figure_label(part)}: cannot be shown: {err}]"))
             continue
         data, metadata = figure_bundle(figure, part, width=width)
         display(data, metadata=metadata, raw=True)
     if text:
-        print("\n\n".join(text))
+        print(terminal_text("\n\n".join(text)))

@@ -1,4 +1,16 @@
-"""Markdown for Jupyter that shows TeX triggers as typed: replies, notices, our own lines.
+"""Markdown for Jupyter that is inert and shows TeX triggers as typed: replies, notices,
+our own lines.
+
+Text the product did not write (a reply, a stored summary, a title) is data. JupyterLab
+renders the ``text/markdown`` of a running notebook as *trusted*: raw HTML in it would
+run (``<img onerror>``, ``<script>``) and an image would be fetched as it renders. So:
+
+- raw HTML outside code shows as typed (``<`` becomes ``\\<``); an image ``![alt](url)``
+  becomes a link ``[image: alt](url)`` the user may click; a link, autolink or link
+  reference whose scheme is not ``http``, ``https`` or ``mailto`` shows as text;
+  code spans and code blocks are left as they are (their ``<`` is text already). The
+  result is checked with ``markdown-it-py`` (HTML on, every link accepted); if it still
+  held HTML, an image or an unsafe link, the whole text is shown literally instead.
 
 JupyterLab (and Notebook 7, nbconvert's HTML) render ``text/markdown`` in three steps:
 ``removeMath`` lifts ``$...$``, ``$$...$$``, ``\\\\(...\\\\)``, ``\\\\[...\\\\]`` and
@@ -6,45 +18,76 @@ JupyterLab (and Notebook 7, nbconvert's HTML) render ``text/markdown`` in three 
 then MathJax typesets the page (``processEscapes``: ``\\$`` shows ``$`` and ``\\\\``
 shows ``\\``; ``\\ref{}`` and environments are triggers too). A reply that says "costs
 $5 and $10" therefore shows italic maths. This module writes Markdown whose *rendered
-text* is what CommonMark without maths shows (design §18):
+text* is what CommonMark without maths shows, except that ``\\(``, ``\\)``, ``\\[`` and
+``\\]`` keep their backslash (design §18):
 
 - outside code, every ``$`` becomes ``\\\\$`` (the page then holds ``\\$``, which MathJax
   shows as ``$``); a backslash MathJax would read becomes ``&#92;&#92;``; nothing is
   left for ``removeMath`` to lift;
-- code spans, fenced and indented code blocks and raw HTML are left exactly as they are
-  (MathJax never typesets ``<code>``/``<pre>``), so code, tables, lists and emphasis
-  still render;
+- code spans, fenced and indented code blocks are left exactly as they are (MathJax
+  never typesets ``<code>``/``<pre>``), so code, tables, lists and emphasis still render;
 - no HTML tags are added, so headless output (``nbconvert --to markdown``) stays plain
   Markdown.
 
-:func:`reply_markdown` does this for Markdown written by the model; :func:`literal`
-turns any plain text of ours (a footer, a tool call line) into Markdown that shows it
-character for character. :func:`plain_text` and :func:`excerpt` go the other way
-(Markdown to readable text), :func:`summary_html` renders a summary for the panel's
-detail view. Parsing is ``markdown-it-py`` (CommonMark plus GitHub tables).
+:func:`reply_markdown` does both for Markdown from outside; :func:`inert_markdown` only
+the first (exports keep maths as written); :func:`literal` turns any plain text of ours
+(a footer, a tool call line) into Markdown that shows it character for character.
+:func:`plain_text` and :func:`excerpt` go the other way (Markdown to readable text),
+:func:`summary_html` renders a summary for the panel's detail view (HTML escaped, images
+as links). Parsing is ``markdown-it-py`` (CommonMark plus GitHub tables).
 """
 
 from __future__ import annotations
 
 import functools
+import html
 import re
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
 
-__all__ = ["excerpt", "hard_breaks", "literal", "plain_text", "reply_markdown", "summary_html"]
+__all__ = ["SAFE_SCHEMES", "excerpt", "hard_breaks", "inert_markdown", "literal", "plain_text",
+           "reply_markdown", "safe_url", "summary_html"]
 
 _PUNCT = set("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 #: What MathJax reads after a backslash (environments, references) outside maths.
 _TEX_WORD = re.compile(r"(?:begin|end|ref|eqref)\s*\{")
 _ENTITY = re.compile(r"&(?:#36|#x24|dollar|#92|#x5c|bsol);", re.IGNORECASE)
-_AUTOLINK = re.compile(r"<(?:[A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]*|[^\s<>@]+@[^\s<>]+)>")
+#: CommonMark's autolinks: ``<scheme:...>`` and ``<name@host>``.
+_AUTOLINK = re.compile(
+    r"<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^\x00-\x20<>]*|[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@"
+    r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}"
+    r"[A-Za-z0-9])?)*)>")
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
-_HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>")
 #: Characters that have a meaning in Markdown (escaped by :func:`literal`).
 _MD_SPECIAL = set("\\`*_[]<>#|~!&")
+#: The schemes a link in text we did not write may have; any other link shows as text.
+SAFE_SCHEMES = frozenset({"http", "https", "mailto"})
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
+_UNESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
+
+
+def safe_url(url: str) -> bool:
+    """True if a link to ``url`` may be shown as a link: relative, or ``http``, ``https``
+    or ``mailto`` (:data:`SAFE_SCHEMES`).
+
+    ``url`` is read as a browser reads it after Markdown: backslash escapes and HTML
+    entities decoded, ASCII spaces and control characters dropped (so
+    ``java&#10;script:`` is ``javascript:``).
+    """
+    url = html.unescape(_UNESCAPE.sub(r"\1", url))
+    match = _SCHEME.match(re.sub(r"[\x00-\x20\x7f]", "", url))
+    return match is None or match.group(1).lower() in SAFE_SCHEMES
+
+
+def _destination(text: str) -> str:
+    """The link destination at the start of ``text`` (after ``](`` or ``]:``)."""
+    text = text.lstrip()
+    if text.startswith("<"):
+        return text[1:].split(">", 1)[0]
+    return text.split(None, 1)[0] if text.strip() else ""
 
 
 @functools.lru_cache(maxsize=4)
@@ -56,15 +99,15 @@ def _parser(breaks: bool = False, html: bool = False) -> MarkdownIt:
 
 @dataclass(frozen=True)
 class _Blocks:
-    """Where the blocks of a Markdown text are, by line number (0-based).
+    """Where the blocks of a Markdown text are, by line number (0-based), as a renderer
+    that shows raw HTML as text parses it.
 
     Attributes
     ----------
     code : set of int
-        Lines of fenced and indented code blocks, and of raw HTML blocks whose text is
-        shown as it is (``<pre>``, ``<script>``, ``<style>``, ``<textarea>``).
-    html : set of int
-        Lines of the other raw HTML blocks (their text is rendered as HTML).
+        Lines of fenced and indented code blocks.
+    tables : set of int
+        Lines of tables (a code span never runs past a cell's ``|``).
     starts : set of int
         Lines where a block of inline text (a paragraph, heading, table row, list item)
         starts or the one before ends: a code span never runs past its block.
@@ -73,64 +116,26 @@ class _Blocks:
     """
 
     code: set[int]
-    html: set[int]
+    tables: set[int]
     starts: set[int]
     dollar_links: bool
 
 
-_RAW_HTML = re.compile(r"\s*<(?:pre|script|style|textarea)[\s>]", re.IGNORECASE)
-
-
-def _blocks(markdown: str, *, html: bool = True) -> _Blocks:
-    """The :class:`_Blocks` of ``markdown``, as a front end that renders raw HTML parses it
-    (``html=False``: as a renderer that escapes it)."""
+def _blocks(markdown: str) -> _Blocks:
+    """The :class:`_Blocks` of ``markdown``."""
     blocks = _Blocks(set(), set(), set(), False)
     dollar_links = False
-    for token in _parser(html=html).parse(markdown):
+    for token in _parser().parse(markdown):
         if token.type in ("fence", "code_block") and token.map:
             blocks.code.update(range(*token.map))
-        elif token.type == "html_block" and token.map:
-            raw = _RAW_HTML.match(token.content)
-            (blocks.code if raw else blocks.html).update(range(*token.map))
+        elif token.type == "table_open" and token.map:
+            blocks.tables.update(range(*token.map))
         if token.type == "inline" and token.map:
             blocks.starts.update(token.map)  # what follows is another block (or no text)
         for child in token.children or []:
             if child.type == "link_open" and "$" in str(child.attrGet("href") or ""):
                 dollar_links = True
     return replace(blocks, dollar_links=dollar_links)
-
-
-_TAG_OR_COMMENT = re.compile(r"<!--.*?(?:-->|$)|<[^<>]*>")
-
-
-def _html_text(line: str) -> str:
-    """One line of a raw HTML block with nothing left for maths: in text, ``$`` becomes
-    ``\\$`` (an escaped dollar to the maths scanners, ``$`` on the page), a backslash
-    ``&#92;&#92;`` and a backtick ``&#96;``; in tags and comments a ``$`` becomes ``&#36;``."""
-    out: list[str] = []
-    at = 0
-    for match in _TAG_OR_COMMENT.finditer(line):
-        out.append(_html_chars(line[at:match.start()]))
-        out.append(match.group(0).replace("$", "&#36;"))
-        at = match.end()
-    out.append(_html_chars(line[at:]))
-    return "".join(out)
-
-
-def _html_chars(text: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c == "&" and (m := _ENTITY.match(text, i)):
-            dollar = m.group(0).lower() in ("&#36;", "&#x24;", "&dollar;")
-            out.append("\\" + m.group(0) if dollar else "&#92;&#92;")
-            i = m.end()
-            continue
-        out.append("\\$" if c == "$" else "&#92;&#92;" if c == "\\" else "&#96;" if c == "`"
-                   else c)
-        i += 1
-    return "".join(out)
 
 
 def _backtick_run(text: str, i: int) -> int:
@@ -140,61 +145,81 @@ def _backtick_run(text: str, i: int) -> int:
     return j - i
 
 
-def _inline(text: str, dollar_links: bool = False) -> str:
-    """Escape the maths of one run of non-code lines (see the module docstring); with
-    ``dollar_links``, a ``$`` in a link destination becomes ``%24`` (the same URL)."""
+def _inline(text: str, dollar_links: bool = False, maths: bool = True) -> str:
+    """One run of non-code lines made inert, and with ``maths`` safe from maths (see the
+    module docstring); with ``dollar_links``, a ``$`` in a link destination becomes
+    ``%24`` (the same URL)."""
     out: list[str] = []
     i, n = 0, len(text)
-    brackets = 0  # "[" not escaped and not closed yet: a "](" may start a link destination
+    dest_end = 0  # a link destination runs to here: no code spans, no maths escapes
     while i < n:
         c = text[i]
+        in_dest = i < dest_end
         if c == "\\" and i + 1 < n and text[i + 1] in _PUNCT:
             p = text[i + 1]
-            if p == "\\" and text.startswith("|", i + 2):  # "\\|": a table keeps the | in
+            if not maths or (in_dest and p in "()[]"):
+                out.append(text[i:i + 2])
+            elif in_dest and dollar_links and p == "$":
+                out.append("\\%24")
+            elif p == "\\" and text.startswith("|", i + 2):  # "\\|": a table keeps the | in
                 out.append("\\\\")  # its cell; nothing for maths follows the backslash
             elif p == "`" and "```" not in text[text.rfind("\n", 0, i) + 1:i]:
                 out.append("&#96;")  # a literal backtick no scanner takes for a code span
+            elif p in "()[]":  # "\(" shows as typed: "\\" (MathJax shows "\"), then "("
+                out.append("&#92;&#92;\\" + p)
             else:  # (but "\\`" in what could be a fence's info string keeps it no fence)
                 out.append("\\\\\\$" if p == "$" else "\\\\&#92;" if p == "\\" else "\\" + p)
             i += 2
         elif c == "\\":
-            out.append("&#92;&#92;" if _TEX_WORD.match(text, i + 1) else "\\")
+            out.append("&#92;&#92;" if maths and _TEX_WORD.match(text, i + 1) else "\\")
             i += 1
-        elif c == "$":
+        elif c == "$" and in_dest and dollar_links:
+            out.append("%24")
+            i += 1
+        elif c == "$" and maths:
             out.append("\\\\$")
             i += 1
-        elif c == "`":
+        elif c == "`" and not in_dest:
             run = _backtick_run(text, i)
             blank = _BLANK_LINE.search(text, i)  # a code span ends with its paragraph
             limit = n if blank is None else blank.start()
             close = text.find("`" * run, i + run, limit)
             while close != -1 and _backtick_run(text, close) != run:
                 close = text.find("`" * run, close + _backtick_run(text, close), limit)
+            newline = text.find("\n", i, close) if close != -1 else -1
+            if newline != -1 and "<" in text[newline:close]:
+                close = -1  # a "<" on a later line could open an HTML block mid-span
             if close == -1:  # no code span: literal backticks, escaped so that nothing
                 out.append("\\`" * run)  # that scans the source can pair them with others
                 i += run
             else:
                 out.append(text[i:close + run])
                 i = close + run
-        elif c == "&" and (m := _ENTITY.match(text, i)):
+        elif c == "&" and maths and (m := _ENTITY.match(text, i)):
             dollar = m.group(0).lower() in ("&#36;", "&#x24;", "&dollar;")
             out.append("\\\\" + m.group(0) if dollar else "&#92;&#92;")
             i = m.end()
-        elif c == "<" and (m := _AUTOLINK.match(text, i)):
+        elif c == "<" and not in_dest and (m := _AUTOLINK.match(text, i)) \
+                and safe_url(m.group(1)):
             out.append(m.group(0))
             i = m.end()
-        elif c == "<" and (m := _HTML_TAG.match(text, i)):  # a $ in an attribute: &#36;
-            out.append(m.group(0).replace("$", "&#36;"))
-            i = m.end()
-        elif c == "[":
-            brackets += 1
-            out.append(c)
+        elif c == "<":  # raw HTML shows as typed
+            out.append("\\<")
             i += 1
-        elif c == "]" and brackets:
-            brackets -= 1
-            end = _link_end(text, i + 2) if text.startswith("](", i) and dollar_links else i + 1
-            out.append(text[i:end].replace("$", "%24"))
-            i = end
+        elif c == "!" and text.startswith("[", i + 1) and not in_dest:
+            out.append("[image: ")  # an image is a link to it, never fetched by itself
+            i += 2
+        elif c == "]" and text.startswith("(", i + 1):
+            if not safe_url(_destination(text[i + 2:i + 2050])):
+                out.append("]\\(")  # no link: the destination shows as text
+            else:
+                out.append("](")
+                dest_end = _link_end(text, i + 2)
+            i += 2
+        elif c == "]" and text.startswith(":", i + 1) \
+                and not safe_url(_destination(text[i + 2:i + 2050])):
+            out.append("]\\:")  # no link reference definition with that destination
+            i += 2
         else:
             out.append(c)
             i += 1
@@ -219,8 +244,66 @@ def _link_end(text: str, start: int) -> int:
     return start
 
 
+def _cells(line: str) -> list[str]:
+    """A table row split at each ``|`` not escaped (by an odd number of backslashes)."""
+    cells, start, i = [], 0, 0
+    while i < len(line):
+        if line[i] == "\\":
+            i += 2
+            continue
+        if line[i] == "|":
+            cells.append(line[start:i])
+            start = i + 1
+        i += 1
+    return [*cells, line[start:]]
+
+
+@functools.lru_cache(maxsize=1)
+def _checker() -> MarkdownIt:
+    """A parser that shows raw HTML and accepts every link, to check what we wrote."""
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark", {"html": True}).enable("table")
+    md.validateLink = lambda url: True  # type: ignore[method-assign]
+    return md
+
+
+def _inert(markdown: str) -> bool:
+    """True if ``markdown`` renders no HTML of its own, no image and no unsafe link."""
+    for token in _checker().parse(markdown):
+        if token.type == "html_block":
+            return False
+        for child in token.children or []:
+            if child.type in ("html_inline", "image") or (
+                    child.type == "link_open" and not safe_url(str(child.attrGet("href")))):
+                return False
+    return True
+
+
+def _markdown(markdown: str, maths: bool) -> str:
+    lines = markdown.split("\n")
+    blocks = _blocks(markdown)
+    out: list[str] = []
+    run: list[str] = []
+    for index, line in enumerate(lines):
+        table = index in blocks.tables
+        if run and (table or index in blocks.code or index in blocks.starts):
+            out.append(_inline("\n".join(run), blocks.dollar_links, maths))  # a block ends:
+            run = []  # so do its code spans
+        if index in blocks.code:
+            out.append(line)
+        elif table:
+            out.append("|".join(_inline(cell, blocks.dollar_links, maths)
+                                for cell in _cells(line)))
+        else:
+            run.append(line)
+    if run:
+        out.append(_inline("\n".join(run), blocks.dollar_links, maths))
+    return "\n".join(out)
+
+
 def reply_markdown(markdown: str) -> str:
-    """Markdown written by the model, made safe from maths (design §18).
+    """Markdown written by the model (or read from a file), made inert and safe from maths.
 
     Parameters
     ----------
@@ -230,37 +313,30 @@ def reply_markdown(markdown: str) -> str:
     Returns
     -------
     str
-        Markdown that JupyterLab renders as CommonMark without maths: ``$``, ``$$``,
-        ``\\\\(``, ``\\\\[`` and ``\\begin{...}`` show as typed; code spans, code blocks,
-        tables, lists, emphasis and links render as usual. Code is left untouched.
+        Markdown that JupyterLab renders as CommonMark without maths and without raw
+        HTML: ``<tag>`` shows as typed; ``$``, ``$$``, ``\\\\(``, ``\\\\[`` and
+        ``\\begin{...}`` show as typed; an image ``![alt](url)`` is a link ``image: alt``
+        (never fetched by itself); a link whose scheme is not in :data:`SAFE_SCHEMES`
+        shows as text. Code spans, code blocks, tables, lists, emphasis and links render
+        as usual; code is left untouched. Should the result still hold HTML, an image or
+        an unsafe link for ``markdown-it-py``, the whole text is shown literally instead.
     """
-    if not any(c in markdown for c in "$\\&"):
-        return markdown
-    lines = markdown.split("\n")
-    blocks = _blocks(markdown)
-    out: list[str] = []
-    run: list[str] = []
-    for index, line in enumerate(lines):
-        block = index in blocks.code or index in blocks.html
-        if run and (block or index in blocks.starts):  # a block ends: so do its code spans
-            out.append(_inline("\n".join(run), blocks.dollar_links))
-            run = []
-        if index in blocks.code:
-            out.append(line)
-        elif index in blocks.html:
-            out.append(_html_text(line))
-        else:
-            run.append(line)
-    if run:
-        out.append(_inline("\n".join(run), blocks.dollar_links))
-    return "\n".join(out)
+    source = _markdown(markdown, maths=True)
+    return source if _inert(source) else literal(markdown)
+
+
+def inert_markdown(markdown: str) -> str:
+    """Markdown from outside made inert, as :func:`reply_markdown` does, but with maths
+    left as written: for exported notebooks and Markdown files."""
+    source = _markdown(markdown, maths=False)
+    return source if _inert(source) else literal(markdown)
 
 
 def hard_breaks(markdown: str) -> str:
     """``markdown`` with each line break inside a paragraph kept as a line break (two
     trailing spaces), as in a summary written line by line; code blocks are untouched."""
     lines = markdown.split("\n")
-    code = _blocks(markdown, html=False).code
+    code = _blocks(markdown).code
     for i, line in enumerate(lines[:-1]):
         if i not in code and line.strip() and lines[i + 1].strip() and i + 1 not in code:
             lines[i] = line.rstrip() + "  "
@@ -352,7 +428,39 @@ def summary_html(markdown: str) -> str:
     """A session summary (Markdown, line breaks kept) as HTML for the panel's detail view.
 
     Raw HTML in the summary is escaped, not rendered; code blocks, tables and lists
-    render; links get ``rel="noopener"`` and open in a new tab.
+    render; an image is a link ``image: alt`` (never fetched by itself); links keep only
+    :data:`SAFE_SCHEMES` (others show as text) and open in a new tab; ``\\(``, ``\\)``,
+    ``\\[`` and ``\\]`` keep their backslash.
     """
-    rendered = _parser(breaks=True).render(markdown)
-    return rendered.replace("<a href=", '<a target="_blank" rel="noopener" href=')
+    return _summary_parser().render(markdown)
+
+
+@functools.lru_cache(maxsize=1)
+def _summary_parser() -> MarkdownIt:
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark", {"html": False, "breaks": True}).enable("table")
+    md.validateLink = safe_url  # type: ignore[method-assign]
+
+    def link_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        tokens[idx].attrSet("target", "_blank")
+        tokens[idx].attrSet("rel", "noopener noreferrer")
+        return str(self.renderToken(tokens, idx, options, env))
+
+    def image(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        token = tokens[idx]
+        alt = self.renderInlineAsText(token.children or [], options, env)
+        return (f'<a href="{html.escape(str(token.attrGet("src") or ""))}" target="_blank" '
+                f'rel="noopener noreferrer">image: {html.escape(alt)}</a>')
+
+    def delimiters_as_typed(state: Any) -> None:  # "\(x\)" shows "\(x\)", not "(x)"
+        for token in state.tokens:
+            for child in token.children or []:
+                if child.type == "text_special" and child.info == "escape" \
+                        and child.content in "()[]":
+                    child.content = "\\" + child.content
+
+    md.core.ruler.before("text_join", "delimiters_as_typed", delimiters_as_typed)
+    md.add_render_rule("link_open", link_open)
+    md.add_render_rule("image", image)
+    return md

@@ -2,12 +2,13 @@
 
 What it shows, and in which order, is described in :mod:`jupyter_agent.ui.render` (the
 Markdown renderer's module, which re-exports this class): text is written as it
-arrives; the status line of long waits is shown only on a terminal, written to the
-terminal itself (never through the ``sys.stdout`` that code run by the agent has
-redirected, so it is never part of a tool result), and not while the turn waits for an
-approval answer; what the agent's code displays is left to the tool result, which names
-it. A call that will ask for approval shows only its name: the question shows the
-whole code.
+arrives, with terminal escape sequences and control characters made inert
+(:func:`~jupyter_agent.ui.display.terminal_text`); the status line of long waits is shown
+only on a terminal, written to the terminal itself (never through the ``sys.stdout`` that
+code run by the agent has redirected, so it is never part of a tool result), and not while
+the turn waits for an approval answer; what the agent's code displays is left to the tool
+result, which names it. A call that will ask for approval shows only its name: the
+question shows the whole code.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import threading
 from typing import Any, TextIO
 
 from jupyter_agent.ui import calls
+from jupyter_agent.ui.display import terminal_text
 from jupyter_agent.ui.status import WAIT_AFTER, WaitingStatus
 
 __all__ = ["PlainTurnRenderer"]
@@ -58,6 +60,7 @@ class PlainTurnRenderer:
             self._status_width = 0
 
     def _write(self, text: str) -> None:
+        text = terminal_text(text)  # a reply or tool result may carry escape sequences
         if not text:
             return
         out = self._out()

@@ -10,7 +10,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from jupyter_agent.store.messages import message_text
-from jupyter_agent.ui.display import format_recap_usage, format_resumed, one_line, shorten
+from jupyter_agent.ui.display import (
+    format_recap_usage,
+    format_resumed,
+    one_line,
+    shorten,
+    terminal_text,
+)
 from jupyter_agent.ui.figures import figure_label, last_figure
 from jupyter_agent.ui.markdown import hard_breaks, literal, reply_markdown
 
@@ -32,7 +38,7 @@ class MarkdownText:
         return self.markdown
 
     def __repr__(self) -> str:
-        return self.plain
+        return terminal_text(self.plain)
 
 
 def recap_markdown(record: SessionRecord, *, unarchived: bool = False) -> str:

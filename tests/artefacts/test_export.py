@@ -161,3 +161,32 @@ def test_format_follows_the_file_name() -> None:
     assert choose_format("md", "x.json") == "md"
     with pytest.raises(ValueError, match="unknown export format 'pdf'"):
         choose_format("pdf")
+
+
+def test_exports_show_session_text_as_text(store: SessionStore) -> None:
+    """An exported notebook's Markdown cells (and the Markdown file) hold no HTML, image
+    or unsafe link from the session: Jupyter would render them when the file is opened."""
+    from tests.ui.test_untrusted_text import HTML_PAYLOAD, assert_inert_markdown
+
+    call = {"id": "c1", "type": "function",
+            "function": {"name": "add_todo", "arguments": json.dumps({"text": "a`<b>`"})}}
+    sid = store.create_session([{"role": "system", "content": "sys"}],
+                               title="<img src=x onerror=alert(1)>")
+    store.save_messages(sid, [
+        {"role": "system", "content": "sys"}, {"role": "user", "content": HTML_PAYLOAD},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": HTML_PAYLOAD[:150]},
+        {"role": "assistant", "content": HTML_PAYLOAD + " costs $5 and $10"}])
+    store.write_summary(sid, HTML_PAYLOAD)
+    record = store.load_session(sid)
+    notebook = nbformat.reads(render(record, "ipynb")[0].decode(), as_version=4)
+    cells = [c.source for c in notebook.cells if c.cell_type == "markdown"]
+    assert len(cells) >= 4
+    for source in cells:
+        ours = source.replace('<div class="mathjax_ignore tex2jax_ignore">', "")
+        ours = ours.replace("</div>", "").replace("<small>", "").replace("</small>", "")
+        assert_inert_markdown(ours)
+    assert any("costs $5 and $10" in source for source in cells)  # maths left as written
+    text = render(record, "md")[0].decode()
+    assert_inert_markdown(text)
+    assert "\\<img src=x onerror=alert(1)>" in text and "[image: ](https://evil" in text

