@@ -32,6 +32,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import TraitError
 
 from jupyter_agent.controller import AgentController
+from jupyter_agent.errors import LimitExceededError
 from jupyter_agent.magic_args import (
     AgentUsageError,
     collect_notice,
@@ -334,7 +335,15 @@ class AgentMagics(Magics):
         """Summarise the older turns of the active session's working context now."""
         parse_argstring(self.agent_compact, line)
         notices: list[str] = []
-        done = self._controller.compact(on_event=lambda event: collect_notice(event, notices))
+        try:
+            done = self._controller.compact(
+                on_event=lambda event: collect_notice(event, notices))
+        except LimitExceededError as err:
+            raise AgentUsageError(
+                f"not compacted: the session reached {err.limit}=${err.maximum:.4f} (spent "
+                f"${err.value:.4f}), and compaction is a model call; raise the limit "
+                "(%config AgentMagics.max_cost_usd, or --max-cost of %agent_resume) to "
+                "compact") from err
         if done:
             print("Compacted the working context.")
         elif notices:
