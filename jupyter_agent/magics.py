@@ -131,9 +131,11 @@ class AgentMagics(Magics):
         """Make a saved session active again and show a recap of it (unarchives it).
 
         Each option: the one given here, else the one this kernel last used for the
-        session, else -- model, base URL and API -- what the session last used (saved in
-        it), else the AgentMagics setting. Limits: given here or earlier in this kernel, else
-        the settings.
+        session, else -- model, API and vision -- what the session last used (saved in
+        it), else the AgentMagics setting. The base URL is never taken from the session:
+        given here or earlier in this kernel, else AgentMagics.base_url, else
+        $OPENAI_BASE_URL; the recap says when the session last used another one. Limits:
+        given here or earlier in this kernel, else the settings.
         """
         args = parse_argstring(self.agent_resume, line)
         resumed = self._controller.resume(args.session_id, options_from_args(args))

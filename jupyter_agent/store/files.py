@@ -86,14 +86,20 @@ def _owner_name(uid: int) -> str:
         return f"uid {uid}"
 
 
+#: Where no advice ever says to change anything, whoever owns it (root owns them all).
+_SYSTEM_DIRS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/opt", "/proc",
+                "/run", "/sbin", "/srv", "/sys", "/usr", "/var")
+
+
 def _own_fix(path: Path, st: os.stat_result | None, fix: str) -> str:
     """``fix`` when ``path`` is the user's own to change, else ``""``: the advice never
-    says to change ``/``, a top-level directory (``/tmp``), a sticky shared one
+    says to change ``/``, a top-level directory (``/tmp``), anything under a system
+    directory (``/etc``, ``/var``, ...), a sticky or setgid shared directory
     (``/var/tmp``), a home directory or one above it, or anything of another owner."""
-    if st is None or st.st_uid != os.geteuid() or st.st_mode & stat.S_ISVTX:
+    if st is None or st.st_uid != os.geteuid() or st.st_mode & (stat.S_ISVTX | stat.S_ISGID):
         return ""
     where = os.path.abspath(path)
-    if len(Path(where).parts) <= 2:
+    if len(Path(where).parts) <= 2 or where.startswith(tuple(d + "/" for d in _SYSTEM_DIRS)):
         return ""
     try:
         homes = {os.path.abspath(p.pw_dir) for p in pwd.getpwall()}
