@@ -288,8 +288,8 @@ class AgentController:
         values: dict[str, Any] = {"title": None, "model": model}
         for row in OPTIONS:  # the other settings the checkpoint remembers: API, vision
             saved = getattr(state, row.name, None)
-            if (not row.saved or row.name in values or row.name == "base_url"
-                    or getattr(chosen, row.name) is not None or not saved
+            if (not row.saved or row.name in values or getattr(chosen, row.name) is not None
+                    or not saved
                     or (row.choices is not None and saved not in row.choices)):
                 continue
             if row.name == "vision" and settings.vision == "off":
