@@ -6,7 +6,9 @@ the session's ``api`` (:data:`~jupyter_agent.settings.MODEL_APIS`), with the set
 request fields.
 
 Endpoint and key (design §14): the endpoint is ``base_url``, else ``$OPENAI_BASE_URL``,
-else the OpenAI API (whose own URL counts as no ``base_url``). The key is read from the
+else the OpenAI API (whose own URL counts as no ``base_url``) -- always what this kernel's
+user configured (:func:`configured_base_url`), never a value read from a session or a
+team-store row, which may only be named (:func:`describe_endpoint`). The key is read from the
 variable named by ``api_key_env`` when a client is built and handed to the client only:
 it is never kept on a setting, written to a session, printed or logged. A loopback
 endpoint (``localhost``, ``127.0.0.0/8``, ``::1``: a local server) is not sent the key of
@@ -38,6 +40,8 @@ __all__ = [
     "PLACEHOLDER_API_KEY",
     "build_client",
     "build_model",
+    "configured_base_url",
+    "describe_endpoint",
     "endpoint",
     "is_loopback",
     "not_configured_message",
@@ -56,6 +60,43 @@ OPENAI_URL = "https://api.openai.com/v1"
 def saved_base_url(url: str) -> str:
     """A session's saved endpoint as a ``base_url``: ``""`` for the OpenAI API's own URL."""
     return "" if url.rstrip("/") == OPENAI_URL else url
+
+
+def configured_base_url(settings: Settings, environ: Mapping[str, str] | None = None) -> str:
+    """The endpoint this kernel's user configured: ``settings.base_url``, else
+    ``$OPENAI_BASE_URL``; ``""`` for none (the OpenAI API)."""
+    env = os.environ if environ is None else environ
+    return saved_base_url(settings.base_url or env.get(BASE_URL_ENV, ""))
+
+
+def describe_endpoint(url: str, limit: int = 120) -> str:
+    """An endpoint for a message, safe to show whatever a record holds.
+
+    ``""`` (and the OpenAI API's own URL) is ``"the OpenAI API"``; otherwise the URL
+    without credentials (a user or password becomes ``***@``, a query or fragment
+    ``?***``), control and other unprintable characters escaped (``\\x1b``), at most
+    ``limit`` characters (then ``…``).
+    """
+    from urllib.parse import urlsplit
+
+    if not saved_base_url(url):
+        return "the OpenAI API"
+    try:
+        parts = urlsplit(url)
+        host = parts.netloc.rpartition("@")
+        netloc = f"***@{host[2]}" if host[1] else parts.netloc
+        shown = f"{parts.scheme}://{netloc}{parts.path}" if parts.scheme else url
+        if parts.query or parts.fragment:
+            shown += "?***"
+    except ValueError:
+        shown = "<unparsable URL>"
+    return _printable(shown, limit)
+
+
+def _printable(text: str, limit: int) -> str:
+    """``text`` with unprintable characters escaped, at most ``limit`` characters."""
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[: limit + 1])
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def is_loopback(url: str) -> bool:
@@ -88,7 +129,7 @@ def endpoint(settings: Settings, environ: Mapping[str, str] | None = None) -> tu
         module docstring for loopback endpoints).
     """
     env = os.environ if environ is None else environ
-    url = saved_base_url(settings.base_url or env.get(BASE_URL_ENV, ""))
+    url = configured_base_url(settings, env)
     if url and is_loopback(url) and settings.api_key_env == DEFAULT_API_KEY_ENV:
         return url, ""
     return url, env.get(settings.api_key_env, "")
@@ -110,10 +151,11 @@ def not_configured_message(settings: Settings, *, session_id: str | None = None,
                 f"--model or %config AgentMagics.model), or {local}")
     if not last_model:
         return f"no model configured for session {session_id}: {var} is not set; set it, or {local}"
-    where = f"at {last_url}" if last_url else "on the OpenAI API"
-    return (f"no model configured for session {session_id} (it last used model {last_model} "
+    where = f"at {describe_endpoint(last_url)}" if last_url else "on the OpenAI API"
+    model = _printable(last_model, 80)
+    return (f"no model configured for session {session_id} (it last used model {model} "
             f"{where}): {var} is not set; set it, or pass --base-url URL --model "
-            f"{last_model} for another OpenAI-compatible endpoint")
+            f"{model} for another OpenAI-compatible endpoint")
 
 
 def build_client(settings: Settings, environ: Mapping[str, str] | None = None, *,

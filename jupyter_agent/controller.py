@@ -25,8 +25,9 @@ Invariants
   the environment, changed.
 - Options of a session (see :meth:`AgentController.resume`): explicit options of
   ``%agent_new`` / ``%agent_resume`` > the options this kernel last used for that
-  session > (the settings the checkpoint remembers: model, endpoint, API) what the
-  session last used > the settings.
+  session > (the settings the checkpoint remembers: model, API, vision) what the
+  session last used > the settings. The endpoint is never taken from a session: it is
+  what this kernel configures (options, settings, ``$OPENAI_BASE_URL``).
 - The working directory and the project root are resolved once, when the controller
   is made (the extension is loaded): an ``os.chdir`` later does not switch the
   memory directory (:mod:`jupyter_agent.paths`).
@@ -45,7 +46,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jupyter_agent.active import ActiveSession, model_key
-from jupyter_agent.client import build_model, not_configured_message, saved_base_url
+from jupyter_agent.client import (
+    build_model,
+    configured_base_url,
+    describe_endpoint,
+    not_configured_message,
+    saved_base_url,
+)
 from jupyter_agent.errors import JupyterAgentError, ModelNotConfiguredError
 from jupyter_agent.project import Project, newest_session
 from jupyter_agent.settings import OPTIONS, SessionOptions, Settings
@@ -268,22 +275,50 @@ class AgentController:
                 "(%agent_sessions lists them)") from err
 
     def _resume_options(self, session_id: str, explicit: SessionOptions,
-                        state: SessionState) -> SessionOptions:
-        """The options a resumed session runs with (see :meth:`resume`)."""
+                        state: SessionState) -> tuple[SessionOptions, str]:
+        """The options a resumed session runs with (see :meth:`resume`), and the one line
+        the recap says when the session last used another endpoint ("" if it did not).
+
+        The record's values are data: its endpoint is only compared with the configured
+        one, its model is kept only for that same endpoint, its API only if it is one of
+        :data:`~jupyter_agent.settings.MODEL_APIS`, its vision mode only if this kernel
+        does not turn images off.
+
+        Raises
+        ------
+        ModelNotConfiguredError
+            No endpoint is configured and the session last used one other than the
+            OpenAI API: this kernel's user must name it (``--base-url``).
+        """
         chosen = explicit.over(self._remembered.get(session_id, SessionOptions()))
-        saved_url = saved_base_url(state.base_url)
-        url = chosen.base_url if chosen.base_url is not None else (saved_url or None)
+        settings = self._settings()
+        saved_url = saved_base_url(state.base_url).rstrip("/")  # the client adds a "/"
+        configured = (saved_base_url(chosen.base_url) if chosen.base_url is not None
+                      else configured_base_url(settings, self._environ)).rstrip("/")
+        note = ""
+        if state.base_url and saved_url != configured:
+            if not configured:
+                raise ModelNotConfiguredError(
+                    f"session {session_id} last used the endpoint {describe_endpoint(saved_url)}"
+                    ", and this kernel configures none (a session file never chooses where the"
+                    " API key goes): resume it with --base-url URL naming the endpoint you "
+                    "trust, or set AgentMagics.base_url or $OPENAI_BASE_URL")
+            note = (f"This session last used {describe_endpoint(saved_url)}; it now talks to "
+                    f"{describe_endpoint(configured)}, the endpoint this kernel configures.")
         model = chosen.model
-        same_endpoint = (url or self._settings().base_url) == saved_url
-        if model is None and state.model and same_endpoint:
+        if model is None and state.model and saved_url == configured:
             model = state.model
-        values: dict[str, Any] = {"title": None, "base_url": url, "model": model}
-        for row in OPTIONS:  # any other setting the checkpoint remembers (the model API)
+        values: dict[str, Any] = {"title": None, "model": model}
+        for row in OPTIONS:  # the other settings the checkpoint remembers: API, vision
             saved = getattr(state, row.name, None)
-            if (row.saved and row.name not in values and getattr(chosen, row.name) is None
-                    and saved and (row.choices is None or saved in row.choices)):
-                values[row.name] = saved
-        return chosen.replace(**values)
+            if (not row.saved or row.name in values or getattr(chosen, row.name) is not None
+                    or not saved
+                    or (row.choices is not None and saved not in row.choices)):
+                continue
+            if row.name == "vision" and settings.vision == "off":
+                continue  # a record never turns on images this kernel turned off
+            values[row.name] = saved
+        return chosen.replace(**values), note
 
     def resume(self, session_id: str | None = None,
                options: SessionOptions | None = None) -> Resumed:
@@ -291,12 +326,14 @@ class AgentController:
 
         The session is read once, after its lease is taken. Which options it runs with,
         option by option: the explicit ``options``, else those this kernel last used for
-        the session (``%agent_new`` or an earlier resume), else -- for the settings the
-        checkpoint remembers: the model, the endpoint and the model API -- what the
-        session last used (the OpenAI API's own URL counts as none; the saved model only
-        together with its endpoint), else the settings. Limits therefore come from the
-        explicit or remembered options, else from the settings (design §6). An archived
-        session is unarchived.
+        the session (``%agent_new`` or an earlier resume), else -- for the model, the
+        model API and vision, which the checkpoint remembers -- what the session last
+        used (the saved model only when the endpoint is the same), else the settings.
+        The endpoint is always this kernel's (options, remembered options, settings,
+        ``$OPENAI_BASE_URL``): the saved one is only compared with it, and a difference
+        is said in :attr:`Resumed.endpoint_note`. Limits come from the explicit or
+        remembered options, else from the settings (design §6). An archived session is
+        unarchived.
 
         Parameters
         ----------
@@ -314,7 +351,9 @@ class AgentController:
         SessionLockedError
             The session is active in another process (the message names its pid).
         ModelNotConfiguredError
-            The message names the model and endpoint the session last used.
+            The message names the model and endpoint the session last used; also when
+            the session last used an endpoint other than the OpenAI API and this kernel
+            configures none (the message asks for ``--base-url``).
         """
         from jupyter_agent.agent.conversation import Conversation
         from jupyter_agent.store import validate_session_id
@@ -329,7 +368,7 @@ class AgentController:
         conversation = Conversation.open(store, session_id)  # the lease, then one read
         try:
             state = conversation.state
-            effective = self._resume_options(session_id, explicit, state)
+            effective, note = self._resume_options(session_id, explicit, state)
             settings = self._settings().with_options(effective)
             try:
                 model, key = self._model(settings)
@@ -349,7 +388,7 @@ class AgentController:
             conversation.set_title(explicit.title)
         if archived:
             conversation.set_archived(False)
-        return Resumed(conversation.record(), unarchived=archived)
+        return Resumed(conversation.record(), unarchived=archived, endpoint_note=note)
 
     def ask(self, prompt: str, *, on_event: Callable[[Any], None] | None = None) -> TurnResult:
         """Send ``prompt`` to the active session and return what the turn produced
@@ -376,6 +415,11 @@ class AgentController:
 
         Returns ``False`` when there was nothing to compact or the summarizing call
         failed; ``on_event`` then receives a ``Notice`` saying which.
+
+        Raises
+        ------
+        LimitExceededError
+            The session reached ``max_cost_usd`` (no model call is made).
         """
         return self._agent().compact(on_event=on_event)
 

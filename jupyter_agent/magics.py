@@ -32,6 +32,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import TraitError
 
 from jupyter_agent.controller import AgentController
+from jupyter_agent.errors import LimitExceededError
 from jupyter_agent.magic_args import (
     AgentUsageError,
     collect_notice,
@@ -139,9 +140,11 @@ class AgentMagics(Magics):
         """Make a saved session active again and show a recap of it (unarchives it).
 
         Each option: the one given here, else the one this kernel last used for the
-        session, else -- model, base URL and API -- what the session last used (saved in
-        it), else the AgentMagics setting. Limits: given here or earlier in this kernel, else
-        the settings.
+        session, else -- model, API and vision -- what the session last used (saved in
+        it), else the AgentMagics setting. The base URL is never taken from the session:
+        given here or earlier in this kernel, else AgentMagics.base_url, else
+        $OPENAI_BASE_URL; the recap says when the session last used another one. Limits:
+        given here or earlier in this kernel, else the settings.
         """
         args = parse_argstring(self.agent_resume, line)
         resumed = self._controller.resume(args.session_id, options_from_args(args))
@@ -345,7 +348,15 @@ class AgentMagics(Magics):
         """Summarise the older turns of the active session's working context now."""
         parse_argstring(self.agent_compact, line)
         notices: list[str] = []
-        done = self._controller.compact(on_event=lambda event: collect_notice(event, notices))
+        try:
+            done = self._controller.compact(
+                on_event=lambda event: collect_notice(event, notices))
+        except LimitExceededError as err:
+            raise AgentUsageError(
+                f"not compacted: the session reached {err.limit}=${err.maximum:.4f} (spent "
+                f"${err.value:.4f}), and compaction is a model call; raise the limit "
+                "(%config AgentMagics.max_cost_usd, or --max-cost of %agent_resume) to "
+                "compact") from err
         if done:
             _print("Compacted the working context.")
         elif notices:

@@ -85,7 +85,7 @@ def test_history_and_a_resumed_session_show_the_figures_again(
 
     later = kernel_shell(make_shell)  # a new kernel
     with capture_output() as captured:
-        later.run_line_magic("agent_resume", sid)
+        later.run_line_magic("agent_resume", f"{sid} --base-url {model_server.base_url}")
     recap = [o.data["text/markdown"] for o in captured.outputs if "text/markdown" in o.data]
     assert any("**Last figure:** figure 1: PNG, 40×30 px" in text for text in recap)
     ((data, metadata),) = images(captured.outputs)

@@ -4,6 +4,7 @@ delete, the sessions table, and the panel driving the kernel's active session.""
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -280,8 +281,9 @@ def test_resume_keeps_the_connection_this_kernel_used(
     assert magics_of(shell).controller._active.agent.limits.max_tool_calls == 9
 
 
-def test_a_new_kernel_resumes_with_the_saved_model_and_endpoint(
+def test_a_new_kernel_resumes_with_the_saved_model_at_the_endpoint_it_configures(
     make_shell: ShellFactory, model_server: ScriptedModelServer,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     first = make_shell()
     sid = new_session(first, model_server, "hello", "hi", f"--base-url {model_server.base_url}",
@@ -289,15 +291,26 @@ def test_a_new_kernel_resumes_with_the_saved_model_and_endpoint(
     first.run_line_magic("unload_ext", "jupyter_agent")
     second = make_shell()  # a new controller that knows nothing of this session
     second.run_line_magic("config", "AgentMagics.max_iterations = 5")
+    # the saved endpoint is not this kernel's choice: it must be named
+    with pytest.raises(UsageError, match=rf"^session {sid} last used the endpoint "
+                       rf"{re.escape(model_server.base_url)}, and this kernel configures none"):
+        second.run_line_magic("agent_resume", sid)
+    assert magics_of(second).controller.active_session_id is None
+    second.run_line_magic("config", f'AgentMagics.base_url = "{model_server.base_url}"')
+    capsys.readouterr()
     second.run_line_magic("agent_resume", sid)
+    assert "last used" not in capsys.readouterr().out  # the same endpoint: nothing to say
     model_server.add_steps([{"text": "welcome back"}])
     second.run_line_magic("agent", "again")
-    assert model_server.requests[-1]["model"] == "m-saved"
+    assert model_server.requests[-1]["model"] == "m-saved"  # the saved model, same endpoint
     # limits come from the current options: here, the settings
     assert magics_of(second).controller._active.agent.limits.max_iterations == 5
     # an explicit --base-url elsewhere drops the saved model (it belongs to the old endpoint)
     with ScriptedModelServer([{"text": "elsewhere"}]) as other:
         second.run_line_magic("agent_resume", f"{sid} --base-url {other.base_url}")
+        assert (f"This session last used {model_server.base_url}; it now talks to "
+                f"{other.base_url}, the endpoint this kernel configures.") in (
+                    capsys.readouterr().out.splitlines())
         second.run_line_magic("agent", "there?")
         assert other.requests[-1]["model"] == "gpt-4o-mini"
 

@@ -12,7 +12,8 @@ streamed) into a single ``user`` message starting with
 it makes the summarizing call through a :class:`~jupyter_agent.agent.model.Model`,
 accounts its usage (session cost, not iterations), records the new working context
 (``Conversation.replace``: the transcript keeps the originals, a compaction event is
-saved) and reports a :class:`~jupyter_agent.agent.events.Notice`. :func:`should_compact`
+saved) and reports a :class:`~jupyter_agent.agent.events.Notice`; once the session's
+``max_cost_usd`` is reached it makes no call at all. :func:`should_compact`
 says when the agent does it by itself.
 """
 
@@ -34,7 +35,7 @@ from jupyter_agent.agent.events import EventCallback, Notice
 from jupyter_agent.agent.model import Model, PartialReply, TokenUsage
 from jupyter_agent.agent.prompts import SUMMARIZER_PROMPT
 from jupyter_agent.agent.usage_check import checked_usage
-from jupyter_agent.errors import ModelError
+from jupyter_agent.errors import LimitExceededError, ModelError
 from jupyter_agent.store import to_message_dict
 
 __all__ = [
@@ -189,9 +190,14 @@ def compact(
 
     Raises
     ------
+    LimitExceededError
+        ``max_cost_usd`` of ``config.limits`` is reached: no model call is made.
     SessionLockedError, CorruptSessionError, ContextMismatchError, OSError
         From the store while recording the compaction.
     """
+    spent, cap = conversation.state.usage.cost_usd, config.limits.max_cost_usd
+    if cap is not None and spent >= cap:
+        raise LimitExceededError("max_cost_usd", spent, cap)
     before = conversation.estimated_tokens()
     try:
         result = summarize_older_turns(

@@ -328,6 +328,10 @@ class Agent:
                 return self._stop(reached)
             if should_compact(conversation, self._window, self.config):
                 self._compact_images_first()
+                reached = check_before_model(self.config.limits, conversation.state,
+                                             iterations)  # the summary may have cost the rest
+                if reached is not None:
+                    return self._stop(reached)
             conversation.repair(MEMORY_REPAIR)
             conversation.save()  # the checkpoint before the request (when it changed)
             model = VisionModel(self.model, self._view, self.config, conversation.state,
@@ -402,6 +406,8 @@ class Agent:
         ------
         RuntimeError
             When the agent was closed.
+        LimitExceededError
+            The session reached ``max_cost_usd``: nothing is sent to the model.
         SessionLockedError, CorruptSessionError, ContextMismatchError, OSError
             From the store while recording the compaction.
         """

@@ -133,7 +133,8 @@ class Option:
         For the magic's usage text.
     saved : bool
         The session's checkpoint records the value it last used, and a resume without
-        this option uses it (design §6).
+        this option uses it (design §6). The endpoint is recorded too but is never such
+        a row: a record never chooses where the API key goes.
     """
 
     name: str
@@ -183,7 +184,7 @@ OPTIONS: tuple[Option, ...] = (
            flag_help="Model name for this session (default: AgentMagics.model)."),
     Option("base_url", str, "", "OpenAI-compatible endpoint (e.g. http://localhost:11434/v1 "
            "for Ollama); empty: $OPENAI_BASE_URL, else the OpenAI API.", "endpoint",
-           check=check_base_url, flag="--base-url", metavar="URL", saved=True,
+           check=check_base_url, flag="--base-url", metavar="URL",
            flag_help="OpenAI-compatible endpoint, e.g. a local server http://localhost:11434/v1 "
                      "(default: AgentMagics.base_url, else $OPENAI_BASE_URL, else the OpenAI "
                      "API)."),

@@ -149,6 +149,10 @@ class Store(Protocol):
                       after: SessionListing | None = None) -> list[SessionListing]:
         """One entry per readable session, most recently updated first (design §10).
 
+        A session dated more than ``CLOCK_SKEW`` (5 minutes) after this machine's clock
+        is left out like an unreadable one (:func:`~jupyter_agent.store.records.
+        check_not_future`): a time ahead of the clock is never the newest.
+
         ``limit`` (at least 1; ``ValueError`` otherwise) keeps the newest ``limit``
         entries; ``after`` (an entry of an earlier page) lists what comes after it in
         the order ``(updated_at, id)``. Where only the newest session is needed, ask for
@@ -159,7 +163,9 @@ class Store(Protocol):
     def describe_session(self, session_id: str) -> SessionListing:
         """What :meth:`list_sessions` shows of one session, archived or not (status,
         holder, owner, fork origin), without reading its messages; raises
-        ``SessionNotFoundError`` or ``CorruptSessionError`` as a load would."""
+        ``SessionNotFoundError`` or ``CorruptSessionError`` as a load would, and
+        ``CorruptSessionError`` for a session the listing leaves out (one dated in the
+        future included)."""
         ...
 
     # ---- figures (design §23)

@@ -86,6 +86,31 @@ def _owner_name(uid: int) -> str:
         return f"uid {uid}"
 
 
+#: Where no advice ever says to change anything, whoever owns it (root owns them all).
+_SYSTEM_DIRS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/opt", "/proc",
+                "/run", "/sbin", "/srv", "/sys", "/usr", "/var")
+
+
+def _own_fix(path: Path, st: os.stat_result | None, fix: str) -> str:
+    """``fix`` when ``path`` is the user's own to change, else ``""``: the advice never
+    says to change ``/``, a top-level directory (``/tmp``), anything under a system
+    directory (``/etc``, ``/var``, ...), a sticky or setgid shared directory
+    (``/var/tmp``), a home directory or one above it, or anything of another owner."""
+    if st is None or st.st_uid != os.geteuid() or st.st_mode & (stat.S_ISVTX | stat.S_ISGID):
+        return ""
+    where = os.path.abspath(path)
+    if len(Path(where).parts) <= 2 or where.startswith(tuple(d + "/" for d in _SYSTEM_DIRS)):
+        return ""
+    try:
+        homes = {os.path.abspath(p.pw_dir) for p in pwd.getpwall()}
+    except OSError:
+        homes = set()
+    homes.add(os.path.abspath(os.path.expanduser("~")))
+    if any(home == where or home.startswith(where.rstrip("/") + "/") for home in homes):
+        return ""
+    return fix
+
+
 class SafeDir:
     """A checked directory of the memory directory, and the files in it (module docstring).
 
@@ -149,11 +174,12 @@ class SafeDir:
         except OSError as err:
             if err.errno not in (errno.ENOTDIR, errno.ELOOP):
                 raise
-            kind = "not a directory"
+            kind, st = "not a directory", None
             with contextlib.suppress(OSError):
                 st = os.stat(where, dir_fd=dir_fd, follow_symlinks=False)
                 kind = f"a {entry_kind(st.st_mode)}, not a directory"
-            raise UnsafeDirectoryError(path, kind, fix="remove or rename it") from None
+            raise UnsafeDirectoryError(
+                path, kind, fix=_own_fix(path, st, "remove or rename it")) from None
         try:
             cls._check(path, os.fstat(fd), what)
         except BaseException:
@@ -172,7 +198,7 @@ class SafeDir:
         if mode & 0o022:
             raise UnsafeDirectoryError(
                 path, f"a {what} writable by group or others", owner=_owner_name(st.st_uid),
-                mode=mode, fix=f"run `chmod 700 {path}`")
+                mode=mode, fix=_own_fix(path, st, f"run `chmod 700 {path}`"))
 
     def subdir(self, name: str, *, create: bool = False,
                what: str = "sessions directory") -> SafeDir | None:

@@ -42,7 +42,7 @@ from jupyter_agent.store.files import SafeDir, signature_of
 from jupyter_agent.store.flock import lock_shared_or_exclusive
 from jupyter_agent.store.ids import SESSION_ID_PATTERN
 from jupyter_agent.store.jsonio import encode_json
-from jupyter_agent.store.records import ForkOrigin
+from jupyter_agent.store.records import ForkOrigin, check_not_future
 from jupyter_agent.store.snapshot import listing_fields
 
 __all__ = ["INDEX_LOCK", "INDEX_NAME", "ListingIndex", "session_sig"]
@@ -100,10 +100,12 @@ def _utc(text: str) -> datetime:
 
 def _fresh(session_id: str, entry: dict[str, Any]) -> dict[str, Any]:
     """An index entry as listing uses it (timestamps as datetimes, the fork origin as a
-    :class:`ForkOrigin`); ``ValueError`` when it does not convert."""
+    :class:`ForkOrigin`); ``ValueError`` when it does not convert or is dated in the
+    future (:func:`~jupyter_agent.store.records.check_not_future`: checked on every
+    read, never remembered in the index, since the clock catches up)."""
     return {
-        **entry, "id": session_id,
-        "created_at": _utc(entry["created_at"]), "updated_at": _utc(entry["updated_at"]),
+        **entry, "id": session_id, "created_at": _utc(entry["created_at"]),
+        "updated_at": check_not_future("updated_at", _utc(entry["updated_at"])),
         "parent": None if entry["parent"] is None else ForkOrigin.model_validate(entry["parent"]),
     }
 
@@ -282,7 +284,8 @@ class ListingIndex:
         if sig is None:
             raise SessionNotFoundError(session_id, head)
         entry = self.read(root)[0].get(session_id)
-        if entry is None or entry.get("sig") != sig or not entry.get("ok"):
+        if entry is None or entry.get("sig") != sig or not entry.get("ok") or entry.get("bad"):
+            # a session the listing marked bad is read again: its error names the file
             try:
                 entry = self._rebuild(sessions, session_id, sig)
             except ValueError as err:

@@ -13,7 +13,7 @@ written to its one-file JSON form, and upgraded from older versions, is
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -29,6 +29,7 @@ from jupyter_agent.store.ids import validate_session_id
 from jupyter_agent.store.messages import clean_text
 
 __all__ = [
+    "CLOCK_SKEW",
     "SCHEMA_VERSION",
     "Compaction",
     "ForkOrigin",
@@ -39,6 +40,7 @@ __all__ = [
     "SessionState",
     "TodoItem",
     "Usage",
+    "check_not_future",
     "utc_now",
 ]
 
@@ -49,6 +51,31 @@ SCHEMA_VERSION = 1
 def utc_now() -> datetime:
     """Return the current time as an aware UTC datetime."""
     return datetime.now(UTC)
+
+
+#: How far a stored time may be ahead of this machine's clock (the clocks of a team's
+#: machines differ a little) before it is not believed (:func:`check_not_future`).
+CLOCK_SKEW = timedelta(minutes=5)
+
+
+def check_not_future(what: str, when: datetime, now: datetime | None = None) -> datetime:
+    """Return ``when`` (aware) unless it is more than :data:`CLOCK_SKEW` after ``now``.
+
+    A listing leaves out a session whose ``updated_at`` fails this check (as it does a
+    session it cannot read), so a record dated in the future is never shown as updated
+    "just now" and never the newest session to resume.
+
+    Raises
+    ------
+    ValueError
+        ``"updated_at 9999-12-31T00:00:00+00:00 is in the future ..."``.
+    """
+    now = now or utc_now()
+    if when - now > CLOCK_SKEW:
+        raise ValueError(f"{what} {when.isoformat()} is in the future (more than "
+                         f"{CLOCK_SKEW.seconds // 60} minutes after this machine's clock, "
+                         f"{now:%Y-%m-%d %H:%M} UTC): a time ahead of the clock is not believed")
+    return when
 
 
 def _to_utc(value: datetime) -> datetime:

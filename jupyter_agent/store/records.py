@@ -37,6 +37,7 @@ from pydantic import ValidationError
 from jupyter_agent.errors import CorruptSessionError
 from jupyter_agent.store import models
 from jupyter_agent.store.jsonio import decode_json, encode_json
+from jupyter_agent.store.models import CLOCK_SKEW as CLOCK_SKEW
 from jupyter_agent.store.models import SCHEMA_VERSION as SCHEMA_VERSION
 from jupyter_agent.store.models import Compaction as Compaction
 from jupyter_agent.store.models import ForkOrigin as ForkOrigin
@@ -47,6 +48,7 @@ from jupyter_agent.store.models import SessionRecord as SessionRecord
 from jupyter_agent.store.models import SessionState as SessionState
 from jupyter_agent.store.models import TodoItem as TodoItem
 from jupyter_agent.store.models import Usage as Usage
+from jupyter_agent.store.models import check_not_future as check_not_future
 from jupyter_agent.store.models import utc_now as utc_now
 from jupyter_agent.store.validation import check_messages
 

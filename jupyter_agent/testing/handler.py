@@ -20,7 +20,7 @@ import sys
 import time
 import traceback
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +69,9 @@ class Exchange:
         The request body exactly as it arrived.
     path : str
         ``/v1/chat/completions`` or ``/v1/responses``.
+    authorization : str or None
+        The request's ``Authorization`` header (``"Bearer KEY"``), kept in memory only
+        so that a test can see which key reached this server; never logged.
     images : list of ImagePart
         The images the request carried (a property).
     """
@@ -79,6 +82,7 @@ class Exchange:
     stream: bool = False
     raw: bytes = b""
     path: str = "/v1/chat/completions"
+    authorization: str | None = field(default=None, repr=False)
 
     @property
     def images(self) -> list[ImagePart]:
@@ -243,7 +247,8 @@ class _Handler(BaseHTTPRequestHandler):
             body = _UNPARSED
         else:
             exchange = Exchange(body, stream=isinstance(body, dict) and body.get("stream") is True,
-                                raw=raw, path=path)
+                                raw=raw, path=path,
+                                authorization=self.headers.get("Authorization"))
             owner._record(exchange)
         responses = path == "/v1/responses"
         try:

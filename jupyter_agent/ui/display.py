@@ -100,11 +100,17 @@ def one_line(text: str, limit: int = 80) -> str:
 def relative_time(when: datetime, now: datetime | None = None) -> str:
     """How long ago ``when`` was, e.g. ``"just now"``, ``"5 min ago"``, ``"3 h ago"``,
     ``"2 days ago"``, else the date in the kernel's local time zone, as the clock on the
-    wall says (``"2026-01-31"``). Naive datetimes are taken as UTC."""
+    wall says (``"2026-01-31"``). Naive datetimes are taken as UTC. A time further ahead
+    of ``now`` than :data:`~jupyter_agent.store.records.CLOCK_SKEW` is not believed:
+    its date, ``"(in the future)"``, never ``"just now"``."""
+    from jupyter_agent.store.records import CLOCK_SKEW
+
     now = now or datetime.now(UTC)
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     seconds = (now - when).total_seconds()
+    if -seconds > CLOCK_SKEW.total_seconds():
+        return f"{when.date().isoformat()} (in the future)"
     if seconds < 60:
         return "just now"
     if seconds < 3600:
@@ -292,14 +298,18 @@ def format_recap_usage(record: SessionRecord) -> str:
             f"{format_cost(state.usage)} · {plural(state.tool_calls, 'tool call')}")
 
 
-def format_recap(record: SessionRecord, *, unarchived: bool = False) -> str:
+def format_recap(record: SessionRecord, *, unarchived: bool = False,
+                 endpoint_note: str = "") -> str:
     """The recap shown by ``%agent_resume``: title, summary, usage, open todos, last exchange
-    (and, with ``unarchived``, that the session was taken out of the archive)."""
+    (and, with ``unarchived``, that the session was taken out of the archive; the
+    ``endpoint_note`` of :class:`~jupyter_agent.ui.results.Resumed` as its own line)."""
     state = record.state
     lines = [
         f"Resumed session {record.id}" + (f" — {record.title}" if record.title else ""),
         format_recap_usage(record),
     ]
+    if endpoint_note:
+        lines.append(endpoint_note)
     if unarchived:
         lines.append("unarchived: the session was archived; resuming took it out of the archive")
     if record.summary:
@@ -321,7 +331,8 @@ def format_recap(record: SessionRecord, *, unarchived: bool = False) -> str:
 
 def format_resumed(resumed: Resumed) -> str:
     """:func:`format_recap` of what :meth:`AgentController.resume` returned."""
-    return format_recap(resumed.record, unarchived=resumed.unarchived)
+    return format_recap(resumed.record, unarchived=resumed.unarchived,
+                        endpoint_note=resumed.endpoint_note)
 
 
 def format_resumed_line(resumed: Resumed) -> str:
@@ -330,8 +341,9 @@ def format_resumed_line(resumed: Resumed) -> str:
     record = resumed.record
     name = f"‘{record.title}’ ({record.id})" if record.title else f"session {record.id}"
     unarchived = " (taken out of the archive)" if resumed.unarchived else ""
+    note = f". {resumed.endpoint_note}" if resumed.endpoint_note else ""
     return (f"Resumed {name}{unarchived} — it is this kernel's active session; "
-            "continue with %%agent")
+            f"continue with %%agent{note}")
 
 
 def format_owner(user: str, host: str) -> str:

@@ -41,7 +41,8 @@ class MarkdownText:
         return terminal_text(self.plain)
 
 
-def recap_markdown(record: SessionRecord, *, unarchived: bool = False) -> str:
+def recap_markdown(record: SessionRecord, *, unarchived: bool = False,
+                   endpoint_note: str = "") -> str:
     """The ``%agent_resume`` recap as Markdown (Jupyter): the title as a heading, usage,
     summary, open todos as a list, the last exchange (cf. :func:`~jupyter_agent.ui.display.
     format_recap`, the same in plain text). The summary and the last reply are Markdown
@@ -49,6 +50,8 @@ def recap_markdown(record: SessionRecord, *, unarchived: bool = False) -> str:
     name = record.title or f"session {record.id}"
     parts = [f"#### Resumed: {literal(name)}",
              literal(f"{record.id} · {format_recap_usage(record)}")]
+    if endpoint_note:
+        parts.append(f"**Endpoint:** {literal(endpoint_note)}")
     if unarchived:
         parts.append("*The session was archived; resuming took it out of the archive.*")
     if record.summary:
@@ -77,5 +80,6 @@ def recap_markdown(record: SessionRecord, *, unarchived: bool = False) -> str:
 def resumed_markdown(resumed: Resumed) -> MarkdownText:
     """What ``%agent_resume`` displays in Jupyter: :func:`recap_markdown`, with the plain
     recap as its ``text/plain``."""
-    return MarkdownText(recap_markdown(resumed.record, unarchived=resumed.unarchived),
+    return MarkdownText(recap_markdown(resumed.record, unarchived=resumed.unarchived,
+                                       endpoint_note=resumed.endpoint_note),
                         format_resumed(resumed))

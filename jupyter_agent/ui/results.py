@@ -67,11 +67,14 @@ class TurnResult:
 
 @dataclass(frozen=True)
 class Resumed:
-    """What :meth:`AgentController.resume` did: the session's record (after the resume)
-    and whether the session was archived and is now unarchived."""
+    """What :meth:`AgentController.resume` did: the session's record (after the resume),
+    whether the session was archived and is now unarchived, and ``endpoint_note``: one
+    line when the session last used another endpoint than the one it now talks to ("" if
+    not; credentials and control characters are not in it)."""
 
     record: SessionRecord
     unarchived: bool = False
+    endpoint_note: str = ""
 
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
+from jupyter_agent.agent import Limits
 from jupyter_agent.agent.context import (
     SUMMARY_MARKER,
     choose_cut,
@@ -14,6 +16,7 @@ from jupyter_agent.agent.context import (
     render_for_summary,
     repair_tool_pairs,
 )
+from jupyter_agent.errors import LimitExceededError
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModel
 from tests.agent.helpers import Recorder, make_agent, read_record, roles, tool_step
@@ -179,3 +182,30 @@ def test_repair_report() -> None:
     assert repair_tool_pairs(fixed)[1].changed is False
     text = render_for_summary(fixed, max_chars=60)
     assert text.startswith("[... earliest part omitted ...]") and len(text) < 120
+
+
+def test_no_compaction_call_once_the_cost_limit_is_reached(
+    scripted: ScriptedModel, store: SessionStore, ishell: InteractiveShell
+) -> None:
+    """Automatic compaction is a model call like any other: it is not made at the
+    limit, and when the summary itself reaches it, the turn stops before the next call."""
+    prices = {"scripted": (100.0, 0.0)}  # USD per million tokens: 100 tokens = $0.01
+    few = {"prompt_tokens": 100, "completion_tokens": 0}
+    scripted.add_steps([
+        {"text": "an earlier answer", "usage": few},  # $0.01
+        tool_step(("run_python", {"code": "print('x' * 5000)"}), usage=few),  # $0.01
+        tool_step(("list_todos", {}), usage={"prompt_tokens": 2000}),  # $0.20: compact now
+        {"text": "- a summary", "usage": {"prompt_tokens": 1000}},  # $0.10: the limit
+        {"text": "done"},  # never asked for
+    ])
+    rec = Recorder()
+    agent = make_agent(scripted, store, shell=ishell, prices=prices,
+                       limits=Limits(max_cost_usd=0.25), **SMALL)
+    agent.run("earlier question")
+    agent.run("do work", on_event=rec)
+    assert len(scripted.requests) == 4  # the summary was the last call: no "done"
+    assert agent.stop_reason == "max_cost_usd"
+    spent = agent.state.usage.cost_usd
+    with pytest.raises(LimitExceededError, match="max_cost_usd"):
+        agent.compact()
+    assert len(scripted.requests) == 4 and agent.state.usage.cost_usd == spent

@@ -247,3 +247,40 @@ def test_jupyter_agent_as_a_jupyter_subcommand(store: SessionStore) -> None:
                          text=True, timeout=120, env={**os.environ, "PATH": os.pathsep.join(
                              [str(Path(sys.executable).parent), os.environ.get("PATH", "")])})
     assert out.returncode == 0 and [e["id"] for e in json.loads(out.stdout)] == [sid]
+
+
+def test_advice_never_says_to_change_a_shared_or_home_directory(
+        cli: CLI, tmp_path: Path) -> None:
+    home = tmp_path / "home" / "me"
+    home.mkdir(parents=True)
+    for directory in (home, home.parent):  # writable by others: refused
+        directory.chmod(0o777)
+    env = {**os.environ, "HOME": str(home)}
+    for shared in ("/tmp", "/var/tmp", str(home), str(home.parent), "/"):
+        out = cli("list", "--memory-dir", shared, env=env)
+        if shared == "/" and out.returncode == 0:
+            continue  # root owns "/" and it is private: nothing to refuse
+        assert out.returncode == 1 and len(out.stderr.splitlines()) == 1, (shared, out.stderr)
+        assert out.stderr.startswith(f"jupyter agent: refusing to use {shared}")
+        assert "chmod" not in out.stderr and "remove or rename" not in out.stderr
+        assert "use --memory-dir DIR (or $JUPYTER_AGENT_MEMORY_DIR)" in out.stderr
+    hosts = Path("/etc/hostname")
+    if hosts.exists():  # a system file as the memory directory: never "remove it"
+        out = cli("list", "--memory-dir", str(hosts))
+        assert out.returncode == 1 and "remove or rename" not in out.stderr
+
+
+def test_a_session_dated_in_the_future_is_left_out_and_show_says_why(
+        cli: CLI, store: SessionStore) -> None:
+    from datetime import UTC, datetime
+
+    mine = make(store, "mine", "ok")
+    store.import_session(store.load_session(mine).model_copy(
+        update={"id": "crafted", "updated_at": datetime(9999, 12, 31, tzinfo=UTC)}))
+    assert [e["id"] for e in json.loads(cli("list", "--all", "--json").stdout)] == [mine]
+    assert "just now" in cli("list").stdout.splitlines()[1]
+    shown = cli("show", "crafted")
+    assert shown.returncode == 1 and shown.stdout == ""
+    assert len(shown.stderr.splitlines()) == 1
+    assert "updated_at 9999-12-31T00:00:00+00:00 is in the future" in shown.stderr
+    assert "Traceback" not in shown.stderr and "KeyError" not in shown.stderr

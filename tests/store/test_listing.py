@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_agent.errors import CorruptSessionError
 from jupyter_agent.store import SessionStore
 
 
@@ -81,6 +82,32 @@ def test_malformed_entries_are_skipped(store: SessionStore) -> None:
         "",
     )
     assert [i.id for i in SessionStore(store.root).list_sessions()] == ["good", "legacy"]
+
+
+def test_describing_a_session_the_listing_marked_bad_names_the_file(
+        store: SessionStore) -> None:
+    store.create_session([{"role": "user", "content": "fine"}], session_id="good")
+    good = store.session_path("good").read_bytes()
+    bad = {"notjson": b"not json at all",
+           "types": b'{"id": "types", "created_at": "2025-01-01T00:00:00Z", "updated_at": [],'
+                    b' "summary": 5, "messages": {}}',
+           "newer": json.dumps({**json.loads(good), "id": "newer", "schema_version": 99}
+                               ).encode()}
+    for sid, content in bad.items():
+        store.session_path(sid).write_bytes(content)
+    assert [s.id for s in store.list_sessions()] == ["good"]  # the index marks them bad
+    for sid in bad:
+        for fresh in (store, SessionStore(store.root)):  # cached in memory, or read again
+            with pytest.raises(CorruptSessionError) as info:
+                fresh.describe_session(sid)
+            assert info.value.path == store.session_path(sid)
+    # a bad mark that no longer holds (the file was repaired in place) is not believed
+    index = store.root / "index.jsonl"
+    sig = [json.loads(line) for line in index.read_text().splitlines()
+           if json.loads(line)["id"] == "good"][-1]["sig"]
+    with index.open("a") as out:
+        out.write(json.dumps({"id": "good", "sig": sig, "bad": True}) + "\n")
+    assert store.describe_session("good").first_prompt == "fine"
 
 
 def test_file_that_cannot_be_opened_is_skipped(store: SessionStore) -> None:

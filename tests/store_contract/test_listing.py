@@ -182,3 +182,34 @@ def test_describe_one_session(store_factory: StoreFactory) -> None:
     store.delete_session("fork")
     with pytest.raises(SessionNotFoundError):
         store.describe_session("fork")
+
+
+def test_a_session_dated_in_the_future_is_never_listed_nor_the_newest(store: Store) -> None:
+    """A record claiming a time ahead of the clock (a crafted ``updated_at`` in year 9999,
+    so that it would always be resumed first) is left out of every listing, as an
+    unreadable session is; describing it says why; loading it by ID still works, and its
+    next change dates it by the clock again."""
+    from datetime import UTC, datetime, timedelta
+
+    from jupyter_agent.errors import CorruptSessionError
+    from jupyter_agent.project import newest_session
+    from jupyter_agent.store.records import CLOCK_SKEW, utc_now
+
+    mine = store.create_session([SYSTEM, {"role": "user", "content": "mine"}], title="mine")
+    record = store.load_session(mine)
+    far = datetime(9999, 12, 31, tzinfo=UTC)
+    store.import_session(record.model_copy(update={"id": "future", "updated_at": far,
+                                                   "title": "crafted"}))
+    near = utc_now() + CLOCK_SKEW - timedelta(minutes=1)  # a clock a little ahead: believed
+    store.import_session(record.model_copy(update={"id": "skewed", "updated_at": near}))
+    assert ids(store.list_sessions()) == ["skewed", mine]
+    assert ids(store.list_sessions(limit=1)) == ["skewed"]
+    assert ids(store.list_sessions(include_archived=True)) == ["skewed", mine]
+    store.delete_session("skewed")
+    assert newest_session(store) == mine
+    with pytest.raises(CorruptSessionError, match=r"updated_at 9999-12-31T00:00:00.*is in the "
+                                                  r"future"):
+        store.describe_session("future")
+    assert store.load_session("future").title == "crafted"  # by its ID, on purpose
+    store.write_summary("future", "now dated by the clock")
+    assert ids(store.list_sessions()) == ["future", mine]

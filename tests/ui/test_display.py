@@ -354,3 +354,28 @@ def test_a_terminal_shows_the_status_line_in_place_and_wipes_it(
     assert out.startswith("\rwaiting for the model — ")
     shown = out.split("\r")[-1]  # what is left on the line after the last carriage return
     assert shown.strip() == "Reply." and out.endswith("Reply.\n")
+
+
+def test_a_time_ahead_of_the_clock_is_never_just_now() -> None:
+    from jupyter_agent.ui.display import relative_time
+
+    now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    assert relative_time(datetime(2026, 3, 1, 12, 4, tzinfo=UTC), now) == "just now"  # skew
+    assert relative_time(datetime(2026, 3, 1, 12, 6, tzinfo=UTC), now) == (
+        "2026-03-01 (in the future)")
+    assert relative_time(datetime(9999, 12, 31, tzinfo=UTC), now) == "9999-12-31 (in the future)"
+
+
+def test_the_recap_names_another_endpoint_in_one_line() -> None:
+    from jupyter_agent.ui.display import format_resumed, format_resumed_line
+    from jupyter_agent.ui.recap import resumed_markdown
+    from jupyter_agent.ui.results import Resumed
+
+    record = SessionRecord(id="abc", created_at=datetime(2026, 1, 1, tzinfo=UTC),
+                           updated_at=datetime(2026, 1, 1, tzinfo=UTC))
+    note = "This session last used http://a/v1; it now talks to http://b/v1, the endpoint …"
+    resumed = Resumed(record, endpoint_note=note)
+    assert format_resumed(resumed).splitlines()[2] == note
+    assert f"**Endpoint:** {note}" in resumed_markdown(resumed).markdown
+    assert format_resumed_line(resumed).endswith(f"continue with %%agent. {note}")
+    assert "last used" not in format_resumed(Resumed(record))

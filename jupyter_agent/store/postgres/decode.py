@@ -25,6 +25,7 @@ string``). Nothing is written back; listing leaves such a row out (:func:`listin
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from math import isfinite
 from typing import Any, Literal
 
@@ -43,6 +44,7 @@ from jupyter_agent.store.records import (
     SessionListing,
     SessionRecord,
     SessionState,
+    check_not_future,
     validation_reason,
 )
 from jupyter_agent.store.validation import check_messages, message_problem
@@ -237,6 +239,11 @@ def listing_entry(row: Sequence[Any], status: Literal["active", "in use", "idle"
      first, owner_user, owner_host, parent, state, compactions) = row
     if not isinstance(sid, str) or SESSION_ID_PATTERN.fullmatch(sid) is None:
         raise CorruptSessionError(where, f"{_SESSIONS}.id: not a valid session ID")
+    if isinstance(updated_at, datetime) and updated_at.tzinfo is not None:
+        try:
+            check_not_future(f"{_SESSIONS}.updated_at", updated_at)
+        except ValueError as err:
+            raise CorruptSessionError(where, str(err)) from None
     if not (type(count) is int and count >= 0 and type(tool_calls) is int and tool_calls >= 0
             and isinstance(cost, float) and isfinite(cost) and cost >= 0):
         raise CorruptSessionError(where, f"{_SESSIONS}: transcript_len, tool_calls and "

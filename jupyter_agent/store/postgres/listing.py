@@ -8,9 +8,11 @@ now (``pg_locks``), which tell who has each session in use. No message row is re
 the transcript length, first prompt, cost and tool-call count are columns kept up to
 date by every save. A row written by a newer jupyter-agent, or one that does not
 validate (:func:`~jupyter_agent.store.postgres.decode.listing_entry`), is left out,
-never raised (loading it says why). A page after ``after`` continues where an earlier
-page ended, by ``(updated_at, id)``, so it neither repeats nor skips a session that
-kept its place.
+never raised (loading it says why); so is a row dated more than
+:data:`~jupyter_agent.store.records.CLOCK_SKEW` after this machine's clock (a time
+ahead of the clock is not believed, and would otherwise always be the newest). A page
+after ``after`` continues where an earlier page ended, by ``(updated_at, id)``, so it
+neither repeats nor skips a session that kept its place.
 """
 
 from __future__ import annotations
@@ -25,7 +27,13 @@ from jupyter_agent.store.postgres.decode import listing_entry
 from jupyter_agent.store.postgres.leases import LIVE_LOCKS
 from jupyter_agent.store.postgres.schema import SCHEMA
 from jupyter_agent.store.postgres.tables import SessionTable
-from jupyter_agent.store.records import SCHEMA_VERSION, LeaseHolder, SessionListing
+from jupyter_agent.store.records import (
+    CLOCK_SKEW,
+    SCHEMA_VERSION,
+    LeaseHolder,
+    SessionListing,
+    utc_now,
+)
 
 __all__ = ["listing_from_rows", "listing_query", "read_listing"]
 
@@ -38,15 +46,19 @@ def listing_query(*, include_archived: bool, limit: int | None,
                   after: tuple[datetime, str] | None, session_id: bool = False) -> str:
     """The SQL of one listing page.
 
-    Parameters: ``project``, and ``after_at``, ``after_id``, ``limit`` and ``id`` when
-    used; ``session_id=True`` lists the one session ``id`` (archived or not).
+    Parameters: ``project``, ``horizon`` (the latest ``updated_at`` believed: now plus
+    :data:`~jupyter_agent.store.records.CLOCK_SKEW`), and ``after_at``, ``after_id``,
+    ``limit`` and ``id`` when used; ``session_id=True`` lists the one session ``id``
+    (archived or not, whatever its date: :func:`listing_entry` says what is wrong).
     """
     where = ["project = %(project)s", f"schema_version <= {SCHEMA_VERSION}",
              f"updated_at {_REPRESENTABLE}", f"created_at {_REPRESENTABLE}"]
     if session_id:
         where.append("id = %(id)s")
-    elif not include_archived:
-        where.append("NOT archived")
+    else:
+        where.append("updated_at <= %(horizon)s")
+        if not include_archived:
+            where.append("NOT archived")
     if after is not None:
         where.append("(updated_at, id) < (%(after_at)s, %(after_id)s)")
     page = (
@@ -64,7 +76,8 @@ ORDER BY s.updated_at DESC, s.id DESC"""
 
 
 def listing_from_rows(rows: Sequence[Sequence[Any]], holds: Callable[[str], bool],
-                      where: Callable[[str], str]) -> list[SessionListing]:
+                      where: Callable[[str], str], *, strict: bool = False
+                      ) -> list[SessionListing]:
     """Listing entries from the rows of :func:`listing_query`.
 
     Parameters
@@ -74,6 +87,9 @@ def listing_from_rows(rows: Sequence[Sequence[Any]], holds: Callable[[str], bool
         Whether this store holds a session's lease (status ``"active"``).
     where : callable
         Names a session (database, project, ID).
+    strict : bool
+        Raise :class:`CorruptSessionError` for a row that does not validate instead of
+        leaving it out.
 
     Returns
     -------
@@ -99,6 +115,8 @@ def listing_from_rows(rows: Sequence[Sequence[Any]], holds: Callable[[str], bool
         try:
             listing.append(listing_entry(row[:-7], status, holder, where(str(sid))))
         except CorruptSessionError:
+            if strict:
+                raise
             continue  # loading it says why
     return listing
 
@@ -113,13 +131,17 @@ def read_listing(table: SessionTable, project: str, *, holds: Callable[[str], bo
     ------
     ValueError
         ``limit`` below 1.
+    CorruptSessionError
+        With ``session_id``: its row does not validate or is dated in the future.
     StoreUnavailableError
     """
     check_limit(limit)
     query = listing_query(include_archived=include_archived, limit=limit,
                           after=None if after is None else (after.updated_at, after.id),
                           session_id=session_id is not None)
-    params: dict[str, Any] = {"project": project, "limit": limit, "id": session_id}
+    params: dict[str, Any] = {"project": project, "limit": limit, "id": session_id,
+                              "horizon": utc_now() + CLOCK_SKEW}
     if after is not None:
         params.update(after_at=after.updated_at, after_id=after.id)
-    return listing_from_rows(table.page(query, params), holds, where)
+    return listing_from_rows(table.page(query, params), holds, where,
+                             strict=session_id is not None)

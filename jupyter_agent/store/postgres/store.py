@@ -247,7 +247,8 @@ class PostgresStore:
         InvalidSessionIdError, SessionNotFoundError, StoreUnavailableError
             As :meth:`load_session`.
         CorruptSessionError
-            The session's row does not validate (naming the session and the column).
+            The session's row does not validate or is dated in the future (naming the
+            session and the column).
         """
         validate_session_id(session_id)
         with self._mutex:
