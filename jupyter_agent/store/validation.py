@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_agent.errors import CorruptSessionError
-from jupyter_agent.store.jsonio import json_problem
+from jupyter_agent.store.jsonio import depth_problem
 
 __all__ = ["check_messages", "message_problem"]
 
@@ -131,7 +131,7 @@ def check_messages(messages: Any, path: Path | str, field: str) -> list[dict[str
                     calls = message.get("tool_calls")
                     if type(calls) is list and _plain_calls(calls):
                         continue
-        problem = message_problem(message) or json_problem(message)  # depth of other keys
+        problem = message_problem(message) or depth_problem(message)  # of other keys
         if problem is not None:
             raise CorruptSessionError(path, f"{field}[{i}]: {problem}")
     return messages

@@ -49,7 +49,7 @@ def test_an_oversize_snapshot_is_refused_unread_and_left_out_of_the_listing(
     with pytest.raises(TooLargeError) as caught:
         fresh.load_session(sid)
     assert str(caught.value) == (
-        f"{path}: session snapshot of {RECORD_CAP + 1:,} bytes is over the 64 MiB cap; "
+        f"{path}: session snapshot of {RECORD_CAP + 1:,} bytes is over the 16 MiB cap; "
         "it was not read and was left untouched")
     assert isinstance(caught.value, CorruptSessionError)  # what front ends report as one line
     assert [s.id for s in fresh.list_sessions()] == ["fine"]
@@ -72,7 +72,7 @@ def test_an_oversize_journal_is_refused(store: SessionStore) -> None:
     with pytest.raises(TooLargeError) as caught:
         SessionStore(store.root).load_session(sid)
     assert str(caught.value).startswith(
-        f"{path}: journal of {JOURNAL_CAP + 1:,} bytes is over the 512 MiB cap;")
+        f"{path}: journal of {JOURNAL_CAP + 1:,} bytes is over the 256 MiB cap;")
 
 
 def test_an_oversize_journal_line_is_refused_by_line_number(store: SessionStore) -> None:

@@ -37,7 +37,7 @@ from jupyter_agent.store.jsonio import (
     LINE_CAP,
     RECORD_CAP,
     decode_json,
-    json_problem,
+    depth_problem,
 )
 from jupyter_agent.store.postgres.rows import Head
 from jupyter_agent.store.postgres.schema import SCHEMA
@@ -69,8 +69,8 @@ def raw_json(data: str | bytes) -> str | bytes:
 def _json(raw: Any, where: str, column: str, cap: int = RECORD_CAP, *,
           messages: bool = False) -> Any:
     """Decode one ``json`` value; over ``cap`` bytes it is refused before decoding, and
-    other than messages (checked by :func:`check_messages`) it must be a value the store
-    writes (:func:`json_problem`: at most ``MAX_DEPTH`` levels deep)."""
+    other than messages (checked by :func:`check_messages`) it must nest at most
+    ``MAX_DEPTH`` levels (:func:`depth_problem`)."""
     if raw is None:
         return None
     if not isinstance(raw, bytes | bytearray | memoryview | str):
@@ -85,7 +85,7 @@ def _json(raw: Any, where: str, column: str, cap: int = RECORD_CAP, *,
         value = decode_json(data, where)
     except CorruptSessionError as err:
         raise CorruptSessionError(where, f"{column}: {err.reason}") from None
-    problem = None if messages else json_problem(value)
+    problem = None if messages else depth_problem(value)
     if problem:
         raise CorruptSessionError(where, f"{column}: {problem}")
     return value
