@@ -99,7 +99,7 @@ class CorruptSessionError(JupyterAgentError):
         super().__init__(f"{what} is unreadable and was left untouched: {reason}")
 
 
-def size_text(size: int) -> str:
+def _size_text(size: int) -> str:
     """A byte count in words: ``"16 MiB"`` for whole mebibytes, else ``"1,234 bytes"``."""
     if size >= 1 << 20 and size % (1 << 20) == 0:
         return f"{size >> 20:,} MiB"
@@ -122,21 +122,19 @@ class TooLargeError(CorruptSessionError):
         The largest size accepted, in bytes.
     what : str
         What it is, e.g. ``"session snapshot"``, ``"journal line 7"``, ``"figure"``.
-    setting : str
-        The setting that raises the cap ("" when none does).
+
+    The caps are constants of the store (no setting raises them): a session that outgrows
+    one is refused when saved, before anything is written (``written=True``).
     """
 
     def __init__(self, path: Path | str, size: int, cap: int, what: str, *,
-                 setting: str = "", written: bool = False) -> None:
+                 written: bool = False) -> None:
         self.path = path
         self.size = size
         self.cap = cap
         self.what = what
-        self.setting = setting
-        raise_it = f" (raise it with {setting})" if setting else ""
-        self.reason = (f"{what} of {size:,} bytes is over the {size_text(cap)} cap"
-                       f"{raise_it}")
-        outcome = "nothing was written" if written else "it was not read and was left untouched"
+        self.reason = f"{what} of {size:,} bytes is over the {_size_text(cap)} cap"
+        outcome = "nothing was written" if written else "it was not loaded and was left untouched"
         JupyterAgentError.__init__(self, f"{path}: {self.reason}; {outcome}")
 
 

@@ -307,8 +307,8 @@ class SafeDir:
         return fd, st
 
     def read(self, name: str, *, limit: int | None = None, offset: int = 0,
-             private: bool = False, what: str = "file", line_limit: int | None = None,
-             setting: str = "") -> tuple[bytes, os.stat_result] | None:
+             private: bool = False, what: str = "file",
+             line_limit: int | None = None) -> tuple[bytes, os.stat_result] | None:
         """Read regular file ``name`` (from ``offset``); ``None`` if it is missing.
 
         Every read of the memory directory goes through here, so that no file costs more
@@ -327,8 +327,6 @@ class SafeDir:
             What the file is, for the message (``"session snapshot"``).
         line_limit : int, optional
             Refuse a file with a line longer than this (in bytes, the newline left out).
-        setting : str
-            The setting that raises the caps, for the message.
 
         Returns
         -------
@@ -351,7 +349,7 @@ class SafeDir:
         try:
             size = max(st.st_size - offset, 0)
             if limit is not None and size > limit:
-                raise TooLargeError(self.child(name), size, limit, what, setting=setting)
+                raise TooLargeError(self.child(name), size, limit, what)
             if size > _SPARSE_CHECK and has_holes(fd, offset, st.st_size):
                 raise UnsafeFileError(self.child(name), "sparse file (it has holes)")
             data = read_all(fd, size, offset)
@@ -361,7 +359,7 @@ class SafeDir:
             long = long_line(data, line_limit)
             if long is not None:
                 raise TooLargeError(self.child(name), long[1], line_limit,
-                                    f"{what} line {long[0]}", setting=setting)
+                                    f"{what} line {long[0]}")
         return data, st
 
     def write_atomic(self, name: str, data: bytes, *, private: bool = False) -> None:

@@ -50,7 +50,7 @@ def test_an_oversize_snapshot_is_refused_unread_and_left_out_of_the_listing(
         fresh.load_session(sid)
     assert str(caught.value) == (
         f"{path}: session snapshot of {RECORD_CAP + 1:,} bytes is over the 16 MiB cap; "
-        "it was not read and was left untouched")
+        "it was not loaded and was left untouched")
     assert isinstance(caught.value, CorruptSessionError)  # what front ends report as one line
     assert [s.id for s in fresh.list_sessions()] == ["fine"]
     assert path.stat().st_size == RECORD_CAP + 1  # untouched
@@ -85,7 +85,7 @@ def test_an_oversize_journal_line_is_refused_by_line_number(store: SessionStore)
         SessionStore(store.root).load_session(sid)
     assert str(caught.value) == (
         f"{path}: journal line 2 of {len(huge):,} bytes is over the 16 MiB cap; "
-        "it was not read and was left untouched")
+        "it was not loaded and was left untouched")
 
 
 def test_the_writer_never_writes_what_the_reader_refuses(store: SessionStore) -> None:
@@ -137,7 +137,7 @@ def test_a_team_store_value_over_its_cap_is_refused_before_decoding() -> None:
         transcript_message(b'"' + b"x" * LINE_CAP + b'"', where, 4)
     assert str(caught.value) == (
         f"{where}: jupyter_agent.messages seq 4 of {LINE_CAP + 2:,} bytes is over the "
-        "16 MiB cap; it was not read and was left untouched")
+        "16 MiB cap; it was not loaded and was left untouched")
 
 
 def test_magics_report_an_oversize_session_in_one_line(
