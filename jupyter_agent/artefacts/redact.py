@@ -122,6 +122,7 @@ _URL_NAME = re.compile(r"(?:^|_)UR[LI]$", re.IGNORECASE)
 _URL_PASSWORD = re.compile(r"://[^/\s:@]*:([^/\s@]+)@")
 _FLAGS = frozenset({"", "0", "1", "true", "false", "yes", "no", "on", "off", "none", "null"})
 _WHOLE_WORD = 12  # shorter secrets are replaced only as whole words
+_SHORTEST = 4  # what a plugin finds must be this long (`secret = "x"` is no secret)
 _IDENTITY = frozenset({"schema_version", "id", "created_at", "updated_at", "parent"})
 
 
@@ -184,7 +185,7 @@ class Redactor:
                 continue
             if not isinstance(plugin, RegexBasedDetector) \
                     or type(plugin).analyze_string is not RegexBasedDetector.analyze_string:
-                values.update(v for v in plugin.analyze_string(text) if v)
+                values.update(v for v in plugin.analyze_string(text) if len(v) >= _SHORTEST)
                 continue
             # detect-secrets yields a pattern's first group when it has one: the secret
             # after its context (a URL's password), or only the prefix of a token
@@ -192,7 +193,7 @@ class Redactor:
             for regex in plugin.denylist:
                 for match in regex.finditer(text):
                     group = 1 if regex.groups and match.start(1) > match.start() else 0
-                    if match.group(group):
+                    if len(match.group(group)) >= _SHORTEST:
                         values.add(match.group(group))
         values.update(v for v in self._entropy.analyze_string(text)
                       if self._entropy.calculate_shannon_entropy(v) > _ENTROPY_LIMIT)
