@@ -228,10 +228,12 @@ class SessionFiles:
         lines = list(_add_lines(record.transcript))
         longest = max(map(len, lines), default=1) - 1
         journal = header_line(sid, generation) + b"".join(lines)
-        if longest > LINE_CAP or len(journal) > JOURNAL_CAP:
-            raise TooLargeError(self.journal_path(sid), *(
-                (longest, LINE_CAP, "journal line") if longest > LINE_CAP
-                else (len(journal), JOURNAL_CAP, "journal")), written=True)
+        if longest > LINE_CAP:
+            raise TooLargeError(self.journal_path(sid), longest, LINE_CAP, "journal line",
+                                written=True)
+        if len(journal) > JOURNAL_CAP:
+            raise TooLargeError(self.journal_path(sid), len(journal), JOURNAL_CAP, "journal",
+                                written=True)
         loaded = Loaded(record, items_for(record.messages, record.transcript)
                         if items is None else items, generation, len(journal), len(journal), 0,
                         0, record.state.model_dump(mode="json"),
@@ -244,6 +246,9 @@ class SessionFiles:
     def _write_snapshot(self, sessions: SafeDir, loaded: Loaded) -> Loaded:
         data = snapshot_bytes(loaded)
         sid = loaded.record.id
+        if len(data) > RECORD_CAP:
+            raise TooLargeError(self.session_path(sid), len(data), RECORD_CAP,
+                                "session snapshot", written=True)
         with storage_errors(self.session_path(sid)):
             sessions.write_atomic(f"{sid}.json", data)
         return replace(loaded, offset=loaded.end, snapshot_size=len(data), legacy=False)
@@ -301,7 +306,7 @@ class SessionFiles:
             sig = [cached[1][0], list(signature_of(written))]  # the snapshot is unchanged
         if new.end - new.offset > max(SNAPSHOT_MIN_BYTES, SNAPSHOT_RATIO * new.snapshot_size):
             sig = None
-            with contextlib.suppress(OSError):  # the journal alone is complete
+            with contextlib.suppress(OSError, TooLargeError):  # the journal is complete
                 new = self._write_snapshot(sessions, new)
         sig = sig or session_sig(sessions, sid)
         self.cache[sid] = (new, sig)
