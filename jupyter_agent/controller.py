@@ -567,8 +567,9 @@ class AgentController:
                output: str | os.PathLike[str] | None = None, force: bool = False) -> Exported:
         """Export a session (default: the active one) to a file; no lease is taken.
 
-        Relative paths start from the kernel's current working directory; keys in the
-        environment (the ``api_key_env`` variable, any ``*_KEY``/``*_TOKEN``) are redacted.
+        Relative paths start from the kernel's current working directory; secrets are
+        redacted (see :mod:`jupyter_agent.artefacts.redact`), among them the values of the
+        environment's secret variables and of the ``api_key_env`` variable.
         See :func:`jupyter_agent.artefacts.export.export_record` for the parameters.
 
         Raises

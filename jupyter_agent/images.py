@@ -22,6 +22,7 @@ from collections.abc import Mapping
 
 __all__ = [
     "FORMAT_NAMES",
+    "MAX_IMAGE_PIXELS",
     "MAX_IMAGE_SIDE",
     "MEDIA_TYPES",
     "RASTER_TYPES",
@@ -30,6 +31,7 @@ __all__ = [
     "downscale",
     "image_size",
     "image_tokens",
+    "pixel_problem",
     "sniff_media_type",
 ]
 
@@ -43,6 +45,10 @@ FORMAT_NAMES: Mapping[str, str] = {"image/png": "PNG", "image/jpeg": "JPEG",
 RASTER_TYPES = ("image/png", "image/jpeg")
 #: Longest side, in pixels, of an image sent to a model (larger ones are downscaled).
 MAX_IMAGE_SIDE = 1024
+#: Raster images with more pixels are neither kept nor decoded nor sent: 40 megapixels
+#: (a 300-dpi figure of 26 x 17 inches) decode to at most 160 MB; a PNG of a few
+#: kilobytes can claim 20000 x 20000 pixels (a decompression bomb).
+MAX_IMAGE_PIXELS = 40_000_000
 
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 _SVG_LENGTH = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(px|pt)?\s*$")
@@ -111,8 +117,32 @@ def image_size(data: bytes, media_type: str) -> tuple[int, int] | None:
 
         with Image.open(io.BytesIO(data)) as image:
             return int(image.size[0]), int(image.size[1])
-    except Exception:  # not an image Pillow reads: size unknown
+    except Exception:  # not an image Pillow reads (or a bomb it refuses): size unknown
         return None
+
+
+def pixel_problem(data: bytes, media_type: str) -> str | None:
+    """Why a raster image is too large to decode (over :data:`MAX_IMAGE_PIXELS`, or a
+    decompression bomb Pillow refuses to open), or ``None``; only headers are read."""
+    if media_type not in RASTER_TYPES:
+        return None
+    size = image_size(data, media_type)
+    if size is None:
+        if media_type == "image/jpeg":
+            from PIL import Image
+
+            try:
+                Image.open(io.BytesIO(data)).close()
+            except Image.DecompressionBombError:
+                return f"a decompression bomb (over the {MAX_IMAGE_PIXELS:,}-pixel cap)"
+            except Exception:  # unreadable: the decoder says so later
+                return None
+        return None
+    width, height = size
+    if width * height > MAX_IMAGE_PIXELS:
+        return (f"{width}×{height} px is over the {MAX_IMAGE_PIXELS:,}-pixel cap "
+                f"(too large to decode)")
+    return None
 
 
 def image_tokens(width: int, height: int) -> int:
@@ -152,8 +182,12 @@ def downscale(data: bytes, media_type: str,
     Raises
     ------
     ValueError
-        When ``data`` is not a PNG or JPEG image Pillow can read.
+        When ``data`` is not a PNG or JPEG image Pillow can read, or has more than
+        :data:`MAX_IMAGE_PIXELS` (see :func:`pixel_problem`).
     """
+    problem = pixel_problem(data, media_type)
+    if problem:
+        raise ValueError(f"{FORMAT_NAMES.get(media_type, media_type)} image not sent: {problem}")
     size = image_size(data, media_type)
     if size is not None and max(size) <= max_side:
         return data, size
@@ -168,7 +202,7 @@ def downscale(data: bytes, media_type: str,
             else:
                 image.save(out, format="PNG", optimize=True)
             return out.getvalue(), (int(image.size[0]), int(image.size[1]))
-    except (OSError, SyntaxError) as err:  # Pillow's errors for unreadable images
+    except (OSError, SyntaxError, Image.DecompressionBombError) as err:  # unreadable
         raise ValueError(f"not a readable {FORMAT_NAMES.get(media_type, media_type)} image: "
                          f"{err}") from None
 

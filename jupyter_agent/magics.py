@@ -334,7 +334,7 @@ class AgentMagics(Magics):
               help="File or folder to write (default: session-<ID>.<format> here).")
     @argument("--force", action="store_true", help="Replace an existing file.")
     def agent_export(self, line: str) -> None:
-        """Export a session to a notebook, a Markdown transcript or a JSON record (API keys
+        """Export a session to a notebook, a Markdown transcript or a JSON record (secrets
         are redacted; an existing file is replaced only with --force)."""
         args = parse_argstring(self.agent_export, line)
         _print(format_exported(self._controller.export(

@@ -219,6 +219,8 @@ class Tool:
             raw = json.loads(arguments or "{}")
         except ValueError as exc:
             return ToolResult(f"error: the arguments are not valid JSON ({exc})", ok=False)
+        except RecursionError:
+            return ToolResult("error: the arguments are nested too deeply", ok=False)
         if not isinstance(raw, dict):
             return ToolResult("error: the arguments must be a JSON object", ok=False)
         try:

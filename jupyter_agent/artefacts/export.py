@@ -10,9 +10,10 @@ The figures a session's code made (design §23) are read from its store through 
 Markdown embeds them; the JSON keeps their references (see
 :mod:`~jupyter_agent.artefacts.figures`).
 
-Every format is rendered from a copy of the record in which API keys are redacted
-(:mod:`~jupyter_agent.artefacts.redact`). Exporting reads the session without its
-lease, so a session another kernel is running can be exported.
+Every format is rendered from a copy of the record in which secrets are redacted
+(:mod:`~jupyter_agent.artefacts.redact`), and SVG figures are redacted as they are read.
+Exporting reads the session without its lease, so a session another kernel is running can
+be exported.
 
 Writing (:func:`write_export`): the file appears whole or not at all -- the content
 goes to a temporary file in the target's folder, is flushed and ``fsync``-ed, then
@@ -32,10 +33,10 @@ from pathlib import Path
 from typing import Literal
 
 from jupyter_agent.artefacts.figures import ReadFigure
-from jupyter_agent.artefacts.redact import redact_record
+from jupyter_agent.artefacts.redact import Redactor, redact_record
 from jupyter_agent.artefacts.steps import Progress, no_progress
 from jupyter_agent.errors import ExportError, ExportExistsError
-from jupyter_agent.store import SessionRecord
+from jupyter_agent.store import FigureData, SessionRecord
 from jupyter_agent.store.records import dump_record
 
 __all__ = [
@@ -129,7 +130,9 @@ def resolve_output(output: str | os.PathLike[str] | None, session_id: str, fmt: 
 def render(record: SessionRecord, fmt: ExportFormat, *, secrets: Iterable[str] = (),
            progress: Progress = no_progress,
            figures: ReadFigure | None = None) -> tuple[bytes, int]:
-    """The bytes of ``record`` exported as ``fmt``, with API keys redacted.
+    """The bytes of ``record`` exported as ``fmt``, with secrets redacted (see
+    :mod:`~jupyter_agent.artefacts.redact`: every decoded string the cells are made of,
+    tool-call arguments included, and the text of SVG figures).
 
     Parameters
     ----------
@@ -146,21 +149,29 @@ def render(record: SessionRecord, fmt: ExportFormat, *, secrets: Iterable[str] =
     Returns
     -------
     (bytes, int)
-        UTF-8 content, and how many distinct keys were redacted.
+        UTF-8 content, and how many distinct secrets were redacted.
     """
-    clean, redacted = redact_record(record, secrets)
+    redactor = Redactor(secrets)
+    clean, _ = redact_record(record, redactor=redactor)
+    if figures is not None:
+        read = figures
+
+        def figures(figure_id: str) -> FigureData:
+            return redactor.figure(read(figure_id))
     if fmt == "json":
-        return dump_record(clean), redacted
-    if fmt == "md":
+        data = dump_record(clean)
+    elif fmt == "md":
         from jupyter_agent.artefacts.markdown import render_markdown
 
-        return render_markdown(clean, progress, figures=figures).encode("utf-8"), redacted
-    import nbformat
+        data = render_markdown(clean, progress, figures=figures).encode("utf-8")
+    else:
+        import nbformat
 
-    from jupyter_agent.artefacts.notebook import render_notebook
+        from jupyter_agent.artefacts.notebook import render_notebook
 
-    text = nbformat.writes(render_notebook(clean, progress, figures=figures)) + "\n"
-    return text.encode("utf-8"), redacted
+        text = nbformat.writes(render_notebook(clean, progress, figures=figures)) + "\n"
+        data = text.encode("utf-8")
+    return data, len(redactor.found)
 
 
 def _fsync_dir(path: Path) -> None:

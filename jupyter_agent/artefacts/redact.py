@@ -1,51 +1,133 @@
-"""Keeping API keys out of exports (design §17).
+"""Keeping secrets out of exports (design §17).
 
 jupyter-agent never writes an API key into a session (design §6), but a session can
-still hold one: the agent's code may have printed the environment, or a user pasted a
-key into a prompt. An export is made to be shared, so every string of the exported
-record is checked and each key found is replaced by :data:`REDACTED`:
+still hold secrets: the agent's code may have printed the environment or a connection
+string, or a user pasted a token into a prompt. An export is made to be shared, so the
+text that goes into it is scanned and each secret found is replaced by :data:`REDACTED`.
+The scan runs on *decoded* text: a tool call's JSON arguments are decoded first, so a
+secret written with ``\\"`` or ``\\u`` escapes is found as it appears in the exported
+cell; the text of SVG figures is scanned too.
 
-* the value of every environment variable whose name says it holds a secret (ends in
-  ``KEY``, ``TOKEN``, ``SECRET`` or ``PASSWORD``, e.g. ``OPENAI_API_KEY``), when it is
-  at least 12 characters without spaces -- plus the values of any variables named by
-  the caller (the ``api_key_env`` setting);
-* strings shaped like well-known API keys and tokens (OpenAI and Anthropic ``sk-...``,
-  AWS access key IDs, Google ``AIza...``, GitHub, Hugging Face and Slack tokens).
+What counts as a secret:
+
+* the value of every environment variable whose name says it holds one -- ending in
+  ``KEY``, ``TOKEN``, ``SECRET``, ``PASSWORD``, ``PASSWD``, ``PAT``, ``DSN`` or
+  ``CREDENTIALS`` (``OPENAI_API_KEY``, ``GITHUB_PAT``, ``SENTRY_DSN``), or a ``*_URL``/
+  ``*_URI`` whose value carries a password (``DATABASE_URL``) -- whatever its length,
+  plus the variables named by the caller (the ``api_key_env`` setting). Flag values
+  (``1``, ``true``, ``off``...) are not secrets; values shorter than 12 characters are
+  replaced only where they stand as a whole word;
+* what the plugins of `detect-secrets <https://github.com/Yelp/detect-secrets>`_ find
+  (regular expressions only, nothing is sent anywhere): AWS (``AKIA``/``ASIA``...), JWTs,
+  private keys (the whole PEM block), GitHub, GitLab, Slack, Stripe, Twilio, npm, PyPI,
+  SendGrid, Discord, Telegram, Mailchimp, Azure and other cloud tokens, passwords in URLs
+  (``postgresql://user:PASSWORD@host``), passwords assigned in code
+  (``password = "..."``) and quoted base64-like strings of high entropy (over 4.5 bits
+  per character: random keys, not identifiers or prose);
+* key families detect-secrets does not know: OpenAI and Anthropic ``sk-...``, Google
+  ``AIza...``, GitHub fine-grained ``github_pat_...`` and Hugging Face ``hf_...``.
+
+Hexadecimal strings are *not* treated as secrets by their entropy: analyses are full of
+hashes, object IDs and checksums, and hex has at most 4 bits per character, so an
+entropy rule for hex flags all of them.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from jupyter_agent.store import SessionRecord
+from detect_secrets.plugins.artifactory import ArtifactoryDetector
+from detect_secrets.plugins.aws import AWSKeyDetector
+from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
+from detect_secrets.plugins.base import BasePlugin, RegexBasedDetector
+from detect_secrets.plugins.basic_auth import BasicAuthDetector
+from detect_secrets.plugins.cloudant import CloudantDetector
+from detect_secrets.plugins.discord import DiscordBotTokenDetector
+from detect_secrets.plugins.github_token import GitHubTokenDetector
+from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
+from detect_secrets.plugins.ibm_cloud_iam import IbmCloudIamDetector
+from detect_secrets.plugins.ibm_cos_hmac import IbmCosHmacDetector
+from detect_secrets.plugins.jwt import JwtTokenDetector
+from detect_secrets.plugins.keyword import KeywordDetector
+from detect_secrets.plugins.mailchimp import MailchimpDetector
+from detect_secrets.plugins.npm import NpmDetector
+from detect_secrets.plugins.openai import OpenAIDetector
+from detect_secrets.plugins.private_key import PrivateKeyDetector
+from detect_secrets.plugins.pypi_token import PypiTokenDetector
+from detect_secrets.plugins.sendgrid import SendGridDetector
+from detect_secrets.plugins.slack import SlackDetector
+from detect_secrets.plugins.softlayer import SoftlayerDetector
+from detect_secrets.plugins.square_oauth import SquareOAuthDetector
+from detect_secrets.plugins.stripe import StripeDetector
+from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
+from detect_secrets.plugins.twilio import TwilioKeyDetector
 
-__all__ = ["KEY_PATTERN", "REDACTED", "redact_record", "redact_text", "secrets_from_environ"]
+from jupyter_agent.store import SessionRecord
+from jupyter_agent.store.figures import FigureData
+from jupyter_agent.store.jsonio import encode_json
+
+__all__ = ["REDACTED", "Redactor", "redact_record", "redact_text", "secrets_from_environ"]
 
 REDACTED = "[redacted]"
 
-KEY_PATTERN = re.compile(
-    r"""
-      \bsk-[A-Za-z0-9_-]{20,}               # OpenAI (sk-, sk-proj-), Anthropic (sk-ant-)
-    | \bAKIA[0-9A-Z]{16}\b                  # AWS access key ID
-    | \bAIza[0-9A-Za-z_-]{35}               # Google API key
-    | \bgh[pousr]_[A-Za-z0-9]{30,}          # GitHub tokens
-    | \bgithub_pat_[A-Za-z0-9_]{22,}
-    | \bhf_[A-Za-z0-9]{30,}                 # Hugging Face
-    | \bxox[abprs]-[A-Za-z0-9-]{10,}        # Slack
-    """,
-    re.VERBOSE,
-)
-"""Strings shaped like API keys or access tokens."""
 
-_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD)$", re.IGNORECASE)
-_MIN_SECRET = 12
+class _ModelKeyDetector(RegexBasedDetector):
+    """Key families detect-secrets does not cover (its OpenAI rule knows only the old
+    ``T3BlbkFJ`` keys)."""
+
+    secret_type = "Model or cloud API key"
+    denylist = (
+        re.compile(r"\bsk-(?:proj-|ant-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
+        re.compile(r"\bAIza[0-9A-Za-z_-]{35}"),
+        re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,}"),
+        re.compile(r"\bhf_[A-Za-z0-9]{30,}"),
+    )
+
+
+class _PrivateKeyBlockDetector(RegexBasedDetector):
+    """A whole PEM private key: :class:`PrivateKeyDetector` reports its first line only;
+    a block cut short (a clipped output) is redacted to the end of the text."""
+
+    secret_type = "Private key block"
+    denylist = (re.compile(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
+                           r"(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)"),)
+
+
+_PLUGINS: tuple[type[BasePlugin], ...] = (
+    _PrivateKeyBlockDetector, PrivateKeyDetector, _ModelKeyDetector, AWSKeyDetector,
+    ArtifactoryDetector, AzureStorageKeyDetector, BasicAuthDetector, CloudantDetector,
+    DiscordBotTokenDetector, GitHubTokenDetector, GitLabTokenDetector, IbmCloudIamDetector,
+    IbmCosHmacDetector, JwtTokenDetector, KeywordDetector, MailchimpDetector, NpmDetector,
+    OpenAIDetector, PypiTokenDetector, SendGridDetector, SlackDetector, SoftlayerDetector,
+    SquareOAuthDetector, StripeDetector, TelegramBotTokenDetector, TwilioKeyDetector,
+)
+_ENTROPY_LIMIT = 4.5
+# Words without which a plugin's patterns cannot match (they are part of each pattern, in
+# any case): text without them is not run through it. The keyword-led detectors are the
+# slow ones, and most text of an analysis holds none of their words.
+_KEYWORDS = ("key", "pw", "pass", "token", "secret", "contrase")
+_NEEDS: dict[type[BasePlugin], tuple[str, ...]] = {
+    KeywordDetector: _KEYWORDS, CloudantDetector: _KEYWORDS, IbmCloudIamDetector: _KEYWORDS,
+    IbmCosHmacDetector: ("secret",), SoftlayerDetector: _KEYWORDS, MailchimpDetector: ("-us",),
+    _ModelKeyDetector: ("sk-", "aiza", "github_pat_", "hf_"),
+}
+
+_SECRET_NAME = re.compile(r"(?:^|_)(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|PAT|DSN|CREDENTIALS?)$",
+                          re.IGNORECASE)
+_URL_NAME = re.compile(r"(?:^|_)UR[LI]$", re.IGNORECASE)
+_URL_PASSWORD = re.compile(r"://[^/\s:@]*:([^/\s@]+)@")
+_FLAGS = frozenset({"", "0", "1", "true", "false", "yes", "no", "on", "off", "none", "null"})
+_WHOLE_WORD = 12  # shorter secrets are replaced only as whole words
+_SHORTEST = 4  # what a plugin finds must be this long (`secret = "x"` is no secret)
 _IDENTITY = frozenset({"schema_version", "id", "created_at", "updated_at", "parent"})
 
 
 def secrets_from_environ(environ: Mapping[str, str], names: Iterable[str] = ()) -> list[str]:
-    """The secret values of an environment, longest first.
+    """The secret values of an environment, longest first (module docstring).
 
     Parameters
     ----------
@@ -58,38 +140,139 @@ def secrets_from_environ(environ: Mapping[str, str], names: Iterable[str] = ()) 
     Returns
     -------
     list of str
-        Values of at least 12 characters without whitespace.
+        Values of secret variables (flag values such as ``1`` or ``true`` left out), and
+        for ``*_URL``/``*_URI`` variables with a password, the URL and the password.
     """
     wanted = set(names)
-    values = {
-        value for name, value in environ.items()
-        if (name in wanted or _SECRET_NAME.search(name))
-        and len(value) >= _MIN_SECRET and not any(ch.isspace() for ch in value)
-    }
-    return sorted(values, key=len, reverse=True)
+    values: set[str] = set()
+    for name, value in environ.items():
+        if name in wanted or _SECRET_NAME.search(name):
+            values.add(value.strip())
+        elif _URL_NAME.search(name):
+            found = _URL_PASSWORD.search(value)
+            if found:
+                values.update((value.strip(), found.group(1)))
+    return sorted((v for v in values if v.lower() not in _FLAGS), key=len, reverse=True)
+
+
+class Redactor:
+    """Replaces secrets in text (module docstring) and remembers which it replaced.
+
+    Parameters
+    ----------
+    secrets : iterable of str
+        Exact values to remove (see :func:`secrets_from_environ`).
+
+    Attributes
+    ----------
+    found : set of str
+        The distinct values replaced so far.
+    """
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self._exact = sorted({s for s in secrets if s}, key=len, reverse=True)
+        self._plugins = [plugin() for plugin in _PLUGINS]
+        self._entropy = Base64HighEntropyString(limit=_ENTROPY_LIMIT)
+        self.found: set[str] = set()
+        self.edits = 0  # strings changed so far
+
+    def _candidates(self, text: str) -> set[str]:
+        values = {v for v in self._exact if v in text}
+        lowered = text.lower()
+        for plugin in self._plugins:
+            needs = _NEEDS.get(type(plugin))
+            if needs is not None and not any(word in lowered for word in needs):
+                continue
+            if not isinstance(plugin, RegexBasedDetector) \
+                    or type(plugin).analyze_string is not RegexBasedDetector.analyze_string:
+                values.update(v for v in plugin.analyze_string(text) if len(v) >= _SHORTEST)
+                continue
+            # detect-secrets yields a pattern's first group when it has one: the secret
+            # after its context (a URL's password), or only the prefix of a token
+            # ("ghp" of "ghp_..."); a group where the match starts is such a prefix
+            for regex in plugin.denylist:
+                for match in regex.finditer(text):
+                    group = 1 if regex.groups and match.start(1) > match.start() else 0
+                    if len(match.group(group)) >= _SHORTEST:
+                        values.add(match.group(group))
+        values.update(v for v in self._entropy.analyze_string(text)
+                      if self._entropy.calculate_shannon_entropy(v) > _ENTROPY_LIMIT)
+        return values
+
+    def text(self, text: str) -> str:
+        """``text`` with every secret replaced by :data:`REDACTED`."""
+        values = self._candidates(text)
+        if not values:
+            return text
+        for value in sorted(values, key=len, reverse=True):
+            if len(value) >= _WHOLE_WORD:
+                replaced = text.replace(value, REDACTED)
+            else:
+                replaced = re.sub(rf"(?<![\w-]){re.escape(value)}(?![\w-])", REDACTED, text)
+            if replaced != text:
+                self.found.add(value)
+                text = replaced
+                self.edits += 1
+        return text
+
+    def arguments(self, raw: str) -> str:
+        """A tool call's JSON arguments with the secrets of their *decoded* strings
+        replaced (re-encoded only when something was found; else scanned as text)."""
+        try:
+            value = json.loads(raw)
+        except (ValueError, RecursionError):
+            return self.text(raw)
+        edits = self.edits
+        clean = self.value(value)
+        return raw if self.edits == edits else encode_json(clean).decode("utf-8")
+
+    def value(self, value: Any) -> Any:
+        """A copy of a JSON value with the secrets of every string replaced (tool calls'
+        ``arguments`` decoded first); recursion-free, so any depth that loads works."""
+        root: list[Any] = [value]
+        stack: list[tuple[Any, Any, Any]] = [(root, 0, value)]
+        while stack:
+            parent, key, item = stack.pop()
+            if isinstance(item, str):
+                parent[key] = self.arguments(item) if key == "arguments" else self.text(item)
+            elif isinstance(item, list):
+                copy = list(item)
+                parent[key] = copy
+                stack.extend((copy, k, v) for k, v in enumerate(copy))
+            elif isinstance(item, dict):
+                copied = dict(item)
+                parent[key] = copied
+                stack.extend((copied, k, v) for k, v in copied.items())
+        return root[0]
+
+    def figure(self, figure: FigureData) -> FigureData:
+        """An SVG figure with the secrets of its text replaced; other figures as they are."""
+        if figure.media_type != "image/svg+xml":
+            return figure
+        edits = self.edits
+        clean = self.text(figure.data.decode("utf-8", "replace"))
+        return figure if self.edits == edits else FigureData(clean.encode("utf-8"),
+                                                              figure.media_type)
 
 
 def redact_text(text: str, secrets: Iterable[str] = ()) -> tuple[str, set[str]]:
-    """``text`` with every secret and key-shaped string replaced by :data:`REDACTED`.
+    """``text`` with every secret replaced by :data:`REDACTED`.
 
     Returns
     -------
     (str, set of str)
         The text, and the distinct values that were replaced.
     """
-    found: set[str] = set()
-    for secret in secrets:
-        if secret in text:
-            found.add(secret)
-            text = text.replace(secret, REDACTED)
-    found.update(KEY_PATTERN.findall(text))
-    return KEY_PATTERN.sub(REDACTED, text), found
+    redactor = Redactor(secrets)
+    return redactor.text(text), redactor.found
 
 
-def redact_record(record: SessionRecord, secrets: Iterable[str] = ()) -> tuple[SessionRecord, int]:
-    """A copy of ``record`` with every key in any of its strings redacted.
+def redact_record(record: SessionRecord, secrets: Iterable[str] = (), *,
+                  redactor: Redactor | None = None) -> tuple[SessionRecord, int]:
+    """A copy of ``record`` with the secrets of all its strings replaced.
 
-    The session's identity (ID, timestamps, parent) is kept as it is.
+    The session's identity (ID, timestamps, parent) is kept as it is; the saved endpoint
+    and every other checkpoint field are scanned like the messages.
 
     Parameters
     ----------
@@ -97,29 +280,34 @@ def redact_record(record: SessionRecord, secrets: Iterable[str] = ()) -> tuple[S
         Not modified.
     secrets : iterable of str
         Exact values to remove (see :func:`secrets_from_environ`).
+    redactor : Redactor, optional
+        Used instead of a new one for ``secrets`` (its :attr:`~Redactor.found` grows).
 
     Returns
     -------
     (SessionRecord, int)
         ``record`` itself when nothing was found, else a redacted copy; and how many
-        distinct keys were replaced (wherever and however often each appeared).
+        distinct secrets were replaced (wherever and however often each appeared).
     """
-    known = [s for s in secrets if s]
-    found: set[str] = set()
-
-    def walk(value: Any) -> Any:
-        if isinstance(value, str):
-            text, values = redact_text(value, known)
-            found.update(values)
-            return text
-        if isinstance(value, list):
-            return [walk(v) for v in value]
-        if isinstance(value, dict):
-            return {k: walk(v) for k, v in value.items()}
-        return value
-
-    data = record.model_dump(mode="json")
-    data.update({k: walk(v) for k, v in data.items() if k not in _IDENTITY})
-    if not found:
-        return record, 0
-    return SessionRecord.model_validate(data), len(found)
+    redactor = Redactor(secrets) if redactor is None else redactor
+    before = len(redactor.found)
+    names = [*type(record).model_fields, *(record.model_extra or {})]
+    changed: dict[str, Any] = {}
+    for name in names:
+        if name in _IDENTITY:
+            continue
+        value = getattr(record, name)
+        kind = type(value[0]) if isinstance(value, list) and value else type(value)
+        model = kind if hasattr(kind, "model_validate") else None
+        plain = (value if model is None else [v.model_dump(mode="json") for v in value]
+                 if isinstance(value, list) else value.model_dump(mode="json"))
+        edits = redactor.edits
+        clean = redactor.value(plain)
+        if redactor.edits == edits:
+            continue
+        if model is not None:
+            clean = ([model.model_validate(v) for v in clean] if isinstance(clean, list)
+                     else model.model_validate(clean))
+        changed[name] = clean
+    count = len(redactor.found) - before
+    return (record.model_copy(update=changed) if changed else record), count

@@ -159,7 +159,7 @@ def _message_texts(message: dict[str, Any]) -> list[str]:
         raw = str(function.get("arguments") or "")
         try:
             args = json.loads(raw) if raw else {}
-        except ValueError:
+        except (ValueError, RecursionError):
             args = raw
         values = args.values() if isinstance(args, dict) else [args]
         texts.append(" ".join([str(function.get("name", "")),

@@ -128,7 +128,7 @@ def _result_text(message: dict[str, Any]) -> str:
 def _arguments(raw: str) -> dict[str, Any] | None:
     try:
         value = json.loads(raw or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 

@@ -39,6 +39,7 @@ from jupyter_agent.errors.sessions import (
     SessionNotFoundError,
     StoreSchemaError,
     StoreUnavailableError,
+    TooLargeError,
 )
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "StoreBusyError",
     "StoreSchemaError",
     "StoreUnavailableError",
+    "TooLargeError",
     "UnsafeDirectoryError",
     "UnsafeFileError",
     "UnsafePathError",

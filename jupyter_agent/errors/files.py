@@ -44,7 +44,7 @@ class UnsafeFileError(UnsafePathError):
         What was found: ``"symbolic link"``, ``"FIFO"``, ``"socket"``,
         ``"character device"``, ``"block device"``, ``"directory"``,
         ``"file with other hard links"``, ``"file owned by uid N"``,
-        ``"file writable by others"`` or ``"file larger than N bytes"``.
+        ``"file writable by others"`` or ``"sparse file (it has holes)"``.
     """
 
     def __init__(self, path: Path, kind: str) -> None:

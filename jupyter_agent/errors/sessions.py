@@ -20,6 +20,7 @@ __all__ = [
     "SessionNotFoundError",
     "StoreSchemaError",
     "StoreUnavailableError",
+    "TooLargeError",
 ]
 
 
@@ -96,6 +97,45 @@ class CorruptSessionError(JupyterAgentError):
         self.reason = reason
         what = f"session file {path}" if isinstance(path, Path) else f"session record {path}"
         super().__init__(f"{what} is unreadable and was left untouched: {reason}")
+
+
+def _size_text(size: int) -> str:
+    """A byte count in words: ``"16 MiB"`` for whole mebibytes, else ``"1,234 bytes"``."""
+    if size >= 1 << 20 and size % (1 << 20) == 0:
+        return f"{size >> 20:,} MiB"
+    if size >= 1 << 10 and size % (1 << 10) == 0:
+        return f"{size >> 10:,} KiB"
+    return f"{size:,} bytes"
+
+
+class TooLargeError(CorruptSessionError):
+    """A file of the memory directory or a team-store value is larger than jupyter-agent
+    reads (or would write): it is refused whole, before it is decoded, and left untouched.
+
+    Attributes
+    ----------
+    path : pathlib.Path or str
+        The file, or the team store's session and column.
+    size : int
+        Its size in bytes (of the line, for a journal line).
+    cap : int
+        The largest size accepted, in bytes.
+    what : str
+        What it is, e.g. ``"session snapshot"``, ``"journal line 7"``, ``"figure"``.
+
+    The caps are constants of the store (no setting raises them): a session that outgrows
+    one is refused when saved, before anything is written (``written=True``).
+    """
+
+    def __init__(self, path: Path | str, size: int, cap: int, what: str, *,
+                 written: bool = False) -> None:
+        self.path = path
+        self.size = size
+        self.cap = cap
+        self.what = what
+        self.reason = f"{what} of {size:,} bytes is over the {_size_text(cap)} cap"
+        outcome = "nothing was written" if written else "it was not loaded and was left untouched"
+        JupyterAgentError.__init__(self, f"{path}: {self.reason}; {outcome}")
 
 
 class ContextMismatchError(JupyterAgentError, ValueError):

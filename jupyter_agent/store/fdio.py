@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import stat
 
-__all__ = ["FileSignature", "entry_kind", "has_holes", "read_all", "signature_of", "write_all"]
+__all__ = ["FileSignature", "entry_kind", "has_holes", "long_line", "read_all", "signature_of",
+           "write_all"]
 
 _READ_CHUNK = 1 << 20
 
@@ -64,6 +65,23 @@ def read_all(fd: int, size: int, offset: int = 0) -> bytes:
         offset += len(chunk)
         size -= len(chunk)
     return b"".join(parts)
+
+
+def long_line(data: bytes, cap: int) -> tuple[int, int] | None:
+    """The first line of ``data`` longer than ``cap`` bytes (newline left out), as
+    ``(line number from 1, its length)``, or ``None``.
+
+    Looks at each ``cap + 1`` window once from its end (``rfind``), so the whole check
+    costs a pass over the bytes at C speed, however many lines there are.
+    """
+    pos, size = 0, len(data)
+    while size - pos > cap:
+        newline = data.rfind(b"\n", pos, pos + cap + 1)
+        if newline < 0:
+            end = data.find(b"\n", pos)
+            return data.count(b"\n", 0, pos) + 1, (size if end < 0 else end) - pos
+        pos = newline + 1
+    return None
 
 
 def write_all(fd: int, data: bytes) -> None:

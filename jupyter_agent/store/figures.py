@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from jupyter_agent.errors import InvalidFigureError
-from jupyter_agent.images import MEDIA_TYPES, sniff_media_type
+from jupyter_agent.images import MEDIA_TYPES, pixel_problem, sniff_media_type
 from jupyter_agent.store.files import SafeDir, is_temp_name
 from jupyter_agent.store.ids import SESSION_ID_PATTERN
 
@@ -95,8 +95,9 @@ def check_figure(figure_id: object, data: object, media_type: object) -> str:
     ------
     InvalidFigureError
         For an ID that is not 1-128 letters, digits, ``_`` or ``-``; a media type that
-        is not PNG, JPEG or SVG; bytes that are not of that type; or more than
-        :data:`MAX_FIGURE_BYTES`.
+        is not PNG, JPEG or SVG; bytes that are not of that type; more than
+        :data:`MAX_FIGURE_BYTES`; or a PNG or JPEG of more than
+        :data:`~jupyter_agent.images.MAX_IMAGE_PIXELS`.
     """
     validate_figure_id(figure_id)
     if media_type not in MEDIA_TYPES:
@@ -109,6 +110,9 @@ def check_figure(figure_id: object, data: object, media_type: object) -> str:
                                             f"{MAX_FIGURE_BYTES:,} a session keeps")
     if sniff_media_type(data) != media_type:
         raise InvalidFigureError(figure_id, f"its bytes are not {media_type}")
+    problem = pixel_problem(data, str(media_type))
+    if problem:
+        raise InvalidFigureError(figure_id, problem)
     return str(figure_id)
 
 
@@ -239,13 +243,15 @@ def read_figure_file(sessions: SafeDir, session_id: str,
     ------
     UnsafeFileError, UnsafeDirectoryError
         For anything but a private regular file (directory) in place of the figure (its
-        directory), or a file larger than :data:`MAX_FIGURE_BYTES`.
+        directory).
+    TooLargeError
+        For a file larger than :data:`MAX_FIGURE_BYTES`.
     """
     with _open_dir(sessions, session_id, create=False) as folder:
         if folder is None:
             return None
         for name, media_type in _names(figure_id):
-            got = folder.read(name, limit=MAX_FIGURE_BYTES, private=True)
+            got = folder.read(name, limit=MAX_FIGURE_BYTES, private=True, what="figure")
             if got is not None:
                 return FigureData(got[0], media_type), folder.child(name)
     return None

@@ -38,11 +38,12 @@ import secrets
 import stat
 from pathlib import Path
 
-from jupyter_agent.errors import UnsafeDirectoryError, UnsafeFileError
+from jupyter_agent.errors import TooLargeError, UnsafeDirectoryError, UnsafeFileError
 from jupyter_agent.store.fdio import (
     FileSignature,
     entry_kind,
     has_holes,
+    long_line,
     read_all,
     signature_of,
     write_all,
@@ -332,18 +333,26 @@ class SafeDir:
         return fd, st
 
     def read(self, name: str, *, limit: int | None = None, offset: int = 0,
-             private: bool = False) -> tuple[bytes, os.stat_result] | None:
+             private: bool = False, what: str = "file",
+             line_limit: int | None = None) -> tuple[bytes, os.stat_result] | None:
         """Read regular file ``name`` (from ``offset``); ``None`` if it is missing.
+
+        Every read of the memory directory goes through here, so that no file costs more
+        than its cap: the size is checked from ``fstat`` before a byte is read.
 
         Parameters
         ----------
         name : str
         limit : int, optional
-            Refuse (:class:`UnsafeFileError`) a file whose part to read is larger.
+            Refuse a file whose part to read is larger (in bytes).
         offset : int
             Start reading here.
         private : bool
             See :meth:`check_regular`.
+        what : str
+            What the file is, for the message (``"session snapshot"``).
+        line_limit : int, optional
+            Refuse a file with a line longer than this (in bytes, the newline left out).
 
         Returns
         -------
@@ -351,6 +360,9 @@ class SafeDir:
 
         Raises
         ------
+        TooLargeError
+            Over ``limit`` (nothing read) or ``line_limit``, naming the file (and line),
+            its size and the cap.
         UnsafeFileError
             Also for a file with holes (a sparse file: none of the store's files has any,
             and reading one could mean reading gigabytes of zeros).
@@ -363,12 +375,18 @@ class SafeDir:
         try:
             size = max(st.st_size - offset, 0)
             if limit is not None and size > limit:
-                raise UnsafeFileError(self.child(name), f"file larger than {limit} bytes")
+                raise TooLargeError(self.child(name), size, limit, what)
             if size > _SPARSE_CHECK and has_holes(fd, offset, st.st_size):
                 raise UnsafeFileError(self.child(name), "sparse file (it has holes)")
-            return read_all(fd, size, offset), st
+            data = read_all(fd, size, offset)
         finally:
             os.close(fd)
+        if line_limit is not None:
+            long = long_line(data, line_limit)
+            if long is not None:
+                raise TooLargeError(self.child(name), long[1], line_limit,
+                                    f"{what} line {long[0]}")
+        return data, st
 
     def write_atomic(self, name: str, data: bytes, *, private: bool = False) -> None:
         """Replace file ``name`` with ``data`` atomically and durably (module docstring).

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import sys
 from datetime import UTC, datetime
 from typing import Any
 
@@ -49,12 +50,14 @@ __all__ = ["INDEX_LOCK", "INDEX_NAME", "ListingIndex", "session_sig"]
 
 INDEX_NAME = "index.jsonl"
 INDEX_LOCK = "index.lock"
-#: The index is ignored (and rebuilt) beyond this size.
-INDEX_LIMIT = 64 * 1024 * 1024
+#: The index is ignored (and rewritten) beyond this size: ~6,000 sessions with summaries
+#: of the longest kind, twice over (the index is rewritten at twice its live entries).
+INDEX_LIMIT = 16 * 1024 * 1024
 #: A listing reads at most this much of a journal after its snapshot.
 TAIL_LIMIT = 4 * 1024 * 1024
-#: A listing reads at most this much of a snapshot (or of a one-file record).
-SNAPSHOT_LIMIT = 256 * 1024 * 1024
+#: A listing reads at most this much of a snapshot (a snapshot holds no transcript; a
+#: larger record of the one-file form is listed once it was opened and converted).
+SNAPSHOT_LIMIT = 8 * 1024 * 1024
 SLACK_LINES = 256
 
 _STR_FIELDS = ("created_at", "updated_at", "summary", "title", "first_prompt")
@@ -167,12 +170,14 @@ class ListingIndex:
         skipped (the entries they would have changed then look stale and are rebuilt).
         """
         st = root.lstat(INDEX_NAME)
-        if st is None or not stat.S_ISREG(st.st_mode) or st.st_size > INDEX_LIMIT:
+        if st is None or not stat.S_ISREG(st.st_mode):
             return {}, 0
+        if st.st_size > INDEX_LIMIT:
+            return {}, sys.maxsize  # so many lines that the next listing rewrites it
         key = signature_of(st)
         if self._parsed is not None and self._parsed[0] == key:
             return self._parsed[1], self._parsed[2]
-        got = root.read(INDEX_NAME, limit=INDEX_LIMIT)
+        got = root.read(INDEX_NAME, limit=INDEX_LIMIT, what="listing index")
         if got is None:
             return {}, 0
         raw = got[0]
@@ -205,10 +210,7 @@ class ListingIndex:
 
     def _rebuild(self, sessions: SafeDir, session_id: str, sig: Sig) -> dict[str, Any]:
         head_name = f"{session_id}.json"
-        st = sessions.lstat(head_name)
-        if st is None or st.st_size > SNAPSHOT_LIMIT:
-            raise CorruptSessionError(sessions.child(head_name), "too large to list")
-        got = sessions.read(head_name, limit=SNAPSHOT_LIMIT)
+        got = sessions.read(head_name, limit=SNAPSHOT_LIMIT, what="session snapshot to list")
         if got is None:
             raise CorruptSessionError(sessions.child(head_name), "missing")
         tail = None

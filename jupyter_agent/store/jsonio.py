@@ -24,7 +24,29 @@ import orjson
 from jupyter_agent.errors import CorruptSessionError
 from jupyter_agent.store.messages import clean_json
 
-__all__ = ["decode_json", "encode_json", "json_problem"]
+__all__ = ["JOURNAL_CAP", "LINE_CAP", "MAX_DEPTH", "RECORD_CAP", "decode_json", "depth_problem",
+           "encode_json", "json_problem"]
+
+# Caps on what a session may hold, so that a file or row someone else wrote costs bounded
+# memory and time. Decoding JSON into Python objects takes about 3 times the bytes for
+# real sessions (mostly text) and up to ~30 times for a file made of tiny objects
+# (``[{},{},...]``), so each cap is also what bounds the worst case.
+#: A session snapshot, a record of the one-file form or a team-store record column. A
+#: snapshot holds no transcript (3.5 KB at 50,000 messages, see ``benchmarks/``); only a
+#: record of the one-file form of jupyter-agent 0.1 does (about 8,000 messages of 2 KiB).
+RECORD_CAP = 16 * 1024 * 1024
+#: One journal line (a save point: one step's messages, tool results clipped to
+#: ``max_output_chars``) or one team-store transcript row.
+LINE_CAP = 16 * 1024 * 1024
+#: A whole journal (or team-store transcript), read whole on load: about 85,000 messages
+#: of 3 KiB.
+JOURNAL_CAP = 256 * 1024 * 1024
+
+#: Values (a message, a checkpoint) nest at most this deep: what loads can then be written
+#: by ``orjson`` and ``pydantic`` (255 levels each, with the record around it), compared
+#: and walked within Python's recursion limit. Deeper values are refused when saved and
+#: when loaded, with one line.
+MAX_DEPTH = 200
 
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 
@@ -41,7 +63,7 @@ def encode_json(value: Any) -> bytes:
     try:
         return orjson.dumps(value)
     except orjson.JSONEncodeError as err:
-        if "recursion" not in str(err):
+        if "recursion" not in str(err).lower():  # orjson writes 255 levels at most
             raise TypeError(str(err)) from None
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 10_000))
@@ -67,7 +89,8 @@ def json_problem(value: Any, depth: int = 0) -> str | None:
     """Why ``value`` cannot be written as JSON by the store, or ``None``.
 
     Checks dicts with string keys, lists, strings without lone surrogates, finite
-    floats, integers within 64 bits, booleans and null, at most 10,000 levels deep.
+    floats, integers within 64 bits, booleans and null, at most :data:`MAX_DEPTH` levels
+    deep.
     """
     kind = type(value)
     if kind is str:
@@ -82,8 +105,8 @@ def json_problem(value: Any, depth: int = 0) -> str | None:
         return None if _INT_MIN <= value <= _INT_MAX else "an integer does not fit 64 bits"
     if kind is float:
         return None if math.isfinite(value) else "a number is not finite"
-    if depth > 10_000:
-        return "values are nested too deeply"
+    if depth > MAX_DEPTH:
+        return f"values are nested too deeply (more than {MAX_DEPTH} levels)"
     items: Iterable[Any]
     if kind is dict:
         if any(type(k) is not str for k in value):
@@ -100,6 +123,24 @@ def json_problem(value: Any, depth: int = 0) -> str | None:
         problem = json_problem(item, depth + 1)
         if problem:
             return problem
+    return None
+
+
+_ORJSON_LEVELS = 254  # the most levels of arrays and objects orjson writes
+
+
+def depth_problem(value: Any) -> str | None:
+    """:func:`json_problem`'s depth rule for a decoded value, at C speed: ``value``
+    wrapped in as many lists as make it too deep for ``orjson`` exactly when it nests
+    more than :data:`MAX_DEPTH` levels is written (and thrown away) by ``orjson``.
+    Other refusals of ``orjson`` (which decoded values do not have) are not reported."""
+    for _ in range(_ORJSON_LEVELS - MAX_DEPTH - 1):
+        value = [value]
+    try:
+        orjson.dumps(value)
+    except orjson.JSONEncodeError as err:
+        if "recursion" in str(err).lower():
+            return f"values are nested too deeply (more than {MAX_DEPTH} levels)"
     return None
 
 

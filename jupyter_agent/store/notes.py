@@ -67,13 +67,15 @@ def read_notes(root: SafeDir | None, kind: NoteKind) -> str:
     ValueError
         For an unknown ``kind``.
     UnsafeFileError
-        If the file is not a private regular file, or is too large.
+        If the file is not a private regular file.
+    TooLargeError
+        If it is larger than :data:`NOTES_LIMIT`.
     OSError
     """
     name = note_file(kind)
     if root is None:
         return ""
-    got = root.read(name, limit=NOTES_LIMIT, private=True)
+    got = root.read(name, limit=NOTES_LIMIT, private=True, what="notes file")
     return "" if got is None else got[0].decode("utf-8", errors="replace")
 
 

@@ -36,7 +36,7 @@ from pydantic import ValidationError
 
 from jupyter_agent.errors import CorruptSessionError
 from jupyter_agent.store import models
-from jupyter_agent.store.jsonio import decode_json, encode_json
+from jupyter_agent.store.jsonio import decode_json, depth_problem, encode_json
 from jupyter_agent.store.models import CLOCK_SKEW as CLOCK_SKEW
 from jupyter_agent.store.models import SCHEMA_VERSION as SCHEMA_VERSION
 from jupyter_agent.store.models import Compaction as Compaction
@@ -148,6 +148,9 @@ def record_from_dict(data: dict[str, Any], path: Path, *,
     data = dict(data)
     messages = check_messages(data.pop("messages", []), path, "messages")
     transcript = check_messages(data.pop("transcript", messages), path, "transcript")
+    problem = depth_problem(data)
+    if problem:
+        raise CorruptSessionError(path, f"not a valid session record ({problem})")
     try:
         record = SessionRecord.model_validate(data)
     except ValidationError as err:

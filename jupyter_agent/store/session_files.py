@@ -22,6 +22,7 @@ from jupyter_agent.errors import (
     JupyterAgentError,
     SessionNotFoundError,
     StorageError,
+    TooLargeError,
     UnsafePathError,
 )
 from jupyter_agent.store.files import SafeDir, signature_of, write_all
@@ -36,7 +37,7 @@ from jupyter_agent.store.journal import (
     items_for,
     new_generation,
 )
-from jupyter_agent.store.jsonio import encode_json
+from jupyter_agent.store.jsonio import JOURNAL_CAP, LINE_CAP, RECORD_CAP, encode_json
 from jupyter_agent.store.leases import Leases
 from jupyter_agent.store.paging import check_limit, page_of
 from jupyter_agent.store.records import SessionListing, SessionRecord
@@ -55,6 +56,22 @@ user.md
 *.tmp
 index.jsonl
 """
+
+
+def _add_lines(messages: list[dict[str, Any]]) -> Iterator[bytes]:
+    """``add`` entries for ``messages``, each line at most :data:`LINE_CAP` long (one
+    message over it is a line of its own, refused on writing)."""
+    chunk: list[bytes] = []
+    size = 0
+    for message in messages:
+        data = encode_json(message)
+        if chunk and size + len(data) + 16 > LINE_CAP:
+            yield b'{"add":[' + b",".join(chunk) + b"]}\n"
+            chunk, size = [], 0
+        chunk.append(data)
+        size += len(data) + 1
+    if chunk:
+        yield b'{"add":[' + b",".join(chunk) + b"]}\n"
 
 
 @contextlib.contextmanager
@@ -137,7 +154,7 @@ class SessionFiles:
             if not create and not self.leases.holds(session_id) \
                     and session_sig(sessions, session_id) is None:
                 if sessions.lstat(f"{session_id}.json") is not None:
-                    sessions.read(f"{session_id}.json")  # not a regular file: refused
+                    sessions.read(f"{session_id}.json", limit=RECORD_CAP)  # not regular: refused
                 raise SessionNotFoundError(session_id, self.session_path(session_id))
             self.take_lease(sessions, session_id)
             try:
@@ -163,12 +180,13 @@ class SessionFiles:
     def read(self, sessions: SafeDir, session_id: str) -> Loaded:
         path = self.session_path(session_id)
         try:
-            got = sessions.read(f"{session_id}.json")
+            got = sessions.read(f"{session_id}.json", limit=RECORD_CAP, what="session snapshot")
             if got is None:
                 raise SessionNotFoundError(session_id, path)
 
             def journal() -> bytes | None:
-                read = sessions.read(f"{session_id}.jsonl")
+                read = sessions.read(f"{session_id}.jsonl", limit=JOURNAL_CAP,
+                                     line_limit=LINE_CAP, what="journal")
                 return None if read is None else read[0]
 
             return load(got[0], path, journal, self.journal_path(session_id), session_id)
@@ -207,9 +225,15 @@ class SessionFiles:
         """Write a whole session as a new journal and snapshot (create, import, convert)."""
         sid = record.id
         generation = new_generation()
-        journal = header_line(sid, generation)
-        if record.transcript:
-            journal += encode_json({"add": record.transcript}) + b"\n"
+        lines = list(_add_lines(record.transcript))
+        longest = max(map(len, lines), default=1) - 1
+        journal = header_line(sid, generation) + b"".join(lines)
+        if longest > LINE_CAP:
+            raise TooLargeError(self.journal_path(sid), longest, LINE_CAP, "journal line",
+                                written=True)
+        if len(journal) > JOURNAL_CAP:
+            raise TooLargeError(self.journal_path(sid), len(journal), JOURNAL_CAP, "journal",
+                                written=True)
         loaded = Loaded(record, items_for(record.messages, record.transcript)
                         if items is None else items, generation, len(journal), len(journal), 0,
                         0, record.state.model_dump(mode="json"),
@@ -222,6 +246,9 @@ class SessionFiles:
     def _write_snapshot(self, sessions: SafeDir, loaded: Loaded) -> Loaded:
         data = snapshot_bytes(loaded)
         sid = loaded.record.id
+        if len(data) > RECORD_CAP:
+            raise TooLargeError(self.session_path(sid), len(data), RECORD_CAP,
+                                "session snapshot", written=True)
         with storage_errors(self.session_path(sid)):
             sessions.write_atomic(f"{sid}.json", data)
         return replace(loaded, offset=loaded.end, snapshot_size=len(data), legacy=False)
@@ -244,6 +271,11 @@ class SessionFiles:
             fields = self.all_fields(new)
         line = encode_json(entry) + b"\n"
         path = self.journal_path(sid)
+        if len(line) - 1 > LINE_CAP:
+            raise TooLargeError(path, len(line) - 1, LINE_CAP, "new journal line", written=True)
+        if loaded.end + len(line) > JOURNAL_CAP:
+            raise TooLargeError(path, loaded.end + len(line), JOURNAL_CAP, "journal",
+                                written=True)
         with storage_errors(path):  # a read-only file system refuses the open itself
             opened = sessions.open_file(f"{sid}.jsonl", os.O_WRONLY | os.O_APPEND)
         if opened is None:
@@ -274,7 +306,7 @@ class SessionFiles:
             sig = [cached[1][0], list(signature_of(written))]  # the snapshot is unchanged
         if new.end - new.offset > max(SNAPSHOT_MIN_BYTES, SNAPSHOT_RATIO * new.snapshot_size):
             sig = None
-            with contextlib.suppress(OSError):  # the journal alone is complete
+            with contextlib.suppress(OSError, TooLargeError):  # the journal is complete
                 new = self._write_snapshot(sessions, new)
         sig = sig or session_sig(sessions, sid)
         self.cache[sid] = (new, sig)

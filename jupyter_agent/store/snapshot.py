@@ -33,7 +33,7 @@ from jupyter_agent.store.journal import (
     parse_journal,
     resolve_items,
 )
-from jupyter_agent.store.jsonio import decode_json, encode_json
+from jupyter_agent.store.jsonio import decode_json, depth_problem, encode_json
 from jupyter_agent.store.records import (
     SCHEMA_VERSION,
     SessionRecord,
@@ -129,6 +129,9 @@ def _apply(entry: dict[str, Any], transcript: list[dict[str, Any]], items: list[
 def _build(head: dict[str, Any], items: list[Item], transcript: list[dict[str, Any]],
            path: Path) -> SessionRecord:
     data = {k: v for k, v in head.items() if k not in ("context", "journal")}
+    problem = depth_problem(data)
+    if problem:
+        raise _fail(path, f"not a valid session record ({problem})")
     data["schema_version"] = SCHEMA_VERSION
     try:
         record = SessionRecord.model_validate(data)

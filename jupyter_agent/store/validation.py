@@ -9,7 +9,9 @@ later -- not when it is saved again, not when it is displayed (JSON itself is ch
   list of parts that are objects with a string ``type`` (and a string ``text`` for text
   parts); ``tool_calls`` a list of objects with a string ``id`` whose ``function`` (when
   present) has a string ``name`` and string ``arguments``; ``tool_call_id`` and ``name``
-  strings. Other keys may hold any JSON: newer API fields survive a round trip.
+  strings. Other keys may hold any JSON nested at most
+  :data:`~jupyter_agent.store.jsonio.MAX_DEPTH` levels: newer API fields survive a round
+  trip.
 
 The checks are written out by hand rather than as pydantic models: they run on every
 message of every load and cost about a microsecond each (see ``benchmarks/``).
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_agent.errors import CorruptSessionError
+from jupyter_agent.store.jsonio import depth_problem
 
 __all__ = ["check_messages", "message_problem"]
 
@@ -128,7 +131,7 @@ def check_messages(messages: Any, path: Path | str, field: str) -> list[dict[str
                     calls = message.get("tool_calls")
                     if type(calls) is list and _plain_calls(calls):
                         continue
-        problem = message_problem(message)
+        problem = message_problem(message) or depth_problem(message)  # of other keys
         if problem is not None:
             raise CorruptSessionError(path, f"{field}[{i}]: {problem}")
     return messages

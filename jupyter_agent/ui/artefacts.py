@@ -62,8 +62,8 @@ def format_exported(done: Exported) -> str:
     text = (f"Exported session {done.session_id} as {_KINDS.get(done.format, done.format)} "
             f"to {done.path} ({format_size(done.size)}).")
     if done.redacted:
-        keys = "string that looks" if done.redacted == 1 else "strings that look"
-        text += f" {done.redacted} {keys} like an API key became [redacted]."
+        what = "secret" if done.redacted == 1 else "distinct secrets"
+        text += f" {done.redacted} {what} (keys, tokens, passwords) became [redacted]."
     return text
 
 

@@ -110,7 +110,7 @@ def format_tool_call(name: str, arguments: str, *, limit: int = 2000) -> str:
     """A tool call in plain text: the code it runs for ``run_python``, else ``name(args)``."""
     try:
         args = json.loads(arguments) if arguments else {}
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deeply to decode
         args = arguments
     if isinstance(args, dict) and isinstance(args.get("code"), str):
         code = _shorten(args["code"].rstrip(), limit)
@@ -122,7 +122,7 @@ def format_tool_call(name: str, arguments: str, *, limit: int = 2000) -> str:
 def _arguments(arguments: str) -> Any:
     try:
         return json.loads(arguments) if arguments else {}
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         return arguments
 
 

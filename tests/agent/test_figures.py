@@ -388,3 +388,56 @@ def test_a_clipped_reason_is_short_and_balanced(text: str) -> None:
         depth += 1 if char in "([{" else -1 if char in ")]}" else 0
         assert depth >= 0
     assert depth == 0
+
+
+@pytest.fixture(scope="module")
+def bomb() -> bytes:
+    """A 20000×20000 PNG of 48 KB: 400 megapixels, a decompression bomb to Pillow."""
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("1", (20000, 20000)).save(out, format="PNG")
+    return out.getvalue()
+
+
+def test_a_decompression_bomb_from_the_agents_code_is_named_too_large_and_not_sent(
+        model_server: ScriptedModelServer, store: SessionStore, kshell: InteractiveShell,
+        tmp_path: Path, bomb: bytes) -> None:
+    (tmp_path / "bomb.png").write_bytes(bomb)
+    (tmp_path / "ok.png").write_bytes(png(30, 20))
+    code = ("from IPython.display import Image, display\n"
+            f"display(Image(filename={str(tmp_path / 'bomb.png')!r}))\n"
+            f"display(Image(filename={str(tmp_path / 'ok.png')!r}))\n")
+    model_server.add_steps(run_code(code, "One figure was too large."))
+    agent = make_agent(model_server, store, shell=kshell, vision="on")
+    assert agent.run("show both") == "One figure was too large."
+    (result,) = tool_contents(model_server.requests[1])
+    first, second = result.splitlines()
+    assert first.startswith("[figure 1: PNG, 20000×20000 px, shown to the user; not kept: ")
+    assert "20000×20000 px is over the 40,000,000-pixel cap (too large to decode)" in first
+    assert second == "[figure 2: PNG, 30×20 px, shown to the user]"
+    assert [(p.width, p.height) for p in model_server.images[1]] == [(30, 20)]
+    model_server.add_steps([{"text": "Still here."}])
+    assert agent.run("and now?") == "Still here."  # the session keeps working
+
+
+def test_a_bomb_in_a_stored_session_is_named_in_text_and_never_decoded(
+        model_server: ScriptedModelServer, store: SessionStore, kshell: InteractiveShell,
+        tmp_path: Path, bomb: bytes) -> None:
+    """A figure file replaced by a bomb (a cloned repository's session, say) is not sent;
+    every later request goes through."""
+    (tmp_path / "ok.png").write_bytes(png(30, 20))
+    code = ("from IPython.display import Image, display\n"
+            f"display(Image(filename={str(tmp_path / 'ok.png')!r}))\n")
+    model_server.add_steps(run_code(code))
+    agent = make_agent(model_server, store, shell=kshell, vision="on")
+    agent.run("show")
+    sid = agent.conversation.session_id
+    agent.close()
+    (fid,) = store.figure_ids(sid)
+    (store.figures_path(sid) / f"{fid}.png").write_bytes(bomb)
+    model_server.add_steps([{"text": "Named only."}])
+    resumed = make_agent(model_server, store, shell=kshell, session_id=sid, vision="on")
+    assert resumed.run("look again") == "Named only."
+    assert model_server.images[-1] == []
+    resumed.close()

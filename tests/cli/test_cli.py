@@ -107,7 +107,7 @@ def test_export_files_and_stdout(cli: CLI, store: SessionStore, tmp_path: Path) 
     path = Path.cwd() / f"session-{sid}.ipynb"
     assert out.returncode == 0 and out.stdout.startswith(f"Exported session {sid} as a "
                                                          f"notebook to {path} (")
-    assert "1 string that looks like an API key became [redacted]" in out.stdout
+    assert "1 secret (keys, tokens, passwords) became [redacted]" in out.stdout
     nbformat.validate(nbformat.read(path, as_version=4))
     again = cli("export", sid)
     assert again.returncode == 1
@@ -284,3 +284,28 @@ def test_a_session_dated_in_the_future_is_left_out_and_show_says_why(
     assert len(shown.stderr.splitlines()) == 1
     assert "updated_at 9999-12-31T00:00:00+00:00 is in the future" in shown.stderr
     assert "Traceback" not in shown.stderr and "KeyError" not in shown.stderr
+
+
+def test_the_deepest_values_that_load_can_be_shown_exported_and_forked(
+        cli: CLI, store: SessionStore, tmp_path: Path) -> None:
+    """A message with a value nested as deep as the store keeps (``MAX_DEPTH``) goes
+    through every command; one level deeper is refused at load (tests/store/test_caps.py)."""
+    from jupyter_agent.store.jsonio import MAX_DEPTH
+
+    deep: object = "bottom"
+    for _ in range(MAX_DEPTH):
+        deep = [deep]
+    sid = make(store, "Nest it", "Nested.")
+    record = store.load_session(sid)
+    store.save_messages(sid, [*record.messages, {"role": "user", "content": "x", "data": deep}])
+    assert cli("show", sid, "--transcript").returncode == 0
+    shown = cli("--json", "show", sid)
+    assert shown.returncode == 0 and json.loads(shown.stdout)["transcript"][-1]["data"] == deep
+    for fmt in ("ipynb", "md", "json"):
+        done = cli("export", sid, "-o", str(tmp_path / f"deep.{fmt}"))
+        assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "deep.json").read_bytes())["transcript"][-1]["data"] == deep
+    forked = cli("fork", sid)
+    assert forked.returncode == 0, forked.stderr
+    fork_id = next(s.id for s in store.list_sessions() if s.id != sid)
+    assert store.load_session(fork_id).transcript[-1]["data"] == deep

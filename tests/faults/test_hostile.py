@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_agent.errors import UnsafeDirectoryError, UnsafeFileError
+from jupyter_agent.errors import TooLargeError, UnsafeDirectoryError, UnsafeFileError
 from jupyter_agent.store import SessionStore
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(60)]
@@ -208,13 +208,18 @@ def test_directories_must_be_private_and_the_users_own(tmp_path: Path, which: st
 
 
 def test_huge_sparse_files_are_never_read_whole(world: tuple[SessionStore, Path, str]) -> None:
-    """A 64 GiB sparse journal (a hole) is refused at once; listing reads only the end."""
+    """A 64 GiB sparse journal (a hole) is refused at once (over its cap; under it, for its
+    hole); listing reads only the end."""
     store, _, sid = world
     journal = store.journal_path(sid)
     with journal.open("r+b") as handle:
-        handle.truncate(64 << 30)
+        handle.truncate(100 << 20)
     fresh = SessionStore(store.root)
     with pytest.raises(UnsafeFileError, match="sparse file"):
+        fresh.load_session(sid)
+    with journal.open("r+b") as handle:
+        handle.truncate(64 << 30)
+    with pytest.raises(TooLargeError, match="journal of 68,719,476,736 bytes is over"):
         fresh.load_session(sid)
     (store.root / "index.jsonl").unlink()
     assert [s.id for s in fresh.list_sessions()] == ["victim"]  # from the snapshot

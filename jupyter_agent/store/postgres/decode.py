@@ -31,9 +31,15 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from jupyter_agent.errors import CorruptSessionError
+from jupyter_agent.errors import CorruptSessionError, TooLargeError
 from jupyter_agent.store.ids import SESSION_ID_PATTERN
-from jupyter_agent.store.jsonio import decode_json
+from jupyter_agent.store.jsonio import (
+    JOURNAL_CAP,
+    LINE_CAP,
+    RECORD_CAP,
+    decode_json,
+    depth_problem,
+)
 from jupyter_agent.store.postgres.rows import Head
 from jupyter_agent.store.postgres.schema import SCHEMA
 from jupyter_agent.store.records import (
@@ -62,21 +68,35 @@ def raw_json(data: str | bytes) -> str | bytes:
     return data
 
 
-def _json(raw: Any, where: str, column: str) -> Any:
+def _json(raw: Any, where: str, column: str, cap: int = RECORD_CAP, *,
+          messages: bool = False) -> Any:
+    """Decode one ``json`` value; over ``cap`` bytes it is refused before decoding, and
+    other than messages (checked by :func:`check_messages`) it must nest at most
+    ``MAX_DEPTH`` levels (:func:`depth_problem`)."""
     if raw is None:
         return None
     if not isinstance(raw, bytes | bytearray | memoryview | str):
         raise CorruptSessionError(where, f"{column}: not JSON text")
+    size = len(raw) if not isinstance(raw, memoryview) else raw.nbytes
+    if size > cap:  # a str's length in characters is at most its size in UTF-8
+        raise TooLargeError(where, size, cap, column)
     data = bytes(raw) if not isinstance(raw, str) else raw.encode("utf-8", "surrogatepass")
+    if len(data) > cap:
+        raise TooLargeError(where, len(data), cap, column)
     try:
-        return decode_json(data, where)
+        value = decode_json(data, where)
     except CorruptSessionError as err:
         raise CorruptSessionError(where, f"{column}: {err.reason}") from None
+    problem = None if messages else depth_problem(value)
+    if problem:
+        raise CorruptSessionError(where, f"{column}: {problem}")
+    return value
 
 
-def _messages(raw: Any, where: str, column: str, first_seq: int | None) -> list[dict[str, Any]]:
+def _messages(raw: Any, where: str, column: str, first_seq: int | None,
+              cap: int = RECORD_CAP) -> list[dict[str, Any]]:
     """Decoded and checked messages; ``first_seq`` numbers transcript rows in errors."""
-    data = _json(raw, where, column)
+    data = _json(raw, where, column, cap, messages=True)
     if data is None:
         return []
     try:
@@ -100,7 +120,7 @@ def transcript_message(raw: Any, where: str, seq: int) -> dict[str, Any]:
         Naming ``where`` and the row (``jupyter_agent.messages seq 12: ...``).
     """
     column = f"{_MESSAGES} seq {seq}"
-    message = _json(raw, where, column)
+    message = _json(raw, where, column, LINE_CAP)
     problem = message_problem(message)
     if problem:
         raise CorruptSessionError(where, f"{column}: {problem}")
@@ -140,8 +160,8 @@ def head_from_row(row: Sequence[Any], tail: Any, where: str) -> Head:
     """
     context_from = row[11]
     first_seq = context_from if type(context_from) is int else 0
-    return _head(row, _messages(tail, where, f"{_MESSAGES} from seq {first_seq}", first_seq),
-                 where)
+    return _head(row, _messages(tail, where, f"{_MESSAGES} from seq {first_seq}", first_seq,
+                                JOURNAL_CAP), where)
 
 
 def _head(row: Sequence[Any], tail: list[dict[str, Any]], where: str) -> Head:
@@ -217,7 +237,7 @@ def record_from_row(row: Sequence[Any], where: str) -> SessionRecord:
     CorruptSessionError
         Naming ``where`` (see :func:`head_from_row` and :func:`record_from`).
     """
-    transcript = _messages(row[-1], where, _MESSAGES, 0)
+    transcript = _messages(row[-1], where, _MESSAGES, 0, JOURNAL_CAP)
     context_from = row[11]
     start = context_from if type(context_from) is int and context_from >= 0 else 0
     return record_from(_head(row[:-1], transcript[start:], where), transcript, where)

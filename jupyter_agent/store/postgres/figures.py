@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from jupyter_agent.store.figures import FigureData
+from jupyter_agent.errors import TooLargeError
+from jupyter_agent.store.figures import MAX_FIGURE_BYTES, FigureData
 from jupyter_agent.store.postgres.link import Link
 from jupyter_agent.store.postgres.schema import SCHEMA
 
@@ -27,7 +28,9 @@ _SAVE = (f"INSERT INTO {_F} (sid, figure_id, media_type, data) "
          f"SELECT sid, %s, %s, %s FROM {_S} WHERE project = %s AND id = %s "
          "ON CONFLICT (sid, figure_id) DO UPDATE SET media_type = EXCLUDED.media_type, "
          "data = EXCLUDED.data, saved_at = now() RETURNING 1")
-_READ = (f"SELECT f.media_type, f.data FROM {_F} f JOIN {_S} s ON s.sid = f.sid "
+# the bytes of a figure over the cap are not even sent by the server
+_READ = (f"SELECT f.media_type, octet_length(f.data), CASE WHEN octet_length(f.data) <= %s "
+         f"THEN f.data END FROM {_F} f JOIN {_S} s ON s.sid = f.sid "
          "WHERE s.project = %s AND s.id = %s AND f.figure_id = %s")
 _IDS = (f"SELECT f.figure_id FROM {_F} f JOIN {_S} s ON s.sid = f.sid "
         "WHERE s.project = %s AND s.id = %s ORDER BY f.figure_id")
@@ -64,10 +67,23 @@ class FigureTable:
                            check)
 
     def read(self, session_id: str, figure_id: str) -> FigureData | None:
-        """The figure, or ``None``."""
+        """The figure, or ``None``.
+
+        Raises
+        ------
+        TooLargeError
+            For a row over :data:`~jupyter_agent.store.figures.MAX_FIGURE_BYTES` (its
+            bytes are not fetched).
+        """
         row = self._link.run(lambda c: c.execute(
-            _READ, (self._project, session_id, figure_id)).fetchone(), idempotent=True)
-        return None if row is None else FigureData(bytes(row[1]), str(row[0]))
+            _READ, (MAX_FIGURE_BYTES, self._project, session_id, figure_id)).fetchone(),
+            idempotent=True)
+        if row is None:
+            return None
+        if row[2] is None:
+            raise TooLargeError(f"{_F} (project {self._project!r}, session {session_id!r}, "
+                                f"figure {figure_id!r})", int(row[1]), MAX_FIGURE_BYTES, "figure")
+        return FigureData(bytes(row[2]), str(row[0]))
 
     def ids(self, session_id: str) -> list[str]:
         """The session's figure IDs, sorted."""

@@ -1,0 +1,49 @@
+"""Bounded work on team-store rows: a value over its cap or nested too deeply is refused in
+one line naming the session and the column (rows edited by hand, as another user could)."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from jupyter_agent.errors import CorruptSessionError, TooLargeError
+from jupyter_agent.store.figures import MAX_FIGURE_BYTES
+from jupyter_agent.store.jsonio import MAX_DEPTH
+from jupyter_agent.store.postgres import PostgresStore
+from tests.postgres.server import PgCluster
+
+MESSAGES = [{"role": "system", "content": "s"}, {"role": "user", "content": "hello"}]
+PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 64
+
+
+def edit(pg: PgCluster, project: str, sql: str, *params: object) -> None:
+    """Run ``sql`` on the rows of ``project``'s session ``s`` (``%(sid)s`` is its key)."""
+    with psycopg.connect(pg.url(), autocommit=True) as conn:
+        (sid,) = conn.execute("SELECT sid FROM jupyter_agent.sessions WHERE project = %s "
+                              "AND id = 's'", (project,)).fetchone() or (None,)
+        conn.execute(sql.replace("%(sid)s", str(sid)), params)
+
+
+def test_an_oversize_figure_row_is_refused_without_fetching_it(
+        pg: PgCluster, store: PostgresStore, project: str) -> None:
+    store.create_session(MESSAGES, session_id="s")
+    store.save_figure("s", "f1", PNG, "image/png")
+    edit(pg, project, "UPDATE jupyter_agent.figures SET data = data || "
+                      "decode(repeat('00', %s), 'hex') WHERE sid = %(sid)s",
+         MAX_FIGURE_BYTES)
+    with pytest.raises(TooLargeError) as caught:
+        store.read_figure("s", "f1")
+    assert str(caught.value).startswith(
+        f"jupyter_agent.figures (project {project!r}, session 's', figure 'f1'): figure of "
+        f"{len(PNG) + MAX_FIGURE_BYTES:,} bytes is over the 16 MiB cap")
+
+
+def test_a_value_nested_too_deeply_is_refused(pg: PgCluster, store: PostgresStore,
+                                              project: str) -> None:
+    store.create_session(MESSAGES, session_id="s")
+    deep = "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1)
+    edit(pg, project, "UPDATE jupyter_agent.sessions SET extra = %s::json "
+                      "WHERE sid = %(sid)s", f'{{"x": {deep}}}')
+    with pytest.raises(CorruptSessionError, match=r"extra: values are nested too deeply"):
+        store.load_session("s")
+    assert [s.id for s in store.list_sessions()] == ["s"]  # the listing reads no extra
