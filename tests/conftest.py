@@ -5,7 +5,9 @@
   and has no API key in the environment.
 - ``shell``: a fresh ``InteractiveShell`` per test (history off) with the extension
   loaded through ``%load_ext jupyter_agent``; ``make_shell(config)`` builds one from a
-  ``traitlets.config.Config`` (the equivalent of ``ipython_config.py``).
+  ``traitlets.config.Config`` (the equivalent of ``ipython_config.py``). Each is retired
+  at the end of its test (:func:`~tests.shells.retire_shell`), so that pytest exits
+  within seconds of its summary.
 - ``model_server``: a started ``ScriptedModelServer`` (empty script; tests add steps).
 - ``hold``: ``hold(session_id)`` makes another process take a session's lease in the
   test's memory directory and returns it (a :class:`~tests.processes.Holder`: ``.pid``,
@@ -28,7 +30,7 @@ from traitlets.config import Config
 from jupyter_agent.testing import ScriptedModelServer
 from tests.postgres.server import PgCluster, find_server_bin
 from tests.processes import Hold, Holder, store_env
-from tests.shells import ShellFactory
+from tests.shells import ShellFactory, retire_shell
 
 
 @pytest.fixture(autouse=True)
@@ -91,6 +93,7 @@ def make_shell() -> Iterator[ShellFactory]:
     for shell in shells:
         if "jupyter_agent" in shell.extension_manager.loaded:
             shell.run_line_magic("unload_ext", "jupyter_agent")
+        retire_shell(shell)
     InteractiveShell.clear_instance()
 
 

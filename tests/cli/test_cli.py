@@ -74,11 +74,13 @@ def test_errors_are_one_line_with_exit_code_1_and_usage_is_2(cli: CLI, store: Se
     missing = cli("show", "nosuch")
     assert missing.returncode == 1 and missing.stdout == ""
     assert missing.stderr == (f"jupyter agent: no saved session 'nosuch' (looked for "
-                              f"{memory_dir / 'sessions' / 'nosuch.json'})\n")
+                              f"{memory_dir / 'sessions' / 'nosuch.json'}); jupyter agent "
+                              "list --all lists the saved sessions\n")
     bad = cli("archive", "../etc")
     assert bad.returncode == 1 and "invalid session ID '../etc'" in bad.stderr
     for args in ([], ["frobnicate"], ["fork"], ["fork", "abc", "--at", "two"],
-                 ["export", "abc", "--format", "pdf"]):
+                 ["export", "abc", "--format", "pdf"], ["migrate"],
+                 ["migrate", "--to", "postgresql://a/b", "--from", "postgresql://a/b"]):
         usage = cli(*args)
         assert usage.returncode == 2, args
         assert usage.stderr.startswith("usage: jupyter agent"), args
@@ -247,3 +249,15 @@ def test_jupyter_agent_as_a_jupyter_subcommand(store: SessionStore) -> None:
                          text=True, timeout=120, env={**os.environ, "PATH": os.pathsep.join(
                              [str(Path(sys.executable).parent), os.environ.get("PATH", "")])})
     assert out.returncode == 0 and [e["id"] for e in json.loads(out.stdout)] == [sid]
+
+
+def test_export_refuses_a_format_its_file_name_contradicts(cli: CLI, store: SessionStore,
+                                                           tmp_path: Path) -> None:
+    sid = make(store, "q", "a")
+    out = cli("export", sid, "--format", "ipynb", "-o", str(tmp_path / "out.md"))
+    assert out.returncode == 1 and out.stderr.count("\n") == 1
+    assert out.stderr == (f"jupyter agent: cannot export to {tmp_path / 'out.md'}: the format "
+                          "is ipynb but the file name ends in .md: name it out.ipynb or use "
+                          "--format md\n")
+    assert not (tmp_path / "out.md").exists()
+    assert cli("export", sid, "--format", "md", "-o", str(tmp_path / "out.txt")).returncode == 0
