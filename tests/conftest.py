@@ -12,6 +12,7 @@
 - ``hold``: ``hold(session_id)`` makes another process take a session's lease in the
   test's memory directory and returns it (a :class:`~tests.processes.Holder`: ``.pid``,
   ``.exit()`` to let go); whatever is still held is let go at the end of the test.
+- ``pytest -m "not slow"`` is the fast inner loop (see :data:`SLOW_PATHS`).
 - ``pg`` (session): a throwaway PostgreSQL cluster (:class:`~tests.postgres.server.PgCluster`)
   started on first use and removed at the end of the run. Without server binaries the
   tests that use it skip, saying so -- except in CI (``CI=true``), where they fail.
@@ -31,6 +32,27 @@ from jupyter_agent.testing import ScriptedModelServer
 from tests.postgres.server import PgCluster, find_server_bin
 from tests.processes import Hold, Holder, store_env
 from tests.shells import ShellFactory, retire_shell
+
+#: Where every test is ``slow`` (``pytest -m "not slow"`` leaves them out): real kernels
+#: (the notebooks under nbval too), a browser, a PostgreSQL cluster, fault processes,
+#: benchmarks. A test elsewhere that takes over ~2 s says so itself (``@pytest.mark.slow``);
+#: every test on the ``pg`` cluster (the store contract's ``postgres`` backend too) is slow.
+SLOW_PATHS = ("tests/browser", "tests/postgres", "tests/faults", "tests/test_kernel_restart.py",
+              "tests/test_benchmarks.py", "notebooks")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests of :data:`SLOW_PATHS`, and those using ``pg``, as ``slow``."""
+    for item in items:
+        try:
+            where = item.path.relative_to(config.rootpath).as_posix()
+        except ValueError:
+            continue
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if ("pg" in getattr(item, "fixturenames", ())
+                or params.get("store_factory") == "postgres"  # the contract on PostgreSQL
+                or any(where == slow or where.startswith(f"{slow}/") for slow in SLOW_PATHS)):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)

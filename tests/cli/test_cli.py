@@ -40,6 +40,7 @@ def add_turn(store: SessionStore, sid: str, prompt: str, reply: str) -> None:
                               {"role": "assistant", "content": reply}])
 
 
+@pytest.mark.slow
 def test_list_show_and_json(cli: CLI, store: SessionStore, memory_dir: Path) -> None:
     missing = cli("list")
     assert missing.returncode == 0
@@ -69,6 +70,7 @@ def test_list_show_and_json(cli: CLI, store: SessionStore, memory_dir: Path) -> 
     assert "[user]\nPlot bill length" in transcript
 
 
+@pytest.mark.slow
 def test_errors_are_one_line_with_exit_code_1_and_usage_is_2(cli: CLI, store: SessionStore,
                                                             memory_dir: Path) -> None:
     missing = cli("show", "nosuch")
@@ -103,6 +105,7 @@ def test_search_default_and_deep(cli: CLI, store: SessionStore) -> None:
     assert cli("search", "penguins").stdout == 'no sessions match "penguins"\n'
 
 
+@pytest.mark.slow
 def test_export_files_and_stdout(cli: CLI, store: SessionStore, tmp_path: Path) -> None:
     sid = make(store, "Say hi", "Hi! Your key sk-" + "x1Y2z3" * 5 + " is safe.", title="Hi")
     out = cli("export", sid)
@@ -123,6 +126,7 @@ def test_export_files_and_stdout(cli: CLI, store: SessionStore, tmp_path: Path) 
     assert (tmp_path / "hi.md").read_text("utf-8").startswith("# Hi\n")
 
 
+@pytest.mark.slow
 def test_fork_archive_rm(cli: CLI, store: SessionStore) -> None:
     sid = make(store, "first", "one", title="Work")
     add_turn(store, sid, "second", "two")
@@ -147,6 +151,7 @@ def test_fork_archive_rm(cli: CLI, store: SessionStore) -> None:
     assert not store.exists(sid)
 
 
+@pytest.mark.slow
 def test_reads_work_while_held_and_writes_are_refused(cli: CLI, store: SessionStore,
                                                       hold: Hold) -> None:
     sid = make(store, "long analysis", "working on it", title="Busy")

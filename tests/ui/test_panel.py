@@ -70,6 +70,7 @@ def test_rows_show_sessions_with_their_details(store: SessionStore) -> None:
     assert panel.error == ""
 
 
+@pytest.mark.slow
 def test_paging_filter_and_refresh_with_hundreds_of_sessions(store: SessionStore) -> None:
     ids = [make_session(store, f"prompt number {i}" + (" needle" if i % 50 == 0 else ""))
            for i in range(205)]
