@@ -16,7 +16,8 @@ expand ``{expr}`` / ``$name`` (``no_var_expand``; the options of ``%agent_new`` 
 from turning the line into a help request (:mod:`jupyter_agent.magic_args`).
 
 State: the active session lives on the :class:`AgentMagics` instance (its controller),
-never in this module. ``%unload_ext`` / ``%reload_ext`` release the session's lease,
+never in this module. ``%unload_ext`` / ``%reload_ext`` release the session's lease (and
+say so in one line: a reloaded extension has no active session until ``%agent_resume``),
 unregister the magics and the input transformer, and remove the instance from
 ``shell.configurables``.
 """
@@ -121,8 +122,9 @@ class AgentMagics(Magics):
                 shell_section = getattr(self.shell, "config", Config()).get(type(self).__name__)
                 if isinstance(shell_section, Config) and name in shell_section:
                     del shell_section[name]
-                print(f"{flatten_lines(str(err))}; {type(self).__name__}.{name} keeps its "
-                      f"value {getattr(self, name, None)!r}", file=sys.stderr)
+                # (the value kept is not shown: a store URL may carry a password)
+                print(f"{flatten_lines(str(err))}; {type(self).__name__}.{name} is unchanged",
+                      file=sys.stderr)
         rest = Config({k: v for k, v in config.items() if k != type(self).__name__})
         if rest:
             super().update_config(rest)

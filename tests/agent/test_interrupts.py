@@ -283,8 +283,10 @@ def test_an_on_event_error_mid_stream_is_named_in_the_marker(
 def test_ctrl_c_in_run_python_keeps_what_it_printed_on_screen_and_for_the_model(
     model_server: ScriptedModelServer, store: SessionStore, ishell: InteractiveShell
 ) -> None:
-    code = ("print('loaded 3 files')\nimport os, signal\n"
-            "os.kill(os.getpid(), signal.SIGINT)\nprint('never printed')")
+    # raise_signal delivers Ctrl-C to this (the main) thread at once; os.kill(getpid())
+    # lets the system pick any thread, and the code could go on before Python sees it
+    code = ("print('loaded 3 files')\nimport signal\n"
+            "signal.raise_signal(signal.SIGINT)\nprint('never printed')")
     model_server.add_steps([tool_step(("run_python", {"code": code}), ("list_todos", {}))])
     agent = make_agent(model_server, store, shell=ishell)
     rec = Recorder()
