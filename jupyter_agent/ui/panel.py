@@ -247,9 +247,6 @@ class SessionsPanel(widgets.VBox):
                          s.model_copy(update={"holder": self._store.lease_holder(s.id)})
                          for s in listing]
         self._deep_hits = None
-        shown = self._details.selected
-        if shown is not None and any(s.id == shown for s in self._listing):
-            self._details.show(shown, self._name(shown), self._store)  # what changed
         self._render()
 
     def _search(self) -> list[SearchHit]:

@@ -288,6 +288,7 @@ class RowSlot:
         self.session_id, self.name, self.archived = "", "", False
         self.info.value = self.meta.value = ""
         self.resume.tooltip = self.archive.tooltip = ""
+        self.delete.tooltip = "Delete this session (asks first)"  # no holder's name kept
 
     def show(self, listing: SessionListing, found: SearchMatch | None = None,
              now: datetime | None = None) -> PanelRow:
