@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -280,6 +281,16 @@ def test_an_on_event_error_mid_stream_is_named_in_the_marker(
     assert "by the user" not in last["content"]
 
 
+@pytest.fixture
+def ctrl_c_raises() -> Iterator[None]:
+    """Ctrl-C raises ``KeyboardInterrupt`` in this process for the test, also where pytest
+    was started with SIGINT ignored (a background job of a shell: ``pytest &``, nohup)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("ctrl_c_raises")
 def test_ctrl_c_in_run_python_keeps_what_it_printed_on_screen_and_for_the_model(
     model_server: ScriptedModelServer, store: SessionStore, ishell: InteractiveShell
 ) -> None:
