@@ -39,6 +39,8 @@ Invariants
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -499,7 +501,8 @@ class AgentController:
                 + ("" if undo else f" (%agent_archive {sid} --undo unarchives it)"))
         store.set_archived(sid, not undo)
         was_active = not undo and self._deactivate(sid, "archived")
-        return SessionChange(sid, "unarchived" if undo else "archived", was_active)
+        return SessionChange(sid, "unarchived" if undo else "archived", was_active,
+                             record.title)
 
     def delete(self, session_id: str) -> SessionChange:
         """Delete a session's file; the active session is deactivated first.
@@ -518,13 +521,17 @@ class AgentController:
 
         sid = validate_session_id(session_id)
         store = self._store_for(sid)
-        was_active = False
+        was_active, title = False, ""
         if self._active is not None and self._active.session_id == sid:
-            store.load_session(sid)  # unreadable: say so before deactivating anything
+            # unreadable: say so before deactivating anything
+            title = store.load_session(sid).title
             was_active = self._deactivate(sid, "deleted")
+        else:
+            with contextlib.suppress(JupyterAgentError):  # a corrupt one can be deleted
+                title = store.load_session(sid).title
         store.delete_session(sid)
         self._remembered.pop(sid, None)
-        return SessionChange(sid, "deleted", was_active)
+        return SessionChange(sid, "deleted", was_active, title)
 
     # ---- artefacts (design §17)
     def fork(self, session_id: str | None = None, *, at: int | None = None,

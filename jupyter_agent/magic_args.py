@@ -160,11 +160,29 @@ def parse_argstring(magic: Callable[..., Any], line: str) -> Any:
     except ValueError as err:
         raise UsageError(f"cannot parse the arguments: {err}; put text with quotes or "
                          "spaces in matching quotes") from err
+    parser = magic.parser  # type: ignore[attr-defined]
     try:
-        return magic.parser.parse_args(argv)  # type: ignore[attr-defined]
+        return parser.parse_args(argv)
     except UsageError as err:
         name = getattr(magic, "__name__", "")
-        raise AgentUsageError(f"{err}; %{name}? shows the usage" if name else str(err)) from err
+        text = str(err) + _did_you_mean(parser, argv)
+        raise AgentUsageError(f"{text}; %{name}? shows the usage" if name else text) from err
+
+
+def _did_you_mean(parser: Any, argv: list[str]) -> str:
+    """``" (did you mean --approve?)"`` for the first option in ``argv`` the parser does
+    not know and that is close to one it does, else ``""``."""
+    import difflib
+
+    known = list(parser._option_string_actions)
+    for word in argv:
+        option = word.split("=", 1)[0]
+        if not option.startswith("--") or option in known:
+            continue
+        close = difflib.get_close_matches(option, known, n=1, cutoff=0.6)
+        if close:
+            return f" (did you mean {close[0]}?)"
+    return ""
 
 
 def options_from_args(args: Any) -> SessionOptions:

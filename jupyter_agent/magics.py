@@ -16,13 +16,15 @@ expand ``{expr}`` / ``$name`` (``no_var_expand``; the options of ``%agent_new`` 
 from turning the line into a help request (:mod:`jupyter_agent.magic_args`).
 
 State: the active session lives on the :class:`AgentMagics` instance (its controller),
-never in this module. ``%unload_ext`` / ``%reload_ext`` release the session's lease,
+never in this module. ``%unload_ext`` / ``%reload_ext`` release the session's lease (and
+say so in one line: a reloaded extension has no active session until ``%agent_resume``),
 unregister the magics and the input transformer, and remove the instance from
 ``shell.configurables``.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -30,9 +32,10 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import TraitError
+from traitlets.config import Config
 
 from jupyter_agent.controller import AgentController
-from jupyter_agent.errors import LimitExceededError
+from jupyter_agent.errors import JupyterAgentError, LimitExceededError
 from jupyter_agent.magic_args import (
     AgentUsageError,
     collect_notice,
@@ -50,6 +53,7 @@ from jupyter_agent.magic_args import (
 )
 from jupyter_agent.settings import OPTIONS, Settings, trait_namespace
 from jupyter_agent.ui import recap, render
+from jupyter_agent.ui.advice import error_message
 from jupyter_agent.ui.artefacts import format_exported, format_forked, format_search_results
 from jupyter_agent.ui.display import (
     INTERRUPTED_MESSAGE,
@@ -104,6 +108,34 @@ class AgentMagics(Magics):
         """Release the active session's lease and forget it (extension unload)."""
         self._controller.close()
 
+    def update_config(self, config: Any) -> None:
+        """Apply ``config`` (``%config AgentMagics.x = ...``), refusing a bad value in one
+        line on stderr.
+
+        IPython's ``%config`` logs what a configurable raises (``ERROR:root:...``) and
+        keeps the bad value in the shell's config, where it breaks the next
+        ``%load_ext``; so a bad value is taken out of ``config`` (the object every
+        configurable is given) and of the shell's config, and said here.
+        """
+        section = config.get(type(self).__name__) if isinstance(config, Config) else None
+        if not isinstance(section, Config):
+            super().update_config(config)
+            return
+        for name in list(section):
+            try:
+                super().update_config(Config({type(self).__name__: {name: section[name]}}))
+            except TraitError as err:
+                del section[name]
+                shell_section = getattr(self.shell, "config", Config()).get(type(self).__name__)
+                if isinstance(shell_section, Config) and name in shell_section:
+                    del shell_section[name]
+                # (the value kept is not shown: a store URL may carry a password)
+                print(f"{flatten_lines(str(err))}; {type(self).__name__}.{name} is unchanged",
+                      file=sys.stderr)
+        rest = Config({k: v for k, v in config.items() if k != type(self).__name__})
+        if rest:
+            super().update_config(rest)
+
     @property
     def _jupyter(self) -> bool:
         return is_jupyter(self.shell)
@@ -124,8 +156,17 @@ class AgentMagics(Magics):
     @session_options
     def agent_new(self, line: str) -> None:
         """Start a new session, make it active and print its ID."""
-        options = options_from_args(parse_argstring(self.agent_new, line))
-        session_id = self._controller.new_session(options)
+        try:
+            options = options_from_args(parse_argstring(self.agent_new, line))
+            session_id = self._controller.new_session(options)
+        except (JupyterAgentError, UsageError) as err:
+            active = self._controller.active_session_id
+            if active is None:
+                raise
+            # else the next %agent would go, unannounced, to the session still active
+            message = error_message(err) if isinstance(err, JupyterAgentError) else str(err)
+            raise AgentUsageError(f"{flatten_lines(message)}; no new session: session "
+                                  f"{active} stays active") from err
         _print(f"New session {session_id}" + (f" — {options.title}" if options.title else ""))
         for line in self._controller.notes_notice:
             _print(line)
@@ -202,9 +243,12 @@ class AgentMagics(Magics):
             raise AgentUsageError(limit_message(result)) from limit
 
     def _footer(self) -> str | None:
-        """The footer of the turn that just ended, however it ended (if it started)."""
+        """The footer of the turn that just ended, however it ended -- none for a turn
+        that made no successful model call (nothing to count: "0 tokens · $0.0000")."""
         result = self._controller.last_result
-        return None if result is None else format_footer(result)
+        if result is None or result.turn_usage.calls == 0:
+            return None
+        return format_footer(result)
 
     @line_magic
     @error_boundary
@@ -441,9 +485,14 @@ def load_ipython_extension(ipython: Any) -> None:
 
 def unload_ipython_extension(ipython: Any) -> None:
     """Release the active session's lease, unregister the magics and the input transformer
-    (``%unload_ext``)."""
+    (``%unload_ext``; ``%reload_ext`` too). The active session is let go, and a line says
+    so and how to take it back: a reloaded extension starts with no active session."""
     magics = dict.get(ipython.magics_manager.registry, AgentMagics.__name__)
     if magics is None:
         return
+    active = magics.controller.active_session_id
     magics.close()
     _forget(ipython, magics)
+    if active is not None:
+        print(f"Session {active} is no longer active (the extension was unloaded): "
+              f"%agent_resume {active} takes it back.")

@@ -6,11 +6,14 @@
   and has no API key in the environment.
 - ``shell``: a fresh ``InteractiveShell`` per test (history off) with the extension
   loaded through ``%load_ext jupyter_agent``; ``make_shell(config)`` builds one from a
-  ``traitlets.config.Config`` (the equivalent of ``ipython_config.py``).
+  ``traitlets.config.Config`` (the equivalent of ``ipython_config.py``). Each is retired
+  at the end of its test (:func:`~tests.shells.retire_shell`), so that pytest exits
+  within seconds of its summary.
 - ``model_server``: a started ``ScriptedModelServer`` (empty script; tests add steps).
 - ``hold``: ``hold(session_id)`` makes another process take a session's lease in the
   test's memory directory and returns it (a :class:`~tests.processes.Holder`: ``.pid``,
   ``.exit()`` to let go); whatever is still held is let go at the end of the test.
+- ``pytest -m "not slow"`` is the fast inner loop (see :data:`SLOW_PATHS`).
 - ``pg`` (session): a throwaway PostgreSQL cluster (:class:`~tests.postgres.server.PgCluster`)
   started on first use and removed at the end of the run. Without server binaries the
   tests that use it skip, saying so -- except in CI (``CI=true``), where they fail.
@@ -29,7 +32,28 @@ from traitlets.config import Config
 from jupyter_agent.testing import ScriptedModelServer
 from tests.postgres.server import PgCluster, find_server_bin
 from tests.processes import Hold, Holder, store_env
-from tests.shells import ShellFactory
+from tests.shells import ShellFactory, retire_shell
+
+#: Where every test is ``slow`` (``pytest -m "not slow"`` leaves them out): real kernels
+#: (the notebooks under nbval too), a browser, a PostgreSQL cluster, fault processes,
+#: benchmarks. A test elsewhere that takes over ~2 s says so itself (``@pytest.mark.slow``);
+#: every test on the ``pg`` cluster (the store contract's ``postgres`` backend too) is slow.
+SLOW_PATHS = ("tests/browser", "tests/postgres", "tests/faults", "tests/test_kernel_restart.py",
+              "tests/test_benchmarks.py", "notebooks")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests of :data:`SLOW_PATHS`, and those using ``pg``, as ``slow``."""
+    for item in items:
+        try:
+            where = item.path.relative_to(config.rootpath).as_posix()
+        except ValueError:
+            continue
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if ("pg" in getattr(item, "fixturenames", ())
+                or params.get("store_factory") == "postgres"  # the contract on PostgreSQL
+                or any(where == slow or where.startswith(f"{slow}/") for slow in SLOW_PATHS)):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)
@@ -93,6 +117,7 @@ def make_shell() -> Iterator[ShellFactory]:
     for shell in shells:
         if "jupyter_agent" in shell.extension_manager.loaded:
             shell.run_line_magic("unload_ext", "jupyter_agent")
+        retire_shell(shell)
     InteractiveShell.clear_instance()
 
 

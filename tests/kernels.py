@@ -3,8 +3,9 @@
 :class:`RealKernel` wraps a ``jupyter_client.KernelManager`` and its blocking client.
 :meth:`RealKernel.run` executes one cell and returns a :class:`CellOutput` with the
 cell's stdout, stderr, rich displays (``update_display_data`` applied by ``display_id``,
-as a Jupyter front end does) and its error, if any. Nothing here knows about
-jupyter-agent.
+as a Jupyter front end does) and its error, if any. Every message is matched to the cell
+by its parent ``msg_id`` (iopub and the shell reply alike), never by arrival order.
+Nothing here knows about jupyter-agent.
 """
 
 from __future__ import annotations
@@ -135,11 +136,29 @@ class RealKernel:
                 out.displays[by_display_id[display_id]] = dict(content["data"])
             elif kind == "error":
                 out.error = {k: content[k] for k in ("ename", "evalue", "traceback")}
-        reply = self.client.get_shell_msg(timeout=self.timeout)["content"]
+        reply = self._reply_to(msg_id, deadline)
         if reply["status"] == "error" and out.error is None:
             # e.g. a magic's one-line error: printed to stderr, no "error" message
             out.error = {k: reply.get(k, "") for k in ("ename", "evalue", "traceback")}
         return out
+
+    def _reply_to(self, msg_id: str, deadline: float) -> dict[str, Any]:
+        """The content of the shell reply whose parent is ``msg_id``.
+
+        Other replies are dropped: ``wait_for_ready`` (after a start or a restart) may
+        send several ``kernel_info_request`` and leave their replies queued.
+        """
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no shell reply to {msg_id} within {self.timeout} s")
+            try:
+                msg = self.client.get_shell_msg(timeout=remaining)
+            except queue.Empty:
+                continue
+            if msg["parent_header"].get("msg_id") == msg_id:
+                content: dict[str, Any] = msg["content"]
+                return content
 
     def pid(self) -> int:
         """The kernel process's pid, as the kernel itself reports it."""

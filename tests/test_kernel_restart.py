@@ -149,6 +149,11 @@ def test_resume_after_kernel_restart(project: Path, server: ScriptedModelServer,
     assert server.requests[-1]["messages"] == before["messages"][:-1]
 
     kernel.restart()
+    # A reply queued before the cell's own (as wait_for_ready's extra kernel_info_request
+    # leaves under load) must not be taken for the cell's reply.
+    kernel.client.kernel_info()
+    unknown = kernel.run("%load_ext jupyter_agent\n%agent_resume NoSuchSession")
+    assert unknown.error is not None and "NoSuchSession" in unknown.error["evalue"]
     assert kernel.pid() != pid_before
     assert kernel.run("answer").error["ename"] == "NameError"  # a fresh process
     kernel.run("%load_ext jupyter_agent").ok()

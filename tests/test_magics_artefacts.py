@@ -96,10 +96,19 @@ def test_export_writes_files_and_never_overwrites(
     agent_shell.run_line_magic("agent_export", f"{two_turns} -o transcript.md")
     assert Path("transcript.md").read_text("utf-8").startswith("# Penguins\n")
     with pytest.raises(UsageError, match=r"transcript.md: the file exists \(use --force"):
-        agent_shell.run_line_magic("agent_export", "-o transcript.md --format json")
+        agent_shell.run_line_magic("agent_export", "-o transcript.md --format md")
     assert Path("transcript.md").read_text("utf-8").startswith("# Penguins\n")
-    agent_shell.run_line_magic("agent_export", "-o transcript.md --format json --force")
-    assert Path("transcript.md").read_text("utf-8").startswith('{"schema_version":1')
+    # a format the file name contradicts is refused, even with --force
+    with pytest.raises(UsageError, match=r"transcript.md: the format is json but the file name "
+                                         r"ends in .md: name it transcript.json or use "
+                                         r"--format md$"):
+        agent_shell.run_line_magic("agent_export", "-o transcript.md --format json --force")
+    with pytest.raises(UsageError, match=r"the format is ipynb but the file name ends in .md"):
+        agent_shell.run_line_magic("agent_export", "--format ipynb -o out.md")
+    assert not Path("out.md").exists()
+    assert Path("transcript.md").read_text("utf-8").startswith("# Penguins\n")
+    agent_shell.run_line_magic("agent_export", "-o transcript.json --format json --force")
+    assert Path("transcript.json").read_text("utf-8").startswith('{"schema_version":1')
     with pytest.raises(UsageError, match="argument --format: invalid choice: 'pdf'"):
         agent_shell.run_line_magic("agent_export", "--format pdf")
 

@@ -269,3 +269,54 @@ def test_an_earlier_custom_exception_handler_keeps_working(
     assert shell.custom_exceptions == (KeyError,)
     shell.run_cell("{}['y']")
     assert seen == ["'x'", "'y'"]
+
+
+def test_a_mistyped_option_gets_a_suggestion(shell: InteractiveShell) -> None:
+    message = usage_error(shell, "agent_new", "--aprove auto")
+    assert message.startswith("unrecognized arguments: --aprove auto (did you mean --approve?)")
+    assert message.endswith("%agent_new? shows the usage")
+    assert "(did you mean --max-cost?)" in usage_error(shell, "agent_resume", "--max-cots=1")
+    assert "did you mean" not in usage_error(shell, "agent_new", "--frobnicate")
+
+
+def test_a_failed_new_session_says_which_session_stays_active(
+        shell: InteractiveShell, model_server: ScriptedModelServer) -> None:
+    shell.run_line_magic("agent_new", f"--base-url {model_server.base_url}")
+    sid = magics_of(shell).controller.active_session_id
+    message = usage_error(shell, "agent_new", "--max-cost -1")
+    assert message == (f"--max-cost must be zero or more (got -1.0); no new session: "
+                       f"session {sid} stays active")
+    assert usage_error(shell, "agent_new", "--aprove auto").endswith(
+        f"no new session: session {sid} stays active")
+    assert magics_of(shell).controller.active_session_id == sid
+
+
+def test_a_turn_without_a_model_call_prints_no_footer(
+        shell: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    shell.run_line_magic("config", f'AgentMagics.base_url = "{url}"')
+    usage_error(shell, "agent", "hello?")
+    out = capsys.readouterr().out
+    assert "── " not in out and "0 tokens" not in out and "$0.0000" not in out
+
+
+def test_a_base_url_without_v1_gets_told_so(shell: InteractiveShell) -> None:
+    with ScriptedModelServer() as server:
+        bare = server.base_url.removesuffix("/v1")
+        shell.run_line_magic("config", f'AgentMagics.base_url = "{bare}"')
+        message = usage_error(shell, "agent", "hello?")
+    assert "(404" in message
+    assert message.endswith(f"the base URL probably needs /v1 at its end (--base-url "
+                            f"{bare}/v1)"), message
+
+
+def test_a_dropped_connection_is_said_in_plain_words_and_the_turn_shows_the_cut(
+        agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    agent_shell.run_line_magic("agent_new", "")
+    model_server.add_steps([{"text": "The answer is forty-two", "drop_after": 3}])
+    message = usage_error(agent_shell, "agent", "", "what is the answer?")
+    assert "dropped mid-reply (the server closed it before the reply was complete)" in message
+    assert "chunked" not in message and "peer" not in message
+    out = capsys.readouterr().out
+    assert "[jupyter-agent] (reply cut off: the connection dropped mid-reply)" in out

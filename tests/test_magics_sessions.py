@@ -154,13 +154,13 @@ def test_sessions_table_archive_and_undo(
     assert table[1].endswith("second prompt words")
     assert table[2].split()[0] == a and "idle" in table[2] and table[2].endswith("Alpha")
     agent_shell.run_line_magic("agent_archive", a)
-    assert capsys.readouterr().out == f"Archived session {a}.\n"
+    assert capsys.readouterr().out == f"Archived session ‘Alpha’ ({a}).\n"
     agent_shell.run_line_magic("agent_sessions", "")
     assert a not in capsys.readouterr().out
     agent_shell.run_line_magic("agent_sessions", "--all")
     assert "idle (archived)" in capsys.readouterr().out
     agent_shell.run_line_magic("agent_archive", f"{a} --undo")
-    assert capsys.readouterr().out == f"Unarchived session {a}.\n"
+    assert capsys.readouterr().out == f"Unarchived session ‘Alpha’ ({a}).\n"
     agent_shell.run_line_magic("agent_sessions", "")
     assert a in capsys.readouterr().out
 
@@ -196,7 +196,7 @@ def test_delete_confirms_and_refuses_without_stdin(
     agent_shell.run_line_magic("agent_delete", a)
     assert store.exists(a) and capsys.readouterr().out == "Not deleted.\n"
     agent_shell.run_line_magic("agent_delete", a)
-    assert not store.exists(a) and capsys.readouterr().out == f"Deleted session {a}.\n"
+    assert not store.exists(a) and capsys.readouterr().out == f"Deleted session ‘Doomed’ ({a}).\n"
     assert questions == [f"Delete session {a} (Doomed) for good? [y/N] "] * 2
     # the active session: --yes, no question; it is no longer active and its lease is free
     agent_shell.run_line_magic("agent_delete", f"{b} --yes")

@@ -86,17 +86,33 @@ BAD_VALUES = [
 
 @pytest.mark.parametrize(("name", "value", "message"), BAD_VALUES)
 def test_bad_values_are_rejected(shell: InteractiveShell, name: str, value: object,
-                                 message: str, caplog: pytest.LogCaptureFixture) -> None:
+                                 message: str, caplog: pytest.LogCaptureFixture,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
     m = magics_of(shell)
     before = getattr(m, name)
     with pytest.raises(TraitError, match=message):
         setattr(m, name, value)
     assert getattr(m, name) == before
-    with caplog.at_level(logging.ERROR):
+    with caplog.at_level(logging.DEBUG):
         expr = f"float('{value}')" if value != value or value in (float("inf"),) else repr(value)
         shell.run_line_magic("config", f"AgentMagics.{name} = {expr}")
     assert getattr(m, name) == before
-    assert message in caplog.text
+    # one line on stderr, saying what stays; nothing logged ("ERROR:root:...")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert err.endswith(f"; AgentMagics.{name} is unchanged\n")
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    # the bad value stayed out of the shell's config: the extension reloads cleanly
+    shell.run_line_magic("reload_ext", "jupyter_agent")
+    assert getattr(magics_of(shell), name) == before
+
+
+def test_config_sets_good_values_beside_a_bad_one(shell: InteractiveShell,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    shell.run_line_magic("config", "AgentMagics.max_iterations = 7")
+    shell.run_line_magic("config", "AgentMagics.max_tool_calls = -3")
+    assert magics_of(shell).max_iterations == 7 and magics_of(shell).max_tool_calls is None
+    assert "max_tool_calls must be zero or more" in capsys.readouterr().err
 
 
 def test_bad_value_in_shell_config_refuses_to_load(make_shell: ShellFactory) -> None:
@@ -224,3 +240,28 @@ def test_importing_does_nothing() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["False", "False"]
+
+
+def test_reload_says_that_the_active_session_was_let_go(
+        shell: InteractiveShell, model_server: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = model_server.base_url  # type: ignore[attr-defined]
+    shell.run_line_magic("agent_new", f"--base-url {url}")
+    sid = magics_of(shell).controller.active_session_id
+    capsys.readouterr()
+    shell.run_line_magic("reload_ext", "jupyter_agent")
+    assert capsys.readouterr().out == (
+        f"Session {sid} is no longer active (the extension was unloaded): "
+        f"%agent_resume {sid} takes it back.\n")
+    assert magics_of(shell).controller.active_session_id is None
+    shell.run_line_magic("reload_ext", "jupyter_agent")  # nothing active: nothing said
+    assert capsys.readouterr().out == ""
+
+
+def test_new_session_help_gives_its_own_defaults(shell: InteractiveShell,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    run_cell(shell, "%agent_new?")
+    out = " ".join(capsys.readouterr().out.split())
+    assert "(default: AgentMagics.api; %agent_resume: what the session last used)" in out
+    assert "(default: AgentMagics.vision; %agent_resume: what the session last used)" in out
+    assert "default: what the session last used" not in out

@@ -105,5 +105,6 @@ def test_temperature_is_sent_with_every_request_on_both_apis(
     with pytest.raises(TraitError, match="temperature must be at most 2, or None for the "
                                          r"model's default \(got 3.0\)"):
         magics_of(agent_shell).temperature = 3.0
-    with pytest.raises(UsageError, match=r"^--temperature must be zero or more \(got -1.0\)$"):
+    with pytest.raises(UsageError, match=r"^--temperature must be zero or more \(got -1.0\); "
+                                         r"no new session: session \w+ stays active$"):
         agent_shell.run_line_magic("agent_new", "--temperature -1")

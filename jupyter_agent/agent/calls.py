@@ -142,8 +142,9 @@ def call_model(
         reply = model.respond(conversation.messages, tools, stream=stream, partial=partial,
                               on_text=lambda text: emit(TextDelta(text)))
     except ModelError as exc:
-        if exc.mid_reply:
-            _keep_interrupted(model, conversation, partial, exc, meter, prices)
+        if exc.mid_reply:  # the live turn shows the marker the saved message has
+            marker = _keep_interrupted(model, conversation, partial, exc, meter, prices)
+            emit(TextDelta(f"\n\n{marker}" if partial.text else marker))
         raise
     except BaseException as exc:
         _keep_interrupted(model, conversation, partial, exc, meter, prices)
@@ -162,8 +163,9 @@ def call_model(
 
 def _keep_interrupted(model: Model, conversation: Conversation, partial: PartialReply,
                       exc: BaseException, meter: Meter,
-                      prices: Mapping[str, tuple[float, float]] | None) -> None:
-    """Keep the partial reply, count the call, save (see the module docstring)."""
+                      prices: Mapping[str, tuple[float, float]] | None) -> str:
+    """Keep the partial reply, count the call, save (see the module docstring); return
+    the marker added to the text that arrived."""
     text = partial.text
     how = (DROPPED if isinstance(exc, ModelError) and exc.mid_reply
            else describe_stop(exc))
@@ -174,3 +176,4 @@ def _keep_interrupted(model: Model, conversation: Conversation, partial: Partial
     # No events here: the callback may be what raised.
     meter.account(conversation.state, model.name, usage, prices=prices)
     conversation.save()
+    return marker

@@ -8,7 +8,8 @@ exception class appears in it (design §11). The cases:
 - the connection dropped mid-reply: what arrived is kept (marked as cut off); send the
   prompt again;
 - 401: the environment variable the key is read from (``AgentMagics.api_key_env``);
-- 403 / 404: the model name, the base URL (and the model API);
+- 403 / 404: the model name, the base URL (and the model API); a 404 from a base URL
+  without a version in its path (``/v1``) says it probably needs one;
 - 429 after the client's retries: wait, or check the plan and quota;
 - 5xx after the retries: try again in a moment, unless the endpoint said a retry cannot
   help (``x-should-retry: false``, as the scripted server does when its script ran out):
@@ -121,6 +122,12 @@ def _final(exc: openai.APIStatusError) -> bool:
     return exc.response.headers.get("x-should-retry", "").lower() == "false"
 
 
+def _has_version(url: str) -> bool:
+    """Whether the path of base URL ``url`` names an API version (``/v1``, ``/v1beta``)."""
+    return any(part[:1] == "v" and part[1:2].isdigit()
+               for part in urlparse(url).path.split("/"))
+
+
 def status_error(status: int, detail: str, endpoint: Endpoint, code: str = "", *,
                  retries: int = 0, final: bool = False) -> ModelError:
     """The :class:`ModelError` for an HTTP error answer (see the module docstring).
@@ -161,6 +168,9 @@ def status_error(status: int, detail: str, endpoint: Endpoint, code: str = "", *
     elif status == 403:
         text = (f"the API key from {var} may not use model {model}{at} (403: {detail}): check "
                 "the model name (--model) and the key's permissions")
+    elif status == 404 and url and not _has_version(url):
+        text = (f"model {model} or its endpoint was not found{at} (404: {detail}): the base "
+                f"URL probably needs /v1 at its end (--base-url {url.rstrip('/')}/v1)")
     elif status == 404:
         other = ", or the model API (--api)" if endpoint.api != "chat" else ""
         text = (f"model {model} or its endpoint was not found{at} (404: {detail}): check the "
@@ -237,10 +247,11 @@ def model_error(exc: BaseException, endpoint: Endpoint, *, received: bool = Fals
     cause = str(exc.__cause__ or "") if isinstance(exc, openai.APIConnectionError) else str(exc)
     why = f" ({cause})" if cause and cause != "Connection error." else ""
     url = endpoint.url
-    if received:
-        return ModelError(f"the connection to the model endpoint at {url} dropped mid-reply"
-                          f"{why}: send the prompt again (any text that arrived is kept, "
-                          "marked as cut off)", status_code=None, mid_reply=True)
+    if received:  # the HTTP library's words ("incomplete chunked read") help nobody
+        return ModelError(f"the connection to the model endpoint at {url} dropped mid-reply "
+                          "(the server closed it before the reply was complete): send the "
+                          "prompt again (any text that arrived is kept, marked as cut off)",
+                          status_code=None, mid_reply=True)
     if isinstance(exc, openai.APITimeoutError):
         text = (f"the model endpoint at {url} did not answer in time: check that the server "
                 "is running and not overloaded, then send the prompt again")

@@ -267,10 +267,16 @@ def export_record(record: SessionRecord, fmt: str | None = None,
     ExportExistsError
         Before anything is rendered, when the file exists and ``force`` is false.
     ExportError
-        When the file cannot be written.
+        When the file cannot be written, or, before anything is rendered, when ``fmt``
+        and the suffix of the file name name different formats.
     """
     chosen = choose_format(fmt, output)
     path = resolve_output(output, record.id, chosen, os.getcwd() if cwd is None else cwd)
+    suffix = path.suffix.lower().lstrip(".")
+    if suffix in EXPORT_FORMATS and suffix != chosen:  # e.g. a notebook named out.md
+        raise ExportError(path, f"the format is {chosen} but the file name ends in "
+                                f".{suffix}: name it {path.stem}.{chosen} or use --format "
+                                f"{suffix}")
     if not force and os.path.lexists(path):
         raise ExportExistsError(path)
     data, redacted = render(record, chosen, secrets=secrets, progress=progress,

@@ -233,23 +233,29 @@ def migrate(ctx: Context, args: argparse.Namespace) -> int:
     """``migrate --to URL | --from URL``: copy every session between the JSON files of the
     memory directory and a PostgreSQL store, verifying each copy (design §16).
 
-    Running it again copies nothing twice. Exit code 1 when a session could not be read or
-    a copy differs from its source (the text names them), else 0.
+    Running it again copies nothing twice. The database is reached first, even when
+    there is nothing to copy ("nothing to migrate" then says so). Exit code 1 when the
+    database cannot be reached, a session could not be read or a copy differs from its
+    source (the text names them), else 0.
     """
     from jupyter_agent.store.migrate import migrate_sessions
     from jupyter_agent.store.postgres.url import check_store_url, redact_url
 
-    if (args.to_url is None) == (args.from_url is None):
-        raise JupyterAgentError("migrate needs exactly one of --to URL (files into the "
-                                "database) or --from URL (the database into the files)")
-    url = args.to_url or args.from_url
+    url = args.to_url or args.from_url  # the parser requires exactly one
     try:
         check_store_url(url)
     except ValueError as err:
         raise JupyterAgentError(str(err)) from None
     team = ctx.team_store(url)
     source, target = (ctx.files, team) if args.to_url else (team, ctx.files)
+    team.list_sessions(include_archived=True, limit=1)  # connects: an error says so now
     total = len(source.list_sessions(include_archived=True))
+    where = redact_url(url)
+    if total == 0 and not ctx.json:
+        empty = str(ctx.memory_dir) if args.to_url else f"the database at {where}"
+        ctx.print(f"Nothing to migrate: no sessions in {empty}"
+                  + (f" (the database at {where} answers)." if args.to_url else "."))
+        return 0
     bar = ctx.progress("sessions", "session")
     ticks = iter(bar(range(total), total))
 
@@ -259,7 +265,6 @@ def migrate(ctx: Context, args: argparse.Namespace) -> int:
     result = migrate_sessions(source, target, on_session=step)
     for _ in ticks:  # let the bar finish
         pass
-    where = redact_url(url)
     if ctx.json:
         ctx.emit_json({"from": str(ctx.memory_dir) if args.to_url else where,
                        "to": where if args.to_url else str(ctx.memory_dir),

@@ -22,7 +22,7 @@ from typing import Any
 from jupyter_agent import __version__
 from jupyter_agent.cli import commands
 from jupyter_agent.cli.context import Context
-from jupyter_agent.errors import JupyterAgentError, UnsafeDirectoryError
+from jupyter_agent.errors import JupyterAgentError, SessionNotFoundError, UnsafeDirectoryError
 
 __all__ = ["COMMANDS", "PROG", "Argument", "Command", "build_parser", "main"]
 
@@ -48,12 +48,14 @@ def arg(*flags: str, **options: Any) -> Argument:
 
 @dataclass(frozen=True)
 class Command:
-    """One subcommand: its name, one line of help, its function and its arguments."""
+    """One subcommand: its name, one line of help, its function and its arguments
+    (``one_of``: options of which exactly one must be given)."""
 
     name: str
     help: str
     run: Callable[[Context, argparse.Namespace], int]
     arguments: tuple[Argument, ...] = ()
+    one_of: tuple[Argument, ...] = ()
 
 
 SESSION_ID = arg("session_id", metavar="ID", help="The session ID.")
@@ -92,7 +94,7 @@ COMMANDS: tuple[Command, ...] = (
         SESSION_ID, arg("-y", "--yes", action="store_true", help="Do not ask first."))),
     Command("gc", "Remove files that interrupted writes left behind.", commands.gc),
     Command("migrate", "Copy every session between the JSON files and a PostgreSQL store.",
-            commands.migrate, (
+            commands.migrate, one_of=(
                 arg("--to", metavar="URL", dest="to_url",
                     help="Copy the memory directory's sessions into this database."),
                 arg("--from", metavar="URL", dest="from_url",
@@ -125,6 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
         child = sub.add_parser(command.name, help=command.help, description=command.help)
         for argument in command.arguments:
             child.add_argument(*argument.flags, **argument.options)
+        if command.one_of:
+            group = child.add_mutually_exclusive_group(required=True)
+            for argument in command.one_of:
+                group.add_argument(*argument.flags, **argument.options)
         _common_options(child, top=False)
         child.set_defaults(run=command.run)
     return parser
@@ -152,6 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = str(err)
         if isinstance(err, UnsafeDirectoryError):  # the command line's own advice
             text = err.advice(elsewhere=ELSEWHERE)
+        elif isinstance(err, SessionNotFoundError):  # the next step
+            text += f"; {PROG} list --all lists the saved sessions"
         message = " ".join(terminal_text(text).split())
         print(f"{PROG}: {message}", file=sys.stderr)
         return 1

@@ -191,8 +191,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("api", str, "chat", "The model API: chat (Chat Completions) or responses (the "
            "Responses API, for reasoning models).", "endpoint",
            choices=tuple(MODEL_APIS), flag="--api", saved=True,
-           flag_help="The model API for this session (default: what the session last used, "
-                     "else AgentMagics.api)."),
+           flag_help="The model API for this session (default: AgentMagics.api; "
+                     "%agent_resume: what the session last used)."),
     Option("api_key_env", str, DEFAULT_API_KEY_ENV, "Name of the environment variable "
            "holding the API key (the key itself is never a setting).", "endpoint",
            check=check_api_key_env),
@@ -224,8 +224,8 @@ OPTIONS: tuple[Option, ...] = (
            "images: auto (send them; where the endpoint refuses images, go on without them "
            "for the session), on, or off.", "agent", choices=VISION_MODES, flag="--vision",
            saved=True,
-           flag_help="Figures as images for the model: auto, on or off (default: what the "
-                     "session last used, else AgentMagics.vision)."),
+           flag_help="Figures as images for the model: auto, on or off (default: "
+                     "AgentMagics.vision; %agent_resume: what the session last used)."),
     Option("max_images", int, 3, "Images sent with one model request at most (the newest "
            "figures of the working context); 0: none.", "agent", check=_at_least(0)),
     Option("temperature", float, None, "Sampling temperature sent with every request, 0-2 "

@@ -54,6 +54,8 @@ __all__ = [
     "is_jupyter",
     "limit_message",
     "limits_left",
+    "message_count_text",
+    "messages_of",
     "one_line",
     "plural",
     "relative_time",
@@ -353,6 +355,22 @@ def format_owner(user: str, host: str) -> str:
     return f"{user} on {host}" if user and host else user or host
 
 
+def messages_of(count: int) -> int:
+    """The messages a listing's ``message_count`` (the transcript's length) stands for:
+    without the system prompt the transcript starts with."""
+    return max(count - 1, 0)
+
+
+def message_count_text(count: int) -> str:
+    """``"3 msgs"`` for a listing's ``message_count`` (the transcript's length, which
+    includes the system prompt): the system prompt is not counted, and a session with
+    nothing else says ``"no messages yet"``."""
+    shown = messages_of(count)
+    if shown == 0:
+        return "no messages yet"
+    return f"{shown} msg" + ("" if shown == 1 else "s")
+
+
 def format_sessions_table(listings: Sequence[SessionListing], *, active_id: str | None = None,
                           now: datetime | None = None) -> str:
     """``%agent_sessions`` in a terminal: one row per session (``*`` marks the active one).
@@ -374,7 +392,7 @@ def format_sessions_table(listings: Sequence[SessionListing], *, active_id: str 
             name = f"{one_line(name, 30)} ↳ fork of {one_line(parent.session_id, 16)}"
         status = s.status + (" (archived)" if s.archived else "")
         rows.append(("*" if s.id == active_id else "", s.id, relative_time(s.updated_at, now),
-                     status, str(s.message_count), f"${s.cost_usd:.4f}",
+                     status, str(messages_of(s.message_count)), f"${s.cost_usd:.4f}",
                      *((owner,) if team else ()), one_line(name, 64 if parent else 50)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
     return "\n".join(

@@ -8,11 +8,13 @@ Layout, top to bottom: a toolbar (text filter, show-archived toggle, Refresh), a
 area, a one-line message area (cleared by the next action), one row per session of the
 current page (see :mod:`jupyter_agent.ui.panel_rows`: name, summary excerpt, status, relative
 last update, message count, cost, and Details / Resume / Archive|Unarchive / Delete
-buttons; the kernel's active session is marked and cannot be resumed again), a delete
-confirmation bar, the pager ("page 1 of 7 (130 sessions)", just "3 sessions" on one page),
-and the detail view of the selected session (:mod:`jupyter_agent.ui.panel_detail`: a
-bordered box; Close or a second Details click hides it, and so does filtering or deleting
-its session away).
+buttons; the kernel's active session is marked and cannot be resumed again; a session
+in use elsewhere can be neither resumed, archived nor deleted), and the pager ("page 1 of 7
+(130 sessions)", just "3 sessions" on one page). The delete confirmation bar and the detail
+view of the selected session (:mod:`jupyter_agent.ui.panel_detail`: a bordered box; Close
+or a second Details click hides it, and so does filtering, paging or deleting its session
+away) appear right under the row they concern. Relative times ("5 min ago") are computed
+at each redraw, rows and details from the same instant.
 
 Design: child widgets are private attributes; handlers are named ``_on_<widget>_<event>``;
 :func:`~jupyter_agent.ui.panel_rows.format_row` is a pure function; every handler is guarded
@@ -35,6 +37,7 @@ from __future__ import annotations
 import functools
 import html
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import ipywidgets as widgets
@@ -164,7 +167,7 @@ class SessionsPanel(widgets.VBox):
         self._pager = widgets.HBox([self._prev, self._page_label, self._next],
                                    layout=widgets.Layout(align_items="center"))
         super().__init__([self._toolbar, self._errors, self._message, self._rows_box,
-                          self._confirm_box, self._pager, self._details.box])
+                          self._pager])
         self.refresh()
 
     # ---- public
@@ -264,18 +267,18 @@ class SessionsPanel(widgets.VBox):
         return [hit.session for hit in hits]
 
     def _render(self) -> None:
+        now = datetime.now(UTC)
         visible = self._visible()
         self._page = min(self._page, self.page_count - 1)
         start = self._page * self._page_size
         page = visible[start:start + self._page_size]
         while len(self._slots) < len(page):
             self._slots.append(RowSlot(self._on_row_click))
-        self._rows = [slot.show(s, self._found.get(s.id))
+        self._rows = [slot.show(s, self._found.get(s.id), now)
                       for slot, s in zip(self._slots, page, strict=False)]
         for slot in self._slots[len(page):]:
             slot.clear()
         self._empty.value = lines_html(f"<i>no sessions {'match' if self._listing else 'yet'}</i>")
-        self._rows_box.children = [r.box for r in self._rows] or [self._empty]
         count = f"{len(visible)} session" + ("" if len(visible) == 1 else "s")
         paged = self.page_count > 1
         self._page_label.value = (f"page {self._page + 1} of {self.page_count} ({count})"
@@ -284,9 +287,27 @@ class SessionsPanel(widgets.VBox):
         self._pager.layout.display = None if visible else "none"
         self._prev.disabled = self._page == 0
         self._next.disabled = self._page >= self.page_count - 1
-        shown = self._details.selected
-        if shown is not None and shown not in {s.id for s in visible}:
-            self._details.hide()
+        on_page = {r.session_id for r in self._rows}
+        if self._details.selected is not None:
+            if self._details.selected in on_page:
+                self._details.retime(now)
+            else:
+                self._details.hide()
+        if self._pending_delete is not None and self._pending_delete not in on_page:
+            self._close_confirm()
+        self._place()
+
+    def _place(self) -> None:
+        """The rows, with the delete confirmation and the detail view right under the row
+        they concern (not under the whole list, off screen for a top row)."""
+        children: list[widgets.Widget] = []
+        for row in self._rows:
+            children.append(row.box)
+            if row.session_id == self._pending_delete:
+                children.append(self._confirm_box)
+            if row.session_id == self._details.selected:
+                children.append(self._details.box)
+        self._rows_box.children = children or [self._empty]
 
     def _name(self, session_id: str) -> str:
         listing = next((s for s in self._listing if s.id == session_id), None)
@@ -338,12 +359,15 @@ class SessionsPanel(widgets.VBox):
     def _on_details_click(self, session_id: str) -> None:
         if self._details.selected == session_id:  # a second click hides it
             self._details.hide()
+            self._place()
         else:
             self._details.show(session_id, self._name(session_id), self._store)
+            self._render()  # rows and details say their times from the same instant
 
     @_guarded
     def _on_detail_close_click(self, _button: widgets.Button) -> None:
         self._details.hide()
+        self._place()
 
     @_guarded
     def _on_resume_click(self, session_id: str) -> None:
@@ -368,11 +392,13 @@ class SessionsPanel(widgets.VBox):
         self._confirm_text.value = lines_html(
             f"Delete <b>{html.escape(self._label(session_id))}</b> for good?")
         self._confirm_box.layout.display = "flex"
+        self._place()
 
     def _close_confirm(self) -> None:
         self._pending_delete = None
         self._confirm_box.layout.display = "none"
         self._confirm_text.value = ""
+        self._place()
 
     @_guarded
     def _on_confirm_click(self, _button: widgets.Button) -> None:

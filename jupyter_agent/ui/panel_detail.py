@@ -3,19 +3,24 @@
 A bordered box: a head line with a Close button, the session's details
 (:func:`~jupyter_agent.ui.panel_rows.detail_html`) and its last figures. Its widgets are
 made once and reused; showing another session changes their values and replaces the
-figure widgets (the old ones are closed).
+figure widgets (the old ones are closed). The panel places the box right under the row
+of the session it shows.
 """
 
 from __future__ import annotations
 
 import html
 from collections.abc import Callable
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 
 from jupyter_agent.store.base import Store
 from jupyter_agent.ui.panel_rows import button, detail_html, figure_widgets, lines_html
+
+if TYPE_CHECKING:
+    from jupyter_agent.store import SessionRecord
 
 __all__ = ["DetailView"]
 
@@ -52,10 +57,13 @@ class DetailView:
             layout=widgets.Layout(display="none", margin="8px 0 0 0", padding="4px 10px",
                                   border="1px solid var(--jp-border-color1, #bdbdbd)"))
         self.selected: str | None = None
+        self._record: SessionRecord | None = None
         self.close_button.on_click(on_close)
 
-    def show(self, session_id: str, name: str, store: Store) -> None:
-        """Show the session ``session_id`` (read from ``store``) under the title ``name``.
+    def show(self, session_id: str, name: str, store: Store,
+             now: datetime | None = None) -> None:
+        """Show the session ``session_id`` (read from ``store``) under the title ``name``;
+        its update time relative to ``now`` (default now).
 
         Raises
         ------
@@ -65,25 +73,36 @@ class DetailView:
         """
         record = store.load_session(session_id)
         self.head.value = lines_html(f"<b>Details — {html.escape(name)}</b>")
-        self.text.value = detail_html(record)
+        self.text.value = detail_html(record, now)
         self._set_figures(figure_widgets(record, store))
         self.box.layout.display = "flex"
-        self.selected = session_id
+        self.selected, self._record = session_id, record
+
+    def retime(self, now: datetime) -> None:
+        """Say the shown session's update time relative to ``now`` (the rows' reference)."""
+        if self._record is not None:
+            self.text.value = detail_html(self._record, now)
 
     def hide(self) -> None:
         """Hide the view and forget what it showed (its figure widgets are closed)."""
         self.box.layout.display = "none"
         self.head.value = self.text.value = ""
         self._set_figures([])
-        self.selected = None
+        self.selected = self._record = None
 
     def all_widgets(self) -> list[widgets.Widget]:
         """Every widget of the view, for the panel to close."""
         return [self.box, self._head_row, self.head, self.close_button, self.text,
-                *self.figures.children, self.figures]
+                *_with_parts(self.figures.children), self.figures]
 
     def _set_figures(self, shown: list[widgets.Widget]) -> None:
         """Show ``shown`` under the details (the last figures), closing the previous ones."""
         old, self.figures.children = self.figures.children, tuple(shown)
-        for widget in old:
+        for widget in _with_parts(old):
             widget.close()
+
+
+def _with_parts(shown: Any) -> list[widgets.Widget]:
+    """The figure widgets ``shown`` and the image and caption inside each."""
+    return [part for widget in shown
+            for part in (*getattr(widget, "children", ()), widget)]

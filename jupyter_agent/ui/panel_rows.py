@@ -25,7 +25,13 @@ import ipywidgets as widgets
 from jupyter_agent.artefacts.fork import fork_label
 from jupyter_agent.store.messages import message_text
 from jupyter_agent.ui.advice import describe_holder
-from jupyter_agent.ui.display import format_cost, format_owner, one_line, relative_time
+from jupyter_agent.ui.display import (
+    format_cost,
+    format_owner,
+    message_count_text,
+    one_line,
+    relative_time,
+)
 from jupyter_agent.ui.markdown import excerpt, summary_html
 
 if TYPE_CHECKING:
@@ -68,7 +74,10 @@ def format_row(listing: SessionListing, now: datetime | None = None) -> RowText:
     RowText
         ``name`` is the title, else the first words of the first prompt, else
         :data:`UNTITLED`; ``summary`` is the summary's readable text on one line (no
-        Markdown marks); ``cost`` is in USD; ``holder`` says who holds a session that
+        Markdown marks), or for the fallback summary (``user: …`` / ``assistant: …``
+        lines) its first two lines, one per line; ``messages`` counts the transcript
+        without its system prompt ("no messages yet" for a session never used);
+        ``cost`` is in USD; ``holder`` says who holds a session that
         is in use elsewhere (a notebook or kernel, its host and process), else "";
         ``owner`` who created it (``"alice on node-3"``) when the store records owners
         (a team store), else "".
@@ -82,14 +91,35 @@ def format_row(listing: SessionListing, now: datetime | None = None) -> RowText:
 
     return RowText(
         name=one_line(name, 60),
-        summary=excerpt(listing.summary, 120),
+        summary=_row_summary(listing.summary),
         updated=relative_time(listing.updated_at, now),
         status=status,
-        messages=f"{listing.message_count} msg" + ("" if listing.message_count == 1 else "s"),
+        messages=message_count_text(listing.message_count),
         cost=format_cost(Usage(cost_usd=listing.cost_usd)),
         holder=holder,
         owner=format_owner(listing.owner_user, listing.owner_host),
     )
+
+
+#: A line of the fallback summary (see ``ensure_summary``): ``"user: ..."``.
+_ROLE_LINE = re.compile(r"(user|assistant): ")
+
+
+def role_lines(summary: str) -> list[tuple[str, str]] | None:
+    """The ``(role, text)`` lines of a fallback summary (``"user: ...\nassistant: ..."``),
+    or ``None`` when ``summary`` is not one."""
+    lines = [line for line in summary.strip().splitlines() if line.strip()]
+    found = [_ROLE_LINE.match(line) for line in lines]
+    if not lines or not all(found):
+        return None
+    return [(m.group(1), line[m.end():]) for m, line in zip(found, lines, strict=True) if m]
+
+
+def _row_summary(summary: str) -> str:
+    roles = role_lines(summary)
+    if roles is None:
+        return excerpt(summary, 120)
+    return "\n".join(f"{role}: {excerpt(text, 100)}" for role, text in roles[:2])
 
 
 def matches(listing: SessionListing, query: str) -> bool:
@@ -132,24 +162,32 @@ _DETAIL_STYLE = ("<style>.jupyter-agent-md pre{overflow-x:auto;padding:4px 6px;"
                  ".jupyter-agent-md p{margin:2px 0}</style>")
 
 
-def detail_html(record: SessionRecord) -> str:
-    """The body of a session's detail view: ID and times (local), summary (its Markdown
-    rendered: lists, tables, code), todos, the readable text of the last messages."""
+def _role_html(role: str, text: str) -> str:
+    return f"<p style='margin:2px 0'><b>{html.escape(role)}:</b> {html.escape(text)}</p>"
+
+
+def detail_html(record: SessionRecord, now: datetime | None = None) -> str:
+    """The body of a session's detail view: ID and times (local; "updated" relative to
+    ``now``, default now), summary (its Markdown rendered: lists, tables, code; the
+    fallback summary one labelled message a line), todos, the readable text of the last
+    messages."""
     todos = "".join(f"<li>[{html.escape(t.status)}] {inline_html(t.text)}</li>"
                     for t in record.state.todos) or "<li><i>none</i></li>"
     last = [m for m in record.transcript if m.get("role") in ("user", "assistant")
             and message_text(m)][-6:]
-    messages = "".join(
-        f"<p style='margin:2px 0'><b>{html.escape(str(m['role']))}:</b> "
-        f"{html.escape(excerpt(message_text(m), 400))}</p>" for m in last
-    ) or "<p style='margin:2px 0'><i>no messages</i></p>"
-    summary = summary_html(record.summary.strip()) if record.summary.strip() else \
-        "<p><i>none yet</i></p>"
+    messages = "".join(_role_html(str(m["role"]), excerpt(message_text(m), 400))
+                       for m in last) or "<p style='margin:2px 0'><i>no messages</i></p>"
+    roles = role_lines(record.summary)
+    if roles is not None:
+        summary = "".join(_role_html(role, text) for role, text in roles)
+    else:
+        summary = summary_html(record.summary.strip()) if record.summary.strip() else \
+            "<p><i>none yet</i></p>"
     fork = f" · {html.escape(fork_label(record.parent))}" if record.parent else ""
     return lines_html(
         f"{_DETAIL_STYLE}<small>{html.escape(record.id)} · created "
         f"{html.escape(local_time(record.created_at))} · updated "
-        f"{relative_time(record.updated_at)}{fork}</small>"
+        f"{relative_time(record.updated_at, now)}{fork}</small>"
         f"<div style='margin:4px 0'><b>Summary</b><div class='jupyter-agent-md'>{summary}"
         f"</div></div>"
         f"<b>Todos</b><ul style='margin:2px 0'>{todos}</ul><b>Last messages</b>{messages}"
@@ -161,8 +199,12 @@ DETAIL_FIGURES, DETAIL_FIGURE_WIDTH = 4, 200
 
 
 def figure_widgets(record: SessionRecord, store: Store) -> list[widgets.Widget]:
-    """Small images of the session's last figures, for its detail view (design §23);
-    a figure that cannot be read is named with why, instead."""
+    """Small images of the session's last figures, each over a caption naming it, for
+    its detail view; a figure that cannot be read is named with why, instead.
+
+    An ``Image`` never gets a ``tooltip``: ipywidgets 8.1's front end then reads the
+    ``description`` an ``Image`` does not have, and the view fails to render.
+    """
     from jupyter_agent.errors import JupyterAgentError
     from jupyter_agent.store.figures import figure_refs
     from jupyter_agent.ui.figures import figure_label
@@ -178,10 +220,10 @@ def figure_widgets(record: SessionRecord, store: Store) -> list[widgets.Widget]:
                                       "</small>"))
             continue
         image = widgets.Image(value=figure.data, format=figure.media_type.split("/")[1],
-                              width=str(DETAIL_FIGURE_WIDTH),
-                              layout=widgets.Layout(margin="2px 6px 2px 0"))
-        image.tooltip = label  # what it is, for people who hover
-        shown.append(image)
+                              width=str(DETAIL_FIGURE_WIDTH))
+        caption = widgets.HTML(f"<small>{html.escape(label)}</small>")
+        shown.append(widgets.VBox([image, caption],
+                                  layout=widgets.Layout(margin="2px 6px 2px 0")))
     return shown
 
 
@@ -245,16 +287,20 @@ class RowSlot:
         widget state a notebook may save holds only what the panel shows)."""
         self.session_id, self.name, self.archived = "", "", False
         self.info.value = self.meta.value = ""
-        self.resume.tooltip = ""
+        self.resume.tooltip = self.archive.tooltip = ""
+        self.delete.tooltip = "Delete this session (asks first)"  # no holder's name kept
 
-    def show(self, listing: SessionListing, found: SearchMatch | None = None) -> PanelRow:
+    def show(self, listing: SessionListing, found: SearchMatch | None = None,
+             now: datetime | None = None) -> PanelRow:
         """Show ``listing`` in this slot and return the row as callers see it; ``found``
-        (where the filter's text is) replaces the summary line."""
-        text = format_row(listing)
+        (where the filter's text is) replaces the summary line; ``now`` is the reference
+        of the relative update time (default now)."""
+        text = format_row(listing, now)
         self.session_id, self.name, self.archived = listing.id, text.name, listing.archived
         untitled = text.name == UNTITLED
         name = f"<i>{text.name}</i>" if untitled else f"<b>{html.escape(text.name)}</b>"
-        summary = f"<br><small>{html.escape(text.summary)}</small>" if text.summary else ""
+        summary = "".join(f"<br><small>{html.escape(line)}</small>"
+                          for line in text.summary.splitlines())
         if found is not None:
             summary = f"<br><small>{found_html(found)}</small>"
         fork = fork_label(getattr(listing, "parent", None))  # listings name it when known
@@ -286,5 +332,12 @@ class RowSlot:
             f"In use by {text.holder}; stop that kernel first" if in_use else
             "Make this the active session of this kernel")
         self.archive.description = "Unarchive" if listing.archived else "Archive"
+        # another process holds it: it cannot be archived or deleted from here
+        self.archive.disabled = self.delete.disabled = in_use
+        why = f"In use by {text.holder}; stop that kernel first"
+        self.archive.tooltip = (why if in_use else
+                                "Show it again in the list" if listing.archived else
+                                "Hide it from the list (show archived shows it again)")
+        self.delete.tooltip = why if in_use else "Delete this session (asks first)"
         return PanelRow(listing.id, text, self.box, self.details, self.resume, self.archive,
                         self.delete)

@@ -89,16 +89,24 @@ class SessionChange:
     was_active : bool
         The session was this kernel's active session and is no longer: its lease is
         released and the next prompt starts a new session.
+    title : str
+        The session's title ("" when it has none or it could not be read).
     """
 
     session_id: str
     action: str
     was_active: bool = False
+    title: str = ""
 
     def describe(self) -> str:
-        """One line for the user, e.g. ``"Archived session X; it was this kernel's active
-        session: the next %agent starts a new one (%agent_resume X takes it back)."``"""
-        text = f"{self.action.capitalize()} session {self.session_id}"
+        """One line for the user, e.g. ``"Archived session ‘Penguins’ (X); it was this
+        kernel's active session: the next %agent starts a new one (%agent_resume X takes
+        it back)."`` (the title, escaped of line breaks, when the session has one)."""
+        from jupyter_agent.ui.display import one_line
+
+        name = (f"‘{one_line(self.title, 60)}’ ({self.session_id})" if self.title.strip()
+                else self.session_id)
+        text = f"{self.action.capitalize()} session {name}"
         if not self.was_active:
             return text + "."
         back = ("" if self.action == "deleted" else

@@ -12,6 +12,7 @@ from traitlets.config import Config
 
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModel
+from tests.shells import retire_shell
 
 
 @pytest.fixture(name="store")
@@ -28,7 +29,7 @@ def ishell_fixture() -> Iterator[InteractiveShell]:
     config.HistoryManager.enabled = False
     shell = InteractiveShell.instance(config=config)
     yield shell
-    InteractiveShell.clear_instance()
+    retire_shell(shell)
 
 
 @pytest.fixture(name="scripted")

@@ -93,6 +93,7 @@ def test_in_process_unusable_stdin_refuses(
         assert sys.stdin.read() == "y\n"  # the answer was not consumed
 
 
+@pytest.mark.slow
 def test_in_a_kernel_whose_front_end_allows_no_stdin_ask_refuses_without_asking(
     model_server: ScriptedModelServer, tmp_path: Any
 ) -> None:

@@ -28,6 +28,7 @@ from jupyter_agent.images import MAX_IMAGE_SIDE, image_tokens
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
 from tests.agent.helpers import Recorder, make_agent, make_client, tool_step
+from tests.shells import retire_shell
 
 PLOT = """\
 import matplotlib.pyplot as plt
@@ -67,7 +68,7 @@ def kshell_fixture() -> Iterator[InteractiveShell]:
     import matplotlib.pyplot as plt
 
     plt.close("all")
-    ZMQInteractiveShell.clear_instance()
+    retire_shell(shell)
 
 
 def png(width: int, height: int) -> bytes:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -280,11 +281,23 @@ def test_an_on_event_error_mid_stream_is_named_in_the_marker(
     assert "by the user" not in last["content"]
 
 
+@pytest.fixture
+def ctrl_c_raises() -> Iterator[None]:
+    """Ctrl-C raises ``KeyboardInterrupt`` in this process for the test, also where pytest
+    was started with SIGINT ignored (a background job of a shell: ``pytest &``, nohup)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("ctrl_c_raises")
 def test_ctrl_c_in_run_python_keeps_what_it_printed_on_screen_and_for_the_model(
     model_server: ScriptedModelServer, store: SessionStore, ishell: InteractiveShell
 ) -> None:
-    code = ("print('loaded 3 files')\nimport os, signal\n"
-            "os.kill(os.getpid(), signal.SIGINT)\nprint('never printed')")
+    # raise_signal delivers Ctrl-C to this (the main) thread at once; os.kill(getpid())
+    # lets the system pick any thread, and the code could go on before Python sees it
+    code = ("print('loaded 3 files')\nimport signal\n"
+            "signal.raise_signal(signal.SIGINT)\nprint('never printed')")
     model_server.add_steps([tool_step(("run_python", {"code": code}), ("list_todos", {}))])
     agent = make_agent(model_server, store, shell=ishell)
     rec = Recorder()

@@ -251,6 +251,7 @@ def _agent_in_other_process(root: Path, sid: str, base_url: str) -> dict[str, An
     return result
 
 
+@pytest.mark.slow
 def test_the_agent_holds_the_lease_for_its_whole_life(
     model_server: ScriptedModelServer, store: SessionStore
 ) -> None:

@@ -20,6 +20,7 @@ from jupyter_agent.cli import main
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
 from tests.agent.helpers import make_agent, tool_step
+from tests.shells import retire_shell
 
 SVG = '<svg xmlns="http://www.w3.org/2000/svg" width="40" height="30"><rect/></svg>'
 
@@ -50,7 +51,7 @@ def session_fixture(model_server: ScriptedModelServer, store: SessionStore,
         agent.run("draw")
         agent.close()
     finally:
-        InteractiveShell.clear_instance()
+        retire_shell(shell)
     return agent.conversation.session_id
 
 

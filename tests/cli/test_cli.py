@@ -40,6 +40,7 @@ def add_turn(store: SessionStore, sid: str, prompt: str, reply: str) -> None:
                               {"role": "assistant", "content": reply}])
 
 
+@pytest.mark.slow
 def test_list_show_and_json(cli: CLI, store: SessionStore, memory_dir: Path) -> None:
     missing = cli("list")
     assert missing.returncode == 0
@@ -69,16 +70,19 @@ def test_list_show_and_json(cli: CLI, store: SessionStore, memory_dir: Path) -> 
     assert "[user]\nPlot bill length" in transcript
 
 
+@pytest.mark.slow
 def test_errors_are_one_line_with_exit_code_1_and_usage_is_2(cli: CLI, store: SessionStore,
                                                             memory_dir: Path) -> None:
     missing = cli("show", "nosuch")
     assert missing.returncode == 1 and missing.stdout == ""
     assert missing.stderr == (f"jupyter agent: no saved session 'nosuch' (looked for "
-                              f"{memory_dir / 'sessions' / 'nosuch.json'})\n")
+                              f"{memory_dir / 'sessions' / 'nosuch.json'}); jupyter agent "
+                              "list --all lists the saved sessions\n")
     bad = cli("archive", "../etc")
     assert bad.returncode == 1 and "invalid session ID '../etc'" in bad.stderr
     for args in ([], ["frobnicate"], ["fork"], ["fork", "abc", "--at", "two"],
-                 ["export", "abc", "--format", "pdf"]):
+                 ["export", "abc", "--format", "pdf"], ["migrate"],
+                 ["migrate", "--to", "postgresql://a/b", "--from", "postgresql://a/b"]):
         usage = cli(*args)
         assert usage.returncode == 2, args
         assert usage.stderr.startswith("usage: jupyter agent"), args
@@ -101,6 +105,7 @@ def test_search_default_and_deep(cli: CLI, store: SessionStore) -> None:
     assert cli("search", "penguins").stdout == 'no sessions match "penguins"\n'
 
 
+@pytest.mark.slow
 def test_export_files_and_stdout(cli: CLI, store: SessionStore, tmp_path: Path) -> None:
     sid = make(store, "Say hi", "Hi! Your key sk-" + "x1Y2z3" * 5 + " is safe.", title="Hi")
     out = cli("export", sid)
@@ -121,6 +126,7 @@ def test_export_files_and_stdout(cli: CLI, store: SessionStore, tmp_path: Path) 
     assert (tmp_path / "hi.md").read_text("utf-8").startswith("# Hi\n")
 
 
+@pytest.mark.slow
 def test_fork_archive_rm(cli: CLI, store: SessionStore) -> None:
     sid = make(store, "first", "one", title="Work")
     add_turn(store, sid, "second", "two")
@@ -145,6 +151,7 @@ def test_fork_archive_rm(cli: CLI, store: SessionStore) -> None:
     assert not store.exists(sid)
 
 
+@pytest.mark.slow
 def test_reads_work_while_held_and_writes_are_refused(cli: CLI, store: SessionStore,
                                                       hold: Hold) -> None:
     sid = make(store, "long analysis", "working on it", title="Busy")
@@ -309,3 +316,15 @@ def test_the_deepest_values_that_load_can_be_shown_exported_and_forked(
     assert forked.returncode == 0, forked.stderr
     fork_id = next(s.id for s in store.list_sessions() if s.id != sid)
     assert store.load_session(fork_id).transcript[-1]["data"] == deep
+
+
+def test_export_refuses_a_format_its_file_name_contradicts(cli: CLI, store: SessionStore,
+                                                           tmp_path: Path) -> None:
+    sid = make(store, "q", "a")
+    out = cli("export", sid, "--format", "ipynb", "-o", str(tmp_path / "out.md"))
+    assert out.returncode == 1 and out.stderr.count("\n") == 1
+    assert out.stderr == (f"jupyter agent: cannot export to {tmp_path / 'out.md'}: the format "
+                          "is ipynb but the file name ends in .md: name it out.ipynb or use "
+                          "--format md\n")
+    assert not (tmp_path / "out.md").exists()
+    assert cli("export", sid, "--format", "md", "-o", str(tmp_path / "out.txt")).returncode == 0

@@ -57,8 +57,24 @@ def test_migrate_to_and_from_a_database(pg: PgCluster, tmp_path: Path) -> None:
 
 
 def test_migrate_needs_one_direction_and_a_postgres_url(tmp_path: Path) -> None:
-    neither = run_cli("migrate", cwd=tmp_path)
-    assert neither.returncode == 1 and "exactly one of --to URL" in neither.stderr
+    neither = run_cli("migrate", cwd=tmp_path)  # a usage error
+    assert neither.returncode == 2 and "one of the arguments --to --from is required" in \
+        neither.stderr
     wrong = run_cli("migrate", "--to", "mysql://me:hunter22@db/x", cwd=tmp_path)
     assert wrong.returncode == 1 and "hunter22" not in wrong.stderr
     assert "PostgreSQL URL" in wrong.stderr
+
+
+def test_migrate_with_no_sessions_still_reaches_the_database(pg: PgCluster,
+                                                              tmp_path: Path) -> None:
+    work = tmp_path / "project"
+    work.mkdir()
+    env = dict(os.environ, JUPYTER_AGENT_MEMORY_DIR=str(tmp_path / "memory"))
+    empty = run_cli("migrate", "--to", pg.url(), env=env, cwd=work)
+    assert empty.returncode == 0, empty.stderr
+    assert empty.stdout.startswith("Nothing to migrate: no sessions in ")
+    assert "answers" in empty.stdout
+    dead = pg.url(port=9)  # nothing listens there
+    unreachable = run_cli("migrate", "--to", dead, env=env, cwd=work)
+    assert unreachable.returncode == 1 and "Nothing to migrate" not in unreachable.stdout
+    assert unreachable.stderr.count("\n") == 1

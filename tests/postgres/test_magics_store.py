@@ -53,7 +53,7 @@ def test_sessions_live_in_the_database(team_shell: InteractiveShell,
 
 
 def test_the_password_is_never_shown(team_shell: InteractiveShell, pg: PgCluster,
-                                     caplog: pytest.LogCaptureFixture) -> None:
+                                     capsys: pytest.CaptureFixture[str]) -> None:
     with capture_output() as out:
         team_shell.run_line_magic("config", "AgentMagics")
         team_shell.run_cell("get_ipython().find_magic('agent_new').__self__.store_url")
@@ -65,9 +65,12 @@ def test_the_password_is_never_shown(team_shell: InteractiveShell, pg: PgCluster
     message = str(info.value)
     assert "password authentication failed" in message and "\n" not in message
     assert wrong not in message and pg.password not in message
+    capsys.readouterr()
     team_shell.run_line_magic("config", 'AgentMagics.store_url = "mysql://u:hunter22@h/db"')
-    assert "must be empty (the JSON files) or a PostgreSQL URL" in caplog.text
-    assert "hunter22" not in caplog.text and "mysql://u:***@h/db" in caplog.text
+    refused = capsys.readouterr()
+    assert "must be empty (the JSON files) or a PostgreSQL URL" in refused.err
+    assert "hunter22" not in refused.err and "mysql://u:***@h/db" in refused.err
+    assert wrong not in refused.err + refused.out and pg.password not in refused.err
     assert magics_of(team_shell).store_url == pg.url(password=wrong)  # refused: unchanged
 
 

@@ -30,6 +30,7 @@ def forkserver() -> multiprocessing.context.BaseContext:
     return ctx
 
 
+@pytest.mark.slow
 def test_sigkill_during_saves_leaves_a_written_state(
     tmp_path: Path, forkserver: multiprocessing.context.BaseContext
 ) -> None:

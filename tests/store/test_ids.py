@@ -96,6 +96,7 @@ def test_new_ids_are_ten_random_alphanumerics() -> None:
     assert set("".join(ids)) == set(string.ascii_letters + string.digits)
 
 
+@pytest.mark.slow
 @settings(max_examples=300)
 @given(st.text(max_size=140) | st.from_regex(r"[A-Za-z0-9_-]{1,130}", fullmatch=True))
 def test_validation_property(value: str) -> None:

@@ -167,6 +167,7 @@ def test_locking_retries_when_the_lock_path_changes_under_it(
     store.set_title(sid, "written")  # the lease is valid
 
 
+@pytest.mark.slow
 def test_many_sessions_are_listed_with_the_right_status(root: Path, sid: str) -> None:
     """Every lock file is probed: held ones are "in use", our own "active"."""
     store = SessionStore(root)

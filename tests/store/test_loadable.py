@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -81,6 +82,7 @@ def show(record: Any) -> None:
     detail_html(record)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(records)
 def test_what_loads_can_be_saved_exported_and_shown(data: dict[str, Any]) -> None:

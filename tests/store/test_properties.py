@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +17,7 @@ from jupyter_agent.store import SessionStore
 from tests.store_contract.cases import message, without_surrogates
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(message, max_size=12), st.integers(min_value=0, max_value=12))
 def test_the_journal_holds_exactly_the_saved_messages(messages: list[dict[str, Any]],

@@ -532,6 +532,7 @@ def _cli(*args: str) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
+@pytest.mark.slow
 def test_cli_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
     path = tmp_path / "script.json"
     path.write_text('[{"text": "from the CLI"}]', encoding="utf-8")

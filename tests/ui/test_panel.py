@@ -48,7 +48,7 @@ def test_format_row_is_pure_and_complete() -> None:
     assert len(row.name) <= 60
     assert row.summary == "Goal: clean data"
     assert row.updated == "5 min ago"
-    assert (row.status, row.messages, row.cost) == ("idle", "7 msgs", "$0.0123")
+    assert (row.status, row.messages, row.cost) == ("idle", "6 msgs", "$0.0123")
     assert format_row(listing(title="Penguins"), now).name == "Penguins"
     assert format_row(listing(first_prompt=""), now).name == "(untitled, no prompt yet)"
     assert format_row(listing(archived=True, status="in use"), now).status == "in use, archived"
@@ -65,11 +65,12 @@ def test_rows_show_sessions_with_their_details(store: SessionStore) -> None:
     assert panel.rows[1].text.name == "first question about penguins"
     assert panel.rows[1].text.summary == "penguin work"
     assert panel.rows[1].text.cost == "$0.5000"
-    assert panel.rows[1].text.messages == "3 msgs"
+    assert panel.rows[1].text.messages == "2 msgs"  # the system prompt is not counted
     assert panel.rows[1].text.updated == "just now"
     assert panel.error == ""
 
 
+@pytest.mark.slow
 def test_paging_filter_and_refresh_with_hundreds_of_sessions(store: SessionStore) -> None:
     ids = [make_session(store, f"prompt number {i}" + (" needle" if i % 50 == 0 else ""))
            for i in range(205)]
@@ -244,9 +245,12 @@ def test_text_plain_fallback_is_the_sessions_table(store: SessionStore) -> None:
     assert "SessionsPanel(" not in text
 
 
-def test_one_message_is_singular() -> None:
-    assert format_row(listing(message_count=1)).messages == "1 msg"
-    assert format_row(listing(message_count=0)).messages == "0 msgs"
+def test_one_message_is_singular_and_a_session_never_used_has_none(
+        store: SessionStore) -> None:
+    assert format_row(listing(message_count=2)).messages == "1 msg"
+    assert format_row(listing(message_count=1)).messages == "no messages yet"
+    store.create_session([{"role": "system", "content": "sys"}])  # only the system prompt
+    assert SessionsPanel(store).rows[0].text.messages == "no messages yet"
 
 
 def test_layout_buttons_never_shrink_and_rows_wrap(store: SessionStore) -> None:
@@ -397,3 +401,126 @@ def test_details_render_the_summary_and_say_the_time_zone(store: SessionStore) -
     created = store.load_session(sid).created_at.astimezone()
     assert f"created {created:%Y-%m-%d %H:%M} {created.tzname()}" in detail
     assert "Goal: 42 a · b 1 · 2" in panel.rows[0].text.summary
+
+
+def _session_with_figure(store: SessionStore) -> str:
+    import io
+
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (64, 48), (200, 30, 30)).save(out, format="PNG")
+    sid = make_session(store, "plot it")
+    ref = {"id": "fig1", "n": 1, "media_type": "image/png", "width": 64, "height": 48,
+           "bytes": len(out.getvalue()), "shown": True}
+    with store.lease(sid):
+        store.save_figure(sid, "fig1", out.getvalue(), "image/png")
+    messages = store.load_session(sid).transcript
+    store.save_messages(sid, [*messages, {"role": "tool", "tool_call_id": "c1",
+                                          "content": "[figure 1]", "figures": [ref]}])
+    return sid
+
+
+def test_no_image_in_the_panel_has_a_tooltip(store: SessionStore) -> None:
+    """ipywidgets 8.1's front end fails to render an Image given a tooltip (it reads the
+    description an Image has not): the figure in Details would never show."""
+    import ipywidgets as widgets
+
+    sid = _session_with_figure(store)
+    panel = SessionsPanel(store)
+    panel.rows[0].details.click()
+    assert panel._details.selected == sid
+
+    def walk(widget: widgets.Widget) -> list[widgets.Widget]:
+        return [widget] + [w for c in getattr(widget, "children", ()) for w in walk(c)]
+
+    images = [w for w in walk(panel) if isinstance(w, widgets.Image)]
+    assert len(images) == 1 and bytes(images[0].value).startswith(b"\x89PNG")
+    assert all(getattr(w, "tooltip", None) in (None, "") for w in images)
+    assert "figure 1" in panel._details.figures.children[0].children[1].value  # the caption
+
+
+def test_confirmation_and_details_appear_right_under_their_row(store: SessionStore) -> None:
+    ids = [make_session(store, f"question {i}") for i in range(8)]
+    panel = SessionsPanel(store)
+    top = panel.rows[0]
+    assert top.session_id == ids[-1]
+    top.delete.click()
+    children = list(panel._rows_box.children)
+    assert children.index(panel._confirm_box) == children.index(top.box) + 1
+    top.details.click()
+    children = list(panel._rows_box.children)
+    assert children[children.index(top.box) + 1:][:2] == [panel._confirm_box,
+                                                          panel._details.box]
+    panel._cancel.click()
+    third = panel.rows[2]
+    third.details.click()  # Details moves to the row it shows
+    children = list(panel._rows_box.children)
+    assert children.index(panel._details.box) == children.index(third.box) + 1
+    assert panel._confirm_box not in children
+    panel._details.close_button.click()
+    assert list(panel._rows_box.children) == [r.box for r in panel.rows]
+
+
+def test_a_session_in_use_elsewhere_cannot_be_archived_or_deleted() -> None:
+    from jupyter_agent.store import LeaseHolder
+    from jupyter_agent.ui.panel_rows import RowSlot
+
+    slot = RowSlot(lambda action, slot: None)
+    held = slot.show(listing(status="in use", holder=LeaseHolder(pid=4242, host="")))
+    for button in (held.archive, held.delete):
+        assert button.disabled
+        assert button.tooltip.startswith("In use by process 4242")
+        assert "stop that kernel first" in button.tooltip
+    free = slot.show(listing())  # the slot shows another session: enabled again
+    assert not free.archive.disabled and not free.delete.disabled
+    assert "In use" not in free.archive.tooltip + free.delete.tooltip
+
+
+def test_rows_and_details_say_their_times_from_the_same_instant(
+        store: SessionStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    import jupyter_agent.ui.panel as panel_module
+
+    sid = make_session(store, "q")
+    updated = store.load_session(sid).updated_at
+    clock = [updated]
+
+    class Clock(datetime):
+        @classmethod
+        def now(cls, tz: object = None) -> datetime:  # type: ignore[override]
+            return clock[0]
+
+    monkeypatch.setattr(panel_module, "datetime", Clock)
+    panel = SessionsPanel(store)
+    assert panel.rows[0].text.updated == "just now"
+    clock[0] = updated + timedelta(minutes=10)  # the panel stays open ten minutes
+    panel.rows[0].details.click()
+    assert panel.rows[0].text.updated == "10 min ago"
+    assert "updated 10 min ago" in panel._details.text.value
+    clock[0] = updated + timedelta(minutes=25)
+    panel.refresh()
+    assert panel.rows[0].text.updated == "25 min ago"
+    assert "updated 25 min ago" in panel._details.text.value
+
+
+def test_a_summary_of_messages_shows_one_labelled_message_a_line(store: SessionStore) -> None:
+    sid = make_session(store, "how many penguins?", reply="There are 344.")
+    summary = store.ensure_summary(sid)
+    assert summary == "user: how many penguins?\nassistant: There are 344."
+    panel = SessionsPanel(store)
+    assert panel.rows[0].text.summary == summary
+    info = panel._slots[0].info.value
+    assert ("<br><small>user: how many penguins?</small>"
+            "<br><small>assistant: There are 344.</small>") in info
+    panel.rows[0].details.click()
+    detail = panel._details.text.value
+    assert "<b>user:</b> how many penguins?</p><p style='margin:2px 0'><b>assistant:</b> " \
+           "There are 344.</p>" in detail
+
+
+def test_archived_message_names_the_title(store: SessionStore) -> None:
+    from jupyter_agent.ui.results import SessionChange
+
+    assert SessionChange("abc", "archived", title="Penguins").describe() == \
+        "Archived session ‘Penguins’ (abc)."
+    assert SessionChange("abc", "deleted").describe() == "Deleted session abc."
