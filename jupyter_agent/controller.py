@@ -40,7 +40,6 @@ Invariants
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import replace

@@ -60,8 +60,8 @@ def test_an_oversized_note_is_left_out_with_one_line_and_the_session_starts(
     assert lines[1:] == [
         "project.md (68.4 KiB) left out of this session: over the 64.0 KiB notes cap "
         "(AgentMagics.max_notes_kib raises it)",
-        f"user.md left out of this session: {memory_dir / 'user.md'} is a file larger than "
-        "4194304 bytes (notes are at most 64.0 KiB)",
+        "user.md (5.0 MiB) left out of this session: over the 4.0 MiB notes cap "
+        "(the most AgentMagics.max_notes_kib allows)",
     ]
     model_server.add_steps([{"text": "ok"}])
     agent_shell.run_line_magic("agent", "hello")
@@ -73,7 +73,7 @@ def test_an_oversized_note_is_left_out_with_one_line_and_the_session_starts(
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].startswith("This session's instructions include notes new to you: "
                                "project.md (68.4 KiB), in ")
-    assert lines[2].startswith("user.md left out of this session")
+    assert lines[2].startswith("user.md (5.0 MiB) left out of this session")
     model_server.add_steps([{"text": "ok"}])
     agent_shell.run_line_magic("agent", "hello")
     assert "- huge" in system_prompt(model_server)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from jupyter_agent.errors import UnsafeFileError
+from jupyter_agent.errors import TooLargeError, UnsafeFileError
 
 if TYPE_CHECKING:
     from jupyter_agent.store import Store
@@ -101,11 +101,14 @@ def read_session_notes(store: Store | None, cap: int = NOTES_CAP) -> NotesRead:
         name = f"{kind}.md"
         try:
             text = store.read_notes(kind)
+        except TooLargeError as err:
+            read.left_out.append(f"{name} ({format_bytes(err.size)}) left out of this session: "
+                                 f"over the {format_bytes(err.cap)} notes cap "
+                                 "(the most AgentMagics.max_notes_kib allows)")
+            continue
         except UnsafeFileError as err:
-            how = (f" (notes are at most {format_bytes(cap)})" if "larger" in err.kind
-                   else ", not a private regular file")
             read.left_out.append(f"{name} left out of this session: {err.path} is a "
-                                 f"{err.kind}{how}")
+                                 f"{err.kind}, not a private regular file")
             continue
         size = len(text.encode("utf-8", errors="replace"))
         if size > cap:
