@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_SYSTEM_PROMPT", "SUMMARIZER_PROMPT", "build_system_prompt"]
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "SHORT_NOTES_CHARS", "SHORT_SYSTEM_PROMPT", "SUMMARIZER_PROMPT",
+           "build_system_prompt", "short_system_prompt"]
 
 DEFAULT_SYSTEM_PROMPT = """\
 You are an AI assistant working inside the user's Jupyter notebook.
@@ -14,6 +15,15 @@ for future sessions with remember.
 Prefer small, verifiable steps. Look at the data before drawing conclusions. When a \
 tool call is refused or fails, read the message and adapt instead of repeating it. \
 Before you finish a substantial piece of work, call write_summary."""
+
+SHORT_SYSTEM_PROMPT = """\
+You are an assistant in the user's Jupyter notebook. run_python runs code in the \
+user's kernel. Work in small steps; check the data before concluding."""
+"""The system prompt sent instead of :data:`DEFAULT_SYSTEM_PROMPT` to a small context
+window."""
+
+SHORT_NOTES_CHARS = 600
+"""With a small context window each notes section is cut to this many code points."""
 
 SUMMARIZER_PROMPT = """\
 You compact a conversation between a user and an AI assistant working in a Jupyter \
@@ -36,3 +46,26 @@ def build_system_prompt(base: str, *, project_notes: str = "", user_notes: str =
     if user_notes.strip():
         parts.append("## User preferences (user.md)\n" + user_notes.strip())
     return "\n\n".join(parts)
+
+
+_NOTES_HEADINGS = ("## Project notes (project.md)\n", "## User preferences (user.md)\n")
+
+
+def short_system_prompt(system: str) -> str:
+    """The system message of a request to a small context window.
+
+    The default prompt at its start becomes :data:`SHORT_SYSTEM_PROMPT` and each notes
+    section is cut to :data:`SHORT_NOTES_CHARS` code points; a system prompt the user
+    chose is kept, only its notes are cut. The saved session keeps the full message.
+    """
+    if system.startswith(DEFAULT_SYSTEM_PROMPT):
+        system = SHORT_SYSTEM_PROMPT + system[len(DEFAULT_SYSTEM_PROMPT):]
+    parts = system.split("\n\n## ")
+    out = [parts[0]]
+    for part in parts[1:]:
+        section = "## " + part
+        if section.startswith(_NOTES_HEADINGS) and len(section) > SHORT_NOTES_CHARS:
+            section = (section[:SHORT_NOTES_CHARS].rstrip()
+                       + " [... notes cut: small context window]")
+        out.append(section)
+    return "\n\n".join(out)
