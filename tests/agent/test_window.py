@@ -17,7 +17,7 @@ from jupyter_agent.agent import Agent, AgentConfig, Notice
 from jupyter_agent.agent.context import SUMMARY_MARKER
 from jupyter_agent.agent.prompts import SHORT_SYSTEM_PROMPT, SUMMARIZER_PROMPT
 from jupyter_agent.agent.window import ContextWindow, probe_window, refused_window
-from jupyter_agent.errors import ModelError, PromptTooLongError
+from jupyter_agent.errors import PromptTooLongError
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModel, ScriptedModelServer
 from jupyter_agent.testing.protocol import estimate_prompt_tokens
