@@ -43,9 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "(Ollama: silently truncate) chat requests past it")
     parser.add_argument("--context-window", type=int, default=4096, metavar="N",
                         help="the played server's context window in tokens (default: 4096)")
-    parser.add_argument("--truncate", action=argparse.BooleanOptionalAction, default=None,
+    parser.add_argument("--truncate", action="store_true", default=None,
                         help="past the window, drop the oldest messages instead of refusing "
                              "(default: as the played server does)")
+    parser.add_argument("--no-truncate", action="store_false", dest="truncate",
+                        help="past the window, refuse (even when playing Ollama)")
     return parser
 
 
