@@ -19,13 +19,14 @@ The window compaction works against comes, in order, from
 A probe never raises: a server that does not answer, answers an error or answers
 something else falls through to the next source. What a server reports is data: only
 an integer in a plausible range is taken from it, and a reply is read to at most
-:data:`PROBE_MAX_BYTES`.
+:data:`PROBE_MAX_BYTES` within twice :data:`PROBE_TIMEOUT`.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
@@ -222,6 +223,7 @@ def _ask(http: Any, method: str, url: str, headers: dict[str, str],
     answer came."""
     import httpx
 
+    deadline = time.monotonic() + 2 * PROBE_TIMEOUT  # a server dripping bytes is cut off
     try:
         with http.stream(method, url, headers=headers, json=body) as response:
             if response.status_code != 200:
@@ -229,7 +231,7 @@ def _ask(http: Any, method: str, url: str, headers: dict[str, str],
             raw = b""
             for chunk in response.iter_bytes():
                 raw += chunk
-                if len(raw) > PROBE_MAX_BYTES:
+                if len(raw) > PROBE_MAX_BYTES or time.monotonic() > deadline:
                     return None
     except (httpx.ConnectError, httpx.TimeoutException) as exc:
         raise _Unreachable from exc

@@ -228,3 +228,38 @@ def test_usage_and_the_footer_say_where_the_window_came_from(
         shell.run_line_magic("agent_new", "--context-window 6000")
         shell.run_line_magic("agent_usage", "")
         assert "6,000 tokens (set by context_window) window" in capsys.readouterr().out
+
+
+def test_a_hostile_server_cannot_choose_a_window_or_hold_the_probe() -> None:
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Hostile(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _answer(self) -> None:
+            if self.path.endswith("/models"):  # far more than a probe reads
+                data = json.dumps({"data": [{"id": "m", "max_model_len": 4096,
+                                             "pad": "x" * 2_000_000}]}).encode()
+            elif self.path == "/props":
+                data = b'{"default_generation_settings": {"n_ctx": "4096; rm -rf /"}}'
+            else:
+                data = b'{"model_info": {"llama.context_length": 1e300}}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = _answer
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        assert probe_window(url, "m") is None
+        assert probe_window(url.replace("http://", "https://"), "m") is None  # no TLS there
+    finally:
+        server.shutdown()
+        server.server_close()
