@@ -63,7 +63,7 @@ SOURCES = {
     "setting": "set by context_window",
     "server": "reported by the server",
     "refusal": "learned from the server's refusal",
-    "genai-prices": "known for the model (genai-prices)",
+    "genai-prices": "known for the model from genai-prices",
     "default": "assumed: the model is unknown",
 }
 """Where a window came from -> how ``%agent_usage`` says it."""
@@ -86,8 +86,13 @@ class ContextWindow:
     source: str
 
     def describe(self) -> str:
-        """E.g. ``"4,096 tokens (reported by the server)"``."""
-        return f"{self.tokens:,} tokens ({SOURCES.get(self.source, self.source)})"
+        """E.g. ``"4,096 tokens, reported by the server"``."""
+        return f"{self.tokens:,} tokens, {self.origin}"
+
+    @property
+    def origin(self) -> str:
+        """Where the window came from, in words (e.g. ``"reported by the server"``)."""
+        return SOURCES.get(self.source, self.source)
 
     @property
     def small(self) -> bool:

@@ -196,14 +196,15 @@ def limit_message(result: TurnResult) -> str:
 def format_usage(report: UsageReport) -> str:
     """``%agent_usage``: the session's cumulative usage and what its limits leave."""
     u = report.usage
+    window = report.window
     return "\n".join([
         f"session {report.session_id}",
         f"tokens:      {_tokens(u)}",
         f"cost:        {format_cost(u)}",
         f"model calls: {u.calls:,}",
         f"tool calls:  {report.tool_calls:,}",
-        *([f"context:     ~{report.context_tokens:,} tokens of a "
-           f"{report.window.describe()} window"] if report.window else []),
+        *([f"context:     ~{report.context_tokens:,} of {window.tokens:,} tokens; the window "
+           f"is {window.origin}"] if window else []),
         f"limits:      {limits_left(report.limits, u, report.tool_calls)}",
     ])
 

@@ -224,10 +224,10 @@ def test_usage_and_the_footer_say_where_the_window_came_from(
         assert "context ~" in footer and "/4,096 (server)" in footer
         shell.run_line_magic("agent_usage", "")
         usage = capsys.readouterr().out
-        assert "4,096 tokens (reported by the server) window" in usage
+        assert "of 4,096 tokens; the window is reported by the server" in usage
         shell.run_line_magic("agent_new", "--context-window 6000")
         shell.run_line_magic("agent_usage", "")
-        assert "6,000 tokens (set by context_window) window" in capsys.readouterr().out
+        assert "of 6,000 tokens; the window is set by context_window" in capsys.readouterr().out
 
 
 def test_a_hostile_server_cannot_choose_a_window_or_hold_the_probe() -> None:
