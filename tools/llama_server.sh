@@ -5,7 +5,7 @@
 #   tools/llama_server.sh [PORT] [CTX]        # default 8765 and 4096
 #
 # Environment: CACHE (default ~/.cache/jupyter-agent-llama), PIP (default: pip next to python3),
-# JOBS (default 2), NICE (default 15).  Prints "SERVING http://127.0.0.1:PORT/v1" once the server answers.
+# JOBS (default 2), NICE (default 15), CPU_FLAGS (cmake flags of the CPU backend).  Prints "SERVING http://127.0.0.1:PORT/v1" once the server answers.
 # Then run the real-model tier:  JUPYTER_AGENT_TEST_SERVER=http://127.0.0.1:PORT/v1 pytest -m realmodel tests/realmodel
 set -euo pipefail
 PORT="${1:-8765}"
@@ -14,6 +14,9 @@ CACHE="${CACHE:-$HOME/.cache/jupyter-agent-llama}"
 PIP="${PIP:-python3 -m pip}"
 JOBS="${JOBS:-2}"
 NICE="${NICE:-15}"
+# Not -march=native: a CPU may announce AMX tiles that a VM or sandbox does not allow
+# (llama-server then dies on its first matrix product); AVX2 runs on any recent x86-64.
+CPU_FLAGS="${CPU_FLAGS:--DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON}"
 mkdir -p "$CACHE/sdist" "$CACHE/wheel"
 
 # 1. The sdist (llama.cpp is vendored in it).
@@ -32,7 +35,9 @@ LLAMA="$SRC/vendor/llama.cpp"
 BIN="$CACHE/build/bin/llama-server"
 if [ ! -x "$BIN" ]; then
   start=$(date +%s)
-  nice -n "$NICE" cmake -S "$LLAMA" -B "$CACHE/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF
+  # shellcheck disable=SC2086
+  nice -n "$NICE" cmake -S "$LLAMA" -B "$CACHE/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \
+    -DLLAMA_BUILD_TESTS=OFF $CPU_FLAGS
   nice -n "$NICE" cmake --build "$CACHE/build" --config Release --target llama-server -j "$JOBS"
   echo "BUILD_SECONDS $(( $(date +%s) - start ))"
 fi
@@ -51,7 +56,7 @@ GGUF="$(find "$CACHE/wheel/unpacked" -iname '*135M*Instruct*.gguf' | head -n1)"
 echo "MODEL $GGUF"
 
 # 4. Serve on loopback.
-"$BIN" --host 127.0.0.1 --port "$PORT" -m "$GGUF" -c "$CTX" --threads "$JOBS" &
+"$BIN" --host 127.0.0.1 --port "$PORT" -m "$GGUF" -c "$CTX" --parallel 1 --threads "$JOBS" &
 PID=$!
 trap 'kill "$PID" 2>/dev/null' INT TERM
 for _ in $(seq 1 120); do

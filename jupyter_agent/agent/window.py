@@ -24,8 +24,11 @@ an integer in a plausible range is taken from it, and a reply is read to at most
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import re
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -222,15 +225,26 @@ class _Unreachable(Exception):
     """The server did not answer at all: no further probe is worth its timeout."""
 
 
-def _ask(http: Any, method: str, url: str, headers: dict[str, str],
-         body: Any = None) -> Any:
+def _http_library(http: Any) -> Any:
+    """The module (``httpx`` or ``httpx2``, as ``openai`` uses) of an HTTP client."""
+    for cls in type(http).__mro__:
+        root = cls.__module__.split(".")[0]
+        if root in _HTTP_LIBRARIES:
+            return sys.modules[root]
+    return None
+
+
+_HTTP_LIBRARIES = ("httpx2", "httpx")
+
+
+def _ask(http: Any, lib: Any, method: str, url: str, headers: dict[str, str],
+         body: Any, timeout: float) -> Any:
     """The JSON an endpoint answers, or None; raises :class:`_Unreachable` when no
     answer came."""
-    import httpx
-
-    deadline = time.monotonic() + 2 * PROBE_TIMEOUT  # a server dripping bytes is cut off
+    deadline = time.monotonic() + 2 * timeout  # a server dripping bytes is cut off
     try:
-        with http.stream(method, url, headers=headers, json=body) as response:
+        with http.stream(method, url, headers=headers, json=body, timeout=timeout,
+                         follow_redirects=False) as response:
             if response.status_code != 200:
                 return None
             raw = b""
@@ -238,9 +252,9 @@ def _ask(http: Any, method: str, url: str, headers: dict[str, str],
                 raw += chunk
                 if len(raw) > PROBE_MAX_BYTES or time.monotonic() > deadline:
                     return None
-    except (httpx.ConnectError, httpx.TimeoutException) as exc:
+    except (lib.ConnectError, lib.TimeoutException) as exc:
         raise _Unreachable from exc
-    except httpx.HTTPError:
+    except lib.HTTPError:
         return None
     try:
         return json.loads(raw)
@@ -249,7 +263,7 @@ def _ask(http: Any, method: str, url: str, headers: dict[str, str],
 
 
 def probe_window(base_url: str, model: str, *, api_key: str = "",
-                 timeout: float = PROBE_TIMEOUT) -> int | None:
+                 timeout: float = PROBE_TIMEOUT, http: Any = None) -> int | None:
     """Ask an OpenAI-compatible server for ``model``'s context window.
 
     Parameters
@@ -261,6 +275,9 @@ def probe_window(base_url: str, model: str, *, api_key: str = "",
         Sent as ``Authorization: Bearer`` when not empty (as the model requests are).
     timeout : float
         Seconds per request; a server that does not answer at all ends the probe.
+    http : httpx.Client, optional
+        The HTTP client to ask with (the ``openai`` client's, so that its proxy and TLS
+        settings hold); default: a new one of the library ``openai`` uses.
 
     Returns
     -------
@@ -268,11 +285,16 @@ def probe_window(base_url: str, model: str, *, api_key: str = "",
         The window in tokens, or None when no probe found it (never raises for the
         server's sake).
     """
-    try:
-        import httpx
-    except ImportError:  # pragma: no cover - openai depends on it
-        return None
     if not base_url or urlparse(base_url).hostname == OPENAI_HOST:
+        return None
+    own = http is None
+    if own:
+        for name in _HTTP_LIBRARIES:
+            with contextlib.suppress(ImportError):
+                http = importlib.import_module(name).Client()
+                break
+    lib = _http_library(http)
+    if lib is None:
         return None
     root = _root(base_url)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -283,15 +305,17 @@ def probe_window(base_url: str, model: str, *, api_key: str = "",
         ("POST", root + "/api/show", {"model": model}, _ollama),
     )
     try:
-        with httpx.Client(timeout=timeout, follow_redirects=False) as http:
-            for method, url, body, read in probes:
-                found = read(_ask(http, method, url, headers, body), model)
-                if found is not None:
-                    return int(found)
+        for method, url, body, read in probes:
+            found = read(_ask(http, lib, method, url, headers, body, timeout), model)
+            if found is not None:
+                return int(found)
     except _Unreachable:
         return None
     except Exception:  # a probe is best effort: whatever happened, fall through
         return None
+    finally:
+        if own:
+            http.close()
     return None
 
 
@@ -323,7 +347,8 @@ def resolve_window(model: Any, configured: int | None, *, learned: ContextWindow
         from jupyter_agent.client import PLACEHOLDER_API_KEY
 
         found = probe_window(base_url, model.name,
-                             api_key="" if key == PLACEHOLDER_API_KEY else key)
+                             api_key="" if key == PLACEHOLDER_API_KEY else key,
+                             http=getattr(client, "_client", None))  # openai's own
         if found is not None:
             return ContextWindow(found, "server")
     known = known_context_window(model.name)

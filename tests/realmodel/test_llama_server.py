@@ -29,7 +29,7 @@ from jupyter_agent.store import SessionStore
 URL = os.environ.get("JUPYTER_AGENT_TEST_SERVER", "")
 MODEL = os.environ.get("JUPYTER_AGENT_TEST_MODEL", "smollm2")
 
-pytestmark = [pytest.mark.realmodel,
+pytestmark = [pytest.mark.realmodel, pytest.mark.timeout(3600),  # a slow CPU model
               pytest.mark.skipif(not URL, reason="JUPYTER_AGENT_TEST_SERVER is not set")]
 
 TABLE = """species,island,bill_length_mm,flipper_length_mm,body_mass_g
