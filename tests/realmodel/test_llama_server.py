@@ -131,3 +131,16 @@ def _limits() -> Any:
     from jupyter_agent.agent import Limits
 
     return Limits(max_iterations=4)  # a small model may call tools in a loop
+
+
+def test_a_window_set_too_large_is_corrected_by_the_servers_refusal(tmp_path: Any) -> None:
+    store = SessionStore(tmp_path / "store")
+    agent = Agent(WithoutTools(_model()), store=store,
+                  config=AgentConfig(approve="deny", context_window=100_000))
+    with agent:
+        assert agent.window.source == "setting"
+        notices = _converse(agent, PROMPTS)
+        assert agent.window.tokens == 4096 and agent.window.source == "refusal"
+    refusals = [n for n in notices if "refused the request as too long" in n]
+    print(f"refusals: {refusals}")
+    assert refusals and any(n.startswith("compacted ") for n in notices)
