@@ -98,6 +98,7 @@ class ActiveSession:
                 session_tool_calls=agent.state.tool_calls, limits=agent.limits,
                 limits_from_options=self.options.given() & _LIMIT_OPTIONS,
                 limit_error=agent.limit_error if stop_reason == agent.stop_reason else None,
+                context_tokens=agent.estimated_tokens(), window=agent.window,
             )
 
         try:
@@ -117,4 +118,6 @@ class ActiveSession:
         """Usage of the session and its limits as ``settings`` (with its options) say."""
         limits = settings.with_options(self.options).limits()
         state = self.agent.state
-        return UsageReport(self.session_id, state.usage.model_copy(), state.tool_calls, limits)
+        return UsageReport(self.session_id, state.usage.model_copy(), state.tool_calls, limits,
+                           context_tokens=self.agent.estimated_tokens(),
+                           window=self.agent.window)

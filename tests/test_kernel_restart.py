@@ -103,9 +103,11 @@ def new_session_id(output: str) -> str:
 
 
 def shown(kernel: RealKernel) -> dict[str, str]:
-    """What the magics show about the active session."""
+    """What the magics show about the active session (but the context estimate, which
+    starts from the endpoint's last count before a restart and from the text after)."""
     return {
-        magic: kernel.run(f"%{magic}").ok().stdout
+        magic: "".join(line for line in kernel.run(f"%{magic}").ok().stdout.splitlines(True)
+                       if not line.startswith("context:"))
         for magic in ("agent_todo", "agent_usage", "agent_history", "agent_history --full")
     }
 

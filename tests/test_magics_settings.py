@@ -78,7 +78,7 @@ BAD_VALUES = [
     ("max_cost_usd", float("inf"), "max_cost_usd must be a finite number"),
     ("max_tool_calls", -2, "max_tool_calls must be zero or more"),
     ("max_iterations", 0, "max_iterations must be a positive number"),
-    ("context_window", -5, "context_window must be a positive number, or None for the model's"),
+    ("context_window", -5, "context_window must be a positive number, or None for what"),
     ("api_key_env", "", "api_key_env must name an environment variable"),
     ("model", " ", "model must not be empty"),
 ]

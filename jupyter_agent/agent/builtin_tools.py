@@ -46,6 +46,7 @@ from jupyter_agent.store.messages import clean_text
 __all__ = [
     "BUILTIN_TOOL_NAMES",
     "NO_STDIN_REFUSAL",
+    "SMALL_WINDOW_TOOLS",
     "ApprovalPolicy",
     "BuiltinTools",
     "ask_on_stdin",
@@ -68,6 +69,10 @@ BUILTIN_TOOL_NAMES = (
     "write_summary",
     "remember",
 )
+
+SMALL_WINDOW_TOOLS = ("run_python", "list_variables", "describe_variable")
+"""The built-in tools a small context window is offered (the bookkeeping ones -- scratchpad,
+todos, summary, notes -- cost more of it than they give; tools the user adds stay)."""
 
 NO_STDIN_REFUSAL = (
     "refused: the approval policy is 'ask' but there is no stdin to ask the user on "

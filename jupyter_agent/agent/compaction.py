@@ -42,7 +42,6 @@ __all__ = [
     "KEEP_FRACTION",
     "CompactionResult",
     "compact",
-    "context_window",
     "should_compact",
     "summarize_older_turns",
 ]
@@ -85,6 +84,7 @@ def summarize_older_turns(
     keep_turns: int,
     max_chars: int,
     keep_from: int | None = None,
+    max_summary_chars: int | None = None,
 ) -> CompactionResult | None:
     """Summarize ``messages[1:cut]`` with one model call.
 
@@ -102,6 +102,8 @@ def summarize_older_turns(
         Cap on the rendered conversation sent for summarizing (code points).
     keep_from : int, optional
         ``messages[keep_from:]`` stay verbatim (the request of the turn in progress).
+    max_summary_chars : int, optional
+        A longer summary is cut to this many code points (a small context window).
 
     Returns
     -------
@@ -129,6 +131,8 @@ def summarize_older_turns(
     reply = model.respond(request, [], stream=False, partial=PartialReply())
     usage, _ = checked_usage(reply.usage, request, reply.text, [])
     summary = reply.text.strip()
+    if max_summary_chars is not None and len(summary) > max_summary_chars:
+        summary = summary[:max_summary_chars].rstrip() + " [... summary cut to fit the window]"
     if not summary:
         return CompactionResult(None, "", len(head), usage)
     note = to_message_dict(
@@ -140,17 +144,14 @@ def summarize_older_turns(
     return CompactionResult([messages[0], note, *messages[cut:]], summary, len(head), usage)
 
 
-def context_window(model: Model, config: AgentConfig) -> int:
-    """The window compaction works against: the configured one, else the model's known
-    window (``genai-prices``), else 128k tokens."""
-    from jupyter_agent.agent.usage import context_window_for
+def should_compact(conversation: Conversation, window: int, config: AgentConfig, *,
+                   overhead: int = 0) -> bool:
+    """Whether the estimated request passed ``compact_at`` of ``window`` (tokens).
 
-    return config.context_window or context_window_for(model.name)
-
-
-def should_compact(conversation: Conversation, window: int, config: AgentConfig) -> bool:
-    """Whether the estimated context passed ``compact_at`` of ``window`` (tokens)."""
-    return conversation.estimated_tokens() > config.compact_at * window
+    ``overhead`` is what the request adds to the working context: the reply budget, and
+    the tool schemas until the endpoint has counted them (``Conversation.counted``).
+    """
+    return conversation.estimated_tokens() + overhead > config.compact_at * window
 
 
 def compact(
@@ -207,6 +208,7 @@ def compact(
             keep_turns=config.keep_turns,
             max_chars=int(window * CHARS_PER_TOKEN * KEEP_FRACTION),
             keep_from=keep_from,
+            max_summary_chars=int(window * CHARS_PER_TOKEN * config.compact_at / 4),
         )
     except ModelError as exc:
         emit(Notice(f"compaction failed, the context stays as it was: {exc}"))

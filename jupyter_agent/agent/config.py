@@ -37,8 +37,9 @@ class AgentConfig:
     stream : bool
         Stream replies (text arrives as it is generated).
     context_window : int, optional
-        The model's context window in tokens; ``None``: known for common models
-        (``genai-prices``), else 128k.
+        The model's context window in tokens; ``None``: what the endpoint reports or
+        refuses with, else known for common models (``genai-prices``), else a default
+        (:mod:`~jupyter_agent.agent.window`).
     compact_at : float
         Compact when the estimated context exceeds this fraction of the window (0-1].
     keep_turns : int

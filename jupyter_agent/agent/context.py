@@ -24,6 +24,7 @@ __all__ = [
     "SUMMARY_MARKER",
     "RepairReport",
     "choose_cut",
+    "estimate_schema_tokens",
     "estimate_tokens",
     "message_chars",
     "render_for_summary",
@@ -78,6 +79,11 @@ def estimate_tokens(
     rest = messages[start:]
     tail = sum(message_chars(m) for m in rest) // CHARS_PER_TOKEN + _PER_MESSAGE_TOKENS * len(rest)
     return (base_tokens or 0) + tail
+
+
+def estimate_schema_tokens(schemas: Sequence[dict[str, Any]]) -> int:
+    """Estimated tokens of a request's tool schemas (~1 per 4 characters of their JSON)."""
+    return len(json.dumps(list(schemas), ensure_ascii=False)) // CHARS_PER_TOKEN if schemas else 0
 
 
 def synthetic_result(call_id: str, reason: str) -> dict[str, Any]:

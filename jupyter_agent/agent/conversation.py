@@ -412,6 +412,12 @@ class Conversation:
         context as it is now; later estimates start from there."""
         self._reported_tokens, self._reported_len = tokens, len(self.messages)
 
+    @property
+    def counted(self) -> bool:
+        """Whether the endpoint has counted the working context (its reported count then
+        covers the tool schemas too)."""
+        return self._reported_tokens is not None
+
     def estimated_tokens(self) -> int:
         """Estimated size of the working context in tokens: the last reported count plus
         ~4 characters per token for the messages since (all estimated when nothing was

@@ -34,11 +34,11 @@ from dataclasses import replace
 from typing import Any
 
 from jupyter_agent.agent.batch import BatchProgress, execute_batch
-from jupyter_agent.agent.builtin_tools import BuiltinTools
+from jupyter_agent.agent.builtin_tools import BUILTIN_TOOL_NAMES, SMALL_WINDOW_TOOLS, BuiltinTools
 from jupyter_agent.agent.calls import Meter, call_model
-from jupyter_agent.agent.compaction import compact, context_window, should_compact
+from jupyter_agent.agent.compaction import compact, should_compact
 from jupyter_agent.agent.config import AgentConfig, ApprovalPolicy, Limits
-from jupyter_agent.agent.context import synthetic_result
+from jupyter_agent.agent.context import estimate_schema_tokens, synthetic_result
 from jupyter_agent.agent.conversation import MEMORY_REPAIR, Conversation
 from jupyter_agent.agent.events import EventCallback, Notice, ignore_event
 from jupyter_agent.agent.limits import (
@@ -48,11 +48,19 @@ from jupyter_agent.agent.limits import (
     cut_off_notice,
     limit_notice,
 )
-from jupyter_agent.agent.model import Model, TokenUsage
+from jupyter_agent.agent.model import Model, ModelReply, TokenUsage
+from jupyter_agent.agent.prompts import short_system_prompt
 from jupyter_agent.agent.request_fit import check_prompt_fits, request_index
 from jupyter_agent.agent.tools import Tool, ToolRegistry, configure_memory
 from jupyter_agent.agent.vision import RequestView, VisionModel, drop_old_images
-from jupyter_agent.errors import LimitExceededError
+from jupyter_agent.agent.window import (
+    ContextWindow,
+    plausible,
+    reply_budget,
+    resolve_window,
+    window_key,
+)
+from jupyter_agent.errors import LimitExceededError, ModelError
 from jupyter_agent.store import SessionState, Store, Usage, to_message_dict
 
 __all__ = ["Agent"]
@@ -128,7 +136,9 @@ class Agent:
         self._meter = Meter()
         self._request: dict[str, Any] | None = None  # the user message of the running turn
         self._emit: EventCallback = ignore_event
-        self._window = context_window(model, self.config)
+        self._windows: dict[str, ContextWindow] = {}  # "model at URL" -> its window
+        self._window = ContextWindow(0, "default")
+        self._tool_tokens: dict[bool, int] = {}
         self._builtins = BuiltinTools(lambda: self.conversation.state, shell=shell,
                                       approval=self.config.approve, ask=ask,
                                       show_question=show_question)
@@ -155,6 +165,7 @@ class Agent:
                                                    system_prompt=self.config.system_prompt)
         self.conversation = conversation
         self._builtins.memory = configure_memory(conversation.store, conversation.session_id)
+        self._resolve_window()
 
     # -- the parts -------------------------------------------------------------------------
     @property
@@ -194,6 +205,12 @@ class Agent:
     @property
     def context_window(self) -> int:
         """The context window compaction works against, in tokens."""
+        return self._window.tokens
+
+    @property
+    def window(self) -> ContextWindow:
+        """The context window and where it came from (the setting, the server, a refusal,
+        ``genai-prices`` or a default)."""
         return self._window
 
     @property
@@ -211,8 +228,67 @@ class Agent:
         """
         self.model = model or self.model
         self.config = config or self.config
-        self._window = context_window(self.model, self.config)
+        self._resolve_window()
         self._builtins.approval = self.config.approve
+
+    def _resolve_window(self) -> None:
+        """Set the window: the setting, else what this endpoint and model reported or
+        refused with (asked once; a value saved with the session counts only for the
+        same model at the same configured endpoint), else ``genai-prices``, else a
+        default (see :mod:`~jupyter_agent.agent.window`)."""
+        key = window_key(self.model.name, self.model.base_url)
+        found = self._windows.get(key)
+        configured = self.config.context_window
+        if configured and (found is None or found.source != "refusal"
+                           or found.tokens >= configured):
+            self._window = ContextWindow(int(configured), "setting")
+            return
+        if found is None:
+            state = self.conversation.state
+            saved = plausible(state.context_window) if state.context_window_of == key else None
+            hint = None if saved is None else ContextWindow(
+                saved, "refusal" if state.context_window_source == "refusal" else "server")
+            found = resolve_window(self.model, None, learned=hint)
+            self._remember_window(key, found)
+        self._window = found
+
+    def _remember_window(self, key: str, window: ContextWindow) -> None:
+        """Keep what the endpoint said for this session (and in its checkpoint)."""
+        self._windows[key] = window
+        if window.source in ("server", "refusal"):
+            state = self.conversation.state
+            state.context_window, state.context_window_of = window.tokens, key
+            state.context_window_source = window.source
+
+    def request_overhead(self) -> int:
+        """Tokens a request adds to the working context: the reply budget, and the tool
+        schemas until the endpoint has counted them."""
+        tools = 0 if self.conversation.counted else self._schema_tokens()
+        return tools + reply_budget(self._window.tokens)
+
+    def request_tools(self) -> list[dict[str, Any]]:
+        """The tool schemas a request offers: all of them, or for a small window the short
+        ones, without the bookkeeping built-ins (only :data:`SMALL_WINDOW_TOOLS` and the
+        user's own tools)."""
+        if not self._window.small:
+            return self.tools.schemas()
+        return [schema for schema in self.tools.schemas(short=True)
+                if schema["function"]["name"] in SMALL_WINDOW_TOOLS
+                or schema["function"]["name"] not in BUILTIN_TOOL_NAMES]
+
+    def _schema_tokens(self) -> int:
+        small = self._window.small
+        if small not in self._tool_tokens:
+            self._tool_tokens[small] = estimate_schema_tokens(self.request_tools())
+        return self._tool_tokens[small]
+
+    def _system_override(self) -> str | None:
+        """The short system message a small window gets (None: send the saved one)."""
+        messages = self.conversation.messages
+        if not self._window.small or not messages or messages[0].get("role") != "system":
+            return None
+        content = messages[0].get("content")
+        return short_system_prompt(content) if isinstance(content, str) else None
 
     def estimated_tokens(self) -> int:
         """Estimated size of the working context in tokens (see ``Conversation``)."""
@@ -311,8 +387,7 @@ class Agent:
         conversation = self.conversation
         conversation.repair(MEMORY_REPAIR)
         request = to_message_dict({"role": "user", "content": prompt})
-        check_prompt_fits(conversation.messages[:1], request, window=self._window,
-                          model=self.model.name)  # nothing sent or saved when it cannot fit
+        self._check_fits(request)  # nothing sent or saved when it cannot fit
         self._record_model()
         conversation.append(request)
         self._request = conversation.messages[-1]  # never compacted away (design §22)
@@ -326,19 +401,13 @@ class Agent:
             reached = check_before_model(self.config.limits, conversation.state, iterations)
             if reached is not None:
                 return self._stop(reached)
-            if should_compact(conversation, self._window, self.config):
+            if self._should_compact():
                 self._compact_images_first()
                 reached = check_before_model(self.config.limits, conversation.state,
                                              iterations)  # the summary may have cost the rest
                 if reached is not None:
                     return self._stop(reached)
-            conversation.repair(MEMORY_REPAIR)
-            conversation.save()  # the checkpoint before the request (when it changed)
-            model = VisionModel(self.model, self._view, self.config, conversation.state,
-                                self._emit)
-            reply = call_model(model, conversation, self.tools.schemas(),
-                               stream=self.config.stream, meter=self._meter,
-                               prices=self.config.prices, emit=self._emit)
+            reply = self._request_reply()
             iterations += 1
             conversation.save()  # save point 2, with the checkpoint after the request
             calls = reply.tool_calls
@@ -351,6 +420,56 @@ class Agent:
                 self._skip(calls, LIMIT_SKIP)
                 return self._stop(reached, requested=len(calls))
             self._run_batch(calls)  # save point 3, with the checkpoint
+
+    def _check_fits(self, request: dict[str, Any], *, saved: bool = False) -> None:
+        system = self._system_override()
+        head = self.conversation.messages[:1]
+        if system is not None:
+            head = [{**head[0], "content": system}]
+        check_prompt_fits(head, request, window=self._window.tokens, model=self.model.name,
+                          overhead=self._schema_tokens() + reply_budget(self._window.tokens),
+                          saved=saved)
+
+    def _should_compact(self) -> bool:
+        return should_compact(self.conversation, self._window.tokens, self.config,
+                              overhead=self.request_overhead())
+
+    def _request_reply(self) -> ModelReply:
+        """One model request; when the server refuses it as too long for its window, the
+        window is learned from the refusal, the context compacted and the request sent
+        once more."""
+        conversation = self.conversation
+        retried = False
+        while True:
+            conversation.repair(MEMORY_REPAIR)
+            conversation.save()  # the checkpoint before the request (when it changed)
+            model = VisionModel(self.model, self._view, self.config, conversation.state,
+                                self._emit, system=self._system_override())
+            try:
+                return call_model(model, conversation, self.request_tools(),
+                                  stream=self.config.stream, meter=self._meter,
+                                  prices=self.config.prices, emit=self._emit)
+            except ModelError as exc:
+                if exc.context_window is None or exc.mid_reply or retried:
+                    raise
+                retried = True
+                self._refused_for_size(exc)
+
+    def _refused_for_size(self, exc: ModelError) -> None:
+        """Learn the window from a refusal and compact; re-raise ``exc`` (or a
+        :class:`PromptTooLongError`) when nothing can make the request fit."""
+        window = exc.context_window or 0
+        if window:
+            self._remember_window(window_key(self.model.name, self.model.base_url),
+                                  ContextWindow(window, "refusal"))
+            self._resolve_window()
+        size = f"its {window:,}-token context window" if window else "its context window"
+        self._emit(Notice(f"the server refused the request as too long for {size}; "
+                          "compacting the conversation and sending it again"))
+        if self._request is not None:
+            self._check_fits(self._request, saved=True)
+        if not self._compact():
+            raise exc
 
     def _record_model(self) -> None:
         """The checkpoint names the model, endpoint and API the session last used."""
@@ -427,13 +546,14 @@ class Agent:
         if dropped:
             self._emit(Notice(f"the images of {dropped} earlier figure(s) left the working "
                               "context, which was getting long (the transcript keeps them)"))
-        if not dropped or should_compact(self.conversation, self._window, self.config):
+        if not dropped or self._should_compact():
             self._compact()
 
     def _compact(self) -> bool:
         keep_from = request_index(self.conversation.messages, self._request)
-        return compact(self.conversation, self.model, self.config, window=self._window,
-                       account=self._account, emit=self._emit, keep_from=keep_from)
+        return compact(self.conversation, self.model, self.config,
+                       window=self._window.tokens, account=self._account, emit=self._emit,
+                       keep_from=keep_from)
 
     def _account(self, usage: TokenUsage) -> None:
         self._meter.account(self.conversation.state, self.model.name, usage,

@@ -14,7 +14,8 @@ exception class appears in it (design §11). The cases:
 - 5xx after the retries: try again in a moment, unless the endpoint said a retry cannot
   help (``x-should-retry: false``, as the scripted server does when its script ran out):
   then its own reason is the advice;
-- a context too long for the model: compact;
+- a context too long for the model's window (learned from the refusal): compact, or
+  raise the window;
 - any other rejected request: the prompt is saved; check the options, send again.
 
 The user's message is always saved before a model call (design §5), so "send the prompt
@@ -91,8 +92,11 @@ def failures() -> tuple[type[Exception], ...]:
     return tuple(found)
 
 
-def _detail(exc: openai.APIStatusError) -> tuple[str, str]:
-    """The error body's message and code (``""`` where missing)."""
+def _detail(exc: openai.APIStatusError) -> tuple[str, str, int | None]:
+    """The error body's message and code (``""`` where missing), and the context window
+    it refuses the request for (see :func:`~jupyter_agent.agent.window.refused_window`)."""
+    from jupyter_agent.agent.window import refused_window
+
     body: Any = exc.body
     if not isinstance(body, dict):
         try:
@@ -101,8 +105,12 @@ def _detail(exc: openai.APIStatusError) -> tuple[str, str]:
             body = {}
     inner = body.get("error", body) if isinstance(body, dict) else body
     if isinstance(inner, dict):
-        return str(inner.get("message") or exc.message), str(inner.get("code") or "")
-    return (inner if isinstance(inner, str) and inner else exc.message), ""
+        detail, code = str(inner.get("message") or exc.message), str(inner.get("code") or "")
+        window = refused_window(exc.status_code, detail, code, str(inner.get("type") or ""),
+                                inner.get("n_ctx"))
+        return detail, code, window
+    detail = inner if isinstance(inner, str) and inner else exc.message
+    return detail, "", refused_window(exc.status_code, detail)
 
 
 def _retries(n: int) -> str:
@@ -129,7 +137,8 @@ def _has_version(url: str) -> bool:
 
 
 def status_error(status: int, detail: str, endpoint: Endpoint, code: str = "", *,
-                 retries: int = 0, final: bool = False) -> ModelError:
+                 retries: int = 0, final: bool = False,
+                 window: int | None = None) -> ModelError:
     """The :class:`ModelError` for an HTTP error answer (see the module docstring).
 
     Parameters
@@ -146,11 +155,15 @@ def status_error(status: int, detail: str, endpoint: Endpoint, code: str = "", *
     final : bool
         Whether the endpoint said a retry cannot help (``x-should-retry: false``): a 5xx
         then does not advise trying again in a moment.
+    window : int, optional
+        Not None when the endpoint refused the request as too long for its context
+        window (0: it named no window).
 
     Returns
     -------
     ModelError
-        ``status_code`` is ``status``, ``code`` is ``code``, ``detail`` is ``detail``.
+        ``status_code`` is ``status``, ``code`` is ``code``, ``detail`` is ``detail``,
+        ``context_window`` is ``window``.
     """
     url, model, var = endpoint.url, endpoint.model, endpoint.key_env
     at = f" at {url}" if url else ""
@@ -186,15 +199,19 @@ def status_error(status: int, detail: str, endpoint: Endpoint, code: str = "", *
     elif status >= 500:
         text = (f"the model endpoint{at} failed ({status}{_retries(retries)}: "
                 f"{detail}): try again in a moment")
-    elif code == "context_length_exceeded":
-        text = (f"the conversation is too long for model {model} ({status}: {detail}): run "
-                "%agent_compact, or set a smaller AgentMagics.context_window so that "
-                "compaction starts earlier")
+    elif window is not None or code == "context_length_exceeded":
+        size = f"the {window:,}-token context window" if window else "the context window"
+        text = (f"the conversation is too long for {size} of model {model}{at} ({status}: "
+                f"{detail}): your prompt is saved; run %agent_compact and send it again, or "
+                "raise the window: start the server with a larger one (llama.cpp -c N, "
+                "Ollama num_ctx) or set --context-window N so that compaction starts in time")
+        window = window or 0
     else:
         text = (f"the model endpoint{at} refused the request ({status}: {detail}): your "
                 "prompt is saved; check the model name and this session's options, then "
                 "send a prompt again")
-    return ModelError(text, status_code=status, code=code, detail=detail)
+    return ModelError(text, status_code=status, code=code, detail=detail,
+                      context_window=window)
 
 
 def parse_event(event: Event, endpoint: Endpoint) -> dict[str, Any]:
@@ -241,9 +258,9 @@ def model_error(exc: BaseException, endpoint: Endpoint, *, received: bool = Fals
         ``status_code`` is the HTTP status, or None when no answer arrived.
     """
     if isinstance(exc, openai.APIStatusError):
-        detail, code = _detail(exc)
+        detail, code, window = _detail(exc)
         return status_error(exc.status_code, detail, endpoint, code,
-                            retries=_retries_taken(exc), final=_final(exc))
+                            retries=_retries_taken(exc), final=_final(exc), window=window)
     cause = str(exc.__cause__ or "") if isinstance(exc, openai.APIConnectionError) else str(exc)
     why = f" ({cause})" if cause and cause != "Connection error." else ""
     url = endpoint.url

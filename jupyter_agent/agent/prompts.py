@@ -12,8 +12,9 @@ if TYPE_CHECKING:
     from jupyter_agent.store import Store
     from jupyter_agent.store.base import NoteKind
 
-__all__ = ["DEFAULT_SYSTEM_PROMPT", "NOTES_CAP", "SUMMARIZER_PROMPT", "NotesRead",
-           "build_system_prompt", "format_bytes", "read_session_notes"]
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "NOTES_CAP", "SHORT_NOTES_CHARS", "SHORT_SYSTEM_PROMPT",
+           "SUMMARIZER_PROMPT", "NotesRead", "build_system_prompt", "format_bytes",
+           "read_session_notes", "short_system_prompt"]
 
 #: Notes larger than this (bytes, UTF-8) are left out of a new session's system prompt.
 NOTES_CAP = 64 * 1024
@@ -28,6 +29,15 @@ for future sessions with remember.
 Prefer small, verifiable steps. Look at the data before drawing conclusions. When a \
 tool call is refused or fails, read the message and adapt instead of repeating it. \
 Before you finish a substantial piece of work, call write_summary."""
+
+SHORT_SYSTEM_PROMPT = """\
+You are an assistant in the user's Jupyter notebook. run_python runs code in the \
+user's kernel. Work in small steps; check the data before concluding."""
+"""The system prompt sent instead of :data:`DEFAULT_SYSTEM_PROMPT` to a small context
+window."""
+
+SHORT_NOTES_CHARS = 600
+"""With a small context window each notes section is cut to this many code points."""
 
 SUMMARIZER_PROMPT = """\
 You compact a conversation between a user and an AI assistant working in a Jupyter \
@@ -118,3 +128,26 @@ def read_session_notes(store: Store | None, cap: int = NOTES_CAP) -> NotesRead:
         elif text.strip():
             read.used[kind] = text
     return read
+
+
+_NOTES_HEADINGS = ("## Project notes (project.md)\n", "## User preferences (user.md)\n")
+
+
+def short_system_prompt(system: str) -> str:
+    """The system message of a request to a small context window.
+
+    The default prompt at its start becomes :data:`SHORT_SYSTEM_PROMPT` and each notes
+    section is cut to :data:`SHORT_NOTES_CHARS` code points; a system prompt the user
+    chose is kept, only its notes are cut. The saved session keeps the full message.
+    """
+    if system.startswith(DEFAULT_SYSTEM_PROMPT):
+        system = SHORT_SYSTEM_PROMPT + system[len(DEFAULT_SYSTEM_PROMPT):]
+    parts = system.split("\n\n## ")
+    out = [parts[0]]
+    for part in parts[1:]:
+        section = "## " + part
+        if section.startswith(_NOTES_HEADINGS) and len(section) > SHORT_NOTES_CHARS:
+            section = (section[:SHORT_NOTES_CHARS].rstrip()
+                       + " [... notes cut: small context window]")
+        out.append(section)
+    return "\n\n".join(out)

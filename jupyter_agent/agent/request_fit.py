@@ -19,7 +19,7 @@ __all__ = ["check_prompt_fits", "request_index"]
 
 
 def check_prompt_fits(system: Sequence[dict[str, Any]], prompt: dict[str, Any], *,
-                      window: int, model: str) -> None:
+                      window: int, model: str, overhead: int = 0, saved: bool = False) -> None:
     """Refuse a prompt that cannot fit the context window with the system message.
 
     Parameters
@@ -32,15 +32,19 @@ def check_prompt_fits(system: Sequence[dict[str, Any]], prompt: dict[str, Any], 
         The context window (tokens).
     model : str
         The model name (for the message).
+    overhead : int
+        Tokens every request adds: the tool schemas and the room kept for the reply.
+    saved : bool
+        The prompt is already saved (the message says so).
 
     Raises
     ------
     PromptTooLongError
         When the estimated size (~4 characters per token) exceeds ``window``.
     """
-    tokens = estimate_tokens([*system, prompt])
+    tokens = estimate_tokens([*system, prompt]) + overhead
     if tokens > window:
-        raise PromptTooLongError(tokens, window, model)
+        raise PromptTooLongError(tokens, window, model, saved=saved)
 
 
 def request_index(messages: Sequence[dict[str, Any]], request: dict[str, Any] | None) -> int | None:

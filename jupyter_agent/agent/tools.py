@@ -36,6 +36,7 @@ __all__ = [
     "ToolRegistry",
     "ToolResult",
     "configure_memory",
+    "short_schema",
     "tool_from_function",
 ]
 
@@ -354,10 +355,16 @@ class ToolRegistry:
             )
         return tool.invoke(arguments)
 
-    def schemas(self) -> list[dict[str, Any]]:
-        """The ``tools`` list for a Chat Completions request."""
+    def schemas(self, *, short: bool = False) -> list[dict[str, Any]]:
+        """The ``tools`` list for a Chat Completions request.
+
+        With ``short`` (a small context window) each description is cut to its first
+        sentence and the parameters lose theirs (:func:`short_schema`).
+        """
         if self._schemas is None:
             self._schemas = [tool.schema() for tool in self._tools.values()]
+        if short:
+            return [short_schema(schema) for schema in self._schemas]
         return list(self._schemas)
 
     def names(self) -> list[str]:
@@ -372,3 +379,20 @@ class ToolRegistry:
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools
+
+
+def short_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A Chat Completions tool schema with a one-sentence description and no parameter
+    descriptions (the names, types and required fields stay)."""
+    function = dict(schema.get("function") or {})
+    text = str(function.get("description") or "").strip()
+    first = text.split("\n\n", 1)[0].replace("\n", " ")
+    end = first.find(". ")
+    function["description"] = first if end < 0 else first[:end + 1]
+    parameters = function.get("parameters")
+    if isinstance(parameters, dict) and isinstance(parameters.get("properties"), dict):
+        properties = {name: {k: v for k, v in prop.items() if k != "description"}
+                      if isinstance(prop, dict) else prop
+                      for name, prop in parameters["properties"].items()}
+        function["parameters"] = {**parameters, "properties": properties}
+    return {**schema, "function": function}

@@ -19,6 +19,7 @@ __all__ = [
     "add_usage",
     "call_usage",
     "context_window_for",
+    "known_context_window",
     "price_call",
 ]
 
@@ -57,20 +58,15 @@ def _model_refs(model: str) -> list[tuple[str, str | None]]:
     return refs
 
 
-def context_window_for(model: str) -> int:
-    """The context window of ``model`` in tokens.
+def known_context_window(model: str) -> int | None:
+    """The context window of ``model`` in tokens if ``genai-prices`` or a small table of
+    common model families knows it, else None.
 
     Parameters
     ----------
     model : str
         The model name as requested; a provider prefix (``"openai/gpt-4o"``) is
         understood.
-
-    Returns
-    -------
-    int
-        From the ``genai-prices`` snapshot when it knows the model, else a small
-        table of common model families, else :data:`DEFAULT_CONTEXT_WINDOW` (128k).
     """
     from genai_prices import data_snapshot
 
@@ -87,7 +83,13 @@ def context_window_for(model: str) -> int:
     for prefix, window in _FALLBACK_WINDOWS:
         if name.startswith(prefix):
             return window
-    return DEFAULT_CONTEXT_WINDOW
+    return None
+
+
+def context_window_for(model: str) -> int:
+    """The context window of ``model`` in tokens: :func:`known_context_window`, else
+    :data:`DEFAULT_CONTEXT_WINDOW` (128k)."""
+    return known_context_window(model) or DEFAULT_CONTEXT_WINDOW
 
 
 def price_call(

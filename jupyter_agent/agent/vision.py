@@ -226,11 +226,11 @@ def _may_be_images(err: ModelError) -> bool:
     error that names images."""
     text = str(err).lower()
     if any(word in text for word in ("image", "vision", "multimodal", "multi-modal")):
-        return err.code != "context_length_exceeded"
+        return err.context_window is None
     status = err.status_code
     return (status is not None and 400 <= status < 500
             and status not in (401, 403, 404, 408, 409, 429)
-            and err.code != "context_length_exceeded")
+            and err.context_window is None)
 
 
 class VisionModel:
@@ -248,11 +248,14 @@ class VisionModel:
         The checkpoint: ``images_refused`` is read and set here.
     emit : callable
         Receives the one-line notice when an endpoint turns out to refuse images.
+    system : str, optional
+        Sent instead of the system message (a small context window's short one).
     """
 
     def __init__(self, model: Model, view: RequestView, config: AgentConfig,
-                 state: SessionState, emit: EventCallback) -> None:
+                 state: SessionState, emit: EventCallback, *, system: str | None = None) -> None:
         self.model = model
+        self._system = system
         self.api, self.name, self.base_url = model.api, model.name, model.base_url
         self._view, self._config, self._state, self._emit = view, config, state, emit
         self.last_image_tokens = 0
@@ -267,6 +270,10 @@ class VisionModel:
         if mode == "on" or (mode == "auto" and self._state.images_refused != key):
             request, tokens = self._view.with_images(self._config.max_images, self.api)
         self.last_image_tokens = tokens
+        if self._system is not None and plain and plain[0].get("role") == "system":
+            system = {**plain[0], "content": self._system}
+            plain = [system, *plain[1:]]
+            request = plain if not tokens else [system, *request[1:]]
         try:
             reply = self.model.respond(request, tools, stream=stream, partial=partial,
                                        on_text=on_text)

@@ -31,14 +31,19 @@ class ModelError(JupyterAgentError):
     detail : str
         The endpoint's own reason, as its error body gave it ("" when there was no error
         answer): the message already contains it; this is for quoting it elsewhere.
+    context_window : int or None
+        Not None when the endpoint refused the request as too long for its context
+        window: the window it named in tokens, or 0 when it named none.
     """
 
     def __init__(self, message: str, status_code: int | None = None, code: str = "", *,
-                 mid_reply: bool = False, detail: str = "") -> None:
+                 mid_reply: bool = False, detail: str = "",
+                 context_window: int | None = None) -> None:
         self.status_code = status_code
         self.code = code
         self.mid_reply = mid_reply
         self.detail = detail
+        self.context_window = context_window
         super().__init__(message)
 
 
@@ -82,10 +87,14 @@ class PromptTooLongError(JupyterAgentError, ValueError):
         The model name.
     """
 
-    def __init__(self, tokens: int, window: int, model: str) -> None:
+    def __init__(self, tokens: int, window: int, model: str, *, saved: bool = False) -> None:
         self.tokens, self.window, self.model = tokens, window, model
+        what = ("your prompt is saved, but it cannot be answered" if saved
+                else "nothing was sent or saved")
         super().__init__(
-            f"this prompt is about {tokens:,} tokens with the system message, more than the "
-            f"{window:,}-token context window of model {model}: nothing was sent or saved; "
-            "shorten the prompt (put large data in a variable or file the agent can read), "
-            "or set AgentMagics.context_window if the model's window is larger")
+            f"this prompt is about {tokens:,} tokens with the system message, tools and "
+            f"room for the reply, more than the {window:,}-token context window of model "
+            f"{model}: {what}; shorten the prompt (put large data in a variable or file the "
+            "agent can read), or raise the window: start the server with a larger one "
+            "(llama.cpp -c N, Ollama num_ctx) and, if it is not reported, tell the agent "
+            "with --context-window N or %config AgentMagics.context_window = N")

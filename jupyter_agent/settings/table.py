@@ -217,8 +217,12 @@ OPTIONS: tuple[Option, ...] = (
            choices=APPROVALS, flag="--approve",
            flag_help="Running code: auto (run), ask (confirm each), deny (never)."),
     Option("context_window", int, None, "The model's context window in tokens (compaction "
-           "starts at 80%); None: the agent's default for the model.", "agent",
-           check=_at_least(1), none="the model's default"),
+           "starts at 80%); None: what the endpoint reports (llama.cpp, vLLM, Ollama, LM "
+           "Studio), else the model's known window, else 8192 for a server other than the "
+           "OpenAI API.", "agent", check=_at_least(1), none="what the endpoint reports",
+           flag="--context-window", metavar="N",
+           flag_help="The model's context window in tokens for this session (default: "
+                     "AgentMagics.context_window, else what the endpoint reports)."),
     Option("stream", bool, True, "Stream replies as they are generated.", "agent"),
     Option("vision", str, "auto", "Send the figures the agent's code makes to the model as "
            "images: auto (send them; where the endpoint refuses images, go on without them "

@@ -179,6 +179,13 @@ class SessionState(_Model):
         when none did.
     figures : int
         Figures the session's code made (the last one is "figure <figures>").
+    context_window : int
+        The context window (tokens) the endpoint reported or refused with (0: none).
+    context_window_of : str
+        The model and endpoint (``"model at URL"``) that said it: the value is only a
+        hint for that same model at that same configured endpoint.
+    context_window_source : str
+        "server" (reported) or "refusal" (named in a refusal); "" when none.
     """
 
     scratchpad: CleanStr = ""
@@ -191,6 +198,9 @@ class SessionState(_Model):
     vision: CleanStr = ""
     images_refused: CleanStr = ""
     figures: Count = 0
+    context_window: Count = 0
+    context_window_of: CleanStr = ""
+    context_window_source: CleanStr = ""
 
     @field_validator("todos", mode="before")
     @classmethod

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
+from jupyter_agent.testing.local import PLAYS
 from jupyter_agent.testing.script import ScriptError
 from jupyter_agent.testing.server import ScriptedModelServer
 
@@ -37,6 +38,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log", action="store_true", help="print one line per request on stderr")
     parser.add_argument("--no-images", action="store_true",
                         help="refuse requests that carry images (400), like a text-only model")
+    parser.add_argument("--play", choices=PLAYS, default=None,
+                        help="play a local server: report --context-window its way and refuse "
+                             "(Ollama: silently truncate) chat requests past it")
+    parser.add_argument("--context-window", type=int, default=4096, metavar="N",
+                        help="the played server's context window in tokens (default: 4096)")
+    parser.add_argument("--truncate", action="store_true", default=None,
+                        help="past the window, drop the oldest messages instead of refusing "
+                             "(default: as the played server does)")
+    parser.add_argument("--no-truncate", action="store_false", dest="truncate",
+                        help="past the window, refuse (even when playing Ollama)")
     return parser
 
 
@@ -48,8 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         server = ScriptedModelServer.from_file(
             args.script, port=args.port, host=args.host, require_api_key=args.require_api_key,
             model_ids=args.models or ("scripted",), log_requests=args.log,
-            accept_images=not args.no_images)
-    except ScriptError as err:
+            accept_images=not args.no_images, play=args.play,
+            context_window=args.context_window, truncate=args.truncate)
+    except (ScriptError, ValueError) as err:
         parser.error(str(err))
     stop = threading.Event()
 

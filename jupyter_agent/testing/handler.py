@@ -72,6 +72,9 @@ class Exchange:
     authorization : str or None
         The request's ``Authorization`` header (``"Bearer KEY"``), kept in memory only
         so that a test can see which key reached this server; never logged.
+    dropped : int
+        Messages a server playing Ollama dropped from the start of the prompt to fit its
+        context window (:mod:`~jupyter_agent.testing.local`); the answer saw the rest.
     images : list of ImagePart
         The images the request carried (a property).
     """
@@ -83,6 +86,7 @@ class Exchange:
     raw: bytes = b""
     path: str = "/v1/chat/completions"
     authorization: str | None = field(default=None, repr=False)
+    dropped: int = 0
 
     @property
     def images(self) -> list[ImagePart]:
@@ -222,10 +226,19 @@ class _Handler(BaseHTTPRequestHandler):
                 self._answer(path, body)
                 return
             owner._check_auth(self.headers.get("Authorization"))
+            played = None
+            if owner.local is not None and not path.startswith("/v1/"):
+                try:
+                    parsed = json.loads(body) if body else None
+                except ValueError:
+                    parsed = None
+                played = owner.local.answer(method, path, parsed, owner.model_ids)
             if method == "GET" and path == "/v1/models":
                 self._send(200, {"object": "list", "data": owner._model_objects()})
             elif method == "GET" and path.startswith("/v1/models/"):
                 self._send(200, owner._model_object(path[len("/v1/models/"):]))
+            elif played is not None:
+                self._send(200, played)
             else:
                 raise RequestRejected(404, error_body(404, f"Invalid URL ({method} {self.path})"))
         except RequestRejected as err:
@@ -265,6 +278,8 @@ class _Handler(BaseHTTPRequestHandler):
             refused = None if owner.accept_images else refusal(body, responses=responses)
             if refused is not None:
                 raise refused
+            if owner.local is not None and not responses:
+                body, exchange.dropped = owner.local.fit(body)
             step = owner._next_step(body)
         except RequestRejected as err:
             if exchange is not None:

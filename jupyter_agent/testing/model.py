@@ -22,6 +22,7 @@ from typing import Any
 
 from jupyter_agent.agent.model import ModelReply, PartialReply, TextCallback, TokenUsage
 from jupyter_agent.agent.model_errors import Endpoint, status_error
+from jupyter_agent.agent.window import refused_window
 from jupyter_agent.testing.protocol import (
     estimate_completion_tokens,
     estimate_prompt_tokens,
@@ -107,7 +108,8 @@ class ScriptedModel:
         if step.error is not None:
             e = step.error
             raise status_error(e.status, e.message, Endpoint("", self.name, api=self.api),
-                               e.code or "")
+                               e.code or "", window=refused_window(e.status, e.message,
+                                                                   e.code or "", e.type or ""))
         partial.received = True
         text = step.text or ""
         if stream:

@@ -20,7 +20,8 @@ class RequestRejected(Exception):
     status : int
         HTTP status code.
     body : dict
-        OpenAI-shaped body ``{"error": {"message", "type", "param", "code"}}``.
+        OpenAI-shaped body ``{"error": {"message", "type", "param", "code"}}`` (or the
+        shape of the server the scripted server plays).
     headers : dict
         Extra response headers.
     """
@@ -29,7 +30,8 @@ class RequestRejected(Exception):
         self.status = status
         self.body = body
         self.headers = dict(headers or {})
-        super().__init__(f"{status}: {body['error']['message']}")
+        inner = body.get("error", body)  # vLLM answers {"object": "error", "message": ...}
+        super().__init__(f"{status}: {inner.get('message') if isinstance(inner, dict) else inner}")
 
 
 def error_body(

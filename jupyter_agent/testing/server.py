@@ -35,6 +35,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from jupyter_agent.testing.handler import Exchange, _HTTPServer
+from jupyter_agent.testing.local import LocalServer
 from jupyter_agent.testing.protocol import RequestRejected, error_body
 from jupyter_agent.testing.script import (
     ScriptError,
@@ -71,6 +72,14 @@ class ScriptedModelServer:
     accept_images : bool
         False: answer a request that carries images (``image_url`` / ``input_image``
         parts) with 400, as a text-only model does; it consumes no step.
+    play : {"llama.cpp", "vllm", "ollama"}, optional
+        Play that local server: report ``context_window`` its way and refuse (or, for
+        Ollama, silently truncate) a chat request past it
+        (:class:`~jupyter_agent.testing.local.LocalServer`).
+    context_window : int
+        The window (tokens) of the played server.
+    truncate : bool, optional
+        Truncate rather than refuse past the window (None: as the played server does).
 
     Raises
     ------
@@ -94,6 +103,9 @@ class ScriptedModelServer:
         port: int = 0,
         log_requests: bool = False,
         accept_images: bool = True,
+        play: str | None = None,
+        context_window: int = 4_096,
+        truncate: bool | None = None,
     ) -> None:
         self._steps: list[Step | StepCallable] = parse_steps(script or [])
         self._served = 0
@@ -103,6 +115,7 @@ class ScriptedModelServer:
         self._port = port
         self.log_requests = log_requests
         self.accept_images = accept_images
+        self.local = None if play is None else LocalServer(play, context_window, truncate)
         self._lock = threading.RLock()
         self._exchanges: list[Exchange] = []
         self._errors: list[str] = []
@@ -347,8 +360,9 @@ class ScriptedModelServer:
             raise RequestRejected(404, error_body(
                 404, f"The model '{model_id}' does not exist", param="model",
                 code="model_not_found"))
-        return {"id": model_id, "object": "model", "created": self._created,
-                "owned_by": "jupyter-agent"}
+        entry = {"id": model_id, "object": "model", "created": self._created,
+                 "owned_by": "jupyter-agent"}
+        return entry if self.local is None else {**entry, **self.local.model_fields()}
 
     def _model_objects(self) -> list[dict[str, Any]]:
         return [self._model_object(m) for m in self.model_ids]

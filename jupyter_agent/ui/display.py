@@ -29,6 +29,7 @@ from jupyter_agent.ui.kernel import can_update_live, is_jupyter
 
 if TYPE_CHECKING:
     from jupyter_agent.agent import Limits
+    from jupyter_agent.agent.window import ContextWindow
     from jupyter_agent.store import Compaction, SessionListing, SessionRecord, TodoItem, Usage
     from jupyter_agent.ui.results import Resumed, TurnResult, UsageReport
 
@@ -159,15 +160,31 @@ def _tokens(usage: Usage) -> str:
     return f"{plural(total, 'token')} ({usage.input_tokens:,} in / {usage.output_tokens:,} out)"
 
 
+_WINDOW_SOURCE = {"setting": "set", "server": "server", "refusal": "server",
+                  "genai-prices": "known", "default": "assumed"}
+
+
+def context_figure(tokens: int, window: ContextWindow | None) -> str:
+    """``"context ~1,234/4,096 (server)"``: the working context against the window and
+    where the window came from ("" without a window)."""
+    if window is None:
+        return ""
+    return (f"context ~{tokens:,}/{window.tokens:,} "
+            f"({_WINDOW_SOURCE.get(window.source, window.source)})")
+
+
 def format_footer(result: TurnResult) -> str:
-    """The one-line footer after a turn: tokens, cost, tool calls, what the limits leave."""
+    """The one-line footer after a turn: tokens, cost, tool calls, the context against
+    its window, what the limits leave."""
     session = result.session_usage
+    context = context_figure(result.context_tokens, result.window)
     return (
         f"── {_tokens(result.turn_usage)} · {format_cost(result.turn_usage)} · "
         f"{plural(result.turn_tool_calls, 'tool call')} │ session: "
         f"{session.input_tokens + session.output_tokens:,} tokens · {format_cost(session)} · "
         f"{plural(result.session_tool_calls, 'tool call')} │ "
-        f"{limits_left(result.limits, session, result.session_tool_calls)}"
+        + (f"{context} │ " if context else "")
+        + f"{limits_left(result.limits, session, result.session_tool_calls)}"
     )
 
 
@@ -210,12 +227,15 @@ def limit_message(result: TurnResult) -> str:
 def format_usage(report: UsageReport) -> str:
     """``%agent_usage``: the session's cumulative usage and what its limits leave."""
     u = report.usage
+    window = report.window
     return "\n".join([
         f"session {report.session_id}",
         f"tokens:      {_tokens(u)}",
         f"cost:        {format_cost(u)}",
         f"model calls: {u.calls:,}",
         f"tool calls:  {report.tool_calls:,}",
+        *([f"context:     ~{report.context_tokens:,} of {window.tokens:,} tokens; the window "
+           f"is {window.origin}"] if window else []),
         f"limits:      {limits_left(report.limits, u, report.tool_calls)}",
     ])
 

@@ -13,6 +13,7 @@ from jupyter_agent.errors import LimitExceededError
 
 if TYPE_CHECKING:
     from jupyter_agent.agent import Limits
+    from jupyter_agent.agent.window import ContextWindow
     from jupyter_agent.store import SessionRecord, Usage
 
 __all__ = ["Resumed", "SessionChange", "TurnResult", "UsageReport"]
@@ -20,12 +21,16 @@ __all__ = ["Resumed", "SessionChange", "TurnResult", "UsageReport"]
 
 @dataclass(frozen=True)
 class UsageReport:
-    """Usage of one session so far, with its limits (see :func:`display.format_usage`)."""
+    """Usage of one session so far, with its limits (see :func:`display.format_usage`);
+    ``context_tokens`` is the estimated working context, ``window`` the context window
+    and where it came from."""
 
     session_id: str
     usage: Usage
     tool_calls: int
     limits: Limits
+    context_tokens: int = 0
+    window: ContextWindow | None = None
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,10 @@ class TurnResult:
     limit_error : LimitExceededError or None
         The limit that ended the turn, as the agent raised it (``None`` when no limit
         did: also for a reply the provider cut off, ``"length"`` or ``"content_filter"``).
+    context_tokens : int
+        The estimated working context after the turn (tokens).
+    window : ContextWindow or None
+        The context window and where it came from.
     """
 
     session_id: str
@@ -63,6 +72,8 @@ class TurnResult:
     limits: Limits
     limits_from_options: frozenset[str] = frozenset()
     limit_error: LimitExceededError | None = None
+    context_tokens: int = 0
+    window: ContextWindow | None = None
 
 
 @dataclass(frozen=True)

@@ -129,8 +129,7 @@ def test_wrong_api_key_names_the_variable_to_set(store: SessionStore) -> None:
     (404, None, "check the model name (--model) and the base URL (--base-url)"),
     (400, None, "refused the request (400: boom 400): your prompt is saved; check the model "
                 "name and this session's options, then send a prompt again"),
-    (400, "context_length_exceeded", "is too long for model scripted (400: boom 400): run "
-                                     "%agent_compact"),
+    (400, "context_length_exceeded", "is too long for the context window of model scripted at"),
 ])
 def test_error_statuses_say_what_to_do_next(
     model_server: ScriptedModelServer, store: SessionStore, status: int, code: str | None,

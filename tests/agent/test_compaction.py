@@ -16,6 +16,7 @@ from jupyter_agent.agent.context import (
     render_for_summary,
     repair_tool_pairs,
 )
+from jupyter_agent.agent.prompts import short_system_prompt
 from jupyter_agent.errors import LimitExceededError
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModel
@@ -64,7 +65,9 @@ def test_compaction_keeps_the_system_message_the_request_and_its_tool_batches(
     # system (with notes) first, one summary, then the request and its batches kept whole
     assert roles(sent) == ["system", "user", "user", "assistant", "tool", "assistant", "tool",
                            "tool"]
-    assert sent[0] == agent.messages[0] and sent[0]["role"] == "system"
+    # a small window gets the short system prompt; the session keeps the full one
+    assert sent[0]["role"] == agent.messages[0]["role"] == "system"
+    assert sent[0]["content"] == short_system_prompt(agent.messages[0]["content"])
     assert sent[1]["content"].startswith(SUMMARY_MARKER)
     assert "- asked an earlier question" in sent[1]["content"]
     assert sent[2] == {"role": "user", "content": "do work"}

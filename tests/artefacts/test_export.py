@@ -25,7 +25,7 @@ FAKE_KEY = "sk-proj-" + "A1b2C3d4E5" * 4
 @pytest.fixture
 def session(model_server: ScriptedModelServer, store: SessionStore) -> str:
     """The four-turn analysis, compacted once in the middle of turn 3."""
-    sid, _ = run_turns(model_server, store, context_window=1800, keep_turns=1)
+    sid, _ = run_turns(model_server, store, context_window=940, keep_turns=1)
     store.set_title(sid, "Numbers, $5 and $10")
     return sid
 

@@ -146,8 +146,10 @@ def test_a_prompt_that_cannot_fit_the_window_is_refused_before_anything_is_sent(
     err = info.value
     assert err.window == 1_000 and err.tokens > 1_000 and err.model == "scripted"
     assert str(err).startswith(f"this prompt is about {err.tokens:,} tokens with the system "
-                               "message, more than the 1,000-token context window of model "
-                               "scripted: nothing was sent or saved; shorten the prompt")
+                               "message, tools and room for the reply, more than the "
+                               "1,000-token context window of model scripted: nothing was "
+                               "sent or saved; shorten the prompt")
+    assert "--context-window N" in str(err) and "check the model name" not in str(err)
     assert "\n" not in str(err)
     assert model_server.requests == []
     assert read_record(store, agent.session_id or "")["messages"] == before["messages"]
