@@ -32,7 +32,6 @@ Invariants
 from __future__ import annotations
 
 import contextlib
-import getpass
 import hashlib
 import os
 import socket
@@ -43,6 +42,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from jupyter_agent.errors import SessionLockedError, StoreUnavailableError
+from jupyter_agent.paths import current_user
 from jupyter_agent.store.postgres.link import Link
 from jupyter_agent.store.postgres.schema import SCHEMA
 from jupyter_agent.store.records import LeaseHolder, utc_now
@@ -118,14 +118,7 @@ class Identity:
 
 def whoami(label: str = "", environ: Mapping[str, str] | None = None) -> Identity:
     """This process's :class:`Identity` (see its attributes for where each part comes from)."""
-    env = os.environ if environ is None else environ
-    user = env.get("JUPYTERHUB_USER", "")
-    if not user:
-        try:
-            user = getpass.getuser()
-        except (KeyError, OSError):
-            user = ""
-    return Identity(user=user, host=socket.gethostname(), label=label)
+    return Identity(user=current_user(environ), host=socket.gethostname(), label=label)
 
 
 @dataclass

@@ -353,6 +353,39 @@ class PostgresStore:
         (see ``writes.SessionWriter.delete_session``)."""
         self._writer.delete_session(session_id)
 
+    def share_session(self, session_id: str, roles: Sequence[str], *,
+                      undo: bool = False) -> list[str]:
+        """Share one of this role's sessions read-only with database ``roles`` (login or
+        group roles: every member may then read and fork it, never change it), or stop
+        sharing it with them (``undo``); one transaction, no lease.
+
+        Returns
+        -------
+        list of str
+            The roles the session is shared with now, sorted.
+
+        Raises
+        ------
+        ValueError
+            A role name that is empty or longer than 63 bytes, or one the database does
+            not have (nothing is changed).
+        InvalidSessionIdError, SessionNotFoundError, SessionReadOnlyError,
+        StoreUnavailableError
+        """
+        validate_session_id(session_id)
+        for role in roles:
+            if not role or len(role.encode()) > 63 or "\0" in role:
+                raise ValueError(f"not a database role name: {role!r}")
+        with self._mutex:
+            sid = self._table.sid_of(session_id)
+            if sid is None:
+                self._guard.require(session_id)  # says why
+                raise SessionNotFoundError(session_id, self.location)
+            try:
+                return self._table.share(sid, list(roles), undo, lambda: None)
+            except LookupError as err:
+                raise ValueError(str(err.args[0])) from None
+
     # ------------------------------------------------------------------ figures (design §23)
     def save_figure(self, session_id: str, figure_id: str, data: bytes, media_type: str) -> None:
         """Keep a figure of a session as a row of ``figures`` (:meth:`SessionFigures.save
