@@ -13,12 +13,17 @@ from urllib.parse import quote
 
 import psycopg
 import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
 
 from jupyter_agent.artefacts.fork import fork_session
+from jupyter_agent.cli.main import main as cli_main
 from jupyter_agent.errors import SessionNotFoundError, SessionReadOnlyError
-from jupyter_agent.paths import project_key
+from jupyter_agent.paths import find_project_root, project_key
 from jupyter_agent.store.postgres import PostgresStore, prepare_database
 from tests.postgres.server import PgCluster
+from tests.shells import magics_of
 
 SYSTEM = {"role": "system", "content": "s"}
 ASK = {"role": "user", "content": "penguins by island"}
@@ -191,3 +196,72 @@ def test_sharing_with_a_role_the_database_lacks_is_refused(
     with pytest.raises(ValueError, match="the database has no role 'nobody'"):
         stores["alice"].share_session(mine, ["bob", "nobody"])
     assert stores["alice"].list_sessions()[0].shared_with == ()  # nothing changed
+
+
+def test_share_magic_and_listing(hub: Hub, agent_shell: InteractiveShell, tmp_path: Path,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JUPYTERHUB_USER", "alice")
+    agent_shell.run_line_magic("config", f'AgentMagics.store_url = "{hub.url("alice")}"')
+    store = magics_of(agent_shell).controller.store
+    assert store.project.startswith("alice@")
+    sid = store.create_session([SYSTEM, ASK], title="for the team")
+    with capture_output() as out:
+        agent_shell.run_line_magic("agent_share", f"{sid} bob agent_users")
+    assert out.stdout == f"Session {sid} is shared with 'agent_users', 'bob'.\n"
+    with capture_output() as out:
+        agent_shell.run_line_magic("agent_sessions", "")
+    assert "shared with agent_users, bob" in out.stdout
+    for line, message in ((f"{sid} nobody", "the database has no role 'nobody'"),
+                          ("nope bob", "no saved session 'nope'")):
+        with pytest.raises(UsageError, match=message) as info:
+            agent_shell.run_line_magic("agent_share", line)
+        assert "\n" not in str(info.value)
+    with capture_output() as out:
+        agent_shell.run_line_magic("agent_share", f"{sid} bob agent_users --undo")
+    assert out.stdout == f"Session {sid} is shared with nobody.\n"
+
+
+def test_share_command_then_the_reader_lists_and_forks(
+    hub: Hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("JUPYTER_AGENT_MEMORY_DIR", str(tmp_path / "mem"))
+    as_alice = PostgresStore(hub.url("alice"), tmp_path, project=project_key(
+        find_project_root(tmp_path), user="alice"))
+    try:
+        sid = as_alice.create_session([SYSTEM, ASK], title="look at this")
+    finally:
+        as_alice.close()
+    for role in ("alice", "bob"):
+        monkeypatch.setenv("JUPYTERHUB_USER", role)
+        monkeypatch.setenv("JUPYTER_AGENT_STORE_URL", hub.url(role))
+        if role == "alice":
+            assert cli_main(["share", sid, "bob"]) == 0
+            assert capsys.readouterr().out == f"Session {sid} is shared with 'bob'.\n"
+    assert cli_main(["list"]) == 0
+    listed = capsys.readouterr().out
+    assert sid in listed and "as alice, shared with bob" in listed
+    assert cli_main(["share", sid, "bob", "--undo"]) == 1
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "shared with you to read only" in error
+    assert cli_main(["fork", sid]) == 0
+    with PostgresStore(hub.url("bob"), tmp_path, project=project_key(
+            find_project_root(tmp_path), user="bob")) as as_bob:
+        (fork, shared) = as_bob.list_sessions()
+    assert (fork.owner_role, fork.parent and fork.parent.session_id) == ("bob", sid)
+    assert (shared.id, shared.owner_role) == (sid, "alice")
+
+
+def test_a_hostile_share_row_is_shown_as_inert_text(hub: Hub,
+                                                    stores: dict[str, PostgresStore]) -> None:
+    from jupyter_agent.ui.display import format_sessions_table
+    from jupyter_agent.ui.panel_rows import format_row
+
+    sid = stores["alice"].create_session([SYSTEM])
+    hub.sql("alice", "INSERT INTO jupyter_agent.shares (sid, grantee) SELECT sid, %s FROM "
+                     "jupyter_agent.sessions WHERE id = %s", ("\x1b[2J<b>x</b>\n", sid))
+    (entry,) = stores["alice"].list_sessions()
+    assert entry.shared_with == ("\x1b[2J<b>x</b>\n",)  # the data, as stored
+    for shown in (format_sessions_table([entry]), format_row(entry).owner):
+        assert "\x1b" not in shown and "shared with" in shown
