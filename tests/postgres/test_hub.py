@@ -174,7 +174,8 @@ def test_a_shared_session_is_read_and_forked_never_changed(
     for attempt in (lambda: bob.save_messages(mine, [SYSTEM, ASK, ASK]),
                     lambda: bob.set_title(mine, "mine now"),
                     lambda: bob.delete_session(mine),
-                    lambda: bob.share_session(mine, ["bob"], undo=True)):
+                    lambda: bob.share_session(mine, ["bob"], undo=True),
+                    lambda: bob.acquire_lease(mine)):  # as %agent_resume does
         with pytest.raises(SessionReadOnlyError) as info:
             attempt()
         assert str(info.value) == (f"session '{mine}' is 'alice''s, shared with you to read "

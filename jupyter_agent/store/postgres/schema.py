@@ -23,8 +23,18 @@ database with other data (design §16):
     Who holds each session's lease (user, host, pid, since, label) and from which
     database connection (``backend_pid``); the lease itself is an advisory lock, and a
     row is believed only while that connection holds it (see ``leases.py``).
+``shares``
+    Who may read a session besides its owner: one row per ``(sid, grantee)`` role.
 ``migrations``
     The migrations applied, by version.
+
+Ownership (migration 4): ``sessions``, ``leases`` and ``shares`` carry ``owner_role``,
+the database role that wrote the row (``DEFAULT current_user``), and row-level security,
+forced on the tables' owner too, lets a role see and change only its own rows
+(:data:`POLICIES`): a session and its ``messages`` and ``figures`` rows are read by its
+owner and by the members of a role it is shared with, written by its owner alone. Rows
+made before belong to the role that ran the migration; ``team.sql`` beside this module
+is what an administrator runs to give every user a role (docs/teams.md).
 
 Messages, state and compactions are stored as ``json`` (text kept as written: key
 order, and characters PostgreSQL ``text`` cannot hold, such as NUL, survive).
