@@ -134,6 +134,11 @@ def test_the_database_enforces_it_whatever_the_client(hub: Hub,
     ):
         with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
             hub.sql("bob", *forged)
+    # a lease row bob writes for alice's session does not stand in her way
+    hub.sql("bob", "INSERT INTO jupyter_agent.leases (project, session_id, lock_key, "
+                   "backend_pid) VALUES (%s, %s, 0, 0)", (stores["alice"].project, mine))
+    with stores["alice"].lease(mine):
+        assert stores["alice"].holds_lease(mine)
     with pytest.raises(psycopg.errors.ForeignKeyViolation):  # a share of one's own only
         hub.sql("bob", "INSERT INTO jupyter_agent.shares (sid, grantee) VALUES (%s, 'bob')",
                 (sid,))

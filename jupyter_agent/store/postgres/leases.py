@@ -64,7 +64,7 @@ INSERT INTO {SCHEMA}.leases AS l
 SELECT %(project)s, %(sid)s, %(key)s, pg_backend_pid(), %(pid)s, %(user)s, %(host)s,
        %(since)s, %(label)s
 FROM got WHERE got.ok
-ON CONFLICT (project, session_id) DO UPDATE SET
+ON CONFLICT (project, session_id, owner_role) DO UPDATE SET
     lock_key = EXCLUDED.lock_key, backend_pid = EXCLUDED.backend_pid, pid = EXCLUDED.pid,
     user_name = EXCLUDED.user_name, host = EXCLUDED.host, since = EXCLUDED.since,
     label = EXCLUDED.label

@@ -177,6 +177,9 @@ MIGRATIONS: tuple[Migration, ...] = (
         "DEFAULT current_user",
         f"ALTER TABLE {SCHEMA}.leases ADD COLUMN owner_role name NOT NULL DEFAULT current_user",
         f"DELETE FROM {SCHEMA}.leases",  # hints only; their lock keys change with the keys
+        # a row another role wrote (unseen) never stands in the way of one's own
+        f"ALTER TABLE {SCHEMA}.leases DROP CONSTRAINT leases_pkey, "
+        "ADD PRIMARY KEY (project, session_id, owner_role)",
         # project keys name the user: user@remote, or user@host:path (paths.project_key)
         f"""UPDATE {SCHEMA}.sessions SET project = CASE WHEN project LIKE '/%'
             THEN owner_user || '@' || owner_host || ':' || project
