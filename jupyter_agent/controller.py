@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -469,6 +469,21 @@ class AgentController:
         self._ended = (session_id, why)
         return True
 
+    def share(self, session_id: str | None, roles: Sequence[str], *,
+              undo: bool = False) -> list[str]:
+        """Share a session (default the active one) read-only with database roles, or
+        stop sharing it with them (``undo``); return the roles it is shared with now.
+
+        Raises
+        ------
+        JupyterAgentError
+            The store is not a team store, or a role is not the database's (nothing
+            changed).
+        SessionNotFoundError, SessionReadOnlyError, InvalidSessionIdError
+        """
+        sid = self._require_active().session_id if session_id is None else session_id
+        return share_session(self._store_for(sid), sid, roles, undo=undo)
+
     def archive(self, session_id: str | None = None, *, undo: bool = False) -> SessionChange:
         """Archive (or with ``undo`` unarchive) a session, default the active one.
 
@@ -607,3 +622,20 @@ class AgentController:
         if active is not None:
             active.agent.close()
         self._project.close()
+
+
+def share_session(store: Store, session_id: str, roles: Sequence[str], *,
+                  undo: bool = False) -> list[str]:
+    """:meth:`PostgresStore.share_session
+    <jupyter_agent.store.postgres.PostgresStore.share_session>`, for any store: the JSON
+    files of one user have nobody to share with (``JupyterAgentError``)."""
+    share = getattr(store, "share_session", None)
+    if share is None:
+        raise JupyterAgentError("sharing needs the team store (AgentMagics.store_url or "
+                                "$JUPYTER_AGENT_STORE_URL): the JSON files are one user's")
+    if not roles:
+        raise JupyterAgentError("name the database roles to share with (or stop sharing with)")
+    try:
+        return list(share(session_id, list(roles), undo=undo))
+    except ValueError as err:
+        raise JupyterAgentError(str(err)) from None

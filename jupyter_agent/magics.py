@@ -338,6 +338,20 @@ class AgentMagics(Magics):
     @line_magic
     @error_boundary
     @magic_arguments()
+    @argument("session_id", metavar="ID", help="One of your sessions.")
+    @argument("roles", nargs="+", metavar="ROLE", help="Database roles (users or groups).")
+    @argument("--undo", action="store_true", help="Stop sharing it with these roles.")
+    def agent_share(self, line: str) -> None:
+        """Share a session of the team store read-only with database roles: their members
+        may read and fork it, never change it (--undo stops sharing)."""
+        args = parse_argstring(self.agent_share, line)
+        now = self._controller.share(args.session_id, args.roles, undo=args.undo)
+        _print(f"Session {args.session_id} is shared with "
+               f"{', '.join(map(repr, now)) if now else 'nobody'}.")
+
+    @line_magic
+    @error_boundary
+    @magic_arguments()
     @argument("session_id", metavar="ID", help="The session to delete.")
     @argument("--yes", action="store_true", help="Do not ask for confirmation.")
     def agent_delete(self, line: str) -> None:

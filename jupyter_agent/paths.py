@@ -39,6 +39,7 @@ __all__ = [
     "MEMORY_DIR_ENV",
     "MEMORY_DIR_NAME",
     "PROJECT_MARKERS",
+    "current_user",
     "find_project_root",
     "normalize_remote_url",
     "project_key",
@@ -244,19 +245,36 @@ def normalize_remote_url(url: str) -> str:
     return f"{host}/{path.lstrip('/')}"
 
 
-def project_key(project_root: str | os.PathLike[str]) -> str:
-    """The name under which a team store files a project's sessions.
+def current_user(environ: Mapping[str, str] | None = None) -> str:
+    """Who is working: ``$JUPYTERHUB_USER`` when set (every user's server may run as the
+    same OS user, e.g. ``jovyan``), else the OS user ("" when neither is known)."""
+    env = os.environ if environ is None else environ
+    user = env.get("JUPYTERHUB_USER", "")
+    if not user:
+        import getpass
 
-    Derived so that everyone working on the same project gets the same key, whichever
-    machine, home directory or clone they work in -- on a JupyterHub each user's server
-    runs on its own node, with its own checkout:
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = ""
+    return user
+
+
+def project_key(project_root: str | os.PathLike[str], *, user: str | None = None,
+                host: str | None = None) -> str:
+    """The name under which a team store files a user's sessions of a project.
+
+    It names the user too, so two people whose notebooks sit at the same path -- every
+    JupyterHub user's ``/home/jovyan/work`` -- never share a key, even when they log in
+    to the database as one role:
 
     * when the project root is inside a git work tree with a remote (``origin``, else
-      the first one), the remote's normalized URL (:func:`normalize_remote_url`), plus
-      the project root's path inside the work tree when it is not the top, e.g.
-      ``github.com/acme/analyses`` or ``github.com/acme/analyses/penguins``;
-    * otherwise the project root's absolute path, e.g. ``/home/jovyan/penguins`` (the
-      same for everyone whose servers mount the project at the same place).
+      the first one): ``user@`` and the remote's normalized URL
+      (:func:`normalize_remote_url`), plus the project root's path inside the work tree
+      when it is not the top, e.g. ``alice@github.com/acme/analyses/penguins`` -- the
+      same on every machine and in every clone of that user;
+    * otherwise ``user@host:`` and the project root's absolute path, e.g.
+      ``alice@jupyter-alice:/home/jovyan/work``.
 
     Only files are read (``.git`` and the repository's ``config``; git itself is not
     run), without following FIFOs or reading more than 1 MiB; nothing is written.
@@ -265,12 +283,17 @@ def project_key(project_root: str | os.PathLike[str]) -> str:
     ----------
     project_root : path-like
         The project root, as :func:`find_project_root` returns it.
+    user : str, optional
+        Default :func:`current_user`.
+    host : str, optional
+        Default ``socket.gethostname()``.
 
     Returns
     -------
     str
         The project key; never contains credentials from the remote URL.
     """
+    who = current_user() if user is None else user
     root = Path(project_root).expanduser().resolve()
     for candidate in (root, *root.parents):
         dot_git = candidate / ".git"
@@ -282,5 +305,9 @@ def project_key(project_root: str | os.PathLike[str]) -> str:
         if not remote:
             break
         inside = root.relative_to(candidate).as_posix()
-        return remote if inside == "." else f"{remote}/{inside}"
-    return root.as_posix()
+        return f"{who}@{remote}" if inside == "." else f"{who}@{remote}/{inside}"
+    if host is None:
+        import socket
+
+        host = socket.gethostname()
+    return f"{who}@{host}:{root.as_posix()}"

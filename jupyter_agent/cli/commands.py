@@ -75,7 +75,8 @@ def _show_text(ctx: Context, record: SessionRecord) -> str:
         ("id", record.id),
         ("created", f"{record.created_at:%Y-%m-%d %H:%M} UTC (updated "
                     f"{relative_time(record.updated_at)})"),
-        ("owner", format_owner(listed.owner_user, listed.owner_host)),
+        ("owner", format_owner(listed.owner_user, listed.owner_host, listed.owner_role,
+                               listed.shared_with)),
         ("parent", fork_label(record.parent)),
         ("status", _status(listed) + (", archived" if record.archived else "")),
         ("model", state.model),
@@ -188,6 +189,19 @@ def archive(ctx: Context, args: argparse.Namespace) -> int:
         ctx.emit_json({"id": args.session_id, "archived": not args.undo})
     else:
         ctx.print(f"{'Unarchived' if args.undo else 'Archived'} session {args.session_id}.")
+    return 0
+
+
+def share(ctx: Context, args: argparse.Namespace) -> int:
+    """``share ID ROLE... [--undo]``: let database roles read (and fork) a session."""
+    from jupyter_agent.controller import share_session
+
+    now = share_session(ctx.store, args.session_id, args.roles, undo=args.undo)
+    if ctx.json:
+        ctx.emit_json({"id": args.session_id, "shared_with": now})
+    else:
+        ctx.print(f"Session {args.session_id} is shared with "
+                  f"{', '.join(map(repr, now)) if now else 'nobody'}.")
     return 0
 
 

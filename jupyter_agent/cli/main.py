@@ -90,6 +90,11 @@ COMMANDS: tuple[Command, ...] = (
     Command("archive", "Archive a session (hidden from listings unless --all).",
             commands.archive, (SESSION_ID, arg("--undo", action="store_true",
                                                help="Unarchive instead."))),
+    Command("share", "Share a session read-only with database roles (team store).",
+            commands.share, (SESSION_ID, arg("roles", nargs="+", metavar="ROLE",
+                                             help="Database roles (users or groups)."),
+                             arg("--undo", action="store_true",
+                                 help="Stop sharing it with these roles."))),
     Command("rm", "Delete a session for good.", commands.remove, (
         SESSION_ID, arg("-y", "--yes", action="store_true", help="Do not ask first."))),
     Command("gc", "Remove files that interrupted writes left behind.", commands.gc),

@@ -18,6 +18,7 @@ __all__ = [
     "LeaseLostError",
     "SessionLockedError",
     "SessionNotFoundError",
+    "SessionReadOnlyError",
     "StoreSchemaError",
     "StoreUnavailableError",
     "TooLargeError",
@@ -75,6 +76,26 @@ class SessionNotFoundError(JupyterAgentError, LookupError):
         super().__init__(f"no saved session {session_id!r} (looked for {path})")
 
     def __str__(self) -> str:  # LookupError/KeyError would quote the message
+        return str(self.args[0])
+
+
+class SessionReadOnlyError(JupyterAgentError, PermissionError):
+    """A change to a session another database role shared with this one to read.
+
+    Attributes
+    ----------
+    session_id : str
+    owner : str
+        The role that owns the session.
+    """
+
+    def __init__(self, session_id: str, owner: str) -> None:
+        self.session_id = session_id
+        self.owner = owner
+        super().__init__(f"session {session_id!r} is {owner!r}'s, shared with you to read "
+                         f"only: fork it to continue (%agent_fork {session_id})")
+
+    def __str__(self) -> str:
         return str(self.args[0])
 
 

@@ -343,6 +343,11 @@ class SessionListing(SessionInfo):
     owner_user, owner_host : str
         Who created the session (user name and machine), for stores shared by a team;
         "" when the store does not record it (the JSON files of one user do not).
+    owner_role : str
+        The database role the session belongs to (a team store; "" otherwise).
+    shared_with : tuple of str
+        The roles it is shared with to read, as far as this role may see (its owner sees
+        all of them; a reader, its own roles); empty when not shared.
     parent : ForkOrigin or None
         The session this one was forked from, if any.
     """
@@ -358,4 +363,6 @@ class SessionListing(SessionInfo):
     holder: LeaseHolder | None = None
     owner_user: str = ""
     owner_host: str = ""
+    owner_role: str = ""
+    shared_with: tuple[str, ...] = ()
     parent: ForkOrigin | None = None

@@ -368,11 +368,18 @@ def format_resumed_line(resumed: Resumed) -> str:
             f"continue with %%agent{note}")
 
 
-def format_owner(user: str, host: str) -> str:
-    """Who created a session, for people: ``"alice on node-3"``, ``"alice"``, ``"node-3"``;
-    "" when the store records no owner (the JSON files of one user)."""
-    user, host = one_line(user, 40), one_line(host, 40)
-    return f"{user} on {host}" if user and host else user or host
+def format_owner(user: str, host: str, role: str = "", shared: Sequence[str] = ()) -> str:
+    """Whose a session is, for people: ``"alice on node-3"``, ``"alice"``, ``"node-3"``,
+    then the database role when it is another name (``"alice on node-3 as analyst"``) and
+    the roles it is shared with (``", shared with bob, team"``); "" when the store
+    records no owner (the JSON files of one user)."""
+    user, host, role = one_line(user, 40), one_line(host, 40), one_line(role, 40)
+    text = f"{user} on {host}" if user and host else user or host
+    if role and role != user:
+        text = f"{text} as {role}" if text else role
+    if shared:
+        text += f", shared with {one_line(', '.join(shared), 80)}"
+    return text
 
 
 def messages_of(count: int) -> int:
@@ -400,7 +407,8 @@ def format_sessions_table(listings: Sequence[SessionListing], *, active_id: str 
     """
     if not listings:
         return "no sessions"
-    owners = [format_owner(s.owner_user, s.owner_host) for s in listings]
+    owners = [format_owner(s.owner_user, s.owner_host, s.owner_role, s.shared_with)
+              for s in listings]
     team = any(owners)
     header = ("", "ID", "UPDATED", "STATUS", "MSGS", "COST", *(("OWNER",) if team else ()),
               "TITLE / FIRST PROMPT")

@@ -79,8 +79,9 @@ def format_row(listing: SessionListing, now: datetime | None = None) -> RowText:
         without its system prompt ("no messages yet" for a session never used);
         ``cost`` is in USD; ``holder`` says who holds a session that
         is in use elsewhere (a notebook or kernel, its host and process), else "";
-        ``owner`` who created it (``"alice on node-3"``) when the store records owners
-        (a team store), else "".
+        ``owner`` whose it is and with whom it is shared (``"alice on node-3, shared
+        with bob"``, :func:`~jupyter_agent.ui.display.format_owner`) when the store
+        records owners (a team store), else "".
     """
     name = listing.title or excerpt(listing.first_prompt, 60) or UNTITLED
     status = listing.status + (", archived" if listing.archived else "")
@@ -97,7 +98,8 @@ def format_row(listing: SessionListing, now: datetime | None = None) -> RowText:
         messages=message_count_text(listing.message_count),
         cost=format_cost(Usage(cost_usd=listing.cost_usd)),
         holder=holder,
-        owner=format_owner(listing.owner_user, listing.owner_host),
+        owner=format_owner(listing.owner_user, listing.owner_host, listing.owner_role,
+                           listing.shared_with),
     )
 
 

@@ -202,3 +202,26 @@ def test_unreachable_host_is_one_line_without_the_password(
     assert time.monotonic() - started < 15
     assert "\n" not in str(info.value) and pg.password not in str(info.value)
     assert "refused" in str(info.value).lower()
+
+
+def test_every_credential_of_the_url_is_hidden_wherever_it_is_shown(
+    pg: PgCluster, tmp_path: Path, project: str
+) -> None:
+    from jupyter_agent.store.postgres import check_store_url, redact_url
+
+    secrets = ("Wr0ng-pa55", "key-pa55phrase", "query-pa55")
+    url = (f"postgresql://agent:{secrets[0]}@127.0.0.1:{pg.port}/agents?sslmode=prefer"
+           f"&sslpassword={secrets[1]}&passfile=/nonexistent/pgpass&sslkey=/etc/k.pem")
+    shown = (f"postgresql://agent:***@127.0.0.1:{pg.port}/agents?sslmode=prefer"
+             "&sslpassword=***&passfile=/nonexistent/pgpass&sslkey=/etc/k.pem")
+    assert redact_url(url) == shown
+    assert redact_url(f"postgres://db/x?password={secrets[2]}&sslpassword=") == (
+        "postgres://db/x?password=***&sslpassword=***")
+    store = PostgresStore(url, tmp_path / "mem", project=project)
+    with pytest.raises(StoreUnavailableError) as info:
+        store.list_sessions()
+    # as %config AgentMagics shows the setting, as a store and its error show themselves
+    for text in (repr(check_store_url(url)), repr(store), store.location, str(info.value),
+                 repr(info.value), info.value.url):
+        assert not any(secret in text for secret in secrets), text
+    assert info.value.url == shown

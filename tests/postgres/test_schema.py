@@ -82,3 +82,44 @@ def test_a_record_from_a_newer_jupyter_agent_is_refused_not_rewritten(
     rows = pg.admin(f"SELECT schema_version, transcript_len FROM jupyter_agent.sessions "
                     f"WHERE project = '{project}'", dbname=pg.dbname)
     assert rows == [(99, 1)]
+
+
+def test_rows_made_before_roles_keep_working_after_the_migration(pg: PgCluster,
+                                                                  tmp_path: Path) -> None:
+    """Migration 4 gives old rows to the migrating role and renames their project keys."""
+    from jupyter_agent.paths import project_key
+    from jupyter_agent.store.postgres.link import Link
+    from jupyter_agent.store.postgres.schema import ensure_schema
+
+    dbname = pg.new_database()
+    user = f"carol_{dbname}"  # roles are the cluster's: a name of this test's own
+    url = pg.url(dbname=dbname)
+    link = Link(url, lambda conn, first: None)
+    ensure_schema(link.connection(), link.shown_url, MIGRATIONS[:3])
+    link.close()
+    for project, sid in (("/home/jovyan/work", "by-path"), ("github.com/acme/a", "by-remote")):
+        pg.admin("INSERT INTO jupyter_agent.sessions (project, id, schema_version, created_at, "
+                 "updated_at, owner_user, owner_host) VALUES "
+                 f"('{project}', '{sid}', 1, now(), now(), '{user}', 'node-1')", dbname=dbname)
+    assert prepare_database(url) == MIGRATIONS[-1].version
+    by_path = PostgresStore(url, tmp_path, project=project_key("/home/jovyan/work",
+                                                               user=user, host="node-1"))
+    repo = tmp_path / "clone"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".git" / "config").write_text('[remote "origin"]\n\turl = git@github.com:acme/a\n')
+    by_remote = PostgresStore(url, tmp_path, project=project_key(repo, user=user))
+    try:
+        assert [e.id for e in by_path.list_sessions()] == ["by-path"]
+        assert [e.id for e in by_remote.list_sessions()] == ["by-remote"]
+        assert by_remote.describe_session("by-remote").owner_role == pg.user
+    finally:
+        by_path.close()
+        by_remote.close()
+    pg.admin(f"CREATE ROLE {user}", dbname=dbname)
+    try:  # the reassignment docs/teams.md gives
+        pg.admin("UPDATE jupyter_agent.sessions s SET owner_role = r.rolname "
+                 "FROM pg_roles r WHERE r.rolname = s.owner_user", dbname=dbname)
+        assert pg.admin("SELECT DISTINCT owner_role::text FROM jupyter_agent.sessions",
+                        dbname=dbname) == [(user,)]
+    finally:
+        pg.admin(f"DROP OWNED BY {user}; DROP ROLE {user}", dbname=dbname)

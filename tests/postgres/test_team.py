@@ -123,9 +123,10 @@ def test_newest_page_of_many_sessions_is_read_from_the_index(
 ) -> None:
     pg.admin(
         "INSERT INTO jupyter_agent.sessions (project, id, schema_version, created_at, "
-        "updated_at, summary, archived) SELECT "
+        "updated_at, summary, archived, owner_role) SELECT "
         f"'{project}', 'bulk' || g, 1, now() - g * interval '1 second', "
-        "now() - g * interval '1 second', 'summary ' || g, g % 10 = 0 "
+        "now() - g * interval '1 second', 'summary ' || g, g % 10 = 0, "
+        f"'{pg.user}' "
         "FROM generate_series(1, 100000) g", dbname=pg.dbname)
     pg.admin("ANALYZE jupyter_agent.sessions", dbname=pg.dbname)
     page = store.list_sessions(limit=50)

@@ -2,6 +2,8 @@
 
 ``from jupyter_agent.store.postgres import PostgresStore`` is the entry point; it has
 the same methods and contract as the JSON files' :class:`~jupyter_agent.store.SessionStore`.
+``team.sql`` here is what a database administrator runs to give each user a role of its
+own (docs/teams.md quotes it).
 Importing this package does no I/O and does not import the ``psycopg`` driver (the
 ``postgres`` extra: ``pip install 'jupyter-agent[postgres]'``); the first call that
 needs the database does.
@@ -30,19 +32,20 @@ __all__ = [
 ]
 
 
-def prepare_database(url: str) -> int:
+def prepare_database(url: str, role: str | None = None) -> int:
     """Create or upgrade the store's tables in the database at ``url``; return the version.
 
-    Kernels do this themselves on their first connection; a database administrator
-    whose users may not create schemas runs it once (``python -c "from
-    jupyter_agent.store.postgres import prepare_database; prepare_database('postgresql://
-    owner@db/agents')"``) and grants the users ``USAGE`` on the ``jupyter_agent`` schema
-    and ``SELECT, INSERT, UPDATE, DELETE`` on its tables.
+    Kernels do this themselves on their first connection; where users may not create
+    schemas, an administrator runs it once after the SQL of ``team.sql`` (next to this
+    module; docs/teams.md explains it), e.g. ``prepare_database('postgresql://postgres@db/
+    agents', role='agent_owner')``.
 
     Parameters
     ----------
     url : str
-        A ``postgresql://`` URL of a user who may create schemas in the database.
+        A ``postgresql://`` URL of a user who may create the tables.
+    role : str, optional
+        ``SET ROLE`` to this role first, so that it owns what is created.
 
     Returns
     -------
@@ -60,6 +63,10 @@ def prepare_database(url: str) -> int:
     link = Link(url, lambda conn, first: None)
     try:
         conn = link.connection()
+        if role:
+            from psycopg import sql
+
+            conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
         ensure_schema(conn, link.shown_url)
         return current_version(conn)
     finally:

@@ -256,7 +256,7 @@ def listing_entry(row: Sequence[Any], status: Literal["active", "in use", "idle"
         leaves it out).
     """
     (sid, created_at, updated_at, summary, title, archived, count, cost, tool_calls,
-     first, owner_user, owner_host, parent, state, compactions) = row
+     first, owner_user, owner_host, parent, state, compactions, owner_role, shared_with) = row
     if not isinstance(sid, str) or SESSION_ID_PATTERN.fullmatch(sid) is None:
         raise CorruptSessionError(where, f"{_SESSIONS}.id: not a valid session ID")
     if isinstance(updated_at, datetime) and updated_at.tzinfo is not None:
@@ -281,7 +281,8 @@ def listing_entry(row: Sequence[Any], status: Literal["active", "in use", "idle"
         "archived": archived, "status": status, "created_at": created_at,
         "message_count": count, "cost_usd": cost, "tool_calls": tool_calls,
         "first_prompt": first or "", "holder": holder, "owner_user": owner_user,
-        "owner_host": owner_host,
+        "owner_host": owner_host, "owner_role": owner_role or "",
+        "shared_with": tuple(shared_with or ()),
         "parent": None if origin is None else _model(ForkOrigin, origin, where,
                                                      f"{_SESSIONS}.parent"),
     }

@@ -16,6 +16,7 @@ from jupyter_agent.errors import TooLargeError
 from jupyter_agent.store.figures import MAX_FIGURE_BYTES, FigureData
 from jupyter_agent.store.postgres.link import Link
 from jupyter_agent.store.postgres.schema import SCHEMA
+from jupyter_agent.store.postgres.tables import READABLE
 
 if TYPE_CHECKING:
     import psycopg
@@ -28,12 +29,12 @@ _SAVE = (f"INSERT INTO {_F} (sid, figure_id, media_type, data) "
          f"SELECT sid, %s, %s, %s FROM {_S} WHERE project = %s AND id = %s "
          "ON CONFLICT (sid, figure_id) DO UPDATE SET media_type = EXCLUDED.media_type, "
          "data = EXCLUDED.data, saved_at = now() RETURNING 1")
-# the bytes of a figure over the cap are not even sent by the server
-_READ = (f"SELECT f.media_type, octet_length(f.data), CASE WHEN octet_length(f.data) <= %s "
-         f"THEN f.data END FROM {_F} f JOIN {_S} s ON s.sid = f.sid "
-         "WHERE s.project = %s AND s.id = %s AND f.figure_id = %s")
-_IDS = (f"SELECT f.figure_id FROM {_F} f JOIN {_S} s ON s.sid = f.sid "
-        "WHERE s.project = %s AND s.id = %s ORDER BY f.figure_id")
+# the bytes of a figure over the cap are not even sent by the server; a figure of a
+# session shared with this role is read as one of its own
+_OF = f"f.sid = (SELECT sid FROM {_S} WHERE {READABLE})"
+_READ = (f"SELECT f.media_type, octet_length(f.data), CASE WHEN octet_length(f.data) <= "
+         f"%(cap)s THEN f.data END FROM {_F} f WHERE {_OF} AND f.figure_id = %(figure)s")
+_IDS = f"SELECT f.figure_id FROM {_F} f WHERE {_OF} ORDER BY f.figure_id"
 _DELETE = (f"DELETE FROM {_F} f USING {_S} s WHERE s.sid = f.sid AND s.project = %s "
            "AND s.id = %s AND f.figure_id = %s RETURNING 1")
 
@@ -76,7 +77,8 @@ class FigureTable:
             bytes are not fetched).
         """
         row = self._link.run(lambda c: c.execute(
-            _READ, (MAX_FIGURE_BYTES, self._project, session_id, figure_id)).fetchone(),
+            _READ, {"cap": MAX_FIGURE_BYTES, "project": self._project, "id": session_id,
+                    "figure": figure_id}).fetchone(),
             idempotent=True)
         if row is None:
             return None
@@ -88,7 +90,7 @@ class FigureTable:
     def ids(self, session_id: str) -> list[str]:
         """The session's figure IDs, sorted."""
         rows = self._link.run(lambda c: c.execute(
-            _IDS, (self._project, session_id)).fetchall(), idempotent=True)
+            _IDS, {"project": self._project, "id": session_id}).fetchall(), idempotent=True)
         return [str(r[0]) for r in rows]
 
     def delete(self, session_id: str, figure_id: str, check: Callable[[], None]) -> bool:

@@ -13,7 +13,7 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
-from jupyter_agent.errors import SessionNotFoundError
+from jupyter_agent.errors import SessionNotFoundError, SessionReadOnlyError
 from jupyter_agent.store.ids import validate_session_id
 from jupyter_agent.store.postgres.heads import Heads
 from jupyter_agent.store.postgres.leases import Leases
@@ -85,8 +85,13 @@ class Guard:
 
     def require(self, session_id: str) -> None:
         """Raise :class:`SessionNotFoundError` for an unknown ID whose lease is not held
-        (before any lease is taken for it)."""
+        (before any lease is taken for it), :class:`SessionReadOnlyError` for a session
+        another role shares with this one; another role's session not shared with this
+        one is unknown (the database does not show it)."""
         if not self._leases.holds(session_id) and not self._table.exists(session_id):
+            owner = self._table.shared_owner(session_id)
+            if owner is not None:
+                raise SessionReadOnlyError(session_id, owner)
             raise SessionNotFoundError(session_id, self._location)
 
     @contextlib.contextmanager
@@ -96,8 +101,8 @@ class Guard:
 
         Raises
         ------
-        InvalidSessionIdError, SessionNotFoundError, SessionLockedError,
-        StoreUnavailableError
+        InvalidSessionIdError, SessionNotFoundError, SessionReadOnlyError,
+        SessionLockedError, StoreUnavailableError
         """
         validate_session_id(session_id)
         with self.mutex:

@@ -32,7 +32,6 @@ Invariants
 from __future__ import annotations
 
 import contextlib
-import getpass
 import hashlib
 import os
 import socket
@@ -43,6 +42,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from jupyter_agent.errors import SessionLockedError, StoreUnavailableError
+from jupyter_agent.paths import current_user
 from jupyter_agent.store.postgres.link import Link
 from jupyter_agent.store.postgres.schema import SCHEMA
 from jupyter_agent.store.records import LeaseHolder, utc_now
@@ -64,7 +64,7 @@ INSERT INTO {SCHEMA}.leases AS l
 SELECT %(project)s, %(sid)s, %(key)s, pg_backend_pid(), %(pid)s, %(user)s, %(host)s,
        %(since)s, %(label)s
 FROM got WHERE got.ok
-ON CONFLICT (project, session_id) DO UPDATE SET
+ON CONFLICT (project, session_id, owner_role) DO UPDATE SET
     lock_key = EXCLUDED.lock_key, backend_pid = EXCLUDED.backend_pid, pid = EXCLUDED.pid,
     user_name = EXCLUDED.user_name, host = EXCLUDED.host, since = EXCLUDED.since,
     label = EXCLUDED.label
@@ -118,14 +118,7 @@ class Identity:
 
 def whoami(label: str = "", environ: Mapping[str, str] | None = None) -> Identity:
     """This process's :class:`Identity` (see its attributes for where each part comes from)."""
-    env = os.environ if environ is None else environ
-    user = env.get("JUPYTERHUB_USER", "")
-    if not user:
-        try:
-            user = getpass.getuser()
-        except (KeyError, OSError):
-            user = ""
-    return Identity(user=user, host=socket.gethostname(), label=label)
+    return Identity(user=current_user(environ), host=socket.gethostname(), label=label)
 
 
 @dataclass

@@ -26,7 +26,7 @@ from jupyter_agent.store.paging import check_limit
 from jupyter_agent.store.postgres.decode import listing_entry
 from jupyter_agent.store.postgres.leases import LIVE_LOCKS
 from jupyter_agent.store.postgres.schema import SCHEMA
-from jupyter_agent.store.postgres.tables import SessionTable
+from jupyter_agent.store.postgres.tables import READABLE, SessionTable
 from jupyter_agent.store.records import (
     CLOCK_SKEW,
     SCHEMA_VERSION,
@@ -42,34 +42,52 @@ __all__ = ["listing_from_rows", "listing_query", "read_listing"]
 _REPRESENTABLE = "BETWEEN '0001-01-01 00:00:00+00' AND '9999-12-31 23:59:59.999999+00'"
 
 
+_PAGE_COLUMNS = (
+    "sid, project, id, created_at, updated_at, summary, title, archived, transcript_len, "
+    "cost_usd, tool_calls, first_prompt, owner_user, owner_host, parent, state, compactions, "
+    "owner_role")
+
+
 def listing_query(*, include_archived: bool, limit: int | None,
                   after: tuple[datetime, str] | None, session_id: bool = False) -> str:
-    """The SQL of one listing page.
+    """The SQL of one listing page: the project's sessions and, after them in date order,
+    those of other projects that other roles share with this one.
 
     Parameters: ``project``, ``horizon`` (the latest ``updated_at`` believed: now plus
     :data:`~jupyter_agent.store.records.CLOCK_SKEW`), and ``after_at``, ``after_id``,
     ``limit`` and ``id`` when used; ``session_id=True`` lists the one session ``id``
-    (archived or not, whatever its date: :func:`listing_entry` says what is wrong).
+    (archived or not, whatever its date: :func:`listing_entry` says what is wrong), the
+    project's, else one shared with this role.
     """
-    where = ["project = %(project)s", f"schema_version <= {SCHEMA_VERSION}",
+    where = [f"schema_version <= {SCHEMA_VERSION}",
              f"updated_at {_REPRESENTABLE}", f"created_at {_REPRESENTABLE}"]
     if session_id:
-        where.append("id = %(id)s")
+        where.append(READABLE)
+        page = f"SELECT {_PAGE_COLUMNS} FROM {SCHEMA}.sessions WHERE {' AND '.join(where)}"
     else:
         where.append("updated_at <= %(horizon)s")
         if not include_archived:
             where.append("NOT archived")
-    if after is not None:
-        where.append("(updated_at, id) < (%(after_at)s, %(after_id)s)")
-    page = (
-        "SELECT id, created_at, updated_at, summary, title, archived, transcript_len, "
-        "cost_usd, tool_calls, first_prompt, owner_user, owner_host, parent, state, "
-        f"compactions FROM {SCHEMA}.sessions WHERE {' AND '.join(where)} "
-        "ORDER BY updated_at DESC, id DESC" + (" LIMIT %(limit)s" if limit is not None else "")
-    )
-    return f"""SELECT s.*, k.pid, l.backend_pid, l.pid, l.user_name, l.host, l.since, l.label
+        if after is not None:
+            where.append("(updated_at, id) < (%(after_at)s, %(after_id)s)")
+        order = "ORDER BY updated_at DESC, id DESC" + (
+            " LIMIT %(limit)s" if limit is not None else "")
+        own = " AND ".join(["project = %(project)s", *where])
+        # row-level security shows another role's session only when it is shared with
+        # this role; read from the shares, so the page never scans the sessions
+        shared = " AND ".join([
+            f"sid = ANY (ARRAY(SELECT h.sid FROM {SCHEMA}.shares h))",
+            "owner_role <> current_user", "project <> %(project)s", *where])
+        page = (f"(SELECT {_PAGE_COLUMNS} FROM {SCHEMA}.sessions WHERE {own} {order}) "
+                f"UNION ALL (SELECT {_PAGE_COLUMNS} FROM {SCHEMA}.sessions WHERE {shared} "
+                f"{order}) {order}")
+    return f"""SELECT s.id, s.created_at, s.updated_at, s.summary, s.title, s.archived,
+    s.transcript_len, s.cost_usd, s.tool_calls, s.first_prompt, s.owner_user, s.owner_host,
+    s.parent, s.state, s.compactions, s.owner_role,
+    ARRAY(SELECT h.grantee::text FROM {SCHEMA}.shares h WHERE h.sid = s.sid ORDER BY 1),
+    k.pid, l.backend_pid, l.pid, l.user_name, l.host, l.since, l.label
 FROM ({page}) s
-LEFT JOIN {SCHEMA}.leases l ON l.project = %(project)s AND l.session_id = s.id
+LEFT JOIN {SCHEMA}.leases l ON l.project = s.project AND l.session_id = s.id
 LEFT JOIN ({LIVE_LOCKS}) k
     ON k.hi = ((l.lock_key >> 32) & 4294967295) AND k.lo = (l.lock_key & 4294967295)
 ORDER BY s.updated_at DESC, s.id DESC"""

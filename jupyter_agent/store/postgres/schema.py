@@ -23,8 +23,18 @@ database with other data (design §16):
     Who holds each session's lease (user, host, pid, since, label) and from which
     database connection (``backend_pid``); the lease itself is an advisory lock, and a
     row is believed only while that connection holds it (see ``leases.py``).
+``shares``
+    Who may read a session besides its owner: one row per ``(sid, grantee)`` role.
 ``migrations``
     The migrations applied, by version.
+
+Ownership (migration 4): ``sessions``, ``leases`` and ``shares`` carry ``owner_role``,
+the database role that wrote the row (``DEFAULT current_user``), and row-level security,
+forced on the tables' owner too, lets a role see and change only its own rows
+(:data:`POLICIES`): a session and its ``messages`` and ``figures`` rows are read by its
+owner and by the members of a role it is shared with, written by its owner alone. Rows
+made before belong to the role that ran the migration; ``team.sql`` beside this module
+is what an administrator runs to give every user a role (docs/teams.md).
 
 Messages, state and compactions are stored as ``json`` (text kept as written: key
 order, and characters PostgreSQL ``text`` cannot hold, such as NUL, survive).
@@ -49,7 +59,7 @@ from jupyter_agent.errors import StoreSchemaError, StoreUnavailableError
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["MIGRATIONS", "SCHEMA", "Migration", "current_version", "ensure_schema"]
+__all__ = ["MIGRATIONS", "POLICIES", "SCHEMA", "Migration", "current_version", "ensure_schema"]
 
 #: The PostgreSQL schema (namespace) holding the store's tables.
 SCHEMA = "jupyter_agent"
@@ -77,6 +87,26 @@ class Migration:
     name: str
     statements: tuple[str, ...]
 
+
+_MINE = "owner_role = current_user"
+#: The row-level security policies (see the module docstring); each is its own statement.
+POLICIES = (
+    f"CREATE POLICY own ON {SCHEMA}.sessions USING ({_MINE}) WITH CHECK ({_MINE})",
+    f"""CREATE POLICY shared ON {SCHEMA}.sessions FOR SELECT USING (
+        EXISTS (SELECT 1 FROM {SCHEMA}.shares h WHERE h.sid = sessions.sid))""",
+    *(policy for table in ("messages", "figures") for policy in (
+        f"""CREATE POLICY readable ON {SCHEMA}.{table} FOR SELECT USING (
+            EXISTS (SELECT 1 FROM {SCHEMA}.sessions s WHERE s.sid = {table}.sid))""",
+        f"""CREATE POLICY own ON {SCHEMA}.{table} USING (
+            EXISTS (SELECT 1 FROM {SCHEMA}.sessions s WHERE s.sid = {table}.sid AND s.{_MINE}))
+            WITH CHECK (
+            EXISTS (SELECT 1 FROM {SCHEMA}.sessions s WHERE s.sid = {table}.sid AND s.{_MINE}))""",
+    )),
+    f"CREATE POLICY own ON {SCHEMA}.leases USING ({_MINE}) WITH CHECK ({_MINE})",
+    f"CREATE POLICY own ON {SCHEMA}.shares USING ({_MINE}) WITH CHECK ({_MINE})",
+    f"""CREATE POLICY mine ON {SCHEMA}.shares FOR SELECT USING (grantee IN (
+        SELECT rolname FROM pg_roles WHERE pg_has_role(current_user, oid, 'MEMBER')))""",
+)
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "sessions, transcript messages and leases", (
@@ -140,6 +170,37 @@ MIGRATIONS: tuple[Migration, ...] = (
             saved_at timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (sid, figure_id)
         )""",
+    )),
+    Migration(4, "each role its own sessions (row-level security), shares, per-user keys", (
+        # rows made before belong to the role that migrates (see docs/teams.md)
+        f"ALTER TABLE {SCHEMA}.sessions ADD COLUMN owner_role name NOT NULL "
+        "DEFAULT current_user",
+        f"ALTER TABLE {SCHEMA}.leases ADD COLUMN owner_role name NOT NULL DEFAULT current_user",
+        f"DELETE FROM {SCHEMA}.leases",  # hints only; their lock keys change with the keys
+        # a row another role wrote (unseen) never stands in the way of one's own
+        f"ALTER TABLE {SCHEMA}.leases DROP CONSTRAINT leases_pkey, "
+        "ADD PRIMARY KEY (project, session_id, owner_role)",
+        # project keys name the user: user@remote, or user@host:path (paths.project_key)
+        f"""UPDATE {SCHEMA}.sessions SET project = CASE WHEN project LIKE '/%'
+            THEN owner_user || '@' || owner_host || ':' || project
+            ELSE owner_user || '@' || project END""",
+        # a share names its session's owner: the key checks it (keys see every row)
+        f"ALTER TABLE {SCHEMA}.sessions ADD UNIQUE (sid, owner_role)",
+        f"""CREATE TABLE {SCHEMA}.shares (
+            sid bigint NOT NULL,
+            grantee name NOT NULL,
+            owner_role name NOT NULL DEFAULT current_user,
+            PRIMARY KEY (sid, grantee),
+            FOREIGN KEY (sid, owner_role) REFERENCES {SCHEMA}.sessions (sid, owner_role)
+                ON DELETE CASCADE ON UPDATE CASCADE
+        )""",
+        *(statement for table in ("sessions", "messages", "figures", "leases", "shares")
+          for statement in (f"ALTER TABLE {SCHEMA}.{table} ENABLE ROW LEVEL SECURITY",
+                            f"ALTER TABLE {SCHEMA}.{table} FORCE ROW LEVEL SECURITY")),
+        *POLICIES,
+        # anyone may read which migrations ran; only the tables' owner records one
+        f"ALTER TABLE {SCHEMA}.migrations ENABLE ROW LEVEL SECURITY",
+        f"CREATE POLICY readable ON {SCHEMA}.migrations FOR SELECT USING (true)",
     )),
 )
 """The schema's history, oldest first. Add steps at the end; never change one that
@@ -205,7 +266,8 @@ def _ensure(conn: psycopg.Connection, shown_url: str, migrations: Sequence[Migra
         return version
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+        if conn.execute("SELECT to_regnamespace(%s)", (SCHEMA,)).fetchone() == (None,):
+            conn.execute(f"CREATE SCHEMA {SCHEMA}")  # needs CREATE on the database
         conn.execute(f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.migrations (
             version integer PRIMARY KEY,
             name text NOT NULL,

@@ -21,8 +21,11 @@ Invariants
 * Each change is one transaction; appending costs one ``UPDATE`` of the session row
   and one ``INSERT`` per new message, whatever the session's length; a compaction
   writes the new working context and an event, never a transcript row.
+* The database decides what a role sees (row-level security, ``schema.py``): its own
+  sessions, and those shared with it (:meth:`PostgresStore.share_session`) to read and
+  fork only. Another role's session is, to this store, not there.
 * The notes (``project.md``, ``user.md``) stay files in the memory directory.
-* The URL's password is never shown: ``repr``, errors and records use the redacted URL.
+* The URL's credentials are never shown: ``repr``, errors and records use the redacted URL.
 """
 
 from __future__ import annotations
@@ -34,7 +37,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jupyter_agent.errors import CorruptSessionError, SessionNotFoundError
+from jupyter_agent.errors import (
+    CorruptSessionError,
+    SessionNotFoundError,
+    SessionReadOnlyError,
+)
 from jupyter_agent.store.base import NoteKind, holding
 from jupyter_agent.store.figures import FigureData
 from jupyter_agent.store.ids import validate_session_id
@@ -262,8 +269,21 @@ class PostgresStore:
     # ------------------------------------------------------------------ leases
     def acquire_lease(self, session_id: str) -> None:
         """Take (or re-enter) the session's lease without waiting (design §7, §16; see
-        :meth:`Guard.acquire <jupyter_agent.store.postgres.guard.Guard.acquire>`)."""
-        self._guard.acquire(session_id)
+        :meth:`Guard.acquire <jupyter_agent.store.postgres.guard.Guard.acquire>`).
+
+        Raises
+        ------
+        SessionReadOnlyError
+            For a session another role shares with this one: it is never resumed, only
+            read or forked.
+        """
+        validate_session_id(session_id)
+        with self._mutex:
+            if not self._guard.holds(session_id) and not self._table.exists(session_id):
+                owner = self._table.shared_owner(session_id)
+                if owner is not None:
+                    raise SessionReadOnlyError(session_id, owner)
+            self._guard.acquire(session_id)
 
     def release_lease(self, session_id: str) -> None:
         """Undo one :meth:`acquire_lease` (releasing a lease not held does nothing)."""
@@ -352,6 +372,39 @@ class PostgresStore:
         """Delete the session and its transcript for good
         (see ``writes.SessionWriter.delete_session``)."""
         self._writer.delete_session(session_id)
+
+    def share_session(self, session_id: str, roles: Sequence[str], *,
+                      undo: bool = False) -> list[str]:
+        """Share one of this role's sessions read-only with database ``roles`` (login or
+        group roles: every member may then read and fork it, never change it), or stop
+        sharing it with them (``undo``); one transaction, no lease.
+
+        Returns
+        -------
+        list of str
+            The roles the session is shared with now, sorted.
+
+        Raises
+        ------
+        ValueError
+            A role name that is empty or longer than 63 bytes, or one the database does
+            not have (nothing is changed).
+        InvalidSessionIdError, SessionNotFoundError, SessionReadOnlyError,
+        StoreUnavailableError
+        """
+        validate_session_id(session_id)
+        for role in roles:
+            if not role or len(role.encode()) > 63 or "\0" in role:
+                raise ValueError(f"not a database role name: {role!r}")
+        with self._mutex:
+            sid = self._table.sid_of(session_id)
+            if sid is None:
+                self._guard.require(session_id)  # says why
+                raise SessionNotFoundError(session_id, self.location)
+            try:
+                return self._table.share(sid, list(roles), undo, lambda: None)
+            except LookupError as err:
+                raise ValueError(str(err.args[0])) from None
 
     # ------------------------------------------------------------------ figures (design §23)
     def save_figure(self, session_id: str, figure_id: str, data: bytes, media_type: str) -> None:

@@ -27,7 +27,7 @@ from jupyter_agent.store.postgres.schema import SCHEMA
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["INSERT_COLUMNS", "SessionTable"]
+__all__ = ["INSERT_COLUMNS", "READABLE", "SessionTable"]
 
 _S = f"{SCHEMA}.sessions"
 _M = f"{SCHEMA}.messages"
@@ -42,13 +42,26 @@ _INSERT = (f"INSERT INTO {_S} ({', '.join(INSERT_COLUMNS)}) VALUES "
            f"({', '.join(f'%({c})s' for c in INSERT_COLUMNS)}) "
            "ON CONFLICT (project, id) DO NOTHING RETURNING sid")
 _EXISTS = f"SELECT 1 FROM {_S} WHERE project = %s AND id = %s"
+_SID = f"SELECT sid FROM {_S} WHERE project = %s AND id = %s"
 _HEAD = (f"SELECT {HEAD_COLUMNS}, (SELECT json_agg(m.body ORDER BY m.seq) FROM {_M} m "
          "WHERE m.sid = s.sid AND m.seq >= s.context_from) "
          f"FROM {_S} s WHERE project = %s AND id = %s")
+#: Which session an ID names for a read: the project's, else one shared with this role
+#: (row-level security shows another role's session only when it is shared with it).
+READABLE = ("id = %(id)s AND (project = %(project)s OR owner_role <> current_user) "
+            "ORDER BY project = %(project)s DESC, updated_at DESC LIMIT 1")
 _RECORD = (f"SELECT {HEAD_COLUMNS}, (SELECT json_agg(m.body ORDER BY m.seq) FROM {_M} m "
-           f"WHERE m.sid = s.sid) FROM {_S} s WHERE project = %s AND id = %s")
+           f"WHERE m.sid = s.sid) FROM {_S} s WHERE {READABLE}")
+_SHARED_OWNER = f"SELECT owner_role FROM {_S} WHERE id = %s AND owner_role <> current_user"
+_SHARES = f"SELECT grantee FROM {SCHEMA}.shares WHERE sid = %s ORDER BY grantee"
+_SHARE = (f"INSERT INTO {SCHEMA}.shares (sid, grantee) SELECT %s, rolname FROM pg_roles "
+          "WHERE rolname = %s ON CONFLICT DO NOTHING")
+_UNSHARE = f"DELETE FROM {SCHEMA}.shares WHERE sid = %s AND grantee = %s"
+_ROLE = "SELECT 1 FROM pg_roles WHERE rolname = %s"
 _RECENT = f"SELECT body FROM {_M} WHERE sid = %s AND seq < %s ORDER BY seq DESC LIMIT %s"
 _APPEND = f"INSERT INTO {_M} (sid, seq, body) VALUES (%s, %s, %s)"
+_APPEND_ALL = (f"INSERT INTO {_M} (sid, seq, body) SELECT %s, n - 1, b::json "
+               "FROM unnest(%s::text[]) WITH ORDINALITY AS t(b, n)")
 _DELETE = f"DELETE FROM {_S} WHERE project = %s AND id = %s RETURNING sid"
 _STALE_LEASES = (
     f"DELETE FROM {SCHEMA}.leases l WHERE project = %s AND NOT EXISTS ("
@@ -83,11 +96,12 @@ class SessionTable:
     def _read(self, query: str, params: Sequence[Any] | dict[str, Any]) -> Any:
         return self._link.run(lambda c: c.execute(query, params).fetchone(), idempotent=True)
 
-    def _session_row(self, query: str, session_id: str) -> Any:
+    def _session_row(self, query: str, session_id: str,
+                     params: Sequence[Any] | dict[str, Any] | None = None) -> Any:
         import psycopg
 
         try:
-            return self._read(query, (self._project, session_id))
+            return self._read(query, params or (self._project, session_id))
         except psycopg.DataError as err:
             raise CorruptSessionError(self._where(session_id),
                                       f"a value cannot be read ({' '.join(str(err).split())})"
@@ -102,15 +116,47 @@ class SessionTable:
         return self._read(_EXISTS, (self._project, session_id)) is not None
 
     def record_row(self, session_id: str) -> Any:
-        """The session's row (:data:`HEAD_COLUMNS`) and its whole transcript (raw JSON),
-        or ``None``.
+        """The row (:data:`HEAD_COLUMNS`) and whole transcript (raw JSON) of the session
+        the project has, else of one shared with this role; ``None`` when neither is.
 
         Raises
         ------
         CorruptSessionError
             A value of the row cannot be read at all.
         """
-        return self._session_row(_RECORD, session_id)
+        return self._session_row(_RECORD, session_id,
+                                 {"project": self._project, "id": session_id})
+
+    def sid_of(self, session_id: str) -> int | None:
+        """The row number of the project's session with this ID, or ``None``."""
+        found = self._read(_SID, (self._project, session_id))
+        return None if found is None else int(found[0])
+
+    def shared_owner(self, session_id: str) -> str | None:
+        """The role of another project's session with this ID shared with this role
+        (it may be read, never changed), or ``None``."""
+        found = self._read(_SHARED_OWNER, (session_id,))
+        return None if found is None else str(found[0])
+
+    def share(self, sid: int, roles: Sequence[str], undo: bool, check: Check) -> list[str]:
+        """Share the session ``sid`` read-only with ``roles`` (or stop sharing it, with
+        ``undo``) in one transaction; return the roles it is shared with now.
+
+        Raises
+        ------
+        LookupError
+            Naming a role the database does not have (nothing is changed).
+        """
+        def op(conn: psycopg.Connection) -> list[str]:
+            check()
+            with self._link.transaction(conn):
+                for role in roles:
+                    if not undo and conn.execute(_ROLE, (role,)).fetchone() is None:
+                        raise LookupError(f"the database has no role {role!r}")
+                    conn.execute(_UNSHARE if undo else _SHARE, (sid, role))
+                return [str(r[0]) for r in conn.execute(_SHARES, (sid,)).fetchall()]
+
+        return list(self._link.run(op))
 
     def head_row(self, session_id: str) -> Any:
         """The session's row and its transcript from ``context_from`` on (raw JSON), or
@@ -187,10 +233,8 @@ class SessionTable:
                 found = conn.execute(_INSERT, values).fetchone()
                 if found is None:
                     return False
-                with conn.cursor() as cur, cur.copy(
-                        f"COPY {_M} (sid, seq, body) FROM STDIN") as copy:
-                    for seq, message in enumerate(transcript):
-                        copy.write_row((found[0], seq, dumps(message)))
+                if transcript:  # one statement (COPY does not take row-level security)
+                    conn.execute(_APPEND_ALL, (found[0], [dumps(m) for m in transcript]))
                 return True
 
         return bool(self._link.run(op))

@@ -3,8 +3,11 @@
 A team store is selected by a ``postgresql://`` (or ``postgres://``) URL, from the
 ``AgentMagics.store_url`` setting, else ``$JUPYTER_AGENT_STORE_URL``; empty means the
 JSON files of the memory directory (design §16). Anything that shows a URL -- error
-messages, ``repr`` of a store, session records -- shows :func:`redact_url` of it: the
-password, and any ``password=`` query parameter, never appear. Nothing here imports
+messages, ``repr`` of a store, ``%config AgentMagics``, session records -- shows
+:func:`redact_url` of it: the credentials it holds (the password of the authority, the
+``password=`` and ``sslpassword=`` parameters) never appear. Parameters that name files
+(``passfile``, ``sslkey``, ``sslcert``) are shown: a path is not a secret, and what those
+files hold is read by libpq alone, never shown. Nothing here imports
 ``psycopg``, so a URL can be checked where the driver is not installed.
 """
 
@@ -22,7 +25,7 @@ __all__ = [
     "redact_url",
     "resolve_store_url",
     "scrub",
-    "url_password",
+    "url_secrets",
 ]
 
 #: Environment variable naming the team store when the setting is empty.
@@ -30,6 +33,8 @@ STORE_URL_ENV = "JUPYTER_AGENT_STORE_URL"
 #: URL schemes of a PostgreSQL store (both spellings libpq accepts).
 SCHEMES = ("postgresql", "postgres")
 _HIDDEN = "***"
+#: Query parameters whose values are credentials.
+SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
 
 
 def _split(url: str) -> tuple[str, str, str, str, str] | None:
@@ -43,7 +48,7 @@ def _split(url: str) -> tuple[str, str, str, str, str] | None:
 
 
 def redact_url(url: str) -> str:
-    """``url`` with its password (in the authority or the query) replaced by ``***``.
+    """``url`` with its credentials (see the module docstring) replaced by ``***``.
 
     Parameters
     ----------
@@ -52,9 +57,9 @@ def redact_url(url: str) -> str:
     Returns
     -------
     str
-        E.g. ``postgresql://alice:***@db.example.org:5432/agents``. A value that does
-        not parse as a URL at all is shown as ``<unparsable URL>`` (it might hold a
-        password in a form this function cannot find).
+        E.g. ``postgresql://alice:***@db.example.org:5432/agents?sslpassword=***``. A
+        value that does not parse as a URL at all is shown as ``<unparsable URL>`` (it
+        might hold a password in a form this function cannot find).
     """
     parts = _split(url)
     if parts is None:
@@ -65,38 +70,37 @@ def redact_url(url: str) -> str:
         netloc = f"{userinfo.split(':', 1)[0]}:{_HIDDEN}@{hostport}"
     if query:
         pairs = parse_qsl(query, keep_blank_values=True)
-        if any(key == "password" for key, _ in pairs):
-            query = urlencode([(k, _HIDDEN if k == "password" else v) for k, v in pairs],
+        if any(key in SECRET_PARAMETERS for key, _ in pairs):
+            query = urlencode([(k, _HIDDEN if k in SECRET_PARAMETERS else v) for k, v in pairs],
                               safe="*/:")
     return (f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
             + (f"#{fragment}" if fragment else ""))
 
 
-def url_password(url: str) -> str:
-    """The password in ``url`` (authority or ``password=`` query parameter); "" if none."""
+def url_secrets(url: str) -> list[str]:
+    """The credentials in ``url``: the authority's password and the values of
+    :data:`SECRET_PARAMETERS` (empty ones left out)."""
     from urllib.parse import unquote
 
     parts = _split(url)
     if parts is None:
-        return ""
+        return []
+    found = []
     userinfo, at, _ = parts[1].rpartition("@")
     if at and ":" in userinfo:
-        return unquote(userinfo.split(":", 1)[1])
-    for key, value in parse_qsl(parts[3], keep_blank_values=True):
-        if key == "password":
-            return value
-    return ""
+        found.append(unquote(userinfo.split(":", 1)[1]))
+    found += [value for key, value in parse_qsl(parts[3], keep_blank_values=True)
+              if key in SECRET_PARAMETERS]
+    return [secret for secret in found if secret]
 
 
 def scrub(text: str, url: str) -> str:
-    """``text`` with any occurrence of ``url``'s password (raw or percent-encoded) removed."""
-    from urllib.parse import quote
+    """``text`` with every credential of ``url`` (raw or percent-encoded) replaced by ``***``."""
+    from urllib.parse import quote, quote_plus
 
-    secret = url_password(url)
-    if not secret:
-        return text
-    for form in {secret, quote(secret, safe="")}:
-        text = text.replace(form, _HIDDEN)
+    for secret in sorted(url_secrets(url), key=len, reverse=True):
+        for form in {secret, quote(secret, safe=""), quote_plus(secret)}:
+            text = text.replace(form, _HIDDEN)
     return text
 
 
