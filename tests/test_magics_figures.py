@@ -66,6 +66,10 @@ def test_the_turn_shows_the_figure_in_its_place(
     assert kinds == ["md", "image", "md"]  # the call, the figure, then the reply
     assert [data for data, _ in images(captured.outputs)] == [png(40, 30)]
     assert "[figure 1: PNG, 40×30 px, shown to the user]" in str(model_server.requests[1])
+    shown = "\n".join(o.data["text/markdown"] for o in captured.outputs
+                      if "text/markdown" in o.data)
+    assert "[figure 1" not in shown  # the model's line for the figure is not shown to you
+    assert not any(line.strip() in ("→", "\\→") for line in shown.splitlines())
 
 
 def test_history_and_a_resumed_session_show_the_figures_again(

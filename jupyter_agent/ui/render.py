@@ -89,6 +89,7 @@ class MarkdownTurnRenderer:
         self._plain = PlainTurnRenderer(self._plain_out)
         self._handle: Any = None
         self._parts: list[tuple[str, Any]] = []  # finished outputs: ("markdown"|"display", x)
+        self._shown_figures: set[str] = set()  # "[figure 1: ...]" lines of figures shown
         self._plain_from = 0  # where the current output's plain text starts
         self._min_interval = min_interval
         self._shown_at = float("-inf")
@@ -144,6 +145,12 @@ class MarkdownTurnRenderer:
 
     def _result_blocks(self, name: str, result: str, ok: bool) -> None:
         for kind, body in tool_result_sections(result, ok):
+            if kind == "output" and self._shown_figures:
+                # a figure shown above in its place: its line is for the model, not for you
+                body = "\n".join(line for line in body.split("\n")
+                                 if line not in self._shown_figures).strip("\n")
+                if not body:
+                    continue
             label = RESULT_LABELS[kind]
             lines = result_preview(body) if kind in ("output", "result", "stderr") else \
                 body.splitlines() or [""]
@@ -176,7 +183,11 @@ class MarkdownTurnRenderer:
         """End the current Markdown output and show what the code displayed below it."""
         from IPython.display import display
 
+        from jupyter_agent.agent.figures import describe_figure
+
         self._end_output()
+        if event.figure is not None:
+            self._shown_figures.add(f"[{describe_figure(event.figure)}]")
         bundle = (dict(event.data), dict(event.metadata or {}))
         self._parts.append(("display", bundle))
         if self._live:
