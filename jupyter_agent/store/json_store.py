@@ -59,7 +59,7 @@ from jupyter_agent.store.leases import Leases, lock_name
 from jupyter_agent.store.memory import MemoryStore
 from jupyter_agent.store.records import LeaseHolder, SessionListing, SessionRecord, SessionState
 from jupyter_agent.store.session_files import SessionFiles
-from jupyter_agent.store.sweep import collect_garbage
+from jupyter_agent.store.sweep import SessionCheck, check_sessions, collect_garbage
 
 __all__ = ["SessionStore"]
 
@@ -185,7 +185,7 @@ class SessionStore:
         with self._files.dirs(create=False) as dirs:
             if dirs is None:
                 _raise_not_found(self, session_id)
-            return self._files.read(dirs[1], session_id).record
+            return self._files.read(*dirs, session_id).record
 
     def list_sessions(self, include_archived: bool = False, *, limit: int | None = None,
                       after: SessionListing | None = None) -> list[SessionListing]:
@@ -249,6 +249,23 @@ class SessionStore:
         UnsafeDirectoryError, OSError
         """
         return collect_garbage(self._files)
+
+    def damaged_sessions(self) -> dict[str, str]:
+        """The sessions the last listing of this store left out because they do not
+        load, each with its one-line reason (``jupyter agent fsck`` says more)."""
+        return dict(self._files.index.damaged)
+
+    def check_sessions(self, *, repair: bool = False) -> list[SessionCheck]:
+        """Check every session and report its state; with ``repair``, make the safe
+        repairs (``jupyter agent fsck``; see :func:`jupyter_agent.store.sweep.
+        check_sessions`, which lists them). Every byte a repair takes out of a journal
+        is kept in ``sessions/<id>.jsonl.damaged``.
+
+        Raises
+        ------
+        UnsafeDirectoryError, OSError
+        """
+        return check_sessions(self._files, repair=repair)
 
     # ------------------------------------------------------------------ writes (design §3-§9)
     def create_session(self, messages: Sequence[Any], *, session_id: str | None = None,

@@ -308,6 +308,9 @@ class SessionListing(SessionInfo):
         "" when the store does not record it (the JSON files of one user do not).
     parent : ForkOrigin or None
         The session this one was forked from, if any.
+    clock : int or None
+        The session's place in its store's order of changes, when the store keeps one
+        (the JSON files do; see :func:`~jupyter_agent.store.paging.listing_order`).
     """
 
     title: str
@@ -322,3 +325,4 @@ class SessionListing(SessionInfo):
     owner_user: str = ""
     owner_host: str = ""
     parent: ForkOrigin | None = None
+    clock: int | None = None
