@@ -64,15 +64,15 @@ index.jsonl
 
 
 @contextlib.contextmanager
-def storage_errors(path: Path) -> Iterator[None]:
-    """Turn an ``OSError`` of a write into a :class:`~jupyter_agent.errors.StorageError`
-    naming ``path`` (library errors pass through)."""
+def storage_errors(path: Path, *, reading: bool = False) -> Iterator[None]:
+    """Turn an ``OSError`` into a :class:`~jupyter_agent.errors.StorageError` naming
+    ``path`` and the operation, a write unless ``reading`` (library errors pass through)."""
     try:
         yield
     except OSError as err:
         if isinstance(err, JupyterAgentError):
             raise
-        raise StorageError(path, err) from err
+        raise StorageError(path, err, reading=reading) from err
 
 
 class SessionFiles:
@@ -110,7 +110,7 @@ class SessionFiles:
         except OSError as err:
             if isinstance(err, JupyterAgentError):
                 raise
-            raise StorageError(self.root, err) from err
+            raise StorageError(self.root, err, reading=not create) from err
         if root is None:
             yield None
             return
