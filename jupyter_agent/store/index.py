@@ -263,11 +263,7 @@ class ListingIndex:
         checksum ``check``, given the last line the index records as acknowledged for
         this generation ("" or ``None`` when nothing is: the index is a cache that may
         be missing; it can prove damage, never vouch for a journal)."""
-        try:
-            entry = self.read(root)[0].get(session_id)
-        except (JupyterAgentError, OSError):
-            return None
-        at = None if entry is None else entry.get("at")
+        at = self._claim(root, session_id)
         if not _at_ok(at) or at is None or at[0] != generation:
             return None
         if at[1] > lines:
@@ -276,6 +272,36 @@ class ListingIndex:
         if at[1] == lines and at[2] and check and at[2].encode("ascii") != check:
             return f"line {lines}: not the line that was acknowledged there"
         return None
+
+    def _claim(self, root: SafeDir, session_id: str) -> Any:
+        """The ``at`` of the session's last index line (``None`` if none), found without
+        parsing the other lines: a line starts with ``{"id":"<id>",``, which cannot occur
+        inside a JSON string (its quotes would be escaped)."""
+        try:
+            st = root.lstat(INDEX_NAME)
+            if st is None or not stat.S_ISREG(st.st_mode) or st.st_size > INDEX_LIMIT:
+                return None
+            if self._parsed is not None and self._parsed[0] == signature_of(st):
+                entry = self._parsed[1].get(session_id)
+                return None if entry is None else entry.get("at")
+            got = root.read(INDEX_NAME, limit=INDEX_LIMIT)
+        except (JupyterAgentError, OSError):
+            return None
+        if got is None:
+            return None
+        raw = got[0]
+        start = raw.rfind(b'{"id":"%s",' % session_id.encode("ascii"))
+        if start < 0 or (start > 0 and raw[start - 1:start] != b"\n"):
+            return None
+        end = raw.find(b"\n", start)
+        try:
+            line = orjson.loads(raw[start:end if end >= 0 else len(raw)])
+        except orjson.JSONDecodeError:
+            return None
+        if type(line) is not dict or line.get("gone"):
+            return None
+        fields = line if line.get("bad") else line.get("set")
+        return fields.get("at") if type(fields) is dict else None
 
     def _rebuild(self, sessions: SafeDir, session_id: str, sig: Sig,
                  old: dict[str, Any] | None) -> dict[str, Any]:

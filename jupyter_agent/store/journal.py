@@ -53,14 +53,15 @@ import secrets
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, NotRequired, TypedDict
 
+import msgspec
 import orjson
 
 from jupyter_agent.errors import CorruptSessionError
 from jupyter_agent.store.jsonio import encode_json
 from jupyter_agent.store.messages import message_text
-from jupyter_agent.store.validation import check_messages
+from jupyter_agent.store.validation import check_messages, plain_tool_calls
 
 __all__ = [
     "FIRST_PROMPT_CHARS",
@@ -100,6 +101,9 @@ _HEADER_KEY = "jupyter_agent_journal"
 _CHECK = b',"c":"'
 _TRAILER = len(b',"c":"01234567"}')
 _NUMBER = re.compile(rb'\{"n":([0-9]{1,15}),')
+
+Line = bytes | memoryview
+"""A journal line without its newline (a view into the journal's bytes, or a copy)."""
 
 Item = tuple[int, int] | dict[str, Any]
 """One run of the working context: a ``(start, end)`` span of transcript positions, or a
@@ -227,17 +231,32 @@ def encode_line(number: int, entry: dict[str, Any]) -> bytes:
     line's bytes before ``,"c"`` as 8 lowercase hex digits, so every line proves its
     content and its place without being parsed.
     """
+    add = entry.get("add")
+    if add is not None and not all(map(_is_core, add)):
+        entry = {**entry, "extra": 1}
     body = encode_json({"n": number, **entry})[:-1]
     return b'%s,"c":"%08x"}\n' % (body, zlib.crc32(body))
 
 
-def line_number_of(line: bytes) -> int | None:
+_CORE_KEYS = frozenset(("role", "content", "tool_calls", "tool_call_id", "name", "refusal"))
+
+
+def _is_core(message: dict[str, Any]) -> bool:
+    """Whether a (valid) message has only the core shape :data:`_LineDecoder` reads:
+    the keys of :class:`_Message`, string or null content, plain tool calls."""
+    content = message.get("content")
+    return (message.keys() <= _CORE_KEYS and (content is None or type(content) is str)
+            and all(type(message.get(k, "")) is str for k in ("tool_call_id", "name", "refusal"))
+            and plain_tool_calls(message.get("tool_calls", [])))
+
+
+def line_number_of(line: Line) -> int | None:
     """The ``n`` a checked line says it has (``None`` if it does not start with one)."""
-    found = _NUMBER.match(line)
+    found = _NUMBER.match(bytes(line[:32]))
     return None if found is None else int(found.group(1))
 
 
-def line_problem(line: bytes, number: int) -> str | None:
+def line_problem(line: Line, number: int) -> str | None:
     """Why complete line ``number`` (without its newline) is not the checked line that
     belongs there, in words; ``None`` if it is."""
     if line[-_TRAILER:-10] != _CHECK or line[-2:] != b'"}':
@@ -253,7 +272,7 @@ def line_problem(line: bytes, number: int) -> str | None:
     return f"it is line {found}: {missing} missing (removed or moved)"
 
 
-def check_lines(lines: list[bytes], first: int, path: Path) -> None:
+def check_lines(lines: list[Line], first: int, path: Path) -> None:
     """Check that ``lines`` (complete, without newlines) are checked lines ``first``,
     ``first + 1``, ... (CRC-32 and line number; nothing is parsed).
 
@@ -264,8 +283,9 @@ def check_lines(lines: list[bytes], first: int, path: Path) -> None:
     """
     crc32 = zlib.crc32
     for number, line in enumerate(lines, first):
+        start = b'{"n":%d,' % number
         if (line[-10:-2] != b"%08x" % crc32(line[:-_TRAILER])
-                or line[-_TRAILER:-10] != _CHECK or not line.startswith(b'{"n":%d,' % number)):
+                or line[-_TRAILER:-10] != _CHECK or line[:len(start)] != start):
             raise CorruptSessionError(path, f"line {number}: {line_problem(line, number)}")
 
 
@@ -307,38 +327,94 @@ class Journal:
     offset: int = 0
 
 
-_NEWLINE_TO_COMMA = bytes.maketrans(b"\n", b",")
+class _Function(TypedDict):
+    name: str
+    arguments: str
 
 
-def _parse_all(whole: bytes, lines: list[bytes], path: Path, first: int) -> list[Any]:
-    """All of ``lines`` (``whole`` is them with their newlines) parsed, in one ``orjson``
-    call when there are many: JSON text never holds a raw newline, so the lines joined by
-    commas inside brackets are one JSON array.
+class _ToolCall(TypedDict):
+    id: str
+    type: str
+    function: _Function
+
+
+class _Message(TypedDict):
+    role: Annotated[str, msgspec.Meta(min_length=1)]
+    content: NotRequired[str | None]
+    tool_calls: NotRequired[list[_ToolCall]]
+    tool_call_id: NotRequired[str]
+    name: NotRequired[str]
+    refusal: NotRequired[str]
+
+
+class _Line(TypedDict):
+    """A checked line whose ``add`` holds core messages only (no ``"extra"``)."""
+
+    n: int
+    add: NotRequired[list[_Message]]
+    compact: NotRequired[dict[str, Any]]
+    state: NotRequired[dict[str, Any]]
+    set: NotRequired[dict[str, Any]]
+    updated_at: NotRequired[Any]
+    clock: NotRequired[Any]
+    c: str
+
+
+#: Parses and validates a checked line in one pass, JSON in and dicts out: strings and
+#: types as :func:`~jupyter_agent.store.validation.check_messages` demands them, so a
+#: line it accepts needs no second check. Lines it refuses (and lines marked
+#: ``"extra"``, whose messages have other keys or shapes) are read by ``orjson`` and
+#: checked by hand, which keeps every key and names what is wrong.
+_LineDecoder = msgspec.json.Decoder(_Line)
+_EXTRA = b',"extra":1'
+
+
+def split_lines(whole: bytes) -> list[Line]:
+    """The lines of ``whole`` (which ends with a newline), without their newlines: views
+    into it when there are few (long lines are not copied), else copies."""
+    if whole.count(b"\n") > 256:
+        lines: list[Line] = list(whole.split(b"\n"))
+        lines.pop()
+        return lines
+    out: list[Line] = []
+    view, pos, size = memoryview(whole), 0, len(whole)
+    while pos < size:
+        end = whole.index(b"\n", pos)
+        out.append(view[pos:end])
+        pos = end + 1
+    return out
+
+
+def _parse_lines(lines: list[Line], path: Path, first: int, typed: bool) -> list[Any]:
+    """``lines`` (numbered from ``first``) parsed to dicts, their ``add`` validated.
 
     Raises
     ------
     CorruptSessionError
-        Naming the first line (numbered from ``first``) that is not valid JSON.
+        Naming the first line that is not valid JSON, or whose messages are not valid.
     """
-    try:
-        if len(lines) < 64:
-            return [orjson.loads(line) for line in lines]
-        buf = bytearray(b"[")
-        buf += whole.translate(_NEWLINE_TO_COMMA)
-        buf[-1] = 93  # "]" in place of the last comma
-        values: list[Any] = orjson.loads(buf)
-        return values
-    except orjson.JSONDecodeError:
-        pass
+    values: list[Any] = []
+    decode = _LineDecoder.decode
     for number, line in enumerate(lines, first):
+        if typed and line[-_TRAILER - len(_EXTRA):-_TRAILER] != _EXTRA:
+            try:
+                values.append(decode(line))
+                continue
+            except (msgspec.ValidationError, msgspec.DecodeError):
+                pass  # read again below, to keep every key and name the problem
         try:
-            orjson.loads(line)
+            value = orjson.loads(line)
         except orjson.JSONDecodeError as err:
             raise CorruptSessionError(path, f"line {number}: not valid JSON ({err})") from None
-    raise CorruptSessionError(path, "not valid JSON")  # pragma: no cover - found above
+        if type(value) is not dict:
+            raise CorruptSessionError(path, f"line {number}: not a JSON object")
+        if "add" in value:
+            check_messages(value["add"], path, f"line {number}: add")
+        values.append(value)
+    return values
 
 
-def _header(line: bytes, path: Path, session_id: str) -> dict[str, Any]:
+def _header(line: Line, path: Path, session_id: str) -> dict[str, Any]:
     try:
         header = orjson.loads(line)
     except orjson.JSONDecodeError:
@@ -391,9 +467,8 @@ def parse_journal(raw: bytes, path: Path, *, session_id: str, offset: int,
     """
     end = raw.rfind(b"\n") + 1
     whole = raw if end == len(raw) else raw[:end]
-    lines = whole.split(b"\n")
-    lines.pop()
-    if lines and lines[0].startswith(b'{"n":'):
+    lines = split_lines(whole)
+    if lines and lines[0][:5] == b'{"n":':
         check_lines(lines[:1], 1, path)
     header = _header(lines[0] if lines else b"", path, session_id)
     version = header[_HEADER_KEY]
@@ -415,13 +490,9 @@ def parse_journal(raw: bytes, path: Path, *, session_id: str, offset: int,
                 path, f"it ends before byte {offset}, where its snapshot says it continues")
         split = len(lines) - whole.count(b"\n", offset)
     first = 2 if decode_before else split + 1
-    values = _parse_all(whole[header_end if decode_before else offset:], lines[first - 1:],
-                        path, first)
-    for number, entry in enumerate(values, first):
-        if type(entry) is not dict:
-            raise CorruptSessionError(path, f"line {number}: not a JSON object")
+    values = _parse_lines(lines[first - 1:], path, first, version == JOURNAL_VERSION)
     before, after = (values[:split - 1], values[split - 1:]) if decode_before else ([], values)
-    check = lines[-1][-10:-2] if version == JOURNAL_VERSION else b""
+    check = bytes(lines[-1][-10:-2]) if version == JOURNAL_VERSION else b""
     return Journal(header["generation"], before, after, end, len(raw) - end, len(lines),
                    check, version, offset)
 

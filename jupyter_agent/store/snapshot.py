@@ -134,8 +134,7 @@ def _apply(entry: dict[str, Any], transcript: list[dict[str, Any]], items: list[
                     *items_slice(items, size - compact["tail"], size)]
         head["compactions"] = [*head["compactions"], compact["event"]]
     add = entry.get("add")
-    if add is not None:
-        check_messages(add, path, f"{line}: add")
+    if add is not None:  # validated when the line was parsed
         start = len(transcript)
         transcript.extend(add)
         items_append(items, start, len(transcript))
@@ -260,10 +259,10 @@ def _load(snapshot_raw: bytes, snapshot_path: Path, read_journal: Callable[[], b
                                      offset=ref["offset"], generation=ref["generation"],
                                      lines_covered=ref.get("lines"))
     transcript: list[dict[str, Any]] = []
-    for k, entry in enumerate(journal.before, 2):
+    for entry in journal.before:  # each add was validated when its line was parsed
         add = entry.get("add")
         if add is not None:
-            transcript.extend(check_messages(add, journal_path, f"line {k}: add"))
+            transcript.extend(add)
     if len(transcript) != ref["transcript_length"]:
         raise _fail(snapshot_path, f"it counts {ref['transcript_length']} transcript "
                                    f"messages, its journal has {len(transcript)}")
