@@ -71,6 +71,7 @@ _STR_FIELDS = ("created_at", "updated_at", "summary", "title", "first_prompt")
 _INT_FIELDS = ("message_count", "tool_calls", "clock")
 #: The end of a checked journal line: the checksum's 8 hex digits, ``"}`` and the newline.
 _END = 11
+_PROBE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 Sig = list[Any]
 
@@ -116,13 +117,15 @@ def _journal_ends_with(sessions: SafeDir, session_id: str, at: list[Any] | None,
         return True
     if not at[2]:  # a journal of jupyter-agent 0.2: no checksum to compare
         return True
-    opened = sessions.open_file(f"{session_id}.jsonl")
-    if opened is None:
+    if size < _END:
         return False
+    # the signature just said it is a regular file: no second lstat; never follows a link
+    # nor blocks, and reads 8 bytes whatever the file has become
+    fd = os.open(f"{session_id}.jsonl", _PROBE_FLAGS, dir_fd=sessions.fd)
     try:
-        return size >= _END and os.pread(opened[0], 8, size - _END) == at[2].encode("ascii")
+        return os.pread(fd, 8, size - _END) == at[2].encode("ascii")
     finally:
-        os.close(opened[0])
+        os.close(fd)
 
 
 def _utc(text: str) -> datetime:
