@@ -372,14 +372,15 @@ _EXTRA = b',"extra":1'
 def split_lines(whole: bytes) -> list[Line]:
     """The lines of ``whole`` (which ends with a newline), without their newlines: views
     into it when there are few (long lines are not copied), else copies."""
-    if whole.count(b"\n") > 256:
-        lines: list[Line] = list(whole.split(b"\n"))
-        lines.pop()
-        return lines
     out: list[Line] = []
     view, pos, size = memoryview(whole), 0, len(whole)
+    find = whole.index
     while pos < size:
-        end = whole.index(b"\n", pos)
+        if len(out) == 256:  # many short lines: one call copies them faster
+            lines: list[Line] = list(whole.split(b"\n"))
+            lines.pop()
+            return lines
+        end = find(b"\n", pos)
         out.append(view[pos:end])
         pos = end + 1
     return out

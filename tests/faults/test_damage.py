@@ -34,15 +34,18 @@ KINDS = ["cut", "corrupt", "duplicated", "removed", "reordered", "checksum flipp
 SYSTEM = {"role": "system", "content": "s"}
 
 
-def _build(root: Path) -> tuple[str, int]:
-    """The saved session and how many messages it acknowledged."""
+def _build(root: Path, snapshot_inside: bool) -> tuple[str, int]:
+    """The saved session and how many messages it acknowledged; with
+    ``snapshot_inside``, the first answer is long enough (70 KB) for the snapshot to be
+    rewritten after it, so that it covers the first lines and not the last ones."""
     store = SessionStore(root)
     sid = store.create_session([SYSTEM], title="damage")
     messages = [SYSTEM]
     with store.lease(sid):
         for k in range(3):
+            long = "x" * 70_000 if snapshot_inside and k == 0 else ""
             messages += [{"role": "user", "content": f"question {k}\nwith a line break"},
-                         {"role": "assistant", "content": f"answer {k} " + "é" * 40}]
+                         {"role": "assistant", "content": f"answer {k} " + "é" * 40 + long}]
             store.save(sid, messages, SessionState(tool_calls=k,
                                                    usage=Usage(cost_usd=0.01 * (k + 1))))
         store.compact(sid, [SYSTEM, {"role": "user", "content": "summary"}, *messages[-2:]],
@@ -57,11 +60,14 @@ def _build(root: Path) -> tuple[str, int]:
     return sid, acknowledged
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, int, int]:
+@pytest.fixture(scope="module", params=["snapshot at the start", "snapshot inside"])
+def template(tmp_path_factory: pytest.TempPathFactory,
+             request: pytest.FixtureRequest) -> tuple[Path, str, int, int]:
     root = tmp_path_factory.mktemp("damage") / "mem"
-    sid, acknowledged = _build(root)
+    sid, acknowledged = _build(root, request.param == "snapshot inside")
     lines = (root / "sessions" / f"{sid}.jsonl").read_bytes().count(b"\n")
+    covered = json.loads((root / "sessions" / f"{sid}.json").read_bytes())["journal"]["lines"]
+    assert (covered == 2) == (request.param == "snapshot at the start") and covered < lines - 3
     return root, sid, acknowledged, lines
 
 
