@@ -205,3 +205,35 @@ def test_fsck_reports_every_state_and_repairs_keep_the_damaged_bytes(
     record = SessionStore(root).load_session(sid)  # loads again: the saves before the damage
     assert len(record.transcript) == acknowledged - 1 and record.title == "damaged?"
     assert cli_main(["--memory-dir", str(root), "fsck"]) == 0
+
+
+def test_a_kill_at_every_byte_of_a_save_loses_nothing_acknowledged(tmp_path: Path) -> None:
+    """The files a writer killed at each byte of a save point leave (the journal line cut
+    at every position, the index not yet told): the session loads as before the save,
+    or with it once the whole line is on disk; the next write goes on from there."""
+    root = tmp_path / "mem"
+    store = SessionStore(root)
+    sid = store.create_session([SYSTEM])
+    messages = [SYSTEM, {"role": "user", "content": "kept"}]
+    store.save(sid, messages)
+    journal, index = store.journal_path(sid), root / "index.jsonl"
+    before, index_before = journal.read_bytes(), index.read_bytes()
+    store.save(sid, [*messages, {"role": "assistant", "content": "é" * 50 + "\n"}],
+               SessionState(tool_calls=1))
+    line = journal.read_bytes()[len(before):]
+    outcomes = {True: 0, False: 0}
+    for cut in range(len(line) + 1):
+        case = tmp_path / f"cut-{cut}"
+        shutil.copytree(root, case)
+        (case / "index.jsonl").write_bytes(index_before)  # killed before the index was told
+        path = case / "sessions" / f"{sid}.jsonl"
+        path.write_bytes(before + line[:cut])
+        killed = SessionStore(case)
+        saved = len(killed.load_session(sid).transcript) == 3
+        assert saved == (cut == len(line)), cut  # whole, or as before the save
+        outcomes[saved] += 1
+        killed.write_summary(sid, "next")
+        after = SessionStore(case).load_session(sid)
+        assert after.summary == "next" and len(after.transcript) == 2 + saved
+        shutil.rmtree(case)
+    assert outcomes == {True: 1, False: len(line)}
