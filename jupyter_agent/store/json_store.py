@@ -189,11 +189,13 @@ class SessionStore:
 
     def list_sessions(self, include_archived: bool = False, *, limit: int | None = None,
                       after: SessionListing | None = None) -> list[SessionListing]:
-        """One entry per readable session, newest ``updated_at`` first (design §10).
+        """One entry per session that loads, most recently changed first by the store
+        clock (:func:`~jupyter_agent.store.paging.listing_order`; design §10).
 
-        Reads the listing index and checks each entry with two ``lstat`` calls; entries
-        that are missing or stale are rebuilt from the session's snapshot and the end of
-        its journal (never the transcript). Unreadable sessions are skipped.
+        Reads the listing index and checks each entry with two ``lstat`` calls and one
+        ``pread`` of the journal's last checksum; entries that are missing or stale are
+        rebuilt from the session's files (every line checked, never the transcript
+        parsed). Damaged sessions are left out (:meth:`damaged_sessions` says why).
 
         Parameters
         ----------
@@ -202,8 +204,8 @@ class SessionStore:
         limit : int, optional
             At most this many entries (default: all); only they are probed for a holder.
         after : SessionListing, optional
-            The last entry of the previous page: list what comes after it (by
-            ``(updated_at, id)``; see :mod:`jupyter_agent.store.paging`).
+            The last entry of the previous page: list what comes after it (see
+            :mod:`jupyter_agent.store.paging`).
 
         Returns
         -------

@@ -236,4 +236,5 @@ def test_a_kill_at_every_byte_of_a_save_loses_nothing_acknowledged(tmp_path: Pat
         after = SessionStore(case).load_session(sid)
         assert after.summary == "next" and len(after.transcript) == 2 + saved
         shutil.rmtree(case)
+    print(f"kills at {len(line) + 1} positions of a save: {outcomes}")
     assert outcomes == {True: 1, False: len(line)}
