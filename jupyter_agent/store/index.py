@@ -66,6 +66,10 @@ JOURNAL_LIMIT = 1024 * 1024 * 1024
 #: A listing reads at most this much of a snapshot (or of a one-file record).
 SNAPSHOT_LIMIT = 256 * 1024 * 1024
 SLACK_LINES = 256
+#: A load looks for what the index acknowledged in its last CLAIM_TAIL bytes first, then in
+#: the whole index if it is at most CLAIM_LIMIT bytes (else it finds nothing to check).
+CLAIM_TAIL = 1024 * 1024
+CLAIM_LIMIT = 16 * 1024 * 1024
 
 _STR_FIELDS = ("created_at", "updated_at", "summary", "title", "first_prompt")
 _INT_FIELDS = ("message_count", "tool_calls", "clock")
@@ -287,13 +291,16 @@ class ListingIndex:
             if self._parsed is not None and self._parsed[0] == signature_of(st):
                 entry = self._parsed[1].get(session_id)
                 return None if entry is None else entry.get("at")
-            got = root.read(INDEX_NAME, limit=INDEX_LIMIT)
+            key = b'{"id":"%s",' % session_id.encode("ascii")
+            start, raw = -1, b""
+            for offset in (max(st.st_size - CLAIM_TAIL, 0), 0):  # the end first, then all
+                got = root.read(INDEX_NAME, offset=offset, limit=CLAIM_LIMIT)
+                raw = b"" if got is None else got[0]
+                start = raw.rfind(key)
+                if start >= 0 or offset == 0:
+                    break
         except (JupyterAgentError, OSError):
             return None
-        if got is None:
-            return None
-        raw = got[0]
-        start = raw.rfind(b'{"id":"%s",' % session_id.encode("ascii"))
         if start < 0 or (start > 0 and raw[start - 1:start] != b"\n"):
             return None
         end = raw.find(b"\n", start)
