@@ -39,7 +39,7 @@ def main() -> None:
           f"{report.records_lost:>13} {report.torn_tails:>11} {report.snapshots:>18} "
           f"{report.temp_files_left:>16} {report.final_messages:>16,}")
     print(f"({seconds:.0f} s; torn tails and temp files are what the kills left; the next "
-          f"lease removed them)")
+          f"lease removed the temp files, the next write a torn tail)")
     if report.records_lost:
         raise SystemExit("acknowledged records were lost")
 

@@ -104,19 +104,35 @@ class Project:
         self._stores.clear()
 
 
+_PAGE = 8
+
+
 def newest_session(store: Store) -> str:
-    """The most recently updated non-archived session: one page of one entry, so a
-    team store reads one row however many sessions the project has.
+    """The most recently changed non-archived session that loads and that no one else
+    holds (listings leave out sessions that do not load); pages of a few entries, so a
+    team store reads a few rows however many sessions the project has.
 
     Raises
     ------
     JupyterAgentError
-        There is none; the message says whether archived sessions exist (their
-        number, up to :data:`_ARCHIVED_COUNTED`).
+        There is none; the message says whether sessions in use elsewhere or archived
+        sessions exist (their number, up to :data:`_ARCHIVED_COUNTED`).
     """
-    newest = store.list_sessions(limit=1)
-    if newest:
-        return newest[0].id
+    page = store.list_sessions(limit=_PAGE)
+    busy = []
+    while page:
+        for listed in page:
+            if listed.status != "in use":
+                return listed.id
+            busy.append(listed.id)
+        page = store.list_sessions(limit=_PAGE, after=page[-1]) if len(page) == _PAGE else []
+    if busy:
+        where = getattr(store, "location", None) or getattr(store, "root", "the store")
+        n = len(busy)
+        raise JupyterAgentError(
+            f"no session to resume in {where}: the {n} saved session{'s are' if n > 1 else ' is'}"
+            f" in use elsewhere (newest: {busy[0]}); %agent_resume ID names one, or start one "
+            "with %agent_new")
     where = getattr(store, "location", None) or getattr(store, "root", "the store")
     hidden = store.list_sessions(include_archived=True, limit=_ARCHIVED_COUNTED + 1)
     if not hidden:

@@ -16,7 +16,8 @@ def test_bench_store_quick_prints_every_table_and_the_targets() -> None:
     out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_store.py"),
                           "--quick"], capture_output=True, text=True, timeout=600, check=True)
     for title in ("save one message", "load the session", "bytes written per save",
-                  "bytes written per agent turn", "cold list in a fresh process", "targets"):
+                  "bytes written per agent turn", "cold list in a fresh process",
+                  "create one session in a directory", "targets"):
         assert title in out.stdout, out.stdout
     for peer in ("agents-sqlite", "langgraph-sqlite"):  # installed or reported missing
         assert peer in out.stdout.split("\n\n")[0]

@@ -276,14 +276,13 @@ class Conversation:
         """Replace the working context (compaction, repair); the transcript keeps the
         originals and the store records a compaction event (design §4).
 
-        Messages appended since the last save are saved first, so they reach the
-        transcript. Then the checkpoint is saved.
+        Messages appended since the last save are saved first, with the checkpoint (and
+        so the usage of the summarizing call), so they reach the transcript and a kill
+        at any later step undercounts nothing. Then the compaction is recorded.
         """
         new = [to_message_dict(m) for m in messages]
         if self.store is not None and self.session_id is not None:
-            if len(self.messages) > self._saved_len:
-                self.store.save(self.session_id, self.messages)
-                self._saved_len = len(self.messages)
+            self.save()
             self.store.compact(self.session_id, new, summary=summary, replaced=replaced)
         self.messages = new
         self._saved_len = len(new)

@@ -21,7 +21,8 @@ from jupyter_agent.store import FigureData, SessionListing, SessionRecord
 from jupyter_agent.store.messages import message_text
 
 __all__ = [
-    "archive", "export", "fork", "gc", "list_sessions", "migrate", "remove", "search", "show",
+    "archive", "export", "fork", "fsck", "gc", "list_sessions", "migrate", "remove", "search",
+    "show",
 ]
 
 
@@ -32,7 +33,7 @@ def list_sessions(ctx: Context, args: argparse.Namespace) -> int:
     empty one), and the line says that it does not exist, so that a mistyped
     ``--memory-dir`` is noticed.
     """
-    from jupyter_agent.ui.display import format_sessions_table
+    from jupyter_agent.ui.display import format_sessions_table, one_line
 
     listing = ctx.store.list_sessions(include_archived=args.all)
     if ctx.json:
@@ -45,6 +46,11 @@ def list_sessions(ctx: Context, args: argparse.Namespace) -> int:
                   "--memory-dir DIR or $JUPYTER_AGENT_MEMORY_DIR)")
     else:
         ctx.print(f"no sessions in {ctx.memory_dir}")
+    damaged = ctx.files.damaged_sessions() if ctx.store is ctx.files and not ctx.json else {}
+    for sid, reason in sorted(damaged.items()):
+        ctx.print(f"damaged, not listed: {sid}: {one_line(reason, 300)}")
+    if damaged:
+        ctx.print("(jupyter agent fsck tells more and offers the safe repairs)")
     return 0
 
 
@@ -241,6 +247,38 @@ def gc(ctx: Context, args: argparse.Namespace) -> int:
         for path in sorted(removed):
             ctx.print(f"  {path}")
     return 0
+
+
+def fsck(ctx: Context, args: argparse.Namespace) -> int:
+    """``fsck [--repair | --dry-run]``: every session's state (ok, cut-short last line,
+    damaged with the file and line, old format, in use) and the safe repair for it;
+    nothing changes without ``--repair``. Exit code 1 when a session is still damaged
+    (or cut short) afterwards, else 0."""
+    from jupyter_agent.ui.display import one_line
+
+    if args.repair and args.dry_run:
+        raise JupyterAgentError("fsck takes --repair or --dry-run, not both")
+    checks = ctx.files.check_sessions(repair=args.repair)
+    if ctx.json:
+        ctx.emit_json([{**asdict(c), "kept": None if c.kept is None else str(c.kept)}
+                       for c in checks])
+    else:
+        for c in checks:
+            line = f"{c.session_id}  {c.state}"
+            if c.reason:
+                line += f": {one_line(c.reason, 400)}"
+            ctx.print(line)
+            if c.repaired:
+                ctx.print(f"    repaired: {c.repair}" + (f" (kept in {c.kept})" if c.kept else ""))
+            elif c.repair:
+                ctx.print(f"    {'--repair would ' if not args.repair else 'not repaired: '}"
+                          f"{c.repair}")
+        bad = sum(c.state in ("damaged", "torn") and not c.repaired for c in checks)
+        ctx.print(f"{len(checks)} session{'s' if len(checks) != 1 else ''} checked in "
+                  f"{ctx.memory_dir}: {bad} need{'s' if bad == 1 else ''} attention"
+                  + ("" if args.repair or not bad else "; run with --repair for the safe "
+                                                        "repairs"))
+    return int(any(c.state in ("damaged", "torn") and not c.repaired for c in checks))
 
 
 def migrate(ctx: Context, args: argparse.Namespace) -> int:

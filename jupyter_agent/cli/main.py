@@ -98,6 +98,13 @@ COMMANDS: tuple[Command, ...] = (
     Command("rm", "Delete a session for good.", commands.remove, (
         SESSION_ID, arg("-y", "--yes", action="store_true", help="Do not ask first."))),
     Command("gc", "Remove files that interrupted writes left behind.", commands.gc),
+    Command("fsck", "Check every session's files; report damage and the safe repairs.",
+            commands.fsck, (
+                arg("--repair", action="store_true",
+                    help="Make the safe repairs (damaged bytes are kept in "
+                         "sessions/<ID>.jsonl.damaged). Default: report only (a dry run)."),
+                arg("--dry-run", action="store_true",
+                    help="Report only, change nothing (the default)."))),
     Command("migrate", "Copy every session between the JSON files and a PostgreSQL store.",
             commands.migrate, one_of=(
                 arg("--to", metavar="URL", dest="to_url",

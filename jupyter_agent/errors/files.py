@@ -129,7 +129,8 @@ class StoreBusyError(JupyterAgentError):
 
 
 class StorageError(JupyterAgentError, OSError):
-    """The operating system refused a write under the memory directory.
+    """The operating system refused a write (or, with ``reading``, a read) under the
+    memory directory.
 
     Disk full, read-only file system, permission denied, I/O error, ... The previous
     content is intact (design §8). Also an ``OSError`` with the original ``errno``.
@@ -142,19 +143,26 @@ class StorageError(JupyterAgentError, OSError):
         The original error.
     action : str
         What to do next, in words.
+    reading : bool
+        The refused operation was a read.
     """
 
-    def __init__(self, path: Path, cause: OSError, action: str = "") -> None:
+    def __init__(self, path: Path, cause: OSError, action: str = "", *,
+                 reading: bool = False) -> None:
         super().__init__(cause.errno, cause.strerror or str(cause), str(path))
         self.path = path
         self.cause = cause
-        self.action = action or _next_step(cause.errno, path)
+        self.reading = reading
+        self.action = action or _next_step(cause.errno, path, reading)
 
     def __str__(self) -> str:
-        return f"could not write {self.path}: {self.strerror}; {self.action}"
+        return f"could not {'read' if self.reading else 'write'} {self.path}: {self.strerror}; " \
+               f"{self.action}"
 
 
-def _next_step(code: int | None, path: Path) -> str:
+def _next_step(code: int | None, path: Path, reading: bool = False) -> str:
+    if reading and code in (errno.EACCES, errno.EPERM):
+        return f"check that you may read {path} and enter {path.parent}"
     steps = {
         errno.ENOSPC: "free some disk space, then try again (what was saved before is intact)",
         errno.EDQUOT: "your disk quota is used up: free some space, then try again",

@@ -54,9 +54,12 @@ def has_holes(fd: int, start: int, end: int) -> bool:
 
 def read_all(fd: int, size: int, offset: int = 0) -> bytes:
     """Read ``size`` bytes at ``offset`` (fewer if the file is shorter now)."""
-    if size <= _READ_CHUNK:
-        return os.pread(fd, size, offset)
-    parts = []
+    first = os.pread(fd, size, offset)  # one call, no copy, for a regular file
+    if len(first) == size or not first:
+        return first
+    parts = [first]
+    offset += len(first)
+    size -= len(first)
     while size > 0:
         chunk = os.pread(fd, min(size, _READ_CHUNK), offset)
         if not chunk:

@@ -57,6 +57,7 @@ __all__ = [
     "entry_kind",
     "has_holes",
     "is_temp_name",
+    "lease_temp",
     "read_all",
     "signature_of",
     "temp_target",
@@ -73,6 +74,12 @@ _O_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 def is_temp_name(name: str) -> bool:
     """Whether ``name`` is one of the store's temporary files (``.<target>.<random>.tmp``)."""
     return name.startswith(".") and name.endswith(".tmp") and name.count(".") >= 3
+
+
+def lease_temp(name: str) -> str:
+    """The fixed temporary file of ``name`` for writers holding its lock
+    (``a.json`` -> ``.a.json.next.tmp``)."""
+    return f".{name}.next.tmp"
 
 
 def temp_target(name: str) -> str:
@@ -388,8 +395,13 @@ class SafeDir:
                                     f"{what} line {long[0]}")
         return data, st
 
-    def write_atomic(self, name: str, data: bytes, *, private: bool = False) -> None:
+    def write_atomic(self, name: str, data: bytes, *, private: bool = False,
+                     temp: str | None = None) -> None:
         """Replace file ``name`` with ``data`` atomically and durably (module docstring).
+
+        ``temp`` names the temporary file (see :func:`lease_temp`) for a writer that
+        holds a lock on ``name``: whatever a killed writer left there is replaced, and
+        the next holder removes it by name, without listing the directory.
 
         Raises
         ------
@@ -401,7 +413,7 @@ class SafeDir:
         st = self.lstat(name)
         if st is not None:
             self.check_regular(name, st, private=private)
-        tmp = self._write_temp(name, data)
+        tmp = self._write_temp(name, data, temp=temp)
         try:
             os.replace(tmp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
         except BaseException:
@@ -434,14 +446,19 @@ class SafeDir:
         self.fsync()
         return True
 
-    def _write_temp(self, name: str, data: bytes, mode: int = FILE_MODE) -> str:
+    def _write_temp(self, name: str, data: bytes, mode: int = FILE_MODE,
+                    temp: str | None = None) -> str:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        if temp is not None:
+            self.unlink(temp)
         while True:
-            tmp = f".{name}.{secrets.token_hex(4)}.tmp"
+            tmp = temp or f".{name}.{secrets.token_hex(4)}.tmp"
             try:
                 fd = os.open(tmp, flags, mode, dir_fd=self.fd)
                 break
             except FileExistsError:
+                if temp is not None:
+                    raise
                 continue
         try:
             os.fchmod(fd, mode)  # exact, whatever the umask

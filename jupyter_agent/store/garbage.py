@@ -4,8 +4,14 @@
   (``.<name>.<random>.tmp``). Such a file is removed only under the lock that its
   writer held: the session's lease for session files, the notes lock for notes, the
   index lock for the index -- so no live writer ever loses its temporary file.
-* A writer killed during an append leaves a cut-short last journal line;
-  :func:`repair_tail` cuts it off when the lease is next taken.
+* Writers under a lock (a session's lease, the notes lock) use one fixed temporary name
+  per file, so the next holder removes a killed writer's leftover by name
+  (:func:`remove_lease_temps`, at every new lease; :func:`remove_notes_temps`, at every
+  notes write and new lease). Temporary files of other names (left by older versions)
+  are collected by :func:`~jupyter_agent.store.sweep.collect_garbage`.
+* A writer killed during an append leaves a last journal line without its newline; it
+  is cut off by the next write only when the session's checks show that it was never
+  acknowledged (:meth:`~jupyter_agent.store.session_files.SessionFiles.current`).
 * A session's figures directory (``<id>.figures``) goes with the session; one left by
   a deletion that was interrupted is removed by
   :func:`~jupyter_agent.store.sweep.collect_garbage`, under the session's lease, like
@@ -20,16 +26,20 @@
 
 from __future__ import annotations
 
-import os
+import contextlib
 from pathlib import Path
 
+from jupyter_agent.errors import JupyterAgentError
 from jupyter_agent.store.figures import remove_figure_temps
-from jupyter_agent.store.files import SafeDir, is_temp_name, temp_target
+from jupyter_agent.store.files import SafeDir, is_temp_name, lease_temp, temp_target
+from jupyter_agent.store.flock import lock_shared_or_exclusive
 from jupyter_agent.store.ids import SESSION_ID_PATTERN
 
-__all__ = ["remove_session_file_temps", "remove_session_temps", "repair_tail", "session_of"]
+__all__ = ["remove_lease_temps", "remove_notes_temps", "remove_session_file_temps",
+           "remove_session_temps", "session_of"]
 
 _SESSION_SUFFIXES = (".json", ".jsonl")
+_NOTES = ("project.md", "user.md")
 
 
 def session_of(name: str) -> str | None:
@@ -44,10 +54,10 @@ def session_of(name: str) -> str | None:
 
 
 def remove_session_temps(sessions: SafeDir, session_id: str) -> list[Path]:
-    """Remove the temporary files of a session's files and figures; call only under its
-    lease."""
-    return remove_session_file_temps(sessions, session_id) + remove_figure_temps(sessions,
-                                                                                 session_id)
+    """Remove the temporary files a killed holder of the lease left (its snapshot's and
+    journal's by name, its figures' from the figures directory); call only under the
+    lease. Costs nothing that grows with the number of sessions."""
+    return remove_lease_temps(sessions, session_id) + remove_figure_temps(sessions, session_id)
 
 
 def remove_session_file_temps(sessions: SafeDir, session_id: str) -> list[Path]:
@@ -67,31 +77,25 @@ def remove_session_file_temps(sessions: SafeDir, session_id: str) -> list[Path]:
     return removed
 
 
-def repair_tail(sessions: SafeDir, session_id: str) -> bool:
-    """Cut a journal's cut-short last line off (under the lease); return whether it had one.
+def remove_lease_temps(sessions: SafeDir, session_id: str) -> list[Path]:
+    """Remove the temporary files a killed holder of the lease left beside the snapshot
+    and the journal (their fixed names, :func:`~jupyter_agent.store.files.lease_temp`):
+    a few ``unlink`` calls, whatever the number of sessions. Call under the lease."""
+    return [sessions.child(temp) for temp in (lease_temp(f"{session_id}{suffix}")
+                                              for suffix in _SESSION_SUFFIXES)
+            if sessions.unlink(temp)]
 
-    Only a last line without its newline is cut here (cheap: the end of the file is
-    read); a last line that has one but does not parse is cut by the first write.
-    """
-    opened = sessions.open_file(f"{session_id}.jsonl", os.O_RDWR)
-    if opened is None:
-        return False
-    fd, st = opened
-    try:
-        size = st.st_size
-        if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
-            return False
-        pos = size
-        while pos > 0:
-            start = max(pos - 65536, 0)
-            chunk = os.pread(fd, pos - start, start)
-            newline = chunk.rfind(b"\n")
-            if newline >= 0:
-                pos = start + newline + 1
-                break
-            pos = start
-        os.ftruncate(fd, pos)
-        os.fsync(fd)
-        return True
-    finally:
-        os.close(fd)
+
+def remove_notes_temps(root: SafeDir, *, locked: bool = False) -> list[Path]:
+    """Remove the temporary files killed notes writers left (under the notes lock: taken
+    here for at most a moment unless ``locked``). The memory directory holds a few
+    entries, whatever the number of sessions, so listing it is cheap."""
+    temps = [n for n in root.names() if is_temp_name(n) and temp_target(n) in _NOTES]
+    if not temps:
+        return []
+    if locked:
+        return [root.child(n) for n in temps if root.unlink(n)]
+    with contextlib.suppress(JupyterAgentError, OSError), \
+            lock_shared_or_exclusive(root, "notes.lock", exclusive=True, timeout=0.05):
+        return [root.child(n) for n in temps if root.unlink(n)]
+    return []

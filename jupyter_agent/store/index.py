@@ -3,23 +3,33 @@
 
 The index is a cache of what a listing shows of each session, one JSON line per change:
 ``{"id": ..., "sig": ..., "set": {...}}`` merges fields into the session's entry, ``{"id":
-..., "gone": true}`` forgets it, ``{"id": ..., "sig": ..., "bad": true}`` remembers a
-session file that cannot be read. ``sig`` is the ``(device, inode, size, mtime)`` of the
-session's snapshot and journal when the line was written.
+..., "gone": true}`` forgets it, ``{"id": ..., "sig": ..., "bad": true, "reason": ...}``
+remembers a damaged session and why. ``sig`` is the ``(device, inode, size, mtime)`` of
+the session's snapshot and journal when the line was written; the field ``at`` is
+``[generation, last line number, its checksum digits]`` of the journal, ``clock`` the
+session's place in the store's order of changes.
 
 * **Updated with every change**: each store method that changes a session appends one
   short line (only the fields that changed) under a *shared* ``flock`` on ``index.lock``;
   appends are small single ``write`` calls to an ``O_APPEND`` file, so concurrent writers
   do not interleave. The index is a cache, so these appends are not ``fsync``-ed and a
-  failure to write one never fails the change itself.
-* **Checked cheaply**: a listing ``lstat``-s each session's two files and uses the entry
-  only if its ``sig`` still matches. A missing, stale or unreadable entry is rebuilt from
-  the snapshot and the journal's tail after it (:func:`~jupyter_agent.store.snapshot.
-  listing_fields`), never from the transcript, reading at most :data:`TAIL_LIMIT` bytes of
-  a journal and :data:`SNAPSHOT_LIMIT` of a snapshot (sparse files are never read); a
-  session that cannot be read is skipped.
+  failure to write one never fails the change itself. The line is appended after the
+  journal line it describes is on disk, so ``at`` is the last line acknowledged: a
+  journal with fewer lines of that generation lost acknowledged saves
+  (:meth:`ListingIndex.acknowledged_problem`).
+* **Checked cheaply but for real**: a listing ``lstat``-s each session's two files and
+  uses the entry only if its ``sig`` still matches *and* the journal's last checksum,
+  read back with one ``pread``, is the one ``at`` records. A missing, stale or
+  unreadable entry is rebuilt from the session's files (:func:`~jupyter_agent.store.
+  snapshot.listing_fields`): every journal line's number and checksum are checked, only
+  the lines after the snapshot are parsed (never the transcript); snapshots over
+  :data:`SNAPSHOT_LIMIT` and journals over :data:`JOURNAL_LIMIT` are not read (sparse
+  files never). A damaged session is left out of listings and remembered with its
+  one-line reason (:attr:`ListingIndex.damaged`).
 * **Kept small**: when it holds more than twice as many lines as sessions (plus
-  :data:`SLACK_LINES`), the listing rewrites it atomically under an *exclusive* lock.
+  :data:`SLACK_LINES`), is over :data:`INDEX_LIMIT` or has a line that is not an entry,
+  the listing rewrites it once, atomically under an *exclusive* lock, one line per
+  session.
 """
 
 from __future__ import annotations
@@ -27,7 +37,6 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import sys
 from datetime import UTC, datetime
 from typing import Any
 
@@ -42,26 +51,35 @@ from jupyter_agent.errors import (
 from jupyter_agent.store.files import SafeDir, signature_of
 from jupyter_agent.store.flock import lock_shared_or_exclusive
 from jupyter_agent.store.ids import SESSION_ID_PATTERN
-from jupyter_agent.store.jsonio import encode_json
+from jupyter_agent.store.jsonio import JOURNAL_CAP, encode_json
 from jupyter_agent.store.records import ForkOrigin, check_not_future
 from jupyter_agent.store.snapshot import listing_fields
 
 __all__ = ["INDEX_LOCK", "INDEX_NAME", "ListingIndex", "session_sig"]
 
 INDEX_NAME = "index.jsonl"
+#: The store clock's last value, in the memory directory (see ``SessionFiles.tick``).
+CLOCK_FILE = "clock.lock"
 INDEX_LOCK = "index.lock"
 #: The index is ignored (and rewritten) beyond this size: ~6,000 sessions with summaries
 #: of the longest kind, twice over (the index is rewritten at twice its live entries).
 INDEX_LIMIT = 16 * 1024 * 1024
-#: A listing reads at most this much of a journal after its snapshot.
-TAIL_LIMIT = 4 * 1024 * 1024
+#: A listing that rebuilds an entry checks journals up to this size (larger: refused).
+JOURNAL_LIMIT = JOURNAL_CAP
 #: A listing reads at most this much of a snapshot (a snapshot holds no transcript; a
 #: larger record of the one-file form is listed once it was opened and converted).
 SNAPSHOT_LIMIT = 8 * 1024 * 1024
 SLACK_LINES = 256
+#: A load looks for what the index acknowledged in its last CLAIM_TAIL bytes first, then in
+#: the whole index if it is at most CLAIM_LIMIT bytes (else it finds nothing to check).
+CLAIM_TAIL = 1024 * 1024
+CLAIM_LIMIT = 16 * 1024 * 1024
 
 _STR_FIELDS = ("created_at", "updated_at", "summary", "title", "first_prompt")
-_INT_FIELDS = ("message_count", "tool_calls")
+_INT_FIELDS = ("message_count", "tool_calls", "clock")
+#: The end of a checked journal line: the checksum's 8 hex digits, ``"}`` and the newline.
+_END = 11
+_PROBE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 Sig = list[Any]
 
@@ -85,9 +103,37 @@ def _complete(entry: dict[str, Any]) -> bool:
                 and all(type(entry[k]) is int and entry[k] >= 0 for k in _INT_FIELDS)
                 and type(entry["archived"]) is bool
                 and type(entry["cost_usd"]) in (int, float) and entry["cost_usd"] >= 0
-                and (entry["parent"] is None or type(entry["parent"]) is dict))
+                and (entry["parent"] is None or type(entry["parent"]) is dict)
+                and _at_ok(entry["at"]))
     except KeyError:
         return False
+
+
+def _at_ok(at: Any) -> bool:
+    """Whether ``at`` is ``None`` (a record of the one-file form) or ``[generation, last
+    line number, its checksum digits or ""]``."""
+    return at is None or (type(at) is list and len(at) == 3 and type(at[0]) is str
+                          and type(at[1]) is int and at[1] >= 1 and type(at[2]) is str
+                          and len(at[2]) in (0, 8))
+
+
+def _journal_ends_with(sessions: SafeDir, session_id: str, at: list[Any] | None,
+                       size: int) -> bool:
+    """Whether the journal (``size`` bytes, as its signature says) really ends with the
+    line an index entry records: its checksum digits are read back (one ``pread``)."""
+    if at is None:
+        return True
+    if not at[2]:  # a journal of jupyter-agent 0.2: no checksum to compare
+        return True
+    if size < _END:
+        return False
+    # the signature just said it is a regular file: no second lstat; never follows a link
+    # nor blocks, and reads 8 bytes whatever the file has become
+    fd = os.open(f"{session_id}.jsonl", _PROBE_FLAGS, dir_fd=sessions.fd)
+    try:
+        return os.pread(fd, 8, size - _END) == at[2].encode("ascii")
+    finally:
+        os.close(fd)
 
 
 def _utc(text: str) -> datetime:
@@ -103,14 +149,44 @@ def _utc(text: str) -> datetime:
 
 def _fresh(session_id: str, entry: dict[str, Any]) -> dict[str, Any]:
     """An index entry as listing uses it (timestamps as datetimes, the fork origin as a
-    :class:`ForkOrigin`); ``ValueError`` when it does not convert or is dated in the
-    future (:func:`~jupyter_agent.store.records.check_not_future`: checked on every
-    read, never remembered in the index, since the clock catches up)."""
+    :class:`ForkOrigin`); ``ValueError`` when it does not convert."""
     return {
-        **entry, "id": session_id, "created_at": _utc(entry["created_at"]),
-        "updated_at": check_not_future("updated_at", _utc(entry["updated_at"])),
+        **entry, "id": session_id, "clock": entry["clock"],
+        "created_at": _utc(entry["created_at"]), "updated_at": _utc(entry["updated_at"]),
         "parent": None if entry["parent"] is None else ForkOrigin.model_validate(entry["parent"]),
     }
+
+
+def _horizon(root: SafeDir) -> datetime:
+    """The latest time a listed session may carry: :data:`CLOCK_SKEW` after this machine's
+    clock, or after the store clock's last value when that is ahead (a wall clock that
+    stepped back hides nothing this memory directory's writers dated)."""
+    last = 0
+    with contextlib.suppress(JupyterAgentError, OSError):
+        got = root.read(CLOCK_FILE, limit=64, what="store clock")
+        raw = b"" if got is None else got[0].strip()
+        last = int(raw) if raw.isdigit() and len(raw) < 20 else 0
+    return max(datetime.now(UTC), datetime.fromtimestamp(last / 1_000_000, UTC))
+
+
+def _future(listed: dict[str, Any], horizon: datetime) -> str | None:
+    """Why a listed session is not believed (dated, or clocked, after ``horizon``), or
+    ``None``. Checked on every read and never kept in the index: the clock catches up."""
+    try:
+        check_not_future("updated_at", listed["updated_at"], horizon)
+        clock = listed.get("clock")
+        if type(clock) is int and clock > 10**17:  # past year 5138 in microseconds
+            raise ValueError(f"its store clock {clock} is out of range")
+        if type(clock) is int:
+            check_not_future("store clock", datetime.fromtimestamp(clock / 1e6, UTC), horizon)
+    except ValueError as err:
+        return str(err)
+    return None
+
+
+def _stored(entry: dict[str, Any]) -> dict[str, Any]:
+    """The fields of an entry as an index line stores them."""
+    return {k: v for k, v in entry.items() if k not in ("sig", "ok", "listed")}
 
 
 def _json_fields(fields: dict[str, Any]) -> dict[str, Any]:
@@ -123,6 +199,8 @@ class ListingIndex:
 
     def __init__(self) -> None:
         self._parsed: tuple[Any, dict[str, dict[str, Any]], int] | None = None
+        #: Sessions the last listing found damaged, with the one-line reason.
+        self.damaged: dict[str, str] = {}
 
     # ------------------------------------------------------------------ writing
     def _append(self, root: SafeDir, lines: list[dict[str, Any]], *, quiet: bool) -> None:
@@ -166,14 +244,16 @@ class ListingIndex:
         Each entry carries ``"ok"``: whether it has every field with the right type. The
         dicts are shared with the next call: callers must not change them.
 
-        A missing, oversized or unparseable index gives ``({}, 0)``; bad lines are
-        skipped (the entries they would have changed then look stale and are rebuilt).
+        A missing index gives ``({}, 0)``, an oversized one ``({}, INDEX_LIMIT)`` (so that
+        the next listing rewrites it); bad lines are skipped and counted as
+        :data:`INDEX_LIMIT` lines (the entries they would have changed then look stale
+        and are rebuilt, and the index is rewritten).
         """
         st = root.lstat(INDEX_NAME)
         if st is None or not stat.S_ISREG(st.st_mode):
             return {}, 0
         if st.st_size > INDEX_LIMIT:
-            return {}, sys.maxsize  # so many lines that the next listing rewrites it
+            return {}, INDEX_LIMIT
         key = signature_of(st)
         if self._parsed is not None and self._parsed[0] == key:
             return self._parsed[1], self._parsed[2]
@@ -187,8 +267,11 @@ class ListingIndex:
         except orjson.JSONDecodeError:
             lines = []
             for line in whole.split(b"\n")[:-1]:
-                with contextlib.suppress(orjson.JSONDecodeError):
+                try:
                     lines.append(orjson.loads(line))
+                except orjson.JSONDecodeError:
+                    lines.append(None)
+        count = len(lines)
         entries: dict[str, dict[str, Any]] = {}
         for line in lines:
             if type(line) is not dict or type(line.get("id")) is not str:
@@ -197,7 +280,9 @@ class ListingIndex:
             if line.get("gone") is True:
                 entries.pop(sid, None)
             elif line.get("bad") is True:
-                entries[sid] = {"sig": line.get("sig"), "bad": True}
+                entries[sid] = {"sig": line.get("sig"), "bad": True,
+                                "reason": str(line.get("reason", ""))[:500],
+                                "at": line.get("at")}
             elif type(line.get("set")) is dict:
                 old = entries.get(sid, {})
                 if old.get("bad"):
@@ -205,24 +290,85 @@ class ListingIndex:
                 entries[sid] = {**old, **line["set"], "sig": line.get("sig")}
         for entry in entries.values():
             entry["ok"] = _complete(entry)
-        self._parsed = (key, entries, len(lines))
-        return entries, len(lines)
+        if any(type(line) is not dict for line in lines):
+            count = INDEX_LIMIT  # a line that is not an entry: rewrite the index
+        self._parsed = (key, entries, count)
+        return entries, count
 
-    def _rebuild(self, sessions: SafeDir, session_id: str, sig: Sig) -> dict[str, Any]:
+    def acknowledged_problem(self, root: SafeDir, session_id: str, generation: str,
+                             lines: int, check: bytes) -> str | None:
+        """What is wrong with a journal of ``lines`` complete lines, the last with
+        checksum ``check``, given the last line the index records as acknowledged for
+        this generation ("" or ``None`` when nothing is: the index is a cache that may
+        be missing; it can prove damage, never vouch for a journal)."""
+        at = self._claim(root, session_id)
+        if not _at_ok(at) or at is None or at[0] != generation:
+            return None
+        if at[1] > lines:
+            return (f"line {lines + 1}: a save acknowledged as line {at[1]} is missing "
+                    f"(the journal was cut short or lines were removed; it has {lines})")
+        if at[1] == lines and at[2] and check and at[2].encode("ascii") != check:
+            return f"line {lines}: not the line that was acknowledged there"
+        return None
+
+    def _claim(self, root: SafeDir, session_id: str) -> Any:
+        """The ``at`` of the session's last index line (``None`` if none), found without
+        parsing the other lines: a line starts with ``{"id":"<id>",``, which cannot occur
+        inside a JSON string (its quotes would be escaped)."""
+        try:
+            st = root.lstat(INDEX_NAME)
+            if st is None or not stat.S_ISREG(st.st_mode) or st.st_size > INDEX_LIMIT:
+                return None
+            if self._parsed is not None and self._parsed[0] == signature_of(st):
+                entry = self._parsed[1].get(session_id)
+                return None if entry is None else entry.get("at")
+            key = b'{"id":"%s",' % session_id.encode("ascii")
+            start, raw = -1, b""
+            for offset in (max(st.st_size - CLAIM_TAIL, 0), 0):  # the end first, then all
+                got = root.read(INDEX_NAME, offset=offset, limit=CLAIM_LIMIT)
+                raw = b"" if got is None else got[0]
+                start = raw.rfind(key)
+                if start >= 0 or offset == 0:
+                    break
+        except (JupyterAgentError, OSError):
+            return None
+        if start < 0 or (start > 0 and raw[start - 1:start] != b"\n"):
+            return None
+        end = raw.find(b"\n", start)
+        try:
+            line = orjson.loads(raw[start:end if end >= 0 else len(raw)])
+        except orjson.JSONDecodeError:
+            return None
+        if type(line) is not dict or line.get("gone"):
+            return None
+        fields = line if line.get("bad") else line.get("set")
+        return fields.get("at") if type(fields) is dict else None
+
+    def _rebuild(self, sessions: SafeDir, session_id: str, sig: Sig,
+                 old: dict[str, Any] | None) -> dict[str, Any]:
+        """An entry from the session's files: every journal line is checked (number and
+        checksum, never parsed but after the snapshot), and against the last line
+        ``old`` (the entry it replaces) records as acknowledged.
+
+        Raises
+        ------
+        CorruptSessionError
+        """
         head_name = f"{session_id}.json"
         got = sessions.read(head_name, limit=SNAPSHOT_LIMIT, what="session snapshot to list")
         if got is None:
             raise CorruptSessionError(sessions.child(head_name), "missing")
-        tail = None
-        try:
-            offset = orjson.loads(got[0]).get("journal", {}).get("offset")
-        except (orjson.JSONDecodeError, AttributeError):
-            offset = None
-        if type(offset) is int and sig[1] is not None and 0 <= sig[1][2] - offset <= TAIL_LIMIT:
-            read = sessions.read(f"{session_id}.jsonl", offset=offset, limit=TAIL_LIMIT)
-            tail = read[0] if read is not None else None
-        fields = listing_fields(got[0], sessions.child(head_name), tail,
-                                sessions.child(f"{session_id}.jsonl"), session_id)
+        journal = sessions.read(f"{session_id}.jsonl", limit=JOURNAL_LIMIT)
+        journal_path = sessions.child(f"{session_id}.jsonl")
+        fields = listing_fields(got[0], sessions.child(head_name),
+                                None if journal is None else journal[0], journal_path,
+                                session_id)
+        at, claimed = fields["at"], None if old is None else old.get("at")
+        if at is not None and _at_ok(claimed) and claimed is not None \
+                and claimed[0] == at[0] and claimed[1] > at[1]:
+            raise CorruptSessionError(journal_path, (
+                f"line {at[1] + 1}: a save acknowledged as line {claimed[1]} is missing (the "
+                f"journal was cut short or lines were removed; it has {at[1]})"))
         return {**_json_fields(fields), "sig": sig}
 
     def entries(self, root: SafeDir, sessions: SafeDir) -> list[dict[str, Any]]:
@@ -237,9 +383,11 @@ class ListingIndex:
             particular order. Unreadable sessions are left out.
         """
         cached, line_count = self.read(root)
+        horizon = _horizon(root)
         fresh: list[dict[str, Any]] = []
         updates: list[dict[str, Any]] = []
         live: dict[str, dict[str, Any]] = {}
+        self.damaged = {}
         for name in sessions.names():
             if not name.endswith(".json"):
                 continue
@@ -249,26 +397,48 @@ class ListingIndex:
             sig = session_sig(sessions, sid)
             if sig is None:
                 continue
-            entry = cached.get(sid)
-            if entry is None or entry.get("sig") != sig or not entry.get("ok"):
-                try:
-                    entry = self._rebuild(sessions, sid, sig)
-                    updates.append({"id": sid, "sig": sig,
-                                    "set": {k: v for k, v in entry.items() if k != "sig"}})
-                    entry["ok"] = True
-                except (JupyterAgentError, OSError, ValueError):
-                    entry = {"sig": sig, "bad": True}
-                    updates.append({"id": sid, "sig": sig, "bad": True})
+            old = cached.get(sid)
+            entry, update = self._checked(sessions, sid, sig, old)
+            if update is not None:
+                updates.append(update)
             live[sid] = entry
+            future = None if entry.get("bad") else _future(entry["listed"], horizon)
             if entry.get("bad"):
-                continue
-            with contextlib.suppress(ValueError):
-                fresh.append(_fresh(sid, entry))
-        if updates:
-            self._append(root, updates, quiet=False)
+                self.damaged[sid] = entry.get("reason") or "its files cannot be read"
+            elif future is not None:
+                self.damaged[sid] = future
+            else:
+                fresh.append(entry["listed"])
         if line_count + len(updates) > 2 * len(live) + SLACK_LINES:
             self._rewrite(root, live)
+        elif updates:
+            self._append(root, updates, quiet=False)
         return fresh
+
+    def _checked(self, sessions: SafeDir, sid: str, sig: Sig, old: dict[str, Any] | None
+                 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """The entry of one session: ``old`` if it still describes the files (signature,
+        and the journal's last checksum read back), else rebuilt; with the index line to
+        append (``None`` when ``old`` was good). The entry carries ``"listed"``, the
+        fields as :meth:`entries` gives them."""
+        if old is not None and old.get("sig") == sig and old.get("ok"):
+            if old.get("bad"):
+                return old, None
+            try:
+                if _journal_ends_with(sessions, sid, old["at"], sig[1][2] if sig[1] else 0):
+                    return {**old, "listed": _fresh(sid, old)}, None
+            except (JupyterAgentError, OSError, ValueError):
+                pass
+        try:
+            entry = self._rebuild(sessions, sid, sig, old)
+            entry["listed"] = _fresh(sid, entry)
+        except (JupyterAgentError, OSError, ValueError) as err:
+            reason = str(getattr(err, "reason", None) or err).splitlines()[0][:500]
+            bad = {"sig": sig, "bad": True, "reason": reason,
+                   "at": None if old is None else old.get("at")}  # what was acknowledged
+            return bad, {"id": sid, **bad}
+        entry["ok"] = True
+        return entry, {"id": sid, "sig": sig, "set": _stored(entry)}
 
     def entry(self, root: SafeDir, sessions: SafeDir, session_id: str) -> dict[str, Any]:
         """The listing fields of one session, as :meth:`entries` gives them.
@@ -285,26 +455,26 @@ class ListingIndex:
         sig = session_sig(sessions, session_id)
         if sig is None:
             raise SessionNotFoundError(session_id, head)
-        entry = self.read(root)[0].get(session_id)
-        if entry is None or entry.get("sig") != sig or not entry.get("ok") or entry.get("bad"):
-            # a session the listing marked bad is read again: its error names the file
-            try:
-                entry = self._rebuild(sessions, session_id, sig)
-            except ValueError as err:
-                raise CorruptSessionError(head, str(err)) from None
-        try:
-            return _fresh(session_id, entry)
-        except ValueError as err:
-            raise CorruptSessionError(head, str(err)) from None
+        entry, _update = self._checked(sessions, session_id, sig,
+                                       self.read(root)[0].get(session_id))
+        if entry.get("bad"):
+            raise CorruptSessionError(head, entry.get("reason") or "its files cannot be read")
+        listed: dict[str, Any] = entry["listed"]
+        future = _future(listed, _horizon(root))
+        if future is not None:
+            raise CorruptSessionError(head, future)
+        return listed
 
     def _rewrite(self, root: SafeDir, live: dict[str, dict[str, Any]]) -> None:
+        """Replace the index by one line per session (atomically, under the exclusive
+        lock; skipped when the lock is busy: the next listing tries again)."""
         lines = []
         for sid, entry in live.items():
             if entry.get("bad"):
-                lines.append({"id": sid, "sig": entry["sig"], "bad": True})
+                lines.append({"id": sid, "sig": entry["sig"], "bad": True,
+                              "reason": entry.get("reason", ""), "at": entry.get("at")})
             else:
-                lines.append({"id": sid, "sig": entry["sig"],
-                              "set": {k: v for k, v in entry.items() if k not in ("sig", "ok")}})
+                lines.append({"id": sid, "sig": entry["sig"], "set": _stored(entry)})
         data = b"".join(encode_json(line) + b"\n" for line in lines)
         with contextlib.suppress(OSError, JupyterAgentError), \
                 lock_shared_or_exclusive(root, INDEX_LOCK, exclusive=True, timeout=0.05):

@@ -3,9 +3,12 @@
 A session ``<id>`` is two files in ``sessions/``:
 
 ``<id>.jsonl`` -- the journal, append-only
-    Line 1 is a header, ``{"jupyter_agent_journal": 2, "id": ..., "generation": ...}``.
-    Every later line is one *entry*, one JSON object written by one ``write`` and
-    ``fsync``-ed before the call that wrote it returns. An entry holds any of:
+    Every line is one JSON object that proves its place and content: it starts with
+    ``"n"``, its line number (1-based), and ends with ``"c"``, the CRC-32 of the line's
+    bytes before ``,"c"`` (:func:`encode_line`). Line 1 is a header, ``{"n": 1,
+    "jupyter_agent_journal": 3, "id": ..., "generation": ..., "c": ...}``. Every later
+    line is one *entry*, written by one ``write`` and ``fsync``-ed before the call that
+    wrote it returns. An entry holds any of:
 
     * ``"add"``: messages appended to the transcript and to the working context;
     * ``"compact"``: ``{"head": p, "tail": s, "insert": [...], "event": {...}}``, the
@@ -32,46 +35,62 @@ A session ``<id>`` is two files in ``sessions/``:
     small file and a short tail.
 
 Loading reads both files once: the transcript from every ``add`` of the journal, the
-rest from the snapshot plus the entries after its offset. A last line without its
-newline, or that does not parse, is a write cut short by a crash: it was never
-acknowledged, so it is ignored (and cut off by the next writer, under the lease). Any
-other damage -- a bad line followed by good ones, a journal shorter than its snapshot
-says, another generation -- is a :class:`~jupyter_agent.errors.CorruptSessionError`.
+rest from the snapshot plus the entries after its offset; every line's number and
+checksum are checked first. A last line without its newline is a write cut short: the
+caller tells whether it was acknowledged (the listing index records the last line each
+write acknowledged). Any other damage -- a line whose checksum or number is wrong, a
+line that is not JSON, a journal shorter than its snapshot says, another generation --
+is a :class:`~jupyter_agent.errors.CorruptSessionError` naming the line. Journals of
+jupyter-agent 0.2 (header ``2``, lines without ``n`` and ``c``) load unchanged; the
+next write upgrades them (:func:`upgraded_journal`) after recording in the snapshot how
+many lines it covers, which stays true across the upgrade.
 """
 
 from __future__ import annotations
 
+import re
 import secrets
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, NotRequired, TypedDict
 
+import msgspec
 import orjson
 
 from jupyter_agent.errors import CorruptSessionError
 from jupyter_agent.store.jsonio import encode_json
 from jupyter_agent.store.messages import message_text
-from jupyter_agent.store.validation import check_messages
+from jupyter_agent.store.validation import check_messages, plain_tool_calls
 
 __all__ = [
     "FIRST_PROMPT_CHARS",
     "JOURNAL_SCHEMA_VERSION",
+    "JOURNAL_VERSION",
     "SNAPSHOT_MIN_BYTES",
     "SNAPSHOT_RATIO",
     "Item",
     "Journal",
+    "check_lines",
+    "encode_line",
     "first_prompt_of",
     "header_line",
     "items_for",
     "items_length",
     "items_slice",
+    "line_problem",
     "new_generation",
     "parse_journal",
     "resolve_items",
+    "upgraded_journal",
 ]
 
-#: ``schema_version`` of snapshot files and journals.
+#: ``schema_version`` of snapshot files.
 JOURNAL_SCHEMA_VERSION = 2
+#: The header's ``jupyter_agent_journal`` of journals whose every line is checked...
+JOURNAL_VERSION = 3
+#: ...and of journals of jupyter-agent 0.2 (no checks; upgraded by their next write).
+PREVIOUS_JOURNAL_VERSION = 2
 #: The journal may grow this far past its snapshot before the snapshot is rewritten...
 SNAPSHOT_MIN_BYTES = 64 * 1024
 #: ...or this many times the snapshot's own size, whichever is larger.
@@ -79,6 +98,12 @@ SNAPSHOT_RATIO = 4
 #: Characters of the first user prompt kept for listings.
 FIRST_PROMPT_CHARS = 200
 _HEADER_KEY = "jupyter_agent_journal"
+_CHECK = b',"c":"'
+_TRAILER = len(b',"c":"01234567"}')
+_NUMBER = re.compile(rb'\{"n":([0-9]{1,15}),')
+
+Line = bytes | memoryview
+"""A journal line without its newline (a view into the journal's bytes, or a copy)."""
 
 Item = tuple[int, int] | dict[str, Any]
 """One run of the working context: a ``(start, end)`` span of transcript positions, or a
@@ -92,8 +117,8 @@ def new_generation() -> str:
 
 def header_line(session_id: str, generation: str) -> bytes:
     """The first line of a journal."""
-    return encode_json({_HEADER_KEY: JOURNAL_SCHEMA_VERSION, "id": session_id,
-                        "generation": generation}) + b"\n"
+    return encode_line(1, {_HEADER_KEY: JOURNAL_VERSION, "id": session_id,
+                           "generation": generation})
 
 
 def first_prompt_of(messages: list[dict[str, Any]]) -> str:
@@ -198,6 +223,72 @@ def decode_items(raw: Any, transcript_length: int, path: Path) -> list[Item]:
     return items
 
 
+# --------------------------------------------------------------------------- lines
+def encode_line(number: int, entry: dict[str, Any]) -> bytes:
+    """Journal line ``number`` (the header is line 1) holding ``entry``, newline included.
+
+    The line is ``{"n": number, ...entry..., "c": crc}``, ``crc`` being the CRC-32 of the
+    line's bytes before ``,"c"`` as 8 lowercase hex digits, so every line proves its
+    content and its place without being parsed.
+    """
+    add = entry.get("add")
+    if add is not None and not all(map(_is_core, add)):
+        entry = {**entry, "extra": 1}
+    body = encode_json({"n": number, **entry})[:-1]
+    return b'%s,"c":"%08x"}\n' % (body, zlib.crc32(body))
+
+
+_CORE_KEYS = frozenset(("role", "content", "tool_calls", "tool_call_id", "name", "refusal"))
+
+
+def _is_core(message: dict[str, Any]) -> bool:
+    """Whether a (valid) message has only the core shape :data:`_LineDecoder` reads:
+    the keys of :class:`_Message`, string or null content, plain tool calls."""
+    content = message.get("content")
+    return (message.keys() <= _CORE_KEYS and (content is None or type(content) is str)
+            and all(type(message.get(k, "")) is str for k in ("tool_call_id", "name", "refusal"))
+            and plain_tool_calls(message.get("tool_calls", [])))
+
+
+def line_number_of(line: Line) -> int | None:
+    """The ``n`` a checked line says it has (``None`` if it does not start with one)."""
+    found = _NUMBER.match(bytes(line[:32]))
+    return None if found is None else int(found.group(1))
+
+
+def line_problem(line: Line, number: int) -> str | None:
+    """Why complete line ``number`` (without its newline) is not the checked line that
+    belongs there, in words; ``None`` if it is."""
+    if line[-_TRAILER:-10] != _CHECK or line[-2:] != b'"}':
+        return "it has no checksum (it was cut short, changed or inserted)"
+    if line[-10:-2] != b"%08x" % zlib.crc32(line[:-_TRAILER]):
+        return "its checksum does not match its content (it was changed or damaged)"
+    found = line_number_of(line)
+    if found is None or found == number:
+        return None if found == number else "it has no line number"
+    if found < number:
+        return f"it repeats line {found} (a line was duplicated or moved)"
+    missing = f"line {number}" if found == number + 1 else f"lines {number}-{found - 1}"
+    return f"it is line {found}: {missing} missing (removed or moved)"
+
+
+def check_lines(lines: list[Line], first: int, path: Path) -> None:
+    """Check that ``lines`` (complete, without newlines) are checked lines ``first``,
+    ``first + 1``, ... (CRC-32 and line number; nothing is parsed).
+
+    Raises
+    ------
+    CorruptSessionError
+        Naming the first line at fault and what is wrong with it.
+    """
+    crc32 = zlib.crc32
+    for number, line in enumerate(lines, first):
+        start = b'{"n":%d,' % number
+        if (line[-10:-2] != b"%08x" % crc32(line[:-_TRAILER])
+                or line[-_TRAILER:-10] != _CHECK or line[:len(start)] != start):
+            raise CorruptSessionError(path, f"line {number}: {line_problem(line, number)}")
+
+
 # --------------------------------------------------------------------------- reading
 @dataclass
 class Journal:
@@ -211,9 +302,18 @@ class Journal:
     after : list of dict
         Entries from the offset on (replayed in full).
     end : int
-        Byte offset just past the last whole, valid entry.
+        Byte offset just past the last complete line.
     torn : int
-        Bytes after ``end`` (a write cut short; 0 when the journal is whole).
+        Bytes after ``end``: a last line without its newline (0 when there is none).
+    lines : int
+        How many complete lines there are (the last one's number).
+    check : bytes
+        The 8 hex digits of the last line's checksum (``b""`` if it has none).
+    version : int
+        The header's format: 3, or 2 for a journal of jupyter-agent 0.2, whose lines
+        carry no checks (its next write upgrades it).
+    offset : int
+        Byte offset just past the lines the snapshot covers.
     """
 
     generation: str
@@ -221,54 +321,120 @@ class Journal:
     after: list[dict[str, Any]] = field(default_factory=list)
     end: int = 0
     torn: int = 0
+    lines: int = 0
+    check: bytes = b""
+    version: int = JOURNAL_VERSION
+    offset: int = 0
 
 
-_NEWLINE_TO_COMMA = bytes.maketrans(b"\n", b",")
+class _Function(TypedDict):
+    name: str
+    arguments: str
 
 
-def _parse_all(whole: bytes) -> list[Any] | None:
-    """All lines of ``whole`` (each ending with a newline) in one ``orjson`` call, or
-    ``None`` if some line does not parse. JSON text never holds a raw newline, so the
-    lines joined by commas inside brackets are one JSON array."""
-    try:
-        if whole.count(b"\n") < 64:  # a few lines: no need to copy them into one array
-            return [orjson.loads(line) for line in whole.split(b"\n")[:-1]]
-        buf = bytearray(b"[")
-        buf += whole.translate(_NEWLINE_TO_COMMA)
-        buf[-1] = 93  # "]" in place of the last comma
-        values: list[Any] = orjson.loads(buf)
-    except orjson.JSONDecodeError:
-        return None
-    return values
+class _ToolCall(TypedDict):
+    id: str
+    type: str
+    function: _Function
 
 
-def _parse_lines(whole: bytes, path: Path) -> tuple[list[Any], int]:
-    """Parse line by line (the slow path, for a journal with a bad line): return the
-    values of the lines before a bad *last* line and where that line starts.
+class _Message(TypedDict):
+    role: Annotated[str, msgspec.Meta(min_length=1)]
+    content: NotRequired[str | None]
+    tool_calls: NotRequired[list[_ToolCall]]
+    tool_call_id: NotRequired[str]
+    name: NotRequired[str]
+    refusal: NotRequired[str]
+
+
+class _Line(TypedDict):
+    """A checked line whose ``add`` holds core messages only (no ``"extra"``)."""
+
+    n: int
+    add: NotRequired[list[_Message]]
+    compact: NotRequired[dict[str, Any]]
+    state: NotRequired[dict[str, Any]]
+    set: NotRequired[dict[str, Any]]
+    updated_at: NotRequired[Any]
+    clock: NotRequired[Any]
+    c: str
+
+
+#: Parses and validates a checked line in one pass, JSON in and dicts out: strings and
+#: types as :func:`~jupyter_agent.store.validation.check_messages` demands them, so a
+#: line it accepts needs no second check. Lines it refuses (and lines marked
+#: ``"extra"``, whose messages have other keys or shapes) are read by ``orjson`` and
+#: checked by hand, which keeps every key and names what is wrong.
+_LineDecoder = msgspec.json.Decoder(_Line)
+_EXTRA = b',"extra":1'
+
+
+def split_lines(whole: bytes) -> list[Line]:
+    """The lines of ``whole`` (which ends with a newline), without their newlines: views
+    into it when there are few (long lines are not copied), else copies."""
+    out: list[Line] = []
+    view, pos, size = memoryview(whole), 0, len(whole)
+    find = whole.index
+    while pos < size:
+        if len(out) == 256:  # many short lines: one call copies them faster
+            lines: list[Line] = list(whole.split(b"\n"))
+            lines.pop()
+            return lines
+        end = find(b"\n", pos)
+        out.append(view[pos:end])
+        pos = end + 1
+    return out
+
+
+def _parse_lines(lines: list[Line], path: Path, first: int, typed: bool) -> list[Any]:
+    """``lines`` (numbered from ``first``) parsed to dicts, their ``add`` validated.
 
     Raises
     ------
     CorruptSessionError
-        If a bad line is followed by others.
+        Naming the first line that is not valid JSON, or whose messages are not valid.
     """
     values: list[Any] = []
-    pos = 0
-    lines = whole.split(b"\n")[:-1]
-    for k, line in enumerate(lines):
+    decode = _LineDecoder.decode
+    for number, line in enumerate(lines, first):
+        if typed and line[-_TRAILER - len(_EXTRA):-_TRAILER] != _EXTRA:
+            try:
+                values.append(decode(line))
+                continue
+            except (msgspec.ValidationError, msgspec.DecodeError):
+                pass  # read again below, to keep every key and name the problem
         try:
-            values.append(orjson.loads(line))
-        except orjson.JSONDecodeError:
-            if k == len(lines) - 1:
-                return values, pos  # a torn last line
-            raise CorruptSessionError(
-                path, f"line {k + 1} is not valid JSON, and lines follow it") from None
-        pos += len(line) + 1
-    return values, pos
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError as err:
+            raise CorruptSessionError(path, f"line {number}: not valid JSON ({err})") from None
+        if type(value) is not dict:
+            raise CorruptSessionError(path, f"line {number}: not a JSON object")
+        if "add" in value:
+            check_messages(value["add"], path, f"line {number}: add")
+        values.append(value)
+    return values
+
+
+def _header(line: Line, path: Path, session_id: str) -> dict[str, Any]:
+    try:
+        header = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        header = None
+    version = header.get(_HEADER_KEY) if type(header) is dict else None
+    if type(version) is int and version > JOURNAL_VERSION:
+        raise CorruptSessionError(path, "it was written by a newer jupyter-agent; "
+                                        "upgrade jupyter-agent to open it")
+    if (type(header) is not dict or version not in (PREVIOUS_JOURNAL_VERSION, JOURNAL_VERSION)
+            or header.get("id") != session_id or type(header.get("generation")) is not str):
+        raise CorruptSessionError(path, f"line 1: not the header of a journal of session "
+                                        f"{session_id!r}")
+    return header
 
 
 def parse_journal(raw: bytes, path: Path, *, session_id: str, offset: int,
-                  generation: str | None) -> Journal:
-    """Split a journal's bytes into header, entries before and after ``offset``.
+                  generation: str | None, lines_covered: int | None = None,
+                  decode_before: bool = True) -> Journal:
+    """Check every line of a journal and split its entries where its snapshot ends.
 
     Parameters
     ----------
@@ -279,42 +445,71 @@ def parse_journal(raw: bytes, path: Path, *, session_id: str, offset: int,
     session_id : str
         The header must name it.
     offset : int
-        The snapshot's ``journal.offset`` (a line boundary).
+        The snapshot's ``journal.offset`` (a line boundary); used only when
+        ``lines_covered`` is ``None`` (snapshots of jupyter-agent 0.2).
     generation : str or None
         The snapshot's generation; ``None`` accepts any.
+    lines_covered : int, optional
+        The snapshot's ``journal.lines``: how many lines it covers, header included.
+    decode_before : bool
+        Parse the lines the snapshot covers too (a listing checks them but needs only
+        the lines after).
 
     Returns
     -------
     Journal
+        A last line without its newline is left out (``torn``): whether it was a write
+        cut short by a crash or damage is for the caller to tell.
 
     Raises
     ------
     CorruptSessionError
+        For any other damage, naming the line.
     """
-    whole = raw if raw.endswith(b"\n") else raw[: raw.rfind(b"\n") + 1]
-    values = _parse_all(whole) if whole else []
-    if values is None:
-        values, used = _parse_lines(whole, path)
-    else:
-        used = len(whole)
-    header = values[0] if values else None
-    header_end = whole.find(b"\n") + 1
-    if (type(header) is not dict or header.get(_HEADER_KEY) != JOURNAL_SCHEMA_VERSION
-            or header.get("id") != session_id or type(header.get("generation")) is not str):
-        if type(header) is dict and type(header.get(_HEADER_KEY)) is int \
-                and header[_HEADER_KEY] > JOURNAL_SCHEMA_VERSION:
-            raise CorruptSessionError(path, "it was written by a newer jupyter-agent; "
-                                            "upgrade jupyter-agent to open it")
-        raise CorruptSessionError(path, f"not a journal of session {session_id!r}")
+    end = raw.rfind(b"\n") + 1
+    whole = raw if end == len(raw) else raw[:end]
+    lines = split_lines(whole)
+    if lines and lines[0][:5] == b'{"n":':
+        check_lines(lines[:1], 1, path)
+    header = _header(lines[0] if lines else b"", path, session_id)
+    version = header[_HEADER_KEY]
+    if version == JOURNAL_VERSION:
+        check_lines(lines, 1, path)
     if generation is not None and header["generation"] != generation:
-        raise CorruptSessionError(path, "it does not belong to the snapshot beside it")
-    if offset < header_end or offset > used or whole[offset - 1:offset] != b"\n":
-        raise CorruptSessionError(
-            path, f"it ends before byte {offset}, where its snapshot says it continues")
-    split = len(values) - whole.count(b"\n", offset, used)  # the tail is the short part
-    before, after = values[1:split], values[split:]
-    for k, entry in enumerate(values):
-        if type(entry) is not dict:
-            raise CorruptSessionError(path, f"line {k + 1} is not a JSON object")
-    end = used
-    return Journal(header["generation"], before, after, end, len(raw) - end)
+        raise CorruptSessionError(path, "line 1: it does not belong to the snapshot beside it")
+    header_end = len(lines[0]) + 1
+    if lines_covered is not None:
+        if not 1 <= lines_covered <= len(lines):
+            raise CorruptSessionError(
+                path, f"it ends at line {len(lines)}, where its snapshot says it continues "
+                      f"to line {lines_covered}")
+        split = lines_covered
+        offset = sum(map(len, lines[:split])) + split
+    else:
+        if offset < header_end or offset > end or whole[offset - 1:offset] != b"\n":
+            raise CorruptSessionError(
+                path, f"it ends before byte {offset}, where its snapshot says it continues")
+        split = len(lines) - whole.count(b"\n", offset)
+    first = 2 if decode_before else split + 1
+    values = _parse_lines(lines[first - 1:], path, first, version == JOURNAL_VERSION)
+    before, after = (values[:split - 1], values[split - 1:]) if decode_before else ([], values)
+    check = bytes(lines[-1][-10:-2]) if version == JOURNAL_VERSION else b""
+    return Journal(header["generation"], before, after, end, len(raw) - end, len(lines),
+                   check, version, offset)
+
+
+def upgraded_journal(raw: bytes) -> bytes:
+    """A whole journal of jupyter-agent 0.2 (header ``2``, complete lines) with every line
+    checked: the same lines in the same order, each with its ``n`` and ``c`` added (line
+    numbers are unchanged, byte offsets are not)."""
+    lines = raw.split(b"\n")
+    lines.pop()
+    out = []
+    for number, line in enumerate(lines, 1):
+        value = orjson.loads(line)
+        if number == 1:
+            value[_HEADER_KEY] = JOURNAL_VERSION
+        value.pop("n", None)
+        value.pop("c", None)
+        out.append(encode_line(number, value))
+    return b"".join(out)

@@ -45,7 +45,7 @@ class LeaseControl:
         validate_session_id(session_id)
         with self._files.mutex, self._files.dirs(create=True) as dirs:
             assert dirs is not None
-            self._files.take_lease(dirs[1], session_id)
+            self._files.take_lease(dirs[1], session_id, dirs[0])
 
     def release(self, session_id: str) -> None:
         """Undo one :meth:`acquire` (releasing a lease not held does nothing).

@@ -59,7 +59,7 @@ from jupyter_agent.store.leases import Leases, lock_name
 from jupyter_agent.store.memory import MemoryStore
 from jupyter_agent.store.records import LeaseHolder, SessionListing, SessionRecord, SessionState
 from jupyter_agent.store.session_files import SessionFiles
-from jupyter_agent.store.sweep import collect_garbage
+from jupyter_agent.store.sweep import SessionCheck, check_sessions, collect_garbage
 
 __all__ = ["SessionStore"]
 
@@ -185,15 +185,17 @@ class SessionStore:
         with self._files.dirs(create=False) as dirs:
             if dirs is None:
                 _raise_not_found(self, session_id)
-            return self._files.read(dirs[1], session_id).record
+            return self._files.read(*dirs, session_id).record
 
     def list_sessions(self, include_archived: bool = False, *, limit: int | None = None,
                       after: SessionListing | None = None) -> list[SessionListing]:
-        """One entry per readable session, newest ``updated_at`` first (design §10).
+        """One entry per session that loads, most recently changed first by the store
+        clock (:func:`~jupyter_agent.store.paging.listing_order`; design §10).
 
-        Reads the listing index and checks each entry with two ``lstat`` calls; entries
-        that are missing or stale are rebuilt from the session's snapshot and the end of
-        its journal (never the transcript). Unreadable sessions are skipped.
+        Reads the listing index and checks each entry with two ``lstat`` calls and one
+        ``pread`` of the journal's last checksum; entries that are missing or stale are
+        rebuilt from the session's files (every line checked, never the transcript
+        parsed). Damaged sessions are left out (:meth:`damaged_sessions` says why).
 
         Parameters
         ----------
@@ -202,8 +204,8 @@ class SessionStore:
         limit : int, optional
             At most this many entries (default: all); only they are probed for a holder.
         after : SessionListing, optional
-            The last entry of the previous page: list what comes after it (by
-            ``(updated_at, id)``; see :mod:`jupyter_agent.store.paging`).
+            The last entry of the previous page: list what comes after it (see
+            :mod:`jupyter_agent.store.paging`).
 
         Returns
         -------
@@ -249,6 +251,23 @@ class SessionStore:
         UnsafeDirectoryError, OSError
         """
         return collect_garbage(self._files)
+
+    def damaged_sessions(self) -> dict[str, str]:
+        """The sessions the last listing of this store left out because they do not
+        load, each with its one-line reason (``jupyter agent fsck`` says more)."""
+        return dict(self._files.index.damaged)
+
+    def check_sessions(self, *, repair: bool = False) -> list[SessionCheck]:
+        """Check every session and report its state; with ``repair``, make the safe
+        repairs (``jupyter agent fsck``; see :func:`jupyter_agent.store.sweep.
+        check_sessions`, which lists them). Every byte a repair takes out of a journal
+        is kept in ``sessions/<id>.jsonl.damaged``.
+
+        Raises
+        ------
+        UnsafeDirectoryError, OSError
+        """
+        return check_sessions(self._files, repair=repair)
 
     # ------------------------------------------------------------------ writes (design §3-§9)
     def create_session(self, messages: Sequence[Any], *, session_id: str | None = None,

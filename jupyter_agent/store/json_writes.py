@@ -24,6 +24,7 @@ from jupyter_agent.store.leases import Leases
 from jupyter_agent.store.messages import clean_text, fallback_summary
 from jupyter_agent.store.records import SessionRecord, SessionState, utc_now
 from jupyter_agent.store.session_files import SessionFiles, storage_errors
+from jupyter_agent.store.snapshot import clock_of
 
 __all__ = ["SessionWriter", "is_saved"]
 
@@ -113,7 +114,7 @@ class SessionWriter:
             record = SessionRecord(id=session_id, created_at=now, updated_at=now,
                                    title=title, project_root=root)
             record.messages, record.transcript = converted, list(converted)
-            self._add(record)
+            self._add(record, created=True)
         return session_id
 
     def import_session(self, record: SessionRecord) -> None:
@@ -140,12 +141,16 @@ class SessionWriter:
         check_importable(record)
         self._add(record.model_copy(deep=True))
 
-    def _add(self, record: SessionRecord) -> None:
+    def _add(self, record: SessionRecord, *, created: bool = False) -> None:
+        """Write a new session: a created one is the newest change of the store, an
+        imported one keeps its place (its ``updated_at``)."""
         with self._files.leased(record.id, create=True) as (root, sessions):
             if sessions.lstat(f"{record.id}.json") is not None:
                 raise FileExistsError(errno.EEXIST, "session already exists",
                                       str(self._files.session_path(record.id)))
-            loaded = self._files.write_fresh(sessions, record)
+            clock = self._files.tick(root, 0, exact=None if created else clock_of(
+                [], {}, record.updated_at))
+            loaded = self._files.write_fresh(sessions, record, clock=clock)
             self._files.index.note(root, sessions, record.id, self._files.all_fields(loaded))
 
     def save(self, session_id: str, messages: Sequence[Any],
@@ -179,7 +184,7 @@ class SessionWriter:
             data = state.model_dump() if isinstance(state, SessionState) else state
             snapshot = SessionState.model_validate(data)
         with self._files.leased(session_id) as (root, sessions):
-            loaded = self._files.current(sessions, session_id)
+            loaded = self._files.current(root, sessions, session_id)
             change = save_point(loaded, incoming, snapshot)
             if change is not None:
                 self._files.append(root, sessions, loaded, *change)
@@ -193,8 +198,8 @@ class SessionWriter:
 
         A copy is saved: later changes to ``state`` do not leak in. Errors as :meth:`save`.
         """
-        with self._files.leased(session_id) as (_root, sessions):
-            saved = self._files.current(sessions, session_id).record.messages
+        with self._files.leased(session_id) as (root, sessions):
+            saved = self._files.current(root, sessions, session_id).record.messages
             self.save(session_id, saved, state)
 
     def compact(self, session_id: str, messages: Sequence[Any], *, summary: str,
@@ -224,7 +229,7 @@ class SessionWriter:
         """
         new_context = normalized(messages)
         with self._files.leased(session_id) as (root, sessions):
-            loaded = self._files.current(sessions, session_id)
+            loaded = self._files.current(root, sessions, session_id)
             change = compaction(loaded, new_context, clean_text(summary), replaced)
             self._files.append(root, sessions, loaded, *change)
 
@@ -256,8 +261,8 @@ class SessionWriter:
         ------
         As :meth:`write_summary`.
         """
-        with self._files.leased(session_id) as (_root, sessions):
-            record = self._files.current(sessions, session_id).record
+        with self._files.leased(session_id) as (root, sessions):
+            record = self._files.current(root, sessions, session_id).record
             if record.summary.strip():
                 return record.summary
             text = fallback_summary(record.transcript)

@@ -42,7 +42,7 @@ class MemoryStore:
 
     @contextlib.contextmanager
     def _root(self, *, create: bool) -> Iterator[SafeDir | None]:
-        with storage_errors(self.root):
+        with storage_errors(self.root, reading=not create):
             root = SafeDir.open(self.root, create=create)
         if root is None:
             yield None
@@ -92,7 +92,8 @@ class MemoryStore:
             If the file exists but cannot be read.
         """
         notes.note_file(kind)
-        with self._root(create=False) as root:
+        with self._root(create=False) as root, storage_errors(self.notes_path(kind),
+                                                             reading=True):
             return notes.read_notes(root, kind)
 
     def write_notes(self, kind: NoteKind, text: str) -> None:

@@ -350,6 +350,9 @@ class SessionListing(SessionInfo):
         all of them; a reader, its own roles); empty when not shared.
     parent : ForkOrigin or None
         The session this one was forked from, if any.
+    clock : int or None
+        The session's place in its store's order of changes, when the store keeps one
+        (the JSON files do; see :func:`~jupyter_agent.store.paging.listing_order`).
     """
 
     title: str
@@ -366,3 +369,4 @@ class SessionListing(SessionInfo):
     owner_role: str = ""
     shared_with: tuple[str, ...] = ()
     parent: ForkOrigin | None = None
+    clock: int | None = None

@@ -7,7 +7,8 @@ not writable by group or others, at most :data:`NOTES_LIMIT` bytes.
 
 Writes are read-modify-write under an exclusive ``flock`` on ``notes.lock`` in the memory
 directory, then an atomic replace: several processes appending notes at once (the
-``remember`` tool in two kernels) lose none of them.
+``remember`` tool in two kernels) lose none of them. Each write first removes the
+temporary files that killed writers left.
 
 Notes can come from someone else (a cloned repository's ``project.md``), and they instruct
 the model in every new session. :func:`unseen_notes` tells which notes the user has not
@@ -29,8 +30,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from jupyter_agent.store.base import NoteKind
-from jupyter_agent.store.files import SafeDir
+from jupyter_agent.store.files import SafeDir, lease_temp
 from jupyter_agent.store.flock import lock_shared_or_exclusive
+from jupyter_agent.store.garbage import remove_notes_temps
 from jupyter_agent.store.messages import clean_text
 
 __all__ = ["NOTES_LIMIT", "NOTES_LOCK", "NOTE_FILES", "NoteKind", "append_note", "read_notes",
@@ -88,7 +90,9 @@ def write_notes(root: SafeDir, kind: NoteKind, text: str) -> None:
     """
     name = note_file(kind)
     with lock_shared_or_exclusive(root, NOTES_LOCK, exclusive=True):
-        root.write_atomic(name, clean_text(text).encode("utf-8"), private=True)
+        remove_notes_temps(root, locked=True)
+        root.write_atomic(name, clean_text(text).encode("utf-8"), private=True,
+                          temp=lease_temp(name))
 
 
 def append_note(root: SafeDir, kind: NoteKind, line: str) -> None:
@@ -103,7 +107,8 @@ def append_note(root: SafeDir, kind: NoteKind, line: str) -> None:
     with lock_shared_or_exclusive(root, NOTES_LOCK, exclusive=True):
         existing = read_notes(root, kind)
         text = (existing.rstrip("\n") + "\n" if existing.strip() else "") + item + "\n"
-        root.write_atomic(name, text.encode("utf-8"), private=True)
+        remove_notes_temps(root, locked=True)
+        root.write_atomic(name, text.encode("utf-8"), private=True, temp=lease_temp(name))
 
 
 #: Files remembered as seen at most (the oldest are forgotten: they are shown again).

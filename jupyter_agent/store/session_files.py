@@ -9,11 +9,12 @@ date. Invariants are listed in :mod:`jupyter_agent.store.json_store`.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,25 +26,30 @@ from jupyter_agent.errors import (
     TooLargeError,
     UnsafePathError,
 )
-from jupyter_agent.store.files import SafeDir, signature_of, write_all
-from jupyter_agent.store.garbage import remove_session_temps, repair_tail
+from jupyter_agent.store.files import SafeDir, lease_temp, signature_of, write_all
+from jupyter_agent.store.garbage import remove_notes_temps, remove_session_temps
 from jupyter_agent.store.ids import validate_session_id
-from jupyter_agent.store.index import ListingIndex, Sig, session_sig
+from jupyter_agent.store.index import CLOCK_FILE, ListingIndex, Sig, session_sig
 from jupyter_agent.store.journal import (
+    JOURNAL_VERSION,
     SNAPSHOT_MIN_BYTES,
     SNAPSHOT_RATIO,
+    encode_line,
     first_prompt_of,
     header_line,
     items_for,
     new_generation,
+    upgraded_journal,
 )
 from jupyter_agent.store.jsonio import JOURNAL_CAP, LINE_CAP, RECORD_CAP, encode_json
 from jupyter_agent.store.leases import Leases
-from jupyter_agent.store.paging import check_limit, page_of
+from jupyter_agent.store.paging import check_limit, entry_order, page_of
 from jupyter_agent.store.records import SessionListing, SessionRecord
 from jupyter_agent.store.snapshot import Loaded, load, snapshot_bytes
 
-__all__ = ["GITIGNORE", "SessionFiles", "storage_errors"]
+__all__ = ["CLOCK_FILE", "GITIGNORE", "SessionFiles", "storage_errors"]
+
+#: In the memory directory: the store clock's last value, taken under a ``flock``.
 
 GITIGNORE = b"""\
 # Written by jupyter-agent. Transcripts hold your data and your prompts: keep them, your
@@ -58,32 +64,32 @@ index.jsonl
 """
 
 
-def _add_lines(messages: list[dict[str, Any]]) -> Iterator[bytes]:
-    """``add`` entries for ``messages``, each line at most :data:`LINE_CAP` long (one
-    message over it is a line of its own, refused on writing)."""
-    chunk: list[bytes] = []
+def _add_chunks(messages: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """``messages`` in runs whose ``add`` line stays under :data:`LINE_CAP` (one message
+    over it is a run of its own, refused on writing)."""
+    chunk: list[dict[str, Any]] = []
     size = 0
     for message in messages:
-        data = encode_json(message)
-        if chunk and size + len(data) + 16 > LINE_CAP:
-            yield b'{"add":[' + b",".join(chunk) + b"]}\n"
+        data = len(encode_json(message))
+        if chunk and size + data + 64 > LINE_CAP:
+            yield chunk
             chunk, size = [], 0
-        chunk.append(data)
-        size += len(data) + 1
+        chunk.append(message)
+        size += data + 1
     if chunk:
-        yield b'{"add":[' + b",".join(chunk) + b"]}\n"
+        yield chunk
 
 
 @contextlib.contextmanager
-def storage_errors(path: Path) -> Iterator[None]:
-    """Turn an ``OSError`` of a write into a :class:`~jupyter_agent.errors.StorageError`
-    naming ``path`` (library errors pass through)."""
+def storage_errors(path: Path, *, reading: bool = False) -> Iterator[None]:
+    """Turn an ``OSError`` into a :class:`~jupyter_agent.errors.StorageError` naming
+    ``path`` and the operation, a write unless ``reading`` (library errors pass through)."""
     try:
         yield
     except OSError as err:
         if isinstance(err, JupyterAgentError):
             raise
-        raise StorageError(path, err) from err
+        raise StorageError(path, err, reading=reading) from err
 
 
 class SessionFiles:
@@ -121,7 +127,7 @@ class SessionFiles:
         except OSError as err:
             if isinstance(err, JupyterAgentError):
                 raise
-            raise StorageError(self.root, err) from err
+            raise StorageError(self.root, err, reading=not create) from err
         if root is None:
             yield None
             return
@@ -156,7 +162,7 @@ class SessionFiles:
                 if sessions.lstat(f"{session_id}.json") is not None:
                     sessions.read(f"{session_id}.json", limit=RECORD_CAP)  # not regular: refused
                 raise SessionNotFoundError(session_id, self.session_path(session_id))
-            self.take_lease(sessions, session_id)
+            self.take_lease(sessions, session_id, root)
             try:
                 yield root, sessions
             finally:
@@ -164,20 +170,29 @@ class SessionFiles:
                 if not self.leases.holds(session_id):
                     self.cache.pop(session_id, None)
 
-    def take_lease(self, sessions: SafeDir, session_id: str) -> None:
-        """Take or re-enter the lease; a new lease first clears what a killed writer left
-        (temporary files, a cut-short journal line)."""
+    def take_lease(self, sessions: SafeDir, session_id: str, root: SafeDir | None = None) -> None:
+        """Take or re-enter the lease; a new lease first removes the temporary files a
+        killed writer left (by name: the cost does not grow with the number of sessions).
+        The journal is not touched here: a last line without its newline is cut off only
+        by :meth:`current`, once the session's checks show it was never acknowledged."""
         with storage_errors(sessions.child(f"{session_id}.lock")):
             newly = self.leases.acquire(sessions, session_id)
         if newly:
             self.cache.pop(session_id, None)
-            # best effort: if this fails, `current` truncates a torn tail before any write
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError):  # best effort: leftovers only
                 remove_session_temps(sessions, session_id)
-                repair_tail(sessions, session_id)
+                if root is not None:
+                    remove_notes_temps(root)
 
     # ------------------------------------------------------------------ reading files
-    def read(self, sessions: SafeDir, session_id: str) -> Loaded:
+    def read(self, root: SafeDir | None, sessions: SafeDir, session_id: str) -> Loaded:
+        """Load a session from its files and check it against what the listing index
+        (``root``'s; ``None`` to skip) says was acknowledged.
+
+        Raises
+        ------
+        SessionNotFoundError, CorruptSessionError, UnsafePathError
+        """
         path = self.session_path(session_id)
         try:
             got = sessions.read(f"{session_id}.json", limit=RECORD_CAP, what="session snapshot")
@@ -189,19 +204,31 @@ class SessionFiles:
                                      line_limit=LINE_CAP, what="journal")
                 return None if read is None else read[0]
 
-            return load(got[0], path, journal, self.journal_path(session_id), session_id)
+            loaded = load(got[0], path, journal, self.journal_path(session_id), session_id)
         except OSError as err:
             if isinstance(err, JupyterAgentError):
                 raise
             raise CorruptSessionError(path, f"cannot be read ({err.strerror or err})") from None
+        if root is not None and not loaded.legacy:
+            problem = self.index.acknowledged_problem(root, session_id, loaded.generation,
+                                                      loaded.lines, loaded.check)
+            if problem:
+                raise CorruptSessionError(self.journal_path(session_id), problem)
+        return loaded
 
-    def current(self, sessions: SafeDir, session_id: str) -> Loaded:
-        """The session under the lease: the in-memory copy if the files are unchanged."""
+    def current(self, root: SafeDir, sessions: SafeDir, session_id: str) -> Loaded:
+        """The session under the lease: the in-memory copy if the files are unchanged.
+
+        A last journal line without its newline that the index does not record as
+        acknowledged is a write cut short by a crash: it is cut off here, the only
+        change ever made to a journal that is not an append (anything else wrong is a
+        :class:`CorruptSessionError` and the files stay as they are).
+        """
         sig = session_sig(sessions, session_id)
         cached = self.cache.get(session_id)
         if cached is not None and sig is not None and cached[1] == sig:
             return cached[0]
-        loaded = self.read(sessions, session_id)
+        loaded = self.read(root, sessions, session_id)
         if loaded.torn and not loaded.legacy:
             self._truncate(sessions, session_id, loaded.end)
             loaded = replace(loaded, torn=0)
@@ -221,26 +248,30 @@ class SessionFiles:
                     os.close(opened[0])
 
     def write_fresh(self, sessions: SafeDir, record: SessionRecord,
-                     items: list[Any] | None = None) -> Loaded:
-        """Write a whole session as a new journal and snapshot (create, import, convert)."""
+                    items: list[Any] | None = None, *, clock: int) -> Loaded:
+        """Write a whole session as a new journal and snapshot (create, import, convert);
+        ``clock`` is its place in the store's order of changes."""
         sid = record.id
         generation = new_generation()
-        lines = list(_add_lines(record.transcript))
-        longest = max(map(len, lines), default=1) - 1
-        journal = header_line(sid, generation) + b"".join(lines)
-        if longest > LINE_CAP:
-            raise TooLargeError(self.journal_path(sid), longest, LINE_CAP, "journal line",
-                                written=True)
+        journal = header_line(sid, generation)
+        last = journal
+        for number, chunk in enumerate(_add_chunks(record.transcript), start=2):
+            last = encode_line(number, {"add": chunk})
+            if len(last) - 1 > LINE_CAP:
+                raise TooLargeError(self.journal_path(sid), len(last) - 1, LINE_CAP,
+                                    "journal line", written=True)
+            journal += last
         if len(journal) > JOURNAL_CAP:
             raise TooLargeError(self.journal_path(sid), len(journal), JOURNAL_CAP, "journal",
                                 written=True)
         loaded = Loaded(record, items_for(record.messages, record.transcript)
                         if items is None else items, generation, len(journal), len(journal), 0,
                         0, record.state.model_dump(mode="json"),
-                        first_prompt_of(record.transcript))
+                        first_prompt_of(record.transcript), lines=journal.count(b"\n"),
+                        check=last[-11:-3], clock=clock)
         self.leases.verify(sessions, sid)
         with storage_errors(self.journal_path(sid)):
-            sessions.write_atomic(f"{sid}.jsonl", journal)
+            sessions.write_atomic(f"{sid}.jsonl", journal, temp=lease_temp(f"{sid}.jsonl"))
         return self._write_snapshot(sessions, loaded)
 
     def _write_snapshot(self, sessions: SafeDir, loaded: Loaded) -> Loaded:
@@ -250,8 +281,61 @@ class SessionFiles:
             raise TooLargeError(self.session_path(sid), len(data), RECORD_CAP,
                                 "session snapshot", written=True)
         with storage_errors(self.session_path(sid)):
-            sessions.write_atomic(f"{sid}.json", data)
+            sessions.write_atomic(f"{sid}.json", data, temp=lease_temp(f"{sid}.json"))
         return replace(loaded, offset=loaded.end, snapshot_size=len(data), legacy=False)
+
+    def upgrade(self, sessions: SafeDir, loaded: Loaded) -> Loaded:
+        """Give every line of a journal of jupyter-agent 0.2 its number and checksum.
+
+        The snapshot is rewritten first to cover every line by number (true of the old
+        journal and of the new one alike), then the journal is replaced atomically: a
+        kill at any step leaves a pair that loads.
+        """
+        sid = loaded.record.id
+        loaded = self._write_snapshot(sessions, loaded)
+        path = self.journal_path(sid)
+        with storage_errors(path):
+            got = sessions.read(f"{sid}.jsonl")
+        if got is None or len(got[0]) != loaded.end:
+            raise CorruptSessionError(path, "it changed while this process held the lease; "
+                                            "nothing was written")
+        data = upgraded_journal(got[0])
+        self.leases.verify(sessions, sid)
+        with storage_errors(path):
+            sessions.write_atomic(f"{sid}.jsonl", data, temp=lease_temp(f"{sid}.jsonl"))
+        upgraded = replace(loaded, end=len(data), offset=len(data), check=data[-11:-3],
+                           version=JOURNAL_VERSION)
+        return self._write_snapshot(sessions, upgraded)
+
+    def tick(self, root: SafeDir, after: int, *, exact: int | None = None) -> int:
+        """The store clock's next value: more than every value it gave before in this
+        memory directory and more than ``after``, the wall clock in microseconds when
+        that is larger (so a clock stepping back never reorders sessions). With
+        ``exact`` (an imported session keeps its place), that value, and the clock
+        never gives a smaller one after it.
+
+        Kept in :data:`CLOCK_FILE` under an exclusive ``flock``; if that file cannot be
+        used the value is still more than ``after``.
+        """
+        value = exact if exact is not None else max(time.time_ns() // 1000, after + 1)
+        with contextlib.suppress(OSError, JupyterAgentError):
+            opened = root.open_file(CLOCK_FILE, os.O_RDWR, create=True)
+            if opened is None:
+                return value
+            fd = opened[0]
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                raw = os.pread(fd, 32, 0).strip()
+                last = int(raw) if raw.isdigit() and len(raw) < 20 else 0
+                if exact is None:
+                    value = max(value, last + 1)
+                if value > last:
+                    text = b"%d\n" % value
+                    os.pwrite(fd, text, 0)
+                    os.ftruncate(fd, len(text))
+            finally:
+                os.close(fd)
+        return value
 
     def append(self, root: SafeDir, sessions: SafeDir, loaded: Loaded, entry: dict[str, Any],
                new: Loaded, fields: dict[str, Any],
@@ -261,15 +345,25 @@ class SessionFiles:
         is dropped (the next change reads the files again)."""
         sid = loaded.record.id
         self.leases.verify(sessions, sid)
-        converting = loaded.legacy
-        if converting:  # first write of a one-file record: convert it
+        converting = loaded.legacy or loaded.version != JOURNAL_VERSION
+        if loaded.legacy:  # first write of a one-file record: convert it
             converted = self.write_fresh(sessions, replace(loaded, legacy=False).record,
-                                          loaded.items)
+                                         loaded.items, clock=loaded.clock)
+        elif converting:  # first write of a journal of jupyter-agent 0.2: upgrade it
+            converted = self.upgrade(sessions, loaded)
+        if converting:
             new = replace(new, generation=converted.generation, offset=converted.offset,
-                          snapshot_size=converted.snapshot_size, legacy=False)
+                          snapshot_size=converted.snapshot_size, legacy=False,
+                          lines=converted.lines, check=converted.check,
+                          version=JOURNAL_VERSION)
             loaded = converted
             fields = self.all_fields(new)
-        line = encode_json(entry) + b"\n"
+        if "updated_at" in entry:  # the session moves up in the order of changes
+            clock = self.tick(root, loaded.clock)
+            entry = {**entry, "clock": clock}
+            new = replace(new, clock=clock)
+            fields = {**fields, "clock": clock}
+        line = encode_line(loaded.lines + 1, entry)
         path = self.journal_path(sid)
         if len(line) - 1 > LINE_CAP:
             raise TooLargeError(path, len(line) - 1, LINE_CAP, "new journal line", written=True)
@@ -299,7 +393,9 @@ class SessionFiles:
             os.close(fd)
         if finish is not None:
             finish()
-        new = replace(new, end=loaded.end + len(line), torn=0)
+        new = replace(new, end=loaded.end + len(line), torn=0, lines=loaded.lines + 1,
+                      check=line[-11:-3])
+        fields = {**fields, "at": [new.generation, new.lines, new.check.decode("ascii")]}
         cached = self.cache.get(sid)
         sig = None
         if cached is not None and cached[1] is not None and not converting:
@@ -319,12 +415,14 @@ class SessionFiles:
                 "title": r.title, "archived": r.archived, "message_count": len(r.transcript),
                 "cost_usd": r.state.usage.cost_usd, "tool_calls": r.state.tool_calls,
                 "first_prompt": loaded.first_prompt,
-                "parent": None if r.parent is None else r.parent.model_dump()}
+                "parent": None if r.parent is None else r.parent.model_dump(),
+                "clock": loaded.clock,
+                "at": [loaded.generation, loaded.lines, loaded.check.decode("ascii")]}
 
     def change(self, session_id: str, entry: dict[str, Any], **update: Any) -> None:
         """Append ``entry`` and apply ``update`` to the record (a metadata change)."""
         with self.leased(session_id) as (root, sessions):
-            loaded = self.current(sessions, session_id)
+            loaded = self.current(root, sessions, session_id)
             if all(getattr(loaded.record, k) == v for k, v in update.items()):
                 return
             new = replace(loaded, record=loaded.record.model_copy(update=update))
@@ -341,8 +439,8 @@ class SessionFiles:
             root, sessions = dirs
             entries = [e for e in self.index.entries(root, sessions)
                        if include_archived or not e["archived"]]
-            entries.sort(key=_order, reverse=True)
-            entries = page_of(entries, _order, limit, after)
+            entries.sort(key=entry_order, reverse=True)
+            entries = page_of(entries, entry_order, limit, after)
             with os.scandir(sessions.fd) as it:
                 locks = {e.name[:-5] for e in it if e.name.endswith(".lock")}
             return [self._listed(sessions, e, e["id"] in locks) for e in entries]
@@ -378,9 +476,5 @@ class SessionFiles:
             title=entry["title"], archived=entry["archived"], status=status,
             created_at=entry["created_at"], message_count=entry["message_count"],
             cost_usd=float(entry["cost_usd"]), tool_calls=entry["tool_calls"],
-            first_prompt=entry["first_prompt"], holder=holder, parent=entry["parent"])
-
-
-def _order(entry: dict[str, Any]) -> tuple[datetime, str]:
-    """Listing order: ``(updated_at, id)``, newest first when reversed."""
-    return entry["updated_at"], entry["id"]
+            first_prompt=entry["first_prompt"], holder=holder, parent=entry["parent"],
+            clock=entry.get("clock"))

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from jupyter_agent.errors import CorruptSessionError
 from jupyter_agent.store.journal import (
     JOURNAL_SCHEMA_VERSION,
+    JOURNAL_VERSION,
     Item,
     Journal,
     decode_items,
@@ -44,7 +45,7 @@ from jupyter_agent.store.records import (
 )
 from jupyter_agent.store.validation import check_messages
 
-__all__ = ["Loaded", "listing_fields", "load", "snapshot_bytes"]
+__all__ = ["Loaded", "clock_of", "listing_fields", "load", "snapshot_bytes"]
 
 _META = ("updated_at", "summary", "title", "archived")
 
@@ -73,6 +74,14 @@ class Loaded:
     first_prompt : str
     legacy : bool
         A record of the one-file form: the first write converts it.
+    lines : int
+        Complete lines of the journal (the next entry is line ``lines + 1``).
+    version : int
+        The journal's format (2: of jupyter-agent 0.2, upgraded by the next write).
+    check : bytes
+        The last line's checksum digits (``b""`` when it has none).
+    clock : int
+        The session's place in the store's order of changes (see :func:`clock_of`).
     """
 
     record: SessionRecord
@@ -85,6 +94,24 @@ class Loaded:
     state_json: dict[str, Any]
     first_prompt: str
     legacy: bool = False
+    lines: int = 0
+    check: bytes = b""
+    clock: int = 0
+    version: int = JOURNAL_VERSION
+
+
+def clock_of(entries: list[dict[str, Any]], ref: dict[str, Any], updated_at: Any) -> int:
+    """The store clock of a session's last change: the ``clock`` of its last entry that
+    has one, else the snapshot's, else ``updated_at`` in microseconds since the epoch
+    (records written before there was a clock)."""
+    for entry in reversed(entries):
+        value = entry.get("clock")
+        if type(value) is int and value >= 0:
+            return value
+    value = ref.get("clock")
+    if type(value) is int and value >= 0:
+        return value
+    return int(updated_at.timestamp() * 1_000_000)
 
 
 def _fail(path: Path, reason: str) -> CorruptSessionError:
@@ -107,8 +134,7 @@ def _apply(entry: dict[str, Any], transcript: list[dict[str, Any]], items: list[
                     *items_slice(items, size - compact["tail"], size)]
         head["compactions"] = [*head["compactions"], compact["event"]]
     add = entry.get("add")
-    if add is not None:
-        check_messages(add, path, f"{line}: add")
+    if add is not None:  # validated when the line was parsed
         start = len(transcript)
         transcript.extend(add)
         items_append(items, start, len(transcript))
@@ -152,7 +178,8 @@ def _snapshot_head(raw: bytes, path: Path, session_id: str) -> dict[str, Any]:
     if (type(journal) is not dict or type(journal.get("generation")) is not str
             or type(journal.get("offset")) is not int
             or type(journal.get("transcript_length")) is not int
-            or type(journal.get("first_prompt", "")) is not str):
+            or type(journal.get("first_prompt", "")) is not str
+            or type(journal.get("lines", 1)) is not int):
         raise _fail(path, "its journal reference is missing or malformed")
     head.setdefault("compactions", [])
     head.setdefault("state", {})
@@ -224,30 +251,34 @@ def _load(snapshot_raw: bytes, snapshot_path: Path, read_journal: Callable[[], b
                                   expected_id=session_id)
         return Loaded(record, items_for(record.messages, record.transcript), "", 0, 0, 0,
                       len(snapshot_raw), record.state.model_dump(mode="json"),
-                      first_prompt_of(record.transcript), legacy=True)
+                      first_prompt_of(record.transcript), legacy=True,
+                      clock=clock_of([], {}, record.updated_at))
     head = _snapshot_head(snapshot_raw, snapshot_path, session_id)
     ref = head["journal"]
     journal_raw = read_journal()
     if journal_raw is None:
         raise _fail(journal_path, "the journal of this session is missing")
     journal: Journal = parse_journal(journal_raw, journal_path, session_id=session_id,
-                                     offset=ref["offset"], generation=ref["generation"])
+                                     offset=ref["offset"], generation=ref["generation"],
+                                     lines_covered=ref.get("lines"))
     transcript: list[dict[str, Any]] = []
-    for k, entry in enumerate(journal.before):
+    for entry in journal.before:  # each add was validated when its line was parsed
         add = entry.get("add")
         if add is not None:
-            transcript.extend(check_messages(add, journal_path, f"entry {k + 1}: add"))
+            transcript.extend(add)
     if len(transcript) != ref["transcript_length"]:
         raise _fail(snapshot_path, f"it counts {ref['transcript_length']} transcript "
                                    f"messages, its journal has {len(transcript)}")
     items = decode_items(head.get("context", []), len(transcript), snapshot_path)
-    first = len(journal.before) + 1
+    first = len(journal.before) + 2
     for k, entry in enumerate(journal.after):
-        _apply(entry, transcript, items, head, journal_path, f"entry {first + k}")
+        _apply(entry, transcript, items, head, journal_path, f"line {first + k}")
     record = _build(head, items, transcript, journal_path if journal.after else snapshot_path)
     first_prompt = ref.get("first_prompt") or first_prompt_of(transcript)
-    return Loaded(record, items, journal.generation, ref["offset"], journal.end, journal.torn,
-                  len(snapshot_raw), record.state.model_dump(mode="json"), first_prompt)
+    return Loaded(record, items, journal.generation, journal.offset, journal.end, journal.torn,
+                  len(snapshot_raw), record.state.model_dump(mode="json"), first_prompt,
+                  lines=journal.lines, check=journal.check, version=journal.version,
+                  clock=clock_of(journal.after, ref, record.updated_at))
 
 
 def snapshot_bytes(loaded: Loaded) -> bytes:
@@ -262,7 +293,8 @@ def snapshot_bytes(loaded: Loaded) -> bytes:
         out[key] = value
     out["journal"] = {"generation": loaded.generation, "offset": loaded.end,
                       "transcript_length": len(record.transcript),
-                      "first_prompt": loaded.first_prompt}
+                      "first_prompt": loaded.first_prompt, "lines": loaded.lines,
+                      "clock": loaded.clock}
     return encode_json(out)
 
 
@@ -271,24 +303,27 @@ def advanced(loaded: Loaded, record: SessionRecord, *, end: int, **changes: Any)
     return replace(loaded, record=record, end=end, torn=0, **changes)
 
 
-def listing_fields(snapshot_raw: bytes, snapshot_path: Path, tail_raw: bytes | None,
+def listing_fields(snapshot_raw: bytes, snapshot_path: Path, journal_raw: bytes | None,
                    journal_path: Path, session_id: str) -> dict[str, Any]:
     """What a listing shows of a session, from its snapshot and the journal after it.
+
+    Every line of the journal is checked (number and checksum) but only those after the
+    snapshot's offset are parsed: never the transcript.
 
     Parameters
     ----------
     snapshot_raw : bytes
         ``<id>.json`` (a record of the one-file form is parsed whole: it has no journal).
-    tail_raw : bytes or None
-        The journal from the snapshot's offset on (``None`` to list from the snapshot
-        alone, e.g. when the tail is too long to read).
+    journal_raw : bytes or None
+        ``<id>.jsonl`` (``None`` when there is none).
 
     Returns
     -------
     dict
         ``created_at``, ``updated_at`` (aware datetimes), ``summary``, ``title``,
         ``archived``, ``message_count``, ``cost_usd``, ``tool_calls``, ``first_prompt``,
-        ``parent`` (a dict or ``None``).
+        ``parent`` (a dict or ``None``), ``clock``, and ``at``: ``[generation, lines,
+        checksum digits]`` of the journal (``None`` for a record of the one-file form).
 
     Raises
     ------
@@ -298,29 +333,35 @@ def listing_fields(snapshot_raw: bytes, snapshot_path: Path, tail_raw: bytes | N
     if type(data) is not dict:
         raise _fail(snapshot_path, "expected a JSON object")
     _refuse_newer(data, snapshot_path)
+    at = None
     if not is_snapshot(data):
         record = record_from_dict(upgrade_record(data, snapshot_path), snapshot_path,
                                   expected_id=session_id)
         count, first = len(record.transcript), first_prompt_of(record.transcript)
+        clock = clock_of([], {}, record.updated_at)
     else:
         head = _snapshot_head(snapshot_raw, snapshot_path, session_id)
         ref = head["journal"]
+        if journal_raw is None:
+            raise _fail(journal_path, "the journal of this session is missing")
+        journal = parse_journal(journal_raw, journal_path, session_id=session_id,
+                                offset=ref["offset"], generation=ref["generation"],
+                                lines_covered=ref.get("lines"), decode_before=False)
         transcript: list[dict[str, Any]] = []
         items = decode_items(head.get("context", []), ref["transcript_length"], snapshot_path)
-        if tail_raw:
-            whole = tail_raw[: tail_raw.rfind(b"\n") + 1]
-            fake = b'{"jupyter_agent_journal":2,"id":"x","generation":"g"}\n'
-            journal = parse_journal(fake + whole, journal_path, session_id="x",
-                                    offset=len(fake), generation=None)
-            for k, entry in enumerate(journal.after):
-                _apply(entry, transcript, items, head, journal_path, f"tail entry {k + 1}")
+        first_line = journal.lines - len(journal.after) + 1
+        for k, entry in enumerate(journal.after):
+            _apply(entry, transcript, items, head, journal_path, f"line {first_line + k}")
         record = _build(head, [], [], snapshot_path)
         count = ref["transcript_length"] + len(transcript)
         first = ref.get("first_prompt") or first_prompt_of(transcript)
+        clock = clock_of(journal.after, ref, record.updated_at)
+        at = [journal.generation, journal.lines, journal.check.decode("ascii")]
     return {
         "created_at": record.created_at, "updated_at": record.updated_at,
         "summary": record.summary, "title": record.title, "archived": record.archived,
         "message_count": count, "cost_usd": record.state.usage.cost_usd,
         "tool_calls": record.state.tool_calls, "first_prompt": first,
         "parent": None if record.parent is None else record.parent.model_dump(),
+        "clock": clock, "at": at,
     }

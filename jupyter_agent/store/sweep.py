@@ -1,24 +1,32 @@
-"""Sweeping a memory directory: what killed writers and deleted sessions left (design §7, §8).
+"""Sweeping a memory directory: what killed writers and deleted sessions left (design §7, §8),
+and what damaged it.
 
 :func:`collect_garbage` walks ``sessions/`` and the memory directory and removes, each
 under the lock its writer would hold, the leftovers described in
 :mod:`jupyter_agent.store.garbage`; a lease someone holds (this store's included) is
-never touched.
+never touched. :func:`check_sessions` (``jupyter agent fsck``) loads every session,
+reports each one's state and, when asked, makes the safe repairs, keeping every byte it
+takes out of a journal.
 """
 
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from pathlib import Path
 
-from jupyter_agent.errors import JupyterAgentError, SessionLockedError
+import orjson
+
+from jupyter_agent.errors import CorruptSessionError, JupyterAgentError, SessionLockedError
 from jupyter_agent.store.figures import figure_dir_sessions, remove_figures_dir
-from jupyter_agent.store.files import SafeDir, is_temp_name, temp_target
+from jupyter_agent.store.files import SafeDir, is_temp_name, lease_temp, temp_target
 from jupyter_agent.store.flock import lock_shared_or_exclusive
 from jupyter_agent.store.garbage import remove_session_file_temps, session_of
-from jupyter_agent.store.session_files import SessionFiles
+from jupyter_agent.store.ids import SESSION_ID_PATTERN
+from jupyter_agent.store.journal import JOURNAL_VERSION, line_problem
+from jupyter_agent.store.session_files import SessionFiles, storage_errors
 
-__all__ = ["collect_garbage"]
+__all__ = ["DAMAGED_SUFFIX", "SessionCheck", "check_sessions", "collect_garbage"]
 
 
 def collect_garbage(files: SessionFiles) -> list[Path]:
@@ -93,3 +101,192 @@ def _collect_session(files: SessionFiles, sessions: SafeDir, sid: str) -> list[P
     finally:
         files.leases.release(sid)
     return removed
+
+
+# --------------------------------------------------------------------------- fsck
+#: Suffix of the copy of damaged bytes that a repair moved aside (``<id>.jsonl.damaged``,
+#: then ``.damaged-2``, ...): never read, listed or removed by jupyter-agent.
+DAMAGED_SUFFIX = ".damaged"
+
+
+@dataclass
+class SessionCheck:
+    """What :func:`check_sessions` found of one session, and did about it.
+
+    Attributes
+    ----------
+    session_id : str
+    state : {"ok", "torn", "damaged", "old format", "in use"}
+        ``"torn"``: a last journal line without its newline that was never acknowledged
+        (what a killed writer leaves; the next write cuts it off); ``"damaged"``: the
+        session does not load (``reason`` says why, naming the file and the line); ``"old
+        format"``: a journal of jupyter-agent 0.2 (upgraded by its next write); ``"in
+        use"``: another process holds it (checked, but never repaired).
+    reason : str
+        One line ("" when ``ok``).
+    repair : str
+        What ``repair=True`` does (or did) about it, in words ("" when nothing can be
+        done safely).
+    kept : pathlib.Path or None
+        Where the bytes a repair took out of the journal were kept.
+    repaired : bool
+    """
+
+    session_id: str
+    state: str
+    reason: str = ""
+    repair: str = ""
+    kept: Path | None = None
+    repaired: bool = False
+
+
+def check_sessions(files: SessionFiles, *, repair: bool = False) -> list[SessionCheck]:
+    """Load and check every session of the memory directory (every line's number and
+    checksum, the snapshot, the records, what the index says was acknowledged), and with
+    ``repair`` make the safe repairs:
+
+    * a last line cut short that was never acknowledged is moved to
+      ``<id>.jsonl.damaged`` (the journal keeps every line before it);
+    * a journal damaged at line *k* whose snapshot covers fewer than *k* lines is copied
+      whole to ``<id>.jsonl.damaged``, then replaced by its lines before *k* (the
+      session loads again with the saves before the damage);
+    * a journal that lost acknowledged lines at its end is accepted as it is (the index
+      forgets what it recorded: the lines are gone);
+    * a journal of jupyter-agent 0.2 is upgraded.
+
+    Nothing else is changed: a damaged snapshot, or damage the snapshot depends on, is
+    reported only. A session in use elsewhere is checked but not repaired.
+
+    Returns
+    -------
+    list of SessionCheck
+        One per session, by ID.
+
+    Raises
+    ------
+    UnsafeDirectoryError, OSError
+    """
+    checks: list[SessionCheck] = []
+    with files.mutex, files.dirs(create=False) as dirs:
+        if dirs is None:
+            return checks
+        sessions = dirs[1]
+        ids = sorted(n[:-5] for n in sessions.names()
+                     if n.endswith(".json") and SESSION_ID_PATTERN.fullmatch(n[:-5]))
+    for sid in ids:
+        check = _check_one(files, sid)
+        if repair and check.repair and check.state != "in use":
+            with contextlib.suppress(SessionLockedError):
+                _repair_one(files, check)
+        checks.append(check)
+    return checks
+
+
+def _check_one(files: SessionFiles, sid: str) -> SessionCheck:
+    with files.dirs(create=False) as dirs:
+        if dirs is None:
+            return SessionCheck(sid, "damaged", "the memory directory is gone")
+        root, sessions = dirs
+        try:
+            loaded = files.read(root, sessions, sid)
+        except CorruptSessionError as err:
+            check = SessionCheck(sid, "damaged", str(err))
+            check.repair = _damage_repair(files, sessions, sid, err)
+        except (JupyterAgentError, OSError) as err:
+            return SessionCheck(sid, "damaged", str(err))
+        else:
+            if loaded.torn:
+                check = SessionCheck(
+                    sid, "torn", f"{files.journal_path(sid)}: line {loaded.lines + 1} was cut "
+                    f"short ({loaded.torn} bytes without a newline) and never acknowledged",
+                    f"move its {loaded.torn} bytes to {sid}.jsonl{DAMAGED_SUFFIX}")
+            elif not loaded.legacy and loaded.version != JOURNAL_VERSION:
+                check = SessionCheck(sid, "old format", f"{files.journal_path(sid)}: written "
+                                     "by jupyter-agent 0.2 (no line checksums)",
+                                     "upgrade it (its next write does too)")
+            else:
+                check = SessionCheck(sid, "ok")
+        if files.leases.is_held(sessions, sid) and not files.leases.holds(sid):
+            check.state = "in use" if check.state == "ok" else check.state
+            check.repair = check.repair and "(in use elsewhere: not repaired) " + check.repair
+        return check
+
+
+def _damage_repair(files: SessionFiles, sessions: SafeDir, sid: str,
+                   err: CorruptSessionError) -> str:
+    """What a repair can do about ``err`` ("" if nothing is safe)."""
+    if err.path != files.journal_path(sid):
+        return ""
+    if "acknowledged" in err.reason and err.reason.startswith("line "):
+        return "accept the journal as it is (the acknowledged lines are gone)"
+    good = _good_prefix(sessions, sid)
+    if good is not None:
+        return (f"keep lines 1-{good[0]} and move the whole damaged journal to "
+                f"{sid}.jsonl{DAMAGED_SUFFIX}")
+    return ""
+
+
+def _good_prefix(sessions: SafeDir, sid: str) -> tuple[int, bytes, bytes] | None:
+    """``(lines, their bytes, the whole journal)``: the checked lines before the first
+    damaged one, if the snapshot covers no more than them; else ``None``."""
+    got, head = sessions.read(f"{sid}.jsonl"), sessions.read(f"{sid}.json")
+    if got is None or head is None:
+        return None
+    raw = got[0]
+    try:
+        ref = orjson.loads(head[0])["journal"]
+        covered = ref.get("lines")
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        return None
+    lines = raw.split(b"\n")
+    lines.pop()
+    good = 0
+    for number, line in enumerate(lines, 1):
+        if line_problem(line, number) is not None:
+            break
+        good = number
+    if good == len(lines) or good < 2 or type(covered) is not int or covered > good:
+        return None
+    prefix = b"".join(line + b"\n" for line in lines[:good])
+    return good, prefix, raw
+
+
+def _keep_aside(sessions: SafeDir, sid: str, data: bytes) -> Path:
+    """Write ``data`` to the first free ``<id>.jsonl.damaged[-k]`` (never overwriting)."""
+    k = 1
+    while True:
+        name = f"{sid}.jsonl{DAMAGED_SUFFIX}" + (f"-{k}" if k > 1 else "")
+        if sessions.create_new(name, data):
+            return sessions.child(name)
+        k += 1
+
+
+def _repair_one(files: SessionFiles, check: SessionCheck) -> None:
+    sid = check.session_id
+    with files.leased(sid) as (root, sessions):
+        if check.state == "torn":
+            loaded = files.read(root, sessions, sid)
+            got = sessions.read(f"{sid}.jsonl")
+            if got is None or not loaded.torn:
+                return
+            check.kept = _keep_aside(sessions, sid, got[0][loaded.end:])
+            files.current(root, sessions, sid)  # cuts the unacknowledged line off
+        elif check.state == "old format":
+            files.upgrade(sessions, files.current(root, sessions, sid))
+            files.cache.pop(sid, None)
+        elif check.repair.startswith("accept"):
+            files.index.forget(root, sid)
+            files.cache.pop(sid, None)
+        else:
+            good = _good_prefix(sessions, sid)
+            if good is None:
+                return
+            check.kept = _keep_aside(sessions, sid, good[2])
+            files.leases.verify(sessions, sid)
+            with storage_errors(files.journal_path(sid)):
+                sessions.write_atomic(f"{sid}.jsonl", good[1], temp=lease_temp(f"{sid}.jsonl"))
+            files.cache.pop(sid, None)
+            files.index.forget(root, sid)
+        loaded = files.current(root, sessions, sid)
+        files.index.note(root, sessions, sid, files.all_fields(loaded))
+        check.repaired = True

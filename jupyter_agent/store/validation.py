@@ -25,7 +25,7 @@ from typing import Any
 from jupyter_agent.errors import CorruptSessionError
 from jupyter_agent.store.jsonio import depth_problem
 
-__all__ = ["check_messages", "message_problem"]
+__all__ = ["check_messages", "message_problem", "plain_tool_calls"]
 
 _OPTIONAL_STRINGS = ("tool_call_id", "name", "refusal")
 
@@ -87,7 +87,7 @@ def _tool_calls_problem(calls: Any) -> str | None:
     return None
 
 
-def _plain_calls(calls: list[Any]) -> bool:
+def plain_tool_calls(calls: list[Any]) -> bool:
     """Whether every tool call is ``{"id", "type", "function": {"name", "arguments"}}``
     with strings only (the common case, checked without building reasons)."""
     for call in calls:
@@ -129,7 +129,7 @@ def check_messages(messages: Any, path: Path | str, field: str) -> list[dict[str
                     if type(other) is str:
                         continue
                     calls = message.get("tool_calls")
-                    if type(calls) is list and _plain_calls(calls):
+                    if type(calls) is list and plain_tool_calls(calls):
                         continue
         problem = message_problem(message) or depth_problem(message)  # of other keys
         if problem is not None:

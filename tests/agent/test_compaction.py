@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -212,3 +214,28 @@ def test_no_compaction_call_once_the_cost_limit_is_reached(
     with pytest.raises(LimitExceededError, match="max_cost_usd"):
         agent.compact()
     assert len(scripted.requests) == 4 and agent.state.usage.cost_usd == spent
+
+
+def test_a_kill_after_any_line_of_a_compaction_keeps_the_summarizing_calls_usage(
+        scripted: ScriptedModel, store: SessionStore, tmp_path: Path) -> None:
+    """Every journal line from the compaction on counts the summarizing call: a process
+    killed after any of them (each prefix of the journal is what a kill can leave)
+    undercounts nothing."""
+    agent = make_agent(scripted, store, keep_turns=1)
+    scripted.add_steps([{"text": "a1"}, {"text": "a2"}, {"text": "the summary"}])
+    agent.run("q1")
+    agent.run("q2")
+    sid = agent.session_id or ""
+    before = store.load_session(sid).state.usage.calls
+    assert agent.compact() is True
+    agent.close()
+    journal = store.journal_path(sid).read_bytes().split(b"\n")[:-1]
+    compact_line = next(k for k, line in enumerate(journal) if b'"compact":' in line)
+    for end in range(compact_line + 1, len(journal) + 1):  # killed right after line `end`
+        root = tmp_path / f"killed-after-{end}"
+        shutil.copytree(store.root, root)
+        (root / "index.jsonl").unlink()  # the index would have recorded the later lines
+        (root / "sessions" / f"{sid}.jsonl").write_bytes(
+            b"".join(line + b"\n" for line in journal[:end]))
+        usage = SessionStore(root).load_session(sid).state.usage
+        assert usage.calls == before + 1, end

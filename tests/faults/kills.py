@@ -62,7 +62,8 @@ def kill_trials(root: Path, trials: int, seed: int = 0, max_delay: float = 0.15)
         report.snapshots += store.session_path(sid).stat().st_ino != snapshot_before
         report.records_lost += check(store, sid, acks, before)
     report.final_messages = len(store.load_session(sid).transcript)
-    with store.lease(sid):  # the next lease clears what the killed writers left
+    with store.lease(sid):  # the next lease clears the killed writers' temporary files...
         assert not list((root / "sessions").glob(".*.tmp"))
+        store.write_summary(sid, "after the kills")  # ...the next write an unacknowledged line
         assert store.journal_path(sid).read_bytes().endswith(b"\n")
     return report

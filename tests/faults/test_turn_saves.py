@@ -138,3 +138,30 @@ def test_permission_denied_mid_session_names_the_file_and_the_rerun_records_it_o
     assert [m["role"] for m in record.transcript] == ["system", "user", "assistant", "user",
                                                       "assistant"]
     assert record.transcript[3]["content"].startswith("please summarise this: data")
+
+
+def test_permission_denied_on_a_read_says_read(tmp_path: Path) -> None:
+    """A refused read is reported as a read ("could not read"), not as a write."""
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is needed to run without the override of file modes")
+    root = tmp_path / "memory"
+    store = SessionStore(root)
+    sid = store.create_session([{"role": "system", "content": "s"}])
+    store.write_notes("project", "notes")
+    (root / "project.md").chmod(0o000)
+    code = ("import os, sys; from jupyter_agent.store import SessionStore; "
+            "s = SessionStore(sys.argv[1])\n"
+            "for call in (lambda: s.read_notes('project'), s.list_sessions):\n"
+            "    try: call(); print('no error')\n"
+            "    except Exception as err: print(type(err).__name__, err)\n"
+            "    os.chmod(sys.argv[1], 0o300)  # then: not even the directory can be read\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run([*NO_DAC, sys.executable, "-c", code, str(root)], capture_output=True,
+                          text=True, env=env, cwd=REPO, timeout=60)
+    root.chmod(0o700)
+    assert done.returncode == 0, done.stderr
+    notes, listing = done.stdout.splitlines()
+    assert notes.startswith(f"StorageError could not read {root / 'project.md'}: Permission "
+                            "denied; check that you may read"), notes
+    assert listing.startswith(f"StorageError could not read {root}: Permission denied"), listing
+    assert SessionStore(root).load_session(sid).id == sid

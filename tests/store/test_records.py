@@ -124,8 +124,9 @@ def test_one_file_form_has_the_fixed_top_level_keys_in_order(tmp_path: Path) -> 
     ]
     assert snapshot["schema_version"] == 2 and snapshot["context"] == [[0, 1]]
     lines = store.journal_path(sid).read_text().splitlines()
-    assert json.loads(lines[0])["jupyter_agent_journal"] == 2
-    assert json.loads(lines[1]) == {"add": [{"role": "system", "content": "s"}]}
+    assert json.loads(lines[0])["jupyter_agent_journal"] == 3
+    assert json.loads(lines[1]) == {"n": 2, "add": [{"role": "system", "content": "s"}],
+                                    "c": lines[1][-10:-2]}
 
 
 def write_legacy(tmp_path: Path, sid: str, **extra: Any) -> Path:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from jupyter_agent.errors import (
     UnsafeFileError,
 )
 from jupyter_agent.store import SessionState, SessionStore, TodoItem, Usage
+from jupyter_agent.store.journal import encode_line
 
 SYSTEM = {"role": "system", "content": "You analyse data."}
 
@@ -255,8 +255,9 @@ def test_in_memory_copy_notices_a_non_cooperating_writer(store: SessionStore) ->
     path = store.journal_path(sid)
     with store.lease(sid):
         store.save_messages(sid, [SYSTEM, user("a")])
-        with path.open("a") as journal:  # someone appends by hand
-            journal.write(json.dumps({"add": [assistant("edited")]}) + "\n")
+        number = path.read_bytes().count(b"\n") + 1
+        with path.open("ab") as journal:  # someone appends by hand, in the journal's format
+            journal.write(encode_line(number, {"add": [assistant("edited")]}))
         with pytest.raises(ContextMismatchError):
             store.save_messages(sid, [SYSTEM, user("a"), user("b")])
         store.save_messages(sid, [SYSTEM, user("a"), assistant("edited"), user("b")])

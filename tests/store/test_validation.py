@@ -112,32 +112,35 @@ def saved(tmp_path: Path) -> tuple[SessionStore, str]:
     return store, sid
 
 
-def test_a_cut_short_last_line_is_ignored_then_repaired_by_the_next_lease(
+def test_a_cut_short_last_line_is_ignored_then_cut_off_by_the_next_write(
     saved: tuple[SessionStore, str],
 ) -> None:
     store, sid = saved
     journal = store.journal_path(sid)
     whole = journal.read_bytes()
-    journal.write_bytes(whole + b'{"add":[{"role":"user","content":"never acknow')
+    journal.write_bytes(whole + b'{"n":4,"add":[{"role":"user","content":"never acknow')
     assert len(store.load_session(sid).transcript) == 2  # a reader ignores it...
     assert journal.read_bytes() != whole  # ...and changes nothing
     with store.lease(sid):
-        assert journal.read_bytes() == whole  # the next lease cuts it off
+        assert journal.read_bytes() != whole  # nor does taking the lease
         store.save(sid, [*store.load_session(sid).messages, {"role": "user", "content": "n"}])
+    assert journal.read_bytes().startswith(whole)  # the write cut it off, then appended
     assert [m["content"] for m in store.load_session(sid).transcript] == ["s", "q", "n"]
 
 
-def test_a_garbled_last_line_is_cut_off_by_the_next_write(
+def test_a_garbled_complete_last_line_is_damage_not_a_torn_write(
     saved: tuple[SessionStore, str],
 ) -> None:
     store, sid = saved
     journal = store.journal_path(sid)
-    whole = journal.read_bytes()
-    journal.write_bytes(whole + b"\x00\x00\x00\n")  # what a power cut can leave
-    assert len(store.load_session(sid).transcript) == 2
-    store.write_summary(sid, "written")
-    assert journal.read_bytes().startswith(whole) and b"\x00" not in journal.read_bytes()
-    assert store.load_session(sid).summary == "written"
+    damaged = journal.read_bytes() + b"\x00\x00\x00\n"
+    journal.write_bytes(damaged)
+    with pytest.raises(CorruptSessionError, match="line 4: it has no checksum") as info:
+        store.load_session(sid)
+    assert info.value.path == journal
+    with pytest.raises(CorruptSessionError, match="line 4"):
+        store.write_summary(sid, "written")
+    assert journal.read_bytes() == damaged
 
 
 @pytest.mark.parametrize("damage", ["middle line", "truncated", "other generation",

@@ -1,0 +1,199 @@
+"""The journal's line checks, its older format, the store clock, the index as a checked
+cache, and the leftovers a lease or a notes write removes (JSON-file backend)."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from jupyter_agent.project import newest_session
+from jupyter_agent.store import SessionState, SessionStore, Usage
+from jupyter_agent.store.index import INDEX_LIMIT
+from jupyter_agent.store.journal import check_lines, upgraded_journal
+from jupyter_agent.store.records import utc_now
+
+SYSTEM = {"role": "system", "content": "s"}
+
+
+def _saved(store: SessionStore, title: str = "") -> str:
+    sid = store.create_session([SYSTEM], title=title)
+    store.save(sid, [SYSTEM, {"role": "user", "content": "q"}],
+               SessionState(usage=Usage(cost_usd=0.5)))
+    store.set_title(sid, title or "t")
+    return sid
+
+
+def _downgrade(store: SessionStore, sid: str) -> None:
+    """Rewrite a session's files as jupyter-agent 0.2 wrote them (no n, c, lines, clock)."""
+    journal, snapshot = store.journal_path(sid), store.session_path(sid)
+    head = json.loads(snapshot.read_bytes())
+    lines = []
+    for k, raw in enumerate(journal.read_bytes().split(b"\n")[:-1]):
+        value = {key: v for key, v in json.loads(raw).items() if key not in ("n", "c", "clock")}
+        if k == 0:
+            value["jupyter_agent_journal"] = 2
+        lines.append(json.dumps(value, ensure_ascii=False).encode() + b"\n")
+    covered = head["journal"].pop("lines")
+    head["journal"].pop("clock")
+    head["journal"]["offset"] = len(b"".join(lines[:covered]))
+    journal.write_bytes(b"".join(lines))
+    snapshot.write_text(json.dumps(head))
+    (store.root / "index.jsonl").unlink()
+
+
+def test_every_line_is_numbered_and_checksummed(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    sid = _saved(store)
+    lines = store.journal_path(sid).read_bytes().split(b"\n")[:-1]
+    check_lines(lines, 1, store.journal_path(sid))
+    assert [json.loads(line)["n"] for line in lines] == [1, 2, 3, 4]
+
+
+def test_a_journal_of_the_previous_format_loads_unchanged_and_its_next_write_upgrades_it(
+        tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    sid = _saved(store, "old")
+    before = store.load_session(sid)
+    _downgrade(store, sid)
+    fresh = SessionStore(tmp_path)
+    assert fresh.load_session(sid) == before
+    assert [s.title for s in fresh.list_sessions()] == ["old"]
+    fresh.write_summary(sid, "upgraded")
+    lines = store.journal_path(sid).read_bytes().split(b"\n")[:-1]
+    assert json.loads(lines[0])["jupyter_agent_journal"] == 3
+    check_lines(lines, 1, store.journal_path(sid))
+    after = SessionStore(tmp_path).load_session(sid)
+    assert after.summary == "upgraded"
+    assert after.transcript == before.transcript and after.state == before.state
+
+
+def test_a_kill_at_either_step_of_the_upgrade_leaves_files_that_load(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    sid = _saved(store)
+    before = store.load_session(sid)
+    _downgrade(store, sid)
+    files = store._files
+    with files.leased(sid) as (root, sessions):  # step 1: the snapshot counts lines
+        files._write_snapshot(sessions, files.current(root, sessions, sid))
+    assert SessionStore(tmp_path).load_session(sid) == before
+    journal = store.journal_path(sid)  # step 2: the journal gets its checks
+    journal.write_bytes(upgraded_journal(journal.read_bytes()))
+    assert SessionStore(tmp_path).load_session(sid) == before
+
+
+def test_newest_follows_the_store_clock_when_the_wall_clock_steps_back(tmp_path: Path) -> None:
+    """A session saved while the clock ran an hour ahead, then one changed after the clock
+    was set back: the later change is the newest, whatever the timestamps say."""
+    store = SessionStore(tmp_path)
+    later = _saved(store, "changed after the clock stepped back")
+    ahead = store.load_session(_saved(store, "saved while the clock was ahead"))
+    ahead.id = "aheadOfTime"
+    ahead.updated_at = utc_now() + timedelta(hours=1)
+    store.import_session(ahead)  # keeps its time: it was saved "an hour from now"
+    assert newest_session(SessionStore(tmp_path)) == "aheadOfTime"
+    store.save(later, [*store.load_session(later).messages, {"role": "user", "content": "x"}])
+    assert store.load_session(later).updated_at < ahead.updated_at
+    fresh = SessionStore(tmp_path)
+    assert fresh.list_sessions()[0].id == later
+    assert newest_session(fresh) == later
+    page = fresh.list_sessions(limit=1)
+    assert fresh.list_sessions(limit=1, after=page[0])[0].id == "aheadOfTime"
+
+
+def test_resume_without_an_id_takes_the_newest_session_nobody_else_holds(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    free = _saved(store)
+    held = _saved(store)
+    other = SessionStore(tmp_path)
+    other.acquire_lease(held)
+    try:
+        assert store.list_sessions()[0].id == held
+        assert newest_session(store) == free
+    finally:
+        other.release_all()
+    assert newest_session(store) == held
+
+
+def test_a_lease_removes_what_a_killed_writer_left_by_name(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    sid = _saved(store)
+    sessions = tmp_path / "sessions"
+    left = [sessions / f".{sid}.json.next.tmp", sessions / f".{sid}.jsonl.next.tmp",
+            tmp_path / ".project.md.next.tmp", tmp_path / ".user.md.1a2b3c4d.tmp"]
+    older = sessions / f".{sid}.json.5e6f7a8b.tmp"  # an older version's name: left to gc
+    for path in [*left, older]:
+        path.write_bytes(b"x" * 1000)
+    with SessionStore(tmp_path).lease(sid):
+        pass
+    assert [p for p in left if p.exists()] == [] and older.exists()
+    assert older in store.collect_garbage()
+
+
+def test_a_notes_write_removes_what_killed_notes_writers_left(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    store.write_notes("user", "first")
+    left = [tmp_path / ".user.md.next.tmp", tmp_path / ".project.md.0badf00d.tmp"]
+    for path in left:
+        path.write_bytes(b"x" * 1000)
+    store.append_note("project", "kept")
+    assert [p for p in left if p.exists()] == []
+    assert store.read_notes("project") == "- kept\n" and store.read_notes("user") == "first"
+
+
+def _index_lines(root: Path) -> list[dict]:
+    return [json.loads(line) for line in (root / "index.jsonl").read_bytes().splitlines()]
+
+
+def test_an_index_entry_that_does_not_match_the_journal_is_rebuilt(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    sid = _saved(store, "true title")
+    entry = [line for line in _index_lines(tmp_path) if line.get("set")][-1]
+    generation, lines, _check = entry["set"]["at"]
+    forged = {"id": sid, "sig": entry["sig"],  # the signature matches, the checksum does not
+              "set": {"title": "forged", "at": [generation, lines, "0" * 8]}}
+    with (tmp_path / "index.jsonl").open("a") as index:
+        index.write(json.dumps(forged) + "\n")
+    assert [s.title for s in SessionStore(tmp_path).list_sessions()] == ["true title"]
+
+
+def test_an_unparseable_time_in_the_index_does_not_hide_a_session(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    sid = _saved(store, "shown")
+    entry = [line for line in _index_lines(tmp_path) if line.get("set")][-1]
+    with (tmp_path / "index.jsonl").open("a") as index:
+        index.write(json.dumps({"id": sid, "sig": entry["sig"],
+                                "set": {"updated_at": "not a time"}}) + "\n")
+    assert [s.title for s in SessionStore(tmp_path).list_sessions()] == ["shown"]
+
+
+@pytest.mark.parametrize("bad", ["oversized", "unreadable"])
+def test_an_oversized_or_unreadable_index_is_rebuilt_once_small(tmp_path: Path,
+                                                                bad: str) -> None:
+    store = SessionStore(tmp_path)
+    ids = {_saved(store, f"s{k}") for k in range(3)}
+    index = tmp_path / "index.jsonl"
+    if bad == "oversized":
+        with index.open("r+b") as handle:
+            handle.truncate(INDEX_LIMIT + 1)
+    else:
+        index.write_bytes(b"\xff\xfe not json\n" * 10 + index.read_bytes())
+    assert {s.id for s in SessionStore(tmp_path).list_sessions()} == ids
+    size = index.stat().st_size
+    assert size < 10_000 and len(_index_lines(tmp_path)) == 3
+    assert {s.id for s in SessionStore(tmp_path).list_sessions()} == ids
+    assert index.stat().st_size == size  # nothing appended: the entries are good
+
+
+def test_creating_a_session_does_not_depend_on_other_sessions_files(tmp_path: Path) -> None:
+    """Leftovers of other sessions are neither read nor removed by a new lease."""
+    store = SessionStore(tmp_path)
+    sid = _saved(store)
+    stranger = tmp_path / "sessions" / f".{sid}.jsonl.0123abcd.tmp"
+    stranger.write_bytes(b"x")
+    os.utime(stranger, (0, 0))
+    store.create_session([SYSTEM])
+    assert stranger.exists()
