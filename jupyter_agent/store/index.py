@@ -37,7 +37,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -158,15 +158,19 @@ def _fresh(session_id: str, entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def _horizon(root: SafeDir) -> datetime:
-    """The latest time a listed session may carry: :data:`CLOCK_SKEW` after this machine's
-    clock, or after the store clock's last value when that is ahead (a wall clock that
+    """The time a listed session is compared with (it may be at most
+    :data:`~jupyter_agent.store.records.CLOCK_SKEW` later): this machine's clock, or the
+    store clock's last value when that is ahead, by a day at most (a wall clock that
     stepped back hides nothing this memory directory's writers dated)."""
     last = 0
     with contextlib.suppress(JupyterAgentError, OSError):
         got = root.read(CLOCK_FILE, limit=64, what="store clock")
         raw = b"" if got is None else got[0].strip()
         last = int(raw) if raw.isdigit() and len(raw) < 20 else 0
-    return max(datetime.now(UTC), datetime.fromtimestamp(last / 1_000_000, UTC))
+    now = datetime.now(UTC)
+    # the file is ours, but a repository could ship one: it vouches for a day at most
+    return min(max(now, datetime.fromtimestamp(min(last, 2**52) / 1e6, UTC)),
+               now + timedelta(days=1))
 
 
 def _future(listed: dict[str, Any], horizon: datetime) -> str | None:
@@ -175,10 +179,9 @@ def _future(listed: dict[str, Any], horizon: datetime) -> str | None:
     try:
         check_not_future("updated_at", listed["updated_at"], horizon)
         clock = listed.get("clock")
-        if type(clock) is int and clock > 10**17:  # past year 5138 in microseconds
-            raise ValueError(f"its store clock {clock} is out of range")
         if type(clock) is int:
-            check_not_future("store clock", datetime.fromtimestamp(clock / 1e6, UTC), horizon)
+            when = datetime.fromtimestamp(min(clock, 2**52) / 1e6, UTC)  # 2**52 µs: 2112
+            check_not_future("store clock", when, horizon)
     except ValueError as err:
         return str(err)
     return None
@@ -421,9 +424,7 @@ class ListingIndex:
         and the journal's last checksum read back), else rebuilt; with the index line to
         append (``None`` when ``old`` was good). The entry carries ``"listed"``, the
         fields as :meth:`entries` gives them."""
-        if old is not None and old.get("sig") == sig and old.get("ok"):
-            if old.get("bad"):
-                return old, None
+        if old is not None and old.get("sig") == sig and old.get("ok") and not old.get("bad"):
             try:
                 if _journal_ends_with(sessions, sid, old["at"], sig[1][2] if sig[1] else 0):
                     return {**old, "listed": _fresh(sid, old)}, None
@@ -436,6 +437,9 @@ class ListingIndex:
             reason = str(getattr(err, "reason", None) or err).splitlines()[0][:500]
             bad = {"sig": sig, "bad": True, "reason": reason,
                    "at": None if old is None else old.get("at")}  # what was acknowledged
+            if old is not None and old.get("bad") and old.get("sig") == sig \
+                    and old.get("reason") == reason:
+                return bad, None  # a bad mark is checked again, never believed: still bad
             return bad, {"id": sid, **bad}
         entry["ok"] = True
         return entry, {"id": sid, "sig": sig, "set": _stored(entry)}

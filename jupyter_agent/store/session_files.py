@@ -317,7 +317,10 @@ class SessionFiles:
         Kept in :data:`CLOCK_FILE` under an exclusive ``flock``; if that file cannot be
         used the value is still more than ``after``.
         """
-        value = exact if exact is not None else max(time.time_ns() // 1000, after + 1)
+        now = time.time_ns() // 1000
+        if exact is not None:
+            exact = min(exact, now)  # a record dated ahead of the clock never sets it ahead
+        value = exact if exact is not None else max(now, after + 1)
         with contextlib.suppress(OSError, JupyterAgentError):
             opened = root.open_file(CLOCK_FILE, os.O_RDWR, create=True)
             if opened is None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import timedelta
+import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,8 @@ def test_newest_follows_the_store_clock_when_the_wall_clock_steps_back(tmp_path:
     ahead = store.load_session(_saved(store, "saved while the clock was ahead"))
     ahead.id = "aheadOfTime"
     ahead.updated_at = utc_now() + timedelta(hours=1)
+    # what the writes made while the clock ran ahead left in the store clock
+    (tmp_path / "clock.lock").write_text(f"{time.time_ns() // 1000 + 3_600_000_000}\n")
     store.import_session(ahead)  # keeps its time: it was saved "an hour from now"
     assert newest_session(SessionStore(tmp_path)) == "aheadOfTime"
     store.save(later, [*store.load_session(later).messages, {"role": "user", "content": "x"}])
@@ -197,3 +200,23 @@ def test_creating_a_session_does_not_depend_on_other_sessions_files(tmp_path: Pa
     os.utime(stranger, (0, 0))
     store.create_session([SYSTEM])
     assert stranger.exists()
+
+
+def test_a_record_or_a_store_clock_from_the_future_never_makes_a_session_the_newest(
+        tmp_path: Path) -> None:
+    """A cloned repository may ship a record dated (or clocked) in year 9999 and a
+    ``clock.lock`` to vouch for it: the store clock vouches for a day at most, and a
+    record imported from the future never sets the store clock ahead."""
+    store = SessionStore(tmp_path)
+    mine = _saved(store, "mine")
+    crafted = store.load_session(_saved(store, "crafted"))
+    store.delete_session(crafted.id)
+    crafted.id = "crafted"
+    crafted.updated_at = datetime(9999, 12, 31, tzinfo=UTC)
+    store.import_session(crafted)
+    assert int((tmp_path / "clock.lock").read_text()) <= time.time_ns() // 1000
+    (tmp_path / "clock.lock").write_text("253402214400000000\n")  # year 9999, planted
+    fresh = SessionStore(tmp_path)
+    assert [s.id for s in fresh.list_sessions()] == [mine]
+    assert "in the future" in fresh.damaged_sessions()["crafted"]
+    assert newest_session(fresh) == mine
