@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jupyter_agent.errors import JupyterAgentError
+from jupyter_agent.errors.sessions import describe_holder
 from jupyter_agent.paths import find_project_root, project_key, resolve_memory_dir
 from jupyter_agent.ui.kernel import kernel_label
 
@@ -119,20 +120,21 @@ def newest_session(store: Store) -> str:
         sessions exist (their number, up to :data:`_ARCHIVED_COUNTED`).
     """
     page = store.list_sessions(limit=_PAGE)
-    busy = []
+    busy: list[Any] = []
     while page:
         for listed in page:
             if listed.status != "in use":
                 return listed.id
-            busy.append(listed.id)
+            busy.append(listed)
         page = store.list_sessions(limit=_PAGE, after=page[-1]) if len(page) == _PAGE else []
     if busy:
         where = getattr(store, "location", None) or getattr(store, "root", "the store")
         n = len(busy)
+        who = describe_holder(busy[0].holder) if busy[0].holder is not None else ""
         raise JupyterAgentError(
             f"no session to resume in {where}: the {n} saved session{'s are' if n > 1 else ' is'}"
-            f" in use elsewhere (newest: {busy[0]}); %agent_resume ID names one, or start one "
-            "with %agent_new")
+            f" in use elsewhere (newest: {busy[0].id}, in use by {who or 'another process'});"
+            " stop that kernel to resume it here, or start one with %agent_new")
     where = getattr(store, "location", None) or getattr(store, "root", "the store")
     hidden = store.list_sessions(include_archived=True, limit=_ARCHIVED_COUNTED + 1)
     if not hidden:

@@ -22,6 +22,7 @@ __all__ = [
     "StoreSchemaError",
     "StoreUnavailableError",
     "TooLargeError",
+    "describe_holder",
 ]
 
 
@@ -207,7 +208,7 @@ class SessionLockedError(JupyterAgentError):
         self.pid = pid if pid is not None or holder is None else holder.pid
         self.path = path
         self.holder = holder
-        who = _describe_holder(holder) if holder is not None else ""
+        who = describe_holder(holder) if holder is not None else ""
         if not who:
             who = f"process {self.pid}" if self.pid is not None else "another process"
         where = f" (lock file {path})" if path is not None else ""
@@ -215,7 +216,7 @@ class SessionLockedError(JupyterAgentError):
                          f"or end that process, then try again")
 
 
-def _describe_holder(holder: LeaseHolder) -> str:
+def describe_holder(holder: LeaseHolder) -> str:
     """``alice on node-3 (pid 42, analysis.ipynb, since 2026-03-01 14:02 UTC)``; "" if unknown."""
     name = holder.user or ""
     if holder.host:
