@@ -20,6 +20,7 @@ from jupyter_agent.ui.results import TurnResult, UsageReport
 
 if TYPE_CHECKING:
     from jupyter_agent.agent import Agent
+    from jupyter_agent.notebook import CellLog
     from jupyter_agent.settings import SessionOptions, Settings
     from jupyter_agent.store import Store
 
@@ -67,8 +68,13 @@ class ActiveSession:
         return self.agent
 
     def ask(self, prompt: str, settings: Settings, environ: Mapping[str, str] | None, *,
-            on_event: Callable[[Any], None] | None = None) -> TurnResult:
+            on_event: Callable[[Any], None] | None = None,
+            cells: CellLog | None = None) -> TurnResult:
         """Run one turn on ``prompt``; keep and return what it produced.
+
+        With ``cells``, the prompt's ``@`` references are attached first (see
+        :func:`~jupyter_agent.notebook.attach_references`) and each attachment, and
+        each reference not attached, is told to ``on_event`` as a ``Notice``.
 
         Raises
         ------
@@ -100,6 +106,15 @@ class ActiveSession:
                 limit_error=agent.limit_error if stop_reason == agent.stop_reason else None,
             )
 
+        if cells is not None:
+            from jupyter_agent.agent.events import Notice
+            from jupyter_agent.notebook import attach_references
+
+            refs = attach_references(prompt, cells, agent.config.context_privacy,
+                                     limit=agent.config.max_output_chars)
+            prompt = refs.prompt
+            for line in (*refs.attached, *refs.unknown):
+                forward(Notice(line))
         try:
             reply = agent.run(prompt, on_event=forward)
         except KeyboardInterrupt:
@@ -115,6 +130,7 @@ class ActiveSession:
 
     def usage(self, settings: Settings) -> UsageReport:
         """Usage of the session and its limits as ``settings`` (with its options) say."""
-        limits = settings.with_options(self.options).limits()
+        settings = settings.with_options(self.options)
         state = self.agent.state
-        return UsageReport(self.session_id, state.usage.model_copy(), state.tool_calls, limits)
+        return UsageReport(self.session_id, state.usage.model_copy(), state.tool_calls,
+                           settings.limits(), settings.context_privacy)

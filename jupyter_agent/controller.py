@@ -54,6 +54,7 @@ from jupyter_agent.client import (
     saved_base_url,
 )
 from jupyter_agent.errors import JupyterAgentError, ModelNotConfiguredError
+from jupyter_agent.notebook import CellLog
 from jupyter_agent.project import Project, newest_session
 from jupyter_agent.settings import OPTIONS, SessionOptions, Settings
 from jupyter_agent.ui.kernel import is_jupyter, kernel_label
@@ -109,6 +110,11 @@ class AgentController:
         self._last_options: SessionOptions | None = None  # of the latest active session
         self._ended: tuple[str, str] | None = None  # (ID, "deleted"/"archived") of the last one
         self._last_turn: ActiveSession | None = None
+        #: The user's cells as the notebook tools and ``@`` references read them (a
+        #: ``post_run_cell`` hook on ``shell`` while the controller lives).
+        self.cells = CellLog(shell)
+        if shell is not None:
+            self.cells.start()
         #: Lines for the user about the notes of the session :meth:`new_session` started
         #: last: notes new to them (named with their size) and notes left out.
         self.notes_notice: list[str] = []
@@ -171,7 +177,8 @@ class AgentController:
             # The question shows the whole code (a scrollable view in Jupyter); the turn
             # renderers show only the call's name when it will be asked.
             agent = Agent(model, conversation, config=settings.agent_config(), shell=self._shell,
-                          show_question=show_question if is_jupyter(self._shell) else None)
+                          show_question=show_question if is_jupyter(self._shell) else None,
+                          cells=self.cells)
         except BaseException:
             conversation.close()
             raise
@@ -394,6 +401,12 @@ class AgentController:
         """Send ``prompt`` to the active session and return what the turn produced
         (also kept, when the turn raises, as :attr:`last_result`).
 
+        ``@name``, ``@In[N]``, ``@Out[N]`` and ``@error`` in the prompt attach what
+        ``context_privacy`` allows (see
+        :func:`~jupyter_agent.notebook.attach_references`): appended to the saved
+        user message, each told to ``on_event`` as a ``Notice``, as is each reference
+        not attached.
+
         Raises
         ------
         JupyterAgentError
@@ -403,7 +416,8 @@ class AgentController:
         """
         active = self._require_active()
         self._last_turn = active
-        return active.ask(prompt, self._settings(), self._environ, on_event=on_event)
+        return active.ask(prompt, self._settings(), self._environ, on_event=on_event,
+                          cells=self.cells)
 
     @property
     def last_result(self) -> TurnResult | None:
@@ -600,4 +614,5 @@ class AgentController:
         active, self._active = self._active, None
         if active is not None:
             active.agent.close()
+        self.cells.stop()
         self._project.close()

@@ -53,6 +53,7 @@ from jupyter_agent.agent.request_fit import check_prompt_fits, request_index
 from jupyter_agent.agent.tools import Tool, ToolRegistry, configure_memory
 from jupyter_agent.agent.vision import RequestView, VisionModel, drop_old_images
 from jupyter_agent.errors import LimitExceededError
+from jupyter_agent.notebook import CellLog
 from jupyter_agent.store import SessionState, Store, Usage, to_message_dict
 
 __all__ = ["Agent"]
@@ -97,6 +98,10 @@ class Agent:
     show_question : callable, optional
         ``show(intro, text)``: how an approval question on stdin shows its whole text
         (a front end's scrollable view; default: printed).
+    cells : CellLog, optional
+        The log of the user's cells the notebook tools read (the front end keeps one
+        watching the shell); default: one reading the shell's history, without errors
+        by cell.
 
     Raises
     ------
@@ -120,6 +125,7 @@ class Agent:
         shell: Any = None,
         ask: Callable[[str], bool] | None = None,
         show_question: Callable[[str, str], object] | None = None,
+        cells: CellLog | None = None,
     ) -> None:
         self.model = model
         self.config = config or AgentConfig()
@@ -131,7 +137,8 @@ class Agent:
         self._window = context_window(model, self.config)
         self._builtins = BuiltinTools(lambda: self.conversation.state, shell=shell,
                                       approval=self.config.approve, ask=ask,
-                                      show_question=show_question)
+                                      show_question=show_question,
+                                      privacy=self.config.context_privacy, cells=cells)
         self._builtins.notify = lambda text: self._emit(Notice(text))
         self._builtins.emit = lambda event: self._emit(event)
         figures = self._builtins.figures  # design §23: kept with the session, shown, sent
@@ -213,6 +220,7 @@ class Agent:
         self.config = config or self.config
         self._window = context_window(self.model, self.config)
         self._builtins.approval = self.config.approve
+        self._builtins.privacy = self.config.context_privacy
 
     def estimated_tokens(self) -> int:
         """Estimated size of the working context in tokens (see ``Conversation``)."""

@@ -215,7 +215,18 @@ def format_usage(report: UsageReport) -> str:
         f"model calls: {u.calls:,}",
         f"tool calls:  {report.tool_calls:,}",
         f"limits:      {limits_left(report.limits, u, report.tool_calls)}",
+        f"kernel data: {report.context_privacy} — "
+        + PRIVACY_MEANING.get(report.context_privacy, ""),
     ])
+
+
+#: What each ``context_privacy`` lets go to the model, as ``%agent_usage`` says it.
+PRIVACY_MEANING = {
+    "schema": "names, types, shapes, dtypes, columns, cell code and tracebacks go to the "
+              "model; values only with your approval",
+    "preview": "also a few rows and short reprs of values go to the model",
+    "none": "nothing from the kernel goes to the model but what you type",
+}
 
 
 _STATUS_MARK = {"pending": "[ ]", "in_progress": "[~]", "done": "[x]", "failed": "[!]"}

@@ -26,6 +26,7 @@ class UsageReport:
     usage: Usage
     tool_calls: int
     limits: Limits
+    context_privacy: str = "schema"
 
 
 @dataclass(frozen=True)

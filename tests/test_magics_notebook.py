@@ -1,0 +1,211 @@
+"""The agent knows the notebook: cells, outputs, errors and variables, as ``context_privacy``
+allows, through the notebook tools and ``@`` references in a prompt (real shells, the
+scripted model over HTTP)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from jupyter_agent.store import SessionStore
+from jupyter_agent.testing import ScriptedModelServer
+from tests.shells import magics_of
+
+#: A value that appears in no cell's code: only a value-sending path can reveal it.
+SECRET = "t3rc3s-enola"
+USER_CELLS = [
+    "import pandas as pd\nsecret_name = ''.join(reversed('alone-s3cr3t'))",
+    "df = pd.DataFrame({'name': [secret_name, 'b'], 'score': [1.5, 2.5]})",
+    "df",
+    "def f():\n    return df['missing']\nf()",
+]
+
+
+def run(shell: InteractiveShell, code: str) -> Any:
+    """Run ``code`` as a notebook cell (counted, kept in the history)."""
+    return shell.run_cell(code, store_history=True)
+
+
+def run_user_cells(shell: InteractiveShell) -> None:
+    results = [run(shell, code) for code in USER_CELLS]
+    assert [r.success for r in results] == [True, True, True, False]
+
+
+def user_content(request: dict[str, Any]) -> str:
+    return str([m for m in request["messages"] if m["role"] == "user"][-1]["content"])
+
+
+def tool_results(request: dict[str, Any]) -> list[str]:
+    return [str(m["content"]) for m in request["messages"] if m["role"] == "tool"]
+
+
+def calls(*pairs: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "arguments": args} for name, args in pairs]}
+
+
+def test_df_and_error_references_send_the_schema_and_traceback_not_the_values(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer, memory_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run_user_cells(agent_shell)
+    model_server.add_steps([{"text": "The column is missing."}])
+    result = run(agent_shell, "%%agent\nwhy does @df fail? see @error and @In[2], @Out[3]")
+    assert result.success
+    sent = user_content(model_server.requests[0])
+    assert sent.startswith("why does @df fail? see @error and @In[2], @Out[3]\n\n"
+                           "--- attached by jupyter-agent (context_privacy: schema) ---")
+    assert "df: pandas.DataFrame\n  2 rows × 2 columns" in sent
+    assert "columns: name (" in sent and "score (float64)" in sent
+    assert "Error in [4]:\nTraceback (most recent call last):" in sent
+    assert 'File "In [4]", line 2, in f' in sent and "KeyError: 'missing'" in sent
+    assert "interactiveshell.py" not in sent  # IPython's own frames are left out
+    assert "In [2]:\ndf = pd.DataFrame(" in sent  # the code the user wrote
+    assert "Out [3]: pandas.DataFrame (2 rows × 2 columns" in sent
+    assert SECRET not in sent  # no value under "schema" (only what the code itself says)
+    out = capsys.readouterr().out
+    assert "attached @df: df: pandas.DataFrame · 2 rows × 2 columns" in out
+    assert "attached @error: Error in [4]:" in out
+    # saved with the user message: a resume and the history see what was sent
+    sid = magics_of(agent_shell).controller.active_session_id
+    saved = [m for m in SessionStore(memory_dir).load_session(sid).messages
+             if m["role"] == "user"]
+    assert saved[-1]["content"] == sent
+    agent_shell.run_line_magic("agent_history", "")
+    assert "--- attached by jupyter-agent (context_privacy: schema) ---" in \
+        capsys.readouterr().out
+
+
+def test_preview_sends_a_few_rows(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+) -> None:
+    agent_shell.run_line_magic("config", 'AgentMagics.context_privacy = "preview"')
+    run_user_cells(agent_shell)
+    model_server.add_steps([calls(("notebook_cell", {"n": 3}), ("list_variables", {})),
+                            {"text": "ok"}])
+    run(agent_shell, "%%agent\nlook at @df")
+    sent = user_content(model_server.requests[0])
+    assert "context_privacy: preview" in sent and "preview:" in sent
+    assert SECRET in sent and "2.5" in sent
+    cell, listing = tool_results(model_server.requests[1])
+    assert cell.startswith("In [3]:\ndf\nOut [3]: pandas.DataFrame") and SECRET in cell
+    assert "df: DataFrame, shape=(2, 2)" in listing and f"secret_name: str = '{SECRET}'" \
+        in listing
+
+
+def test_notebook_tools_list_cells_mark_agent_cells_and_keep_values_back(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run_user_cells(agent_shell)
+    model_server.add_steps([{"text": "first"}])
+    run(agent_shell, "%%agent\nhello")
+    model_server.add_steps([
+        calls(("notebook_cells", {"last": 10}), ("notebook_cell", {"n": 99}),
+              ("last_error", {}), ("describe_variable", {"name": "df"}),
+              ("list_variables", {})),
+        {"text": "done"}])
+    run(agent_shell, "%%agent\nwhat did I run?")
+    cells, missing, error, described, listing = tool_results(model_server.requests[2])
+    assert cells.startswith("In [1]:\nimport pandas as pd\n")
+    assert "In [3]:\ndf\nOut [3]: pandas.DataFrame (2 rows × 2 columns" in cells
+    assert "In [4]:\ndef f():" in cells and "Error in [4]:\nTraceback" in cells
+    assert "In [5]: (a jupyter-agent magic: its prompt is in the conversation)\n\nIn [6]: (a " \
+        "jupyter-agent magic" in cells  # the cell asking now is In [6]
+    assert missing == "error: no cell In [99] in this kernel"
+    assert error.startswith("Error in [4]:\nTraceback") and error.endswith("KeyError: 'missing'")
+    assert described.startswith("df: pandas.DataFrame\n  2 rows × 2 columns")
+    assert "secret_name: str, length: 12" in listing
+    for text in (cells, error, described, listing):
+        assert SECRET not in text
+
+
+def test_values_beyond_the_setting_need_approval(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+) -> None:
+    run_user_cells(agent_shell)
+    ask_values = calls(("describe_variable", {"name": "df", "values": True}))
+    model_server.add_steps([ask_values, {"text": "denied"}])
+    run(agent_shell, "%agent_new --approve deny")
+    run(agent_shell, "%agent show me df")
+    refused = tool_results(model_server.requests[1])[-1]
+    assert refused.startswith("error: refused: context_privacy is 'schema' and the approval")
+    # headless: "ask" with no stdin to ask on refuses, never hangs
+    model_server.add_steps([ask_values, {"text": "headless"}])
+    run(agent_shell, "%agent_new --approve ask")
+    run(agent_shell, "%agent show me df")
+    refused = tool_results(model_server.requests[3])[-1]
+    assert refused.startswith("error: refused: the approval policy is 'ask' but there is no")
+    assert SECRET not in json.dumps(model_server.requests)
+    # "auto" (the user trusts the agent with code, and so with values)
+    model_server.add_steps([ask_values, {"text": "sent"}])
+    run(agent_shell, "%agent_new --approve auto")
+    run(agent_shell, "%agent show me df")
+    assert SECRET in tool_results(model_server.requests[5])[-1]
+
+
+def test_none_sends_nothing_from_the_kernel(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    agent_shell.run_line_magic("config", 'AgentMagics.context_privacy = "none"')
+    run_user_cells(agent_shell)
+    model_server.add_steps([
+        calls(("notebook_cells", {}), ("describe_variable", {"name": "df"}),
+              ("last_error", {}), ("list_variables", {})),
+        {"text": "ok"}])
+    run(agent_shell, "%%agent\nexplain @df and @error")
+    assert user_content(model_server.requests[0]) == "explain @df and @error"
+    assert "not attached: @df, @error (context_privacy is 'none')" in capsys.readouterr().out
+    results = tool_results(model_server.requests[1])
+    assert len(results) == 4 and all(r.startswith("error: refused: context_privacy is 'none'")
+                                     for r in results)
+    agent_shell.run_line_magic("agent_usage", "")
+    assert "kernel data: none — nothing from the kernel" in capsys.readouterr().out
+
+
+def test_only_real_references_are_attached(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run_user_cells(agent_shell)
+    prompt = ("mail bob@df.com about `@df`, @nope and @In[77]:\n"
+              "```python\n@df\ndef g(): ...\n```\n@df.")
+    model_server.add_steps([{"text": "ok"}])
+    agent_shell.run_cell_magic("agent", "", prompt)
+    sent = user_content(model_server.requests[0])
+    assert sent.count("@df\ndf: pandas.DataFrame") == 1  # the last line's, once
+    out = capsys.readouterr().out
+    assert "@nope: no such variable; sent as typed" in out
+    assert "@In[77]: no such cell or output in this kernel; sent as typed" in out
+
+
+def test_hostile_and_huge_values_are_bounded(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run(agent_shell, "import pandas as pd\n"
+                     "wide = pd.DataFrame({f'c{i}\\x1b[2J': [i] for i in range(3000)})\n"
+                     "class Bad:\n    def __len__(self): raise RuntimeError('no')\n"
+                     "    def __repr__(self): raise RuntimeError('no')\nbad = Bad()")
+    model_server.add_steps([{"text": "ok"}])
+    agent_shell.run_cell_magic("agent", "", "@wide @bad")
+    sent = user_content(model_server.requests[0])
+    assert "… 2,940 more" in sent and len(sent) < 12_000
+    assert "@bad\nbad: " in sent and "Bad" in sent
+    assert "\x1b" not in capsys.readouterr().out  # notices are shown inert
+
+
+def test_unloading_removes_the_cell_hook(shell: InteractiveShell) -> None:
+    def ours() -> list[Any]:
+        return [cb for cb in shell.events.callbacks["post_run_cell"]
+                if "CellLog" in getattr(cb, "__qualname__", "")]
+
+    assert len(ours()) == 1
+    shell.run_line_magic("reload_ext", "jupyter_agent")
+    assert len(ours()) == 1
+    shell.run_line_magic("unload_ext", "jupyter_agent")
+    assert ours() == []
