@@ -209,3 +209,66 @@ def test_unloading_removes_the_cell_hook(shell: InteractiveShell) -> None:
     assert len(ours()) == 1
     shell.run_line_magic("unload_ext", "jupyter_agent")
     assert ours() == []
+
+
+class ZMQInteractiveShell(InteractiveShell):  # the name is how Jupyter is detected
+    pass
+
+
+def code_step(code: str) -> dict[str, Any]:
+    return calls(("run_python", {"code": code}))
+
+
+def test_agent_cell_prints_the_tagged_code_and_history_marks_it(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer, memory_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    model_server.add_steps([code_step("a = 1"), code_step("b = a + 1"), {"text": "one"},
+                            calls(("list_variables", {})), code_step("c = b * 2\x1b[2J"),
+                            {"text": "two"}])
+    run(agent_shell, "%agent_new --approve auto")
+    sid = magics_of(agent_shell).controller.active_session_id
+    run(agent_shell, "%agent first")
+    run(agent_shell, "%agent second")
+    capsys.readouterr()
+    run(agent_shell, "%agent_cell")
+    out = capsys.readouterr().out
+    assert out.startswith(f"# from jupyter-agent session {sid}, turn 2, call 3\nc = b * 2")
+    assert "\x1b" not in out and "copy it into a cell" in out
+    run(agent_shell, "%agent_cell 1")
+    assert capsys.readouterr().out.startswith(
+        f"# from jupyter-agent session {sid}, turn 1, call 1\na = 1\n")
+    result = run(agent_shell, "%agent_cell 9")
+    assert "no run_python call 9 in session" in str(result.error_in_exec)
+    assert "its calls are 1 to 3" in str(result.error_in_exec)
+    state = SessionStore(memory_dir).load_session(str(sid)).state
+    assert len(state.handed_out) == 2
+    run(agent_shell, "%agent_history")
+    history = capsys.readouterr().out
+    assert history.count("handed out as a cell (%agent_cell)") == 2
+    assert history.index("a = 1") < history.index("handed out") < history.index("b = a + 1")
+
+
+def test_agent_cell_without_calls_is_one_line(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+) -> None:
+    model_server.add_steps([{"text": "no code"}])
+    run(agent_shell, "%agent hi")
+    result = run(agent_shell, "%agent_cell")
+    assert str(result.error_in_exec).endswith("has no run_python call yet")
+
+
+def test_agent_cell_in_jupyter_puts_a_new_cell_below(
+    make_shell: Any, model_server: ScriptedModelServer, capsys: pytest.CaptureFixture[str],
+) -> None:
+    shell = make_shell(cls=ZMQInteractiveShell)
+    shell.run_line_magic("config", f'AgentMagics.base_url = "{model_server.base_url}"')
+    model_server.add_steps([code_step("total = 40 + 2\ntotal"), {"text": "42"}])
+    run(shell, "%agent_new --approve auto")
+    run(shell, "%agent add")
+    capsys.readouterr()
+    run(shell, "%agent_cell")
+    sid = magics_of(shell).controller.active_session_id
+    assert shell.rl_next_input == (f"# from jupyter-agent session {sid}, turn 1, call 1\n"
+                                   "total = 40 + 2\ntotal")
+    assert "is in a new cell below" in capsys.readouterr().out

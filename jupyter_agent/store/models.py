@@ -179,6 +179,9 @@ class SessionState(_Model):
         when none did.
     figures : int
         Figures the session's code made (the last one is "figure <figures>").
+    handed_out : list of str
+        The IDs of the ``run_python`` calls whose code ``%agent_cell`` put into a cell,
+        oldest first (a reader that does not know the field ignores it).
     """
 
     scratchpad: CleanStr = ""
@@ -191,6 +194,7 @@ class SessionState(_Model):
     vision: CleanStr = ""
     images_refused: CleanStr = ""
     figures: Count = 0
+    handed_out: list[CleanStr] = Field(default_factory=list)
 
     @field_validator("todos", mode="before")
     @classmethod
