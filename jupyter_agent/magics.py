@@ -406,11 +406,12 @@ class AgentMagics(Magics):
         below, tagged with the session and turn; in a terminal, print it to copy."""
         args = parse_argstring(self.agent_cell, line)
         cell = self._controller.agent_cell(args.n)
-        if self._jupyter:
+        if self._jupyter:  # the front end makes the new cell (JupyterLab, Notebook, VS Code)
             assert self.shell is not None
             self.shell.set_next_input(cell.code, replace=False)
+        if self._jupyter and can_update_live(self.shell):  # ... and someone watches it
             _print(f"The code of call {cell.call} (turn {cell.turn}) is in a new cell below.")
-        else:
+        else:  # a terminal, or a headless runner (nbclient), which makes no new cell
             _print(cell.code)
             _print(f"(call {cell.call} of session {cell.session_id}: copy it into a cell "
                    "to keep it)")

@@ -76,7 +76,7 @@ def test_agent_cell_hands_the_code_back_as_a_cell_that_reruns(kernel: RealKernel
     (payload,) = handed.payloads
     assert payload["source"] == "set_next_input" and payload["replace"] is False
     assert payload["text"] == f"# from jupyter-agent session {sid}, turn 1, call 1\n{code}"
-    assert "is in a new cell below" in handed.text
+    assert "copy it into a cell to keep it" in handed.text  # allow_stdin=False: headless
     kernel.run("del total").ok()
     assert kernel.run(payload["text"]).ok().stdout == "total 45\n"
     history = kernel.run("%agent_history").ok().stdout

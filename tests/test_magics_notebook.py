@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -262,6 +263,7 @@ def test_agent_cell_in_jupyter_puts_a_new_cell_below(
     make_shell: Any, model_server: ScriptedModelServer, capsys: pytest.CaptureFixture[str],
 ) -> None:
     shell = make_shell(cls=ZMQInteractiveShell)
+    shell.kernel = SimpleNamespace(_allow_stdin=True)  # a front end someone watches
     shell.run_line_magic("config", f'AgentMagics.base_url = "{model_server.base_url}"')
     model_server.add_steps([code_step("total = 40 + 2\ntotal"), {"text": "42"}])
     run(shell, "%agent_new --approve auto")
@@ -272,3 +274,8 @@ def test_agent_cell_in_jupyter_puts_a_new_cell_below(
     assert shell.rl_next_input == (f"# from jupyter-agent session {sid}, turn 1, call 1\n"
                                    "total = 40 + 2\ntotal")
     assert "is in a new cell below" in capsys.readouterr().out
+    shell.kernel = SimpleNamespace(_allow_stdin=False)  # nbclient: no new cell is made
+    run(shell, "%agent_cell")
+    out = capsys.readouterr().out
+    assert out.startswith(f"# from jupyter-agent session {sid}, turn 1, call 1\n")
+    assert "copy it into a cell to keep it" in out
