@@ -106,17 +106,27 @@ class ActiveSession:
                 limit_error=agent.limit_error if stop_reason == agent.stop_reason else None,
             )
 
+        context = None
         if cells is not None:
             from jupyter_agent.agent.events import Notice
-            from jupyter_agent.notebook import attach_references
+            from jupyter_agent.notebook import attach_references, notebook_so_far
 
-            refs = attach_references(prompt, cells, agent.config.context_privacy,
+            privacy = agent.config.context_privacy
+            refs = attach_references(prompt, cells, privacy,
                                      limit=agent.config.max_output_chars)
             prompt = refs.prompt
-            for line in (*refs.attached, *refs.unknown):
+            context = notebook_so_far(cells, privacy,
+                                      settings.with_options(self.options)
+                                      .notebook_context_tokens)
+            lines = [*refs.attached, *refs.unknown]
+            if context is not None:
+                cells_run = sum(line.startswith("In [") for line in context.splitlines())
+                lines.append(f"sent the notebook since the last prompt: {cells_run} cell(s), "
+                             f"{len(context):,} characters (with this turn only)")
+            for line in lines:
                 forward(Notice(line))
         try:
-            reply = agent.run(prompt, on_event=forward)
+            reply = agent.run(prompt, on_event=forward, context=context)
         except KeyboardInterrupt:
             self.last_result = result("", "interrupted")
             raise
@@ -125,6 +135,8 @@ class ActiveSession:
             raise
         finally:
             open_[0] = False
+            if cells is not None:
+                cells.mark()  # the next section starts after this turn
         self.last_result = result(reply, agent.stop_reason)
         return self.last_result
 

@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 __all__ = ["KEPT_ERRORS", "PRIVACY_LEVELS", "TRACEBACK_CHARS", "CellLog", "Privacy",
            "References", "attach_references", "describe_value", "format_cell",
-           "format_cells", "format_last_error", "schema_lines"]
+           "format_cells", "format_last_error", "notebook_so_far", "schema_lines"]
 
 Privacy = Literal["schema", "preview", "none"]
 PRIVACY_LEVELS: tuple[Privacy, ...] = ("schema", "preview", "none")
@@ -50,7 +50,7 @@ CELL_CHARS = 2_000
 PREVIEW_CHARS = 1_000
 PREVIEW_ROWS = 5
 _COLUMNS_SHOWN = 60
-_AGENT_MAGIC = re.compile(r"\s*%%?agent\b")
+_AGENT_MAGIC = re.compile(r"\s*%%?agent")  # %agent, %%agent and every %agent_* magic
 _IPYTHON_DIR = "/IPython/core/"
 
 
@@ -183,6 +183,19 @@ class CellLog:
     errors: OrderedDict[int, str] = field(default_factory=OrderedDict)
     agent_cells: set[int] = field(default_factory=set)
     last_error_count: int | None = None
+    #: Cells before this execution count were covered by an earlier "notebook so far".
+    since: int = 0
+    #: ``name -> (id, type)`` of the visible variables when :meth:`mark` ran last.
+    names: dict[str, tuple[int, type]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.mark()
+
+    def mark(self) -> None:
+        """Remember where the notebook is now: the next :func:`notebook_so_far` covers
+        only the cells run, and the variables rebound, after this (a turn's end)."""
+        self.since = len(self.inputs())
+        self.names = {k: (id(v), type(v)) for k, v in _visible_namespace(self.shell).items()}
 
     def start(self) -> None:
         """Watch the shell's cells (idempotent)."""
@@ -257,7 +270,7 @@ def format_cell(log: CellLog, n: int, privacy: Privacy, *, values: bool = False,
     if not 0 < n < len(inputs):
         raise KeyError(n)
     if n in log.agent_cells or _AGENT_MAGIC.match(inputs[n]):
-        return f"In [{n}]: (a jupyter-agent magic: its prompt is in the conversation)"
+        return f"In [{n}]: (a jupyter-agent magic: a prompt is in the conversation)"
     parts = [f"In [{n}]:\n{truncate(inputs[n].rstrip(), input_chars)}"]
     outputs = log.outputs()
     if n in outputs:
@@ -285,6 +298,66 @@ def format_last_error(log: CellLog) -> str:
         return "(no cell has failed in this kernel)"
     count, text = found
     return (f"Error in [{count}]:\n" if count is not None else "Last error:\n") + text
+
+
+def _one_line(text: str, limit: int) -> str:
+    line = " ".join(text.strip().splitlines()[:1])
+    more = text.strip().count("\n")
+    line = line if len(line) <= limit else line[:limit - 1] + "…"
+    return line + (f" … (+{more} line{'s' if more != 1 else ''})" if more else "")
+
+
+NOTEBOOK_START = ("--- the notebook since the last prompt (jupyter-agent, context_privacy: "
+                  "{privacy}) ---")
+NOTEBOOK_END = "--- end of the notebook section ---"
+
+
+def notebook_so_far(log: CellLog, privacy: Privacy, budget_tokens: int) -> str | None:
+    """A compact section on what the user did since :meth:`CellLog.mark`: each cell run
+    (the first line of its code, and its result or error in one line) and the variables
+    rebound (their schema in one line); ``None`` when no cell ran, under ``"none"``, or
+    with a budget of 0. The newest cells are kept within ``budget_tokens`` (at 4
+    characters a token)."""
+    inputs = log.inputs()
+    numbers = [n for n in range(max(1, log.since), len(inputs))
+               if n not in log.agent_cells and not _AGENT_MAGIC.match(inputs[n])]
+    if privacy == "none" or budget_tokens <= 0 or not numbers:
+        return None
+    outputs = log.outputs()
+    lines = []
+    for n in numbers:
+        line = f"In [{n}]: {_one_line(inputs[n], 100)}"
+        if n in log.errors:
+            line += " → " + _one_line(log.errors[n].rstrip().splitlines()[-1], 120)
+        elif n in outputs:
+            line += " → " + _one_line(_output_text(outputs[n], privacy, False), 160)
+        lines.append(line)
+    changed = []
+    for name, value in _visible_namespace(log.shell).items():
+        if log.names.get(name) != (id(value), type(value)):
+            schema = schema_lines(value)
+            new = "" if name in log.names else " (new)"
+            changed.append(f"{name}{new}: " + "; ".join(
+                [schema[0], *(x for x in schema[1:] if not x.startswith("memory"))])[:160])
+    removed = sorted(set(log.names) - set(_visible_namespace(log.shell)))
+    half = budget_tokens * 2  # at most half of the budget: the cells keep room
+    if changed:
+        line = "variables changed: " + " | ".join(changed)
+        lines.append(line if len(line) <= half else line[:half - 1] + "…")
+    if removed:
+        lines.append("variables deleted: " + ", ".join(removed[:20]))
+    budget, used = budget_tokens * 4, 0
+    kept: list[str] = []
+    for line in reversed(lines):  # the newest first, within the budget
+        if used + len(line) + 1 > budget:
+            if not kept:  # the newest line alone is too long: its start
+                kept.append(line[:max(1, budget - 1)] + "…")
+            if len(kept) < len(lines):
+                kept.append(f"(… {len(lines) - len(kept)} earlier lines left out)")
+            break
+        kept.append(line)
+        used += len(line) + 1
+    return "\n".join([NOTEBOOK_START.format(privacy=privacy), *reversed(kept), NOTEBOOK_END])
 
 
 # --------------------------------------------------------------------------- references

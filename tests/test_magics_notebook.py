@@ -74,7 +74,9 @@ def test_df_and_error_references_send_the_schema_and_traceback_not_the_values(
     sid = magics_of(agent_shell).controller.active_session_id
     saved = [m for m in SessionStore(memory_dir).load_session(sid).messages
              if m["role"] == "user"]
-    assert saved[-1]["content"] == sent
+    # saved as sent, but for the "notebook so far" section, which goes with one turn only
+    attached, section = sent.split("\n\n--- the notebook since the last prompt")
+    assert saved[-1]["content"] == attached and "In [4]: def f():" in section
     agent_shell.run_line_magic("agent_history", "")
     assert "--- attached by jupyter-agent (context_privacy: schema) ---" in \
         capsys.readouterr().out
@@ -114,7 +116,7 @@ def test_notebook_tools_list_cells_mark_agent_cells_and_keep_values_back(
     assert cells.startswith("In [1]:\nimport pandas as pd\n")
     assert "In [3]:\ndf\nOut [3]: pandas.DataFrame (2 rows × 2 columns" in cells
     assert "In [4]:\ndef f():" in cells and "Error in [4]:\nTraceback" in cells
-    assert "In [5]: (a jupyter-agent magic: its prompt is in the conversation)\n\nIn [6]: (a " \
+    assert "In [5]: (a jupyter-agent magic: a prompt is in the conversation)\n\nIn [6]: (a " \
         "jupyter-agent magic" in cells  # the cell asking now is In [6]
     assert missing == "error: no cell In [99] in this kernel"
     assert error.startswith("Error in [4]:\nTraceback") and error.endswith("KeyError: 'missing'")
@@ -279,3 +281,59 @@ def test_agent_cell_in_jupyter_puts_a_new_cell_below(
     out = capsys.readouterr().out
     assert out.startswith(f"# from jupyter-agent session {sid}, turn 1, call 1\n")
     assert "copy it into a cell to keep it" in out
+
+
+def test_the_notebook_so_far_goes_with_one_turn_only(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run_user_cells(agent_shell)
+    model_server.add_steps([{"text": "one"}, {"text": "two"}, {"text": "three"}])
+    run(agent_shell, "%agent hello")
+    first = user_content(model_server.requests[0])
+    assert first.startswith("hello\n\n--- the notebook since the last prompt (jupyter-agent, "
+                            "context_privacy: schema) ---\nIn [1]: import pandas as pd … "
+                            "(+1 line)\nIn [2]: df = pd.DataFrame(")
+    assert "In [3]: df → pandas.DataFrame (2 rows × 2 columns" in first
+    assert "In [4]: def f(): … (+2 lines) → KeyError: 'missing'" in first
+    assert "variables changed: secret_name (new): str; length: 12 | df (new): " \
+        "pandas.DataFrame; 2 rows × 2 columns" in first
+    assert SECRET not in first
+    assert "sent the notebook since the last prompt: 4 cell(s)" in capsys.readouterr().out
+    run(agent_shell, "total = df.score.sum()")
+    run(agent_shell, "%agent and now?")
+    users = [m["content"] for m in model_server.requests[1]["messages"] if m["role"] == "user"]
+    assert users[0] == "hello"  # the earlier section is not sent again
+    assert users[1].startswith("and now?\n\n--- the notebook since the last prompt")
+    assert "In [6]: total = df.score.sum()\nvariables changed: total (new): numpy.float64" \
+        in users[1] and "In [4]" not in users[1]
+    run(agent_shell, "%agent nothing ran since")
+    assert user_content(model_server.requests[2]) == "nothing ran since"
+
+
+@pytest.mark.parametrize("setting", ['context_privacy = "none"', "notebook_context_tokens = 0"])
+def test_no_notebook_section_when_turned_off(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer, setting: str,
+) -> None:
+    agent_shell.run_line_magic("config", f"AgentMagics.{setting}")
+    run_user_cells(agent_shell)
+    model_server.add_steps([{"text": "one"}])
+    run(agent_shell, "%agent hello")
+    assert user_content(model_server.requests[0]) == "hello"
+
+
+def test_the_notebook_section_keeps_the_newest_cells_within_its_budget(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+) -> None:
+    agent_shell.run_line_magic("config", "AgentMagics.notebook_context_tokens = 50")
+    for i in range(30):
+        run(agent_shell, f"value_{i} = {i}")
+    model_server.add_steps([{"text": "one"}])
+    run(agent_shell, "%agent hello")
+    section = user_content(model_server.requests[0]).split("\n\n", 1)[1]
+    body = section.splitlines()[1:-1]
+    assert body[0].startswith("(… ") and body[0].endswith(" earlier lines left out)")
+    assert sum(len(line) + 1 for line in body[1:]) <= 201  # 50 tokens at 4 characters
+    assert body[-1].startswith("variables changed: value_0 (new): int | ")
+    assert len(body[-1]) == 100  # half of the budget, so that the newest cells fit too
+    assert body[-2] == "In [30]: value_29 = 29"

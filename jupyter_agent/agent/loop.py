@@ -133,6 +133,7 @@ class Agent:
         self.limit_error: LimitExceededError | None = None
         self._meter = Meter()
         self._request: dict[str, Any] | None = None  # the user message of the running turn
+        self._context: str | None = None  # sent with the running turn's requests only
         self._emit: EventCallback = ignore_event
         self._window = context_window(model, self.config)
         self._builtins = BuiltinTools(lambda: self.conversation.state, shell=shell,
@@ -249,7 +250,8 @@ class Agent:
         self.close()
 
     # -- the turn ----------------------------------------------------------------------------
-    def run(self, prompt: str, *, on_event: EventCallback | None = None) -> str:
+    def run(self, prompt: str, *, on_event: EventCallback | None = None,
+            context: str | None = None) -> str:
         """Run one user turn and return the final reply text (or the limit notice).
 
         Parameters
@@ -258,6 +260,10 @@ class Agent:
             The user's message.
         on_event : callable, optional
             Receives :mod:`~jupyter_agent.agent.events` as the turn progresses.
+        context : str, optional
+            Text sent after the prompt in every request of this turn and never saved, so
+            a later turn's requests no longer carry it (the front end's "notebook so
+            far" section).
 
         Returns
         -------
@@ -300,6 +306,7 @@ class Agent:
         self._meter.start_turn()
         self._emit = on_event or ignore_event
         self._builtins.figures.forward = on_event is None  # else the front end shows them
+        self._context = context
         try:
             with self.conversation.lease():
                 try:
@@ -314,6 +321,7 @@ class Agent:
         finally:
             self._emit = ignore_event  # events after this run never reach its callback
             self._request = None
+            self._context = None
 
     def _turn(self, prompt: str) -> str:
         conversation = self.conversation
@@ -343,7 +351,8 @@ class Agent:
             conversation.repair(MEMORY_REPAIR)
             conversation.save()  # the checkpoint before the request (when it changed)
             model = VisionModel(self.model, self._view, self.config, conversation.state,
-                                self._emit)
+                                self._emit, note=None if self._context is None
+                                else (self._request, self._context))
             reply = call_model(model, conversation, self.tools.schemas(),
                                stream=self.config.stream, meter=self._meter,
                                prices=self.config.prices, emit=self._emit)

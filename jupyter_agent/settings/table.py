@@ -233,6 +233,11 @@ OPTIONS: tuple[Option, ...] = (
            "tracebacks), preview (also a few rows and short reprs) or none (only what you "
            "type); values beyond it need your approval like code.", "agent",
            choices=("schema", "preview", "none")),
+    Option("notebook_context_tokens", int, 300, "Tokens at most of the 'notebook so far' "
+           "section sent with a prompt: the cells run since the last prompt and their "
+           "results in one line each, the variables they changed (within context_privacy; "
+           "sent with that turn only, never saved); 0: none.", "front end",
+           check=_at_least(0, 8000)),
     Option("temperature", float, None, "Sampling temperature sent with every request, 0-2 "
            "(lower: more focused and repeatable); None: the model's default.", "request",
            check=_at_least(0, 2), none="the model's default", flag="--temperature",
