@@ -221,7 +221,11 @@ class CellLog:
                                                                    None)
         if isinstance(error, BaseException):
             names = getattr(getattr(self.shell, "compile", None), "_filename_map", {}) or {}
-            self.errors[count] = _format_traceback(error, dict(names))
+            try:
+                text = _format_traceback(error, dict(names))
+            except Exception:  # a hook that fails would complain after every cell
+                text = f"{_type_name(error)} (its traceback could not be formatted)"
+            self.errors[count] = text
             self.last_error_count = count
             while len(self.errors) > KEPT_ERRORS:
                 self.errors.popitem(last=False)

@@ -337,3 +337,19 @@ def test_the_notebook_section_keeps_the_newest_cells_within_its_budget(
     assert body[-1].startswith("variables changed: value_0 (new): int | ")
     assert len(body[-1]) == 100  # half of the budget, so that the newest cells fit too
     assert body[-2] == "In [30]: value_29 = 29"
+
+
+def test_hostile_exceptions_are_kept_bounded(
+    agent_shell: InteractiveShell, model_server: ScriptedModelServer,
+) -> None:
+    run(agent_shell, "class Odd(Exception):\n    def __str__(self): raise RuntimeError('no')")
+    run(agent_shell, "raise Odd()")  # IPython itself fails to show it: nothing is kept
+    assert not run(agent_shell, "raise ValueError('x' * 1_000_000)").success
+    log = magics_of(agent_shell).controller.cells
+    assert list(log.errors) == [3] and len(log.errors[3]) < 8_200
+    for i in range(60):
+        run(agent_shell, f"raise KeyError({i})")
+    assert len(log.errors) == 50 and 2 not in log.errors  # the oldest are forgotten
+    model_server.add_steps([calls(("last_error", {})), {"text": "ok"}])
+    run(agent_shell, "%agent what failed?")
+    assert tool_results(model_server.requests[1])[0].endswith("KeyError: 59")
