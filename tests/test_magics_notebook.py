@@ -264,6 +264,7 @@ def test_agent_cell_without_calls_is_one_line(
 def test_agent_cell_in_jupyter_puts_a_new_cell_below(
     make_shell: Any, model_server: ScriptedModelServer, capsys: pytest.CaptureFixture[str],
 ) -> None:
+    ZMQInteractiveShell.clear_instance()  # the class keeps its own instance
     shell = make_shell(cls=ZMQInteractiveShell)
     shell.kernel = SimpleNamespace(_allow_stdin=True)  # a front end someone watches
     shell.run_line_magic("config", f'AgentMagics.base_url = "{model_server.base_url}"')
@@ -353,3 +354,36 @@ def test_hostile_exceptions_are_kept_bounded(
     model_server.add_steps([calls(("last_error", {})), {"text": "ok"}])
     run(agent_shell, "%agent what failed?")
     assert tool_results(model_server.requests[1])[0].endswith("KeyError: 59")
+
+
+@pytest.mark.parametrize("answer", ["y", "n"])
+def test_asking_for_values_shows_them_first_and_sends_them_only_on_yes(
+    make_shell: Any, model_server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch,
+    answer: str,
+) -> None:
+    import builtins
+
+    from IPython.utils.capture import capture_output
+
+    ZMQInteractiveShell.clear_instance()  # the class keeps its own instance
+    shell = make_shell(cls=ZMQInteractiveShell)
+    shell.kernel = SimpleNamespace(_allow_stdin=True)  # a front end that answers input()
+    shell.run_line_magic("config", f'AgentMagics.base_url = "{model_server.base_url}"')
+    run_user_cells(shell)
+    model_server.add_steps([calls(("describe_variable", {"name": "df", "values": True})),
+                            {"text": "done"}])
+    run(shell, "%agent_new --approve ask")
+    prompts: list[str] = []
+    with capture_output() as captured:
+        def ask(prompt: str = "") -> str:
+            prompts.append(prompt)
+            return answer
+        monkeypatch.setattr(builtins, "input", ask)
+        shell.run_line_magic("agent", "show me the rows")
+    assert prompts == ["Send them? [y/N] "]
+    question = "".join(o.data.get("text/html", "") for o in captured.outputs)
+    assert "send these values to the model" in question and SECRET in question
+    result = tool_results(model_server.requests[1])[-1]
+    assert (SECRET in result) == (answer == "y")
+    if answer == "n":
+        assert result == "error: refused: the user declined to send these values."
