@@ -151,6 +151,20 @@ def describe_value(label: str, value: Any, privacy: Privacy, *, values: bool = F
 
 
 # --------------------------------------------------------------------------- the cells
+def _short_path(path: str) -> str:
+    """A library's file from ``…/site-packages/`` on, a file under the home directory
+    from ``~``: a traceback names no user's folders."""
+    import os
+
+    unix = path.replace("\\", "/")
+    if "/site-packages/" in unix:
+        return "…/site-packages/" + unix.split("/site-packages/", 1)[1]
+    home = os.path.expanduser("~").replace("\\", "/")
+    if home not in ("", "/") and unix.startswith(home + "/"):
+        return "~" + unix[len(home):]
+    return path
+
+
 def _format_traceback(exc: BaseException, names: dict[str, int]) -> str:
     """The traceback of ``exc`` as plain text, IPython's own frames left out and cell
     file names shown as ``In [N]``."""
@@ -163,6 +177,8 @@ def _format_traceback(exc: BaseException, names: dict[str, int]) -> str:
             count = int(match.group(1))
         if count is not None:
             frame.filename = f"In [{count}]"
+        else:
+            frame.filename = _short_path(frame.filename)
     lines = ["Traceback (most recent call last):\n"] if frames else []
     lines += traceback.format_list(frames)
     lines += traceback.format_exception_only(type(exc), exc)

@@ -64,6 +64,7 @@ def test_df_and_error_references_send_the_schema_and_traceback_not_the_values(
     assert "Error in [4]:\nTraceback (most recent call last):" in sent
     assert 'File "In [4]", line 2, in f' in sent and "KeyError: 'missing'" in sent
     assert "interactiveshell.py" not in sent  # IPython's own frames are left out
+    assert 'File "…/site-packages/pandas/core/' in sent and "/work/" not in sent
     assert "In [2]:\ndf = pd.DataFrame(" in sent  # the code the user wrote
     assert "Out [3]: pandas.DataFrame (2 rows × 2 columns" in sent
     assert SECRET not in sent  # no value under "schema" (only what the code itself says)
