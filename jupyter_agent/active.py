@@ -20,6 +20,7 @@ from jupyter_agent.ui.results import TurnResult, UsageReport
 
 if TYPE_CHECKING:
     from jupyter_agent.agent import Agent
+    from jupyter_agent.notebook import CellLog
     from jupyter_agent.settings import SessionOptions, Settings
     from jupyter_agent.store import Store
 
@@ -67,8 +68,13 @@ class ActiveSession:
         return self.agent
 
     def ask(self, prompt: str, settings: Settings, environ: Mapping[str, str] | None, *,
-            on_event: Callable[[Any], None] | None = None) -> TurnResult:
+            on_event: Callable[[Any], None] | None = None,
+            cells: CellLog | None = None) -> TurnResult:
         """Run one turn on ``prompt``; keep and return what it produced.
+
+        With ``cells``, the prompt's ``@`` references are attached first (see
+        :func:`~jupyter_agent.notebook.attach_references`) and each attachment, and
+        each reference not attached, is told to ``on_event`` as a ``Notice``.
 
         Raises
         ------
@@ -101,8 +107,27 @@ class ActiveSession:
                 context_tokens=agent.estimated_tokens(), window=agent.window,
             )
 
+        context = None
+        if cells is not None:
+            from jupyter_agent.agent.events import Notice
+            from jupyter_agent.notebook import attach_references, notebook_so_far
+
+            privacy = agent.config.context_privacy
+            refs = attach_references(prompt, cells, privacy,
+                                     limit=agent.config.max_output_chars)
+            prompt = refs.prompt
+            context = notebook_so_far(cells, privacy,
+                                      settings.with_options(self.options)
+                                      .notebook_context_tokens)
+            lines = [*refs.attached, *refs.unknown]
+            if context is not None:
+                cells_run = sum(line.startswith("In [") for line in context.splitlines())
+                lines.append(f"sent the notebook since the last prompt: {cells_run} cell(s), "
+                             f"{len(context):,} characters (with this turn only)")
+            for line in lines:
+                forward(Notice(line))
         try:
-            reply = agent.run(prompt, on_event=forward)
+            reply = agent.run(prompt, on_event=forward, context=context)
         except KeyboardInterrupt:
             self.last_result = result("", "interrupted")
             raise
@@ -111,13 +136,15 @@ class ActiveSession:
             raise
         finally:
             open_[0] = False
+            if cells is not None:
+                cells.mark()  # the next section starts after this turn
         self.last_result = result(reply, agent.stop_reason)
         return self.last_result
 
     def usage(self, settings: Settings) -> UsageReport:
         """Usage of the session and its limits as ``settings`` (with its options) say."""
-        limits = settings.with_options(self.options).limits()
+        settings = settings.with_options(self.options)
         state = self.agent.state
-        return UsageReport(self.session_id, state.usage.model_copy(), state.tool_calls, limits,
-                           context_tokens=self.agent.estimated_tokens(),
-                           window=self.agent.window)
+        return UsageReport(self.session_id, state.usage.model_copy(), state.tool_calls,
+                           settings.limits(), context_tokens=self.agent.estimated_tokens(),
+                           window=self.agent.window, context_privacy=settings.context_privacy)

@@ -40,6 +40,7 @@ Invariants
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -55,10 +56,17 @@ from jupyter_agent.client import (
     saved_base_url,
 )
 from jupyter_agent.errors import JupyterAgentError, ModelNotConfiguredError
+from jupyter_agent.notebook import CellLog
 from jupyter_agent.project import Project, newest_session
 from jupyter_agent.settings import OPTIONS, SessionOptions, Settings
 from jupyter_agent.ui.kernel import is_jupyter, kernel_label
-from jupyter_agent.ui.results import Resumed, SessionChange, TurnResult, UsageReport
+from jupyter_agent.ui.results import (
+    HandedCell,
+    Resumed,
+    SessionChange,
+    TurnResult,
+    UsageReport,
+)
 
 if TYPE_CHECKING:
     from jupyter_agent.agent import Agent
@@ -77,8 +85,8 @@ if TYPE_CHECKING:
         TodoItem,
     )
 
-__all__ = ["AgentController", "Resumed", "SessionChange", "SessionOptions", "Settings",
-           "TurnResult", "UsageReport", "kernel_label"]
+__all__ = ["AgentController", "HandedCell", "Resumed", "SessionChange", "SessionOptions",
+           "Settings", "TurnResult", "UsageReport", "kernel_label"]
 
 
 # --------------------------------------------------------------------------- controller
@@ -110,6 +118,11 @@ class AgentController:
         self._last_options: SessionOptions | None = None  # of the latest active session
         self._ended: tuple[str, str] | None = None  # (ID, "deleted"/"archived") of the last one
         self._last_turn: ActiveSession | None = None
+        #: The user's cells as the notebook tools and ``@`` references read them (a
+        #: ``post_run_cell`` hook on ``shell`` while the controller lives).
+        self.cells = CellLog(shell)
+        if shell is not None:
+            self.cells.start()
         #: Lines for the user about the notes of the session :meth:`new_session` started
         #: last: notes new to them (named with their size) and notes left out.
         self.notes_notice: list[str] = []
@@ -172,7 +185,8 @@ class AgentController:
             # The question shows the whole code (a scrollable view in Jupyter); the turn
             # renderers show only the call's name when it will be asked.
             agent = Agent(model, conversation, config=settings.agent_config(), shell=self._shell,
-                          show_question=show_question if is_jupyter(self._shell) else None)
+                          show_question=show_question if is_jupyter(self._shell) else None,
+                          cells=self.cells)
         except BaseException:
             conversation.close()
             raise
@@ -395,6 +409,12 @@ class AgentController:
         """Send ``prompt`` to the active session and return what the turn produced
         (also kept, when the turn raises, as :attr:`last_result`).
 
+        ``@name``, ``@In[N]``, ``@Out[N]`` and ``@error`` in the prompt attach what
+        ``context_privacy`` allows (see
+        :func:`~jupyter_agent.notebook.attach_references`): appended to the saved
+        user message, each told to ``on_event`` as a ``Notice``, as is each reference
+        not attached.
+
         Raises
         ------
         JupyterAgentError
@@ -404,7 +424,8 @@ class AgentController:
         """
         active = self._require_active()
         self._last_turn = active
-        return active.ask(prompt, self._settings(), self._environ, on_event=on_event)
+        return active.ask(prompt, self._settings(), self._environ, on_event=on_event,
+                          cells=self.cells)
 
     @property
     def last_result(self) -> TurnResult | None:
@@ -451,6 +472,53 @@ class AgentController:
     def usage(self) -> UsageReport:
         """Usage and limits of the active session (limits as the current settings say)."""
         return self._require_active().usage(self._settings())
+
+    def agent_cell(self, n: int | None = None) -> HandedCell:
+        """The code of the active session's ``n``-th ``run_python`` call (default: the
+        last), tagged ``# from jupyter-agent session ID, turn T, call N``, and recorded in
+        the checkpoint as handed out (``SessionState.handed_out``).
+
+        Raises
+        ------
+        JupyterAgentError
+            No active session, no ``run_python`` call yet, or no call ``n``.
+        SessionLockedError, OSError
+            From the store while recording it.
+        """
+        from jupyter_agent.agent.context import SUMMARY_MARKER
+
+        active = self._require_active()
+        found: list[tuple[int, str, str]] = []  # (turn, call ID, code)
+        turn = 0
+        for message in active.store.load_session(active.session_id).transcript:
+            role = message.get("role")
+            if role == "user" and not str(message.get("content") or "").startswith(
+                    SUMMARY_MARKER):
+                turn += 1
+            for call in (message.get("tool_calls") or ()) if role == "assistant" else ():
+                function = call.get("function") or {}
+                if function.get("name") != "run_python":
+                    continue
+                try:
+                    code = json.loads(function.get("arguments") or "").get("code")
+                except (ValueError, AttributeError):
+                    code = None
+                found.append((turn, str(call.get("id") or ""), code if isinstance(code, str)
+                              else ""))
+        if not found:
+            raise JupyterAgentError(f"session {active.session_id} has no run_python call yet")
+        if n is not None and not 1 <= n <= len(found):
+            raise JupyterAgentError(f"no run_python call {n} in session {active.session_id}: "
+                                    f"its calls are 1 to {len(found)}")
+        number = len(found) if n is None else n
+        turn, call_id, code = found[number - 1]
+        conversation = active.agent.conversation
+        if call_id and call_id not in conversation.state.handed_out:
+            with conversation.lease():
+                conversation.state.handed_out.append(call_id)
+                conversation.save()
+        tag = f"# from jupyter-agent session {active.session_id}, turn {turn}, call {number}"
+        return HandedCell(active.session_id, turn, number, call_id, f"{tag}\n{code}")
 
     def todos(self) -> list[TodoItem]:
         """The active session's todo items."""
@@ -621,6 +689,7 @@ class AgentController:
         active, self._active = self._active, None
         if active is not None:
             active.agent.close()
+        self.cells.stop()
         self._project.close()
 
 

@@ -442,16 +442,37 @@ class AgentMagics(Magics):
         in Jupyter with the figures its code made, where they were made."""
         args = parse_argstring(self.agent_history, line)
         record = self._controller.record()
+        cells = frozenset(record.state.handed_out)
         if not self._jupyter:
-            _print(format_transcript(record.transcript, record.compactions) if args.full
-                  else format_history(record.messages))
+            _print(format_transcript(record.transcript, record.compactions, cells=cells)
+                   if args.full else format_history(record.messages, cells=cells))
             return
-        blocks = (transcript_blocks(record.transcript, record.compactions) if args.full
-                  else history_blocks(record.messages))
+        blocks = (transcript_blocks(record.transcript, record.compactions, cells=cells)
+                  if args.full else history_blocks(record.messages, cells=cells))
         if not blocks:
             _print("(no messages)")
             return
         show_blocks(split_at_figures(blocks), self._figure_reader(record.id))
+
+    @line_magic
+    @error_boundary
+    @magic_arguments()
+    @argument("n", nargs="?", type=int, metavar="N",
+              help="The session's Nth run_python call (1 is the first); default: the last.")
+    def agent_cell(self, line: str) -> None:
+        """Put the code of the agent's last run_python call (or call N) into a new cell
+        below, tagged with the session and turn; in a terminal, print it to copy."""
+        args = parse_argstring(self.agent_cell, line)
+        cell = self._controller.agent_cell(args.n)
+        if self._jupyter:  # the front end makes the new cell (JupyterLab, Notebook, VS Code)
+            assert self.shell is not None
+            self.shell.set_next_input(cell.code, replace=False)
+        if self._jupyter and can_update_live(self.shell):  # ... and someone watches it
+            _print(f"The code of call {cell.call} (turn {cell.turn}) is in a new cell below.")
+        else:  # a terminal, or a headless runner (nbclient), which makes no new cell
+            _print(cell.code)
+            _print(f"(call {cell.call} of session {cell.session_id}: copy it into a cell "
+                   "to keep it)")
 
     @line_magic
     @error_boundary

@@ -51,12 +51,16 @@ class CellOutput:
         ``{"ename", "evalue", "traceback"}`` when the cell raised (from the ``error``
         message, else from the ``execute_reply``: IPython reports a ``UsageError`` as a
         line on stderr and an error reply, without an ``error`` message).
+    payloads : list of dict
+        The ``execute_reply``'s payloads (e.g. ``set_next_input``: a new cell for the
+        front end).
     """
 
     stdout: str = ""
     stderr: str = ""
     displays: list[dict[str, Any]] = field(default_factory=list)
     error: dict[str, Any] | None = None
+    payloads: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -137,6 +141,7 @@ class RealKernel:
             elif kind == "error":
                 out.error = {k: content[k] for k in ("ename", "evalue", "traceback")}
         reply = self._reply_to(msg_id, deadline)
+        out.payloads = list(reply.get("payload") or [])
         if reply["status"] == "error" and out.error is None:
             # e.g. a magic's one-line error: printed to stderr, no "error" message
             out.error = {k: reply.get(k, "") for k in ("ename", "evalue", "traceback")}

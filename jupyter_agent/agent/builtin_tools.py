@@ -5,6 +5,11 @@ tool; its schema is generated from the signature and numpydoc docstring by
 :func:`~jupyter_agent.agent.tools.tool_from_function` (the docstrings below are what
 the model reads).
 
+The variable and notebook tools send what ``context_privacy`` allows (see
+:mod:`jupyter_agent.notebook`): under ``"none"`` they refuse; values beyond the
+setting (``values=True`` under ``"schema"``) follow the approval policy like code, the
+question showing the whole text that would be sent.
+
 Results are not cut here: the loop cuts every tool result (built-in or not) to
 ``max_output_chars`` code points in one place. ``run_python`` (arbitrary code) and
 ``remember`` (text every later session reads) follow the approval policy: ``"auto"``
@@ -20,7 +25,6 @@ loop checkpoints it after the tool batch.
 from __future__ import annotations
 
 import builtins
-import contextlib
 import functools
 import re
 import sys
@@ -39,6 +43,15 @@ from jupyter_agent.agent.tools import (
     ToolError,
     ToolOutput,
     tool_from_function,
+)
+from jupyter_agent.notebook import (
+    CellLog,
+    Privacy,
+    describe_value,
+    format_cell,
+    format_cells,
+    format_last_error,
+    schema_lines,
 )
 from jupyter_agent.store import SessionState, TodoItem
 from jupyter_agent.store.messages import clean_text
@@ -61,6 +74,9 @@ BUILTIN_TOOL_NAMES = (
     "run_python",
     "list_variables",
     "describe_variable",
+    "notebook_cells",
+    "notebook_cell",
+    "last_error",
     "read_scratchpad",
     "write_scratchpad",
     "add_todo",
@@ -84,6 +100,13 @@ DENY_REFUSAL = "refused: running code is disabled by the approval policy ('deny'
 NOTE_DENY_REFUSAL = ("refused: writing notes is disabled by the approval policy ('deny'); "
                      "the user can add it to {file} themselves.")
 NOTE_DECLINED_REFUSAL = "refused: the user declined to save this note."
+PRIVACY_REFUSAL = ("refused: context_privacy is 'none': nothing from the kernel is sent to "
+                   "the model (the user can change it with %config AgentMagics.context_privacy)")
+VALUES_DENY_REFUSAL = ("refused: context_privacy is 'schema' and the approval policy is "
+                       "'deny': values are not sent; ask the user to paste what you need.")
+VALUES_DECLINED_REFUSAL = "refused: the user declined to send these values."
+VALUES_QUESTION = ("The agent asks to send these values to the model (context_privacy is "
+                   "'schema')", "Send them? [y/N] ")
 RUN_QUESTION = ("The agent asks to run this code", "Run this code? [y/N] ")
 NOTE_QUESTION = ("The agent asks to add this line to {file}, read by every later session",
                  "Save this note? [y/N] ")
@@ -238,8 +261,12 @@ class BuiltinTools:
         approval: ApprovalPolicy = "ask",
         ask: Callable[[str], bool] | None = None,
         show_question: ShowQuestion | None = None,
+        privacy: Privacy = "schema",
+        cells: CellLog | None = None,
     ) -> None:
         self._get_state = get_state
+        self.privacy: Privacy = privacy
+        self._cells = cells
         self.shell = shell
         self.approval: ApprovalPolicy = approval
         self.show_question = show_question
@@ -348,8 +375,36 @@ class BuiltinTools:
             raise ToolError(text, figures=figures)
         return ToolOutput(text, figures)
 
+    # -- what the kernel holds (context_privacy) ------------------------------------
+
+    @property
+    def cells(self) -> CellLog:
+        """The log of the user's cells (one without a hook when none was given: errors
+        then come from ``sys.last_value``)."""
+        if self._cells is None:
+            self._cells = CellLog(self._shell())
+        elif self._cells.shell is None:
+            self._cells.shell = self._shell()
+        return self._cells
+
+    def _share(self, name: str, text: str, values: bool) -> str:
+        """``text`` if ``context_privacy`` lets it go to the model (asking for values
+        beyond the setting), else raise the refusal."""
+        if self.privacy == "none":
+            raise ToolError(PRIVACY_REFUSAL)
+        if values and self.privacy == "schema":
+            intro, prompt = VALUES_QUESTION
+            refusal = self._decide(
+                name, lambda: ask_on_stdin(text, show=self.show_question,
+                                           question=(intro, prompt)),
+                VALUES_DENY_REFUSAL, VALUES_DECLINED_REFUSAL)
+            if refusal is not None:
+                raise ToolError(refusal)
+        return text
+
     def list_variables(self) -> str:
-        """List the user's variables in the kernel: name, type and a short preview."""
+        """List the user's variables in the kernel: name, type and shape (with the
+        setting context_privacy="preview", a short preview too)."""
         hidden = self._hidden_names()
         rows = []
         for name, value in list(self.namespace().items()):
@@ -359,40 +414,70 @@ class BuiltinTools:
             if type_name in _HIDDEN_TYPES:
                 continue
             shape = getattr(value, "shape", None)
-            preview = f"shape={shape}" if isinstance(shape, tuple) else _short_repr(value)
-            rows.append(f"{name}: {type_name} = {preview}")
-        return "\n".join(rows) or "(no user variables)"
+            if isinstance(shape, tuple):
+                rows.append(f"{name}: {type_name}, shape={shape}")
+            elif self.privacy == "preview":
+                rows.append(f"{name}: {type_name} = {_short_repr(value)}")
+            else:
+                lines = [x for x in schema_lines(value)[1:] if not x.startswith("memory")]
+                rows.append(f"{name}: {type_name}" + (f", {lines[0]}" if lines else ""))
+        return self._share("list_variables", "\n".join(rows) or "(no user variables)", False)
 
-    def describe_variable(self, name: str) -> str:
-        """Describe one variable: for a DataFrame its shape, dtypes and first rows; for
-        anything else its type, length and a (cut) repr.
+    def describe_variable(self, name: str, values: bool = False) -> str:
+        """Describe one variable: type, shape, dtypes, column names, row count, memory;
+        its first rows or repr only when the user allows values.
 
         Parameters
         ----------
         name : str
             The variable's name in the kernel namespace.
+        values : bool
+            Also send the first rows (or a cut repr); the user is asked unless their
+            privacy setting already allows it.
         """
         ns = self.namespace()
         if name not in ns:
             raise ToolError(f"no variable named {name!r}")
-        value = ns[name]
-        module = type(value).__module__ or ""
-        lines = [f"{name}: {module}.{type(value).__qualname__}"]
-        if module.startswith("pandas") and hasattr(value, "dtypes") and hasattr(value, "head"):
-            lines.append(f"shape: {value.shape}")
-            dtypes = value.dtypes
-            lines.append(
-                "dtypes:\n" + (dtypes.to_string() if hasattr(dtypes, "to_string") else str(dtypes))
-            )
-            lines.append("head:\n" + value.head().to_string())
-        else:
-            for attr in ("shape", "dtype"):
-                if hasattr(value, attr):
-                    lines.append(f"{attr}: {getattr(value, attr)}")
-            with contextlib.suppress(Exception):
-                lines.append(f"len: {len(value)}")
-            lines.append("repr: " + _short_repr(value, 2_000))
-        return "\n".join(lines)
+        return self._share("describe_variable",
+                           describe_value(name, ns[name], self.privacy, values=values), values)
+
+    def notebook_cells(self, last: int = 10, values: bool = False) -> str:
+        """The cells the user ran in this kernel, oldest first: each input with its
+        execution count, its output (type and shape) and its error if it failed.
+
+        Parameters
+        ----------
+        last : int
+            How many of the latest cells.
+        values : bool
+            Also send the outputs' values (the user is asked unless allowed).
+        """
+        if self.privacy == "none":
+            raise ToolError(PRIVACY_REFUSAL)
+        text = format_cells(self.cells, max(1, min(last, 200)), self.privacy, values=values)
+        return self._share("notebook_cells", text, values)
+
+    def notebook_cell(self, n: int, values: bool = False) -> str:
+        """One cell the user ran: In [n], its output and its error if it failed.
+
+        Parameters
+        ----------
+        n : int
+            The execution count shown in the notebook, e.g. 12 for In [12].
+        values : bool
+            Also send the output's value (the user is asked unless allowed).
+        """
+        if self.privacy == "none":
+            raise ToolError(PRIVACY_REFUSAL)
+        try:
+            text = format_cell(self.cells, n, self.privacy, values=values)
+        except KeyError:
+            raise ToolError(f"no cell In [{n}] in this kernel") from None
+        return self._share("notebook_cell", text, values)
+
+    def last_error(self) -> str:
+        """The traceback of the last cell of the user's that failed, with its number."""
+        return self._share("last_error", format_last_error(self.cells), False)
 
     # -- scratchpad and todos ---------------------------------------------------------
 

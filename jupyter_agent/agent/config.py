@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from jupyter_agent.agent.limits import Limits
+from jupyter_agent.notebook import PRIVACY_LEVELS, Privacy
 
-__all__ = ["APPROVALS", "VISION_MODES", "AgentConfig", "ApprovalPolicy", "Limits", "Vision"]
+__all__ = ["APPROVALS", "VISION_MODES", "AgentConfig", "ApprovalPolicy", "Limits", "Privacy",
+           "Vision"]
 
 ApprovalPolicy = Literal["auto", "ask", "deny"]
 """Running code for the agent: ask the user each time, run, or refuse."""
@@ -59,6 +61,9 @@ class AgentConfig:
     max_images : int
         At most this many images in one model request: the newest figures of the
         working context (0: none).
+    context_privacy : {"schema", "preview", "none"}
+        What of the kernel's data the notebook and variable tools and ``@`` references
+        send (see :mod:`jupyter_agent.notebook`).
 
     Raises
     ------
@@ -78,12 +83,16 @@ class AgentConfig:
     system_prompt: str | None = None
     vision: Vision = "auto"
     max_images: int = 3
+    context_privacy: Privacy = "schema"
 
     def __post_init__(self) -> None:
         if self.approve not in APPROVALS:
             raise ValueError(f"approve must be 'auto', 'ask' or 'deny', not {self.approve!r}")
         if self.vision not in VISION_MODES:
             raise ValueError(f"vision must be 'auto', 'on' or 'off', not {self.vision!r}")
+        if self.context_privacy not in PRIVACY_LEVELS:
+            raise ValueError("context_privacy must be 'schema', 'preview' or 'none', not "
+                             f"{self.context_privacy!r}")
         if self.max_images < 0:
             raise ValueError(f"max_images must be 0 or more, not {self.max_images!r}")
         if not 0 < self.compact_at <= 1:

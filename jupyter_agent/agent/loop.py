@@ -61,6 +61,7 @@ from jupyter_agent.agent.window import (
     window_key,
 )
 from jupyter_agent.errors import LimitExceededError, ModelError
+from jupyter_agent.notebook import CellLog
 from jupyter_agent.store import SessionState, Store, Usage, to_message_dict
 
 __all__ = ["Agent"]
@@ -105,6 +106,10 @@ class Agent:
     show_question : callable, optional
         ``show(intro, text)``: how an approval question on stdin shows its whole text
         (a front end's scrollable view; default: printed).
+    cells : CellLog, optional
+        The log of the user's cells the notebook tools read (the front end keeps one
+        watching the shell); default: one reading the shell's history, without errors
+        by cell.
 
     Raises
     ------
@@ -128,6 +133,7 @@ class Agent:
         shell: Any = None,
         ask: Callable[[str], bool] | None = None,
         show_question: Callable[[str, str], object] | None = None,
+        cells: CellLog | None = None,
     ) -> None:
         self.model = model
         self.config = config or AgentConfig()
@@ -135,13 +141,15 @@ class Agent:
         self.limit_error: LimitExceededError | None = None
         self._meter = Meter()
         self._request: dict[str, Any] | None = None  # the user message of the running turn
+        self._context: str | None = None  # sent with the running turn's requests only
         self._emit: EventCallback = ignore_event
         self._windows: dict[str, ContextWindow] = {}  # "model at URL" -> its window
         self._window = ContextWindow(0, "default")
         self._tool_tokens: dict[bool, int] = {}
         self._builtins = BuiltinTools(lambda: self.conversation.state, shell=shell,
                                       approval=self.config.approve, ask=ask,
-                                      show_question=show_question)
+                                      show_question=show_question,
+                                      privacy=self.config.context_privacy, cells=cells)
         self._builtins.notify = lambda text: self._emit(Notice(text))
         self._builtins.emit = lambda event: self._emit(event)
         figures = self._builtins.figures  # design §23: kept with the session, shown, sent
@@ -230,6 +238,7 @@ class Agent:
         self.config = config or self.config
         self._resolve_window()
         self._builtins.approval = self.config.approve
+        self._builtins.privacy = self.config.context_privacy
 
     def _resolve_window(self) -> None:
         """Set the window: the setting, else what this endpoint and model reported or
@@ -317,7 +326,8 @@ class Agent:
         self.close()
 
     # -- the turn ----------------------------------------------------------------------------
-    def run(self, prompt: str, *, on_event: EventCallback | None = None) -> str:
+    def run(self, prompt: str, *, on_event: EventCallback | None = None,
+            context: str | None = None) -> str:
         """Run one user turn and return the final reply text (or the limit notice).
 
         Parameters
@@ -326,6 +336,10 @@ class Agent:
             The user's message.
         on_event : callable, optional
             Receives :mod:`~jupyter_agent.agent.events` as the turn progresses.
+        context : str, optional
+            Text sent after the prompt in every request of this turn and never saved, so
+            a later turn's requests no longer carry it (the front end's "notebook so
+            far" section).
 
         Returns
         -------
@@ -368,6 +382,7 @@ class Agent:
         self._meter.start_turn()
         self._emit = on_event or ignore_event
         self._builtins.figures.forward = on_event is None  # else the front end shows them
+        self._context = context
         try:
             with self.conversation.lease():
                 try:
@@ -382,6 +397,7 @@ class Agent:
         finally:
             self._emit = ignore_event  # events after this run never reach its callback
             self._request = None
+            self._context = None
 
     def _turn(self, prompt: str) -> str:
         conversation = self.conversation
@@ -444,7 +460,9 @@ class Agent:
             conversation.repair(MEMORY_REPAIR)
             conversation.save()  # the checkpoint before the request (when it changed)
             model = VisionModel(self.model, self._view, self.config, conversation.state,
-                                self._emit, system=self._system_override())
+                                self._emit, system=self._system_override(),
+                                note=None if self._context is None
+                                else (self._request, self._context))
             try:
                 return call_model(model, conversation, self.request_tools(),
                                   stream=self.config.stream, meter=self._meter,

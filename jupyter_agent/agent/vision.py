@@ -250,12 +250,17 @@ class VisionModel:
         Receives the one-line notice when an endpoint turns out to refuse images.
     system : str, optional
         Sent instead of the system message (a small context window's short one).
+    note : (dict, str), optional
+        ``(user message, text)``: ``text`` is added to that message's content in the
+        request only (the working context is not changed).
     """
 
     def __init__(self, model: Model, view: RequestView, config: AgentConfig,
-                 state: SessionState, emit: EventCallback, *, system: str | None = None) -> None:
+                 state: SessionState, emit: EventCallback, *, system: str | None = None,
+                 note: tuple[dict[str, Any] | None, str] | None = None) -> None:
         self.model = model
         self._system = system
+        self._note = note
         self.api, self.name, self.base_url = model.api, model.name, model.base_url
         self._view, self._config, self._state, self._emit = view, config, state, emit
         self.last_image_tokens = 0
@@ -264,11 +269,12 @@ class VisionModel:
                 stream: bool, partial: PartialReply,
                 on_text: TextCallback | None = None) -> ModelReply:
         """Send one request, with the newest figures as images when they may go."""
-        plain = self._view.plain(messages)
+        plain = self._noted(self._view.plain(messages))
         mode, key = self._config.vision, refused_key(self.model)
         request, tokens = plain, 0
         if mode == "on" or (mode == "auto" and self._state.images_refused != key):
             request, tokens = self._view.with_images(self._config.max_images, self.api)
+            request = self._noted(request)
         self.last_image_tokens = tokens
         if self._system is not None and plain and plain[0].get("role") == "system":
             system = {**plain[0], "content": self._system}
@@ -289,6 +295,21 @@ class VisionModel:
             self._refused(err, key)
             tokens = self.last_image_tokens = 0
         return _with_usage(reply, plain, tokens)
+
+    def _noted(self, request: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``request`` with the note added to its user message (a new list; the
+        messages in it are not changed)."""
+        from jupyter_agent.agent.request_fit import request_index
+
+        if self._note is None:
+            return request
+        index = request_index(request, self._note[0])
+        if index is None or not isinstance(request[index].get("content"), str):
+            return request
+        noted = list(request)
+        noted[index] = {**request[index],
+                        "content": f"{request[index]['content']}\n\n{self._note[1]}"}
+        return noted
 
     def _refused(self, err: ModelError, key: str) -> None:
         self._state.images_refused = key

@@ -232,6 +232,16 @@ OPTIONS: tuple[Option, ...] = (
                      "AgentMagics.vision; %agent_resume: what the session last used)."),
     Option("max_images", int, 3, "Images sent with one model request at most (the newest "
            "figures of the working context); 0: none.", "agent", check=_at_least(0)),
+    Option("context_privacy", str, "schema", "What of the kernel's data may go to the model: "
+           "schema (names, types, shapes, dtypes, columns, row counts, cell code, "
+           "tracebacks), preview (also a few rows and short reprs) or none (only what you "
+           "type); values beyond it need your approval like code.", "agent",
+           choices=("schema", "preview", "none")),
+    Option("notebook_context_tokens", int, 300, "Tokens at most of the 'notebook so far' "
+           "section sent with a prompt: the cells run since the last prompt and their "
+           "results in one line each, the variables they changed (within context_privacy; "
+           "sent with that turn only, never saved); 0: none.", "front end",
+           check=_at_least(0, 8000)),
     Option("temperature", float, None, "Sampling temperature sent with every request, 0-2 "
            "(lower: more focused and repeatable); None: the model's default.", "request",
            check=_at_least(0, 2), none="the model's default", flag="--temperature",

@@ -186,6 +186,9 @@ class SessionState(_Model):
         hint for that same model at that same configured endpoint.
     context_window_source : str
         "server" (reported) or "refusal" (named in a refusal); "" when none.
+    handed_out : list of str
+        The IDs of the ``run_python`` calls whose code ``%agent_cell`` put into a cell,
+        oldest first (a reader that does not know the field ignores it).
     """
 
     scratchpad: CleanStr = ""
@@ -201,6 +204,7 @@ class SessionState(_Model):
     context_window: Count = 0
     context_window_of: CleanStr = ""
     context_window_source: CleanStr = ""
+    handed_out: list[CleanStr] = Field(default_factory=list)
 
     @field_validator("todos", mode="before")
     @classmethod

@@ -237,7 +237,18 @@ def format_usage(report: UsageReport) -> str:
         *([f"context:     ~{report.context_tokens:,} of {window.tokens:,} tokens; the window "
            f"is {window.origin}"] if window else []),
         f"limits:      {limits_left(report.limits, u, report.tool_calls)}",
+        f"kernel data: {report.context_privacy} — "
+        + PRIVACY_MEANING.get(report.context_privacy, ""),
     ])
+
+
+#: What each ``context_privacy`` lets go to the model, as ``%agent_usage`` says it.
+PRIVACY_MEANING = {
+    "schema": "names, types, shapes, dtypes, columns, cell code and tracebacks go to the "
+              "model; values only with your approval",
+    "preview": "also a few rows and short reprs of values go to the model",
+    "none": "nothing from the kernel goes to the model but what you type",
+}
 
 
 _STATUS_MARK = {"pending": "[ ]", "in_progress": "[~]", "done": "[x]", "failed": "[!]"}
@@ -256,7 +267,11 @@ def format_todos(todos: Sequence[TodoItem], *, open_only: bool = False) -> str:
 
 
 # --------------------------------------------------------------------------- messages
-def _format_message(message: dict[str, Any]) -> str:
+#: After a ``run_python`` call that ``%agent_cell`` handed out as a cell.
+CELL_MARK = "    ↳ handed out as a cell (%agent_cell)"
+
+
+def _format_message(message: dict[str, Any], cells: frozenset[str] = frozenset()) -> str:
     role = message.get("role", "?")
     text = message_text(message)
     if role == "tool":
@@ -267,21 +282,29 @@ def _format_message(message: dict[str, Any]) -> str:
     for call in message.get("tool_calls") or []:
         fn = call.get("function", {})
         lines.append(format_tool_call(fn.get("name", "?"), fn.get("arguments", "")))
+        if call.get("id") in cells:
+            lines.append(CELL_MARK)
     return "\n".join(lines)
 
 
-def history_blocks(messages: Iterable[dict[str, Any]]) -> list[tuple[str, dict[str, Any] | None]]:
+def history_blocks(messages: Iterable[dict[str, Any]], *, cells: frozenset[str] = frozenset()
+                   ) -> list[tuple[str, dict[str, Any] | None]]:
     """The working context as ``(text, message)`` blocks, one per message (see
-    :func:`format_history`); a front end shows a message's figures after its block."""
-    return [(_format_message(m), m) for m in messages]
+    :func:`format_history`); a front end shows a message's figures after its block.
+    ``cells``: IDs of the calls handed out as cells (marked)."""
+    return [(_format_message(m, cells), m) for m in messages]
 
 
-def format_history(messages: Iterable[dict[str, Any]]) -> str:
-    """The working context, message by message (system messages shortened)."""
-    return "\n\n".join(text for text, _ in history_blocks(messages)) or "(no messages)"
+def format_history(messages: Iterable[dict[str, Any]], *,
+                   cells: frozenset[str] = frozenset()) -> str:
+    """The working context, message by message (system messages shortened; calls whose
+    ID is in ``cells`` marked as handed out)."""
+    return "\n\n".join(text for text, _ in history_blocks(messages, cells=cells)) \
+        or "(no messages)"
 
 
-def transcript_blocks(transcript: Sequence[dict[str, Any]], compactions: Sequence[Compaction]
+def transcript_blocks(transcript: Sequence[dict[str, Any]], compactions: Sequence[Compaction],
+                      *, cells: frozenset[str] = frozenset()
                       ) -> list[tuple[str, dict[str, Any] | None]]:
     """The full transcript as ``(text, message)`` blocks, with a compaction marker
     (message ``None``) where each compaction happened (see :func:`format_transcript`)."""
@@ -295,19 +318,20 @@ def transcript_blocks(transcript: Sequence[dict[str, Any]], compactions: Sequenc
                 f"═══ compaction at {c.at.isoformat(timespec='seconds')}: {c.replaced} "
                 f"messages replaced by a summary ═══\n{shorten(c.summary, 1000)}", None))
         if i < len(transcript):
-            blocks.append((_format_message(transcript[i]), transcript[i]))
+            blocks.append((_format_message(transcript[i], cells), transcript[i]))
     return blocks
 
 
 def format_transcript(transcript: Sequence[dict[str, Any]],
-                      compactions: Sequence[Compaction]) -> str:
+                      compactions: Sequence[Compaction], *,
+                      cells: frozenset[str] = frozenset()) -> str:
     """The full transcript, with a marker where each compaction happened.
 
     A compaction's marker goes before transcript message ``transcript_length`` (the
     transcript's length when it was recorded), so it sits between the turns it summarised
     and the ones that came after.
     """
-    return "\n\n".join(t for t, _ in transcript_blocks(transcript, compactions)) \
+    return "\n\n".join(t for t, _ in transcript_blocks(transcript, compactions, cells=cells)) \
         or "(no messages)"
 
 

@@ -31,6 +31,7 @@ class UsageReport:
     limits: Limits
     context_tokens: int = 0
     window: ContextWindow | None = None
+    context_privacy: str = "schema"
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,30 @@ class Resumed:
     unarchived: bool = False
     endpoint_note: str = ""
 
+
+
+@dataclass(frozen=True)
+class HandedCell:
+    """The code of one ``run_python`` call, handed out as a cell by ``%agent_cell``.
+
+    Attributes
+    ----------
+    session_id : str
+    turn : int
+        The user turn (1 is the first prompt) whose reply made the call.
+    call : int
+        The call's number among the session's ``run_python`` calls (1 is the first).
+    call_id : str
+        The tool call's ID (recorded in the checkpoint's ``handed_out``).
+    code : str
+        The call's code, after a first-line comment naming the session, turn and call.
+    """
+
+    session_id: str
+    turn: int
+    call: int
+    call_id: str
+    code: str
 
 
 @dataclass(frozen=True)

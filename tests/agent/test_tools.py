@@ -148,6 +148,8 @@ def test_run_python_without_shell_uses_a_private_namespace() -> None:
     tools = BuiltinTools(SessionState, approval="auto")
     tools.run_python("secret = 5")
     assert tools.run_python("secret * 2").endswith("10")
+    assert tools.list_variables() == "secret: int"  # context_privacy "schema": no value
+    tools.privacy = "preview"
     assert "secret: int = 5" in tools.list_variables()
 
 
@@ -203,15 +205,15 @@ def test_variables_and_dataframes(ishell: InteractiveShell) -> None:
     )
     ishell.user_ns_hidden["hidden_thing"] = 1
     ishell.user_ns["hidden_thing"] = 1
-    tools = BuiltinTools(SessionState, shell=ishell, approval="auto")
+    tools = BuiltinTools(SessionState, shell=ishell, approval="auto", privacy="preview")
     listing = tools.list_variables()
-    assert "df: DataFrame = shape=(2, 2)" in listing
+    assert "df: DataFrame, shape=(2, 2)" in listing
     assert "n: int = 3" in listing
     assert "_private" not in listing and "hidden_thing" not in listing
     described = tools.describe_variable("df")
-    assert "shape: (2, 2)" in described
+    assert "2 rows × 2 columns" in described
     assert "species" in described and "float64" in described and "Gentoo" in described
-    assert "len: 3" in tools.describe_variable("n") or "repr: 3" in tools.describe_variable("n")
+    assert "3" in tools.describe_variable("n").split("preview:")[1]
     with pytest.raises(Exception, match="no variable named 'missing'"):
         tools.describe_variable("missing")
 

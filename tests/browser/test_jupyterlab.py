@@ -300,3 +300,44 @@ def test_text_from_the_model_and_from_files_stays_inert(lab: Lab, page: Any) -> 
     assert page.evaluate("() => window.pwned") is None
     assert page.locator(".jp-Notebook").first.is_visible()  # the payload's style: not applied
     assert leaked() == []
+
+
+HANDED = [
+    "%load_ext jupyter_agent",
+    "import tempfile\n"
+    "from jupyter_agent.testing import ScriptedModelServer\n"
+    "%config AgentMagics.memory_dir = tempfile.mkdtemp()\n"
+    "run = {'name': 'run_python', 'arguments': {'code': 'total = sum(range(10))\\ntotal'}}\n"
+    "server = ScriptedModelServer([{'tool_calls': [run]}, {'text': 'It is 45.'}]).start()",
+    "%agent_new --base-url {server.base_url} --approve auto --title Handed\n"
+    "%agent add the numbers",
+    "%agent_cell",
+]
+
+
+def test_agent_cell_puts_the_code_in_a_new_cell_that_reruns(lab: Lab, page: Any) -> None:
+    """%agent_cell in JupyterLab: a new cell below holds the agent's code, tagged with the
+    session and turn; the saved notebook keeps it, and it runs."""
+    lab.write_notebook("handed.ipynb", HANDED)
+    start_all(page, lab, "handed.ipynb", fresh=True)
+    page.wait_for_selector("text=is in a new cell below", timeout=120_000)
+    cells = page.locator(".jp-Notebook .jp-Cell")
+    cells.nth(len(HANDED)).wait_for()
+    new = cells.nth(len(HANDED)).locator(".jp-InputArea-editor").inner_text()
+    assert re.match(r"# from jupyter-agent session \w+, turn 1, call 1\n", new), new
+    assert "total = sum(range(10))" in new
+    cells.nth(len(HANDED)).click()
+    page.keyboard.press("Shift+Enter")  # the user runs the handed-out cell
+    result = cells.nth(len(HANDED)).locator(".jp-OutputArea-output")
+    result.wait_for()
+    assert result.inner_text().strip() == "45"
+    page.keyboard.press("Control+s")
+    sources: list[str] = []
+    for _ in range(60):  # the save is asynchronous
+        saved = json.loads((lab.root / "handed.ipynb").read_text(encoding="utf-8"))
+        sources = ["".join(c["source"]) for c in saved["cells"]]
+        if len(sources) > len(HANDED) and "total" in sources[len(HANDED)]:
+            break
+        page.wait_for_timeout(250)
+    assert sources[len(HANDED)].startswith("# from jupyter-agent session ")
+    assert sources[len(HANDED)].endswith("total = sum(range(10))\ntotal")

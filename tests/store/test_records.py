@@ -114,7 +114,8 @@ def test_one_file_form_has_the_fixed_top_level_keys_in_order(tmp_path: Path) -> 
     assert data["project_root"] == str(tmp_path)
     assert list(data["state"]) == [
         "scratchpad", "todos", "tool_calls", "usage", "model", "base_url", "api", "vision",
-        "images_refused", "figures", "context_window", "context_window_of", "context_window_source",
+        "images_refused", "figures", "context_window", "context_window_of",
+        "context_window_source", "handed_out",
     ]
     assert set(data["state"]["usage"]) >= {"input_tokens", "output_tokens", "cost_usd", "calls"}
     snapshot = json.loads(store.session_path(sid).read_text())

@@ -1,0 +1,478 @@
+"""The notebook the user ran, as the model may see it: cells, outputs, errors, variables.
+
+What leaves the kernel is decided by one setting, ``context_privacy``
+(:data:`PRIVACY_LEVELS`):
+
+``"schema"`` (the default)
+    Names, types, shapes, dtypes, column names, row counts, memory; cell inputs (the code
+    the user wrote: it is what they ask about); an output as its type and shape; the last
+    exception's traceback (frames and message: the message can quote a value).
+``"preview"``
+    All of that, plus a few rows of a DataFrame and short ``repr``\\ s of other values.
+``"none"``
+    Nothing from the kernel: the notebook tools refuse, ``@`` references are not attached.
+
+Where IPython keeps it: inputs in ``history_manager.input_hist_raw`` (by execution count),
+expression results in ``history_manager.output_hist``. IPython keeps no record of which
+cell raised nor of what cells printed: :class:`CellLog` adds a ``post_run_cell`` hook that
+keeps, per failing cell, its traceback as text (the last :data:`KEPT_ERRORS`, each cut to
+:data:`TRACEBACK_CHARS`; no exception object, so no frame and no value stays alive), and
+the execution counts of the cells that were ``%agent`` magics. Printed output and displayed
+figures are not kept by the kernel and are not captured.
+
+Reading a value runs its type's code (``len``, ``shape``, ``repr``): the user's own objects
+in the user's own kernel; an object whose method raises is described by its type only.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import traceback
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["KEPT_ERRORS", "PRIVACY_LEVELS", "TRACEBACK_CHARS", "CellLog", "Privacy",
+           "References", "attach_references", "describe_value", "format_cell",
+           "format_cells", "format_last_error", "notebook_so_far", "schema_lines"]
+
+Privacy = Literal["schema", "preview", "none"]
+PRIVACY_LEVELS: tuple[Privacy, ...] = ("schema", "preview", "none")
+
+#: Tracebacks of failing cells kept by :class:`CellLog` (older ones are forgotten).
+KEPT_ERRORS = 50
+#: A kept traceback is cut to this many code points (both ends kept).
+TRACEBACK_CHARS = 8_000
+#: A cell's input, in a listing of several cells, is cut to this many code points.
+CELL_CHARS = 2_000
+#: A value's preview (``repr`` or first rows) is cut to this many code points.
+PREVIEW_CHARS = 1_000
+PREVIEW_ROWS = 5
+_COLUMNS_SHOWN = 60
+_AGENT_MAGIC = re.compile(r"\s*%%?agent")  # %agent, %%agent and every %agent_* magic
+_IPYTHON_DIR = "/IPython/core/"
+
+
+# --------------------------------------------------------------------------- values
+def truncate(text: str, limit: int) -> str:
+    """:func:`jupyter_agent.agent.pyexec.truncate` (imported when first used: importing
+    this module, as the front end does, imports no model client)."""
+    from jupyter_agent.agent.pyexec import truncate as cut
+
+    return cut(text, limit)
+
+
+def _safe(get: Any, default: Any = None) -> Any:
+    try:
+        return get()
+    except Exception:
+        return default
+
+
+def _type_name(value: Any) -> str:
+    cls = type(value)
+    module = cls.__module__ or ""
+    return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
+
+
+def _bytes(size: int) -> str:
+    from jupyter_agent.agent.prompts import format_bytes
+
+    return format_bytes(int(size))
+
+
+def schema_lines(value: Any) -> list[str]:
+    """What ``value`` is without its values: type, shape, dtypes, column names, row
+    count, memory (as far as the type tells). One line each after the type."""
+    lines = [_type_name(value)]
+    module = type(value).__module__ or ""
+    shape = _safe(lambda: value.shape)
+    if module.startswith("pandas") and hasattr(value, "dtypes") and hasattr(value, "columns"):
+        rows, cols = shape if isinstance(shape, tuple) and len(shape) == 2 else ("?", "?")
+        memory = _safe(lambda: value.memory_usage(index=True, deep=False).sum())
+        lines.append(f"{rows:,} rows × {cols:,} columns" if isinstance(rows, int)
+                     else "shape unknown")
+        if memory is not None:
+            lines.append(f"memory: {_bytes(memory)} (without object contents)")
+        dtypes = _safe(lambda: list(value.dtypes.items()), [])
+        shown = ", ".join(f"{name} ({dtype})" for name, dtype in dtypes[:_COLUMNS_SHOWN])
+        more = f", … {len(dtypes) - _COLUMNS_SHOWN:,} more" if len(dtypes) > _COLUMNS_SHOWN else ""
+        lines.append(f"columns: {shown}{more}")
+        return lines
+    if module.startswith("pandas") and hasattr(value, "dtype") and hasattr(value, "index"):
+        lines.append(f"{_safe(lambda: len(value), '?'):,} rows, dtype {value.dtype}, "
+                     f"name {_safe(lambda: value.name)!r}")
+        memory = _safe(lambda: value.memory_usage(index=True, deep=False))
+        if memory is not None:
+            lines.append(f"memory: {_bytes(memory)} (without object contents)")
+        return lines
+    if isinstance(shape, tuple):
+        lines.append(f"shape: {shape}")
+    dtype = _safe(lambda: value.dtype)
+    if dtype is not None:
+        lines.append(f"dtype: {dtype}")
+    nbytes = _safe(lambda: value.nbytes)
+    if isinstance(nbytes, int):
+        lines.append(f"memory: {_bytes(nbytes)}")
+    elif not isinstance(shape, tuple):
+        length = _safe(lambda: len(value)) if not callable(value) else None
+        if isinstance(length, int):
+            lines.append(f"length: {length:,}")
+        size = _safe(lambda: sys.getsizeof(value))
+        if isinstance(size, int):
+            lines.append(f"memory: {_bytes(size)} (the object itself)")
+    return lines
+
+
+def preview_text(value: Any, limit: int = PREVIEW_CHARS) -> str:
+    """A few rows of a DataFrame or Series, else a ``repr``; cut to ``limit`` code points."""
+    module = type(value).__module__ or ""
+    if module.startswith("pandas") and hasattr(value, "head"):
+        text = _safe(lambda: value.head(PREVIEW_ROWS).to_string(), "")
+        if text:
+            return truncate(text, limit)
+    try:
+        text = repr(value)
+    except Exception as exc:
+        text = f"<repr failed: {type(exc).__name__}>"
+    return truncate(text, limit)
+
+
+def describe_value(label: str, value: Any, privacy: Privacy, *, values: bool = False) -> str:
+    """``label: type`` and the schema lines, indented; with ``"preview"`` (or ``values``)
+    the preview too."""
+    lines = schema_lines(value)
+    out = [f"{label}: {lines[0]}", *("  " + line for line in lines[1:])]
+    if privacy == "preview" or values:
+        out.append("  preview:")
+        out.extend("    " + line for line in preview_text(value).splitlines())
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------- the cells
+def _short_path(path: str) -> str:
+    """A library's file from ``…/site-packages/`` on, a file under the home directory
+    from ``~``: a traceback names no user's folders."""
+    import os
+
+    unix = path.replace("\\", "/")
+    if "/site-packages/" in unix:
+        return "…/site-packages/" + unix.split("/site-packages/", 1)[1]
+    home = os.path.expanduser("~").replace("\\", "/")
+    if home not in ("", "/") and unix.startswith(home + "/"):
+        return "~" + unix[len(home):]
+    return path
+
+
+def _format_traceback(exc: BaseException, names: dict[str, int]) -> str:
+    """The traceback of ``exc`` as plain text, IPython's own frames left out and cell
+    file names shown as ``In [N]``."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if _IPYTHON_DIR not in f.filename.replace("\\", "/")]
+    for frame in frames:
+        count = names.get(frame.filename)
+        match = re.fullmatch(r"<ipython-input-(\d+)-\w+>", frame.filename)
+        if count is None and match:
+            count = int(match.group(1))
+        if count is not None:
+            frame.filename = f"In [{count}]"
+        else:
+            frame.filename = _short_path(frame.filename)
+    lines = ["Traceback (most recent call last):\n"] if frames else []
+    lines += traceback.format_list(frames)
+    lines += traceback.format_exception_only(type(exc), exc)
+    return truncate("".join(lines).rstrip("\n"), TRACEBACK_CHARS)
+
+
+@dataclass
+class CellLog:
+    """What the kernel does not keep about the user's cells: which ones failed (with their
+    traceback as text) and which were ``%agent`` magics.
+
+    :meth:`start` registers a ``post_run_cell`` hook on ``shell``, :meth:`stop` removes it.
+    The hook costs one regular-expression match per cell, plus formatting the traceback of
+    a failing one. At most :data:`KEPT_ERRORS` tracebacks are kept.
+    """
+
+    shell: Any
+    errors: OrderedDict[int, str] = field(default_factory=OrderedDict)
+    agent_cells: set[int] = field(default_factory=set)
+    last_error_count: int | None = None
+    #: Cells before this execution count were covered by an earlier "notebook so far".
+    since: int = 0
+    #: ``name -> (id, type)`` of the visible variables when :meth:`mark` ran last.
+    names: dict[str, tuple[int, type]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.mark()
+
+    def mark(self) -> None:
+        """Remember where the notebook is now: the next :func:`notebook_so_far` covers
+        only the cells run, and the variables rebound, after this (a turn's end)."""
+        self.since = len(self.inputs())
+        self.names = {k: (id(v), type(v)) for k, v in _visible_namespace(self.shell).items()}
+
+    def start(self) -> None:
+        """Watch the shell's cells (idempotent)."""
+        events = getattr(self.shell, "events", None)
+        if events is not None and self._on_post_run not in events.callbacks["post_run_cell"]:
+            events.register("post_run_cell", self._on_post_run)
+
+    def stop(self) -> None:
+        """Stop watching (idempotent)."""
+        events = getattr(self.shell, "events", None)
+        if events is not None and self._on_post_run in events.callbacks["post_run_cell"]:
+            events.unregister("post_run_cell", self._on_post_run)
+
+    def _on_post_run(self, result: Any) -> None:
+        count = getattr(result, "execution_count", None)
+        raw = getattr(getattr(result, "info", None), "raw_cell", "") or ""
+        if not isinstance(count, int):
+            return
+        if _AGENT_MAGIC.match(raw):
+            self.agent_cells.add(count)
+            return
+        error = getattr(result, "error_in_exec", None) or getattr(result, "error_before_exec",
+                                                                   None)
+        if isinstance(error, BaseException):
+            names = getattr(getattr(self.shell, "compile", None), "_filename_map", {}) or {}
+            try:
+                text = _format_traceback(error, dict(names))
+            except Exception:  # a hook that fails would complain after every cell
+                text = f"{_type_name(error)} (its traceback could not be formatted)"
+            self.errors[count] = text
+            self.last_error_count = count
+            while len(self.errors) > KEPT_ERRORS:
+                self.errors.popitem(last=False)
+
+    # -- reading -----------------------------------------------------------------
+    def inputs(self) -> list[str]:
+        """``input_hist_raw`` (index = execution count; index 0 is empty)."""
+        history = getattr(self.shell, "history_manager", None)
+        return list(getattr(history, "input_hist_raw", None) or [""])
+
+    def outputs(self) -> dict[int, Any]:
+        """``output_hist``: execution count -> the value of the cell's last expression."""
+        history = getattr(self.shell, "history_manager", None)
+        return dict(getattr(history, "output_hist", None) or {})
+
+    def last_error(self) -> tuple[int | None, str] | None:
+        """``(execution count or None, traceback text)`` of the last failing cell: from the
+        hook, else from ``sys.last_value`` (cell unknown); ``None`` when none failed."""
+        if self.last_error_count is not None and self.last_error_count in self.errors:
+            return self.last_error_count, self.errors[self.last_error_count]
+        value = getattr(sys, "last_value", None)
+        if isinstance(value, BaseException):
+            return None, _format_traceback(value, {})
+        return None
+
+
+def _output_text(value: Any, privacy: Privacy, values: bool) -> str:
+    lines = schema_lines(value)
+    text = lines[0] + (f" ({'; '.join(lines[1:])})" if len(lines) > 1 else "")
+    if privacy == "preview" or values:
+        text += "\n" + preview_text(value, 500 if not values else PREVIEW_CHARS)
+    return text
+
+
+def format_cell(log: CellLog, n: int, privacy: Privacy, *, values: bool = False,
+                input_chars: int = -1) -> str:
+    """One cell: ``In [n]:`` with its code, then ``Out [n]:`` (described per ``privacy``)
+    and its error if it failed; an ``%agent`` cell is named as such, its prompt left out.
+
+    Raises
+    ------
+    KeyError
+        No cell ``n`` in this kernel's history.
+    """
+    inputs = log.inputs()
+    if not 0 < n < len(inputs):
+        raise KeyError(n)
+    if n in log.agent_cells or _AGENT_MAGIC.match(inputs[n]):
+        return f"In [{n}]: (a jupyter-agent magic: a prompt is in the conversation)"
+    parts = [f"In [{n}]:\n{truncate(inputs[n].rstrip(), input_chars)}"]
+    outputs = log.outputs()
+    if n in outputs:
+        parts.append(f"Out [{n}]: {_output_text(outputs[n], privacy, values)}")
+    if n in log.errors:
+        parts.append(f"Error in [{n}]:\n{log.errors[n]}")
+    return "\n".join(parts)
+
+
+def format_cells(log: CellLog, last: int, privacy: Privacy, *, values: bool = False) -> str:
+    """The last ``last`` cells, oldest first (see :func:`format_cell`); each input cut to
+    :data:`CELL_CHARS`."""
+    inputs = log.inputs()
+    numbers = list(range(max(1, len(inputs) - max(1, last)), len(inputs)))
+    if not numbers:
+        return "(no cells have run in this kernel)"
+    return "\n\n".join(format_cell(log, n, privacy, values=values, input_chars=CELL_CHARS)
+                       for n in numbers)
+
+
+def format_last_error(log: CellLog) -> str:
+    """The last failing cell's number and traceback, or a line saying none failed."""
+    found = log.last_error()
+    if found is None:
+        return "(no cell has failed in this kernel)"
+    count, text = found
+    return (f"Error in [{count}]:\n" if count is not None else "Last error:\n") + text
+
+
+def _one_line(text: str, limit: int) -> str:
+    line = " ".join(text.strip().splitlines()[:1])
+    more = text.strip().count("\n")
+    line = line if len(line) <= limit else line[:limit - 1] + "…"
+    return line + (f" … (+{more} line{'s' if more != 1 else ''})" if more else "")
+
+
+NOTEBOOK_START = ("--- the notebook since the last prompt (jupyter-agent, context_privacy: "
+                  "{privacy}) ---")
+NOTEBOOK_END = "--- end of the notebook section ---"
+
+
+def notebook_so_far(log: CellLog, privacy: Privacy, budget_tokens: int) -> str | None:
+    """A compact section on what the user did since :meth:`CellLog.mark`: each cell run
+    (the first line of its code, and its result or error in one line) and the variables
+    rebound (their schema in one line); ``None`` when no cell ran, under ``"none"``, or
+    with a budget of 0. The newest cells are kept within ``budget_tokens`` (at 4
+    characters a token)."""
+    inputs = log.inputs()
+    numbers = [n for n in range(max(1, log.since), len(inputs))
+               if n not in log.agent_cells and not _AGENT_MAGIC.match(inputs[n])]
+    if privacy == "none" or budget_tokens <= 0 or not numbers:
+        return None
+    outputs = log.outputs()
+    lines = []
+    for n in numbers:
+        line = f"In [{n}]: {_one_line(inputs[n], 100)}"
+        if n in log.errors:
+            line += " → " + _one_line(log.errors[n].rstrip().splitlines()[-1], 120)
+        elif n in outputs:
+            line += " → " + _one_line(_output_text(outputs[n], privacy, False), 160)
+        lines.append(line)
+    changed = []
+    for name, value in _visible_namespace(log.shell).items():
+        if log.names.get(name) != (id(value), type(value)):
+            schema = schema_lines(value)
+            new = "" if name in log.names else " (new)"
+            changed.append(f"{name}{new}: " + "; ".join(
+                [schema[0], *(x for x in schema[1:] if not x.startswith("memory"))])[:160])
+    removed = sorted(set(log.names) - set(_visible_namespace(log.shell)))
+    half = budget_tokens * 2  # at most half of the budget: the cells keep room
+    if changed:
+        line = "variables changed: " + " | ".join(changed)
+        lines.append(line if len(line) <= half else line[:half - 1] + "…")
+    if removed:
+        lines.append("variables deleted: " + ", ".join(removed[:20]))
+    budget, used = budget_tokens * 4, 0
+    kept: list[str] = []
+    for line in reversed(lines):  # the newest first, within the budget
+        if used + len(line) + 1 > budget:
+            if not kept:  # the newest line alone is too long: its start
+                kept.append(line[:max(1, budget - 1)] + "…")
+            if len(kept) < len(lines):
+                kept.append(f"(… {len(lines) - len(kept)} earlier lines left out)")
+            break
+        kept.append(line)
+        used += len(line) + 1
+    return "\n".join([NOTEBOOK_START.format(privacy=privacy), *reversed(kept), NOTEBOOK_END])
+
+
+# --------------------------------------------------------------------------- references
+_FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.M | re.S)
+_SPAN = re.compile(r"`[^`\n]*`")
+_REFERENCE = re.compile(r"(?:(?<=\s)|^)@(In\[(\d+)\]|Out\[(\d+)\]|error\b|"
+                        r"[A-Za-z_][A-Za-z0-9_]*)")
+_MAX_REFERENCES = 20
+
+
+@dataclass
+class References:
+    """What :func:`attach_references` found in a prompt.
+
+    Attributes
+    ----------
+    prompt : str
+        The prompt as sent: as typed, plus the attachments block when there is one.
+    attached : list of str
+        One line per attachment (what was sent), for the turn's notices.
+    unknown : list of str
+        One line per reference not attached (unknown name or cell, privacy ``none``).
+    """
+
+    prompt: str
+    attached: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+
+
+ATTACH_START = "--- attached by jupyter-agent (context_privacy: {privacy}) ---"
+ATTACH_END = "--- end of attachments ---"
+
+
+def _visible_namespace(shell: Any) -> dict[str, Any]:
+    ns = dict(getattr(shell, "user_ns", {}) or {})
+    hidden = set(getattr(shell, "user_ns_hidden", {}) or {})
+    return {k: v for k, v in ns.items()
+            if not k.startswith("_") and k not in hidden and type(v).__name__ != "module"}
+
+
+def attach_references(prompt: str, log: CellLog, privacy: Privacy, *,
+                      limit: int = 10_000) -> References:
+    """Find ``@name``, ``@In[N]``, ``@Out[N]`` and ``@error`` in ``prompt`` and attach them.
+
+    A reference starts the prompt or follows whitespace (``bob@example.com`` is none) and
+    is outside code (fenced blocks and code spans are skipped, so a decorator in code is
+    none); ``@name`` must name a visible variable of the user's namespace. Each
+    attachment is cut to ``limit`` code points; at most 20 are attached. Under
+    ``"none"`` nothing is attached.
+    """
+    text = _SPAN.sub(lambda m: " " * len(m.group()), _FENCE.sub(
+        lambda m: re.sub(r"[^\n]", " ", m.group()), prompt))
+    found: list[str] = []
+    for match in _REFERENCE.finditer(text):
+        if match.group(0) not in found:
+            found.append(match.group(0))
+    if not found:
+        return References(prompt)
+    refs = References(prompt)
+    if privacy == "none":
+        refs.unknown.append(f"not attached: {', '.join(found)} (context_privacy is 'none')")
+        return refs
+    ns = _visible_namespace(log.shell)
+    inputs, outputs = log.inputs(), log.outputs()
+    blocks: list[str] = []
+    for ref in found[:_MAX_REFERENCES]:
+        body: str | None = None
+        if ref.startswith("@In["):
+            n = int(ref[4:-1])
+            if 0 < n < len(inputs) and not _AGENT_MAGIC.match(inputs[n]):
+                body = format_cell(log, n, privacy)
+        elif ref.startswith("@Out["):
+            n = int(ref[5:-1])
+            if n in outputs:
+                body = f"Out [{n}]: {_output_text(outputs[n], privacy, False)}"
+        elif ref == "@error":
+            if log.last_error() is not None:
+                body = format_last_error(log)
+        elif ref[1:] in ns:
+            body = describe_value(ref[1:], ns[ref[1:]], privacy)
+        if body is None:
+            what = ("no cell has failed" if ref == "@error" else
+                    "no such cell or output in this kernel" if "[" in ref else
+                    "no such variable")
+            refs.unknown.append(f"{ref}: {what}; sent as typed")
+            continue
+        body = truncate(body, limit)
+        blocks.append(f"{ref}\n{body}")
+        head = " · ".join(line.strip() for line in body.splitlines()[:2])
+        refs.attached.append(f"attached {ref}: {head[:160]} ({len(body):,} characters, "
+                             f"context_privacy {privacy})")
+    if len(found) > _MAX_REFERENCES:
+        refs.unknown.append(f"{len(found) - _MAX_REFERENCES} more references not attached "
+                            f"(at most {_MAX_REFERENCES})")
+    if blocks:
+        refs.prompt = "\n\n".join([prompt.rstrip(), ATTACH_START.format(privacy=privacy),
+                                   *blocks, ATTACH_END])
+    return refs
