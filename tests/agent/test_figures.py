@@ -336,7 +336,8 @@ def test_a_figure_file_replaced_by_a_link_or_fifo_is_refused(
 
 def test_a_long_context_drops_old_images_before_summarising(
         store: SessionStore, kshell: InteractiveShell) -> None:
-    from jupyter_agent.agent.context import estimate_tokens
+    from jupyter_agent.agent.context import estimate_schema_tokens, estimate_tokens
+    from jupyter_agent.agent.window import reply_budget
 
     def first_turn(window: int) -> tuple[Agent, ScriptedModelServer]:
         server = ScriptedModelServer([*run_code(PLOT, "two plots"), {"text": "ok"}]).start()
@@ -344,17 +345,20 @@ def test_a_long_context_drops_old_images_before_summarising(
         agent.run("plot it")
         return agent, server
 
-    # how large the context is with the images counted (the endpoint's report) and without
-    probe, server = first_turn(10**7)
+    # how large the request is with the images counted (the endpoint's report) and without
+    # (the tool schemas stay), under a small window like the one the test then uses
+    probe, server = first_turn(4096)
     nxt = {"role": "user", "content": "next"}
     with_images = probe.conversation.estimated_tokens() + estimate_tokens([nxt])
     plain = [{k: v for k, v in m.items() if k != "figures"} for m in probe.conversation.messages]
-    without = estimate_tokens([*plain, nxt])
+    without = estimate_tokens([*plain, nxt]) + estimate_schema_tokens(probe.request_tools())
     probe.close()
     server.stop()
     assert with_images > without + 400
 
-    agent, server = first_turn(int((with_images + without) / 2 / 0.8))
+    middle = (with_images + without) / 2  # compaction starts there: images go, no summary
+    window = next(w for w in range(1024, 8192) if 0.8 * w - reply_budget(w) >= middle)
+    agent, server = first_turn(window)
     rec = Recorder()
     assert agent.run("next", on_event=rec) == "ok"
     notices = [e.text for e in rec.events if isinstance(e, Notice)]
