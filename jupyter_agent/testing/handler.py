@@ -140,6 +140,8 @@ class _HTTPServer(ThreadingHTTPServer):
         super().shutdown_request(request)
 
     def handle_error(self, request: Any, client_address: Any) -> None:  # no stderr traceback
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return  # the client went away (a reset keep-alive connection): not a failure
         self.owner._record_error(traceback.format_exc())
 
 

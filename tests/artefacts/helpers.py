@@ -76,30 +76,10 @@ ANALYSIS: list[tuple[str, list[Any]]] = [
 ]
 
 
-#: What the scripted server counts for the built-in tools' definitions (tokens) when the
-#: windows of these tests were chosen.
-TOOLS_TOKENS_WHEN_CHOSEN = 1_045
-
-
-def tools_growth_window() -> int:
-    """Tokens to add to a window chosen when the built-in tools' definitions were
-    :data:`TOOLS_TOKENS_WHEN_CHOSEN` tokens, so that the compactions fall where they did:
-    what the definitions grew by, over the 80% of the window where compaction starts."""
-    from jupyter_agent.agent.builtin_tools import BuiltinTools
-    from jupyter_agent.testing import estimate_prompt_tokens
-
-    tools = [t.schema() for t in BuiltinTools(SessionState).tools()]
-    growth = estimate_prompt_tokens({"tools": tools}) - TOOLS_TOKENS_WHEN_CHOSEN
-    return max(0, -(-growth * 5 // 4))
-
-
 def run_turns(server: ScriptedModelServer, store: SessionStore,
               turns: Sequence[tuple[str, list[Any]]] = ANALYSIS,
               **agent_options: Any) -> tuple[str, list[Snapshot]]:
-    """Run ``turns`` with a real agent; return the session ID and a snapshot per turn
-    (a ``context_window`` grows by :func:`tools_growth_window`)."""
-    if agent_options.get("context_window"):
-        agent_options["context_window"] += tools_growth_window()
+    """Run ``turns`` with a real agent; return the session ID and a snapshot per turn."""
     steps = [step for _, answers in turns for step in answers]
     route = router(steps)
     server.add_steps([route] * (len(steps) + 20))
