@@ -9,6 +9,9 @@ Resume disabled, and Details, Resume, Archive and Delete work by clicking. Savin
 notebook stores widget state that holds no session the panel does not show. Screenshots
 of both themes and a narrow window are saved under ``tests/browser/artifacts/``. A third
 notebook gets a hostile reply and summary: nothing in them runs or is fetched.
+A fourth runs a slow tool call that draws a figure: the finished turn shows the image
+and no status text, and the panel's Details view renders the figure without a widget error.
+In a fifth, ``%agent_cell`` puts the agent's code into a new cell that runs again.
 """
 
 from __future__ import annotations
@@ -341,3 +344,64 @@ def test_agent_cell_puts_the_code_in_a_new_cell_that_reruns(lab: Lab, page: Any)
         page.wait_for_timeout(250)
     assert sources[len(HANDED)].startswith("# from jupyter-agent session ")
     assert sources[len(HANDED)].endswith("total = sum(range(10))\ntotal")
+
+
+#: Code the scripted model asks to run: longer than the 3 s before a status line shows,
+#: then a figure drawn with the inline backend, as a notebook user would.
+SLOW_PLOT = ("import time\nimport matplotlib.pyplot as plt\ntime.sleep(4.5)\n"
+             "plt.plot([1, 3, 2, 4])\nplt.title('slow plot')\nplt.show()")
+
+FIGURE = [
+    "%load_ext jupyter_agent",
+    "import tempfile\n"
+    "from jupyter_agent.testing import ScriptedModelServer\n"
+    "memory = tempfile.mkdtemp()\n"
+    "%config AgentMagics.memory_dir = memory\n"
+    "%config AgentMagics.approve = \"auto\"\n"
+    f"plot = {{'name': 'run_python', 'arguments': {{'code': {SLOW_PLOT!r}}}}}\n"
+    "server = ScriptedModelServer([{'tool_calls': [plot]}, {'text': 'Here is the plot.'}])"
+    ".start()\n"
+    "%config AgentMagics.base_url = server.base_url",
+    "%agent_new --title Figure\n%agent draw the plot",
+    "%agent_sessions",
+    "print('FIGURE' + ' DONE')",
+]
+
+
+def test_a_slow_figure_turn_and_its_details(lab: Lab, page: Any) -> None:
+    """A tool call that runs > 3 s and draws a figure: the live status line shows while it
+    runs and is gone from the finished turn, which shows the figure as an image with no
+    model-facing "[figure 1: …]" line and no lone "→" under it; the panel's Details view
+    renders the figure as an image, with no widget error anywhere on the page."""
+    lab.write_notebook("figure.ipynb", FIGURE)
+    start_all(page, lab, "figure.ipynb", fresh=True)
+    page.get_by_text(re.compile("run_python running — \\d+ s")).wait_for(timeout=120_000)
+    page.wait_for_selector("text=FIGURE DONE", timeout=120_000)
+
+    turn = page.locator(".jp-CodeCell", has_text="%agent draw the plot")
+    turn.get_by_text("Here is the plot.").wait_for()
+    figure = turn.locator(".jp-OutputArea-output img").first
+    figure.wait_for()
+    assert figure.evaluate("img => img.complete && img.naturalWidth") > 0
+    turn_text = turn.locator(".jp-OutputArea").inner_text()
+    assert "[figure 1" not in turn_text and "shown to the user" not in turn_text
+    assert "→" not in [line.strip() for line in turn_text.splitlines()]
+    outputs = "\n".join(page.locator(".jp-Notebook .jp-OutputArea").all_inner_texts())
+    assert "running —" not in outputs and "waiting for the model" not in outputs
+    figure.scroll_into_view_if_needed()
+    shot(page, "figure-turn")
+
+    row(page, "Figure").get_by_role("button", name="Details").click()
+    details = page.locator(".widget-vbox", has_text="Details — Figure").last
+    details.wait_for()
+    image = details.locator("img[src^='data:'], img[src^='blob:']").first
+    error = page.get_by_text(re.compile("Click to show javascript error|Failed to create view"))
+    image.or_(error).first.wait_for()  # whichever the widget view shows
+    assert error.count() == 0, "a widget view failed: " + error.first.inner_text()
+    page.wait_for_function("img => img.complete && img.naturalWidth > 0",
+                           arg=image.element_handle())
+    page.wait_for_timeout(500)  # any other failing view has shown its error
+    body = page.locator("body").inner_text()
+    assert "Click to show javascript error" not in body and "Failed to create view" not in body
+    details.scroll_into_view_if_needed()
+    shot(page, "details-figure")
