@@ -175,7 +175,8 @@ def test_a_notebook_session_in_jupyterlab(lab: Lab, page: Any) -> None:
         .inner_text()
     row(page, "Second").get_by_role("button", name="Resume").click()
     page.get_by_text(re.compile("Resumed ‘Second’")).wait_for()
-    assert "active in this kernel" in row(page, "Second").inner_text()
+    # the row is redrawn by its own widget message, which may come after the notice's
+    row(page, "Second").get_by_text("active in this kernel").wait_for()
     row(page, "Dollars").get_by_role("button", name="Archive").click()
     page.get_by_text(re.compile("Archived session")).wait_for()
     assert panel_names(page, ["Second", "Held"]) == ["Second", "Held"]
