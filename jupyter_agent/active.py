@@ -1,7 +1,7 @@
 """The active session of a kernel: its store, options and agent, and one turn of it.
 
-An :class:`ActiveSession` exists while the session's agent holds its lease (design §7,
-§13). Before every turn the agent is brought up to date with the settings of the
+An :class:`ActiveSession` exists while the session's agent holds its lease. Before
+every turn the agent is brought up to date with the settings of the
 moment: its config (limits, approval, streaming) is refreshed, and its model is rebuilt
 -- same session, same lease, nothing read from disk -- when a setting the model is
 built from, or the API key in the environment, changed.

@@ -5,7 +5,7 @@
 the session's ``api`` (:data:`~jupyter_agent.settings.MODEL_APIS`), with the settings'
 request fields.
 
-Endpoint and key (design §14): the endpoint is ``base_url``, else ``$OPENAI_BASE_URL``,
+Endpoint and key: the endpoint is ``base_url``, else ``$OPENAI_BASE_URL``,
 else the OpenAI API (whose own URL counts as no ``base_url``) -- always what this kernel's
 user configured (:func:`configured_base_url`), never a value read from a session or a
 team-store row, which may only be named (:func:`describe_endpoint`). The key is read from the

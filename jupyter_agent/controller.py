@@ -8,7 +8,7 @@ tests call it directly.
 
 Invariants
 ----------
-- One owner of the lease per session (design §7, §13): the active session's
+- One owner of the lease per session: the active session's
   :class:`~jupyter_agent.agent.Agent`, through its
   :class:`~jupyter_agent.agent.conversation.Conversation`, holds the session's lease for
   as long as the session is active. The controller takes no lease of its own; whenever
@@ -347,7 +347,7 @@ class AgentController:
         The endpoint is always this kernel's (options, remembered options, settings,
         ``$OPENAI_BASE_URL``): the saved one is only compared with it, and a difference
         is said in :attr:`Resumed.endpoint_note`. Limits come from the explicit or
-        remembered options, else from the settings (design §6). An archived session is
+        remembered options, else from the settings. An archived session is
         unarchived.
 
         Parameters
@@ -451,7 +451,7 @@ class AgentController:
         return self._store_for(sid).load_session(sid)
 
     def read_figure(self, session_id: str, figure_id: str) -> FigureData:
-        """A figure of a session (design §23), read without its lease.
+        """A figure of a session, read without its lease.
 
         Raises
         ------
@@ -615,7 +615,7 @@ class AgentController:
         self._remembered.pop(sid, None)
         return SessionChange(sid, "deleted", was_active, title)
 
-    # ---- artefacts (design §17)
+    # ---- artefacts
     def fork(self, session_id: str | None = None, *, at: int | None = None,
              title: str | None = None) -> Forked:
         """Fork a session (default: the active one) and make the fork the active session.

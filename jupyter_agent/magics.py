@@ -85,7 +85,7 @@ def _print(text: str) -> None:
 
 @magics_class
 class AgentMagics(Magics):
-    """The agent magics and their settings (design §14: declared in one table)."""
+    """The agent magics and their settings (declared in one table)."""
 
     # The settings: one config trait per row of jupyter_agent.settings.OPTIONS, each
     # validated by that row (a bad value raises TraitError naming the setting).
@@ -191,7 +191,7 @@ class AgentMagics(Magics):
         resumed = self._controller.resume(args.session_id, options_from_args(args))
         self._show(format_resumed(resumed), lambda: recap.resumed_markdown(resumed))
         figure = last_figure(resumed.record.transcript)
-        if figure is not None and self._jupyter:  # the last figure, small (design §23)
+        if figure is not None and self._jupyter:  # the last figure, small
             show_blocks([figure], self._figure_reader(resumed.record.id), width=RECAP_WIDTH)
 
     def _figure_reader(self, session_id: str) -> Callable[[str], Any]:
@@ -367,7 +367,7 @@ class AgentMagics(Magics):
                 return
         _print(self._controller.delete(sid).describe())
 
-    # ---- sessions as artefacts (design §17)
+    # ---- sessions as artefacts
     @line_magic
     @error_boundary
     @magic_arguments()

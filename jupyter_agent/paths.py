@@ -10,9 +10,9 @@ The project root is the nearest ancestor of the kernel's working directory (a no
 kernel starts in the notebook's folder), the directory itself included, that contains
 ``.jupyter_agent``, ``.git`` or ``pyproject.toml``; if none does, it is the working
 directory itself. Notes (``project.md``, ``user.md``) and ``sessions/`` live in that one
-memory directory (design §2).
+memory directory.
 
-A ``.jupyter_agent`` planted by someone else is never adopted (design §2): a directory
+A ``.jupyter_agent`` planted by someone else is never adopted: a directory
 that holds a ``.jupyter_agent`` counts as a project root only if both belong to the
 current user and ``.jupyter_agent`` is a real directory (not a symbolic link);
 otherwise the search goes on upwards as if that directory were not there.

@@ -1,6 +1,6 @@
 """Where one kernel's sessions live: its project root, memory directory and store.
 
-The project root is found once, from the kernel's starting directory (design §2), so an
+The project root is found once, from the kernel's starting directory, so an
 ``os.chdir`` later does not move the sessions. The memory directory and the store are
 chosen from the current settings each time they are asked for (``%config`` applies at
 once); a store is made once per (store URL, memory directory) and reused, so its

@@ -1,6 +1,6 @@
 """Executing one tool batch: the calls of one assistant message, in order.
 
-The batch is recorded by the caller in *one* save after it completes (design §5). If
+The batch is recorded by the caller in *one* save after it completes. If
 anything interrupts it -- ``KeyboardInterrupt`` from a tool or from an ``on_event``
 callback -- :meth:`BatchProgress.finish_interrupted` answers every call that has no
 result yet (the running one: "interrupted"; the rest: "not executed"),
@@ -160,7 +160,7 @@ def execute_batch(
             raise
         text = truncate(outcome.text, max_output_chars)
         result: dict[str, Any] = {"role": "tool", "tool_call_id": call_id, "content": text}
-        if outcome.figures:  # references of the figures it made (design §23)
+        if outcome.figures:  # references of the figures it made
             result["figures"] = list(outcome.figures)
         message = to_message_dict(result)
         progress.results.append(message)

@@ -367,7 +367,7 @@ class BuiltinTools:
         refusal = self._approve(code)
         if refusal is not None:
             raise ToolError(refusal)
-        with self.figures.capture(self._shell()) as capture:  # design §23
+        with self.figures.capture(self._shell()) as capture:
             outcome = run_code(code, self.namespace())
         outcome, figures = self.figures.keep(capture, outcome)
         text = format_outcome(outcome)

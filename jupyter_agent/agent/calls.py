@@ -7,7 +7,7 @@ of the :class:`~jupyter_agent.agent.conversation.Conversation`:
 * the reply (text and tool calls) is appended; the caller saves it (save point 2);
 * its usage -- reported tokens, or ~4 characters per token where the endpoint reported
   none or numbers that cannot be true (:mod:`~jupyter_agent.agent.usage_check`) -- goes
-  to the :class:`Meter` (session and turn usage, design §6, §22);
+  to the :class:`Meter` (session and turn usage);
 * a request stopped mid-reply (``KeyboardInterrupt``, or an exception from an
   ``on_event`` callback) keeps the partial text as an assistant message with a marker
   saying what stopped it, drops the tool calls that never ran, and is **still
@@ -16,8 +16,7 @@ of the :class:`~jupyter_agent.agent.conversation.Conversation`:
   before the exception propagates;
 * a connection that drops mid-reply (a :class:`~jupyter_agent.errors.ModelError` with
   ``mid_reply``) is kept the same way -- the text that arrived, marked "cut off: the
-  connection dropped mid-reply", counted and saved -- before the error propagates
-  (design §22);
+  connection dropped mid-reply", counted and saved -- before the error propagates;
 * any other :class:`~jupyter_agent.errors.ModelError` (the endpoint failed) propagates
   untouched; such a request is not counted (nothing was generated).
 """
@@ -40,7 +39,7 @@ from jupyter_agent.store import SessionState, Usage
 __all__ = ["DROPPED", "Meter", "call_model"]
 
 DROPPED = "cut off: the connection dropped mid-reply"
-"""How the marker of a reply whose connection dropped says so (design §22)."""
+"""How the marker of a reply whose connection dropped says so."""
 
 
 class Meter:

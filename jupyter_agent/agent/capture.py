@@ -1,4 +1,4 @@
-"""Capturing what agent-run code displays: ``display()`` and matplotlib figures (design §23).
+"""Capturing what agent-run code displays: ``display()`` and matplotlib figures.
 
 ``run_python`` executes code with ``exec`` inside a ``%%agent`` cell, not as a cell of its
 own, so neither the shell's display machinery nor matplotlib's inline backend knows the

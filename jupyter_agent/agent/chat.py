@@ -2,7 +2,7 @@
 
 :class:`ChatModel` implements :class:`~jupyter_agent.agent.model.Model` over
 ``client.chat.completions.create`` of the official ``openai`` client, which keeps doing
-what it is good at: retries, timeouts, error classes, SSE parsing (design §12).
+what it is good at: retries, timeouts, error classes, SSE parsing.
 
 The fast request path: the client runs every request argument through a client-side
 transform that walks it against its typed parameter graph -- for a long session, tens

@@ -1,6 +1,6 @@
 """Compaction: replace older turns of the working context with one summary message.
 
-Policy (design §4): the system message (which carries the notes) stays first; the most
+Policy: the system message (which carries the notes) stays first; the most
 recent turns stay verbatim (:func:`~jupyter_agent.agent.context.choose_cut`: the last
 ``keep_turns`` user turns if they fit in ``keep_tokens``, else as much recent context
 as fits, cut only before a user or assistant message so a tool call never loses its
@@ -181,7 +181,7 @@ def compact(
         Receives a :class:`Notice`: compacted (tokens before and after), or why not.
     keep_from : int, optional
         Index of the request of the turn in progress: it and everything after it stay
-        verbatim however long they are (design §22).
+        verbatim however long they are.
 
     Returns
     -------

@@ -3,7 +3,7 @@
 The front end builds it from the settings table
 (:meth:`jupyter_agent.settings.Settings.agent_config`); Python users build it directly.
 It can be swapped between turns (``agent.config = ...``): limits and approval always
-come from the current config, never from the saved session (design §6).
+come from the current config, never from the saved session.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ ApprovalPolicy = Literal["auto", "ask", "deny"]
 APPROVALS: tuple[ApprovalPolicy, ...] = ("auto", "ask", "deny")
 
 Vision = Literal["auto", "on", "off"]
-"""Sending figures to the model as images (design §23): try and go on without them
+"""Sending figures to the model as images: try and go on without them
 where the endpoint refuses images, always, or never."""
 VISION_MODES: tuple[Vision, ...] = ("auto", "on", "off")
 
@@ -57,7 +57,7 @@ class AgentConfig:
         Replaces the default system prompt of a *new* session (a resumed session keeps
         its saved system message).
     vision : {"auto", "on", "off"}
-        Send the figures the agent's code makes to the model as images (design §23).
+        Send the figures the agent's code makes to the model as images.
     max_images : int
         At most this many images in one model request: the newest figures of the
         working context (0: none).

@@ -2,7 +2,7 @@
 
 Pure functions over lists of Chat Completions message dicts; nothing here does I/O.
 
-Invariants kept by the loop with these helpers (design §3):
+Invariants kept by the loop with these helpers:
 
 * every assistant tool call is followed, before the next non-tool message, by
   exactly one ``tool`` message answering it (a missing one gets a synthetic
@@ -134,7 +134,7 @@ def repair_tool_pairs(
     """Give every assistant tool call exactly one result; drop orphan results.
 
     Existing results keep their order; synthetic ones follow them, right after the
-    batch (design §3).
+    batch.
 
     Parameters
     ----------
@@ -227,7 +227,7 @@ def choose_cut(
         Recent user turns to keep whole when they fit.
     keep_from : int, optional
         ``messages[keep_from:]`` stay verbatim whatever their size: the index of the
-        request of the turn in progress, which is never summarized (design §22).
+        request of the turn in progress, which is never summarized.
 
     Returns
     -------

@@ -1,7 +1,6 @@
 """A session's conversation: working messages, checkpointed state, and their persistence.
 
-:class:`Conversation` is the one owner of a saved session while an agent works on it
-(design §13):
+:class:`Conversation` is the one owner of a saved session while an agent works on it:
 
 - **The lease.** :meth:`Conversation.create` and :meth:`Conversation.open` take the
   session's lease (``store.acquire_lease``) and hold it until :meth:`close`; nothing
@@ -12,14 +11,14 @@
   (:meth:`record`) all come from that one read.
 - **One store call per save point.** :meth:`save` records the messages appended since
   the last save *and* the checkpoint, when either changed, with one
-  ``store.save(session_id, messages, state)`` (design §5, §6); when nothing changed it
+  ``store.save(session_id, messages, state)``; when nothing changed it
   does not call the store at all.
 - **The stored format.** Every message enters through :meth:`append`, which normalizes
   it with :func:`~jupyter_agent.store.to_message_dict` (plain Chat Completions JSON, no
   lone surrogates), so the working context in memory always equals what was saved.
 - **Figures.** :meth:`save_figure` keeps a figure with the session (``store.save_figure``,
-  under the lease) before any message refers to it; :meth:`read_figure` reads it back
-  (design §23). An in-memory conversation keeps them in memory.
+  under the lease) before any message refers to it; :meth:`read_figure` reads it back.
+  An in-memory conversation keeps them in memory.
 
 Without a store the conversation lives in memory and every persistence method is a
 no-op. Everything is typed against the :class:`~jupyter_agent.store.Store` protocol.
@@ -192,7 +191,7 @@ class Conversation:
             conversation.has_summary = bool(record.summary.strip())
             conversation._record = record
             if reconcile_counters(conversation.state, record.transcript):
-                conversation.save()  # calls a lost checkpoint missed count (design §22)
+                conversation.save()  # calls a lost checkpoint missed count
             if repair:
                 conversation.repair(RESUME_REPAIR)
         except BaseException:
@@ -201,7 +200,7 @@ class Conversation:
         return conversation
 
     def _hold(self, store: Store, session_id: str) -> None:
-        store.acquire_lease(session_id)  # held until close() (design §7)
+        store.acquire_lease(session_id)  # held until close()
         self.store, self.session_id, self._leased = store, session_id, True
 
     # ---- the lease --------------------------------------------------------------------
@@ -237,7 +236,7 @@ class Conversation:
 
     def save(self) -> None:
         """One save point: new messages and the checkpoint, in one store call if either
-        changed (design §5); nothing when neither did.
+        changed; nothing when neither did.
 
         Raises
         ------
@@ -259,7 +258,7 @@ class Conversation:
 
     def take_back(self, message: dict[str, Any]) -> bool:
         """Remove ``message`` from the end of the working context if it was never saved
-        (a save that failed, design §22).
+        (a save that failed).
 
         Returns
         -------
@@ -274,7 +273,7 @@ class Conversation:
 
     def replace(self, messages: Sequence[Any], *, summary: str, replaced: int) -> None:
         """Replace the working context (compaction, repair); the transcript keeps the
-        originals and the store records a compaction event (design §4).
+        originals and the store records a compaction event.
 
         Messages appended since the last save are saved first, with the checkpoint (and
         so the usage of the summarizing call), so they reach the transcript and a kill
@@ -291,7 +290,7 @@ class Conversation:
         self.save()
 
     def repair(self, reason: str) -> bool:
-        """Give every tool call a result and drop orphan results (design §3).
+        """Give every tool call a result and drop orphan results.
 
         Only the messages added since the last check are looked at (and the tool batch
         they may continue), so checking before every model request stays cheap. Code
@@ -324,7 +323,7 @@ class Conversation:
         return True
 
     def ensure_summary(self) -> None:
-        """Write the fallback summary if the session has none (design §9)."""
+        """Write the fallback summary if the session has none."""
         if self.store is None or self.session_id is None or self.has_summary:
             return
         self.has_summary = bool(self.store.ensure_summary(self.session_id).strip())
@@ -369,7 +368,7 @@ class Conversation:
             "updated_at": utc_now() if self.messages != loaded.messages else loaded.updated_at,
         })
 
-    # ---- figures (design §23) ------------------------------------------------------------
+    # ---- figures ------------------------------------------------------------
     def save_figure(self, figure_id: str, data: bytes, media_type: str) -> None:
         """Keep a figure with the session (in memory without a store).
 

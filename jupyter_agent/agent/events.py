@@ -124,8 +124,9 @@ class Notice:
 
 @dataclass(frozen=True)
 class Displayed:
-    """Code the agent runs displayed something: a figure, an image, a DataFrame
-    (design §23). Sent while the tool call runs, in order, as it happens.
+    """Code the agent runs displayed something: a figure, an image, a DataFrame.
+
+    Sent while the tool call runs, in order, as it happens.
 
     A front end that passes ``on_event`` shows these itself, in their place within the
     turn (where ``shown`` is true); without ``on_event`` the agent publishes them through

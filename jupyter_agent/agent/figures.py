@@ -1,5 +1,5 @@
 """The figures a ``run_python`` call makes: numbered, kept with the session, named in
-its result (design §23).
+its result.
 
 :class:`FigureKeeper` is the part of the built-in tools that turns what
 :class:`~jupyter_agent.agent.capture.OutputCapture` caught into

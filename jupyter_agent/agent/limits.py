@@ -1,6 +1,6 @@
 """Resource limits of a session, and the notices that end a turn (a limit, a cut-off reply).
 
-Design §6: ``max_tool_calls`` and ``max_cost_usd`` count the whole session, including
+``max_tool_calls`` and ``max_cost_usd`` count the whole session, including
 what was recorded before a restart (the checkpoint restores both counters);
 ``max_iterations`` counts model calls within one user turn and starts at 0 on every
 ``run``. Limits always come from the current options, never from the saved session.

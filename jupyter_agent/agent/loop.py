@@ -6,19 +6,19 @@
 persistence), an :class:`~jupyter_agent.agent.config.AgentConfig`, the tool registry
 with the built-in tools, and a :class:`~jupyter_agent.agent.calls.Meter` for usage.
 
-Save points (design §5), each one ``Conversation.save`` -- one store call recording the
+Save points, each one ``Conversation.save`` -- one store call recording the
 new messages and the checkpoint together:
 
 1. after appending the user message;
 2. after each model response (the assistant message, with its tool calls);
 3. after each completed tool batch (all of its results together).
 
-The checkpoint (design §6) is also saved before each model request when it changed, and
+The checkpoint is also saved before each model request when it changed, and
 after a limit notice, a compaction or an interrupt. A tool batch is never half recorded:
 if it is interrupted (``KeyboardInterrupt``, also raised from an ``on_event`` callback),
 the calls that did not finish get "interrupted" results, the batch is saved, and the
 interrupt is re-raised. A stream interrupted or dropped mid-reply keeps the partial text
-(the call is still counted; design §22). A reply cut off by ``finish_reason``
+(the call is still counted). A reply cut off by ``finish_reason``
 "length"/"content_filter" ends the turn with a notice; its tool calls are answered "not
 executed" and never run.
 
@@ -73,7 +73,7 @@ CUT_OFF_SKIP = "not executed: the reply was cut off"
 class Agent:
     """An agent whose conversation is a (optionally saved) session.
 
-    The agent owns its conversation and so the session's lease (design §7): from
+    The agent owns its conversation and so the session's lease: from
     construction until :meth:`close` no other process, and no other store object, can
     take the session over. Use it as a context manager, or call :meth:`close`; a closed
     agent cannot ``run``.
@@ -152,7 +152,7 @@ class Agent:
                                       privacy=self.config.context_privacy, cells=cells)
         self._builtins.notify = lambda text: self._emit(Notice(text))
         self._builtins.emit = lambda event: self._emit(event)
-        figures = self._builtins.figures  # design §23: kept with the session, shown, sent
+        figures = self._builtins.figures  # kept with the session, shown, sent
         figures.save = lambda fid, data, media_type: self.conversation.save_figure(
             fid, data, media_type)
         figures.emit = lambda event: self._emit(event)
@@ -361,7 +361,7 @@ class Agent:
             When the agent was closed.
         PromptTooLongError
             When the prompt cannot fit the context window even with only the system
-            message; nothing was sent or saved (design §22).
+            message; nothing was sent or saved.
         SessionLockedError
             When the lease was lost and another process or store now holds it.
         ContextMismatchError
@@ -375,7 +375,7 @@ class Agent:
         Notes
         -----
         When the turn ends -- normally, by a limit, a model error or an interrupt -- the
-        fallback summary is written if the session has none (design §9).
+        fallback summary is written if the session has none.
         """
         self._check_open()
         self.stop_reason, self.limit_error = None, None
@@ -406,7 +406,7 @@ class Agent:
         self._check_fits(request)  # nothing sent or saved when it cannot fit
         self._record_model()
         conversation.append(request)
-        self._request = conversation.messages[-1]  # never compacted away (design §22)
+        self._request = conversation.messages[-1]  # never compacted away
         try:
             conversation.save()  # save point 1
         except Exception:  # refused by the store: a re-run records the prompt once
@@ -559,7 +559,7 @@ class Agent:
     def _compact_images_first(self) -> None:
         """Compaction when the context grew too large: first the images of earlier
         figures leave the working context; a summary is written only if that is not
-        enough (design §23)."""
+        enough."""
         dropped = drop_old_images(self.conversation)
         if dropped:
             self._emit(Notice(f"the images of {dropped} earlier figure(s) left the working "
@@ -603,5 +603,5 @@ class Agent:
         return text
 
     def _after_turn(self) -> None:
-        """Fallback summary when the session still has none (design §9)."""
+        """Fallback summary when the session still has none."""
         self.conversation.ensure_summary()

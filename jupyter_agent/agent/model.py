@@ -1,11 +1,11 @@
 """The model protocol: what the agent needs from a model API, and what it gets back.
 
 A :class:`Model` sends the working context (Chat Completions message dicts, the stored
-format, design §3) and the tool schemas to a model and returns one
+format) and the tool schemas to a model and returns one
 :class:`ModelReply`: text, tool calls (as Chat Completions ``tool_calls`` dicts), the
 finish reason and the usage the endpoint reported. Implementations own everything
 API-specific -- request building, streaming, usage fields, error mapping -- so the loop
-never sees a wire format (design §11):
+never sees a wire format:
 
 - :class:`~jupyter_agent.agent.chat.ChatModel`: Chat Completions;
 - ``jupyter_agent.testing.ScriptedModel``: in-process, for unit tests.
@@ -78,7 +78,7 @@ def usage_of(data: Any, input_key: str, output_key: str, details_key: str) -> To
 
 def request_arguments(kwargs: dict[str, Any], bulk: dict[str, Any], *,
                       fast: bool) -> dict[str, Any]:
-    """The keyword arguments of one ``openai`` request (design §12).
+    """The keyword arguments of one ``openai`` request.
 
     Parameters
     ----------

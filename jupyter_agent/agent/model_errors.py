@@ -1,7 +1,7 @@
 """Model failures as :class:`~jupyter_agent.errors.ModelError`\\ s a user can act on.
 
 Every message says what went wrong, where, and what to do next, in words: no Python
-exception class appears in it (design §11). The cases:
+exception class appears in it. The cases:
 
 - the endpoint cannot be reached: its URL, and what to check (the server running, the
   URL and port; for the OpenAI API, the network);
@@ -18,7 +18,7 @@ exception class appears in it (design §11). The cases:
   raise the window;
 - any other rejected request: the prompt is saved; check the options, send again.
 
-The user's message is always saved before a model call (design §5), so "send the prompt
+The user's message is always saved before a model call, so "send the prompt
 again" loses nothing. A message claims retries only when the client really made them: the
 count comes from the ``x-stainless-retry-count`` header of the last request sent.
 """

@@ -51,7 +51,7 @@ invent anything that is not in the conversation."""
 def build_system_prompt(base: str, *, project_notes: str = "", user_notes: str = "") -> str:
     """The system message of a new session: ``base`` plus the non-empty notes.
 
-    Design §2: notes (``project.md``, ``user.md``) are kept apart from sessions and are
+    Notes (``project.md``, ``user.md``) are kept apart from sessions and are
     put into the system prompt of every new session.
     """
     parts = [base.rstrip()]

@@ -7,7 +7,7 @@ execution count, history and display hooks. Like a notebook, a final expression
 statement is evaluated and its ``repr`` reported. ``stdout``/``stderr`` are redirected
 for the duration; exceptions (including ``SyntaxError`` and ``SystemExit``) are
 reported as text. ``KeyboardInterrupt`` is re-raised so Ctrl-C interrupts the turn, as a
-:class:`ToolInterrupted` that carries what the code had printed until then (design §22).
+:class:`ToolInterrupted` that carries what the code had printed until then.
 
 Text is cut by code points (Python ``str`` indexing), never inside a UTF-16
 surrogate pair, with a visible marker saying how much was left out.

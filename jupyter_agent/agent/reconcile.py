@@ -1,4 +1,4 @@
-"""On resume, the counters of the checkpoint are reconciled with the transcript (design §22).
+"""On resume, the counters of the checkpoint are reconciled with the transcript.
 
 The checkpoint saved before a tool batch does not yet count the batch's calls; the one
 after it does. A process killed while the batch ran leaves the tool calls in the

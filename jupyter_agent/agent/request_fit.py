@@ -1,7 +1,7 @@
 """The newest user request: never compacted away, refused up front when it cannot fit.
 
-Automatic compaction inside a turn summarizes only what came before the turn's request
-(design §22): the request and the turn's tool calls and results after it stay verbatim,
+Automatic compaction inside a turn summarizes only what came before the turn's
+request: the request and the turn's tool calls and results after it stay verbatim,
 however long they are. A request that cannot fit the context window even alone, with
 just the system message, could therefore never be answered; :func:`check_prompt_fits`
 refuses it before anything is sent or saved.

@@ -2,7 +2,7 @@
 
 :class:`ResponsesModel` implements :class:`~jupyter_agent.agent.model.Model` over
 ``client.responses.create`` (``POST /responses``). The session keeps its stored format
-(Chat Completions messages, design §3); each request converts them:
+(Chat Completions messages); each request converts them:
 
 ==========================================  ============================================
 stored message                              Responses input item(s)
@@ -99,7 +99,7 @@ def to_input(message: Mapping[str, Any]) -> list[dict[str, Any]]:
     role = str(message.get("role", "user"))
     if role == "tool":
         output = message.get("content")
-        if isinstance(output, list):  # text and images (design §23)
+        if isinstance(output, list):  # text and images
             return [{"type": "function_call_output", "call_id": message.get("tool_call_id"),
                      "output": _content(output, role)}]
         return [{"type": "function_call_output", "call_id": message.get("tool_call_id"),

@@ -3,7 +3,7 @@
 The models read their streams through the ``openai`` client's *streaming response*
 (``client...with_streaming_response.create``): the client still builds and sends the
 request, retries, and raises its errors for error statuses, but the body is read here,
-line by line, to the very end (design §12). Two reasons:
+line by line, to the very end. Two reasons:
 
 - reading to the end lets the client put the connection back in its pool; the client's
   own typed stream stops at ``data: [DONE]`` and closes the connection, so every streamed

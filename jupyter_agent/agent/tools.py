@@ -10,7 +10,7 @@ result the model sees. A failing tool becomes an error result, never a crash
 is not caught: it interrupts the turn).
 
 :func:`configure_memory` binds host-side tools (summary, notes) to a store and the
-active session ID (design §2, §9).
+active session ID.
 """
 
 from __future__ import annotations
@@ -57,8 +57,9 @@ class ToolError(Exception):
 
 
 class ToolOutput(str):
-    """A tool's result text that also carries references of the figures it made
-    (design §23); the tool message of the call gets them as its ``figures``.
+    """A tool's result text that also carries references of the figures it made.
+
+    The tool message of the call gets them as its ``figures``.
 
     Parameters
     ----------
@@ -115,7 +116,7 @@ def configure_memory(store: Store | None, session_id: str | None) -> MemoryConte
 @dataclass(frozen=True)
 class ToolResult:
     """The outcome of one tool call: the text the model sees, whether it worked, and the
-    references of the figures it made (design §23)."""
+    references of the figures it made."""
 
     text: str
     ok: bool

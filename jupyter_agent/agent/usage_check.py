@@ -1,4 +1,4 @@
-"""Reported usage that cannot be true is treated as unknown and estimated (design §22).
+"""Reported usage that cannot be true is treated as unknown and estimated.
 
 Some endpoints report no usage, leave fields out, or report numbers no request can
 have: zero prompt tokens for a request that sent messages, negative counts, more cached

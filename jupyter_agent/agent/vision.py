@@ -1,4 +1,4 @@
-"""Figures as images for the model: what each request carries (design §23).
+"""Figures as images for the model: what each request carries.
 
 The working context keeps figure *references* on tool messages (``figures``, see
 :mod:`jupyter_agent.store.figures`), never image bytes. Before each request,
@@ -22,7 +22,7 @@ So a request holds at most ``max_images`` images however many figures the sessio
 The view is built incrementally (only messages added since the last request are looked
 at) and returns the same message objects while nothing changes, so the Responses
 model's per-message conversion cache keeps working and the bytes sent on the fast path
-(design §12) are what the typed path would send.
+ are what the typed path would send.
 
 :class:`VisionModel` wraps a :class:`~jupyter_agent.agent.model.Model` with this view and
 the ``vision`` setting: ``"off"`` sends no image; ``"on"`` always does (an endpoint that
@@ -367,7 +367,7 @@ def _with_usage(reply: ModelReply, plain: Sequence[dict[str, Any]], image_tokens
 
 def drop_old_images(conversation: Conversation) -> int:
     """Drop the figures of earlier requests from the working context: the first thing
-    compaction does (design §4, §23).
+    compaction does.
 
     Every tool message before the newest user message loses its ``figures`` key (its
     text still names the figures); the transcript keeps the references. Recorded like a

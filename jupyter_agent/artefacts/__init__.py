@@ -1,4 +1,4 @@
-"""Sessions as artefacts: fork, export and search (design §17).
+"""Sessions as artefacts: fork, export and search.
 
 - :mod:`~jupyter_agent.artefacts.fork`: a new session that starts as a copy of another,
   whole or cut after a user turn;

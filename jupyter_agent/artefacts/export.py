@@ -1,11 +1,11 @@
-"""Exporting a session to a file: ``ipynb``, ``md`` or ``json`` (design §17).
+"""Exporting a session to a file: ``ipynb``, ``md`` or ``json``.
 
 * ``ipynb``: a notebook that replays the analysis (:mod:`~jupyter_agent.artefacts.notebook`);
 * ``md``: a readable transcript with compaction markers (:mod:`~jupyter_agent.artefacts.markdown`);
 * ``json``: the whole record in the one-file shape of the first storage format
   (:func:`~jupyter_agent.store.records.dump_record`), for other tools.
 
-The figures a session's code made (design §23) are read from its store through the
+The figures a session's code made are read from its store through the
 ``figures`` reader: the notebook shows them as its code cells' image outputs, the
 Markdown embeds them; the JSON keeps their references (see
 :mod:`~jupyter_agent.artefacts.figures`).

@@ -1,4 +1,4 @@
-"""A session's figures in its exports (design §17, §23).
+"""A session's figures in its exports.
 
 A ``run_python`` result names each figure its code made on a line of its own,
 ``[figure 2: PNG, 640×480 px, shown to the user]``, where it was made among the printed

@@ -1,10 +1,10 @@
-"""Forking a session: a new session that starts as a copy of another (design §17).
+"""Forking a session: a new session that starts as a copy of another.
 
 :func:`fork_record` is pure: parent record in, new record out. :func:`fork_session`
 reads the parent from a store without taking its lease (so a session another kernel
 is running can be forked) and adds the fork with ``store.import_session``, which
-leases only the new ID, then copies the figures the fork's messages refer to (design
-§23). The parent is never written.
+leases only the new ID, then copies the figures the fork's messages refer to. The
+parent is never written.
 
 What a fork holds
 -----------------
@@ -28,7 +28,7 @@ Cut after user turn N (``at=N``): the transcript up to the end of turn N, and
   was compacted in the part of the transcript the fork shares); later ones are dropped;
 * the scratchpad, todos, tool-call count and summary as they were after turn N,
   rebuilt by replaying the state tools' calls (:mod:`jupyter_agent.artefacts.replay`);
-  without a ``write_summary`` call by then, the fallback excerpt (design §9);
+  without a ``write_summary`` call by then, the fallback excerpt;
 * the parent's usage as it is now: usage is not recorded per turn, and it is what the
   work the fork builds on cost, so a spend limit on the fork counts it.
 
@@ -215,7 +215,7 @@ def fork_session(
     while store.exists(forked.record.id):  # a fresh random ID: practically never taken
         forked = fork_record(parent, at=at, title=title)
     store.import_session(forked.record)
-    # the figures its messages refer to go with it (design §23)
+    # the figures its messages refer to go with it
     copy_figures(store, session_id, store, forked.record.id,
                  (str(ref["id"]) for ref in figure_refs(forked.record.transcript)))
     return forked

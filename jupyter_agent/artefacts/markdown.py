@@ -1,4 +1,4 @@
-"""A session as a readable Markdown transcript (``--format md``, design §17).
+"""A session as a readable Markdown transcript (``--format md``).
 
 Top to bottom: the title, one line of facts (session ID, model, dates, turns, tool
 calls, cost; the parent of a fork), the summary, then the transcript: each request

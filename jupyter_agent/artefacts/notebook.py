@@ -1,4 +1,4 @@
-"""A session as a Jupyter notebook that replays the analysis (``--format ipynb``, design §17).
+"""A session as a Jupyter notebook that replays the analysis (``--format ipynb``).
 
 Cells, top to bottom:
 

@@ -1,6 +1,6 @@
-"""Keeping secrets out of exports (design §17).
+"""Keeping secrets out of exports.
 
-jupyter-agent never writes an API key into a session (design §6), but a session can
+jupyter-agent never writes an API key into a session, but a session can
 still hold secrets: the agent's code may have printed the environment or a connection
 string, or a user pasted a token into a prompt. An export is made to be shared, so the
 text that goes into it is scanned and each secret found is replaced by :data:`REDACTED`.

@@ -1,6 +1,6 @@
-"""The checkpointed state of a session as it stood after an earlier turn (design §17).
+"""The checkpointed state of a session as it stood after an earlier turn.
 
-A session keeps only its latest checkpoint (design §6). The scratchpad, the todo list
+A session keeps only its latest checkpoint. The scratchpad, the todo list
 and the model-written summary change only through the built-in tools
 ``write_scratchpad``, ``add_todo``, ``update_todo`` and ``write_summary``, whose calls
 and results are all in the transcript. So the state after turn N is rebuilt by running
@@ -8,8 +8,8 @@ those calls of turns 1 to N again, in order, through the agent's own tool functi
 an empty state: the tools are deterministic, so the result is the state the session had
 then. Nothing else runs: ``run_python`` and every other tool are skipped.
 
-The tool-call count is rebuilt by the rule resuming uses (design §22,
-:func:`jupyter_agent.agent.reconcile.tool_calls_run`): a call counts unless its result
+The tool-call count is rebuilt by the rule resuming uses
+(:func:`jupyter_agent.agent.reconcile.tool_calls_run`): a call counts unless its result
 says it never ran (``[jupyter-agent] not executed ...``, or refused by the approval
 policy). A call that was interrupted or whose result is unknown is counted but not
 replayed; a call that never ran is neither.

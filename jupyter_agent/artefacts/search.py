@@ -1,4 +1,4 @@
-"""Finding sessions by what was discussed (design §17).
+"""Finding sessions by what was discussed.
 
 Two depths:
 

@@ -1,10 +1,10 @@
-"""A transcript read as the steps of an analysis, for the exports (design §17).
+"""A transcript read as the steps of an analysis, for the exports.
 
 :func:`steps` walks a record's transcript (never the working context: compaction does
 not shorten it) and yields, in order: each user :class:`Request`, each assistant
 :class:`Reply` text, each :class:`Call` with the result it got, and a
 :class:`Marker` where a compaction happened. System messages are left out: they carry
-the project's and the user's notes (design §2), which an export is not meant to share.
+the project's and the user's notes, which an export is not meant to share.
 
 A call's :attr:`Call.outcome` says whether its code ran, from its recorded result:
 ``"ok"``, ``"error"`` (it ran and failed), ``"refused"`` (the approval policy or the
@@ -78,7 +78,7 @@ class Call:
         The tool result's text, ``None`` when none was saved.
     outcome : {"ok", "error", "refused", "not run", "missing"}
     figures : tuple of dict
-        References of the figures the call made (design §23), in order.
+        References of the figures the call made, in order.
     """
 
     id: str

@@ -1,4 +1,4 @@
-"""User turns of a transcript, and where a transcript may be cut (design §17).
+"""User turns of a transcript, and where a transcript may be cut.
 
 Pure functions over lists of Chat Completions message dicts (no I/O). A *user turn*
 starts at a ``user`` message of the transcript and runs to the next one: the request,

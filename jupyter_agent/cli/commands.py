@@ -283,7 +283,7 @@ def fsck(ctx: Context, args: argparse.Namespace) -> int:
 
 def migrate(ctx: Context, args: argparse.Namespace) -> int:
     """``migrate --to URL | --from URL``: copy every session between the JSON files of the
-    memory directory and a PostgreSQL store, verifying each copy (design §16).
+    memory directory and a PostgreSQL store, verifying each copy.
 
     Running it again copies nothing twice. The database is reached first, even when
     there is nothing to copy ("nothing to migrate" then says so). Exit code 1 when the

@@ -1,12 +1,12 @@
 """What every ``jupyter agent`` command gets: the memory directory, its store, output.
 
-The memory directory is found as the magics find it (design §2; ``jupyter_agent.paths``):
+The memory directory is found as the magics find it (``jupyter_agent.paths``):
 ``--memory-dir``, else ``$JUPYTER_AGENT_MEMORY_DIR``, else ``<project root>/.jupyter_agent``
 where the project root is the nearest folder above the current directory with a
 ``.jupyter_agent``, ``.git`` or ``pyproject.toml``. (``--memory-dir`` stands for the
 ``AgentMagics.memory_dir`` setting, which the command line does not read.)
 
-With ``$JUPYTER_AGENT_STORE_URL`` set, the commands work on that team store (design §16)
+With ``$JUPYTER_AGENT_STORE_URL`` set, the commands work on that team store
 instead of the JSON files, as the magics do.
 
 Reads never take a lease; the store's holder label names the command, so a kernel that

@@ -1,4 +1,4 @@
-"""Errors of forks and exports (design §17)."""
+"""Errors of forks and exports."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ __all__ = [
 
 
 class ForkPointError(JupyterAgentError, ValueError):
-    """``--at N`` names no user turn of the session being forked (design §11).
+    """``--at N`` names no user turn of the session being forked.
 
     Attributes
     ----------
@@ -38,7 +38,7 @@ class ForkPointError(JupyterAgentError, ValueError):
 
 
 class ExportError(JupyterAgentError):
-    """An export could not be written where it was asked to go (design §11).
+    """An export could not be written where it was asked to go.
 
     Attributes
     ----------

@@ -1,5 +1,4 @@
-"""Errors about the files of the memory directory: unsafe entries, busy files, refused writes
-(design §2, §8)."""
+"""Errors about the files of the memory directory: unsafe entries, busy files, refused writes."""
 
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ __all__ = [
 class UnsafePathError(JupyterAgentError):
     """Something in the memory directory is not what the store may safely use.
 
-    Base class of :class:`UnsafeFileError` and :class:`UnsafeDirectoryError` (design §2).
+    Base class of :class:`UnsafeFileError` and :class:`UnsafeDirectoryError`.
 
     Attributes
     ----------
@@ -133,7 +132,7 @@ class StorageError(JupyterAgentError, OSError):
     memory directory.
 
     Disk full, read-only file system, permission denied, I/O error, ... The previous
-    content is intact (design §8). Also an ``OSError`` with the original ``errno``.
+    content is intact. Also an ``OSError`` with the original ``errno``.
 
     Attributes
     ----------

@@ -1,4 +1,4 @@
-"""Errors of the model endpoint and of the limits that end a turn (design §11, §22)."""
+"""Errors of the model endpoint and of the limits that end a turn."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ class ModelError(JupyterAgentError):
         The error code the endpoint sent (e.g. ``"context_length_exceeded"``), or "".
     mid_reply : bool
         The connection dropped while the reply was arriving (the text that arrived is
-        kept in the session, marked as cut off; design §22).
+        kept in the session, marked as cut off).
     detail : str
         The endpoint's own reason, as its error body gave it ("" when there was no error
         answer): the message already contains it; this is for quoting it elsewhere.
@@ -72,7 +72,7 @@ class LimitExceededError(JupyterAgentError):
 
 
 class PromptTooLongError(JupyterAgentError, ValueError):
-    """A prompt that cannot fit the model's context window even alone (design §22).
+    """A prompt that cannot fit the model's context window even alone.
 
     Raised before anything is sent or saved: compaction never summarizes the newest
     request, so such a turn could not succeed.

@@ -45,7 +45,7 @@ class LeaseHolder(Protocol):
 class InvalidSessionIdError(JupyterAgentError, ValueError):
     """A session ID is not 1-128 letters, digits, ``_`` or ``-``.
 
-    Raised before the ID is ever used as a file name (design §1).
+    Raised before the ID is ever used as a file name.
 
     Attributes
     ----------
@@ -163,7 +163,7 @@ class TooLargeError(CorruptSessionError):
 class ContextMismatchError(JupyterAgentError, ValueError):
     """The messages to save do not extend the session's saved working context.
 
-    Raised by ``Store.save`` and ``Store.save_messages``; nothing is written (design §3).
+    Raised by ``Store.save`` and ``Store.save_messages``; nothing is written.
 
     Attributes
     ----------
@@ -186,7 +186,7 @@ class ContextMismatchError(JupyterAgentError, ValueError):
 class SessionLockedError(JupyterAgentError):
     """Another process (or another store object) holds the session's lease.
 
-    Raised at once, without waiting (design §7). The message names the holder as it
+    Raised at once, without waiting. The message names the holder as it
     recorded itself in the lock file (who, where, since when, what) and what to do next.
 
     Attributes
@@ -288,7 +288,7 @@ class StoreSchemaError(JupyterAgentError):
 class LeaseLostError(JupyterAgentError):
     """The lock file of a session this process holds was removed or replaced.
 
-    Raised before a write (design §7): another process could now hold a lease on a new
+    Raised before a write: another process could now hold a lease on a new
     lock file with the same name, so nothing is written and this lease is dropped.
 
     Attributes
@@ -349,7 +349,7 @@ class FigureNotFoundError(JupyterAgentError, LookupError):
 
 
 class InvalidFigureError(JupyterAgentError, ValueError):
-    """A figure to save is not one a session may keep (design §23): its ID is not 1-128
+    """A figure to save is not one a session may keep: its ID is not 1-128
     letters, digits, ``_`` or ``-``; its media type is not PNG, JPEG or SVG; its bytes are
     not of that type; or it is larger than the store keeps.
 

@@ -3,7 +3,7 @@
 :data:`OPTIONS` has one :class:`Option` per setting: its name, type, default, help,
 validation, the magic flag that overrides it for one session (if any), who uses it, and
 whether the session's checkpoint remembers it. Everything else is generated from the
-table (design §14):
+table:
 
 - the traitlets traits of ``AgentMagics`` (:func:`trait_namespace`), so ``%config`` and
   ``ipython_config.py`` work and bad values are rejected with the same message as here;

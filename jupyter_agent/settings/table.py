@@ -17,7 +17,7 @@ __all__ = ["APPROVALS", "DEFAULT_API_KEY_ENV", "DEFAULT_MODEL", "MODEL_APIS", "O
 
 #: The approval policies for tools that run code.
 APPROVALS = ("auto", "ask", "deny")
-#: Whether figures are sent to the model as images (design §23).
+#: Whether figures are sent to the model as images.
 VISION_MODES = ("auto", "on", "off")
 #: The model used when none is configured: small, cheap and current.
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -133,7 +133,7 @@ class Option:
         For the magic's usage text.
     saved : bool
         The session's checkpoint records the value it last used, and a resume without
-        this option uses it (design §6). The endpoint is recorded too but is never such
+        this option uses it. The endpoint is recorded too but is never such
         a row: a record never chooses where the API key goes.
     """
 

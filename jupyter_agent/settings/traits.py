@@ -1,4 +1,4 @@
-"""The traitlets traits generated from the table of settings (``%config``, design §14)."""
+"""The traitlets traits generated from the table of settings (``%config``)."""
 
 from __future__ import annotations
 

@@ -6,24 +6,24 @@ backend, :class:`~jupyter_agent.store.SessionStore`; a database backend later) a
 held to the same contract tests (``tests/store_contract``). Code that talks to a store
 annotates it as :class:`Store`, never as a concrete backend.
 
-The rules every backend keeps (design §1-§10):
+The rules every backend keeps:
 
-* session IDs are validated before use (design §1): an invalid one raises
+* session IDs are validated before use: an invalid one raises
   :class:`~jupyter_agent.errors.InvalidSessionIdError` before anything is touched;
-* every method that changes a session holds its lease while it does so (design §7); a
+* every method that changes a session holds its lease while it does so; a
   lease held by another process or another store object raises
   :class:`~jupyter_agent.errors.SessionLockedError` at once, naming the holder;
 * a method that changes an unknown session raises
   :class:`~jupyter_agent.errors.SessionNotFoundError` and leaves nothing behind;
-* :meth:`Store.save` is one save point (design §5): new messages and, when given, the
+* :meth:`Store.save` is one save point: new messages and, when given, the
   checkpoint are recorded by one durable write; a crash leaves either all of it or none;
 * reads (:meth:`Store.load_session`, :meth:`Store.exists`, :meth:`Store.list_sessions`,
   :meth:`Store.lease_holder`, :meth:`Store.read_notes`) take no lease and change nothing;
 * a record that cannot be read raises :class:`~jupyter_agent.errors.CorruptSessionError`
   naming where it is, and is left untouched; listing skips it. Records are validated
-  completely when loaded (design §19), and a message that could not be loaded back is
+  completely when loaded, and a message that could not be loaded back is
   refused before it is saved (:class:`~jupyter_agent.errors.InvalidMessageError`);
-* a session's figures (design §23) are image files kept with it, written under its
+* a session's figures are image files kept with it, written under its
   lease and deleted with it; :meth:`Store.read_figure` never follows a link;
 * a lease refusal carries who holds the session (``SessionLockedError.holder``: pid, host,
   user, since, label) and :meth:`Store.list_sessions` reports it for sessions in use;
@@ -45,7 +45,7 @@ from jupyter_agent.store.records import LeaseHolder, SessionListing, SessionReco
 __all__ = ["NoteKind", "Store", "holding"]
 
 NoteKind = Literal["project", "user"]
-"""The two notes of a memory directory: ``project.md`` and ``user.md`` (design §2)."""
+"""The two notes of a memory directory: ``project.md`` and ``user.md``."""
 
 
 @runtime_checkable
@@ -58,7 +58,7 @@ class Store(Protocol):
     errors in full.
     """
 
-    # ---- notes (design §2)
+    # ---- notes
     def read_notes(self, kind: NoteKind) -> str:
         """The notes of ``kind`` ("" when there are none)."""
         ...
@@ -102,7 +102,7 @@ class Store(Protocol):
         state: SessionState | Mapping[str, Any] | None = None,
     ) -> None:
         """One save point: extend the working context with ``messages`` and record
-        ``state`` (when given) in one write (design §3, §5, §6)."""
+        ``state`` (when given) in one write."""
         ...
 
     def save_messages(self, session_id: str, messages: Sequence[Any]) -> None:
@@ -122,15 +122,15 @@ class Store(Protocol):
         replaced: int | None = None,
     ) -> None:
         """Replace the working context after a compaction; the transcript is untouched
-        and a compaction event is recorded (design §4)."""
+        and a compaction event is recorded."""
         ...
 
     def write_summary(self, session_id: str, summary: str) -> None:
-        """Replace the summary (design §9)."""
+        """Replace the summary."""
         ...
 
     def ensure_summary(self, session_id: str) -> str:
-        """The summary, after writing the fallback excerpt if there was none (design §9)."""
+        """The summary, after writing the fallback excerpt if there was none."""
         ...
 
     def set_title(self, session_id: str, title: str) -> None:
@@ -147,7 +147,7 @@ class Store(Protocol):
 
     def list_sessions(self, include_archived: bool = False, *, limit: int | None = None,
                       after: SessionListing | None = None) -> list[SessionListing]:
-        """One entry per readable session, most recently updated first (design §10).
+        """One entry per readable session, most recently updated first.
 
         A session dated more than ``CLOCK_SKEW`` (5 minutes) after this machine's clock
         is left out like an unreadable one (:func:`~jupyter_agent.store.records.
@@ -168,7 +168,7 @@ class Store(Protocol):
         future included)."""
         ...
 
-    # ---- figures (design §23)
+    # ---- figures
     def save_figure(self, session_id: str, figure_id: str, data: bytes, media_type: str) -> None:
         """Keep a figure with a saved session, under its lease (replacing one of that ID).
 
@@ -209,7 +209,7 @@ class Store(Protocol):
         """Delete one figure, under the session's lease; whether it existed."""
         ...
 
-    # ---- leases (design §7)
+    # ---- leases
     def acquire_lease(self, session_id: str) -> None:
         """Take (or re-enter) the session's lease, without waiting."""
         ...

@@ -1,4 +1,4 @@
-"""How a session changes: extending the working context, compaction (design §3, §4).
+"""How a session changes: extending the working context, compaction.
 
 Pure functions (no I/O, no lease); the store applies their results under the session's
 lease. The rules:
@@ -133,7 +133,7 @@ def count_replaced(old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]])
 
 
 def check_importable(record: SessionRecord) -> None:
-    """Refuse a record that could not be loaded back once saved (design §19).
+    """Refuse a record that could not be loaded back once saved.
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""The journal entry of each change, and the session it leads to (design §3-§6, §20).
+"""The journal entry of each change, and the session it leads to.
 
 Pure functions from a :class:`~jupyter_agent.store.snapshot.Loaded` session to a
 :data:`Change`: the journal entry to append, the session after it, and the listing fields

@@ -1,4 +1,4 @@
-"""Descriptor and stat helpers under the no-follow primitives of ``files.py`` (design §8).
+"""Descriptor and stat helpers under the no-follow primitives of ``files.py``.
 
 Pure functions of a file descriptor or a stat result: whole reads and writes that
 continue after a short one, hole detection for sparse files, a file's signature (what

@@ -1,4 +1,4 @@
-"""A session's figures: the image files its code made, kept next to it (design §23).
+"""A session's figures: the image files its code made, kept next to it.
 
 A figure is kept as a file (never as base64 inside a message) and a message refers to
 it: a ``tool`` message may carry a ``figures`` key, a list of *references*, one JSON

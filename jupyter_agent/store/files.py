@@ -1,4 +1,4 @@
-"""No-follow file primitives for everything under the memory directory (design §2, §8).
+"""No-follow file primitives for everything under the memory directory.
 
 The memory directory may come from a cloned repository or a shared folder, so nothing in
 it is trusted. Every file the store reads or writes there goes through a :class:`SafeDir`:
@@ -13,7 +13,7 @@ it is trusted. Every file the store reads or writes there goes through a :class:
   :class:`~jupyter_agent.errors.UnsafeFileError` naming the path, before one byte is
   read or written. ``O_NONBLOCK`` means a FIFO never hangs the caller; ``O_NOFOLLOW``
   and the link count mean no write can reach a file outside the directory;
-* whole files are replaced atomically (design §8): a temporary file ``.<name>.<random>.tmp``
+* whole files are replaced atomically: a temporary file ``.<name>.<random>.tmp``
   created with ``O_EXCL`` in the same directory, written, ``fsync``-ed, renamed over the
   target, then the directory is ``fsync``-ed. Until the rename the previous file is
   intact; on error the temporary file is removed and the error propagates. A target that

@@ -1,4 +1,4 @@
-"""Short ``flock`` locks on lock files of the memory directory (design §2, §10).
+"""Short ``flock`` locks on lock files of the memory directory.
 
 The notes (``notes.lock``) and the listing index (``index.lock``) are changed in
 critical sections of milliseconds; their lock is polled, never taken by a blocking call

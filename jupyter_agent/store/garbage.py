@@ -1,4 +1,4 @@
-"""What killed writers and deleted sessions leave behind, and its safe removal (design §7, §8).
+"""What killed writers and deleted sessions leave behind, and its safe removal.
 
 * A writer killed during an atomic replace leaves its temporary file
   (``.<name>.<random>.tmp``). Such a file is removed only under the lock that its

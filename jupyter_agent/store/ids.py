@@ -1,8 +1,8 @@
 """Session IDs: validation before an ID becomes a file name, and generation.
 
 A session ID names the files ``sessions/<id>.json``, ``<id>.jsonl`` and ``<id>.lock``, so
-it is checked against a strict pattern *before* any path is built from it (design §1 --
-this is what prevents path traversal). New IDs are 10 characters drawn with
+it is checked against a strict pattern *before* any path is built from it, which is
+what prevents path traversal. New IDs are 10 characters drawn with
 :mod:`secrets` from ``[A-Za-z0-9]``, like ``z7Pq3hM4kA``.
 """
 
@@ -39,7 +39,7 @@ def validate_session_id(session_id: object) -> str:
     ----------
     session_id : object
         The candidate ID. Must be a ``str`` of 1-128 ASCII letters, digits, ``_``
-        or ``-`` (design §1).
+        or ``-``.
 
     Returns
     -------

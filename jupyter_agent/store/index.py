@@ -1,5 +1,4 @@
-"""The listing index, ``<memory dir>/index.jsonl``: listing without reading transcripts
-(design §10, §21).
+"""The listing index, ``<memory dir>/index.jsonl``: listing without reading transcripts.
 
 The index is a cache of what a listing shows of each session, one JSON line per change:
 ``{"id": ..., "sig": ..., "set": {...}}`` merges fields into the session's entry, ``{"id":

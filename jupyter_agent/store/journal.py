@@ -1,4 +1,4 @@
-"""The file format of a saved session: a JSON Lines journal beside a snapshot (design §20).
+"""The file format of a saved session: a JSON Lines journal beside a snapshot.
 
 A session ``<id>`` is two files in ``sessions/``:
 

@@ -1,4 +1,4 @@
-"""FigureFiles: the figures of the JSON-file backend's sessions (design §23).
+"""FigureFiles: the figures of the JSON-file backend's sessions.
 
 Each figure is one image file in ``sessions/<id>.figures/``, written atomically under the
 session's lease and read without a lease and without following links

@@ -1,4 +1,4 @@
-"""LeaseControl: taking and releasing the leases of the JSON-file backend (design §7).
+"""LeaseControl: taking and releasing the leases of the JSON-file backend.
 
 The locks themselves are :class:`~jupyter_agent.store.leases.Leases`; this part adds what
 the store needs around them: the directories opened and checked, the store's mutex held,

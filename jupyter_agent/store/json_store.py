@@ -1,4 +1,4 @@
-"""SessionStore: the JSON-file backend of the store protocol (design §20).
+"""SessionStore: the JSON-file backend of the store protocol.
 
 Layout of a memory directory (the store's ``root``)::
 
@@ -136,7 +136,7 @@ class SessionStore:
         """
         return self._notes.notes_path(kind)
 
-    # ------------------------------------------------------------------ notes (design §2)
+    # ------------------------------------------------------------------ notes
     def read_notes(self, kind: NoteKind) -> str:
         """The notes of ``kind`` (see :meth:`MemoryStore.read_notes`)."""
         return self._notes.read_notes(kind)
@@ -190,7 +190,7 @@ class SessionStore:
     def list_sessions(self, include_archived: bool = False, *, limit: int | None = None,
                       after: SessionListing | None = None) -> list[SessionListing]:
         """One entry per session that loads, most recently changed first by the store
-        clock (:func:`~jupyter_agent.store.paging.listing_order`; design §10).
+        clock (:func:`~jupyter_agent.store.paging.listing_order`).
 
         Reads the listing index and checks each entry with two ``lstat`` calls and one
         ``pread`` of the journal's last checksum; entries that are missing or stale are
@@ -269,7 +269,7 @@ class SessionStore:
         """
         return check_sessions(self._files, repair=repair)
 
-    # ------------------------------------------------------------------ writes (design §3-§9)
+    # ------------------------------------------------------------------ writes
     def create_session(self, messages: Sequence[Any], *, session_id: str | None = None,
                        title: str = "", project_root: str | os.PathLike[str] | None = None) -> str:
         """Create and save a new session; its ID (:meth:`SessionWriter.create_session
@@ -329,7 +329,7 @@ class SessionStore:
         <jupyter_agent.store.json_writes.SessionWriter.delete_session>`)."""
         self._writer.delete_session(session_id)
 
-    # ------------------------------------------------------------------ figures (design §23)
+    # ------------------------------------------------------------------ figures
     def save_figure(self, session_id: str, figure_id: str, data: bytes, media_type: str) -> None:
         """Keep a figure with the session (:meth:`FigureFiles.save
         <jupyter_agent.store.json_figures.FigureFiles.save>`)."""
@@ -350,7 +350,7 @@ class SessionStore:
         <jupyter_agent.store.json_figures.FigureFiles.delete>`)."""
         return self._figures.delete(session_id, figure_id)
 
-    # ------------------------------------------------------------------ leases (design §7)
+    # ------------------------------------------------------------------ leases
     def acquire_lease(self, session_id: str) -> None:
         """Take (or re-enter) the session's lease without waiting (:meth:`LeaseControl.
         acquire <jupyter_agent.store.json_leasing.LeaseControl.acquire>`)."""

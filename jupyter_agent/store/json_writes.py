@@ -1,4 +1,4 @@
-"""SessionWriter: every change to a saved session of the JSON-file backend (design §3-§9).
+"""SessionWriter: every change to a saved session of the JSON-file backend.
 
 :class:`~jupyter_agent.store.SessionStore` delegates its writes here: creating and
 importing sessions, save points, compactions, summary, title, archive flag and deletion.
@@ -161,11 +161,11 @@ class SessionWriter:
         ----------
         session_id : str
         messages : sequence of dict or pydantic objects
-            The whole current working context; it must extend the saved one (design §3):
+            The whole current working context; it must extend the saved one:
             its first ``len(saved)`` messages equal the saved ones, the rest are appended
             to the working context and the transcript.
         state : SessionState or mapping, optional
-            The checkpoint to record with them (design §6).
+            The checkpoint to record with them.
 
         Raises
         ------
@@ -234,7 +234,7 @@ class SessionWriter:
             self._files.append(root, sessions, loaded, *change)
 
     def write_summary(self, session_id: str, summary: str) -> None:
-        """Replace the summary (design §9) and set ``updated_at`` to now.
+        """Replace the summary and set ``updated_at`` to now.
 
         Raises
         ------
@@ -246,7 +246,7 @@ class SessionWriter:
                            summary=text, updated_at=now)
 
     def ensure_summary(self, session_id: str) -> str:
-        """The summary, after writing the fallback excerpt if there was none (design §9).
+        """The summary, after writing the fallback excerpt if there was none.
 
         The fallback is the text of the last six user and assistant messages of the
         transcript that have text, as ``"user: ...\\nassistant: ..."``, at most 2,000

@@ -1,4 +1,4 @@
-"""JSON in and out of the store: strict decoding, fast encoding (design §19).
+"""JSON in and out of the store: strict decoding, fast encoding.
 
 * :func:`decode_json` uses ``orjson``, which refuses ``NaN``, ``Infinity``, numbers that
   overflow a double and lone surrogates. A file that only the standard library can decode

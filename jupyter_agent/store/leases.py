@@ -1,4 +1,4 @@
-"""Session leases: ``fcntl`` locks on ``sessions/<id>.lock`` (design §7).
+"""Session leases: ``fcntl`` locks on ``sessions/<id>.lock``.
 
 :class:`Leases` is the part of the file backend that holds leases; the store owns one.
 

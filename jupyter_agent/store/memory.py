@@ -1,4 +1,4 @@
-"""MemoryStore: the notes of a memory directory, for any store backend (design §2).
+"""MemoryStore: the notes of a memory directory, for any store backend.
 
 Notes (``project.md``, ``user.md``) always live in the memory directory, whatever keeps
 the sessions: the JSON-file backend and a database backend both hold a

@@ -5,7 +5,7 @@ The ``openai`` client returns pydantic objects (``ChatCompletionMessage`` with
 written, every message goes through :func:`to_message_dict`, which
 
 * dumps pydantic objects with ``model_dump(mode="json", exclude_none=True)`` so the
-  structured tool calls and the IDs that link them to their results persist (design §3);
+  structured tool calls and the IDs that link them to their results persist;
 * deep-copies dicts by a JSON round trip, so the in-memory copy is exactly what a
   later load returns (tuples become lists, keys become strings);
 * replaces lone surrogates (e.g. ``"\\ud83d"`` left by a cut emoji) with U+FFFD in
@@ -31,9 +31,9 @@ __all__ = [
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
-#: How many user/assistant messages the fallback summary quotes (design §9).
+#: How many user/assistant messages the fallback summary quotes.
 SUMMARY_MESSAGES = 6
-#: Maximum length of the fallback summary, in code points (design §9).
+#: Maximum length of the fallback summary, in code points.
 SUMMARY_MAX_CHARS = 2000
 #: How messages the harness wrote itself begin (a limit that stopped a turn, a reply the
 #: provider cut off, a compaction summary); the fallback summary quotes none of them.
@@ -149,7 +149,7 @@ def message_text(message: Mapping[str, Any]) -> str:
 def fallback_summary(messages: Iterable[Mapping[str, Any]]) -> str:
     """Build the excerpt used when a session has no summary.
 
-    Design §9: the last six user and assistant messages that have text content, at most
+    The last six user and assistant messages that have text content, at most
     2000 characters; messages the harness wrote (they start with ``[jupyter-agent]``)
     are not quoted. Each is one ``"<role>: <text>"`` entry, oldest first, joined by
     newlines; the result is cut to 2000 code points.

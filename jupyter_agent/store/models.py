@@ -1,4 +1,4 @@
-"""The session record and its parts as pydantic v2 models (design §19).
+"""The session record and its parts as pydantic v2 models.
 
 :class:`SessionRecord` is what :meth:`~jupyter_agent.store.Store.load_session` returns;
 :class:`SessionState` is the checkpoint, :class:`SessionListing` one entry of a listing
@@ -134,7 +134,7 @@ class Usage(_Model):
 
 
 class TodoItem(_Model):
-    """One to-do item with its retry count (design §6).
+    """One to-do item with its retry count.
 
     Attributes
     ----------
@@ -172,7 +172,7 @@ class SessionState(_Model):
         The model API it last talked through ("chat", ...; "" if unknown).
     vision : str
         Whether the session sends figures to the model as images: "auto", "on" or
-        "off" ("" if unknown; design §23).
+        "off" ("" if unknown).
     images_refused : str
         With vision "auto": the model and endpoint (``"model at URL"``) that refused
         image input in this session, so later requests to them go without images; ""

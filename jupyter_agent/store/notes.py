@@ -1,4 +1,4 @@
-"""The notes of a memory directory: ``project.md`` and ``user.md`` (design §2).
+"""The notes of a memory directory: ``project.md`` and ``user.md``.
 
 Notes are plain UTF-8 text put into the system message of new sessions. They are read
 through the no-follow primitives (a symbolic link, FIFO or device in their place is

@@ -1,6 +1,6 @@
 """Pages of a listing: the newest ``limit`` sessions, or those after an earlier page.
 
-Every backend orders its listing the same way (design §10): most recently changed first,
+Every backend orders its listing the same way: most recently changed first,
 ties broken by session ID, descending. "Most recently" is :func:`listing_order`, the one
 place that decides it: the JSON-file store orders by its clock (a count of changes that
 never goes back, even when the wall clock does), other stores by ``updated_at``; so the

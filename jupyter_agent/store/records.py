@@ -13,7 +13,7 @@ backend stores sessions differently (see :mod:`jupyter_agent.store.journal`), bu
 this form and converts it on the first write. Datetimes are timezone-aware UTC, written
 as ISO 8601 with offset (``"2026-11-30T01:38:27.123456+00:00"``).
 
-Validation is complete (design §19): counts, tokens and costs are non-negative and
+Validation is complete: counts, tokens and costs are non-negative and
 finite, integers fit 64 bits, timestamps convert to UTC, every message has the shape of
 a Chat Completions message; todo items written without an ``id`` get the next free one.
 Whatever validates can be written back and displayed.

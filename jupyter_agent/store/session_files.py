@@ -1,4 +1,4 @@
-"""The files of saved sessions, for the JSON-file backend (design §20).
+"""The files of saved sessions, for the JSON-file backend.
 
 :class:`SessionFiles` is the part of :class:`~jupyter_agent.store.SessionStore` that
 opens the memory directory, takes leases around changes, reads a session's snapshot and

@@ -1,4 +1,4 @@
-"""Snapshots and replay: a session's two files to a record and back (design §20).
+"""Snapshots and replay: a session's two files to a record and back.
 
 Pure functions over bytes and records (no I/O); the format itself is described in
 :mod:`jupyter_agent.store.journal`. :func:`load` turns a snapshot and its journal (or a

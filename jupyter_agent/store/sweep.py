@@ -1,4 +1,4 @@
-"""Sweeping a memory directory: what killed writers and deleted sessions left (design §7, §8),
+"""Sweeping a memory directory: what killed writers and deleted sessions left,
 and what damaged it.
 
 :func:`collect_garbage` walks ``sessions/`` and the memory directory and removes, each

@@ -1,4 +1,4 @@
-"""What a saved message may be (design §3, §19).
+"""What a saved message may be.
 
 A record is validated completely when it is loaded, so that nothing which loads can fail
 later -- not when it is saved again, not when it is displayed (JSON itself is checked by

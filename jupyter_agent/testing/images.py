@@ -1,4 +1,4 @@
-"""The image parts of a request, as the scripted server sees them (design §23).
+"""The image parts of a request, as the scripted server sees them.
 
 Pure functions, no I/O. :func:`image_parts` finds every image a Chat Completions or
 Responses request carries -- ``image_url`` parts of message contents, ``input_image``

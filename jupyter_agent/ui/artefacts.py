@@ -1,4 +1,4 @@
-"""Text for forks, exports and search results: pure formatting functions (design §17).
+"""Text for forks, exports and search results: pure formatting functions.
 
 Shared by the magics (``%agent_fork``, ``%agent_export``, ``%agent_sessions --search``),
 the sessions panel's plain-text form and the ``jupyter agent`` command.

@@ -1,5 +1,4 @@
-"""Showing a session's figures again: in the history, the resume recap, the panel
-(design §23).
+"""Showing a session's figures again: in the history, the resume recap, the panel.
 
 Pure helpers, except :func:`show_blocks`, which prints and displays. A figure is shown
 from its file (read through the store, never following a link) as a display of its own:

@@ -19,7 +19,7 @@ then MathJax typesets the page (``processEscapes``: ``\\$`` shows ``$`` and ``\\
 shows ``\\``; ``\\ref{}`` and environments are triggers too). A reply that says "costs
 $5 and $10" therefore shows italic maths. This module writes Markdown whose *rendered
 text* is what CommonMark without maths shows, except that ``\\(``, ``\\)``, ``\\[`` and
-``\\]`` keep their backslash (design §18):
+``\\]`` keep their backslash:
 
 - outside code, every ``$`` becomes ``\\\\$`` (the page then holds ``\\$``, which MathJax
   shows as ``$``); a backslash MathJax would read becomes ``&#92;&#92;``; nothing is

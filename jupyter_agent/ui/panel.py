@@ -104,7 +104,7 @@ class SessionsPanel(widgets.VBox):
     show_archived : bool, optional
         Initial state of the show-archived toggle.
     query : str, optional
-        Initial text of the filter (design §17: titles, summaries, first prompts, IDs).
+        Initial text of the filter (titles, summaries, first prompts, IDs).
     deep : bool, optional
         The filter searches the full transcripts too (when Enter is pressed, since it reads
         every session).
@@ -250,7 +250,7 @@ class SessionsPanel(widgets.VBox):
         self._render()
 
     def _search(self) -> list[SearchHit]:
-        """The shown sessions that match the filter (design §17), with where."""
+        """The shown sessions that match the filter, with where."""
         shown = [s for s in self._listing if self._show_archived.value or not s.archived]
         query = self._filter.value
         if not (self._deep and query.strip()):

@@ -2,7 +2,7 @@
 object of Markdown with a plain-text twin.
 
 The summary and the last reply are Markdown written by the model and render as such,
-without maths (design §18); everything else is literal text.
+without maths; everything else is literal text.
 """
 
 from __future__ import annotations

@@ -24,12 +24,12 @@ interactive front end, a terminal), never in the outputs of a headless run.
 
 What the agent's code displays -- a figure, an image, a DataFrame -- arrives as a
 ``Displayed`` event while its call runs and is shown as its own output, in its place: the
-turn's Markdown so far ends there and goes on in a new output below it (design §23). So a
+turn's Markdown so far ends there and goes on in a new output below it. So a
 turn is one output per stretch of text between the things its code displayed, the same
 live and headless. The plain renderer leaves them to the tool result, which names them.
 
 Replies are Markdown written by the model and go through
-:func:`~jupyter_agent.ui.markdown.reply_markdown` (``$`` shows as typed; design §18);
+:func:`~jupyter_agent.ui.markdown.reply_markdown` (``$`` shows as typed);
 everything the front end writes itself goes through
 :func:`~jupyter_agent.ui.markdown.literal`. No HTML is written.
 """

@@ -1,4 +1,4 @@
-"""The status line of a long wait while a turn runs (design §18).
+"""The status line of a long wait while a turn runs.
 
 The ``openai`` client waits out rate limits and retries by itself, and a model may take
 long before its first token: the cell would show nothing. :class:`WaitingStatus` ticks on

@@ -1,4 +1,4 @@
-"""The team store: sessions in a PostgreSQL database shared by a team (design §16).
+"""The team store: sessions in a PostgreSQL database shared by a team.
 
 ``from jupyter_agent.store.postgres import PostgresStore`` is the entry point; it has
 the same methods and contract as the JSON files' :class:`~jupyter_agent.store.SessionStore`.

@@ -1,4 +1,4 @@
-"""Rows read from the team store, validated as completely as the JSON files (design §19).
+"""Rows read from the team store, validated as completely as the JSON files.
 
 Whatever the database returns is checked before anything is built from it: someone may
 have edited a row by hand, or a bug elsewhere may have written one. The rules are the
@@ -247,7 +247,7 @@ def listing_entry(row: Sequence[Any], status: Literal["active", "in use", "idle"
                   holder: LeaseHolder | None, where: str) -> SessionListing:
     """A listing entry from a row of the listing query: the columns listing shows, the
     fork origin, the checkpoint and the compaction events are checked as a load checks
-    them (design §10, §19); messages are not read.
+    them; messages are not read.
 
     Raises
     ------

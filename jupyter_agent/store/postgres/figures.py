@@ -1,4 +1,4 @@
-"""The SQL of the team store's figures (design §16, §23).
+"""The SQL of the team store's figures.
 
 A session's figures are rows of the ``figures`` table: ``(sid, figure_id)``, the media
 type and the image bytes. :class:`FigureTable` runs each statement through the store's

@@ -1,4 +1,4 @@
-"""Guard: the leases a team store takes, and the frame every change runs in (design §7, §16).
+"""Guard: the leases a team store takes, and the frame every change runs in.
 
 The advisory locks themselves are :class:`~jupyter_agent.store.postgres.leases.Leases`;
 the guard adds the store's mutex (one connection serves every thread), forgets a

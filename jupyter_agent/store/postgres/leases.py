@@ -1,6 +1,6 @@
 """Session leases of the team store: advisory locks held by the kernel's connection.
 
-A lease (design §7, §16) is ``pg_try_advisory_lock(key)`` on the store's one database
+A lease is ``pg_try_advisory_lock(key)`` on the store's one database
 connection, with ``key`` a 64-bit hash of the project and the session ID
 (:func:`lock_key`). So:
 

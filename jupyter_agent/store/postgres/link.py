@@ -23,13 +23,13 @@ Invariants
   :class:`~jupyter_agent.errors.StoreUnavailableError` (one line) and the next call
   reconnects. Every write of the store is one transaction, so the database holds
   either all of it or none of it, and the store's writes are built so that repeating
-  a save whose outcome was unknown writes nothing twice (design §3, §16).
+  a save whose outcome was unknown writes nothing twice.
 * After a fork the child never touches the parent's connection (that would corrupt
   the parent's session with the server); it opens its own. Its copy of the socket is
   closed at once (``os.register_at_fork``; the descriptor now names ``/dev/null``, so
   the driver's later goodbye goes nowhere): the server then sees the connection end
   -- and releases the leases -- when the process that opened it ends, whatever its
-  forked children (``multiprocessing`` workers, say) do (design §7).
+  forked children (``multiprocessing`` workers, say) do.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Listing a project's sessions from the team store: newest first, one page at a time.
 
-One statement (design §10, §16) reads the page from the ``sessions`` index
+One statement reads the page from the ``sessions`` index
 ``(project, updated_at DESC, id DESC)`` (its partial twin when archived sessions are
 left out) -- so the newest page costs the same for ten sessions or a hundred thousand
 -- and joins, for that page only, the ``leases`` rows and the advisory locks granted

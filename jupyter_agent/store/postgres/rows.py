@@ -5,7 +5,7 @@ the in-memory :class:`Head` of a session (the row, plus its working context) and
 pure *plans* of every change -- what the new head is, which columns change and which
 transcript rows are appended (how a row read back becomes a head or a record, validated,
 is ``decode.py``). The rules are the JSON store's, from the same functions
-(:mod:`jupyter_agent.store.changes`; design §3-§6, §9, §19):
+(:mod:`jupyter_agent.store.changes`):
 
 * a save must extend the saved working context (else ``ContextMismatchError`` and
   nothing is written), and a new message must be one that could be loaded back (else
@@ -201,7 +201,7 @@ def plan_state(head: Head, state: SessionState) -> Plan | None:
 
 def plan_compact(head: Head, messages: list[dict[str, Any]], summary: str,
                  replaced: int | None) -> Plan:
-    """A compaction to ``messages`` (normalized dicts), recorded as an event (design §4)."""
+    """A compaction to ``messages`` (normalized dicts), recorded as an event."""
     now = utc_now()
     event = Compaction(
         at=now, summary=summary,

@@ -1,7 +1,7 @@
 """The team store's tables, created and upgraded by an ordered list of migrations.
 
 Everything lives in one PostgreSQL schema, ``jupyter_agent``, so the store can share a
-database with other data (design §16):
+database with other data:
 
 ``sessions``
     One row per session: its project (:func:`~jupyter_agent.paths.project_key`) and ID
@@ -17,7 +17,7 @@ database with other data (design §16):
     transcript from ``context_from`` on; before any compaction the head is empty and
     the working context *is* the transcript, so no message is stored twice.
 ``figures``
-    A session's figures (design §23): one row per figure, ``(sid, figure_id)``, with its
+    A session's figures: one row per figure, ``(sid, figure_id)``, with its
     media type and bytes (``bytea``); deleted with the session (``ON DELETE CASCADE``).
 ``leases``
     Who holds each session's lease (user, host, pid, since, label) and from which

@@ -1,4 +1,4 @@
-"""SessionFigures: the figure operations of the team store (design §23).
+"""SessionFigures: the figure operations of the team store.
 
 The SQL is :class:`~jupyter_agent.store.postgres.figures.FigureTable`'s; this part adds
 what the store protocol asks of them: IDs and images checked before anything is sent, a

@@ -1,10 +1,10 @@
 """PostgresStore: a project's sessions in a PostgreSQL database shared by a team.
 
-The same contract as the JSON files (:class:`~jupyter_agent.store.base.Store`,
-design §1-§10, §16, §19), composed of: ``link.py`` (the connection, reopened when it
+The same contract as the JSON files (:class:`~jupyter_agent.store.base.Store`),
+composed of: ``link.py`` (the connection, reopened when it
 drops), ``schema.py`` (tables and migrations), ``leases.py`` (advisory locks),
 ``tables.py`` (every SQL statement on sessions), ``figures.py`` and
-``session_figures.py`` (a session's figures, design §23), ``guard.py`` (leases and the
+``session_figures.py`` (a session's figures), ``guard.py`` (leases and the
 frame of every change), ``writes.py`` (every change to a session), ``rows.py`` (pure
 plans of each change), ``decode.py`` (rows read back, validated), ``listing.py`` (pages
 of the listing) and ``heads.py`` (what is kept in memory while a lease is held).
@@ -76,7 +76,7 @@ class PostgresStore:
         parameters (``sslmode``, ``connect_timeout``, ...), ``~/.pgpass`` and the
         ``PG*`` environment variables apply as for any libpq client.
     memory_dir : str or os.PathLike
-        The memory directory; the notes stay files there (design §2).
+        The memory directory; the notes stay files there.
     project : str
         The project key (:func:`~jupyter_agent.paths.project_key`): this store sees
         and creates the sessions of this project only.
@@ -268,7 +268,7 @@ class PostgresStore:
 
     # ------------------------------------------------------------------ leases
     def acquire_lease(self, session_id: str) -> None:
-        """Take (or re-enter) the session's lease without waiting (design §7, §16; see
+        """Take (or re-enter) the session's lease without waiting (see
         :meth:`Guard.acquire <jupyter_agent.store.postgres.guard.Guard.acquire>`).
 
         Raises
@@ -353,11 +353,11 @@ class PostgresStore:
         self._writer.compact(session_id, messages, summary=summary, replaced=replaced)
 
     def write_summary(self, session_id: str, summary: str) -> None:
-        """Replace the summary and set ``updated_at`` to now (design §9)."""
+        """Replace the summary and set ``updated_at`` to now."""
         self._writer.write_summary(session_id, summary)
 
     def ensure_summary(self, session_id: str) -> str:
-        """The summary, after writing the fallback excerpt if there was none (design §9)."""
+        """The summary, after writing the fallback excerpt if there was none."""
         return self._writer.ensure_summary(session_id)
 
     def set_title(self, session_id: str, title: str) -> None:
@@ -406,7 +406,7 @@ class PostgresStore:
             except LookupError as err:
                 raise ValueError(str(err.args[0])) from None
 
-    # ------------------------------------------------------------------ figures (design §23)
+    # ------------------------------------------------------------------ figures
     def save_figure(self, session_id: str, figure_id: str, data: bytes, media_type: str) -> None:
         """Keep a figure of a session as a row of ``figures`` (:meth:`SessionFigures.save
         <jupyter_agent.store.postgres.session_figures.SessionFigures.save>`)."""

@@ -2,7 +2,7 @@
 
 A team store is selected by a ``postgresql://`` (or ``postgres://``) URL, from the
 ``AgentMagics.store_url`` setting, else ``$JUPYTER_AGENT_STORE_URL``; empty means the
-JSON files of the memory directory (design §16). Anything that shows a URL -- error
+JSON files of the memory directory. Anything that shows a URL -- error
 messages, ``repr`` of a store, ``%config AgentMagics``, session records -- shows
 :func:`redact_url` of it: the credentials it holds (the password of the authority, the
 ``password=`` and ``sslpassword=`` parameters) never appear. Parameters that name files

@@ -1,4 +1,4 @@
-"""SessionWriter: every change to a session of the team store (design §3-§9, §16).
+"""SessionWriter: every change to a session of the team store.
 
 :class:`~jupyter_agent.store.postgres.PostgresStore` delegates its writes here. Each is
 planned on the session's head (``heads.py``, pure plans in ``rows.py``) and written in
@@ -174,19 +174,19 @@ class SessionWriter:
     def compact(self, session_id: str, messages: Sequence[Any], *, summary: str,
                 replaced: int | None = None) -> None:
         """Replace the working context and record a compaction event; the transcript
-        rows are untouched (design §4). A message that could not be loaded back raises
+        rows are untouched. A message that could not be loaded back raises
         ``InvalidMessageError`` before anything is sent."""
         new = normalized(messages)
         text = clean_text(summary)
         self._mutate(session_id, lambda head: plan_compact(head, new, text, replaced))
 
     def write_summary(self, session_id: str, summary: str) -> None:
-        """Replace the summary and set ``updated_at`` to now (design §9)."""
+        """Replace the summary and set ``updated_at`` to now."""
         text = clean_text(summary)
         self._mutate(session_id, lambda head: plan_fields(head, touch=True, summary=text))
 
     def ensure_summary(self, session_id: str) -> str:
-        """The summary, after writing the fallback excerpt if there was none (design §9)."""
+        """The summary, after writing the fallback excerpt if there was none."""
         with self._guard.changing(session_id):
             head = self._heads.get(session_id)
             if head.summary.strip():
