@@ -14,8 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jupyter_agent.errors import JupyterAgentError
-from jupyter_agent.errors.sessions import describe_holder
+from jupyter_agent.errors import JupyterAgentError, describe_holder
 from jupyter_agent.paths import find_project_root, project_key, resolve_memory_dir
 from jupyter_agent.ui.kernel import kernel_label
 
