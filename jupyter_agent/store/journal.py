@@ -386,6 +386,15 @@ def split_lines(whole: bytes) -> list[Line]:
     return out
 
 
+def _typed_line(line: Line) -> Any:
+    """A line of the core shape, parsed and validated in one pass; ``None`` when it is not
+    of that shape (or not JSON), for the general reading to handle."""
+    try:
+        return _LineDecoder.decode(line)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+
+
 def _parse_lines(lines: list[Line], path: Path, first: int, typed: bool) -> list[Any]:
     """``lines`` (numbered from ``first``) parsed to dicts, their ``add`` validated.
 
@@ -395,14 +404,13 @@ def _parse_lines(lines: list[Line], path: Path, first: int, typed: bool) -> list
         Naming the first line that is not valid JSON, or whose messages are not valid.
     """
     values: list[Any] = []
-    decode = _LineDecoder.decode
     for number, line in enumerate(lines, first):
         if typed and line[-_TRAILER - len(_EXTRA):-_TRAILER] != _EXTRA:
-            try:
-                values.append(decode(line))
+            value = _typed_line(line)
+            if value is not None:
+                values.append(value)
                 continue
-            except (msgspec.ValidationError, msgspec.DecodeError):
-                pass  # read again below, to keep every key and name the problem
+        # the general reading keeps every key and names what is wrong
         try:
             value = orjson.loads(line)
         except orjson.JSONDecodeError as err:
