@@ -365,7 +365,7 @@ def test_a_session_in_use_elsewhere_names_its_holder_and_cannot_be_resumed(
     store: SessionStore,
 ) -> None:
     from jupyter_agent.store import LeaseHolder
-    from jupyter_agent.ui.panel_rows import RowSlot
+    from jupyter_agent.ui.panel import RowSlot
 
     holder = LeaseHolder(pid=4242, host="", label="analysis/penguins.ipynb",
                          since=datetime(2026, 1, 1, 9, 30, tzinfo=UTC))
@@ -464,7 +464,7 @@ def test_confirmation_and_details_appear_right_under_their_row(store: SessionSto
 
 def test_a_session_in_use_elsewhere_cannot_be_archived_or_deleted() -> None:
     from jupyter_agent.store import LeaseHolder
-    from jupyter_agent.ui.panel_rows import RowSlot
+    from jupyter_agent.ui.panel import RowSlot
 
     slot = RowSlot(lambda action, slot: None)
     held = slot.show(listing(status="in use", holder=LeaseHolder(pid=4242, host="")))
