@@ -524,3 +524,14 @@ def test_archived_message_names_the_title(store: SessionStore) -> None:
     assert SessionChange("abc", "archived", title="Penguins").describe() == \
         "Archived session ‘Penguins’ (abc)."
     assert SessionChange("abc", "deleted").describe() == "Deleted session abc."
+
+
+def test_details_last_messages_keep_maths_delimiters_as_typed(store: SessionStore) -> None:
+    sid = make_session(store, r"solve \(x^2 = 4\)", reply=r"so \(x = 2\) or \[x = -2\]")
+    panel = SessionsPanel(store)
+    panel.rows[0].details.click()
+    detail = panel._details.text.value
+    assert r"solve \(x^2 = 4\)" in detail and r"so \(x = 2\) or \[x = -2\]" in detail
+    assert panel.rows[0].session_id == sid
+    assert format_row(store.describe_session(sid)).name == r"solve \(x^2 = 4\)"
+    panel.close()
