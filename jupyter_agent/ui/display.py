@@ -45,6 +45,7 @@ def terminal_text(text: str) -> str:
 
 
 def shorten(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` code points, ending with ``…`` when cut."""
     return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
 
 
@@ -233,7 +234,7 @@ def format_call(name: str, arguments: str, *, limit: int = 80) -> str:
     if isinstance(args, dict):
         shown = ", ".join(f"{key}={_argument_value(value, limit)}" for key, value in args.items())
     else:
-        shown = shorten(shorten(" ".join(str(args).split()), 80), limit)
+        shown = shorten(" ".join(str(args).split()), min(limit, 80))
     return f"{name}({shown})"
 
 
