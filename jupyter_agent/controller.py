@@ -179,7 +179,7 @@ class AgentController:
         session stays active.
         """
         from jupyter_agent.agent import Agent
-        from jupyter_agent.ui.calls import show_question
+        from jupyter_agent.ui.render import show_question
 
         try:
             # The question shows the whole code (a scrollable view in Jupyter); the turn

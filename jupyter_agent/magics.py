@@ -54,25 +54,27 @@ from jupyter_agent.magic_args import (
 from jupyter_agent.settings import OPTIONS, Settings, trait_namespace
 from jupyter_agent.ui import recap, render
 from jupyter_agent.ui.advice import error_message
-from jupyter_agent.ui.artefacts import format_exported, format_forked, format_search_results
 from jupyter_agent.ui.display import (
     INTERRUPTED_MESSAGE,
-    can_update_live,
+    format_exported,
     format_footer,
+    format_forked,
     format_history,
     format_resumed,
     format_resumed_line,
+    format_search_results,
     format_sessions_table,
     format_todos,
     format_transcript,
     format_usage,
     history_blocks,
-    is_jupyter,
+    last_figure,
     limit_message,
     terminal_text,
     transcript_blocks,
 )
-from jupyter_agent.ui.figures import RECAP_WIDTH, last_figure, show_blocks, split_at_figures
+from jupyter_agent.ui.kernel import can_update_live, is_jupyter
+from jupyter_agent.ui.recap import RECAP_WIDTH, show_blocks, split_at_figures
 
 __all__ = ["AgentMagics", "load_ipython_extension", "unload_ipython_extension"]
 

@@ -14,8 +14,8 @@ from IPython.utils.capture import capture_output
 
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
-from jupyter_agent.ui.figures import RECAP_WIDTH
 from jupyter_agent.ui.panel import SessionsPanel
+from jupyter_agent.ui.recap import RECAP_WIDTH
 from tests.shells import ShellFactory, magics_of
 
 

@@ -126,7 +126,7 @@ def show(ctx: Context, args: argparse.Namespace) -> int:
 def search(ctx: Context, args: argparse.Namespace) -> int:
     """``search TEXT [--deep] [--all]``: sessions matching TEXT, with where."""
     from jupyter_agent.artefacts.search import search_sessions
-    from jupyter_agent.ui.artefacts import format_search_results
+    from jupyter_agent.ui.display import format_search_results
 
     text = " ".join(args.text)
     progress = ctx.progress("searching", "session")
@@ -144,7 +144,7 @@ def export(ctx: Context, args: argparse.Namespace) -> int:
     """``export ID [--format F] [-o PATH|-] [--force]``: a notebook, Markdown or JSON."""
     from jupyter_agent.artefacts.export import choose_format, export_record, render
     from jupyter_agent.artefacts.redact import secrets_from_environ
-    from jupyter_agent.ui.artefacts import format_exported
+    from jupyter_agent.ui.display import format_exported
 
     record = ctx.store.load_session(args.session_id)
     secrets = secrets_from_environ(ctx.environ, ["OPENAI_API_KEY"])
@@ -174,7 +174,7 @@ def export(ctx: Context, args: argparse.Namespace) -> int:
 def fork(ctx: Context, args: argparse.Namespace) -> int:
     """``fork ID [--at N] [--title T]``: a new session copied from ID (ID is only read)."""
     from jupyter_agent.artefacts.fork import fork_session
-    from jupyter_agent.ui.artefacts import format_forked
+    from jupyter_agent.ui.display import format_forked
 
     forked = fork_session(ctx.store, args.session_id, at=args.at, title=args.title)
     record = forked.record

@@ -1,14 +1,5 @@
-"""What the notebook front end says when something goes wrong: the fact, then what to do.
-
-The library's errors (:mod:`jupyter_agent.errors`) state what happened and carry the
-offending value; the magics (``error_boundary``) and the sessions panel show
-:func:`error_message` of them, which adds the next step a notebook user can take (a
-magic to run, a button to press). No message names a Python exception class.
-
-:func:`describe_holder` words who holds a session's lease, from what the holder recorded
-with it (a notebook path or kernel name, the host, the process, since when); never
-anything secret.
-"""
+"""What the front end says when something goes wrong: the fact, then what to do next (a
+magic to run, a button to press); no message names a Python exception class."""
 
 from __future__ import annotations
 
@@ -27,23 +18,12 @@ from jupyter_agent.errors import (
 if TYPE_CHECKING:
     from jupyter_agent.store import LeaseHolder
 
-__all__ = ["describe_holder", "error_message", "locked_message", "take_over_hint"]
-
 _log = logging.getLogger("jupyter_agent")
 
 
 def describe_holder(holder: LeaseHolder | None, *, pid: int | None = None) -> str:
-    """Who holds a lease, for people: ``"the kernel of analysis.ipynb (pid 4242, since
-    14:05)"``, ``"jupyter agent rm (pid 17)"``, ``"process 4242 on host gpu-1"``;
-    ``"another process"`` when unknown.
-
-    Parameters
-    ----------
-    holder : LeaseHolder or None
-        As the store reports it (``label``, ``host``, ``pid``, ``since``).
-    pid : int, optional
-        Used when there is no holder record (older stores record only the pid).
-    """
+    """``"the kernel of analysis.ipynb (pid 4242, since 14:05)"``, ``"process 4242 on host
+    gpu-1"``, ``"another process"``; ``pid`` when the store records no holder."""
     label = getattr(holder, "label", "") or ""
     host = getattr(holder, "host", "") or ""
     pid = getattr(holder, "pid", None) or pid
@@ -65,36 +45,15 @@ def describe_holder(holder: LeaseHolder | None, *, pid: int | None = None) -> st
     return f"another process{where}"
 
 
-def take_over_hint(session_id: str) -> str:
-    """How to take a session over from the kernel that holds it."""
-    return (f"to use it here, stop that kernel (or run %agent_new or %agent_resume of another "
-            f"session there), then %agent_resume {session_id}; the lease is freed as soon as "
-            f"that kernel exits, crashed or not")
-
-
-def locked_message(session_id: str, holder: LeaseHolder | None, pid: int | None = None) -> str:
-    """One line for a session that another kernel or process holds."""
-    return (f"session {session_id} is in use by {describe_holder(holder, pid=pid)}; "
-            + take_over_hint(session_id))
-
-
 def error_message(err: BaseException) -> str:
-    """One line for a user about ``err``: what happened and what to do next.
-
-    Parameters
-    ----------
-    err : BaseException
-        A library error (:class:`~jupyter_agent.errors.JupyterAgentError`) or, in the
-        panel, anything a button's action raised.
-
-    Returns
-    -------
-    str
-        No exception class names. An unexpected error (a bug) is also logged with its
-        traceback on the ``jupyter_agent`` logger (the kernel's log).
-    """
+    """One line about ``err`` (a library error, or anything a panel button raised); an
+    unexpected error is also logged with its traceback on the ``jupyter_agent`` logger."""
     if isinstance(err, SessionLockedError):
-        return locked_message(err.session_id, getattr(err, "holder", None), err.pid)
+        sid = err.session_id
+        return (f"session {sid} is in use by {describe_holder(err.holder, pid=err.pid)}; to "
+                f"use it here, stop that kernel (or run %agent_new or %agent_resume of another "
+                f"session there), then %agent_resume {sid}; the lease is freed as soon as "
+                f"that kernel exits, crashed or not")
     if isinstance(err, SessionNotFoundError):
         return f"{err}; %agent_sessions --all lists the saved sessions"
     if isinstance(err, CorruptSessionError):

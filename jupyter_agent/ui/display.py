@@ -1,90 +1,45 @@
-"""Text for the front end: pure formatting functions.
-
-Every ``format_*`` function is a pure function of its arguments (plain text, one
-concept each) so the magics, the panel, the live renderers
-(:mod:`jupyter_agent.ui.render`) and the tests share them. How tool calls show lives in
-:mod:`jupyter_agent.ui.calls`, what the kernel is in :mod:`jupyter_agent.ui.kernel`; their
-functions are importable from here too.
+"""Plain text for the front end: pure formatting functions shared by the magics, the
+panel, the live renderers, the ``jupyter agent`` command and the tests.
 
 Text is cut by code points (Python ``str`` indices), never inside a character.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from jupyter_agent.store.figures import figure_label, figure_refs
 from jupyter_agent.store.messages import message_text
-from jupyter_agent.ui.calls import (
-    format_call,
-    format_tool_call,
-    is_code_call,
-    result_preview,
-    tool_result_sections,
-)
-from jupyter_agent.ui.figures import figure_label, last_figure
-from jupyter_agent.ui.kernel import can_update_live, is_jupyter
+from jupyter_agent.store.models import CLOCK_SKEW
 
 if TYPE_CHECKING:
     from jupyter_agent.agent import Limits
     from jupyter_agent.agent.window import ContextWindow
+    from jupyter_agent.artefacts.export import Exported
+    from jupyter_agent.artefacts.fork import Forked
+    from jupyter_agent.artefacts.search import SearchHit
     from jupyter_agent.store import Compaction, SessionListing, SessionRecord, TodoItem, Usage
     from jupyter_agent.ui.results import Resumed, TurnResult, UsageReport
 
-__all__ = [
-    "INTERRUPTED_MESSAGE",
-    "can_update_live",
-    "format_call",
-    "format_cost",
-    "format_footer",
-    "format_history",
-    "format_owner",
-    "format_recap",
-    "format_recap_usage",
-    "format_resumed",
-    "format_resumed_line",
-    "format_sessions_table",
-    "format_todos",
-    "format_tool_call",
-    "format_transcript",
-    "format_usage",
-    "history_blocks",
-    "is_code_call",
-    "is_jupyter",
-    "limit_message",
-    "limits_left",
-    "message_count_text",
-    "messages_of",
-    "one_line",
-    "plural",
-    "relative_time",
-    "result_preview",
-    "shorten",
-    "terminal_text",
-    "tool_result_sections",
-    "transcript_blocks",
-]
-
-
-# --------------------------------------------------------------------------- small helpers
 #: Terminal escape sequences (CSI, OSC such as hyperlinks and window titles, DCS, and
 #: the rest), 7-bit and 8-bit, each to its end if it has one.
 _ESCAPES = re.compile(
     r"\x1b\][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?|\x9d[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
     r"|\x1b[PX^_][^\x1b\x9c]*(?:\x1b\\|\x9c)?|[\x90\x98\x9e\x9f][^\x1b\x9c]*(?:\x1b\\|\x9c)?"
     r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?|\x1b[ -/]*[0-~]?")
-#: What is left that a terminal would act on or that reorders text: C0 controls but
-#: tab and newline, DEL, C1 controls, bidirectional embeddings, overrides and isolates.
+#: What a terminal would still act on, or that reorders text: C0 controls but tab and
+#: newline, DEL, C1 controls, bidirectional embeddings, overrides and isolates.
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def terminal_text(text: str) -> str:
-    """``text`` from outside made safe to print on a terminal: escape sequences (colours,
-    screen clears, OSC 8 hyperlinks, window titles) removed, a carriage return made a line
-    break, and every other control character and bidirectional override replaced by
-    ``\ufffd`` (so that it shows it was there). Tab and newline are kept."""
+    """``text`` from outside made safe to print on a terminal: escape sequences removed,
+    a carriage return made a line break, every other control character and bidirectional
+    override replaced by ``\ufffd``. Tab and newline are kept."""
     text = _ESCAPES.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
     return _CONTROLS.sub("\ufffd", text)
 
@@ -95,19 +50,18 @@ def shorten(text: str, limit: int) -> str:
 
 
 def one_line(text: str, limit: int = 80) -> str:
-    """``text`` with all whitespace runs collapsed to one space and control characters
-    made inert (:func:`terminal_text`), then :func:`shorten`."""
+    """``text`` made inert (:func:`terminal_text`), whitespace runs collapsed, shortened."""
     return shorten(" ".join(terminal_text(text).split()), limit)
 
 
-def relative_time(when: datetime, now: datetime | None = None) -> str:
-    """How long ago ``when`` was, e.g. ``"just now"``, ``"5 min ago"``, ``"3 h ago"``,
-    ``"2 days ago"``, else the date in the kernel's local time zone, as the clock on the
-    wall says (``"2026-01-31"``). Naive datetimes are taken as UTC. A time further ahead
-    of ``now`` than :data:`~jupyter_agent.store.records.CLOCK_SKEW` is not believed:
-    its date, ``"(in the future)"``, never ``"just now"``."""
-    from jupyter_agent.store.records import CLOCK_SKEW
+def plural(n: int | float, word: str) -> str:
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
 
+
+def relative_time(when: datetime, now: datetime | None = None) -> str:
+    """``"just now"``, ``"5 min ago"``, ``"3 h ago"``, ``"2 days ago"``, else the local
+    date. Naive datetimes are UTC; a time further ahead than ``CLOCK_SKEW`` shows as its
+    date ``"(in the future)"``."""
     now = now or datetime.now(UTC)
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
@@ -126,6 +80,7 @@ def relative_time(when: datetime, now: datetime | None = None) -> str:
     return when.astimezone().date().isoformat()
 
 
+# --------------------------------------------------------------------------- usage and limits
 def format_cost(usage: Usage) -> str:
     """``"$0.0123"``, or ``"price unknown"`` when no call could be priced."""
     if usage.price_unknown and usage.cost_usd == 0:
@@ -134,15 +89,8 @@ def format_cost(usage: Usage) -> str:
     return text + " + price unknown" if usage.price_unknown else text
 
 
-def plural(n: int | float, word: str) -> str:
-    """``"1 tool call"``, ``"2 tool calls"``, ``"1,200 tokens"``: ``n`` and ``word``, plural
-    unless ``n`` is 1."""
-    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
-
-
 def limits_left(limits: Limits, usage: Usage, tool_calls: int) -> str:
-    """What the session's limits leave, e.g. ``"3 tool calls, $0.45 left; 10 model calls
-    per turn"``, or ``"no limits"``."""
+    """E.g. ``"3 tool calls, $0.45 left; 10 model calls per turn"``, or ``"no limits"``."""
     parts = []
     if limits.max_tool_calls is not None:
         parts.append(plural(max(limits.max_tool_calls - tool_calls, 0), "tool call"))
@@ -164,9 +112,7 @@ _WINDOW_SOURCE = {"setting": "set", "server": "server", "refusal": "server",
                   "genai-prices": "known", "default": "assumed"}
 
 
-def context_figure(tokens: int, window: ContextWindow | None) -> str:
-    """``"context ~1,234/4,096 (server)"``: the working context against the window and
-    where the window came from ("" without a window)."""
+def _context(tokens: int, window: ContextWindow | None) -> str:
     if window is None:
         return ""
     return (f"context ~{tokens:,}/{window.tokens:,} "
@@ -174,10 +120,8 @@ def context_figure(tokens: int, window: ContextWindow | None) -> str:
 
 
 def format_footer(result: TurnResult) -> str:
-    """The one-line footer after a turn: tokens, cost, tool calls, the context against
-    its window, what the limits leave."""
     session = result.session_usage
-    context = context_figure(result.context_tokens, result.window)
+    context = _context(result.context_tokens, result.window)
     return (
         f"── {_tokens(result.turn_usage)} · {format_cost(result.turn_usage)} · "
         f"{plural(result.turn_tool_calls, 'tool call')} │ session: "
@@ -197,17 +141,11 @@ _LIMIT_OPTION = {"max_tool_calls": "--max-tool-calls", "max_cost_usd": "--max-co
 
 
 def limit_message(result: TurnResult) -> str:
-    """The one-line error after a turn that a limit ended: which limit, how to go on.
-
-    A per-turn limit (``max_iterations``) only needs another prompt; a per-session limit
-    (``max_tool_calls``, ``max_cost_usd``) must be raised first -- with
-    ``%agent_resume --max-...`` when the session's options set it (options beat the
-    settings), else with ``%config AgentMagics.<limit>``.
-    """
+    """Which limit ended the turn and how to go on: ``%agent_resume --max-...`` when the
+    session's options set it (options beat the settings), else also ``%config``."""
     limit = result.stop_reason or ""
     maximum = getattr(result.limits, limit, None)
-    option = _LIMIT_OPTION.get(limit, "")
-    how = f"%agent_resume {option} N"
+    how = f"%agent_resume {_LIMIT_OPTION.get(limit, '')} N"
     if limit not in result.limits_from_options:
         how += f" or %config AgentMagics.{limit} = N"
     if limit == "max_iterations":
@@ -224,10 +162,17 @@ def limit_message(result: TurnResult) -> str:
     return f"limit reached: {reached}; raise it with {how}, then send another prompt"
 
 
+#: What each ``context_privacy`` lets go to the model.
+_PRIVACY_MEANING = {
+    "schema": "names, types, shapes, dtypes, columns, cell code and tracebacks go to the "
+              "model; values only with your approval",
+    "preview": "also a few rows and short reprs of values go to the model",
+    "none": "nothing from the kernel goes to the model but what you type",
+}
+
+
 def format_usage(report: UsageReport) -> str:
-    """``%agent_usage``: the session's cumulative usage and what its limits leave."""
-    u = report.usage
-    window = report.window
+    u, window = report.usage, report.window
     return "\n".join([
         f"session {report.session_id}",
         f"tokens:      {_tokens(u)}",
@@ -238,40 +183,140 @@ def format_usage(report: UsageReport) -> str:
            f"is {window.origin}"] if window else []),
         f"limits:      {limits_left(report.limits, u, report.tool_calls)}",
         f"kernel data: {report.context_privacy} — "
-        + PRIVACY_MEANING.get(report.context_privacy, ""),
+        + _PRIVACY_MEANING.get(report.context_privacy, ""),
     ])
-
-
-#: What each ``context_privacy`` lets go to the model, as ``%agent_usage`` says it.
-PRIVACY_MEANING = {
-    "schema": "names, types, shapes, dtypes, columns, cell code and tracebacks go to the "
-              "model; values only with your approval",
-    "preview": "also a few rows and short reprs of values go to the model",
-    "none": "nothing from the kernel goes to the model but what you type",
-}
 
 
 _STATUS_MARK = {"pending": "[ ]", "in_progress": "[~]", "done": "[x]", "failed": "[!]"}
 
 
 def format_todos(todos: Sequence[TodoItem], *, open_only: bool = False) -> str:
-    """One line per todo item: mark, id, text, status and retries; ``"no todos"`` if none."""
     rows = [t for t in todos if not open_only or t.status in ("pending", "in_progress")]
     if not rows:
         return "no open todos" if open_only else "no todos"
-    lines = []
-    for t in rows:
-        retries = f" (retries: {t.retries})" if t.retries else ""
-        lines.append(f"{_STATUS_MARK.get(t.status, '[?]')} {t.id}. {t.text} — {t.status}{retries}")
-    return "\n".join(lines)
+    return "\n".join(f"{_STATUS_MARK.get(t.status, '[?]')} {t.id}. {t.text} — {t.status}"
+                     + (f" (retries: {t.retries})" if t.retries else "") for t in rows)
 
 
-# --------------------------------------------------------------------------- messages
+# --------------------------------------------------------------------------- tool calls
+def _arguments(arguments: str) -> Any:
+    try:
+        return json.loads(arguments) if arguments else {}
+    except (ValueError, RecursionError):  # not JSON, or nested too deeply to decode
+        return arguments
+
+
+def is_code_call(arguments: str) -> bool:
+    """True if the arguments carry Python ``code`` (``run_python``): shown with its code."""
+    args = _arguments(arguments)
+    return isinstance(args, dict) and isinstance(args.get("code"), str)
+
+
+def format_tool_call(name: str, arguments: str, *, limit: int = 2000) -> str:
+    """The code a ``run_python`` call runs, indented under ``▶ name``; else ``▶ name(args)``."""
+    args = _arguments(arguments)
+    if isinstance(args, dict) and isinstance(args.get("code"), str):
+        code = shorten(args["code"].rstrip(), limit)
+        return f"▶ {name}\n" + "\n".join("    " + line for line in code.splitlines())
+    shown = json.dumps(args, ensure_ascii=False) if not isinstance(args, str) else args
+    return f"▶ {name}({shorten(shown, 200)})"
+
+
+def _argument_value(value: Any, limit: int) -> str:
+    if isinstance(value, str):  # a cut string keeps its closing quote: "first words…"
+        return json.dumps(shorten(value, max(limit - 2, 1)), ensure_ascii=False)
+    return shorten(json.dumps(value, ensure_ascii=False), limit)
+
+
+def format_call(name: str, arguments: str, *, limit: int = 80) -> str:
+    """``update_todo(id=1, status="in_progress")``, each value cut to ``limit``."""
+    args = _arguments(arguments)
+    if isinstance(args, dict):
+        shown = ", ".join(f"{key}={_argument_value(value, limit)}" for key, value in args.items())
+    else:
+        shown = shorten(" ".join(str(args).split()), min(limit, 80))
+    return f"{name}({shown})"
+
+
+def result_preview(text: str, max_lines: int = 10, width: int = 160) -> list[str]:
+    """The first ``max_lines`` lines of a tool result, each cut to ``width``, then a line
+    saying how many were left out; ``["(no output)"]`` for an empty result."""
+    lines = [line.rstrip() for line in text.strip("\n").splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    if not lines:
+        return ["(no output)"]
+    shown = [shorten(line, width) for line in lines[:max_lines]]
+    if len(lines) > max_lines:
+        more = len(lines) - max_lines
+        shown.append(f"… ({more} more line{'s' if more != 1 else ''})")
+    return shown
+
+
+#: The section markers of a ``run_python`` result and the label each part gets on screen.
+_SECTIONS = {"[stderr]": "stderr", "[result]": "result", "[error]": "error"}
+#: The label shown before each part of a tool result, by kind (both renderers).
+RESULT_LABELS = {"output": "→", "result": "→ result", "stderr": "stderr", "error": "✗ error",
+                 "message": "✗", "refused": "⊘ refused:"}
+
+
+def tool_result_sections(result: str, ok: bool) -> list[tuple[str, str]]:
+    """A tool result (what the model reads) split into ``(kind, text)`` parts, each shown
+    under one label, so no section marker shows twice.
+
+    ``kind`` is ``"output"``, ``"stderr"``, ``"result"`` (the last expression's value),
+    ``"error"``, ``"refused"`` or ``"message"`` (why a call did not finish; what an
+    interrupted call printed follows as ``"output"``). Empty parts are dropped; an empty
+    result is ``[("output", "")]``. ``ok`` is False for a failed, refused or unrun call.
+    """
+    text = result.strip("\n")
+    if not ok and text.startswith(("interrupted", "not executed", "result unknown")):
+        reason, _, printed = text.partition("\n")
+        return [("message", reason)] + ([("output", printed.strip("\n"))]
+                                        if printed.strip() else [])
+    if not ok and text.startswith("error: "):
+        text = text[len("error: "):]
+        if text.startswith("refused: "):
+            return [("refused", text[len("refused: "):])]
+    parts: list[tuple[str, list[str]]] = [("output", [])]
+    for line in text.split("\n"):
+        if line in _SECTIONS:
+            parts.append((_SECTIONS[line], []))
+        else:
+            parts[-1][1].append(line)
+    sections = [(kind, "\n".join(lines).strip("\n")) for kind, lines in parts]
+    sections = [(kind, body) for kind, body in sections if body]
+    if not ok and len(sections) == 1 and sections[0][0] == "output":
+        first = sections[0][1]
+        kind = "message" if "\n" not in first and not first.startswith("Traceback") else "error"
+        return [(kind, first)]
+    return sections or [("output", "")]
+
+
+def one_line_result(result: str, ok: bool) -> str:
+    """``→ text``, ``✗ why`` or ``⊘ refused: why`` (a refusal or failure up to 400)."""
+    kind, body = tool_result_sections(result, ok)[0]
+    limit = 120 if kind not in ("refused", "message") else 400
+    text = shorten(" ".join(body.split()), limit) or "(no output)"
+    if kind == "refused":
+        return f"⊘ refused: {text}"
+    return f"{'→' if ok else '✗'} {text}"
+
+
+def notice_shown_by(notice: str, result: str) -> bool:
+    """True if a tool's ``notice`` only repeats what its result says (e.g. a refusal)."""
+    words = notice.split(" ", 1)
+    return notice in result or (len(words) == 2 and words[1] in result)
+
+
+# --------------------------------------------------------------------------- saved sessions
 #: After a ``run_python`` call that ``%agent_cell`` handed out as a cell.
 CELL_MARK = "    ↳ handed out as a cell (%agent_cell)"
 
+Blocks = list[tuple[str, dict[str, Any] | None]]
 
-def _format_message(message: dict[str, Any], cells: frozenset[str] = frozenset()) -> str:
+
+def _format_message(message: dict[str, Any], cells: frozenset[str]) -> str:
     role = message.get("role", "?")
     text = message_text(message)
     if role == "tool":
@@ -287,31 +332,21 @@ def _format_message(message: dict[str, Any], cells: frozenset[str] = frozenset()
     return "\n".join(lines)
 
 
-def history_blocks(messages: Iterable[dict[str, Any]], *, cells: frozenset[str] = frozenset()
-                   ) -> list[tuple[str, dict[str, Any] | None]]:
-    """The working context as ``(text, message)`` blocks, one per message (see
-    :func:`format_history`); a front end shows a message's figures after its block.
-    ``cells``: IDs of the calls handed out as cells (marked)."""
+def history_blocks(messages: Iterable[dict[str, Any]], *,
+                   cells: frozenset[str] = frozenset()) -> Blocks:
+    """The working context as ``(text, message)`` blocks; ``cells``: IDs of the calls
+    handed out as cells (marked)."""
     return [(_format_message(m, cells), m) for m in messages]
 
 
-def format_history(messages: Iterable[dict[str, Any]], *,
-                   cells: frozenset[str] = frozenset()) -> str:
-    """The working context, message by message (system messages shortened; calls whose
-    ID is in ``cells`` marked as handed out)."""
-    return "\n\n".join(text for text, _ in history_blocks(messages, cells=cells)) \
-        or "(no messages)"
-
-
 def transcript_blocks(transcript: Sequence[dict[str, Any]], compactions: Sequence[Compaction],
-                      *, cells: frozenset[str] = frozenset()
-                      ) -> list[tuple[str, dict[str, Any] | None]]:
-    """The full transcript as ``(text, message)`` blocks, with a compaction marker
-    (message ``None``) where each compaction happened (see :func:`format_transcript`)."""
+                      *, cells: frozenset[str] = frozenset()) -> Blocks:
+    """The full transcript as ``(text, message)`` blocks, with a marker (message ``None``)
+    before transcript message ``transcript_length`` of each compaction."""
     marks: dict[int, list[Compaction]] = {}
     for c in compactions:
         marks.setdefault(c.transcript_length, []).append(c)
-    blocks: list[tuple[str, dict[str, Any] | None]] = []
+    blocks: Blocks = []
     for i in range(len(transcript) + 1):
         for c in marks.get(i, []):
             blocks.append((
@@ -322,53 +357,54 @@ def transcript_blocks(transcript: Sequence[dict[str, Any]], compactions: Sequenc
     return blocks
 
 
-def format_transcript(transcript: Sequence[dict[str, Any]],
-                      compactions: Sequence[Compaction], *,
-                      cells: frozenset[str] = frozenset()) -> str:
-    """The full transcript, with a marker where each compaction happened.
+def format_history(messages: Iterable[dict[str, Any]], *,
+                   cells: frozenset[str] = frozenset()) -> str:
+    return "\n\n".join(t for t, _ in history_blocks(messages, cells=cells)) or "(no messages)"
 
-    A compaction's marker goes before transcript message ``transcript_length`` (the
-    transcript's length when it was recorded), so it sits between the turns it summarised
-    and the ones that came after.
-    """
+
+def format_transcript(transcript: Sequence[dict[str, Any]], compactions: Sequence[Compaction],
+                      *, cells: frozenset[str] = frozenset()) -> str:
     return "\n\n".join(t for t, _ in transcript_blocks(transcript, compactions, cells=cells)) \
         or "(no messages)"
 
 
 def format_recap_usage(record: SessionRecord) -> str:
-    """The usage line of a recap: ``updated 5 min ago · 30 messages · <tokens> · $0.0023 ·
-    18 tool calls``."""
     state = record.state
     return (f"updated {relative_time(record.updated_at)} · "
             f"{plural(len(record.transcript), 'message')} · {_tokens(state.usage)} · "
             f"{format_cost(state.usage)} · {plural(state.tool_calls, 'tool call')}")
 
 
+def last_exchange(record: SessionRecord) -> list[tuple[str, str]]:
+    """The last prompt and the last reply with text, as ``(label, text)``."""
+    messages = list(reversed(record.messages))
+    found = [(label, next((message_text(m) for m in messages if m.get("role") == role
+                           and (role == "user" or message_text(m))), None))
+             for label, role in (("prompt", "user"), ("reply", "assistant"))]
+    return [(label, text) for label, text in found if text is not None]
+
+
+def last_figure(messages: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
+    refs = list(figure_refs(messages))
+    return refs[-1] if refs else None
+
+
 def format_recap(record: SessionRecord, *, unarchived: bool = False,
                  endpoint_note: str = "") -> str:
-    """The recap shown by ``%agent_resume``: title, summary, usage, open todos, last exchange
-    (and, with ``unarchived``, that the session was taken out of the archive; the
-    ``endpoint_note`` of :class:`~jupyter_agent.ui.results.Resumed` as its own line)."""
-    state = record.state
-    lines = [
-        f"Resumed session {record.id}" + (f" — {record.title}" if record.title else ""),
-        format_recap_usage(record),
-    ]
+    """What ``%agent_resume`` prints: title, usage, the ``endpoint_note``, whether it was
+    unarchived, summary, open todos, the last exchange and figure."""
+    lines = [f"Resumed session {record.id}" + (f" — {record.title}" if record.title else ""),
+             format_recap_usage(record)]
     if endpoint_note:
         lines.append(endpoint_note)
     if unarchived:
         lines.append("unarchived: the session was archived; resuming took it out of the archive")
     if record.summary:
         lines.append("summary: " + shorten(record.summary.strip(), 600))
-    if any(t.status in ("pending", "in_progress") for t in state.todos):
-        lines.append("open todos:\n" + format_todos(state.todos, open_only=True))
-    last_user = next((m for m in reversed(record.messages) if m.get("role") == "user"), None)
-    last_reply = next((m for m in reversed(record.messages)
-                       if m.get("role") == "assistant" and message_text(m)), None)
-    if last_user is not None:
-        lines.append("last prompt: " + one_line(message_text(last_user), 300))
-    if last_reply is not None:
-        lines.append("last reply:  " + one_line(message_text(last_reply), 300))
+    if any(t.status in ("pending", "in_progress") for t in record.state.todos):
+        lines.append("open todos:\n" + format_todos(record.state.todos, open_only=True))
+    lines += [f"last {label}: ".ljust(13) + one_line(text, 300)
+              for label, text in last_exchange(record)]
     figure = last_figure(record.transcript)
     if figure is not None:
         lines.append(f"last figure: {figure_label(figure)} (%agent_history shows it)")
@@ -376,14 +412,12 @@ def format_recap(record: SessionRecord, *, unarchived: bool = False,
 
 
 def format_resumed(resumed: Resumed) -> str:
-    """:func:`format_recap` of what :meth:`AgentController.resume` returned."""
     return format_recap(resumed.record, unarchived=resumed.unarchived,
                         endpoint_note=resumed.endpoint_note)
 
 
 def format_resumed_line(resumed: Resumed) -> str:
-    """One line after resuming from the panel: ``Resumed ‘Title’ (ID) — it is this
-    kernel's active session; continue with %%agent``."""
+    """``Resumed ‘Title’ (ID) — it is this kernel's active session; ...`` (the panel)."""
     record = resumed.record
     name = f"‘{record.title}’ ({record.id})" if record.title else f"session {record.id}"
     unarchived = " (taken out of the archive)" if resumed.unarchived else ""
@@ -392,11 +426,10 @@ def format_resumed_line(resumed: Resumed) -> str:
             f"continue with %%agent{note}")
 
 
+# --------------------------------------------------------------------------- listings
 def format_owner(user: str, host: str, role: str = "", shared: Sequence[str] = ()) -> str:
-    """Whose a session is, for people: ``"alice on node-3"``, ``"alice"``, ``"node-3"``,
-    then the database role when it is another name (``"alice on node-3 as analyst"``) and
-    the roles it is shared with (``", shared with bob, team"``); "" when the store
-    records no owner (the JSON files of one user)."""
+    """``"alice on node-3 as analyst, shared with bob, team"``; "" when no owner is
+    recorded (the JSON files of one user)."""
     user, host, role = one_line(user, 40), one_line(host, 40), one_line(role, 40)
     text = f"{user} on {host}" if user and host else user or host
     if role and role != user:
@@ -407,36 +440,28 @@ def format_owner(user: str, host: str, role: str = "", shared: Sequence[str] = (
 
 
 def messages_of(count: int) -> int:
-    """The messages a listing's ``message_count`` (the transcript's length) stands for:
-    without the system prompt the transcript starts with."""
+    """A listing's ``message_count`` without the system prompt the transcript starts with."""
     return max(count - 1, 0)
 
 
-def message_count_text(count: int) -> str:
-    """``"3 msgs"`` for a listing's ``message_count`` (the transcript's length, which
-    includes the system prompt): the system prompt is not counted, and a session with
-    nothing else says ``"no messages yet"``."""
-    shown = messages_of(count)
-    if shown == 0:
-        return "no messages yet"
-    return f"{shown} msg" + ("" if shown == 1 else "s")
+def _table(rows: Sequence[Sequence[str]]) -> str:
+    """Columns padded to their widths; the last column is not padded."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return "\n".join((" ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True))
+                      + " " + r[-1]).rstrip() for r in rows)
 
 
 def format_sessions_table(listings: Sequence[SessionListing], *, active_id: str | None = None,
                           now: datetime | None = None) -> str:
-    """``%agent_sessions`` in a terminal: one row per session (``*`` marks the active one).
-
-    An ``OWNER`` column (``alice on node-3``) is shown when the store records owners (a
-    team store); the JSON files of one user leave it out.
-    """
+    """One row per session, ``*`` marking the active one; an ``OWNER`` column when the
+    store records owners (a team store)."""
     if not listings:
         return "no sessions"
     owners = [format_owner(s.owner_user, s.owner_host, s.owner_role, s.shared_with)
               for s in listings]
     team = any(owners)
-    header = ("", "ID", "UPDATED", "STATUS", "MSGS", "COST", *(("OWNER",) if team else ()),
-              "TITLE / FIRST PROMPT")
-    rows = [header]
+    rows = [("", "ID", "UPDATED", "STATUS", "MSGS", "COST", *(("OWNER",) if team else ()),
+             "TITLE / FIRST PROMPT")]
     for s, owner in zip(listings, owners, strict=True):
         name = s.title or one_line(s.first_prompt, 50) or "(empty)"
         parent = getattr(s, "parent", None)  # the fork's origin, where the listing has it
@@ -446,8 +471,64 @@ def format_sessions_table(listings: Sequence[SessionListing], *, active_id: str 
         rows.append(("*" if s.id == active_id else "", s.id, relative_time(s.updated_at, now),
                      status, str(messages_of(s.message_count)), f"${s.cost_usd:.4f}",
                      *((owner,) if team else ()), one_line(name, 64 if parent else 50)))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
-    return "\n".join(
-        " ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + " " + r[-1]
-        for r in rows
-    ).rstrip()
+    return _table(rows)
+
+
+def format_search_results(hits: Sequence[SearchHit], *, query: str,
+                          active_id: str | None = None, now: datetime | None = None) -> str:
+    """ID, last update, name and where the text was found, ``*`` marking ``active_id``."""
+    if not hits:
+        return f'no sessions match "{query}"'
+    rows = [("", "ID", "UPDATED", "TITLE / FIRST PROMPT", "FOUND IN")]
+    for hit in hits:
+        s = hit.session
+        where = one_line(hit.where, 100) + (f" (+{hit.count - 1} more)" if hit.count > 1 else "")
+        rows.append(("*" if s.id == active_id else "", s.id, relative_time(s.updated_at, now),
+                     one_line(s.title or s.first_prompt, 40) or "(empty)", where))
+    count = f"{len(hits)} session{'s' if len(hits) != 1 else ''}"
+    verb = "matches" if len(hits) == 1 else "match"
+    return f'{count} {verb} "{query}":\n' + _table(rows)
+
+
+def format_size(size: int) -> str:
+    """``"812 bytes"``, ``"12.3 kB"``, ``"4.1 MB"`` (powers of 1000)."""
+    if size < 1000:
+        return f"{size} bytes"
+    if size < 1_000_000:
+        return f"{size / 1000:.1f} kB"
+    return f"{size / 1_000_000:.1f} MB"
+
+
+def format_forked(forked: Forked, *, active: bool = True) -> str:
+    """The fork, its parent and where it was cut; ``active``: the fork became this
+    kernel's active session (the magic), else it was only saved (the command line)."""
+    record = forked.record
+    origin = record.parent
+    parent = origin.session_id if origin is not None else "?"
+    if origin is not None and origin.turn is not None:
+        cut = f" after turn {origin.turn} of {forked.parent_turns}"
+    else:
+        cut = f" ({forked.turns} turn{'s' if forked.turns != 1 else ''})"
+    title = f" — {record.title}" if record.title else ""
+    lines = [f"Forked session {parent}{cut} into session {record.id}{title}."]
+    if forked.rebuilt:
+        lines.append("Its working context is the full transcript up to that turn (the parent's "
+                     "was compacted later); it is compacted again if it is too long.")
+    if active:
+        lines.append(f"It is this kernel's active session now; {parent} is unchanged. "
+                     "Continue with %%agent.")
+    else:
+        lines.append(f"{parent} is unchanged. Resume the fork with %agent_resume {record.id}.")
+    return "\n".join(lines)
+
+
+_KINDS = {"ipynb": "a notebook", "md": "Markdown", "json": "JSON"}
+
+
+def format_exported(done: Exported) -> str:
+    text = (f"Exported session {done.session_id} as {_KINDS.get(done.format, done.format)} "
+            f"to {done.path} ({format_size(done.size)}).")
+    if done.redacted:
+        what = "secret" if done.redacted == 1 else "distinct secrets"
+        text += f" {done.redacted} {what} (keys, tokens, passwords) became [redacted]."
+    return text

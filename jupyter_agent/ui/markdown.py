@@ -1,40 +1,17 @@
-"""Markdown for Jupyter that is inert and shows TeX triggers as typed: replies, notices,
-our own lines.
+"""Markdown for Jupyter that is inert and shows TeX triggers as typed.
 
-Text the product did not write (a reply, a stored summary, a title) is data. JupyterLab
-renders the ``text/markdown`` of a running notebook as *trusted*: raw HTML in it would
-run (``<img onerror>``, ``<script>``) and an image would be fetched as it renders. So:
+Text the product did not write (a reply, a summary, a title) is data, and JupyterLab
+renders a running notebook's ``text/markdown`` as trusted. So raw HTML shows as typed,
+an image ``![alt](url)`` becomes a link ``[image: alt](url)``, a link whose scheme is not
+in :data:`SAFE_SCHEMES` shows as text, and code is left as it is. The result is checked
+with ``markdown-it-py`` (HTML on, every link accepted); should it still hold HTML, an
+image or an unsafe link, the whole text is shown literally instead.
 
-- raw HTML outside code shows as typed (``<`` becomes ``\\<``); an image ``![alt](url)``
-  becomes a link ``[image: alt](url)`` the user may click; a link, autolink or link
-  reference whose scheme is not ``http``, ``https`` or ``mailto`` shows as text;
-  code spans and code blocks are left as they are (their ``<`` is text already). The
-  result is checked with ``markdown-it-py`` (HTML on, every link accepted); if it still
-  held HTML, an image or an unsafe link, the whole text is shown literally instead.
-
-JupyterLab (and Notebook 7, nbconvert's HTML) render ``text/markdown`` in three steps:
-``removeMath`` lifts ``$...$``, ``$$...$$``, ``\\\\(...\\\\)``, ``\\\\[...\\\\]`` and
-``\\begin{env}...\\end{env}`` out of the source, the Markdown parser renders the rest,
-then MathJax typesets the page (``processEscapes``: ``\\$`` shows ``$`` and ``\\\\``
-shows ``\\``; ``\\ref{}`` and environments are triggers too). A reply that says "costs
-$5 and $10" therefore shows italic maths. This module writes Markdown whose *rendered
-text* is what CommonMark without maths shows, except that ``\\(``, ``\\)``, ``\\[`` and
-``\\]`` keep their backslash:
-
-- outside code, every ``$`` becomes ``\\\\$`` (the page then holds ``\\$``, which MathJax
-  shows as ``$``); a backslash MathJax would read becomes ``&#92;&#92;``; nothing is
-  left for ``removeMath`` to lift;
-- code spans, fenced and indented code blocks are left exactly as they are (MathJax
-  never typesets ``<code>``/``<pre>``), so code, tables, lists and emphasis still render;
-- no HTML tags are added, so headless output (``nbconvert --to markdown``) stays plain
-  Markdown.
-
-:func:`reply_markdown` does both for Markdown from outside; :func:`inert_markdown` only
-the first (exports keep maths as written); :func:`literal` turns any plain text of ours
-(a footer, a tool call line) into Markdown that shows it character for character.
-:func:`plain_text` and :func:`excerpt` go the other way (Markdown to readable text),
-:func:`summary_html` renders a summary for the panel's detail view (HTML escaped, images
-as links). Parsing is ``markdown-it-py`` (CommonMark plus GitHub tables).
+JupyterLab lifts ``$...$``, ``\\(...\\)``, ``\\begin{env}`` and the like out of the
+source before parsing and MathJax typesets them. Outside code every ``$`` becomes
+``\\\\$`` and a backslash MathJax would read becomes ``&#92;&#92;``, so the rendered text
+is what CommonMark without maths shows (``\\(`` and ``\\[`` keep their backslash).
+No HTML tags are added: headless output stays plain Markdown.
 """
 
 from __future__ import annotations
@@ -42,14 +19,12 @@ from __future__ import annotations
 import functools
 import html
 import re
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from jupyter_agent.ui.display import shorten
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
-
-__all__ = ["SAFE_SCHEMES", "excerpt", "hard_breaks", "inert_markdown", "literal", "plain_text",
-           "reply_markdown", "safe_url", "summary_html"]
 
 _PUNCT = set("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 #: What MathJax reads after a backslash (environments, references) outside maths.
@@ -70,72 +45,66 @@ _UNESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 
 
 def safe_url(url: str) -> bool:
-    """True if a link to ``url`` may be shown as a link: relative, or ``http``, ``https``
-    or ``mailto`` (:data:`SAFE_SCHEMES`).
-
-    ``url`` is read as a browser reads it after Markdown: backslash escapes and HTML
-    entities decoded, ASCII spaces and control characters dropped (so
-    ``java&#10;script:`` is ``javascript:``).
-    """
+    """True if ``url`` is relative or its scheme is in :data:`SAFE_SCHEMES`, read as a
+    browser reads it after Markdown (escapes and entities decoded, ASCII spaces and
+    controls dropped: ``java&#10;script:`` is ``javascript:``)."""
     url = html.unescape(_UNESCAPE.sub(r"\1", url))
     match = _SCHEME.match(re.sub(r"[\x00-\x20\x7f]", "", url))
     return match is None or match.group(1).lower() in SAFE_SCHEMES
 
 
-def _destination(text: str) -> str:
-    """The link destination at the start of ``text`` (after ``](`` or ``]:``)."""
+def _destination(text: str) -> str:  # the link destination after "](" or "]:"
     text = text.lstrip()
     if text.startswith("<"):
         return text[1:].split(">", 1)[0]
     return text.split(None, 1)[0] if text.strip() else ""
 
 
-@functools.lru_cache(maxsize=4)
-def _parser(breaks: bool = False, html: bool = False) -> MarkdownIt:
-    from markdown_it import MarkdownIt
-
-    return MarkdownIt("commonmark", {"html": html, "breaks": breaks}).enable("table")
+@functools.lru_cache(maxsize=1)
+def _parser() -> MarkdownIt:
+    return _new_parser(html=False, breaks=False)
 
 
-@dataclass(frozen=True)
-class _Blocks:
-    """Where the blocks of a Markdown text are, by line number (0-based), as a renderer
-    that shows raw HTML as text parses it.
+def _new_parser(**options: bool) -> MarkdownIt:
+    from markdown_it import MarkdownIt  # lazy: ~60 ms more at extension load
 
-    Attributes
-    ----------
-    code : set of int
-        Lines of fenced and indented code blocks.
-    tables : set of int
-        Lines of tables (a code span never runs past a cell's ``|``).
-    starts : set of int
-        Lines where a block of inline text (a paragraph, heading, table row, list item)
-        starts or the one before ends: a code span never runs past its block.
-    dollar_links : bool
-        Whether a link's destination holds a ``$``.
-    """
+    md = MarkdownIt("commonmark", options).enable("table")
+    md.core.ruler.before("text_join", "delimiters_as_typed", _delimiters_as_typed)
+    return md
 
-    code: set[int]
-    tables: set[int]
-    starts: set[int]
-    dollar_links: bool
+
+def _delimiters_as_typed(state: Any) -> None:  # "\(x\)" reads "\(x\)", not "(x)"
+    for token in state.tokens:
+        for child in token.children or []:
+            if child.type == "text_special" and child.info == "escape" \
+                    and child.content in "()[]":
+                child.content = "\\" + child.content
+
+
+class _Blocks(NamedTuple):
+    # line numbers (0-based) as a parser that shows raw HTML as text sees them
+    code: set[int]  # fenced and indented code blocks
+    tables: set[int]  # a code span never runs past a cell's "|"
+    starts: set[int]  # a block of inline text starts or the one before ends
+    dollar_links: bool  # a link's destination holds a "$"
 
 
 def _blocks(markdown: str) -> _Blocks:
-    """The :class:`_Blocks` of ``markdown``."""
-    blocks = _Blocks(set(), set(), set(), False)
+    code: set[int] = set()
+    tables: set[int] = set()
+    starts: set[int] = set()
     dollar_links = False
     for token in _parser().parse(markdown):
         if token.type in ("fence", "code_block") and token.map:
-            blocks.code.update(range(*token.map))
+            code.update(range(*token.map))
         elif token.type == "table_open" and token.map:
-            blocks.tables.update(range(*token.map))
+            tables.update(range(*token.map))
         if token.type == "inline" and token.map:
-            blocks.starts.update(token.map)  # what follows is another block (or no text)
+            starts.update(token.map)  # what follows is another block (or no text)
         for child in token.children or []:
             if child.type == "link_open" and "$" in str(child.attrGet("href") or ""):
                 dollar_links = True
-    return replace(blocks, dollar_links=dollar_links)
+    return _Blocks(code, tables, starts, dollar_links)
 
 
 def _backtick_run(text: str, i: int) -> int:
@@ -146,9 +115,8 @@ def _backtick_run(text: str, i: int) -> int:
 
 
 def _inline(text: str, dollar_links: bool = False, maths: bool = True) -> str:
-    """One run of non-code lines made inert, and with ``maths`` safe from maths (see the
-    module docstring); with ``dollar_links``, a ``$`` in a link destination becomes
-    ``%24`` (the same URL)."""
+    # One run of non-code lines made inert (and safe from maths); with dollar_links a
+    # "$" in a link destination becomes "%24" (the same URL).
     out: list[str] = []
     i, n = 0, len(text)
     dest_end = 0  # a link destination runs to here: no code spans, no maths escapes
@@ -227,7 +195,7 @@ def _inline(text: str, dollar_links: bool = False, maths: bool = True) -> str:
 
 
 def _link_end(text: str, start: int) -> int:
-    """The index after the ``)`` that closes a link destination opened at ``start``."""
+    # the index after the ")" that closes a link destination opened at start
     depth = 1
     i = start
     while i < len(text) and text[i] != "\n":
@@ -245,7 +213,7 @@ def _link_end(text: str, start: int) -> int:
 
 
 def _cells(line: str) -> list[str]:
-    """A table row split at each ``|`` not escaped (by an odd number of backslashes)."""
+    # a table row split at each "|" not escaped (by an odd number of backslashes)
     cells, start, i = [], 0, 0
     while i < len(line):
         if line[i] == "\\":
@@ -259,17 +227,13 @@ def _cells(line: str) -> list[str]:
 
 
 @functools.lru_cache(maxsize=1)
-def _checker() -> MarkdownIt:
-    """A parser that shows raw HTML and accepts every link, to check what we wrote."""
-    from markdown_it import MarkdownIt
-
-    md = MarkdownIt("commonmark", {"html": True}).enable("table")
+def _checker() -> MarkdownIt:  # shows raw HTML and accepts every link
+    md = _new_parser(html=True)
     md.validateLink = lambda url: True  # type: ignore[method-assign]
     return md
 
 
 def _inert(markdown: str) -> bool:
-    """True if ``markdown`` renders no HTML of its own, no image and no unsafe link."""
     for token in _checker().parse(markdown):
         if token.type == "html_block":
             return False
@@ -303,38 +267,20 @@ def _markdown(markdown: str, maths: bool) -> str:
 
 
 def reply_markdown(markdown: str) -> str:
-    """Markdown written by the model (or read from a file), made inert and safe from maths.
-
-    Parameters
-    ----------
-    markdown : str
-        A reply, or part of one while it streams in (an unclosed code fence runs to the end).
-
-    Returns
-    -------
-    str
-        Markdown that JupyterLab renders as CommonMark without maths and without raw
-        HTML: ``<tag>`` shows as typed; ``$``, ``$$``, ``\\\\(``, ``\\\\[`` and
-        ``\\begin{...}`` show as typed; an image ``![alt](url)`` is a link ``image: alt``
-        (never fetched by itself); a link whose scheme is not in :data:`SAFE_SCHEMES`
-        shows as text. Code spans, code blocks, tables, lists, emphasis and links render
-        as usual; code is left untouched. Should the result still hold HTML, an image or
-        an unsafe link for ``markdown-it-py``, the whole text is shown literally instead.
-    """
+    """Markdown from outside (a reply, also while it streams in) made inert and safe
+    from maths; code, tables, lists, emphasis and safe links render as usual."""
     source = _markdown(markdown, maths=True)
     return source if _inert(source) else literal(markdown)
 
 
 def inert_markdown(markdown: str) -> str:
-    """Markdown from outside made inert, as :func:`reply_markdown` does, but with maths
-    left as written: for exported notebooks and Markdown files."""
+    """:func:`reply_markdown` with maths left as written (exports)."""
     source = _markdown(markdown, maths=False)
     return source if _inert(source) else literal(markdown)
 
 
 def hard_breaks(markdown: str) -> str:
-    """``markdown`` with each line break inside a paragraph kept as a line break (two
-    trailing spaces), as in a summary written line by line; code blocks are untouched."""
+    """Each line break inside a paragraph made a hard break; code blocks untouched."""
     lines = markdown.split("\n")
     code = _blocks(markdown).code
     for i, line in enumerate(lines[:-1]):
@@ -344,14 +290,9 @@ def hard_breaks(markdown: str) -> str:
 
 
 def literal(text: str, *, code_spans: bool = False) -> str:
-    """Markdown that shows ``text`` exactly, character for character (no emphasis, no
-    links, no maths), e.g. a footer with ``$0.0012`` or a tool call ``add_todo(text="x")``.
-
-    Line breaks are kept as hard line breaks; leading spaces are kept as no-break spaces
-    (a line of our text never becomes a code block); a leading ``-``, ``+``, ``1.`` or
-    ``=`` is escaped so that no line becomes a list item or a heading underline. With
-    ``code_spans``, `` `...` `` spans (on one line) are kept and show as code.
-    """
+    """Markdown that shows ``text`` character for character: line breaks hard, leading
+    spaces no-break, no line a list item, heading underline or code block. With
+    ``code_spans``, one-line `` `...` `` spans are kept and show as code."""
     if code_spans:
         parts = re.split(r"(`[^`\n]+`)", text)
         return "".join(part if i % 2 else _literal(part, line_start=i == 0)
@@ -362,44 +303,25 @@ def literal(text: str, *, code_spans: bool = False) -> str:
 def _literal(text: str, *, line_start: bool) -> str:
     lines = []
     for number, line in enumerate(text.split("\n")):
-        if number == 0 and not line_start:
-            line_chars = [("\\\\$" if c == "$" else "\\\\&#92;" if c == "\\" else
-                           "\\" + c if c in _MD_SPECIAL else c) for c in line]
-            lines.append("".join(line_chars))
-            continue
-        chars = []
-        for i, c in enumerate(line):
-            if c == "$":
-                chars.append("\\\\$")
-            elif c == "\\":
-                chars.append("\\\\&#92;")
-            elif c in _MD_SPECIAL:
-                chars.append("\\" + c)
-            else:
-                chars.append(c)
-            if (i == 0 and c in "-+=") or (i > 0 and c in ".)" and line[:i].isdigit()):
-                chars[-1] = "\\" + c
-        body = "".join(chars)
-        stripped = body.lstrip(" ")
-        lines.append("\u00a0" * (len(body) - len(stripped)) + stripped)
+        chars = ["\\\\$" if c == "$" else "\\\\&#92;" if c == "\\" else
+                 "\\" + c if c in _MD_SPECIAL else c for c in line]
+        if number or line_start:  # no list item, heading underline or code block
+            if line[:1] in ("-", "+", "="):
+                chars[0] = "\\" + line[0]
+            digits = next((i for i, c in enumerate(line) if not c.isdigit()), len(line))
+            if 0 < digits < len(line) and line[digits] in ".)":
+                chars[digits] = "\\" + line[digits]
+            body = "".join(chars)
+            stripped = body.lstrip(" ")
+            lines.append("\u00a0" * (len(body) - len(stripped)) + stripped)
+        else:
+            lines.append("".join(chars))
     return "  \n".join(lines)
 
 
-# --------------------------------------------------------------------------- Markdown -> text
 def plain_text(markdown: str) -> str:
-    """The readable text of ``markdown``: no emphasis marks, no backticks, no link targets.
-
-    Paragraphs, headings and list items become lines; a table becomes one line per row
-    with its cells joined by `` · ``; code blocks keep their lines.
-
-    Parameters
-    ----------
-    markdown : str
-
-    Returns
-    -------
-    str
-    """
+    """The readable text: a line per paragraph, heading, list item and code line, a
+    table row's cells joined by `` · ``; no marks, backticks or link targets."""
     lines: list[str] = []
     row: list[str] | None = None
     for token in _parser().parse(markdown):
@@ -420,26 +342,18 @@ def plain_text(markdown: str) -> str:
 
 def excerpt(markdown: str, limit: int = 120) -> str:
     """:func:`plain_text` on one line, cut to ``limit`` code points (``…`` when cut)."""
-    text = " ".join(plain_text(markdown).split())
-    return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
+    return shorten(" ".join(plain_text(markdown).split()), limit)
 
 
 def summary_html(markdown: str) -> str:
-    """A session summary (Markdown, line breaks kept) as HTML for the panel's detail view.
-
-    Raw HTML in the summary is escaped, not rendered; code blocks, tables and lists
-    render; an image is a link ``image: alt`` (never fetched by itself); links keep only
-    :data:`SAFE_SCHEMES` (others show as text) and open in a new tab; ``\\(``, ``\\)``,
-    ``\\[`` and ``\\]`` keep their backslash.
-    """
+    """A summary (line breaks kept) as HTML: raw HTML escaped, an image a link, only
+    safe links (opening in a new tab), ``\\(`` keeping its backslash."""
     return _summary_parser().render(markdown)
 
 
 @functools.lru_cache(maxsize=1)
 def _summary_parser() -> MarkdownIt:
-    from markdown_it import MarkdownIt
-
-    md = MarkdownIt("commonmark", {"html": False, "breaks": True}).enable("table")
+    md = _new_parser(html=False, breaks=True)
     md.validateLink = safe_url  # type: ignore[method-assign]
 
     def link_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
@@ -453,14 +367,6 @@ def _summary_parser() -> MarkdownIt:
         return (f'<a href="{html.escape(str(token.attrGet("src") or ""))}" target="_blank" '
                 f'rel="noopener noreferrer">image: {html.escape(alt)}</a>')
 
-    def delimiters_as_typed(state: Any) -> None:  # "\(x\)" shows "\(x\)", not "(x)"
-        for token in state.tokens:
-            for child in token.children or []:
-                if child.type == "text_special" and child.info == "escape" \
-                        and child.content in "()[]":
-                    child.content = "\\" + child.content
-
-    md.core.ruler.before("text_join", "delimiters_as_typed", delimiters_as_typed)
     md.add_render_rule("link_open", link_open)
     md.add_render_rule("image", image)
     return md

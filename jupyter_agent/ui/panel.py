@@ -1,35 +1,12 @@
-"""``SessionsPanel``: an ipywidgets view of the sessions of one memory directory.
+"""The sessions panel: an ipywidgets list of the sessions of one memory directory.
 
-This module, :mod:`jupyter_agent.ui.panel_rows` and :mod:`jupyter_agent.ui.panel_detail`
-are the only ones that import ``ipywidgets`` at module level; the magics import them
-lazily (``%agent_sessions`` in a Jupyter kernel).
-
-Layout, top to bottom: a toolbar (text filter, show-archived toggle, Refresh), an error
-area, a one-line message area (cleared by the next action), one row per session of the
-current page (see :mod:`jupyter_agent.ui.panel_rows`: name, summary excerpt, status, relative
-last update, message count, cost, and Details / Resume / Archive|Unarchive / Delete
-buttons; the kernel's active session is marked and cannot be resumed again; a session
-in use elsewhere can be neither resumed, archived nor deleted), and the pager ("page 1 of 7
-(130 sessions)", just "3 sessions" on one page). The delete confirmation bar and the detail
-view of the selected session (:mod:`jupyter_agent.ui.panel_detail`: a bordered box; Close
-or a second Details click hides it, and so does filtering, paging or deleting its session
-away) appear right under the row they concern. Relative times ("5 min ago") are computed
-at each redraw, rows and details from the same instant.
-
-Design: child widgets are private attributes; handlers are named ``_on_<widget>_<event>``;
-:func:`~jupyter_agent.ui.panel_rows.format_row` is a pure function; every handler is guarded
-so that an exception becomes a message in the panel's error area instead of a traceback
-in the kernel log.
-The store is read once per :meth:`SessionsPanel.refresh` (filtering and paging work on
-that listing), so the panel stays responsive with hundreds of sessions.
-
-Widgets are not made per redraw: a row is a fixed slot of widgets (at most
-``page_size`` slots, made when first needed) whose values change when the page is
-redrawn, so refreshing, filtering and paging open no new comms in the kernel.
-:meth:`SessionsPanel.close` closes every widget the panel made.
-
-Outside Jupyter (nbconvert, a console, nbval) the panel's ``text/plain`` form is the
-sessions table of ``%agent_sessions`` in a terminal.
+A toolbar (filter, show-archived toggle, Refresh), an error area, a message area, one row
+per session of the current page (name, summary, status, last update, messages, cost;
+Details, Resume, Archive and Delete buttons), then the pager. The delete confirmation and
+the Details view appear right under the row they concern. The store is read once per
+:meth:`SessionsPanel.refresh`; rows are fixed slots of widgets whose values change, so
+redrawing opens no new comms. Every handler's exception becomes a line in the error
+area. Outside Jupyter the panel's ``text/plain`` is the sessions table.
 """
 
 from __future__ import annotations
@@ -37,38 +14,180 @@ from __future__ import annotations
 import functools
 import html
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import ipywidgets as widgets
 
+from jupyter_agent.artefacts.fork import fork_label
 from jupyter_agent.artefacts.search import SearchHit, SearchMatch, search_listings, search_sessions
-from jupyter_agent.ui.advice import error_message
-from jupyter_agent.ui.artefacts import format_search_results
-from jupyter_agent.ui.display import format_sessions_table
-from jupyter_agent.ui.panel_detail import DetailView
-from jupyter_agent.ui.panel_rows import (
-    UNTITLED,
-    PanelRow,
-    RowSlot,
-    RowText,
-    button,
-    format_row,
-    lines_html,
-    matches,
+from jupyter_agent.store import Usage
+from jupyter_agent.ui.advice import describe_holder, error_message
+from jupyter_agent.ui.display import (
+    format_cost,
+    format_owner,
+    format_search_results,
+    format_sessions_table,
+    messages_of,
+    one_line,
+    relative_time,
 )
+from jupyter_agent.ui.markdown import excerpt
+from jupyter_agent.ui.panel_details import DetailView, button, close_widgets, lines_html, role_lines
 
 if TYPE_CHECKING:
     from jupyter_agent.store import SessionListing, Store
 
-__all__ = ["PanelRow", "RowText", "SessionsPanel", "format_row", "matches"]
+#: The name of a session with neither a title nor a prompt.
+UNTITLED = "(untitled, no prompt yet)"
+INFO_MIN, META_WIDTH = "240px", "210px"
+
+
+class RowText(NamedTuple):
+    name: str
+    summary: str
+    updated: str
+    status: str
+    messages: str
+    cost: str
+    holder: str = ""
+    owner: str = ""
+
+
+def format_row(listing: SessionListing, now: datetime | None = None) -> RowText:
+    """The texts of one row: ``name`` is the title, else the first prompt's first words,
+    else :data:`UNTITLED`; ``summary`` its readable text on one line (a fallback
+    summary's first two lines); ``messages`` leaves out the system prompt; ``holder``
+    who holds a session in use elsewhere; ``owner`` whose it is in a team store."""
+    name = listing.title or excerpt(listing.first_prompt, 60) or UNTITLED
+    shown = messages_of(listing.message_count)
+    return RowText(
+        name=one_line(name, 60),
+        summary=_row_summary(listing.summary),
+        updated=relative_time(listing.updated_at, now),
+        status=listing.status + (", archived" if listing.archived else ""),
+        messages=f"{shown} msg{'' if shown == 1 else 's'}" if shown else "no messages yet",
+        cost=format_cost(Usage(cost_usd=listing.cost_usd)),
+        holder=describe_holder(listing.holder) if listing.status == "in use" else "",
+        owner=format_owner(listing.owner_user, listing.owner_host, listing.owner_role,
+                           listing.shared_with),
+    )
+
+
+def _row_summary(summary: str) -> str:
+    roles = role_lines(summary)
+    if roles is None:
+        return excerpt(summary, 120)
+    return "\n".join(f"{role}: {excerpt(text, 100)}" for role, text in roles[:2])
+
+
+def _found_html(found: SearchMatch) -> str:
+    e = found.excerpt
+    return (f"<i>found in {html.escape(found.field)}:</i> {html.escape(e[:found.start])}"
+            f"<mark>{html.escape(e[found.start:found.end])}</mark>{html.escape(e[found.end:])}")
+
+
+@dataclass(frozen=True)
+class PanelRow:
+    session_id: str
+    text: RowText
+    box: widgets.HBox
+    details: widgets.Button
+    resume: widgets.Button
+    archive: widgets.Button
+    delete: widgets.Button
+
+
+class RowSlot:
+    """The widgets of one row position, reused for whichever session it shows;
+    ``on_click(action, slot)`` gets ``"details"``, ``"resume"``, ``"archive"`` or
+    ``"delete"``."""
+
+    def __init__(self, on_click: Callable[[str, RowSlot], None]) -> None:
+        self.session_id = ""
+        self.name = ""
+        self.archived = False
+        self.info = widgets.HTML(layout=widgets.Layout(flex="1 1 0%", min_width=INFO_MIN))
+        self.meta = widgets.HTML(layout=widgets.Layout(flex=f"0 0 {META_WIDTH}",
+                                                       width=META_WIDTH))
+        self.details = button("Details", "Show (or hide) summary, todos and last messages")
+        self.resume = button("Resume", "Make this the active session of this kernel", "primary")
+        self.archive = button("Archive", min_width="86px")  # as wide as "Unarchive"
+        self.delete = button("Delete", "Delete this session (asks first)", "danger")
+        for action in ("details", "resume", "archive", "delete"):
+            getattr(self, action).on_click(lambda _b, a=action: on_click(a, self))
+        self.buttons = widgets.HBox([self.details, self.resume, self.archive, self.delete],
+                                    layout=widgets.Layout(flex="0 1 auto",
+                                                          flex_flow="row wrap"))
+        self.box = widgets.HBox(
+            [self.info, self.meta, self.buttons],
+            layout=widgets.Layout(flex_flow="row wrap", align_items="center", width="100%",
+                                  border_bottom="1px solid var(--jp-border-color2, #e0e0e0)",
+                                  padding="2px 0"))
+
+    def clear(self) -> None:
+        # a slot off the page keeps no text: a saved notebook holds only what is shown
+        self.session_id, self.name, self.archived = "", "", False
+        self.info.value = self.meta.value = ""
+        self.resume.tooltip = self.archive.tooltip = ""
+        self.delete.tooltip = "Delete this session (asks first)"  # no holder's name kept
+
+    def show(self, listing: SessionListing, found: SearchMatch | None = None,
+             now: datetime | None = None) -> PanelRow:
+        """Show ``listing``; ``found`` (where the filter's text is) replaces the summary."""
+        text = format_row(listing, now)
+        self.session_id, self.name, self.archived = listing.id, text.name, listing.archived
+        untitled = text.name == UNTITLED
+        name = f"<i>{text.name}</i>" if untitled else f"<b>{html.escape(text.name)}</b>"
+        summary = "".join(f"<br><small>{html.escape(line)}</small>"
+                          for line in text.summary.splitlines())
+        if found is not None:
+            summary = f"<br><small>{_found_html(found)}</small>"
+        fork = fork_label(getattr(listing, "parent", None))  # listings name it when known
+        fork = f" <small style='opacity:0.7'>· {html.escape(fork)}</small>" if fork else ""
+        if text.owner:  # a team store: who created it
+            fork += f" <small style='opacity:0.7'>· by {html.escape(text.owner)}</small>"
+        in_use = listing.status == "in use"
+        held = (f"<br><small style='color:var(--jp-warn-color0, #e65100)'>In use by "
+                f"{html.escape(text.holder)}. To use it here: stop that kernel (or switch it "
+                f"to another session), then Resume; its lease is freed when that kernel "
+                f"exits.</small>" if in_use else "")
+        self.info.value = lines_html(
+            f"{name} <small style='opacity:0.7'>{html.escape(listing.id)}</small>{fork}"
+            f"{summary}{held}")
+        active = listing.status == "active"
+        if active:
+            status = ("<b style='color:var(--jp-success-color1, #388e3c)'>● active in this "
+                      "kernel</b>" + (", archived" if listing.archived else ""))
+        elif in_use:
+            status = ("<b style='color:var(--jp-warn-color0, #e65100)'>● in use elsewhere</b>"
+                      + (", archived" if listing.archived else ""))
+        else:
+            status = html.escape(text.status)
+        counts = " · ".join(html.escape(t) for t in (text.updated, text.messages, text.cost))
+        self.meta.value = lines_html(f"{status}<br><small>{counts}</small>")
+        self.resume.disabled = active or in_use
+        self.resume.tooltip = (
+            "This is already the active session of this kernel" if active else
+            f"In use by {text.holder}; stop that kernel first" if in_use else
+            "Make this the active session of this kernel")
+        self.archive.description = "Unarchive" if listing.archived else "Archive"
+        # another process holds it: it cannot be archived or deleted from here
+        self.archive.disabled = self.delete.disabled = in_use
+        why = f"In use by {text.holder}; stop that kernel first"
+        self.archive.tooltip = (why if in_use else
+                                "Show it again in the list" if listing.archived else
+                                "Hide it from the list (show archived shows it again)")
+        self.delete.tooltip = why if in_use else "Delete this session (asks first)"
+        return PanelRow(listing.id, text, self.box, self.details, self.resume, self.archive,
+                        self.delete)
+
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _guarded(func: F) -> F:
-    """Clear the last message, then show any exception of a handler in the error area."""
-
     @functools.wraps(func)
     def wrapper(self: SessionsPanel, *args: Any, **kwargs: Any) -> Any:
         self._errors.value = ""
@@ -85,29 +204,10 @@ def _guarded(func: F) -> F:
 class SessionsPanel(widgets.VBox):
     """A browsable, filterable, pageable list of saved sessions.
 
-    Parameters
-    ----------
-    store : Store
-        The store whose sessions are shown.
-    on_resume : callable, optional
-        Called with a session ID when its Resume button is clicked (the magics make it the
-        active session of the kernel). A returned string is shown in the panel.
-    on_archive : callable, optional
-        Called as ``on_archive(session_id, archived)`` to archive (``True``) or unarchive
-        a session; default ``store.set_archived``. A returned string is shown in the
-        panel (the magics say there whether the kernel's active session was archived).
-    on_delete : callable, optional
-        Called with a session ID to delete it after confirmation; default
-        ``store.delete_session``. A returned string is shown in the panel.
-    page_size : int, optional
-        Rows per page (default 20).
-    show_archived : bool, optional
-        Initial state of the show-archived toggle.
-    query : str, optional
-        Initial text of the filter (titles, summaries, first prompts, IDs).
-    deep : bool, optional
-        The filter searches the full transcripts too (when Enter is pressed, since it reads
-        every session).
+    ``on_resume(id)``, ``on_archive(id, archived)`` and ``on_delete(id)`` (after
+    confirmation) act on a session; a string they return is shown in the panel.
+    ``deep``: the filter searches whole transcripts too, when Enter is pressed.
+    :attr:`page` is 0-based; :attr:`rows` are those of the current page.
     """
 
     def __init__(self, store: Store, *, on_resume: Callable[[str], Any] | None = None,
@@ -121,9 +221,9 @@ class SessionsPanel(widgets.VBox):
         self._on_archive = on_archive or store.set_archived
         self._on_delete = on_delete or store.delete_session
         self._page_size = page_size
-        self._page = 0
+        self.page = 0
         self._listing: list[SessionListing] = []
-        self._rows: list[PanelRow] = []
+        self.rows: list[PanelRow] = []
         self._slots: list[RowSlot] = []
         self._pending_delete: str | None = None
         self._deep = deep
@@ -170,20 +270,8 @@ class SessionsPanel(widgets.VBox):
                           self._pager])
         self.refresh()
 
-    # ---- public
-    @property
-    def rows(self) -> list[PanelRow]:
-        """The rows of the current page, in display order."""
-        return list(self._rows)
-
-    @property
-    def page(self) -> int:
-        """The current page, 0-based."""
-        return self._page
-
     @property
     def page_count(self) -> int:
-        """How many pages the filtered listing has (at least 1)."""
         return max(1, -(-len(self._visible()) // self._page_size))
 
     @property
@@ -193,14 +281,12 @@ class SessionsPanel(widgets.VBox):
 
     @property
     def detail_visible(self) -> bool:
-        """True while the detail view of a session is shown."""
         return self._details.selected is not None
 
     def text_table(self) -> str:
-        """The sessions of the current page as the plain-text table of a terminal (what
-        the panel shows, nothing more: it is saved with the notebook's outputs), with where
-        the filter's text was found while it filters."""
-        start = self._page * self._page_size
+        """The current page as the terminal's table (only what the panel shows: it is
+        saved with the notebook), with where the filter's text was found."""
+        start = self.page * self._page_size
         if self._filter.value.strip():
             hits = self._search()[start:start + self._page_size]
             table = format_search_results(hits, query=self._filter.value.strip())
@@ -218,19 +304,9 @@ class SessionsPanel(widgets.VBox):
 
     def close(self) -> None:
         """Close every widget of the panel (their comms), then the panel itself."""
-        owned: list[Any] = [self._toolbar, self._pager, self._empty, *self._pager.children,
-                            *self._toolbar.children, self._errors, self._message, self._rows_box,
-                            self._confirm_box, *self._confirm_box.children,
-                            *self._details.all_widgets()]
-        for slot in self._slots:
-            owned += slot.all_widgets()
-        for widget in owned:
-            for part in ("layout", "style"):
-                sub = getattr(widget, part, None)
-                if isinstance(sub, widgets.Widget):
-                    sub.close()
-            widget.close()
-        self._slots, self._rows = [], []
+        close_widgets([*self.children, self._empty, self._confirm_box, self._details.box,
+                       *(slot.box for slot in self._slots)])
+        self._slots, self.rows = [], []
         self.layout.close()
         super().close()
 
@@ -269,25 +345,25 @@ class SessionsPanel(widgets.VBox):
     def _render(self) -> None:
         now = datetime.now(UTC)
         visible = self._visible()
-        self._page = min(self._page, self.page_count - 1)
-        start = self._page * self._page_size
+        self.page = min(self.page, self.page_count - 1)
+        start = self.page * self._page_size
         page = visible[start:start + self._page_size]
         while len(self._slots) < len(page):
             self._slots.append(RowSlot(self._on_row_click))
-        self._rows = [slot.show(s, self._found.get(s.id), now)
+        self.rows = [slot.show(s, self._found.get(s.id), now)
                       for slot, s in zip(self._slots, page, strict=False)]
         for slot in self._slots[len(page):]:
             slot.clear()
         self._empty.value = lines_html(f"<i>no sessions {'match' if self._listing else 'yet'}</i>")
         count = f"{len(visible)} session" + ("" if len(visible) == 1 else "s")
         paged = self.page_count > 1
-        self._page_label.value = (f"page {self._page + 1} of {self.page_count} ({count})"
+        self._page_label.value = (f"page {self.page + 1} of {self.page_count} ({count})"
                                   if paged else count)
         self._prev.layout.display = self._next.layout.display = None if paged else "none"
         self._pager.layout.display = None if visible else "none"
-        self._prev.disabled = self._page == 0
-        self._next.disabled = self._page >= self.page_count - 1
-        on_page = {r.session_id for r in self._rows}
+        self._prev.disabled = self.page == 0
+        self._next.disabled = self.page >= self.page_count - 1
+        on_page = {r.session_id for r in self.rows}
         if self._details.selected is not None:
             if self._details.selected in on_page:
                 self._details.retime(now)
@@ -301,7 +377,7 @@ class SessionsPanel(widgets.VBox):
         """The rows, with the delete confirmation and the detail view right under the row
         they concern (not under the whole list, off screen for a top row)."""
         children: list[widgets.Widget] = []
-        for row in self._rows:
+        for row in self.rows:
             children.append(row.box)
             if row.session_id == self._pending_delete:
                 children.append(self._confirm_box)
@@ -334,7 +410,7 @@ class SessionsPanel(widgets.VBox):
 
     @_guarded
     def _on_filter_value(self, change: dict[str, Any]) -> None:
-        self._page = 0
+        self.page = 0
         self._render()
 
     @_guarded
@@ -347,12 +423,12 @@ class SessionsPanel(widgets.VBox):
 
     @_guarded
     def _on_prev_click(self, _button: widgets.Button) -> None:
-        self._page = max(self._page - 1, 0)
+        self.page = max(self.page - 1, 0)
         self._render()
 
     @_guarded
     def _on_next_click(self, _button: widgets.Button) -> None:
-        self._page = min(self._page + 1, self.page_count - 1)
+        self.page = min(self.page + 1, self.page_count - 1)
         self._render()
 
     @_guarded

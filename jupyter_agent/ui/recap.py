@@ -1,35 +1,42 @@
-"""The recap ``%agent_resume`` shows in Jupyter, and :class:`MarkdownText`, the display
-object of Markdown with a plain-text twin.
+"""What Jupyter shows of a saved session again: the ``%agent_resume`` recap as Markdown and
+the session's figures between the text of ``%agent_history``.
 
 The summary and the last reply are Markdown written by the model and render as such,
-without maths; everything else is literal text.
+without maths; everything else is literal text. A figure is read through the store
+(never following a link) and shown as a display of its own, with a ``text/plain`` line
+naming it; one that cannot be read is named, with why.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from jupyter_agent.store.messages import message_text
+from IPython.display import display
+
+from jupyter_agent.artefacts.figures import ReadFigure, figure_data
+from jupyter_agent.store.figures import figure_label, figure_refs
 from jupyter_agent.ui.display import (
     format_recap_usage,
     format_resumed,
+    last_exchange,
+    last_figure,
     one_line,
     shorten,
     terminal_text,
 )
-from jupyter_agent.ui.figures import figure_label, last_figure
 from jupyter_agent.ui.markdown import hard_breaks, literal, reply_markdown
 
 if TYPE_CHECKING:
     from jupyter_agent.store import SessionRecord
     from jupyter_agent.ui.results import Resumed
 
-__all__ = ["MarkdownText", "recap_markdown", "resumed_markdown"]
+#: Display width (CSS pixels) of the last figure in the resume recap.
+RECAP_WIDTH = 320
 
 
 class MarkdownText:
-    """A display object: ``markdown`` in Jupyter, ``plain`` as ``text/plain`` (nbconvert to
-    text, consoles, nbval)."""
+    """A display object: ``markdown`` in Jupyter, ``plain`` as ``text/plain``."""
 
     def __init__(self, markdown: str, plain: str) -> None:
         self.markdown, self.plain = markdown, plain
@@ -43,10 +50,7 @@ class MarkdownText:
 
 def recap_markdown(record: SessionRecord, *, unarchived: bool = False,
                    endpoint_note: str = "") -> str:
-    """The ``%agent_resume`` recap as Markdown (Jupyter): the title as a heading, usage,
-    summary, open todos as a list, the last exchange (cf. :func:`~jupyter_agent.ui.display.
-    format_recap`, the same in plain text). The summary and the last reply are Markdown
-    written by the model and render as such (without maths); the rest is literal."""
+    """:func:`~jupyter_agent.ui.display.format_recap` as Markdown, the title a heading."""
     name = record.title or f"session {record.id}"
     parts = [f"#### Resumed: {literal(name)}",
              literal(f"{record.id} · {format_recap_usage(record)}")]
@@ -61,12 +65,8 @@ def recap_markdown(record: SessionRecord, *, unarchived: bool = False,
     if todos:
         parts.append("**Open todos**\n\n" + "\n".join(
             f"- {t.id}\\. {literal(t.text)} — *{t.status.replace('_', ' ')}*" for t in todos))
-    last_user = next((m for m in reversed(record.messages) if m.get("role") == "user"), None)
-    last_reply = next((m for m in reversed(record.messages)
-                       if m.get("role") == "assistant" and message_text(m)), None)
-    exchange = [f"**{label}:** {literal(one_line(message_text(m), 300))}"
-                for label, m in (("Last prompt", last_user), ("Last reply", last_reply))
-                if m is not None]
+    exchange = [f"**Last {label}:** {literal(one_line(text, 300))}"
+                for label, text in last_exchange(record)]
     if exchange:
         parts.append("  \n".join(exchange))
     figure = last_figure(record.transcript)
@@ -78,8 +78,52 @@ def recap_markdown(record: SessionRecord, *, unarchived: bool = False,
 
 
 def resumed_markdown(resumed: Resumed) -> MarkdownText:
-    """What ``%agent_resume`` displays in Jupyter: :func:`recap_markdown`, with the plain
-    recap as its ``text/plain``."""
     return MarkdownText(recap_markdown(resumed.record, unarchived=resumed.unarchived,
                                        endpoint_note=resumed.endpoint_note),
                         format_resumed(resumed))
+
+
+def split_at_figures(blocks: Sequence[tuple[str, dict[str, Any] | None]]
+                     ) -> list[str | dict[str, Any]]:
+    """``(text, message)`` blocks joined into text runs, each followed by the figure
+    references of the message that ended it."""
+    parts: list[str | dict[str, Any]] = []
+    run: list[str] = []
+    for text, message in blocks:
+        run.append(text)
+        refs = list(figure_refs([message])) if message is not None else []
+        if refs:
+            parts.append("\n\n".join(run))
+            parts.extend(refs)
+            run = []
+    if run:
+        parts.append("\n\n".join(run))
+    return parts
+
+
+def show_blocks(parts: Sequence[str | dict[str, Any]], read: ReadFigure | None, *,
+                width: int | None = None) -> None:
+    """Print the text runs made inert and display the figures between them.
+
+    ``read`` is ``None`` in a terminal: the text names the figures. ``width`` is in CSS
+    pixels (default: the figure's own).
+    """
+    text: list[str] = []
+    for part in parts:
+        if isinstance(part, str):
+            text.append(part)
+            continue
+        if read is None:
+            continue
+        if text:
+            print(terminal_text("\n\n".join(text)))
+        text = []
+        data, why = figure_data(read, part)
+        if data is None:
+            print(terminal_text(f"[{figure_label(part)}: cannot be shown: {why}]"))
+            continue
+        metadata = {next(iter(data)): {"width": width}} if width else {}
+        data["text/plain"] = f"[{figure_label(part)}]"
+        display(data, metadata=metadata, raw=True)
+    if text:
+        print(terminal_text("\n\n".join(text)))

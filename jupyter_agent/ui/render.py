@@ -1,47 +1,31 @@
-"""Live rendering of a turn: the agent's events (:mod:`jupyter_agent.agent.events`) as
-they happen.
+"""A turn's events (:mod:`jupyter_agent.agent.events`) rendered as they happen: Markdown in
+Jupyter (:class:`MarkdownTurnRenderer`), text on a terminal (:class:`PlainTurnRenderer`).
 
-- :class:`MarkdownTurnRenderer` (Jupyter): Markdown, with ``text/plain`` alongside;
-- :class:`PlainTurnRenderer` (terminal IPython and plain shells): text written as it
-  arrives (defined in :mod:`jupyter_agent.ui.plain`, importable from here).
-
-Both are callables taking one event, with a ``finish()`` the caller runs when the turn
-ends, however it ends (normally, a limit, a model error, Ctrl-C). Both show a
-``run_python`` call with its code and each part of its result under one label (what it
-printed, the value of its last expression, stderr, the error), a refused call once, with
-the whole reason, and every other tool call (todos, scratchpad, summary, notes,
-variables) as one line: ``▸ update_todo(id=1, status="in_progress") → todo #1 is now
-in_progress``. A notice a tool raises while it runs (a refusal) is shown once, with that
-call's result, not a second time on its own. A call that will ask for approval
-(``ToolCallStart.asks``) shows only its name: the question that follows shows the whole
-code (or note), and no status line is shown until it is answered.
-
-Long waits (the client waiting out a rate limit, a slow first token, a long tool run)
-show a status line, ``waiting for the model — 12 s …``, that goes as soon as anything
-else arrives; it is driven by a timer, since the ``openai`` client's retries are
-internal. It is shown only where a person watches (the live Markdown area of an
-interactive front end, a terminal), never in the outputs of a headless run.
-
-What the agent's code displays -- a figure, an image, a DataFrame -- arrives as a
-``Displayed`` event while its call runs and is shown as its own output, in its place: the
-turn's Markdown so far ends there and goes on in a new output below it. So a
-turn is one output per stretch of text between the things its code displayed, the same
-live and headless. The plain renderer leaves them to the tool result, which names them.
-
-Replies are Markdown written by the model and go through
-:func:`~jupyter_agent.ui.markdown.reply_markdown` (``$`` shows as typed);
-everything the front end writes itself goes through
-:func:`~jupyter_agent.ui.markdown.literal`. No HTML is written.
+Both show a ``run_python`` call with its code and each part of its result under one
+label, a refused call once with the whole reason, and every other tool call as one line
+(``▸ update_todo(id=1) → todo #1 is now in_progress``). A notice raised while a call runs
+is shown once, with that call's result. A call that will ask for approval shows only its
+name: the question shows the whole code. Long waits show a status line
+(``waiting for the model — 12 s …``) where a person watches, until the next event.
+Replies go through :func:`~jupyter_agent.ui.markdown.reply_markdown`, our own lines
+through :func:`~jupyter_agent.ui.markdown.literal`; no HTML is written.
 """
 
 from __future__ import annotations
 
+import contextvars
+import html
 import io
+import re
+import sys
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TextIO
 
-from jupyter_agent.ui.calls import (
+from IPython.display import display
+
+from jupyter_agent.ui.display import (
     RESULT_LABELS,
     format_call,
     format_tool_call,
@@ -49,33 +33,90 @@ from jupyter_agent.ui.calls import (
     notice_shown_by,
     one_line_result,
     result_preview,
+    terminal_text,
     tool_result_sections,
 )
 from jupyter_agent.ui.markdown import literal, reply_markdown
-from jupyter_agent.ui.plain import PlainTurnRenderer
-from jupyter_agent.ui.recap import MarkdownText, recap_markdown, resumed_markdown
-from jupyter_agent.ui.status import WAIT_AFTER, WaitingStatus
+from jupyter_agent.ui.recap import MarkdownText
 
-__all__ = ["MarkdownText", "MarkdownTurnRenderer", "PlainTurnRenderer", "recap_markdown",
-           "resumed_markdown"]
+#: Seconds without an event before the status line appears.
+WAIT_AFTER = 3.0
+_SHOWN = ("text_delta", "tool_call_start", "tool_call_end", "notice", "approval_answered")
+
+
+class WaitingStatus:
+    """The status line of a long wait, ticking on a timer thread.
+
+    ``show`` is called without arguments, from the timer thread and under the owner's
+    ``lock``, when :attr:`text` (the line, or ``None``) changed. No line is shown while
+    the turn waits for an approval answer (:attr:`paused`, until the next event).
+    """
+
+    def __init__(self, show: Callable[[], object], lock: threading.RLock,
+                 wait_after: float) -> None:
+        self._show, self._lock, self._wait_after = show, lock, wait_after
+        self.last_event = time.monotonic()
+        self.running: str | None = None  # the tool that runs now, if any
+        self._call: str | None = None  # the tool called, running or waiting for approval
+        self.paused = False
+        self.text: str | None = None
+        self._done = threading.Event()
+        context = contextvars.copy_context()  # the kernel's output routing of this cell
+        threading.Thread(target=context.run, args=(self._loop,), daemon=True,
+                         name="jupyter-agent-status").start()
+
+    def _loop(self) -> None:
+        while not self._done.wait(0.5):
+            with self._lock:
+                waited = time.monotonic() - self.last_event
+                if self._done.is_set() or self.paused or waited < self._wait_after:
+                    continue
+                what = f"{self.running} running" if self.running else "waiting for the model"
+                self.text = f"{what} — {int(waited)} s …"
+                self._show()
+
+    def event(self, event: Any) -> bool:
+        """Note an event (which ends a pause); True if a status line was shown (now gone)."""
+        self.last_event = time.monotonic()
+        self.paused = False
+        kind = getattr(event, "kind", "")
+        if kind == "tool_call_start":
+            self._call = self.running = event.name
+            if getattr(event, "asks", False):
+                self.running, self.paused = None, True
+        elif kind == "tool_call_end":
+            self._call = self.running = None
+        elif kind == "approval_answered" and self._call is not None and event.approved:
+            self.running = self._call
+        shown, self.text = self.text is not None, None
+        return shown
+
+    def stop(self) -> None:
+        self._done.set()
+        self.text = None
+
+
+def _fence(text: str) -> str:
+    return "`" * max(3, max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+
 
 class MarkdownTurnRenderer:
-    """Render a turn's events as Markdown (Jupyter).
+    """Render a turn's events as Markdown, with ``text/plain`` alongside.
 
     Parameters
     ----------
     live : bool
-        True where a person watches (an interactive front end): one display area shows
-        the turn as it streams and is updated in place, ends holding the whole turn, and
-        shows the status line of long waits. False for a headless run (nbclient,
-        nbconvert, papermill, nbval): nothing is shown until :meth:`finish`, which
-        displays the turn once. Either way a saved notebook holds exactly one output per
-        turn, with the same content.
+        True where a person watches: the display is updated in place as the turn streams
+        and shows the status line. False (nbclient, nbconvert, papermill): nothing shows
+        until :meth:`finish`. Either way the notebook ends with the same outputs.
     min_interval : float, optional
-        Seconds between two updates while text streams in (each update re-sends the
-        whole Markdown); tool calls, notices and :meth:`finish` always update.
+        Seconds between two updates while text streams in; calls, notices and
+        :meth:`finish` always update.
     wait_after : float, optional
         Seconds without an event before the status line appears (live only).
+
+    What the agent's code displays arrives as a ``display`` event and is shown as its own
+    output, in its place: the turn's Markdown so far ends there and goes on below it.
     """
 
     def __init__(self, *, live: bool = True, min_interval: float = 0.1,
@@ -83,7 +124,7 @@ class MarkdownTurnRenderer:
         self._live = live
         self._items: list[list[Any]] = []  # [kind, payload]: reply / lines / block
         self._calls: dict[str, tuple[list[str], int]] = {}  # one-line calls: ID -> lines, index
-        self._open: tuple[str, str] | None = None  # (call ID, name) of the running call
+        self._open: str | None = None  # the ID of the running call
         self._held: list[str] = []  # notices raised while a call runs
         self._plain_out = io.StringIO()
         self._plain = PlainTurnRenderer(self._plain_out)
@@ -96,10 +137,8 @@ class MarkdownTurnRenderer:
         self._lock = threading.RLock()
         self._waiting = WaitingStatus(self._show_locked, self._lock, wait_after) if live else None
 
-    # ---- the Markdown
     def markdown(self, *, status: bool = True) -> str:
-        """The turn so far as Markdown (no HTML; replies without maths), with the status
-        line of a long wait unless ``status`` is False."""
+        """The turn so far, with the status line of a long wait unless ``status`` is False."""
         blocks = []
         for kind, payload in self._items:
             if kind == "reply":
@@ -115,7 +154,7 @@ class MarkdownTurnRenderer:
         return "\n\n".join(blocks)
 
     def plain(self) -> str:
-        """The current output's plain text (the ``text/plain`` of its display)."""
+        """The current output's ``text/plain``."""
         text = self._plain_out.getvalue()[self._plain_from:].rstrip("\n")
         return text.lstrip("\n") if self._plain_from else text
 
@@ -123,27 +162,16 @@ class MarkdownTurnRenderer:
         return MarkdownText(self.markdown(status=status), self.plain())
 
     def _show_locked(self) -> None:
-        from IPython.display import display
-
         self._shown_at = time.monotonic()
         if self._handle is None:
             self._handle = display(self._display_object(), display_id=True)
         else:
             self._handle.update(self._display_object())
 
-    def _show(self, *, force: bool = True) -> None:
-        if not self._live:
-            return
-        if not force and time.monotonic() - self._shown_at < self._min_interval:
-            return
-        with self._lock:
-            self._show_locked()
-
-    # ---- events
     def _block(self, markdown: str) -> None:
         self._items.append(["block", markdown])
 
-    def _result_blocks(self, name: str, result: str, ok: bool) -> None:
+    def _result_blocks(self, result: str, ok: bool) -> None:
         for kind, body in tool_result_sections(result, ok):
             if kind == "output" and self._shown_figures:
                 # a figure shown above in its place: its line is for the model, not for you
@@ -155,20 +183,17 @@ class MarkdownTurnRenderer:
             lines = result_preview(body) if kind in ("output", "result", "stderr") else \
                 body.splitlines() or [""]
             if kind in ("refused", "message") or len(lines) == 1:
-                text = f"{label} {lines[0]}" if lines[0] else f"{label} (no output)"
                 if kind in ("output", "result", "stderr") and lines[0]:
                     self._block(f"{literal(label)} `{lines[0].replace('`', chr(39))}`")
                 else:
-                    shown = text if kind != "refused" else f"{label} {body}"
+                    shown = f"{label} {body if kind == 'refused' else lines[0] or '(no output)'}"
                     self._block(literal(shown, code_spans=True))
                 continue
-            longest = max((len(run) for run in _backtick_runs("\n".join(lines))), default=0)
-            fence = "`" * max(3, longest + 1)
+            fence = _fence("\n".join(lines))
             self._block("\n".join([f"*{literal(label)}*", f"{fence}text", *lines, fence]))
 
     def _end_output(self) -> None:
-        """End the current Markdown output (for good: no status line stays in it); what
-        comes next goes into a new output below whatever is displayed in between."""
+        """End the current Markdown output for good; what follows goes in a new one."""
         if self._items:
             done = self._display_object(status=False)
             if self._handle is not None:
@@ -179,42 +204,37 @@ class MarkdownTurnRenderer:
         self._items, self._handle = [], None
         self._plain_from = len(self._plain_out.getvalue())
 
-    def _show_output(self, event: Any) -> None:
-        """End the current Markdown output and show what the code displayed below it."""
-        from IPython.display import display
-
-        from jupyter_agent.agent.figures import describe_figure
-
-        self._end_output()
-        if event.figure is not None:
-            self._shown_figures.add(f"[{describe_figure(event.figure)}]")
-        bundle = (dict(event.data), dict(event.metadata or {}))
-        self._parts.append(("display", bundle))
-        if self._live:
-            display(bundle[0], metadata=bundle[1], raw=True)
-
     def __call__(self, event: Any) -> None:
-        """Render one event (updates the display in place where live)."""
         kind = getattr(event, "kind", "")
         if kind == "display":
             if getattr(event, "shown", True):
+                # lazy: importing the agent package at extension load costs ~0.5 s
+                from jupyter_agent.agent.figures import describe_figure
+
                 with self._lock:
-                    self._show_output(event)
+                    self._end_output()
+                    if event.figure is not None:
+                        self._shown_figures.add(f"[{describe_figure(event.figure)}]")
+                    bundle = (dict(event.data), dict(event.metadata or {}))
+                    self._parts.append(("display", bundle))
+                    if self._live:
+                        display(bundle[0], metadata=bundle[1], raw=True)
             return
-        if kind not in ("text_delta", "tool_call_start", "tool_call_end", "notice",
-                        "approval_answered"):
+        if kind not in _SHOWN:
             return
         with self._lock:
-            status_gone = self._waiting.event() if self._waiting is not None else False
+            status_gone = self._waiting.event(event) if self._waiting is not None else False
             self._plain(event)
             force = self._handle_event(kind, event) or status_gone
-        self._show(force=force)
+        if self._live and (force or time.monotonic() - self._shown_at >= self._min_interval):
+            with self._lock:
+                self._show_locked()
         if kind == "tool_call_start" and getattr(event, "asks", False) and self._live:
             with self._lock:  # the question is displayed next; the turn goes on below it
                 self._end_output()
 
     def _handle_event(self, kind: str, event: Any) -> bool:
-        """Update the items for one event; True when the display must update at once."""
+        """Update the items; True when the display must update at once."""
         if kind == "text_delta":
             if self._items and self._items[-1][0] == "reply":
                 self._items[-1][1][0] += event.text
@@ -222,23 +242,15 @@ class MarkdownTurnRenderer:
                 self._items.append(["reply", [event.text]])
             return False
         if kind == "approval_answered":
-            if self._waiting is not None and self._open is not None and event.approved:
-                self._waiting.running = self._open[1]
             return False
         if kind == "tool_call_start":
-            self._open = (event.call_id, event.name)
-            if self._waiting is not None:
-                self._waiting.running = event.name
+            self._open = event.call_id
             if getattr(event, "asks", False):  # the question shows the whole code
-                if self._waiting is not None:
-                    self._waiting.running, self._waiting.paused = None, True
                 self._block(f"**{literal('▶ ' + event.name)}**")
             elif is_code_call(event.arguments):
-                text = format_tool_call(event.name, event.arguments)
-                head, _, body = text.partition("\n")
+                head, _, body = format_tool_call(event.name, event.arguments).partition("\n")
                 code = "\n".join(line[4:] for line in body.splitlines())
-                longest = max((len(r) for r in _backtick_runs(code)), default=0)
-                fence = "`" * max(3, longest + 1)
+                fence = _fence(code)
                 self._block(f"**{literal(head)}**" +
                             (f"\n{fence}python\n{code}\n{fence}" if body else ""))
             else:
@@ -250,20 +262,17 @@ class MarkdownTurnRenderer:
             return True
         if kind == "tool_call_end":
             self._open = None
-            if self._waiting is not None:
-                self._waiting.running = None
             held, self._held = self._held, []
             if event.call_id in self._calls:
                 lines, index = self._calls.pop(event.call_id)
                 lines[index] += " " + one_line_result(event.result, event.ok)
             else:
-                self._result_blocks(event.name, event.result, event.ok)
+                self._result_blocks(event.result, event.ok)
             for text in held:
                 if not notice_shown_by(text, event.result):
                     self._block(f"*{literal(text)}*")
             return True
-        # a notice
-        if self._open is not None:
+        if self._open is not None:  # a notice while a call runs
             self._held.append(str(event.text))
             return False
         self._block(f"*{literal(str(event.text))}*")
@@ -271,28 +280,18 @@ class MarkdownTurnRenderer:
 
     def finish(self, *, interrupted: bool = False, drop_notice: str | None = None,
                footer: str | None = None) -> None:
-        """End the turn: show its whole Markdown once (headless) or for the last time (live).
+        """End the turn: show its whole Markdown once (headless) or for the last time.
 
-        Parameters
-        ----------
-        interrupted : bool
-            The turn was stopped (Ctrl-C): a call that was running is marked so.
-        drop_notice : str, optional
-            A notice not to show (the caller shows its own message for it instead, e.g.
-            the limit that ended the turn with how to raise it).
-        footer : str, optional
-            The turn's footer line (tokens, cost, tool calls, limits), shown last in the
-            same output, in italics (Markdown) or as it is (``text/plain``).
+        ``interrupted``: Ctrl-C stopped it (a running call is marked so); ``drop_notice``:
+        a notice not to show (the caller says it its own way, e.g. the limit that ended
+        the turn); ``footer``: the turn's footer line, shown last.
         """
-        from IPython.display import display
-
         with self._lock:
             if self._waiting is not None:
                 self._waiting.stop()
             if interrupted and self._open is not None:
-                call_id, _name = self._open
-                if call_id in self._calls:
-                    lines, index = self._calls.pop(call_id)
+                if self._open in self._calls:
+                    lines, index = self._calls.pop(self._open)
                     lines[index] += " ✗ interrupted"
                 else:
                     self._block(literal("✗ interrupted while running"))
@@ -300,8 +299,7 @@ class MarkdownTurnRenderer:
             if drop_notice is not None:
                 target = f"*{literal(drop_notice)}*"
                 self._items = [item for item in self._items if item != ["block", target]]
-                self._plain.drop_notice(drop_notice)
-            self._plain.finish(interrupted=interrupted, footer=footer)
+            self._plain.finish(interrupted=interrupted, drop_notice=drop_notice, footer=footer)
             if footer:
                 self._block(f"*{literal(footer)}*")
             if not self._live:  # headless: every output of the turn, once, in order
@@ -313,14 +311,159 @@ class MarkdownTurnRenderer:
             if not self._items:
                 if self._handle is not None:  # only a status line was shown
                     self._handle.update(MarkdownText("", ""))
-                return
-            if self._handle is not None:
+            elif self._handle is not None:
                 self._handle.update(self._display_object())
             else:
                 display(self._display_object())
 
 
-def _backtick_runs(text: str) -> list[str]:
-    import re
+class PlainTurnRenderer:
+    """Render a turn's events as text written to ``stream`` (default ``sys.stdout`` at
+    call time), escape sequences made inert.
 
-    return re.findall(r"`+", text)
+    The status line is shown only on a terminal, written to the stream fixed at creation
+    (never through a ``sys.stdout`` the agent's code redirected). What the code displays
+    is left to the tool result, which names it. A notice is written at the next event.
+    """
+
+    def __init__(self, stream: TextIO | None = None, *, wait_after: float = WAIT_AFTER) -> None:
+        self._stream = stream
+        self._at_line_start = True
+        self._open_call = ""  # the ID of a one-line call waiting for its result
+        self._open: str | None = None  # the ID of the running call
+        self._held: list[str] = []
+        self._lock = threading.RLock()
+        self._status_width = 0
+        self._terminal = stream or sys.stdout  # the status line's stream
+        tty = stream is None and bool(getattr(self._terminal, "isatty", lambda: False)())
+        self._waiting = WaitingStatus(self._show_status, self._lock, wait_after) if tty else None
+        self._pending: list[str] = []  # notices shown at the next event (or dropped)
+
+    def _show_status(self) -> None:
+        if self._waiting is None or not self._waiting.text or not self._at_line_start:
+            return
+        text = self._waiting.text
+        self._terminal.write("\r" + text + " " * max(self._status_width - len(text), 0))
+        self._terminal.flush()
+        self._status_width = len(text)
+
+    def _clear_status(self) -> None:
+        if self._status_width:
+            self._terminal.write("\r" + " " * self._status_width + "\r")
+            self._terminal.flush()
+            self._status_width = 0
+
+    def _write(self, text: str) -> None:
+        text = terminal_text(text)  # a reply or tool result may carry escape sequences
+        if text:
+            out = self._stream or sys.stdout
+            out.write(text)
+            out.flush()
+            self._at_line_start = text.endswith("\n")
+
+    def _block(self, text: str) -> None:
+        self._write(("" if self._at_line_start else "\n") + text + "\n")
+
+    def __call__(self, event: Any) -> None:
+        with self._lock:
+            if self._waiting is not None:
+                self._waiting.event(event)
+                self._clear_status()
+            self._render(event)
+
+    def _render(self, event: Any) -> None:
+        kind = getattr(event, "kind", "")
+        if kind == "approval_answered":
+            return
+        if kind in _SHOWN:
+            self._flush_pending()
+        if kind == "text_delta":
+            self._write(event.text)
+        elif kind == "tool_call_start":
+            self._open = event.call_id
+            if getattr(event, "asks", False):  # the question shows it all
+                self._block(f"▶ {event.name}")
+                return
+            if not is_code_call(event.arguments):
+                start = "" if self._at_line_start else "\n"
+                self._write(f"{start}▸ {format_call(event.name, event.arguments)}")
+                self._open_call = event.call_id
+                return
+            self._block(format_tool_call(event.name, event.arguments))
+        elif kind == "tool_call_end":
+            self._open = None
+            if event.call_id == self._open_call:
+                self._write(f" {one_line_result(event.result, event.ok)}\n")
+            else:
+                self._result(event.result, event.ok)
+            held, self._held = self._held, []
+            for text in held:
+                if not notice_shown_by(text, event.result):
+                    self._notice(text)
+        elif kind == "notice":
+            if self._open is not None:  # shown with the call's result
+                self._held.append(str(event.text))
+                return
+            self._pending.append(str(event.text))
+        self._open_call = ""  # any other event ends a one-line call's line
+
+    def _flush_pending(self) -> None:
+        pending, self._pending = self._pending, []
+        for text in pending:
+            self._notice(text)
+
+    def _notice(self, text: str) -> None:
+        self._block(text if text.startswith("[") else f"[{text}]")
+
+    def _result(self, result: str, ok: bool) -> None:
+        for kind, body in tool_result_sections(result, ok):
+            label = RESULT_LABELS[kind]
+            if kind in ("refused", "message"):
+                self._block(f"  {label} {body}")
+                continue
+            first, *rest = result_preview(body) if kind != "error" else body.splitlines() or [""]
+            self._block("\n".join([f"  {label} {first}", *(f"    {line}" for line in rest)]))
+
+    def finish(self, *, interrupted: bool = False, drop_notice: str | None = None,
+               footer: str | None = None) -> None:
+        """End on a fresh line (a running call marked interrupted), then ``footer``; see
+        :meth:`MarkdownTurnRenderer.finish`."""
+        with self._lock:
+            if self._waiting is not None:
+                self._waiting.stop()
+                self._clear_status()
+            if interrupted and self._open is not None:
+                if self._open_call:
+                    self._write(" ✗ interrupted\n")
+                else:
+                    self._block("  ✗ interrupted while running")
+                self._open = None
+            self._pending = [t for t in self._pending if t != drop_notice]
+            self._flush_pending()
+            if not self._at_line_start:
+                self._write("\n")
+            if footer:
+                self._write(footer + "\n")
+
+
+#: The approval question's view in Jupyter: the whole text, scrolling past ~25 lines.
+_QUESTION_STYLE = ("max-height: 25em; overflow: auto; white-space: pre; margin: 0.3em 0; "
+                   "padding: 0.4em; border: 1px solid var(--jp-border-color1, #ccc)")
+
+
+def question_bundle(intro: str, text: str) -> dict[str, str]:
+    """An approval question as a MIME bundle: the whole ``text`` HTML-escaped in a
+    scrollable ``<pre>`` under its first line; ``text/plain`` as on a terminal."""
+    # lazy: importing the agent package at extension load costs ~0.5 s
+    from jupyter_agent.agent.builtin_tools import question_text, visible_controls
+
+    plain = question_text(intro, text)
+    head = plain.split("\n", 1)[0]
+    body = html.escape(visible_controls(text.rstrip("\n")))
+    return {"text/plain": plain,
+            "text/html": f"<div><b>{html.escape(head)}</b>"
+                         f'<pre style="{_QUESTION_STYLE}">{body}</pre></div>'}
+
+
+def show_question(intro: str, text: str) -> None:
+    display(question_bundle(intro, text), raw=True)

@@ -23,8 +23,8 @@ from jupyter_agent.errors import CorruptSessionError
 from jupyter_agent.store import SessionState, SessionStore, dump_record, parse_record
 from jupyter_agent.store.records import CLOCK_SKEW, utc_now
 from jupyter_agent.ui.display import format_history, format_recap, format_transcript
-from jupyter_agent.ui.panel_rows import detail_html
-from jupyter_agent.ui.render import recap_markdown
+from jupyter_agent.ui.panel_details import detail_html
+from jupyter_agent.ui.recap import recap_markdown
 
 text = st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF), max_size=12)
 scalars = st.none() | st.booleans() | st.integers() | st.floats() | text

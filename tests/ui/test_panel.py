@@ -365,7 +365,7 @@ def test_a_session_in_use_elsewhere_names_its_holder_and_cannot_be_resumed(
     store: SessionStore,
 ) -> None:
     from jupyter_agent.store import LeaseHolder
-    from jupyter_agent.ui.panel_rows import RowSlot
+    from jupyter_agent.ui.panel import RowSlot
 
     holder = LeaseHolder(pid=4242, host="", label="analysis/penguins.ipynb",
                          since=datetime(2026, 1, 1, 9, 30, tzinfo=UTC))
@@ -464,7 +464,7 @@ def test_confirmation_and_details_appear_right_under_their_row(store: SessionSto
 
 def test_a_session_in_use_elsewhere_cannot_be_archived_or_deleted() -> None:
     from jupyter_agent.store import LeaseHolder
-    from jupyter_agent.ui.panel_rows import RowSlot
+    from jupyter_agent.ui.panel import RowSlot
 
     slot = RowSlot(lambda action, slot: None)
     held = slot.show(listing(status="in use", holder=LeaseHolder(pid=4242, host="")))
@@ -524,3 +524,14 @@ def test_archived_message_names_the_title(store: SessionStore) -> None:
     assert SessionChange("abc", "archived", title="Penguins").describe() == \
         "Archived session ‘Penguins’ (abc)."
     assert SessionChange("abc", "deleted").describe() == "Deleted session abc."
+
+
+def test_details_last_messages_keep_maths_delimiters_as_typed(store: SessionStore) -> None:
+    sid = make_session(store, r"solve \(x^2 = 4\)", reply=r"so \(x = 2\) or \[x = -2\]")
+    panel = SessionsPanel(store)
+    panel.rows[0].details.click()
+    detail = panel._details.text.value
+    assert r"solve \(x^2 = 4\)" in detail and r"so \(x = 2\) or \[x = -2\]" in detail
+    assert panel.rows[0].session_id == sid
+    assert format_row(store.describe_session(sid)).name == r"solve \(x^2 = 4\)"
+    panel.close()

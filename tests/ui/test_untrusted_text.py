@@ -29,7 +29,7 @@ from jupyter_agent.ui.display import (
 )
 from jupyter_agent.ui.markdown import safe_url
 from jupyter_agent.ui.panel import SessionsPanel
-from jupyter_agent.ui.panel_rows import detail_html
+from jupyter_agent.ui.panel_details import detail_html
 from jupyter_agent.ui.recap import recap_markdown
 from jupyter_agent.ui.render import MarkdownTurnRenderer, PlainTurnRenderer
 
