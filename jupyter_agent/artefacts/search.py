@@ -35,9 +35,6 @@ class SearchMatch:
     start: int
     end: int
 
-    def describe(self) -> str:
-        return f"{self.field}: {self.excerpt}"
-
 
 @dataclass(frozen=True)
 class SearchHit:
@@ -50,7 +47,7 @@ class SearchHit:
 
     @property
     def where(self) -> str:
-        return self.matches[0].describe() if self.matches else ""
+        return f"{self.matches[0].field}: {self.matches[0].excerpt}" if self.matches else ""
 
 
 def compile_query(text: str) -> re.Pattern[str] | None:
@@ -65,9 +62,10 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def excerpt(text: str, match: re.Match[str], width: int = EXCERPT_CHARS) -> SearchMatch:
+def excerpt(text: str, match: re.Match[str], width: int = EXCERPT_CHARS,
+            field: str = "") -> SearchMatch:
     """One line of about ``width`` characters around ``match`` (a third before it), with
-    ``…`` at each cut; the field is left empty."""
+    ``…`` at each cut."""
     found = _flat(match.group())
     room = max(width - len(found), 20)
     keep_before = room // 3
@@ -89,20 +87,7 @@ def excerpt(text: str, match: re.Match[str], width: int = EXCERPT_CHARS) -> Sear
         if space > len(cut) // 2:
             cut = cut[:space]  # end at a word
         after = cut + "…"
-    return SearchMatch("", before + found + after, len(before), len(before) + len(found))
-
-
-def _find(pattern: re.Pattern[str], field: str, text: str) -> SearchMatch | None:
-    found = pattern.search(text) if text else None
-    if found is None:
-        return None
-    place = excerpt(text, found)
-    return SearchMatch(field, place.excerpt, place.start, place.end)
-
-
-def _index_fields(listing: SessionListing) -> list[tuple[str, str]]:
-    return [("title", listing.title), ("summary", listing.summary),
-            ("first prompt", listing.first_prompt), ("ID", listing.id)]
+    return SearchMatch(field, before + found + after, len(before), len(before) + len(found))
 
 
 def _message_texts(message: dict[str, Any]) -> list[str]:
@@ -124,17 +109,18 @@ def _search_one(pattern: re.Pattern[str], listing: SessionListing,
                 transcript: Sequence[dict[str, Any]] | None) -> SearchHit | None:
     matches: list[SearchMatch] = []
     count = 0
-    fields = list(_index_fields(listing))
+    fields = [("title", listing.title), ("summary", listing.summary),
+              ("first prompt", listing.first_prompt), ("ID", listing.id)]
     for index, message in enumerate(transcript or ()):
         role = message.get("role")
         if role != "system":
             fields += [(f"message {index + 1} ({role})", t) for t in _message_texts(message)]
     for field, text in fields:
-        found = _find(pattern, field, text)
+        found = pattern.search(text) if text else None
         if found is not None:
             count += 1
             if len(matches) < MAX_MATCHES:
-                matches.append(found)
+                matches.append(excerpt(text, found, field=field))
     return SearchHit(listing, tuple(matches), count) if count else None
 
 
