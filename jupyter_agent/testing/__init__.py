@@ -33,7 +33,7 @@ from jupyter_agent.testing.local import LocalServer
 from jupyter_agent.testing.script import Script, ScriptError, Step, load_script, parse_step
 
 
-class ScriptedModelServer:
+class ScriptedModelServer(Script):
     """An OpenAI-compatible model server on loopback that answers from a script.
 
     Each accepted ``/chat/completions`` or ``/responses`` request consumes exactly one step,
@@ -78,8 +78,7 @@ class ScriptedModelServer:
         context_window: int = 4_096,
         truncate: bool | None = None,
     ) -> None:
-        self._script = Script(script)
-        self._lock = self._script.lock
+        super().__init__(script)
         self._api_key = require_api_key
         self.model_ids: tuple[str, ...] = tuple(model_ids)
         self.host = host
@@ -170,22 +169,6 @@ class ScriptedModelServer:
             raise RuntimeError("ScriptedModelServer is not started; call start() or use `with`")
         return f"http://{self.host}:{self._port}/v1"
 
-    def add_steps(self, steps: Iterable[Any]) -> None:
-        """Append steps, also while serving.
-
-        Raises
-        ------
-        ScriptError
-            If a step is invalid; nothing is appended then.
-        """
-        self._script.add(steps)
-
-    extend = add_steps
-
-    @property
-    def remaining(self) -> int:
-        return self._script.remaining
-
     @property
     def requests(self) -> list[Any]:
         """Every parsed request body in order, rejected ones included (a copy)."""
@@ -257,10 +240,10 @@ class ScriptedModelServer:
                 " https://platform.openai.com/account/api-keys."))
 
     def _next_step(self, body: dict[str, Any]) -> Step:
-        taken = self._script.take()
+        taken = self._take()
         if taken is None:
             raise RequestRejected(500, error_body(
-                500, "ScriptedModelServer: " + self._script.exhausted(),
+                500, "ScriptedModelServer: " + self._exhausted(),
                 code="script_exhausted"), {"x-should-retry": "false"})
         index, step = taken
         if isinstance(step, Step):
@@ -289,7 +272,7 @@ class ScriptedModelServer:
         return f"<ScriptedModelServer {where} remaining={self.remaining}>"
 
 
-class ScriptedModel:
+class ScriptedModel(Script):
     """An in-process model (the agent's ``Model`` protocol) answering from a script.
 
     Usage is the server's estimate unless a step sets it; an ``error`` step raises the
@@ -309,17 +292,10 @@ class ScriptedModel:
     def __init__(self, script: Iterable[Any] | None = None, *, name: str = "scripted") -> None:
         self.name = name
         self.requests: list[dict[str, Any]] = []
-        self._script = Script(script)
+        super().__init__(script)
 
     def __repr__(self) -> str:
         return f"<ScriptedModel {self.name!r} remaining={self.remaining}>"
-
-    def add_steps(self, steps: Iterable[Any]) -> None:
-        self._script.add(steps)
-
-    @property
-    def remaining(self) -> int:
-        return self._script.remaining
 
     def respond(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *,
                 stream: bool, partial: PartialReply,
@@ -331,9 +307,9 @@ class ScriptedModel:
             request["stream"] = True
         body: dict[str, Any] = json.loads(json.dumps(request))
         self.requests.append(body)
-        taken = self._script.take()
+        taken = self._take()
         if taken is None:
-            raise ScriptError(self._script.exhausted())
+            raise ScriptError(self._exhausted())
         index, next_step = taken
         step = next_step if isinstance(next_step, Step) else parse_step(next_step(body),
                                                                         index=index)

@@ -171,31 +171,38 @@ def load_script(path: str | os.PathLike[str]) -> list[Step]:
 
 
 class Script:
-    """The steps of a script and how many were consumed, behind one lock (thread-safe)."""
+    """The steps a scripted model answers with and how many were consumed, behind one lock."""
 
     def __init__(self, steps: Iterable[Any] | None) -> None:
-        self.lock = threading.RLock()
-        self.steps: list[Step | StepCallable] = parse_steps(steps or [])
-        self.served = 0
+        self._lock = threading.RLock()
+        self._steps: list[Step | StepCallable] = parse_steps(steps or [])
+        self._served = 0
 
-    def add(self, steps: Iterable[Any]) -> None:
-        """Append steps, validated first: nothing is appended when one is invalid."""
-        with self.lock:
-            self.steps.extend(parse_steps(steps, start=len(self.steps)))
+    def add_steps(self, steps: Iterable[Any]) -> None:
+        """Append steps, also while answering.
+
+        Raises
+        ------
+        ScriptError
+            If a step is invalid; nothing is appended then.
+        """
+        with self._lock:
+            self._steps.extend(parse_steps(steps, start=len(self._steps)))
+
+    extend = add_steps
 
     @property
     def remaining(self) -> int:
-        with self.lock:
-            return len(self.steps) - self.served
+        with self._lock:
+            return len(self._steps) - self._served
 
-    def take(self) -> tuple[int, Step | StepCallable] | None:
-        """The next step and its index, consumed; None when the script is exhausted."""
-        with self.lock:
-            if self.served >= len(self.steps):
+    def _take(self) -> tuple[int, Step | StepCallable] | None:
+        with self._lock:
+            if self._served >= len(self._steps):
                 return None
-            self.served += 1
-            return self.served - 1, self.steps[self.served - 1]
+            self._served += 1
+            return self._served - 1, self._steps[self._served - 1]
 
-    def exhausted(self) -> str:
-        return (f"script exhausted after {self.served} steps; add steps to the script "
+    def _exhausted(self) -> str:
+        return (f"script exhausted after {self._served} steps; add steps to the script "
                 "(add_steps() in Python, or more entries in the script file)")
