@@ -1,30 +1,20 @@
-"""Exporting a session to a file: ``ipynb``, ``md`` or ``json``.
+"""Exporting a session to a file: a notebook (``ipynb``), a transcript (``md``) or ``json``.
 
-* ``ipynb``: a notebook that replays the analysis (:mod:`~jupyter_agent.artefacts.notebook`);
-* ``md``: a readable transcript with compaction markers (:mod:`~jupyter_agent.artefacts.markdown`);
-* ``json``: the whole record in the one-file shape of the first storage format
-  (:func:`~jupyter_agent.store.records.dump_record`), for other tools.
+Every format is rendered from a copy of the record with its secrets redacted, and SVG
+figures are redacted as they are read. The Markdown transcript embeds figures as
+``data:`` URLs, so the file is self-contained; text from the session is made inert.
+``json`` is the one-file record, whose tool messages keep the figure references.
 
-The figures a session's code made are read from its store through the
-``figures`` reader: the notebook shows them as its code cells' image outputs, the
-Markdown embeds them; the JSON keeps their references (see
-:mod:`~jupyter_agent.artefacts.figures`).
-
-Every format is rendered from a copy of the record in which secrets are redacted
-(:mod:`~jupyter_agent.artefacts.redact`), and SVG figures are redacted as they are read.
-Exporting reads the session without its lease, so a session another kernel is running can
-be exported.
-
-Writing (:func:`write_export`): the file appears whole or not at all -- the content
-goes to a temporary file in the target's folder, is flushed and ``fsync``-ed, then
-linked to the target name, which fails if the name exists (``os.link`` never replaces
-anything), or renamed over it with ``force``. An existing file is therefore never
-replaced without ``force``, also when two exports race for one name. The file gets
-the usual permissions of new files (the umask's), since an export is made to be shared.
+The file appears whole or not at all: the content goes to a temporary file in the target's
+folder, is flushed and ``fsync``-ed, then linked to the target name (``os.link`` never
+replaces a file, also when two exports race) or, with ``force``, renamed over it. It gets
+the permissions of new files (the umask's): an export is made to be shared. The session is
+read without its lease.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 from collections.abc import Iterable
@@ -32,24 +22,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from jupyter_agent.artefacts.figures import ReadFigure
 from jupyter_agent.artefacts.redact import Redactor, redact_record
-from jupyter_agent.artefacts.steps import Progress, no_progress
+from jupyter_agent.artefacts.steps import (
+    Call,
+    Marker,
+    Progress,
+    ReadFigure,
+    Reply,
+    Request,
+    call_line,
+    facts_line,
+    fence,
+    figure_data,
+    no_progress,
+    session_name,
+    steps,
+    when,
+)
 from jupyter_agent.errors import ExportError, ExportExistsError
 from jupyter_agent.store import FigureData, SessionRecord
+from jupyter_agent.store.figures import figure_label
 from jupyter_agent.store.records import dump_record
-
-__all__ = [
-    "EXPORT_FORMATS",
-    "ExportFormat",
-    "Exported",
-    "choose_format",
-    "default_filename",
-    "export_record",
-    "render",
-    "resolve_output",
-    "write_export",
-]
+from jupyter_agent.ui.markdown import inert_markdown
 
 ExportFormat = Literal["ipynb", "md", "json"]
 EXPORT_FORMATS: tuple[ExportFormat, ...] = ("ipynb", "md", "json")
@@ -57,19 +51,8 @@ EXPORT_FORMATS: tuple[ExportFormat, ...] = ("ipynb", "md", "json")
 
 @dataclass(frozen=True)
 class Exported:
-    """What :func:`export_record` wrote.
-
-    Attributes
-    ----------
-    session_id : str
-    format : {"ipynb", "md", "json"}
-    path : pathlib.Path
-        The file written (absolute).
-    size : int
-        Its size in bytes.
-    redacted : int
-        How many distinct key-like strings were replaced by ``[redacted]``.
-    """
+    """What :func:`export_record` wrote: an absolute ``path``, its ``size`` in bytes, and how
+    many distinct key-like strings were ``redacted``."""
 
     session_id: str
     format: ExportFormat
@@ -79,12 +62,12 @@ class Exported:
 
 
 def choose_format(fmt: str | None, output: str | os.PathLike[str] | None = None) -> ExportFormat:
-    """The export format: ``fmt`` if given, else the suffix of ``output``, else ``ipynb``.
+    """``fmt`` if given, else the suffix of ``output``, else ``ipynb``.
 
     Raises
     ------
     ValueError
-        For a ``fmt`` that is not one of :data:`EXPORT_FORMATS`.
+        For an unknown ``fmt``.
     """
     if fmt is not None:
         for known in EXPORT_FORMATS:
@@ -95,61 +78,80 @@ def choose_format(fmt: str | None, output: str | os.PathLike[str] | None = None)
     return next((known for known in EXPORT_FORMATS if suffix == known), "ipynb")
 
 
-def default_filename(session_id: str, fmt: ExportFormat) -> str:
-    """``session-<ID>.<format>``."""
-    return f"session-{session_id}.{fmt}"
-
-
-def resolve_output(output: str | os.PathLike[str] | None, session_id: str, fmt: ExportFormat,
-                   cwd: str | os.PathLike[str]) -> Path:
-    """Where an export goes.
-
-    Parameters
-    ----------
-    output : path-like or None
-        ``None``: :func:`default_filename` in ``cwd``; an existing directory: that name
-        inside it; otherwise the file itself. ``~`` is expanded; relative paths are
-        taken from ``cwd``.
-    session_id : str
-    fmt : {"ipynb", "md", "json"}
-    cwd : path-like
-
-    Returns
-    -------
-    pathlib.Path
-        An absolute path.
-    """
+def _resolve_output(output: str | os.PathLike[str] | None, session_id: str, fmt: ExportFormat,
+                    cwd: str | os.PathLike[str]) -> Path:
+    # None: session-<ID>.<fmt> in cwd; an existing directory: that name inside it
     base = Path(cwd)
+    name = f"session-{session_id}.{fmt}"
     if output is None:
-        return base / default_filename(session_id, fmt)
+        return base / name
     path = Path(output).expanduser()
     path = path if path.is_absolute() else base / path
-    return path / default_filename(session_id, fmt) if path.is_dir() else path
+    return path / name if path.is_dir() else path
+
+
+def _quote(text: str) -> str:
+    return "\n".join(f"> {line}".rstrip() for line in text.strip().splitlines()) or ">"
+
+
+def _figures_md(call: Call, read: ReadFigure | None) -> str:
+    shown = []
+    for ref in call.figures:
+        label = figure_label(ref)
+        data, why = figure_data(read, ref)
+        if data is None:
+            shown.append(f"*{label}: not exported ({why})*")
+            continue
+        ((media_type, value),) = data.items()
+        if media_type == "image/svg+xml":
+            value = base64.b64encode(value.encode("utf-8")).decode("ascii")
+        shown.append(f"![{label}](data:{media_type};base64,{value})")
+    return "\n\n".join(shown)
+
+
+def _call_md(call: Call, read: ReadFigure | None = None) -> str:
+    result = call.result if call.result is not None else "(no result was saved)"
+    if call.code is not None:
+        label = {"ok": "Result", "error": "Error"}.get(call.outcome, "Not run")
+        figures = _figures_md(call, read)  # ours: embedded data, the only images
+        return (f"**run_python**\n\n{fence(call.code, 'python')}\n\n"
+                f"{label}:\n\n{fence(result, 'text')}" + (f"\n\n{figures}" if figures else ""))
+    head = f"**Tool:** `{call_line(call)}`"
+    if "\n" not in result.strip() and len(result) <= 200:
+        return inert_markdown(f"{head} → {result.strip() or '(empty)'}")
+    return f"{inert_markdown(head)}\n\n{fence(result, 'text')}"
+
+
+def _markdown(record: SessionRecord, progress: Progress, figures: ReadFigure | None) -> str:
+    parts = [inert_markdown(f"# {session_name(record)}"),
+             inert_markdown(f"*{facts_line(record)}*")]
+    if record.summary.strip():
+        parts += ["## Summary", inert_markdown(record.summary.strip())]
+    parts.append("---")
+    for step in steps(record, progress):
+        if isinstance(step, Request):
+            parts += [f"## Request {step.turn}", inert_markdown(step.text) or "*(empty)*"]
+        elif isinstance(step, Reply):
+            parts.append(f"**Assistant:**\n\n{inert_markdown(step.text)}")
+        elif isinstance(step, Call):
+            parts.append(_call_md(step, figures))
+        elif isinstance(step, Marker):
+            c = step.compaction
+            parts.append(inert_markdown(_quote(
+                f"**Context compacted** at {when(c.at)}: {c.replaced} earlier messages were "
+                f"replaced, in what the model is sent, by this summary (this transcript "
+                f"keeps them all):\n\n{c.summary}")))
+    return "\n\n".join(parts) + "\n"
 
 
 def render(record: SessionRecord, fmt: ExportFormat, *, secrets: Iterable[str] = (),
            progress: Progress = no_progress,
            figures: ReadFigure | None = None) -> tuple[bytes, int]:
-    """The bytes of ``record`` exported as ``fmt``, with secrets redacted (see
-    :mod:`~jupyter_agent.artefacts.redact`: every decoded string the cells are made of,
-    tool-call arguments included, and the text of SVG figures).
+    """The UTF-8 bytes of ``record`` as ``fmt`` and how many distinct secrets were redacted.
 
-    Parameters
-    ----------
-    record : SessionRecord
-    fmt : {"ipynb", "md", "json"}
-    secrets : iterable of str
-        Exact values to redact besides key-shaped strings.
-    progress : Progress, optional
-        Wraps the walk over the transcript (``ipynb`` and ``md``).
-    figures : callable, optional
-        ``figures(figure_id) -> FigureData``: reads the session's figures (``ipynb``
-        and ``md``); without it each figure is named with a note.
-
-    Returns
-    -------
-    (bytes, int)
-        UTF-8 content, and how many distinct secrets were redacted.
+    ``secrets`` are exact values to redact besides key-shaped strings; ``progress`` wraps
+    the walk over the transcript; ``figures`` reads the session's figures (without it each
+    figure is named with a note).
     """
     redactor = Redactor(secrets)
     clean, _ = redact_record(record, redactor=redactor)
@@ -161,16 +163,12 @@ def render(record: SessionRecord, fmt: ExportFormat, *, secrets: Iterable[str] =
     if fmt == "json":
         data = dump_record(clean)
     elif fmt == "md":
-        from jupyter_agent.artefacts.markdown import render_markdown
-
-        data = render_markdown(clean, progress, figures=figures).encode("utf-8")
+        data = _markdown(clean, progress, figures).encode("utf-8")
     else:
-        import nbformat
+        # nbformat takes seconds to import: only for a notebook
+        from jupyter_agent.artefacts.ipynb import render_notebook
 
-        from jupyter_agent.artefacts.notebook import render_notebook
-
-        text = nbformat.writes(render_notebook(clean, progress, figures=figures)) + "\n"
-        data = text.encode("utf-8")
+        data = render_notebook(clean, progress, figures=figures).encode("utf-8")
     return data, len(redactor.found)
 
 
@@ -186,20 +184,12 @@ def _fsync_dir(path: Path) -> None:
 def write_export(path: Path, data: bytes, *, force: bool = False) -> None:
     """Write ``data`` to ``path`` whole or not at all (see the module docstring).
 
-    Parameters
-    ----------
-    path : pathlib.Path
-    data : bytes
-    force : bool
-        Replace an existing file.
-
     Raises
     ------
     ExportExistsError
         ``path`` exists and ``force`` is false; it is left untouched.
     ExportError
-        The folder does not exist, ``path`` is a directory, or the write failed
-        (naming the reason); nothing is left behind.
+        No such folder, ``path`` is a directory, or the write failed; nothing is left.
     """
     folder = path.parent
     if not folder.is_dir():
@@ -237,28 +227,9 @@ def export_record(record: SessionRecord, fmt: str | None = None,
                   figures: ReadFigure | None = None) -> Exported:
     """Export a session record to a file.
 
-    Parameters
-    ----------
-    record : SessionRecord
-    fmt : {"ipynb", "md", "json"}, optional
-        Default: from the suffix of ``output``, else ``ipynb``.
-    output : path-like, optional
-        The file, or a folder for ``session-<ID>.<format>``; default that name in
-        ``cwd``.
-    force : bool
-        Replace an existing file.
-    cwd : path-like, optional
-        Where relative paths start; default the current working directory.
-    secrets : iterable of str
-        Exact values to redact besides key-shaped strings (see
-        :func:`~jupyter_agent.artefacts.redact.secrets_from_environ`).
-    progress : Progress, optional
-    figures : callable, optional
-        Reads the session's figures (see :func:`render`).
-
-    Returns
-    -------
-    Exported
+    ``output`` is the file, or a folder for ``session-<ID>.<format>`` (default: that name
+    in ``cwd``, the working directory by default); ``fmt`` defaults to its suffix, else
+    ``ipynb``. The other parameters are :func:`render`'s.
 
     Raises
     ------
@@ -267,11 +238,11 @@ def export_record(record: SessionRecord, fmt: str | None = None,
     ExportExistsError
         Before anything is rendered, when the file exists and ``force`` is false.
     ExportError
-        When the file cannot be written, or, before anything is rendered, when ``fmt``
-        and the suffix of the file name name different formats.
+        When the file cannot be written or, before rendering, when ``fmt`` and the file
+        name's suffix name different formats.
     """
     chosen = choose_format(fmt, output)
-    path = resolve_output(output, record.id, chosen, os.getcwd() if cwd is None else cwd)
+    path = _resolve_output(output, record.id, chosen, os.getcwd() if cwd is None else cwd)
     suffix = path.suffix.lower().lstrip(".")
     if suffix in EXPORT_FORMATS and suffix != chosen:  # e.g. a notebook named out.md
         raise ExportError(path, f"the format is {chosen} but the file name ends in "

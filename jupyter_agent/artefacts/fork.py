@@ -1,75 +1,52 @@
-"""Forking a session: a new session that starts as a copy of another.
+"""Forking a session: a new session that starts as a copy of another, whole or cut.
 
-:func:`fork_record` is pure: parent record in, new record out. :func:`fork_session`
-reads the parent from a store without taking its lease (so a session another kernel
-is running can be forked) and adds the fork with ``store.import_session``, which
-leases only the new ID, then copies the figures the fork's messages refer to. The
-parent is never written.
-
-What a fork holds
------------------
-Whole (no ``at``): everything the parent has -- working context, transcript,
-compactions, checkpoint (scratchpad, todos, tool-call count, usage, model and
-endpoint) and summary -- except a tool batch the parent was still running when it was
-read (the assistant message whose calls have no results yet is left out, so no call is
-separated from its result).
-
-Cut after user turn N (``at=N``): the transcript up to the end of turn N, and
-
-* the *working context the parent had at that point*, which is what its model would
-  have been sent next: when no compaction happened after turn N, that is the parent's
-  working context without the messages that came later. When a compaction happened
-  later, the parent's working context no longer holds turn N's surroundings and the
-  store keeps no earlier copy of it; the fork's working context is then rebuilt from
-  the transcript up to the cut -- every message verbatim, more than the parent's model
-  saw if it had been compacted before turn N too -- and the agent compacts it again
-  before its next request if it is too large for the model;
-* the compaction events recorded up to the cut (they mark where the parent's context
-  was compacted in the part of the transcript the fork shares); later ones are dropped;
-* the scratchpad, todos, tool-call count and summary as they were after turn N,
-  rebuilt by replaying the state tools' calls (:mod:`jupyter_agent.artefacts.replay`);
-  without a ``write_summary`` call by then, the fallback excerpt;
-* the parent's usage as it is now: usage is not recorded per turn, and it is what the
-  work the fork builds on cost, so a spend limit on the fork counts it.
-
-Either way the fork gets a new ID, new timestamps, ``archived = False``, the title
-given (default: the parent's title marked as a fork) and ``parent`` = the parent's ID
-and ``N`` (``None`` when copied whole).
+The parent is read without its lease (a session another kernel runs can be forked) and
+never written; the fork is added with ``store.import_session`` with the figures its
+messages refer to. Whole, the fork holds everything the parent has except a tool batch
+still running (no call is separated from its result). Cut after user turn N, it holds
+the transcript to the end of turn N; the working context the parent had then (the
+parent's without the later messages, or, when the parent was compacted after the cut and
+keeps no copy of it, the transcript to the cut, which the agent compacts again if too
+large); the compactions up to the cut; the scratchpad, todos, tool-call count and summary
+as they were after turn N, rebuilt by replaying the state tools' calls; and the parent's
+usage as it is now (usage is not recorded per turn, and a spend limit should count it).
+Either way: a new ID and timestamps, not archived, ``parent`` = the parent's ID and N.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from jupyter_agent.artefacts.replay import replay_state
-from jupyter_agent.artefacts.turns import complete_length, cut_after_turn, turn_starts
+from jupyter_agent.artefacts.steps import (
+    SYNTHETIC_PREFIX,
+    call_results,
+    complete_length,
+    cut_after_turn,
+    turn_starts,
+)
 from jupyter_agent.errors import ForkPointError
-from jupyter_agent.store import ForkOrigin, SessionRecord, Store, new_session_id
+from jupyter_agent.store import (
+    ForkOrigin,
+    SessionRecord,
+    SessionState,
+    Store,
+    Usage,
+    new_session_id,
+)
 from jupyter_agent.store.figures import copy_figures, figure_refs
-from jupyter_agent.store.messages import fallback_summary
+from jupyter_agent.store.messages import fallback_summary, message_text
 from jupyter_agent.store.records import utc_now
 
-__all__ = ["Forked", "default_fork_title", "fork_label", "fork_record", "fork_session"]
+STATE_TOOLS = ("write_scratchpad", "add_todo", "update_todo", "write_summary")
 
 
 @dataclass(frozen=True)
 class Forked:
-    """A fork and how it was cut.
-
-    Attributes
-    ----------
-    record : SessionRecord
-        The new session as saved.
-    parent_turns : int
-        User turns of the parent when it was forked.
-    turns : int
-        User turns the fork holds.
-    rebuilt : bool
-        True when the fork's working context was rebuilt from the transcript because
-        the parent's context was compacted after the cut (see the module docstring).
-    """
+    """A fork as saved, the user turns of its parent and its own, and whether its working
+    context was ``rebuilt`` from the transcript (the parent was compacted after the cut)."""
 
     record: SessionRecord
     parent_turns: int
@@ -78,7 +55,6 @@ class Forked:
 
 
 def default_fork_title(parent: SessionRecord) -> str:
-    """``"<parent title> (fork)"``, or ``"fork of <parent ID>"`` for an untitled parent."""
     return f"{parent.title} (fork)" if parent.title.strip() else f"fork of {parent.id}"
 
 
@@ -90,9 +66,52 @@ def fork_label(origin: ForkOrigin | None) -> str:
     return f"fork of {origin.session_id}{after}"
 
 
+class _SummaryRecorder:
+    """Stands in for the store where ``write_summary`` saves: keeps the last text."""
+
+    def __init__(self) -> None:
+        self.summary = ""
+
+    def write_summary(self, session_id: str, summary: str) -> None:
+        self.summary = summary
+
+
+def replay_state(messages: Sequence[dict[str, Any]], *, usage: Usage, model: str = "",
+                 base_url: str = "") -> tuple[SessionState, str]:
+    """The checkpoint and summary after ``messages`` (a transcript prefix), rebuilt by
+    running the state tools' calls again on an empty state (they are deterministic);
+    nothing else runs. ``usage`` is copied as it is. A call counts as run unless its result
+    says it never ran; an interrupted call is counted but not replayed."""
+    # the agent package imports openai (~0.5 s); listings only need fork_label
+    from jupyter_agent.agent.builtin_tools import BuiltinTools
+    from jupyter_agent.agent.reconcile import NOT_RUN_PREFIXES, tool_calls_run
+    from jupyter_agent.agent.tools import MemoryContext, tool_from_function
+
+    state = SessionState(usage=usage.model_copy(), model=model, base_url=base_url)
+    recorder = _SummaryRecorder()
+    tools = BuiltinTools(lambda: state, approval="deny")
+    tools.memory = MemoryContext(cast(Any, recorder), "replay")
+    replayable = {name: tool_from_function(getattr(tools, name)) for name in STATE_TOOLS}
+    results = call_results(messages)
+    for message in messages:
+        if message.get("role") != "assistant":
+            continue
+        for call in message.get("tool_calls") or ():
+            result = results.get(str(call.get("id")))
+            if result is None:
+                continue
+            text = message_text(result)
+            if text.startswith(NOT_RUN_PREFIXES):
+                continue
+            function = call.get("function") or {}
+            tool = replayable.get(str(function.get("name")))
+            if tool is not None and not text.startswith(SYNTHETIC_PREFIX):
+                tool.invoke(str(function.get("arguments") or ""))
+    state.tool_calls = tool_calls_run(messages)
+    return state, recorder.summary
+
+
 def _cut_context(parent: SessionRecord, cut: int) -> tuple[list[dict[str, Any]], bool]:
-    """The working context after a cut at transcript index ``cut``, and whether it
-    had to be rebuilt from the transcript (see the module docstring)."""
     transcript, messages = parent.transcript, parent.messages
     later = [c for c in parent.compactions if c.transcript_length > cut]
     since = len(transcript) - max((c.transcript_length for c in parent.compactions), default=0)
@@ -113,24 +132,9 @@ def fork_record(
     session_id: str | None = None,
     now: datetime | None = None,
 ) -> Forked:
-    """Build the record of a fork of ``parent`` (pure; see the module docstring).
+    """The record of a fork of ``parent`` (pure; ``parent`` is not modified).
 
-    Parameters
-    ----------
-    parent : SessionRecord
-        The session to fork (not modified).
-    at : int, optional
-        Keep user turns 1 to ``at`` only. Default: copy the whole session.
-    title : str, optional
-        The fork's title; default :func:`default_fork_title`.
-    session_id : str, optional
-        The fork's ID; default a new random one.
-    now : datetime, optional
-        Its creation time (aware UTC); default now.
-
-    Returns
-    -------
-    Forked
+    ``at`` keeps user turns 1 to ``at`` (default: all); ``now`` is aware UTC.
 
     Raises
     ------
@@ -163,14 +167,14 @@ def fork_record(
         kept = transcript[:cut]
         messages, rebuilt = _cut_context(parent, cut)
         state = parent.state
-        replayed = replay_state(kept, usage=state.usage, model=state.model,
-                                base_url=state.base_url)
+        replayed, summary = replay_state(kept, usage=state.usage, model=state.model,
+                                         base_url=state.base_url)
         update = {
             "transcript": kept,
             "messages": messages,
             "compactions": [c for c in parent.compactions if c.transcript_length <= cut],
-            "state": replayed.state,
-            "summary": replayed.summary or fallback_summary(kept),
+            "state": replayed,
+            "summary": summary or fallback_summary(kept),
         }
         turns = at
     # Validated from plain data: the fork shares no object with the parent record.
@@ -181,24 +185,7 @@ def fork_record(
 def fork_session(
     store: Store, session_id: str, *, at: int | None = None, title: str | None = None
 ) -> Forked:
-    """Fork a saved session into a new one in ``store``.
-
-    The parent is read without its lease and never written: forking works while
-    another kernel runs the parent. The fork is added with ``store.import_session``.
-
-    Parameters
-    ----------
-    store : Store
-        Where the parent is read and the fork is saved.
-    session_id : str
-        The parent.
-    at : int, optional
-        Keep user turns 1 to ``at`` only (see :func:`fork_record`).
-    title : str, optional
-
-    Returns
-    -------
-    Forked
+    """Fork a saved session into a new one in ``store`` (see :func:`fork_record`).
 
     Raises
     ------
@@ -207,8 +194,8 @@ def fork_session(
     ForkPointError
         When ``at`` names no user turn of the parent.
     SessionLockedError, OSError
-        From saving the fork or copying the figures its messages refer to (a figure the
-        parent no longer has is left out).
+        From saving the fork or copying its figures (a figure the parent no longer has
+        is left out).
     """
     parent = store.load_session(session_id)
     forked = fork_record(parent, at=at, title=title)

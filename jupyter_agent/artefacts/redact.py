@@ -1,35 +1,15 @@
-"""Keeping secrets out of exports.
+"""Keeping secrets out of exports: each secret found is replaced by :data:`REDACTED`.
 
-jupyter-agent never writes an API key into a session, but a session can
-still hold secrets: the agent's code may have printed the environment or a connection
-string, or a user pasted a token into a prompt. An export is made to be shared, so the
-text that goes into it is scanned and each secret found is replaced by :data:`REDACTED`.
-The scan runs on *decoded* text: a tool call's JSON arguments are decoded first, so a
-secret written with ``\\"`` or ``\\u`` escapes is found as it appears in the exported
-cell; the text of SVG figures is scanned too.
-
-What counts as a secret:
-
-* the value of every environment variable whose name says it holds one -- ending in
-  ``KEY``, ``TOKEN``, ``SECRET``, ``PASSWORD``, ``PASSWD``, ``PAT``, ``DSN`` or
-  ``CREDENTIALS`` (``OPENAI_API_KEY``, ``GITHUB_PAT``, ``SENTRY_DSN``), or a ``*_URL``/
-  ``*_URI`` whose value carries a password (``DATABASE_URL``) -- whatever its length,
-  plus the variables named by the caller (the ``api_key_env`` setting). Flag values
-  (``1``, ``true``, ``off``...) are not secrets; values shorter than 12 characters are
-  replaced only where they stand as a whole word;
-* what the plugins of `detect-secrets <https://github.com/Yelp/detect-secrets>`_ find
-  (regular expressions only, nothing is sent anywhere): AWS (``AKIA``/``ASIA``...), JWTs,
-  private keys (the whole PEM block), GitHub, GitLab, Slack, Stripe, Twilio, npm, PyPI,
-  SendGrid, Discord, Telegram, Mailchimp, Azure and other cloud tokens, passwords in URLs
-  (``postgresql://user:PASSWORD@host``), passwords assigned in code
-  (``password = "..."``) and quoted base64-like strings of high entropy (over 4.5 bits
-  per character: random keys, not identifiers or prose);
-* key families detect-secrets does not know: OpenAI and Anthropic ``sk-...``, Google
-  ``AIza...``, GitHub fine-grained ``github_pat_...`` and Hugging Face ``hf_...``.
-
-Hexadecimal strings are *not* treated as secrets by their entropy: analyses are full of
-hashes, object IDs and checksums, and hex has at most 4 bits per character, so an
-entropy rule for hex flags all of them.
+A session holds no API key, but code may have printed the environment or a user pasted
+a token. The scan runs on *decoded* text (JSON tool arguments are decoded first, so an
+escaped secret is found as the exported cell shows it) and on the text of SVG figures.
+Secrets are: the values of environment variables named as secrets (``*KEY``, ``*TOKEN``,
+``*SECRET``, ``*PASSWORD``, ``*PASSWD``, ``*PAT``, ``*DSN``, ``*CREDENTIALS``, a ``*_URL``
+or ``*_URI`` carrying a password, and the names the caller adds), flag values excepted,
+values under 12 characters only as whole words; what detect-secrets' regular-expression
+plugins find (nothing is sent anywhere), including quoted base64-like strings over 4.5
+bits of entropy per character; and ``sk-``, ``AIza``, ``github_pat_`` and ``hf_`` keys.
+Hexadecimal strings are not judged by entropy: analyses are full of hashes and IDs.
 """
 
 from __future__ import annotations
@@ -70,14 +50,11 @@ from jupyter_agent.store import SessionRecord
 from jupyter_agent.store.figures import FigureData
 from jupyter_agent.store.jsonio import encode_json
 
-__all__ = ["REDACTED", "Redactor", "redact_record", "redact_text", "secrets_from_environ"]
-
 REDACTED = "[redacted]"
 
 
 class _ModelKeyDetector(RegexBasedDetector):
-    """Key families detect-secrets does not cover (its OpenAI rule knows only the old
-    ``T3BlbkFJ`` keys)."""
+    # key families detect-secrets does not cover (its OpenAI rule knows only T3BlbkFJ keys)
 
     secret_type = "Model or cloud API key"
     denylist = (
@@ -89,8 +66,8 @@ class _ModelKeyDetector(RegexBasedDetector):
 
 
 class _PrivateKeyBlockDetector(RegexBasedDetector):
-    """A whole PEM private key: :class:`PrivateKeyDetector` reports its first line only;
-    a block cut short (a clipped output) is redacted to the end of the text."""
+    # a whole PEM private key (PrivateKeyDetector reports its first line only); a block
+    # cut short (a clipped output) is redacted to the end of the text
 
     secret_type = "Private key block"
     denylist = (re.compile(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
@@ -127,22 +104,9 @@ _IDENTITY = frozenset({"schema_version", "id", "created_at", "updated_at", "pare
 
 
 def secrets_from_environ(environ: Mapping[str, str], names: Iterable[str] = ()) -> list[str]:
-    """The secret values of an environment, longest first (module docstring).
-
-    Parameters
-    ----------
-    environ : mapping
-        Variable name -> value (e.g. :data:`os.environ`).
-    names : iterable of str
-        Further variables to treat as secret whatever their name (e.g. the
-        ``api_key_env`` setting).
-
-    Returns
-    -------
-    list of str
-        Values of secret variables (flag values such as ``1`` or ``true`` left out), and
-        for ``*_URL``/``*_URI`` variables with a password, the URL and the password.
-    """
+    """The secret values of ``environ``, longest first: those of secret-named variables and
+    of ``names`` (flag values such as ``1`` or ``true`` left out), and of a ``*_URL`` or
+    ``*_URI`` with a password, the URL and the password."""
     wanted = set(names)
     values: set[str] = set()
     for name, value in environ.items():
@@ -156,18 +120,8 @@ def secrets_from_environ(environ: Mapping[str, str], names: Iterable[str] = ()) 
 
 
 class Redactor:
-    """Replaces secrets in text (module docstring) and remembers which it replaced.
-
-    Parameters
-    ----------
-    secrets : iterable of str
-        Exact values to remove (see :func:`secrets_from_environ`).
-
-    Attributes
-    ----------
-    found : set of str
-        The distinct values replaced so far.
-    """
+    """Replaces secrets, ``secrets`` being exact values besides those found by shape;
+    ``found`` holds the distinct values replaced so far."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self._exact = sorted({s for s in secrets if s}, key=len, reverse=True)
@@ -200,7 +154,6 @@ class Redactor:
         return values
 
     def text(self, text: str) -> str:
-        """``text`` with every secret replaced by :data:`REDACTED`."""
         values = self._candidates(text)
         if not values:
             return text
@@ -256,38 +209,18 @@ class Redactor:
 
 
 def redact_text(text: str, secrets: Iterable[str] = ()) -> tuple[str, set[str]]:
-    """``text`` with every secret replaced by :data:`REDACTED`.
-
-    Returns
-    -------
-    (str, set of str)
-        The text, and the distinct values that were replaced.
-    """
+    """``text`` with every secret replaced, and the distinct values replaced."""
     redactor = Redactor(secrets)
     return redactor.text(text), redactor.found
 
 
 def redact_record(record: SessionRecord, secrets: Iterable[str] = (), *,
                   redactor: Redactor | None = None) -> tuple[SessionRecord, int]:
-    """A copy of ``record`` with the secrets of all its strings replaced.
+    """``record`` with the secrets of all its strings replaced, and how many distinct ones.
 
-    The session's identity (ID, timestamps, parent) is kept as it is; the saved endpoint
-    and every other checkpoint field are scanned like the messages.
-
-    Parameters
-    ----------
-    record : SessionRecord
-        Not modified.
-    secrets : iterable of str
-        Exact values to remove (see :func:`secrets_from_environ`).
-    redactor : Redactor, optional
-        Used instead of a new one for ``secrets`` (its :attr:`~Redactor.found` grows).
-
-    Returns
-    -------
-    (SessionRecord, int)
-        ``record`` itself when nothing was found, else a redacted copy; and how many
-        distinct secrets were replaced (wherever and however often each appeared).
+    The identity (ID, timestamps, parent) is kept; every other field, the saved endpoint
+    included, is scanned. ``record`` itself is returned when nothing was found; a given
+    ``redactor`` is used instead of a new one (its ``found`` grows).
     """
     redactor = Redactor(secrets) if redactor is None else redactor
     before = len(redactor.found)

@@ -1,85 +1,100 @@
-"""A transcript read as the steps of an analysis, for the exports.
+"""A transcript read as user turns and as the steps of an analysis, for forks and exports.
 
-:func:`steps` walks a record's transcript (never the working context: compaction does
-not shorten it) and yields, in order: each user :class:`Request`, each assistant
-:class:`Reply` text, each :class:`Call` with the result it got, and a
-:class:`Marker` where a compaction happened. System messages are left out: they carry
-the project's and the user's notes, which an export is not meant to share.
-
-A call's :attr:`Call.outcome` says whether its code ran, from its recorded result:
-``"ok"``, ``"error"`` (it ran and failed), ``"refused"`` (the approval policy or the
-user said no, so it never ran), ``"not run"`` (the agent answered it itself: not
-executed, interrupted, result unknown) or ``"missing"`` (no result was saved).
+A *user turn* runs from a ``user`` message of the transcript to the next one; cutting just
+before a user message never separates a tool call from its result. :func:`steps` yields
+each request, reply text, tool call with its result, and a compaction marker where one
+happened; system messages (they carry the notes) are left out. Also the shared pieces of
+the exports: figures put back among a call's printed lines, and one-line renderings.
 """
 
 from __future__ import annotations
 
+import base64
 import json
-from collections.abc import Callable, Iterable, Iterator
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal, TypeVar
 
-from jupyter_agent.artefacts.turns import SYNTHETIC_PREFIX, call_results
+from jupyter_agent.errors import JupyterAgentError
 from jupyter_agent.store import Compaction, SessionRecord
+from jupyter_agent.store.figures import FigureData
 from jupyter_agent.store.messages import message_text
 
-__all__ = [
-    "Call",
-    "Marker",
-    "Outcome",
-    "Progress",
-    "Reply",
-    "Request",
-    "Step",
-    "no_progress",
-    "steps",
-]
+SYNTHETIC_PREFIX = "[jupyter-agent] "  # a tool result the agent wrote for a call that did not run
 
 T = TypeVar("T")
-
-Progress = Callable[[Iterable[Any], int], Iterable[Any]]
-"""``progress(items, total)`` yields ``items`` while showing how far it got (a
-terminal progress bar in the CLI); :func:`no_progress` shows nothing."""
-
+Progress = Callable[[Iterable[Any], int], Iterable[Any]]  # progress(items, total) yields items
 Outcome = Literal["ok", "error", "refused", "not run", "missing"]
+ReadFigure = Callable[[str], FigureData]  # read(figure_id) from the exported session's store
 
 
 def no_progress(items: Iterable[T], total: int) -> Iterable[T]:
-    """The :data:`Progress` that shows nothing."""
     return items
+
+
+def turn_starts(messages: Sequence[dict[str, Any]]) -> list[int]:
+    return [i for i, m in enumerate(messages) if m.get("role") == "user"]
+
+
+def cut_after_turn(messages: Sequence[dict[str, Any]], turn: int) -> int:
+    """Length of the transcript ending after user turn ``turn`` (1-based).
+
+    Raises
+    ------
+    IndexError
+        When ``turn`` is below 1 or above the number of user turns.
+    """
+    starts = turn_starts(messages)
+    if not 1 <= turn <= len(starts):
+        raise IndexError(turn)
+    return starts[turn] if turn < len(starts) else len(messages)
+
+
+def complete_length(messages: Sequence[dict[str, Any]]) -> int:
+    """Length of ``messages`` without a trailing assistant message whose tool calls are not
+    all answered (a session saved while its agent ran a tool batch)."""
+    end = len(messages)
+    i = end
+    while i > 0 and messages[i - 1].get("role") == "tool":
+        i -= 1
+    if i == 0:
+        return end
+    last = messages[i - 1]
+    calls = last.get("tool_calls") if last.get("role") == "assistant" else None
+    if not calls:
+        return end
+    answered = {m.get("tool_call_id") for m in messages[i:]}
+    if all(c.get("id") in answered for c in calls):
+        return end
+    return i - 1
+
+
+def call_results(messages: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Tool-call ID -> the ``tool`` message answering it (the first, when answered twice)."""
+    results: dict[str, dict[str, Any]] = {}
+    for m in messages:
+        if m.get("role") == "tool":
+            results.setdefault(str(m.get("tool_call_id")), m)
+    return results
 
 
 @dataclass(frozen=True)
 class Request:
-    """A user message: the ``turn``-th request (1-based) and its text."""
-
-    turn: int
+    turn: int  # 1-based
     text: str
 
 
 @dataclass(frozen=True)
 class Reply:
-    """An assistant message's text (with or without tool calls after it)."""
-
     text: str
 
 
 @dataclass(frozen=True)
 class Call:
-    """One tool call and the result recorded for it.
-
-    Attributes
-    ----------
-    id, name : str
-    arguments : dict or None
-        The decoded JSON arguments (``None`` when they were not a JSON object).
-    raw_arguments : str
-    result : str or None
-        The tool result's text, ``None`` when none was saved.
-    outcome : {"ok", "error", "refused", "not run", "missing"}
-    figures : tuple of dict
-        References of the figures the call made, in order.
-    """
+    """A tool call and its recorded result (None when none was saved); ``arguments`` is
+    None when they are not a JSON object; ``figures`` are the references it made."""
 
     id: str
     name: str
@@ -91,15 +106,13 @@ class Call:
 
     @property
     def code(self) -> str | None:
-        """The Python source of a ``run_python`` call, else ``None``."""
+        """The source of a ``run_python`` call, else None."""
         code = (self.arguments or {}).get("code")
         return code if self.name == "run_python" and isinstance(code, str) else None
 
 
 @dataclass(frozen=True)
 class Marker:
-    """A compaction happened here (between the messages around it)."""
-
     compaction: Compaction
 
 
@@ -118,13 +131,6 @@ def _outcome(result: str | None) -> Outcome:
     return "ok"
 
 
-def _result_text(message: dict[str, Any]) -> str:
-    """A tool result as recorded: string content kept as is (a printed table's leading
-    spaces matter), other content as its text."""
-    content = message.get("content")
-    return content if isinstance(content, str) else message_text(message)
-
-
 def _arguments(raw: str) -> dict[str, Any] | None:
     try:
         value = json.loads(raw or "{}")
@@ -134,18 +140,7 @@ def _arguments(raw: str) -> dict[str, Any] | None:
 
 
 def steps(record: SessionRecord, progress: Progress = no_progress) -> Iterator[Step]:
-    """The steps of ``record``'s transcript, in order (see the module docstring).
-
-    Parameters
-    ----------
-    record : SessionRecord
-    progress : Progress, optional
-        Wraps the walk over the transcript's messages.
-
-    Yields
-    ------
-    Request, Reply, Call or Marker
-    """
+    """The steps of the record's transcript (never the working context), in order."""
     transcript = record.transcript
     results = call_results(transcript)
     marks: dict[int, list[Compaction]] = {}
@@ -167,7 +162,10 @@ def steps(record: SessionRecord, progress: Progress = no_progress) -> Iterator[S
                 function = call.get("function") or {}
                 raw = str(function.get("arguments") or "")
                 answer = results.get(str(call.get("id")))
-                result = None if answer is None else _result_text(answer)
+                result = None
+                if answer is not None:  # string content as is: a table's leading spaces matter
+                    content = answer.get("content")
+                    result = content if isinstance(content, str) else message_text(answer)
                 refs = answer.get("figures") if answer is not None else None
                 figures = tuple(r for r in refs if isinstance(r, dict)) \
                     if isinstance(refs, list) else ()
@@ -176,3 +174,90 @@ def steps(record: SessionRecord, progress: Progress = no_progress) -> Iterator[S
     for pending in marks.values():
         for c in pending:
             yield Marker(c)
+
+
+def split_at_figures(result: str, refs: Sequence[dict[str, Any]]
+                     ) -> list[str | dict[str, Any]]:
+    """A ``run_python`` result cut at the lines naming its figures (``[figure N: ...]``):
+    non-empty text pieces and references in order; a reference whose line is missing last."""
+    pending = list(refs)
+    out: list[str | dict[str, Any]] = []
+    text: list[str] = []
+    for line in result.splitlines(keepends=True):
+        match = next((ref for ref in pending if line.startswith(f"[figure {ref.get('n')}:")),
+                     None)
+        if match is None:
+            text.append(line)
+            continue
+        if text:
+            out.append("".join(text))
+        text = []
+        out.append(match)
+        pending.remove(match)
+    if text:
+        out.append("".join(text))
+    out.extend(pending)
+    return out
+
+
+def figure_data(read: ReadFigure | None, ref: dict[str, Any]
+                ) -> tuple[dict[str, Any] | None, str]:
+    """``({media type: base64, or SVG text}, "")``, or ``(None, why it cannot be read)``."""
+    if read is None:
+        return None, "the figure files were not available to the export"
+    try:
+        figure = read(str(ref.get("id")))
+    except (JupyterAgentError, OSError) as err:
+        return None, str(err)
+    if figure.media_type == "image/svg+xml":
+        return {figure.media_type: figure.data.decode("utf-8", "replace")}, ""
+    return {figure.media_type: base64.b64encode(figure.data).decode("ascii")}, ""
+
+
+def when(moment: datetime) -> str:
+    return f"{moment:%Y-%m-%d %H:%M} UTC"
+
+
+def session_name(record: SessionRecord) -> str:
+    return record.title.strip() or f"Session {record.id}"
+
+
+def facts_line(record: SessionRecord) -> str:
+    """One Markdown line: ID, model, dates, requests, tool calls, tokens and cost, parent."""
+    state = record.state
+    turns = sum(1 for m in record.transcript if m.get("role") == "user")
+    parts = [f"jupyter-agent session `{record.id}`"]
+    if state.model:
+        parts.append(f"model `{state.model}`")
+    parts += [f"created {when(record.created_at)}", f"updated {when(record.updated_at)}",
+              f"{turns} request{'s' if turns != 1 else ''}",
+              f"{state.tool_calls} tool call{'s' if state.tool_calls != 1 else ''}"]
+    if state.usage.calls:
+        cost = "price unknown" if state.usage.price_unknown else f"${state.usage.cost_usd:.4f}"
+        parts.append(f"{state.usage.input_tokens + state.usage.output_tokens:,} tokens, {cost}")
+    if record.parent is not None:
+        after = f" after request {record.parent.turn}" if record.parent.turn else ""
+        parts.append(f"forked from `{record.parent.session_id}`{after}")
+    return " · ".join(parts)
+
+
+def fence(text: str, info: str = "") -> str:
+    """``text`` in a fenced code block whose fence no line of ``text`` can close."""
+    longest = max((len(m) for m in re.findall(r"`{3,}", text)), default=2)
+    marks = "`" * (longest + 1)
+    return f"{marks}{info}\n{text.rstrip()}\n{marks}"
+
+
+def _short(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def call_line(call: Call, limit: int = 80) -> str:
+    """``name(key=value, ...)``, each value cut to ``limit`` characters."""
+    if call.arguments is None:
+        shown = _short(call.raw_arguments, limit)
+    else:
+        shown = ", ".join(f"{k}={_short(json.dumps(v, ensure_ascii=False), limit)}"
+                          for k, v in call.arguments.items())
+    return f"{call.name}({shown})"

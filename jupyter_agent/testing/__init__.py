@@ -1,45 +1,333 @@
-"""Offline, scripted models for tests, demos and notebooks.
+"""Scripted models for tests, demos and notebooks: no network, no API key.
 
-``ScriptedModelServer`` speaks the Chat Completions and Responses protocols over real
-HTTP on loopback and answers from a script, so the real ``openai`` client parses real
-responses without a network or an API key. Run it from a shell with
-``python -m jupyter_agent.testing --script FILE``. ``ScriptedModel`` answers from the
-same scripts in process, implementing the agent's ``Model`` protocol, for unit tests.
-Importing this package only defines classes: no sockets, files or environment are
-touched.
+``ScriptedModelServer`` speaks Chat Completions and Responses over real HTTP on loopback
+(``python -m jupyter_agent.testing --script FILE``), so the real ``openai`` client parses
+real responses; ``ScriptedModel`` answers from the same scripts in process. Importing
+only defines classes.
 """
 
 from __future__ import annotations
 
-from jupyter_agent.testing.handler import Exchange
-from jupyter_agent.testing.model import ScriptedModel
-from jupyter_agent.testing.protocol import estimate_completion_tokens, estimate_prompt_tokens
-from jupyter_agent.testing.script import (
-    ErrorSpec,
-    ScriptError,
-    Step,
-    StepLike,
-    ToolCallSpec,
-    UsageSpec,
-    load_script,
-    parse_step,
-    parse_steps,
-)
-from jupyter_agent.testing.server import ScriptedModelServer
+import contextlib
+import json
+import os
+import socket
+import threading
+import time
+import traceback
+from collections.abc import Iterable, Sequence
+from typing import Any
 
-__all__ = [
-    "ErrorSpec",
-    "Exchange",
-    "ScriptError",
-    "ScriptedModel",
-    "ScriptedModelServer",
-    "Step",
-    "StepLike",
-    "ToolCallSpec",
-    "UsageSpec",
-    "estimate_completion_tokens",
-    "estimate_prompt_tokens",
-    "load_script",
-    "parse_step",
-    "parse_steps",
-]
+from jupyter_agent.agent.model import ModelReply, PartialReply, TextCallback, TokenUsage
+from jupyter_agent.agent.model_errors import Endpoint, status_error
+from jupyter_agent.agent.window import refused_window
+from jupyter_agent.testing.chat_wire import (
+    Answer,
+    ImagePart,
+    RequestRejected,
+    error_body,
+    split_text,
+)
+from jupyter_agent.testing.handler import Exchange, _HTTPServer
+from jupyter_agent.testing.local import LocalServer
+from jupyter_agent.testing.script import Script, ScriptError, Step, load_script, parse_step
+
+
+class ScriptedModelServer(Script):
+    """An OpenAI-compatible model server on loopback that answers from a script.
+
+    Each accepted ``/chat/completions`` or ``/responses`` request consumes exactly one step,
+    even when the client disconnects mid-stream; a rejected one (400, 401) consumes none.
+    Every body that parses is recorded on arrival, rejected ones included. One lock guards
+    the script and the records (callable steps run outside it). Nothing is logged unless
+    ``log_requests``; the API key never is.
+
+    Parameters
+    ----------
+    script : iterable of steps, optional
+        Dicts, strings, ``Step`` objects or callables ``f(request_body) -> step``.
+    require_api_key : str, optional
+        Answer 401 ``invalid_api_key`` unless a request sends ``Authorization: Bearer KEY``.
+    model_ids : iterable of str
+        Listed by ``GET /v1/models``; a request may name any model, which is echoed.
+    port : int
+        0: a free ephemeral port, picked at :meth:`start` and kept across restarts.
+    accept_images : bool
+        False: answer a request carrying images with 400, as a text-only model does.
+    play : {"llama.cpp", "vllm", "ollama"}, optional
+        Report ``context_window`` (tokens) as that server does and refuse (Ollama:
+        truncate, or as ``truncate`` says) a chat request past it.
+
+    Raises
+    ------
+    ScriptError
+        If a step is invalid.
+    """
+
+    def __init__(
+        self,
+        script: Iterable[Any] | None = None,
+        *,
+        require_api_key: str | None = None,
+        model_ids: Iterable[str] = ("scripted",),
+        host: str = "127.0.0.1",
+        port: int = 0,
+        log_requests: bool = False,
+        accept_images: bool = True,
+        play: str | None = None,
+        context_window: int = 4_096,
+        truncate: bool | None = None,
+    ) -> None:
+        super().__init__(script)
+        self._api_key = require_api_key
+        self.model_ids: tuple[str, ...] = tuple(model_ids)
+        self.host = host
+        self._port = port
+        self.log_requests = log_requests
+        self.accept_images = accept_images
+        self.local = None if play is None else LocalServer(play, context_window, truncate)
+        self._exchanges: list[Exchange] = []
+        self._errors: list[str] = []
+        self._issued: set[str] = set()  # encrypted reasoning contents handed out
+        self._connections: set[socket.socket] = set()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._created = int(time.time())
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> ScriptedModelServer:
+        """A server (not started) answering from the JSON script at ``path``.
+
+        Raises
+        ------
+        ScriptError
+            Unreadable file, not a JSON list, or an invalid step.
+        """
+        return cls(load_script(path), **kwargs)
+
+    def start(self) -> ScriptedModelServer:
+        """Serve in a daemon thread (no-op when running); returns ``self``.
+
+        Raises
+        ------
+        OSError
+            If the port cannot be bound.
+        """
+        with self._lock:
+            if self._httpd is not None:
+                return self
+            httpd = _HTTPServer((self.host, self._port), self)
+            self._port = httpd.server_address[1]
+            self._httpd = httpd
+            self._thread = threading.Thread(
+                target=httpd.serve_until_stopped,
+                name=f"ScriptedModelServer:{self._port}", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket and open connections; idempotent."""
+        with self._lock:
+            httpd, thread = self._httpd, self._thread
+            self._httpd = self._thread = None
+        if httpd is None:
+            return
+        httpd.request_stop()
+        if thread is not None:
+            thread.join(timeout=10)
+        httpd.server_close()
+        with self._lock:  # after the accept loop ended: no new connections appear
+            connections = list(self._connections)
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+
+    def __enter__(self) -> ScriptedModelServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._httpd is not None
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """``http://HOST:PORT/v1``.
+
+        Raises
+        ------
+        RuntimeError
+            Before the first start (the port is not known yet).
+        """
+        if not self._port:
+            raise RuntimeError("ScriptedModelServer is not started; call start() or use `with`")
+        return f"http://{self.host}:{self._port}/v1"
+
+    @property
+    def requests(self) -> list[Any]:
+        """Every parsed request body in order, rejected ones included (a copy)."""
+        with self._lock:
+            return [x.request for x in self._exchanges]
+
+    @property
+    def exchanges(self) -> list[Exchange]:
+        with self._lock:
+            return list(self._exchanges)
+
+    @property
+    def images(self) -> list[list[ImagePart]]:
+        """The images each request carried, parallel to :attr:`requests`."""
+        with self._lock:
+            return [x.images for x in self._exchanges]
+
+    @property
+    def responses(self) -> list[Any]:
+        """The answers parallel to :attr:`requests` (object, chunk list or error body)."""
+        with self._lock:
+            return [x.response for x in self._exchanges]
+
+    @property
+    def errors(self) -> list[str]:
+        """Tracebacks of failed callable steps and of internal errors (never expected)."""
+        with self._lock:
+            return list(self._errors)
+
+    def clear_requests(self) -> None:
+        """Forget the recorded exchanges; the script position is kept."""
+        with self._lock:
+            self._exchanges.clear()
+
+    def _track(self, conn: socket.socket, add: bool) -> None:
+        with self._lock:
+            if add:
+                self._connections.add(conn)
+            else:
+                self._connections.discard(conn)
+
+    def _record(self, exchange: Exchange) -> None:
+        with self._lock:
+            self._exchanges.append(exchange)
+
+    def _settle(self, exchange: Exchange, status: int, response: Any) -> None:
+        with self._lock:
+            exchange.status, exchange.response = status, response
+
+    def _issue(self, secret: str) -> str:
+        with self._lock:
+            self._issued.add(secret)
+        return secret
+
+    def _record_error(self, detail: str) -> None:
+        with self._lock:
+            self._errors.append(detail)
+
+    def _check_auth(self, header: str | None) -> None:
+        if self._api_key is None:
+            return
+        if not header or not header.startswith("Bearer ") or not header[7:].strip():
+            raise RequestRejected(401, error_body(
+                401, "You didn't provide an API key. You need to provide your API key in an"
+                " Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."))
+        if header[7:].strip() != self._api_key:
+            raise RequestRejected(401, error_body(
+                401, "Incorrect API key provided. You can find your API key at"
+                " https://platform.openai.com/account/api-keys."))
+
+    def _next_step(self, body: dict[str, Any]) -> Step:
+        taken = self._take()
+        if taken is None:
+            raise RequestRejected(500, error_body(
+                500, "ScriptedModelServer: " + self._exhausted(),
+                code="script_exhausted"), {"x-should-retry": "false"})
+        index, step = taken
+        if isinstance(step, Step):
+            return step
+        try:
+            return parse_step(step(body), index=index)
+        except Exception as err:
+            message = f"ScriptedModelServer: callable step {index} failed: {err!r}"
+            if isinstance(err, ScriptError):
+                message = f"ScriptedModelServer: callable step returned an invalid step: {err}"
+            self._record_error(traceback.format_exc())
+            raise RequestRejected(500, error_body(500, message, code="script_error"),
+                                  {"x-should-retry": "false"}) from err
+
+    def _model_object(self, model_id: str) -> dict[str, Any]:
+        if model_id not in self.model_ids:
+            raise RequestRejected(404, error_body(
+                404, f"The model '{model_id}' does not exist", param="model",
+                code="model_not_found"))
+        entry = {"id": model_id, "object": "model", "created": self._created,
+                 "owned_by": "jupyter-agent"}
+        return entry if self.local is None else {**entry, **self.local.model_fields()}
+
+    def __repr__(self) -> str:
+        where = self.base_url if self._port else "not started"
+        return f"<ScriptedModelServer {where} remaining={self.remaining}>"
+
+
+class ScriptedModel(Script):
+    """An in-process model (the agent's ``Model`` protocol) answering from a script.
+
+    Usage is the server's estimate unless a step sets it; an ``error`` step raises the
+    ``ModelError`` a real model raises for that status; streamed text arrives in the
+    server's pieces, ``chunk_delay`` seconds apart. ``requests`` holds JSON copies of each
+    request shaped as a Chat Completions body.
+
+    Raises
+    ------
+    ScriptError
+        For an invalid step; from :meth:`respond` when the script is exhausted.
+    """
+
+    api = "scripted"
+    base_url = ""
+
+    def __init__(self, script: Iterable[Any] | None = None, *, name: str = "scripted") -> None:
+        self.name = name
+        self.requests: list[dict[str, Any]] = []
+        super().__init__(script)
+
+    def __repr__(self) -> str:
+        return f"<ScriptedModel {self.name!r} remaining={self.remaining}>"
+
+    def respond(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *,
+                stream: bool, partial: PartialReply,
+                on_text: TextCallback | None = None) -> ModelReply:
+        request: dict[str, Any] = {"model": self.name, "messages": list(messages)}
+        if tools:
+            request["tools"] = list(tools)
+        if stream:
+            request["stream"] = True
+        body: dict[str, Any] = json.loads(json.dumps(request))
+        self.requests.append(body)
+        taken = self._take()
+        if taken is None:
+            raise ScriptError(self._exhausted())
+        index, next_step = taken
+        step = next_step if isinstance(next_step, Step) else parse_step(next_step(body),
+                                                                        index=index)
+        if step.delay:
+            time.sleep(step.delay)
+        if step.error is not None:
+            e = step.error
+            raise status_error(e.status, e.message, Endpoint("", self.name, api=self.api),
+                               e.code or "", window=refused_window(e.status, e.message,
+                                                                   e.code or "", e.type or ""))
+        partial.received = True
+        answer = Answer(step, body)
+        for piece in split_text(step.text or "") if stream else [step.text or ""]:
+            partial.add_text(piece, on_text)
+            if stream and step.chunk_delay:
+                time.sleep(step.chunk_delay)
+        for index, (call_id, name, arguments) in enumerate(answer.calls):
+            partial.calls[index] = {"id": call_id, "name": name, "arguments": arguments}
+        partial.finish_reason = answer.finish_reason
+        partial.usage = TokenUsage(answer.prompt, answer.completion, answer.cached)
+        return partial.reply()

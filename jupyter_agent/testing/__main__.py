@@ -14,13 +14,12 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
+from jupyter_agent.testing import ScriptedModelServer
 from jupyter_agent.testing.local import PLAYS
 from jupyter_agent.testing.script import ScriptError
-from jupyter_agent.testing.server import ScriptedModelServer
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Return the argument parser of the CLI."""
     parser = argparse.ArgumentParser(
         prog="python -m jupyter_agent.testing",
         description="Serve an OpenAI-compatible API (Chat Completions and Responses) on"
@@ -52,7 +51,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

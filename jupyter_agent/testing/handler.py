@@ -1,13 +1,10 @@
-"""HTTP plumbing of the scripted server: the accept loop and the request handler.
+"""The scripted server's HTTP: the accept loop, the request handler and the exchange records.
 
-``_HTTPServer`` is a :class:`http.server.ThreadingHTTPServer` whose accept loop
-waits on a selector with a wake-up socket instead of polling, so stopping is
-immediate. It tracks every accepted connection (in the accept thread) so that
-``stop()`` can shut idle keep-alive connections down. ``_Handler`` speaks
-HTTP/1.1: JSON responses carry ``Content-Length``; streams use chunked transfer
-encoding (Chat Completions: ``data: {chunk}`` events, then ``data: [DONE]``; Responses:
-``event: {type}`` / ``data: {event}`` pairs). All decisions about *what* to answer are
-delegated to the owning ``ScriptedModelServer``.
+The accept loop waits on a selector with a wake-up socket (no polling), so stopping is
+immediate, and tracks each accepted connection so that stopping closes idle keep-alive
+ones. JSON answers carry ``Content-Length``; streams are chunked (Chat Completions:
+``data:`` events then ``data: [DONE]``; Responses: ``event:``/``data:`` pairs). What to
+answer is the owning ``ScriptedModelServer``'s.
 """
 
 from __future__ import annotations
@@ -24,24 +21,19 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from jupyter_agent.testing.images import ImagePart, image_parts, refusal
-from jupyter_agent.testing.protocol import (
+from jupyter_agent.testing.chat_wire import (
+    Answer,
+    ImagePart,
     RequestRejected,
-    build_chunks,
-    build_completion,
     error_body,
+    image_parts,
+    image_refusal,
+    validate_chat_request,
 )
-from jupyter_agent.testing.responses import (
-    build_events,
-    build_response,
-    validate_responses_request,
-)
-from jupyter_agent.testing.validation import validate_chat_request
+from jupyter_agent.testing.responses_wire import ResponseAnswer, validate_responses_request
 
 if TYPE_CHECKING:
-    from jupyter_agent.testing.server import ScriptedModelServer
-
-__all__ = ["Exchange"]
+    from jupyter_agent.testing import ScriptedModelServer
 
 _FLUSH_BYTES = 16384
 _UNPARSED = object()
@@ -51,32 +43,10 @@ _UNPARSED = object()
 class Exchange:
     """One ``/chat/completions`` or ``/responses`` request and what the server answered.
 
-    Recorded as soon as the request body is parsed; ``status`` stays None while
-    the answer is pending (e.g. during a step's ``delay``).
-
-    Attributes
-    ----------
-    request : dict or object
-        The parsed JSON body.
-    status : int or None
-        HTTP status sent (None while pending).
-    response : dict or list or None
-        The ``chat.completion`` or ``response`` object, the list of stream chunks or
-        events, or the error body.
-    stream : bool
-        Whether the request asked for a stream (``"stream": true``).
-    raw : bytes
-        The request body exactly as it arrived.
-    path : str
-        ``/v1/chat/completions`` or ``/v1/responses``.
-    authorization : str or None
-        The request's ``Authorization`` header (``"Bearer KEY"``), kept in memory only
-        so that a test can see which key reached this server; never logged.
-    dropped : int
-        Messages a server playing Ollama dropped from the start of the prompt to fit its
-        context window (:mod:`~jupyter_agent.testing.local`); the answer saw the rest.
-    images : list of ImagePart
-        The images the request carried (a property).
+    Recorded when the body parses; ``status`` is None while the answer is pending.
+    ``response`` is the answer object, the list of stream chunks or events, or the error
+    body. ``authorization`` is the request's header, kept in memory only (never logged).
+    ``dropped`` counts messages a server playing Ollama dropped to fit its window.
     """
 
     request: Any
@@ -90,8 +60,6 @@ class Exchange:
 
     @property
     def images(self) -> list[ImagePart]:
-        """The images the request carried (``image_url`` / ``input_image`` parts), with
-        their place, sizes (bytes, pixels) and estimated tokens."""
         return image_parts(self.request)
 
 
@@ -109,8 +77,6 @@ class _HTTPServer(ThreadingHTTPServer):
         self._wake_r, self._wake_w = socket.socketpair()
 
     def serve_until_stopped(self) -> None:
-        """Accept connections until :meth:`request_stop`; no polling interval, so
-        stopping takes no longer than waking a ``select``."""
         with selectors.DefaultSelector() as selector:
             selector.register(self.socket, selectors.EVENT_READ)
             selector.register(self._wake_r, selectors.EVENT_READ)
@@ -204,7 +170,6 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def _send_cut(self, events: list[bytes]) -> None:
-        """Send ``events`` as chunks, then close the connection mid-stream (no last chunk)."""
         try:
             self.wfile.write(b"".join(b"%X\r\n%s\r\n" % (len(e), e) for e in events))
             self.wfile.flush()
@@ -213,11 +178,13 @@ class _Handler(BaseHTTPRequestHandler):
             pass
         self.close_connection = True
 
-    def _route(self, method: str) -> None:
+    def _route(self) -> None:
         try:
-            self._dispatch(method)
+            self._dispatch(self.command)
         except OSError:  # the client went away (or stop() closed the connection)
             self.close_connection = True
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _route
 
     def _dispatch(self, method: str) -> None:
         body = self._read_body()  # always drain, so keep-alive stays in sync
@@ -236,7 +203,8 @@ class _Handler(BaseHTTPRequestHandler):
                     parsed = None
                 played = owner.local.answer(method, path, parsed, owner.model_ids)
             if method == "GET" and path == "/v1/models":
-                self._send(200, {"object": "list", "data": owner._model_objects()})
+                models = [owner._model_object(m) for m in owner.model_ids]
+                self._send(200, {"object": "list", "data": models})
             elif method == "GET" and path.startswith("/v1/models/"):
                 self._send(200, owner._model_object(path[len("/v1/models/"):]))
             elif played is not None:
@@ -277,7 +245,7 @@ class _Handler(BaseHTTPRequestHandler):
                 validate_responses_request(body, owner._issued)
             else:
                 validate_chat_request(body)
-            refused = None if owner.accept_images else refusal(body, responses=responses)
+            refused = None if owner.accept_images else image_refusal(body, responses=responses)
             if refused is not None:
                 raise refused
             if owner.local is not None and not responses:
@@ -296,28 +264,15 @@ class _Handler(BaseHTTPRequestHandler):
             owner._settle(exchange, e.status, payload)
             self._send(e.status, payload, e.headers)
         elif exchange.stream:
-            chunks = (build_events(step, body, owner._issue) if responses
-                      else build_chunks(step, body))
+            options = body.get("stream_options")
+            include_usage = isinstance(options, dict) and options.get("include_usage") is True
+            chunks = (ResponseAnswer(step, body, owner._issue).events() if responses
+                      else Answer(step, body).chunks(include_usage))
             owner._settle(exchange, 200, chunks)
             self._send_stream(chunks, step.chunk_delay, named=responses,
                               drop_after=step.drop_after)
         else:
-            answer = (build_response(step, body, owner._issue) if responses
-                      else build_completion(step, body))
+            answer = (ResponseAnswer(step, body, owner._issue).response() if responses
+                      else Answer(step, body).completion_object())
             owner._settle(exchange, 200, answer)
             self._send(200, answer)
-
-    def do_GET(self) -> None:
-        self._route("GET")
-
-    def do_POST(self) -> None:
-        self._route("POST")
-
-    def do_PUT(self) -> None:
-        self._route("PUT")
-
-    def do_PATCH(self) -> None:
-        self._route("PATCH")
-
-    def do_DELETE(self) -> None:
-        self._route("DELETE")

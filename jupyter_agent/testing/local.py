@@ -1,22 +1,15 @@
-"""The scripted server playing a local model server: its context window, said and kept.
+"""The scripted server playing llama.cpp, vLLM or Ollama: their context window, said and kept.
 
-:class:`LocalServer` makes :class:`~jupyter_agent.testing.ScriptedModelServer` report a
-context window the way llama.cpp, vLLM or Ollama do, and treat a request whose prompt
-(estimated as :func:`~jupyter_agent.testing.protocol.estimate_prompt_tokens` does) does
-not fit the way they do:
+=========  =====================================================  ==========================
+plays      reports the window in                                   a prompt past it
+=========  =====================================================  ==========================
+llama.cpp  ``GET /v1/models`` ``meta.n_ctx``, ``GET /props``       400 ``exceed_context_size``
+vllm       ``GET /v1/models`` ``max_model_len``                    400 "maximum context length"
+ollama     ``POST /api/show`` (``num_ctx``, ``*.context_length``)  oldest messages dropped
+=========  =====================================================  ==========================
 
-============  ==================================================  ==========================
-plays         reports the window in                                a prompt past it
-============  ==================================================  ==========================
-llama.cpp     ``GET /v1/models`` ``data[].meta.n_ctx``,             400
-              ``GET /props`` ``default_generation_settings.n_ctx``  ``exceed_context_size_error``
-vllm          ``GET /v1/models`` ``data[].max_model_len``           400 "maximum context length"
-ollama        ``POST /api/show`` (``num_ctx`` parameter,            the oldest messages after
-              ``model_info["llama.context_length"]``)              the system message dropped
-============  ==================================================  ==========================
-
-A refused request consumes no step; a truncated one is answered from the truncated body
-(what a callable step sees), and :attr:`Exchange.dropped` counts the messages dropped.
+A refused request consumes no step; a truncated one is answered from the truncated body,
+and ``Exchange.dropped`` counts the dropped messages.
 """
 
 from __future__ import annotations
@@ -25,30 +18,15 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from jupyter_agent.testing.protocol import estimate_prompt_tokens
-from jupyter_agent.testing.rejections import RequestRejected, error_body
-
-__all__ = ["PLAYS", "LocalServer"]
+from jupyter_agent.testing.chat_wire import RequestRejected, error_body, estimate_prompt_tokens
 
 PLAYS = ("llama.cpp", "vllm", "ollama")
-"""The servers :class:`LocalServer` can play."""
 
 
 @dataclass(frozen=True)
 class LocalServer:
-    """How the scripted server plays a local model server (see the module docstring).
-
-    Attributes
-    ----------
-    play : {"llama.cpp", "vllm", "ollama"}
-    context_window : int
-        The window in tokens.
-    truncate : bool or None
-        Drop the oldest messages of a prompt past the window instead of refusing it;
-        None: as the played server does (Ollama truncates, the others refuse).
-    trained : int
-        The model's trained context, reported beside the window (llama.cpp
-        ``n_ctx_train``, Ollama ``<arch>.context_length``).
+    """How the scripted server plays a local server; ``context_window`` and ``trained`` (the
+    model's trained context) are tokens; ``truncate`` None: as the played server does.
 
     Raises
     ------
@@ -70,11 +48,9 @@ class LocalServer:
 
     @property
     def truncates(self) -> bool:
-        """Whether a prompt past the window is cut rather than refused."""
         return self.play == "ollama" if self.truncate is None else self.truncate
 
     def model_fields(self) -> dict[str, Any]:
-        """Fields the played server adds to each ``GET /v1/models`` entry."""
         if self.play == "llama.cpp":
             return {"owned_by": "llamacpp", "meta": {"n_ctx": self.context_window,
                                                      "n_ctx_train": self.trained}}
@@ -83,7 +59,7 @@ class LocalServer:
         return {"owned_by": "library"}
 
     def answer(self, method: str, path: str, body: Any, model_ids: tuple[str, ...]) -> Any:
-        """The JSON the played server answers to a request outside ``/v1``, or None (404)."""
+        """The JSON answering a request outside ``/v1``, or None (404)."""
         if self.play == "llama.cpp" and method == "GET" and path == "/props":
             return {"default_generation_settings": {"n_ctx": self.context_window, "params": {}},
                     "total_slots": 1, "model_path": f"/models/{model_ids[0]}.gguf"}
@@ -104,7 +80,7 @@ class LocalServer:
         Raises
         ------
         RequestRejected
-            When the prompt does not fit and the played server refuses (400, its shape).
+            400 in the played server's shape when the prompt does not fit and it refuses.
         """
         tokens = estimate_prompt_tokens(body)
         if tokens <= self.context_window:

@@ -20,7 +20,7 @@ from jupyter_agent.agent.window import ContextWindow, probe_window, refused_wind
 from jupyter_agent.errors import PromptTooLongError
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModel, ScriptedModelServer
-from jupyter_agent.testing.protocol import estimate_prompt_tokens
+from jupyter_agent.testing.chat_wire import estimate_prompt_tokens
 from tests.agent.helpers import Recorder, make_agent
 
 WORDS = "The penguins of the Palmer archipelago differ in bill length and flipper size. "

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_agent.artefacts.fork import fork_label, fork_record, fork_session
-from jupyter_agent.artefacts.turns import turn_starts
+from jupyter_agent.artefacts.steps import turn_starts
 from jupyter_agent.errors import ForkPointError, SessionNotFoundError
 from jupyter_agent.store import ForkOrigin, SessionStore
 from jupyter_agent.testing import ScriptedModelServer

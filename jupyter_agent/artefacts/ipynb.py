@@ -1,44 +1,43 @@
-"""A session as a Jupyter notebook that replays the analysis (``--format ipynb``).
+"""A session as a notebook that replays the analysis (``--format ipynb``); nothing is run.
 
-Cells, top to bottom:
-
-1. Markdown: the title, one line of facts (session ID, model, dates, cost, parent), the
-   summary, and how to read the notebook;
-2. for each request, a Markdown cell ``## Request N`` with the user's text;
-3. for each ``run_python`` call that ran, a code cell with its code and, as a ``stream``
-   output, the result the agent got then (``stdout``; ``stderr`` for a call that
-   failed, whose cell is tagged ``raises-exception`` so that running the whole notebook
-   goes on past it, as the agent did); the figures it made are ``display_data``
-   outputs in their places among the printed lines
-   (:mod:`~jupyter_agent.artefacts.figures`). Nothing is executed by the export;
-4. a call that never ran (refused, not executed, interrupted) becomes a Markdown cell
-   with its code in a fenced block, so running the notebook does not run it either;
-5. the other tool calls of a row (todos, scratchpad, summary, variables) are listed in
-   one small Markdown cell; each assistant text is a Markdown cell.
-
-Notebook metadata: a Python 3 kernelspec, and ``jupyter_agent`` with the session ID,
-title, model, parent, creation, update and export times (ISO 8601 UTC). No endpoint
-and no key. The notebook is checked with ``nbformat.validate`` before it is returned.
+A header cell (title, facts, summary, how to read it); per request a ``## Request N`` cell;
+each assistant text a Markdown cell; each ``run_python`` call that ran a code cell whose
+outputs are the result it got then, with its figures as ``display_data`` among the printed
+lines (``stderr`` and tagged ``raises-exception`` when it failed); code that never ran a
+fenced Markdown block; the other tool calls listed in a small cell. The metadata holds the
+session's ID, title, model, parent and times, never an endpoint or a key. Importing
+nbformat takes seconds, so :mod:`~jupyter_agent.artefacts.export` imports this module only
+for a notebook.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from jupyter_agent.artefacts.figures import ReadFigure, figure_data, split_at_figures
-from jupyter_agent.artefacts.markdown import call_line, facts_line, fence, session_name
-from jupyter_agent.artefacts.steps import Call, Progress, Reply, Request, no_progress, steps
-from jupyter_agent.artefacts.turns import SYNTHETIC_PREFIX
+import nbformat
+from nbformat import v4
+
+from jupyter_agent.artefacts.steps import (
+    SYNTHETIC_PREFIX,
+    Call,
+    Progress,
+    ReadFigure,
+    Reply,
+    Request,
+    call_line,
+    facts_line,
+    fence,
+    figure_data,
+    no_progress,
+    session_name,
+    split_at_figures,
+    steps,
+)
 from jupyter_agent.store import SessionRecord
 from jupyter_agent.store.figures import figure_label
 from jupyter_agent.store.records import utc_now
 from jupyter_agent.ui.markdown import inert_markdown
-
-if TYPE_CHECKING:
-    from nbformat import NotebookNode
-
-__all__ = ["KERNELSPEC", "READING_NOTE", "render_notebook"]
 
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 
@@ -53,14 +52,12 @@ _NO_MATH = '<div class="mathjax_ignore tex2jax_ignore">\n\n{}\n\n</div>'
 
 
 def _markdown_text(text: str) -> str:
-    """``text`` (Markdown from the session) made inert (raw HTML as typed, images as links,
-    no unsafe links), and kept from showing amounts of money (``$5 and $10``) as TeX."""
+    # inert, and kept from showing amounts of money ($5 and $10) as TeX
     text = inert_markdown(text)
     return _NO_MATH.format(text) if re.search(r"\$\d", text) else text
 
 
 def _why(call: Call) -> str:
-    """Why a call did not run, in one line (its result without the tool prefixes)."""
     text = (call.result or "").strip() or "no result was saved"
     for prefix in ("error: ", SYNTHETIC_PREFIX):
         text = text.removeprefix(prefix)
@@ -68,9 +65,6 @@ def _why(call: Call) -> str:
 
 
 def _outputs(call: Call, read: ReadFigure | None) -> list[Any]:
-    """The printed result as ``stream`` outputs with the figures between them."""
-    from nbformat import v4
-
     result = call.result or ""
     if result.strip() == "(no output)":
         result = ""
@@ -94,8 +88,6 @@ def _outputs(call: Call, read: ReadFigure | None) -> list[Any]:
 
 
 def _code_cell(call: Call, code: str, read: ReadFigure | None) -> Any:
-    from nbformat import v4
-
     cell = v4.new_code_cell(source=code, metadata={
         "jupyter_agent": {"tool_call_id": call.id, "outcome": call.outcome}})
     cell.outputs = _outputs(call, read)
@@ -105,8 +97,6 @@ def _code_cell(call: Call, code: str, read: ReadFigure | None) -> Any:
 
 
 def _tools_cell(calls: list[Call]) -> Any:
-    from nbformat import v4
-
     lines = []
     for call in calls:
         first = (call.result or "").strip().splitlines()
@@ -135,30 +125,14 @@ def _metadata(record: SessionRecord) -> dict[str, Any]:
 
 
 def render_notebook(record: SessionRecord, progress: Progress = no_progress, *,
-                    figures: ReadFigure | None = None) -> NotebookNode:
-    """The notebook of ``record`` (see the module docstring).
-
-    Parameters
-    ----------
-    record : SessionRecord
-    progress : Progress, optional
-        Wraps the walk over the transcript.
-    figures : callable, optional
-        Reads the session's figures; without it a figure is its text line and a note.
-
-    Returns
-    -------
-    nbformat.NotebookNode
-        A version 4 notebook, valid under ``nbformat.validate``.
+                    figures: ReadFigure | None = None) -> str:
+    """The text of a version 4 notebook, checked with ``nbformat.validate``.
 
     Raises
     ------
     nbformat.ValidationError
         Never for a record the store wrote (it would be a bug here).
     """
-    import nbformat
-    from nbformat import v4
-
     head = [f"# {session_name(record)}", f"*{facts_line(record)}*"]
     if record.summary.strip():
         head += ["**Summary**", record.summary.strip().replace("\n", "  \n")]
@@ -189,4 +163,4 @@ def render_notebook(record: SessionRecord, progress: Progress = no_progress, *,
         cells.append(_tools_cell(tools))
     notebook = v4.new_notebook(cells=cells, metadata=_metadata(record))
     nbformat.validate(notebook)
-    return notebook
+    return nbformat.writes(notebook) + "\n"

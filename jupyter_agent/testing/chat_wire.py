@@ -1,0 +1,385 @@
+"""The Chat Completions wire format as the scripted server speaks it (pure functions).
+
+Requests are checked as the real API checks them (400 with its wording, unknown fields
+ignored); answers are ``chat.completion`` objects or the ``chat.completion.chunk`` list of
+a stream. Token estimates are ~4 characters per token, images by their pixel size. Also
+the OpenAI-shaped errors and the image parts shared with the Responses format.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from jupyter_agent.images import decode_data_url, image_size, image_tokens
+from jupyter_agent.testing.script import Step
+
+SYSTEM_FINGERPRINT = "fp_scripted"
+ROLES = ("system", "developer", "user", "assistant", "tool")
+_DEFAULT_TYPE = {400: "invalid_request_error", 401: "invalid_request_error",
+                 403: "invalid_request_error", 404: "invalid_request_error",
+                 429: "requests"}
+_DEFAULT_CODE = {401: "invalid_api_key", 429: "rate_limit_exceeded"}
+_UNKNOWN_IMAGE_TOKENS = 85  # an image given by URL, whose size cannot be told
+
+
+class RequestRejected(Exception):
+    """A request answered with HTTP ``status``, JSON ``body`` and extra ``headers``."""
+
+    def __init__(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None):
+        self.status = status
+        self.body = body
+        self.headers = dict(headers or {})
+        inner = body.get("error", body)  # vLLM answers {"object": "error", "message": ...}
+        super().__init__(f"{status}: {inner.get('message') if isinstance(inner, dict) else inner}")
+
+
+def error_body(status: int, message: str, *, type: str | None = None,
+               param: str | None = None, code: str | None = None) -> dict[str, Any]:
+    """An OpenAI-shaped error body; ``type`` and ``code`` default by status."""
+    if type is None:
+        fallback = "server_error" if status >= 500 else "invalid_request_error"
+        type = _DEFAULT_TYPE.get(status, fallback)
+    if code is None:
+        code = _DEFAULT_CODE.get(status)
+    return {"error": {"message": message, "type": type, "param": param, "code": code}}
+
+
+def _reject(message: str, *, param: str | None = None, code: str | None = None) -> RequestRejected:
+    return RequestRejected(400, error_body(400, message, param=param, code=code))
+
+
+@dataclass(frozen=True)
+class ImagePart:
+    """One image of a request: its place (``"messages[5].content[2]"``), URL length, media
+    type and decoded size in bytes ("" and 0 for a non-``data:`` URL), pixels when known,
+    ``detail`` and estimated prompt tokens."""
+
+    where: str
+    url_chars: int
+    media_type: str
+    bytes: int
+    width: int | None
+    height: int | None
+    detail: str
+    tokens: int
+
+
+def _image(where: str, url: object, detail: object) -> ImagePart:
+    text = url if isinstance(url, str) else ""
+    decoded = decode_data_url(text)
+    media_type, size, dims = "", 0, None
+    if decoded is not None:
+        data, media_type = decoded
+        size, dims = len(data), image_size(data, media_type)
+    tokens = image_tokens(*dims) if dims else _UNKNOWN_IMAGE_TOKENS
+    return ImagePart(where, len(text), media_type, size, dims[0] if dims else None,
+                     dims[1] if dims else None, str(detail or "auto"), tokens)
+
+
+def _images_in(content: Any, where: str) -> list[ImagePart]:
+    found = []
+    for j, part in enumerate(content if isinstance(content, list) else ()):
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "image_url":
+            image = part.get("image_url")
+            url = image.get("url") if isinstance(image, dict) else image
+            detail = image.get("detail") if isinstance(image, dict) else None
+            found.append(_image(f"{where}[{j}]", url, detail))
+        elif part.get("type") == "input_image":
+            found.append(_image(f"{where}[{j}]", part.get("image_url"), part.get("detail")))
+    return found
+
+
+def image_parts(body: Any) -> list[ImagePart]:
+    """Every image of a Chat Completions or Responses body, in order (``[]`` for others)."""
+    if not isinstance(body, dict):
+        return []
+    found: list[ImagePart] = []
+    for i, message in enumerate(body.get("messages") or ()):
+        if isinstance(message, dict):
+            found += _images_in(message.get("content"), f"messages[{i}].content")
+    items = body.get("input")
+    for i, item in enumerate(items if isinstance(items, list) else ()):
+        if isinstance(item, dict):
+            found += _images_in(item.get("content"), f"input[{i}].content")
+            found += _images_in(item.get("output"), f"input[{i}].output")
+    return found
+
+
+def image_refusal(body: Any, *, responses: bool) -> RequestRejected | None:
+    """The 400 of a text-only model for a request with images (None without images)."""
+    parts = image_parts(body)
+    if not parts:
+        return None
+    if responses:
+        message = "Invalid input: this model does not support image inputs."
+    else:
+        message = "Invalid content type. image_url is only supported by certain models."
+    return _reject(message, param=parts[0].where.replace("[", ".["))
+
+
+def _text_chars(content: object) -> int:
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        return sum(len(p["text"]) for p in content
+                   if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return 0
+
+
+def tokens_of(chars: int, tools: Any, body: Any) -> int:
+    """``ceil(chars / 4) + ceil(len(json(tools)) / 4)`` plus the images' tokens, at least 1."""
+    tool_chars = len(json.dumps(tools)) if tools else 0
+    return max(1, math.ceil(chars / 4) + math.ceil(tool_chars / 4)
+               + sum(part.tokens for part in image_parts(body)))
+
+
+def estimate_prompt_tokens(body: dict[str, Any]) -> int:
+    """Prompt tokens: message texts plus tool calls' names and arguments, ``tools``, images."""
+    chars = 0
+    for message in body.get("messages") or []:
+        if not isinstance(message, dict):
+            continue
+        chars += _text_chars(message.get("content"))
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict):
+                chars += len(str(function.get("name", "")))
+                chars += len(str(function.get("arguments", "")))
+    return tokens_of(chars, body.get("tools"), body)
+
+
+def estimate_completion_tokens(text: str | None, tool_calls: list[tuple[str, str]]) -> int:
+    """``ceil(chars / 4)``, at least 1, over the text and each (name, arguments) call."""
+    chars = len(text or "") + sum(len(name) + len(args) for name, args in tool_calls)
+    return max(1, math.ceil(chars / 4))
+
+
+def new_tool_call_id() -> str:
+    return "call_" + uuid.uuid4().hex[:24]
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    for kind, name in ((bool, "a boolean"), (int, "an integer"), (float, "a decimal"),
+                       (str, "a string"), (list, "an array")):
+        if isinstance(value, kind):
+            return name
+    return "an object"
+
+
+def _wrong_type(where: str, expected: str, value: object) -> RequestRejected:
+    return _reject(f"Invalid type for '{where}': expected {expected}, but got"
+                   f" {_json_type(value)} instead.", param=where, code="invalid_type")
+
+
+def _missing(where: str) -> RequestRejected:
+    return _reject(f"Missing required parameter: '{where}'.", param=where,
+                   code="missing_required_parameter")
+
+
+def _empty(where: str) -> RequestRejected:
+    return _reject(f"Invalid '{where}': empty array. Expected an array with minimum length 1,"
+                   " but got an empty array instead.", param=where, code="empty_array")
+
+
+def _tool_call_ids(i: int, tool_calls: object) -> list[str]:
+    if not isinstance(tool_calls, list):
+        raise _wrong_type(f"messages[{i}].tool_calls", "an array of objects", tool_calls)
+    if not tool_calls:
+        raise _empty(f"messages[{i}].tool_calls")
+    ids = []
+    for j, call in enumerate(tool_calls):
+        where = f"messages[{i}].tool_calls[{j}]"
+        if not isinstance(call, dict):
+            raise _wrong_type(where, "an object", call)
+        for key in ("id", "type", "function"):
+            if key not in call:
+                raise _missing(f"{where}.{key}")
+        function = call["function"]
+        if not isinstance(function, dict):
+            raise _wrong_type(f"{where}.function", "an object", function)
+        for key in ("name", "arguments"):
+            if key not in function:
+                raise _missing(f"{where}.function.{key}")
+            if not isinstance(function[key], str):
+                raise _wrong_type(f"{where}.function.{key}", "a string", function[key])
+        if not isinstance(call["id"], str):
+            raise _wrong_type(f"{where}.id", "a string", call["id"])
+        ids.append(call["id"])
+    return ids
+
+
+def _check_message(i: int, message: object) -> None:
+    if not isinstance(message, dict):
+        raise _wrong_type(f"messages[{i}]", "an object", message)
+    if "role" not in message:
+        raise _missing(f"messages[{i}].role")
+    role = message["role"]
+    if role not in ROLES:
+        supported = ", ".join(f"'{r}'" for r in ROLES[:-1]) + f", and '{ROLES[-1]}'"
+        shown = f"'{role}'" if isinstance(role, str) else json.dumps(role)
+        raise _reject(f"Invalid value: {shown}. Supported values are: {supported}.",
+                      param=f"messages[{i}].role", code="invalid_value")
+    content = message.get("content")
+    if not (content is None or isinstance(content, str | list)):
+        raise _wrong_type(f"messages[{i}].content", "one of a string or array of objects",
+                          content)
+    for j, part in enumerate(content if isinstance(content, list) else ()):
+        if not isinstance(part, dict):
+            raise _wrong_type(f"messages[{i}].content[{j}]", "an object", part)
+    if role != "assistant" and content is None:
+        raise _missing(f"messages[{i}].content")
+    if (role == "assistant" and content is None and message.get("tool_calls") is None
+            and message.get("function_call") is None):
+        raise _reject("Invalid value for 'content': expected a string, got null.",
+                      param=f"messages.[{i}].content")
+    if role == "tool" and not isinstance(message.get("tool_call_id"), str):
+        raise _missing(f"messages[{i}].tool_call_id")
+
+
+def _unanswered(index: int, missing: list[str]) -> RequestRejected:
+    return _reject(
+        "An assistant message with 'tool_calls' must be followed by tool messages responding"
+        " to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+        + ", ".join(missing), param=f"messages.[{index}].role")
+
+
+def validate_chat_request(body: object) -> None:
+    """Reject what the real API rejects for ``POST /v1/chat/completions``.
+
+    Raises
+    ------
+    RequestRejected
+        400 worded as the real API words it: no model, missing or empty messages, a bad
+        message or tool call, or tool messages not directly answering each tool call.
+    """
+    if not isinstance(body, dict):
+        raise _reject("Invalid type for request body: expected an object, but got"
+                      f" {_json_type(body)} instead.")
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        raise _reject("you must provide a model parameter")
+    if "messages" not in body:
+        raise _missing("messages")
+    messages = body["messages"]
+    if not isinstance(messages, list):
+        raise _wrong_type("messages", "an array of objects", messages)
+    if not messages:
+        raise _empty("messages")
+    # tool messages must directly follow the assistant message whose calls they answer
+    unanswered: list[str] | None = None
+    opened_at = -1
+    for i, message in enumerate(messages):
+        _check_message(i, message)
+        role = message["role"]
+        if role == "tool":
+            if unanswered is None or message["tool_call_id"] not in unanswered:
+                raise _reject("Invalid parameter: messages with role 'tool' must be a response to"
+                              " a preceeding message with 'tool_calls'.",
+                              param=f"messages.[{i}].role")
+            unanswered.remove(message["tool_call_id"])
+            continue
+        if unanswered:
+            raise _unanswered(opened_at, unanswered)
+        unanswered = None
+        if role == "assistant" and message.get("tool_calls") is not None:
+            unanswered, opened_at = _tool_call_ids(i, message["tool_calls"]), i
+    if unanswered:
+        raise _unanswered(opened_at, unanswered)
+
+
+class Answer:
+    """A step resolved for a request: tool call ids assigned, arguments encoded, token counts
+    (the step's ``usage`` or the estimate)."""
+
+    def __init__(self, step: Step, body: dict[str, Any], input_tokens: int | None = None) -> None:
+        self.text = step.text
+        self.calls = [(spec.id or new_tool_call_id(), spec.name, spec.arguments_json())
+                      for spec in step.tool_calls or []]
+        self.finish_reason = step.finish_reason or ("tool_calls" if self.calls else "stop")
+        override = step.usage
+        self.prompt = (override.prompt_tokens if override and override.prompt_tokens is not None
+                       else estimate_prompt_tokens(body) if input_tokens is None
+                       else input_tokens)
+        self.completion = (
+            override.completion_tokens if override and override.completion_tokens is not None
+            else estimate_completion_tokens(self.text, [(n, a) for _, n, a in self.calls]))
+        self.cached = override.cached_tokens if override else 0
+        self.omit = override.omit if override else []
+        self.envelope = {"id": "chatcmpl-" + uuid.uuid4().hex[:29], "object": "",
+                         "created": int(time.time()), "model": str(body.get("model")),
+                         "service_tier": "default", "system_fingerprint": SYSTEM_FINGERPRINT}
+
+    def usage(self) -> dict[str, Any]:
+        usage = {
+            "prompt_tokens": self.prompt,
+            "completion_tokens": self.completion,
+            "total_tokens": self.prompt + self.completion,
+            "prompt_tokens_details": {"cached_tokens": self.cached, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
+                                          "accepted_prediction_tokens": 0,
+                                          "rejected_prediction_tokens": 0},
+        }
+        for name in self.omit:
+            usage.pop(name, None)
+        return usage
+
+    def completion_object(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": self.text, "refusal": None,
+                                   "annotations": []}
+        if self.calls:
+            message["tool_calls"] = [
+                {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+                for cid, name, args in self.calls]
+        return {**self.envelope, "object": "chat.completion",
+                "choices": [{"index": 0, "message": message, "logprobs": None,
+                             "finish_reason": self.finish_reason}],
+                "usage": self.usage()}
+
+    def chunks(self, include_usage: bool) -> list[dict[str, Any]]:
+        """The chunks of a stream: role, text pieces, each call (then its arguments in
+        12-character pieces), the finish reason, and with ``include_usage`` a last chunk
+        with ``usage`` (the others then carry ``usage: null``). ``[DONE]`` is the caller's."""
+
+        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+            out = {**self.envelope, "object": "chat.completion.chunk",
+                   "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                "finish_reason": finish_reason}]}
+            if include_usage:
+                out["usage"] = None
+            return out
+
+        chunks = [chunk({"role": "assistant", "content": "", "refusal": None})]
+        chunks.extend(chunk({"content": piece}) for piece in split_text(self.text or ""))
+        for index, (cid, name, args) in enumerate(self.calls):
+            chunks.append(chunk({"tool_calls": [{"index": index, "id": cid, "type": "function",
+                                                 "function": {"name": name, "arguments": ""}}]}))
+            chunks.extend(
+                chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+                for piece in (args[k:k + 12] for k in range(0, len(args), 12)))
+        chunks.append(chunk({}, self.finish_reason))
+        if include_usage:
+            chunks.append({**self.envelope, "object": "chat.completion.chunk", "choices": [],
+                           "usage": self.usage()})
+        return chunks
+
+
+_WORD = re.compile(r"\s*\S+\s*|\s+")
+
+
+def split_text(text: str, size: int = 16) -> list[str]:
+    """Stream deltas of ``text``: one word with its whitespace each, cut every ``size`` code
+    points; joined they give ``text`` back."""
+    pieces: list[str] = []
+    for match in _WORD.finditer(text):
+        word = match.group()
+        pieces.extend(word[k:k + size] for k in range(0, len(word), size))
+    return pieces

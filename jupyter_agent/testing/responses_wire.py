@@ -1,0 +1,198 @@
+"""The Responses wire format (``POST /v1/responses``) as the scripted server speaks it.
+
+Pure functions with the shapes and event names of ``openai.types.responses``. A stream is
+``response.created``, ``response.in_progress``, the events of each output item, then
+``response.completed`` (or ``response.incomplete`` for a "length" / "content_filter"
+finish) with the usage; no ``[DONE]``. A step's ``reasoning`` becomes a first reasoning
+item carrying encrypted content when the request includes it; sent back, that item must
+be one this server issued and be followed by the item it preceded.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from collections.abc import Callable, Container
+from typing import Any
+
+from jupyter_agent.testing.chat_wire import (
+    Answer,
+    RequestRejected,
+    error_body,
+    split_text,
+    tokens_of,
+)
+from jupyter_agent.testing.script import Step
+
+ENCRYPTED_REASONING = "reasoning.encrypted_content"
+_INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
+
+
+def _reject(message: str, param: str | None = None) -> RequestRejected:
+    return RequestRejected(400, error_body(400, message, param=param))
+
+
+def _text_of(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+def estimate_input_tokens(body: dict[str, Any]) -> int:
+    """Input tokens: ``instructions``, input texts, calls, call outputs, ``tools``, images."""
+    chars = len(str(body.get("instructions") or ""))
+    items = body.get("input")
+    for item in [{"content": items}] if isinstance(items, str) else items or []:
+        if not isinstance(item, dict):
+            continue
+        chars += len(_text_of(item.get("content")))
+        chars += len(str(item.get("name", ""))) + len(str(item.get("arguments", "")))
+        output = item.get("output", "")
+        chars += len(_text_of(output)) if isinstance(output, list) else len(str(output))
+    return tokens_of(chars, body.get("tools"), body)
+
+
+def validate_responses_request(body: object, issued: Container[str]) -> None:
+    """Reject what the real API rejects for ``POST /v1/responses``; ``issued`` holds the
+    encrypted reasoning contents this server handed out.
+
+    Raises
+    ------
+    RequestRejected
+        400: no model or input, a bad item, an output answering no call, a call without
+        an output, or a reasoning item not issued here or missing its following item.
+    """
+    if not isinstance(body, dict):
+        raise _reject("Invalid type for request body: expected an object.")
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        raise _reject("Missing required parameter: 'model'.", "model")
+    items = body.get("input")
+    if isinstance(items, str):
+        return
+    if not isinstance(items, list) or not items:
+        raise _reject("Missing required parameter: 'input'.", "input")
+    calls: set[str] = set()
+    answered: set[str] = set()
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise _reject(f"Invalid type for 'input[{i}]': expected an object.", f"input[{i}]")
+        kind = item.get("type", "message")
+        if kind == "message":
+            if item.get("role") not in ("user", "assistant", "system", "developer"):
+                raise _reject(f"Invalid value for 'input[{i}].role'.", f"input[{i}].role")
+        elif kind == "function_call":
+            calls.add(str(item.get("call_id")))
+        elif kind == "function_call_output":
+            if item.get("call_id") not in calls:
+                raise _reject("No tool call found for function call output with call_id "
+                              f"{item.get('call_id')}.", "input")
+            answered.add(str(item["call_id"]))
+        elif kind == "reasoning":
+            if item.get("encrypted_content") not in issued:
+                raise _reject(f"The encrypted content for item {item.get('id')} could not be "
+                              "verified.", "input")
+            following = items[i + 1] if i + 1 < len(items) else {}
+            if not isinstance(following, dict) or (
+                    following.get("type", "message") not in ("function_call", "reasoning")
+                    and following.get("role") != "assistant"):
+                raise _reject(f"Item '{item.get('id')}' of type 'reasoning' was provided "
+                              "without its required following item.", "input")
+        else:
+            raise _reject(f"Invalid value: '{kind}' for 'input[{i}].type'.", f"input[{i}].type")
+    for call_id in sorted(calls - answered):
+        raise _reject(f"No tool output found for function call {call_id}.", "input")
+
+
+class ResponseAnswer:
+    """A step resolved for a Responses request; ``issue(secret) -> secret`` records an
+    encrypted reasoning content as handed out."""
+
+    def __init__(self, step: Step, body: dict[str, Any], issue: Callable[[str], str]) -> None:
+        answer = Answer(step, body, estimate_input_tokens(body))
+        self.id = "resp_" + uuid.uuid4().hex
+        self.created = time.time()
+        self.body = body
+        self.items: list[dict[str, Any]] = []
+        if step.reasoning is not None and ENCRYPTED_REASONING in (body.get("include") or []):
+            item_id = "rs_" + uuid.uuid4().hex[:24]
+            secret = base64.b64encode(json.dumps([item_id, step.reasoning]).encode()).decode()
+            self.items.append({"id": item_id, "type": "reasoning", "summary": [
+                {"type": "summary_text", "text": step.reasoning}],
+                "encrypted_content": issue("enc_" + secret)})
+        if step.text is not None:
+            self.items.append({
+                "id": "msg_" + uuid.uuid4().hex[:24], "type": "message", "role": "assistant",
+                "status": "completed", "content": [
+                    {"type": "output_text", "text": step.text, "annotations": [],
+                     "logprobs": []}]})
+        for call_id, name, arguments in answer.calls:
+            self.items.append({"id": "fc_" + uuid.uuid4().hex[:24], "type": "function_call",
+                               "status": "completed", "call_id": call_id, "name": name,
+                               "arguments": arguments})
+        reason = _INCOMPLETE.get(step.finish_reason or "")
+        self.status = "incomplete" if reason else "completed"
+        self.incomplete = {"reason": reason} if reason else None
+        self.usage = {
+            "input_tokens": answer.prompt,
+            "input_tokens_details": {"cached_tokens": answer.cached, "cache_write_tokens": 0},
+            "output_tokens": answer.completion,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": answer.prompt + answer.completion,
+        }
+
+    def response(self, *, done: bool = True) -> dict[str, Any]:
+        body = self.body
+        return {
+            "id": self.id, "object": "response", "created_at": self.created,
+            "status": self.status if done else "in_progress", "error": None,
+            "incomplete_details": self.incomplete if done else None,
+            "instructions": body.get("instructions"), "model": str(body.get("model")),
+            "output": self.items if done else [], "parallel_tool_calls": True,
+            "temperature": body.get("temperature"), "tool_choice": "auto",
+            "tools": body.get("tools") or [], "top_p": body.get("top_p"),
+            "store": body.get("store", True), "usage": self.usage if done else None,
+            "completed_at": time.time() if done and self.status == "completed" else None,
+        }
+
+    def events(self) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+
+        def emit(kind: str, **fields: Any) -> None:
+            events.append({"type": kind, "sequence_number": len(events), **fields})
+
+        emit("response.created", response=self.response(done=False))
+        emit("response.in_progress", response=self.response(done=False))
+        for index, item in enumerate(self.items):
+            kind, where = item["type"], {"item_id": item["id"], "output_index": index}
+            if kind == "message":
+                text = item["content"][0]["text"]
+                emit("response.output_item.added", output_index=index,
+                     item={**item, "status": "in_progress", "content": []})
+                part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+                emit("response.content_part.added", **where, content_index=0, part=part)
+                for piece in split_text(text):
+                    emit("response.output_text.delta", **where, content_index=0, delta=piece,
+                         logprobs=[])
+                emit("response.output_text.done", **where, content_index=0, text=text,
+                     logprobs=[])
+                emit("response.content_part.done", **where, content_index=0,
+                     part={**part, "text": text})
+            elif kind == "function_call":
+                arguments = item["arguments"]
+                emit("response.output_item.added", output_index=index,
+                     item={**item, "status": "in_progress", "arguments": ""})
+                for k in range(0, len(arguments), 12):
+                    emit("response.function_call_arguments.delta", **where,
+                         delta=arguments[k:k + 12])
+                emit("response.function_call_arguments.done", **where, arguments=arguments)
+            else:
+                emit("response.output_item.added", output_index=index,
+                     item={**item, "summary": [], "encrypted_content": None})
+            emit("response.output_item.done", output_index=index, item=item)
+        final = "response.completed" if self.status == "completed" else "response.incomplete"
+        emit(final, response=self.response(done=True))
+        return events
