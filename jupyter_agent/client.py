@@ -32,7 +32,7 @@ from jupyter_agent.settings import DEFAULT_API_KEY_ENV, MODEL_APIS, Settings
 if TYPE_CHECKING:
     import openai
 
-    from jupyter_agent.agent.model import Model
+    from jupyter_agent.agent.adapters import Model
 
 __all__ = [
     "BASE_URL_ENV",

@@ -77,8 +77,8 @@ def replay_state(
     ReplayedState
     """
     from jupyter_agent.agent.builtin_tools import BuiltinTools
-    from jupyter_agent.agent.reconcile import NOT_RUN_PREFIXES, tool_calls_run
     from jupyter_agent.agent.tools import MemoryContext, tool_from_function
+    from jupyter_agent.agent.working_context import NOT_RUN_PREFIXES, tool_calls_run
 
     state = SessionState(usage=usage.model_copy(), model=model, base_url=base_url)
     recorder = _SummaryRecorder()

@@ -28,7 +28,7 @@ from jupyter_agent.ui.figures import figure_label, last_figure
 from jupyter_agent.ui.kernel import can_update_live, is_jupyter
 
 if TYPE_CHECKING:
-    from jupyter_agent.agent import Limits
+    from jupyter_agent.agent.config import Limits
     from jupyter_agent.agent.window import ContextWindow
     from jupyter_agent.store import Compaction, SessionListing, SessionRecord, TodoItem, Usage
     from jupyter_agent.ui.results import Resumed, TurnResult, UsageReport

@@ -183,7 +183,7 @@ class MarkdownTurnRenderer:
         """End the current Markdown output and show what the code displayed below it."""
         from IPython.display import display
 
-        from jupyter_agent.agent.figures import describe_figure
+        from jupyter_agent.agent.pyexec import describe_figure
 
         self._end_output()
         if event.figure is not None:

@@ -1,72 +1,243 @@
-"""The Responses API model: the session's Chat Completions messages as Responses input.
+"""Model adapters: the Model protocol, and Chat Completions and Responses over ``openai``.
 
-:class:`ResponsesModel` implements :class:`~jupyter_agent.agent.model.Model` over
-``client.responses.create`` (``POST /responses``). The session keeps its stored format
-(Chat Completions messages); each request converts them:
-
-==========================================  ============================================
-stored message                              Responses input item(s)
-==========================================  ============================================
-``system`` / ``user`` / ``assistant`` text  ``{"role", "content"}`` message
-user content parts (text, ``image_url``)    ``input_text`` / ``input_image`` parts
-assistant ``tool_calls``                    one ``function_call`` per call (``call_id``)
-``tool`` result                             ``function_call_output`` (``call_id``)
-``tool`` result with parts (figures)        its output: ``input_text``/``input_image``
-==========================================  ============================================
-
-and the tool schemas become Responses function tools (``strict`` off: the schemas are
-generated with optional parameters). A reply comes back the other way: output text,
-``function_call`` items as ``tool_calls``, usage (``input_tokens``, ``output_tokens``,
-cached input tokens), and the finish reason from the response's status (``incomplete``
-for ``max_output_tokens`` is "length", for ``content_filter`` "content_filter").
-
-Requests are stateless (``store: false``): the session lives in the memory directory,
-not on the provider's servers. For reasoning models the request asks for
-``reasoning.encrypted_content``; reasoning items the server returns are kept in memory,
-keyed by the assistant message they came with, and sent again before that message's
-items in later requests, so the model keeps its reasoning across tool calls. They are
-not saved in the session (its format stays Chat Completions): after a resume the model
-reasons afresh.
-
-Requests take the fast path of :mod:`~jupyter_agent.agent.chat` (``input`` and
-``tools`` in ``extra_body``, same bytes), each message is converted once and reused
-while it stays in the working context, and streams are read to the end as plain events
-(:mod:`~jupyter_agent.agent.sse`).
+A Model sends the working context (Chat Completions message dicts, the stored format)
+and tool schemas, and returns one ModelReply; everything API-specific stays here. What
+arrives is kept in a caller-owned PartialReply, so an interrupted reply keeps its text.
+The bulk fields (messages or input, tools) travel in ``extra_body`` past the client's
+request transform, with empty placeholders keeping their place: the body is byte for
+byte the typed path's (``fast=False`` sends them typed). The Responses adapter converts
+each message once while it stays in the working context, sends ``store: false``, and
+keeps reasoning items in memory for the assistant message they came with (not saved).
 """
 
 from __future__ import annotations
 
+import uuid
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
 import openai
 
-from jupyter_agent.agent.model import (
-    ModelReply,
-    PartialReply,
-    TextCallback,
-    request_arguments,
-    usage_of,
-)
-from jupyter_agent.agent.model_errors import Endpoint, failures, model_error, parse_event
-from jupyter_agent.agent.sse import DONE, events
+from jupyter_agent.agent.endpoint import DONE, Endpoint, events, failures, model_error, parse_event
 from jupyter_agent.errors import ModelError
 
-__all__ = ["REASONING_MODELS", "ResponsesModel", "to_input", "to_tools"]
+TextCallback = Callable[[str], object]
+
+
+@dataclass(frozen=True)
+class TokenUsage:
+    """Tokens of one model call, as the endpoint reported them."""
+
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int = 0
+
+
+def usage_of(data: Any, input_key: str, output_key: str, details_key: str) -> TokenUsage | None:
+    """The :class:`TokenUsage` of a reported usage object (a dict), or None when it lacks
+    the token counts."""
+    if not isinstance(data, dict):
+        return None
+    tokens_in, tokens_out = data.get(input_key), data.get(output_key)
+    if not isinstance(tokens_in, int) or not isinstance(tokens_out, int):
+        return None
+    details = data.get(details_key)
+    cached = details.get("cached_tokens") if isinstance(details, dict) else 0
+    return TokenUsage(tokens_in, tokens_out, cached if isinstance(cached, int) else 0)
+
+
+def request_arguments(kwargs: dict[str, Any], bulk: dict[str, Any], *,
+                      fast: bool) -> dict[str, Any]:
+    """The keyword arguments of one ``openai`` request."""
+    if not fast:
+        return {**kwargs, **bulk}
+    return {**kwargs, **{key: [] for key in bulk}, "extra_body": bulk}
+
+
+@dataclass
+class PartialReply:
+    """What a (possibly streaming) reply has delivered so far; owned by the caller."""
+
+    text_parts: list[str] = field(default_factory=list)
+    calls: dict[int, dict[str, str]] = field(default_factory=dict)
+    usage: TokenUsage | None = None
+    finish_reason: str | None = None
+    received: bool = False
+
+    @property
+    def text(self) -> str:
+        """The reply text received so far."""
+        return "".join(self.text_parts)
+
+    def add_text(self, text: str, on_text: TextCallback | None) -> None:
+        """Record a text piece and pass it to ``on_text``."""
+        if text:
+            self.text_parts.append(text)
+            if on_text is not None:
+                on_text(text)
+
+    def tool_calls(self) -> list[dict[str, Any]]:
+        """The tool calls as Chat Completions ``tool_calls`` dicts, in position order."""
+        out = []
+        for index in sorted(self.calls):
+            call = self.calls[index]
+            out.append({
+                "id": call.get("id") or f"call_{uuid.uuid4().hex[:24]}",
+                "type": "function",
+                "function": {"name": call.get("name", ""),
+                             "arguments": call.get("arguments", "") or "{}"},
+            })
+        return out
+
+    def reply(self) -> ModelReply:
+        """The :class:`ModelReply` of what arrived."""
+        return ModelReply(self.text, self.tool_calls(), self.finish_reason, self.usage)
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    """One model response, reduced to what the loop needs."""
+
+    text: str
+    tool_calls: list[dict[str, Any]]
+    finish_reason: str | None
+    usage: TokenUsage | None = None
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A model the agent can talk to (see the module docstring)."""
+
+    api: str
+    name: str
+    base_url: str
+
+    def respond(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        *,
+        stream: bool,
+        partial: PartialReply,
+        on_text: TextCallback | None = None,
+    ) -> ModelReply:
+        """Send one request and return the reply."""
+        ...
+
+
+def _usage(usage: Any) -> TokenUsage | None:
+    if usage is None:
+        return None
+    return usage_of(usage.model_dump(), "prompt_tokens", "completion_tokens",
+                    "prompt_tokens_details")
+
+
+class ChatModel:
+    """A model behind the Chat Completions API (``POST /chat/completions``)."""
+
+    api = "chat"
+
+    def __init__(self, client: openai.OpenAI, name: str, *,
+                 params: Mapping[str, Any] | None = None,
+                 key_env: str | None = "OPENAI_API_KEY", fast: bool = True) -> None:
+        self.client = client
+        self.name = name
+        self.params = dict(params or {})
+        self.fast = fast
+        self.base_url = str(client.base_url)
+        self.endpoint = Endpoint.of(client, name, key_env=key_env, api=self.api)
+        self._failures = failures()
+
+    def __repr__(self) -> str:
+        return f"ChatModel({self.name!r} at {self.base_url})"
+
+    def request(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
+                *, stream: bool) -> dict[str, Any]:
+        """The keyword arguments of ``client.chat.completions.create`` for one request."""
+        kwargs: dict[str, Any] = {"model": self.name, **self.params}
+        if stream:
+            kwargs["stream"] = True
+            kwargs["stream_options"] = {"include_usage": True}
+        bulk: dict[str, Any] = {"messages": messages if isinstance(messages, list)
+                                else list(messages)}
+        if tools:
+            bulk["tools"] = tools if isinstance(tools, list) else list(tools)
+        return request_arguments(kwargs, bulk, fast=self.fast)
+
+    def respond(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *,
+                stream: bool, partial: PartialReply,
+                on_text: TextCallback | None = None) -> ModelReply:
+        """Send one request; see :meth:`jupyter_agent.agent.model.Model.respond`."""
+        kwargs = self.request(messages, tools, stream=stream)
+        try:
+            if stream:
+                self._stream_into(kwargs, partial, on_text)
+            else:
+                self._complete_into(kwargs, partial, on_text)
+        except self._failures as exc:
+            raise model_error(exc, self.endpoint, received=partial.received) from exc
+        return partial.reply()
+
+    def _complete_into(self, kwargs: dict[str, Any], partial: PartialReply,
+                       on_text: TextCallback | None) -> None:
+        response = self.client.chat.completions.create(**kwargs)
+        partial.received = True
+        partial.usage = _usage(response.usage)
+        if not response.choices:
+            return
+        choice = response.choices[0]
+        partial.finish_reason = choice.finish_reason
+        for index, call in enumerate(choice.message.tool_calls or []):
+            function = getattr(call, "function", None)
+            partial.calls[index] = {"id": call.id,
+                                    "name": function.name if function else "",
+                                    "arguments": function.arguments if function else "{}"}
+        partial.add_text(choice.message.content or "", on_text)
+
+    def _stream_into(self, kwargs: dict[str, Any], partial: PartialReply,
+                     on_text: TextCallback | None) -> None:
+        with self.client.chat.completions.with_streaming_response.create(**kwargs) as response:
+            for event in events(response.iter_lines()):
+                partial.received = True
+                if event.data == DONE:
+                    continue  # read on to the end, so the connection can be reused
+                chunk = parse_event(event, self.endpoint)
+                if chunk.get("usage"):
+                    partial.usage = usage_of(chunk["usage"], "prompt_tokens",
+                                             "completion_tokens", "prompt_tokens_details")
+                for choice in chunk.get("choices") or ():
+                    if choice.get("index", 0) == 0:
+                        self._take_delta(choice, partial, on_text)
+
+    @staticmethod
+    def _take_delta(choice: dict[str, Any], partial: PartialReply,
+                    on_text: TextCallback | None) -> None:
+        if choice.get("finish_reason"):
+            partial.finish_reason = choice["finish_reason"]
+        delta = choice.get("delta") or {}
+        for call in delta.get("tool_calls") or ():
+            slot = partial.calls.setdefault(call.get("index", 0), {})
+            if call.get("id"):
+                slot["id"] = call["id"]
+            function = call.get("function") or {}
+            if function.get("name"):
+                slot["name"] = slot.get("name", "") + function["name"]
+            if function.get("arguments"):
+                slot["arguments"] = slot.get("arguments", "") + function["arguments"]
+        if delta.get("content"):
+            partial.add_text(delta["content"], on_text)
+
 
 REASONING_MODELS = ("o1", "o3", "o4", "gpt-5", "codex")
-"""Name prefixes of models that reason (a provider prefix such as ``openai/`` aside):
-their requests ask for encrypted reasoning items."""
 
 _MAX_REASONING = 256
-"""Reasoning entries kept in memory (the oldest are dropped first)."""
 
 _INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
 
 
 def _content(content: Any, role: str) -> Any:
-    """A message's content as Responses content (parts converted, text kept as text)."""
     if not isinstance(content, list):
         return "" if content is None else content
     parts: list[dict[str, Any]] = []
@@ -87,7 +258,6 @@ def _content(content: Any, role: str) -> Any:
 
 
 def _key(message: Mapping[str, Any]) -> tuple[str, ...]:
-    """What identifies an assistant message for its reasoning items."""
     calls = message.get("tool_calls") or ()
     if calls:
         return ("calls", *(str(c.get("id")) for c in calls))
@@ -129,24 +299,7 @@ def to_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 class ResponsesModel:
-    """A model behind the Responses API (``POST /responses``).
-
-    Parameters
-    ----------
-    client : openai.OpenAI
-    name : str
-        The model name sent with every request.
-    params : mapping, optional
-        Further request fields sent with every request (e.g. ``{"temperature": 0.2}``).
-    key_env : str or None
-        The environment variable the key came from (named when it is refused); ``None``
-        when no real key was sent.
-    fast : bool
-        Send ``input`` and ``tools`` past the client's request transform.
-    reasoning : bool, optional
-        Ask for encrypted reasoning items; default: when the model name starts with one
-        of :data:`REASONING_MODELS`.
-    """
+    """A model behind the Responses API (``POST /responses``)."""
 
     api = "responses"
 
@@ -225,7 +378,6 @@ class ResponsesModel:
     # ---- replies ----------------------------------------------------------------------
     def _stream_into(self, kwargs: dict[str, Any], partial: PartialReply,
                      on_text: TextCallback | None) -> dict[str, Any] | None:
-        """Read a stream to its end; return the final response object (if it came)."""
         final = None
         with self.client.responses.with_streaming_response.create(**kwargs) as http:
             for event in events(http.iter_lines()):
@@ -255,7 +407,6 @@ class ResponsesModel:
 
     def _take(self, response: Mapping[str, Any], partial: PartialReply,
               on_text: TextCallback | None, *, streamed: bool) -> None:
-        """Read the final response object: status, output items, usage."""
         status = response.get("status")
         if status == "failed":
             error = response.get("error") or {}
@@ -291,7 +442,6 @@ class ResponsesModel:
             self._carry(partial, reasoning)
 
     def _carry(self, partial: PartialReply, items: list[dict[str, Any]]) -> None:
-        """Keep reasoning items for the assistant message this reply becomes."""
         calls = partial.tool_calls()
         for index, call in zip(sorted(partial.calls), calls, strict=True):
             partial.calls[index]["id"] = call["id"]  # fixed now, so the key matches
