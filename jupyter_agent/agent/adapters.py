@@ -134,24 +134,57 @@ def _usage(usage: Any) -> TokenUsage | None:
                     "prompt_tokens_details")
 
 
-class ChatModel:
-    """A model behind the Chat Completions API (``POST /chat/completions``)."""
+class OpenAIModel:
+    """A model behind an ``openai`` client.
 
-    api = "chat"
+    ``params`` are sent with every request; ``key_env`` is the variable the key came from,
+    named when it is refused (None: no real key was sent); ``fast`` sends the bulk fields
+    past the client's request transform (the body is the same).
+    """
+
+    api = ""
 
     def __init__(self, client: openai.OpenAI, name: str, *,
                  params: Mapping[str, Any] | None = None,
                  key_env: str | None = "OPENAI_API_KEY", fast: bool = True) -> None:
-        self.client = client
-        self.name = name
-        self.params = dict(params or {})
-        self.fast = fast
+        self.client, self.name, self.params, self.fast = client, name, dict(params or {}), fast
         self.base_url = str(client.base_url)
         self.endpoint = Endpoint.of(client, name, key_env=key_env, api=self.api)
         self._failures = failures()
 
     def __repr__(self) -> str:
-        return f"ChatModel({self.name!r} at {self.base_url})"
+        return f"{type(self).__name__}({self.name!r} at {self.base_url})"
+
+    def respond(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *,
+                stream: bool, partial: PartialReply,
+                on_text: TextCallback | None = None) -> ModelReply:
+        """Send one request; ``partial`` is filled as the reply arrives.
+
+        Raises
+        ------
+        ModelError
+            The endpoint failed (after the client's retries), worded for the user.
+        """
+        kwargs = self.request(messages, tools, stream=stream)
+        try:
+            self._send(kwargs, partial, on_text, stream=stream)
+        except self._failures as exc:
+            raise model_error(exc, self.endpoint, received=partial.received) from exc
+        return partial.reply()
+
+    def request(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
+                *, stream: bool) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _send(self, kwargs: dict[str, Any], partial: PartialReply,
+              on_text: TextCallback | None, *, stream: bool) -> None:
+        raise NotImplementedError
+
+
+class ChatModel(OpenAIModel):
+    """A model behind the Chat Completions API (``POST /chat/completions``)."""
+
+    api = "chat"
 
     def request(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
                 *, stream: bool) -> dict[str, Any]:
@@ -166,22 +199,11 @@ class ChatModel:
             bulk["tools"] = tools if isinstance(tools, list) else list(tools)
         return request_arguments(kwargs, bulk, fast=self.fast)
 
-    def respond(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *,
-                stream: bool, partial: PartialReply,
-                on_text: TextCallback | None = None) -> ModelReply:
-        """Send one request; see :meth:`jupyter_agent.agent.model.Model.respond`."""
-        kwargs = self.request(messages, tools, stream=stream)
-        try:
-            if stream:
-                self._stream_into(kwargs, partial, on_text)
-            else:
-                self._complete_into(kwargs, partial, on_text)
-        except self._failures as exc:
-            raise model_error(exc, self.endpoint, received=partial.received) from exc
-        return partial.reply()
-
-    def _complete_into(self, kwargs: dict[str, Any], partial: PartialReply,
-                       on_text: TextCallback | None) -> None:
+    def _send(self, kwargs: dict[str, Any], partial: PartialReply,
+              on_text: TextCallback | None, *, stream: bool) -> None:
+        if stream:
+            self._stream_into(kwargs, partial, on_text)
+            return
         response = self.client.chat.completions.create(**kwargs)
         partial.received = True
         partial.usage = _usage(response.usage)
@@ -298,8 +320,9 @@ def to_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-class ResponsesModel:
-    """A model behind the Responses API (``POST /responses``)."""
+class ResponsesModel(OpenAIModel):
+    """A model behind the Responses API (``POST /responses``); ``reasoning`` (default: for
+    the model names of :data:`REASONING_MODELS`) asks for encrypted reasoning items."""
 
     api = "responses"
 
@@ -307,22 +330,13 @@ class ResponsesModel:
                  params: Mapping[str, Any] | None = None,
                  key_env: str | None = "OPENAI_API_KEY", fast: bool = True,
                  reasoning: bool | None = None) -> None:
-        self.client = client
-        self.name = name
-        self.params = dict(params or {})
-        self.fast = fast
-        self.base_url = str(client.base_url)
-        self.endpoint = Endpoint.of(client, name, key_env=key_env, api=self.api)
+        super().__init__(client, name, params=params, key_env=key_env, fast=fast)
         bare = name.lower().rsplit("/", 1)[-1]
         self.reasoning = (bare.startswith(REASONING_MODELS) if reasoning is None
                           else reasoning)
-        self._failures = failures()
         self._converted: list[tuple[Mapping[str, Any], list[dict[str, Any]]]] = []
         self._tools: tuple[Sequence[Mapping[str, Any]], list[dict[str, Any]]] | None = None
         self._carried: OrderedDict[tuple[str, ...], list[dict[str, Any]]] = OrderedDict()
-
-    def __repr__(self) -> str:
-        return f"ResponsesModel({self.name!r} at {self.base_url})"
 
     # ---- requests -------------------------------------------------------------------
     def input(self, messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -343,8 +357,8 @@ class ResponsesModel:
         del cache[len(messages):]
         return items
 
-    def request(self, messages: Sequence[Mapping[str, Any]],
-                tools: Sequence[Mapping[str, Any]], *, stream: bool) -> dict[str, Any]:
+    def request(self, messages: Sequence[dict[str, Any]],
+                tools: Sequence[dict[str, Any]], *, stream: bool) -> dict[str, Any]:
         """The keyword arguments of ``client.responses.create`` for one request."""
         kwargs: dict[str, Any] = {"model": self.name, **self.params, "store": False}
         if self.reasoning:
@@ -358,22 +372,15 @@ class ResponsesModel:
             bulk["tools"] = self._tools[1]
         return request_arguments(kwargs, bulk, fast=self.fast)
 
-    def respond(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *,
-                stream: bool, partial: PartialReply,
-                on_text: TextCallback | None = None) -> ModelReply:
-        """Send one request; see :meth:`jupyter_agent.agent.model.Model.respond`."""
-        kwargs = self.request(messages, tools, stream=stream)
-        try:
-            if stream:
-                response = self._stream_into(kwargs, partial, on_text)
-            else:
-                response = self.client.responses.create(**kwargs).model_dump(mode="json")
-                partial.received = True
-        except self._failures as exc:
-            raise model_error(exc, self.endpoint, received=partial.received) from exc
+    def _send(self, kwargs: dict[str, Any], partial: PartialReply,
+              on_text: TextCallback | None, *, stream: bool) -> None:
+        if stream:
+            response = self._stream_into(kwargs, partial, on_text)
+        else:
+            response = self.client.responses.create(**kwargs).model_dump(mode="json")
+            partial.received = True
         if response is not None:
             self._take(response, partial, on_text, streamed=stream)
-        return partial.reply()
 
     # ---- replies ----------------------------------------------------------------------
     def _stream_into(self, kwargs: dict[str, Any], partial: PartialReply,

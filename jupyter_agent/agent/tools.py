@@ -14,7 +14,7 @@ import inspect
 import json
 import re
 import typing
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -197,22 +197,24 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[Tool | Callable[..., Any]] = ()) -> None:
         self._tools: dict[str, Tool] = {}
-        self._schemas: list[dict[str, Any]] | None = None
         for tool in tools:
             self.add(tool)
 
     def add(self, tool: Tool | Callable[..., Any]) -> Tool:
-        """Register a tool (a function is converted with :func:`tool_from_function`)."""
+        """Register a tool (a function is converted with :func:`tool_from_function`).
+
+        Raises
+        ------
+        ValueError
+            A tool of that name is registered.
+        TypeError
+            The function cannot become a tool.
+        """
         built = tool if isinstance(tool, Tool) else tool_from_function(tool)
         if built.name in self._tools:
             raise ValueError(f"a tool named {built.name!r} is already registered")
         self._tools[built.name] = built
-        self._schemas = None
         return built
-
-    def get(self, name: str) -> Tool | None:
-        """The tool called ``name``, or None."""
-        return self._tools.get(name)
 
     def invoke(self, name: str, arguments: str) -> ToolResult:
         """Call tool ``name`` with the model's JSON ``arguments`` (see :meth:`Tool.invoke`)."""
@@ -225,25 +227,13 @@ class ToolRegistry:
         return tool.invoke(arguments)
 
     def schemas(self, *, short: bool = False) -> list[dict[str, Any]]:
-        """The ``tools`` list for a Chat Completions request."""
-        if self._schemas is None:
-            self._schemas = [tool.schema() for tool in self._tools.values()]
-        if short:
-            return [short_schema(schema) for schema in self._schemas]
-        return list(self._schemas)
-
-    def names(self) -> list[str]:
-        """Registered tool names, in order."""
-        return list(self._tools)
-
-    def __iter__(self) -> Iterator[Tool]:
-        return iter(self._tools.values())
+        """The ``tools`` list of a request; ``short`` (a small window): one-sentence
+        descriptions and none for the parameters."""
+        schemas = [tool.schema() for tool in self._tools.values()]
+        return [short_schema(schema) for schema in schemas] if short else schemas
 
     def __len__(self) -> int:
         return len(self._tools)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._tools
 
 
 def short_schema(schema: dict[str, Any]) -> dict[str, Any]:
