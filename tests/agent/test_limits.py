@@ -30,6 +30,8 @@ def test_max_tool_calls_refuses_the_whole_batch_and_keeps_pairs(
     reply = outcome.reply
 
     assert outcome.stop_reason == "max_tool_calls"
+    assert outcome.limit is not None and (outcome.limit.value, outcome.limit.maximum) == (2, 3)
+    assert outcome.tool_calls == 2 and outcome.usage.calls == 2
     assert reply.startswith("[jupyter-agent] Stopped: the session reached max_tool_calls=3")
     assert [t.text for t in agent.state.todos] == ["a", "b"]  # none of the 2nd batch ran
     assert agent.state.tool_calls == 2
