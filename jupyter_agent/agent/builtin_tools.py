@@ -44,21 +44,11 @@ from jupyter_agent.store.messages import clean_text
 TodoStatus = Literal["pending", "in_progress", "done", "failed"]
 
 BUILTIN_TOOL_NAMES = (
-    "run_python",
-    "list_variables",
-    "describe_variable",
-    "notebook_cells",
-    "notebook_cell",
-    "last_error",
-    "read_scratchpad",
-    "write_scratchpad",
-    "add_todo",
-    "update_todo",
-    "list_todos",
-    "write_summary",
-    "remember",
+    "run_python", "list_variables", "describe_variable", "notebook_cells", "notebook_cell",
+    "last_error", "read_scratchpad", "write_scratchpad", "add_todo", "update_todo",
+    "list_todos", "write_summary", "remember",
 )
-
+# A small window is offered only these of them (and the user's tools).
 SMALL_WINDOW_TOOLS = ("run_python", "list_variables", "describe_variable")
 
 NO_STDIN_REFUSAL = (

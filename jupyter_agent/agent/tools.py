@@ -312,22 +312,18 @@ def execute_batch(
         on_start()
         try:
             outcome = registry.invoke(name, arguments)
-        except ApprovalInterrupted:  # declined at the question: refused, never ran
-            declined = to_message_dict({"role": "tool", "tool_call_id": call_id,
-                                        "content": DECLINED_BY_INTERRUPT})
-            progress.results.append(declined)
-            progress.running = None
-            with contextlib.suppress(Exception):  # the interrupt is what propagates
-                emit(ToolCallEnd(call_id, name, declined["content"], False))
-            raise
-        except ToolInterrupted as exc:  # keep what it printed: on screen and for the model
-            if exc.output:
+        except (ApprovalInterrupted, ToolInterrupted) as exc:
+            if isinstance(exc, ApprovalInterrupted):  # declined at the question: never ran
+                kept = {"role": "tool", "tool_call_id": call_id, "content": DECLINED_BY_INTERRUPT}
+            elif exc.output:  # keep what it printed: on screen and for the model
                 kept = synthetic_result(call_id, f"{INTERRUPTED_RUNNING}; it had printed:\n"
                                                  f"{truncate(exc.output, max_output_chars)}")
-                progress.results.append(to_message_dict(kept))
-                progress.running = None
-                with contextlib.suppress(Exception):  # the interrupt is what propagates
-                    emit(ToolCallEnd(call_id, name, kept["content"], False))
+            else:
+                raise
+            progress.results.append(to_message_dict(kept))
+            progress.running = None
+            with contextlib.suppress(Exception):  # the interrupt is what propagates
+                emit(ToolCallEnd(call_id, name, progress.results[-1]["content"], False))
             raise
         text = truncate(outcome.text, max_output_chars)
         result: dict[str, Any] = {"role": "tool", "tool_call_id": call_id, "content": text}

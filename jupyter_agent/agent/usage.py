@@ -19,16 +19,9 @@ from jupyter_agent.store import SessionState, Usage
 PriceTable = Mapping[str, tuple[float, float]]  # model -> USD per million (input, output)
 DEFAULT_CONTEXT_WINDOW = 128_000
 _FALLBACK_WINDOWS: tuple[tuple[str, int], ...] = (
-    ("gpt-4.1", 1_000_000),
-    ("gpt-5", 400_000),
-    ("gpt-4o", 128_000),
-    ("gpt-4-turbo", 128_000),
-    ("gpt-3.5-turbo", 16_385),
-    ("gpt-4", 8_192),
-    ("o1", 200_000),
-    ("o3", 200_000),
-    ("o4", 200_000),
-    ("claude", 200_000),
+    ("gpt-4.1", 1_000_000), ("gpt-5", 400_000), ("gpt-4o", 128_000), ("gpt-4-turbo", 128_000),
+    ("gpt-3.5-turbo", 16_385), ("gpt-4", 8_192), ("o1", 200_000), ("o3", 200_000),
+    ("o4", 200_000), ("claude", 200_000),
 )
 
 
