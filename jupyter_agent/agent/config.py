@@ -118,7 +118,8 @@ def cut_off_notice(finish_reason: str, skipped: int) -> str:
     return f"{NOTICE_PREFIX} Stopped: {cause}{calls}. {advice}"
 
 
-def _check_cost(limits: Limits, state: SessionState) -> None:
+def check_cost(limits: Limits, state: SessionState) -> None:
+    """Raise LimitExceededError when the session spent ``max_cost_usd``."""
     spent = state.usage.cost_usd
     if limits.max_cost_usd is not None and spent >= limits.max_cost_usd:
         raise LimitExceededError("max_cost_usd", spent, limits.max_cost_usd)
@@ -127,7 +128,7 @@ def _check_cost(limits: Limits, state: SessionState) -> None:
 def check_before_model(limits: Limits, state: SessionState, iterations: int) -> None:
     """Raise the LimitExceededError that forbids the next model call (``iterations``:
     calls made in this turn), if any."""
-    _check_cost(limits, state)
+    check_cost(limits, state)
     if limits.max_iterations is not None and iterations >= limits.max_iterations:
         raise LimitExceededError("max_iterations", iterations, limits.max_iterations)
 
@@ -137,4 +138,4 @@ def check_before_batch(limits: Limits, state: SessionState, count: int) -> None:
     none of them), if any."""
     if limits.max_tool_calls is not None and state.tool_calls + count > limits.max_tool_calls:
         raise LimitExceededError("max_tool_calls", state.tool_calls, limits.max_tool_calls)
-    _check_cost(limits, state)
+    check_cost(limits, state)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from jupyter_agent.agent.adapters import Model, PartialReply, TokenUsage
-from jupyter_agent.agent.config import AgentConfig
+from jupyter_agent.agent.config import AgentConfig, check_cost
 from jupyter_agent.agent.events import EventCallback, Notice
 from jupyter_agent.agent.usage import checked_usage
 from jupyter_agent.agent.working_context import (
@@ -33,7 +33,7 @@ from jupyter_agent.agent.working_context import (
     render_for_summary,
     repair_tool_pairs,
 )
-from jupyter_agent.errors import FigureNotFoundError, LimitExceededError, ModelError
+from jupyter_agent.errors import FigureNotFoundError, ModelError
 from jupyter_agent.store import (
     FigureData,
     SessionRecord,
@@ -194,14 +194,11 @@ class Conversation:
         if changed:
             self._saved_state = self.state.model_copy(deep=True)
 
-    def take_back(self, message: dict[str, Any]) -> bool:
-        """Remove ``message`` from the end of the working context if it was never saved
-        (a save that failed)."""
+    def take_back(self, message: dict[str, Any]) -> None:
+        """Remove ``message`` from the end of the working context if it was never saved."""
         if len(self.messages) > self._saved_len and self.messages[-1] is message:
             self.messages.pop()
             self._in_order = min(self._in_order, len(self.messages))
-            return True
-        return False
 
     def replace(self, messages: Sequence[Any], *, summary: str, replaced: int) -> None:
         """Replace the working context (compaction, repair); the transcript keeps the
@@ -320,9 +317,7 @@ def compact(conversation: Conversation, model: Model, config: AgentConfig, *, wi
     SessionLockedError, CorruptSessionError, ContextMismatchError, OSError
         From the store while recording the compaction.
     """
-    spent, cap = conversation.state.usage.cost_usd, config.limits.max_cost_usd
-    if cap is not None and spent >= cap:
-        raise LimitExceededError("max_cost_usd", spent, cap)
+    check_cost(config.limits, conversation.state)
     messages, before = conversation.messages, conversation.estimated_tokens()
     cut = choose_cut(messages, keep_tokens=int(window * config.compact_at * KEEP_FRACTION),
                      keep_turns=config.keep_turns, keep_from=keep_from)

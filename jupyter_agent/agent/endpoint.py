@@ -28,12 +28,8 @@ DONE = "[DONE]"
 class Event:
     """One server-sent event."""
 
-    name: str
+    name: str  # "" when the event has no ``event:`` field
     data: str
-
-    def json(self) -> Any:
-        """The data parsed as JSON."""
-        return json.loads(self.data)
 
 
 def events(lines: Iterable[str]) -> Iterator[Event]:
@@ -181,9 +177,15 @@ def status_error(status: int, detail: str, endpoint: Endpoint, code: str = "", *
 
 
 def parse_event(event: Event, endpoint: Endpoint) -> dict[str, Any]:
-    """The JSON object an event of a streamed answer carries."""
+    """The JSON object an event of a streamed answer carries.
+
+    Raises
+    ------
+    ModelError
+        The data is not a JSON object, or is an error reported mid-stream.
+    """
     try:
-        data = event.json()
+        data = json.loads(event.data)
     except ValueError:
         data = None
     if not isinstance(data, dict):

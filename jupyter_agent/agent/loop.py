@@ -229,12 +229,6 @@ class Agent:
             self._tool_schemas[key] = (schemas, estimate_schema_tokens(schemas))
         return self._tool_schemas[key]
 
-    def request_overhead(self) -> int:
-        """Tokens a request adds to the working context: the reply budget, and the tool
-        schemas until the endpoint has counted them."""
-        tools = 0 if self.conversation.counted else self._tools_for_window()[1]
-        return tools + reply_budget(self.window.tokens)
-
     def _system_override(self) -> str | None:
         messages = self.conversation.messages
         if not self.window.small or not messages or messages[0].get("role") != "system":
@@ -365,7 +359,9 @@ class Agent:
             raise PromptTooLongError(tokens, window, self.model.name, saved=saved)
 
     def _should_compact(self) -> bool:
-        return (self.conversation.estimated_tokens() + self.request_overhead()
+        # the tool schemas count until the endpoint has counted them (with the context)
+        tools = 0 if self.conversation.counted else self._tools_for_window()[1]
+        return (self.conversation.estimated_tokens() + tools + reply_budget(self.window.tokens)
                 > self.config.compact_at * self.window.tokens)
 
     def _request_reply(self) -> ModelReply:
