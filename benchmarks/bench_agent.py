@@ -39,7 +39,10 @@ from urllib.parse import urlparse
 
 import openai
 
-from jupyter_agent.agent import Agent, AgentConfig, ChatModel, Conversation, PartialReply
+from jupyter_agent.agent.adapters import ChatModel, PartialReply
+from jupyter_agent.agent.config import AgentConfig
+from jupyter_agent.agent.conversation import Conversation
+from jupyter_agent.agent.loop import Agent
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
 

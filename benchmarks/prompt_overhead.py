@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import argparse
 
-from jupyter_agent.agent import Agent, AgentConfig
-from jupyter_agent.agent.context import estimate_schema_tokens, estimate_tokens
-from jupyter_agent.agent.prompts import (
+from jupyter_agent.agent.config import AgentConfig
+from jupyter_agent.agent.loop import Agent
+from jupyter_agent.agent.window import reply_budget
+from jupyter_agent.agent.working_context import (
     DEFAULT_SYSTEM_PROMPT,
     build_system_prompt,
+    estimate_schema_tokens,
+    estimate_tokens,
     short_system_prompt,
 )
-from jupyter_agent.agent.window import reply_budget
 from jupyter_agent.testing import ScriptedModel
 
 NOTE = "The penguins data is in data/penguins.csv; plots use seaborn, no titles. "

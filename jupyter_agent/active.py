@@ -19,7 +19,7 @@ from jupyter_agent.errors import JupyterAgentError
 from jupyter_agent.ui.results import TurnResult, UsageReport
 
 if TYPE_CHECKING:
-    from jupyter_agent.agent import Agent
+    from jupyter_agent.agent.loop import Agent, TurnOutcome
     from jupyter_agent.notebook import CellLog
     from jupyter_agent.settings import SessionOptions, Settings
     from jupyter_agent.store import Store
@@ -85,7 +85,6 @@ class ActiveSession:
             After :attr:`last_result` got the turn with stop reason ``"interrupted"``.
         """
         agent = self.refreshed(settings, environ)
-        before = agent.state.tool_calls
         open_ = [True]
         self.last_result = None
 
@@ -95,16 +94,16 @@ class ActiveSession:
             if open_[0] and on_event is not None:
                 on_event(event)
 
-        def result(reply: str, stop_reason: str | None) -> TurnResult:
+        def result(outcome: TurnOutcome) -> TurnResult:
             return TurnResult(
-                session_id=self.session_id, reply=reply, stop_reason=stop_reason,
-                turn_usage=agent.last_turn_usage.model_copy(),
+                session_id=self.session_id, reply=outcome.reply,
+                stop_reason=outcome.stop_reason, turn_usage=outcome.usage,
                 session_usage=agent.state.usage.model_copy(),
-                turn_tool_calls=agent.state.tool_calls - before,
-                session_tool_calls=agent.state.tool_calls, limits=agent.limits,
+                turn_tool_calls=outcome.tool_calls,
+                session_tool_calls=agent.state.tool_calls, limits=agent.config.limits,
                 limits_from_options=self.options.given() & _LIMIT_OPTIONS,
-                limit_error=agent.limit_error if stop_reason == agent.stop_reason else None,
-                context_tokens=agent.estimated_tokens(), window=agent.window,
+                limit_error=outcome.limit,
+                context_tokens=agent.conversation.estimated_tokens(), window=agent.window,
             )
 
         context = None
@@ -127,18 +126,16 @@ class ActiveSession:
             for line in lines:
                 forward(Notice(line))
         try:
-            reply = agent.run(prompt, on_event=forward, context=context)
-        except KeyboardInterrupt:
-            self.last_result = result("", "interrupted")
-            raise
-        except JupyterAgentError:
-            self.last_result = result("", "error")
+            outcome = agent.run(prompt, on_event=forward, context=context)
+        except (KeyboardInterrupt, JupyterAgentError) as exc:
+            carried = getattr(exc, "outcome", None)  # what Agent.run attached
+            self.last_result = None if carried is None else result(carried)
             raise
         finally:
             open_[0] = False
             if cells is not None:
                 cells.mark()  # the next section starts after this turn
-        self.last_result = result(reply, agent.stop_reason)
+        self.last_result = result(outcome)
         return self.last_result
 
     def usage(self, settings: Settings) -> UsageReport:
@@ -146,5 +143,6 @@ class ActiveSession:
         settings = settings.with_options(self.options)
         state = self.agent.state
         return UsageReport(self.session_id, state.usage.model_copy(), state.tool_calls,
-                           settings.limits(), context_tokens=self.agent.estimated_tokens(),
+                           settings.limits(),
+                           context_tokens=self.agent.conversation.estimated_tokens(),
                            window=self.agent.window, context_privacy=settings.context_privacy)

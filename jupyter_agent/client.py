@@ -1,7 +1,7 @@
 """The one client factory: from settings to an ``openai`` client and a model.
 
 :func:`build_model` is what the controller calls: it builds the ``openai.OpenAI`` client
-(:func:`build_client`) and wraps it in the :class:`~jupyter_agent.agent.model.Model` of
+(:func:`build_client`) and wraps it in the :class:`~jupyter_agent.agent.adapters.Model` of
 the session's ``api`` (:data:`~jupyter_agent.settings.MODEL_APIS`), with the settings'
 request fields.
 
@@ -32,7 +32,7 @@ from jupyter_agent.settings import DEFAULT_API_KEY_ENV, MODEL_APIS, Settings
 if TYPE_CHECKING:
     import openai
 
-    from jupyter_agent.agent.model import Model
+    from jupyter_agent.agent.adapters import Model
 
 __all__ = [
     "BASE_URL_ENV",
@@ -195,7 +195,7 @@ def build_client(settings: Settings, environ: Mapping[str, str] | None = None, *
 
 def build_model(settings: Settings, environ: Mapping[str, str] | None = None, *,
                 max_retries: int = 2, timeout: float = 600.0) -> Model:
-    """The :class:`~jupyter_agent.agent.model.Model` ``settings`` describe.
+    """The :class:`~jupyter_agent.agent.adapters.Model` ``settings`` describe.
 
     Parameters
     ----------

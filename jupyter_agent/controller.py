@@ -69,10 +69,10 @@ from jupyter_agent.ui.results import (
 )
 
 if TYPE_CHECKING:
-    from jupyter_agent.agent import Agent
+    from jupyter_agent.agent.adapters import Model
     from jupyter_agent.agent.conversation import Conversation
-    from jupyter_agent.agent.model import Model
-    from jupyter_agent.agent.prompts import NotesRead
+    from jupyter_agent.agent.loop import Agent
+    from jupyter_agent.agent.working_context import NotesRead
     from jupyter_agent.artefacts.export import Exported
     from jupyter_agent.artefacts.fork import Forked
     from jupyter_agent.artefacts.search import SearchHit
@@ -178,7 +178,7 @@ class AgentController:
         On failure the conversation is closed (its lease released) and the previous
         session stays active.
         """
-        from jupyter_agent.agent import Agent
+        from jupyter_agent.agent.loop import Agent
         from jupyter_agent.ui.render import show_question
 
         try:
@@ -243,7 +243,7 @@ class AgentController:
     def _notes_notice(self, notes: NotesRead) -> list[str]:
         """Lines telling the user which notes a new session uses that they have not seen in
         this content (they instruct the model), and which were left out."""
-        from jupyter_agent.agent.prompts import format_bytes
+        from jupyter_agent.agent.working_context import format_bytes
         from jupyter_agent.store.notes import NOTE_FILES, unseen_notes
 
         folder = self.memory_dir.resolve()
@@ -485,7 +485,7 @@ class AgentController:
         SessionLockedError, OSError
             From the store while recording it.
         """
-        from jupyter_agent.agent.context import SUMMARY_MARKER
+        from jupyter_agent.agent.working_context import SUMMARY_MARKER
 
         active = self._require_active()
         found: list[tuple[int, str, str]] = []  # (turn, call ID, code)

@@ -77,7 +77,7 @@ def _type_name(value: Any) -> str:
 
 
 def _bytes(size: int) -> str:
-    from jupyter_agent.agent.prompts import format_bytes
+    from jupyter_agent.agent.working_context import format_bytes
 
     return format_bytes(int(size))
 

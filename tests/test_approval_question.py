@@ -20,8 +20,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 import jupyter_agent.agent.builtin_tools as builtin_tools
-from jupyter_agent.agent.batch import DECLINED_BY_INTERRUPT
 from jupyter_agent.agent.events import Displayed, ToolCallEnd, ToolCallStart
+from jupyter_agent.agent.tools import DECLINED_BY_INTERRUPT
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
 from jupyter_agent.ui.render import MarkdownTurnRenderer

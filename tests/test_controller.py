@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_agent.agent import Limits
+from jupyter_agent.agent.config import Limits
 from jupyter_agent.agent.events import TextDelta
 from jupyter_agent.client import PLACEHOLDER_API_KEY, build_client
 from jupyter_agent.controller import AgentController, TurnResult
@@ -191,7 +191,7 @@ def test_a_limit_reaches_the_front_end_as_the_agents_error_object(tmp_path: Path
         assert result.stop_reason == "max_iterations"
         err = result.limit_error
         assert isinstance(err, LimitExceededError)
-        assert err is ctl._require_active().agent.limit_error
+        assert result.reply.startswith("[jupyter-agent] Stopped: this turn reached max_iterat")
         assert (err.limit, err.value, err.maximum) == ("max_iterations", 1, 1)
         assert ctl.ask("again").limit_error is not err
         ctl.close()
@@ -211,7 +211,7 @@ def test_settings_and_the_key_apply_at_the_next_prompt_on_the_same_lease(tmp_pat
         current[0] = current[0].replace(model="m2", approve="deny", max_tool_calls=4)
         assert ctl.ask("and now?").reply == "two"
         assert ctl._require_active().agent is agent  # same agent, same session, same lease
-        assert (agent.model.name, agent.approval, agent.limits.max_tool_calls) == (
+        assert (agent.model.name, agent.config.approve, agent.config.limits.max_tool_calls) == (
             "m2", "deny", 4)
         assert [r["model"] for r in server.requests[-2:]] == ["m1", "m2"]
         assert ctl.store.holds_lease(sid)

@@ -10,7 +10,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
-from jupyter_agent.agent import Limits
+from jupyter_agent.agent.config import Limits
 from jupyter_agent.errors import LimitExceededError
 from jupyter_agent.paths import find_project_root
 from jupyter_agent.store import SessionStore
@@ -100,8 +100,8 @@ def test_agent_new_options_override_settings_for_that_session(
     controller = magics_of(shell).controller
     shell.run_line_magic("agent", "try to run code")
     agent = controller._active.agent
-    assert agent.limits == Limits(max_tool_calls=3, max_cost_usd=1.5, max_iterations=4)
-    assert agent.approval == "deny"
+    assert agent.config.limits == Limits(max_tool_calls=3, max_cost_usd=1.5, max_iterations=4)
+    assert agent.config.approve == "deny"
     assert model_server.requests[0]["model"] == "model-from-option"
     tool_result = model_server.requests[1]["messages"][-1]
     assert tool_result["role"] == "tool" and "x" not in shell.user_ns
@@ -114,7 +114,7 @@ def test_agent_new_options_override_settings_for_that_session(
     shell.run_line_magic("agent_new", "")
     shell.run_line_magic("agent", "again")
     assert model_server.requests[2]["model"] == "model-from-settings"
-    assert controller._active.agent.limits == Limits(max_tool_calls=10)
+    assert controller._active.agent.config.limits == Limits(max_tool_calls=10)
 
 
 def test_config_changes_apply_to_the_next_turn(

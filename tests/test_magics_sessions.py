@@ -111,9 +111,9 @@ def test_resume_with_options_sets_title_and_limits(
     model_server.add_steps([{"text": "ok"}])
     agent_shell.run_line_magic("agent", "more")
     agent = magics_of(agent_shell).controller._active.agent
-    assert (agent.model.name, agent.approval) == ("m9", "auto")
-    assert (agent.limits.max_cost_usd, agent.limits.max_tool_calls,
-            agent.limits.max_iterations) == (3, 2, 5)
+    assert (agent.model.name, agent.config.approve) == ("m9", "auto")
+    assert (agent.config.limits.max_cost_usd, agent.config.limits.max_tool_calls,
+            agent.config.limits.max_iterations) == (3, 2, 5)
     assert model_server.requests[-1]["model"] == "m9"
 
 
@@ -265,7 +265,7 @@ def test_resume_keeps_the_connection_this_kernel_used(
     shell.run_line_magic("agent", "second")
     assert model_server.requests[-1]["model"] == "m-a"
     active = magics_of(shell).controller._active
-    assert active.agent.limits.max_tool_calls == 7 and active.agent.approval == "auto"
+    assert active.agent.config.limits.max_tool_calls == 7 and active.agent.config.approve == "auto"
     # another session, then the panel's Resume of the first one
     b = new_session(shell, model_server, "other", "ok", f"--base-url {model_server.base_url}")
     panel = magics_of(shell).sessions_panel()
@@ -278,7 +278,7 @@ def test_resume_keeps_the_connection_this_kernel_used(
     model_server.add_steps([{"text": "three"}])
     shell.run_line_magic("agent", "third")
     assert model_server.requests[-1]["model"] == "m-explicit"
-    assert magics_of(shell).controller._active.agent.limits.max_tool_calls == 9
+    assert magics_of(shell).controller._active.agent.config.limits.max_tool_calls == 9
 
 
 def test_a_new_kernel_resumes_with_the_saved_model_at_the_endpoint_it_configures(
@@ -304,7 +304,7 @@ def test_a_new_kernel_resumes_with_the_saved_model_at_the_endpoint_it_configures
     second.run_line_magic("agent", "again")
     assert model_server.requests[-1]["model"] == "m-saved"  # the saved model, same endpoint
     # limits come from the current options: here, the settings
-    assert magics_of(second).controller._active.agent.limits.max_iterations == 5
+    assert magics_of(second).controller._active.agent.config.limits.max_iterations == 5
     # an explicit --base-url elsewhere drops the saved model (it belongs to the old endpoint)
     with ScriptedModelServer([{"text": "elsewhere"}]) as other:
         second.run_line_magic("agent_resume", f"{sid} --base-url {other.base_url}")

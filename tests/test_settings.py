@@ -8,7 +8,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets import TraitError
 
-from jupyter_agent.agent import AgentConfig, Limits
+from jupyter_agent.agent.config import AgentConfig, Limits
 from jupyter_agent.magics import AgentMagics
 from jupyter_agent.settings import OPTIONS, SessionOptions, Settings, option
 from jupyter_agent.testing import ScriptedModelServer

@@ -16,7 +16,7 @@ from typing import Any
 import pexpect
 import pytest
 
-from jupyter_agent.agent.batch import DECLINED_BY_INTERRUPT
+from jupyter_agent.agent.tools import DECLINED_BY_INTERRUPT
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
 

@@ -46,7 +46,7 @@ class Walk:
             if path.endswith(".jsonl") and writing:
                 self._on = False
 
-    def _profile(self, frame, event, arg):  # noqa: ANN001
+    def _profile(self, frame, event, arg):
         if self._on and event == "call":
             name = frame.f_code.co_filename
             if name.startswith(str(PACKAGE)):

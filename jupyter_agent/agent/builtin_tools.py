@@ -1,25 +1,10 @@
-"""The built-in tools: kernel Python, variables, scratchpad, todos, summary, notes.
+"""The built-in tools: kernel Python, variables, notebook cells, scratchpad, todos, summary, notes.
 
-Each public method of :class:`BuiltinTools` listed in :data:`BUILTIN_TOOL_NAMES` is a
-tool; its schema is generated from the signature and numpydoc docstring by
-:func:`~jupyter_agent.agent.tools.tool_from_function` (the docstrings below are what
-the model reads).
-
-The variable and notebook tools send what ``context_privacy`` allows (see
-:mod:`jupyter_agent.notebook`): under ``"none"`` they refuse; values beyond the
-setting (``values=True`` under ``"schema"``) follow the approval policy like code, the
-question showing the whole text that would be sent.
-
-Results are not cut here: the loop cuts every tool result (built-in or not) to
-``max_output_chars`` code points in one place. ``run_python`` (arbitrary code) and
-``remember`` (text every later session reads) follow the approval policy: ``"auto"``
-runs, ``"deny"`` refuses, ``"ask"`` shows the *whole* code or note -- its length first,
-control characters made visible -- and asks on stdin; nothing runs or is written that
-was not shown. Ctrl-C at the question declines (:class:`ApprovalInterrupted`: the call
-never ran, the turn ends as on any Ctrl-C). A refusal is a tool result the model
-sees, never an exception. Scratchpad and todo
-changes mutate the agent's :class:`~jupyter_agent.store.SessionState` in place; the
-loop checkpoints it after the tool batch.
+Each method named in :data:`BUILTIN_TOOL_NAMES` is a tool; its docstring is what the
+model reads. ``run_python`` and ``remember`` follow the approval policy ("ask" shows the
+whole code or note, control characters made visible, and asks on stdin); the variable and
+notebook tools send what ``context_privacy`` allows. A refusal is a tool result, never
+an exception; Ctrl-C at a question declines (the call never ran).
 """
 
 from __future__ import annotations
@@ -31,12 +16,12 @@ import sys
 from collections.abc import Callable
 from typing import Any, Literal
 
+from IPython import get_ipython
 from IPython.core.error import StdinNotImplementedError
 
 from jupyter_agent.agent.config import ApprovalPolicy
 from jupyter_agent.agent.events import ApprovalAnswered
-from jupyter_agent.agent.figures import FigureKeeper
-from jupyter_agent.agent.pyexec import ApprovalInterrupted, format_outcome, run_code
+from jupyter_agent.agent.pyexec import ApprovalInterrupted, FigureKeeper, format_outcome, run_code
 from jupyter_agent.agent.tools import (
     MemoryContext,
     Tool,
@@ -56,39 +41,15 @@ from jupyter_agent.notebook import (
 from jupyter_agent.store import SessionState, TodoItem
 from jupyter_agent.store.messages import clean_text
 
-__all__ = [
-    "BUILTIN_TOOL_NAMES",
-    "NO_STDIN_REFUSAL",
-    "SMALL_WINDOW_TOOLS",
-    "ApprovalPolicy",
-    "BuiltinTools",
-    "ask_on_stdin",
-    "question_text",
-    "stdin_is_usable",
-    "visible_controls",
-]
-
 TodoStatus = Literal["pending", "in_progress", "done", "failed"]
 
 BUILTIN_TOOL_NAMES = (
-    "run_python",
-    "list_variables",
-    "describe_variable",
-    "notebook_cells",
-    "notebook_cell",
-    "last_error",
-    "read_scratchpad",
-    "write_scratchpad",
-    "add_todo",
-    "update_todo",
-    "list_todos",
-    "write_summary",
-    "remember",
+    "run_python", "list_variables", "describe_variable", "notebook_cells", "notebook_cell",
+    "last_error", "read_scratchpad", "write_scratchpad", "add_todo", "update_todo",
+    "list_todos", "write_summary", "remember",
 )
-
+# A small window is offered only these of them (and the user's tools).
 SMALL_WINDOW_TOOLS = ("run_python", "list_variables", "describe_variable")
-"""The built-in tools a small context window is offered (the bookkeeping ones -- scratchpad,
-todos, summary, notes -- cost more of it than they give; tools the user adds stay)."""
 
 NO_STDIN_REFUSAL = (
     "refused: the approval policy is 'ask' but there is no stdin to ask the user on "
@@ -112,28 +73,12 @@ NOTE_QUESTION = ("The agent asks to add this line to {file}, read by every later
                  "Save this note? [y/N] ")
 
 ShowQuestion = Callable[[str, str], object]
-"""``show(intro, text)``: show an approval question's whole text before it is asked."""
 
 _HIDDEN_TYPES = ("module",)
 
 
 def stdin_is_usable() -> bool:
-    """Tell whether :func:`input` can ask the user anything.
-
-    Inside an ipykernel (``get_ipython()`` is a ``ZMQInteractiveShell``) the answer
-    comes through the front end's stdin channel: this returns what the current
-    request allows (``kernel._allow_stdin``; a headless runner such as nbclient
-    disallows it), and ``input`` itself raises
-    :class:`~IPython.core.error.StdinNotImplementedError` when it is not allowed.
-    Elsewhere ``sys.stdin`` must exist, be open and be a terminal (a pipe,
-    ``/dev/null`` or a closed descriptor is a headless run).
-
-    Returns
-    -------
-    bool
-    """
-    from IPython import get_ipython
-
+    """Tell whether :func:`input` can ask the user anything."""
     shell = get_ipython()
     if shell is not None and any(
         cls.__name__ == "ZMQInteractiveShell" for cls in type(shell).__mro__
@@ -188,35 +133,7 @@ def _print_question(intro: str, text: str) -> None:
 
 def ask_on_stdin(code: str, *, show_code: bool = True, show: ShowQuestion | None = None,
                  question: tuple[str, str] = RUN_QUESTION) -> bool:
-    """Show ``code`` whole and ask ``Run this code? [y/N]`` with :func:`input`.
-
-    Parameters
-    ----------
-    code : str
-        The code ``run_python`` was asked to run (or, with ``question``, the text).
-    show_code : bool
-        Show the question's text first (False: the caller showed all of it already).
-    show : callable, optional
-        ``show(intro, text)`` shows it (a Jupyter front end: a scrollable view);
-        default: printed with :func:`question_text`.
-    question : (str, str)
-        The intro before the text and the prompt of :func:`input`.
-
-    Returns
-    -------
-    bool
-        True only for "y"/"yes".
-
-    Raises
-    ------
-    EOFError
-        At once, before showing anything, when :func:`stdin_is_usable` says there
-        is no usable stdin; also from ``input`` at end of file.
-    KeyboardInterrupt
-        Ctrl-C while waiting for the answer.
-    IPython.core.error.StdinNotImplementedError, OSError, RuntimeError, ValueError
-        From ``input`` when stdin turns out to be unusable (the caller refuses).
-    """
+    """Show ``code`` whole and ask ``Run this code? [y/N]`` with :func:`input`."""
     if not stdin_is_usable():
         raise EOFError("no usable stdin to ask the user on")
     intro, prompt = question
@@ -236,22 +153,7 @@ def _short_repr(value: Any, limit: int = 100) -> str:
 
 
 class BuiltinTools:
-    """The built-in tools of one agent.
-
-    Parameters
-    ----------
-    get_state : callable
-        Returns the agent's current :class:`SessionState` (mutated in place).
-    shell : IPython shell, optional
-        Whose ``user_ns`` ``run_python`` uses; else ``IPython.get_ipython()``; else a
-        private namespace owned by this object.
-    approval : {"auto", "ask", "deny"}
-    ask : callable, optional
-        ``ask(code) -> bool``; defaults to :func:`ask_on_stdin`.
-    show_question : callable, optional
-        ``show(intro, text)``: how :func:`ask_on_stdin` shows a question (the code's, and
-        always the note's of ``remember``); default: printed.
-    """
+    """The built-in tools of one agent."""
 
     def __init__(
         self,
@@ -290,23 +192,11 @@ class BuiltinTools:
 
     def namespace(self) -> dict[str, Any]:
         """The namespace ``run_python`` executes in."""
-        shell = self.shell
-        if shell is None:
-            from IPython import get_ipython
-
-            shell = get_ipython()
-        if shell is not None:
-            ns: dict[str, Any] = shell.user_ns
-            return ns
-        return self._private_ns
+        shell = self._shell()
+        return self._private_ns if shell is None else shell.user_ns
 
     def _shell(self) -> Any:
-        """The shell ``run_python`` runs in (``None`` without IPython)."""
-        if self.shell is not None:
-            return self.shell
-        from IPython import get_ipython
-
-        return get_ipython()
+        return self.shell if self.shell is not None else get_ipython()
 
     def _hidden_names(self) -> set[str]:
         return set(getattr(self._shell(), "user_ns_hidden", {}) or {})
@@ -318,19 +208,11 @@ class BuiltinTools:
                 and stdin_is_usable())
 
     def _approve(self, code: str) -> str | None:
-        """None when the code may run, else the refusal text."""
         return self._decide("run_python", lambda: self.ask(code), DENY_REFUSAL,
                             DECLINED_REFUSAL)
 
     def _decide(self, name: str, ask: Callable[[], bool], deny: str,
                 declined: str) -> str | None:
-        """Apply the approval policy; None when the call may go on, else the refusal.
-
-        Raises
-        ------
-        ApprovalInterrupted
-            Ctrl-C at the question (the user declined; the call is not counted).
-        """
         if self.approval == "auto":
             return None
         refusal: str | None = deny
@@ -388,8 +270,6 @@ class BuiltinTools:
         return self._cells
 
     def _share(self, name: str, text: str, values: bool) -> str:
-        """``text`` if ``context_privacy`` lets it go to the model (asking for values
-        beyond the setting), else raise the refusal."""
         if self.privacy == "none":
             raise ToolError(PRIVACY_REFUSAL)
         if values and self.privacy == "schema":

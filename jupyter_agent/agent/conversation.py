@@ -1,44 +1,39 @@
-"""A session's conversation: working messages, checkpointed state, and their persistence.
+"""A session's conversation: the working context, its checkpoint, their saves, compaction.
 
-:class:`Conversation` is the one owner of a saved session while an agent works on it:
-
-- **The lease.** :meth:`Conversation.create` and :meth:`Conversation.open` take the
-  session's lease (``store.acquire_lease``) and hold it until :meth:`close`; nothing
-  else in the agent or the controller takes or counts it. The OS frees it if the
-  process dies.
-- **One read per resume.** :meth:`open` loads the record once, after taking the lease;
-  the working context, the checkpoint, the summary flag and the recap
-  (:meth:`record`) all come from that one read.
-- **One store call per save point.** :meth:`save` records the messages appended since
-  the last save *and* the checkpoint, when either changed, with one
-  ``store.save(session_id, messages, state)``; when nothing changed it
-  does not call the store at all.
-- **The stored format.** Every message enters through :meth:`append`, which normalizes
-  it with :func:`~jupyter_agent.store.to_message_dict` (plain Chat Completions JSON, no
-  lone surrogates), so the working context in memory always equals what was saved.
-- **Figures.** :meth:`save_figure` keeps a figure with the session (``store.save_figure``,
-  under the lease) before any message refers to it; :meth:`read_figure` reads it back.
-  An in-memory conversation keeps them in memory.
-
-Without a store the conversation lives in memory and every persistence method is a
-no-op. Everything is typed against the :class:`~jupyter_agent.store.Store` protocol.
+:class:`Conversation` owns the session's lease from ``create``/``open`` to ``close``;
+``open`` reads the record once. Every message enters through ``append`` (normalized to
+the stored format), and each ``save`` is one store call recording the messages added
+since the last save and the checkpoint, when either changed. Without a store it lives
+in memory. :func:`compact` replaces older turns with one summary message (the
+transcript keeps them); :func:`drop_old_images` is its cheaper first step.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from jupyter_agent.agent.context import estimate_tokens, repair_tool_pairs
-from jupyter_agent.agent.prompts import (
+from jupyter_agent.agent.adapters import Model, PartialReply, TokenUsage
+from jupyter_agent.agent.config import AgentConfig, check_cost
+from jupyter_agent.agent.events import EventCallback, Notice
+from jupyter_agent.agent.usage import checked_usage
+from jupyter_agent.agent.working_context import (
+    CHARS_PER_TOKEN,
     DEFAULT_SYSTEM_PROMPT,
     NOTES_CAP,
+    SUMMARIZER_PROMPT,
+    SUMMARY_MARKER,
     NotesRead,
     build_system_prompt,
+    choose_cut,
+    estimate_tokens,
     read_session_notes,
+    reconcile_counters,
+    render_for_summary,
+    repair_tool_pairs,
 )
-from jupyter_agent.agent.reconcile import reconcile_counters
+from jupyter_agent.errors import FigureNotFoundError, ModelError
 from jupyter_agent.store import (
     FigureData,
     SessionRecord,
@@ -47,50 +42,20 @@ from jupyter_agent.store import (
     new_session_id,
     to_message_dict,
 )
+from jupyter_agent.store.figures import check_figure
 from jupyter_agent.store.records import utc_now
-
-__all__ = ["MEMORY_REPAIR", "RESUME_REPAIR", "Conversation"]
 
 RESUME_REPAIR = (
     "result unknown: the session ended while this tool batch was running; "
     "check before repeating it"
 )
-"""The synthetic result given on resume to a saved tool call without a result: the
-process that saved the call died before saving the batch's results, so the call may or
-may not have run."""
 
 MEMORY_REPAIR = "not executed: this tool call had no result when the next model request was made"
-"""The synthetic result for an unanswered call found in a live agent's memory (the agent
-never ran it: every batch it runs is answered in full)."""
 
 
 class Conversation:
-    """The working messages and checkpoint of one session (see the module docstring).
-
-    Build one with :meth:`create`, :meth:`open` or ``Conversation([...])`` (in memory).
-
-    Parameters
-    ----------
-    messages : sequence of dict
-        The working context.
-    state : SessionState, optional
-        The checkpoint (a copy is kept).
-
-    Attributes
-    ----------
-    messages : list of dict
-        The working context, in the stored (Chat Completions) format.
-    state : SessionState
-        Scratchpad, todos, tool-call count, usage, and the model, endpoint and API the
-        session last used; changed in place by the agent and its tools.
-    store : Store or None
-    session_id : str or None
-    has_summary : bool
-        Whether the session has a summary (so the fallback is not needed).
-    notes : NotesRead
-        For a session :meth:`create` started: the notes its system prompt got and
-        those left out (empty otherwise).
-    """
+    """The working messages and checkpoint of one session; ``Conversation([...])`` is an
+    in-memory one. ``notes`` says which notes a session ``create`` started got."""
 
     def __init__(self, messages: Sequence[Any] = (), state: SessionState | None = None) -> None:
         self.messages: list[dict[str, Any]] = [to_message_dict(m) for m in messages]
@@ -115,26 +80,14 @@ class Conversation:
                project_root: str | None = None, notes_cap: int = NOTES_CAP) -> Conversation:
         """Start a new session whose first message is the system prompt with the notes.
 
-        Parameters
-        ----------
-        store : Store or None
-            Where the session is saved; ``None``: in memory only.
-        session_id : str, optional
-            Default: a new random ID.
-        system_prompt : str, optional
-            Replaces the default system prompt (the notes are added after it).
-        title, project_root : optional
-            Saved with the session.
-        notes_cap : int
-            Bytes a note may have; a larger one (or one that may not be read) is left
-            out, never an error: :attr:`notes` says which were used and which left out.
+        A note over ``notes_cap`` bytes, or one that may not be read, is left out.
 
         Raises
         ------
         InvalidSessionIdError, SessionLockedError, OSError
             From the store; the lease is released again.
         FileExistsError
-            When a session with ``session_id`` exists.
+            A session ``session_id`` exists.
         """
         base = DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt
         notes = read_session_notes(store, notes_cap)
@@ -158,24 +111,14 @@ class Conversation:
     def open(cls, store: Store, session_id: str, *, repair: bool = True) -> Conversation:
         """Resume a saved session: take its lease, then read its record (once).
 
-        Parameters
-        ----------
-        store : Store
-        session_id : str
-        repair : bool
-            Answer tool calls that a dead process left without results
-            (:data:`RESUME_REPAIR`), recording the repair in the store.
-
-        The tool-call counter is raised to the calls the transcript shows as run when
-        the checkpoint missed some (:mod:`~jupyter_agent.agent.reconcile`), and saved.
+        Calls a dead process left without results are answered (``repair``), and the
+        tool-call counter is raised to what the transcript shows as run.
 
         Raises
         ------
         InvalidSessionIdError, SessionNotFoundError
-            Before any lease is taken (no lock file is created for an unknown ID).
-        SessionLockedError
-            When another process or store object holds the session.
-        CorruptSessionError, OSError
+            Before any lease is taken.
+        SessionLockedError, CorruptSessionError, OSError
             From the store; the lease is released again.
         """
         if not store.exists(session_id):
@@ -204,11 +147,6 @@ class Conversation:
         self.store, self.session_id, self._leased = store, session_id, True
 
     # ---- the lease --------------------------------------------------------------------
-    @property
-    def saved(self) -> bool:
-        """Whether this conversation is saved in a store."""
-        return self.store is not None and self.session_id is not None
-
     @property
     def closed(self) -> bool:
         """True after :meth:`close` (never for an in-memory conversation)."""
@@ -243,7 +181,7 @@ class Conversation:
         ContextMismatchError
             The saved working context is not a prefix of this one; nothing is written.
         SessionLockedError, CorruptSessionError, OSError
-            From the store; nothing is recorded as saved, so the next save retries.
+            Nothing is recorded as saved, so the next save retries.
         """
         if self.store is None or self.session_id is None:
             return
@@ -256,29 +194,15 @@ class Conversation:
         if changed:
             self._saved_state = self.state.model_copy(deep=True)
 
-    def take_back(self, message: dict[str, Any]) -> bool:
-        """Remove ``message`` from the end of the working context if it was never saved
-        (a save that failed).
-
-        Returns
-        -------
-        bool
-            Whether it was removed.
-        """
+    def take_back(self, message: dict[str, Any]) -> None:
+        """Remove ``message`` from the end of the working context if it was never saved."""
         if len(self.messages) > self._saved_len and self.messages[-1] is message:
             self.messages.pop()
             self._in_order = min(self._in_order, len(self.messages))
-            return True
-        return False
 
     def replace(self, messages: Sequence[Any], *, summary: str, replaced: int) -> None:
         """Replace the working context (compaction, repair); the transcript keeps the
-        originals and the store records a compaction event.
-
-        Messages appended since the last save are saved first, with the checkpoint (and
-        so the usage of the summarizing call), so they reach the transcript and a kill
-        at any later step undercounts nothing. Then the compaction is recorded.
-        """
+        originals and the store records a compaction event."""
         new = [to_message_dict(m) for m in messages]
         if self.store is not None and self.session_id is not None:
             self.save()
@@ -290,26 +214,8 @@ class Conversation:
         self.save()
 
     def repair(self, reason: str) -> bool:
-        """Give every tool call a result and drop orphan results.
-
-        Only the messages added since the last check are looked at (and the tool batch
-        they may continue), so checking before every model request stays cheap. Code
-        that changes :attr:`messages` other than by :meth:`append` or :meth:`replace`
-        must not remove or reorder messages before the end of the last check.
-
-        A repair that only appends is saved as a save point; one that removes messages
-        is recorded as a compaction ("repaired tool pairs: ...").
-
-        Parameters
-        ----------
-        reason : str
-            Text of the synthetic results.
-
-        Returns
-        -------
-        bool
-            Whether anything changed.
-        """
+        """Give every tool call a result (``reason``) and drop orphan results; only messages
+        added since the last check are looked at. Whether anything changed."""
         repaired, report = repair_tool_pairs(self.messages, reason, start=self._in_order)
         if not report.changed:
             self._in_order = len(self.messages)
@@ -343,17 +249,7 @@ class Conversation:
                 self._record = self._record.model_copy(update={"archived": archived})
 
     def record(self) -> SessionRecord:
-        """The session's record as this conversation knows it, e.g. for a recap.
-
-        For a resumed session: the record read by :meth:`open` with the current working
-        context, checkpoint, title and archive flag (no second read). Otherwise it is
-        read from the store.
-
-        Raises
-        ------
-        ValueError
-            For an in-memory conversation.
-        """
+        """The session's record as this conversation knows it, e.g. for a recap."""
         if self.store is None or self.session_id is None:
             raise ValueError("an in-memory conversation has no saved record")
         if self._record is None:
@@ -370,55 +266,108 @@ class Conversation:
 
     # ---- figures ------------------------------------------------------------
     def save_figure(self, figure_id: str, data: bytes, media_type: str) -> None:
-        """Keep a figure with the session (in memory without a store).
-
-        Raises
-        ------
-        InvalidFigureError, SessionLockedError, OSError
-            From the store (nothing refers to the figure yet).
-        """
+        """Keep a figure with the session (in memory without a store)."""
         if self.store is None or self.session_id is None:
-            from jupyter_agent.store.figures import check_figure
-
             check_figure(figure_id, data, media_type)
             self._figures[figure_id] = FigureData(data, media_type)
             return
         self.store.save_figure(self.session_id, figure_id, data, media_type)
 
     def read_figure(self, figure_id: str) -> FigureData:
-        """A figure of the session.
-
-        Raises
-        ------
-        FigureNotFoundError
-            When the session has no such figure.
-        UnsafePathError, OSError
-            From the store.
-        """
+        """A figure of the session."""
         if self.store is None or self.session_id is None:
             found = self._figures.get(figure_id)
             if found is None:
-                from jupyter_agent.errors import FigureNotFoundError
-
                 raise FigureNotFoundError("(in memory)", figure_id, "memory")
             return found
         return self.store.read_figure(self.session_id, figure_id)
 
     # ---- size --------------------------------------------------------------------------
     def note_reported_tokens(self, tokens: int) -> None:
-        """The endpoint counted ``tokens`` (prompt + completion) for the whole working
-        context as it is now; later estimates start from there."""
+        """The endpoint counted ``tokens`` for the working context as it is now."""
         self._reported_tokens, self._reported_len = tokens, len(self.messages)
 
     @property
     def counted(self) -> bool:
-        """Whether the endpoint has counted the working context (its reported count then
-        covers the tool schemas too)."""
+        """Whether the endpoint has counted the working context (tool schemas included)."""
         return self._reported_tokens is not None
 
     def estimated_tokens(self) -> int:
-        """Estimated size of the working context in tokens: the last reported count plus
-        ~4 characters per token for the messages since (all estimated when nothing was
-        reported since a resume or a compaction)."""
+        """The last reported count plus ~4 characters per token for the messages since."""
         return estimate_tokens(self.messages, base_tokens=self._reported_tokens,
                                base_len=self._reported_len)
+
+
+KEEP_FRACTION = 0.5  # of the compaction threshold, for the verbatim recent turns
+
+
+def compact(conversation: Conversation, model: Model, config: AgentConfig, *, window: int,
+            account: Callable[[TokenUsage], object], emit: EventCallback,
+            keep_from: int | None = None) -> bool:
+    """Summarize ``messages[1:cut]`` with one model call (no tools, not streamed), its usage
+    given to ``account``; ``messages[keep_from:]`` (the turn in progress) stay verbatim.
+
+    Returns False when there was nothing worth compacting or the call failed (the working
+    context is unchanged; ``emit`` gets a Notice).
+
+    Raises
+    ------
+    LimitExceededError
+        The session reached ``max_cost_usd``: no call is made.
+    SessionLockedError, CorruptSessionError, ContextMismatchError, OSError
+        From the store while recording the compaction.
+    """
+    check_cost(config.limits, conversation.state)
+    messages, before = conversation.messages, conversation.estimated_tokens()
+    cut = choose_cut(messages, keep_tokens=int(window * config.compact_at * KEEP_FRACTION),
+                     keep_turns=config.keep_turns, keep_from=keep_from)
+    if cut is None:
+        return False
+    head = messages[1:cut]
+    rendered = render_for_summary(head, max_chars=max(
+        4_000, int(window * CHARS_PER_TOKEN * KEEP_FRACTION)))
+    request = [{"role": "system", "content": SUMMARIZER_PROMPT},
+               {"role": "user", "content": "Summarize this conversation:\n\n" + rendered}]
+    try:
+        reply = model.respond(request, [], stream=False, partial=PartialReply())
+    except ModelError as exc:
+        emit(Notice(f"compaction failed, the context stays as it was: {exc}"))
+        return False
+    account(checked_usage(reply.usage, request, reply.text, []))
+    summary, most = reply.text.strip(), int(window * CHARS_PER_TOKEN * config.compact_at / 4)
+    if len(summary) > most:
+        summary = summary[:most].rstrip() + " [... summary cut to fit the window]"
+    if not summary:
+        conversation.save()
+        emit(Notice("compaction failed: the model returned an empty summary"))
+        return False
+    note = {"role": "user",
+            "content": f"{SUMMARY_MARKER} ({len(head)} messages replaced):\n\n{summary}"}
+    conversation.replace([messages[0], note, *messages[cut:]], summary=summary,
+                         replaced=len(head))
+    emit(Notice(f"compacted {len(head)} earlier messages into a summary "
+                f"(about {before:,} -> {conversation.estimated_tokens():,} tokens)"))
+    return True
+
+
+def drop_old_images(conversation: Conversation) -> int:
+    """Drop the figure references of the tool messages before the newest user message
+    (their text still names the figures), recorded like a compaction; how many."""
+    messages = conversation.messages
+    newest = next((i for i in range(len(messages) - 1, -1, -1)
+                   if messages[i].get("role") == "user"), 0)
+    dropped = changed = 0
+    kept: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        refs = message.get("figures")
+        if index < newest and refs is not None:
+            dropped += len(refs) if isinstance(refs, list) else 1
+            changed += 1
+            message = {k: v for k, v in message.items() if k != "figures"}
+        kept.append(message)
+    if not changed:
+        return 0
+    conversation.replace(kept, replaced=changed, summary=(
+        f"[jupyter-agent] The images of {dropped} earlier figure(s) were dropped from the "
+        "working context; the tool results still name them and the transcript keeps them."))
+    return dropped

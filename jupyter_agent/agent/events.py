@@ -1,10 +1,8 @@
-"""Events the agent loop reports while a turn runs, so front ends can render live.
+"""Events a turn reports as it runs, so front ends can render live.
 
-Every event is a frozen dataclass with a ``kind`` string. ``Agent.run(prompt,
-on_event=callback)`` calls ``callback(event)`` synchronously from the thread that
-runs the turn; a callback that raises ``KeyboardInterrupt`` interrupts the turn the
-same way Ctrl-C does (the session is left consistent and saved first); any other
-exception from a callback also ends the turn that way, and the saved markers name it.
+``Agent.run(prompt, on_event=callback)`` calls ``callback(event)`` synchronously from the
+thread running the turn. A callback that raises ends the turn as Ctrl-C does (the
+session is saved first).
 """
 
 from __future__ import annotations
@@ -15,29 +13,10 @@ from typing import Any, Literal, TypeAlias
 
 from jupyter_agent.store import Usage
 
-__all__ = [
-    "AgentEvent",
-    "ApprovalAnswered",
-    "Displayed",
-    "EventCallback",
-    "Notice",
-    "TextDelta",
-    "ToolCallEnd",
-    "ToolCallStart",
-    "UsageUpdate",
-    "ignore_event",
-]
-
 
 @dataclass(frozen=True)
 class TextDelta:
-    """A piece of the assistant's reply text, as it streams in.
-
-    Attributes
-    ----------
-    text : str
-        The new characters (not the whole reply so far).
-    """
+    """A piece of the assistant's reply text, as it streams in."""
 
     text: str
     kind: Literal["text_delta"] = field(default="text_delta", init=False)
@@ -45,21 +24,7 @@ class TextDelta:
 
 @dataclass(frozen=True)
 class ToolCallStart:
-    """A tool call is about to run.
-
-    Attributes
-    ----------
-    call_id : str
-        The model's ID for the call (links it to its result).
-    name : str
-        The tool's name.
-    arguments : str
-        The arguments as the model sent them (a JSON text).
-    asks : bool
-        The call waits for the user's approval first (``approve="ask"`` with someone to
-        answer): the question shows the whole code, so a front end shows only the call's
-        name here, and no "running" status line until :class:`ApprovalAnswered`.
-    """
+    """A tool call is about to run."""
 
     call_id: str
     name: str
@@ -70,17 +35,7 @@ class ToolCallStart:
 
 @dataclass(frozen=True)
 class ToolCallEnd:
-    """A tool call finished; ``result`` is exactly what the model will see.
-
-    Attributes
-    ----------
-    call_id : str
-    name : str
-    result : str
-        The tool result text (already cut to ``max_output_chars``).
-    ok : bool
-        False when the tool failed, was refused, or was not executed.
-    """
+    """A tool call finished; ``result`` is exactly what the model will see."""
 
     call_id: str
     name: str
@@ -91,16 +46,7 @@ class ToolCallEnd:
 
 @dataclass(frozen=True)
 class UsageUpdate:
-    """Token usage and cost after a model call.
-
-    Attributes
-    ----------
-    turn : Usage
-        Usage of the current ``run`` so far (tokens; cost in USD).
-    session : Usage
-        Cumulative usage of the session, including calls before a restart.
-        ``session.price_unknown`` is True when some call could not be priced.
-    """
+    """Token usage and cost after a model call."""
 
     turn: Usage
     session: Usage
@@ -110,13 +56,7 @@ class UsageUpdate:
 @dataclass(frozen=True)
 class Notice:
     """Something the user should know: a limit stopped the turn, the context was
-    compacted, a tool call was refused, a price is unknown.
-
-    Attributes
-    ----------
-    text : str
-        One human-readable line (or a few).
-    """
+    compacted, a tool call was refused, a price is unknown."""
 
     text: str
     kind: Literal["notice"] = field(default="notice", init=False)
@@ -124,27 +64,7 @@ class Notice:
 
 @dataclass(frozen=True)
 class Displayed:
-    """Code the agent runs displayed something: a figure, an image, a DataFrame.
-
-    Sent while the tool call runs, in order, as it happens.
-
-    A front end that passes ``on_event`` shows these itself, in their place within the
-    turn (where ``shown`` is true); without ``on_event`` the agent publishes them through
-    the shell, as a cell would.
-
-    Attributes
-    ----------
-    data : dict
-        The MIME bundle (``{"image/png": ..., "text/plain": ...}``; images as bytes or
-        base64 text, as published).
-    metadata : dict
-        Its display metadata.
-    figure : dict or None
-        For an image: the figure's reference (``id``, ``n``, ``media_type``, ``width``,
-        ``height``, ``bytes``, ``shown``); ``None`` for other displays.
-    shown : bool
-        Whether it is to be shown (False for a figure only kept for the record).
-    """
+    """Code the agent runs displayed something: a figure, an image, a DataFrame."""
 
     data: dict[str, Any]
     metadata: dict[str, Any]
@@ -156,12 +76,7 @@ class Displayed:
 @dataclass(frozen=True)
 class ApprovalAnswered:
     """The user answered the approval question of the running call (see
-    :attr:`ToolCallStart.asks`); if ``approved``, the code runs from now on.
-
-    Attributes
-    ----------
-    approved : bool
-    """
+    :attr:`ToolCallStart.asks`); if ``approved``, the code runs from now on."""
 
     approved: bool
     kind: Literal["approval_answered"] = field(default="approval_answered", init=False)

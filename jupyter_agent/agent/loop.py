@@ -1,58 +1,47 @@
-"""The agent loop: user message -> model -> (tool batch -> results)* -> final reply.
+"""The turn: user message -> model -> (tool batch -> results)* -> reply, as a TurnOutcome.
 
-:class:`Agent` is composed of parts it holds, not built from base classes: a
-:class:`~jupyter_agent.agent.model.Model` (the API), a
-:class:`~jupyter_agent.agent.conversation.Conversation` (messages, checkpoint, lease,
-persistence), an :class:`~jupyter_agent.agent.config.AgentConfig`, the tool registry
-with the built-in tools, and a :class:`~jupyter_agent.agent.calls.Meter` for usage.
-
-Save points, each one ``Conversation.save`` -- one store call recording the
-new messages and the checkpoint together:
-
-1. after appending the user message;
-2. after each model response (the assistant message, with its tool calls);
-3. after each completed tool batch (all of its results together).
-
-The checkpoint is also saved before each model request when it changed, and
-after a limit notice, a compaction or an interrupt. A tool batch is never half recorded:
-if it is interrupted (``KeyboardInterrupt``, also raised from an ``on_event`` callback),
-the calls that did not finish get "interrupted" results, the batch is saved, and the
-interrupt is re-raised. A stream interrupted or dropped mid-reply keeps the partial text
-(the call is still counted). A reply cut off by ``finish_reason``
-"length"/"content_filter" ends the turn with a notice; its tool calls are answered "not
-executed" and never run.
-
-Before every model call, :meth:`Conversation.repair` answers unanswered tool calls ("not
-executed": the agent never ran them), so the request is always accepted.
+Save points (each one ``Conversation.save``): after the user message, after each model
+response, after each tool batch (all its results together); the checkpoint also before
+each request when it changed. A limit is raised as ``LimitExceededError`` and caught
+here: the turn ends with a saved notice. An interrupt or a model error leaves the
+session consistent and saved, and propagates carrying the turn's outcome as ``.outcome``.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import dataclass
 from typing import Any
 
-from jupyter_agent.agent.batch import BatchProgress, execute_batch
+from jupyter_agent.agent.adapters import Model, ModelReply, PartialReply, TokenUsage
 from jupyter_agent.agent.builtin_tools import BUILTIN_TOOL_NAMES, SMALL_WINDOW_TOOLS, BuiltinTools
-from jupyter_agent.agent.calls import Meter, call_model
-from jupyter_agent.agent.compaction import compact, should_compact
-from jupyter_agent.agent.config import AgentConfig, ApprovalPolicy, Limits
-from jupyter_agent.agent.context import estimate_schema_tokens, synthetic_result
-from jupyter_agent.agent.conversation import MEMORY_REPAIR, Conversation
-from jupyter_agent.agent.events import EventCallback, Notice, ignore_event
-from jupyter_agent.agent.limits import (
+from jupyter_agent.agent.config import (
     CUT_OFF_NOTICES,
+    NOTICE_PREFIX,
+    AgentConfig,
     check_before_batch,
     check_before_model,
     cut_off_notice,
     limit_notice,
 )
-from jupyter_agent.agent.model import Model, ModelReply, TokenUsage
-from jupyter_agent.agent.prompts import short_system_prompt
-from jupyter_agent.agent.request_fit import check_prompt_fits, request_index
-from jupyter_agent.agent.tools import Tool, ToolRegistry, configure_memory
-from jupyter_agent.agent.vision import RequestView, VisionModel, drop_old_images
+from jupyter_agent.agent.conversation import (
+    MEMORY_REPAIR,
+    Conversation,
+    compact,
+    drop_old_images,
+)
+from jupyter_agent.agent.events import EventCallback, Notice, TextDelta, ignore_event
+from jupyter_agent.agent.tools import (
+    BatchProgress,
+    MemoryContext,
+    Tool,
+    ToolRegistry,
+    describe_stop,
+    execute_batch,
+)
+from jupyter_agent.agent.usage import Meter, checked_usage
+from jupyter_agent.agent.vision import RequestView, VisionModel
 from jupyter_agent.agent.window import (
     ContextWindow,
     plausible,
@@ -60,64 +49,69 @@ from jupyter_agent.agent.window import (
     resolve_window,
     window_key,
 )
-from jupyter_agent.errors import LimitExceededError, ModelError
+from jupyter_agent.agent.working_context import (
+    estimate_schema_tokens,
+    estimate_tokens,
+    request_index,
+    short_system_prompt,
+    synthetic_result,
+)
+from jupyter_agent.errors import (
+    JupyterAgentError,
+    LimitExceededError,
+    ModelError,
+    PromptTooLongError,
+)
 from jupyter_agent.notebook import CellLog
 from jupyter_agent.store import SessionState, Store, Usage, to_message_dict
 
-__all__ = ["Agent"]
-
 LIMIT_SKIP = "not executed: limit reached"
 CUT_OFF_SKIP = "not executed: the reply was cut off"
+DROPPED = "cut off: the connection dropped mid-reply"
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    """What one turn produced.
+
+    Attributes
+    ----------
+    reply : str
+        The final reply, or the saved ``"[jupyter-agent] Stopped: ..."`` notice.
+    stop_reason : str or None
+        None when the model finished; else the limit's name, ``"length"`` or
+        ``"content_filter"`` (a cut-off reply), and on an outcome an exception carries,
+        ``"interrupted"`` (Ctrl-C) or ``"error"``.
+    usage : Usage
+        Tokens, USD and model calls of this turn.
+    tool_calls : int
+        Tool calls this turn made (refused ones excluded).
+    limit : LimitExceededError or None
+        The limit that ended the turn.
+    """
+
+    reply: str
+    stop_reason: str | None
+    usage: Usage
+    tool_calls: int = 0
+    limit: LimitExceededError | None = None
 
 
 class Agent:
-    """An agent whose conversation is a (optionally saved) session.
+    """An agent whose conversation is a (saved or in-memory) session.
 
-    The agent owns its conversation and so the session's lease: from
-    construction until :meth:`close` no other process, and no other store object, can
-    take the session over. Use it as a context manager, or call :meth:`close`; a closed
-    agent cannot ``run``.
-
-    Parameters
-    ----------
-    model : Model
-        E.g. ``ChatModel(openai.OpenAI(), "gpt-4o-mini")``; replaceable between turns
-        (:meth:`reconfigure`).
-    conversation : Conversation, optional
-        An open conversation (``Conversation.open(store, id)`` or ``.create(...)``); the
-        agent takes it over and closes it (also when the agent cannot be built). Default:
-        one built from ``store`` and ``session_id``.
-    store : Store, optional
-        Without a store (and without ``conversation``) the session lives in memory.
-    session_id : str, optional
-        With a store: a saved session is resumed (messages, scratchpad, todos, tool-call
-        count, usage; tool pairs repaired); otherwise a session is created with this ID
-        (or a new one) and a system message that includes the notes.
-    config : AgentConfig, optional
-        Approval, streaming, context window, limits, prices...; replaceable between turns.
-    tools : iterable of callables or Tool, optional
-        Added to the built-in tools; run without asking (the caller's own code).
-    shell : IPython shell, optional
-        Whose namespace ``run_python`` uses; default ``IPython.get_ipython()``, else a
-        private namespace.
-    ask : callable, optional
-        ``ask(code) -> bool`` for ``approve="ask"`` (default: the whole code, then a
-        prompt on stdin).
-    show_question : callable, optional
-        ``show(intro, text)``: how an approval question on stdin shows its whole text
-        (a front end's scrollable view; default: printed).
-    cells : CellLog, optional
-        The log of the user's cells the notebook tools read (the front end keeps one
-        watching the shell); default: one reading the shell's history, without errors
-        by cell.
+    The agent holds the session's lease from construction until :meth:`close` (or the end
+    of a ``with`` block); a closed agent cannot run. Without ``conversation``, a saved
+    session ``session_id`` of ``store`` is resumed, else one is created (in memory
+    without a store). ``tools`` are added to the built-in ones and run without asking.
+    ``ask(code) -> bool`` answers approval questions (default: on stdin, shown with
+    ``show_question(intro, text)``).
 
     Raises
     ------
     ValueError
         A user tool whose name clashes with a built-in one.
-    SessionLockedError
-        When another process or store object holds the session (names the holder).
-    SessionNotFoundError, CorruptSessionError, InvalidSessionIdError, OSError
+    SessionLockedError, SessionNotFoundError, CorruptSessionError, OSError
         From the store while creating or resuming (the lease is released again).
     """
 
@@ -137,15 +131,13 @@ class Agent:
     ) -> None:
         self.model = model
         self.config = config or AgentConfig()
-        self.stop_reason: str | None = None
-        self.limit_error: LimitExceededError | None = None
+        self.window = ContextWindow(0, "default")
         self._meter = Meter()
         self._request: dict[str, Any] | None = None  # the user message of the running turn
         self._context: str | None = None  # sent with the running turn's requests only
         self._emit: EventCallback = ignore_event
         self._windows: dict[str, ContextWindow] = {}  # "model at URL" -> its window
-        self._window = ContextWindow(0, "default")
-        self._tool_tokens: dict[bool, int] = {}
+        self._tool_schemas: dict[tuple[bool, int], tuple[list[dict[str, Any]], int]] = {}
         self._builtins = BuiltinTools(lambda: self.conversation.state, shell=shell,
                                       approval=self.config.approve, ask=ask,
                                       show_question=show_question,
@@ -172,68 +164,25 @@ class Agent:
                 conversation = Conversation.create(store, session_id=session_id,
                                                    system_prompt=self.config.system_prompt)
         self.conversation = conversation
-        self._builtins.memory = configure_memory(conversation.store, conversation.session_id)
+        self._builtins.memory = MemoryContext(conversation.store, conversation.session_id)
         self._resolve_window()
 
-    # -- the parts -------------------------------------------------------------------------
     @property
     def messages(self) -> list[dict[str, Any]]:
-        """The working context (the conversation's)."""
+        """The working context."""
         return self.conversation.messages
 
     @property
     def state(self) -> SessionState:
-        """The checkpointed state: scratchpad, todos, tool-call count, usage."""
+        """The checkpoint: scratchpad, todos, tool-call count, usage."""
         return self.conversation.state
 
     @property
     def session_id(self) -> str | None:
-        """The session's ID (None for an in-memory agent)."""
         return self.conversation.session_id
 
-    @property
-    def store(self) -> Store | None:
-        """Where the session is saved (None: in memory)."""
-        return self.conversation.store
-
-    @property
-    def limits(self) -> Limits:
-        """The current limits (``config.limits``)."""
-        return self.config.limits
-
-    @property
-    def approval(self) -> ApprovalPolicy:
-        """The approval policy for ``run_python``; setting it replaces :attr:`config`."""
-        return self.config.approve
-
-    @approval.setter
-    def approval(self, value: ApprovalPolicy) -> None:
-        self.reconfigure(config=replace(self.config, approve=value))
-
-    @property
-    def context_window(self) -> int:
-        """The context window compaction works against, in tokens."""
-        return self._window.tokens
-
-    @property
-    def window(self) -> ContextWindow:
-        """The context window and where it came from (the setting, the server, a refusal,
-        ``genai-prices`` or a default)."""
-        return self._window
-
-    @property
-    def last_turn_usage(self) -> Usage:
-        """Usage of the last (or current) turn: tokens, USD, model calls."""
-        return self._meter.turn
-
     def reconfigure(self, *, model: Model | None = None, config: AgentConfig | None = None) -> None:
-        """Use another model and/or config from the next turn on (same session, same lease).
-
-        Raises
-        ------
-        ValueError
-            For an invalid config (see :class:`AgentConfig`).
-        """
+        """Use another model and/or config from the next turn on (same session, same lease)."""
         self.model = model or self.model
         self.config = config or self.config
         self._resolve_window()
@@ -241,16 +190,12 @@ class Agent:
         self._builtins.privacy = self.config.context_privacy
 
     def _resolve_window(self) -> None:
-        """Set the window: the setting, else what this endpoint and model reported or
-        refused with (asked once; a value saved with the session counts only for the
-        same model at the same configured endpoint), else ``genai-prices``, else a
-        default (see :mod:`~jupyter_agent.agent.window`)."""
         key = window_key(self.model.name, self.model.base_url)
         found = self._windows.get(key)
         configured = self.config.context_window
         if configured and (found is None or found.source != "refusal"
                            or found.tokens >= configured):
-            self._window = ContextWindow(int(configured), "setting")
+            self.window = ContextWindow(int(configured), "setting")
             return
         if found is None:
             state = self.conversation.state
@@ -259,65 +204,41 @@ class Agent:
                 saved, "refusal" if state.context_window_source == "refusal" else "server")
             found = resolve_window(self.model, None, learned=hint)
             self._remember_window(key, found)
-        self._window = found
+        self.window = found
 
     def _remember_window(self, key: str, window: ContextWindow) -> None:
-        """Keep what the endpoint said for this session (and in its checkpoint)."""
         self._windows[key] = window
         if window.source in ("server", "refusal"):
             state = self.conversation.state
             state.context_window, state.context_window_of = window.tokens, key
             state.context_window_source = window.source
 
-    def request_overhead(self) -> int:
-        """Tokens a request adds to the working context: the reply budget, and the tool
-        schemas until the endpoint has counted them."""
-        tools = 0 if self.conversation.counted else self._schema_tokens()
-        return tools + reply_budget(self._window.tokens)
-
     def request_tools(self) -> list[dict[str, Any]]:
-        """The tool schemas a request offers: all of them, or for a small window the short
-        ones, without the bookkeeping built-ins (only :data:`SMALL_WINDOW_TOOLS` and the
-        user's own tools)."""
-        if not self._window.small:
-            return self.tools.schemas()
-        return [schema for schema in self.tools.schemas(short=True)
-                if schema["function"]["name"] in SMALL_WINDOW_TOOLS
-                or schema["function"]["name"] not in BUILTIN_TOOL_NAMES]
+        """The tool schemas a request offers (a cached list: do not change it); for a small
+        window only the short schemas of :data:`SMALL_WINDOW_TOOLS` and the user's tools."""
+        return self._tools_for_window()[0]
 
-    def _schema_tokens(self) -> int:
-        small = self._window.small
-        if small not in self._tool_tokens:
-            self._tool_tokens[small] = estimate_schema_tokens(self.request_tools())
-        return self._tool_tokens[small]
+    def _tools_for_window(self) -> tuple[list[dict[str, Any]], int]:
+        small = self.window.small
+        key = (small, len(self.tools))
+        if key not in self._tool_schemas:
+            schemas = self.tools.schemas(short=small)
+            if small:
+                schemas = [s for s in schemas if s["function"]["name"] in SMALL_WINDOW_TOOLS
+                           or s["function"]["name"] not in BUILTIN_TOOL_NAMES]
+            self._tool_schemas[key] = (schemas, estimate_schema_tokens(schemas))
+        return self._tool_schemas[key]
 
     def _system_override(self) -> str | None:
-        """The short system message a small window gets (None: send the saved one)."""
         messages = self.conversation.messages
-        if not self._window.small or not messages or messages[0].get("role") != "system":
+        if not self.window.small or not messages or messages[0].get("role") != "system":
             return None
         content = messages[0].get("content")
         return short_system_prompt(content) if isinstance(content, str) else None
 
-    def estimated_tokens(self) -> int:
-        """Estimated size of the working context in tokens (see ``Conversation``)."""
-        return self.conversation.estimated_tokens()
-
-    # -- the lease -------------------------------------------------------------------------
     def close(self) -> None:
-        """Close the conversation: release the session's lease. Idempotent; nothing is
-        written. Without a store this does nothing."""
+        """Release the session's lease; idempotent, writes nothing."""
         self.conversation.close()
-
-    @property
-    def closed(self) -> bool:
-        """True after :meth:`close` (always False without a store)."""
-        return self.conversation.closed
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise RuntimeError(f"this Agent was closed and released session "
-                               f"{self.session_id!r}; build a new Agent to resume it")
 
     def __enter__(self) -> Agent:
         return self
@@ -325,86 +246,73 @@ class Agent:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    def _check_open(self) -> None:
+        if self.conversation.closed:
+            raise RuntimeError(f"this Agent was closed and released session "
+                               f"{self.session_id!r}; build a new Agent to resume it")
+
     # -- the turn ----------------------------------------------------------------------------
     def run(self, prompt: str, *, on_event: EventCallback | None = None,
-            context: str | None = None) -> str:
-        """Run one user turn and return the final reply text (or the limit notice).
+            context: str | None = None) -> TurnOutcome:
+        """Run one user turn.
 
-        Parameters
-        ----------
-        prompt : str
-            The user's message.
-        on_event : callable, optional
-            Receives :mod:`~jupyter_agent.agent.events` as the turn progresses.
-        context : str, optional
-            Text sent after the prompt in every request of this turn and never saved, so
-            a later turn's requests no longer carry it (the front end's "notebook so
-            far" section).
-
-        Returns
-        -------
-        str
-            The model's final reply, or the "[jupyter-agent] Stopped: ..." notice when a
-            limit ended the turn or the reply was cut off (:attr:`stop_reason` tells
-            which: a limit name, "length" or "content_filter"; :attr:`limit_error` holds
-            the limit as a :class:`~jupyter_agent.errors.LimitExceededError`).
+        ``on_event`` receives the turn's events; ``context`` is sent after the prompt in
+        this turn's requests only, never saved. When the turn ends, however it ends, the
+        fallback summary is written if the session has none.
 
         Raises
         ------
         ModelError
-            When the model endpoint fails; the user's message is already saved and the
-            next ``run`` goes on.
+            The endpoint failed; the prompt is saved (``.outcome``: stop reason "error").
         KeyboardInterrupt
-            Re-raised after the session was left consistent and saved. Any other
-            exception from ``on_event`` is handled the same way and re-raised.
-        RuntimeError
-            When the agent was closed.
+            After the session was left consistent and saved (``.outcome``: stop reason
+            "interrupted"); any other exception from ``on_event`` ends the turn the same way.
         PromptTooLongError
-            When the prompt cannot fit the context window even with only the system
-            message; nothing was sent or saved.
-        SessionLockedError
-            When the lease was lost and another process or store now holds it.
-        ContextMismatchError
-            When the saved working context no longer matches this agent's (someone else
-            changed the session); nothing is written.
-        CorruptSessionError
-            When the session became unreadable.
-        OSError
-            When a save fails (disk full, permissions); what was saved before is intact.
-
-        Notes
-        -----
-        When the turn ends -- normally, by a limit, a model error or an interrupt -- the
-        fallback summary is written if the session has none.
+            The prompt cannot fit the window even alone; nothing was sent or saved.
+        RuntimeError
+            The agent was closed.
+        SessionLockedError, ContextMismatchError, CorruptSessionError, OSError
+            From the store (the lease was lost, the session changed or a save failed).
         """
         self._check_open()
-        self.stop_reason, self.limit_error = None, None
-        self._meter.start_turn()
+        self._meter.turn = Usage()
         self._emit = on_event or ignore_event
         self._builtins.figures.forward = on_event is None  # else the front end shows them
         self._context = context
+        before = self.conversation.state.tool_calls
         try:
             with self.conversation.lease():
                 try:
-                    reply = self._turn(prompt)
+                    outcome = self._turn(prompt, before)
                 except BaseException:
                     # also after a ModelError or an interrupt; never masks the original error
                     with contextlib.suppress(Exception):
-                        self._after_turn()
+                        self.conversation.ensure_summary()
                     raise
-                self._after_turn()
-                return reply
+                self.conversation.ensure_summary()
+                return outcome
+        except (KeyboardInterrupt, JupyterAgentError) as exc:
+            stop = "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"
+            exc.outcome = self._outcome("", stop, before)  # type: ignore[union-attr]
+            raise
         finally:
             self._emit = ignore_event  # events after this run never reach its callback
             self._request = None
             self._context = None
 
-    def _turn(self, prompt: str) -> str:
+    def _outcome(self, reply: str, stop: str | None, before: int,
+                 limit: LimitExceededError | None = None) -> TurnOutcome:
+        return TurnOutcome(reply, stop, self._meter.turn.model_copy(),
+                           self.conversation.state.tool_calls - before, limit)
+
+    def _turn(self, prompt: str, before: int) -> TurnOutcome:
         conversation = self.conversation
         conversation.repair(MEMORY_REPAIR)
         request = to_message_dict({"role": "user", "content": prompt})
         self._check_fits(request)  # nothing sent or saved when it cannot fit
-        self._record_model()
+        state = conversation.state
+        state.model, state.base_url = self.model.name, self.model.base_url
+        state.api, state.vision = self.model.api, self.config.vision
         conversation.append(request)
         self._request = conversation.messages[-1]  # never compacted away
         try:
@@ -412,48 +320,51 @@ class Agent:
         except Exception:  # refused by the store: a re-run records the prompt once
             conversation.take_back(self._request)
             raise
-        iterations = 0
-        while True:
-            reached = check_before_model(self.config.limits, conversation.state, iterations)
-            if reached is not None:
-                return self._stop(reached)
-            if self._should_compact():
-                self._compact_images_first()
-                reached = check_before_model(self.config.limits, conversation.state,
-                                             iterations)  # the summary may have cost the rest
-                if reached is not None:
-                    return self._stop(reached)
-            reply = self._request_reply()
-            iterations += 1
-            conversation.save()  # save point 2, with the checkpoint after the request
-            calls = reply.tool_calls
-            if reply.finish_reason in CUT_OFF_NOTICES:
-                return self._cut_off(str(reply.finish_reason), calls)
-            if not calls:
-                return reply.text
-            reached = check_before_batch(self.config.limits, conversation.state, len(calls))
-            if reached is not None:
+        limits, iterations, calls = self.config.limits, 0, []
+        try:
+            while True:
+                check_before_model(limits, state, iterations)
+                if self._should_compact():
+                    self._compact_images_first()
+                    check_before_model(limits, state, iterations)  # the summary cost too
+                reply = self._request_reply()
+                iterations += 1
+                conversation.save()  # save point 2, with the checkpoint after the request
+                calls = reply.tool_calls
+                if reply.finish_reason in CUT_OFF_NOTICES:
+                    if calls:
+                        self._skip(calls, CUT_OFF_SKIP)
+                    text = cut_off_notice(str(reply.finish_reason), len(calls))
+                    return self._end(text, str(reply.finish_reason), before)
+                if not calls:
+                    return self._outcome(reply.text, None, before)
+                check_before_batch(limits, state, len(calls))
+                self._run_batch(calls)  # save point 3, with the checkpoint
+                calls = []
+        except LimitExceededError as reached:
+            if calls:
                 self._skip(calls, LIMIT_SKIP)
-                return self._stop(reached, requested=len(calls))
-            self._run_batch(calls)  # save point 3, with the checkpoint
+            text = limit_notice(reached, requested=len(calls))
+            return self._end(text, reached.limit, before, reached)
 
     def _check_fits(self, request: dict[str, Any], *, saved: bool = False) -> None:
         system = self._system_override()
         head = self.conversation.messages[:1]
         if system is not None:
             head = [{**head[0], "content": system}]
-        check_prompt_fits(head, request, window=self._window.tokens, model=self.model.name,
-                          overhead=self._schema_tokens() + reply_budget(self._window.tokens),
-                          saved=saved)
+        window = self.window.tokens
+        tokens = (estimate_tokens([*head, request]) + self._tools_for_window()[1]
+                  + reply_budget(window))
+        if tokens > window:
+            raise PromptTooLongError(tokens, window, self.model.name, saved=saved)
 
     def _should_compact(self) -> bool:
-        return should_compact(self.conversation, self._window.tokens, self.config,
-                              overhead=self.request_overhead())
+        # the tool schemas count until the endpoint has counted them (with the context)
+        tools = 0 if self.conversation.counted else self._tools_for_window()[1]
+        return (self.conversation.estimated_tokens() + tools + reply_budget(self.window.tokens)
+                > self.config.compact_at * self.window.tokens)
 
     def _request_reply(self) -> ModelReply:
-        """One model request; when the server refuses it as too long for its window, the
-        window is learned from the refusal, the context compacted and the request sent
-        once more."""
         conversation = self.conversation
         retried = False
         while True:
@@ -464,18 +375,56 @@ class Agent:
                                 note=None if self._context is None
                                 else (self._request, self._context))
             try:
-                return call_model(model, conversation, self.request_tools(),
-                                  stream=self.config.stream, meter=self._meter,
-                                  prices=self.config.prices, emit=self._emit)
+                return self._call_model(model)
             except ModelError as exc:
                 if exc.context_window is None or exc.mid_reply or retried:
                     raise
                 retried = True
                 self._refused_for_size(exc)
 
+    def _call_model(self, model: Model) -> ModelReply:
+        conversation, emit = self.conversation, self._emit
+        partial = PartialReply()
+        try:
+            reply = model.respond(conversation.messages, self.request_tools(),
+                                  stream=self.config.stream, partial=partial,
+                                  on_text=lambda text: emit(TextDelta(text)))
+        except ModelError as exc:
+            if exc.mid_reply:  # the live turn shows the marker the saved message has
+                marker = self._keep_interrupted(partial, exc)
+                emit(TextDelta(f"\n\n{marker}" if partial.text else marker))
+            raise
+        except BaseException as exc:
+            self._keep_interrupted(partial, exc)
+            raise
+        usage = checked_usage(reply.usage, conversation.messages, reply.text,
+                                 reply.tool_calls)
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+        if reply.tool_calls:
+            message["tool_calls"] = reply.tool_calls
+        elif message["content"] is None:
+            message["content"] = ""  # the API rejects content null without tool calls
+        conversation.append(message)
+        conversation.note_reported_tokens(usage.input_tokens + usage.output_tokens)
+        self._account(usage)
+        return reply
+
+    def _keep_interrupted(self, partial: PartialReply, exc: BaseException) -> str:
+        """Keep the partial reply with a marker, count the call (so Ctrl-C cannot get around
+        ``max_cost_usd``) and save; no events (the callback may be what raised)."""
+        conversation, text = self.conversation, partial.text
+        how = DROPPED if isinstance(exc, ModelError) and exc.mid_reply else describe_stop(exc)
+        marker = f"{NOTICE_PREFIX} (reply {how})"
+        usage = checked_usage(partial.usage, conversation.messages, text,
+                                 partial.tool_calls())
+        conversation.append({"role": "assistant",
+                             "content": f"{text}\n\n{marker}" if text else marker})
+        self._meter.account(conversation.state, self.model.name, usage,
+                            prices=self.config.prices)
+        conversation.save()
+        return marker
+
     def _refused_for_size(self, exc: ModelError) -> None:
-        """Learn the window from a refusal and compact; re-raise ``exc`` (or a
-        :class:`PromptTooLongError`) when nothing can make the request fit."""
         window = exc.context_window or 0
         if window:
             self._remember_window(window_key(self.model.name, self.model.base_url),
@@ -489,64 +438,39 @@ class Agent:
         if not self._compact():
             raise exc
 
-    def _record_model(self) -> None:
-        """The checkpoint names the model, endpoint and API the session last used."""
-        state = self.conversation.state
-        state.model, state.base_url, state.api = self.model.name, self.model.base_url, \
-            self.model.api
-        state.vision = self.config.vision
-
     def _run_batch(self, calls: list[dict[str, Any]]) -> None:
-        """Execute one tool batch and record all of its results in one save."""
-        conversation = self.conversation
+        conversation, builtins = self.conversation, self._builtins
         progress = BatchProgress(calls)
+        refusals = builtins.refusals
 
-        refusals = self._builtins.refusals
         def count() -> None:
             conversation.state.tool_calls += 1
-
-        def uncount_refused() -> None:  # refused calls never ran
-            conversation.state.tool_calls -= self._builtins.refusals - refusals
 
         try:
             results = execute_batch(progress, self.tools, emit=self._emit, on_start=count,
                                     max_output_chars=self.config.max_output_chars,
-                                    asks=self._builtins.will_ask)
+                                    asks=builtins.will_ask)
         except BaseException as exc:
-            uncount_refused()
+            conversation.state.tool_calls -= builtins.refusals - refusals  # never ran
             conversation.append(*progress.finish_interrupted(exc))
             conversation.save()
             raise
-        uncount_refused()
+        conversation.state.tool_calls -= builtins.refusals - refusals
         conversation.append(*results)
         conversation.save()  # save point 3
-        if self._builtins.summary_written:
+        if builtins.summary_written:
             conversation.has_summary = True
 
     # -- compaction ---------------------------------------------------------------------------
     def compact(self, *, on_event: EventCallback | None = None) -> bool:
-        """Summarize the older turns now (also done before a model call when the context
-        passes ``compact_at`` of the window).
-
-        Parameters
-        ----------
-        on_event : callable, optional
-            Receives the :class:`Notice` (compacted, or why not) and the usage.
-
-        Returns
-        -------
-        bool
-            False when there is nothing to compact or the summarizing call failed (the
-            working context then stays as it was and a Notice says why).
+        """Summarize the older turns now; False when there was nothing to compact or the
+        summarizing call failed (a Notice says why).
 
         Raises
         ------
-        RuntimeError
-            When the agent was closed.
         LimitExceededError
-            The session reached ``max_cost_usd``: nothing is sent to the model.
-        SessionLockedError, CorruptSessionError, ContextMismatchError, OSError
-            From the store while recording the compaction.
+            The session reached ``max_cost_usd``: nothing is sent.
+        RuntimeError, SessionLockedError, CorruptSessionError, ContextMismatchError, OSError
         """
         self._check_open()
         self._emit = on_event or ignore_event
@@ -557,9 +481,6 @@ class Agent:
             self._emit = ignore_event
 
     def _compact_images_first(self) -> None:
-        """Compaction when the context grew too large: first the images of earlier
-        figures leave the working context; a summary is written only if that is not
-        enough."""
         dropped = drop_old_images(self.conversation)
         if dropped:
             self._emit(Notice(f"the images of {dropped} earlier figure(s) left the working "
@@ -570,38 +491,20 @@ class Agent:
     def _compact(self) -> bool:
         keep_from = request_index(self.conversation.messages, self._request)
         return compact(self.conversation, self.model, self.config,
-                       window=self._window.tokens, account=self._account, emit=self._emit,
+                       window=self.window.tokens, account=self._account, emit=self._emit,
                        keep_from=keep_from)
 
     def _account(self, usage: TokenUsage) -> None:
         self._meter.account(self.conversation.state, self.model.name, usage,
                             prices=self.config.prices, emit=self._emit)
 
-    # -- limits, end of turn -----------------------------------------------------------------
     def _skip(self, calls: list[dict[str, Any]], reason: str) -> None:
-        """Answer calls that will not run (so tool pairs stay intact) and save."""
         self.conversation.append(*(synthetic_result(c["id"], reason) for c in calls))
         self.conversation.save()
 
-    def _stop(self, reached: LimitExceededError, *, requested: int = 0) -> str:
-        """End the turn with a saved assistant-side limit notice."""
-        self.limit_error = reached
-        return self._end_with_notice(limit_notice(reached, requested=requested), reached.limit)
-
-    def _cut_off(self, finish_reason: str, calls: list[dict[str, Any]]) -> str:
-        """The reply ended with ``finish_reason`` "length" or "content_filter": its tool
-        calls may be truncated, so none of them runs; the turn ends with a notice."""
-        if calls:
-            self._skip(calls, CUT_OFF_SKIP)
-        return self._end_with_notice(cut_off_notice(finish_reason, len(calls)), finish_reason)
-
-    def _end_with_notice(self, text: str, reason: str) -> str:
-        self.stop_reason = reason
+    def _end(self, text: str, reason: str, before: int,
+             limit: LimitExceededError | None = None) -> TurnOutcome:
         self.conversation.append({"role": "assistant", "content": text})
         self.conversation.save()
         self._emit(Notice(text))
-        return text
-
-    def _after_turn(self) -> None:
-        """Fallback summary when the session still has none."""
-        self.conversation.ensure_summary()
+        return self._outcome(text, reason, before, limit)

@@ -1,41 +1,41 @@
-"""Run model-written Python in a namespace the way a notebook cell would, capturing output.
+"""Running model-written code like a notebook cell, and keeping what it displays.
 
-The code runs with ``exec`` directly in the namespace (the IPython user namespace when
-a shell exists), *not* through ``shell.run_cell``: the agent is itself usually running
-inside a cell magic, and re-entering ``run_cell`` from there would corrupt the
-execution count, history and display hooks. Like a notebook, a final expression
-statement is evaluated and its ``repr`` reported. ``stdout``/``stderr`` are redirected
-for the duration; exceptions (including ``SyntaxError`` and ``SystemExit``) are
-reported as text. ``KeyboardInterrupt`` is re-raised so Ctrl-C interrupts the turn, as a
-:class:`ToolInterrupted` that carries what the code had printed until then.
-
-Text is cut by code points (Python ``str`` indexing), never inside a UTF-16
-surrogate pair, with a visible marker saying how much was left out.
+Code runs with ``exec`` in the namespace (not ``shell.run_cell``, which the running
+``%%agent`` cell would corrupt); a final expression's ``repr`` is reported, output is
+captured, exceptions (also ``SystemExit``) become text, Ctrl-C is re-raised as
+:class:`ToolInterrupted` carrying what was printed. While it runs, the shell's display
+publisher is wrapped (for that thread only) so each display becomes a Displayed event
+and each image a numbered figure saved with the session before the result names it
+("[figure 1: PNG, 640×480 px, shown to the user]"). Figures left open are flushed under
+the inline backend, else rendered for the record; matplotlib is never imported here.
+Text is cut by code points, never inside a surrogate pair.
 """
 
 from __future__ import annotations
 
 import ast
+import base64
+import binascii
 import contextlib
 import io
 import linecache
+import sys
+import threading
 import traceback
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-__all__ = ["ApprovalInterrupted", "ExecOutcome", "ToolInterrupted", "format_outcome",
-           "run_code", "truncate"]
+from jupyter_agent.agent.events import Displayed, EventCallback, ignore_event
+from jupyter_agent.errors import JupyterAgentError
+from jupyter_agent.images import FORMAT_NAMES, MEDIA_TYPES, image_size, sniff_media_type
+from jupyter_agent.store import SessionState, new_session_id
+from jupyter_agent.store.figures import check_figure
 
 
 class ToolInterrupted(KeyboardInterrupt):
-    """Ctrl-C while model-written code ran; still a ``KeyboardInterrupt``.
-
-    Attributes
-    ----------
-    output : str
-        What the code had printed (stdout, then stderr) when it was interrupted.
-    """
+    """Ctrl-C while model-written code ran; still a ``KeyboardInterrupt``."""
 
     def __init__(self, output: str) -> None:
         super().__init__()
@@ -43,26 +43,12 @@ class ToolInterrupted(KeyboardInterrupt):
 
 
 class ApprovalInterrupted(KeyboardInterrupt):
-    """Ctrl-C at the approval question: the user declined, and the code never ran.
-
-    The turn ends as on any Ctrl-C, but the call is answered as refused (and not
-    counted as a tool call), not as interrupted while running.
-    """
+    """Ctrl-C at the approval question: the user declined, and the code never ran."""
 
 
 @dataclass(frozen=True)
 class ExecOutcome:
-    """What running one piece of code produced.
-
-    Attributes
-    ----------
-    stdout, stderr : str
-    result : str or None
-        ``repr`` of the final expression's value (None when there was none or it
-        was ``None``).
-    error : str or None
-        The exception as a short traceback text, or None on success.
-    """
+    """What running one piece of code produced."""
 
     stdout: str
     stderr: str
@@ -76,29 +62,8 @@ class ExecOutcome:
 
 
 def truncate(text: str, limit: int) -> str:
-    """Cut ``text`` to ``limit`` code points, keeping both ends, with a marker between.
-
-    About half of the kept characters come from the start and half from the end, so a
-    traceback at the end of long output stays visible; the marker in the middle says
-    how many characters were cut. Counting is by code points (never inside a
-    surrogate pair); the marker is not counted in ``limit``.
-
-    Parameters
-    ----------
-    text : str
-    limit : int
-        Code points to keep; negative means no limit.
-
-    Returns
-    -------
-    str
-        ``text`` unchanged when it fits.
-
-    Examples
-    --------
-    >>> truncate("abcdefgh", 4)
-    'ab\\n... [output truncated: 4 characters cut] ...\\ngh'
-    """
+    """Cut ``text`` to ``limit`` code points (negative: no limit), keeping both ends, with a
+    marker saying how much was cut between them (not counted in ``limit``)."""
     if limit < 0 or len(text) <= limit:
         return text
     tail = limit // 2
@@ -109,7 +74,6 @@ def truncate(text: str, limit: int) -> str:
 
 
 def _format_exception(exc: BaseException, filename: str) -> str:
-    """The traceback text, without the harness's own frames."""
     te = traceback.TracebackException.from_exception(exc)
     frames = [f for f in te.stack if f.filename != __file__]
     te.stack = traceback.StackSummary.from_list(frames)
@@ -117,24 +81,7 @@ def _format_exception(exc: BaseException, filename: str) -> str:
 
 
 def run_code(code: str, namespace: dict[str, Any]) -> ExecOutcome:
-    """Execute ``code`` in ``namespace``, evaluating a last expression like a notebook.
-
-    Parameters
-    ----------
-    code : str
-    namespace : dict
-        Globals for the code (e.g. ``shell.user_ns``); modified in place.
-
-    Returns
-    -------
-    ExecOutcome
-
-    Raises
-    ------
-    ToolInterrupted
-        On Ctrl-C (a ``KeyboardInterrupt`` with what was printed until then), so the
-        caller can record the interrupt and re-raise it.
-    """
+    """Execute ``code`` in ``namespace``, evaluating a last expression like a notebook."""
     filename = f"<agent-cell-{uuid.uuid4().hex[:8]}>"
     out, err = io.StringIO(), io.StringIO()
     result: str | None = None
@@ -176,3 +123,279 @@ def format_outcome(outcome: ExecOutcome) -> str:
     if outcome.error is not None:
         parts.append("[error]\n" + outcome.error)
     return "\n".join(parts) if parts else "(no output)"
+
+
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+
+
+@dataclass(frozen=True)
+class RichOutput:
+    """One rich output of agent-run code."""
+
+    data: dict[str, Any]
+    metadata: dict[str, Any] = field(default_factory=dict)
+    position: int | None = None
+    shown: bool = True
+
+
+def _printed() -> int | None:
+    tell = getattr(sys.stdout, "tell", None)
+    try:
+        return int(tell()) if callable(tell) else None
+    except (OSError, ValueError):
+        return None
+
+
+class OutputCapture:
+    """Capture the rich output of one ``run_python`` call (see the module docstring)."""
+
+    def __init__(self, shell: Any, *, on_output: Callable[[RichOutput], object],
+                 forward: bool) -> None:
+        self.shell = shell
+        self.on_output = on_output
+        self.forward = forward
+        self.outputs: list[RichOutput] = []
+        self.error = ""
+        self._publisher: Any = None
+        self._had_attribute = False
+        self._saved: Any = None
+        self._thread = 0
+        self._busy = False
+        self._figures_before: set[int] = set()
+        self._stdout: Any = None
+        self._collecting = False
+
+    # ---- the publisher
+    def __enter__(self) -> OutputCapture:
+        self._thread = threading.get_ident()
+        self._figures_before = set(_open_figure_numbers())
+        self._stdout = sys.stdout  # where a forwarded display prints, not the code's output
+        publisher = getattr(self.shell, "display_pub", None)
+        if publisher is None or not callable(getattr(publisher, "publish", None)):
+            return self
+        self._publisher = publisher
+        self._had_attribute = "publish" in vars(publisher)
+        self._saved = vars(publisher).get("publish")
+        original = publisher.publish
+
+        def publish(data: Any, metadata: Any = None, *args: Any, **kwargs: Any) -> Any:
+            if (self._busy or threading.get_ident() != self._thread or kwargs.get("update")
+                    or not isinstance(data, dict)):
+                return original(data, metadata, *args, **kwargs)
+            position = None if self._collecting else _printed()
+            self._take(RichOutput(dict(data), dict(metadata or {}), position))
+            if self.forward:
+                with contextlib.redirect_stdout(self._stdout):
+                    return original(data, metadata, *args, **kwargs)
+            return None
+
+        publisher.publish = publish
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        try:
+            if exc_type is None:
+                self._collecting = True  # after the code: these go after what it printed
+                try:
+                    self._collect_figures()
+                except Exception as err:  # the code's figure cannot be drawn
+                    self.error = (f"the figures left open could not be drawn: "
+                                  f"{type(err).__name__}: {err}")
+        finally:
+            self._collecting = False
+            self._restore()
+
+    def _restore(self) -> None:
+        publisher, self._publisher = self._publisher, None
+        if publisher is None:
+            return
+        if self._had_attribute:
+            publisher.publish = self._saved
+        else:
+            vars(publisher).pop("publish", None)
+
+    def _take(self, item: RichOutput) -> None:
+        self.outputs.append(item)
+        self._busy = True  # what the front end displays now is not the code's output
+        try:
+            self.on_output(item)
+        finally:
+            self._busy = False
+
+    # ---- matplotlib
+    def _collect_figures(self) -> None:
+        pyplot = sys.modules.get("matplotlib.pyplot")
+        if pyplot is None:
+            return
+        backend = str(pyplot.get_backend())
+        if backend in (INLINE_BACKEND, "inline"):
+            inline = sys.modules.get("matplotlib_inline.backend_inline")
+            if inline is not None and self._publisher is not None:
+                inline.flush_figures()
+            return
+        from matplotlib._pylab_helpers import Gcf  # pyplot is imported already
+
+        for manager in Gcf.get_all_fig_managers():
+            if manager.num in self._figures_before:
+                continue
+            figure = manager.canvas.figure
+            buffer = io.BytesIO()
+            figure.savefig(buffer, format="png")
+            text = repr(figure)
+            self._take(RichOutput({"image/png": buffer.getvalue(), "text/plain": text},
+                                  {}, None, shown=False))
+
+
+def _open_figure_numbers() -> list[int]:
+    if sys.modules.get("matplotlib.pyplot") is None:
+        return []
+    from matplotlib._pylab_helpers import Gcf  # pyplot is imported already
+
+    return [int(m.num) for m in Gcf.get_all_fig_managers()]
+
+
+SaveFigure = Callable[[str, bytes, str], object]
+
+
+@dataclass
+class PendingFigure:
+    """A figure caught during a call, numbered, not saved yet."""
+
+    ref: dict[str, Any]
+    data: bytes
+    position: int | None
+    note: str = ""
+
+
+def image_of(data: dict[str, Any]) -> tuple[bytes, str] | None:
+    """The image of a MIME bundle: PNG, else JPEG, else SVG, as ``(bytes, media type)``."""
+    for media_type in MEDIA_TYPES:
+        value = data.get(media_type)
+        if value is None:
+            continue
+        raw: bytes | None = None
+        if isinstance(value, bytes | bytearray):
+            raw = bytes(value)
+        elif isinstance(value, str) and media_type == "image/svg+xml":
+            raw = value.encode("utf-8")
+        elif isinstance(value, str):
+            try:
+                raw = base64.b64decode(value, validate=False)
+            except (binascii.Error, ValueError):
+                raw = None
+        if raw is not None and sniff_media_type(raw) == media_type:
+            return raw, media_type
+    return None
+
+
+def describe_figure(ref: dict[str, Any]) -> str:
+    """``figure 1: PNG, 640×480 px, shown to the user`` for a figure reference."""
+    kind = FORMAT_NAMES.get(str(ref.get("media_type")), "image")
+    width, height = ref.get("width"), ref.get("height")
+    size = f", {width}×{height} px" if isinstance(width, int) and isinstance(height, int) else ""
+    seen = "shown to the user" if ref.get("shown") else "not shown to the user"
+    return f"figure {ref.get('n', '?')}: {kind}{size}, {seen}"
+
+
+def interleave(printed: str, pieces: list[tuple[int | None, str]]) -> str:
+    """``printed`` with each ``(position, text)`` piece put on lines of its own at its
+    position (characters printed before it; ``None``: at the end), in order."""
+    if not pieces:
+        return printed
+    end = len(printed)
+
+    def where(index: int) -> int:
+        position = pieces[index][0]
+        return end if position is None else min(max(position, 0), end)
+
+    out: list[str] = []
+    start, last = 0, "\n"
+    for index in sorted(range(len(pieces)), key=lambda i: (where(i), i)):
+        at = max(where(index), start)
+        chunk = printed[start:at]
+        out.append(chunk)
+        last = chunk[-1] if chunk else last
+        if last != "\n":
+            out.append("\n")
+        out.append(pieces[index][1].rstrip("\n") + "\n")
+        start, last = at, "\n"
+    out.append(printed[start:])
+    return "".join(out)
+
+
+class FigureKeeper:
+    """Figures of one agent's session (see the module docstring)."""
+
+    def __init__(self, get_state: Callable[[], SessionState]) -> None:
+        self._get_state = get_state
+        self.save: SaveFigure = lambda figure_id, data, media_type: None
+        self.emit: EventCallback = ignore_event
+        self.forward = True
+        self._pending: list[PendingFigure] = []
+        self._texts: list[tuple[int | None, str]] = []
+        self._shows_images = False
+
+    def capture(self, shell: Any) -> OutputCapture:
+        """A fresh :class:`OutputCapture` for one call in ``shell`` (``None``: no shell)."""
+        self._pending, self._texts = [], []
+        self._shows_images = _shows_images(shell)
+        return OutputCapture(shell, on_output=self._on_output, forward=self.forward)
+
+    def _on_output(self, output: RichOutput) -> None:
+        image = image_of(output.data)
+        if image is None:
+            text = output.data.get("text/plain")
+            shown = text if isinstance(text, str) and text.strip() else \
+                f"[display: {', '.join(sorted(output.data)) or 'nothing'}]"
+            self._texts.append((output.position, shown))
+            self.emit(Displayed(output.data, output.metadata, None))
+            return
+        data, media_type = image
+        state = self._get_state()
+        state.figures += 1
+        ref: dict[str, Any] = {"id": new_session_id(), "n": state.figures,
+                               "media_type": media_type}
+        size = image_size(data, media_type)
+        if size is not None:
+            ref["width"], ref["height"] = size
+        ref["bytes"] = len(data)
+        ref["shown"] = bool(output.shown and self._shows_images)
+        pending = PendingFigure(ref, data, output.position)
+        self._pending.append(pending)
+        self._texts.append((output.position, ""))  # placeholder, filled by keep()
+        self.emit(Displayed(output.data, output.metadata, dict(ref), shown=output.shown))
+
+    def keep(self, capture: OutputCapture,
+             outcome: ExecOutcome) -> tuple[ExecOutcome, tuple[dict[str, Any], ...]]:
+        """Save the call's figures and put every output into the printed text."""
+        refs: list[dict[str, Any]] = []
+        figures = iter(self._pending)
+        pieces: list[tuple[int | None, str]] = []
+        for position, text in self._texts:
+            if text:
+                pieces.append((position, text))
+                continue
+            pending = next(figures)
+            try:
+                check_figure(pending.ref["id"], pending.data, pending.ref["media_type"])
+                self.save(pending.ref["id"], pending.data, pending.ref["media_type"])
+            except (JupyterAgentError, OSError) as err:
+                pending.note = f"; not kept: {err}"
+            else:
+                refs.append(pending.ref)
+            pieces.append((position, f"[{describe_figure(pending.ref)}{pending.note}]"))
+        self._pending, self._texts = [], []
+        outcome = replace(outcome, stdout=interleave(outcome.stdout, pieces))
+        if capture.error:
+            error = f"{outcome.error}\n{capture.error}" if outcome.error else capture.error
+            outcome = replace(outcome, error=error)
+        return outcome, tuple(refs)
+
+
+def _shows_images(shell: Any) -> bool:
+    if shell is None:
+        return False
+    if type(shell).__name__ == "ZMQInteractiveShell":
+        return True
+    has_trait = getattr(shell, "has_trait", None)
+    return bool(has_trait("kernel")) if callable(has_trait) else False

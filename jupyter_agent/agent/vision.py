@@ -1,37 +1,12 @@
 """Figures as images for the model: what each request carries.
 
-The working context keeps figure *references* on tool messages (``figures``, see
-:mod:`jupyter_agent.store.figures`), never image bytes. Before each request,
-:class:`RequestView` turns the working context into what is sent:
-
-* every message without its ``figures`` key (the text of the tool result names the
-  figure either way: "[figure 2: PNG, 640×480 px, shown to the user]");
-* with images on, the newest figures of the working context, at most ``max_images``
-  (PNG and JPEG; SVG is named only), read from the session's files, downscaled so that
-  the longer side is at most :data:`~jupyter_agent.images.MAX_IMAGE_SIDE` pixels, as
-  base64 ``data:`` URLs:
-
-  - Chat Completions (tool messages carry text only): one user message right after the
-    tool results of the batch, ``[jupyter-agent] The figures made by the code above:``,
-    then ``figure N:`` and an ``image_url`` part per figure;
-  - Responses API: the tool result's content becomes a list (its text, then an image
-    part per figure), which the Responses model sends as the ``function_call_output``'s
-    output of ``input_text`` and ``input_image`` items.
-
-So a request holds at most ``max_images`` images however many figures the session made.
-The view is built incrementally (only messages added since the last request are looked
-at) and returns the same message objects while nothing changes, so the Responses
-model's per-message conversion cache keeps working and the bytes sent on the fast path
- are what the typed path would send.
-
-:class:`VisionModel` wraps a :class:`~jupyter_agent.agent.model.Model` with this view and
-the ``vision`` setting: ``"off"`` sends no image; ``"on"`` always does (an endpoint that
-refuses them fails the request with a hint); ``"auto"`` sends them and, when the
-endpoint rejects the request, sends it again without images -- if that one is accepted,
-the endpoint does not take images: the session remembers it for that model and endpoint
-(``SessionState.images_refused``) and says so once, in one line. An image's token cost
-(:func:`~jupyter_agent.images.image_tokens`) is counted when the endpoint reports no
-usage.
+The working context keeps figure references on tool messages, never image bytes.
+:class:`RequestView` sends the messages without them plus, with vision on, the newest
+``max_images`` figures (PNG, JPEG), downscaled, as ``data:`` URLs: for Chat Completions
+a user message after the batch's results, for the Responses API inside the tool result.
+The view is incremental and returns the same message objects while nothing changes.
+:class:`VisionModel` applies the ``vision`` setting: "auto" resends a refused request
+without images and remembers for the session that the endpoint takes none.
 """
 
 from __future__ import annotations
@@ -39,27 +14,24 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from jupyter_agent.agent.adapters import Model, ModelReply, PartialReply, TextCallback, TokenUsage
 from jupyter_agent.agent.config import AgentConfig
-from jupyter_agent.agent.context import CHARS_PER_TOKEN, estimate_tokens, message_chars
 from jupyter_agent.agent.events import EventCallback, Notice
-from jupyter_agent.agent.model import Model, ModelReply, PartialReply, TextCallback, TokenUsage
+from jupyter_agent.agent.working_context import (
+    CHARS_PER_TOKEN,
+    estimate_tokens,
+    message_chars,
+    request_index,
+)
 from jupyter_agent.errors import JupyterAgentError, ModelError
 from jupyter_agent.images import RASTER_TYPES, data_url, downscale, image_tokens
 from jupyter_agent.store import FigureData, SessionState
 
-if TYPE_CHECKING:
-    from jupyter_agent.agent.conversation import Conversation
-
-__all__ = ["IMAGES_CAPTION", "RequestView", "VisionModel", "clip_reason", "drop_old_images",
-           "refused_key"]
-
 IMAGES_CAPTION = "[jupyter-agent] The figures made by the code above:"
-"""Text of the Chat Completions message that carries a tool batch's figures."""
 
 _ENCODED_KEPT = 32
-"""Encoded images kept in memory (the oldest are dropped first)."""
 
 ReadFigure = Callable[[str], FigureData]
 
@@ -70,13 +42,7 @@ def refused_key(model: Model) -> str:
 
 
 class RequestView:
-    """What a request carries, from the working context (see the module docstring).
-
-    Parameters
-    ----------
-    read_figure : callable
-        ``read_figure(figure_id) -> FigureData`` (the conversation's).
-    """
+    """What a request carries, from the working context (see the module docstring)."""
 
     def __init__(self, read_figure: ReadFigure) -> None:
         self.read_figure = read_figure
@@ -110,7 +76,6 @@ class RequestView:
 
     # ---- images
     def _image(self, ref: dict[str, Any]) -> tuple[str, int] | None:
-        """The data URL and token cost of a figure (``None`` when it cannot be sent)."""
         figure_id = str(ref["id"])
         if figure_id in self._encoded:
             self._encoded.move_to_end(figure_id)
@@ -149,21 +114,7 @@ class RequestView:
         return picked[::-1]
 
     def with_images(self, max_images: int, api: str) -> tuple[list[dict[str, Any]], int]:
-        """The last :meth:`plain` list with the newest figures as images.
-
-        Parameters
-        ----------
-        max_images : int
-        api : str
-            ``"responses"``: images inside the tool results; anything else: Chat
-            Completions (a user message after each batch).
-
-        Returns
-        -------
-        (list of dict, int)
-            The request's messages, and the estimated tokens of its images (0: it
-            carries none; the list is then the plain one).
-        """
+        """The last :meth:`plain` list with the newest figures as images."""
         picked = self.chosen(max_images) if max_images > 0 else []
         if not picked:
             return self._plain, 0
@@ -221,9 +172,6 @@ def _image_part(url: str) -> dict[str, Any]:
 
 
 def _may_be_images(err: ModelError) -> bool:
-    """Whether a failed request may have failed for its images: a rejected request
-    (4xx other than a key, permission, model, rate or context-length problem), or any
-    error that names images."""
     text = str(err).lower()
     if any(word in text for word in ("image", "vision", "multimodal", "multi-modal")):
         return err.context_window is None
@@ -235,25 +183,7 @@ def _may_be_images(err: ModelError) -> bool:
 
 class VisionModel:
     """A :class:`~jupyter_agent.agent.model.Model` that sends figures as images (see the
-    module docstring); everything else is the wrapped model's.
-
-    Parameters
-    ----------
-    model : Model
-    view : RequestView
-        The agent's view (kept across requests).
-    config : AgentConfig
-        ``vision`` and ``max_images``.
-    state : SessionState
-        The checkpoint: ``images_refused`` is read and set here.
-    emit : callable
-        Receives the one-line notice when an endpoint turns out to refuse images.
-    system : str, optional
-        Sent instead of the system message (a small context window's short one).
-    note : (dict, str), optional
-        ``(user message, text)``: ``text`` is added to that message's content in the
-        request only (the working context is not changed).
-    """
+    module docstring); everything else is the wrapped model's."""
 
     def __init__(self, model: Model, view: RequestView, config: AgentConfig,
                  state: SessionState, emit: EventCallback, *, system: str | None = None,
@@ -297,10 +227,6 @@ class VisionModel:
         return _with_usage(reply, plain, tokens)
 
     def _noted(self, request: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """``request`` with the note added to its user message (a new list; the
-        messages in it are not changed)."""
-        from jupyter_agent.agent.request_fit import request_index
-
         if self._note is None:
             return request
         index = request_index(request, self._note[0])
@@ -326,12 +252,7 @@ _PAIRS = {")": "(", "]": "[", "}": "{"}
 
 
 def clip_reason(text: str, limit: int = 100) -> str:
-    """``text`` on one line, at most about ``limit`` characters, cut at a word boundary.
-
-    A cut text ends with "…"; brackets in the result are balanced (an unmatched closing
-    bracket is dropped, the text is cut before an unmatched opening one), so the reason
-    can be put inside parentheses.
-    """
+    """``text`` on one line, at most about ``limit`` characters, cut at a word boundary."""
     text = " ".join(text.split())
     cut = text
     if len(text) > limit:
@@ -356,43 +277,8 @@ def clip_reason(text: str, limit: int = 100) -> str:
 
 def _with_usage(reply: ModelReply, plain: Sequence[dict[str, Any]], image_tokens: int
                 ) -> ModelReply:
-    """``reply`` with its usage estimated, images included, when the endpoint reported
-    none (a reported usage already counts the images)."""
     if reply.usage is not None or not image_tokens:
         return reply
     completion = message_chars({"content": reply.text, "tool_calls": reply.tool_calls})
     return replace(reply, usage=TokenUsage(estimate_tokens(plain) + image_tokens,
                                            completion // CHARS_PER_TOKEN))
-
-
-def drop_old_images(conversation: Conversation) -> int:
-    """Drop the figures of earlier requests from the working context: the first thing
-    compaction does.
-
-    Every tool message before the newest user message loses its ``figures`` key (its
-    text still names the figures); the transcript keeps the references. Recorded like a
-    compaction (``Conversation.replace``), with a summary saying what was dropped.
-
-    Returns
-    -------
-    int
-        How many figures were dropped (0: nothing changed, nothing was written).
-    """
-    messages = conversation.messages
-    newest = next((i for i in range(len(messages) - 1, -1, -1)
-                   if messages[i].get("role") == "user"), 0)
-    dropped = changed = 0
-    kept: list[dict[str, Any]] = []
-    for index, message in enumerate(messages):
-        refs = message.get("figures")
-        if index < newest and refs is not None:
-            dropped += len(refs) if isinstance(refs, list) else 1
-            changed += 1
-            message = {k: v for k, v in message.items() if k != "figures"}
-        kept.append(message)
-    if not changed:
-        return 0
-    conversation.replace(kept, replaced=changed, summary=(
-        f"[jupyter-agent] The images of {dropped} earlier figure(s) were dropped from the "
-        "working context; the tool results still name them and the transcript keeps them."))
-    return dropped

@@ -1,25 +1,11 @@
-"""The context window: learned from the setting, the server or a refusal, not assumed.
+"""The context window: from the setting, the server or its refusal, else known, else assumed.
 
-The window compaction works against comes, in order, from
-
-1. the ``context_window`` setting (``--context-window``);
-2. what the endpoint refused with (a 400 that names the window), or what it reports:
-   asked once per endpoint and model with a short timeout -- llama.cpp
-   (``GET /v1/models`` ``data[].meta.n_ctx``, ``GET /props``
-   ``default_generation_settings.n_ctx``), vLLM (``GET /v1/models``
-   ``data[].max_model_len``), LM Studio (``GET /api/v0/models`` ``max_context_length``),
-   Ollama (``POST /api/show``: the ``num_ctx`` parameter, else its default
-   :data:`OLLAMA_DEFAULT_CTX` bounded by ``model_info["<arch>.context_length"]``);
-   the answer is kept in the session's checkpoint, where it counts only for the same
-   model at the same configured endpoint;
-3. ``genai-prices`` (and a small table of model families);
-4. :data:`LOCAL_DEFAULT_WINDOW` for any endpoint other than the OpenAI API, else
-   :data:`~jupyter_agent.agent.usage.DEFAULT_CONTEXT_WINDOW`.
-
-A probe never raises: a server that does not answer, answers an error or answers
-something else falls through to the next source. What a server reports is data: only
-an integer in a plausible range is taken from it, and a reply is read to at most
-:data:`PROBE_MAX_BYTES` within twice :data:`PROBE_TIMEOUT`.
+In order: the ``context_window`` setting; what the endpoint refused with (a 400 naming
+the window) or reports when asked once (llama.cpp ``/v1/models`` and ``/props``, vLLM,
+LM Studio ``/api/v0/models``, Ollama ``/api/show``), kept in the checkpoint for the same
+model and endpoint; ``genai-prices``; else a default (smaller off the OpenAI API). A
+probe never raises; only a plausible integer is taken from an answer, read to at most
+:data:`PROBE_MAX_BYTES` within twice :data:`PROBE_TIMEOUT` seconds.
 """
 
 from __future__ import annotations
@@ -34,33 +20,14 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
-__all__ = [
-    "LOCAL_DEFAULT_WINDOW",
-    "OLLAMA_DEFAULT_CTX",
-    "SMALL_WINDOW",
-    "SOURCES",
-    "ContextWindow",
-    "plausible",
-    "probe_window",
-    "refused_window",
-    "reply_budget",
-    "resolve_window",
-    "window_key",
-]
+from jupyter_agent.agent.endpoint import plausible
+from jupyter_agent.agent.usage import DEFAULT_CONTEXT_WINDOW, known_context_window
 
 LOCAL_DEFAULT_WINDOW = 8_192
-"""Window (tokens) assumed for an unknown model at an endpoint other than the OpenAI API."""
 OLLAMA_DEFAULT_CTX = 4_096
-"""The window Ollama gives a model whose ``num_ctx`` is not set (its OpenAI endpoint
-silently drops the start of a longer prompt)."""
 SMALL_WINDOW = 8_192
-"""Below this window (tokens) requests carry the short system prompt, tool descriptions
-and notes."""
 PROBE_TIMEOUT = 2.0
-"""Seconds a window probe may take per request."""
 PROBE_MAX_BYTES = 1_000_000
-"""At most this much of a probe's answer is read."""
-_MIN_WINDOW, _MAX_WINDOW = 256, 100_000_000
 
 SOURCES = {
     "setting": "set by context_window",
@@ -69,21 +36,13 @@ SOURCES = {
     "genai-prices": "known for the model from genai-prices",
     "default": "assumed: the model is unknown",
 }
-"""Where a window came from -> how ``%agent_usage`` says it."""
 
 OPENAI_HOST = "api.openai.com"
 
 
 @dataclass(frozen=True)
 class ContextWindow:
-    """A context window and where it came from.
-
-    Attributes
-    ----------
-    tokens : int
-    source : str
-        A key of :data:`SOURCES`.
-    """
+    """A context window and where it came from."""
 
     tokens: int
     source: str
@@ -103,13 +62,6 @@ class ContextWindow:
         return self.tokens < SMALL_WINDOW
 
 
-def plausible(value: Any) -> int | None:
-    """``value`` as a window in tokens if it is an integer in a plausible range, else None."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    return value if _MIN_WINDOW <= value <= _MAX_WINDOW else None
-
-
 def window_key(model: str, base_url: str) -> str:
     """What a learned window belongs to: ``"model at URL"``."""
     return f"{model} at {base_url.rstrip('/')}"
@@ -120,53 +72,8 @@ def reply_budget(window: int) -> int:
     return min(max(window // 8, 256), 4_096)
 
 
-# --------------------------------------------------------------------------- refusals
-_WINDOW_PATTERNS = (
-    re.compile(r"maximum context length is (\d+)", re.I),  # OpenAI, vLLM
-    re.compile(r"available context size \((\d+) tokens?\)", re.I),  # llama.cpp
-    re.compile(r"context (?:length|size|window)[^0-9.]{0,40}?(\d{3,})", re.I),
-)
-_REFUSAL_WORDS = re.compile(
-    r"context[ _](?:length|size|window)|exceed_context_size|context_length_exceeded|"
-    r"too many tokens|prompt is too long", re.I)
-
-
-def refused_window(status: int, detail: str, code: str = "", kind: str = "",
-                   n_ctx: Any = None) -> int | None:
-    """Whether an error answer refuses a request as too long for the context window.
-
-    Parameters
-    ----------
-    status : int
-        The HTTP status (only 400 and 413 are refusals for size).
-    detail, code, kind : str
-        The error's message, code and type.
-    n_ctx : object
-        The ``n_ctx`` field of a llama.cpp error body.
-
-    Returns
-    -------
-    int or None
-        None: not a refusal for size; 0: one that does not say the window; else the window.
-    """
-    if status not in (400, 413):
-        return None
-    text = f"{detail} {code} {kind}"
-    if not _REFUSAL_WORDS.search(text):
-        return None
-    found = plausible(n_ctx)
-    if found is not None:
-        return found
-    for pattern in _WINDOW_PATTERNS:
-        match = pattern.search(detail)
-        if match and plausible(int(match.group(1))) is not None:
-            return int(match.group(1))
-    return 0
-
-
 # --------------------------------------------------------------------------- probes
 def _root(base_url: str) -> str:
-    """The server root of an OpenAI-compatible base URL (``.../v1`` removed)."""
     url = base_url.rstrip("/")
     return url[:-3] if url.endswith("/v1") else url
 
@@ -185,7 +92,6 @@ def _entry_window(entry: Any) -> int | None:
 
 
 def _listed(data: Any, model: str) -> int | None:
-    """The window of ``model`` in a model list (the only model when there is one)."""
     entries = data.get("data") if isinstance(data, dict) else None
     if not isinstance(entries, list):
         return None
@@ -226,7 +132,6 @@ class _Unreachable(Exception):
 
 
 def _http_library(http: Any) -> Any:
-    """The module (``httpx`` or ``httpx2``, as ``openai`` uses) of an HTTP client."""
     for cls in type(http).__mro__:
         root = cls.__module__.split(".")[0]
         if root in _HTTP_LIBRARIES:
@@ -239,8 +144,6 @@ _HTTP_LIBRARIES = ("httpx2", "httpx")
 
 def _ask(http: Any, lib: Any, method: str, url: str, headers: dict[str, str],
          body: Any, timeout: float) -> Any:
-    """The JSON an endpoint answers, or None; raises :class:`_Unreachable` when no
-    answer came."""
     deadline = time.monotonic() + 2 * timeout  # a server dripping bytes is cut off
     try:
         with http.stream(method, url, headers=headers, json=body, timeout=timeout,
@@ -264,26 +167,10 @@ def _ask(http: Any, lib: Any, method: str, url: str, headers: dict[str, str],
 
 def probe_window(base_url: str, model: str, *, api_key: str = "",
                  timeout: float = PROBE_TIMEOUT, http: Any = None) -> int | None:
-    """Ask an OpenAI-compatible server for ``model``'s context window.
+    """Ask an OpenAI-compatible server for ``model``'s window in tokens (None: not found).
 
-    Parameters
-    ----------
-    base_url : str
-        The configured endpoint (``http://host:port/v1``); nothing else is asked.
-    model : str
-    api_key : str
-        Sent as ``Authorization: Bearer`` when not empty (as the model requests are).
-    timeout : float
-        Seconds per request; a server that does not answer at all ends the probe.
-    http : httpx.Client, optional
-        The HTTP client to ask with (the ``openai`` client's, so that its proxy and TLS
-        settings hold); default: a new one of the library ``openai`` uses.
-
-    Returns
-    -------
-    int or None
-        The window in tokens, or None when no probe found it (never raises for the
-        server's sake).
+    ``api_key`` goes as ``Authorization: Bearer`` when not empty; ``timeout`` is seconds
+    per request; ``http`` is the client to ask with (the ``openai`` client's own).
     """
     if not base_url or urlparse(base_url).hostname == OPENAI_HOST:
         return None
@@ -321,21 +208,8 @@ def probe_window(base_url: str, model: str, *, api_key: str = "",
 
 def resolve_window(model: Any, configured: int | None, *, learned: ContextWindow | None = None,
                    probe: bool = True) -> ContextWindow:
-    """The window for ``model`` (see the module docstring for the order).
-
-    Parameters
-    ----------
-    model : Model
-        Its ``name`` and ``base_url``; its ``client.api_key`` (if any) goes with a probe.
-    configured : int or None
-        The ``context_window`` setting.
-    learned : ContextWindow, optional
-        What this endpoint reported or refused with before (this session).
-    probe : bool
-        Ask the endpoint when nothing was learned.
-    """
-    from jupyter_agent.agent.usage import known_context_window
-
+    """The window for ``model`` (a Model; its client's key goes with a probe): in the order
+    of the module docstring."""
     if configured:
         return ContextWindow(int(configured), "setting")
     if learned is not None:
@@ -343,18 +217,14 @@ def resolve_window(model: Any, configured: int | None, *, learned: ContextWindow
     base_url = str(getattr(model, "base_url", "") or "")
     if probe and base_url:
         client = getattr(model, "client", None)
-        key = str(getattr(client, "api_key", "") or "")
-        from jupyter_agent.client import PLACEHOLDER_API_KEY
-
-        found = probe_window(base_url, model.name,
-                             api_key="" if key == PLACEHOLDER_API_KEY else key,
+        sent = getattr(getattr(model, "endpoint", None), "key_sent", True)  # not a placeholder
+        key = str(getattr(client, "api_key", "") or "") if sent else ""
+        found = probe_window(base_url, model.name, api_key=key,
                              http=getattr(client, "_client", None))  # openai's own
         if found is not None:
             return ContextWindow(found, "server")
     known = known_context_window(model.name)
     if known is not None:
         return ContextWindow(known, "genai-prices")
-    from jupyter_agent.agent.usage import DEFAULT_CONTEXT_WINDOW
-
     openai = not base_url or urlparse(base_url).hostname == OPENAI_HOST
     return ContextWindow(DEFAULT_CONTEXT_WINDOW if openai else LOCAL_DEFAULT_WINDOW, "default")

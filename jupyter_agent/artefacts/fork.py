@@ -84,8 +84,8 @@ def replay_state(messages: Sequence[dict[str, Any]], *, usage: Usage, model: str
     says it never ran; an interrupted call is counted but not replayed."""
     # the agent package imports openai (~0.5 s); listings only need fork_label
     from jupyter_agent.agent.builtin_tools import BuiltinTools
-    from jupyter_agent.agent.reconcile import NOT_RUN_PREFIXES, tool_calls_run
     from jupyter_agent.agent.tools import MemoryContext, tool_from_function
+    from jupyter_agent.agent.working_context import NOT_RUN_PREFIXES, tool_calls_run
 
     state = SessionState(usage=usage.model_copy(), model=model, base_url=base_url)
     recorder = _SummaryRecorder()

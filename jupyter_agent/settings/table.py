@@ -24,10 +24,10 @@ DEFAULT_MODEL = "gpt-4o-mini"
 #: The default variable holding the API key (``AgentMagics.api_key_env``).
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 #: The model APIs a session can talk to: ``api`` value -> ``"module:Class"`` of its
-#: :class:`~jupyter_agent.agent.model.Model` implementation (imported when first used).
+#: :class:`~jupyter_agent.agent.adapters.Model` implementation (imported when first used).
 MODEL_APIS: Mapping[str, str] = {
-    "chat": "jupyter_agent.agent.chat:ChatModel",
-    "responses": "jupyter_agent.agent.responses:ResponsesModel",
+    "chat": "jupyter_agent.agent.adapters:ChatModel",
+    "responses": "jupyter_agent.agent.adapters:ResponsesModel",
 }
 
 Use = Literal["endpoint", "limit", "agent", "request", "front end"]

@@ -18,9 +18,8 @@ import traceback
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from jupyter_agent.agent.model import ModelReply, PartialReply, TextCallback, TokenUsage
-from jupyter_agent.agent.model_errors import Endpoint, status_error
-from jupyter_agent.agent.window import refused_window
+from jupyter_agent.agent.adapters import ModelReply, PartialReply, TextCallback, TokenUsage
+from jupyter_agent.agent.endpoint import Endpoint, refused_window, status_error
 from jupyter_agent.testing.chat_wire import (
     Answer,
     ImagePart,

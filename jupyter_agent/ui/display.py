@@ -17,7 +17,7 @@ from jupyter_agent.store.messages import message_text
 from jupyter_agent.store.models import CLOCK_SKEW
 
 if TYPE_CHECKING:
-    from jupyter_agent.agent import Limits
+    from jupyter_agent.agent.config import Limits
     from jupyter_agent.agent.window import ContextWindow
     from jupyter_agent.artefacts.export import Exported
     from jupyter_agent.artefacts.fork import Forked

@@ -209,7 +209,7 @@ class MarkdownTurnRenderer:
         if kind == "display":
             if getattr(event, "shown", True):
                 # lazy: importing the agent package at extension load costs ~0.5 s
-                from jupyter_agent.agent.figures import describe_figure
+                from jupyter_agent.agent.pyexec import describe_figure
 
                 with self._lock:
                     self._end_output()

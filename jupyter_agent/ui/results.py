@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from jupyter_agent.errors import LimitExceededError
 
 if TYPE_CHECKING:
-    from jupyter_agent.agent import Limits
+    from jupyter_agent.agent.config import Limits
     from jupyter_agent.agent.window import ContextWindow
     from jupyter_agent.store import SessionRecord, Usage
 

@@ -14,7 +14,11 @@ from typing import Any
 
 import openai
 
-from jupyter_agent.agent import Agent, AgentConfig, AgentEvent, ChatModel, Conversation, Model
+from jupyter_agent.agent.adapters import ChatModel, Model
+from jupyter_agent.agent.config import AgentConfig
+from jupyter_agent.agent.conversation import Conversation
+from jupyter_agent.agent.events import AgentEvent
+from jupyter_agent.agent.loop import Agent
 from jupyter_agent.store import SessionStore, dump_record
 from jupyter_agent.testing import ScriptedModel, ScriptedModelServer
 

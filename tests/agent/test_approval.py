@@ -15,15 +15,17 @@ from typing import Any
 
 import pytest
 
-from jupyter_agent.agent import Limits
 from jupyter_agent.agent.builtin_tools import NO_STDIN_REFUSAL, stdin_is_usable
+from jupyter_agent.agent.config import Limits
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
 from tests.agent.helpers import Recorder, make_agent, read_record, tool_step
 
 _CHILD = """
 import json, sys, openai
-from jupyter_agent.agent import Agent, ChatModel, ToolCallEnd
+from jupyter_agent.agent.adapters import ChatModel
+from jupyter_agent.agent.events import ToolCallEnd
+from jupyter_agent.agent.loop import Agent
 client = openai.OpenAI(base_url=sys.argv[1], api_key="k", max_retries=0)
 agent = Agent(ChatModel(client, "scripted"))  # the default approve="ask": input() on stdin
 ends = []
@@ -84,7 +86,7 @@ def test_in_process_unusable_stdin_refuses(
     model_server.add_steps([tool_step(("run_python", {"code": "ran = True"})), {"text": "ok"}])
     rec = Recorder()
     agent = make_agent(model_server, store, approve="ask")
-    assert agent.run("run it", on_event=rec) == "ok"
+    assert agent.run("run it", on_event=rec).reply == "ok"
     end = rec.of("tool_call_end")[0]
     assert not end.ok and end.result.endswith(NO_STDIN_REFUSAL)
     assert "ran" not in agent._builtins.namespace()
@@ -123,8 +125,9 @@ def test_a_refused_call_does_not_count_against_max_tool_calls(
         "two todos",
     ])
     agent = make_agent(model_server, store, approve="deny", limits=Limits(max_tool_calls=2))
-    assert agent.run("work") == "two todos"  # the refused call left room
-    assert agent.state.tool_calls == 2 and agent.stop_reason is None
+    outcome = agent.run("work")
+    assert outcome.reply == "two todos"  # the refused call left room
+    assert agent.state.tool_calls == 2 and outcome.stop_reason is None
     assert [t.text for t in agent.state.todos] == ["a", "b"]
     refused = model_server.requests[1]["messages"][3]
     assert refused["content"].startswith("error: refused: running code is disabled")

@@ -11,7 +11,8 @@ from typing import Any
 import openai
 import pytest
 
-from jupyter_agent.agent import ChatModel, PartialReply, context_window_for, price_call
+from jupyter_agent.agent.adapters import ChatModel, PartialReply
+from jupyter_agent.agent.usage import context_window_for, price_call
 from jupyter_agent.errors import ModelError
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
@@ -92,13 +93,13 @@ def test_unreachable_endpoint_names_the_url_and_what_to_check(
 
     agent.reconfigure(model=ChatModel(make_client(model_server), "scripted"))
     model_server.add_steps([{"text": "back"}])
-    assert agent.run("again") == "back"
+    assert agent.run("again").reply == "back"
     assert [m["content"] for m in model_server.requests[0]["messages"][1:]] == [
         "are you there?", "again"]
 
 
 def test_the_openai_api_unreachable_says_to_check_the_network() -> None:
-    from jupyter_agent.agent.model_errors import Endpoint, model_error
+    from jupyter_agent.agent.endpoint import Endpoint, model_error
 
     err = model_error(openai.APIConnectionError(request=None),  # type: ignore[arg-type]
                       Endpoint("https://api.openai.com/v1/", "gpt-4o"))
@@ -145,7 +146,7 @@ def test_error_statuses_say_what_to_do_next(
     assert info.value.status_code == status
     assert words in str(info.value)
     assert not CLASS_NAME.search(str(info.value))
-    assert agent.run("second") == "recovered"
+    assert agent.run("second").reply == "recovered"
     assert roles(agent.messages) == ["system", "user", "user", "assistant"]
 
 
@@ -160,7 +161,7 @@ def test_rate_limit_after_the_clients_own_retries(store: SessionStore) -> None:
         assert info.value.status_code == 429
         assert "(429, after 1 retry: slow down): wait a minute" in str(info.value)
         assert len(server.requests) == 2  # the client retried once before giving up
-        assert agent.run("hi again") == "finally"
+        assert agent.run("hi again").reply == "finally"
 
 
 def test_a_server_error_claims_only_the_retries_the_client_made(store: SessionStore) -> None:
@@ -212,7 +213,7 @@ def test_connection_dropped_mid_stream_is_a_model_error_and_the_prompt_stays_sav
     assert saved["messages"][1] == {"role": "user", "content": "a long answer, please"}
     server.start()
     server.add_steps([{"text": "short this time"}])
-    assert agent.run("again") == "short this time"
+    assert agent.run("again").reply == "short this time"
 
 
 # -- usage and cost ---------------------------------------------------------------------------
@@ -273,7 +274,7 @@ def test_price_call_and_context_windows() -> None:
 
 
 def test_a_remote_endpoint_without_a_key_says_which_variable_to_set() -> None:
-    from jupyter_agent.agent.model_errors import Endpoint, status_error
+    from jupyter_agent.agent.endpoint import Endpoint, status_error
 
     remote = Endpoint("https://llm.example.com/v1", "m", "OPENAI_API_KEY", key_sent=False)
     assert str(status_error(401, "no key", remote)) == (

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_agent.agent import Agent
+from jupyter_agent.agent.loop import Agent
 from jupyter_agent.errors import ModelError
 from jupyter_agent.store import SessionStore, TodoItem
 from jupyter_agent.testing import ScriptedModel
@@ -95,7 +95,7 @@ def test_tool_pairs_are_repaired_before_every_model_call(
 
     scripted.add_steps([tool_step(("sneak", {})), {"text": "accepted"}])
     agent = make_agent(scripted, None, tools=[sneak])
-    assert agent.run("go") == "accepted"
+    assert agent.run("go").reply == "accepted"
     sent = scripted.requests[-1]["messages"]
     assert roles(sent) == ["system", "user", "assistant", "tool", "tool"]
     synthetic = next(m for m in sent if m.get("tool_call_id") == "call_sneaky")

@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_agent.agent import Limits
-from jupyter_agent.agent.context import (
+from jupyter_agent.agent.config import Limits
+from jupyter_agent.agent.working_context import (
     SUMMARY_MARKER,
     choose_cut,
     estimate_tokens,
     render_for_summary,
     repair_tool_pairs,
+    short_system_prompt,
 )
-from jupyter_agent.agent.prompts import short_system_prompt
 from jupyter_agent.errors import LimitExceededError
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModel
@@ -57,7 +57,7 @@ def test_compaction_keeps_the_system_message_the_request_and_its_tool_batches(
     rec = Recorder()
     agent = make_agent(scripted, store, shell=ishell, **SMALL)
     agent.run("earlier question")
-    assert agent.run("do work", on_event=rec) == "done"
+    assert agent.run("do work", on_event=rec).reply == "done"
 
     summarize, after = scripted.requests[3], scripted.requests[4]
     assert "tools" not in summarize and not summarize.get("stream")
@@ -89,7 +89,7 @@ def test_compaction_keeps_the_system_message_the_request_and_its_tool_batches(
 
     # the next turn may now summarize "do work" and its output
     scripted.add_steps([{"text": "- did the work"}, {"text": "still fine"}])
-    assert agent.run("more") == "still fine"
+    assert agent.run("more").reply == "still fine"
     assert "x" * 100 in scripted.requests[5]["messages"][1]["content"]
 
 
@@ -100,7 +100,7 @@ def test_failed_summarizing_call_leaves_the_context_unchanged(
     rec = Recorder()
     agent = make_agent(scripted, store, shell=ishell, **SMALL)
     agent.run("earlier question")
-    assert agent.run("do work", on_event=rec) == "done"
+    assert agent.run("do work", on_event=rec).reply == "done"
     assert roles(scripted.requests[4]["messages"]) == [
         "system",
         "user",
@@ -207,9 +207,9 @@ def test_no_compaction_call_once_the_cost_limit_is_reached(
     agent = make_agent(scripted, store, shell=ishell, prices=prices,
                        limits=Limits(max_cost_usd=0.25), **SMALL)
     agent.run("earlier question")
-    agent.run("do work", on_event=rec)
+    outcome = agent.run("do work", on_event=rec)
     assert len(scripted.requests) == 4  # the summary was the last call: no "done"
-    assert agent.stop_reason == "max_cost_usd"
+    assert outcome.stop_reason == "max_cost_usd"
     spent = agent.state.usage.cost_usd
     with pytest.raises(LimitExceededError, match="max_cost_usd"):
         agent.compact()

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jupyter_agent.agent.context import repair_tool_pairs
+from jupyter_agent.agent.working_context import repair_tool_pairs
 
 IDS = ["a", "b", "c", "d"]
 

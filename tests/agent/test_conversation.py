@@ -7,7 +7,9 @@ from typing import cast
 
 import pytest
 
-from jupyter_agent.agent import Agent, AgentConfig, Conversation
+from jupyter_agent.agent.config import AgentConfig
+from jupyter_agent.agent.conversation import Conversation
+from jupyter_agent.agent.loop import Agent
 from jupyter_agent.errors import SessionLockedError, SessionNotFoundError
 from jupyter_agent.store import SessionStore, Store
 from jupyter_agent.testing import ScriptedModel
@@ -62,7 +64,7 @@ def test_a_resume_reads_the_record_once_and_holds_the_one_lease(tmp_path: Path) 
     assert counter.count("acquire_lease") == 1
     assert [m["content"] for m in conversation.messages[1:]] == ["hi", "hello"]
     agent = Agent(ScriptedModel(["again"]), conversation)
-    assert agent.run("more") == "again"
+    assert agent.run("more").reply == "again"
     assert counter.count("load_session") == 1
     with pytest.raises(SessionLockedError):
         SessionStore(tmp_path / "memory").acquire_lease(sid)
@@ -103,10 +105,10 @@ def test_the_recap_record_comes_from_the_one_read(tmp_path: Path) -> None:
 
 def test_in_memory_conversation_needs_no_store() -> None:
     agent = Agent(ScriptedModel(["hi"]))
-    assert agent.run("hello") == "hi" and agent.session_id is None
+    assert agent.run("hello").reply == "hi" and agent.session_id is None
     assert roles(agent.messages) == ["system", "user", "assistant"]
     agent.close()
-    assert not agent.closed
+    assert not agent.conversation.closed
 
 
 def test_an_agent_that_cannot_be_built_lets_its_conversation_go(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_agent.agent import Limits
+from jupyter_agent.agent.config import Limits
 from jupyter_agent.errors import ModelError
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
@@ -43,9 +43,10 @@ def test_a_cut_off_reply_ends_the_turn_and_its_tool_calls_do_not_run(
     )
     rec = Recorder()
     agent = make_agent(model_server, store, tools=[probe], stream=stream)
-    reply = agent.run("go", on_event=rec)
+    outcome = agent.run("go", on_event=rec)
+    reply = outcome.reply
     assert ran == []  # possibly truncated calls are never executed
-    assert agent.stop_reason == reason
+    assert outcome.stop_reason == reason
     assert reply.startswith("[jupyter-agent] Stopped:") and f'"{reason}"' in reply
     assert "2 tool call(s) were not run" in reply
     assert rec.of("notice")[-1].text == reply
@@ -58,8 +59,9 @@ def test_a_cut_off_reply_ends_the_turn_and_its_tool_calls_do_not_run(
     assert saved["state"]["tool_calls"] == 0
     # The pairs are intact: the strict server accepts the next request.
     model_server.add_steps([{"text": "continuing"}])
-    assert agent.run("continue") == "continuing"
-    assert agent.stop_reason is None
+    outcome = agent.run("continue")
+    assert outcome.reply == "continuing"
+    assert outcome.stop_reason is None
 
 
 def test_a_text_reply_cut_off_at_the_length_limit(
@@ -67,8 +69,9 @@ def test_a_text_reply_cut_off_at_the_length_limit(
 ) -> None:
     model_server.add_steps([{"text": "The answer is", "finish_reason": "length"}])
     agent = make_agent(model_server, store)
-    reply = agent.run("long answer please")
-    assert agent.stop_reason == "length"
+    outcome = agent.run("long answer please")
+    reply = outcome.reply
+    assert outcome.stop_reason == "length"
     assert "output token limit" in reply and "not run" not in reply
     saved = read_record(store, agent.session_id or "")["messages"]
     assert [m["content"] for m in saved[2:]] == ["The answer is", reply]
@@ -82,7 +85,7 @@ def test_an_interrupted_stream_is_still_counted_and_priced(
 ) -> None:
     model_server.add_steps([{"text": "word " * 40, "chunk_delay": 0.01}])
     agent = make_agent(model_server, store, model="priced", prices=PRICES)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt) as info:
         agent.run("talk", on_event=interrupt_on_second_delta())
     usage = agent.state.usage
     assert usage.calls == 1
@@ -90,7 +93,8 @@ def test_an_interrupted_stream_is_still_counted_and_priced(
     partial = agent.messages[-1]["content"].split("\n\n")[0]
     assert usage.output_tokens == len(partial) // 4
     assert usage.cost_usd == pytest.approx(usage.input_tokens + usage.output_tokens)
-    assert agent.last_turn_usage == usage
+    assert info.value.outcome.usage == usage  # type: ignore[attr-defined]
+    assert info.value.outcome.stop_reason == "interrupted"  # type: ignore[attr-defined]
     saved = read_record(store, agent.session_id or "")["state"]["usage"]
     assert saved["calls"] == 1 and saved["cost_usd"] == pytest.approx(usage.cost_usd)
 
@@ -105,8 +109,9 @@ def test_repeated_ctrl_c_cannot_get_around_max_cost(
     with pytest.raises(KeyboardInterrupt):
         agent.run("talk", on_event=interrupt_on_second_delta())
     requests = len(model_server.requests)
-    reply = agent.run("again")
-    assert agent.stop_reason == "max_cost_usd" and "max_cost_usd" in reply
+    outcome = agent.run("again")
+    reply = outcome.reply
+    assert outcome.stop_reason == "max_cost_usd" and "max_cost_usd" in reply
     assert len(model_server.requests) == requests  # no further model call was made
 
 

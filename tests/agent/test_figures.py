@@ -20,8 +20,10 @@ from hypothesis import strategies as st
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
-from jupyter_agent.agent import Agent, AgentConfig, Notice
-from jupyter_agent.agent.responses import ResponsesModel
+from jupyter_agent.agent.adapters import ResponsesModel
+from jupyter_agent.agent.config import AgentConfig
+from jupyter_agent.agent.events import Notice
+from jupyter_agent.agent.loop import Agent
 from jupyter_agent.agent.vision import IMAGES_CAPTION, clip_reason
 from jupyter_agent.errors import UnsafeFileError
 from jupyter_agent.images import MAX_IMAGE_SIDE, image_tokens
@@ -187,7 +189,7 @@ def test_auto_resends_without_images_once_and_remembers_it_across_resume(
         server.add_steps(run_code(PLOT, "I see two figures named."))
         rec = Recorder()
         agent = make_agent(server, store, shell=kshell)  # vision "auto" by default
-        assert agent.run("plot it", on_event=rec) == "I see two figures named."
+        assert agent.run("plot it", on_event=rec).reply == "I see two figures named."
         sid = agent.conversation.session_id
         # refused with images, then sent again without them
         assert [len(x) for x in server.images] == [0, 2, 0]
@@ -267,7 +269,7 @@ def test_compaction_drops_old_images_first_and_the_transcript_keeps_them(
     agent = make_agent(model_server, store, shell=kshell, vision="on")
     agent.run("plot it")
     agent.conversation.append({"role": "user", "content": "next"})  # a later request
-    from jupyter_agent.agent.vision import drop_old_images
+    from jupyter_agent.agent.conversation import drop_old_images
 
     with agent.conversation.lease():
         assert drop_old_images(agent.conversation) == 2
@@ -336,8 +338,8 @@ def test_a_figure_file_replaced_by_a_link_or_fifo_is_refused(
 
 def test_a_long_context_drops_old_images_before_summarising(
         store: SessionStore, kshell: InteractiveShell) -> None:
-    from jupyter_agent.agent.context import estimate_schema_tokens, estimate_tokens
     from jupyter_agent.agent.window import reply_budget
+    from jupyter_agent.agent.working_context import estimate_schema_tokens, estimate_tokens
 
     def first_turn(window: int) -> tuple[Agent, ScriptedModelServer]:
         server = ScriptedModelServer([*run_code(PLOT, "two plots"), {"text": "ok"}]).start()
@@ -360,7 +362,7 @@ def test_a_long_context_drops_old_images_before_summarising(
     window = next(w for w in range(1024, 8192) if 0.8 * w - reply_budget(w) >= middle)
     agent, server = first_turn(window)
     rec = Recorder()
-    assert agent.run("next", on_event=rec) == "ok"
+    assert agent.run("next", on_event=rec).reply == "ok"
     notices = [e.text for e in rec.events if isinstance(e, Notice)]
     assert any("the images of 2 earlier figure(s) left the working context" in n for n in notices)
     assert len(server.requests) == 3  # no summarising request was needed
@@ -415,7 +417,7 @@ def test_a_decompression_bomb_from_the_agents_code_is_named_too_large_and_not_se
             f"display(Image(filename={str(tmp_path / 'ok.png')!r}))\n")
     model_server.add_steps(run_code(code, "One figure was too large."))
     agent = make_agent(model_server, store, shell=kshell, vision="on")
-    assert agent.run("show both") == "One figure was too large."
+    assert agent.run("show both").reply == "One figure was too large."
     (result,) = tool_contents(model_server.requests[1])
     first, second = result.splitlines()
     assert first.startswith("[figure 1: PNG, 20000×20000 px, shown to the user; not kept: ")
@@ -423,7 +425,7 @@ def test_a_decompression_bomb_from_the_agents_code_is_named_too_large_and_not_se
     assert second == "[figure 2: PNG, 30×20 px, shown to the user]"
     assert [(p.width, p.height) for p in model_server.images[1]] == [(30, 20)]
     model_server.add_steps([{"text": "Still here."}])
-    assert agent.run("and now?") == "Still here."  # the session keeps working
+    assert agent.run("and now?").reply == "Still here."  # the session keeps working
 
 
 def test_a_bomb_in_a_stored_session_is_named_in_text_and_never_decoded(
@@ -443,6 +445,6 @@ def test_a_bomb_in_a_stored_session_is_named_in_text_and_never_decoded(
     (store.figures_path(sid) / f"{fid}.png").write_bytes(bomb)
     model_server.add_steps([{"text": "Named only."}])
     resumed = make_agent(model_server, store, shell=kshell, session_id=sid, vision="on")
-    assert resumed.run("look again") == "Named only."
+    assert resumed.run("look again").reply == "Named only."
     assert model_server.images[-1] == []
     resumed.close()

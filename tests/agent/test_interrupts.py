@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_agent.agent import AgentEvent
 from jupyter_agent.agent.conversation import RESUME_REPAIR
+from jupyter_agent.agent.events import AgentEvent
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
 from tests.agent.helpers import (
@@ -53,10 +53,10 @@ def test_keyboard_interrupt_inside_a_tool_batch(
     assert saved["state"]["todos"][0]["text"] == "a"
 
     model_server.add_steps([{"text": "continuing"}])
-    assert agent.run("next") == "continuing"  # the strict server accepted the pairs
+    assert agent.run("next").reply == "continuing"  # the strict server accepted the pairs
     again = make_agent(model_server, store, session_id=agent.session_id)
     model_server.add_steps([{"text": "resumed"}])
-    assert again.run("and after a restart") == "resumed"
+    assert again.run("and after a restart").reply == "resumed"
 
 
 def test_keyboard_interrupt_inside_a_stream(
@@ -80,7 +80,7 @@ def test_keyboard_interrupt_inside_a_stream(
     assert "tool_calls" not in partial  # tool calls never executed are not kept
 
     model_server.add_steps([{"text": "fine"}])
-    assert agent.run("go on") == "fine"
+    assert agent.run("go on").reply == "fine"
 
 
 def test_resume_repairs_a_batch_missing_its_results(
@@ -108,7 +108,7 @@ def test_resume_repairs_a_batch_missing_its_results(
     assert record.messages == agent.messages
     assert record.transcript == agent.messages  # only appended: a plain save
     model_server.add_steps([{"text": "ok"}])
-    assert agent.run("next") == "ok"
+    assert agent.run("next").reply == "ok"
 
 
 def test_resume_repair_records_how_many_messages_it_replaced(
@@ -149,14 +149,16 @@ def test_resume_drops_an_orphan_result_from_the_working_context_only(
     assert record.transcript == messages  # never dropped from the transcript
     assert "repaired tool pairs" in record.compactions[-1].summary
     model_server.add_steps([{"text": "ok"}])
-    assert agent.run("next") == "ok"
+    assert agent.run("next").reply == "ok"
 
 
 CHILD = textwrap.dedent(
     """
     import pathlib, sys, time
     import openai
-    from jupyter_agent.agent import Agent, AgentConfig, ChatModel
+    from jupyter_agent.agent.adapters import ChatModel
+    from jupyter_agent.agent.config import AgentConfig
+    from jupyter_agent.agent.loop import Agent
     from jupyter_agent.store import SessionStore
 
     base_url, root, marker = sys.argv[1:4]
@@ -214,7 +216,7 @@ def test_sigkill_mid_batch_then_resume(
         "check before repeating it"
     ] * 2
     model_server.add_steps([{"text": "picked up again"}])
-    assert agent.run("continue") == "picked up again"
+    assert agent.run("continue").reply == "picked up again"
     assert agent.state.usage.calls == 2
     last_request = model_server.requests[-1]["messages"]
     assert roles(last_request) == ["system", "user", "assistant", "tool", "tool", "user"]
@@ -236,7 +238,7 @@ def test_tools_raising_base_exceptions_become_error_results(
                             {"text": "handled"}])
     rec = Recorder()
     agent = make_agent(model_server, store, tools=[bail])
-    assert agent.run("go", on_event=rec) == "handled"  # the turn went on
+    assert agent.run("go", on_event=rec).reply == "handled"  # the turn went on
     first, second = rec.of("tool_call_end")
     assert not first.ok and first.result.startswith(f"error: {type(exc).__name__}")
     assert second.ok and second.result == "added todo #1"  # the rest of the batch ran

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_agent.agent import Limits
+from jupyter_agent.agent.config import Limits
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModel
 from tests.agent.helpers import Recorder, make_agent, read_record, roles, tool_step
@@ -26,9 +26,12 @@ def test_max_tool_calls_refuses_the_whole_batch_and_keeps_pairs(
     )
     rec = Recorder()
     agent = make_agent(scripted, store, limits=Limits(max_tool_calls=3))
-    reply = agent.run("go", on_event=rec)
+    outcome = agent.run("go", on_event=rec)
+    reply = outcome.reply
 
-    assert agent.stop_reason == "max_tool_calls"
+    assert outcome.stop_reason == "max_tool_calls"
+    assert outcome.limit is not None and (outcome.limit.value, outcome.limit.maximum) == (2, 3)
+    assert outcome.tool_calls == 2 and outcome.usage.calls == 2
     assert reply.startswith("[jupyter-agent] Stopped: the session reached max_tool_calls=3")
     assert [t.text for t in agent.state.todos] == ["a", "b"]  # none of the 2nd batch ran
     assert agent.state.tool_calls == 2
@@ -42,8 +45,9 @@ def test_max_tool_calls_refuses_the_whole_batch_and_keeps_pairs(
 
     # The strict server accepts the context; a text turn still works at the limit.
     scripted.add_steps([{"text": "fine"}])
-    assert agent.run("just talk") == "fine"
-    assert agent.stop_reason is None
+    outcome = agent.run("just talk")
+    assert outcome.reply == "fine"
+    assert outcome.stop_reason is None
 
 
 def test_max_tool_calls_counts_calls_made_before_a_restart(
@@ -56,8 +60,9 @@ def test_max_tool_calls_counts_calls_made_before_a_restart(
     again = make_agent(
         scripted, store, session_id=first.session_id, limits=Limits(max_tool_calls=2)
     )
-    assert again.run("two").startswith("[jupyter-agent] Stopped")
-    assert again.stop_reason == "max_tool_calls"
+    outcome = again.run("two")
+    assert outcome.reply.startswith("[jupyter-agent] Stopped")
+    assert outcome.stop_reason == "max_tool_calls"
     assert again.state.tool_calls == 2
 
 
@@ -73,9 +78,10 @@ def test_max_cost_usd_stops_and_spend_is_carried_across_a_restart(
     )
     limits = Limits(max_cost_usd=0.25)
     first = make_agent(scripted, store, model="priced-model", prices=PRICES, limits=limits)
-    assert first.run("spend") == "third call"  # 0.20 < 0.25 before the third call
+    outcome = first.run("spend")
+    assert outcome.reply == "third call"  # 0.20 < 0.25 before the third call
     assert first.state.usage.cost_usd == pytest.approx(0.30)
-    assert first.last_turn_usage.cost_usd == pytest.approx(0.30)
+    assert outcome.usage.cost_usd == pytest.approx(0.30)
     assert not first.state.usage.price_unknown
     served = len(scripted.requests)
 
@@ -89,8 +95,9 @@ def test_max_cost_usd_stops_and_spend_is_carried_across_a_restart(
         limits=limits,
     )
     assert again.state.usage.cost_usd == pytest.approx(0.30)
-    notice = again.run("more")
-    assert again.stop_reason == "max_cost_usd"
+    outcome = again.run("more")
+    notice = outcome.reply
+    assert outcome.stop_reason == "max_cost_usd"
     assert "max_cost_usd=$0.2500" in notice and "spent $0.3000" in notice
     assert len(scripted.requests) == served
     assert read_record(store, again.session_id or "")["messages"][-1]["content"] == notice
@@ -105,7 +112,7 @@ def test_max_cost_usd_stops_and_spend_is_carried_across_a_restart(
         prices=PRICES,
         limits=Limits(max_cost_usd=1.0),
     )
-    assert raised.run("more") == "ok"
+    assert raised.run("more").reply == "ok"
 
 
 def test_max_cost_usd_stops_mid_turn(
@@ -115,9 +122,9 @@ def test_max_cost_usd_stops_mid_turn(
     agent = make_agent(
         scripted, store, model="priced-model", prices=PRICES, limits=Limits(max_cost_usd=0.1)
     )
-    agent.run("go")
+    outcome = agent.run("go")
     # the first call reached $0.10: its batch is not run, no second call is made
-    assert agent.stop_reason == "max_cost_usd"
+    assert outcome.stop_reason == "max_cost_usd"
     assert len(scripted.requests) == 1
     assert agent.state.tool_calls == 0
     assert roles(agent.messages)[-3:] == ["assistant", "tool", "assistant"]
@@ -128,16 +135,18 @@ def test_max_iterations_per_turn_restarts_at_zero(
 ) -> None:
     scripted.add_steps([tool_step(("list_todos", {}))] * 2)
     agent = make_agent(scripted, store, limits=Limits(max_iterations=2))
-    notice = agent.run("loop")
-    assert agent.stop_reason == "max_iterations"
+    outcome = agent.run("loop")
+    notice = outcome.reply
+    assert outcome.stop_reason == "max_iterations"
     assert "max_iterations=2" in notice
     assert len(scripted.requests) == 2
     assert agent.state.tool_calls == 2  # the second batch ran and was recorded
     assert roles(agent.messages)[-2:] == ["tool", "assistant"]
 
     scripted.add_steps([tool_step(("list_todos", {})), {"text": "done"}])
-    assert agent.run("again") == "done"  # a new turn gets two more model calls
-    assert agent.stop_reason is None
+    outcome = agent.run("again")
+    assert outcome.reply == "done"  # a new turn gets two more model calls
+    assert outcome.stop_reason is None
 
 
 def test_limits_reject_negative_values() -> None:

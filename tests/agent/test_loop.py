@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from jupyter_agent.agent import Agent, Notice, TextDelta, ToolCallEnd, ToolCallStart, UsageUpdate
+from jupyter_agent.agent.events import Notice, TextDelta, ToolCallEnd, ToolCallStart, UsageUpdate
+from jupyter_agent.agent.loop import Agent
 from jupyter_agent.errors import CorruptSessionError, SessionLockedError
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
@@ -41,7 +42,7 @@ def test_each_save_point_is_on_disk_when_the_next_step_starts(
 
     model_server.add_steps([first, second])
     agent = make_agent(model_server, store, tools=[probe])
-    assert agent.run("go") == "done"
+    assert agent.run("go").reply == "done"
 
     # 1. after the user message (and the checkpoint before the request)
     assert roles(seen["first"]["messages"]) == ["system", "user"]
@@ -131,7 +132,7 @@ def test_explicit_new_session_id_is_created(
 def test_in_memory_agent_keeps_no_files(model_server: ScriptedModelServer, tmp_path: Path) -> None:
     model_server.add_steps([tool_step(("add_todo", {"text": "a"})), {"text": "ok"}])
     agent = make_agent(model_server, None)
-    assert agent.run("hi") == "ok"
+    assert agent.run("hi").reply == "ok"
     assert agent.session_id is None
     assert roles(agent.messages) == ["system", "user", "assistant", "tool", "assistant"]
     assert agent.state.todos[0].text == "a"
@@ -147,7 +148,7 @@ def test_events_in_stream_and_plain_mode(
     )
     rec = Recorder()
     agent = make_agent(model_server, store, stream=stream)
-    assert agent.run("hi", on_event=rec) == "All good here."
+    assert agent.run("hi", on_event=rec).reply == "All good here."
     assert model_server.requests[0].get("stream", False) is stream
     if stream:
         assert model_server.requests[0]["stream_options"] == {"include_usage": True}
@@ -227,7 +228,8 @@ def test_the_run_holds_the_session_lease(
 
 _OTHER_PROCESS_AGENT = """
 import json, sys, openai
-from jupyter_agent.agent import Agent, ChatModel
+from jupyter_agent.agent.adapters import ChatModel
+from jupyter_agent.agent.loop import Agent
 from jupyter_agent.errors import CorruptSessionError, SessionLockedError
 from jupyter_agent.store import SessionStore
 client = openai.OpenAI(base_url=sys.argv[3], api_key="k", max_retries=0)
@@ -260,7 +262,7 @@ def test_the_agent_holds_the_lease_for_its_whole_life(
     model_server.add_steps([{"text": "one"}, {"text": "two"}])
     first = make_agent(model_server, store)
     sid = first.session_id or ""
-    assert first.run("turn 1") == "one"
+    assert first.run("turn 1").reply == "one"
     # Between turns: another store object in this process is refused ...
     with pytest.raises(SessionLockedError) as info:
         make_agent(model_server, SessionStore(store.root), session_id=sid)
@@ -274,7 +276,7 @@ def test_the_agent_holds_the_lease_for_its_whole_life(
     nested.close()
     nested.close()  # idempotent
     assert store.holds_lease(sid)  # the first agent still holds it
-    assert first.run("turn 2") == "two"
+    assert first.run("turn 2").reply == "two"
     first.close()
     first.close()
     assert not store.holds_lease(sid)
@@ -283,7 +285,7 @@ def test_the_agent_holds_the_lease_for_its_whole_life(
     assert _agent_in_other_process(store.root, sid, model_server.base_url) == {"locked": False}
     with make_agent(model_server, SessionStore(store.root), session_id=sid) as again:
         assert again.messages == first.messages
-    assert again.closed
+    assert again.conversation.closed
 
 
 def test_a_failed_resume_releases_the_lease(
@@ -306,7 +308,7 @@ def test_unknown_tool_and_bad_arguments_are_results(
     )
     rec = Recorder()
     agent = make_agent(model_server, store)
-    assert agent.run("hi", on_event=rec) == "ok"
+    assert agent.run("hi", on_event=rec).reply == "ok"
     ends = rec.of("tool_call_end")
     assert [e.ok for e in ends] == [False, False]
     assert "no tool named 'nope'" in ends[0].result
@@ -331,7 +333,7 @@ def test_helpers_build_a_working_agent(
 ) -> None:
     model_server.add_steps([{"text": "hello"}])
     agent = make_agent(model_server, store)
-    assert agent.run("hi") == "hello"
+    assert agent.run("hi").reply == "hello"
     assert roles(read_record(store, agent.session_id or "")["messages"]) == [
         "system",
         "user",

@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
-from jupyter_agent.agent import Agent, AgentConfig, PartialReply, TextDelta
-from jupyter_agent.agent.responses import ResponsesModel, to_input
+from jupyter_agent.agent.adapters import PartialReply, ResponsesModel, to_input
+from jupyter_agent.agent.config import AgentConfig
+from jupyter_agent.agent.events import TextDelta
+from jupyter_agent.agent.loop import Agent
 from jupyter_agent.errors import ModelError
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
@@ -42,7 +44,7 @@ def test_a_tool_turn_round_trips_and_the_session_stays_chat_shaped(
     ])
     rec = Recorder()
     agent = responses_agent(model_server, store, stream=stream)
-    assert agent.run("plan it", on_event=rec) == "All set: one todo."
+    assert agent.run("plan it", on_event=rec).reply == "All set: one todo."
     first, second = model_server.requests
     assert [e.path for e in model_server.exchanges] == ["/v1/responses"] * 2
     assert first["store"] is False and "include" not in first  # not a reasoning model
@@ -111,7 +113,7 @@ def test_a_resumed_session_reasons_afresh_and_keeps_working(
     first.close()
     model_server.add_steps(["resumed"])
     again = responses_agent(model_server, store, name="o4-mini", session_id=sid)
-    assert again.run("continue") == "resumed"
+    assert again.run("continue").reply == "resumed"
     assert not any(i.get("type") == "reasoning" for i in model_server.requests[-1]["input"])
 
 
@@ -152,8 +154,9 @@ def test_cut_off_and_errors(model_server: ScriptedModelServer, store: SessionSto
         {"error": {"status": 404, "message": "Invalid URL (POST /v1/responses)"}},
     ])
     agent = responses_agent(model_server, store)
-    assert agent.run("go").startswith("[jupyter-agent] Stopped: the model's reply was cut off")
-    assert agent.stop_reason == "length" and agent.state.tool_calls == 0
+    outcome = agent.run("go")
+    assert outcome.reply.startswith("[jupyter-agent] Stopped: the model's reply was cut off")
+    assert outcome.stop_reason == "length" and agent.state.tool_calls == 0
     with pytest.raises(ModelError) as info:
         agent.run("again")
     assert "check the model name (--model) and the base URL (--base-url), or the model API " \
@@ -196,4 +199,4 @@ def test_an_interrupt_mid_stream_keeps_the_partial_reply(
     assert saved[-1]["content"].startswith("one two")
     assert "interrupted by the user" in saved[-1]["content"]
     assert agent.state.usage.calls == 1
-    assert agent.run("go on") == "after"
+    assert agent.run("go on").reply == "after"

@@ -4,14 +4,16 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Literal
 
 import pytest
 from IPython.core.error import StdinNotImplementedError
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_agent.agent import BuiltinTools, ToolRegistry, tool_from_function
+from jupyter_agent.agent.builtin_tools import BuiltinTools
 from jupyter_agent.agent.pyexec import run_code, truncate
+from jupyter_agent.agent.tools import ToolRegistry, tool_from_function
 from jupyter_agent.store import SessionState, SessionStore
 from jupyter_agent.testing import ScriptedModel
 from tests.agent.helpers import Recorder, make_agent, tool_step
@@ -269,7 +271,7 @@ def test_approval_policy(
     scripted.add_steps(_code_step())
     rec = Recorder()
     agent = make_agent(scripted, store, shell=ishell, approve=approval, ask=ask)
-    assert agent.run("run it", on_event=rec) == "ok"
+    assert agent.run("run it", on_event=rec).reply == "ok"
     assert ("ran" in ishell.user_ns) is runs
     assert asked == (["ran = True"] if approval == "ask" else [])
     end = rec.of("tool_call_end")[0]
@@ -325,8 +327,8 @@ def test_approval_is_validated_and_settable(
     with pytest.raises(ValueError, match="approve"):
         make_agent(scripted, store, approve="sometimes")
     agent = make_agent(scripted, store, approve="deny")
-    agent.approval = "auto"
-    assert agent.approval == "auto"
+    agent.reconfigure(config=replace(agent.config, approve="auto"))
+    assert agent.config.approve == "auto" and agent._builtins.approval == "auto"
 
 
 def test_run_code_reports_keyboard_interrupt_by_raising() -> None:
@@ -345,4 +347,4 @@ def test_lone_surrogates_in_tool_output_are_saved_as_replacement_characters(
     agent.run("emit a broken emoji")
     assert agent.messages[3]["content"] == "ok \ufffd"
     assert store.load_session(agent.session_id or "").messages == agent.messages
-    assert agent.run("next") == "b"  # the saved context still extends and is accepted
+    assert agent.run("next").reply == "b"  # the saved context still extends and is accepted

@@ -13,10 +13,16 @@ from typing import Any
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_agent.agent import Agent, AgentConfig, Notice
-from jupyter_agent.agent.context import SUMMARY_MARKER
-from jupyter_agent.agent.prompts import SHORT_SYSTEM_PROMPT, SUMMARIZER_PROMPT
-from jupyter_agent.agent.window import ContextWindow, probe_window, refused_window
+from jupyter_agent.agent.config import AgentConfig
+from jupyter_agent.agent.endpoint import refused_window
+from jupyter_agent.agent.events import Notice
+from jupyter_agent.agent.loop import Agent
+from jupyter_agent.agent.window import ContextWindow, probe_window
+from jupyter_agent.agent.working_context import (
+    SHORT_SYSTEM_PROMPT,
+    SUMMARIZER_PROMPT,
+    SUMMARY_MARKER,
+)
 from jupyter_agent.errors import PromptTooLongError
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModel, ScriptedModelServer
@@ -102,7 +108,7 @@ def test_ten_turns_against_llama_cpp_with_a_4k_window_compact_and_never_fail(
     with ScriptedModelServer([_answers()] * 40, play="llama.cpp",
                              context_window=4096) as server:
         agent = make_agent(server, store)
-        replies = [agent.run(f"turn {i}: tell me more. " + WORDS * 8) for i in range(10)]
+        replies = [agent.run(f"turn {i}: tell me more. " + WORDS * 8).reply for i in range(10)]
         agent.close()
         chat = _chat(server)
     assert all(reply.startswith("answer ") for reply in replies)
@@ -133,7 +139,7 @@ def test_a_refusal_teaches_the_window_then_the_turn_compacts_and_goes_on(
             agent.run(f"turn {i}: " + WORDS * 12)
         server.add_steps([refusal, _answers(), _answers()])
         events = Recorder()
-        reply = agent.run("and now? " + WORDS * 4, on_event=events)
+        reply = agent.run("and now? " + WORDS * 4, on_event=events).reply
         chat = _chat(server)
     assert reply.startswith("answer ")
     notices = [e.text for e in events.events if isinstance(e, Notice)]
@@ -174,7 +180,7 @@ def test_vllm_refusal_beats_a_setting_that_is_too_large(store: SessionStore) -> 
     with ScriptedModelServer([_answers()] * 30, play="vllm", context_window=2048) as server:
         agent = make_agent(server, store, context_window=100_000)
         for i in range(6):
-            assert agent.run(f"turn {i}: " + WORDS * 6).startswith("answer ")
+            assert agent.run(f"turn {i}: " + WORDS * 6).reply.startswith("answer ")
         chat = _chat(server)
         agent.close()
     assert [x.status for x in chat].count(400) == 1  # learnt once, kept to after

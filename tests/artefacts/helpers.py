@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jupyter_agent.agent.prompts import SUMMARIZER_PROMPT
+from jupyter_agent.agent.working_context import SUMMARIZER_PROMPT
 from jupyter_agent.store import SessionState, SessionStore
 from jupyter_agent.testing import ScriptedModelServer
 from tests.agent.helpers import make_agent, tool_step

@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from jupyter_agent.agent.prompts import DEFAULT_SYSTEM_PROMPT
+from jupyter_agent.agent.working_context import DEFAULT_SYSTEM_PROMPT
 from jupyter_agent.artefacts.export import choose_format, export_record, render
 from jupyter_agent.artefacts.redact import REDACTED, redact_text, secrets_from_environ
 from jupyter_agent.errors import ExportError, ExportExistsError

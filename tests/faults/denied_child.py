@@ -14,7 +14,9 @@ import sys
 
 import openai
 
-from jupyter_agent.agent import Agent, AgentConfig, ChatModel
+from jupyter_agent.agent.adapters import ChatModel
+from jupyter_agent.agent.config import AgentConfig
+from jupyter_agent.agent.loop import Agent
 from jupyter_agent.store import SessionStore
 
 PROMPT = "please summarise this:" + " data" * 2_000
@@ -22,7 +24,7 @@ PROMPT = "please summarise this:" + " data" * 2_000
 
 def turn(agent: Agent, prompt: str) -> None:
     try:
-        print(json.dumps({"reply": agent.run(prompt)}), flush=True)
+        print(json.dumps({"reply": agent.run(prompt).reply}), flush=True)
     except Exception as err:  # reported to the parent, which asserts type and message
         print(json.dumps({"error": [type(err).__name__, str(err)]}), flush=True)
 

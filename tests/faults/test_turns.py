@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_agent.agent import Limits
-from jupyter_agent.agent.context import SUMMARY_MARKER, estimate_tokens
+from jupyter_agent.agent.config import Limits
+from jupyter_agent.agent.working_context import SUMMARY_MARKER, estimate_tokens
 from jupyter_agent.errors import ModelError, PromptTooLongError
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
@@ -68,8 +68,8 @@ def test_a_connection_that_drops_mid_reply_keeps_the_text_marked_and_counts_the_
     assert usage["cost_usd"] >= 1.0  # estimated tokens, priced
     # the call counts against the limits: the next turn is refused before any request
     requests = len(model_server.requests)
-    agent.run("go on")
-    assert agent.stop_reason == "max_cost_usd"
+    outcome = agent.run("go on")
+    assert outcome.stop_reason == "max_cost_usd"
     assert len(model_server.requests) == requests
 
 
@@ -86,13 +86,13 @@ def test_usage_that_cannot_be_true_is_estimated_so_the_cost_limit_holds(
 ) -> None:
     model_server.add_steps([{"text": "an answer of some length", "usage": usage}, "never sent"])
     agent = make_agent(model_server, store, prices=PRICES, limits=Limits(max_cost_usd=1.0))
-    assert agent.run("a question " * 10) == "an answer of some length"
+    assert agent.run("a question " * 10).reply == "an answer of some length"
     sent = model_server.requests[0]["messages"]
     counted = agent.state.usage
     assert counted.calls == 1 and counted.input_tokens == estimate_tokens(sent)
     assert counted.output_tokens > 0 and counted.cost_usd >= 1.0
-    agent.run("and another")
-    assert agent.stop_reason == "max_cost_usd" and len(model_server.requests) == 1
+    outcome = agent.run("and another")
+    assert outcome.stop_reason == "max_cost_usd" and len(model_server.requests) == 1
 
 
 def test_automatic_compaction_still_starts_when_the_endpoint_reports_zero_tokens(
@@ -104,7 +104,7 @@ def test_automatic_compaction_still_starts_when_the_endpoint_reports_zero_tokens
                             {"text": "done", "usage": zero}])
     agent = make_agent(model_server, store, context_window=1_000)
     agent.run("say many words")
-    assert agent.run("next") == "done"
+    assert agent.run("next").reply == "done"
     summarizing = model_server.requests[1]
     assert "tools" not in summarizing and len(model_server.requests) == 3
     assert agent.messages[1]["content"].startswith(SUMMARY_MARKER)
@@ -126,7 +126,7 @@ def test_compaction_inside_a_turn_keeps_the_request_verbatim_however_long(
                             "the analysis"])
     agent = make_agent(model_server, store, context_window=4_000, tools=[dump])
     agent.run("hello")
-    assert agent.run(request) == "the analysis"
+    assert agent.run(request).reply == "the analysis"
     summarizing, answered = model_server.requests[2], model_server.requests[3]
     assert "tools" not in summarizing and "detail detail" not in str(summarizing)
     assert {"role": "user", "content": request} in answered["messages"]
@@ -153,7 +153,7 @@ def test_a_prompt_that_cannot_fit_the_window_is_refused_before_anything_is_sent(
     assert "\n" not in str(err)
     assert model_server.requests == []
     assert read_record(store, agent.session_id or "")["messages"] == before["messages"]
-    assert agent.run("short") == "never sent"  # the session goes on
+    assert agent.run("short").reply == "never sent"  # the session goes on
     assert roles(agent.messages) == ["system", "user", "assistant"]
 
 
@@ -184,8 +184,8 @@ def test_resume_after_a_kill_mid_batch_counts_the_tool_calls_the_checkpoint_miss
     agent = make_agent(model_server, store, session_id=sid, limits=Limits(max_tool_calls=4))
     assert agent.state.tool_calls == 3  # step 1 ran, step 2 ran, step 3 may have: counted
     assert read_record(store, sid)["state"]["tool_calls"] == 3  # and saved
-    agent.run("carry on")
-    assert agent.stop_reason == "max_tool_calls"  # 3 + 2 > 4: the batch is refused
+    outcome = agent.run("carry on")
+    assert outcome.stop_reason == "max_tool_calls"  # 3 + 2 > 4: the batch is refused
     assert agent.state.todos == [] and agent.state.tool_calls == 3
 
 

@@ -12,7 +12,9 @@ import time
 
 import openai
 
-from jupyter_agent.agent import Agent, AgentConfig, ChatModel
+from jupyter_agent.agent.adapters import ChatModel
+from jupyter_agent.agent.config import AgentConfig
+from jupyter_agent.agent.loop import Agent
 from jupyter_agent.store import SessionStore
 
 

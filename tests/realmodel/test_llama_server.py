@@ -22,8 +22,10 @@ from typing import Any
 import openai
 import pytest
 
-from jupyter_agent.agent import Agent, AgentConfig, AgentEvent, ChatModel, Notice
-from jupyter_agent.agent.model import ModelReply, PartialReply, TextCallback
+from jupyter_agent.agent.adapters import ChatModel, ModelReply, PartialReply, TextCallback
+from jupyter_agent.agent.config import AgentConfig
+from jupyter_agent.agent.events import AgentEvent, Notice
+from jupyter_agent.agent.loop import Agent
 from jupyter_agent.store import SessionStore
 
 URL = os.environ.get("JUPYTER_AGENT_TEST_SERVER", "")
@@ -87,13 +89,13 @@ def _converse(agent: Agent, prompts: list[str]) -> list[str]:
     for i, prompt in enumerate(prompts, 1):
         start = time.monotonic()
         # the table goes with every prompt, so that ten turns outgrow a 4k window
-        reply = agent.run(f"{prompt}\n\n(The data again, for reference:\n{TABLE * 3})",
-                          on_event=on_event)
-        usage = agent.last_turn_usage
+        outcome = agent.run(f"{prompt}\n\n(The data again, for reference:\n{TABLE * 3})",
+                            on_event=on_event)
+        reply, usage = outcome.reply, outcome.usage
         print(f"-- turn {i}: {prompt[:70]!r}{'...' if len(prompt) > 70 else ''}")
         print(f"   reply ({time.monotonic() - start:.1f} s, {usage.input_tokens} in / "
-              f"{usage.output_tokens} out, context ~{agent.estimated_tokens():,}/"
-              f"{agent.context_window:,}): {reply[:300]!r}")
+              f"{usage.output_tokens} out, context ~{agent.conversation.estimated_tokens():,}/"
+              f"{agent.window.tokens:,}): {reply[:300]!r}")
         assert isinstance(reply, str)
     return notices
 
@@ -128,7 +130,7 @@ def test_ten_turns_with_run_python_offered(tmp_path: Any) -> None:
 
 
 def _limits() -> Any:
-    from jupyter_agent.agent import Limits
+    from jupyter_agent.agent.config import Limits
 
     return Limits(max_iterations=4)  # a small model may call tools in a loop
 

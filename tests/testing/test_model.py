@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_agent.agent import ChatModel, Model, PartialReply
+from jupyter_agent.agent.adapters import ChatModel, Model, PartialReply
 from jupyter_agent.errors import ModelError
 from jupyter_agent.testing import ScriptedModel, ScriptedModelServer, ScriptError
 from tests.agent.helpers import make_client

@@ -9,7 +9,7 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
-from jupyter_agent.agent import Limits
+from jupyter_agent.agent.config import Limits
 from jupyter_agent.agent.events import Notice, TextDelta, ToolCallEnd, ToolCallStart
 from jupyter_agent.store import SessionRecord, SessionState, TodoItem, Usage
 from jupyter_agent.ui.display import format_call, format_recap, limit_message, tool_result_sections

@@ -1,66 +1,65 @@
-"""Model failures as :class:`~jupyter_agent.errors.ModelError`\\ s a user can act on.
+"""The HTTP side of a model request: streamed events, and failures as ModelErrors a user can act on.
 
-Every message says what went wrong, where, and what to do next, in words: no Python
-exception class appears in it. The cases:
-
-- the endpoint cannot be reached: its URL, and what to check (the server running, the
-  URL and port; for the OpenAI API, the network);
-- the connection dropped mid-reply: what arrived is kept (marked as cut off); send the
-  prompt again;
-- 401: the environment variable the key is read from (``AgentMagics.api_key_env``);
-- 403 / 404: the model name, the base URL (and the model API); a 404 from a base URL
-  without a version in its path (``/v1``) says it probably needs one;
-- 429 after the client's retries: wait, or check the plan and quota;
-- 5xx after the retries: try again in a moment, unless the endpoint said a retry cannot
-  help (``x-should-retry: false``, as the scripted server does when its script ran out):
-  then its own reason is the advice;
-- a context too long for the model's window (learned from the refusal): compact, or
-  raise the window;
-- any other rejected request: the prompt is saved; check the options, send again.
-
-The user's message is always saved before a model call, so "send the prompt
-again" loses nothing. A message claims retries only when the client really made them: the
-count comes from the ``x-stainless-retry-count`` header of the last request sent.
+Streams are read line by line to their end (so the connection is reused), each event
+becoming a dict with one ``json.loads``. Every error message says what went wrong,
+where, and what to do next, never a Python class name; it claims retries only when the
+client made them (``x-stainless-retry-count``), and "send the prompt again" loses
+nothing: the prompt is saved before the call.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
 import openai
 
-from jupyter_agent.agent.sse import Event
 from jupyter_agent.errors import ModelError
 
-__all__ = ["Endpoint", "failures", "model_error", "parse_event", "status_error"]
+DONE = "[DONE]"
+
+
+@dataclass(frozen=True)
+class Event:
+    """One server-sent event."""
+
+    name: str  # "" when the event has no ``event:`` field
+    data: str
+
+
+def events(lines: Iterable[str]) -> Iterator[Event]:
+    """The events of a stream's lines (line endings already removed)."""
+    name, data = "", list[str]()
+    for line in lines:
+        if not line:
+            if data:
+                yield Event(name, "\n".join(data))
+            name, data = "", []
+            continue
+        if line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if field == "data":
+            data.append(value)
+        elif field == "event":
+            name = value
+    if data:
+        yield Event(name, "\n".join(data))
+
 
 OPENAI_HOST = "api.openai.com"
+_MIN_WINDOW, _MAX_WINDOW = 256, 100_000_000
 
 
 @dataclass(frozen=True)
 class Endpoint:
-    """Where a model's requests go, as far as its error messages need to know.
-
-    Attributes
-    ----------
-    url : str
-        The base URL ("" in process).
-    model : str
-        The model name.
-    key_env : str
-        The environment variable the API key is read from.
-    key_sent : bool
-        Whether a real key was sent (not a placeholder for a local server).
-    retries : int
-        How often the client may retry 429, 5xx and connection failures itself (an upper
-        bound: messages report the retries actually made, see :func:`status_error`).
-    api : str
-        The model API ("chat", ...).
-    """
+    """Where a model's requests go, as far as its error messages need to know."""
 
     url: str
     model: str
@@ -78,12 +77,7 @@ class Endpoint:
 
 
 def failures() -> tuple[type[Exception], ...]:
-    """What a model request can fail with: ``openai``'s errors and its HTTP library's.
-
-    A stream read can fail with the HTTP library's own errors (the server closing the
-    connection) without the client wrapping them. Depending on its version, ``openai``
-    uses ``httpx`` or ``httpx2``; whichever it imported is in ``sys.modules``.
-    """
+    """What a model request can fail with: ``openai``'s errors and its HTTP library's."""
     found: list[type[Exception]] = [openai.OpenAIError]
     for name in ("httpx", "httpx2"):
         error = getattr(sys.modules.get(name), "HTTPError", None)
@@ -93,10 +87,6 @@ def failures() -> tuple[type[Exception], ...]:
 
 
 def _detail(exc: openai.APIStatusError) -> tuple[str, str, int | None]:
-    """The error body's message and code (``""`` where missing), and the context window
-    it refuses the request for (see :func:`~jupyter_agent.agent.window.refused_window`)."""
-    from jupyter_agent.agent.window import refused_window
-
     body: Any = exc.body
     if not isinstance(body, dict):
         try:
@@ -118,7 +108,6 @@ def _retries(n: int) -> str:
 
 
 def _retries_taken(exc: openai.APIStatusError) -> int:
-    """How many times the client retried before ``exc`` (0 when it cannot tell)."""
     try:
         return int(exc.response.request.headers.get("x-stainless-retry-count", "0"))
     except (RuntimeError, ValueError):  # a response built without a request, or junk
@@ -126,12 +115,10 @@ def _retries_taken(exc: openai.APIStatusError) -> int:
 
 
 def _final(exc: openai.APIStatusError) -> bool:
-    """Whether the endpoint said that sending the same request again cannot help."""
     return exc.response.headers.get("x-should-retry", "").lower() == "false"
 
 
 def _has_version(url: str) -> bool:
-    """Whether the path of base URL ``url`` names an API version (``/v1``, ``/v1beta``)."""
     return any(part[:1] == "v" and part[1:2].isdigit()
                for part in urlparse(url).path.split("/"))
 
@@ -139,32 +126,7 @@ def _has_version(url: str) -> bool:
 def status_error(status: int, detail: str, endpoint: Endpoint, code: str = "", *,
                  retries: int = 0, final: bool = False,
                  window: int | None = None) -> ModelError:
-    """The :class:`ModelError` for an HTTP error answer (see the module docstring).
-
-    Parameters
-    ----------
-    status : int
-        The HTTP status.
-    detail : str
-        The message of the error body.
-    endpoint : Endpoint
-    code : str
-        The error body's ``code`` (e.g. ``"context_length_exceeded"``).
-    retries : int
-        How many times the client really retried before this answer (0: no claim made).
-    final : bool
-        Whether the endpoint said a retry cannot help (``x-should-retry: false``): a 5xx
-        then does not advise trying again in a moment.
-    window : int, optional
-        Not None when the endpoint refused the request as too long for its context
-        window (0: it named no window).
-
-    Returns
-    -------
-    ModelError
-        ``status_code`` is ``status``, ``code`` is ``code``, ``detail`` is ``detail``,
-        ``context_window`` is ``window``.
-    """
+    """The :class:`ModelError` for an HTTP error answer (see the module docstring)."""
     url, model, var = endpoint.url, endpoint.model, endpoint.key_env
     at = f" at {url}" if url else ""
     if status == 401 and not endpoint.key_sent:
@@ -220,11 +182,10 @@ def parse_event(event: Event, endpoint: Endpoint) -> dict[str, Any]:
     Raises
     ------
     ModelError
-        When the data is not a JSON object, or is an error the endpoint reports in the
-        middle of the stream.
+        The data is not a JSON object, or is an error reported mid-stream.
     """
     try:
-        data = event.json()
+        data = json.loads(event.data)
     except ValueError:
         data = None
     if not isinstance(data, dict):
@@ -241,22 +202,7 @@ def parse_event(event: Event, endpoint: Endpoint) -> dict[str, Any]:
 
 
 def model_error(exc: BaseException, endpoint: Endpoint, *, received: bool = False) -> ModelError:
-    """Map a failed request (after the client's retries) to a :class:`ModelError`.
-
-    Parameters
-    ----------
-    exc : BaseException
-        What the ``openai`` client (or its HTTP library) raised.
-    endpoint : Endpoint
-    received : bool
-        Whether part of the answer had arrived (a broken stream, not an unreachable
-        endpoint).
-
-    Returns
-    -------
-    ModelError
-        ``status_code`` is the HTTP status, or None when no answer arrived.
-    """
+    """Map a failed request (after the client's retries) to a :class:`ModelError`."""
     if isinstance(exc, openai.APIStatusError):
         detail, code, window = _detail(exc)
         return status_error(exc.status_code, detail, endpoint, code,
@@ -283,3 +229,39 @@ def model_error(exc: BaseException, endpoint: Endpoint, *, received: bool = Fals
     else:
         text = f"the model call failed{why}: send the prompt again"
     return ModelError(text, status_code=None)
+
+
+def plausible(value: Any) -> int | None:
+    """``value`` as a window in tokens if it is an integer in a plausible range, else None."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if _MIN_WINDOW <= value <= _MAX_WINDOW else None
+
+
+_WINDOW_PATTERNS = (
+    re.compile(r"maximum context length is (\d+)", re.I),  # OpenAI, vLLM
+    re.compile(r"available context size \((\d+) tokens?\)", re.I),  # llama.cpp
+    re.compile(r"context (?:length|size|window)[^0-9.]{0,40}?(\d{3,})", re.I),
+)
+_REFUSAL_WORDS = re.compile(
+    r"context[ _](?:length|size|window)|exceed_context_size|context_length_exceeded|"
+    r"too many tokens|prompt is too long", re.I)
+
+
+def refused_window(status: int, detail: str, code: str = "", kind: str = "",
+                   n_ctx: Any = None) -> int | None:
+    """Whether an error answer refuses a request as too long: None (no), 0 (it does not say
+    the window) or the window in tokens."""
+    if status not in (400, 413):
+        return None
+    text = f"{detail} {code} {kind}"
+    if not _REFUSAL_WORDS.search(text):
+        return None
+    found = plausible(n_ctx)
+    if found is not None:
+        return found
+    for pattern in _WINDOW_PATTERNS:
+        match = pattern.search(detail)
+        if match and plausible(int(match.group(1))) is not None:
+            return int(match.group(1))
+    return 0

@@ -1,0 +1,459 @@
+"""Model adapters: the Model protocol, and Chat Completions and Responses over ``openai``.
+
+A Model sends the working context (Chat Completions message dicts, the stored format)
+and tool schemas, and returns one ModelReply; everything API-specific stays here. What
+arrives is kept in a caller-owned PartialReply, so an interrupted reply keeps its text.
+The bulk fields (messages or input, tools) travel in ``extra_body`` past the client's
+request transform, with empty placeholders keeping their place: the body is byte for
+byte the typed path's (``fast=False`` sends them typed). The Responses adapter converts
+each message once while it stays in the working context, sends ``store: false``, and
+keeps reasoning items in memory for the assistant message they came with (not saved).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import openai
+
+from jupyter_agent.agent.endpoint import DONE, Endpoint, events, failures, model_error, parse_event
+from jupyter_agent.errors import ModelError
+
+TextCallback = Callable[[str], object]
+
+
+@dataclass(frozen=True)
+class TokenUsage:
+    """Tokens of one model call, as the endpoint reported them."""
+
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int = 0
+
+
+def usage_of(data: Any, input_key: str, output_key: str, details_key: str) -> TokenUsage | None:
+    """The :class:`TokenUsage` of a reported usage object (a dict), or None when it lacks
+    the token counts."""
+    if not isinstance(data, dict):
+        return None
+    tokens_in, tokens_out = data.get(input_key), data.get(output_key)
+    if not isinstance(tokens_in, int) or not isinstance(tokens_out, int):
+        return None
+    details = data.get(details_key)
+    cached = details.get("cached_tokens") if isinstance(details, dict) else 0
+    return TokenUsage(tokens_in, tokens_out, cached if isinstance(cached, int) else 0)
+
+
+def request_arguments(kwargs: dict[str, Any], bulk: dict[str, Any], *,
+                      fast: bool) -> dict[str, Any]:
+    """The keyword arguments of one ``openai`` request."""
+    if not fast:
+        return {**kwargs, **bulk}
+    return {**kwargs, **{key: [] for key in bulk}, "extra_body": bulk}
+
+
+@dataclass
+class PartialReply:
+    """What a (possibly streaming) reply has delivered so far; owned by the caller."""
+
+    text_parts: list[str] = field(default_factory=list)
+    calls: dict[int, dict[str, str]] = field(default_factory=dict)
+    usage: TokenUsage | None = None
+    finish_reason: str | None = None
+    received: bool = False
+
+    @property
+    def text(self) -> str:
+        """The reply text received so far."""
+        return "".join(self.text_parts)
+
+    def add_text(self, text: str, on_text: TextCallback | None) -> None:
+        """Record a text piece and pass it to ``on_text``."""
+        if text:
+            self.text_parts.append(text)
+            if on_text is not None:
+                on_text(text)
+
+    def tool_calls(self) -> list[dict[str, Any]]:
+        """The tool calls as Chat Completions ``tool_calls`` dicts, in position order."""
+        out = []
+        for index in sorted(self.calls):
+            call = self.calls[index]
+            out.append({
+                "id": call.get("id") or f"call_{uuid.uuid4().hex[:24]}",
+                "type": "function",
+                "function": {"name": call.get("name", ""),
+                             "arguments": call.get("arguments", "") or "{}"},
+            })
+        return out
+
+    def reply(self) -> ModelReply:
+        """The :class:`ModelReply` of what arrived."""
+        return ModelReply(self.text, self.tool_calls(), self.finish_reason, self.usage)
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    """One model response, reduced to what the loop needs."""
+
+    text: str
+    tool_calls: list[dict[str, Any]]
+    finish_reason: str | None
+    usage: TokenUsage | None = None
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A model the agent can talk to (see the module docstring)."""
+
+    api: str
+    name: str
+    base_url: str
+
+    def respond(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        *,
+        stream: bool,
+        partial: PartialReply,
+        on_text: TextCallback | None = None,
+    ) -> ModelReply:
+        """Send one request and return the reply."""
+        ...
+
+
+def _usage(usage: Any) -> TokenUsage | None:
+    if usage is None:
+        return None
+    return usage_of(usage.model_dump(), "prompt_tokens", "completion_tokens",
+                    "prompt_tokens_details")
+
+
+class OpenAIModel:
+    """A model behind an ``openai`` client.
+
+    ``params`` are sent with every request; ``key_env`` is the variable the key came from,
+    named when it is refused (None: no real key was sent); ``fast`` sends the bulk fields
+    past the client's request transform (the body is the same).
+    """
+
+    api = ""
+
+    def __init__(self, client: openai.OpenAI, name: str, *,
+                 params: Mapping[str, Any] | None = None,
+                 key_env: str | None = "OPENAI_API_KEY", fast: bool = True) -> None:
+        self.client, self.name, self.params, self.fast = client, name, dict(params or {}), fast
+        self.base_url = str(client.base_url)
+        self.endpoint = Endpoint.of(client, name, key_env=key_env, api=self.api)
+        self._failures = failures()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r} at {self.base_url})"
+
+    def respond(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *,
+                stream: bool, partial: PartialReply,
+                on_text: TextCallback | None = None) -> ModelReply:
+        """Send one request; ``partial`` is filled as the reply arrives.
+
+        Raises
+        ------
+        ModelError
+            The endpoint failed (after the client's retries), worded for the user.
+        """
+        kwargs = self.request(messages, tools, stream=stream)
+        try:
+            self._send(kwargs, partial, on_text, stream=stream)
+        except self._failures as exc:
+            raise model_error(exc, self.endpoint, received=partial.received) from exc
+        return partial.reply()
+
+    def request(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
+                *, stream: bool) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _send(self, kwargs: dict[str, Any], partial: PartialReply,
+              on_text: TextCallback | None, *, stream: bool) -> None:
+        raise NotImplementedError
+
+
+class ChatModel(OpenAIModel):
+    """A model behind the Chat Completions API (``POST /chat/completions``)."""
+
+    api = "chat"
+
+    def request(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
+                *, stream: bool) -> dict[str, Any]:
+        """The keyword arguments of ``client.chat.completions.create`` for one request."""
+        kwargs: dict[str, Any] = {"model": self.name, **self.params}
+        if stream:
+            kwargs["stream"] = True
+            kwargs["stream_options"] = {"include_usage": True}
+        bulk: dict[str, Any] = {"messages": messages if isinstance(messages, list)
+                                else list(messages)}
+        if tools:
+            bulk["tools"] = tools if isinstance(tools, list) else list(tools)
+        return request_arguments(kwargs, bulk, fast=self.fast)
+
+    def _send(self, kwargs: dict[str, Any], partial: PartialReply,
+              on_text: TextCallback | None, *, stream: bool) -> None:
+        if stream:
+            self._stream_into(kwargs, partial, on_text)
+            return
+        response = self.client.chat.completions.create(**kwargs)
+        partial.received = True
+        partial.usage = _usage(response.usage)
+        if not response.choices:
+            return
+        choice = response.choices[0]
+        partial.finish_reason = choice.finish_reason
+        for index, call in enumerate(choice.message.tool_calls or []):
+            function = getattr(call, "function", None)
+            partial.calls[index] = {"id": call.id,
+                                    "name": function.name if function else "",
+                                    "arguments": function.arguments if function else "{}"}
+        partial.add_text(choice.message.content or "", on_text)
+
+    def _stream_into(self, kwargs: dict[str, Any], partial: PartialReply,
+                     on_text: TextCallback | None) -> None:
+        with self.client.chat.completions.with_streaming_response.create(**kwargs) as response:
+            for event in events(response.iter_lines()):
+                partial.received = True
+                if event.data == DONE:
+                    continue  # read on to the end, so the connection can be reused
+                chunk = parse_event(event, self.endpoint)
+                if chunk.get("usage"):
+                    partial.usage = usage_of(chunk["usage"], "prompt_tokens",
+                                             "completion_tokens", "prompt_tokens_details")
+                for choice in chunk.get("choices") or ():
+                    if choice.get("index", 0) == 0:
+                        self._take_delta(choice, partial, on_text)
+
+    @staticmethod
+    def _take_delta(choice: dict[str, Any], partial: PartialReply,
+                    on_text: TextCallback | None) -> None:
+        if choice.get("finish_reason"):
+            partial.finish_reason = choice["finish_reason"]
+        delta = choice.get("delta") or {}
+        for call in delta.get("tool_calls") or ():
+            slot = partial.calls.setdefault(call.get("index", 0), {})
+            if call.get("id"):
+                slot["id"] = call["id"]
+            function = call.get("function") or {}
+            if function.get("name"):
+                slot["name"] = slot.get("name", "") + function["name"]
+            if function.get("arguments"):
+                slot["arguments"] = slot.get("arguments", "") + function["arguments"]
+        if delta.get("content"):
+            partial.add_text(delta["content"], on_text)
+
+
+REASONING_MODELS = ("o1", "o3", "o4", "gpt-5", "codex")
+
+_MAX_REASONING = 256
+
+_INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
+
+
+def _content(content: Any, role: str) -> Any:
+    if not isinstance(content, list):
+        return "" if content is None else content
+    parts: list[dict[str, Any]] = []
+    for part in content:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text":
+            parts.append({"type": "output_text" if role == "assistant" else "input_text",
+                          "text": part.get("text", "")})
+        elif kind == "image_url":
+            image = part.get("image_url") or {}
+            url = image.get("url", "") if isinstance(image, dict) else str(image)
+            parts.append({"type": "input_image", "image_url": url,
+                          "detail": (image.get("detail") if isinstance(image, dict) else None)
+                          or "auto"})
+        elif isinstance(part, dict):
+            parts.append(part)
+    return parts
+
+
+def _key(message: Mapping[str, Any]) -> tuple[str, ...]:
+    calls = message.get("tool_calls") or ()
+    if calls:
+        return ("calls", *(str(c.get("id")) for c in calls))
+    return ("text", str(message.get("content") or ""))
+
+
+def to_input(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The Responses input items of one stored (Chat Completions) message."""
+    role = str(message.get("role", "user"))
+    if role == "tool":
+        output = message.get("content")
+        if isinstance(output, list):  # text and images
+            return [{"type": "function_call_output", "call_id": message.get("tool_call_id"),
+                     "output": _content(output, role)}]
+        return [{"type": "function_call_output", "call_id": message.get("tool_call_id"),
+                 "output": output if isinstance(output, str) else str(output or "")}]
+    items: list[dict[str, Any]] = []
+    content = message.get("content")
+    if content or role != "assistant" or not message.get("tool_calls"):
+        items.append({"role": role, "content": _content(content, role)})
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        items.append({"type": "function_call", "call_id": call.get("id"),
+                      "name": function.get("name", ""),
+                      "arguments": function.get("arguments", "") or "{}"})
+    return items
+
+
+def to_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Chat Completions tool schemas as Responses function tools."""
+    out = []
+    for tool in tools:
+        function = tool.get("function") or {}
+        out.append({"type": "function", "name": function.get("name"),
+                    "description": function.get("description", ""),
+                    "parameters": function.get("parameters") or {"type": "object"},
+                    "strict": False})
+    return out
+
+
+class ResponsesModel(OpenAIModel):
+    """A model behind the Responses API (``POST /responses``); ``reasoning`` (default: for
+    the model names of :data:`REASONING_MODELS`) asks for encrypted reasoning items."""
+
+    api = "responses"
+
+    def __init__(self, client: openai.OpenAI, name: str, *,
+                 params: Mapping[str, Any] | None = None,
+                 key_env: str | None = "OPENAI_API_KEY", fast: bool = True,
+                 reasoning: bool | None = None) -> None:
+        super().__init__(client, name, params=params, key_env=key_env, fast=fast)
+        bare = name.lower().rsplit("/", 1)[-1]
+        self.reasoning = (bare.startswith(REASONING_MODELS) if reasoning is None
+                          else reasoning)
+        self._converted: list[tuple[Mapping[str, Any], list[dict[str, Any]]]] = []
+        self._tools: tuple[Sequence[Mapping[str, Any]], list[dict[str, Any]]] | None = None
+        self._carried: OrderedDict[tuple[str, ...], list[dict[str, Any]]] = OrderedDict()
+
+    # ---- requests -------------------------------------------------------------------
+    def input(self, messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """The ``input`` of a request: every message converted (each once, while it stays
+        in the working context), with carried reasoning items before the assistant
+        messages they came with."""
+        cache, items = self._converted, []
+        for index, message in enumerate(messages):
+            if index < len(cache) and cache[index][0] is message:
+                converted = cache[index][1]
+            else:
+                converted = to_input(message)
+                if message.get("role") == "assistant":
+                    converted = self._carried.get(_key(message), []) + converted
+                del cache[index:]
+                cache.append((message, converted))
+            items.extend(converted)
+        del cache[len(messages):]
+        return items
+
+    def request(self, messages: Sequence[dict[str, Any]],
+                tools: Sequence[dict[str, Any]], *, stream: bool) -> dict[str, Any]:
+        """The keyword arguments of ``client.responses.create`` for one request."""
+        kwargs: dict[str, Any] = {"model": self.name, **self.params, "store": False}
+        if self.reasoning:
+            kwargs["include"] = ["reasoning.encrypted_content"]
+        if stream:
+            kwargs["stream"] = True
+        bulk: dict[str, Any] = {"input": self.input(messages)}
+        if tools:
+            if self._tools is None or self._tools[0] is not tools:
+                self._tools = (tools, to_tools(tools))
+            bulk["tools"] = self._tools[1]
+        return request_arguments(kwargs, bulk, fast=self.fast)
+
+    def _send(self, kwargs: dict[str, Any], partial: PartialReply,
+              on_text: TextCallback | None, *, stream: bool) -> None:
+        if stream:
+            response = self._stream_into(kwargs, partial, on_text)
+        else:
+            response = self.client.responses.create(**kwargs).model_dump(mode="json")
+            partial.received = True
+        if response is not None:
+            self._take(response, partial, on_text, streamed=stream)
+
+    # ---- replies ----------------------------------------------------------------------
+    def _stream_into(self, kwargs: dict[str, Any], partial: PartialReply,
+                     on_text: TextCallback | None) -> dict[str, Any] | None:
+        final = None
+        with self.client.responses.with_streaming_response.create(**kwargs) as http:
+            for event in events(http.iter_lines()):
+                partial.received = True
+                if event.data == DONE:  # not sent by the Responses API, but by some servers
+                    continue
+                data = parse_event(event, self.endpoint)
+                kind = data.get("type", event.name)
+                if kind == "response.output_text.delta":
+                    partial.add_text(str(data.get("delta", "")), on_text)
+                elif kind == "response.output_item.added":
+                    self._take_item(data.get("output_index", 0), data.get("item") or {},
+                                    partial)
+                elif kind == "response.function_call_arguments.delta":
+                    slot = partial.calls.setdefault(int(data.get("output_index", 0)), {})
+                    slot["arguments"] = slot.get("arguments", "") + str(data.get("delta", ""))
+                elif kind in ("response.completed", "response.incomplete", "response.failed"):
+                    final = data.get("response") or {}
+        return final
+
+    def _take_item(self, index: int, item: Mapping[str, Any], partial: PartialReply) -> None:
+        if item.get("type") == "function_call":
+            slot = partial.calls.setdefault(int(index), {})
+            slot["id"] = str(item.get("call_id") or "")
+            slot["name"] = str(item.get("name") or "")
+            slot["arguments"] = str(item.get("arguments") or "") or slot.get("arguments", "")
+
+    def _take(self, response: Mapping[str, Any], partial: PartialReply,
+              on_text: TextCallback | None, *, streamed: bool) -> None:
+        status = response.get("status")
+        if status == "failed":
+            error = response.get("error") or {}
+            detail = error.get("message") if isinstance(error, dict) else None
+            raise ModelError(f"the model endpoint at {self.base_url} could not finish the "
+                             f"reply ({detail or 'no details'}): send the prompt again")
+        output = [item for item in response.get("output") or () if isinstance(item, dict)]
+        calls, reasoning = {}, []
+        for index, item in enumerate(output):
+            kind = item.get("type")
+            if kind == "function_call":
+                calls[index] = {"id": str(item.get("call_id") or ""),
+                                "name": str(item.get("name") or ""),
+                                "arguments": str(item.get("arguments") or "")}
+            elif kind == "reasoning" and item.get("encrypted_content"):
+                reasoning.append({k: item[k] for k in ("type", "id", "summary",
+                                                        "encrypted_content") if k in item})
+            elif kind == "message" and not (streamed and partial.text_parts):
+                for part in item.get("content") or ():
+                    if part.get("type") in ("output_text", "refusal"):
+                        partial.add_text(str(part.get("text") or part.get("refusal") or ""),
+                                         on_text)
+        if output:
+            partial.calls = calls
+        partial.usage = usage_of(response.get("usage"), "input_tokens", "output_tokens",
+                                 "input_tokens_details") or partial.usage
+        incomplete = response.get("incomplete_details") or {}
+        if status == "incomplete":
+            partial.finish_reason = _INCOMPLETE.get(str(incomplete.get("reason")), "length")
+        else:
+            partial.finish_reason = "tool_calls" if partial.calls else "stop"
+        if reasoning:
+            self._carry(partial, reasoning)
+
+    def _carry(self, partial: PartialReply, items: list[dict[str, Any]]) -> None:
+        calls = partial.tool_calls()
+        for index, call in zip(sorted(partial.calls), calls, strict=True):
+            partial.calls[index]["id"] = call["id"]  # fixed now, so the key matches
+        key = _key({"content": partial.text, "tool_calls": calls})
+        self._carried[key] = items
+        self._carried.move_to_end(key)
+        while len(self._carried) > _MAX_REASONING:
+            self._carried.popitem(last=False)

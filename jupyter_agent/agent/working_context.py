@@ -1,0 +1,341 @@
+"""The working context as the model sees it: size estimates, tool-pair repair, where
+compaction may cut, the system prompts and the notes they carry.
+
+Invariants: every assistant tool call is followed by exactly one ``tool`` result before
+the next other message; an orphan result is dropped from the working context (the
+transcript keeps it); compaction cuts only before a user or assistant message.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from jupyter_agent.errors import TooLargeError, UnsafeFileError
+from jupyter_agent.store import SessionState, Store
+from jupyter_agent.store.base import NoteKind
+
+SUMMARY_MARKER = "[jupyter-agent] Summary of earlier conversation"
+
+CHARS_PER_TOKEN = 4
+
+_PER_MESSAGE_TOKENS = 4
+
+
+def message_chars(message: dict[str, Any]) -> int:
+    """Characters of a message that count toward the prompt (content, tool calls)."""
+    n = 0
+    content = message.get("content")
+    if isinstance(content, str):
+        n += len(content)
+    elif isinstance(content, list):
+        n += len(json.dumps(content, ensure_ascii=False))
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        n += len(function.get("name") or "") + len(function.get("arguments") or "") + 24
+    return n
+
+
+def estimate_tokens(
+    messages: Sequence[dict[str, Any]], *, base_tokens: int | None = None, base_len: int = 0
+) -> int:
+    """Estimated prompt size of ``messages`` in tokens: ``base_tokens`` (reported for
+    ``messages[:base_len]``; None: estimate all) plus ~4 characters per token after."""
+    start = base_len if base_tokens is not None else 0
+    rest = messages[start:]
+    tail = sum(message_chars(m) for m in rest) // CHARS_PER_TOKEN + _PER_MESSAGE_TOKENS * len(rest)
+    return (base_tokens or 0) + tail
+
+
+def estimate_schema_tokens(schemas: Sequence[dict[str, Any]]) -> int:
+    """Estimated tokens of a request's tool schemas (~1 per 4 characters of their JSON)."""
+    return len(json.dumps(list(schemas), ensure_ascii=False)) // CHARS_PER_TOKEN if schemas else 0
+
+
+def synthetic_result(call_id: str, reason: str) -> dict[str, Any]:
+    """A tool message answering ``call_id`` that says the call did not run."""
+    return {"role": "tool", "tool_call_id": call_id, "content": f"[jupyter-agent] {reason}"}
+
+
+@dataclass(frozen=True)
+class RepairReport:
+    """What :func:`repair_tool_pairs` changed."""
+
+    added: tuple[str, ...] = ()
+    dropped: int = 0
+    appended_only: bool = True
+
+    @property
+    def changed(self) -> bool:
+        """Whether the repair altered anything."""
+        return bool(self.added or self.dropped)
+
+    def describe(self) -> str:
+        """One line for the store's compaction log and for notices."""
+        parts = []
+        if self.added:
+            parts.append(f"{len(self.added)} unanswered tool call(s) given a synthetic result")
+        if self.dropped:
+            parts.append(f"{self.dropped} orphan tool result(s) dropped from the working context")
+        return "repaired tool pairs: " + "; ".join(parts) if parts else "no repair needed"
+
+
+def repair_tool_pairs(
+    messages: Sequence[dict[str, Any]],
+    reason: str = "not executed (the run was interrupted)",
+    *,
+    start: int = 0,
+) -> tuple[list[dict[str, Any]], RepairReport]:
+    """Give every assistant tool call exactly one result; drop orphan results."""
+    start = max(0, min(start, len(messages)))
+    while start > 0 and messages[start - 1].get("role") == "tool":
+        start -= 1
+    start = max(0, start - 1)  # the message that opened the batch (or any other)
+    if start:
+        tail, report = repair_tool_pairs(messages[start:], reason)
+        if not report.changed:
+            return (messages if isinstance(messages, list) else list(messages)), report
+        return [*messages[:start], *tail], report
+    out: list[dict[str, Any]] = []
+    added: list[str] = []
+    dropped = 0
+    first_change: int | None = None
+    i, n = 0, len(messages)
+    while i < n:
+        message = messages[i]
+        role = message.get("role")
+        if role == "tool":  # not directly after a batch: orphan
+            dropped += 1
+            first_change = i if first_change is None else first_change
+            i += 1
+            continue
+        out.append(message)
+        i += 1
+        calls = message.get("tool_calls") if role == "assistant" else None
+        if not calls:
+            continue
+        pending = [c.get("id") for c in calls]
+        while i < n and messages[i].get("role") == "tool":
+            call_id = messages[i].get("tool_call_id")
+            if call_id in pending:
+                pending.remove(call_id)
+                out.append(messages[i])
+            else:
+                dropped += 1
+                first_change = i if first_change is None else first_change
+            i += 1
+        for call_id in pending:
+            added.append(str(call_id))
+            out.append(synthetic_result(str(call_id), reason))
+            first_change = i if first_change is None else first_change
+    appended_only = dropped == 0 and (first_change is None or first_change >= n)
+    return out, RepairReport(tuple(added), dropped, appended_only)
+
+
+def _is_cut_point(messages: Sequence[dict[str, Any]], i: int) -> bool:
+    return messages[i].get("role") in ("user", "assistant")
+
+
+def choose_cut(
+    messages: Sequence[dict[str, Any]], *, keep_tokens: int, keep_turns: int = 2,
+    keep_from: int | None = None,
+) -> int | None:
+    """Where to split for compaction: ``messages[1:cut]`` are summarized, the rest kept.
+
+    Keeps the last ``keep_turns`` user turns if they fit ``keep_tokens``, else the longest
+    fitting tail, else the shortest; ``messages[keep_from:]`` always stay. None when
+    nothing before the cut is worth summarizing.
+    """
+    n = len(messages)
+    last = n - 1 if keep_from is None else min(keep_from, n - 1)
+    candidates = [i for i in range(2, last + 1) if _is_cut_point(messages, i)]
+    if not candidates:
+        return None
+    suffix = [0] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        suffix[i] = suffix[i + 1] + message_chars(messages[i]) // CHARS_PER_TOKEN + 4
+    user_starts = [i for i in candidates if messages[i].get("role") == "user"]
+    cut: int | None = None
+    fitting_turns = [i for i in user_starts[-keep_turns:] if suffix[i] <= keep_tokens]
+    if fitting_turns:
+        cut = fitting_turns[0]
+    else:
+        fitting = [i for i in candidates if suffix[i] <= keep_tokens]
+        cut = fitting[0] if fitting else candidates[-1]
+    # Summarizing only user messages (a lone prompt, an earlier summary) gains nothing.
+    if not any(m.get("role") in ("assistant", "tool") for m in messages[1:cut]):
+        return None
+    return cut
+
+
+def render_for_summary(
+    messages: Sequence[dict[str, Any]], *, max_chars: int, per_message: int = 4_000
+) -> str:
+    """A plain-text rendering of ``messages`` for the summarizing call, each message cut
+    to ``per_message`` and the whole (its newest part) to ``max_chars`` code points."""
+    lines: list[str] = []
+    for m in messages:
+        role = str(m.get("role", "?")).upper()
+        content = m.get("content")
+        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+        if content is None:
+            text = ""
+        if role == "TOOL":
+            role = f"TOOL RESULT ({m.get('tool_call_id', '')})"
+        if len(text) > per_message:
+            text = text[:per_message] + f" ... [{len(text) - per_message:,} more characters]"
+        if text:
+            lines.append(f"{role}: {text}")
+        for call in m.get("tool_calls") or ():
+            function = call.get("function") or {}
+            args = str(function.get("arguments") or "")[:per_message]
+            lines.append(f"TOOL CALL {call.get('id', '')}: {function.get('name')}({args})")
+    rendered = "\n\n".join(lines)
+    if len(rendered) > max_chars:
+        rendered = "[... earliest part omitted ...]\n" + rendered[-max_chars:]
+    return rendered
+
+
+#: Notes larger than this (bytes, UTF-8) are left out of a new session's system prompt.
+NOTES_CAP = 64 * 1024
+
+DEFAULT_SYSTEM_PROMPT = """\
+You are an AI assistant working inside the user's Jupyter notebook.
+You can run Python in the user's kernel with run_python (variables are shared with \
+the notebook), inspect variables with list_variables and describe_variable, keep \
+working notes with the scratchpad tools, track multi-step work with the todo tools, \
+record a session summary with write_summary, and save durable facts or preferences \
+for future sessions with remember.
+Prefer small, verifiable steps. Look at the data before drawing conclusions. When a \
+tool call is refused or fails, read the message and adapt instead of repeating it. \
+Before you finish a substantial piece of work, call write_summary."""
+
+SHORT_SYSTEM_PROMPT = """\
+You are an assistant in the user's Jupyter notebook. run_python runs code in the \
+user's kernel. Work in small steps; check the data before concluding."""
+
+SHORT_NOTES_CHARS = 600
+
+SUMMARIZER_PROMPT = """\
+You compact a conversation between a user and an AI assistant working in a Jupyter \
+notebook. Write a concise summary that lets the assistant continue the work without \
+the original messages: the user's goals and latest request, what was done and found \
+(key numbers, variable names, file names), decisions and their reasons, errors met \
+and how they were handled, and what remains to do. Use short bullet points. Do not \
+invent anything that is not in the conversation."""
+
+
+def build_system_prompt(base: str, *, project_notes: str = "", user_notes: str = "") -> str:
+    """The system message of a new session: ``base`` plus the non-empty notes."""
+    parts = [base.rstrip()]
+    if project_notes.strip():
+        parts.append("## Project notes (project.md)\n" + project_notes.strip())
+    if user_notes.strip():
+        parts.append("## User preferences (user.md)\n" + user_notes.strip())
+    return "\n\n".join(parts)
+
+
+def format_bytes(size: int) -> str:
+    """``312 bytes``, ``1.2 KiB``, ``5.0 MiB``."""
+    if size < 1024:
+        return f"{size} byte{'s' if size != 1 else ''}"
+    if size < 1024 * 1024:
+        return f"{size / 1024:.1f} KiB"
+    return f"{size / (1024 * 1024):.1f} MiB"
+
+
+@dataclass
+class NotesRead:
+    """The notes a new session's system prompt got, and those left out."""
+
+    used: dict[str, str] = field(default_factory=dict)
+    left_out: list[str] = field(default_factory=list)
+
+
+def read_session_notes(store: Store | None, cap: int = NOTES_CAP) -> NotesRead:
+    """Read the notes for a new session's system prompt; never raises for a note that is
+    too large or not a private regular file (it is left out, with one line saying so)."""
+    read = NotesRead()
+    if store is None:
+        return read
+    kinds: tuple[NoteKind, ...] = ("project", "user")
+    for kind in kinds:
+        name = f"{kind}.md"
+        try:
+            text = store.read_notes(kind)
+        except TooLargeError as err:
+            read.left_out.append(f"{name} ({format_bytes(err.size)}) left out of this session: "
+                                 f"over the {format_bytes(err.cap)} notes cap "
+                                 "(the most AgentMagics.max_notes_kib allows)")
+            continue
+        except UnsafeFileError as err:
+            read.left_out.append(f"{name} left out of this session: {err.path} is a "
+                                 f"{err.kind}, not a private regular file")
+            continue
+        size = len(text.encode("utf-8", errors="replace"))
+        if size > cap:
+            read.left_out.append(f"{name} ({format_bytes(size)}) left out of this session: "
+                                 f"over the {format_bytes(cap)} notes cap "
+                                 "(AgentMagics.max_notes_kib raises it)")
+        elif text.strip():
+            read.used[kind] = text
+    return read
+
+
+_NOTES_HEADINGS = ("## Project notes (project.md)\n", "## User preferences (user.md)\n")
+
+
+def short_system_prompt(system: str) -> str:
+    """The system message of a request to a small context window."""
+    if system.startswith(DEFAULT_SYSTEM_PROMPT):
+        system = SHORT_SYSTEM_PROMPT + system[len(DEFAULT_SYSTEM_PROMPT):]
+    parts = system.split("\n\n## ")
+    out = [parts[0]]
+    for part in parts[1:]:
+        section = "## " + part
+        if section.startswith(_NOTES_HEADINGS) and len(section) > SHORT_NOTES_CHARS:
+            section = (section[:SHORT_NOTES_CHARS].rstrip()
+                       + " [... notes cut: small context window]")
+        out.append(section)
+    return "\n\n".join(out)
+
+
+NOT_RUN_PREFIXES = ("[jupyter-agent] not executed", "error: refused:")
+
+
+def tool_calls_run(transcript: Sequence[dict[str, Any]]) -> int:
+    """How many tool calls of ``transcript`` ran or may have run."""
+    results: dict[str, str] = {}
+    for message in transcript:
+        if message.get("role") == "tool":
+            content = message.get("content")
+            results.setdefault(str(message.get("tool_call_id")),
+                               content if isinstance(content, str) else "")
+    count = 0
+    for message in transcript:
+        for call in message.get("tool_calls") or () if message.get("role") == "assistant" else ():
+            result = results.get(str(call.get("id")) if isinstance(call, dict) else "")
+            if result is None or not result.startswith(NOT_RUN_PREFIXES):
+                count += 1
+    return count
+
+
+def reconcile_counters(state: SessionState, transcript: Sequence[dict[str, Any]]) -> bool:
+    """Raise ``state.tool_calls`` to the calls ``transcript`` shows as run (never lower it)."""
+    ran = tool_calls_run(transcript)
+    if ran <= state.tool_calls:
+        return False
+    state.tool_calls = ran
+    return True
+
+
+def request_index(messages: Sequence[dict[str, Any]], request: dict[str, Any] | None) -> int | None:
+    """Where ``request`` (the turn's user message) is in ``messages``: the last equal one."""
+    if request is None:
+        return None
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index] is request or messages[index] == request:
+            return index
+    return None
