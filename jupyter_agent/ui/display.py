@@ -16,6 +16,8 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from jupyter_agent.settings import LIMITS
+from jupyter_agent.settings import option as settings_option
 from jupyter_agent.store.messages import message_text
 from jupyter_agent.ui.calls import (
     format_call,
@@ -192,9 +194,6 @@ def format_footer(result: TurnResult) -> str:
 INTERRUPTED_MESSAGE = ("[jupyter-agent] interrupted — the session is saved; "
                        "send another prompt to go on.")
 
-_LIMIT_OPTION = {"max_tool_calls": "--max-tool-calls", "max_cost_usd": "--max-cost",
-                 "max_iterations": "--max-iterations"}
-
 
 def limit_message(result: TurnResult) -> str:
     """The one-line error after a turn that a limit ended: which limit, how to go on.
@@ -206,7 +205,7 @@ def limit_message(result: TurnResult) -> str:
     """
     limit = result.stop_reason or ""
     maximum = getattr(result.limits, limit, None)
-    option = _LIMIT_OPTION.get(limit, "")
+    option = settings_option(limit).flag if limit in LIMITS else ""
     how = f"%agent_resume {option} N"
     if limit not in result.limits_from_options:
         how += f" or %config AgentMagics.{limit} = N"
