@@ -48,11 +48,11 @@ def open_store(memory_dir: str | os.PathLike[str] | None = None, url: str | None
         The URL is not a PostgreSQL URL.
     """
     # imported here: the team store's package costs ~16 ms at %load_ext (measured)
-    from jupyter_agent.store.postgres import PostgresStore, resolve_store_url
+    from jupyter_agent.store.postgres import PostgresStore, check_store_url, resolve_store_url
 
     root = Path(memory_dir).expanduser() if memory_dir else resolve_memory_dir(environ=environ)
     try:
-        url = resolve_store_url(url, environ=environ)
+        url = check_store_url(resolve_store_url(url, environ=environ))
     except ValueError as err:
         raise JupyterAgentError(str(err)) from None
     if not url:
