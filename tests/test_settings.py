@@ -4,6 +4,7 @@ come from ``settings.OPTIONS``."""
 from __future__ import annotations
 
 from dataclasses import fields, replace
+from typing import get_type_hints
 
 import pytest
 from IPython.core.error import UsageError
@@ -12,7 +13,7 @@ from traitlets import TraitError
 
 from jupyter_agent.agent import AgentConfig, Limits
 from jupyter_agent.magics import AgentMagics
-from jupyter_agent.settings import OPTIONS, SessionOptions, Settings, option
+from jupyter_agent.settings import LIMITS, OPTIONS, SessionOptions, Settings, option
 from jupyter_agent.testing import ScriptedModelServer
 from tests.shells import magics_of, run_cell
 
@@ -51,6 +52,13 @@ def test_per_session_rows_are_magic_options(shell: InteractiveShell,
     for row in OPTIONS:
         if row.flag_help:
             assert row.flag_help in usage
+
+
+def test_settings_are_typed_fields_and_the_limits_come_from_them() -> None:
+    hints = get_type_hints(Settings)
+    assert hints["max_cost_usd"] == float | None and hints["model"] is str
+    assert LIMITS == ("max_cost_usd", "max_tool_calls", "max_iterations")
+    assert [o.name for o in OPTIONS] == [f.name for f in fields(Settings)]
 
 
 def test_snapshots_are_validated_immutable_records() -> None:
