@@ -350,13 +350,21 @@ class ModelNotConfiguredError(JupyterAgentError):
 
 class LimitExceededError(JupyterAgentError):
     """The setting ``limit`` (one of :data:`jupyter_agent.settings.LIMITS`) is reached:
-    ``value`` reached ``maximum``."""
+    ``value`` (USD or a count) reached ``maximum``. ``reached`` is the one wording of it,
+    e.g. ``max_cost_usd = $0.5000 per session ($0.5100 spent)``."""
 
     def __init__(self, limit: str, value: float, maximum: float) -> None:
         self.limit = limit
         self.value = value
         self.maximum = maximum
-        super().__init__(f"limit reached: {limit} = {maximum:g} (session is at {value:g})")
+        if limit == "max_cost_usd":
+            self.reached = f"{limit} = ${maximum:.4f} per session (${value:.4f} spent)"
+        elif limit == "max_tool_calls":
+            self.reached = (f"{limit} = {maximum:,g} tool call{'s' * (maximum != 1)} per "
+                            f"session ({value:,g} made)")
+        else:
+            self.reached = f"{limit} = {maximum:,g} model call{'s' * (maximum != 1)} per prompt"
+        super().__init__(f"limit reached: {self.reached}")
 
 
 class PromptTooLongError(JupyterAgentError, ValueError):
