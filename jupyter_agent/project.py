@@ -47,18 +47,24 @@ def open_store(memory_dir: str | os.PathLike[str] | None = None, url: str | None
     JupyterAgentError
         The URL is not a PostgreSQL URL.
     """
-    # imported here: the team store's package costs ~16 ms at %load_ext (measured)
-    from jupyter_agent.store.postgres import PostgresStore, check_store_url, resolve_store_url
-
     root = Path(memory_dir).expanduser() if memory_dir else resolve_memory_dir(environ=environ)
-    try:
-        url = check_store_url(resolve_store_url(url, environ=environ))
-    except ValueError as err:
-        raise JupyterAgentError(str(err)) from None
+    url = _store_url(url, environ)
     if not url:
         return SessionStore(root, holder_label=holder_label)
+    from jupyter_agent.store.postgres import PostgresStore  # see _store_url
+
     project = project_key(project_root if project_root is not None else find_project_root())
     return PostgresStore(url, root, project=project, holder_label=holder_label)
+
+
+def _store_url(url: str | None, environ: Mapping[str, str] | None) -> str:
+    # imported here: the team store's package costs ~16 ms at %load_ext (measured)
+    from jupyter_agent.store.postgres import check_store_url, resolve_store_url
+
+    try:
+        return check_store_url(resolve_store_url(url, environ=environ))
+    except ValueError as err:
+        raise JupyterAgentError(str(err)) from None
 
 
 class Project:
@@ -86,7 +92,8 @@ class Project:
     @property
     def store(self) -> Store:
         """The store the settings select now (see :func:`open_store`), reused."""
-        root, url = self.memory_dir, self._settings().store_url
+        root = self.memory_dir
+        url = _store_url(self._settings().store_url or None, self._environ)
         if (url, root) not in self._stores:
             label = kernel_label(self._shell, self._environ, self.root)
             self._stores[url, root] = open_store(root, url or None, holder_label=label,
