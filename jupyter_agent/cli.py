@@ -94,9 +94,7 @@ class Context:
 
     def close(self) -> None:
         for store in self._opened:
-            close = getattr(store, "close", None)
-            if close is not None:
-                close()
+            getattr(store, "close", lambda: None)()
         self._opened.clear()
 
     def print(self, text: str) -> None:
@@ -349,8 +347,7 @@ def migrate(ctx: Context, args: argparse.Namespace) -> int:
         return 0
     ticks = iter(ctx.progress("sessions", "session")(range(total), total))
     result = migrate_sessions(source, target, on_session=lambda sid, outcome: next(ticks, None))
-    for _ in ticks:  # let the bar finish
-        pass
+    list(ticks)  # let the bar finish
     if ctx.json:
         ctx.emit_json({"from": str(ctx.memory_dir) if args.to_url else where,
                        "to": where if args.to_url else str(ctx.memory_dir),
