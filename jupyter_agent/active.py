@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_agent.client import build_model, endpoint
 from jupyter_agent.errors import JupyterAgentError
+from jupyter_agent.settings import LIMITS
 from jupyter_agent.ui.results import TurnResult, UsageReport
 
 if TYPE_CHECKING:
@@ -25,8 +26,6 @@ if TYPE_CHECKING:
     from jupyter_agent.store import Store
 
 __all__ = ["ActiveSession", "model_key"]
-
-_LIMIT_OPTIONS = frozenset({"max_tool_calls", "max_cost_usd", "max_iterations"})
 
 
 def model_key(settings: Settings, environ: Mapping[str, str] | None) -> tuple[Any, ...]:
@@ -101,7 +100,7 @@ class ActiveSession:
                 session_usage=agent.state.usage.model_copy(),
                 turn_tool_calls=outcome.tool_calls,
                 session_tool_calls=agent.state.tool_calls, limits=agent.config.limits,
-                limits_from_options=self.options.given() & _LIMIT_OPTIONS,
+                limits_from_options=self.options.given() & set(LIMITS),
                 limit_error=outcome.limit,
                 context_tokens=agent.conversation.estimated_tokens(), window=agent.window,
             )

@@ -204,7 +204,7 @@ class AgentController:
     def _remember(self, session_id: str, options: SessionOptions) -> None:
         """Keep a session's options (not its title) for its next resume in this kernel,
         and as the options of a session :meth:`ensure_session` starts."""
-        self._remembered[session_id] = options.replace(title=None)
+        self._remembered[session_id] = replace(options, title=None)
         self._last_options = self._remembered[session_id]
         self._ended = None
 
@@ -333,7 +333,7 @@ class AgentController:
             if row.name == "vision" and settings.vision == "off":
                 continue  # a record never turns on images this kernel turned off
             values[row.name] = saved
-        return chosen.replace(**values), note
+        return replace(chosen, **values), note
 
     def resume(self, session_id: str | None = None,
                options: SessionOptions | None = None) -> Resumed:

@@ -1,10 +1,8 @@
 """Every error jupyter-agent raises on purpose.
 
-Each derives from :class:`JupyterAgentError`, so a front end (the magics) can turn exactly
-these into one-line messages and let anything unexpected keep its traceback. Each subclass
-carries the offending value (session ID, path, pid, ...) as attributes, not only in its
-message. Sections: sessions and their store (IDs, records, leases, messages, figures), the
-memory directory's files, the model endpoint and the limits of a turn, forks and exports.
+Each derives from :class:`JupyterAgentError`, so the magics turn exactly these into
+one-line messages and anything unexpected keeps its traceback. Each carries the offending
+value (session ID, path, pid, ...) as attributes named like its parameters.
 """
 
 from __future__ import annotations
@@ -17,89 +15,39 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from jupyter_agent.store.models import LeaseHolder
 
-__all__ = [
-    "ContextMismatchError",
-    "CorruptSessionError",
-    "ExportError",
-    "ExportExistsError",
-    "FigureNotFoundError",
-    "ForkPointError",
-    "InvalidFigureError",
-    "InvalidMessageError",
-    "InvalidSessionIdError",
-    "JupyterAgentError",
-    "LeaseLostError",
-    "LimitExceededError",
-    "ModelError",
-    "ModelNotConfiguredError",
-    "PromptTooLongError",
-    "SessionLockedError",
-    "SessionNotFoundError",
-    "SessionReadOnlyError",
-    "StorageError",
-    "StoreBusyError",
-    "StoreSchemaError",
-    "StoreUnavailableError",
-    "TooLargeError",
-    "UnsafeDirectoryError",
-    "UnsafeFileError",
-    "UnsafePathError",
-    "describe_holder",
-]
-
 
 class JupyterAgentError(Exception):
     """Base class of every error jupyter-agent raises deliberately."""
 
+
+class _PlainLookup(LookupError):
+    def __str__(self) -> str:  # LookupError would quote the message
+        return str(self.args[0])
+
+
 # ---- sessions and their store
-
 class InvalidSessionIdError(JupyterAgentError, ValueError):
-    """A session ID is not 1-128 letters, digits, ``_`` or ``-``.
-
-    Raised before the ID is ever used as a file name.
-
-    Attributes
-    ----------
-    session_id : object
-        The rejected value, as given.
-    """
+    """A session ID is not 1-128 letters, digits, ``_`` or ``-`` (checked before it is
+    ever used as a file name)."""
 
     def __init__(self, session_id: object) -> None:
         self.session_id = session_id
         super().__init__(
-            f"invalid session ID {session_id!r}: use 1-128 letters, digits, '_' or '-'"
-        )
+            f"invalid session ID {session_id!r}: use 1-128 letters, digits, '_' or '-'")
 
 
-class SessionNotFoundError(JupyterAgentError, LookupError):
-    """No session file exists for a (valid) session ID.
-
-    Attributes
-    ----------
-    session_id : str
-    path : pathlib.Path or str
-        Where the session file was expected; a database backend names the database
-        (password left out) and the project instead.
-    """
+class SessionNotFoundError(JupyterAgentError, _PlainLookup):
+    """No saved session has this ID; ``path`` is where it was looked for (a file, or the
+    database without its password and the project)."""
 
     def __init__(self, session_id: str, path: Path | str) -> None:
         self.session_id = session_id
         self.path = path
         super().__init__(f"no saved session {session_id!r} (looked for {path})")
 
-    def __str__(self) -> str:  # LookupError/KeyError would quote the message
-        return str(self.args[0])
-
 
 class SessionReadOnlyError(JupyterAgentError, PermissionError):
-    """A change to a session another database role shared with this one to read.
-
-    Attributes
-    ----------
-    session_id : str
-    owner : str
-        The role that owns the session.
-    """
+    """A change to a session another database role (``owner``) shared to read only."""
 
     def __init__(self, session_id: str, owner: str) -> None:
         self.session_id = session_id
@@ -112,17 +60,9 @@ class SessionReadOnlyError(JupyterAgentError, PermissionError):
 
 
 class CorruptSessionError(JupyterAgentError):
-    """A session file exists but cannot be read as a session record.
+    """A saved session cannot be read as a session record; it is left untouched.
 
-    The file is left untouched so that nothing is lost; the message names it.
-
-    Attributes
-    ----------
-    path : pathlib.Path or str
-        The unreadable file; a database backend names the database (password left
-        out), the project and the session instead.
-    reason : str
-        What was wrong (JSON error, validation error, ...).
+    ``path`` is the file, or the database (without its password), project and session.
     """
 
     def __init__(self, path: Path | str, reason: str) -> None:
@@ -133,7 +73,6 @@ class CorruptSessionError(JupyterAgentError):
 
 
 def _size_text(size: int) -> str:
-    """A byte count in words: ``"16 MiB"`` for whole mebibytes, else ``"1,234 bytes"``."""
     if size >= 1 << 20 and size % (1 << 20) == 0:
         return f"{size >> 20:,} MiB"
     if size >= 1 << 10 and size % (1 << 10) == 0:
@@ -142,22 +81,11 @@ def _size_text(size: int) -> str:
 
 
 class TooLargeError(CorruptSessionError):
-    """A file of the memory directory or a team-store value is larger than jupyter-agent
-    reads (or would write): it is refused whole, before it is decoded, and left untouched.
+    """A file or team-store value over the store's cap, refused whole before decoding.
 
-    Attributes
-    ----------
-    path : pathlib.Path or str
-        The file, or the team store's session and column.
-    size : int
-        Its size in bytes (of the line, for a journal line).
-    cap : int
-        The largest size accepted, in bytes.
-    what : str
-        What it is, e.g. ``"session snapshot"``, ``"journal line 7"``, ``"figure"``.
-
-    The caps are constants of the store (no setting raises them): a session that outgrows
-    one is refused when saved, before anything is written (``written=True``).
+    ``size`` and ``cap`` are in bytes; ``what`` names it (``"journal line 7"``). The caps
+    are constants: a session that outgrows one is refused when saved (``written=True``),
+    before anything is written.
     """
 
     def __init__(self, path: Path | str, size: int, cap: int, what: str, *,
@@ -172,45 +100,24 @@ class TooLargeError(CorruptSessionError):
 
 
 class ContextMismatchError(JupyterAgentError, ValueError):
-    """The messages to save do not extend the session's saved working context.
+    """Messages to save do not extend the saved working context; nothing is written.
 
-    Raised by ``Store.save`` and ``Store.save_messages``; nothing is written.
-
-    Attributes
-    ----------
-    session_id : str
-    index : int
-        The first position where saved and incoming messages differ (or the
-        length of the incoming list when it is shorter than the saved one).
+    ``index`` is the first position where they differ (or the incoming list's length).
     """
 
     def __init__(self, session_id: str, index: int, detail: str = "") -> None:
         self.session_id = session_id
         self.index = index
-        msg = (
-            f"messages for session {session_id!r} do not extend the saved working context "
-            f"(first difference at message {index})"
-        )
+        msg = (f"messages for session {session_id!r} do not extend the saved working context "
+               f"(first difference at message {index})")
         super().__init__(msg + (f": {detail}" if detail else ""))
 
 
 class SessionLockedError(JupyterAgentError):
-    """Another process (or another store object) holds the session's lease.
+    """Another process or store object holds the session's lease (raised at once).
 
-    Raised at once, without waiting. The message names the holder as it
-    recorded itself in the lock file (who, where, since when, what) and what to do next.
-
-    Attributes
-    ----------
-    session_id : str
-    pid : int or None
-        The process that holds the lease, as the holder recorded it (``None`` if it
-        could not be read).
-    path : pathlib.Path or None
-        The lock file (JSON files); ``None`` for a database backend.
-    holder : LeaseHolder or None
-        Who holds the lease (user, host, pid, since, label) as far as the store can
-        tell; ``None`` when it only knows the pid.
+    ``pid`` and ``holder`` are as the holder recorded itself (``None`` if unreadable);
+    ``path`` is the lock file, ``None`` for a database.
     """
 
     def __init__(self, session_id: str, pid: int | None, path: Path | None = None, *,
@@ -245,21 +152,12 @@ def describe_holder(holder: LeaseHolder) -> str:
 
 
 class StoreUnavailableError(JupyterAgentError):
-    """The session database cannot be reached, refused the login, or the connection
-    dropped in the middle of an operation.
+    """The session database cannot be reached, refused the login, or dropped the
+    connection (``lost``).
 
-    Whatever the store acknowledged before is kept by the database; an operation
-    that fails with this error wrote nothing, or -- when the connection dropped
-    while it was being committed -- at most what a repeat of the same save would
-    write again. The store reconnects on the next call. The message never contains
-    the password.
-
-    Attributes
-    ----------
-    url : str
-        The database URL with the password left out.
-    reason : str
-        What went wrong, one line, password left out.
+    The failed operation wrote nothing, or -- when the connection dropped during its
+    commit -- at most what repeating it writes again. ``url`` and the message never
+    contain the password.
     """
 
     def __init__(self, url: str, reason: str, *, lost: bool = False) -> None:
@@ -274,17 +172,8 @@ class StoreUnavailableError(JupyterAgentError):
 
 
 class StoreSchemaError(JupyterAgentError):
-    """The session database was set up by a newer jupyter-agent than this one.
-
-    Nothing is changed in the database. Upgrade jupyter-agent to use it.
-
-    Attributes
-    ----------
-    url : str
-        The database URL with the password left out.
-    found, known : int
-        The database's schema version and the newest this code knows.
-    """
+    """The session database has a newer schema version (``found``) than this code
+    knows (``known``); nothing was changed."""
 
     def __init__(self, url: str, found: int, known: int) -> None:
         self.url = url
@@ -292,22 +181,12 @@ class StoreSchemaError(JupyterAgentError):
         self.known = known
         super().__init__(
             f"the session database {url} has schema version {found}, but this jupyter-agent "
-            f"knows only up to {known}; upgrade jupyter-agent to use it (nothing was changed)"
-        )
+            f"knows only up to {known}; upgrade jupyter-agent to use it (nothing was changed)")
 
 
 class LeaseLostError(JupyterAgentError):
-    """The lock file of a session this process holds was removed or replaced.
-
-    Raised before a write: another process could now hold a lease on a new
-    lock file with the same name, so nothing is written and this lease is dropped.
-
-    Attributes
-    ----------
-    session_id : str
-    path : pathlib.Path
-        The lock file.
-    """
+    """The lock file of a session this process holds was removed or replaced; raised
+    before a write, nothing is written and the lease is dropped."""
 
     def __init__(self, session_id: str, path: Path) -> None:
         self.session_id = session_id
@@ -315,22 +194,12 @@ class LeaseLostError(JupyterAgentError):
         super().__init__(
             f"the lock file {path} of session {session_id!r} was removed or replaced while "
             f"this process held its lease; nothing was written. Resume the session again "
-            f"(%agent_resume {session_id}) to take a fresh lease"
-        )
+            f"(%agent_resume {session_id}) to take a fresh lease")
 
 
 class InvalidMessageError(JupyterAgentError, ValueError):
-    """A message to save does not have the shape of a Chat Completions message.
-
-    Raised before anything is written, so that nothing saved can fail to load.
-
-    Attributes
-    ----------
-    index : int
-        Position of the message in the list given.
-    reason : str
-        What is wrong with it (e.g. ``"content must be a string, a list of parts or null"``).
-    """
+    """Message ``index`` of a list to save is not a Chat Completions message; nothing
+    is written."""
 
     def __init__(self, index: int, reason: str) -> None:
         self.index = index
@@ -338,15 +207,8 @@ class InvalidMessageError(JupyterAgentError, ValueError):
         super().__init__(f"message {index} cannot be saved: {reason}")
 
 
-class FigureNotFoundError(JupyterAgentError, LookupError):
-    """A session has no figure with this ID (never saved, or deleted with the session).
-
-    Attributes
-    ----------
-    session_id, figure_id : str
-    where : pathlib.Path or str
-        Where the figure was looked for (its file, or the database and project).
-    """
+class FigureNotFoundError(JupyterAgentError, _PlainLookup):
+    """A session has no figure with this ID; ``where``: its file, or the database."""
 
     def __init__(self, session_id: str, figure_id: str, where: Path | str) -> None:
         self.session_id = session_id
@@ -355,41 +217,20 @@ class FigureNotFoundError(JupyterAgentError, LookupError):
         super().__init__(f"session {session_id!r} has no figure {figure_id!r} "
                          f"(looked in {where})")
 
-    def __str__(self) -> str:  # LookupError/KeyError would quote the message
-        return str(self.args[0])
-
 
 class InvalidFigureError(JupyterAgentError, ValueError):
-    """A figure to save is not one a session may keep: its ID is not 1-128
-    letters, digits, ``_`` or ``-``; its media type is not PNG, JPEG or SVG; its bytes are
-    not of that type; or it is larger than the store keeps.
-
-    Raised before anything is written.
-
-    Attributes
-    ----------
-    figure_id : object
-        The figure's ID, as given.
-    reason : str
-        What is wrong with it.
-    """
+    """A figure a session may not keep (bad ID, not PNG, JPEG or SVG, bytes not of its
+    type, too large); nothing is written."""
 
     def __init__(self, figure_id: object, reason: str) -> None:
         self.figure_id = figure_id
         self.reason = reason
         super().__init__(f"figure {figure_id!r} cannot be saved: {reason}")
 
+
 # ---- files of the memory directory
-
 class UnsafePathError(JupyterAgentError):
-    """Something in the memory directory is not what the store may safely use.
-
-    Base class of :class:`UnsafeFileError` and :class:`UnsafeDirectoryError`.
-
-    Attributes
-    ----------
-    path : pathlib.Path
-    """
+    """Something in the memory directory the store may not safely use."""
 
     def __init__(self, path: Path, message: str) -> None:
         self.path = path
@@ -397,19 +238,9 @@ class UnsafePathError(JupyterAgentError):
 
 
 class UnsafeFileError(UnsafePathError):
-    """A symbolic link, FIFO, socket, device, directory or multiply linked file stands
-    where the store expects one of its regular files; nothing was read or written
-    through it.
-
-    Attributes
-    ----------
-    path : pathlib.Path
-    kind : str
-        What was found: ``"symbolic link"``, ``"FIFO"``, ``"socket"``,
-        ``"character device"``, ``"block device"``, ``"directory"``,
-        ``"file with other hard links"``, ``"file owned by uid N"``,
-        ``"file writable by others"`` or ``"sparse file (it has holes)"``.
-    """
+    """A link, FIFO, socket, device, directory, multiply linked, foreign, writable-by-
+    others or sparse file where the store expects its own regular file; nothing was read
+    or written through it. ``kind`` says which (``"symbolic link"``, ...)."""
 
     def __init__(self, path: Path, kind: str) -> None:
         self.kind = kind
@@ -417,32 +248,19 @@ class UnsafeFileError(UnsafePathError):
             path,
             f"refusing to use {path}: it is a {kind}, not a private regular file; "
             f"jupyter-agent never follows links or opens special files in its memory "
-            f"directory -- remove or rename it",
-        )
+            f"directory -- remove or rename it")
 
 
 class UnsafeDirectoryError(UnsafePathError):
     """The memory directory (or ``sessions/``) is not a private directory of this user.
 
-    Attributes
-    ----------
-    path : pathlib.Path
-    owner : str
-        Who owns it (user name, else ``uid N``); "" when it is not a directory.
-    mode : int or None
-        Its permission bits (``None`` when it is not a directory).
-    problem : str
-        What is wrong: ``"owned by ..."``, ``"writable by group or others"``, ``"a
-        symbolic link"``, ``"not a directory"``.
-    fix : str
-        How to repair the directory itself ("" when there is nothing to repair there).
-
-    The message advises the setting the magics read (:data:`MAGICS_ELSEWHERE`);
-    :meth:`advice` words it for another front end, such as the command line.
+    ``problem`` says why (``"writable by group or others"``, ...), ``fix`` how to repair
+    it ("" if there is nothing to repair); ``owner`` and ``mode`` (permission bits) are
+    ""/``None`` when it is not a directory. The message advises the magics' setting;
+    :meth:`advice` words it for another front end.
     """
 
     MAGICS_ELSEWHERE = "point AgentMagics.memory_dir (or $JUPYTER_AGENT_MEMORY_DIR) elsewhere"
-    """How to choose another memory directory in IPython."""
 
     def __init__(self, path: Path, problem: str, *, owner: str = "",
                  mode: int | None = None, fix: str = "") -> None:
@@ -453,19 +271,7 @@ class UnsafeDirectoryError(UnsafePathError):
         super().__init__(path, self.advice(path, self.MAGICS_ELSEWHERE))
 
     def advice(self, path: Path | None = None, elsewhere: str = MAGICS_ELSEWHERE) -> str:
-        """The one-line message, with ``elsewhere`` as the way to use another directory.
-
-        Parameters
-        ----------
-        path : pathlib.Path, optional
-            The refused directory (default: :attr:`path`).
-        elsewhere : str
-            E.g. ``"use --memory-dir DIR (or $JUPYTER_AGENT_MEMORY_DIR) for another one"``.
-
-        Returns
-        -------
-        str
-        """
+        """The one-line message, ``elsewhere`` saying how to use another directory."""
         path = self.path if path is None else path
         facts = f" (owner {self.owner}, mode {self.mode:04o})" if self.mode is not None else ""
         return (f"refusing to use {path}{facts}: it is {self.problem}; "
@@ -473,43 +279,19 @@ class UnsafeDirectoryError(UnsafePathError):
 
 
 class StoreBusyError(JupyterAgentError):
-    """A short store lock (notes, listing index) stayed taken for too long.
-
-    Attributes
-    ----------
-    path : pathlib.Path
-        The lock file.
-    seconds : float
-        How long the store waited.
-    """
+    """A short store lock (notes, listing index) stayed taken for ``seconds``."""
 
     def __init__(self, path: Path, seconds: float) -> None:
         self.path = path
         self.seconds = seconds
-        super().__init__(
-            f"{path} stayed locked by another process for {seconds:g} s; "
-            f"try again, or look for a stopped process using this memory directory"
-        )
+        super().__init__(f"{path} stayed locked by another process for {seconds:g} s; "
+                         f"try again, or look for a stopped process using this memory directory")
 
 
 class StorageError(JupyterAgentError, OSError):
     """The operating system refused a write (or, with ``reading``, a read) under the
-    memory directory.
-
-    Disk full, read-only file system, permission denied, I/O error, ... The previous
-    content is intact. Also an ``OSError`` with the original ``errno``.
-
-    Attributes
-    ----------
-    path : pathlib.Path
-        The file that could not be written.
-    cause : OSError
-        The original error.
-    action : str
-        What to do next, in words.
-    reading : bool
-        The refused operation was a read.
-    """
+    memory directory; the previous content is intact. An ``OSError`` with the cause's
+    ``errno``; ``action`` says what to do next."""
 
     def __init__(self, path: Path, cause: OSError, action: str = "", *,
                  reading: bool = False) -> None:
@@ -520,8 +302,8 @@ class StorageError(JupyterAgentError, OSError):
         self.action = action or _next_step(cause.errno, path, reading)
 
     def __str__(self) -> str:
-        return f"could not {'read' if self.reading else 'write'} {self.path}: {self.strerror}; " \
-               f"{self.action}"
+        return (f"could not {'read' if self.reading else 'write'} {self.path}: {self.strerror}; "
+                f"{self.action}")
 
 
 def _next_step(code: int | None, path: Path, reading: bool = False) -> str:
@@ -540,30 +322,15 @@ def _next_step(code: int | None, path: Path, reading: bool = False) -> str:
     return steps.get(code or 0, "try again once the cause is fixed (what was saved before is "
                                 "intact)")
 
+
 # ---- the model endpoint and the limits of a turn
-
 class ModelError(JupyterAgentError):
-    """The model endpoint failed: unreachable, rejected the key, rate limited, or errored.
+    """The model endpoint failed after the client's retries; the user's message is saved.
 
-    Raised by the agent loop after the ``openai`` client's own retries. The user's
-    message is already saved, so the next run can go on.
-
-    Attributes
-    ----------
-    status_code : int or None
-        The HTTP status, or ``None`` when no response arrived (connection refused,
-        timeout).
-    code : str
-        The error code the endpoint sent (e.g. ``"context_length_exceeded"``), or "".
-    mid_reply : bool
-        The connection dropped while the reply was arriving (the text that arrived is
-        kept in the session, marked as cut off).
-    detail : str
-        The endpoint's own reason, as its error body gave it ("" when there was no error
-        answer): the message already contains it; this is for quoting it elsewhere.
-    context_window : int or None
-        Not None when the endpoint refused the request as too long for its context
-        window: the window it named in tokens, or 0 when it named none.
+    ``status_code`` is ``None`` when no response arrived; ``code`` the endpoint's error
+    code or ""; ``mid_reply``: the reply was cut off while arriving (what arrived is
+    kept); ``detail`` the endpoint's own reason; ``context_window`` is not None when the
+    request was refused as too long: the window it named in tokens, or 0.
     """
 
     def __init__(self, message: str, status_code: int | None = None, code: str = "", *,
@@ -582,40 +349,27 @@ class ModelNotConfiguredError(JupyterAgentError):
 
 
 class LimitExceededError(JupyterAgentError):
-    """A resource limit of the session is reached (tool calls, cost, iterations).
-
-    Attributes
-    ----------
-    limit : str
-        ``"max_tool_calls"``, ``"max_cost_usd"`` or ``"max_iterations"``.
-    value : float
-        The value that reached the limit.
-    maximum : float
-        The configured limit.
-    """
+    """The setting ``limit`` (one of :data:`jupyter_agent.settings.LIMITS`) is reached:
+    ``value`` (USD or a count) reached ``maximum``. ``reached`` is the one wording of it,
+    e.g. ``max_cost_usd = $0.5000 per session ($0.5100 spent)``."""
 
     def __init__(self, limit: str, value: float, maximum: float) -> None:
         self.limit = limit
         self.value = value
         self.maximum = maximum
-        super().__init__(f"limit reached: {limit} = {maximum:g} (session is at {value:g})")
+        if limit == "max_cost_usd":
+            self.reached = f"{limit} = ${maximum:.4f} per session (${value:.4f} spent)"
+        elif limit == "max_tool_calls":
+            self.reached = (f"{limit} = {maximum:,g} tool call{'s' * (maximum != 1)} per "
+                            f"session ({value:,g} made)")
+        else:
+            self.reached = f"{limit} = {maximum:,g} model call{'s' * (maximum != 1)} per prompt"
+        super().__init__(f"limit reached: {self.reached}")
 
 
 class PromptTooLongError(JupyterAgentError, ValueError):
-    """A prompt that cannot fit the model's context window even alone.
-
-    Raised before anything is sent or saved: compaction never summarizes the newest
-    request, so such a turn could not succeed.
-
-    Attributes
-    ----------
-    tokens : int
-        The estimated size of the system message and the prompt (tokens).
-    window : int
-        The context window (tokens).
-    model : str
-        The model name.
-    """
+    """A prompt that cannot fit the context window even alone (``tokens`` and
+    ``window`` in tokens); raised before anything is sent."""
 
     def __init__(self, tokens: int, window: int, model: str, *, saved: bool = False) -> None:
         self.tokens, self.window, self.model = tokens, window, model
@@ -629,20 +383,10 @@ class PromptTooLongError(JupyterAgentError, ValueError):
             "(llama.cpp -c N, Ollama num_ctx) and, if it is not reported, tell the agent "
             "with --context-window N or %config AgentMagics.context_window = N")
 
+
 # ---- forks and exports
-
 class ForkPointError(JupyterAgentError, ValueError):
-    """``--at N`` names no user turn of the session being forked.
-
-    Attributes
-    ----------
-    session_id : str
-        The session that was to be forked.
-    at : int
-        The rejected turn number, as given.
-    turns : int
-        How many user turns the session has (valid values are 1 to ``turns``).
-    """
+    """``--at N`` names no user turn of the session (it has ``turns``)."""
 
     def __init__(self, session_id: str, at: int, turns: int) -> None:
         self.session_id = session_id
@@ -656,15 +400,7 @@ class ForkPointError(JupyterAgentError, ValueError):
 
 
 class ExportError(JupyterAgentError):
-    """An export could not be written where it was asked to go.
-
-    Attributes
-    ----------
-    path : pathlib.Path
-        The file that was to be written.
-    reason : str
-        What went wrong.
-    """
+    """An export could not be written to ``path``."""
 
     def __init__(self, path: Path, reason: str) -> None:
         self.path = path
@@ -673,13 +409,7 @@ class ExportError(JupyterAgentError):
 
 
 class ExportExistsError(ExportError):
-    """The export's target file exists and replacing it was not asked for (``--force``).
-
-    Attributes
-    ----------
-    path : pathlib.Path
-        The existing file, left untouched.
-    """
+    """The export's target exists (left untouched) and ``--force`` was not given."""
 
     def __init__(self, path: Path) -> None:
         super().__init__(path, "the file exists (use --force to replace it)")

@@ -1,77 +1,43 @@
-"""The magics' input: argument parsing, the error boundary, and the ``%agent PROMPT?`` rewrite.
-
-Helpers of :mod:`jupyter_agent.magics`, kept apart so that the magics stay thin:
-
-- :func:`parse_argstring` parses with shell quoting (IPython's own keeps the quotes);
-- :func:`session_options` adds the options shared by ``%agent_new`` / ``%agent_resume``
-  (generated from the settings table) and :func:`options_from_args` turns them into a
-  validated :class:`~jupyter_agent.settings.SessionOptions`;
-- :func:`error_boundary` turns the library's errors (and the argument parser's) into
-  one-line :class:`AgentUsageError`\\ s, which :func:`install_error_display` shows as the
-  bare message (IPython would print ``UsageError: `` before it: a class name);
-- :func:`rewrite_agent_lines` is an input transformer (registered in
-  ``shell.input_transformers_cleanup`` while the extension is loaded): IPython reads a
-  line ending in ``?`` as a help request, so ``%agent what is the mean?`` would never
-  reach the magic. The transformer turns such a line into a call of
-  ``run_line_magic("agent", ...)`` with the text as it was typed.
+"""The magics' input: argument parsing, the one-line error boundary, and the input
+transformer that lets ``%agent what is the mean?`` reach the magic (IPython reads a line
+ending in ``?`` as a help request).
 """
 
 from __future__ import annotations
 
+import difflib
 import functools
 import re
 import shlex
 import sys
 from collections.abc import Callable
+from dataclasses import fields
 from typing import Any, TypeVar
 
-from IPython.core.error import UsageError
+from IPython.core.error import StdinNotImplementedError, UsageError
 from IPython.core.magic_arguments import argument
 
 from jupyter_agent.errors import JupyterAgentError
 from jupyter_agent.settings import OPTIONS, SessionOptions
 from jupyter_agent.ui.advice import error_message
-
-__all__ = [
-    "AgentUsageError",
-    "can_ask",
-    "collect_notice",
-    "confirm",
-    "error_boundary",
-    "flatten_lines",
-    "install_error_display",
-    "install_transformer",
-    "options_from_args",
-    "parse_argstring",
-    "remove_error_display",
-    "remove_transformer",
-    "rewrite_agent_lines",
-    "session_options",
-    "strip_quotes",
-]
+from jupyter_agent.ui.display import terminal_text
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: ``%agent`` (exactly that magic) followed by a prompt, possibly indented.
 _AGENT_LINE = re.compile(r"^(?P<indent>[ \t]*)%agent[ \t]+(?P<text>\S.*?)[ \t]*(?P<end>\r?\n?)$")
 
 
 def flatten_lines(text: str) -> str:
-    """``text`` with every line break (and the whitespace around it) turned into one space."""
     return re.sub(r"\s*\n\s*", " ", text).strip()
 
 
 class AgentUsageError(UsageError):
-    """A magic's one-line error: shown as the message alone, without a traceback and
-    without a class name (see :func:`install_error_display`). A ``UsageError``, so code
-    that catches those (and ``run_line_magic`` callers) see no difference."""
+    """A magic's one-line error, shown as the bare message (no traceback, no class name)."""
 
 
 def error_boundary(func: F) -> F:
-    """Turn the library's own errors into a one-line :class:`AgentUsageError`: what
-    happened and what to do next (:func:`~jupyter_agent.ui.advice.error_message`); the
-    magic's own and the argument parser's ``UsageError`` likewise (the parser's with a
-    pointer to the magic's help). Anything else keeps its traceback."""
+    """Turn the library's errors and the argument parser's into one-line
+    :class:`AgentUsageError`\\ s saying what to do next; anything else keeps its traceback."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -89,24 +55,23 @@ def error_boundary(func: F) -> F:
 
 def _show_agent_error(shell: Any, etype: type, value: BaseException, tb: Any,
                       tb_offset: int | None = None) -> list[str]:
-    """IPython custom exception handler: print an :class:`AgentUsageError` as its message,
-    on stderr (like IPython's own usage errors); hand anything else to the handler that
-    was there before."""
     previous = getattr(shell, "_jupyter_agent_previous_tb", None)
     if not isinstance(value, AgentUsageError) and previous is not None:
         previous(etype, value, tb, tb_offset=tb_offset)
         return []
-    from jupyter_agent.ui.display import terminal_text
-
     print(terminal_text(str(value)), file=sys.stderr)  # it may quote a title or a path
     return []
 
 
+def _installed(shell: Any) -> bool:
+    return any(getattr(e, "__name__", "") == AgentUsageError.__name__
+               for e in shell.custom_exceptions)
+
+
 def install_error_display(shell: Any) -> None:
-    """Show :class:`AgentUsageError` without the ``UsageError:`` prefix (IPython's custom
-    exception handler; a handler someone else set keeps handling its own exceptions)."""
-    if any(getattr(e, "__name__", "") == AgentUsageError.__name__
-           for e in shell.custom_exceptions):
+    """Show :class:`AgentUsageError` on stderr without the ``UsageError:`` prefix; a
+    custom handler someone else set keeps handling its own exceptions."""
+    if _installed(shell):
         return
     previous = tuple(shell.custom_exceptions)
     shell._jupyter_agent_previous_tb = shell.CustomTB if previous else None
@@ -115,9 +80,7 @@ def install_error_display(shell: Any) -> None:
 
 
 def remove_error_display(shell: Any) -> None:
-    """Undo :func:`install_error_display` (the previous handler, if any, is restored)."""
-    if not any(getattr(e, "__name__", "") == AgentUsageError.__name__
-               for e in shell.custom_exceptions):
+    if not _installed(shell):
         return
     previous = getattr(shell, "_jupyter_agent_previous_exc", ())
     handler = getattr(shell, "_jupyter_agent_previous_tb", None)
@@ -131,8 +94,8 @@ def remove_error_display(shell: Any) -> None:
 
 
 def session_options(func: F) -> F:
-    """Add the options shared by ``%agent_new`` and ``%agent_resume``: ``--title`` and one
-    option per per-session setting of :data:`~jupyter_agent.settings.OPTIONS`."""
+    """Add the options of :class:`~jupyter_agent.settings.SessionOptions` (``--title`` and
+    one per per-session setting) to a magic."""
     arguments = [argument("--title", help="Title of the session.")]
     for row in OPTIONS:
         if row.flag is None:
@@ -148,12 +111,13 @@ def session_options(func: F) -> F:
 
 
 def parse_argstring(magic: Callable[..., Any], line: str) -> Any:
-    """Parse a magic's arguments with shell quoting (``--title "two words"``).
+    """Parse a magic's arguments with shell quoting (IPython's own keeps the quotes); a
+    ``#`` starting a word begins a comment.
 
-    IPython's own ``parse_argstring`` keeps the quotes in the values; this one removes
-    them. A ``#`` that starts a word begins a comment, as in Python and the shell:
-    ``%agent_resume ID  # yesterday's work`` (inside quotes it is text). Errors are
-    ``UsageError`` (from ``MagicArgumentParser``).
+    Raises
+    ------
+    UsageError
+        For text that does not parse or arguments the magic does not take.
     """
     try:
         argv = shlex.split(line, comments=True)
@@ -170,10 +134,6 @@ def parse_argstring(magic: Callable[..., Any], line: str) -> Any:
 
 
 def _did_you_mean(parser: Any, argv: list[str]) -> str:
-    """``" (did you mean --approve?)"`` for the first option in ``argv`` the parser does
-    not know and that is close to one it does, else ``""``."""
-    import difflib
-
     known = list(parser._option_string_actions)
     for word in argv:
         option = word.split("=", 1)[0]
@@ -186,21 +146,21 @@ def _did_you_mean(parser: Any, argv: list[str]) -> str:
 
 
 def options_from_args(args: Any) -> SessionOptions:
-    """The validated :class:`SessionOptions` of parsed ``%agent_new``/``%agent_resume`` args.
+    """The options of parsed ``%agent_new``/``%agent_resume`` arguments.
 
     Raises
     ------
     UsageError
-        For a bad value (the message of :class:`SessionOptions`' check).
+        For a bad value.
     """
     try:
-        return SessionOptions(**{name: getattr(args, name) for name in SessionOptions._fields})
+        return SessionOptions(**{f.name: getattr(args, f.name) for f in fields(SessionOptions)})
     except ValueError as err:
         raise UsageError(str(err)) from err
 
 
 def strip_quotes(text: str) -> str:
-    """``text`` stripped, without one pair of matching surrounding quotes (``"..."``/``'...'``)."""
+    """``text`` stripped, without one pair of matching surrounding quotes."""
     text = text.strip()
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
         return text[1:-1].strip()
@@ -208,30 +168,26 @@ def strip_quotes(text: str) -> str:
 
 
 def can_ask(shell: Any) -> bool:
-    """Whether ``input()`` can reach a person: in a kernel, whether the front end of the
-    running cell answers input requests (headless runners do not); elsewhere, whether
-    stdin is an open terminal."""
+    """Whether ``input()`` can reach a person: in a kernel, whether the running cell's
+    front end answers input requests; elsewhere, whether stdin is a terminal."""
     kernel = getattr(shell, "kernel", None)
     if kernel is not None:
         return bool(getattr(kernel, "_allow_stdin", False))
-    stdin = sys.stdin
     try:
-        return stdin is not None and not stdin.closed and stdin.isatty()
+        return sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty()
     except (AttributeError, OSError, ValueError):
         return False
 
 
 def confirm(shell: Any, question: str, hint: str) -> bool:
-    """Ask a yes/no question; where nobody can answer, refuse with ``hint`` before
-    anything is printed.
+    """Ask a yes/no question.
 
     Raises
     ------
     UsageError
-        No input is possible (headless run, no terminal), or it ended (end of file).
+        Nobody can answer (headless run, no terminal, end of input); the message ends
+        with ``hint``.
     """
-    from IPython.core.error import StdinNotImplementedError
-
     refused = f"cannot ask for confirmation (no input possible here): {hint}"
     if not can_ask(shell):
         raise UsageError(refused)
@@ -244,26 +200,15 @@ def confirm(shell: Any, question: str, hint: str) -> bool:
 
 
 def collect_notice(event: object, notices: list[str]) -> None:
-    """Keep the text of the agent's notices (e.g. why a compaction failed)."""
     if getattr(event, "kind", "") == "notice":
         notices.append(str(getattr(event, "text", "")))
 
 
 def rewrite_agent_lines(lines: list[str]) -> list[str]:
-    """Input transformer: ``%agent TEXT`` lines become ``run_line_magic("agent", TEXT)``.
+    """Input transformer: a ``%agent TEXT`` line becomes ``run_line_magic("agent", TEXT)``.
 
-    Only the ``agent`` magic itself (not ``%agent_new`` ...), only with text after it, and
-    not ``%agent ?`` / ``%agent ??`` (help). Cells that start with a cell magic (``%%agent``
-    ...) are left alone: their body is not Python.
-
-    Parameters
-    ----------
-    lines : list of str
-        The cell's lines, each with its line ending (IPython's cleanup transformer API).
-
-    Returns
-    -------
-    list of str
+    Not ``%agent ?`` / ``%agent ??`` (help), not the other magics, and not in a cell that
+    starts with a cell magic (its body is not Python).
     """
     first = next((line for line in lines if line.strip()), "")
     if first.lstrip().startswith("%%"):
@@ -279,20 +224,17 @@ def rewrite_agent_lines(lines: list[str]) -> list[str]:
     return out
 
 
-def _is_ours(transformer: Any) -> bool:
-    """True for :func:`rewrite_agent_lines` (also a copy from before a module reload)."""
+def _is_ours(transformer: Any) -> bool:  # also a copy from before a module reload
     return transformer is rewrite_agent_lines or (
         getattr(transformer, "__module__", "") == rewrite_agent_lines.__module__
         and getattr(transformer, "__name__", "") == rewrite_agent_lines.__name__)
 
 
 def install_transformer(shell: Any) -> None:
-    """Add :func:`rewrite_agent_lines` to ``shell.input_transformers_cleanup`` (once)."""
     if not any(_is_ours(t) for t in shell.input_transformers_cleanup):
         shell.input_transformers_cleanup.append(rewrite_agent_lines)
 
 
 def remove_transformer(shell: Any) -> None:
-    """Remove :func:`rewrite_agent_lines` from ``shell.input_transformers_cleanup``."""
     shell.input_transformers_cleanup[:] = [
         t for t in shell.input_transformers_cleanup if not _is_ours(t)]

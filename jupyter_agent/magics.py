@@ -413,8 +413,7 @@ class AgentMagics(Magics):
                 on_event=lambda event: collect_notice(event, notices))
         except LimitExceededError as err:
             raise AgentUsageError(
-                f"not compacted: the session reached {err.limit}=${err.maximum:.4f} (spent "
-                f"${err.value:.4f}), and compaction is a model call; raise the limit "
+                f"not compacted: {err.reached}, and compaction is a model call; raise the limit "
                 "(%config AgentMagics.max_cost_usd, or --max-cost of %agent_resume) to "
                 "compact") from err
         if done:

@@ -1,31 +1,17 @@
 """The notebook the user ran, as the model may see it: cells, outputs, errors, variables.
 
-What leaves the kernel is decided by one setting, ``context_privacy``
-(:data:`PRIVACY_LEVELS`):
-
-``"schema"`` (the default)
-    Names, types, shapes, dtypes, column names, row counts, memory; cell inputs (the code
-    the user wrote: it is what they ask about); an output as its type and shape; the last
-    exception's traceback (frames and message: the message can quote a value).
-``"preview"``
-    All of that, plus a few rows of a DataFrame and short ``repr``\\ s of other values.
-``"none"``
-    Nothing from the kernel: the notebook tools refuse, ``@`` references are not attached.
-
-Where IPython keeps it: inputs in ``history_manager.input_hist_raw`` (by execution count),
-expression results in ``history_manager.output_hist``. IPython keeps no record of which
-cell raised nor of what cells printed: :class:`CellLog` adds a ``post_run_cell`` hook that
-keeps, per failing cell, its traceback as text (the last :data:`KEPT_ERRORS`, each cut to
-:data:`TRACEBACK_CHARS`; no exception object, so no frame and no value stays alive), and
-the execution counts of the cells that were ``%agent`` magics. Printed output and displayed
-figures are not kept by the kernel and are not captured.
-
-Reading a value runs its type's code (``len``, ``shape``, ``repr``): the user's own objects
-in the user's own kernel; an object whose method raises is described by its type only.
+``context_privacy`` decides what leaves the kernel: ``"schema"`` (names, types, shapes,
+dtypes, columns, row counts, memory; cell code; an output's type and shape; tracebacks,
+whose message can quote a value), ``"preview"`` (also a few rows and short reprs) or
+``"none"`` (nothing). IPython keeps inputs and expression results but not which cell
+raised: :class:`CellLog` keeps the tracebacks as text (no frame or value stays alive) and
+which cells were ``%agent`` magics. Printed output is not captured. Describing a value
+runs its type's code (``len``, ``repr``); one whose methods raise is named by type only.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import traceback
@@ -33,20 +19,12 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["KEPT_ERRORS", "PRIVACY_LEVELS", "TRACEBACK_CHARS", "CellLog", "Privacy",
-           "References", "attach_references", "describe_value", "format_cell",
-           "format_cells", "format_last_error", "notebook_so_far", "schema_lines"]
-
 Privacy = Literal["schema", "preview", "none"]
 PRIVACY_LEVELS: tuple[Privacy, ...] = ("schema", "preview", "none")
 
-#: Tracebacks of failing cells kept by :class:`CellLog` (older ones are forgotten).
-KEPT_ERRORS = 50
-#: A kept traceback is cut to this many code points (both ends kept).
-TRACEBACK_CHARS = 8_000
-#: A cell's input, in a listing of several cells, is cut to this many code points.
-CELL_CHARS = 2_000
-#: A value's preview (``repr`` or first rows) is cut to this many code points.
+KEPT_ERRORS = 50  # tracebacks kept by CellLog
+TRACEBACK_CHARS = 8_000  # code points, as the other sizes here
+CELL_CHARS = 2_000  # a cell's input in a listing of several
 PREVIEW_CHARS = 1_000
 PREVIEW_ROWS = 5
 _COLUMNS_SHOWN = 60
@@ -54,10 +32,9 @@ _AGENT_MAGIC = re.compile(r"\s*%%?agent")  # %agent, %%agent and every %agent_* 
 _IPYTHON_DIR = "/IPython/core/"
 
 
-# --------------------------------------------------------------------------- values
+# ---- values
+# imported when first used (here and in _bytes): the agent package loads the openai client
 def truncate(text: str, limit: int) -> str:
-    """:func:`jupyter_agent.agent.pyexec.truncate` (imported when first used: importing
-    this module, as the front end does, imports no model client)."""
     from jupyter_agent.agent.pyexec import truncate as cut
 
     return cut(text, limit)
@@ -83,8 +60,8 @@ def _bytes(size: int) -> str:
 
 
 def schema_lines(value: Any) -> list[str]:
-    """What ``value`` is without its values: type, shape, dtypes, column names, row
-    count, memory (as far as the type tells). One line each after the type."""
+    """The type, then one line each of shape, dtypes, columns, rows, memory (as far as
+    the type tells): ``value`` without its values."""
     lines = [_type_name(value)]
     module = type(value).__module__ or ""
     shape = _safe(lambda: value.shape)
@@ -126,7 +103,7 @@ def schema_lines(value: Any) -> list[str]:
 
 
 def preview_text(value: Any, limit: int = PREVIEW_CHARS) -> str:
-    """A few rows of a DataFrame or Series, else a ``repr``; cut to ``limit`` code points."""
+    """A few rows of a DataFrame or Series, else a ``repr``; ``limit`` in code points."""
     module = type(value).__module__ or ""
     if module.startswith("pandas") and hasattr(value, "head"):
         text = _safe(lambda: value.head(PREVIEW_ROWS).to_string(), "")
@@ -140,8 +117,6 @@ def preview_text(value: Any, limit: int = PREVIEW_CHARS) -> str:
 
 
 def describe_value(label: str, value: Any, privacy: Privacy, *, values: bool = False) -> str:
-    """``label: type`` and the schema lines, indented; with ``"preview"`` (or ``values``)
-    the preview too."""
     lines = schema_lines(value)
     out = [f"{label}: {lines[0]}", *("  " + line for line in lines[1:])]
     if privacy == "preview" or values:
@@ -150,12 +125,8 @@ def describe_value(label: str, value: Any, privacy: Privacy, *, values: bool = F
     return "\n".join(out)
 
 
-# --------------------------------------------------------------------------- the cells
-def _short_path(path: str) -> str:
-    """A library's file from ``…/site-packages/`` on, a file under the home directory
-    from ``~``: a traceback names no user's folders."""
-    import os
-
+# ---- the cells
+def _short_path(path: str) -> str:  # a traceback names no user's folders
     unix = path.replace("\\", "/")
     if "/site-packages/" in unix:
         return "…/site-packages/" + unix.split("/site-packages/", 1)[1]
@@ -166,8 +137,6 @@ def _short_path(path: str) -> str:
 
 
 def _format_traceback(exc: BaseException, names: dict[str, int]) -> str:
-    """The traceback of ``exc`` as plain text, IPython's own frames left out and cell
-    file names shown as ``In [N]``."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
               if _IPYTHON_DIR not in f.filename.replace("\\", "/")]
     for frame in frames:
@@ -187,21 +156,15 @@ def _format_traceback(exc: BaseException, names: dict[str, int]) -> str:
 
 @dataclass
 class CellLog:
-    """What the kernel does not keep about the user's cells: which ones failed (with their
-    traceback as text) and which were ``%agent`` magics.
-
-    :meth:`start` registers a ``post_run_cell`` hook on ``shell``, :meth:`stop` removes it.
-    The hook costs one regular-expression match per cell, plus formatting the traceback of
-    a failing one. At most :data:`KEPT_ERRORS` tracebacks are kept.
-    """
+    """What the kernel does not keep about the user's cells: the tracebacks of failing
+    ones (the last :data:`KEPT_ERRORS`) and which were ``%agent`` magics, recorded by a
+    ``post_run_cell`` hook between :meth:`start` and :meth:`stop` (both idempotent)."""
 
     shell: Any
     errors: OrderedDict[int, str] = field(default_factory=OrderedDict)
     agent_cells: set[int] = field(default_factory=set)
     last_error_count: int | None = None
-    #: Cells before this execution count were covered by an earlier "notebook so far".
-    since: int = 0
-    #: ``name -> (id, type)`` of the visible variables when :meth:`mark` ran last.
+    since: int = 0  # cells before it were in an earlier "notebook so far"
     names: dict[str, tuple[int, type]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -214,13 +177,11 @@ class CellLog:
         self.names = {k: (id(v), type(v)) for k, v in _visible_namespace(self.shell).items()}
 
     def start(self) -> None:
-        """Watch the shell's cells (idempotent)."""
         events = getattr(self.shell, "events", None)
         if events is not None and self._on_post_run not in events.callbacks["post_run_cell"]:
             events.register("post_run_cell", self._on_post_run)
 
     def stop(self) -> None:
-        """Stop watching (idempotent)."""
         events = getattr(self.shell, "events", None)
         if events is not None and self._on_post_run in events.callbacks["post_run_cell"]:
             events.unregister("post_run_cell", self._on_post_run)
@@ -246,14 +207,12 @@ class CellLog:
             while len(self.errors) > KEPT_ERRORS:
                 self.errors.popitem(last=False)
 
-    # -- reading -----------------------------------------------------------------
     def inputs(self) -> list[str]:
-        """``input_hist_raw`` (index = execution count; index 0 is empty)."""
+        """The inputs by execution count (index 0 is empty)."""
         history = getattr(self.shell, "history_manager", None)
         return list(getattr(history, "input_hist_raw", None) or [""])
 
     def outputs(self) -> dict[int, Any]:
-        """``output_hist``: execution count -> the value of the cell's last expression."""
         history = getattr(self.shell, "history_manager", None)
         return dict(getattr(history, "output_hist", None) or {})
 
@@ -278,8 +237,8 @@ def _output_text(value: Any, privacy: Privacy, values: bool) -> str:
 
 def format_cell(log: CellLog, n: int, privacy: Privacy, *, values: bool = False,
                 input_chars: int = -1) -> str:
-    """One cell: ``In [n]:`` with its code, then ``Out [n]:`` (described per ``privacy``)
-    and its error if it failed; an ``%agent`` cell is named as such, its prompt left out.
+    """Cell ``n``: its code, output (per ``privacy``) and error; an ``%agent`` cell is
+    named as such, its prompt left out.
 
     Raises
     ------
@@ -301,8 +260,6 @@ def format_cell(log: CellLog, n: int, privacy: Privacy, *, values: bool = False,
 
 
 def format_cells(log: CellLog, last: int, privacy: Privacy, *, values: bool = False) -> str:
-    """The last ``last`` cells, oldest first (see :func:`format_cell`); each input cut to
-    :data:`CELL_CHARS`."""
     inputs = log.inputs()
     numbers = list(range(max(1, len(inputs) - max(1, last)), len(inputs)))
     if not numbers:
@@ -312,7 +269,6 @@ def format_cells(log: CellLog, last: int, privacy: Privacy, *, values: bool = Fa
 
 
 def format_last_error(log: CellLog) -> str:
-    """The last failing cell's number and traceback, or a line saying none failed."""
     found = log.last_error()
     if found is None:
         return "(no cell has failed in this kernel)"
@@ -333,11 +289,9 @@ NOTEBOOK_END = "--- end of the notebook section ---"
 
 
 def notebook_so_far(log: CellLog, privacy: Privacy, budget_tokens: int) -> str | None:
-    """A compact section on what the user did since :meth:`CellLog.mark`: each cell run
-    (the first line of its code, and its result or error in one line) and the variables
-    rebound (their schema in one line); ``None`` when no cell ran, under ``"none"``, or
-    with a budget of 0. The newest cells are kept within ``budget_tokens`` (at 4
-    characters a token)."""
+    """What the user did since :meth:`CellLog.mark`, a line per cell run and one for the
+    variables rebound, the newest within ``budget_tokens`` (4 characters a token);
+    ``None`` when no cell ran, under ``"none"`` or with a budget of 0."""
     inputs = log.inputs()
     numbers = [n for n in range(max(1, log.since), len(inputs))
                if n not in log.agent_cells and not _AGENT_MAGIC.match(inputs[n])]
@@ -380,7 +334,7 @@ def notebook_so_far(log: CellLog, privacy: Privacy, budget_tokens: int) -> str |
     return "\n".join([NOTEBOOK_START.format(privacy=privacy), *reversed(kept), NOTEBOOK_END])
 
 
-# --------------------------------------------------------------------------- references
+# ---- references
 _FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.M | re.S)
 _SPAN = re.compile(r"`[^`\n]*`")
 _REFERENCE = re.compile(r"(?:(?<=\s)|^)@(In\[(\d+)\]|Out\[(\d+)\]|error\b|"
@@ -390,17 +344,8 @@ _MAX_REFERENCES = 20
 
 @dataclass
 class References:
-    """What :func:`attach_references` found in a prompt.
-
-    Attributes
-    ----------
-    prompt : str
-        The prompt as sent: as typed, plus the attachments block when there is one.
-    attached : list of str
-        One line per attachment (what was sent), for the turn's notices.
-    unknown : list of str
-        One line per reference not attached (unknown name or cell, privacy ``none``).
-    """
+    """The prompt as sent (with its attachments block) and one line per reference
+    attached or not attached, for the turn's notices."""
 
     prompt: str
     attached: list[str] = field(default_factory=list)
@@ -420,13 +365,11 @@ def _visible_namespace(shell: Any) -> dict[str, Any]:
 
 def attach_references(prompt: str, log: CellLog, privacy: Privacy, *,
                       limit: int = 10_000) -> References:
-    """Find ``@name``, ``@In[N]``, ``@Out[N]`` and ``@error`` in ``prompt`` and attach them.
+    """Attach what ``@name``, ``@In[N]``, ``@Out[N]`` and ``@error`` in ``prompt`` name.
 
-    A reference starts the prompt or follows whitespace (``bob@example.com`` is none) and
-    is outside code (fenced blocks and code spans are skipped, so a decorator in code is
-    none); ``@name`` must name a visible variable of the user's namespace. Each
-    attachment is cut to ``limit`` code points; at most 20 are attached. Under
-    ``"none"`` nothing is attached.
+    A reference starts the prompt or follows whitespace and is outside code (so neither
+    ``bob@example.com`` nor a decorator is one); at most 20, each cut to ``limit`` code
+    points; none under ``"none"``.
     """
     text = _SPAN.sub(lambda m: " " * len(m.group()), _FENCE.sub(
         lambda m: re.sub(r"[^\n]", " ", m.group()), prompt))

@@ -1,10 +1,9 @@
-"""Where one kernel's sessions live: its project root, memory directory and store.
+"""Where a kernel's sessions live: its project root, memory directory and store, and the
+one place that opens a store from a URL or a memory directory (also for the CLI).
 
-The project root is found once, from the kernel's starting directory, so an
-``os.chdir`` later does not move the sessions. The memory directory and the store are
-chosen from the current settings each time they are asked for (``%config`` applies at
-once); a store is made once per (store URL, memory directory) and reused, so its
-leases and caches live as long as the kernel.
+A kernel's project root is found once, from its starting directory, so a later
+``os.chdir`` does not move the sessions; the memory directory and the store follow the
+current settings, one store per (URL, memory directory), kept for the kernel's life.
 """
 
 from __future__ import annotations
@@ -16,31 +15,63 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_agent.errors import JupyterAgentError, describe_holder
 from jupyter_agent.paths import find_project_root, project_key, resolve_memory_dir
+from jupyter_agent.store import SessionStore, Store
 from jupyter_agent.ui.kernel import kernel_label
 
 if TYPE_CHECKING:
     from jupyter_agent.settings import Settings
-    from jupyter_agent.store import Store
-
-__all__ = ["Project", "newest_session"]
 
 _ARCHIVED_COUNTED = 100  # archived sessions counted in the message of newest_session
+_PAGE = 8
+
+
+def open_store(memory_dir: str | os.PathLike[str] | None = None, url: str | None = None, *,
+               holder_label: str = "", project_root: str | os.PathLike[str] | None = None,
+               environ: Mapping[str, str] | None = None) -> Store:
+    """The session store of a memory directory.
+
+    Parameters
+    ----------
+    memory_dir : path-like, optional
+        Default: ``$JUPYTER_AGENT_MEMORY_DIR``, else ``<project root>/.jupyter_agent``.
+    url : str, optional
+        A ``postgresql://`` team store, else ``$JUPYTER_AGENT_STORE_URL``; without one, the
+        JSON files of ``memory_dir`` (nothing is created before the first write). A team
+        store files the sessions under ``project_root`` (default: the project root of the
+        current directory) and keeps the notes in ``memory_dir``; close it when done.
+    holder_label : str
+        Written with each lease, so that others see who holds a session.
+
+    Raises
+    ------
+    JupyterAgentError
+        The URL is not a PostgreSQL URL.
+    """
+    root = Path(memory_dir).expanduser() if memory_dir else resolve_memory_dir(environ=environ)
+    url = _store_url(url, environ)
+    if not url:
+        return SessionStore(root, holder_label=holder_label)
+    from jupyter_agent.store.postgres import PostgresStore  # see _store_url
+
+    project = project_key(project_root if project_root is not None else find_project_root())
+    return PostgresStore(url, root, project=project, holder_label=holder_label)
+
+
+def _store_url(url: str | None, environ: Mapping[str, str] | None) -> str:
+    # imported here: the team store's package costs ~16 ms at %load_ext (measured)
+    from jupyter_agent.store.postgres import check_store_url, resolve_store_url
+
+    try:
+        return check_store_url(resolve_store_url(url, environ=environ))
+    except ValueError as err:
+        raise JupyterAgentError(str(err)) from None
 
 
 class Project:
     """The project of a kernel and the stores its settings select.
 
-    Parameters
-    ----------
-    settings : callable
-        Returns the current :class:`~jupyter_agent.settings.Settings`.
-    shell : InteractiveShell, optional
-        For the label written with each lease (:func:`~jupyter_agent.ui.kernel.kernel_label`).
-    environ : mapping, optional
-        Environment (``$JUPYTER_AGENT_MEMORY_DIR``, ``$JUPYTER_AGENT_STORE_URL``);
-        :data:`os.environ` by default.
-    cwd : path-like, optional
-        The kernel's starting directory; default :func:`os.getcwd` now.
+    ``settings`` returns the current settings; ``cwd`` is the kernel's starting directory
+    (default: the current one).
     """
 
     def __init__(self, settings: Callable[[], Settings], *, shell: Any = None,
@@ -51,52 +82,26 @@ class Project:
         self._environ = environ
         self._cwd = Path(os.getcwd() if cwd is None else cwd).expanduser().resolve()
         self.root = find_project_root(self._cwd)
-        """The project root of the starting directory (a :class:`~pathlib.Path`)."""
         self._stores: dict[tuple[str, Path], Store] = {}
 
     @property
     def memory_dir(self) -> Path:
-        """The memory directory the settings select now (see :mod:`jupyter_agent.paths`)."""
         return resolve_memory_dir(self._settings().memory_dir or None, environ=self._environ,
                                   cwd=self._cwd, project_root=self.root)
 
     @property
     def store(self) -> Store:
-        """The store the settings select now, one per URL and memory directory, reused.
-
-        With ``store_url`` (else ``$JUPYTER_AGENT_STORE_URL``) a PostgreSQL store of
-        this project (:func:`~jupyter_agent.paths.project_key` of :attr:`root`; the
-        notes stay in :attr:`memory_dir`); without, the JSON files of :attr:`memory_dir`.
-
-        Raises
-        ------
-        JupyterAgentError
-            When the store URL is not a PostgreSQL URL.
-        """
-        from jupyter_agent.store.postgres.url import resolve_store_url
-
+        """The store the settings select now (see :func:`open_store`), reused."""
         root = self.memory_dir
-        try:
-            url = resolve_store_url(self._settings().store_url, environ=self._environ)
-        except ValueError as err:
-            raise JupyterAgentError(str(err)) from None
-        key = (url, root)
-        if key not in self._stores:
+        url = _store_url(self._settings().store_url or None, self._environ)
+        if (url, root) not in self._stores:
             label = kernel_label(self._shell, self._environ, self.root)
-            if url:
-                from jupyter_agent.store.postgres import PostgresStore
-
-                self._stores[key] = PostgresStore(url, root, holder_label=label,
-                                                  project=project_key(self.root))
-            else:
-                from jupyter_agent.store import SessionStore
-
-                self._stores[key] = SessionStore(root, holder_label=label)
-        return self._stores[key]
+            self._stores[url, root] = open_store(root, url or None, holder_label=label,
+                                                 project_root=self.root, environ=self._environ)
+        return self._stores[url, root]
 
     def close(self) -> None:
-        """Close every store made so far (a database store's connection); they are made
-        again when next asked for."""
+        """Close every store made so far; they are opened again when next asked for."""
         for store in self._stores.values():
             close = getattr(store, "close", None)
             if close is not None:
@@ -104,19 +109,15 @@ class Project:
         self._stores.clear()
 
 
-_PAGE = 8
-
-
 def newest_session(store: Store) -> str:
-    """The most recently changed non-archived session that loads and that no one else
-    holds (listings leave out sessions that do not load); pages of a few entries, so a
-    team store reads a few rows however many sessions the project has.
+    """The most recently changed session that loads, is not archived and no one else
+    holds; read a few listing entries at a time.
 
     Raises
     ------
     JupyterAgentError
         There is none; the message says whether sessions in use elsewhere or archived
-        sessions exist (their number, up to :data:`_ARCHIVED_COUNTED`).
+        ones exist.
     """
     page = store.list_sessions(limit=_PAGE)
     busy: list[Any] = []
@@ -126,15 +127,14 @@ def newest_session(store: Store) -> str:
                 return listed.id
             busy.append(listed)
         page = store.list_sessions(limit=_PAGE, after=page[-1]) if len(page) == _PAGE else []
+    where = getattr(store, "location", None) or getattr(store, "root", "the store")
     if busy:
-        where = getattr(store, "location", None) or getattr(store, "root", "the store")
         n = len(busy)
         who = describe_holder(busy[0].holder) if busy[0].holder is not None else ""
         raise JupyterAgentError(
             f"no session to resume in {where}: the {n} saved session{'s are' if n > 1 else ' is'}"
             f" in use elsewhere (newest: {busy[0].id}, in use by {who or 'another process'});"
             " stop that kernel to resume it here, or start one with %agent_new")
-    where = getattr(store, "location", None) or getattr(store, "root", "the store")
     hidden = store.list_sessions(include_archived=True, limit=_ARCHIVED_COUNTED + 1)
     if not hidden:
         raise JupyterAgentError(f"no saved sessions in {where}: start one with %agent_new")

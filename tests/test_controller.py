@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -208,7 +209,7 @@ def test_settings_and_the_key_apply_at_the_next_prompt_on_the_same_lease(tmp_pat
         env["LAB_KEY"] = "second"  # e.g. %dotenv: no restart, no new session
         assert ctl.ask("hello again").reply == "one"
         agent = ctl._require_active().agent
-        current[0] = current[0].replace(model="m2", approve="deny", max_tool_calls=4)
+        current[0] = replace(current[0], model="m2", approve="deny", max_tool_calls=4)
         assert ctl.ask("and now?").reply == "two"
         assert ctl._require_active().agent is agent  # same agent, same session, same lease
         assert (agent.model.name, agent.config.approve, agent.config.limits.max_tool_calls) == (

@@ -136,7 +136,7 @@ def test_compact_at_the_cost_limit_makes_no_request(
     with pytest.raises(UsageError) as info:
         shell.run_line_magic("agent_compact", "")
     assert str(info.value) == (
-        "not compacted: the session reached max_cost_usd=$0.0001 (spent $0.0002), and "
+        "not compacted: max_cost_usd = $0.0001 per session ($0.0002 spent), and "
         "compaction is a model call; raise the limit (%config AgentMagics.max_cost_usd, or "
         "--max-cost of %agent_resume) to compact")
     assert len(model_server.requests) == 1

@@ -3,6 +3,9 @@ come from ``settings.OPTIONS``."""
 
 from __future__ import annotations
 
+from dataclasses import fields, replace
+from typing import get_type_hints
+
 import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
@@ -10,7 +13,7 @@ from traitlets import TraitError
 
 from jupyter_agent.agent.config import AgentConfig, Limits
 from jupyter_agent.magics import AgentMagics
-from jupyter_agent.settings import OPTIONS, SessionOptions, Settings, option
+from jupyter_agent.settings import LIMITS, OPTIONS, SessionOptions, Settings, option
 from jupyter_agent.testing import ScriptedModelServer
 from tests.shells import magics_of, run_cell
 
@@ -44,10 +47,18 @@ def test_per_session_rows_are_magic_options(shell: InteractiveShell,
     assert flags and all(f"{flag} " in usage for flag in flags)
     positions = [usage.index(f"{flag} ") for flag in flags]
     assert positions == sorted(positions)  # in the table's order
-    assert set(SessionOptions._fields) == {"title", *(o.name for o in OPTIONS if o.per_session)}
+    assert {f.name for f in fields(SessionOptions)} == {"title", *(o.name for o in OPTIONS
+                                                            if o.per_session)}
     for row in OPTIONS:
         if row.flag_help:
             assert row.flag_help in usage
+
+
+def test_settings_are_typed_fields_and_the_limits_come_from_them() -> None:
+    hints = get_type_hints(Settings)
+    assert hints["max_cost_usd"] == float | None and hints["model"] is str
+    assert LIMITS == ("max_cost_usd", "max_tool_calls", "max_iterations")
+    assert [o.name for o in OPTIONS] == [f.name for f in fields(Settings)]
 
 
 def test_snapshots_are_validated_immutable_records() -> None:
@@ -57,14 +68,14 @@ def test_snapshots_are_validated_immutable_records() -> None:
     assert hash(settings) == hash(Settings(model="m", max_cost_usd=1.5))
     with pytest.raises(AttributeError):
         settings.model = "x"
-    with pytest.raises(TypeError, match="no option temperture"):
+    with pytest.raises(TypeError, match="temperture"):
         Settings(temperture=0.2)
     with pytest.raises(ValueError, match="^max_cost_usd must be zero or more, or None for "
                                          r"no limit \(got -1\)$"):
         Settings(max_cost_usd=-1)
     with pytest.raises(ValueError, match=r"^--max-cost must be zero or more \(got -1\)$"):
         SessionOptions(max_cost_usd=-1)
-    assert settings.replace(model="n").model == "n"
+    assert replace(settings, model="n").model == "n"
 
 
 def test_the_agent_config_comes_from_the_agent_and_limit_rows() -> None:

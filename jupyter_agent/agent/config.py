@@ -35,7 +35,7 @@ class Limits:
     max_iterations: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("max_tool_calls", "max_cost_usd", "max_iterations"):
+        for name in self.__dataclass_fields__:
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise ValueError(f"{name} must be >= 0 or None, not {value!r}")

@@ -182,7 +182,7 @@ def _may_be_images(err: ModelError) -> bool:
 
 
 class VisionModel:
-    """A :class:`~jupyter_agent.agent.model.Model` that sends figures as images (see the
+    """A :class:`~jupyter_agent.agent.adapters.Model` that sends figures as images (see the
     module docstring); everything else is the wrapped model's."""
 
     def __init__(self, model: Model, view: RequestView, config: AgentConfig,

@@ -12,6 +12,9 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from jupyter_agent.errors import LimitExceededError
+from jupyter_agent.settings import LIMITS
+from jupyter_agent.settings import option as settings_option
 from jupyter_agent.store.figures import figure_label, figure_refs
 from jupyter_agent.store.messages import message_text
 from jupyter_agent.store.models import CLOCK_SKEW
@@ -136,30 +139,22 @@ def format_footer(result: TurnResult) -> str:
 INTERRUPTED_MESSAGE = ("[jupyter-agent] interrupted — the session is saved; "
                        "send another prompt to go on.")
 
-_LIMIT_OPTION = {"max_tool_calls": "--max-tool-calls", "max_cost_usd": "--max-cost",
-                 "max_iterations": "--max-iterations"}
-
 
 def limit_message(result: TurnResult) -> str:
     """Which limit ended the turn and how to go on: ``%agent_resume --max-...`` when the
     session's options set it (options beat the settings), else also ``%config``."""
     limit = result.stop_reason or ""
     maximum = getattr(result.limits, limit, None)
-    how = f"%agent_resume {_LIMIT_OPTION.get(limit, '')} N"
+    option = settings_option(limit).flag if limit in LIMITS else ""
+    how = f"%agent_resume {option} N"
     if limit not in result.limits_from_options:
         how += f" or %config AgentMagics.{limit} = N"
+    value = (result.session_usage.cost_usd if limit == "max_cost_usd"
+             else result.session_tool_calls)
+    reached = str(LimitExceededError(limit, value, maximum or 0))
     if limit == "max_iterations":
-        return (f"limit reached: max_iterations = {plural(maximum or 0, 'model call')} per "
-                f"prompt; send another prompt to continue, or raise it with {how}")
-    if limit == "max_tool_calls":
-        reached = (f"max_tool_calls = {plural(maximum or 0, 'tool call')} per session "
-                   f"({result.session_tool_calls:,} made)")
-    elif limit == "max_cost_usd":
-        reached = (f"max_cost_usd = ${maximum or 0:.4f} per session "
-                   f"(${result.session_usage.cost_usd:.4f} spent)")
-    else:
-        reached = f"{limit} = {maximum}"
-    return f"limit reached: {reached}; raise it with {how}, then send another prompt"
+        return f"{reached}; send another prompt to continue, or raise it with {how}"
+    return f"{reached}; raise it with {how}, then send another prompt"
 
 
 #: What each ``context_privacy`` lets go to the model.

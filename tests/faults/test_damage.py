@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_agent.cli.main import main as cli_main
+from jupyter_agent.cli import main as cli_main
 from jupyter_agent.errors import CorruptSessionError
 from jupyter_agent.store import SessionState, SessionStore, Usage
 

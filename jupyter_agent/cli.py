@@ -1,0 +1,497 @@
+"""``jupyter agent``: the saved sessions of a project from the command line.
+
+Each subcommand is a row of :data:`COMMANDS` and a function ``run(ctx, args) -> exit
+code``. The memory directory and the store are found as the magics find them
+(``--memory-dir`` stands for ``AgentMagics.memory_dir``). Reads take no lease; a command
+that writes holds a lease labelled with its name. Exit codes: 0 success; 1 an error
+jupyter-agent reports (one line on stderr, the magics' message) or a refusal; 2 a usage
+error; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+from tqdm import tqdm
+
+from jupyter_agent import __version__
+from jupyter_agent.artefacts.export import choose_format, export_record, render
+from jupyter_agent.artefacts.fork import fork_label, fork_session
+from jupyter_agent.artefacts.redact import secrets_from_environ
+from jupyter_agent.artefacts.search import search_sessions
+from jupyter_agent.artefacts.steps import Progress, no_progress
+from jupyter_agent.controller import share_session
+from jupyter_agent.errors import JupyterAgentError, SessionNotFoundError, UnsafeDirectoryError
+from jupyter_agent.paths import resolve_memory_dir
+from jupyter_agent.project import open_store
+from jupyter_agent.store import FigureData, SessionListing, SessionRecord, SessionStore, Store
+from jupyter_agent.store.messages import message_text
+from jupyter_agent.store.migrate import migrate_sessions
+from jupyter_agent.store.postgres.url import redact_url
+from jupyter_agent.ui.display import (
+    format_cost,
+    format_exported,
+    format_forked,
+    format_owner,
+    format_search_results,
+    format_sessions_table,
+    format_todos,
+    format_transcript,
+    one_line,
+    plural,
+    relative_time,
+    terminal_text,
+)
+
+PROG = "jupyter agent"
+# how to choose another memory directory here (a refused directory's message says it)
+ELSEWHERE = "use --memory-dir DIR (or $JUPYTER_AGENT_MEMORY_DIR) to choose another one"
+T = TypeVar("T")
+_JSON_CONTROLS = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+@dataclass
+class Context:
+    """What one command works with: its memory directory, store and output streams."""
+
+    command: str
+    memory_dir: Path
+    json: bool = False
+    out: IO[str] = field(default_factory=lambda: sys.stdout)
+    err: IO[str] = field(default_factory=lambda: sys.stderr)
+    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    _opened: list[Any] = field(default_factory=list, repr=False)
+
+    @property
+    def label(self) -> str:
+        return f"jupyter agent {self.command}"
+
+    @cached_property
+    def files(self) -> SessionStore:
+        """The JSON files of the memory directory, whatever the store URL."""
+        return SessionStore(self.memory_dir, holder_label=self.label)
+
+    @cached_property
+    def store(self) -> Store:
+        """The team store of ``$JUPYTER_AGENT_STORE_URL`` if set, else :attr:`files`."""
+        store = self.open(None)
+        return self.files if isinstance(store, SessionStore) else store
+
+    def open(self, url: str | None) -> Store:
+        """The store of ``url`` (see :func:`~jupyter_agent.project.open_store`), closed
+        when the command ends."""
+        store = open_store(self.memory_dir, url, holder_label=self.label, environ=self.environ)
+        self._opened.append(store)
+        return store
+
+    def close(self) -> None:
+        for store in self._opened:
+            getattr(store, "close", lambda: None)()
+        self._opened.clear()
+
+    def print(self, text: str) -> None:
+        """Print ``text`` with its escape sequences and control characters made inert
+        (titles, summaries and prompts come from session files)."""
+        print(terminal_text(text), file=self.out)
+
+    def emit_json(self, value: Any) -> None:
+        """Print ``value`` as JSON; C1 controls and bidirectional overrides are escaped."""
+        text = json.dumps(value, indent=2, ensure_ascii=False)
+        print(_JSON_CONTROLS.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text), file=self.out)
+
+    def progress(self, what: str, unit: str) -> Progress:
+        """A ``tqdm`` bar on stderr when it is a terminal, else nothing."""
+        try:
+            terminal = self.err.isatty()
+        except (AttributeError, ValueError, OSError):
+            terminal = False
+        if not terminal:
+            return no_progress
+
+        def show(items: Iterable[T], total: int) -> Iterable[T]:
+            width = shutil.get_terminal_size((80, 24)).columns  # a terminal may report 0
+            return tqdm(items, total=total, desc=what, unit=unit, file=self.err, leave=False,
+                        ncols=min(width, 100) if width > 0 else 80)
+
+        return show
+
+
+# ---- the commands
+def list_sessions(ctx: Context, args: argparse.Namespace) -> int:
+    listing = ctx.store.list_sessions(include_archived=args.all)
+    files = ctx.store is ctx.files
+    if ctx.json:
+        ctx.emit_json([entry.model_dump(mode="json") for entry in listing])
+    elif listing:
+        ctx.print(format_sessions_table(listing))
+    elif files and not ctx.memory_dir.is_dir():  # a mistyped --memory-dir shows here
+        ctx.print(f"no sessions in {ctx.memory_dir}: the directory does not exist yet (the "
+                  "first session saved in this project creates it; elsewhere, check "
+                  "--memory-dir DIR or $JUPYTER_AGENT_MEMORY_DIR)")
+    else:
+        ctx.print(f"no sessions in {ctx.memory_dir}")
+    damaged = ctx.files.damaged_sessions() if files and not ctx.json else {}
+    for sid, reason in sorted(damaged.items()):
+        ctx.print(f"damaged, not listed: {sid}: {one_line(reason, 300)}")
+    if damaged:
+        ctx.print("(jupyter agent fsck tells more and offers the safe repairs)")
+    return 0
+
+
+def _status(listed: SessionListing) -> str:
+    if listed.status != "in use":
+        return "idle" if listed.status == "idle" else "active in this process"
+    holder = listed.holder
+    pid = None if holder is None else holder.pid
+    who = f"process {pid}" if pid is not None else "another process"
+    return f"in use by {who}" + (f" ({holder.label})" if holder is not None and holder.label
+                                 else "")
+
+
+def _show_text(ctx: Context, record: SessionRecord) -> str:
+    state, usage = record.state, record.state.usage
+    listed = ctx.store.describe_session(record.id)  # status, holder and owner
+    rows = [
+        ("id", record.id),
+        ("created", f"{record.created_at:%Y-%m-%d %H:%M} UTC (updated "
+                    f"{relative_time(record.updated_at)})"),
+        ("owner", format_owner(listed.owner_user, listed.owner_host, listed.owner_role,
+                               listed.shared_with)),
+        ("parent", fork_label(record.parent)),
+        ("status", _status(listed) + (", archived" if record.archived else "")),
+        ("model", state.model),
+        ("usage", f"{plural(usage.input_tokens + usage.output_tokens, 'token')} "
+                  f"({usage.input_tokens:,} in / {usage.output_tokens:,} out) · "
+                  f"{format_cost(usage)} · {plural(usage.calls, 'model call')} · "
+                  f"{plural(state.tool_calls, 'tool call')}"),
+        ("messages", f"{len(record.transcript):,} in the transcript, "
+                     f"{len(record.messages):,} in the working context, "
+                     f"{plural(len(record.compactions), 'compaction')}"),
+        ("summary", record.summary.strip()),
+        ("todos", format_todos(state.todos) if state.todos else ""),
+    ]
+    last = {m.get("role"): message_text(m) for m in record.transcript
+            if m.get("role") in ("user", "assistant") and message_text(m)}
+    rows += [("last prompt", one_line(last.get("user", ""), 300)),
+             ("last reply", one_line(last.get("assistant", ""), 300))]
+    lines = [record.title or "(untitled)"]
+    for label, value in rows:
+        if value:
+            body = value.splitlines()
+            lines.append(f"{label:<12}{body[0]}")
+            lines += [" " * 12 + line for line in body[1:]]
+    return "\n".join(lines)
+
+
+def show(ctx: Context, args: argparse.Namespace) -> int:
+    record = ctx.store.load_session(args.session_id)
+    if ctx.json:
+        ctx.emit_json(record.model_dump(mode="json"))
+        return 0
+    ctx.print(_show_text(ctx, record))
+    if args.transcript:
+        ctx.print("\n" + format_transcript(record.transcript, record.compactions))
+    return 0
+
+
+def search(ctx: Context, args: argparse.Namespace) -> int:
+    text = " ".join(args.text)
+    hits = search_sessions(ctx.store, text, deep=args.deep, include_archived=args.all,
+                           progress=ctx.progress("searching", "session"))
+    if ctx.json:
+        ctx.emit_json([{"session": hit.session.model_dump(mode="json"), "count": hit.count,
+                        "matches": [asdict(m) for m in hit.matches]} for hit in hits])
+    else:
+        ctx.print(format_search_results(hits, query=text))
+    return 0
+
+
+def export(ctx: Context, args: argparse.Namespace) -> int:
+    record = ctx.store.load_session(args.session_id)
+    secrets = secrets_from_environ(ctx.environ, ["OPENAI_API_KEY"])
+    progress = ctx.progress("exporting", "message")
+    store, sid = ctx.store, record.id
+
+    def figures(figure_id: str) -> FigureData:
+        return store.read_figure(sid, figure_id)
+
+    if args.output == "-":
+        data, _ = render(record, choose_format(args.fmt), secrets=secrets, progress=progress,
+                         figures=figures)
+        ctx.out.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return 0
+    done = export_record(record, args.fmt, args.output, force=args.force, secrets=secrets,
+                         progress=progress, figures=figures)
+    if ctx.json:
+        ctx.emit_json({"session_id": done.session_id, "format": done.format,
+                       "path": str(done.path), "size": done.size, "redacted": done.redacted})
+    else:
+        ctx.print(format_exported(done))
+    return 0
+
+
+def fork(ctx: Context, args: argparse.Namespace) -> int:
+    forked = fork_session(ctx.store, args.session_id, at=args.at, title=args.title)
+    record = forked.record
+    if ctx.json:
+        ctx.emit_json({"id": record.id, "title": record.title, "turns": forked.turns,
+                       "parent": None if record.parent is None
+                       else record.parent.model_dump(mode="json"),
+                       "rebuilt": forked.rebuilt})
+    else:
+        ctx.print(format_forked(forked, active=False))
+    return 0
+
+
+def archive(ctx: Context, args: argparse.Namespace) -> int:
+    ctx.store.set_archived(args.session_id, not args.undo)
+    if ctx.json:
+        ctx.emit_json({"id": args.session_id, "archived": not args.undo})
+    else:
+        ctx.print(f"{'Unarchived' if args.undo else 'Archived'} session {args.session_id}.")
+    return 0
+
+
+def share(ctx: Context, args: argparse.Namespace) -> int:
+    now = share_session(ctx.store, args.session_id, args.roles, undo=args.undo)
+    if ctx.json:
+        ctx.emit_json({"id": args.session_id, "shared_with": now})
+    else:
+        ctx.print(f"Session {args.session_id} is shared with "
+                  f"{', '.join(map(repr, now)) if now else 'nobody'}.")
+    return 0
+
+
+def remove(ctx: Context, args: argparse.Namespace) -> int:
+    record = ctx.store.load_session(args.session_id)
+    if not args.yes:
+        if not (sys.stdin is not None and sys.stdin.isatty()):
+            raise JupyterAgentError(
+                f"not deleting session {record.id} without confirmation: add --yes")
+        name = f" ({record.title})" if record.title else ""
+        if input(f"Delete session {record.id}{name} for good? [y/N] ").strip().lower() not in (
+                "y", "yes"):
+            ctx.print("Not deleted.")
+            return 1
+    ctx.store.delete_session(args.session_id)
+    if ctx.json:
+        ctx.emit_json({"id": args.session_id, "deleted": True})
+    else:
+        ctx.print(f"Deleted session {args.session_id}.")
+    return 0
+
+
+def gc(ctx: Context, args: argparse.Namespace) -> int:
+    removed = ctx.files.collect_garbage()
+    if ctx.json:
+        ctx.emit_json({"removed": sorted(str(p) for p in removed)})
+    elif not removed:
+        ctx.print(f"Nothing to remove in {ctx.memory_dir}.")
+    else:
+        ctx.print(f"Removed {plural(len(removed), 'stale file')}:")
+        for path in sorted(removed):
+            ctx.print(f"  {path}")
+    return 0
+
+
+def fsck(ctx: Context, args: argparse.Namespace) -> int:
+    """Exit code 1 when a session is still damaged or cut short afterwards."""
+    if args.repair and args.dry_run:
+        raise JupyterAgentError("fsck takes --repair or --dry-run, not both")
+    checks = ctx.files.check_sessions(repair=args.repair)
+    if ctx.json:
+        ctx.emit_json([{**asdict(c), "kept": None if c.kept is None else str(c.kept)}
+                       for c in checks])
+    else:
+        for c in checks:
+            line = f"{c.session_id}  {c.state}"
+            if c.reason:
+                line += f": {one_line(c.reason, 400)}"
+            ctx.print(line)
+            if c.repaired:
+                ctx.print(f"    repaired: {c.repair}" + (f" (kept in {c.kept})" if c.kept else ""))
+            elif c.repair:
+                ctx.print(f"    {'--repair would ' if not args.repair else 'not repaired: '}"
+                          f"{c.repair}")
+        bad = sum(c.state in ("damaged", "torn") and not c.repaired for c in checks)
+        ctx.print(f"{len(checks)} session{'s' if len(checks) != 1 else ''} checked in "
+                  f"{ctx.memory_dir}: {bad} need{'s' if bad == 1 else ''} attention"
+                  + ("" if args.repair or not bad else "; run with --repair for the safe "
+                                                        "repairs"))
+    return int(any(c.state in ("damaged", "torn") and not c.repaired for c in checks))
+
+
+def migrate(ctx: Context, args: argparse.Namespace) -> int:
+    """Copy every session, verifying each copy; nothing is copied twice. The database is
+    reached first. Exit code 1 when a session could not be read or a copy differs."""
+    url = args.to_url or args.from_url  # the parser requires exactly one
+    team = ctx.open(url)
+    source, target = (ctx.files, team) if args.to_url else (team, ctx.files)
+    team.list_sessions(include_archived=True, limit=1)  # connects: an error says so now
+    total = len(source.list_sessions(include_archived=True))
+    where = redact_url(url)
+    if total == 0 and not ctx.json:
+        empty = str(ctx.memory_dir) if args.to_url else f"the database at {where}"
+        ctx.print(f"Nothing to migrate: no sessions in {empty}"
+                  + (f" (the database at {where} answers)." if args.to_url else "."))
+        return 0
+    ticks = iter(ctx.progress("sessions", "session")(range(total), total))
+    result = migrate_sessions(source, target, on_session=lambda sid, outcome: next(ticks, None))
+    list(ticks)  # let the bar finish
+    if ctx.json:
+        ctx.emit_json({"from": str(ctx.memory_dir) if args.to_url else where,
+                       "to": where if args.to_url else str(ctx.memory_dir),
+                       "copied": list(result.copied), "skipped": list(result.skipped),
+                       "conflicts": list(result.conflicts),
+                       "mismatched": list(result.mismatched),
+                       "unreadable": [sid for sid, _ in result.unreadable],
+                       "verified": result.verified, "ok": result.ok})
+    else:
+        ctx.print(result.summary())
+    return 0 if result.ok else 1
+
+
+# ---- the parser
+@dataclass(frozen=True)
+class Command:
+    """One subcommand; ``one_of``: options of which exactly one must be given. Each
+    argument is ``(flags, add_argument options)``."""
+
+    name: str
+    help: str
+    run: Callable[[Context, argparse.Namespace], int]
+    arguments: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = ()
+    one_of: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = ()
+
+
+def arg(*flags: str, **options: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
+    return flags, options
+
+
+SESSION_ID = arg("session_id", metavar="ID", help="The session ID.")
+
+#: The subcommands, in the order ``jupyter agent --help`` lists them.
+COMMANDS: tuple[Command, ...] = (
+    Command("list", "List sessions, most recently updated first.", list_sessions, (
+        arg("--all", action="store_true", help="Include archived sessions."),)),
+    Command("show", "Show a session: facts, summary, todos, last exchange.", show, (
+        SESSION_ID,
+        arg("--transcript", action="store_true", help="Also print the whole transcript."))),
+    Command("search", "Find sessions by title, summary and first prompt (or transcript).",
+            search, (
+                arg("text", nargs="+", metavar="TEXT", help="Words to find, in this order "
+                    "(case-insensitive)."),
+                arg("--deep", action="store_true",
+                    help="Search the full transcripts too (reads every session)."),
+                arg("--all", action="store_true", help="Include archived sessions."))),
+    Command("export", "Export a session as a notebook, Markdown or JSON.", export, (
+        SESSION_ID,
+        arg("--format", dest="fmt", choices=["ipynb", "md", "json"],
+            help="ipynb: a notebook replaying the analysis; md: a readable transcript; json: "
+                 "the session record (default: from the file name, else ipynb)."),
+        arg("-o", "--output", metavar="PATH",
+            help="File or folder to write, or - for standard output "
+                 "(default: session-<ID>.<format> here)."),
+        arg("--force", action="store_true", help="Replace an existing file."))),
+    Command("fork", "Copy a session into a new one (the original is only read).", fork, (
+        SESSION_ID,
+        arg("--at", type=int, metavar="N", help="Keep the first N user turns only."),
+        arg("--title", help="Title of the new session (default: the original's, marked as "
+                            "a fork)."))),
+    Command("archive", "Archive a session (hidden from listings unless --all).", archive, (
+        SESSION_ID, arg("--undo", action="store_true", help="Unarchive instead."))),
+    Command("share", "Share a session read-only with database roles (team store).", share, (
+        SESSION_ID,
+        arg("roles", nargs="+", metavar="ROLE", help="Database roles (users or groups)."),
+        arg("--undo", action="store_true", help="Stop sharing it with these roles."))),
+    Command("rm", "Delete a session for good.", remove, (
+        SESSION_ID, arg("-y", "--yes", action="store_true", help="Do not ask first."))),
+    Command("gc", "Remove files that interrupted writes left behind.", gc),
+    Command("fsck", "Check every session's files; report damage and the safe repairs.", fsck, (
+        arg("--repair", action="store_true",
+            help="Make the safe repairs (damaged bytes are kept in "
+                 "sessions/<ID>.jsonl.damaged). Default: report only (a dry run)."),
+        arg("--dry-run", action="store_true", help="Report only, change nothing (the "
+                                                   "default)."))),
+    Command("migrate", "Copy every session between the JSON files and a PostgreSQL store.",
+            migrate, one_of=(
+                arg("--to", metavar="URL", dest="to_url",
+                    help="Copy the memory directory's sessions into this database."),
+                arg("--from", metavar="URL", dest="from_url",
+                    help="Copy this database's sessions of the project into the memory "
+                         "directory."))),
+)
+
+
+def _common_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    # on a subcommand they do not reset what was given before its name
+    parser.add_argument("--memory-dir", metavar="DIR",
+                        default=None if top else argparse.SUPPRESS,
+                        help="The memory directory (default: $JUPYTER_AGENT_MEMORY_DIR, else "
+                             "<project root>/.jupyter_agent, as in the magics).")
+    parser.add_argument("--json", action="store_true",
+                        default=False if top else argparse.SUPPRESS,
+                        help="Print JSON for scripts.")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="The saved jupyter-agent sessions of a project: list, show, "
+                               "search, export, fork, archive, delete, clean up.")
+    parser.add_argument("--version", action="version", version=f"jupyter-agent {__version__}")
+    _common_options(parser, top=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for command in COMMANDS:
+        child = sub.add_parser(command.name, help=command.help, description=command.help)
+        for flags, options in command.arguments:
+            child.add_argument(*flags, **options)
+        if command.one_of:
+            group = child.add_mutually_exclusive_group(required=True)
+            for flags, options in command.one_of:
+                group.add_argument(*flags, **options)
+        _common_options(child, top=False)
+        child.set_defaults(run=command.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``jupyter agent`` with ``argv`` (default: the process's); return the exit code."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as stop:  # --help, --version (0) or a usage error (2)
+        return int(stop.code or 0)
+    ctx = Context(args.command, resolve_memory_dir(args.memory_dir), json=args.json)
+    try:
+        return int(args.run(ctx, args))
+    except JupyterAgentError as err:
+        text = str(err)
+        if isinstance(err, UnsafeDirectoryError):  # the command line's own advice
+            text = err.advice(elsewhere=ELSEWHERE)
+        elif isinstance(err, SessionNotFoundError):  # the next step
+            text += f"; {PROG} list --all lists the saved sessions"
+        print(f"{PROG}: {' '.join(terminal_text(text).split())}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. `jupyter agent list | head -1`
+        sys.stderr.close()
+        return 0
+    finally:
+        ctx.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,346 @@
+"""Every setting, declared once: the typed fields of :class:`Settings` are the table.
+
+Each field carries its :class:`Option` (help, who uses it, its check); the fields of
+:class:`SessionOptions` carry the magic flag that overrides a setting for one session.
+The ``AgentMagics`` traits (:func:`trait_namespace`), the options of ``%agent_new`` /
+``%agent_resume``, the agent's config, its limits (:data:`LIMITS`) and the fields of
+every model request are generated from them. The API key is never a setting, only the
+name of the variable holding it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any, Literal, get_type_hints
+from urllib.parse import urlparse
+
+from traitlets import Bool, Float, Int, TraitError, Unicode, validate
+
+if TYPE_CHECKING:
+    from jupyter_agent.agent.config import AgentConfig, Limits
+
+APPROVALS = ("auto", "ask", "deny")
+VISION_MODES = ("auto", "on", "off")
+DEFAULT_MODEL = "gpt-4o-mini"
+DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+#: ``api`` value -> ``"module:Class"`` of its model adapter (imported when first used).
+MODEL_APIS: Mapping[str, str] = {
+    "chat": "jupyter_agent.agent.adapters:ChatModel",
+    "responses": "jupyter_agent.agent.adapters:ResponsesModel",
+}
+
+#: Who reads a setting: the client factory, the agent's limits, the agent's config, every
+#: model request (sent when not None), or the front end.
+Use = Literal["endpoint", "limit", "agent", "request", "front end"]
+
+
+def check_store_url(label: str, value: str, hint: str = "") -> str:
+    # imported here: the postgres package is loaded only when a store URL is set
+    from jupyter_agent.store.postgres.url import check_store_url as check
+
+    try:
+        return check(value)
+    except ValueError as err:
+        text = str(err)
+        raise ValueError(text if text.startswith(label) else f"{label}: {text}") from None
+
+
+def check_base_url(label: str, value: str, hint: str = "") -> str:
+    parsed = urlparse(value)
+    if value and (parsed.scheme not in ("http", "https") or not parsed.netloc):
+        raise ValueError(f"{label} must be an http:// or https:// URL such as "
+                         f"http://localhost:11434/v1 (got {value!r})")
+    return value
+
+
+def check_limit(label: str, value: float, *, minimum: float = 0, maximum: float | None = None,
+                hint: str = "") -> float:
+    """Return ``value`` if it is a finite number in ``[minimum, maximum]``.
+
+    Raises
+    ------
+    ValueError
+        Whose message starts with ``label`` and ends with ``hint`` (what None means).
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{label} must be a finite number{hint} (got {value!r})")
+    if value < minimum:
+        what = "a positive number" if minimum > 0 else "zero or more"
+        raise ValueError(f"{label} must be {what}{hint} (got {value!r})")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{label} must be at most {maximum:g}{hint} (got {value!r})")
+    return value
+
+
+def check_model(label: str, value: str, hint: str = "") -> str:
+    if not value.strip():
+        raise ValueError(f"{label} must not be empty")
+    return value
+
+
+def check_api_key_env(label: str, value: str, hint: str = "") -> str:
+    if not value or "=" in value or "\0" in value or value.strip() != value:
+        raise ValueError(
+            f"{label} must name an environment variable, e.g. OPENAI_API_KEY (got {value!r})")
+    return value
+
+
+def _at_least(minimum: float, maximum: float | None = None) -> Callable[..., float]:
+    def check(label: str, value: float, hint: str = "") -> float:
+        return check_limit(label, value, minimum=minimum, maximum=maximum, hint=hint)
+
+    return check
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting: a field of :class:`Settings` and what is generated from it.
+
+    ``check(label, value, hint)`` returns the value or raises ``ValueError`` naming
+    ``label``; ``none`` says what ``None`` means (``None``: it cannot be None); ``flag``
+    is the magic option of :class:`SessionOptions` overriding it for one session;
+    ``saved``: a resume without that flag uses the value the checkpoint recorded.
+    """
+
+    help: str
+    use: Use
+    check: Callable[..., Any] | None = None
+    choices: tuple[str, ...] | None = None
+    none: str | None = None
+    saved: bool = False
+    name: str = ""
+    type: type = str
+    default: Any = None
+    flag: str | None = None
+    metavar: str | None = None
+    flag_help: str | None = None
+
+    @property
+    def per_session(self) -> bool:
+        return self.flag is not None
+
+    def validate(self, value: Any, *, as_flag: bool = False) -> Any:
+        """Return ``value`` if this option accepts it, else raise ``ValueError``; with
+        ``as_flag`` the message names the magic flag and does not suggest ``None``."""
+        label = self.flag if as_flag and self.flag else self.name
+        if value is None:
+            if self.none is None:
+                raise ValueError(f"{label} must not be None")
+            return value
+        if self.choices is not None and value not in self.choices:
+            raise ValueError(f"{label} must be one of {', '.join(self.choices)} (got {value!r})")
+        if self.check is None:
+            return value
+        return self.check(label, value, f", or None for {self.none}" if self.none and
+                          not as_flag else "")
+
+
+def _setting(default: Any, help: str, use: Use, **row: Any) -> Any:
+    return field(default=default, metadata={"option": Option(help, use, **row)})
+
+
+def _flag(flag: str, help: str | None = None, metavar: str | None = None) -> Any:
+    return field(default=None, metadata={"flag": (flag, help, metavar)})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A snapshot of every setting (``AgentMagics``' traits), validated on construction.
+
+    Raises
+    ------
+    TypeError
+        For a name that is not a setting.
+    ValueError
+        For a bad value (the message ``%config`` gives).
+    """
+
+    model: str = _setting(DEFAULT_MODEL, "Model name sent to the endpoint.", "endpoint",
+                          check=check_model, saved=True)
+    base_url: str = _setting(
+        "", "OpenAI-compatible endpoint (e.g. http://localhost:11434/v1 for Ollama); empty: "
+        "$OPENAI_BASE_URL, else the OpenAI API.", "endpoint", check=check_base_url)
+    api: str = _setting("chat", "The model API: chat (Chat Completions) or responses (the "
+                        "Responses API, for reasoning models).", "endpoint",
+                        choices=tuple(MODEL_APIS), saved=True)
+    api_key_env: str = _setting(
+        DEFAULT_API_KEY_ENV, "Name of the environment variable holding the API key (the key "
+        "itself is never a setting).", "endpoint", check=check_api_key_env)
+    memory_dir: str = _setting("", "Where sessions and notes live; empty: "
+                               "$JUPYTER_AGENT_MEMORY_DIR, else <project root>/.jupyter_agent.",
+                               "front end")
+    max_notes_kib: int = _setting(
+        64, "Notes (project.md, user.md) larger than this many KiB are left out of a new "
+        "session's system prompt (up to 4096).", "front end", check=_at_least(1, 4096))
+    store_url: str = _setting(
+        "", "A PostgreSQL database shared by a team (postgresql://user@host/dbname); empty: "
+        "$JUPYTER_AGENT_STORE_URL, else the JSON files of the memory directory.", "front end",
+        check=check_store_url)
+    max_cost_usd: float | None = _setting(
+        None, "Per-session spend limit in USD; None: no limit.", "limit", check=_at_least(0),
+        none="no limit")
+    max_tool_calls: int | None = _setting(
+        None, "Per-session tool-call limit; None: no limit.", "limit", check=_at_least(0),
+        none="no limit")
+    max_iterations: int | None = _setting(
+        None, "Model calls per prompt; None: no limit.", "limit", check=_at_least(1),
+        none="no limit")
+    approve: str = _setting("ask", "Running code: auto, ask or deny.", "agent",
+                            choices=APPROVALS)
+    context_window: int | None = _setting(
+        None, "The model's context window in tokens (compaction starts at 80%); None: what "
+        "the endpoint reports (llama.cpp, vLLM, Ollama, LM Studio), else the model's known "
+        "window, else 8192 for a server other than the OpenAI API.", "agent",
+        check=_at_least(1), none="what the endpoint reports")
+    stream: bool = _setting(True, "Stream replies as they are generated.", "agent")
+    vision: str = _setting(
+        "auto", "Send the figures the agent's code makes to the model as images: auto (send "
+        "them; where the endpoint refuses images, go on without them for the session), on, "
+        "or off.", "agent", choices=VISION_MODES, saved=True)
+    max_images: int = _setting(3, "Images sent with one model request at most (the newest "
+                               "figures of the working context); 0: none.", "agent",
+                               check=_at_least(0))
+    context_privacy: str = _setting(
+        "schema", "What of the kernel's data may go to the model: schema (names, types, "
+        "shapes, dtypes, columns, row counts, cell code, tracebacks), preview (also a few "
+        "rows and short reprs) or none (only what you type); values beyond it need your "
+        "approval like code.", "agent", choices=("schema", "preview", "none"))
+    notebook_context_tokens: int = _setting(
+        300, "Tokens at most of the 'notebook so far' section sent with a prompt: the cells "
+        "run since the last prompt and their results in one line each, the variables they "
+        "changed (within context_privacy; sent with that turn only, never saved); 0: none.",
+        "front end", check=_at_least(0, 8000))
+    temperature: float | None = _setting(
+        None, "Sampling temperature sent with every request, 0-2 (lower: more focused and "
+        "repeatable); None: the model's default.", "request", check=_at_least(0, 2),
+        none="the model's default")
+
+    def __post_init__(self) -> None:
+        for row in OPTIONS:
+            value = getattr(self, row.name)
+            if value is not row.default:
+                row.validate(value)
+
+    def with_options(self, options: SessionOptions) -> Settings:
+        """These settings with every option given (not ``None``) applied."""
+        given = {k: getattr(options, k) for k in options.given() if k != "title"}
+        return replace(self, **given) if given else self
+
+    def of(self, use: Use) -> dict[str, Any]:
+        """The values of the settings ``use`` reads, by name."""
+        return {o.name: getattr(self, o.name) for o in OPTIONS if o.use == use}
+
+    def model_key(self) -> tuple[Any, ...]:
+        """What the model client is built from (a change means a new client)."""
+        return (*self.of("endpoint").items(), *self.of("request").items())
+
+    def limits(self) -> Limits:
+        # imported here: the agent package loads the openai client
+        from jupyter_agent.agent.config import Limits
+
+        return Limits(**self.of("limit"))
+
+    def agent_config(self, **extra: Any) -> AgentConfig:
+        """The agent's config; ``extra``: further ``AgentConfig`` fields (``system_prompt``)."""
+        from jupyter_agent.agent.config import AgentConfig
+
+        return AgentConfig(limits=self.limits(), **self.of("agent"), **extra)
+
+    def request_params(self) -> dict[str, Any]:
+        """Fields sent with every model request (the ``"request"`` rows that are not None)."""
+        return {k: v for k, v in self.of("request").items() if v is not None}
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    """The options of ``%agent_new`` / ``%agent_resume`` for one session; ``None``: not
+    given. Each overrides the setting of its name for the session it starts.
+
+    Raises
+    ------
+    ValueError
+        For a bad value; the message names the flag (``--max-cost must be ...``).
+    """
+
+    title: str | None = None
+    model: str | None = _flag("--model", "Model name for this session (default: "
+                              "AgentMagics.model).")
+    base_url: str | None = _flag(
+        "--base-url", "OpenAI-compatible endpoint, e.g. a local server "
+        "http://localhost:11434/v1 (default: AgentMagics.base_url, else $OPENAI_BASE_URL, else "
+        "the OpenAI API).", "URL")
+    api: str | None = _flag("--api", "The model API for this session (default: "
+                            "AgentMagics.api; %agent_resume: what the session last used).")
+    max_cost_usd: float | None = _flag("--max-cost", "Stop when the session has cost this "
+                                       "much, in USD.", "USD")
+    max_tool_calls: int | None = _flag("--max-tool-calls", "Stop when the session has made N "
+                                       "tool calls.", "N")
+    max_iterations: int | None = _flag("--max-iterations", "At most N model calls per prompt.",
+                                       "N")
+    approve: str | None = _flag("--approve", "Running code: auto (run), ask (confirm each), "
+                                "deny (never).")
+    context_window: int | None = _flag(
+        "--context-window", "The model's context window in tokens for this session (default: "
+        "AgentMagics.context_window, else what the endpoint reports).", "N")
+    vision: str | None = _flag("--vision", "Figures as images for the model: auto, on or off "
+                               "(default: AgentMagics.vision; %agent_resume: what the session "
+                               "last used).")
+    temperature: float | None = _flag("--temperature", metavar="T")
+
+    def __post_init__(self) -> None:
+        for name in self.given() - {"title"}:
+            option(name).validate(getattr(self, name), as_flag=True)
+
+    def over(self, base: SessionOptions) -> SessionOptions:
+        """``base`` with every option given here replacing its value."""
+        return replace(base, **{k: getattr(self, k) for k in self.given()})
+
+    def given(self) -> frozenset[str]:
+        """The names of the options that are given (not ``None``)."""
+        return frozenset(f.name for f in fields(self) if getattr(self, f.name) is not None)
+
+
+def _table() -> tuple[Option, ...]:
+    types = get_type_hints(Settings)
+    flags = {f.name: f.metadata["flag"] for f in fields(SessionOptions) if f.metadata}
+    rows = []
+    for f in fields(Settings):
+        flag, flag_help, metavar = flags.get(f.name, (None, None, None))
+        base = next(t for t in (bool, int, float, str) if t == types[f.name]
+                    or t in getattr(types[f.name], "__args__", ()))
+        rows.append(replace(f.metadata["option"], name=f.name, type=base, default=f.default,
+                            flag=flag, flag_help=flag_help, metavar=metavar))
+    return tuple(rows)
+
+
+#: The settings, in the order ``%config AgentMagics`` and the magics' help list them.
+OPTIONS: tuple[Option, ...] = _table()
+_BY_NAME = {o.name: o for o in OPTIONS}
+#: The settings that limit a session or a prompt (the fields of ``agent.Limits``).
+LIMITS: tuple[str, ...] = tuple(o.name for o in OPTIONS if o.use == "limit")
+
+
+def option(name: str) -> Option:
+    """The row of :data:`OPTIONS` called ``name`` (``KeyError`` if there is none)."""
+    return _BY_NAME[name]
+
+
+def trait_namespace(owner: str) -> dict[str, Any]:
+    """The config traits of every setting and the validator that checks them, for the
+    class body of ``owner`` (a bad value raises ``TraitError("<owner>: <message>")``)."""
+    kinds = {str: Unicode, int: Int, float: Float, bool: Bool}
+    namespace: dict[str, Any] = {
+        row.name: kinds[row.type](row.default, allow_none=row.none is not None,
+                                  help=row.help).tag(config=True)
+        for row in OPTIONS}
+
+    def _validate_setting(self: Any, proposal: Any) -> Any:
+        try:
+            return option(proposal["trait"].name).validate(proposal["value"])
+        except ValueError as err:
+            raise TraitError(f"{owner}: {err}") from err
+
+    namespace["_validate_setting"] = validate(*(row.name for row in OPTIONS))(_validate_setting)
+    return namespace
