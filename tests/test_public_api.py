@@ -42,7 +42,7 @@ def test_an_agent_over_the_scripted_server_saves_its_session(tmp_path: Path) -> 
         assert isinstance(store, Store)
         model = build_model(Settings(base_url=server.base_url, model="scripted"), environ={})
         with Agent(model, store=store) as agent:
-            assert agent.run("Say hello.") == "Hello from the script."
+            assert agent.run("Say hello.").reply == "Hello from the script."
             sid = agent.conversation.session_id
     again = open_store(tmp_path / "memory")
     assert [s.id for s in again.list_sessions()] == [sid]
