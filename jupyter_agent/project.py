@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_agent.errors import JupyterAgentError, describe_holder
 from jupyter_agent.paths import find_project_root, project_key, resolve_memory_dir
-from jupyter_agent.ui.kernel import kernel_label
+from jupyter_agent.kernel import kernel_label
 
 if TYPE_CHECKING:
     from jupyter_agent.settings import Settings
@@ -35,7 +35,7 @@ class Project:
     settings : callable
         Returns the current :class:`~jupyter_agent.settings.Settings`.
     shell : InteractiveShell, optional
-        For the label written with each lease (:func:`~jupyter_agent.ui.kernel.kernel_label`).
+        For the label written with each lease (:func:`~jupyter_agent.kernel.kernel_label`).
     environ : mapping, optional
         Environment (``$JUPYTER_AGENT_MEMORY_DIR``, ``$JUPYTER_AGENT_STORE_URL``);
         :data:`os.environ` by default.

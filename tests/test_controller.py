@@ -110,7 +110,7 @@ def test_controller_without_a_shell(tmp_path: Path) -> None:
     with ScriptedModelServer([{"text": "one"}, {"text": "two"}]) as server:
         settings = Settings(base_url=server.base_url, model="scripted")
         ctl = AgentController(lambda: settings, environ=env)
-        assert ctl.memory_dir == tmp_path / "mem" and ctl.active_session_id is None
+        assert ctl.project.memory_dir == tmp_path / "mem" and ctl.active_session_id is None
         with pytest.raises(JupyterAgentError, match="no active session"):
             ctl.ask("x")
         created = ctl.ensure_session()
@@ -120,7 +120,7 @@ def test_controller_without_a_shell(tmp_path: Path) -> None:
         assert result.reply == "one" and result.session_id == created
         assert any(isinstance(e, TextDelta) for e in events)
         assert result.session_usage.calls == 1 and result.turn_tool_calls == 0
-        store = ctl.store
+        store = ctl.project.store
         assert store.holds_lease(created)
 
         other = ctl.new_session(SessionOptions(title="second"))
@@ -214,9 +214,9 @@ def test_settings_and_the_key_apply_at_the_next_prompt_on_the_same_lease(tmp_pat
         assert (agent.model.name, agent.approval, agent.limits.max_tool_calls) == (
             "m2", "deny", 4)
         assert [r["model"] for r in server.requests[-2:]] == ["m1", "m2"]
-        assert ctl.store.holds_lease(sid)
+        assert ctl.project.store.holds_lease(sid)
         ctl.close()
-        assert not ctl.store.holds_lease(sid)
+        assert not ctl.project.store.holds_lease(sid)
 
 
 def test_a_resume_reads_the_record_once_and_the_agent_owns_the_only_lease(
@@ -232,7 +232,7 @@ def test_a_resume_reads_the_record_once_and_the_agent_owns_the_only_lease(
         settings = Settings(base_url=server.base_url, model="scripted")
         ctl = AgentController(lambda: settings, environ=env)
         counter = CountingStore(SessionStore(tmp_path / "mem"))
-        ctl._project._stores[("", ctl.memory_dir)] = cast(Store, counter)
+        ctl.project._stores[("", ctl.project.memory_dir)] = cast(Store, counter)
         first = ctl.new_session(SessionOptions(title="T"))
         ctl.ask("hello")
         ctl.new_session()  # the first session is let go

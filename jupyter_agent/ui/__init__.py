@@ -10,9 +10,6 @@
 - :mod:`~jupyter_agent.ui.render`: the live turn renderers; :mod:`~jupyter_agent.ui.status`:
   the status line of long waits; :mod:`~jupyter_agent.ui.recap`: the resume recap;
 - :mod:`~jupyter_agent.ui.advice`: what each error tells the user to do next;
-- :mod:`~jupyter_agent.ui.kernel`: what kernel the magics run in (and the label of its
-  leases);
-- :mod:`~jupyter_agent.ui.results`: the records the controller returns and these format;
 - :mod:`~jupyter_agent.ui.panel` and :mod:`~jupyter_agent.ui.panel_rows`: the ipywidgets
   sessions panel (the only modules here that import ``ipywidgets``).
 

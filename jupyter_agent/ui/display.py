@@ -3,8 +3,7 @@
 Every ``format_*`` function is a pure function of its arguments (plain text, one
 concept each) so the magics, the panel, the live renderers
 (:mod:`jupyter_agent.ui.render`) and the tests share them. How tool calls show lives in
-:mod:`jupyter_agent.ui.calls`, what the kernel is in :mod:`jupyter_agent.ui.kernel`; their
-functions are importable from here too.
+:mod:`jupyter_agent.ui.calls`; its functions are importable from here too.
 
 Text is cut by code points (Python ``str`` indices), never inside a character.
 """
@@ -25,18 +24,17 @@ from jupyter_agent.ui.calls import (
     tool_result_sections,
 )
 from jupyter_agent.ui.figures import figure_label, last_figure
-from jupyter_agent.ui.kernel import can_update_live, is_jupyter
 
 if TYPE_CHECKING:
+    from jupyter_agent.active import Resumed, SessionChange, TurnResult, UsageReport
     from jupyter_agent.agent import Limits
     from jupyter_agent.agent.window import ContextWindow
     from jupyter_agent.store import Compaction, SessionListing, SessionRecord, TodoItem, Usage
-    from jupyter_agent.ui.results import Resumed, TurnResult, UsageReport
 
 __all__ = [
     "INTERRUPTED_MESSAGE",
-    "can_update_live",
     "format_call",
+    "format_change",
     "format_cost",
     "format_footer",
     "format_history",
@@ -52,7 +50,6 @@ __all__ = [
     "format_usage",
     "history_blocks",
     "is_code_call",
-    "is_jupyter",
     "limit_message",
     "limits_left",
     "message_count_text",
@@ -348,7 +345,7 @@ def format_recap(record: SessionRecord, *, unarchived: bool = False,
                  endpoint_note: str = "") -> str:
     """The recap shown by ``%agent_resume``: title, summary, usage, open todos, last exchange
     (and, with ``unarchived``, that the session was taken out of the archive; the
-    ``endpoint_note`` of :class:`~jupyter_agent.ui.results.Resumed` as its own line)."""
+    ``endpoint_note`` of :class:`~jupyter_agent.active.Resumed` as its own line)."""
     state = record.state
     lines = [
         f"Resumed session {record.id}" + (f" — {record.title}" if record.title else ""),
@@ -390,6 +387,19 @@ def format_resumed_line(resumed: Resumed) -> str:
     note = f". {resumed.endpoint_note}" if resumed.endpoint_note else ""
     return (f"Resumed {name}{unarchived} — it is this kernel's active session; "
             f"continue with %%agent{note}")
+
+
+def format_change(change: SessionChange) -> str:
+    """One line, e.g. ``"Archived session ‘Penguins’ (X); it was this kernel's active
+    session, so none is active now: ..."`` (the title made one inert line)."""
+    sid = change.session_id
+    name = f"‘{one_line(change.title, 60)}’ ({sid})" if change.title.strip() else sid
+    text = f"{change.action.capitalize()} session {name}"
+    if not change.was_active:
+        return text + "."
+    back = "" if change.action == "deleted" else f", %agent_resume {sid} takes it back"
+    return (f"{text}; it was this kernel's active session, so none is active now: the "
+            f"next %agent starts a new one{back}.")
 
 
 def format_owner(user: str, host: str, role: str = "", shared: Sequence[str] = ()) -> str:

@@ -22,7 +22,7 @@ from jupyter_agent.ui.markdown import hard_breaks, literal, reply_markdown
 
 if TYPE_CHECKING:
     from jupyter_agent.store import SessionRecord
-    from jupyter_agent.ui.results import Resumed
+    from jupyter_agent.active import Resumed
 
 __all__ = ["MarkdownText", "recap_markdown", "resumed_markdown"]
 
