@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -31,6 +30,7 @@ from jupyter_agent.active import (
     model_key,
 )
 from jupyter_agent.artefacts.fork import Forked, fork_record
+from jupyter_agent.artefacts.steps import Call, Request, steps
 from jupyter_agent.client import (
     build_model,
     configured_base_url,
@@ -56,19 +56,10 @@ if TYPE_CHECKING:
 class AgentController:
     """The active session of one kernel and every operation on sessions.
 
-    Parameters
-    ----------
-    settings : callable
-        Returns the current :class:`Settings`.
-    shell : InteractiveShell, optional
-        Whose user namespace the agent's Python tool runs in.
-    environ : mapping, optional
-        Environment for the memory directory and the API key; :data:`os.environ` by default.
-    cwd : path-like, optional
-        The kernel's starting directory (default: now); it and its project root are
-        resolved once, here.
-    show_question : callable, optional
-        How the agent asks to approve a tool call (the magics pass Jupyter's).
+    ``settings`` returns the current :class:`Settings`; ``shell`` is where the agent's
+    Python runs; ``environ`` (default :data:`os.environ`) holds the memory directory and
+    API key variables; ``cwd`` (default: now) and its project root are resolved once,
+    here; ``show_question`` displays an approval question (Jupyter's, from the magics).
     """
 
     def __init__(self, settings: Callable[[], Settings], *, shell: Any = None,
@@ -239,13 +230,8 @@ class AgentController:
 
     def resume(self, session_id: str | None = None,
                options: SessionOptions | None = None) -> Resumed:
-        """Make a saved session the active one (unarchiving it); its record is read once,
-        after its lease is taken.
-
-        Parameters
-        ----------
-        session_id : str, optional
-            Default: the most recently updated non-archived session no one else holds.
+        """Make a saved session (default: the newest no one else holds) the active one,
+        unarchiving it; its record is read once, after its lease is taken.
 
         Raises
         ------
@@ -290,12 +276,8 @@ class AgentController:
         return Resumed(record, unarchived=unarchived, endpoint_note=note)
 
     def ask(self, prompt: str, *, on_event: Callable[[Any], None] | None = None) -> TurnResult:
-        """Send ``prompt`` to the active session and return what the turn produced (also
-        kept, when the turn raises, as :attr:`last_result`).
-
-        ``@name``, ``@In[N]``, ``@Out[N]`` and ``@error`` attach what ``context_privacy``
-        allows; each attachment and each reference not attached is told to ``on_event``
-        as a ``Notice``.
+        """Run a turn of the active session (kept as :attr:`last_result` also when it
+        raises); ``@`` references attach what ``context_privacy`` allows.
 
         Raises
         ------
@@ -368,21 +350,11 @@ class AgentController:
         active = self._require_active()
         found: list[tuple[int, str, str]] = []  # (turn, call ID, code)
         turn = 0
-        for message in active.store.load_session(active.session_id).transcript:
-            role = message.get("role")
-            if role == "user" and not str(message.get("content") or "").startswith(
-                    SUMMARY_MARKER):
+        for step in steps(active.store.load_session(active.session_id)):
+            if isinstance(step, Request) and not step.text.startswith(SUMMARY_MARKER):
                 turn += 1
-            for call in (message.get("tool_calls") or ()) if role == "assistant" else ():
-                function = call.get("function") or {}
-                if function.get("name") != "run_python":
-                    continue
-                try:
-                    code = json.loads(function.get("arguments") or "").get("code")
-                except (ValueError, AttributeError):
-                    code = None
-                found.append((turn, str(call.get("id") or ""), code if isinstance(code, str)
-                              else ""))
+            elif isinstance(step, Call) and step.name == "run_python":
+                found.append((turn, step.id, step.code or ""))
         if not found:
             raise JupyterAgentError(f"session {active.session_id} has no run_python call yet")
         if n is not None and not 1 <= n <= len(found):

@@ -208,8 +208,7 @@ class AgentMagics(Magics):
             raise AgentUsageError(limit_message(result)) from limit
 
     def _footer(self) -> str | None:
-        """The footer of the turn that just ended, however it ended -- none for a turn
-        that made no successful model call (nothing to count: "0 tokens · $0.0000")."""
+        # none for a turn without a successful model call ("0 tokens · $0.0000")
         result = self.controller.last_result
         if result is None or result.turn_usage.calls == 0:
             return None
@@ -247,19 +246,12 @@ class AgentMagics(Magics):
         """The sessions panel of this kernel (``deep``: its filter searches transcripts)."""
         from jupyter_agent.ui.panel import SessionsPanel  # ipywidgets: only when shown
 
-        def on_resume(session_id: str) -> str:
-            return format_resumed_line(self.controller.resume(session_id))
-
-        def on_archive(session_id: str, archived: bool) -> str:
-            return format_change(self.controller.archive(session_id, undo=not archived))
-
-        def on_delete(session_id: str) -> str:
-            return format_change(self.controller.delete(session_id))
-
-        return SessionsPanel(self.controller.project.store, on_resume=on_resume,
-                             on_archive=on_archive, on_delete=on_delete,
-                             page_size=page_size, show_archived=show_archived, query=query,
-                             deep=deep)
+        c = self.controller
+        return SessionsPanel(
+            c.project.store, on_resume=lambda sid: format_resumed_line(c.resume(sid)),
+            on_archive=lambda sid, archived: format_change(c.archive(sid, undo=not archived)),
+            on_delete=lambda sid: format_change(c.delete(sid)), page_size=page_size,
+            show_archived=show_archived, query=query, deep=deep)
 
     @line_magic
     @no_var_expand
@@ -447,7 +439,6 @@ class AgentMagics(Magics):
 
 
 def _forget(ipython: Any, magics: Magics) -> None:
-    """Remove every trace of ``magics`` from the shell."""
     manager = ipython.magics_manager
     for table in manager.magics.values():
         for name, func in list(table.items()):
@@ -461,14 +452,8 @@ def _forget(ipython: Any, magics: Magics) -> None:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """Register :class:`AgentMagics` on ``ipython`` (``%load_ext jupyter_agent``).
-
-    Settings come from the shell's config (``ipython_config.py``); a bad value there is
-    reported as a ``UsageError`` and nothing is registered. Also registers the input
-    transformer that lets ``%agent PROMPT?`` reach the magic (see
-    :func:`~jupyter_agent.magic_args.rewrite_agent_lines`). The memory directory is
-    resolved from the kernel's working directory at this moment.
-    """
+    """Register :class:`AgentMagics` and the input transformer on ``ipython``; a bad
+    setting in the shell's config raises ``UsageError`` and registers nothing."""
     before = list(ipython.configurables)
     try:
         magics = AgentMagics(shell=ipython)
@@ -482,9 +467,7 @@ def load_ipython_extension(ipython: Any) -> None:
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    """Release the active session's lease, unregister the magics and the input transformer
-    (``%unload_ext``; ``%reload_ext`` too). The active session is let go, and a line says
-    so and how to take it back: a reloaded extension starts with no active session."""
+    """Release the active session (saying how to take it back) and unregister all."""
     magics = dict.get(ipython.magics_manager.registry, AgentMagics.__name__)
     if magics is None:
         return
