@@ -138,7 +138,7 @@ class AgentController:
         ModelNotConfiguredError
             No model is configured (nothing is created).
         """
-        from jupyter_agent.agent.conversation import Conversation
+        from jupyter_agent.agent.conversation import Conversation  # imports openai
 
         options = options or SessionOptions()
         settings = self._settings().with_options(options)
@@ -155,7 +155,7 @@ class AgentController:
         return conversation.session_id
 
     def _notes_notice(self, notes: NotesRead) -> list[str]:
-        from jupyter_agent.agent.prompts import format_bytes
+        from jupyter_agent.agent.prompts import format_bytes  # imports openai
 
         folder = self.project.memory_dir.resolve()
         files = {folder / NOTE_FILES[kind]: text for kind, text in notes.used.items()}
@@ -242,7 +242,7 @@ class AgentController:
             Names the model and endpoint the session last used; also when it last used an
             endpoint other than the OpenAI API and this kernel configures none.
         """
-        from jupyter_agent.agent.conversation import Conversation
+        from jupyter_agent.agent.conversation import Conversation  # imports openai
 
         explicit = options or SessionOptions()
         if session_id is None:
@@ -345,7 +345,7 @@ class AgentController:
         SessionLockedError, OSError
             From the store while recording it.
         """
-        from jupyter_agent.agent.context import SUMMARY_MARKER
+        from jupyter_agent.agent.context import SUMMARY_MARKER  # imports openai
 
         active = self._require_active()
         found: list[tuple[int, str, str]] = []  # (turn, call ID, code)
@@ -472,7 +472,7 @@ class AgentController:
         ExportExistsError, ExportError, ValueError
         InvalidSessionIdError, SessionNotFoundError, CorruptSessionError
         """
-        # detect-secrets costs ~0.25 s to import
+        # (detect-secrets: ~0.25 s to import)
         from jupyter_agent.artefacts.export import export_record
         from jupyter_agent.artefacts.redact import secrets_from_environ
 

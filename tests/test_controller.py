@@ -246,3 +246,14 @@ def test_a_resume_reads_the_record_once_and_the_agent_owns_the_only_lease(
         other = SessionStore(tmp_path / "mem")
         other.acquire_lease(first)  # nothing else kept a count of it
         other.release_all()
+
+
+def test_the_plain_api_imports_nothing_of_the_front_end() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, jupyter_agent.controller, jupyter_agent.kernel; "
+            "print(sorted(m for m in sys.modules if m.startswith('jupyter_agent.ui')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]"
