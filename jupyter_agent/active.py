@@ -39,17 +39,10 @@ class UsageReport:
 class TurnResult:
     """What one turn produced.
 
-    Attributes
-    ----------
-    stop_reason : str or None
-        Why the turn ended early: a limit (``"max_tool_calls"``, ``"max_cost_usd"``,
-        ``"max_iterations"``), a reply the provider cut off (``"length"``,
-        ``"content_filter"``), ``"interrupted"`` or ``"error"``; ``None`` if it did not.
-    limits_from_options : frozenset of str
-        Limits set by the session's options: raising them takes ``%agent_resume
-        --max-...``, not ``%config``.
-    limit_error : LimitExceededError or None
-        The limit that ended the turn, as the agent raised it.
+    ``stop_reason`` says why it ended early: a limit's name, a reply the provider cut off
+    (``"length"``, ``"content_filter"``), ``"interrupted"`` or ``"error"``; ``None`` if it
+    did not. ``limit_error`` is the limit the agent raised; ``limits_from_options`` those
+    set by the session's options (raised with ``%agent_resume --max-...``, not ``%config``).
     """
 
     session_id: str

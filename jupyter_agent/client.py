@@ -1,11 +1,8 @@
 """The one client factory: from settings to an ``openai`` client and a model.
 
-The endpoint is ``base_url``, else ``$OPENAI_BASE_URL``, else the OpenAI API: always
-what this kernel's user configured, never a value read from a session or a team-store
-row (those are only named, :func:`describe_endpoint`). The key is read from the variable
-``api_key_env`` names when a client is built and handed to the client only. A loopback
-endpoint gets the default ``OPENAI_API_KEY`` only if ``api_key_env`` names it on
-purpose; a ``base_url`` without a key gets :data:`PLACEHOLDER_API_KEY`.
+The endpoint is always what this kernel's user configured, never a value read from a
+session or team-store row. The key is read from ``api_key_env`` when a client is built and
+handed to it only; a loopback endpoint never gets the default ``OPENAI_API_KEY``.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """The plain-Python API behind the magics, the sessions panel and tests.
 
-:class:`AgentController` owns the active session of one kernel. Invariants:
-
-- The active session's agent holds its lease; the controller takes none. A new active
-  session is made active before the previous one is closed, so a failed resume leaves
-  the old one active.
-- Settings are read through a callable, so ``%config`` applies at the next turn; the
-  model is rebuilt (same session, same lease) when its settings or the API key changed.
-- Options of a session: explicit options > those this kernel last used for it > (model,
-  API, vision) what its checkpoint remembers > the settings. The endpoint is never taken
-  from a session file, and the API key is never kept (only a hash, to notice a change).
+The active session's agent holds its lease (the controller takes none); a new session is
+made active before the previous one is closed, so a failed resume leaves the old one.
+Options of a session: explicit > those this kernel last used for it > (model, API,
+vision) what its checkpoint remembers > the settings. The endpoint is never taken from a
+session file; the API key is never kept (only a hash, to notice a change).
 """
 
 from __future__ import annotations
@@ -20,24 +15,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from jupyter_agent.active import (
-    ActiveSession,
-    HandedCell,
-    Resumed,
-    SessionChange,
-    TurnResult,
-    UsageReport,
-    model_key,
-)
+from jupyter_agent import client
+from jupyter_agent.active import ActiveSession, HandedCell, Resumed, SessionChange, model_key
 from jupyter_agent.artefacts.fork import Forked, fork_record
 from jupyter_agent.artefacts.steps import Call, Request, steps
-from jupyter_agent.client import (
-    build_model,
-    configured_base_url,
-    describe_endpoint,
-    not_configured_message,
-    saved_base_url,
-)
 from jupyter_agent.errors import JupyterAgentError, ModelNotConfiguredError
 from jupyter_agent.notebook import CellLog
 from jupyter_agent.project import Project, newest_session
@@ -46,6 +27,7 @@ from jupyter_agent.store import new_session_id, validate_session_id
 from jupyter_agent.store.notes import NOTE_FILES, unseen_notes
 
 if TYPE_CHECKING:
+    from jupyter_agent.active import TurnResult, UsageReport
     from jupyter_agent.agent.conversation import Conversation
     from jupyter_agent.agent.model import Model
     from jupyter_agent.agent.prompts import NotesRead
@@ -56,10 +38,8 @@ if TYPE_CHECKING:
 class AgentController:
     """The active session of one kernel and every operation on sessions.
 
-    ``settings`` returns the current :class:`Settings`; ``shell`` is where the agent's
-    Python runs; ``environ`` (default :data:`os.environ`) holds the memory directory and
-    API key variables; ``cwd`` (default: now) and its project root are resolved once,
-    here; ``show_question`` displays an approval question (Jupyter's, from the magics).
+    ``settings`` returns the current :class:`Settings`; ``environ`` defaults to
+    :data:`os.environ`; ``cwd`` (default: now) and its project root are resolved once.
     """
 
     def __init__(self, settings: Callable[[], Settings], *, shell: Any = None,
@@ -104,8 +84,7 @@ class AgentController:
 
     def _start(self, model: Model, conversation: Conversation, options: SessionOptions,
                settings: Settings) -> None:
-        """Build the agent of ``conversation``, make it active, then close the previous one;
-        on failure the conversation is closed and the previous one stays active."""
+        # on failure ``conversation`` is closed and the previous session stays active
         from jupyter_agent.agent import Agent  # the agent imports openai (~0.6 s)
 
         try:
@@ -123,8 +102,7 @@ class AgentController:
             previous.agent.close()
 
     def _remember(self, session_id: str, options: SessionOptions) -> None:
-        """Keep a session's options (not its title) for its next resume in this kernel,
-        and for a session :meth:`ensure_session` starts."""
+        # for its next resume here, and for a session ensure_session() starts
         self._remembered[session_id] = self._last_options = options.replace(title=None)
         self.ended = None
 
@@ -144,7 +122,7 @@ class AgentController:
         settings = self._settings().with_options(options)
         store = self.project.store
         store.exists(new_session_id())  # checks the memory directory, creates nothing
-        model = build_model(settings, self._environ)  # fails before anything is created
+        model = client.build_model(settings, self._environ)  # fails before anything is created
         conversation = Conversation.create(store, title=options.title or "",
                                            project_root=str(self.project.root),
                                            notes_cap=settings.max_notes_kib * 1024)
@@ -175,8 +153,7 @@ class AgentController:
         Raises
         ------
         JupyterAgentError
-            No model is configured; after a deleted or archived session the message says
-            so and how to pick one.
+            No model is configured (saying why no session is active).
         """
         if self._active is not None:
             return None
@@ -193,26 +170,23 @@ class AgentController:
 
     def _resume_options(self, session_id: str, chosen: SessionOptions,
                         state: SessionState) -> tuple[SessionOptions, str]:
-        """The options a resumed session runs with and the recap's endpoint note.
-
-        The record's values are data: its endpoint is only compared with the configured
-        one, its model kept only for that endpoint, its API only if known, its vision
-        mode only if this kernel does not turn images off.
-        """
+        # The record's values are data: its endpoint is only compared with the
+        # configured one, its model kept only for that endpoint, its API only if known,
+        # its vision mode only if this kernel does not turn images off.
         settings = self._settings()
-        saved_url = saved_base_url(state.base_url).rstrip("/")  # the client adds a "/"
-        configured = (saved_base_url(chosen.base_url) if chosen.base_url is not None
-                      else configured_base_url(settings, self._environ)).rstrip("/")
-        note = ""
+        saved_url = client.saved_base_url(state.base_url).rstrip("/")  # the client adds a "/"
+        configured = (client.saved_base_url(chosen.base_url) if chosen.base_url is not None
+                      else client.configured_base_url(settings, self._environ)).rstrip("/")
+        note, said = "", client.describe_endpoint
         if state.base_url and saved_url != configured:
             if not configured:
                 raise ModelNotConfiguredError(
-                    f"session {session_id} last used the endpoint {describe_endpoint(saved_url)}"
-                    ", and this kernel configures none (a session file never chooses where the"
-                    " API key goes): resume it with --base-url URL naming the endpoint you "
-                    "trust, or set AgentMagics.base_url or $OPENAI_BASE_URL")
-            note = (f"This session last used {describe_endpoint(saved_url)}; it now talks to "
-                    f"{describe_endpoint(configured)}, the endpoint this kernel configures.")
+                    f"session {session_id} last used the endpoint {said(saved_url)}, and this "
+                    "kernel configures none (a session file never chooses where the API key "
+                    "goes): resume it with --base-url URL naming the endpoint you trust, or "
+                    "set AgentMagics.base_url or $OPENAI_BASE_URL")
+            note = (f"This session last used {said(saved_url)}; it now talks to "
+                    f"{said(configured)}, the endpoint this kernel configures.")
         model = chosen.model
         if model is None and state.model and saved_url == configured:
             model = state.model
@@ -235,12 +209,10 @@ class AgentController:
 
         Raises
         ------
-        InvalidSessionIdError, SessionNotFoundError, CorruptSessionError
-        SessionLockedError
-            The session is active in another process.
+        InvalidSessionIdError, SessionNotFoundError, CorruptSessionError, SessionLockedError
         ModelNotConfiguredError
-            Names the model and endpoint the session last used; also when it last used an
-            endpoint other than the OpenAI API and this kernel configures none.
+            Naming what the session last used; also when it used an endpoint and this
+            kernel configures none.
         """
         from jupyter_agent.agent.conversation import Conversation  # imports openai
 
@@ -255,11 +227,11 @@ class AgentController:
             effective, note = self._resume_options(session_id, chosen, state)
             settings = self._settings().with_options(effective)
             try:
-                model = build_model(settings, self._environ)
+                model = client.build_model(settings, self._environ)
             except ModelNotConfiguredError as err:
-                raise ModelNotConfiguredError(not_configured_message(
+                raise ModelNotConfiguredError(client.not_configured_message(
                     settings, session_id=session_id, last_model=state.model,
-                    last_url=saved_base_url(state.base_url))) from err
+                    last_url=client.saved_base_url(state.base_url))) from err
         except BaseException:
             conversation.close()
             raise
@@ -282,9 +254,7 @@ class AgentController:
         Raises
         ------
         JupyterAgentError
-            No active session (call :meth:`ensure_session` first).
-        ModelError
-            The model endpoint failed; the prompt stays saved.
+            No active session; or the model endpoint failed (the prompt stays saved).
         """
         active = self._require_active()
         self._last_turn = active
@@ -297,8 +267,8 @@ class AgentController:
         return None if self._last_turn is None else self._last_turn.last_result
 
     def compact(self, *, on_event: Callable[[Any], None] | None = None) -> bool:
-        """Compact the active session's working context now; ``False`` (and a ``Notice``
-        to ``on_event``) when there was nothing to compact or the call failed.
+        """Compact the working context now; ``False`` (and a ``Notice``) when there was
+        nothing to compact or the call failed.
 
         Raises
         ------
@@ -374,7 +344,6 @@ class AgentController:
         return list(self._require_active().agent.state.todos)
 
     def _deactivate(self, session_id: str, why: str) -> bool:
-        """Let the active session go if it is ``session_id``; True if it was active."""
         if self._active is None or self._active.session_id != session_id:
             return False
         active, self._active = self._active, None
@@ -426,7 +395,6 @@ class AgentController:
         Raises
         ------
         SessionLockedError
-            The session is active in another process.
         """
         sid = validate_session_id(session_id)
         store = self._store_for(sid)
@@ -444,9 +412,8 @@ class AgentController:
 
     def fork(self, session_id: str | None = None, *, at: int | None = None,
              title: str | None = None) -> Forked:
-        """Fork a session (default: the active one), keeping user turns 1 to ``at``, and
-        resume the fork with the options this kernel last used for the parent. The parent
-        is read without its lease and never written.
+        """Fork a session (default: the active one; read without its lease), keeping user
+        turns 1 to ``at``, and resume the fork with the parent's options in this kernel.
 
         Raises
         ------
@@ -463,9 +430,8 @@ class AgentController:
 
     def export(self, session_id: str | None = None, *, fmt: str | None = None,
                output: str | os.PathLike[str] | None = None, force: bool = False) -> Exported:
-        """Export a session (default: the active one) to a file, without its lease; secrets
-        are redacted, among them the ``api_key_env`` variable's value. A relative
-        ``output`` starts from the current working directory.
+        """Export a session (default: the active one) to a file, without its lease, with
+        secrets (also the ``api_key_env`` variable's value) redacted.
 
         Raises
         ------
@@ -494,8 +460,8 @@ class AgentController:
 
 def share_session(store: Store, session_id: str, roles: Sequence[str], *,
                   undo: bool = False) -> list[str]:
-    """Share a session of a team store (see :meth:`share`); the JSON files of one user
-    have nobody to share with (``JupyterAgentError``)."""
+    """:meth:`AgentController.share` for any store (``JupyterAgentError`` for the JSON
+    files, which have nobody to share with)."""
     share = getattr(store, "share_session", None)
     if share is None:
         raise JupyterAgentError("sharing needs the team store (AgentMagics.store_url or "

@@ -23,12 +23,8 @@ def can_update_live(shell: Any) -> bool:
 
 def kernel_label(shell: Any = None, environ: Mapping[str, str] | None = None,
                  project_root: Path | None = None) -> str:
-    """What this kernel is, for people who find its session in use elsewhere.
-
-    The notebook's path (``__session__``, else ``$JPY_SESSION_NAME``), relative to
-    ``project_root`` when under it; else ``"a Jupyter kernel"``, ``"IPython (terminal)"``
-    or ``"Python"``. Never a token, connection file or other environment value.
-    """
+    """For people who find its session in use: the notebook's path (relative to
+    ``project_root`` when under it), else what kind of kernel; never anything secret."""
     env = os.environ if environ is None else environ
     ns = getattr(shell, "user_ns", None) or {}
     name = str(ns.get("__session__") or env.get("JPY_SESSION_NAME") or "")

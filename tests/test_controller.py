@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_agent.active import TurnResult
 from jupyter_agent.agent import Limits
 from jupyter_agent.agent.events import TextDelta
 from jupyter_agent.client import PLACEHOLDER_API_KEY, build_client
-from jupyter_agent.controller import AgentController, TurnResult
+from jupyter_agent.controller import AgentController
 from jupyter_agent.errors import (
     JupyterAgentError,
     LimitExceededError,

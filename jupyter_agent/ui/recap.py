@@ -21,8 +21,8 @@ from jupyter_agent.ui.figures import figure_label, last_figure
 from jupyter_agent.ui.markdown import hard_breaks, literal, reply_markdown
 
 if TYPE_CHECKING:
-    from jupyter_agent.store import SessionRecord
     from jupyter_agent.active import Resumed
+    from jupyter_agent.store import SessionRecord
 
 __all__ = ["MarkdownText", "recap_markdown", "resumed_markdown"]
 
