@@ -195,11 +195,3 @@ class ActiveSession:
                 cells.mark()  # the next section starts after this turn
         self.last_result = result(reply, agent.stop_reason)
         return self.last_result
-
-    def usage(self, settings: Settings) -> UsageReport:
-        """Usage of the session and its limits as ``settings`` (with its options) say."""
-        mine = self.settings(settings)
-        state = self.agent.state
-        return UsageReport(self.session_id, state.usage.model_copy(), state.tool_calls,
-                           mine.limits(), context_tokens=self.agent.estimated_tokens(),
-                           window=self.agent.window, context_privacy=mine.context_privacy)

@@ -16,7 +16,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from jupyter_agent import client
-from jupyter_agent.active import ActiveSession, HandedCell, Resumed, SessionChange, model_key
+from jupyter_agent.active import (
+    ActiveSession,
+    HandedCell,
+    Resumed,
+    SessionChange,
+    UsageReport,
+    model_key,
+)
 from jupyter_agent.artefacts.fork import Forked, fork_record
 from jupyter_agent.artefacts.steps import Call, Request, steps
 from jupyter_agent.errors import JupyterAgentError, ModelNotConfiguredError
@@ -27,7 +34,7 @@ from jupyter_agent.store import new_session_id, validate_session_id
 from jupyter_agent.store.notes import NOTE_FILES, unseen_notes
 
 if TYPE_CHECKING:
-    from jupyter_agent.active import TurnResult, UsageReport
+    from jupyter_agent.active import TurnResult
     from jupyter_agent.agent.conversation import Conversation
     from jupyter_agent.agent.model import Model
     from jupyter_agent.agent.prompts import NotesRead
@@ -302,7 +309,12 @@ class AgentController:
 
     def usage(self) -> UsageReport:
         """Usage and limits of the active session (limits as the settings say now)."""
-        return self._require_active().usage(self._settings())
+        active = self._require_active()
+        mine, agent = active.settings(self._settings()), active.agent
+        return UsageReport(active.session_id, agent.state.usage.model_copy(),
+                           agent.state.tool_calls, mine.limits(),
+                           context_tokens=agent.estimated_tokens(), window=agent.window,
+                           context_privacy=mine.context_privacy)
 
     def agent_cell(self, n: int | None = None) -> HandedCell:
         """The code of the active session's ``n``-th ``run_python`` call (default: the
