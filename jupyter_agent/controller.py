@@ -228,8 +228,9 @@ class AgentController:
             session_id = newest_session(self.project.store)
         session_id = validate_session_id(session_id)
         chosen = explicit.over(self._remembered.get(session_id, SessionOptions()))
+        # the lease, then one read
         conversation = Conversation.open(self._store_for(session_id), session_id)
-        state = conversation.state  # the lease, then one read
+        state = conversation.state
         try:
             effective, note = self._resume_options(session_id, chosen, state)
             settings = self._settings().with_options(effective)
