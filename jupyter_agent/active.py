@@ -3,17 +3,17 @@ records the controller's operations return. Units: tokens, USD."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from jupyter_agent.client import build_model, endpoint
+from jupyter_agent.client import model_key
 from jupyter_agent.errors import JupyterAgentError, LimitExceededError
 from jupyter_agent.notebook import CellLog, attach_references, notebook_so_far
 
 if TYPE_CHECKING:
     from jupyter_agent.agent import Agent, Limits
+    from jupyter_agent.agent.model import Model
     from jupyter_agent.agent.window import ContextWindow
     from jupyter_agent.settings import SessionOptions, Settings
     from jupyter_agent.store import SessionRecord, Store, Usage
@@ -92,23 +92,17 @@ class SessionChange:
     title: str = ""
 
 
-def model_key(settings: Settings, environ: Mapping[str, str] | None) -> tuple[Any, ...]:
-    """The settings a model is built from and a hash of the API key the environment holds
-    now (the key itself is never kept)."""
-    key = endpoint(settings, environ)[1]
-    return (*settings.model_key(), hashlib.sha256(key.encode()).hexdigest())
-
-
 @dataclass
 class ActiveSession:
     """A session this kernel runs; its agent holds the lease. ``model_key`` is what the
-    agent's model was built from."""
+    agent's model was built from, ``build`` builds another."""
 
     session_id: str
     store: Store
     options: SessionOptions
     agent: Agent
     model_key: tuple[Any, ...]
+    build: Callable[[Settings], Model]
     last_result: TurnResult | None = field(default=None, init=False)
     _base: Settings | None = field(default=None, init=False)
     _settings: Settings | None = field(default=None, init=False)
@@ -125,7 +119,7 @@ class ActiveSession:
         mine = self.settings(settings)
         key = model_key(mine, environ)
         if key != self.model_key:
-            self.agent.reconfigure(model=build_model(mine, environ))
+            self.agent.reconfigure(model=self.build(mine))
             self.model_key = key
         if changed:
             self.agent.reconfigure(config=mine.agent_config())

@@ -7,11 +7,12 @@ handed to it only; a loopback endpoint never gets the default ``OPENAI_API_KEY``
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import ipaddress
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse, urlsplit
 
 from jupyter_agent.errors import ModelNotConfiguredError
@@ -85,6 +86,17 @@ def endpoint(settings: Settings, environ: Mapping[str, str] | None = None) -> tu
     return url, env.get(settings.api_key_env, "")
 
 
+def endpoint_id(settings: Settings, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """The ``base_url`` of :func:`endpoint` and a hash of its key (the key is never kept)."""
+    url, key = endpoint(settings, environ)
+    return url, hashlib.sha256(key.encode()).hexdigest()
+
+
+def model_key(settings: Settings, environ: Mapping[str, str] | None = None) -> tuple[Any, ...]:
+    """What a model is built from: a change means a new model."""
+    return (*settings.model_key(), *endpoint_id(settings, environ))
+
+
 def not_configured_message(settings: Settings, *, session_id: str | None = None,
                            last_model: str = "", last_url: str = "") -> str:
     """What :class:`ModelNotConfiguredError` says; with ``session_id``, naming the model and
@@ -125,16 +137,17 @@ def build_client(settings: Settings, environ: Mapping[str, str] | None = None, *
 
 
 def build_model(settings: Settings, environ: Mapping[str, str] | None = None, *,
-                max_retries: int = 2, timeout: float = 600.0) -> Model:
+                client: openai.OpenAI | None = None) -> Model:
     """The model ``settings`` describe: ``api`` picks the class, the ``"request"``
-    settings go with every request; the client as :func:`build_client` builds it.
+    settings go with every request; ``client`` (default: a new :func:`build_client`) must
+    be for the same :func:`endpoint_id`.
 
     Raises
     ------
     ModelNotConfiguredError
         Neither a key nor a ``base_url`` is configured.
     """
-    client = build_client(settings, environ, max_retries=max_retries, timeout=timeout)
+    client = client or build_client(settings, environ)
     module, _, name = MODEL_APIS[settings.api].partition(":")
     cls = getattr(importlib.import_module(module), name)
     key_env = None if client.api_key == PLACEHOLDER_API_KEY else settings.api_key_env

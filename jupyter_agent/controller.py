@@ -16,14 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from jupyter_agent import client
-from jupyter_agent.active import (
-    ActiveSession,
-    HandedCell,
-    Resumed,
-    SessionChange,
-    UsageReport,
-    model_key,
-)
+from jupyter_agent.active import ActiveSession, HandedCell, Resumed, SessionChange, UsageReport
 from jupyter_agent.artefacts.fork import Forked, fork_record
 from jupyter_agent.artefacts.steps import Call, Request, steps
 from jupyter_agent.errors import JupyterAgentError, ModelNotConfiguredError
@@ -34,6 +27,8 @@ from jupyter_agent.store import new_session_id, validate_session_id
 from jupyter_agent.store.notes import NOTE_FILES, unseen_notes
 
 if TYPE_CHECKING:
+    import openai
+
     from jupyter_agent.active import TurnResult
     from jupyter_agent.agent.conversation import Conversation
     from jupyter_agent.agent.model import Model
@@ -59,6 +54,7 @@ class AgentController:
         self._show_question = show_question
         self.project = Project(settings, shell=shell, environ=environ, cwd=cwd)
         self._active: ActiveSession | None = None
+        self._client: tuple[tuple[str, str], openai.OpenAI] | None = None  # by endpoint_id
         self._remembered: dict[str, SessionOptions] = {}
         self._last_options: SessionOptions | None = None  # of the latest active session
         #: ``(session ID, "deleted" or "archived")`` when the active session ended so and
@@ -89,6 +85,13 @@ class AgentController:
             )
         return self._active
 
+    def _model(self, settings: Settings) -> Model:
+        # one client per endpoint and key: building one takes ~20 ms
+        ident = client.endpoint_id(settings, self._environ)
+        if self._client is None or self._client[0] != ident:
+            self._client = (ident, client.build_client(settings, self._environ))
+        return client.build_model(settings, self._environ, client=self._client[1])
+
     def _start(self, model: Model, conversation: Conversation, options: SessionOptions,
                settings: Settings) -> None:
         # on failure ``conversation`` is closed and the previous session stays active
@@ -104,7 +107,8 @@ class AgentController:
         assert conversation.store is not None and conversation.session_id is not None
         previous = self._active
         self._active = ActiveSession(conversation.session_id, conversation.store, options,
-                                     agent, model_key(settings, self._environ))
+                                     agent, client.model_key(settings, self._environ),
+                                     self._model)
         if previous is not None:
             previous.agent.close()
 
@@ -129,7 +133,7 @@ class AgentController:
         settings = self._settings().with_options(options)
         store = self.project.store
         store.exists(new_session_id())  # checks the memory directory, creates nothing
-        model = client.build_model(settings, self._environ)  # fails before anything is created
+        model = self._model(settings)  # fails before anything is created
         conversation = Conversation.create(store, title=options.title or "",
                                            project_root=str(self.project.root),
                                            notes_cap=settings.max_notes_kib * 1024)
@@ -235,7 +239,7 @@ class AgentController:
             effective, note = self._resume_options(session_id, chosen, state)
             settings = self._settings().with_options(effective)
             try:
-                model = client.build_model(settings, self._environ)
+                model = self._model(settings)
             except ModelNotConfiguredError as err:
                 raise ModelNotConfiguredError(client.not_configured_message(
                     settings, session_id=session_id, last_model=state.model,

@@ -123,8 +123,11 @@ def test_controller_without_a_shell(tmp_path: Path) -> None:
         assert result.session_usage.calls == 1 and result.turn_tool_calls == 0
         store = ctl.project.store
         assert store.holds_lease(created)
+        first_client = ctl._require_active().agent.model.client  # type: ignore[attr-defined]
 
         other = ctl.new_session(SessionOptions(title="second"))
+        # one client per endpoint and key: its connections are kept
+        assert ctl._require_active().agent.model.client is first_client  # type: ignore[attr-defined]
         assert not store.holds_lease(created) and store.holds_lease(other)
         # a failed resume leaves the active session as it was
         blocker = SessionStore(tmp_path / "mem")
@@ -206,8 +209,10 @@ def test_settings_and_the_key_apply_at_the_next_prompt_on_the_same_lease(tmp_pat
         sid = ctl.new_session()
         with pytest.raises(ModelError, match="rejected the API key from LAB_KEY"):
             ctl.ask("hello")
+        rejected = ctl._require_active().agent.model.client  # type: ignore[attr-defined]
         env["LAB_KEY"] = "second"  # e.g. %dotenv: no restart, no new session
         assert ctl.ask("hello again").reply == "one"
+        assert ctl._require_active().agent.model.client is not rejected  # type: ignore[attr-defined]
         agent = ctl._require_active().agent
         current[0] = current[0].replace(model="m2", approve="deny", max_tool_calls=4)
         assert ctl.ask("and now?").reply == "two"
