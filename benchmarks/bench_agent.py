@@ -18,6 +18,8 @@ Columns (medians, milliseconds):
   (the target: <= 3x at 1,000 messages);
 - ``turn (saved)``: ``Agent.run`` on a ``SessionStore`` session (two save points a turn;
   their cost belongs to the store).
+- ``turn (kernel)``: ``AgentController.ask`` on a resumed saved session, as ``%%agent``
+  runs it (settings, ``@`` references, the turn's result), and its ratio.
 
 Usage::
 
@@ -43,6 +45,8 @@ from jupyter_agent.agent.adapters import ChatModel, PartialReply
 from jupyter_agent.agent.config import AgentConfig
 from jupyter_agent.agent.conversation import Conversation
 from jupyter_agent.agent.loop import Agent
+from jupyter_agent.controller import AgentController
+from jupyter_agent.settings import Settings
 from jupyter_agent.store import SessionStore
 from jupyter_agent.testing import ScriptedModelServer
 
@@ -93,7 +97,7 @@ def timed(fn: Callable[[], object]) -> float:
 
 
 def measure(size: int, repeat: int, root: Path) -> dict[str, float]:
-    steps = [REPLY] * (6 * repeat + 8)
+    steps = [REPLY] * (7 * repeat + 8)
     with ScriptedModelServer(steps) as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="bench", max_retries=0)
         bare = BarePost(server.base_url)
@@ -102,20 +106,27 @@ def measure(size: int, repeat: int, root: Path) -> dict[str, float]:
         store = SessionStore(root / f"store-{size}")
         sid = store.create_session(messages)
         saved = Agent(ChatModel(client, "scripted"), store=store, session_id=sid, config=CONFIG)
+        settings = Settings(base_url=server.base_url, model="scripted", approve="auto",
+                            context_window=CONFIG.context_window,
+                            memory_dir=str(root / f"kernel-{size}"))
+        kernel = AgentController(lambda: settings, environ={}, cwd=root)
+        kernel.resume(SessionStore(root / f"kernel-{size}").create_session(messages))
         typed, fast = ChatModel(client, "scripted", fast=False), ChatModel(client, "scripted")
         tools = memory.tools.schemas()
-        for agent in (memory, saved):
-            agent.run("warm up")
+        for run in (memory.run, saved.run, kernel.ask):
+            run("warm up")
         times: dict[str, list[float]] = {k: [] for k in (
-            "bare", "typed", "fast", "memory", "saved")}
+            "bare", "typed", "fast", "memory", "saved", "kernel")}
         for i in range(repeat):
-            for name, agent in (("memory", memory), ("saved", saved)):
-                times[name].append(timed(partial(agent.run, f"ping {i}")))
+            for name, run in (("memory", memory.run), ("saved", saved.run),
+                              ("kernel", kernel.ask)):
+                times[name].append(timed(partial(run, f"ping {i}")))
             times["bare"].append(bare(server.exchanges[-1].raw))
             for name, model in (("typed", typed), ("fast", fast)):
                 times[name].append(timed(partial(model.respond, memory.messages, tools,
                                                  stream=True, partial=PartialReply())))
         saved.close()
+        kernel.close()
     return {k: statistics.median(v) * 1e3 for k, v in times.items()}
 
 
@@ -127,7 +138,7 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     header = (f"{'messages':>8} | {'bare POST':>9} | {'typed create':>12} | "
               f"{'fast respond':>12} | {'turn (memory)':>13} | {'ratio':>5} | "
-              f"{'turn (saved)':>12} | {'ratio':>5}")
+              f"{'turn (saved)':>12} | {'ratio':>5} | {'turn (kernel)':>13} | {'ratio':>5}")
     print(header)
     print("-" * len(header))
     with tempfile.TemporaryDirectory() as tmp:
@@ -135,7 +146,8 @@ def main() -> None:
             m = measure(size, args.repeat, Path(tmp))
             print(f"{size:>8} | {m['bare']:>9.2f} | {m['typed']:>12.2f} | {m['fast']:>12.2f} | "
                   f"{m['memory']:>13.2f} | {m['memory'] / m['bare']:>4.1f}x | "
-                  f"{m['saved']:>12.2f} | {m['saved'] / m['bare']:>4.1f}x", flush=True)
+                  f"{m['saved']:>12.2f} | {m['saved'] / m['bare']:>4.1f}x | "
+                  f"{m['kernel']:>13.2f} | {m['kernel'] / m['bare']:>4.1f}x", flush=True)
     print(f"(medians of {args.repeat} turns in ms; streamed text replies, no tools run; "
           "loopback server; ratio = turn / bare POST of the same body)")
 

@@ -1,87 +1,139 @@
-"""The active session of a kernel: its store, options and agent, and one turn of it.
-
-An :class:`ActiveSession` exists while the session's agent holds its lease. Before
-every turn the agent is brought up to date with the settings of the
-moment: its config (limits, approval, streaming) is refreshed, and its model is rebuilt
--- same session, same lease, nothing read from disk -- when a setting the model is
-built from, or the API key in the environment, changed.
-"""
+"""The active session of a kernel (its store, options and agent, one turn of it) and the
+records the controller's operations return. Units: tokens, USD."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from jupyter_agent.client import build_model, endpoint
-from jupyter_agent.errors import JupyterAgentError
+from jupyter_agent.client import model_key
+from jupyter_agent.errors import JupyterAgentError, LimitExceededError
+from jupyter_agent.notebook import CellLog, attach_references, notebook_so_far
 from jupyter_agent.settings import LIMITS
-from jupyter_agent.ui.results import TurnResult, UsageReport
 
 if TYPE_CHECKING:
+    from jupyter_agent.agent.adapters import Model
+    from jupyter_agent.agent.config import Limits
     from jupyter_agent.agent.loop import Agent, TurnOutcome
-    from jupyter_agent.notebook import CellLog
+    from jupyter_agent.agent.window import ContextWindow
     from jupyter_agent.settings import SessionOptions, Settings
-    from jupyter_agent.store import Store
-
-__all__ = ["ActiveSession", "model_key"]
+    from jupyter_agent.store import SessionRecord, Store, Usage
 
 
-def model_key(settings: Settings, environ: Mapping[str, str] | None) -> tuple[Any, ...]:
-    """The settings a model is built from, and a hash of the API key the environment
-    holds now (so that setting the variable takes effect at the next prompt; the key
-    itself is never kept)."""
-    key = endpoint(settings, environ)[1]
-    return (*settings.model_key(), hashlib.sha256(key.encode()).hexdigest())
+@dataclass(frozen=True)
+class UsageReport:
+    """Usage of one session so far and its limits; ``context_tokens`` estimates the
+    working context."""
+
+    session_id: str
+    usage: Usage
+    tool_calls: int
+    limits: Limits
+    context_tokens: int = 0
+    window: ContextWindow | None = None
+    context_privacy: str = "schema"
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """What one turn produced.
+
+    ``stop_reason`` says why it ended early: a limit's name, a reply the provider cut off
+    (``"length"``, ``"content_filter"``), ``"interrupted"`` or ``"error"``; ``None`` if it
+    did not. ``limit_error`` is the limit the agent raised; ``limits_from_options`` those
+    set by the session's options (raised with ``%agent_resume --max-...``, not ``%config``).
+    """
+
+    session_id: str
+    reply: str
+    stop_reason: str | None
+    turn_usage: Usage
+    session_usage: Usage
+    turn_tool_calls: int
+    session_tool_calls: int
+    limits: Limits
+    limits_from_options: frozenset[str] = frozenset()
+    limit_error: LimitExceededError | None = None
+    context_tokens: int = 0
+    window: ContextWindow | None = None
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """A resumed session's record; ``endpoint_note`` is one line (credentials and control
+    characters removed) when it last used another endpoint, else ``""``."""
+
+    record: SessionRecord
+    unarchived: bool = False
+    endpoint_note: str = ""
+
+
+@dataclass(frozen=True)
+class HandedCell:
+    """The code of ``run_python`` call number ``call`` (1-based) of user turn ``turn``,
+    tagged with a first-line comment naming both."""
+
+    session_id: str
+    turn: int
+    call: int
+    call_id: str
+    code: str
+
+
+@dataclass(frozen=True)
+class SessionChange:
+    """What archiving, unarchiving or deleting a session did; ``was_active``: it was this
+    kernel's active session, whose lease is now released."""
+
+    session_id: str
+    action: str  # "archived", "unarchived" or "deleted"
+    was_active: bool = False
+    title: str = ""
 
 
 @dataclass
 class ActiveSession:
-    """A session this kernel runs: its ID, store, options and agent (which holds the lease).
-
-    Attributes
-    ----------
-    model_key : tuple
-        :func:`model_key` of the settings the agent's model was built from.
-    last_result : TurnResult or None
-        What the latest :meth:`ask` produced, also when it raised.
-    """
+    """A session this kernel runs; its agent holds the lease. ``model_key`` is what the
+    agent's model was built from, ``build`` builds another."""
 
     session_id: str
     store: Store
     options: SessionOptions
     agent: Agent
     model_key: tuple[Any, ...]
+    build: Callable[[Settings], Model]
     last_result: TurnResult | None = field(default=None, init=False)
+    _base: Settings | None = field(default=None, init=False)
+    _settings: Settings | None = field(default=None, init=False)
+
+    def settings(self, settings: Settings) -> Settings:
+        """``settings`` (the kernel's) with this session's options applied."""
+        if self._settings is None or settings != self._base:
+            self._base, self._settings = settings, settings.with_options(self.options)
+        return self._settings
 
     def refreshed(self, settings: Settings, environ: Mapping[str, str] | None) -> Agent:
-        """The agent, reconfigured for ``settings`` (the kernel's settings now, before
-        this session's options are applied)."""
-        settings = settings.with_options(self.options)
-        key = model_key(settings, environ)
+        """The agent, reconfigured when the kernel's ``settings`` or the API key changed."""
+        changed = settings != self._base
+        mine = self.settings(settings)
+        key = model_key(mine, environ)
         if key != self.model_key:
-            self.agent.reconfigure(model=build_model(settings, environ))
+            self.agent.reconfigure(model=self.build(mine))
             self.model_key = key
-        self.agent.reconfigure(config=settings.agent_config())
+        if changed:
+            self.agent.reconfigure(config=mine.agent_config())
         return self.agent
 
     def ask(self, prompt: str, settings: Settings, environ: Mapping[str, str] | None, *,
             on_event: Callable[[Any], None] | None = None,
             cells: CellLog | None = None) -> TurnResult:
-        """Run one turn on ``prompt``; keep and return what it produced.
-
-        With ``cells``, the prompt's ``@`` references are attached first (see
-        :func:`~jupyter_agent.notebook.attach_references`) and each attachment, and
-        each reference not attached, is told to ``on_event`` as a ``Notice``.
+        """Run one turn on ``prompt``; keep (also when it raises) and return its result.
 
         Raises
         ------
         ModelError
-            The model endpoint failed; the prompt stays saved (:attr:`last_result` holds
-            the turn with stop reason ``"error"``).
-        KeyboardInterrupt
-            After :attr:`last_result` got the turn with stop reason ``"interrupted"``.
+            The model endpoint failed; the prompt stays saved.
         """
         agent = self.refreshed(settings, environ)
         open_ = [True]
@@ -107,16 +159,14 @@ class ActiveSession:
 
         context = None
         if cells is not None:
-            from jupyter_agent.agent.events import Notice
-            from jupyter_agent.notebook import attach_references, notebook_so_far
+            from jupyter_agent.agent.events import Notice  # the agent imports openai (~0.6 s)
 
             privacy = agent.config.context_privacy
             refs = attach_references(prompt, cells, privacy,
                                      limit=agent.config.max_output_chars)
             prompt = refs.prompt
             context = notebook_so_far(cells, privacy,
-                                      settings.with_options(self.options)
-                                      .notebook_context_tokens)
+                                      self.settings(settings).notebook_context_tokens)
             lines = [*refs.attached, *refs.unknown]
             if context is not None:
                 cells_run = sum(line.startswith("In [") for line in context.splitlines())
@@ -136,12 +186,3 @@ class ActiveSession:
                 cells.mark()  # the next section starts after this turn
         self.last_result = result(outcome)
         return self.last_result
-
-    def usage(self, settings: Settings) -> UsageReport:
-        """Usage of the session and its limits as ``settings`` (with its options) say."""
-        settings = settings.with_options(self.options)
-        state = self.agent.state
-        return UsageReport(self.session_id, state.usage.model_copy(), state.tool_calls,
-                           settings.limits(),
-                           context_tokens=self.agent.conversation.estimated_tokens(),
-                           window=self.agent.window, context_privacy=settings.context_privacy)

@@ -1,41 +1,28 @@
-"""IPython magics for jupyter-agent: ``%load_ext jupyter_agent``.
+"""IPython magics for jupyter-agent (``%load_ext jupyter_agent``): each parses its arguments,
+calls :class:`~jupyter_agent.controller.AgentController` and shows the result.
 
-The magics are thin: each parses its arguments (``IPython.core.magic_arguments``, so
-``%agent_new?`` prints its usage), calls :class:`~jupyter_agent.controller.AgentController`
-and prints or displays the result. Settings are traits of :class:`AgentMagics` tagged
-``config=True``: ``%config AgentMagics.model = "..."`` and ``ipython_config.py``
-(``c.AgentMagics.model = "..."``) both work, and bad values are rejected by ``@validate``.
-
-Error boundary: every magic turns :class:`~jupyter_agent.errors.JupyterAgentError` into a
-one-line error that says what to do next, shown without a traceback or a class name
-(:class:`~jupyter_agent.magic_args.AgentUsageError`); anything else keeps its traceback.
-
-Prompts are sent as typed: ``%agent``, ``%agent_summary`` and ``%agent_title`` do not
-expand ``{expr}`` / ``$name`` (``no_var_expand``; the options of ``%agent_new`` /
-``%agent_resume`` still are), and an input transformer keeps a prompt's trailing ``?``
-from turning the line into a help request (:mod:`jupyter_agent.magic_args`).
-
-State: the active session lives on the :class:`AgentMagics` instance (its controller),
-never in this module. ``%unload_ext`` / ``%reload_ext`` release the session's lease (and
-say so in one line: a reloaded extension has no active session until ``%agent_resume``),
-unregister the magics and the input transformer, and remove the instance from
-``shell.configurables``.
+Settings are the traits of :class:`AgentMagics` (``%config AgentMagics.model = ...``).
+Library errors become one-line messages; prompts are sent as typed (``no_var_expand``).
+The active session lives on the :class:`AgentMagics` instance; ``%unload_ext`` releases it.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.display import display
 from traitlets import TraitError
 from traitlets.config import Config
 
+from jupyter_agent.artefacts.search import search_sessions
 from jupyter_agent.controller import AgentController
 from jupyter_agent.errors import JupyterAgentError, LimitExceededError
+from jupyter_agent.kernel import can_update_live, is_jupyter
 from jupyter_agent.magic_args import (
     AgentUsageError,
     collect_notice,
@@ -56,6 +43,7 @@ from jupyter_agent.ui import recap, render
 from jupyter_agent.ui.advice import error_message
 from jupyter_agent.ui.display import (
     INTERRUPTED_MESSAGE,
+    format_change,
     format_exported,
     format_footer,
     format_forked,
@@ -73,15 +61,12 @@ from jupyter_agent.ui.display import (
     terminal_text,
     transcript_blocks,
 )
-from jupyter_agent.ui.kernel import can_update_live, is_jupyter
 from jupyter_agent.ui.recap import RECAP_WIDTH, show_blocks, split_at_figures
-
-__all__ = ["AgentMagics", "load_ipython_extension", "unload_ipython_extension"]
+from jupyter_agent.ui.render import show_question
 
 
 def _print(text: str) -> None:
-    """Print ``text``, which may hold titles, summaries or replies from outside, with its
-    escape sequences and control characters made inert."""
+    """Print text that may come from outside with its control characters made inert."""
     print(terminal_text(text))
 
 
@@ -95,29 +80,23 @@ class AgentMagics(Magics):
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
-        self._controller = AgentController(self.settings, shell=shell)
+        self._snapshot: Settings | None = None
+        self.observe(lambda _: setattr(self, "_snapshot", None))  # any trait
+        self._jupyter = is_jupyter(shell)
+        self.controller = AgentController(
+            self.settings, shell=shell, show_question=show_question if self._jupyter else None)
 
     def settings(self) -> Settings:
-        """A snapshot of the current settings."""
-        return Settings(**{o.name: getattr(self, o.name) for o in OPTIONS})
-
-    @property
-    def controller(self) -> AgentController:
-        """The plain-Python API these magics call (holds the active session)."""
-        return self._controller
-
-    def close(self) -> None:
-        """Release the active session's lease and forget it (extension unload)."""
-        self._controller.close()
+        """The current settings (one snapshot until a setting changes)."""
+        if self._snapshot is None:
+            self._snapshot = Settings(**{o.name: getattr(self, o.name) for o in OPTIONS})
+        return self._snapshot
 
     def update_config(self, config: Any) -> None:
-        """Apply ``config`` (``%config AgentMagics.x = ...``), refusing a bad value in one
-        line on stderr.
+        """Apply ``config``, refusing a bad value in one line on stderr.
 
-        IPython's ``%config`` logs what a configurable raises (``ERROR:root:...``) and
-        keeps the bad value in the shell's config, where it breaks the next
-        ``%load_ext``; so a bad value is taken out of ``config`` (the object every
-        configurable is given) and of the shell's config, and said here.
+        A bad value is taken out of ``config`` and of the shell's config (IPython would
+        keep it there, and it would break the next ``%load_ext``).
         """
         section = config.get(type(self).__name__) if isinstance(config, Config) else None
         if not isinstance(section, Config):
@@ -138,19 +117,6 @@ class AgentMagics(Magics):
         if rest:
             super().update_config(rest)
 
-    @property
-    def _jupyter(self) -> bool:
-        return is_jupyter(self.shell)
-
-    def _show(self, text: str, markdown: Callable[[], recap.MarkdownText]) -> None:
-        """Print ``text`` in a terminal; display ``markdown()`` (the same) in Jupyter."""
-        from IPython.display import display
-
-        if self._jupyter:
-            display(markdown())
-        else:
-            _print(text)
-
     # ---- sessions
     @line_magic
     @error_boundary
@@ -160,9 +126,9 @@ class AgentMagics(Magics):
         """Start a new session, make it active and print its ID."""
         try:
             options = options_from_args(parse_argstring(self.agent_new, line))
-            session_id = self._controller.new_session(options)
+            session_id = self.controller.new_session(options)
         except (JupyterAgentError, UsageError) as err:
-            active = self._controller.active_session_id
+            active = self.controller.active_session_id
             if active is None:
                 raise
             # else the next %agent would go, unannounced, to the session still active
@@ -170,7 +136,7 @@ class AgentMagics(Magics):
             raise AgentUsageError(f"{flatten_lines(message)}; no new session: session "
                                   f"{active} stays active") from err
         _print(f"New session {session_id}" + (f" — {options.title}" if options.title else ""))
-        for line in self._controller.notes_notice:
+        for line in self.controller.notes_notice:
             _print(line)
 
     @line_magic
@@ -190,15 +156,15 @@ class AgentMagics(Magics):
         given here or earlier in this kernel, else the settings.
         """
         args = parse_argstring(self.agent_resume, line)
-        resumed = self._controller.resume(args.session_id, options_from_args(args))
-        self._show(format_resumed(resumed), lambda: recap.resumed_markdown(resumed))
+        resumed = self.controller.resume(args.session_id, options_from_args(args))
+        if not self._jupyter:
+            _print(format_resumed(resumed))
+            return
+        display(recap.resumed_markdown(resumed))
         figure = last_figure(resumed.record.transcript)
-        if figure is not None and self._jupyter:  # the last figure, small
-            show_blocks([figure], self._figure_reader(resumed.record.id), width=RECAP_WIDTH)
-
-    def _figure_reader(self, session_id: str) -> Callable[[str], Any]:
-        """Reads the figures of one session (for showing them again)."""
-        return lambda figure_id: self._controller.read_figure(session_id, figure_id)
+        if figure is not None:  # the last figure, small
+            show_blocks([figure], partial(self.controller.read_figure, resumed.record.id),
+                        width=RECAP_WIDTH)
 
     @line_cell_magic
     @no_var_expand
@@ -216,21 +182,21 @@ class AgentMagics(Magics):
         prompt = "\n".join(p for p in (line.strip(), (cell or "").strip()) if p)
         if not prompt:
             raise AgentUsageError("nothing to ask: use %agent PROMPT or a %%agent cell")
-        ended = self._controller.ended
-        created = self._controller.ensure_session()
+        ended = self.controller.ended
+        created = self.controller.ensure_session()
         if created is not None:
             why = f"session {ended[0]} was {ended[1]}" if ended else "no active session"
             _print(f"{why[0].upper()}{why[1:]}: started session {created}"
                    + (" with the same options" if ended else "")
                    + " (%agent_resume picks up an earlier one).")
-            for notice in self._controller.notes_notice:
+            for notice in self.controller.notes_notice:
                 _print(notice)
         renderer: render.MarkdownTurnRenderer | render.PlainTurnRenderer = (
             render.MarkdownTurnRenderer(live=can_update_live(self.shell)) if self._jupyter
             else render.PlainTurnRenderer())
         interrupted = False
         try:
-            result = self._controller.ask(prompt, on_event=renderer)
+            result = self.controller.ask(prompt, on_event=renderer)
         except KeyboardInterrupt:  # Ctrl-C: the agent saved the session, then re-raised
             interrupted = True
         except BaseException:  # a model error: what streamed stays, with the footer
@@ -245,9 +211,8 @@ class AgentMagics(Magics):
             raise AgentUsageError(limit_message(result)) from limit
 
     def _footer(self) -> str | None:
-        """The footer of the turn that just ended, however it ended -- none for a turn
-        that made no successful model call (nothing to count: "0 tokens · $0.0000")."""
-        result = self._controller.last_result
+        # none for a turn without a successful model call ("0 tokens · $0.0000")
+        result = self.controller.last_result
         if result is None or result.turn_usage.calls == 0:
             return None
         return format_footer(result)
@@ -269,36 +234,27 @@ class AgentMagics(Magics):
         if args.deep and not query:
             raise UsageError("--deep searches the transcripts for --search TEXT: add --search TEXT")
         if self._jupyter:
-            from IPython.display import display
-
             display(self.sessions_panel(show_archived=args.all, query=query, deep=args.deep))
         elif query:
-            hits = self._controller.search(query, deep=args.deep, include_archived=args.all)
+            hits = search_sessions(self.controller.project.store, query, deep=args.deep,
+                                   include_archived=args.all)
             _print(format_search_results(hits, query=query,
-                                        active_id=self._controller.active_session_id))
+                                        active_id=self.controller.active_session_id))
         else:
-            listing = self._controller.list_sessions(include_archived=args.all)
-            _print(format_sessions_table(listing, active_id=self._controller.active_session_id))
+            listing = self.controller.project.store.list_sessions(include_archived=args.all)
+            _print(format_sessions_table(listing, active_id=self.controller.active_session_id))
 
     def sessions_panel(self, *, show_archived: bool = False, page_size: int = 20,
                        query: str = "", deep: bool = False) -> Any:
-        """The :class:`~jupyter_agent.ui.panel.SessionsPanel` of this kernel's active session
-        (its filter set to ``query``; ``deep`` searches transcripts too)."""
-        from jupyter_agent.ui.panel import SessionsPanel
+        """The sessions panel of this kernel (``deep``: its filter searches transcripts)."""
+        from jupyter_agent.ui.panel import SessionsPanel  # ipywidgets: only when shown
 
-        def on_resume(session_id: str) -> str:
-            return format_resumed_line(self._controller.resume(session_id))
-
-        def on_archive(session_id: str, archived: bool) -> str:
-            return self._controller.archive(session_id, undo=not archived).describe()
-
-        def on_delete(session_id: str) -> str:
-            return self._controller.delete(session_id).describe()
-
-        return SessionsPanel(self._controller.store, on_resume=on_resume,
-                             on_archive=on_archive, on_delete=on_delete,
-                             page_size=page_size, show_archived=show_archived, query=query,
-                             deep=deep)
+        c = self.controller
+        return SessionsPanel(
+            c.project.store, on_resume=lambda sid: format_resumed_line(c.resume(sid)),
+            on_archive=lambda sid, archived: format_change(c.archive(sid, undo=not archived)),
+            on_delete=lambda sid: format_change(c.delete(sid)), page_size=page_size,
+            show_archived=show_archived, query=query, deep=deep)
 
     @line_magic
     @no_var_expand
@@ -309,10 +265,10 @@ class AgentMagics(Magics):
         """Show the active session's summary, or replace it with TEXT."""
         text = line.strip()
         if text:
-            self._controller.set_summary(text)
+            self.controller.set_summary(text)
             _print("Summary saved.")
         else:
-            _print(self._controller.record().summary or "(no summary yet)")
+            _print(self.controller.record().summary or "(no summary yet)")
 
     @line_magic
     @no_var_expand
@@ -324,7 +280,7 @@ class AgentMagics(Magics):
         text = strip_quotes(line)
         if not text:
             raise AgentUsageError("usage: %agent_title TEXT")
-        self._controller.set_title(text)
+        self.controller.set_title(text)
         _print(f"Title set: {text}")
 
     @line_magic
@@ -335,7 +291,7 @@ class AgentMagics(Magics):
     def agent_archive(self, line: str) -> None:
         """Archive a session (hidden from listings unless --all), or unarchive it with --undo."""
         args = parse_argstring(self.agent_archive, line)
-        _print(self._controller.archive(args.session_id, undo=args.undo).describe())
+        _print(format_change(self.controller.archive(args.session_id, undo=args.undo)))
 
     @line_magic
     @error_boundary
@@ -347,7 +303,7 @@ class AgentMagics(Magics):
         """Share a session of the team store read-only with database roles: their members
         may read and fork it, never change it (--undo stops sharing)."""
         args = parse_argstring(self.agent_share, line)
-        now = self._controller.share(args.session_id, args.roles, undo=args.undo)
+        now = self.controller.share(args.session_id, args.roles, undo=args.undo)
         _print(f"Session {args.session_id} is shared with "
                f"{', '.join(map(repr, now)) if now else 'nobody'}.")
 
@@ -361,13 +317,13 @@ class AgentMagics(Magics):
         args = parse_argstring(self.agent_delete, line)
         sid = args.session_id
         if not args.yes:
-            record = self._controller.record(sid)
+            record = self.controller.record(sid)
             name = f" ({record.title})" if record.title else ""
             if not confirm(self.shell, f"Delete session {sid}{name} for good? [y/N] ",
                            f"use %agent_delete {sid} --yes"):
                 _print("Not deleted.")
                 return
-        _print(self._controller.delete(sid).describe())
+        _print(format_change(self.controller.delete(sid)))
 
     # ---- sessions as artefacts
     @line_magic
@@ -381,7 +337,7 @@ class AgentMagics(Magics):
         """Start a new session as a copy of a session, optionally cut after its Nth turn, and
         make it the active one (the parent is unchanged; it may be active in another kernel)."""
         args = parse_argstring(self.agent_fork, line)
-        _print(format_forked(self._controller.fork(args.session_id, at=args.at, title=args.title)))
+        _print(format_forked(self.controller.fork(args.session_id, at=args.at, title=args.title)))
 
     @line_magic
     @error_boundary
@@ -397,7 +353,7 @@ class AgentMagics(Magics):
         """Export a session to a notebook, a Markdown transcript or a JSON record (secrets
         are redacted; an existing file is replaced only with --force)."""
         args = parse_argstring(self.agent_export, line)
-        _print(format_exported(self._controller.export(
+        _print(format_exported(self.controller.export(
             args.session_id, fmt=args.fmt, output=args.output, force=args.force)))
 
     # ---- the active session
@@ -409,7 +365,7 @@ class AgentMagics(Magics):
         parse_argstring(self.agent_compact, line)
         notices: list[str] = []
         try:
-            done = self._controller.compact(
+            done = self.controller.compact(
                 on_event=lambda event: collect_notice(event, notices))
         except LimitExceededError as err:
             raise AgentUsageError(
@@ -431,7 +387,7 @@ class AgentMagics(Magics):
     def agent_usage(self, line: str) -> None:
         """Show the active session's tokens, cost, tool calls and what the limits leave."""
         parse_argstring(self.agent_usage, line)
-        _print(format_usage(self._controller.usage()))
+        _print(format_usage(self.controller.usage()))
 
     @line_magic
     @error_boundary
@@ -442,7 +398,7 @@ class AgentMagics(Magics):
         """Show the active session's working context (or with --full its whole transcript);
         in Jupyter with the figures its code made, where they were made."""
         args = parse_argstring(self.agent_history, line)
-        record = self._controller.record()
+        record = self.controller.record()
         cells = frozenset(record.state.handed_out)
         if not self._jupyter:
             _print(format_transcript(record.transcript, record.compactions, cells=cells)
@@ -453,7 +409,7 @@ class AgentMagics(Magics):
         if not blocks:
             _print("(no messages)")
             return
-        show_blocks(split_at_figures(blocks), self._figure_reader(record.id))
+        show_blocks(split_at_figures(blocks), partial(self.controller.read_figure, record.id))
 
     @line_magic
     @error_boundary
@@ -464,7 +420,7 @@ class AgentMagics(Magics):
         """Put the code of the agent's last run_python call (or call N) into a new cell
         below, tagged with the session and turn; in a terminal, print it to copy."""
         args = parse_argstring(self.agent_cell, line)
-        cell = self._controller.agent_cell(args.n)
+        cell = self.controller.agent_cell(args.n)
         if self._jupyter:  # the front end makes the new cell (JupyterLab, Notebook, VS Code)
             assert self.shell is not None
             self.shell.set_next_input(cell.code, replace=False)
@@ -481,11 +437,10 @@ class AgentMagics(Magics):
     def agent_todo(self, line: str) -> None:
         """Show the active session's todo list."""
         parse_argstring(self.agent_todo, line)
-        _print(format_todos(self._controller.todos()))
+        _print(format_todos(self.controller.todos()))
 
 
 def _forget(ipython: Any, magics: Magics) -> None:
-    """Remove every trace of ``magics`` from the shell."""
     manager = ipython.magics_manager
     for table in manager.magics.values():
         for name, func in list(table.items()):
@@ -499,14 +454,8 @@ def _forget(ipython: Any, magics: Magics) -> None:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """Register :class:`AgentMagics` on ``ipython`` (``%load_ext jupyter_agent``).
-
-    Settings come from the shell's config (``ipython_config.py``); a bad value there is
-    reported as a ``UsageError`` and nothing is registered. Also registers the input
-    transformer that lets ``%agent PROMPT?`` reach the magic (see
-    :func:`~jupyter_agent.magic_args.rewrite_agent_lines`). The memory directory is
-    resolved from the kernel's working directory at this moment.
-    """
+    """Register :class:`AgentMagics` and the input transformer on ``ipython``; a bad
+    setting in the shell's config raises ``UsageError`` and registers nothing."""
     before = list(ipython.configurables)
     try:
         magics = AgentMagics(shell=ipython)
@@ -520,14 +469,12 @@ def load_ipython_extension(ipython: Any) -> None:
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    """Release the active session's lease, unregister the magics and the input transformer
-    (``%unload_ext``; ``%reload_ext`` too). The active session is let go, and a line says
-    so and how to take it back: a reloaded extension starts with no active session."""
+    """Release the active session (saying how to take it back) and unregister all."""
     magics = dict.get(ipython.magics_manager.registry, AgentMagics.__name__)
     if magics is None:
         return
     active = magics.controller.active_session_id
-    magics.close()
+    magics.controller.close()
     _forget(ipython, magics)
     if active is not None:
         print(f"Session {active} is no longer active (the extension was unloaded): "

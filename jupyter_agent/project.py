@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jupyter_agent.errors import JupyterAgentError, describe_holder
+from jupyter_agent.kernel import kernel_label
 from jupyter_agent.paths import find_project_root, project_key, resolve_memory_dir
 from jupyter_agent.store import SessionStore, Store
-from jupyter_agent.ui.kernel import kernel_label
 
 if TYPE_CHECKING:
     from jupyter_agent.settings import Settings

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_agent.active import TurnResult
 from jupyter_agent.agent.config import Limits
 from jupyter_agent.agent.events import TextDelta
 from jupyter_agent.client import PLACEHOLDER_API_KEY, build_client
-from jupyter_agent.controller import AgentController, TurnResult
+from jupyter_agent.controller import AgentController
 from jupyter_agent.errors import (
     JupyterAgentError,
     LimitExceededError,
@@ -111,7 +112,7 @@ def test_controller_without_a_shell(tmp_path: Path) -> None:
     with ScriptedModelServer([{"text": "one"}, {"text": "two"}]) as server:
         settings = Settings(base_url=server.base_url, model="scripted")
         ctl = AgentController(lambda: settings, environ=env)
-        assert ctl.memory_dir == tmp_path / "mem" and ctl.active_session_id is None
+        assert ctl.project.memory_dir == tmp_path / "mem" and ctl.active_session_id is None
         with pytest.raises(JupyterAgentError, match="no active session"):
             ctl.ask("x")
         created = ctl.ensure_session()
@@ -121,10 +122,13 @@ def test_controller_without_a_shell(tmp_path: Path) -> None:
         assert result.reply == "one" and result.session_id == created
         assert any(isinstance(e, TextDelta) for e in events)
         assert result.session_usage.calls == 1 and result.turn_tool_calls == 0
-        store = ctl.store
+        store = ctl.project.store
         assert store.holds_lease(created)
+        first_client = ctl._require_active().agent.model.client  # type: ignore[attr-defined]
 
         other = ctl.new_session(SessionOptions(title="second"))
+        # one client per endpoint and key: its connections are kept
+        assert ctl._require_active().agent.model.client is first_client  # type: ignore[attr-defined]
         assert not store.holds_lease(created) and store.holds_lease(other)
         # a failed resume leaves the active session as it was
         blocker = SessionStore(tmp_path / "mem")
@@ -206,8 +210,10 @@ def test_settings_and_the_key_apply_at_the_next_prompt_on_the_same_lease(tmp_pat
         sid = ctl.new_session()
         with pytest.raises(ModelError, match="rejected the API key from LAB_KEY"):
             ctl.ask("hello")
+        rejected = ctl._require_active().agent.model.client  # type: ignore[attr-defined]
         env["LAB_KEY"] = "second"  # e.g. %dotenv: no restart, no new session
         assert ctl.ask("hello again").reply == "one"
+        assert ctl._require_active().agent.model.client is not rejected  # type: ignore[attr-defined]
         agent = ctl._require_active().agent
         current[0] = replace(current[0], model="m2", approve="deny", max_tool_calls=4)
         assert ctl.ask("and now?").reply == "two"
@@ -215,9 +221,9 @@ def test_settings_and_the_key_apply_at_the_next_prompt_on_the_same_lease(tmp_pat
         assert (agent.model.name, agent.config.approve, agent.config.limits.max_tool_calls) == (
             "m2", "deny", 4)
         assert [r["model"] for r in server.requests[-2:]] == ["m1", "m2"]
-        assert ctl.store.holds_lease(sid)
+        assert ctl.project.store.holds_lease(sid)
         ctl.close()
-        assert not ctl.store.holds_lease(sid)
+        assert not ctl.project.store.holds_lease(sid)
 
 
 def test_a_resume_reads_the_record_once_and_the_agent_owns_the_only_lease(
@@ -233,7 +239,7 @@ def test_a_resume_reads_the_record_once_and_the_agent_owns_the_only_lease(
         settings = Settings(base_url=server.base_url, model="scripted")
         ctl = AgentController(lambda: settings, environ=env)
         counter = CountingStore(SessionStore(tmp_path / "mem"))
-        ctl._project._stores[("", ctl.memory_dir)] = cast(Store, counter)
+        ctl.project._stores[("", ctl.project.memory_dir)] = cast(Store, counter)
         first = ctl.new_session(SessionOptions(title="T"))
         ctl.ask("hello")
         ctl.new_session()  # the first session is let go
@@ -247,3 +253,14 @@ def test_a_resume_reads_the_record_once_and_the_agent_owns_the_only_lease(
         other = SessionStore(tmp_path / "mem")
         other.acquire_lease(first)  # nothing else kept a count of it
         other.release_all()
+
+
+def test_the_plain_api_imports_nothing_of_the_front_end() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, jupyter_agent.controller, jupyter_agent.kernel; "
+            "print(sorted(m for m in sys.modules if m.startswith('jupyter_agent.ui')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]"

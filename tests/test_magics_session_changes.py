@@ -8,8 +8,8 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
+from jupyter_agent.kernel import kernel_label
 from jupyter_agent.testing import ScriptedModelServer
-from jupyter_agent.ui.kernel import kernel_label
 from tests.shells import magics_of
 
 

@@ -57,7 +57,8 @@ def test_a_crafted_session_never_receives_the_key_or_the_conversation(
         shell.run_line_magic("config", f'AgentMagics.base_url = "{mine.base_url}"')
         shell.run_line_magic("config", 'AgentMagics.api_key_env = "LAB_KEY"')
         # the year-9999 session is not believed: not listed, not the newest
-        assert [s.id for s in magics_of(shell).controller.list_sessions()] == ["recent"]
+        store = magics_of(shell).controller.project.store
+        assert [s.id for s in store.list_sessions()] == ["recent"]
         capsys.readouterr()
         shell.run_line_magic("agent_resume", "")
         recap = capsys.readouterr().out

@@ -20,13 +20,13 @@ from jupyter_agent.store.messages import message_text
 from jupyter_agent.store.models import CLOCK_SKEW
 
 if TYPE_CHECKING:
+    from jupyter_agent.active import Resumed, SessionChange, TurnResult, UsageReport
     from jupyter_agent.agent.config import Limits
     from jupyter_agent.agent.window import ContextWindow
     from jupyter_agent.artefacts.export import Exported
     from jupyter_agent.artefacts.fork import Forked
     from jupyter_agent.artefacts.search import SearchHit
     from jupyter_agent.store import Compaction, SessionListing, SessionRecord, TodoItem, Usage
-    from jupyter_agent.ui.results import Resumed, TurnResult, UsageReport
 
 #: Terminal escape sequences (CSI, OSC such as hyperlinks and window titles, DCS, and
 #: the rest), 7-bit and 8-bit, each to its end if it has one.
@@ -421,7 +421,19 @@ def format_resumed_line(resumed: Resumed) -> str:
             f"continue with %%agent{note}")
 
 
-# --------------------------------------------------------------------------- listings
+def format_change(change: SessionChange) -> str:
+    """One line, e.g. ``"Archived session ‘Penguins’ (X); it was this kernel's active
+    session, so none is active now: ..."`` (the title made one inert line)."""
+    sid = change.session_id
+    name = f"‘{one_line(change.title, 60)}’ ({sid})" if change.title.strip() else sid
+    text = f"{change.action.capitalize()} session {name}"
+    if not change.was_active:
+        return text + "."
+    back = "" if change.action == "deleted" else f", %agent_resume {sid} takes it back"
+    return (f"{text}; it was this kernel's active session, so none is active now: the "
+            f"next %agent starts a new one{back}.")
+
+
 def format_owner(user: str, host: str, role: str = "", shared: Sequence[str] = ()) -> str:
     """``"alice on node-3 as analyst, shared with bob, team"``; "" when no owner is
     recorded (the JSON files of one user)."""

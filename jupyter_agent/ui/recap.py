@@ -28,8 +28,8 @@ from jupyter_agent.ui.display import (
 from jupyter_agent.ui.markdown import hard_breaks, literal, reply_markdown
 
 if TYPE_CHECKING:
+    from jupyter_agent.active import Resumed
     from jupyter_agent.store import SessionRecord
-    from jupyter_agent.ui.results import Resumed
 
 #: Display width (CSS pixels) of the last figure in the resume recap.
 RECAP_WIDTH = 320

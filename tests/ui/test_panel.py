@@ -519,11 +519,12 @@ def test_a_summary_of_messages_shows_one_labelled_message_a_line(store: SessionS
 
 
 def test_archived_message_names_the_title(store: SessionStore) -> None:
-    from jupyter_agent.ui.results import SessionChange
+    from jupyter_agent.active import SessionChange
+    from jupyter_agent.ui.display import format_change
 
-    assert SessionChange("abc", "archived", title="Penguins").describe() == \
+    assert format_change(SessionChange("abc", "archived", title="Penguins")) == \
         "Archived session ‘Penguins’ (abc)."
-    assert SessionChange("abc", "deleted").describe() == "Deleted session abc."
+    assert format_change(SessionChange("abc", "deleted")) == "Deleted session abc."
 
 
 def test_details_last_messages_keep_maths_delimiters_as_typed(store: SessionStore) -> None:
