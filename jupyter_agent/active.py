@@ -103,7 +103,6 @@ class ActiveSession:
     agent: Agent
     model_key: tuple[Any, ...]
     build: Callable[[Settings], Model]
-    last_result: TurnResult | None = field(default=None, init=False)
     _base: Settings | None = field(default=None, init=False)
     _settings: Settings | None = field(default=None, init=False)
 
@@ -128,16 +127,17 @@ class ActiveSession:
     def ask(self, prompt: str, settings: Settings, environ: Mapping[str, str] | None, *,
             on_event: Callable[[Any], None] | None = None,
             cells: CellLog | None = None) -> TurnResult:
-        """Run one turn on ``prompt``; keep (also when it raises) and return its result.
+        """Run one turn on ``prompt`` and return its result.
 
         Raises
         ------
-        ModelError
-            The model endpoint failed; the prompt stays saved.
+        ModelError, KeyboardInterrupt
+            The model endpoint failed, or Ctrl-C; the prompt stays saved. The exception
+            carries the turn so far as ``turn`` (a :class:`TurnResult`, or ``None`` when
+            the turn did not start).
         """
         agent = self.refreshed(settings, environ)
         open_ = [True]
-        self.last_result = None
 
         def forward(event: Any) -> None:
             # the agent keeps its last callback; events after this turn must not reach
@@ -178,11 +178,10 @@ class ActiveSession:
             outcome = agent.run(prompt, on_event=forward, context=context)
         except (KeyboardInterrupt, JupyterAgentError) as exc:
             carried = getattr(exc, "outcome", None)  # what Agent.run attached
-            self.last_result = None if carried is None else result(carried)
+            exc.turn = None if carried is None else result(carried)  # type: ignore[union-attr]
             raise
         finally:
             open_[0] = False
             if cells is not None:
                 cells.mark()  # the next section starts after this turn
-        self.last_result = result(outcome)
-        return self.last_result
+        return result(outcome)

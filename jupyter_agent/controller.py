@@ -60,7 +60,6 @@ class AgentController:
         #: ``(session ID, "deleted" or "archived")`` when the active session ended so and
         #: no session was made active since.
         self.ended: tuple[str, str] | None = None
-        self._last_turn: ActiveSession | None = None
         #: The user's cells, as the notebook tools and ``@`` references read them.
         self.cells = CellLog(shell)
         if shell is not None:
@@ -260,23 +259,18 @@ class AgentController:
         return Resumed(record, unarchived=unarchived, endpoint_note=note)
 
     def ask(self, prompt: str, *, on_event: Callable[[Any], None] | None = None) -> TurnResult:
-        """Run a turn of the active session (kept as :attr:`last_result` also when it
-        raises); ``@`` references attach what ``context_privacy`` allows.
+        """Run a turn of the active session; ``@`` references attach what
+        ``context_privacy`` allows.
 
         Raises
         ------
         JupyterAgentError
-            No active session; or the model endpoint failed (the prompt stays saved).
+            No active session; or the model endpoint failed (the prompt stays saved; the
+            exception carries the turn so far as ``turn``, as a Ctrl-C does).
         """
         active = self._require_active()
-        self._last_turn = active
         return active.ask(prompt, self._settings(), self._environ, on_event=on_event,
                           cells=self.cells)
-
-    @property
-    def last_result(self) -> TurnResult | None:
-        """What the latest :meth:`ask` produced, also when it raised; ``None`` before."""
-        return None if self._last_turn is None else self._last_turn.last_result
 
     def compact(self, *, on_event: Callable[[Any], None] | None = None) -> bool:
         """Compact the working context now; ``False`` (and a ``Notice``) when there was

@@ -19,6 +19,7 @@ from IPython.display import display
 from traitlets import TraitError
 from traitlets.config import Config
 
+from jupyter_agent.active import TurnResult
 from jupyter_agent.artefacts.search import search_sessions
 from jupyter_agent.controller import AgentController
 from jupyter_agent.errors import JupyterAgentError, LimitExceededError
@@ -63,6 +64,11 @@ from jupyter_agent.ui.display import (
 )
 from jupyter_agent.ui.recap import RECAP_WIDTH, show_blocks, split_at_figures
 from jupyter_agent.ui.render import show_question
+
+
+def _footer(result: TurnResult | None) -> str | None:
+    # none for a turn without a successful model call ("0 tokens · $0.0000")
+    return None if result is None or result.turn_usage.calls == 0 else format_footer(result)
 
 
 def _print(text: str) -> None:
@@ -194,28 +200,20 @@ class AgentMagics(Magics):
         renderer: render.MarkdownTurnRenderer | render.PlainTurnRenderer = (
             render.MarkdownTurnRenderer(live=can_update_live(self.shell)) if self._jupyter
             else render.PlainTurnRenderer())
-        interrupted = False
         try:
             result = self.controller.ask(prompt, on_event=renderer)
-        except KeyboardInterrupt:  # Ctrl-C: the agent saved the session, then re-raised
-            interrupted = True
-        except BaseException:  # a model error: what streamed stays, with the footer
-            renderer.finish(footer=self._footer())
-            raise
-        limit = None if interrupted else result.limit_error
-        renderer.finish(interrupted=interrupted, footer=self._footer(),
-                        drop_notice=None if limit is None else result.reply)
-        if interrupted:
+        except KeyboardInterrupt as exc:  # Ctrl-C: the agent saved the session, then re-raised
+            renderer.finish(interrupted=True, footer=_footer(getattr(exc, "turn", None)))
             _print(INTERRUPTED_MESSAGE)
-        elif limit is not None:
+            return
+        except BaseException as exc:  # a model error: what streamed stays, with the footer
+            renderer.finish(footer=_footer(getattr(exc, "turn", None)))
+            raise
+        limit = result.limit_error
+        renderer.finish(footer=_footer(result),
+                        drop_notice=None if limit is None else result.reply)
+        if limit is not None:
             raise AgentUsageError(limit_message(result)) from limit
-
-    def _footer(self) -> str | None:
-        # none for a turn without a successful model call ("0 tokens · $0.0000")
-        result = self.controller.last_result
-        if result is None or result.turn_usage.calls == 0:
-            return None
-        return format_footer(result)
 
     @line_magic
     @error_boundary
