@@ -1,68 +1,35 @@
 """No-follow file primitives for everything under the memory directory.
 
-The memory directory may come from a cloned repository or a shared folder, so nothing in
-it is trusted. Every file the store reads or writes there goes through a :class:`SafeDir`:
-
-* a directory is opened with ``O_DIRECTORY | O_NOFOLLOW`` and must belong to the current
-  user and not be writable by group or others (:class:`~jupyter_agent.errors.
-  UnsafeDirectoryError` otherwise, naming owner, mode and the fix);
-* files are opened *relative to that descriptor* (``dir_fd``), so a directory swapped
-  for a link after the check is never followed, with ``O_NOFOLLOW | O_NONBLOCK |
-  O_CLOEXEC``, and ``fstat``-ed: anything but a regular file with one link (a symbolic
-  link, dangling or not, a FIFO, socket, device or directory) raises
-  :class:`~jupyter_agent.errors.UnsafeFileError` naming the path, before one byte is
-  read or written. ``O_NONBLOCK`` means a FIFO never hangs the caller; ``O_NOFOLLOW``
-  and the link count mean no write can reach a file outside the directory;
-* whole files are replaced atomically: a temporary file ``.<name>.<random>.tmp``
-  created with ``O_EXCL`` in the same directory, written, ``fsync``-ed, renamed over the
-  target, then the directory is ``fsync``-ed. Until the rename the previous file is
-  intact; on error the temporary file is removed and the error propagates. A target that
-  is not a regular file is refused, never replaced.
-
-The descriptor-level helpers (whole reads and writes, holes, signatures) are in
-``fdio.py`` and re-exported here; the short ``flock`` of the notes and the index is
-``flock.py``.
-
-A new kind of file (a figure next to a session, say) needs no new code: open its
-directory with :meth:`SafeDir.subdir` and use :meth:`SafeDir.read`,
-:meth:`SafeDir.write_atomic`, :meth:`SafeDir.open_file` or :meth:`SafeDir.create_new`.
+Nothing in the memory directory is trusted (it may come from a cloned repository). A
+:class:`SafeDir` opens directories ``O_DIRECTORY | O_NOFOLLOW`` and checks they are the
+user's own and not writable by others; files are opened relative to that descriptor with
+``O_NOFOLLOW | O_NONBLOCK`` and must be regular with one link (``UnsafeFileError``
+otherwise, before a byte is read or written). Whole files are replaced atomically
+(temporary file, ``fsync``, rename, directory ``fsync``). Short ``flock`` locks of the
+notes and the index are polled, never a blocking call a stopped process could hang.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import pwd
 import secrets
 import stat
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
-from jupyter_agent.errors import TooLargeError, UnsafeDirectoryError, UnsafeFileError
-from jupyter_agent.store.fdio import (
-    FileSignature,
-    entry_kind,
-    has_holes,
-    long_line,
-    read_all,
-    signature_of,
-    write_all,
+from jupyter_agent.errors import (
+    JupyterAgentError,
+    StorageError,
+    StoreBusyError,
+    TooLargeError,
+    UnsafeDirectoryError,
+    UnsafeFileError,
 )
-
-__all__ = [
-    "DIR_MODE",
-    "FILE_MODE",
-    "FileSignature",
-    "SafeDir",
-    "entry_kind",
-    "has_holes",
-    "is_temp_name",
-    "lease_temp",
-    "read_all",
-    "signature_of",
-    "temp_target",
-    "write_all",
-]
 
 #: Mode of every file the store creates (private conversations).
 FILE_MODE = 0o600
@@ -471,3 +438,137 @@ class SafeDir:
             raise
         os.close(fd)
         return tmp
+
+
+_READ_CHUNK = 1 << 20
+
+FileSignature = tuple[int, int, int, int]
+"""``(st_dev, st_ino, st_size, st_mtime_ns)``: changes whenever a file is replaced or grows."""
+
+
+def signature_of(st: os.stat_result) -> FileSignature:
+    """The :data:`FileSignature` of a stat result."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def entry_kind(mode: int) -> str:
+    """A directory entry's kind in words: ``"symbolic link"``, ``"FIFO"``, ``"socket"``,
+    ``"character device"``, ``"block device"``, ``"directory"`` or ``"regular file"``."""
+    for test, name in (
+        (stat.S_ISLNK, "symbolic link"),
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISDIR, "directory"),
+        (stat.S_ISREG, "regular file"),
+    ):
+        if test(mode):
+            return name
+    return "special file"
+
+
+def has_holes(fd: int, start: int, end: int) -> bool:
+    """Whether the file has a hole between ``start`` and ``end`` (``SEEK_HOLE``; a file
+    system that cannot tell reports none). Compressed file systems are not mistaken for
+    sparse ones, as a block count would be."""
+    try:
+        return os.lseek(fd, start, os.SEEK_HOLE) < end
+    except OSError:
+        return False
+
+
+def read_all(fd: int, size: int, offset: int = 0) -> bytes:
+    """Read ``size`` bytes at ``offset`` (fewer if the file is shorter now)."""
+    first = os.pread(fd, size, offset)  # one call, no copy, for a regular file
+    if len(first) == size or not first:
+        return first
+    parts = [first]
+    offset += len(first)
+    size -= len(first)
+    while size > 0:
+        chunk = os.pread(fd, min(size, _READ_CHUNK), offset)
+        if not chunk:
+            break
+        parts.append(chunk)
+        offset += len(chunk)
+        size -= len(chunk)
+    return b"".join(parts)
+
+
+def long_line(data: bytes, cap: int) -> tuple[int, int] | None:
+    """The first line of ``data`` longer than ``cap`` bytes (newline left out), as
+    ``(line number from 1, its length)``, or ``None``.
+
+    Looks at each ``cap + 1`` window once from its end (``rfind``), so the whole check
+    costs a pass over the bytes at C speed, however many lines there are.
+    """
+    pos, size = 0, len(data)
+    while size - pos > cap:
+        newline = data.rfind(b"\n", pos, pos + cap + 1)
+        if newline < 0:
+            end = data.find(b"\n", pos)
+            return data.count(b"\n", 0, pos) + 1, (size if end < 0 else end) - pos
+        pos = newline + 1
+    return None
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """``write`` until all of ``data`` is written (a short write is continued)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+@contextlib.contextmanager
+def lock_shared_or_exclusive(directory: SafeDir, name: str, *, exclusive: bool,
+                             timeout: float = 10.0) -> Iterator[int]:
+    """Hold a short ``flock`` on lock file ``name`` (created if needed) for a ``with`` block.
+
+    Used for the notes and the listing index, whose critical sections last
+    milliseconds: the lock is polled (never a blocking call that a stopped process
+    could hang forever) for up to ``timeout`` seconds.
+
+    Yields
+    ------
+    int
+        The lock file's descriptor.
+
+    Raises
+    ------
+    StoreBusyError
+        If it stayed taken for ``timeout`` seconds.
+    UnsafeFileError, OSError
+    """
+    opened = directory.open_file(name, os.O_RDWR, create=True)
+    assert opened is not None
+    fd = opened[0]
+    try:
+        op = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
+        deadline = time.monotonic() + timeout
+        delay = 0.0005
+        while True:
+            try:
+                fcntl.flock(fd, op)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise StoreBusyError(directory.child(name), timeout) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.02)
+        yield fd
+    finally:
+        os.close(fd)  # closing drops the lock
+
+
+@contextlib.contextmanager
+def storage_errors(path: Path, *, reading: bool = False) -> Iterator[None]:
+    """Turn an ``OSError`` into a :class:`~jupyter_agent.errors.StorageError` naming
+    ``path`` and the operation, a write unless ``reading`` (library errors pass through)."""
+    try:
+        yield
+    except OSError as err:
+        if isinstance(err, JupyterAgentError):
+            raise
+        raise StorageError(path, err, reading=reading) from err

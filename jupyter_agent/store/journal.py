@@ -59,9 +59,7 @@ import msgspec
 import orjson
 
 from jupyter_agent.errors import CorruptSessionError
-from jupyter_agent.store.jsonio import encode_json
-from jupyter_agent.store.messages import message_text
-from jupyter_agent.store.validation import check_messages, plain_tool_calls
+from jupyter_agent.store.messages import check_messages, encode_json, message_text, plain_tool_calls
 
 __all__ = [
     "FIRST_PROMPT_CHARS",
@@ -361,7 +359,7 @@ class _Line(TypedDict):
 
 
 #: Parses and validates a checked line in one pass, JSON in and dicts out: strings and
-#: types as :func:`~jupyter_agent.store.validation.check_messages` demands them, so a
+#: types as :func:`~jupyter_agent.store.messages.check_messages` demands them, so a
 #: line it accepts needs no second check. Lines it refuses (and lines marked
 #: ``"extra"``, whose messages have other keys or shapes) are read by ``orjson`` and
 #: checked by hand, which keeps every key and names what is wrong.

@@ -39,7 +39,7 @@ import orjson
 
 from jupyter_agent.errors import JupyterAgentError, LeaseLostError, SessionLockedError
 from jupyter_agent.store.files import SafeDir
-from jupyter_agent.store.jsonio import encode_json
+from jupyter_agent.store.messages import encode_json
 from jupyter_agent.store.records import LeaseHolder, utc_now
 
 __all__ = ["Leases", "lock_name"]

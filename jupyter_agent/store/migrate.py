@@ -146,7 +146,7 @@ def migrate_sessions(source: Store, target: Store, *,
                 (skipped if same else conflicts).append(sid)
                 note(sid, "skipped" if same else "conflict")
                 continue
-            target.import_session(record)
+            target.create_session(record=record)
         except (CorruptSessionError, SessionLockedError, FileExistsError) as err:
             unreadable.append((sid, str(err)))
             note(sid, "unreadable")

@@ -1,17 +1,14 @@
-"""Snapshots and replay: a session's two files to a record and back.
+"""A session read from its snapshot and journal (:class:`Loaded`), and each change's entry.
 
-Pure functions over bytes and records (no I/O); the format itself is described in
-:mod:`jupyter_agent.store.journal`. :func:`load` turns a snapshot and its journal (or a
-record of the one-file form, for sessions not converted yet) into a :class:`Loaded`: the
-record, its working context as items, and where the files stand. :func:`snapshot_bytes`
-writes the snapshot of a :class:`Loaded`. :func:`listing_fields` reads what a listing
-needs from a snapshot and the journal's tail only, never the transcript.
+``load`` reads both files once; ``snapshot_bytes`` writes the snapshot; ``save_point`` and
+``compaction`` plan a change as a :data:`Change` (journal entry, session after it, changed
+listing fields), applied by the file store under the lease.
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -34,18 +31,25 @@ from jupyter_agent.store.journal import (
     parse_journal,
     resolve_items,
 )
-from jupyter_agent.store.jsonio import decode_json, depth_problem, encode_json
+from jupyter_agent.store.messages import (
+    check_messages,
+    compaction_parts,
+    decode_json,
+    depth_problem,
+    encode_json,
+    new_messages,
+)
 from jupyter_agent.store.records import (
     SCHEMA_VERSION,
+    Compaction,
     SessionRecord,
+    SessionState,
     record_from_dict,
     record_head,
     upgrade_record,
+    utc_now,
     validation_reason,
 )
-from jupyter_agent.store.validation import check_messages
-
-__all__ = ["Loaded", "clock_of", "listing_fields", "load", "snapshot_bytes"]
 
 _META = ("updated_at", "summary", "title", "archived")
 
@@ -365,3 +369,117 @@ def listing_fields(snapshot_raw: bytes, snapshot_path: Path, journal_raw: bytes 
         "parent": None if record.parent is None else record.parent.model_dump(),
         "clock": clock, "at": at,
     }
+
+
+Change = tuple[dict[str, Any], Loaded, dict[str, Any], Callable[[], None] | None]
+"""``(entry, session after it, changed listing fields, finish)``: ``finish``, when given,
+is called once the entry is on disk; it completes the session after it in place (appending
+to long lists there, rather than copying them for every save)."""
+
+
+def save_point(loaded: Loaded, incoming: Sequence[Any] | None,
+               state: SessionState | None) -> Change | None:
+    """The entry of a save point: new messages and what changed in the checkpoint.
+
+    Returns
+    -------
+    Change or None
+        ``None`` when nothing is new.
+
+    Raises
+    ------
+    ContextMismatchError, InvalidMessageError
+        See :func:`~jupyter_agent.store.messages.new_messages`.
+    """
+    record = loaded.record
+    added, kept = new_messages(record.id, record.messages,
+                               record.messages if incoming is None else incoming)
+    state_json = loaded.state_json
+    patch: dict[str, Any] = {}
+    if state is not None and state != record.state:
+        state_json = state.model_dump(mode="json")
+        patch = {k: v for k, v in state_json.items() if loaded.state_json.get(k) != v}
+    if not added and not patch:
+        return None
+    now = utc_now()
+    entry: dict[str, Any] = {}
+    update: dict[str, Any] = {"updated_at": now}
+    fields: dict[str, Any] = {"updated_at": now}
+    items = loaded.items
+    first_prompt = loaded.first_prompt
+    messages = record.messages if kept is None else kept
+    if added:
+        entry["add"] = added
+        size = len(record.transcript)
+        update["messages"] = messages
+        items = list(items)
+        items_append(items, size, size + len(added))
+        fields["message_count"] = size + len(added)
+        if not first_prompt:
+            first_prompt = first_prompt_of(added)
+            fields["first_prompt"] = first_prompt
+    if patch:
+        assert state is not None
+        entry["state"] = patch
+        update["state"] = state
+        fields["cost_usd"] = state.usage.cost_usd
+        fields["tool_calls"] = state.tool_calls
+    entry["updated_at"] = now.isoformat(timespec="microseconds")
+    new = replace(loaded, record=record.model_copy(update=update), items=items,
+                  state_json=state_json, first_prompt=first_prompt)
+
+    def finish() -> None:  # the lists are the cache's own: the old session is dropped
+        messages.extend(added)
+        new.record.transcript.extend(added)
+
+    return entry, new, fields, finish if added else None
+
+
+def compaction(loaded: Loaded, new_context: list[dict[str, Any]], summary: str,
+               replaced: int | None) -> Change:
+    """The entry of a compaction to ``new_context`` (normalized messages): what it keeps of
+    the old working context as a prefix and a suffix, and the messages in between."""
+    record = loaded.record
+    head, tail = compaction_parts(record.messages, new_context)
+    now = utc_now()
+    event = Compaction(at=now, summary=summary,
+                       replaced=len(record.messages) - head - tail if replaced is None
+                       else replaced, transcript_length=len(record.transcript))
+    insert = new_context[head:len(new_context) - tail]
+    size = items_length(loaded.items)
+    items = [*items_slice(loaded.items, 0, head), *insert,
+             *items_slice(loaded.items, size - tail, size)]
+    entry = {"compact": {"head": head, "tail": tail, "insert": insert,
+                         "event": event.model_dump(mode="json")},
+             "updated_at": now.isoformat(timespec="microseconds")}
+    new = replace(loaded, items=items, record=record.model_copy(update={
+        "messages": new_context, "compactions": [*record.compactions, event],
+        "updated_at": now}))
+    return entry, new, {"updated_at": now}, None
+
+
+def listing_of(loaded: Loaded) -> dict[str, Any]:
+    r = loaded.record
+    return {"created_at": r.created_at, "updated_at": r.updated_at, "summary": r.summary,
+            "title": r.title, "archived": r.archived, "message_count": len(r.transcript),
+            "cost_usd": r.state.usage.cost_usd, "tool_calls": r.state.tool_calls,
+            "first_prompt": loaded.first_prompt,
+            "parent": None if r.parent is None else r.parent.model_dump(),
+            "clock": loaded.clock,
+            "at": [loaded.generation, loaded.lines, loaded.check.decode("ascii")]}
+
+
+def plan_update(loaded: Loaded, fields: dict[str, Any], touch: bool) -> Change | None:
+    """The entry setting ``fields`` (``touch``: and ``updated_at`` to now); ``None`` when
+    nothing would change."""
+    record = loaded.record
+    if not touch and all(getattr(record, k) == v for k, v in fields.items()):
+        return None
+    entry: dict[str, Any] = {"set": dict(fields)}
+    update = dict(fields)
+    if touch:
+        now = utc_now()
+        entry["updated_at"] = now.isoformat(timespec="microseconds")
+        update["updated_at"] = now
+    new = replace(loaded, record=record.model_copy(update=update))
+    return entry, new, listing_of(new), None

@@ -1,24 +1,7 @@
-"""A session's figures: the image files its code made, kept next to it.
+"""Figures kept with a session: checks, and the files ``sessions/<id>.figures/<fig>.<ext>``.
 
-A figure is kept as a file (never as base64 inside a message) and a message refers to
-it: a ``tool`` message may carry a ``figures`` key, a list of *references*, one JSON
-object per figure the call made::
-
-    {"id": "Qm3xT0aPzL", "n": 2, "media_type": "image/png", "width": 640,
-     "height": 480, "bytes": 23817, "shown": true}
-
-``id`` names the file (1-128 letters, digits, ``_`` or ``-``, like a session ID), ``n``
-is the figure's number in its session ("figure 2"), ``width``/``height`` are pixels
-(absent when unknown), ``bytes`` the file's size, ``shown`` whether the user saw it.
-The transcript keeps every reference; compaction may drop them from the working
-context (the text of the tool result still names the figure).
-
-The JSON-file backend keeps a session's figures in ``sessions/<id>.figures/`` (0700),
-one file per figure, ``<figure id>.png`` / ``.jpg`` / ``.svg`` (0600), each written
-atomically through :class:`~jupyter_agent.store.files.SafeDir` under the session's
-lease, read without following links, deleted with the session, and removed by garbage
-collection when the session is gone. A figure is saved before the message that refers
-to it, so a crash can leave a figure nobody refers to, never a reference to nothing.
+A figure is a PNG, JPEG or SVG of at most :data:`MAX_FIGURE_BYTES`, written atomically under
+the session's lease and read without following links.
 """
 
 from __future__ import annotations
@@ -35,29 +18,7 @@ from typing import Any, Protocol
 from jupyter_agent.errors import InvalidFigureError
 from jupyter_agent.images import MEDIA_TYPES, pixel_problem, sniff_media_type
 from jupyter_agent.store.files import SafeDir, is_temp_name
-from jupyter_agent.store.ids import SESSION_ID_PATTERN
-
-__all__ = [
-    "FIGURES_SUFFIX",
-    "MAX_FIGURE_BYTES",
-    "FigureData",
-    "FigureHolder",
-    "check_figure",
-    "copy_figures",
-    "figure_dir_sessions",
-    "figure_file",
-    "figure_label",
-    "figure_refs",
-    "figures_dir",
-    "last_figure_number",
-    "list_figure_ids",
-    "read_figure_file",
-    "remove_figure_file",
-    "remove_figure_temps",
-    "remove_figures_dir",
-    "validate_figure_id",
-    "write_figure_file",
-]
+from jupyter_agent.store.records import SESSION_ID_PATTERN
 
 #: Suffix of a session's figures directory in ``sessions/`` (``<id>.figures``).
 FIGURES_SUFFIX = ".figures"
@@ -350,4 +311,3 @@ def figure_dir_sessions(names: Sequence[str]) -> list[str]:
             if SESSION_ID_PATTERN.fullmatch(sid):
                 out.append(sid)
     return out
-
