@@ -44,13 +44,7 @@ def check_limit(limit: int | None) -> None:
 
 
 class SessionEngine:
-    """A store: the engine's steps over a backend's primitives (module docstring).
-
-    Parameters
-    ----------
-    notes : Notes
-        The memory directory's notes (``store.notes``).
-    """
+    """A store: the engine's steps over a backend's primitives (module docstring)."""
 
     def __init__(self, notes: Notes) -> None:
         self.notes = notes

@@ -28,14 +28,7 @@ MAX_FIGURE_BYTES = 16 * 1024 * 1024
 
 @dataclass(frozen=True)
 class FigureData:
-    """A saved figure's file.
-
-    Attributes
-    ----------
-    data : bytes
-    media_type : str
-        ``"image/png"``, ``"image/jpeg"`` or ``"image/svg+xml"``.
-    """
+    """A saved figure's file."""
 
     data: bytes
     media_type: str
@@ -124,20 +117,6 @@ class FigureHolder(Protocol):
 def copy_figures(source: FigureHolder, source_id: str, target: FigureHolder, target_id: str,
                  figure_ids: Iterable[str]) -> list[str]:
     """Copy figures of one session to another (forks, migrations).
-
-    Parameters
-    ----------
-    source, target : Store
-        The stores (may be the same; any object with the figure methods will do).
-    source_id, target_id : str
-        The sessions; ``target_id`` must exist in ``target``.
-    figure_ids : iterable of str
-        What to copy (duplicates are copied once).
-
-    Returns
-    -------
-    list of str
-        The IDs copied; a figure the source no longer has is left out.
 
     Raises
     ------
@@ -259,11 +238,6 @@ def remove_figures_dir(sessions: SafeDir, session_id: str) -> list[Path]:
     A link or other non-directory in its place is removed itself (never followed).
     Nothing but the directory's own entries is touched; a subdirectory inside it is
     left, and so is the directory then.
-
-    Returns
-    -------
-    list of pathlib.Path
-        What was removed.
 
     Raises
     ------

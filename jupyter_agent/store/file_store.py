@@ -1,9 +1,17 @@
-"""The files of saved sessions, for the JSON-file backend.
+"""FileStore: sessions as JSON files in the memory directory (the engine's file primitives).
 
-:class:`SessionFiles` is the part of :class:`~jupyter_agent.store.SessionStore` that
-opens the memory directory, takes leases around changes, reads a session's snapshot and
-journal, appends journal entries, rewrites snapshots and keeps the listing index up to
-date. Invariants are listed in :mod:`jupyter_agent.store.json_store`.
+Layout (directories 0700, files 0600, all owned by the user)::
+
+    <root>/  .gitignore (written once)  project.md  user.md  notes.lock
+             index.jsonl  index.lock (the listing cache)  clock.lock (the store clock)
+        sessions/  <id>.json (snapshot)  <id>.jsonl (journal)  <id>.lock (lease)
+                   <id>.figures/ (one image file per figure)
+
+A change is one journal line, ``fsync``-ed before it returns, written under the lease after
+checking the lock file is still the one locked; the snapshot is rewritten atomically when
+the journal has grown past it. While the lease is held the session is kept in memory
+(checked by two ``lstat`` calls before reuse, dropped on release or a failed write). A
+record of the one-file form loads as it is and is converted by its first change.
 """
 
 from __future__ import annotations
@@ -104,14 +112,6 @@ def _add_chunks(messages: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]
 class FileStore(SessionEngine):
     """Saved sessions of one memory directory as JSON files (module docstring); no I/O
     until the first call, directories are created by the first write.
-
-    Parameters
-    ----------
-    root : str or os.PathLike
-        The memory directory (``~`` is expanded).
-    holder_label : str, optional
-        What this store's holder is (a notebook path, a command), recorded with each lease
-        for people who find a session in use. Never a secret.
     """
 
     def __init__(self, root: str | os.PathLike[str], *, holder_label: str = "") -> None:
@@ -301,13 +301,7 @@ class FileStore(SessionEngine):
         return loaded
 
     def _head(self, at: tuple[SafeDir, SafeDir], session_id: str) -> Loaded:
-        """The session under the lease: the in-memory copy if the files are unchanged.
-
-        A last journal line without its newline that the index does not record as
-        acknowledged is a write cut short by a crash: it is cut off here, the only
-        change ever made to a journal that is not an append (anything else wrong is a
-        :class:`CorruptSessionError` and the files stay as they are).
-        """
+        """The session under the lease: the in-memory copy if the files are unchanged."""
         root, sessions = at
         sig = session_sig(sessions, session_id)
         cached = self.cache.get(session_id)

@@ -90,13 +90,6 @@ class SafeDir:
     """A checked directory of the memory directory, and the files in it (module docstring).
 
     Use :meth:`open` (or :meth:`subdir`) and close it (it is a context manager).
-
-    Attributes
-    ----------
-    path : pathlib.Path
-        The directory, for messages.
-    fd : int
-        Its open descriptor (``O_DIRECTORY | O_NOFOLLOW``).
     """
 
     def __init__(self, path: Path, fd: int) -> None:
@@ -108,21 +101,6 @@ class SafeDir:
     def open(cls, path: Path, *, create: bool = False, what: str = "memory directory",
              parent: SafeDir | None = None) -> SafeDir | None:
         """Open and check a directory; ``None`` if it is missing and ``create`` is false.
-
-        Parameters
-        ----------
-        path : pathlib.Path
-            The directory (its last component is never followed if it is a link).
-        create : bool
-            Create it (mode 0700, missing parents with the default mode) when missing.
-        what : str
-            What it is, for messages (``"memory directory"``, ``"sessions directory"``).
-        parent : SafeDir, optional
-            Open ``path.name`` relative to this directory instead of by path.
-
-        Returns
-        -------
-        SafeDir or None
 
         Raises
         ------
@@ -236,17 +214,7 @@ class SafeDir:
         return UnsafeFileError(self.child(name), kind)
 
     def check_regular(self, name: str, st: os.stat_result, *, private: bool = False) -> None:
-        """Raise :class:`UnsafeFileError` unless ``st`` is a regular file with one link.
-
-        Parameters
-        ----------
-        name : str
-        st : os.stat_result
-            From ``fstat`` of the opened file.
-        private : bool
-            Also require that the current user owns it and that group and others
-            cannot write it (notes files).
-        """
+        """Raise :class:`UnsafeFileError` unless ``st`` is a regular file with one link."""
         if not stat.S_ISREG(st.st_mode):
             raise UnsafeFileError(self.child(name), entry_kind(st.st_mode))
         if st.st_nlink > 1:
@@ -259,22 +227,6 @@ class SafeDir:
     def open_file(self, name: str, flags: int = os.O_RDONLY, *, create: bool = False,
                   private: bool = False) -> tuple[int, os.stat_result] | None:
         """Open regular file ``name`` without following links or blocking.
-
-        Parameters
-        ----------
-        name : str
-        flags : int
-            ``os.O_RDONLY``, ``os.O_RDWR``, ``os.O_WRONLY | os.O_APPEND``, ...
-            (``O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC`` are always added).
-        create : bool
-            Create it (0600) if missing.
-        private : bool
-            See :meth:`check_regular`.
-
-        Returns
-        -------
-        (int, os.stat_result) or None
-            The descriptor and its ``fstat``; ``None`` if missing and not ``create``.
 
         Raises
         ------
@@ -313,24 +265,6 @@ class SafeDir:
 
         Every read of the memory directory goes through here, so that no file costs more
         than its cap: the size is checked from ``fstat`` before a byte is read.
-
-        Parameters
-        ----------
-        name : str
-        limit : int, optional
-            Refuse a file whose part to read is larger (in bytes).
-        offset : int
-            Start reading here.
-        private : bool
-            See :meth:`check_regular`.
-        what : str
-            What the file is, for the message (``"session snapshot"``).
-        line_limit : int, optional
-            Refuse a file with a line longer than this (in bytes, the newline left out).
-
-        Returns
-        -------
-        (bytes, os.stat_result) or None
 
         Raises
         ------
@@ -394,11 +328,6 @@ class SafeDir:
 
         Never overwrites anything (``link(2)`` of a finished temporary file); the file
         appears complete or not at all.
-
-        Returns
-        -------
-        bool
-            True if created, False if something of that name was already there.
         """
         if self.lstat(name) is not None:
             return False
@@ -529,11 +458,6 @@ def lock_shared_or_exclusive(directory: SafeDir, name: str, *, exclusive: bool,
     Used for the notes and the listing index, whose critical sections last
     milliseconds: the lock is polled (never a blocking call that a stopped process
     could hang forever) for up to ``timeout`` seconds.
-
-    Yields
-    ------
-    int
-        The lock file's descriptor.
 
     Raises
     ------

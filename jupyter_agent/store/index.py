@@ -224,11 +224,6 @@ class ListingIndex:
 
         Each entry carries ``"ok"``: whether it has every field with the right type. The
         dicts are shared with the next call: callers must not change them.
-
-        A missing index gives ``({}, 0)``, an oversized one ``({}, INDEX_LIMIT)`` (so that
-        the next listing rewrites it); bad lines are skipped and counted as
-        :data:`INDEX_LIMIT` lines (the entries they would have changed then look stale
-        and are rebuilt, and the index is rewritten).
         """
         st = root.lstat(INDEX_NAME)
         if st is None or not stat.S_ISREG(st.st_mode):
@@ -330,10 +325,6 @@ class ListingIndex:
         """An entry from the session's files: every journal line is checked (number and
         checksum, never parsed but after the snapshot), and against the last line
         ``old`` (the entry it replaces) records as acknowledged.
-
-        Raises
-        ------
-        CorruptSessionError
         """
         head_name = f"{session_id}.json"
         got = sessions.read(head_name, limit=SNAPSHOT_LIMIT, what="session snapshot to list")
@@ -353,16 +344,7 @@ class ListingIndex:
         return {**_json_fields(fields), "sig": sig}
 
     def entries(self, root: SafeDir, sessions: SafeDir) -> list[dict[str, Any]]:
-        """The listing fields of every readable session, from the index where it is fresh.
-
-        Returns
-        -------
-        list of dict
-            Each with ``id``, ``created_at`` and ``updated_at`` (aware datetimes) and the
-            other fields of :func:`~jupyter_agent.store.snapshot.listing_fields` (``parent``
-            as a :class:`~jupyter_agent.store.records.ForkOrigin` or ``None``); in no
-            particular order. Unreadable sessions are left out.
-        """
+        """The listing fields of every readable session, from the index where it is fresh."""
         cached, line_count = self.read(root)
         horizon = _horizon(root)
         fresh: list[dict[str, Any]] = []
@@ -467,19 +449,7 @@ T = TypeVar("T")
 
 
 def listing_order(clock: int | None, updated_at: datetime, session_id: str) -> tuple[int, str]:
-    """Where a session goes in a listing, newest last (sort in reverse for a listing).
-
-    Parameters
-    ----------
-    clock : int or None
-        The store clock of the session's last change (microseconds since the epoch when
-        the wall clock is ahead of every earlier change, else one more than the latest
-        of them); ``None`` for a store without one.
-    updated_at : datetime
-        Used when there is no clock.
-    session_id : str
-        Breaks ties.
-    """
+    """Where a session goes in a listing, newest last (sort in reverse for a listing)."""
     if clock is None:
         clock = int(updated_at.timestamp() * 1_000_000)
     return clock, session_id
@@ -496,22 +466,6 @@ def entry_order(entry: Any) -> tuple[int, str]:
 def page_of(entries: Sequence[T], key: Callable[[T], tuple[int, str]],
             limit: int | None, after: SessionListing | None) -> list[T]:
     """The page of a whole listing that is in listing order already.
-
-    Parameters
-    ----------
-    entries : sequence
-        Newest first, ties by ID descending.
-    key : callable
-        An entry's :func:`listing_order`.
-    limit : int, optional
-        At most this many entries (checked with :func:`check_limit`).
-    after : SessionListing, optional
-        The last entry of the previous page.
-
-    Returns
-    -------
-    list
-        The entries of the page, in order.
 
     Raises
     ------

@@ -57,17 +57,6 @@ def _dump_default(obj: Any) -> Any:
 def clean_json(value: Any) -> Any:
     """Deep-copy a JSON-compatible value, replacing lone surrogates everywhere.
 
-    Parameters
-    ----------
-    value : object
-        Nested dicts/lists/tuples of str, int, float, bool and None; pydantic
-        objects found inside are dumped with ``model_dump(mode="json", exclude_none=True)``.
-
-    Returns
-    -------
-    object
-        A fresh structure equal to what ``json.loads`` of its saved form returns.
-
     Raises
     ------
     TypeError
@@ -81,19 +70,6 @@ def clean_json(value: Any) -> Any:
 
 def to_message_dict(message: Any) -> dict[str, Any]:
     """Convert one chat message to the plain dict that is saved.
-
-    Parameters
-    ----------
-    message : Mapping or pydantic object
-        A dict such as ``{"role": "user", "content": "hi"}`` or an ``openai`` object
-        such as ``ChatCompletionMessage``.
-
-    Returns
-    -------
-    dict
-        A deep copy (dicts) or ``model_dump(mode="json", exclude_none=True)``
-        (pydantic objects), with lone surrogates replaced by U+FFFD in all strings
-        and keys.
 
     Raises
     ------
@@ -145,16 +121,6 @@ def fallback_summary(messages: Iterable[Mapping[str, Any]]) -> str:
     2000 characters; messages the harness wrote (they start with ``[jupyter-agent]``)
     are not quoted. Each is one ``"<role>: <text>"`` entry, oldest first, joined by
     newlines; the result is cut to 2000 code points.
-
-    The excerpt stays well-formed Markdown, since front ends render it: a message whose
-    first line starts a Markdown block (a table, a list, a code fence...) gets its label
-    on a line of its own, and a multi-line message is set off by blank lines, so that a
-    table or a code fence in a reply neither swallows the next entry nor breaks.
-
-    Returns
-    -------
-    str
-        The excerpt, or ``""`` when no user/assistant message has text.
     """
     picked: list[str] = []
     for message in reversed(list(messages)):
@@ -177,18 +143,7 @@ _OPTIONAL_STRINGS = ("tool_call_id", "name", "refusal")
 
 
 def message_problem(message: Any) -> str | None:
-    """What makes ``message`` unfit to be a saved Chat Completions message, or ``None``.
-
-    Parameters
-    ----------
-    message : object
-        A decoded message.
-
-    Returns
-    -------
-    str or None
-        A short reason (``"role must be a non-empty string"``), ``None`` if it is fine.
-    """
+    """What makes ``message`` unfit to be a saved Chat Completions message, or ``None``."""
     if type(message) is not dict:
         return "a message must be a JSON object"
     role = message.get("role")
@@ -434,12 +389,6 @@ def decode_json(raw: bytes, path: Path | str) -> Any:
 def normalized(messages: Sequence[Any], first_index: int = 0) -> list[dict[str, Any]]:
     """Messages converted with :func:`to_message_dict` and checked.
 
-    Parameters
-    ----------
-    messages : sequence of dict or pydantic objects
-    first_index : int
-        Position of the first one in the caller's list (for error messages).
-
     Raises
     ------
     InvalidMessageError
@@ -465,23 +414,6 @@ def normalized(messages: Sequence[Any], first_index: int = 0) -> list[dict[str, 
 def new_messages(session_id: str, saved: list[dict[str, Any]],
                  incoming: Sequence[Any]) -> tuple[list[dict[str, Any]], list[Any] | None]:
     """The messages of ``incoming`` beyond the saved working context, normalized.
-
-    Parameters
-    ----------
-    session_id : str
-        For error messages.
-    saved : list of dict
-        The saved working context.
-    incoming : sequence of dict or pydantic objects
-        The whole current working context.
-
-    Returns
-    -------
-    (list of dict, list or None)
-        The new messages (empty when nothing is new), and the caller's own objects for the
-        saved part when they equal the saved messages as they are (no conversion needed):
-        the store keeps those, so that the next save of the same list is checked by
-        identity, at C speed, instead of message by message.
 
     Raises
     ------

@@ -154,22 +154,6 @@ def unseen_notes(notes: Mapping[Path, str], environ: Mapping[str, str] | None = 
                  ) -> list[Path]:
     """The notes files whose current text the user has not been shown, in ``notes`` order;
     they are recorded as shown (the caller shows them now).
-
-    Parameters
-    ----------
-    notes : mapping
-        Absolute path of each notes file -> the text going into the system prompt.
-    environ : mapping, optional
-        For ``XDG_STATE_HOME`` (default ``os.environ``).
-
-    Returns
-    -------
-    list of pathlib.Path
-
-    Notes
-    -----
-    A record that cannot be read counts as empty (every note is shown again); one that
-    cannot be written is not an error (the notes are shown again next time).
     """
     path = seen_notes_file(environ)
     seen = _load_seen(path)

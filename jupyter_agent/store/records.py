@@ -50,17 +50,6 @@ NEW_ID_LENGTH = 10
 def validate_session_id(session_id: object) -> str:
     """Check that a value is a usable session ID and return it.
 
-    Parameters
-    ----------
-    session_id : object
-        The candidate ID. Must be a ``str`` of 1-128 ASCII letters, digits, ``_``
-        or ``-``.
-
-    Returns
-    -------
-    str
-        The same ID, unchanged.
-
     Raises
     ------
     InvalidSessionIdError
@@ -73,15 +62,7 @@ def validate_session_id(session_id: object) -> str:
 
 
 def new_session_id() -> str:
-    """Return a fresh random session ID.
-
-    Returns
-    -------
-    str
-        10 characters from ``[A-Za-z0-9]`` chosen with :func:`secrets.choice`
-        (about 59.5 bits of randomness). Uniqueness against existing files is
-        checked by :meth:`SessionStore.create_session`, not here.
-    """
+    """Return a fresh random session ID."""
     return "".join(secrets.choice(ID_ALPHABET) for _ in range(NEW_ID_LENGTH))
 
 
@@ -153,19 +134,8 @@ class _Model(BaseModel):
 
 
 class Usage(_Model):
-    """Cumulative model usage of a session.
-
-    Attributes
-    ----------
-    input_tokens, output_tokens : int
-        Tokens sent to / received from the model.
-    cost_usd : float
-        Spend in US dollars.
-    calls : int
-        Number of model requests.
-    price_unknown : bool
-        True when any call's cost could not be priced (so ``cost_usd`` is a lower bound).
-    """
+    """Cumulative model usage of a session (``cost_usd`` in US dollars, a lower bound when
+    ``price_unknown``)."""
 
     input_tokens: Count = 0
     output_tokens: Count = 0
@@ -175,17 +145,7 @@ class Usage(_Model):
 
 
 class TodoItem(_Model):
-    """One to-do item with its retry count.
-
-    Attributes
-    ----------
-    id : int
-        Unique in its list; an item saved without one gets the next free ID at load.
-    text : str
-    status : {"pending", "in_progress", "done", "failed"}
-    retries : int
-        How many times it moved to ``failed``.
-    """
+    """One to-do item; ``retries`` counts its moves to ``failed``."""
 
     id: Count
     text: CleanStr
@@ -267,19 +227,7 @@ class SessionState(_Model):
 
 
 class Compaction(_Model):
-    """A compaction event: the working context was shortened, the transcript was not.
-
-    Attributes
-    ----------
-    at : datetime
-        When (aware UTC).
-    summary : str
-        The summary that replaced the older turns.
-    replaced : int
-        How many working-context messages were replaced.
-    transcript_length : int
-        Length of the transcript at that moment.
-    """
+    """A compaction event: the working context was shortened, the transcript was not."""
 
     at: UtcDatetime
     summary: CleanStr
@@ -288,16 +236,7 @@ class Compaction(_Model):
 
 
 class ForkOrigin(_Model):
-    """Where a forked session came from.
-
-    Attributes
-    ----------
-    session_id : str
-        The parent session.
-    turn : int or None
-        The parent's user turn the fork was cut after (1-based), or ``None`` when the
-        fork copied the whole parent.
-    """
+    """Where a forked session came from: the parent session and the turn it was forked after."""
 
     session_id: Annotated[str, AfterValidator(validate_session_id)]
     turn: Count | None = None
@@ -521,21 +460,6 @@ def record_from_dict(data: dict[str, Any], path: Path, *,
 def parse_record(raw: bytes, path: Path, *, expected_id: str | None = None) -> SessionRecord:
     """Decode, upgrade and validate a record in its one-file form.
 
-    Parameters
-    ----------
-    raw : bytes
-        The file content (UTF-8 JSON).
-    path : pathlib.Path
-        The file, for error messages.
-    expected_id : str, optional
-        The ID the file name implies; a record with another ``id`` is refused.
-
-    Returns
-    -------
-    SessionRecord
-        Lone surrogates of an older file are replaced by U+FFFD; unknown top-level keys
-        are kept.
-
     Raises
     ------
     CorruptSessionError
@@ -590,11 +514,6 @@ def dump_record(record: SessionRecord) -> bytes:
 
 def check_importable(record: SessionRecord) -> None:
     """Refuse a record that could not be loaded back once saved.
-
-    Parameters
-    ----------
-    record : SessionRecord
-        A whole record to import (its messages are plain dicts, as loads return them).
 
     Raises
     ------

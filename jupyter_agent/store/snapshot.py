@@ -56,37 +56,7 @@ _META = ("updated_at", "summary", "title", "archived")
 
 @dataclass
 class Loaded:
-    """A session as read from its files, and where those files stand.
-
-    Attributes
-    ----------
-    record : SessionRecord
-    items : list of Item
-        The working context as transcript spans and context-only messages.
-    generation : str
-        The journal generation ("" for a record of the one-file form).
-    offset : int
-        Journal offset the snapshot covers.
-    end : int
-        Journal offset past the last whole entry (where the next entry goes).
-    torn : int
-        Bytes of a cut-short last line after ``end``.
-    snapshot_size : int
-        Size of the snapshot file in bytes.
-    state_json : dict
-        ``record.state`` in JSON form (checkpoints are saved as changes to it).
-    first_prompt : str
-    legacy : bool
-        A record of the one-file form: the first write converts it.
-    lines : int
-        Complete lines of the journal (the next entry is line ``lines + 1``).
-    version : int
-        The journal's format (2: of jupyter-agent 0.2, upgraded by the next write).
-    check : bytes
-        The last line's checksum digits (``b""`` when it has none).
-    clock : int
-        The session's place in the store's order of changes (see :func:`clock_of`).
-    """
+    """A session as read from its files, and where those files stand."""
 
     record: SessionRecord
     items: list[Item]
@@ -224,28 +194,7 @@ def load(snapshot_raw: bytes, snapshot_path: Path, read_journal: Callable[[], by
 
 def _load(snapshot_raw: bytes, snapshot_path: Path, read_journal: Callable[[], bytes | None],
           journal_path: Path, session_id: str) -> Loaded:
-    """Read a session from the bytes of its files.
-
-    Parameters
-    ----------
-    snapshot_raw : bytes
-        ``<id>.json``: a snapshot, or a record of the one-file form.
-    snapshot_path, journal_path : pathlib.Path
-        For messages.
-    read_journal : callable
-        Returns the bytes of ``<id>.jsonl`` (``None`` when missing); called only for a
-        snapshot (a record of the one-file form has no journal).
-    session_id : str
-
-    Returns
-    -------
-    Loaded
-
-    Raises
-    ------
-    CorruptSessionError
-        Naming the file at fault; nothing is changed.
-    """
+    """Read a session from the bytes of its files."""
     data = decode_json(snapshot_raw, snapshot_path)
     if type(data) is not dict:
         raise _fail(snapshot_path, f"expected a JSON object, found {type(data).__name__}")
@@ -314,21 +263,6 @@ def listing_fields(snapshot_raw: bytes, snapshot_path: Path, journal_raw: bytes 
     Every line of the journal is checked (number and checksum) but only those after the
     snapshot's offset are parsed: never the transcript.
 
-    Parameters
-    ----------
-    snapshot_raw : bytes
-        ``<id>.json`` (a record of the one-file form is parsed whole: it has no journal).
-    journal_raw : bytes or None
-        ``<id>.jsonl`` (``None`` when there is none).
-
-    Returns
-    -------
-    dict
-        ``created_at``, ``updated_at`` (aware datetimes), ``summary``, ``title``,
-        ``archived``, ``message_count``, ``cost_usd``, ``tool_calls``, ``first_prompt``,
-        ``parent`` (a dict or ``None``), ``clock``, and ``at``: ``[generation, lines,
-        checksum digits]`` of the journal (``None`` for a record of the one-file form).
-
     Raises
     ------
     CorruptSessionError
@@ -380,11 +314,6 @@ to long lists there, rather than copying them for every save)."""
 def save_point(loaded: Loaded, incoming: Sequence[Any] | None,
                state: SessionState | None) -> Change | None:
     """The entry of a save point: new messages and what changed in the checkpoint.
-
-    Returns
-    -------
-    Change or None
-        ``None`` when nothing is new.
 
     Raises
     ------

@@ -45,16 +45,6 @@ def collect_garbage(files: FileStore) -> list[Path]:
     (under the lease). Temporary files of the notes and of the index are removed under
     their locks. Sessions in use are left alone.
 
-    Parameters
-    ----------
-    files : FileStore
-        The session files of the memory directory, with the store's leases.
-
-    Returns
-    -------
-    list of pathlib.Path
-        The files and directories removed.
-
     Raises
     ------
     UnsafeDirectoryError
@@ -119,26 +109,7 @@ DAMAGED_SUFFIX = ".damaged"
 
 @dataclass
 class SessionCheck:
-    """What :func:`check_sessions` found of one session, and did about it.
-
-    Attributes
-    ----------
-    session_id : str
-    state : {"ok", "torn", "damaged", "old format", "in use"}
-        ``"torn"``: a last journal line without its newline that was never acknowledged
-        (what a killed writer leaves; the next write cuts it off); ``"damaged"``: the
-        session does not load (``reason`` says why, naming the file and the line); ``"old
-        format"``: a journal of jupyter-agent 0.2 (upgraded by its next write); ``"in
-        use"``: another process holds it (checked, but never repaired).
-    reason : str
-        One line ("" when ``ok``).
-    repair : str
-        What ``repair=True`` does (or did) about it, in words ("" when nothing can be
-        done safely).
-    kept : pathlib.Path or None
-        Where the bytes a repair took out of the journal were kept.
-    repaired : bool
-    """
+    """What :func:`check_sessions` found of one session, and did about it."""
 
     session_id: str
     state: str
@@ -161,14 +132,6 @@ def check_sessions(files: FileStore, *, repair: bool = False) -> list[SessionChe
     * a journal that lost acknowledged lines at its end is accepted as it is (the index
       forgets what it recorded: the lines are gone);
     * a journal of jupyter-agent 0.2 is upgraded.
-
-    Nothing else is changed: a damaged snapshot, or damage the snapshot depends on, is
-    reported only. A session in use elsewhere is checked but not repaired.
-
-    Returns
-    -------
-    list of SessionCheck
-        One per session, by ID.
 
     Raises
     ------
@@ -325,11 +288,6 @@ def remove_session_temps(sessions: SafeDir, session_id: str) -> list[Path]:
 def remove_session_file_temps(sessions: SafeDir, session_id: str) -> list[Path]:
     """Remove the temporary files of a session's snapshot and journal (not of its
     figures); call only under its lease.
-
-    Returns
-    -------
-    list of pathlib.Path
-        What was removed.
     """
     removed = []
     prefixes = tuple(f".{session_id}{suffix}." for suffix in _SESSION_SUFFIXES)
