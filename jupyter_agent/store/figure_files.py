@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from jupyter_agent.errors import InvalidFigureError
-from jupyter_agent.images import MEDIA_TYPES, pixel_problem, sniff_media_type
+from jupyter_agent.errors import FigureNotFoundError, InvalidFigureError
+from jupyter_agent.images import FORMAT_NAMES, MEDIA_TYPES, pixel_problem, sniff_media_type
 from jupyter_agent.store.files import SafeDir, is_temp_name
 from jupyter_agent.store.records import SESSION_ID_PATTERN
 
@@ -86,8 +86,6 @@ def figure_refs(messages: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
 
 def figure_label(ref: dict[str, Any]) -> str:
     """``figure 2: PNG, 640×480 px`` for a reference (size left out when unknown)."""
-    from jupyter_agent.images import FORMAT_NAMES
-
     kind = FORMAT_NAMES.get(str(ref.get("media_type")), "image")
     width, height = ref.get("width"), ref.get("height")
     size = f", {width}×{height} px" if isinstance(width, int) and isinstance(height, int) else ""
@@ -123,8 +121,6 @@ def copy_figures(source: FigureHolder, source_id: str, target: FigureHolder, tar
     SessionNotFoundError, SessionLockedError, UnsafePathError, StorageError
         From the target.
     """
-    from jupyter_agent.errors import FigureNotFoundError
-
     copied: list[str] = []
     for fid in dict.fromkeys(figure_ids):
         try:

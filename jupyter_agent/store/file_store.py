@@ -74,7 +74,6 @@ from jupyter_agent.store.snapshot import (
     snapshot_bytes,
 )
 from jupyter_agent.store.sweep import (
-    SessionCheck,
     check_sessions,
     collect_garbage,
     remove_session_temps,
@@ -254,21 +253,13 @@ class FileStore(SessionEngine):
             with storage_errors(self.figures_path(session_id)):
                 return remove_figure_file(sessions, session_id, figure_id)
 
-    def collect_garbage(self) -> list[Path]:
-        """Remove temporary files of killed writers and lock files of deleted sessions,
-        under the locks their writers would hold, never a held lease; what was removed."""
-        return collect_garbage(self)
+    collect_garbage = collect_garbage
+    check_sessions = check_sessions
 
     def damaged_sessions(self) -> dict[str, str]:
         """The sessions the last listing left out, each with its one-line reason."""
         return dict(self.index.damaged)
 
-    def check_sessions(self, *, repair: bool = False) -> list[SessionCheck]:
-        """Check every session (``jupyter agent fsck``); with ``repair``, make the safe
-        repairs, keeping what a repair cuts from a journal in ``<id>.jsonl.damaged``."""
-        return check_sessions(self, repair=repair)
-
-    # ------------------------------------------------------------------ reading files
     def read(self, root: SafeDir | None, sessions: SafeDir, session_id: str) -> Loaded:
         """Load a session from its files and check it against what the listing index
         (``root``'s; ``None`` to skip) says was acknowledged.

@@ -499,14 +499,16 @@ def tick(root: SafeDir, after: int, *, exact: int | None = None) -> int:
         fd = opened[0]
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            raw = os.pread(fd, 32, 0).strip()
+            data = os.pread(fd, 32, 0)
+            raw = data.strip()
             last = int(raw) if raw.isdigit() and len(raw) < 20 else 0
             if exact is None:
                 value = max(value, last + 1)
             if value > last:
                 text = b"%d\n" % value
                 os.pwrite(fd, text, 0)
-                os.ftruncate(fd, len(text))
+                if len(text) < len(data):  # a larger value is never shorter: rarely needed
+                    os.ftruncate(fd, len(text))
         finally:
             os.close(fd)
     return value

@@ -88,10 +88,6 @@ def clock_of(entries: list[dict[str, Any]], ref: dict[str, Any], updated_at: Any
     return int(updated_at.timestamp() * 1_000_000)
 
 
-def _fail(path: Path, reason: str) -> CorruptSessionError:
-    return CorruptSessionError(path, reason)
-
-
 def _apply(entry: dict[str, Any], transcript: list[dict[str, Any]], items: list[Item],
            head: dict[str, Any], path: Path, line: str) -> None:
     """Replay one journal entry onto the transcript, the items and the head dict."""
@@ -102,7 +98,7 @@ def _apply(entry: dict[str, Any], transcript: list[dict[str, Any]], items: list[
                 or type(compact.get("tail")) is not int or compact["head"] < 0
                 or compact["tail"] < 0 or compact["head"] + compact["tail"] > size
                 or type(compact.get("event")) is not dict):
-            raise _fail(path, f"{line}: not a valid compaction")
+            raise CorruptSessionError(path, f"{line}: not a valid compaction")
         insert = check_messages(compact.get("insert", []), path, f"{line}: insert")
         items[:] = [*items_slice(items, 0, compact["head"]), *insert,
                     *items_slice(items, size - compact["tail"], size)]
@@ -115,12 +111,12 @@ def _apply(entry: dict[str, Any], transcript: list[dict[str, Any]], items: list[
     state = entry.get("state")
     if state is not None:
         if type(state) is not dict or type(head["state"]) is not dict:
-            raise _fail(path, f"{line}: state must be an object")
+            raise CorruptSessionError(path, f"{line}: state must be an object")
         head["state"] = {**head["state"], **state}
     changed = entry.get("set")
     if changed is not None:
         if type(changed) is not dict:
-            raise _fail(path, f"{line}: set must be an object")
+            raise CorruptSessionError(path, f"{line}: set must be an object")
         head.update({k: v for k, v in changed.items() if k in _META})
     if "updated_at" in entry:
         head["updated_at"] = entry["updated_at"]
@@ -131,12 +127,13 @@ def _build(head: dict[str, Any], items: list[Item], transcript: list[dict[str, A
     data = {k: v for k, v in head.items() if k not in ("context", "journal")}
     problem = depth_problem(data)
     if problem:
-        raise _fail(path, f"not a valid session record ({problem})")
+        raise CorruptSessionError(path, f"not a valid session record ({problem})")
     data["schema_version"] = SCHEMA_VERSION
     try:
         record = SessionRecord.model_validate(data)
     except ValidationError as err:
-        raise _fail(path, f"not a valid session record ({validation_reason(err)})") from None
+        reason = validation_reason(err)
+        raise CorruptSessionError(path, f"not a valid session record ({reason})") from None
     record.messages = resolve_items(items, transcript)
     record.transcript = transcript
     return record
@@ -145,28 +142,29 @@ def _build(head: dict[str, Any], items: list[Item], transcript: list[dict[str, A
 def _snapshot_head(raw: bytes, path: Path, session_id: str) -> dict[str, Any]:
     head = decode_json(raw, path)
     if type(head) is not dict:
-        raise _fail(path, f"expected a JSON object, found {type(head).__name__}")
+        raise CorruptSessionError(path, f"expected a JSON object, found {type(head).__name__}")
     if head.get("id") != session_id:
-        raise _fail(path, f"it holds session {head.get('id')!r}, not {session_id!r}")
+        raise CorruptSessionError(path, f"it holds session {head.get('id')!r}, not {session_id!r}")
     journal = head.get("journal")
     if (type(journal) is not dict or type(journal.get("generation")) is not str
             or type(journal.get("offset")) is not int
             or type(journal.get("transcript_length")) is not int
             or type(journal.get("first_prompt", "")) is not str
             or type(journal.get("lines", 1)) is not int):
-        raise _fail(path, "its journal reference is missing or malformed")
+        raise CorruptSessionError(path, "its journal reference is missing or malformed")
     head.setdefault("compactions", [])
     head.setdefault("state", {})
     if type(head["compactions"]) is not list:
-        raise _fail(path, "compactions must be a list")
+        raise CorruptSessionError(path, "compactions must be a list")
     return head
 
 
 def _refuse_newer(data: dict[str, Any], path: Path) -> None:
     version = data.get("schema_version")
     if "journal" in data and type(version) is int and version > JOURNAL_SCHEMA_VERSION:
-        raise _fail(path, f"it has schema_version {version}, but this jupyter-agent reads only "
-                          f"up to {JOURNAL_SCHEMA_VERSION}; upgrade jupyter-agent to open it")
+        raise CorruptSessionError(path, f"it has schema_version {version}, but this "
+                                        f"jupyter-agent reads only up to {JOURNAL_SCHEMA_VERSION}"
+                                        "; upgrade jupyter-agent to open it")
 
 
 def is_snapshot(data: Any) -> bool:
@@ -197,7 +195,8 @@ def _load(snapshot_raw: bytes, snapshot_path: Path, read_journal: Callable[[], b
     """Read a session from the bytes of its files."""
     data = decode_json(snapshot_raw, snapshot_path)
     if type(data) is not dict:
-        raise _fail(snapshot_path, f"expected a JSON object, found {type(data).__name__}")
+        raise CorruptSessionError(snapshot_path,
+                                  f"expected a JSON object, found {type(data).__name__}")
     _refuse_newer(data, snapshot_path)
     if not is_snapshot(data):
         record = record_from_dict(upgrade_record(data, snapshot_path), snapshot_path,
@@ -210,7 +209,7 @@ def _load(snapshot_raw: bytes, snapshot_path: Path, read_journal: Callable[[], b
     ref = head["journal"]
     journal_raw = read_journal()
     if journal_raw is None:
-        raise _fail(journal_path, "the journal of this session is missing")
+        raise CorruptSessionError(journal_path, "the journal of this session is missing")
     journal: Journal = parse_journal(journal_raw, journal_path, session_id=session_id,
                                      offset=ref["offset"], generation=ref["generation"],
                                      lines_covered=ref.get("lines"))
@@ -220,7 +219,7 @@ def _load(snapshot_raw: bytes, snapshot_path: Path, read_journal: Callable[[], b
         if add is not None:
             transcript.extend(add)
     if len(transcript) != ref["transcript_length"]:
-        raise _fail(snapshot_path, f"it counts {ref['transcript_length']} transcript "
+        raise CorruptSessionError(snapshot_path, f"it counts {ref['transcript_length']} transcript "
                                    f"messages, its journal has {len(transcript)}")
     items = decode_items(head.get("context", []), len(transcript), snapshot_path)
     first = len(journal.before) + 2
@@ -251,11 +250,6 @@ def snapshot_bytes(loaded: Loaded) -> bytes:
     return encode_json(out)
 
 
-def advanced(loaded: Loaded, record: SessionRecord, *, end: int, **changes: Any) -> Loaded:
-    """``loaded`` after an entry was appended (a new record, the journal end moved)."""
-    return replace(loaded, record=record, end=end, torn=0, **changes)
-
-
 def listing_fields(snapshot_raw: bytes, snapshot_path: Path, journal_raw: bytes | None,
                    journal_path: Path, session_id: str) -> dict[str, Any]:
     """What a listing shows of a session, from its snapshot and the journal after it.
@@ -269,7 +263,7 @@ def listing_fields(snapshot_raw: bytes, snapshot_path: Path, journal_raw: bytes 
     """
     data = decode_json(snapshot_raw, snapshot_path)
     if type(data) is not dict:
-        raise _fail(snapshot_path, "expected a JSON object")
+        raise CorruptSessionError(snapshot_path, "expected a JSON object")
     _refuse_newer(data, snapshot_path)
     at = None
     if not is_snapshot(data):
@@ -281,7 +275,7 @@ def listing_fields(snapshot_raw: bytes, snapshot_path: Path, journal_raw: bytes 
         head = _snapshot_head(snapshot_raw, snapshot_path, session_id)
         ref = head["journal"]
         if journal_raw is None:
-            raise _fail(journal_path, "the journal of this session is missing")
+            raise CorruptSessionError(journal_path, "the journal of this session is missing")
         journal = parse_journal(journal_raw, journal_path, session_id=session_id,
                                 offset=ref["offset"], generation=ref["generation"],
                                 lines_covered=ref.get("lines"), decode_before=False)
