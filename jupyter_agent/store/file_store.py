@@ -464,9 +464,11 @@ class FileStore(SessionEngine):
     def _describe(self, at: tuple[SafeDir, SafeDir], session_id: str) -> SessionListing:
         root, sessions = at
         entry = self.index.entry(root, sessions, session_id)
-        return self._listed(sessions, entry, sessions.lstat(f"{session_id}.lock") is not None)
+        return self._listed(sessions, entry, sessions.lstat(f"{session_id}.lock") is not None,
+                            strict=True)
 
-    def _listed(self, sessions: SafeDir, entry: dict[str, Any], lock: bool) -> SessionListing:
+    def _listed(self, sessions: SafeDir, entry: dict[str, Any], lock: bool, *,
+                strict: bool = False) -> SessionListing:
         """A listing entry from index fields, with who holds the session (probed only
         when it has a lock file: reading /proc/locks can be slower)."""
         sid = entry["id"]
@@ -479,6 +481,8 @@ class FileStore(SessionEngine):
             try:
                 holder = self.leases.holder(sessions, sid)
             except (UnsafePathError, OSError):
+                if strict:  # one session described: say what is wrong with its lock file
+                    raise
                 holder = None
             if holder is not None:
                 status = "in use"

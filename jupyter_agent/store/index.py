@@ -465,12 +465,7 @@ def entry_order(entry: Any) -> tuple[int, str]:
 
 def page_of(entries: Sequence[T], key: Callable[[T], tuple[int, str]],
             limit: int | None, after: SessionListing | None) -> list[T]:
-    """The page of a whole listing that is in listing order already.
-
-    Raises
-    ------
-    ValueError
-    """
+    """The page of a whole listing that is in listing order already."""
     page = list(entries)
     if after is not None:
         cursor = entry_order(after)
@@ -479,14 +474,10 @@ def page_of(entries: Sequence[T], key: Callable[[T], tuple[int, str]],
 
 
 def tick(root: SafeDir, after: int, *, exact: int | None = None) -> int:
-    """The store clock's next value: more than every value it gave before in this
-    memory directory and more than ``after``, the wall clock in microseconds when
-    that is larger (so a clock stepping back never reorders sessions). With
-    ``exact`` (an imported session keeps its place), that value, and the clock
-    never gives a smaller one after it.
-
-    Kept in :data:`CLOCK_FILE` under an exclusive ``flock``; if that file cannot be
-    used the value is still more than ``after``.
+    """The store clock's next value (microseconds): more than every value it gave in this
+    memory directory and than ``after``, the wall clock when larger (a clock stepping back
+    never reorders sessions); ``exact`` (an import keeps its place) is taken as it is.
+    Kept in :data:`CLOCK_FILE` under ``flock``; unusable, the value still exceeds ``after``.
     """
     now = time.time_ns() // 1000
     if exact is not None:

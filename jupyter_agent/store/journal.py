@@ -149,12 +149,7 @@ def encode_items(items: list[Item]) -> list[Any]:
 
 
 def decode_items(raw: Any, transcript_length: int, path: Path) -> list[Item]:
-    """Read a snapshot's ``context`` back, checking spans and messages.
-
-    Raises
-    ------
-    CorruptSessionError
-    """
+    """Read a snapshot's ``context`` back, checking spans and messages."""
     if type(raw) is not list:
         raise CorruptSessionError(path, "context must be a list")
     items: list[Item] = []

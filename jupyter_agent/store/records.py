@@ -303,27 +303,19 @@ class LeaseHolder(_Model):
 
 
 class SessionListing(SessionInfo):
-    """One entry of :meth:`SessionStore.list_sessions`.
+    """One entry of :meth:`Store.list_sessions` (and :meth:`Store.describe_session`).
 
     Attributes
     ----------
-    title : str
-    archived : bool
     status : {"active", "in use", "idle"}
         ``"active"``: this store holds the lease; ``"in use"``: another holder
         (another process, or another store in this process); ``"idle"``: nobody.
-    created_at : datetime
     message_count : int
         ``len(transcript)``.
-    cost_usd : float
-        Cumulative spend in USD.
-    tool_calls : int
-        Session tool-call count.
     first_prompt : str
         Text of the first user message, at most 200 characters ("" if none).
     holder : LeaseHolder or None
-        Who holds the lease when ``status`` is ``"in use"`` (as far as the store can
-        tell), else ``None``.
+        Who holds the lease (``None`` when nobody does, as far as the store can tell).
     owner_user, owner_host : str
         Who created the session (user name and machine), for stores shared by a team;
         "" when the store does not record it (the JSON files of one user do not).
