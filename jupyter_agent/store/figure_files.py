@@ -13,12 +13,15 @@ import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from jupyter_agent.errors import FigureNotFoundError, InvalidFigureError
 from jupyter_agent.images import FORMAT_NAMES, MEDIA_TYPES, pixel_problem, sniff_media_type
 from jupyter_agent.store.files import SafeDir, is_temp_name
 from jupyter_agent.store.records import SESSION_ID_PATTERN
+
+if TYPE_CHECKING:
+    from jupyter_agent.store.base import Store  # which imports FigureData from here
 
 #: Suffix of a session's figures directory in ``sessions/`` (``<id>.figures``).
 FIGURES_SUFFIX = ".figures"
@@ -92,27 +95,7 @@ def figure_label(ref: dict[str, Any]) -> str:
     return f"figure {ref.get('n', '?')}: {kind}{size}"
 
 
-def last_figure_number(messages: Iterable[dict[str, Any]]) -> int:
-    """The highest figure number ``n`` referred to in ``messages`` (0 when none)."""
-    return max((ref["n"] for ref in figure_refs(messages)
-                if isinstance(ref.get("n"), int) and not isinstance(ref.get("n"), bool)),
-               default=0)
-
-
-class FigureHolder(Protocol):
-    """What :func:`copy_figures` needs of a store: the figure methods of
-    :class:`~jupyter_agent.store.base.Store`."""
-
-    def read_figure(self, session_id: str, figure_id: str) -> FigureData:
-        """A figure of a session (raises ``FigureNotFoundError`` when it has none)."""
-        ...
-
-    def save_figure(self, session_id: str, figure_id: str, data: bytes, media_type: str) -> None:
-        """Keep a figure with a saved session."""
-        ...
-
-
-def copy_figures(source: FigureHolder, source_id: str, target: FigureHolder, target_id: str,
+def copy_figures(source: Store, source_id: str, target: Store, target_id: str,
                  figure_ids: Iterable[str]) -> list[str]:
     """Copy figures of one session to another (forks, migrations).
 

@@ -264,7 +264,6 @@ def _repair_one(files: FileStore, check: SessionCheck) -> None:
 
 
 _SESSION_SUFFIXES = (".json", ".jsonl")
-_NOTES = ("project.md", "user.md")
 
 
 def session_of(name: str) -> str | None:
