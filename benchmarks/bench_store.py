@@ -138,7 +138,7 @@ class SeedBackend(Backend):
         self.store.create_session(sid, messages)
 
     def save(self, sid: str, messages: Messages) -> None:
-        self.store.save(sid, messages)
+        self.store.save_messages(sid, messages)
 
     def load(self, sid: str) -> object:
         return SeedStore(self.root).load_session(sid)
