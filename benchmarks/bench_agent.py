@@ -16,7 +16,7 @@ Columns (medians, milliseconds):
 - ``fast respond``: ``ChatModel`` (the fast path) alone;
 - ``turn (memory)``: ``Agent.run`` on an in-memory session, and its ratio to the bare POST
   (the target: <= 3x at 1,000 messages);
-- ``turn (saved)``: ``Agent.run`` on a ``SessionStore`` session (two save points a turn;
+- ``turn (saved)``: ``Agent.run`` on a ``FileStore`` session (two save points a turn;
   their cost belongs to the store).
 - ``turn (kernel)``: ``AgentController.ask`` on a resumed saved session, as ``%%agent``
   runs it (settings, ``@`` references, the turn's result), and its ratio.
@@ -47,7 +47,7 @@ from jupyter_agent.agent.conversation import Conversation
 from jupyter_agent.agent.loop import Agent
 from jupyter_agent.controller import AgentController
 from jupyter_agent.settings import Settings
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModelServer
 
 REPLY = {"text": "pong, a short reply of a few words"}
@@ -103,14 +103,14 @@ def measure(size: int, repeat: int, root: Path) -> dict[str, float]:
         bare = BarePost(server.base_url)
         messages = history(size)
         memory = Agent(ChatModel(client, "scripted"), Conversation(messages), config=CONFIG)
-        store = SessionStore(root / f"store-{size}")
+        store = FileStore(root / f"store-{size}")
         sid = store.create_session(messages)
         saved = Agent(ChatModel(client, "scripted"), store=store, session_id=sid, config=CONFIG)
         settings = Settings(base_url=server.base_url, model="scripted", approve="auto",
                             context_window=CONFIG.context_window,
                             memory_dir=str(root / f"kernel-{size}"))
         kernel = AgentController(lambda: settings, environ={}, cwd=root)
-        kernel.resume(SessionStore(root / f"kernel-{size}").create_session(messages))
+        kernel.resume(FileStore(root / f"kernel-{size}").create_session(messages))
         typed, fast = ChatModel(client, "scripted", fast=False), ChatModel(client, "scripted")
         tools = memory.tools.schemas()
         for run in (memory.run, saved.run, kernel.ask):

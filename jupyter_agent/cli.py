@@ -34,7 +34,7 @@ from jupyter_agent.controller import share_session
 from jupyter_agent.errors import JupyterAgentError, SessionNotFoundError, UnsafeDirectoryError
 from jupyter_agent.paths import resolve_memory_dir
 from jupyter_agent.project import open_store
-from jupyter_agent.store import FigureData, SessionListing, SessionRecord, SessionStore, Store
+from jupyter_agent.store import FigureData, FileStore, SessionListing, SessionRecord, Store
 from jupyter_agent.store.messages import message_text
 from jupyter_agent.store.migrate import migrate_sessions
 from jupyter_agent.store.postgres.url import redact_url
@@ -77,15 +77,15 @@ class Context:
         return f"jupyter agent {self.command}"
 
     @cached_property
-    def files(self) -> SessionStore:
+    def files(self) -> FileStore:
         """The JSON files of the memory directory, whatever the store URL."""
-        return SessionStore(self.memory_dir, holder_label=self.label)
+        return FileStore(self.memory_dir, holder_label=self.label)
 
     @cached_property
     def store(self) -> Store:
         """The team store of ``$JUPYTER_AGENT_STORE_URL`` if set, else :attr:`files`."""
         store = self.open(None)
-        return self.files if isinstance(store, SessionStore) else store
+        return self.files if isinstance(store, FileStore) else store
 
     def open(self, url: str | None) -> Store:
         """The store of ``url`` (see :func:`~jupyter_agent.project.open_store`), closed
@@ -256,7 +256,7 @@ def fork(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def archive(ctx: Context, args: argparse.Namespace) -> int:
-    ctx.store.set_archived(args.session_id, not args.undo)
+    ctx.store.update(args.session_id, archived=not args.undo)
     if ctx.json:
         ctx.emit_json({"id": args.session_id, "archived": not args.undo})
     else:

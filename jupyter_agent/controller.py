@@ -300,11 +300,11 @@ class AgentController:
 
     def set_summary(self, text: str) -> None:
         active = self._require_active()
-        active.store.write_summary(active.session_id, text)
+        active.store.update(active.session_id, summary=text)
 
     def set_title(self, text: str) -> None:
         active = self._require_active()
-        active.store.set_title(active.session_id, text)
+        active.store.update(active.session_id, title=text)
 
     def usage(self) -> UsageReport:
         """Usage and limits of the active session (limits as the settings say now)."""
@@ -395,7 +395,7 @@ class AgentController:
             raise JupyterAgentError(
                 f"session {sid} is {state}: nothing to do"
                 + ("" if undo else f" (%agent_archive {sid} --undo unarchives it)"))
-        store.set_archived(sid, not undo)
+        store.update(sid, archived=not undo)
         was_active = not undo and self._deactivate(sid, "archived")
         return SessionChange(sid, "unarchived" if undo else "archived", was_active,
                              record.title)
@@ -435,7 +435,7 @@ class AgentController:
         parent = validate_session_id(self._require_active().session_id if session_id is None
                                      else session_id)
         forked = fork_record(self._store_for(parent).load_session(parent), at=at, title=title)
-        self.project.store.import_session(forked.record)
+        self.project.store.create_session(record=forked.record)
         self._remembered[forked.record.id] = self._remembered.get(parent, SessionOptions())
         return replace(forked, record=self.resume(forked.record.id).record)
 

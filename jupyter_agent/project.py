@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from jupyter_agent.errors import JupyterAgentError, describe_holder
 from jupyter_agent.kernel import kernel_label
 from jupyter_agent.paths import find_project_root, project_key, resolve_memory_dir
-from jupyter_agent.store import SessionStore, Store
+from jupyter_agent.store import FileStore, Store
 
 if TYPE_CHECKING:
     from jupyter_agent.settings import Settings
@@ -50,7 +50,7 @@ def open_store(memory_dir: str | os.PathLike[str] | None = None, url: str | None
     root = Path(memory_dir).expanduser() if memory_dir else resolve_memory_dir(environ=environ)
     url = _store_url(url, environ)
     if not url:
-        return SessionStore(root, holder_label=holder_label)
+        return FileStore(root, holder_label=holder_label)
     from jupyter_agent.store.postgres import PostgresStore  # see _store_url
 
     project = project_key(project_root if project_root is not None else find_project_root())

@@ -443,7 +443,7 @@ class BuiltinTools:
         store, session_id = self.memory.store, self.memory.session_id
         if store is None or session_id is None:
             raise ToolError("no session store: the summary cannot be saved")
-        store.write_summary(session_id, text)
+        store.update(session_id, summary=text)
         self.summary_written = True
         return "summary saved"
 
@@ -464,7 +464,7 @@ class BuiltinTools:
         if kind not in ("project", "user"):
             raise ToolError(f"kind must be 'project' or 'user', not {kind!r}")
         file = f"{kind}.md"
-        line = "- " + " ".join(clean_text(note).split())  # exactly what append_note writes
+        line = "- " + " ".join(clean_text(note).split())  # exactly what Notes.append writes
         intro, prompt = NOTE_QUESTION
         refusal = self._decide(
             "remember", lambda: ask_on_stdin(line, show=self.show_question,
@@ -472,5 +472,5 @@ class BuiltinTools:
             NOTE_DENY_REFUSAL.format(file=file), NOTE_DECLINED_REFUSAL)
         if refusal is not None:
             raise ToolError(refusal)
-        store.append_note(kind, note)
+        store.notes.append(kind, note)
         return f"noted in {file}"

@@ -31,7 +31,7 @@ from jupyter_agent.agent.events import Displayed, EventCallback, ignore_event
 from jupyter_agent.errors import JupyterAgentError
 from jupyter_agent.images import FORMAT_NAMES, MEDIA_TYPES, image_size, sniff_media_type
 from jupyter_agent.store import SessionState, new_session_id
-from jupyter_agent.store.figures import check_figure
+from jupyter_agent.store.figure_files import check_figure
 
 
 class ToolInterrupted(KeyboardInterrupt):

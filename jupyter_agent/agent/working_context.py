@@ -264,7 +264,7 @@ def read_session_notes(store: Store | None, cap: int = NOTES_CAP) -> NotesRead:
     for kind in kinds:
         name = f"{kind}.md"
         try:
-            text = store.read_notes(kind)
+            text = store.notes.read(kind)
         except TooLargeError as err:
             read.left_out.append(f"{name} ({format_bytes(err.size)}) left out of this session: "
                                  f"over the {format_bytes(err.cap)} notes cap "

@@ -41,7 +41,7 @@ from jupyter_agent.artefacts.steps import (
 )
 from jupyter_agent.errors import ExportError, ExportExistsError
 from jupyter_agent.store import FigureData, SessionRecord
-from jupyter_agent.store.figures import figure_label
+from jupyter_agent.store.figure_files import figure_label
 from jupyter_agent.store.records import dump_record
 from jupyter_agent.ui.markdown import inert_markdown
 

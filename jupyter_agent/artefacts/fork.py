@@ -36,7 +36,7 @@ from jupyter_agent.store import (
     Usage,
     new_session_id,
 )
-from jupyter_agent.store.figures import copy_figures, figure_refs
+from jupyter_agent.store.figure_files import copy_figures, figure_refs
 from jupyter_agent.store.messages import fallback_summary, message_text
 from jupyter_agent.store.records import utc_now
 
@@ -201,7 +201,7 @@ def fork_session(
     forked = fork_record(parent, at=at, title=title)
     while store.exists(forked.record.id):  # a fresh random ID: practically never taken
         forked = fork_record(parent, at=at, title=title)
-    store.import_session(forked.record)
+    store.create_session(record=forked.record)
     # the figures its messages refer to go with it
     copy_figures(store, session_id, store, forked.record.id,
                  (str(ref["id"]) for ref in figure_refs(forked.record.transcript)))

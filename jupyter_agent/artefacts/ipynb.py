@@ -35,7 +35,7 @@ from jupyter_agent.artefacts.steps import (
     steps,
 )
 from jupyter_agent.store import SessionRecord
-from jupyter_agent.store.figures import figure_label
+from jupyter_agent.store.figure_files import figure_label
 from jupyter_agent.store.records import utc_now
 from jupyter_agent.ui.markdown import inert_markdown
 

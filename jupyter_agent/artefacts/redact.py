@@ -47,8 +47,8 @@ from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
 
 from jupyter_agent.store import SessionRecord
-from jupyter_agent.store.figures import FigureData
-from jupyter_agent.store.jsonio import encode_json
+from jupyter_agent.store.figure_files import FigureData
+from jupyter_agent.store.messages import encode_json
 
 REDACTED = "[redacted]"
 

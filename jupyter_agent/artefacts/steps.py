@@ -19,7 +19,7 @@ from typing import Any, Literal, TypeVar
 
 from jupyter_agent.errors import JupyterAgentError
 from jupyter_agent.store import Compaction, SessionRecord
-from jupyter_agent.store.figures import FigureData
+from jupyter_agent.store.figure_files import FigureData
 from jupyter_agent.store.messages import message_text
 
 SYNTHETIC_PREFIX = "[jupyter-agent] "  # a tool result the agent wrote for a call that did not run

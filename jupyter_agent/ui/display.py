@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from jupyter_agent.errors import LimitExceededError
 from jupyter_agent.settings import LIMITS
 from jupyter_agent.settings import option as settings_option
-from jupyter_agent.store.figures import figure_label, figure_refs
+from jupyter_agent.store.figure_files import figure_label, figure_refs
 from jupyter_agent.store.messages import message_text
-from jupyter_agent.store.models import CLOCK_SKEW
+from jupyter_agent.store.records import CLOCK_SKEW
 
 if TYPE_CHECKING:
     from jupyter_agent.active import Resumed, SessionChange, TurnResult, UsageReport

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.display import display
 
 from jupyter_agent.artefacts.steps import ReadFigure, figure_data
-from jupyter_agent.store.figures import figure_label, figure_refs
+from jupyter_agent.store.figure_files import figure_label, figure_refs
 from jupyter_agent.ui.display import (
     format_recap_usage,
     format_resumed,
