@@ -15,7 +15,7 @@ from typing import Any
 
 from jupyter_agent.errors import TooLargeError, UnsafeFileError
 from jupyter_agent.store import SessionState, Store
-from jupyter_agent.store.base import NoteKind
+from jupyter_agent.store.notes import NoteKind
 
 SUMMARY_MARKER = "[jupyter-agent] Summary of earlier conversation"
 

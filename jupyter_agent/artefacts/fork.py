@@ -67,12 +67,12 @@ def fork_label(origin: ForkOrigin | None) -> str:
 
 
 class _SummaryRecorder:
-    """Stands in for the store where ``write_summary`` saves: keeps the last text."""
+    """Stands in for the store where the summary tool saves: keeps the last text."""
 
     def __init__(self) -> None:
         self.summary = ""
 
-    def write_summary(self, session_id: str, summary: str) -> None:
+    def update(self, session_id: str, *, summary: str) -> None:
         self.summary = summary
 
 
