@@ -207,7 +207,7 @@ def test_unreachable_host_is_one_line_without_the_password(
 def test_every_credential_of_the_url_is_hidden_wherever_it_is_shown(
     pg: PgCluster, tmp_path: Path, project: str
 ) -> None:
-    from jupyter_agent.store.postgres import check_store_url, redact_url
+    from jupyter_agent.store.postgres.url import check_store_url, redact_url
 
     secrets = ("Wr0ng-pa55", "key-pa55phrase", "query-pa55")
     url = (f"postgresql://agent:{secrets[0]}@127.0.0.1:{pg.port}/agents?sslmode=prefer"

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from jupyter_agent.errors import CorruptSessionError, StoreSchemaError
-from jupyter_agent.store.postgres import MIGRATIONS, Migration, PostgresStore, prepare_database
+from jupyter_agent.store.postgres import PostgresStore, prepare_database
+from jupyter_agent.store.postgres.schema import MIGRATIONS, Migration
 from tests.postgres.server import PgCluster
 
 EXTRA = Migration(len(MIGRATIONS) + 1, "a column for a later feature", (
@@ -88,8 +89,8 @@ def test_rows_made_before_roles_keep_working_after_the_migration(pg: PgCluster,
                                                                   tmp_path: Path) -> None:
     """Migration 4 gives old rows to the migrating role and renames their project keys."""
     from jupyter_agent.paths import project_key
-    from jupyter_agent.store.postgres.link import Link
     from jupyter_agent.store.postgres.schema import ensure_schema
+    from jupyter_agent.store.postgres.url import Link
 
     dbname = pg.new_database()
     user = f"carol_{dbname}"  # roles are the cluster's: a name of this test's own

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_agent.store.postgres import PostgresStore
-from jupyter_agent.store.postgres.leases import whoami
+from jupyter_agent.store.postgres.locks import whoami
 from tests.postgres.server import PgCluster
 from tests.processes import CHILD, Holder, eventually, store_env
 
@@ -133,7 +133,7 @@ def test_newest_page_of_many_sessions_is_read_from_the_index(
     assert [e.id for e in page[:3]] == ["bulk1", "bulk2", "bulk3"]
     assert len(page) == 50 and all(not e.archived for e in page)
     assert page[0].summary == "summary 1"
-    from jupyter_agent.store.postgres.listing import listing_query
+    from jupyter_agent.store.postgres.tables import listing_query
 
     for archived in (False, True):
         sql = listing_query(include_archived=archived, limit=50, after=None)

@@ -20,7 +20,7 @@ from jupyter_agent.store.figures import MAX_FIGURE_BYTES
 from jupyter_agent.store.index import INDEX_LIMIT, INDEX_NAME, SNAPSHOT_LIMIT
 from jupyter_agent.store.jsonio import JOURNAL_CAP, LINE_CAP, MAX_DEPTH, RECORD_CAP
 from jupyter_agent.store.notes import NOTES_LIMIT
-from jupyter_agent.store.postgres.decode import transcript_message
+from jupyter_agent.store.postgres.rows import transcript_message
 from jupyter_agent.store.records import dump_record
 from jupyter_agent.testing import ScriptedModelServer
 from tests.test_magics_errors import usage_error
