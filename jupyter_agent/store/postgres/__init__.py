@@ -108,6 +108,7 @@ class PostgresStore:
         self.notes = MemoryStore(self.root)
         self._migrations = tuple(migrations)
         self._link = Link(url, self._on_connect)
+        self.location = f"{self._link.shown_url} (project {project})"
         self._leases = Leases(self._link, project, whoami(holder_label))
         self._table = SessionTable(self._link, project, self._where)
         self._heads: dict[str, Head] = {}
@@ -115,23 +116,6 @@ class PostgresStore:
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._link.shown_url!r}, project={self.project!r})"
-
-    @property
-    def url(self) -> str:
-        """The database URL without its password."""
-        return self._link.shown_url
-
-    @property
-    def location(self) -> str:
-        return f"{self._link.shown_url} (project {self.project})"
-
-    @property
-    def holder_label(self) -> str:
-        return self._leases.identity.label
-
-    @holder_label.setter
-    def holder_label(self, label: str) -> None:
-        self._leases.identity = replace(self._leases.identity, label=label)
 
     def _where(self, session_id: str) -> str:
         return f"{self._link.shown_url} project {self.project!r} session {session_id!r}"

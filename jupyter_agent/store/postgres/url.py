@@ -181,9 +181,6 @@ class Link:
         self._connected_once = False
         self._begun = False
 
-    def __repr__(self) -> str:
-        return f"Link({self.shown_url!r})"
-
     def _unavailable(self, err: BaseException, *, lost: bool = False) -> StoreUnavailableError:
         text = " ".join(str(err).split()).removeprefix("connection failed: ") or "no reason given"
         return StoreUnavailableError(self.shown_url, scrub(text, self._url), lost=lost)
