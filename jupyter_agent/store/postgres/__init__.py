@@ -358,8 +358,8 @@ class PostgresStore:
         if state is not None:
             data = state.model_dump() if isinstance(state, SessionState) else state
             snapshot = SessionState.model_validate(data)
-        self._change(session_id, lambda head: plan_save(
-            head, incoming or head.working, snapshot))
+        given = incoming or None
+        self._change(session_id, lambda head: plan_save(head, given, snapshot))
 
     def compact(self, session_id: str, messages: Sequence[Any], *, summary: str,
                 replaced: int | None = None) -> None:
@@ -378,7 +378,9 @@ class PostgresStore:
             values["summary"] = clean_text(summary)
         if archived is not None:
             values["archived"] = bool(archived)
-        self._change(session_id, lambda head: plan_update(head, values) if values else None)
+        touch = summary is not None
+        self._change(session_id, lambda head: plan_update(head, values, touch)
+                     if values else None)
 
     def delete_session(self, session_id: str) -> None:
         with self._changing(session_id):

@@ -156,15 +156,17 @@ def column_values(head: Head, columns: frozenset[str]) -> dict[str, Any]:
     return values
 
 
-def plan_save(head: Head, incoming: Sequence[Any], state: SessionState | None) -> Plan | None:
-    """New messages and a changed checkpoint; ``None`` when nothing is new.
+def plan_save(head: Head, incoming: Sequence[Any] | None,
+              state: SessionState | None) -> Plan | None:
+    """New messages (``incoming`` ``None``: none) and a changed checkpoint; ``None`` when
+    nothing is new.
 
     Raises
     ------
     ContextMismatchError, InvalidMessageError
         As :func:`~jupyter_agent.store.changes.new_messages`.
     """
-    new, _ = new_messages(head.id, head.working, incoming)
+    new = [] if incoming is None else new_messages(head.id, head.working, incoming)[0]
     changed_state = state is not None and state != head.state
     if not new and not changed_state:
         return None
@@ -192,11 +194,11 @@ def plan_compact(head: Head, messages: list[dict[str, Any]], summary: str,
     return Plan(new, frozenset({"context_head", "context_from", "compactions", "updated_at"}))
 
 
-def plan_update(head: Head, values: dict[str, Any]) -> Plan | None:
-    """Set ``summary``, ``title`` and ``archived``; a summary also sets ``updated_at``."""
-    if "summary" not in values and all(getattr(head, k) == v for k, v in values.items()):
+def plan_update(head: Head, values: dict[str, Any], touch: bool) -> Plan | None:
+    """Set ``summary``, ``title`` and ``archived``; ``touch`` sets ``updated_at``."""
+    if not touch and all(getattr(head, k) == v for k, v in values.items()):
         return None
-    if "summary" in values:
+    if touch:
         values = {**values, "updated_at": utc_now()}
     return Plan(replace(head, **values), frozenset(values))
 
