@@ -16,10 +16,10 @@ the child opens its own connection and its copy of the parent's socket is pointe
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
-import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlencode, urlsplit
 
@@ -148,8 +148,6 @@ def import_psycopg() -> Any:
 
 
 _ALL: weakref.WeakSet[Link] = weakref.WeakSet()
-_FORK_HOOK = threading.Lock()
-_fork_hook_installed = False
 
 
 def _close_sockets_in_child() -> None:
@@ -157,12 +155,9 @@ def _close_sockets_in_child() -> None:
         link._orphan()
 
 
+@functools.cache  # once per process (a second registration would be harmless)
 def _install_fork_hook() -> None:
-    global _fork_hook_installed
-    with _FORK_HOOK:
-        if not _fork_hook_installed:
-            os.register_at_fork(after_in_child=_close_sockets_in_child)
-            _fork_hook_installed = True
+    os.register_at_fork(after_in_child=_close_sockets_in_child)
 
 
 class Link:
@@ -251,13 +246,6 @@ class Link:
             with contextlib.suppress(Exception):
                 conn.close()
 
-    @contextlib.contextmanager
-    def transaction(self, conn: psycopg.Connection) -> Iterator[None]:
-        """A transaction on ``conn``; a failure after ``BEGIN`` is not repeated by :meth:`run`."""
-        with conn.transaction():
-            self._begun = True
-            yield
-
     def run(self, op: Callable[[psycopg.Connection], T], *, idempotent: bool = False) -> T:
         """``op(connection)``, run again once on a new connection if it dropped and
         ``op`` is ``idempotent`` or had not begun its transaction.
@@ -288,10 +276,12 @@ class Link:
         return self.run(lambda c: c.execute(query, params).fetchall(), idempotent=True)
 
     def write(self, op: Callable[[psycopg.Connection], T], check: Callable[[], None]) -> T:
-        """``op`` in one transaction, after ``check()`` on the connection about to be used."""
+        """``op`` in one transaction, after ``check()`` on the connection about to be used;
+        a failure after ``BEGIN`` is not repeated."""
         def run(conn: psycopg.Connection) -> T:
             check()
-            with self.transaction(conn):
+            with conn.transaction():
+                self._begun = True
                 return op(conn)
 
         return self.run(run)
