@@ -4,6 +4,7 @@ pages of a long listing, and how saves touch the tables (design §16)."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -11,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_agent.paths import current_user
 from jupyter_agent.store.postgres import PostgresStore
-from jupyter_agent.store.postgres.locks import whoami
 from tests.postgres.server import PgCluster
 from tests.processes import CHILD, Holder, eventually, store_env
 
@@ -46,11 +47,10 @@ def test_two_machines_share_one_database(pg: PgCluster, tmp_path: Path, project:
         assert name in {e["id"] for e in json.loads(out)["listing"]}
     listing = {e.id: e for e in store.list_sessions()}
     assert set(listing) == {"alpha", "beta"}
-    me = whoami()
     for name in ("alpha", "beta"):
         entry = listing[name]
         assert (entry.message_count, entry.tool_calls, entry.title) == (41, 20, f"{name} title")
-        assert (entry.owner_user, entry.owner_host) == (me.user, me.host)
+        assert (entry.owner_user, entry.owner_host) == (current_user(), socket.gethostname())
         record = store.load_session(name)
         assert record.messages[0]["content"] == f"from {tmp_path / name}"
         assert len(record.transcript) == 41

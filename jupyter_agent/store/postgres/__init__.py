@@ -35,7 +35,7 @@ from jupyter_agent.store.figures import FigureData, check_figure, validate_figur
 from jupyter_agent.store.ids import new_session_id, validate_session_id
 from jupyter_agent.store.memory import MemoryStore
 from jupyter_agent.store.messages import SUMMARY_MESSAGES, clean_text, fallback_summary
-from jupyter_agent.store.postgres.locks import Leases, whoami
+from jupyter_agent.store.postgres.locks import Leases
 from jupyter_agent.store.postgres.rows import (
     Head,
     Plan,
@@ -109,7 +109,7 @@ class PostgresStore:
         self._migrations = tuple(migrations)
         self._link = Link(url, self._on_connect)
         self.location = f"{self._link.shown_url} (project {project})"
-        self._leases = Leases(self._link, project, whoami(holder_label))
+        self._leases = Leases(self._link, project, holder_label)
         self._table = SessionTable(self._link, project, self._where)
         self._heads: dict[str, Head] = {}
         self._mutex = threading.RLock()
@@ -195,8 +195,8 @@ class PostgresStore:
     def _changing(self, session_id: str, *, new: bool = False) -> Iterator[None]:
         validate_session_id(session_id)
         with self._mutex:
-            if not new and not self._leases.holds(session_id) \
-                    and not self._table.exists(session_id):
+            if not (new or self._leases.holds(session_id)
+                    or self._table.sid_of(session_id) is not None):
                 raise self._missing(session_id)
             self._lock(session_id)
             try:
@@ -218,7 +218,7 @@ class PostgresStore:
     def exists(self, session_id: str) -> bool:
         validate_session_id(session_id)
         with self._mutex:
-            return self._table.exists(session_id)
+            return self._table.sid_of(session_id) is not None
 
     def load_session(self, session_id: str) -> SessionRecord:
         """The whole record, the project's or one shared with this role (no lease).
@@ -273,7 +273,7 @@ class PostgresStore:
         """
         validate_session_id(session_id)
         with self._mutex:
-            if not self._leases.holds(session_id) and not self._table.exists(session_id):
+            if not self._leases.holds(session_id) and self._table.sid_of(session_id) is None:
                 owner = self._table.shared_owner(session_id)
                 if owner is not None:
                     raise SessionReadOnlyError(session_id, owner)

@@ -1,15 +1,9 @@
 """Session leases of the team store: advisory locks held by the store's connection.
 
-A lease is ``pg_try_advisory_lock(key)``, ``key`` a 64-bit hash of project and session
-ID; taking it and writing the ``leases`` row (who holds it) is one statement, and a row
-is believed only while the connection it names (``backend_pid``) holds the lock. A
-second kernel anywhere is refused at once; the server releases the lock when the
-holder's connection ends (exit, SIGKILL, or TCP keepalives giving up).
-
-Within one store a lease is re-entrant (a count kept here). When the connection is
-replaced, every counted lease is taken again before anything else runs; one somebody
-else took meanwhile is not held (:meth:`Leases.holds` is False) but keeps its count.
-Leases are not inherited through ``fork``.
+Taking the lock and writing the ``leases`` row (who holds it) is one statement; a row is
+believed only while its connection holds the lock. The server releases it when that
+connection ends. Re-entrant within a store; retaken on a new connection (one taken by
+someone else meanwhile is not held, but keeps its count); not inherited through fork.
 """
 
 from __future__ import annotations
@@ -84,20 +78,6 @@ def row_holder(lock_pid: int | None, backend_pid: int | None, pid: int | None,
     return LeaseHolder(pid=pid, user=user or "", host=host or "", since=since, label=label or "")
 
 
-@dataclass(frozen=True)
-class Identity:
-    """Who this store is, for lease rows and session owners: ``$JUPYTERHUB_USER`` or the OS
-    user, the host name, and a label for people (a notebook, a kernel, a command)."""
-
-    user: str
-    host: str
-    label: str = ""
-
-
-def whoami(label: str = "") -> Identity:
-    return Identity(user=current_user(), host=socket.gethostname(), label=label)
-
-
 @dataclass
 class _Lease:
     count: int
@@ -107,12 +87,16 @@ class _Lease:
 
 
 class Leases:
-    """The leases one store holds on its connection; the store calls it under its mutex."""
+    """The leases one store holds on its connection; the store calls it under its mutex.
 
-    def __init__(self, link: Link, project: str, identity: Identity) -> None:
+    ``identity`` (``$JUPYTERHUB_USER`` or the OS user, the host, ``label``) is recorded
+    with each lease and as the owner of each session created; never a secret.
+    """
+
+    def __init__(self, link: Link, project: str, label: str) -> None:
         self._link = link
         self._project = project
-        self.identity = identity
+        self.identity = LeaseHolder(user=current_user(), host=socket.gethostname(), label=label)
         self._leases: dict[str, _Lease] = {}
 
     def _params(self, session_id: str, since: datetime) -> dict[str, Any]:
@@ -188,9 +172,7 @@ class Leases:
         """Who holds the lease: this store, another one (as its row says), or ``None``."""
         entry = self._own(session_id)
         if entry is not None and entry.held:
-            return LeaseHolder(pid=os.getpid(), host=self.identity.host,
-                               user=self.identity.user, since=entry.since,
-                               label=self.identity.label)
+            return self.identity.model_copy(update={"pid": os.getpid(), "since": entry.since})
         unsigned = lock_key(self._project, session_id) & 0xFFFFFFFFFFFFFFFF
         params = {"project": self._project, "sid": session_id, "hi": unsigned >> 32,
                   "lo": unsigned & 0xFFFFFFFF}

@@ -1,15 +1,7 @@
-"""Session rows of the team store: the in-memory head, plans of each change, and rows
-read back, validated as completely as the JSON files are.
-
-The plans are pure and follow the JSON store's rules (:mod:`jupyter_agent.store.changes`):
-new messages go to the transcript only (the working context is the compaction head plus
-the transcript from ``context_from`` on); a compaction writes a new head and an event,
-never a transcript row; messages, a changed checkpoint, a compaction and a summary set
-``updated_at``, title and archived flag do not.
-
-Decoding raises :class:`~jupyter_agent.errors.CorruptSessionError` naming the session and,
-in the reason, the table and column or transcript row
-(``jupyter_agent.messages seq 4: role must be a non-empty string``); nothing is written back.
+"""Session rows of the team store: the head kept in memory, pure plans of each change
+(the JSON store's rules, from :mod:`jupyter_agent.store.changes`), and rows read back,
+validated as completely as the files: ``CorruptSessionError`` names the session and the
+column or transcript row (``jupyter_agent.messages seq 4: role must be ...``).
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
-"""The team store's tables, created and upgraded by an ordered list of migrations.
+"""The team store's tables in the schema ``jupyter_agent``, made by ordered migrations.
 
-Everything lives in the PostgreSQL schema ``jupyter_agent``: ``sessions`` (one row per
-session, with what listing shows kept up to date so listing reads no message;
-``revision`` grows with every write; ``extra`` keeps the keys of an imported record this
-version does not know), ``messages`` (the append-only transcript, ``(sid, seq)``; the
-working context is ``context_head`` then the transcript from ``context_from`` on),
-``figures``, ``leases`` (who holds each advisory lock), ``shares`` and ``migrations``.
-Messages, state and compactions are ``json`` (text kept as written: key order and NUL
-survive). Row-level security (migration 4, :data:`POLICIES`) shows a role its own rows
-and the sessions shared with it, to read only; ``team.sql`` beside this module gives
-each user a role (docs/teams.md).
+``sessions`` (one row each, with what listing shows), ``messages`` (the append-only
+transcript; the working context is ``context_head`` then the transcript from
+``context_from`` on), ``figures``, ``leases``, ``shares``, ``migrations``. JSON columns
+are ``json``: text kept as written. Row-level security (migration 4) shows a role its own
+rows and those shared with it, to read only; ``team.sql`` gives each user a role.
 """
 
 from __future__ import annotations

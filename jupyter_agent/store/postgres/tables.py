@@ -1,12 +1,9 @@
 """The SQL of the team store: every statement on one project's sessions and figures.
 
-Every read is one statement (one consistent state of a session); every write is one
-transaction, run after a ``check`` that the session's lease is still held on the
-connection about to be used. Listing reads a page from the index
-``(project, updated_at DESC, id DESC)`` (or its unarchived twin), so the newest page costs
-the same for ten sessions or a hundred thousand, and joins the lease rows and live
-advisory locks of that page only; a row that does not validate, or dated more than
-``CLOCK_SKEW`` ahead of this clock, is left out (loading it says why).
+A read is one statement; a write is one transaction run after a ``check`` that the lease
+is held on the connection about to be used. A listing page is read from the index
+``(project, updated_at DESC, id DESC)``, so it costs the same however many sessions there
+are; rows that do not validate or are dated past ``CLOCK_SKEW`` are left out.
 """
 
 from __future__ import annotations
@@ -54,7 +51,6 @@ _INSERT = (f"INSERT INTO {SESSIONS} ({', '.join(INSERT_COLUMNS)}) VALUES "
            f"({', '.join(f'%({c})s' for c in INSERT_COLUMNS)}) "
            "ON CONFLICT (project, id) DO NOTHING RETURNING sid")
 _OWN = "project = %(project)s AND id = %(id)s"
-_EXISTS = f"SELECT 1 FROM {SESSIONS} WHERE {_OWN}"
 _SID = f"SELECT sid FROM {SESSIONS} WHERE {_OWN}"
 _HEAD = (f"SELECT {HEAD_COLUMNS}, (SELECT json_agg(m.body ORDER BY m.seq) FROM {MESSAGES} m "
          f"WHERE m.sid = s.sid AND m.seq >= s.context_from) FROM {SESSIONS} s WHERE {_OWN}")
@@ -161,9 +157,6 @@ class SessionTable:
                                       f"a value cannot be read ({' '.join(str(err).split())})"
                                       ) from None
         return rows[0] if rows else None
-
-    def exists(self, session_id: str) -> bool:
-        return self._one(_EXISTS, session_id) is not None
 
     def sid_of(self, session_id: str) -> int | None:
         found = self._one(_SID, session_id)

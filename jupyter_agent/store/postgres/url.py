@@ -1,16 +1,9 @@
-"""The team store's database URL and the one connection it opens.
+"""The team store's database URL, shown without credentials, and the one connection.
 
-A team store is selected by a ``postgresql://`` (or ``postgres://``) URL: the
-``AgentMagics.store_url`` setting, else ``$JUPYTER_AGENT_STORE_URL``; empty means the
-memory directory's files. Whatever shows a URL (errors, ``repr``, ``%config``, records)
-shows :func:`redact_url` of it; paths such as ``sslkey`` are shown, credentials never.
-
-:class:`Link` owns the kernel's one autocommit connection (the session leases are
-advisory locks held by it, so it is never pooled). ``psycopg`` is imported on the first
-connection, never at import. A dropped connection is replaced on the next call;
-:meth:`Link.run` repeats an operation once when that cannot write twice. After a fork
-the child opens its own connection and its copy of the parent's socket is pointed at
-``/dev/null``, so the server releases the leases when the process that opened it ends.
+:class:`Link` owns the kernel's autocommit connection (leases are advisory locks held by
+it: never pooled), opened on first use and replaced when it drops. After a fork the
+child's copy of the socket is pointed at ``/dev/null``, so the server releases the
+leases when the process that opened the connection ends.
 """
 
 from __future__ import annotations
