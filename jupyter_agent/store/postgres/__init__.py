@@ -72,30 +72,17 @@ _PLAN_TRIES = 3
 class PostgresStore:
     """Saved sessions of one project in a PostgreSQL database, with leases.
 
-    Parameters
-    ----------
-    url : str
-        ``postgresql://[user[:password]@]host[:port]/dbname[?param=value...]``; libpq
-        parameters, ``~/.pgpass`` and the ``PG*`` environment variables apply.
-    memory_dir : str or os.PathLike
-        The memory directory, where the notes are.
-    project : str
-        The project key (:func:`~jupyter_agent.paths.project_key`): the store sees and
-        creates this project's sessions only.
-    holder_label : str, optional
-        What this store's holder is, for people who find a session in use.
-    migrations : sequence of Migration, optional
-        The schema's history (default the shipped one).
+    ``url`` is ``postgresql://[user[:password]@]host[:port]/dbname[?param=...]`` (libpq
+    parameters, ``~/.pgpass`` and ``PG*`` variables apply); ``memory_dir`` holds the notes;
+    ``project`` is the project key (:func:`~jupyter_agent.paths.project_key`): the store
+    sees and creates that project's sessions only. ``holder_label`` tells people who find
+    a session in use what holds it. Constructing does no I/O; the first call connects and
+    creates or upgrades the tables; the connection is kept until :meth:`close`.
 
     Raises
     ------
     ValueError
         ``url`` is not a PostgreSQL URL (the message does not show the password).
-
-    Notes
-    -----
-    Constructing does no I/O; the first call connects, creates or upgrades the tables if
-    needed, and keeps the connection until :meth:`close`.
     """
 
     def __init__(self, url: str, memory_dir: str | os.PathLike[str], *, project: str,
@@ -391,18 +378,12 @@ class PostgresStore:
     def share_session(self, session_id: str, roles: Sequence[str], *,
                       undo: bool = False) -> list[str]:
         """Share one of this role's sessions read-only with database ``roles`` (their
-        members may read and fork it), or stop (``undo``); one transaction, no lease.
-
-        Returns
-        -------
-        list of str
-            The roles the session is shared with now, sorted.
+        members may read and fork it), or stop (``undo``); the roles it is shared with now.
 
         Raises
         ------
         ValueError
-            A role name that is empty, over 63 bytes, or one the database does not have
-            (nothing is changed).
+            A role name that is empty, over 63 bytes, or not the database's (nothing changed).
         SessionNotFoundError, SessionReadOnlyError
         """
         validate_session_id(session_id)
