@@ -16,7 +16,7 @@ Columns (medians, milliseconds):
 - ``fast respond``: ``ChatModel`` (the fast path) alone;
 - ``turn (memory)``: ``Agent.run`` on an in-memory session, and its ratio to the bare POST
   (the target: <= 3x at 1,000 messages);
-- ``turn (saved)``: ``Agent.run`` on a ``SessionStore`` session (two save points a turn;
+- ``turn (saved)``: ``Agent.run`` on a ``FileStore`` session (two save points a turn;
   their cost belongs to the store).
 
 Usage::
@@ -40,7 +40,7 @@ from urllib.parse import urlparse
 import openai
 
 from jupyter_agent.agent import Agent, AgentConfig, ChatModel, Conversation, PartialReply
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModelServer
 
 REPLY = {"text": "pong, a short reply of a few words"}
@@ -96,7 +96,7 @@ def measure(size: int, repeat: int, root: Path) -> dict[str, float]:
         bare = BarePost(server.base_url)
         messages = history(size)
         memory = Agent(ChatModel(client, "scripted"), Conversation(messages), config=CONFIG)
-        store = SessionStore(root / f"store-{size}")
+        store = FileStore(root / f"store-{size}")
         sid = store.create_session(messages)
         saved = Agent(ChatModel(client, "scripted"), store=store, session_id=sid, config=CONFIG)
         typed, fast = ChatModel(client, "scripted", fast=False), ChatModel(client, "scripted")

@@ -26,7 +26,7 @@ from typing import Any
 from jupyter_agent.artefacts.export import render
 from jupyter_agent.artefacts.fork import fork_record
 from jupyter_agent.artefacts.search import search_listings, search_sessions
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 from jupyter_agent.store.records import SessionRecord, dump_record, utc_now
 
 
@@ -53,7 +53,7 @@ def make_messages(n: int, rng: random.Random, topic: str) -> list[dict[str, Any]
     return messages[:n]
 
 
-def write_session(store: SessionStore, index: int, messages: list[dict[str, Any]],
+def write_session(store: FileStore, index: int, messages: list[dict[str, Any]],
                   topic: str) -> str:
     now = utc_now()
     record = SessionRecord(id=f"s{index:06d}", created_at=now, updated_at=now,
@@ -75,11 +75,11 @@ def median_ms(func: Callable[[], object], repeat: int) -> float:
 
 def search_row(count: int, rng: random.Random, repeat: int) -> str:
     with tempfile.TemporaryDirectory() as tmp:
-        store = SessionStore(Path(tmp))
+        store = FileStore(Path(tmp))
         for index in range(count):
             topic = "flipper length" if index % 100 == 0 else "bill depth"
             write_session(store, index, make_messages(40, rng, topic), topic)
-        cold = median_ms(lambda: search_sessions(SessionStore(Path(tmp)), "flipper length"),
+        cold = median_ms(lambda: search_sessions(FileStore(Path(tmp)), "flipper length"),
                          repeat)
         search_sessions(store, "flipper length")
         warm = median_ms(lambda: search_sessions(store, "flipper length"), repeat)
@@ -92,7 +92,7 @@ def search_row(count: int, rng: random.Random, repeat: int) -> str:
 
 def export_row(size: int, rng: random.Random, repeat: int) -> str:
     with tempfile.TemporaryDirectory() as tmp:
-        store = SessionStore(Path(tmp))
+        store = FileStore(Path(tmp))
         sid = write_session(store, 0, make_messages(size, rng, "body mass"), "body mass")
         record = store.load_session(sid)
     half = max(sum(1 for m in record.transcript if m["role"] == "user") // 2, 1)

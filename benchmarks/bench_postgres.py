@@ -31,7 +31,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 from bench_store import make_messages, median_ms  # noqa: E402
 
-from jupyter_agent.store import SessionState, SessionStore, Store, Usage  # noqa: E402
+from jupyter_agent.store import FileStore, SessionState, Store, Usage, holding  # noqa: E402
 from jupyter_agent.store.postgres import PostgresStore  # noqa: E402
 
 STATE = SessionState(tool_calls=5, usage=Usage(input_tokens=1000, cost_usd=0.01, calls=5))
@@ -51,7 +51,7 @@ def bench_saves(store: Store, n: int, repeat: int) -> dict[str, float]:
         store.save(sid, current, STATE.model_copy(update={"tool_calls": len(current)}))
 
     cold = median_ms(save_one, repeat)
-    with store.lease(sid):
+    with holding(store, sid):
         save_one()  # the first save under the lease reads the session
         held = median_ms(save_one, repeat)
     load = median_ms(lambda: store.load_session(sid), repeat)
@@ -62,8 +62,8 @@ def fill(store: Store, count: int) -> None:
     messages = make_messages(20)
     for k in range(count):
         sid = store.create_session(messages, session_id=f"s{k:06d}", title=f"session {k}")
-        store.save_state(sid, STATE)
-        store.write_summary(sid, f"Goal: analysis {k}. Done: loading. Left: plots.")
+        store.save(sid, state=STATE)
+        store.update(sid, summary=f"Goal: analysis {k}. Done: loading. Left: plots.")
 
 
 def bulk_sessions(store: PostgresStore, count: int) -> None:
@@ -124,7 +124,7 @@ def main() -> None:
         print(row("messages", "JSON held", "PG held", "JSON cold", "PG cold", "JSON load",
                   "PG load"))
         for n in (100, 1_000, 10_000):
-            j = bench_saves(SessionStore(tmp / f"json{n}"), n, args.repeat)
+            j = bench_saves(FileStore(tmp / f"json{n}"), n, args.repeat)
             p = bench_saves(pg_store(f"s{n}"), n, args.repeat)
             print(row(f"{n:,}", j["held"], p["held"], j["cold"], p["cold"], j["load"],
                       p["load"]))
@@ -133,11 +133,11 @@ def main() -> None:
         print(row("sessions", "JSON all", "PG all", f"PG newest {PAGE}"))
         repeat = max(3, args.repeat // 2)
         for count in (100, 1_000):
-            json_store = SessionStore(tmp / f"list{count}")
+            json_store = FileStore(tmp / f"list{count}")
             fill(json_store, count)
             team = pg_store(f"list{count}")
             fill(team, count)
-            json_ms = median_ms(lambda s=json_store: SessionStore(s.root).list_sessions(),
+            json_ms = median_ms(lambda s=json_store: FileStore(s.root).list_sessions(),
                                 repeat)
             all_ms = median_ms(team.list_sessions, repeat)
             page_ms = median_ms(lambda t=team: t.list_sessions(limit=PAGE), args.repeat)

@@ -6,7 +6,7 @@ Run: ``python benchmarks/bench_store.py`` (a few minutes, ~3 GB of temporary fil
 
 Backends:
 
-* ``store``: :class:`jupyter_agent.store.SessionStore` (journal + snapshot), the lease held
+* ``store``: :class:`jupyter_agent.store.FileStore` (journal + snapshot), the lease held
   across saves as the agent holds it;
 * ``seed``: the seed design (``seed_store.py``): one JSON file rewritten per save;
 * ``agents-sqlite``: OpenAI Agents SDK ``SQLiteSession`` (one row per message, WAL);
@@ -38,7 +38,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from seed_store import SeedStore
 
-from jupyter_agent.store import SessionState, SessionStore, Usage
+from jupyter_agent.store import FileStore, SessionState, Usage, holding
 
 Messages = list[dict[str, Any]]
 
@@ -109,7 +109,7 @@ class StoreBackend(Backend):
 
     def __init__(self, root: Path) -> None:
         super().__init__(root)
-        self.store = SessionStore(root)
+        self.store = FileStore(root)
         self.state = SessionState(tool_calls=1, usage=Usage(input_tokens=1, calls=1))
 
     def create(self, sid: str, messages: Messages) -> None:
@@ -121,7 +121,7 @@ class StoreBackend(Backend):
         self.store.save(sid, messages, self.state)
 
     def load(self, sid: str) -> object:
-        return SessionStore(self.root).load_session(sid)
+        return FileStore(self.root).load_session(sid)
 
     def close(self) -> None:
         self.store.release_all()
@@ -227,8 +227,8 @@ class LangGraphBackend(Backend):
 BACKENDS: list[type[Backend]] = [StoreBackend, SeedBackend, AgentsBackend, LangGraphBackend]
 
 LIST_CODE = {
-    "store": "from jupyter_agent.store import SessionStore\n"
-             "run = lambda: SessionStore(ROOT).list_sessions()",
+    "store": "from jupyter_agent.store import FileStore\n"
+             "run = lambda: FileStore(ROOT).list_sessions()",
     "seed": "from seed_store import SeedStore\nrun = lambda: SeedStore(ROOT).list_sessions()",
     "agents-sqlite": "import sqlite3\nrun = lambda: sqlite3.connect(ROOT + '/agents.sqlite')"
                      ".execute('SELECT session_id, updated_at FROM agent_sessions "
@@ -292,12 +292,12 @@ def bench_sizes(tmp: Path, backends: dict[str, Any], sizes: list[int],
 
 def bench_turns(tmp: Path, n: int, turns: int) -> tuple[float, float]:
     """Mean bytes written and bytes added per agent turn (4 save points) at size ``n``."""
-    store = SessionStore(tmp / f"turns-{n}")
+    store = FileStore(tmp / f"turns-{n}")
     messages = make_messages(n)
     sid = store.create_session(messages)
     state = SessionState()
     added = total = 0
-    with store.lease(sid):
+    with holding(store, sid):
         for t in range(turns):
             turn = make_messages(4, seed=t, start=n + 4 * t)
             before = written()
@@ -336,7 +336,7 @@ def bench_create(tmp: Path, counts: list[int], per_session: Messages,
     out = {}
     for count in counts:
         root = tmp / f"create-{count}"
-        store = SessionStore(root)
+        store = FileStore(root)
         for k in range(count):
             store.create_session(per_session, session_id=f"s{k:05d}")
         times = []

@@ -462,12 +462,12 @@ class AgentController:
     def set_summary(self, text: str) -> None:
         """Replace the active session's summary."""
         active = self._require_active()
-        active.store.write_summary(active.session_id, text)
+        active.store.update(active.session_id, summary=text)
 
     def set_title(self, text: str) -> None:
         """Set the active session's title."""
         active = self._require_active()
-        active.store.set_title(active.session_id, text)
+        active.store.update(active.session_id, title=text)
 
     def usage(self) -> UsageReport:
         """Usage and limits of the active session (limits as the current settings say)."""
@@ -581,7 +581,7 @@ class AgentController:
             raise JupyterAgentError(
                 f"session {sid} is {state}: nothing to do"
                 + ("" if undo else f" (%agent_archive {sid} --undo unarchives it)"))
-        store.set_archived(sid, not undo)
+        store.update(sid, archived=not undo)
         was_active = not undo and self._deactivate(sid, "archived")
         return SessionChange(sid, "unarchived" if undo else "archived", was_active,
                              record.title)
@@ -648,7 +648,7 @@ class AgentController:
         parent = validate_session_id(self._require_active().session_id if session_id is None
                                      else session_id)
         forked = fork_record(self._store_for(parent).load_session(parent), at=at, title=title)
-        self.store.import_session(forked.record)
+        self.store.create_session(record=forked.record)
         self._remembered[forked.record.id] = self._remembered.get(parent, SessionOptions())
         return replace(forked, record=self.resume(forked.record.id).record)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from jupyter_agent.store.models import LeaseHolder
+    from jupyter_agent.store.records import LeaseHolder
 
 __all__ = [
     "ContextMismatchError",

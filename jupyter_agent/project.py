@@ -89,9 +89,9 @@ class Project:
                 self._stores[key] = PostgresStore(url, root, holder_label=label,
                                                   project=project_key(self.root))
             else:
-                from jupyter_agent.store import SessionStore
+                from jupyter_agent.store import FileStore
 
-                self._stores[key] = SessionStore(root, holder_label=label)
+                self._stores[key] = FileStore(root, holder_label=label)
         return self._stores[key]
 
     def close(self) -> None:

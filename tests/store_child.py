@@ -22,7 +22,7 @@ import sys
 from typing import Any
 
 from jupyter_agent.errors import SessionLockedError
-from jupyter_agent.store import SessionStore, Store
+from jupyter_agent.store import FileStore, Store, holding
 
 
 def described() -> dict[str, str]:
@@ -35,7 +35,7 @@ def open_store(label: str) -> Store:
     """A store object on the described storage."""
     storage = described()
     if storage["backend"] == "json":
-        return SessionStore(storage["memory"], holder_label=label)
+        return FileStore(storage["memory"], holder_label=label)
     from jupyter_agent.store.postgres import PostgresStore
 
     return PostgresStore(os.environ["JUPYTER_AGENT_STORE_URL"], storage["memory"],
@@ -45,7 +45,7 @@ def open_store(label: str) -> Store:
 def _try_save(store: Store, session_id: str) -> dict[str, Any]:
     try:
         messages = store.load_session(session_id).messages
-        store.save_messages(session_id, [*messages, {"role": "user", "content": "from child"}])
+        store.save(session_id, [*messages, {"role": "user", "content": "from child"}])
     except SessionLockedError as err:
         holder = None if err.holder is None else err.holder.model_dump(mode="json")
         return {"error": "SessionLockedError", "pid": err.pid, "holder": holder,
@@ -78,7 +78,7 @@ def main(argv: list[str]) -> int:
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": f"from {described()['memory']}"}]
         store.create_session(messages, session_id=session_id, title=f"{session_id} title")
-        with store.lease(session_id):
+        with holding(store, session_id):
             for k in range(int(rest[0])):
                 messages = [*messages, {"role": "user", "content": f"q{k}"},
                             {"role": "assistant", "content": f"a{k}"}]

@@ -22,7 +22,7 @@ from IPython.utils.capture import capture_output
 import jupyter_agent.agent.builtin_tools as builtin_tools
 from jupyter_agent.agent.batch import DECLINED_BY_INTERRUPT
 from jupyter_agent.agent.events import Displayed, ToolCallEnd, ToolCallStart
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModelServer
 from jupyter_agent.ui.render import MarkdownTurnRenderer
 from tests.shells import ShellFactory, magics_of
@@ -153,7 +153,7 @@ def test_remember_under_deny_writes_nothing(
     agent_shell.run_line_magic("agent", "remember something")
     result = model_server.requests[1]["messages"][-1]["content"]
     assert result.startswith("error: refused: writing notes is disabled")
-    assert SessionStore(memory_dir).read_notes("project") == ""
+    assert FileStore(memory_dir).notes.read("project") == ""
     assert magics_of(agent_shell).controller._active.agent.state.tool_calls == 0
 
 
@@ -179,7 +179,7 @@ def test_remember_under_ask_shows_the_exact_line_first(
     assert re.search(r"add this line to project\.md, read by every later session "
                      r"\(1 line, \d+ characters\):\n    - uses pandas \\x1b\[8m hidden\n",
                      printed[0])
-    notes = SessionStore(memory_dir).read_notes("project")
+    notes = FileStore(memory_dir).notes.read("project")
     if answer == "y":
         assert notes == "- uses pandas \x1b[8m hidden\n"
     else:
@@ -208,7 +208,7 @@ def test_ctrl_c_at_the_jupyter_question_declines_and_ends_the_turn(
     turn = markdown_of(captured)
     assert "Ctrl-C at the approval question" in turn and "interrupted while" not in turn
     sid = magics_of(shell).controller.active_session_id
-    record = SessionStore(memory_dir).load_session(str(sid))
+    record = FileStore(memory_dir).load_session(str(sid))
     (result,) = [m for m in record.messages if m["role"] == "tool"]
     assert result["content"] == DECLINED_BY_INTERRUPT
     assert record.state.tool_calls == 0 and "ran" not in shell.user_ns

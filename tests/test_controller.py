@@ -19,7 +19,7 @@ from jupyter_agent.errors import (
     SessionLockedError,
 )
 from jupyter_agent.settings import SessionOptions, Settings
-from jupyter_agent.store import Compaction, SessionStore, Usage
+from jupyter_agent.store import Compaction, FileStore, Usage
 from jupyter_agent.testing import ScriptedModelServer
 from jupyter_agent.ui.display import (
     format_cost,
@@ -126,7 +126,7 @@ def test_controller_without_a_shell(tmp_path: Path) -> None:
         other = ctl.new_session(SessionOptions(title="second"))
         assert not store.holds_lease(created) and store.holds_lease(other)
         # a failed resume leaves the active session as it was
-        blocker = SessionStore(tmp_path / "mem")
+        blocker = FileStore(tmp_path / "mem")
         blocker.acquire_lease(created)
         with pytest.raises(SessionLockedError):
             ctl.resume(created)
@@ -231,7 +231,7 @@ def test_a_resume_reads_the_record_once_and_the_agent_owns_the_only_lease(
     with ScriptedModelServer(["one", "two"]) as server:
         settings = Settings(base_url=server.base_url, model="scripted")
         ctl = AgentController(lambda: settings, environ=env)
-        counter = CountingStore(SessionStore(tmp_path / "mem"))
+        counter = CountingStore(FileStore(tmp_path / "mem"))
         ctl._project._stores[("", ctl.memory_dir)] = cast(Store, counter)
         first = ctl.new_session(SessionOptions(title="T"))
         ctl.ask("hello")
@@ -243,6 +243,6 @@ def test_a_resume_reads_the_record_once_and_the_agent_owns_the_only_lease(
         assert resumed.record.title == "T" and len(resumed.record.messages) == 3
         assert ctl.ask("again").reply == "two"
         ctl.close()
-        other = SessionStore(tmp_path / "mem")
+        other = FileStore(tmp_path / "mem")
         other.acquire_lease(first)  # nothing else kept a count of it
         other.release_all()

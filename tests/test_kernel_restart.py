@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_agent.store import SessionStore, dump_record
+from jupyter_agent.store import FileStore, dump_record
 from jupyter_agent.testing import ScriptedModelServer
 from tests.kernels import RealKernel, kernel_env
 
@@ -91,7 +91,7 @@ def start_kernel(kernels: list[RealKernel], project: Path) -> RealKernel:
 
 def session_file(project: Path, session_id: str) -> dict[str, Any]:
     """The session as saved on disk, in its one-file JSON form."""
-    stored = SessionStore(project / ".jupyter_agent").load_session(session_id)
+    stored = FileStore(project / ".jupyter_agent").load_session(session_id)
     record: dict[str, Any] = json.loads(dump_record(stored))
     return record
 

@@ -13,7 +13,7 @@ from IPython.utils.capture import capture_output
 from jupyter_agent.agent import Limits
 from jupyter_agent.errors import LimitExceededError
 from jupyter_agent.paths import find_project_root
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModelServer
 from tests.shells import ShellFactory, magics_of
 
@@ -45,7 +45,7 @@ def test_cell_magic_starts_a_session_streams_and_prints_a_footer(
     assert out[2].startswith("── 1,020 tokens (1,000 in / 20 out) · ")
     assert "0 tool calls │ session: 1,020 tokens" in out[2] and out[2].endswith("no limits")
     assert len(out) == 3
-    record = SessionStore(memory_dir).load_session(sid)
+    record = FileStore(memory_dir).load_session(sid)
     assert record.project_root == str(find_project_root(os.getcwd()))
     assert user_texts(model_server.requests[0]) == ["Say hello\nin two lines"]
     assert model_server.requests[0]["model"] == "gpt-4o-mini"
@@ -105,7 +105,7 @@ def test_agent_new_options_override_settings_for_that_session(
     assert model_server.requests[0]["model"] == "model-from-option"
     tool_result = model_server.requests[1]["messages"][-1]
     assert tool_result["role"] == "tool" and "x" not in shell.user_ns
-    store = SessionStore(memory_dir)
+    store = FileStore(memory_dir)
     assert store.load_session(sid).title == "Penguin study"
     out = capsys.readouterr().out
     assert "$1.5" in out.splitlines()[-1]  # what the cost limit leaves
@@ -305,7 +305,7 @@ def test_summary_title_todo_usage(
     assert capsys.readouterr().out == "[ ] 1. plot the species — pending\n"
     agent_shell.run_line_magic("agent_summary", "Goal: penguins. Done: nothing yet.")
     agent_shell.run_line_magic("agent_title", "Penguins: a study")
-    store = SessionStore(memory_dir)
+    store = FileStore(memory_dir)
     assert store.load_session(sid).summary == "Goal: penguins. Done: nothing yet."
     assert store.load_session(sid).title == "Penguins: a study"
     capsys.readouterr()

@@ -10,7 +10,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_agent.store import ForkOrigin, SessionStore
+from jupyter_agent.store import FileStore, ForkOrigin
 from jupyter_agent.testing import ScriptedModelServer
 from tests.processes import Hold
 from tests.shells import magics_of
@@ -43,11 +43,11 @@ def test_fork_at_a_turn_becomes_the_active_session(
     assert out.startswith(f"Forked session {two_turns} after turn 1 of 2 into session {fork} "
                           "— try again.\n")
     assert f"active session now; {two_turns} is unchanged" in out
-    store = SessionStore(memory_dir)
+    store = FileStore(memory_dir)
     record = store.load_session(fork)
     assert record.parent == ForkOrigin(session_id=two_turns, turn=1)
     assert record.title == "try again"
-    assert store.lease_holder(two_turns) is None  # the parent's lease was let go
+    assert store.describe_session(two_turns).holder is None  # the parent's lease was let go
     model_server.add_steps([{"text": "In a fork."}])
     agent_shell.run_line_magic("agent", "and in centimetres?")
     sent = [m.get("content") for m in model_server.requests[-1]["messages"]]
@@ -67,7 +67,7 @@ def test_fork_of_a_session_another_process_holds(
     agent_shell.run_line_magic("agent_fork", two_turns)
     holder.exit()
     fork = magics_of(agent_shell).controller.active_session_id
-    record = SessionStore(memory_dir).load_session(str(fork))
+    record = FileStore(memory_dir).load_session(str(fork))
     assert record.title == "Penguins (fork)" and record.parent == ForkOrigin(session_id=two_turns)
     assert "(2 turns) into session" in capsys.readouterr().out
 

@@ -11,7 +11,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 from jupyter_agent.errors import JupyterAgentError, ModelError
-from jupyter_agent.store import SessionState, SessionStore
+from jupyter_agent.store import FileStore, SessionState
 from jupyter_agent.testing import ScriptedModelServer
 from tests.shells import ShellFactory, magics_of
 
@@ -59,9 +59,9 @@ def test_a_refused_memory_directory_stays_the_named_cause(
 def test_no_model_for_a_resumed_session_names_what_it_last_used(
     shell: InteractiveShell, memory_dir: Path,
 ) -> None:
-    store = SessionStore(memory_dir)
+    store = FileStore(memory_dir)
     sid = store.create_session([{"role": "system", "content": "s"}])
-    store.save_state(sid, SessionState(model="gpt-4.1", base_url="https://api.openai.com/v1/"))
+    store.save(sid, state=SessionState(model="gpt-4.1", base_url="https://api.openai.com/v1/"))
     assert usage_error(shell, "agent_resume", sid) == (
         f"no model configured for session {sid} (it last used model gpt-4.1 on the OpenAI "
         "API): OPENAI_API_KEY is not set; set it, or pass --base-url URL --model gpt-4.1 for "
@@ -228,7 +228,7 @@ def test_unexpected_errors_keep_their_traceback(shell: InteractiveShell, tmp_pat
 def test_in_use_by_another_store_in_this_process(shell: InteractiveShell, memory_dir: Path,
                                                  model_server: ScriptedModelServer) -> None:
     shell.run_line_magic("config", f'AgentMagics.base_url = "{model_server.base_url}"')
-    other = SessionStore(memory_dir)
+    other = FileStore(memory_dir)
     sid = other.create_session([{"role": "system", "content": "s"}])
     other.acquire_lease(sid)
     try:

@@ -12,7 +12,7 @@ from typing import Any
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModelServer
 from jupyter_agent.ui.figures import RECAP_WIDTH
 from jupyter_agent.ui.panel import SessionsPanel
@@ -117,7 +117,7 @@ def test_a_missing_figure_file_is_named_not_fatal(
     (tmp_path / "g.png").write_bytes(png(40, 30))
     shell = kernel_shell(make_shell)
     sid = figure_turn(shell, model_server, tmp_path / "g.png")
-    store = SessionStore(memory_dir)
+    store = FileStore(memory_dir)
     for fid in store.figure_ids(sid):
         (store.figures_path(sid) / f"{fid}.png").unlink()
     with capture_output() as captured:
@@ -132,7 +132,7 @@ def test_the_panel_details_show_the_last_figures(
     (tmp_path / "g.png").write_bytes(png(40, 30))
     shell = kernel_shell(make_shell)
     figure_turn(shell, model_server, tmp_path / "g.png")
-    panel = SessionsPanel(SessionStore(memory_dir))
+    panel = SessionsPanel(FileStore(memory_dir))
     panel.rows[0].details.click()
     (figure,) = panel._details.figures.children
     image, caption = figure.children

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModelServer
 from tests.shells import magics_of
 
@@ -73,7 +73,7 @@ def test_df_and_error_references_send_the_schema_and_traceback_not_the_values(
     assert "attached @error: Error in [4]:" in out
     # saved with the user message: a resume and the history see what was sent
     sid = magics_of(agent_shell).controller.active_session_id
-    saved = [m for m in SessionStore(memory_dir).load_session(sid).messages
+    saved = [m for m in FileStore(memory_dir).load_session(sid).messages
              if m["role"] == "user"]
     # saved as sent, but for the "notebook so far" section, which goes with one turn only
     attached, section = sent.split("\n\n--- the notebook since the last prompt")
@@ -245,7 +245,7 @@ def test_agent_cell_prints_the_tagged_code_and_history_marks_it(
     result = run(agent_shell, "%agent_cell 9")
     assert "no run_python call 9 in session" in str(result.error_in_exec)
     assert "its calls are 1 to 3" in str(result.error_in_exec)
-    state = SessionStore(memory_dir).load_session(str(sid)).state
+    state = FileStore(memory_dir).load_session(str(sid)).state
     assert len(state.handed_out) == 2
     run(agent_shell, "%agent_history")
     history = capsys.readouterr().out

@@ -13,7 +13,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModelServer
 from tests.processes import Hold
 from tests.shells import ShellFactory, magics_of
@@ -28,7 +28,7 @@ except BlockingIOError:
     print("locked")
 """
 
-def lock_state(store: SessionStore, sid: str) -> str:
+def lock_state(store: FileStore, sid: str) -> str:
     """'locked' or 'free', as a second process sees the session's lock with flock."""
     out = subprocess.run([sys.executable, "-c", PROBE, str(store.lock_path(sid))],
                          capture_output=True, text=True, check=True)
@@ -46,7 +46,7 @@ def new_session(shell: InteractiveShell, server: ScriptedModelServer, prompt: st
 def test_lease_is_held_while_active_and_released_on_switch_and_unload(
     agent_shell: InteractiveShell, model_server: ScriptedModelServer, memory_dir: Path,
 ) -> None:
-    store = SessionStore(memory_dir)
+    store = FileStore(memory_dir)
     a = new_session(agent_shell, model_server, "a?", "a!")
     assert lock_state(store, a) == "locked"
     b = new_session(agent_shell, model_server, "b?", "b!")
@@ -107,7 +107,7 @@ def test_resume_with_options_sets_title_and_limits(
     agent_shell.run_line_magic(
         "agent_resume", f"{sid} --title 'Renamed it' --model m9 --max-cost 3 "
                         "--max-tool-calls 2 --max-iterations 5 --approve auto")
-    assert SessionStore(memory_dir).load_session(sid).title == "Renamed it"
+    assert FileStore(memory_dir).load_session(sid).title == "Renamed it"
     model_server.add_steps([{"text": "ok"}])
     agent_shell.run_line_magic("agent", "more")
     agent = magics_of(agent_shell).controller._active.agent
@@ -169,7 +169,7 @@ def test_delete_confirms_and_refuses_without_stdin(
     agent_shell: InteractiveShell, model_server: ScriptedModelServer, memory_dir: Path,
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    store = SessionStore(memory_dir)
+    store = FileStore(memory_dir)
     a = new_session(agent_shell, model_server, "q", "a", "--title Doomed")
     b = new_session(agent_shell, model_server, "q", "a")
     # pytest's stdin is no terminal, like a headless run: refused before anything is printed
@@ -322,7 +322,7 @@ def test_resuming_an_archived_session_unarchives_it(
     a = new_session(agent_shell, model_server, "old work", "done", "--title Old")
     agent_shell.run_line_magic("agent_archive", "")
     b = new_session(agent_shell, model_server, "other", "ok")
-    store = SessionStore(memory_dir)
+    store = FileStore(memory_dir)
     capsys.readouterr()
     agent_shell.run_line_magic("agent_resume", a)
     recap = capsys.readouterr().out.splitlines()

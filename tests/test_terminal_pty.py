@@ -17,7 +17,7 @@ import pexpect
 import pytest
 
 from jupyter_agent.agent.batch import DECLINED_BY_INTERRUPT
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModelServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +45,7 @@ def ipython(tmp_path: Path, memory_dir: Path, model_server: ScriptedModelServer
 
 
 def tool_messages(memory_dir: Path, session_id: str) -> list[dict[str, Any]]:
-    record = SessionStore(memory_dir).load_session(session_id)
+    record = FileStore(memory_dir).load_session(session_id)
     return [m for m in record.messages if m.get("role") == "tool"]
 
 
@@ -87,7 +87,7 @@ def test_question_stays_visible_and_the_status_line_is_never_saved(
     assert "declined" in screen and "interrupted while running" not in screen
     results = tool_messages(memory_dir, session_id)
     assert results[-1]["content"] == DECLINED_BY_INTERRUPT
-    record = SessionStore(memory_dir).load_session(session_id)
+    record = FileStore(memory_dir).load_session(session_id)
     assert record.state.tool_calls == 1  # the declined call is not counted
     assert len(model_server.requests) == 3  # the turn ended there
     ipython.sendline("print('ran_anyway' in dir())")

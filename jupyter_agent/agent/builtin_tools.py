@@ -563,7 +563,7 @@ class BuiltinTools:
         store, session_id = self.memory.store, self.memory.session_id
         if store is None or session_id is None:
             raise ToolError("no session store: the summary cannot be saved")
-        store.write_summary(session_id, text)
+        store.update(session_id, summary=text)
         self.summary_written = True
         return "summary saved"
 
@@ -592,5 +592,5 @@ class BuiltinTools:
             NOTE_DENY_REFUSAL.format(file=file), NOTE_DECLINED_REFUSAL)
         if refusal is not None:
             raise ToolError(refusal)
-        store.append_note(kind, note)
+        store.notes.append(kind, note)
         return f"noted in {file}"

@@ -44,6 +44,8 @@ from jupyter_agent.store import (
     SessionRecord,
     SessionState,
     Store,
+    ensure_summary,
+    holding,
     new_session_id,
     to_message_dict,
 )
@@ -226,7 +228,7 @@ class Conversation:
         if self.store is None or self.session_id is None:
             yield
             return
-        with self.store.lease(self.session_id):
+        with holding(self.store, self.session_id):
             yield
 
     # ---- messages and saves ----------------------------------------------------------
@@ -326,19 +328,19 @@ class Conversation:
         """Write the fallback summary if the session has none."""
         if self.store is None or self.session_id is None or self.has_summary:
             return
-        self.has_summary = bool(self.store.ensure_summary(self.session_id).strip())
+        self.has_summary = bool(ensure_summary(self.store, self.session_id).strip())
 
     def set_title(self, title: str) -> None:
         """Set the session's title (saved at once)."""
         if self.store is not None and self.session_id is not None:
-            self.store.set_title(self.session_id, title)
+            self.store.update(self.session_id, title=title)
             if self._record is not None:
                 self._record = self._record.model_copy(update={"title": title})
 
     def set_archived(self, archived: bool) -> None:
         """Archive or unarchive the session (saved at once)."""
         if self.store is not None and self.session_id is not None:
-            self.store.set_archived(self.session_id, archived)
+            self.store.update(self.session_id, archived=archived)
             if self._record is not None:
                 self._record = self._record.model_copy(update={"archived": archived})
 
@@ -378,7 +380,7 @@ class Conversation:
             From the store (nothing refers to the figure yet).
         """
         if self.store is None or self.session_id is None:
-            from jupyter_agent.store.figures import check_figure
+            from jupyter_agent.store.figure_files import check_figure
 
             check_figure(figure_id, data, media_type)
             self._figures[figure_id] = FigureData(data, media_type)

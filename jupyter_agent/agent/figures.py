@@ -10,7 +10,7 @@ its result.
   3"), saved through the conversation (a file of the session's store, or memory) *before*
   the tool result that refers to it, and a reference for the tool message
   (``{"id", "n", "media_type", "width", "height", "bytes", "shown"}``, see
-  :mod:`jupyter_agent.store.figures`);
+  :mod:`jupyter_agent.store.figure_files`);
 * a line in the tool result, where the output happened among the printed lines:
   ``[figure 1: PNG, 640×480 px, shown to the user]``; a rich display that is not an
   image (``display(df)``) gives its text form there instead.
@@ -33,7 +33,7 @@ from jupyter_agent.agent.pyexec import ExecOutcome
 from jupyter_agent.errors import JupyterAgentError
 from jupyter_agent.images import FORMAT_NAMES, MEDIA_TYPES, image_size, sniff_media_type
 from jupyter_agent.store import SessionState, new_session_id
-from jupyter_agent.store.figures import check_figure
+from jupyter_agent.store.figure_files import check_figure
 
 __all__ = ["FigureKeeper", "PendingFigure", "describe_figure", "image_of", "interleave"]
 

@@ -10,7 +10,7 @@ from jupyter_agent.errors import TooLargeError, UnsafeFileError
 
 if TYPE_CHECKING:
     from jupyter_agent.store import Store
-    from jupyter_agent.store.base import NoteKind
+    from jupyter_agent.store.notes import NoteKind
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "NOTES_CAP", "SHORT_NOTES_CHARS", "SHORT_SYSTEM_PROMPT",
            "SUMMARIZER_PROMPT", "NotesRead", "build_system_prompt", "format_bytes",
@@ -110,7 +110,7 @@ def read_session_notes(store: Store | None, cap: int = NOTES_CAP) -> NotesRead:
     for kind in kinds:
         name = f"{kind}.md"
         try:
-            text = store.read_notes(kind)
+            text = store.notes.read(kind)
         except TooLargeError as err:
             read.left_out.append(f"{name} ({format_bytes(err.size)}) left out of this session: "
                                  f"over the {format_bytes(err.cap)} notes cap "

@@ -1,7 +1,7 @@
 """Figures as images for the model: what each request carries.
 
 The working context keeps figure *references* on tool messages (``figures``, see
-:mod:`jupyter_agent.store.figures`), never image bytes. Before each request,
+:mod:`jupyter_agent.store.figure_files`), never image bytes. Before each request,
 :class:`RequestView` turns the working context into what is sent:
 
 * every message without its ``figures`` key (the text of the tool result names the

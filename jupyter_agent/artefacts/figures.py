@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from jupyter_agent.errors import JupyterAgentError
-from jupyter_agent.store.figures import FigureData
+from jupyter_agent.store.figure_files import FigureData
 
 __all__ = ["ReadFigure", "figure_data", "split_at_figures"]
 

@@ -47,7 +47,7 @@ from jupyter_agent.artefacts.replay import replay_state
 from jupyter_agent.artefacts.turns import complete_length, cut_after_turn, turn_starts
 from jupyter_agent.errors import ForkPointError
 from jupyter_agent.store import ForkOrigin, SessionRecord, Store, new_session_id
-from jupyter_agent.store.figures import copy_figures, figure_refs
+from jupyter_agent.store.figure_files import copy_figures, figure_refs
 from jupyter_agent.store.messages import fallback_summary
 from jupyter_agent.store.records import utc_now
 
@@ -214,7 +214,7 @@ def fork_session(
     forked = fork_record(parent, at=at, title=title)
     while store.exists(forked.record.id):  # a fresh random ID: practically never taken
         forked = fork_record(parent, at=at, title=title)
-    store.import_session(forked.record)
+    store.create_session(record=forked.record)
     # the figures its messages refer to go with it
     copy_figures(store, session_id, store, forked.record.id,
                  (str(ref["id"]) for ref in figure_refs(forked.record.transcript)))

@@ -26,7 +26,7 @@ from datetime import datetime
 from jupyter_agent.artefacts.figures import ReadFigure, figure_data
 from jupyter_agent.artefacts.steps import Call, Marker, Progress, Reply, Request, no_progress, steps
 from jupyter_agent.store import SessionRecord
-from jupyter_agent.store.figures import figure_label
+from jupyter_agent.store.figure_files import figure_label
 from jupyter_agent.ui.markdown import inert_markdown
 
 __all__ = ["call_line", "facts_line", "fence", "render_markdown", "session_name", "when"]

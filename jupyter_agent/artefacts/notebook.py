@@ -31,7 +31,7 @@ from jupyter_agent.artefacts.markdown import call_line, facts_line, fence, sessi
 from jupyter_agent.artefacts.steps import Call, Progress, Reply, Request, no_progress, steps
 from jupyter_agent.artefacts.turns import SYNTHETIC_PREFIX
 from jupyter_agent.store import SessionRecord
-from jupyter_agent.store.figures import figure_label
+from jupyter_agent.store.figure_files import figure_label
 from jupyter_agent.store.records import utc_now
 from jupyter_agent.ui.markdown import inert_markdown
 

@@ -67,8 +67,8 @@ from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
 
 from jupyter_agent.store import SessionRecord
-from jupyter_agent.store.figures import FigureData
-from jupyter_agent.store.jsonio import encode_json
+from jupyter_agent.store.figure_files import FigureData
+from jupyter_agent.store.messages import encode_json
 
 __all__ = ["REDACTED", "Redactor", "redact_record", "redact_text", "secrets_from_environ"]
 

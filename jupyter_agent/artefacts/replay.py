@@ -54,7 +54,7 @@ class _SummaryRecorder:
     def __init__(self) -> None:
         self.summary = ""
 
-    def write_summary(self, session_id: str, summary: str) -> None:
+    def update(self, session_id: str, *, summary: str) -> None:
         self.summary = summary
 
 

@@ -190,7 +190,7 @@ def fork(ctx: Context, args: argparse.Namespace) -> int:
 
 def archive(ctx: Context, args: argparse.Namespace) -> int:
     """``archive ID [--undo]``: hide a session from listings (or show it again)."""
-    ctx.store.set_archived(args.session_id, not args.undo)
+    ctx.store.update(args.session_id, archived=not args.undo)
     if ctx.json:
         ctx.emit_json({"id": args.session_id, "archived": not args.undo})
     else:

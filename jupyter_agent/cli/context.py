@@ -28,7 +28,7 @@ from typing import IO, Any, TypeVar
 
 from jupyter_agent.errors import JupyterAgentError
 from jupyter_agent.paths import find_project_root, resolve_memory_dir
-from jupyter_agent.store import SessionStore, Store
+from jupyter_agent.store import FileStore, Store
 
 __all__ = ["Context"]
 
@@ -71,9 +71,9 @@ class Context:
         return f"jupyter agent {self.command}"
 
     @cached_property
-    def files(self) -> SessionStore:
+    def files(self) -> FileStore:
         """The JSON files of :attr:`memory_dir` (nothing is created until a command writes)."""
-        return SessionStore(self.memory_dir, holder_label=self.label)
+        return FileStore(self.memory_dir, holder_label=self.label)
 
     @cached_property
     def store(self) -> Store:

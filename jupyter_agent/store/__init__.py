@@ -1,54 +1,31 @@
-"""Persistence: the memory directory, saved sessions and their leases.
+"""Persistence: saved sessions, their leases and the notes of the memory directory.
 
-``from jupyter_agent.store import SessionStore`` is the usual entry point (the JSON-file
-backend of the :class:`Store` protocol in ``base.py``). ``json_store.py`` describes the
-layout of a memory directory, ``journal.py`` the files of a session, ``records.py`` the
-record and its one-file form, ``files.py`` how every file is opened and written,
-``leases.py`` the session locks. Importing this package does no I/O.
+``FileStore`` keeps sessions as JSON files (``file_store.py`` describes the layout);
+``store.postgres.PostgresStore`` in a team's database. Both run on the session engine
+(``engine.py``) and satisfy :class:`Store` (``base.py``). Importing does no I/O.
 """
 
 from __future__ import annotations
 
-from jupyter_agent.store.base import NoteKind, Store
-from jupyter_agent.store.figures import FigureData
-from jupyter_agent.store.ids import new_session_id, validate_session_id
-from jupyter_agent.store.json_store import SessionStore
-from jupyter_agent.store.memory import MemoryStore
-from jupyter_agent.store.messages import to_message_dict
-from jupyter_agent.store.records import (
-    SCHEMA_VERSION,
-    Compaction,
-    ForkOrigin,
-    LeaseHolder,
-    SessionInfo,
-    SessionListing,
-    SessionRecord,
-    SessionState,
-    TodoItem,
-    Usage,
-    dump_record,
-    parse_record,
-)
-
-__all__ = [
-    "SCHEMA_VERSION",
-    "Compaction",
-    "FigureData",
-    "ForkOrigin",
-    "LeaseHolder",
-    "MemoryStore",
-    "NoteKind",
-    "SessionInfo",
-    "SessionListing",
-    "SessionRecord",
-    "SessionState",
-    "SessionStore",
-    "Store",
-    "TodoItem",
-    "Usage",
-    "dump_record",
-    "new_session_id",
-    "parse_record",
-    "to_message_dict",
-    "validate_session_id",
-]
+from jupyter_agent.store.base import Store as Store
+from jupyter_agent.store.base import ensure_summary as ensure_summary
+from jupyter_agent.store.base import holding as holding
+from jupyter_agent.store.figure_files import FigureData as FigureData
+from jupyter_agent.store.file_store import FileStore as FileStore
+from jupyter_agent.store.messages import to_message_dict as to_message_dict
+from jupyter_agent.store.notes import NoteKind as NoteKind
+from jupyter_agent.store.notes import Notes as Notes
+from jupyter_agent.store.records import SCHEMA_VERSION as SCHEMA_VERSION
+from jupyter_agent.store.records import Compaction as Compaction
+from jupyter_agent.store.records import ForkOrigin as ForkOrigin
+from jupyter_agent.store.records import LeaseHolder as LeaseHolder
+from jupyter_agent.store.records import SessionInfo as SessionInfo
+from jupyter_agent.store.records import SessionListing as SessionListing
+from jupyter_agent.store.records import SessionRecord as SessionRecord
+from jupyter_agent.store.records import SessionState as SessionState
+from jupyter_agent.store.records import TodoItem as TodoItem
+from jupyter_agent.store.records import Usage as Usage
+from jupyter_agent.store.records import dump_record as dump_record
+from jupyter_agent.store.records import new_session_id as new_session_id
+from jupyter_agent.store.records import parse_record as parse_record
+from jupyter_agent.store.records import validate_session_id as validate_session_id

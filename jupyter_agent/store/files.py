@@ -1,68 +1,35 @@
 """No-follow file primitives for everything under the memory directory.
 
-The memory directory may come from a cloned repository or a shared folder, so nothing in
-it is trusted. Every file the store reads or writes there goes through a :class:`SafeDir`:
-
-* a directory is opened with ``O_DIRECTORY | O_NOFOLLOW`` and must belong to the current
-  user and not be writable by group or others (:class:`~jupyter_agent.errors.
-  UnsafeDirectoryError` otherwise, naming owner, mode and the fix);
-* files are opened *relative to that descriptor* (``dir_fd``), so a directory swapped
-  for a link after the check is never followed, with ``O_NOFOLLOW | O_NONBLOCK |
-  O_CLOEXEC``, and ``fstat``-ed: anything but a regular file with one link (a symbolic
-  link, dangling or not, a FIFO, socket, device or directory) raises
-  :class:`~jupyter_agent.errors.UnsafeFileError` naming the path, before one byte is
-  read or written. ``O_NONBLOCK`` means a FIFO never hangs the caller; ``O_NOFOLLOW``
-  and the link count mean no write can reach a file outside the directory;
-* whole files are replaced atomically: a temporary file ``.<name>.<random>.tmp``
-  created with ``O_EXCL`` in the same directory, written, ``fsync``-ed, renamed over the
-  target, then the directory is ``fsync``-ed. Until the rename the previous file is
-  intact; on error the temporary file is removed and the error propagates. A target that
-  is not a regular file is refused, never replaced.
-
-The descriptor-level helpers (whole reads and writes, holes, signatures) are in
-``fdio.py`` and re-exported here; the short ``flock`` of the notes and the index is
-``flock.py``.
-
-A new kind of file (a figure next to a session, say) needs no new code: open its
-directory with :meth:`SafeDir.subdir` and use :meth:`SafeDir.read`,
-:meth:`SafeDir.write_atomic`, :meth:`SafeDir.open_file` or :meth:`SafeDir.create_new`.
+Nothing in the memory directory is trusted (it may come from a cloned repository). A
+:class:`SafeDir` opens directories ``O_DIRECTORY | O_NOFOLLOW`` and checks they are the
+user's own and not writable by others; files are opened relative to that descriptor with
+``O_NOFOLLOW | O_NONBLOCK`` and must be regular with one link (``UnsafeFileError``
+otherwise, before a byte is read or written). Whole files are replaced atomically
+(temporary file, ``fsync``, rename, directory ``fsync``). Short ``flock`` locks of the
+notes and the index are polled, never a blocking call a stopped process could hang.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import pwd
 import secrets
 import stat
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
-from jupyter_agent.errors import TooLargeError, UnsafeDirectoryError, UnsafeFileError
-from jupyter_agent.store.fdio import (
-    FileSignature,
-    entry_kind,
-    has_holes,
-    long_line,
-    read_all,
-    signature_of,
-    write_all,
+from jupyter_agent.errors import (
+    JupyterAgentError,
+    StorageError,
+    StoreBusyError,
+    TooLargeError,
+    UnsafeDirectoryError,
+    UnsafeFileError,
 )
-
-__all__ = [
-    "DIR_MODE",
-    "FILE_MODE",
-    "FileSignature",
-    "SafeDir",
-    "entry_kind",
-    "has_holes",
-    "is_temp_name",
-    "lease_temp",
-    "read_all",
-    "signature_of",
-    "temp_target",
-    "write_all",
-]
 
 #: Mode of every file the store creates (private conversations).
 FILE_MODE = 0o600
@@ -123,13 +90,6 @@ class SafeDir:
     """A checked directory of the memory directory, and the files in it (module docstring).
 
     Use :meth:`open` (or :meth:`subdir`) and close it (it is a context manager).
-
-    Attributes
-    ----------
-    path : pathlib.Path
-        The directory, for messages.
-    fd : int
-        Its open descriptor (``O_DIRECTORY | O_NOFOLLOW``).
     """
 
     def __init__(self, path: Path, fd: int) -> None:
@@ -141,21 +101,6 @@ class SafeDir:
     def open(cls, path: Path, *, create: bool = False, what: str = "memory directory",
              parent: SafeDir | None = None) -> SafeDir | None:
         """Open and check a directory; ``None`` if it is missing and ``create`` is false.
-
-        Parameters
-        ----------
-        path : pathlib.Path
-            The directory (its last component is never followed if it is a link).
-        create : bool
-            Create it (mode 0700, missing parents with the default mode) when missing.
-        what : str
-            What it is, for messages (``"memory directory"``, ``"sessions directory"``).
-        parent : SafeDir, optional
-            Open ``path.name`` relative to this directory instead of by path.
-
-        Returns
-        -------
-        SafeDir or None
 
         Raises
         ------
@@ -269,17 +214,7 @@ class SafeDir:
         return UnsafeFileError(self.child(name), kind)
 
     def check_regular(self, name: str, st: os.stat_result, *, private: bool = False) -> None:
-        """Raise :class:`UnsafeFileError` unless ``st`` is a regular file with one link.
-
-        Parameters
-        ----------
-        name : str
-        st : os.stat_result
-            From ``fstat`` of the opened file.
-        private : bool
-            Also require that the current user owns it and that group and others
-            cannot write it (notes files).
-        """
+        """Raise :class:`UnsafeFileError` unless ``st`` is a regular file with one link."""
         if not stat.S_ISREG(st.st_mode):
             raise UnsafeFileError(self.child(name), entry_kind(st.st_mode))
         if st.st_nlink > 1:
@@ -292,22 +227,6 @@ class SafeDir:
     def open_file(self, name: str, flags: int = os.O_RDONLY, *, create: bool = False,
                   private: bool = False) -> tuple[int, os.stat_result] | None:
         """Open regular file ``name`` without following links or blocking.
-
-        Parameters
-        ----------
-        name : str
-        flags : int
-            ``os.O_RDONLY``, ``os.O_RDWR``, ``os.O_WRONLY | os.O_APPEND``, ...
-            (``O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC`` are always added).
-        create : bool
-            Create it (0600) if missing.
-        private : bool
-            See :meth:`check_regular`.
-
-        Returns
-        -------
-        (int, os.stat_result) or None
-            The descriptor and its ``fstat``; ``None`` if missing and not ``create``.
 
         Raises
         ------
@@ -346,24 +265,6 @@ class SafeDir:
 
         Every read of the memory directory goes through here, so that no file costs more
         than its cap: the size is checked from ``fstat`` before a byte is read.
-
-        Parameters
-        ----------
-        name : str
-        limit : int, optional
-            Refuse a file whose part to read is larger (in bytes).
-        offset : int
-            Start reading here.
-        private : bool
-            See :meth:`check_regular`.
-        what : str
-            What the file is, for the message (``"session snapshot"``).
-        line_limit : int, optional
-            Refuse a file with a line longer than this (in bytes, the newline left out).
-
-        Returns
-        -------
-        (bytes, os.stat_result) or None
 
         Raises
         ------
@@ -427,11 +328,6 @@ class SafeDir:
 
         Never overwrites anything (``link(2)`` of a finished temporary file); the file
         appears complete or not at all.
-
-        Returns
-        -------
-        bool
-            True if created, False if something of that name was already there.
         """
         if self.lstat(name) is not None:
             return False
@@ -471,3 +367,132 @@ class SafeDir:
             raise
         os.close(fd)
         return tmp
+
+
+_READ_CHUNK = 1 << 20
+
+FileSignature = tuple[int, int, int, int]
+"""``(st_dev, st_ino, st_size, st_mtime_ns)``: changes whenever a file is replaced or grows."""
+
+
+def signature_of(st: os.stat_result) -> FileSignature:
+    """The :data:`FileSignature` of a stat result."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def entry_kind(mode: int) -> str:
+    """A directory entry's kind in words: ``"symbolic link"``, ``"FIFO"``, ``"socket"``,
+    ``"character device"``, ``"block device"``, ``"directory"`` or ``"regular file"``."""
+    for test, name in (
+        (stat.S_ISLNK, "symbolic link"),
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISDIR, "directory"),
+        (stat.S_ISREG, "regular file"),
+    ):
+        if test(mode):
+            return name
+    return "special file"
+
+
+def has_holes(fd: int, start: int, end: int) -> bool:
+    """Whether the file has a hole between ``start`` and ``end`` (``SEEK_HOLE``; a file
+    system that cannot tell reports none). Compressed file systems are not mistaken for
+    sparse ones, as a block count would be."""
+    try:
+        return os.lseek(fd, start, os.SEEK_HOLE) < end
+    except OSError:
+        return False
+
+
+def read_all(fd: int, size: int, offset: int = 0) -> bytes:
+    """Read ``size`` bytes at ``offset`` (fewer if the file is shorter now)."""
+    first = os.pread(fd, size, offset)  # one call, no copy, for a regular file
+    if len(first) == size or not first:
+        return first
+    parts = [first]
+    offset += len(first)
+    size -= len(first)
+    while size > 0:
+        chunk = os.pread(fd, min(size, _READ_CHUNK), offset)
+        if not chunk:
+            break
+        parts.append(chunk)
+        offset += len(chunk)
+        size -= len(chunk)
+    return b"".join(parts)
+
+
+def long_line(data: bytes, cap: int) -> tuple[int, int] | None:
+    """The first line of ``data`` longer than ``cap`` bytes (newline left out), as
+    ``(line number from 1, its length)``, or ``None``.
+
+    Looks at each ``cap + 1`` window once from its end (``rfind``), so the whole check
+    costs a pass over the bytes at C speed, however many lines there are.
+    """
+    pos, size = 0, len(data)
+    while size - pos > cap:
+        newline = data.rfind(b"\n", pos, pos + cap + 1)
+        if newline < 0:
+            end = data.find(b"\n", pos)
+            return data.count(b"\n", 0, pos) + 1, (size if end < 0 else end) - pos
+        pos = newline + 1
+    return None
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """``write`` until all of ``data`` is written (a short write is continued)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+@contextlib.contextmanager
+def lock_shared_or_exclusive(directory: SafeDir, name: str, *, exclusive: bool,
+                             timeout: float = 10.0) -> Iterator[int]:
+    """Hold a short ``flock`` on lock file ``name`` (created if needed) for a ``with`` block.
+
+    Used for the notes and the listing index, whose critical sections last
+    milliseconds: the lock is polled (never a blocking call that a stopped process
+    could hang forever) for up to ``timeout`` seconds.
+
+    Raises
+    ------
+    StoreBusyError
+        If it stayed taken for ``timeout`` seconds.
+    UnsafeFileError, OSError
+    """
+    opened = directory.open_file(name, os.O_RDWR, create=True)
+    assert opened is not None
+    fd = opened[0]
+    try:
+        op = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
+        deadline = time.monotonic() + timeout
+        delay = 0.0005
+        while True:
+            try:
+                fcntl.flock(fd, op)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise StoreBusyError(directory.child(name), timeout) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.02)
+        yield fd
+    finally:
+        os.close(fd)  # closing drops the lock
+
+
+@contextlib.contextmanager
+def storage_errors(path: Path, *, reading: bool = False) -> Iterator[None]:
+    """Turn an ``OSError`` into a :class:`~jupyter_agent.errors.StorageError` naming
+    ``path`` and the operation, a write unless ``reading`` (library errors pass through)."""
+    try:
+        yield
+    except OSError as err:
+        if isinstance(err, JupyterAgentError):
+            raise
+        raise StorageError(path, err, reading=reading) from err

@@ -1,43 +1,21 @@
-"""The listing index, ``<memory dir>/index.jsonl``: listing without reading transcripts.
+"""The listing index ``index.jsonl``: a cache of what a listing shows of each session.
 
-The index is a cache of what a listing shows of each session, one JSON line per change:
-``{"id": ..., "sig": ..., "set": {...}}`` merges fields into the session's entry, ``{"id":
-..., "gone": true}`` forgets it, ``{"id": ..., "sig": ..., "bad": true, "reason": ...}``
-remembers a damaged session and why. ``sig`` is the ``(device, inode, size, mtime)`` of
-the session's snapshot and journal when the line was written; the field ``at`` is
-``[generation, last line number, its checksum digits]`` of the journal, ``clock`` the
-session's place in the store's order of changes.
-
-* **Updated with every change**: each store method that changes a session appends one
-  short line (only the fields that changed) under a *shared* ``flock`` on ``index.lock``;
-  appends are small single ``write`` calls to an ``O_APPEND`` file, so concurrent writers
-  do not interleave. The index is a cache, so these appends are not ``fsync``-ed and a
-  failure to write one never fails the change itself. The line is appended after the
-  journal line it describes is on disk, so ``at`` is the last line acknowledged: a
-  journal with fewer lines of that generation lost acknowledged saves
-  (:meth:`ListingIndex.acknowledged_problem`).
-* **Checked cheaply but for real**: a listing ``lstat``-s each session's two files and
-  uses the entry only if its ``sig`` still matches *and* the journal's last checksum,
-  read back with one ``pread``, is the one ``at`` records. A missing, stale or
-  unreadable entry is rebuilt from the session's files (:func:`~jupyter_agent.store.
-  snapshot.listing_fields`): every journal line's number and checksum are checked, only
-  the lines after the snapshot are parsed (never the transcript); snapshots over
-  :data:`SNAPSHOT_LIMIT` and journals over :data:`JOURNAL_LIMIT` are not read (sparse
-  files never). A damaged session is left out of listings and remembered with its
-  one-line reason (:attr:`ListingIndex.damaged`).
-* **Kept small**: when it holds more than twice as many lines as sessions (plus
-  :data:`SLACK_LINES`), is over :data:`INDEX_LIMIT` or has a line that is not an entry,
-  the listing rewrites it once, atomically under an *exclusive* lock, one line per
-  session.
+Each entry is checked against the session's files (two ``lstat`` calls and the journal's
+last checksum) and rebuilt from them when stale; the index also records the last journal
+line each write acknowledged, which tells a torn write from damage. Listing is ordered by
+the store clock, newest first, one page at a time (:func:`page_of`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import stat
+import time
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -47,14 +25,15 @@ from jupyter_agent.errors import (
     SessionNotFoundError,
     StoreBusyError,
 )
-from jupyter_agent.store.files import SafeDir, signature_of
-from jupyter_agent.store.flock import lock_shared_or_exclusive
-from jupyter_agent.store.ids import SESSION_ID_PATTERN
-from jupyter_agent.store.jsonio import JOURNAL_CAP, encode_json
-from jupyter_agent.store.records import ForkOrigin, check_not_future
+from jupyter_agent.store.files import SafeDir, lock_shared_or_exclusive, signature_of
+from jupyter_agent.store.messages import JOURNAL_CAP, encode_json
+from jupyter_agent.store.records import (
+    SESSION_ID_PATTERN,
+    ForkOrigin,
+    SessionListing,
+    check_not_future,
+)
 from jupyter_agent.store.snapshot import listing_fields
-
-__all__ = ["INDEX_LOCK", "INDEX_NAME", "ListingIndex", "session_sig"]
 
 INDEX_NAME = "index.jsonl"
 #: The store clock's last value, in the memory directory (see ``SessionFiles.tick``).
@@ -245,11 +224,6 @@ class ListingIndex:
 
         Each entry carries ``"ok"``: whether it has every field with the right type. The
         dicts are shared with the next call: callers must not change them.
-
-        A missing index gives ``({}, 0)``, an oversized one ``({}, INDEX_LIMIT)`` (so that
-        the next listing rewrites it); bad lines are skipped and counted as
-        :data:`INDEX_LIMIT` lines (the entries they would have changed then look stale
-        and are rebuilt, and the index is rewritten).
         """
         st = root.lstat(INDEX_NAME)
         if st is None or not stat.S_ISREG(st.st_mode):
@@ -351,10 +325,6 @@ class ListingIndex:
         """An entry from the session's files: every journal line is checked (number and
         checksum, never parsed but after the snapshot), and against the last line
         ``old`` (the entry it replaces) records as acknowledged.
-
-        Raises
-        ------
-        CorruptSessionError
         """
         head_name = f"{session_id}.json"
         got = sessions.read(head_name, limit=SNAPSHOT_LIMIT, what="session snapshot to list")
@@ -374,16 +344,7 @@ class ListingIndex:
         return {**_json_fields(fields), "sig": sig}
 
     def entries(self, root: SafeDir, sessions: SafeDir) -> list[dict[str, Any]]:
-        """The listing fields of every readable session, from the index where it is fresh.
-
-        Returns
-        -------
-        list of dict
-            Each with ``id``, ``created_at`` and ``updated_at`` (aware datetimes) and the
-            other fields of :func:`~jupyter_agent.store.snapshot.listing_fields` (``parent``
-            as a :class:`~jupyter_agent.store.records.ForkOrigin` or ``None``); in no
-            particular order. Unreadable sessions are left out.
-        """
+        """The listing fields of every readable session, from the index where it is fresh."""
         cached, line_count = self.read(root)
         horizon = _horizon(root)
         fresh: list[dict[str, Any]] = []
@@ -482,3 +443,63 @@ class ListingIndex:
         with contextlib.suppress(OSError, JupyterAgentError), \
                 lock_shared_or_exclusive(root, INDEX_LOCK, exclusive=True, timeout=0.05):
             root.write_atomic(INDEX_NAME, data)
+
+
+T = TypeVar("T")
+
+
+def listing_order(clock: int | None, updated_at: datetime, session_id: str) -> tuple[int, str]:
+    """Where a session goes in a listing, newest last (sort in reverse for a listing)."""
+    if clock is None:
+        clock = int(updated_at.timestamp() * 1_000_000)
+    return clock, session_id
+
+
+def entry_order(entry: Any) -> tuple[int, str]:
+    """:func:`listing_order` of a listing entry (a dict of the index, or a
+    :class:`~jupyter_agent.store.records.SessionListing`)."""
+    if isinstance(entry, dict):
+        return listing_order(entry.get("clock"), entry["updated_at"], entry["id"])
+    return listing_order(entry.clock, entry.updated_at, entry.id)
+
+
+def page_of(entries: Sequence[T], key: Callable[[T], tuple[int, str]],
+            limit: int | None, after: SessionListing | None) -> list[T]:
+    """The page of a whole listing that is in listing order already."""
+    page = list(entries)
+    if after is not None:
+        cursor = entry_order(after)
+        page = [e for e in page if key(e) < cursor]
+    return page if limit is None else page[:limit]
+
+
+def tick(root: SafeDir, after: int, *, exact: int | None = None) -> int:
+    """The store clock's next value (microseconds): more than every value it gave in this
+    memory directory and than ``after``, the wall clock when larger (a clock stepping back
+    never reorders sessions); ``exact`` (an import keeps its place) is taken as it is.
+    Kept in :data:`CLOCK_FILE` under ``flock``; unusable, the value still exceeds ``after``.
+    """
+    now = time.time_ns() // 1000
+    if exact is not None:
+        exact = min(exact, now)  # a record dated ahead of the clock never sets it ahead
+    value = exact if exact is not None else max(now, after + 1)
+    with contextlib.suppress(OSError, JupyterAgentError):
+        opened = root.open_file(CLOCK_FILE, os.O_RDWR, create=True)
+        if opened is None:
+            return value
+        fd = opened[0]
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            data = os.pread(fd, 32, 0)
+            raw = data.strip()
+            last = int(raw) if raw.isdigit() and len(raw) < 20 else 0
+            if exact is None:
+                value = max(value, last + 1)
+            if value > last:
+                text = b"%d\n" % value
+                os.pwrite(fd, text, 0)
+                if len(text) < len(data):  # a larger value is never shorter: rarely needed
+                    os.ftruncate(fd, len(text))
+        finally:
+            os.close(fd)
+    return value

@@ -1,49 +1,20 @@
-"""The file format of a saved session: a JSON Lines journal beside a snapshot.
+"""The journal format: ``sessions/<id>.jsonl``, append-only, beside its snapshot.
 
-A session ``<id>`` is two files in ``sessions/``:
+Every line is ``{"n": number, ...entry..., "c": crc}``: its 1-based line number and the
+CRC-32 of the bytes before ``,"c"``, so each line proves its place and content unparsed.
+Line 1 is a header (``jupyter_agent_journal`` 3, ``id``, ``generation``). An entry holds any
+of ``add`` (messages appended to transcript and working context), ``compact`` (``head``,
+``tail``, ``insert``, ``event``: the context becomes its first ``head`` messages, then
+``insert``, then its last ``tail``), ``state`` (changed checkpoint fields), ``set``
+(summary/title/archived), ``updated_at`` and ``clock``. A save point is one line.
 
-``<id>.jsonl`` -- the journal, append-only
-    Every line is one JSON object that proves its place and content: it starts with
-    ``"n"``, its line number (1-based), and ends with ``"c"``, the CRC-32 of the line's
-    bytes before ``,"c"`` (:func:`encode_line`). Line 1 is a header, ``{"n": 1,
-    "jupyter_agent_journal": 3, "id": ..., "generation": ..., "c": ...}``. Every later
-    line is one *entry*, written by one ``write`` and ``fsync``-ed before the call that
-    wrote it returns. An entry holds any of:
-
-    * ``"add"``: messages appended to the transcript and to the working context;
-    * ``"compact"``: ``{"head": p, "tail": s, "insert": [...], "event": {...}}``, the
-      working context becomes its first ``p`` messages, then ``insert``, then its last
-      ``s`` (the compaction event is recorded; the transcript is untouched);
-    * ``"state"``: the top-level fields of the checkpoint that changed;
-    * ``"set"``: ``summary``, ``title`` or ``archived``;
-    * ``"updated_at"``: the new last-update time.
-
-    A save point (messages and checkpoint) is therefore one line, and a save writes only
-    its new bytes. The transcript is never rewritten.
-
-``<id>.json`` -- the snapshot, replaced atomically
-    The record without its transcript, as of byte ``journal.offset`` of the journal:
-    the head keys of the one-file form (``schema_version`` 2 so that jupyter-agent 0.1
-    refuses it rather than misreads it), ``context`` (the working context as
-    ``[start, end]`` spans of transcript positions and, for messages that exist only in
-    the working context such as compaction summaries, the messages themselves),
-    ``compactions``, ``state``, ``parent``, unknown keys kept from older files, and
-    ``journal`` (``generation``, ``offset``, ``transcript_length``, ``first_prompt``).
-    It is rewritten when the journal has grown past it by
-    ``max(SNAPSHOT_MIN_BYTES, SNAPSHOT_RATIO x snapshot size)`` (see ``benchmarks/``),
-    so a reader that wants the session without its transcript (the listing) reads a
-    small file and a short tail.
-
-Loading reads both files once: the transcript from every ``add`` of the journal, the
-rest from the snapshot plus the entries after its offset; every line's number and
-checksum are checked first. A last line without its newline is a write cut short: the
-caller tells whether it was acknowledged (the listing index records the last line each
-write acknowledged). Any other damage -- a line whose checksum or number is wrong, a
-line that is not JSON, a journal shorter than its snapshot says, another generation --
-is a :class:`~jupyter_agent.errors.CorruptSessionError` naming the line. Journals of
-jupyter-agent 0.2 (header ``2``, lines without ``n`` and ``c``) load unchanged; the
-next write upgrades them (:func:`upgraded_journal`) after recording in the snapshot how
-many lines it covers, which stays true across the upgrade.
+The snapshot ``<id>.json`` (``snapshot.py``) holds the record without its transcript as of
+byte ``offset``; it is rewritten when the journal has grown past it by
+``max(SNAPSHOT_MIN_BYTES, SNAPSHOT_RATIO x its size)``. Loading checks every line's
+number and checksum; a last line without its newline is a torn write (cut off only if the
+index says it was never acknowledged); any other damage is a ``CorruptSessionError``
+naming the line. Journals of jupyter-agent 0.2 (no ``n``/``c``) load and are upgraded by
+their next write.
 """
 
 from __future__ import annotations
@@ -59,31 +30,7 @@ import msgspec
 import orjson
 
 from jupyter_agent.errors import CorruptSessionError
-from jupyter_agent.store.jsonio import encode_json
-from jupyter_agent.store.messages import message_text
-from jupyter_agent.store.validation import check_messages, plain_tool_calls
-
-__all__ = [
-    "FIRST_PROMPT_CHARS",
-    "JOURNAL_SCHEMA_VERSION",
-    "JOURNAL_VERSION",
-    "SNAPSHOT_MIN_BYTES",
-    "SNAPSHOT_RATIO",
-    "Item",
-    "Journal",
-    "check_lines",
-    "encode_line",
-    "first_prompt_of",
-    "header_line",
-    "items_for",
-    "items_length",
-    "items_slice",
-    "line_problem",
-    "new_generation",
-    "parse_journal",
-    "resolve_items",
-    "upgraded_journal",
-]
+from jupyter_agent.store.messages import check_messages, encode_json, message_text, plain_tool_calls
 
 #: ``schema_version`` of snapshot files.
 JOURNAL_SCHEMA_VERSION = 2
@@ -202,12 +149,7 @@ def encode_items(items: list[Item]) -> list[Any]:
 
 
 def decode_items(raw: Any, transcript_length: int, path: Path) -> list[Item]:
-    """Read a snapshot's ``context`` back, checking spans and messages.
-
-    Raises
-    ------
-    CorruptSessionError
-    """
+    """Read a snapshot's ``context`` back, checking spans and messages."""
     if type(raw) is not list:
         raise CorruptSessionError(path, "context must be a list")
     items: list[Item] = []
@@ -292,29 +234,7 @@ def check_lines(lines: list[Line], first: int, path: Path) -> None:
 # --------------------------------------------------------------------------- reading
 @dataclass
 class Journal:
-    """A parsed journal (see :func:`parse_journal`).
-
-    Attributes
-    ----------
-    generation : str
-    before : list of dict
-        Entries that lie before the snapshot's offset (only their ``add`` still matters).
-    after : list of dict
-        Entries from the offset on (replayed in full).
-    end : int
-        Byte offset just past the last complete line.
-    torn : int
-        Bytes after ``end``: a last line without its newline (0 when there is none).
-    lines : int
-        How many complete lines there are (the last one's number).
-    check : bytes
-        The 8 hex digits of the last line's checksum (``b""`` if it has none).
-    version : int
-        The header's format: 3, or 2 for a journal of jupyter-agent 0.2, whose lines
-        carry no checks (its next write upgrades it).
-    offset : int
-        Byte offset just past the lines the snapshot covers.
-    """
+    """A parsed journal (see :func:`parse_journal`)."""
 
     generation: str
     before: list[dict[str, Any]] = field(default_factory=list)
@@ -361,7 +281,7 @@ class _Line(TypedDict):
 
 
 #: Parses and validates a checked line in one pass, JSON in and dicts out: strings and
-#: types as :func:`~jupyter_agent.store.validation.check_messages` demands them, so a
+#: types as :func:`~jupyter_agent.store.messages.check_messages` demands them, so a
 #: line it accepts needs no second check. Lines it refuses (and lines marked
 #: ``"extra"``, whose messages have other keys or shapes) are read by ``orjson`` and
 #: checked by hand, which keeps every key and names what is wrong.
@@ -396,13 +316,7 @@ def _typed_line(line: Line) -> Any:
 
 
 def _parse_lines(lines: list[Line], path: Path, first: int, typed: bool) -> list[Any]:
-    """``lines`` (numbered from ``first``) parsed to dicts, their ``add`` validated.
-
-    Raises
-    ------
-    CorruptSessionError
-        Naming the first line that is not valid JSON, or whose messages are not valid.
-    """
+    """``lines`` (numbered from ``first``) parsed to dicts, their ``add`` validated."""
     values: list[Any] = []
     for number, line in enumerate(lines, first):
         if typed and line[-_TRAILER - len(_EXTRA):-_TRAILER] != _EXTRA:
@@ -443,31 +357,6 @@ def parse_journal(raw: bytes, path: Path, *, session_id: str, offset: int,
                   generation: str | None, lines_covered: int | None = None,
                   decode_before: bool = True) -> Journal:
     """Check every line of a journal and split its entries where its snapshot ends.
-
-    Parameters
-    ----------
-    raw : bytes
-        The journal.
-    path : pathlib.Path
-        For messages.
-    session_id : str
-        The header must name it.
-    offset : int
-        The snapshot's ``journal.offset`` (a line boundary); used only when
-        ``lines_covered`` is ``None`` (snapshots of jupyter-agent 0.2).
-    generation : str or None
-        The snapshot's generation; ``None`` accepts any.
-    lines_covered : int, optional
-        The snapshot's ``journal.lines``: how many lines it covers, header included.
-    decode_before : bool
-        Parse the lines the snapshot covers too (a listing checks them but needs only
-        the lines after).
-
-    Returns
-    -------
-    Journal
-        A last line without its newline is left out (``torn``): whether it was a write
-        cut short by a crash or damage is for the caller to tell.
 
     Raises
     ------

@@ -1,26 +1,12 @@
-"""Session leases: ``fcntl`` locks on ``sessions/<id>.lock``.
+"""Session leases: ``flock`` on ``sessions/<id>.lock``.
 
-:class:`Leases` is the part of the file backend that holds leases; the store owns one.
-
-* **Taking** a lease: open the lock file (no-follow, regular, one link; created 0600),
-  ``flock(LOCK_EX | LOCK_NB)`` -- a holder elsewhere means
-  :class:`~jupyter_agent.errors.SessionLockedError` at once -- then check that the locked
-  descriptor and the lock *path* are still the same file (someone may have removed or
-  replaced it between ``open`` and ``flock``; then retry on the new file). The holder then
-  records itself in the lock file as one JSON line: pid, host, OS user, since (UTC) and a
-  label (notebook path, kernel name, command), which :meth:`Leases.holder` and the
-  ``SessionLockedError`` of the next comer report.
-* **Holding** it: within one :class:`Leases` the lease is re-entrant (a count); another
-  store object, in this process or another, is refused. Before every write the store
-  calls :meth:`Leases.verify`, which refuses (:class:`~jupyter_agent.errors.
-  LeaseLostError`) when the lock file was removed or replaced meanwhile, so this process
-  never writes over a session that someone else may now hold.
-* **Fork**: ``flock`` locks belong to the open file description, which ``fork`` shares.
-  A forked child (``multiprocessing``, ``os.fork`` in user code) closes its copies of
-  every lock descriptor at once (``os.register_at_fork``), so the lease dies with the
-  process that took it, whatever its children do; ``exec``-ed children never see them
-  (``O_CLOEXEC``).
-* The operating system drops a lease when its holder exits, ``SIGKILL`` included.
+Taking one opens the lock file (no-follow, regular, created 0600), tries
+``LOCK_EX | LOCK_NB`` (``SessionLockedError`` at once, naming the holder), checks the path
+still names the locked file, then writes the holder (pid, host, user, since, label) into
+it. Within one :class:`Leases` a lease is re-entrant; before every write
+:meth:`Leases.verify` refuses (``LeaseLostError``) if the lock file was removed or
+replaced. A forked child closes its copies of every lock descriptor at once, so a lease dies
+with the process that took it; the system drops it when that process exits.
 """
 
 from __future__ import annotations
@@ -39,10 +25,8 @@ import orjson
 
 from jupyter_agent.errors import JupyterAgentError, LeaseLostError, SessionLockedError
 from jupyter_agent.store.files import SafeDir
-from jupyter_agent.store.jsonio import encode_json
+from jupyter_agent.store.messages import encode_json
 from jupyter_agent.store.records import LeaseHolder, utc_now
-
-__all__ = ["Leases", "lock_name"]
 
 # Retries when the lock looks busy: a lister's momentary probe (see Leases.is_held) must
 # not make a real acquirer fail. Total < 30 ms, so failing is still "at once".
@@ -95,13 +79,7 @@ def _read_holder(fd: int) -> LeaseHolder | None:
 
 
 class Leases:
-    """The leases one store object holds (see the module docstring).
-
-    Parameters
-    ----------
-    label : str
-        What the holder is, for people who find a session in use; never a secret.
-    """
+    """The leases one store object holds (see the module docstring)."""
 
     def __init__(self, label: str = "") -> None:
         self.label = label

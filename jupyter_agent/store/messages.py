@@ -1,33 +1,25 @@
-"""Chat messages as they are saved: plain JSON dicts without lone surrogates.
+"""Messages: conversion to plain dicts, validation, JSON limits, and how a context changes.
 
-The ``openai`` client returns pydantic objects (``ChatCompletionMessage`` with
-``tool_calls``, ...), while the agent also builds plain dicts. Before anything is
-written, every message goes through :func:`to_message_dict`, which
-
-* dumps pydantic objects with ``model_dump(mode="json", exclude_none=True)`` so the
-  structured tool calls and the IDs that link them to their results persist;
-* deep-copies dicts by a JSON round trip, so the in-memory copy is exactly what a
-  later load returns (tuples become lists, keys become strings);
-* replaces lone surrogates (e.g. ``"\\ud83d"`` left by a cut emoji) with U+FFFD in
-  every string, dict keys included, so a saved session always loads and is always
-  accepted by the API.
+A saved message must load back: it has the shape of a Chat Completions message and holds
+only what JSON can (:func:`normalized`, ``InvalidMessageError`` otherwise). A save must
+*extend* the saved working context (``ContextMismatchError`` otherwise); a compaction keeps
+a common prefix and suffix of the old context (:func:`compaction_parts`).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
-from collections.abc import Iterable, Mapping
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-__all__ = [
-    "clean_json",
-    "clean_text",
-    "fallback_summary",
-    "message_text",
-    "to_message_dict",
-]
+import orjson
+
+from jupyter_agent.errors import ContextMismatchError, CorruptSessionError, InvalidMessageError
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -65,17 +57,6 @@ def _dump_default(obj: Any) -> Any:
 def clean_json(value: Any) -> Any:
     """Deep-copy a JSON-compatible value, replacing lone surrogates everywhere.
 
-    Parameters
-    ----------
-    value : object
-        Nested dicts/lists/tuples of str, int, float, bool and None; pydantic
-        objects found inside are dumped with ``model_dump(mode="json", exclude_none=True)``.
-
-    Returns
-    -------
-    object
-        A fresh structure equal to what ``json.loads`` of its saved form returns.
-
     Raises
     ------
     TypeError
@@ -89,19 +70,6 @@ def clean_json(value: Any) -> Any:
 
 def to_message_dict(message: Any) -> dict[str, Any]:
     """Convert one chat message to the plain dict that is saved.
-
-    Parameters
-    ----------
-    message : Mapping or pydantic object
-        A dict such as ``{"role": "user", "content": "hi"}`` or an ``openai`` object
-        such as ``ChatCompletionMessage``.
-
-    Returns
-    -------
-    dict
-        A deep copy (dicts) or ``model_dump(mode="json", exclude_none=True)``
-        (pydantic objects), with lone surrogates replaced by U+FFFD in all strings
-        and keys.
 
     Raises
     ------
@@ -153,16 +121,6 @@ def fallback_summary(messages: Iterable[Mapping[str, Any]]) -> str:
     2000 characters; messages the harness wrote (they start with ``[jupyter-agent]``)
     are not quoted. Each is one ``"<role>: <text>"`` entry, oldest first, joined by
     newlines; the result is cut to 2000 code points.
-
-    The excerpt stays well-formed Markdown, since front ends render it: a message whose
-    first line starts a Markdown block (a table, a list, a code fence...) gets its label
-    on a line of its own, and a multi-line message is set off by blank lines, so that a
-    table or a code fence in a reply neither swallows the next entry nor breaks.
-
-    Returns
-    -------
-    str
-        The excerpt, or ``""`` when no user/assistant message has text.
     """
     picked: list[str] = []
     for message in reversed(list(messages)):
@@ -179,3 +137,329 @@ def fallback_summary(messages: Iterable[Mapping[str, Any]]) -> str:
     for before, entry in itertools.pairwise(entries):
         out.append(("\n\n" if "\n" in before or "\n" in entry else "\n") + entry)
     return "".join(out)[:SUMMARY_MAX_CHARS]
+
+
+_OPTIONAL_STRINGS = ("tool_call_id", "name", "refusal")
+
+
+def message_problem(message: Any) -> str | None:
+    """What makes ``message`` unfit to be a saved Chat Completions message, or ``None``."""
+    if type(message) is not dict:
+        return "a message must be a JSON object"
+    role = message.get("role")
+    if type(role) is not str or not role:
+        return "role must be a non-empty string"
+    content = message.get("content")
+    if content is not None and type(content) is not str:
+        if type(content) is not list:
+            return "content must be a string, a list of parts or null"
+        for part in content:
+            if type(part) is not dict or type(part.get("type")) is not str:
+                return "each content part must be an object with a string type"
+            if part["type"] == "text" and type(part.get("text")) is not str:
+                return "a text part must have a string text"
+    calls = message.get("tool_calls")
+    if calls is not None:
+        problem = _tool_calls_problem(calls)
+        if problem:
+            return problem
+    if len(message) > 2:
+        for key in _OPTIONAL_STRINGS:
+            value = message.get(key)
+            if value is not None and type(value) is not str:
+                return f"{key} must be a string"
+    return None
+
+
+def _tool_calls_problem(calls: Any) -> str | None:
+    if type(calls) is not list:
+        return "tool_calls must be a list"
+    for call in calls:
+        if type(call) is not dict or type(call.get("id")) is not str:
+            return "each tool call must be an object with a string id"
+        if "type" in call and type(call["type"]) is not str:
+            return "a tool call's type must be a string"
+        if "function" in call:
+            fn = call["function"]
+            if type(fn) is not dict or type(fn.get("name")) is not str:
+                return "a tool call's function must be an object with a string name"
+            if type(fn.get("arguments", "")) is not str:
+                return "a tool call's arguments must be a string"
+    return None
+
+
+def plain_tool_calls(calls: list[Any]) -> bool:
+    """Whether every tool call is ``{"id", "type", "function": {"name", "arguments"}}``
+    with strings only (the common case, checked without building reasons)."""
+    for call in calls:
+        if type(call) is not dict or len(call) != 3:
+            return False
+        fn = call.get("function")
+        if (type(call.get("id")) is not str or type(call.get("type")) is not str
+                or type(fn) is not dict or len(fn) != 2 or type(fn.get("name")) is not str
+                or type(fn.get("arguments")) is not str):
+            return False
+    return True
+
+
+def check_messages(messages: Any, path: Path | str, field: str) -> list[dict[str, Any]]:
+    """Return ``messages`` if it is a list of valid messages, else raise naming ``path``.
+
+    ``path`` is the file, or for a database backend a location string (database,
+    project, session).
+
+    Raises
+    ------
+    CorruptSessionError
+        ``"<field>[i]: <reason>"`` for the first bad message.
+    """
+    if type(messages) is not list:
+        raise CorruptSessionError(path, f"{field} must be a list of messages")
+    for i, message in enumerate(messages):
+        # fast paths, for the shapes almost every message has: {"role", "content"} with
+        # string or null content, plus a string tool_call_id, or plus well-formed tool_calls
+        if type(message) is dict:
+            role = message.get("role")
+            content = message.get("content")
+            if type(role) is str and role and (content is None or type(content) is str):
+                size = len(message) - ("content" in message)
+                if size == 1:
+                    continue
+                if size == 2:
+                    other = message.get("tool_call_id")
+                    if type(other) is str:
+                        continue
+                    calls = message.get("tool_calls")
+                    if type(calls) is list and plain_tool_calls(calls):
+                        continue
+        problem = message_problem(message) or depth_problem(message)  # of other keys
+        if problem is not None:
+            raise CorruptSessionError(path, f"{field}[{i}]: {problem}")
+    return messages
+
+
+# Caps on what a session may hold, so that a file or row someone else wrote costs bounded
+# memory and time. Decoding JSON into Python objects takes about 3 times the bytes for
+# real sessions (mostly text) and up to ~30 times for a file made of tiny objects
+# (``[{},{},...]``), so each cap is also what bounds the worst case.
+#: A session snapshot, a record of the one-file form or a team-store record column. A
+#: snapshot holds no transcript (3.5 KB at 50,000 messages, see ``benchmarks/``); only a
+#: record of the one-file form of jupyter-agent 0.1 does (about 8,000 messages of 2 KiB).
+RECORD_CAP = 16 * 1024 * 1024
+#: One journal line (a save point: one step's messages, tool results clipped to
+#: ``max_output_chars``) or one team-store transcript row.
+LINE_CAP = 16 * 1024 * 1024
+#: A whole journal (or team-store transcript), read whole on load: about 85,000 messages
+#: of 3 KiB.
+JOURNAL_CAP = 256 * 1024 * 1024
+
+#: Values (a message, a checkpoint) nest at most this deep: what loads can then be written
+#: by ``orjson`` and ``pydantic`` (255 levels each, with the record around it), compared
+#: and walked within Python's recursion limit. Deeper values are refused when saved and
+#: when loaded, with one line.
+MAX_DEPTH = 200
+
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
+
+
+def encode_json(value: Any) -> bytes:
+    """Compact UTF-8 JSON of ``value`` (dict key order kept).
+
+    Raises
+    ------
+    TypeError
+        For a value JSON cannot hold (see :func:`json_problem`); ``NaN`` and infinities
+        raise ``ValueError``.
+    """
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError as err:
+        if "recursion" not in str(err).lower():  # orjson writes 255 levels at most
+            raise TypeError(str(err)) from None
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10_000))
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    finally:
+        sys.setrecursionlimit(limit)
+    return text.encode("utf-8")
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:20]} overflows a double")
+    return value
+
+
+def json_problem(value: Any, depth: int = 0) -> str | None:
+    """Why ``value`` cannot be written as JSON by the store, or ``None``.
+
+    Checks dicts with string keys, lists, strings without lone surrogates, finite
+    floats, integers within 64 bits, booleans and null, at most :data:`MAX_DEPTH` levels
+    deep.
+    """
+    kind = type(value)
+    if kind is str:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "a string holds a lone surrogate"
+        return None
+    if value is None or kind is bool:
+        return None
+    if kind is int:
+        return None if _INT_MIN <= value <= _INT_MAX else "an integer does not fit 64 bits"
+    if kind is float:
+        return None if math.isfinite(value) else "a number is not finite"
+    if depth > MAX_DEPTH:
+        return f"values are nested too deeply (more than {MAX_DEPTH} levels)"
+    items: Iterable[Any]
+    if kind is dict:
+        if any(type(k) is not str for k in value):
+            return "an object has a key that is not a string"
+        problem = json_problem(list(value), depth + 1)
+        if problem:
+            return problem
+        items = value.values()
+    elif kind is list:
+        items = value
+    else:
+        return f"a value of type {kind.__name__} is not JSON"
+    for item in items:
+        problem = json_problem(item, depth + 1)
+        if problem:
+            return problem
+    return None
+
+
+_ORJSON_LEVELS = 254  # the most levels of arrays and objects orjson writes
+
+
+def depth_problem(value: Any) -> str | None:
+    """:func:`json_problem`'s depth rule for a decoded value, at C speed: ``value``
+    wrapped in as many lists as make it too deep for ``orjson`` exactly when it nests
+    more than :data:`MAX_DEPTH` levels is written (and thrown away) by ``orjson``.
+    Other refusals of ``orjson`` (which decoded values do not have) are not reported."""
+    for _ in range(_ORJSON_LEVELS - MAX_DEPTH - 1):
+        value = [value]
+    try:
+        orjson.dumps(value)
+    except orjson.JSONEncodeError as err:
+        if "recursion" in str(err).lower():
+            return f"values are nested too deeply (more than {MAX_DEPTH} levels)"
+    return None
+
+
+def decode_json(raw: bytes, path: Path | str) -> Any:
+    """Decode JSON bytes as described in the module docstring.
+
+    ``path`` names where the bytes come from: a file, or a location string of a database
+    backend.
+
+    Raises
+    ------
+    CorruptSessionError
+        Naming ``path``: empty, not JSON, non-finite numbers, too deep, integers that do
+        not fit 64 bits.
+    """
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as first:
+        if not raw.strip():
+            raise CorruptSessionError(path, "empty file") from None
+        try:
+            data = json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+            raise CorruptSessionError(path, f"not valid JSON ({first})") from None
+    try:
+        data = clean_json(data)  # lone surrogates -> U+FFFD (older writers)
+    except (ValueError, RecursionError):
+        raise CorruptSessionError(path, "not valid JSON (nested too deeply)") from None
+    problem = json_problem(data)
+    if problem:
+        raise CorruptSessionError(path, f"not valid JSON for this store ({problem})")
+    return data
+
+
+def normalized(messages: Sequence[Any], first_index: int = 0) -> list[dict[str, Any]]:
+    """Messages converted with :func:`to_message_dict` and checked.
+
+    Raises
+    ------
+    InvalidMessageError
+        For a message that is not a Chat Completions message or holds a value JSON
+        cannot (an integer beyond 64 bits, NaN, an object that is not JSON), or values
+        nested too deeply to be read back.
+    """
+    out = []
+    for k, message in enumerate(messages):
+        try:
+            data = to_message_dict(message)
+        except (TypeError, ValueError) as err:
+            raise InvalidMessageError(first_index + k, str(err)) from None
+        except RecursionError:  # deeper than a load could read back
+            raise InvalidMessageError(first_index + k, "values are nested too deeply") from None
+        problem = message_problem(data) or json_problem(data)
+        if problem:
+            raise InvalidMessageError(first_index + k, problem)
+        out.append(data)
+    return out
+
+
+def new_messages(session_id: str, saved: list[dict[str, Any]],
+                 incoming: Sequence[Any]) -> tuple[list[dict[str, Any]], list[Any] | None]:
+    """The messages of ``incoming`` beyond the saved working context, normalized.
+
+    Raises
+    ------
+    ContextMismatchError
+        If ``incoming`` does not extend ``saved``.
+    InvalidMessageError
+        For a new message that could not be saved.
+    """
+    n = len(saved)
+    if len(incoming) < n:
+        raise ContextMismatchError(
+            session_id, len(incoming), f"{len(incoming)} messages given but {n} are saved")
+    prefix = list(incoming[:n]) if not isinstance(incoming, list) else incoming[:n]
+    same = prefix == saved  # identical objects compare at C speed
+    if not same:
+        for index, (given, kept) in enumerate(zip(incoming, saved, strict=False)):
+            if given is kept or given == kept:
+                continue
+            try:
+                same = to_message_dict(given) == kept
+            except (TypeError, ValueError, RecursionError):
+                same = False
+            if not same:
+                raise ContextMismatchError(
+                    session_id, index, f"the saved {kept.get('role')!r} message differs")
+    return normalized(incoming[n:], n), prefix if same else None
+
+
+def compaction_parts(old: Sequence[dict[str, Any]],
+                     new: Sequence[dict[str, Any]]) -> tuple[int, int]:
+    """``(prefix, suffix)``: how many messages of ``new`` are kept from the start and the
+    end of ``old`` (they never overlap)."""
+    prefix = 0
+    while prefix < min(len(old), len(new)) and old[prefix] == new[prefix]:
+        prefix += 1
+    suffix = 0
+    while (
+        suffix < min(len(old), len(new)) - prefix
+        and old[len(old) - 1 - suffix] == new[len(new) - 1 - suffix]
+    ):
+        suffix += 1
+    return prefix, suffix
+
+
+def count_replaced(old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]]) -> int:
+    """How many messages of ``old`` a compaction to ``new`` replaced (those not kept as a
+    common prefix or suffix)."""
+    prefix, suffix = compaction_parts(old, new)
+    return len(old) - prefix - suffix

@@ -1,25 +1,9 @@
-"""Copying every session from one store to another (JSON files <-> PostgreSQL, or any two).
+"""Copying every session from one store to another (files <-> PostgreSQL, or any two).
 
-:func:`migrate_sessions` works on the store protocol only (``list_sessions``,
-``load_session``, ``exists``, ``import_session``), so it copies between any two
-backends, and it is safe to run again:
-
-* a session the target already has with the same content is *skipped* (running twice
-  copies nothing twice);
-* a session the target has with *different* content is a *conflict*: it is left as it
-  is in both stores and reported, never overwritten;
-* every copied session is read back from the target and compared with the source
-  record, field by field (working context, transcript, compactions, checkpoint,
-  summary, title, archived flag, parent, timestamps): a difference is reported as
-  *mismatched*;
-* a session the source cannot read is reported as *unreadable* with the reason (the
-  JSON store's listing already leaves out files it cannot parse).
-
-Sessions are copied whole (``import_session``: one write in the target, under the
-target's lease). The source is only read, without leases, so a session in use can be
-copied -- as it was when read; running the migration again later reports it as a
-conflict if it changed since. Notes (``project.md``, ``user.md``) are files in the
-memory directory for both backends and are not copied.
+Safe to run again: a session the target has with the same content is *skipped*, with
+different content a *conflict* (never overwritten); every copy is read back and compared
+(*mismatched* otherwise); a session the source cannot read is *unreadable*. The source is
+read without leases (a session in use is copied as it was when read). Notes are not copied.
 """
 
 from __future__ import annotations
@@ -31,30 +15,10 @@ from jupyter_agent.errors import CorruptSessionError, SessionLockedError, Sessio
 from jupyter_agent.store.base import Store
 from jupyter_agent.store.records import SessionRecord
 
-__all__ = ["MigrationResult", "migrate_sessions"]
-
 
 @dataclass(frozen=True)
 class MigrationResult:
-    """What :func:`migrate_sessions` did; each field lists session IDs in listing order.
-
-    Attributes
-    ----------
-    copied : tuple of str
-        Copied into the target by this run (and verified there, unless also in
-        ``mismatched``).
-    skipped : tuple of str
-        Already in the target with the same content.
-    conflicts : tuple of str
-        In the target with different content; left alone in both stores.
-    mismatched : tuple of str
-        Copied, but what the target returns differs from the source record.
-    unreadable : tuple of (str, str)
-        Session ID and reason, for sessions the source could not read, or the target
-        could not accept (e.g. its lease was held).
-    source_count : int
-        Sessions the source listed (archived included).
-    """
+    """What :func:`migrate_sessions` did; each field lists session IDs in listing order."""
 
     copied: tuple[str, ...] = ()
     skipped: tuple[str, ...] = ()
@@ -96,22 +60,6 @@ def migrate_sessions(source: Store, target: Store, *,
                      on_session: Callable[[str, str], None] | None = None) -> MigrationResult:
     """Copy every session of ``source`` (archived ones included) into ``target``.
 
-    Parameters
-    ----------
-    source, target : Store
-        Any two stores, e.g. a :class:`~jupyter_agent.store.SessionStore` and a
-        :class:`~jupyter_agent.store.postgres.PostgresStore`.
-    on_session : callable, optional
-        Called as ``on_session(session_id, outcome)`` after each session, with outcome
-        ``"copied"``, ``"skipped"``, ``"conflict"``, ``"mismatched"`` or ``"unreadable"``
-        (for progress output).
-
-    Returns
-    -------
-    MigrationResult
-        Counts and session IDs of each outcome; ``result.ok`` tells whether the target
-        now holds every session of the source, identical.
-
     Raises
     ------
     StoreUnavailableError
@@ -146,7 +94,7 @@ def migrate_sessions(source: Store, target: Store, *,
                 (skipped if same else conflicts).append(sid)
                 note(sid, "skipped" if same else "conflict")
                 continue
-            target.import_session(record)
+            target.create_session(record=record)
         except (CorruptSessionError, SessionLockedError, FileExistsError) as err:
             unreadable.append((sid, str(err)))
             note(sid, "unreadable")

@@ -1,21 +1,11 @@
-"""The notes of a memory directory: ``project.md`` and ``user.md``.
+"""The notes of a memory directory (``project.md``, ``user.md``), for every backend.
 
-Notes are plain UTF-8 text put into the system message of new sessions. They are read
-through the no-follow primitives (a symbolic link, FIFO or device in their place is
-refused, never read into a prompt) and must be the user's own: owned by the current user,
-not writable by group or others, at most :data:`NOTES_LIMIT` bytes.
-
-Writes are read-modify-write under an exclusive ``flock`` on ``notes.lock`` in the memory
-directory, then an atomic replace: several processes appending notes at once (the
-``remember`` tool in two kernels) lose none of them. Each write first removes the
-temporary files that killed writers left.
-
-Notes can come from someone else (a cloned repository's ``project.md``), and they instruct
-the model in every new session. :func:`unseen_notes` tells which notes the user has not
-been shown yet *in their current content*, and records them as shown. The record is a
-SHA-256 per notes file, kept in the user's own state directory
-(``$XDG_STATE_HOME/jupyter-agent/seen-notes.json``, default ``~/.local/state``), not in the
-memory directory: a repository could ship a record that claims its notes were seen.
+Notes go into the system message of new sessions. They are read through the no-follow
+primitives and must be the user's own, at most :data:`NOTES_LIMIT` bytes. Writes are
+read-modify-write under ``notes.lock`` then an atomic replace, so concurrent appenders lose
+nothing. :func:`unseen_notes` tells which notes the user was not shown in their current
+content (a SHA-256 per file, kept in ``$XDG_STATE_HOME/jupyter-agent``, never in the memory
+directory, which a repository could ship).
 """
 
 from __future__ import annotations
@@ -26,89 +16,108 @@ import json
 import os
 import stat
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Literal
 
-from jupyter_agent.store.base import NoteKind
-from jupyter_agent.store.files import SafeDir, lease_temp
-from jupyter_agent.store.flock import lock_shared_or_exclusive
-from jupyter_agent.store.garbage import remove_notes_temps
+from jupyter_agent.errors import JupyterAgentError
+from jupyter_agent.store.files import (
+    SafeDir,
+    is_temp_name,
+    lease_temp,
+    lock_shared_or_exclusive,
+    storage_errors,
+    temp_target,
+)
 from jupyter_agent.store.messages import clean_text
-
-__all__ = ["NOTES_LIMIT", "NOTES_LOCK", "NOTE_FILES", "NoteKind", "append_note", "read_notes",
-           "seen_notes_file", "unseen_notes", "write_notes"]
-
 
 NOTE_FILES = {"project": "project.md", "user": "user.md"}
 NOTES_LOCK = "notes.lock"
 #: Notes larger than this are refused rather than read into a prompt.
 NOTES_LIMIT = 4 * 1024 * 1024
+_NOTE_NAMES = tuple(NOTE_FILES.values())
+
+
+NoteKind = Literal["project", "user"]
 
 
 def note_file(kind: NoteKind) -> str:
-    """The file name of ``kind``.
-
-    Raises
-    ------
-    ValueError
-        For anything but ``"project"`` or ``"user"``.
-    """
+    """The file name of ``kind``; ``ValueError`` for anything but "project" or "user"."""
     try:
         return NOTE_FILES[kind]
     except (KeyError, TypeError):
         raise ValueError(f"notes kind must be 'project' or 'user', not {kind!r}") from None
 
 
-def read_notes(root: SafeDir | None, kind: NoteKind) -> str:
-    """The notes of ``kind`` ("" when the directory or the file is missing).
+def remove_notes_temps(root: SafeDir, *, locked: bool = False) -> list[Path]:
+    """Remove the temporary files killed notes writers left (under the notes lock, taken
+    here for at most a moment unless ``locked``)."""
+    temps = [n for n in root.names() if is_temp_name(n) and temp_target(n) in _NOTE_NAMES]
+    if not temps:
+        return []
+    if locked:
+        return [root.child(n) for n in temps if root.unlink(n)]
+    with contextlib.suppress(JupyterAgentError, OSError), \
+            lock_shared_or_exclusive(root, NOTES_LOCK, exclusive=True, timeout=0.05):
+        return [root.child(n) for n in temps if root.unlink(n)]
+    return []
 
-    Bytes that are not UTF-8 become U+FFFD.
 
-    Raises
-    ------
-    ValueError
-        For an unknown ``kind``.
-    UnsafeFileError
-        If the file is not a private regular file.
-    TooLargeError
-        If it is larger than :data:`NOTES_LIMIT`.
-    OSError
+class Notes:
+    """The notes of one memory directory (created 0700 by the first write; no I/O before).
+
+    Reading raises ``UnsafeFileError`` for a file that is not a private regular file and
+    ``TooLargeError`` above :data:`NOTES_LIMIT`; writing raises ``StoreBusyError`` when the
+    notes lock stays taken and ``StorageError`` when the write fails (the old notes stay).
     """
-    name = note_file(kind)
-    if root is None:
-        return ""
-    got = root.read(name, limit=NOTES_LIMIT, private=True, what="notes file")
-    return "" if got is None else got[0].decode("utf-8", errors="replace")
 
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root).expanduser()
 
-def write_notes(root: SafeDir, kind: NoteKind, text: str) -> None:
-    """Replace the notes of ``kind`` with ``text`` (under the notes lock, atomically).
+    def __repr__(self) -> str:
+        return f"Notes({str(self.root)!r})"
 
-    Raises
-    ------
-    ValueError, UnsafeFileError, StoreBusyError, OSError
-    """
-    name = note_file(kind)
-    with lock_shared_or_exclusive(root, NOTES_LOCK, exclusive=True):
-        remove_notes_temps(root, locked=True)
-        root.write_atomic(name, clean_text(text).encode("utf-8"), private=True,
-                          temp=lease_temp(name))
+    def path(self, kind: NoteKind) -> Path:
+        return self.root / note_file(kind)
 
+    def read(self, kind: NoteKind) -> str:
+        """The notes of ``kind`` ("" when there are none); invalid UTF-8 becomes U+FFFD."""
+        name = note_file(kind)
+        with storage_errors(self.root, reading=True):
+            root = SafeDir.open(self.root)
+        if root is None:
+            return ""
+        with root, storage_errors(self.path(kind), reading=True):
+            got = root.read(name, limit=NOTES_LIMIT, private=True, what="notes file")
+        return "" if got is None else got[0].decode("utf-8", errors="replace")
 
-def append_note(root: SafeDir, kind: NoteKind, line: str) -> None:
-    """Append ``line`` (whitespace collapsed) as a ``- `` list item, under the notes lock.
+    @contextlib.contextmanager
+    def _locked(self, kind: NoteKind) -> Iterator[SafeDir]:
+        note_file(kind)
+        with storage_errors(self.root):
+            root = SafeDir.open(self.root, create=True)
+        assert root is not None
+        with root, storage_errors(self.path(kind)), \
+                lock_shared_or_exclusive(root, NOTES_LOCK, exclusive=True):
+            remove_notes_temps(root, locked=True)
+            yield root
 
-    Raises
-    ------
-    ValueError, UnsafeFileError, StoreBusyError, OSError
-    """
-    name = note_file(kind)
-    item = "- " + " ".join(clean_text(line).split())
-    with lock_shared_or_exclusive(root, NOTES_LOCK, exclusive=True):
-        existing = read_notes(root, kind)
-        text = (existing.rstrip("\n") + "\n" if existing.strip() else "") + item + "\n"
-        remove_notes_temps(root, locked=True)
-        root.write_atomic(name, text.encode("utf-8"), private=True, temp=lease_temp(name))
+    def write(self, kind: NoteKind, text: str) -> None:
+        """Replace the notes of ``kind`` (atomically, file 0600)."""
+        with self._locked(kind) as root:
+            name = note_file(kind)
+            root.write_atomic(name, clean_text(text).encode("utf-8"), private=True,
+                              temp=lease_temp(name))
+
+    def append(self, kind: NoteKind, line: str) -> None:
+        """Append ``line`` (whitespace collapsed) as a ``- `` list item."""
+        item = "- " + " ".join(clean_text(line).split())
+        with self._locked(kind) as root:
+            name = note_file(kind)
+            got = root.read(name, limit=NOTES_LIMIT, private=True, what="notes file")
+            existing = "" if got is None else got[0].decode("utf-8", errors="replace")
+            text = (existing.rstrip("\n") + "\n" if existing.strip() else "") + item + "\n"
+            root.write_atomic(name, text.encode("utf-8"), private=True, temp=lease_temp(name))
 
 
 #: Files remembered as seen at most (the oldest are forgotten: they are shown again).
@@ -145,22 +154,6 @@ def unseen_notes(notes: Mapping[Path, str], environ: Mapping[str, str] | None = 
                  ) -> list[Path]:
     """The notes files whose current text the user has not been shown, in ``notes`` order;
     they are recorded as shown (the caller shows them now).
-
-    Parameters
-    ----------
-    notes : mapping
-        Absolute path of each notes file -> the text going into the system prompt.
-    environ : mapping, optional
-        For ``XDG_STATE_HOME`` (default ``os.environ``).
-
-    Returns
-    -------
-    list of pathlib.Path
-
-    Notes
-    -----
-    A record that cannot be read counts as empty (every note is shown again); one that
-    cannot be written is not an error (the notes are shown again next time).
     """
     path = seen_notes_file(environ)
     seen = _load_seen(path)

@@ -1,66 +1,352 @@
-"""The session record's one-file JSON form, its versions and upgrades.
+"""Session records: IDs, the pydantic models, and the one-file JSON form.
 
-The models themselves (:class:`SessionRecord`, :class:`SessionState`, ...) are defined in
-:mod:`jupyter_agent.store.models` and re-exported here; :class:`SessionRecord` is what
-:meth:`~jupyter_agent.store.Store.load_session` returns.
-Its *one-file form* (:func:`dump_record`, :func:`parse_record`) is the layout of
-jupyter-agent 0.1 and of exports: one JSON object with the top-level keys, in this order,
-``schema_version``, ``id``, ``created_at``, ``updated_at``, ``summary``, ``title``,
-``archived``, ``project_root``, ``messages`` (the working context), ``transcript``
-(every message ever saved), ``compactions``, ``state`` (the checkpoint), ``parent``
-(when forked), then any keys this version does not know, kept as they were. The file
-backend stores sessions differently (see :mod:`jupyter_agent.store.journal`), but reads
-this form and converts it on the first write. Datetimes are timezone-aware UTC, written
-as ISO 8601 with offset (``"2026-11-30T01:38:27.123456+00:00"``).
-
-Validation is complete: counts, tokens and costs are non-negative and
-finite, integers fit 64 bits, timestamps convert to UTC, every message has the shape of
-a Chat Completions message; todo items written without an ``id`` get the next free one.
-Whatever validates can be written back and displayed.
-
-Versioning: :data:`SCHEMA_VERSION` is the version of this form. A file is read by
-applying :data:`UPGRADES` (``{from_version: function}``) *before* validation. A file
-without ``schema_version`` is version 0 (only ``id``, ``created_at``, ``updated_at``,
-``summary`` and ``messages``): it loads with ``transcript = messages``, no compactions,
-an empty state. A file from a *newer* version is refused with
-:class:`~jupyter_agent.errors.CorruptSessionError` and never rewritten.
+A record is the working context, the transcript (every message ever, never rewritten),
+compactions, the checkpoint (``state``), summary, title and archived flag. Its one-file form
+(``dump_record``/``parse_record``) is what jupyter-agent 0.1 saved and what exports hold;
+older ``schema_version`` values are upgraded on reading (:data:`UPGRADES`).
 """
 
 from __future__ import annotations
 
+import re
+import secrets
+import string
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    ValidationError,
+    field_validator,
+)
 
-from jupyter_agent.errors import CorruptSessionError
-from jupyter_agent.store import models
-from jupyter_agent.store.jsonio import decode_json, depth_problem, encode_json
-from jupyter_agent.store.models import CLOCK_SKEW as CLOCK_SKEW
-from jupyter_agent.store.models import SCHEMA_VERSION as SCHEMA_VERSION
-from jupyter_agent.store.models import Compaction as Compaction
-from jupyter_agent.store.models import ForkOrigin as ForkOrigin
-from jupyter_agent.store.models import LeaseHolder as LeaseHolder
-from jupyter_agent.store.models import SessionInfo as SessionInfo
-from jupyter_agent.store.models import SessionListing as SessionListing
-from jupyter_agent.store.models import SessionRecord as SessionRecord
-from jupyter_agent.store.models import SessionState as SessionState
-from jupyter_agent.store.models import TodoItem as TodoItem
-from jupyter_agent.store.models import Usage as Usage
-from jupyter_agent.store.models import check_not_future as check_not_future
-from jupyter_agent.store.models import utc_now as utc_now
-from jupyter_agent.store.validation import check_messages
+from jupyter_agent.errors import CorruptSessionError, InvalidMessageError, InvalidSessionIdError
+from jupyter_agent.store.messages import (
+    check_messages,
+    clean_text,
+    decode_json,
+    depth_problem,
+    encode_json,
+    json_problem,
+    message_problem,
+)
 
-__all__ = [  # the models are re-exported
-    *models.__all__,
-    "UPGRADES",
-    "dump_record",
-    "parse_record",
-    "record_from_dict",
-    "upgrade_record",
-    "validation_reason",
+#: The full pattern a session ID must match (ASCII only; no ``.``, ``/`` or spaces).
+SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,128}")
+
+#: Characters of generated IDs.
+ID_ALPHABET = string.ascii_letters + string.digits
+
+#: Length of generated IDs.
+NEW_ID_LENGTH = 10
+
+
+def validate_session_id(session_id: object) -> str:
+    """Check that a value is a usable session ID and return it.
+
+    Raises
+    ------
+    InvalidSessionIdError
+        (a ``ValueError``) for anything else: non-strings, the empty string, 129+
+        characters, ``.``, ``/``, whitespace, non-ASCII letters, a trailing newline.
+    """
+    if not isinstance(session_id, str) or SESSION_ID_PATTERN.fullmatch(session_id) is None:
+        raise InvalidSessionIdError(session_id)
+    return session_id
+
+
+def new_session_id() -> str:
+    """Return a fresh random session ID."""
+    return "".join(secrets.choice(ID_ALPHABET) for _ in range(NEW_ID_LENGTH))
+
+
+#: The record format this code writes.
+SCHEMA_VERSION = 1
+
+
+def utc_now() -> datetime:
+    """Return the current time as an aware UTC datetime."""
+    return datetime.now(UTC)
+
+
+#: How far a stored time may be ahead of this machine's clock (the clocks of a team's
+#: machines differ a little) before it is not believed (:func:`check_not_future`).
+CLOCK_SKEW = timedelta(minutes=5)
+
+
+def check_not_future(what: str, when: datetime, now: datetime | None = None) -> datetime:
+    """Return ``when`` (aware) unless it is more than :data:`CLOCK_SKEW` after ``now``.
+
+    A listing leaves out a session whose ``updated_at`` fails this check (as it does a
+    session it cannot read), so a record dated in the future is never shown as updated
+    "just now" and never the newest session to resume.
+
+    Raises
+    ------
+    ValueError
+        ``"updated_at 9999-12-31T00:00:00+00:00 is in the future ..."``.
+    """
+    now = now or utc_now()
+    if when - now > CLOCK_SKEW:
+        raise ValueError(f"{what} {when.isoformat()} is in the future (more than "
+                         f"{CLOCK_SKEW.seconds // 60} minutes after this machine's clock, "
+                         f"{now:%Y-%m-%d %H:%M} UTC): a time ahead of the clock is not believed")
+    return when
+
+
+def _to_utc(value: datetime) -> datetime:
+    # Naive datetimes come only from older files; they were written in UTC.
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("the time cannot be converted to UTC") from None
+
+
+UtcDatetime = Annotated[
+    datetime,
+    AfterValidator(_to_utc),
+    PlainSerializer(
+        lambda d: d.isoformat(timespec="microseconds"), return_type=str, when_used="json"
+    ),
 ]
+"""An aware UTC datetime, written as ISO 8601 with ``+00:00``."""
+
+CleanStr = Annotated[str, AfterValidator(clean_text)]
+"""A string with lone surrogates replaced by U+FFFD."""
+
+Count = Annotated[int, Field(ge=0, le=2**63 - 1)]
+"""A non-negative integer that fits 64 bits (counts, tokens, IDs)."""
+
+Dollars = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+"""A finite, non-negative amount of US dollars."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class Usage(_Model):
+    """Cumulative model usage of a session (``cost_usd`` in US dollars, a lower bound when
+    ``price_unknown``)."""
+
+    input_tokens: Count = 0
+    output_tokens: Count = 0
+    cost_usd: Dollars = 0.0
+    calls: Count = 0
+    price_unknown: bool = False
+
+
+class TodoItem(_Model):
+    """One to-do item; ``retries`` counts its moves to ``failed``."""
+
+    id: Count
+    text: CleanStr
+    status: Literal["pending", "in_progress", "done", "failed"] = "pending"
+    retries: Count = 0
+
+
+class SessionState(_Model):
+    """The checkpoint saved alongside the messages.
+
+    Attributes
+    ----------
+    scratchpad : str
+    todos : list of TodoItem
+    tool_calls : int
+        Tool calls made in the whole session.
+    usage : Usage
+        Cumulative tokens, cost (USD) and calls.
+    model : str
+        The model the session last talked to ("" if unknown).
+    base_url : str
+        The endpoint it last talked to ("" if unknown). Never an API key: a resume
+        reads the key from the environment again.
+    api : str
+        The model API it last talked through ("chat", ...; "" if unknown).
+    vision : str
+        Whether the session sends figures to the model as images: "auto", "on" or
+        "off" ("" if unknown).
+    images_refused : str
+        With vision "auto": the model and endpoint (``"model at URL"``) that refused
+        image input in this session, so later requests to them go without images; ""
+        when none did.
+    figures : int
+        Figures the session's code made (the last one is "figure <figures>").
+    context_window : int
+        The context window (tokens) the endpoint reported or refused with (0: none).
+    context_window_of : str
+        The model and endpoint (``"model at URL"``) that said it: the value is only a
+        hint for that same model at that same configured endpoint.
+    context_window_source : str
+        "server" (reported) or "refusal" (named in a refusal); "" when none.
+    handed_out : list of str
+        The IDs of the ``run_python`` calls whose code ``%agent_cell`` put into a cell,
+        oldest first (a reader that does not know the field ignores it).
+    """
+
+    scratchpad: CleanStr = ""
+    todos: list[TodoItem] = Field(default_factory=list)
+    tool_calls: Count = 0
+    usage: Usage = Field(default_factory=Usage)
+    model: CleanStr = ""
+    base_url: CleanStr = ""
+    api: CleanStr = ""
+    vision: CleanStr = ""
+    images_refused: CleanStr = ""
+    figures: Count = 0
+    context_window: Count = 0
+    context_window_of: CleanStr = ""
+    context_window_source: CleanStr = ""
+    handed_out: list[CleanStr] = Field(default_factory=list)
+
+    @field_validator("todos", mode="before")
+    @classmethod
+    def _number_todos(cls, value: Any) -> Any:
+        """Give todo items written without an ``id`` the next free one."""
+        if not isinstance(value, list) or all(
+            not isinstance(t, dict) or t.get("id") is not None for t in value
+        ):
+            return value
+        used = [t.get("id") for t in value if isinstance(t, dict)]
+        next_id = max([i for i in used if type(i) is int] + [0]) + 1
+        out = []
+        for item in value:
+            if isinstance(item, dict) and item.get("id") is None:
+                item = {**item, "id": next_id}
+                next_id += 1
+            out.append(item)
+        return out
+
+
+class Compaction(_Model):
+    """A compaction event: the working context was shortened, the transcript was not."""
+
+    at: UtcDatetime
+    summary: CleanStr
+    replaced: Count
+    transcript_length: Count
+
+
+class ForkOrigin(_Model):
+    """Where a forked session came from: the parent session and the turn it was forked after."""
+
+    session_id: Annotated[str, AfterValidator(validate_session_id)]
+    turn: Count | None = None
+
+
+class SessionRecord(_Model):
+    """A whole session (see the module docstring).
+
+    Keys this version does not know are kept (``model_extra``) and written back.
+    ``messages`` and ``transcript`` hold plain message dicts; the store validates them
+    (:mod:`jupyter_agent.store.messages`) rather than pydantic, which would copy them.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = SCHEMA_VERSION
+    id: Annotated[str, AfterValidator(validate_session_id)]
+    created_at: UtcDatetime
+    updated_at: UtcDatetime
+    summary: CleanStr = ""
+    title: CleanStr = ""
+    archived: bool = False
+    project_root: CleanStr | None = None
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    transcript: list[dict[str, Any]] = Field(default_factory=list)
+    compactions: list[Compaction] = Field(default_factory=list)
+    state: SessionState = Field(default_factory=SessionState)
+    parent: ForkOrigin | None = None
+
+
+class SessionInfo(_Model):
+    """The core of a listing entry: ID, last update, summary (see :class:`SessionListing`)."""
+
+    id: str
+    updated_at: UtcDatetime
+    summary: str
+
+
+class LeaseHolder(_Model):
+    """Who holds a session's lease, as the holder recorded it when it took the lease.
+
+    Never holds secrets: no API key, no environment, no command line.
+
+    Attributes
+    ----------
+    pid : int or None
+        The holding process (``None`` when the holder did not say).
+    host : str
+        The machine it runs on (``socket.gethostname()``; "" if unknown).
+    user : str
+        The OS user it runs as ("" if unknown).
+    since : datetime or None
+        When the lease was taken (aware UTC).
+    label : str
+        What the holder is, for people: a notebook path, a kernel name or a command
+        (e.g. ``"analysis.ipynb"``, ``"jupyter agent rm"``); "" if unknown.
+    """
+
+    pid: int | None = None
+    host: CleanStr = ""
+    user: CleanStr = ""
+    since: UtcDatetime | None = None
+    label: CleanStr = ""
+
+
+class SessionListing(SessionInfo):
+    """One entry of :meth:`Store.list_sessions` (and :meth:`Store.describe_session`).
+
+    Attributes
+    ----------
+    status : {"active", "in use", "idle"}
+        ``"active"``: this store holds the lease; ``"in use"``: another holder
+        (another process, or another store in this process); ``"idle"``: nobody.
+    message_count : int
+        ``len(transcript)``.
+    first_prompt : str
+        Text of the first user message, at most 200 characters ("" if none).
+    holder : LeaseHolder or None
+        Who holds the lease (``None`` when nobody does, as far as the store can tell).
+    owner_user, owner_host : str
+        Who created the session (user name and machine), for stores shared by a team;
+        "" when the store does not record it (the JSON files of one user do not).
+    owner_role : str
+        The database role the session belongs to (a team store; "" otherwise).
+    shared_with : tuple of str
+        The roles it is shared with to read, as far as this role may see (its owner sees
+        all of them; a reader, its own roles); empty when not shared.
+    parent : ForkOrigin or None
+        The session this one was forked from, if any.
+    clock : int or None
+        The session's place in its store's order of changes, when the store keeps one
+        (the JSON files do; see :func:`~jupyter_agent.store.index.listing_order`).
+    """
+
+    title: str
+    archived: bool
+    status: Literal["active", "in use", "idle"]
+    created_at: UtcDatetime
+    message_count: int
+    cost_usd: float
+    tool_calls: int
+    first_prompt: str
+    holder: LeaseHolder | None = None
+    owner_user: str = ""
+    owner_host: str = ""
+    owner_role: str = ""
+    shared_with: tuple[str, ...] = ()
+    parent: ForkOrigin | None = None
+    clock: int | None = None
+
 
 # --------------------------------------------------------------------------- upgrades
 
@@ -137,7 +423,7 @@ def record_from_dict(data: dict[str, Any], path: Path, *,
     """Validate a decoded one-file record (already upgraded) and build the record.
 
     ``messages`` and ``transcript`` are checked by
-    :func:`~jupyter_agent.store.validation.check_messages` and kept as they are (no
+    :func:`~jupyter_agent.store.messages.check_messages` and kept as they are (no
     copy); everything else goes through the pydantic models.
 
     Raises
@@ -165,21 +451,6 @@ def record_from_dict(data: dict[str, Any], path: Path, *,
 
 def parse_record(raw: bytes, path: Path, *, expected_id: str | None = None) -> SessionRecord:
     """Decode, upgrade and validate a record in its one-file form.
-
-    Parameters
-    ----------
-    raw : bytes
-        The file content (UTF-8 JSON).
-    path : pathlib.Path
-        The file, for error messages.
-    expected_id : str, optional
-        The ID the file name implies; a record with another ``id`` is refused.
-
-    Returns
-    -------
-    SessionRecord
-        Lone surrogates of an older file are replaced by U+FFFD; unknown top-level keys
-        are kept.
 
     Raises
     ------
@@ -231,3 +502,25 @@ def dump_record(record: SessionRecord) -> bytes:
         out["parent"] = parent
     out.update(head)
     return encode_json(out)
+
+
+def check_importable(record: SessionRecord) -> None:
+    """Refuse a record that could not be loaded back once saved.
+
+    Raises
+    ------
+    InvalidMessageError
+        For a message of ``messages`` or ``transcript`` that is not a Chat Completions
+        message or holds a value JSON cannot; ``index`` is its position in that list.
+    ValueError
+        If another part of the record holds something JSON cannot (an unknown key with
+        a NaN, say).
+    """
+    for field in ("messages", "transcript"):
+        for k, message in enumerate(getattr(record, field)):
+            problem = message_problem(message) or json_problem(message)
+            if problem:
+                raise InvalidMessageError(k, f"{field}: {problem}")
+    problem = json_problem(record_head(record))
+    if problem:
+        raise ValueError(f"session {record.id!r} cannot be saved: {problem}")

@@ -1,17 +1,14 @@
-"""Snapshots and replay: a session's two files to a record and back.
+"""A session read from its snapshot and journal (:class:`Loaded`), and each change's entry.
 
-Pure functions over bytes and records (no I/O); the format itself is described in
-:mod:`jupyter_agent.store.journal`. :func:`load` turns a snapshot and its journal (or a
-record of the one-file form, for sessions not converted yet) into a :class:`Loaded`: the
-record, its working context as items, and where the files stand. :func:`snapshot_bytes`
-writes the snapshot of a :class:`Loaded`. :func:`listing_fields` reads what a listing
-needs from a snapshot and the journal's tail only, never the transcript.
+``load`` reads both files once; ``snapshot_bytes`` writes the snapshot; ``save_point`` and
+``compaction`` plan a change as a :data:`Change` (journal entry, session after it, changed
+listing fields), applied by the file store under the lease.
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -34,55 +31,32 @@ from jupyter_agent.store.journal import (
     parse_journal,
     resolve_items,
 )
-from jupyter_agent.store.jsonio import decode_json, depth_problem, encode_json
+from jupyter_agent.store.messages import (
+    check_messages,
+    compaction_parts,
+    decode_json,
+    depth_problem,
+    encode_json,
+    new_messages,
+)
 from jupyter_agent.store.records import (
     SCHEMA_VERSION,
+    Compaction,
     SessionRecord,
+    SessionState,
     record_from_dict,
     record_head,
     upgrade_record,
+    utc_now,
     validation_reason,
 )
-from jupyter_agent.store.validation import check_messages
-
-__all__ = ["Loaded", "clock_of", "listing_fields", "load", "snapshot_bytes"]
 
 _META = ("updated_at", "summary", "title", "archived")
 
 
 @dataclass
 class Loaded:
-    """A session as read from its files, and where those files stand.
-
-    Attributes
-    ----------
-    record : SessionRecord
-    items : list of Item
-        The working context as transcript spans and context-only messages.
-    generation : str
-        The journal generation ("" for a record of the one-file form).
-    offset : int
-        Journal offset the snapshot covers.
-    end : int
-        Journal offset past the last whole entry (where the next entry goes).
-    torn : int
-        Bytes of a cut-short last line after ``end``.
-    snapshot_size : int
-        Size of the snapshot file in bytes.
-    state_json : dict
-        ``record.state`` in JSON form (checkpoints are saved as changes to it).
-    first_prompt : str
-    legacy : bool
-        A record of the one-file form: the first write converts it.
-    lines : int
-        Complete lines of the journal (the next entry is line ``lines + 1``).
-    version : int
-        The journal's format (2: of jupyter-agent 0.2, upgraded by the next write).
-    check : bytes
-        The last line's checksum digits (``b""`` when it has none).
-    clock : int
-        The session's place in the store's order of changes (see :func:`clock_of`).
-    """
+    """A session as read from its files, and where those files stand."""
 
     record: SessionRecord
     items: list[Item]
@@ -114,10 +88,6 @@ def clock_of(entries: list[dict[str, Any]], ref: dict[str, Any], updated_at: Any
     return int(updated_at.timestamp() * 1_000_000)
 
 
-def _fail(path: Path, reason: str) -> CorruptSessionError:
-    return CorruptSessionError(path, reason)
-
-
 def _apply(entry: dict[str, Any], transcript: list[dict[str, Any]], items: list[Item],
            head: dict[str, Any], path: Path, line: str) -> None:
     """Replay one journal entry onto the transcript, the items and the head dict."""
@@ -128,7 +98,7 @@ def _apply(entry: dict[str, Any], transcript: list[dict[str, Any]], items: list[
                 or type(compact.get("tail")) is not int or compact["head"] < 0
                 or compact["tail"] < 0 or compact["head"] + compact["tail"] > size
                 or type(compact.get("event")) is not dict):
-            raise _fail(path, f"{line}: not a valid compaction")
+            raise CorruptSessionError(path, f"{line}: not a valid compaction")
         insert = check_messages(compact.get("insert", []), path, f"{line}: insert")
         items[:] = [*items_slice(items, 0, compact["head"]), *insert,
                     *items_slice(items, size - compact["tail"], size)]
@@ -141,12 +111,12 @@ def _apply(entry: dict[str, Any], transcript: list[dict[str, Any]], items: list[
     state = entry.get("state")
     if state is not None:
         if type(state) is not dict or type(head["state"]) is not dict:
-            raise _fail(path, f"{line}: state must be an object")
+            raise CorruptSessionError(path, f"{line}: state must be an object")
         head["state"] = {**head["state"], **state}
     changed = entry.get("set")
     if changed is not None:
         if type(changed) is not dict:
-            raise _fail(path, f"{line}: set must be an object")
+            raise CorruptSessionError(path, f"{line}: set must be an object")
         head.update({k: v for k, v in changed.items() if k in _META})
     if "updated_at" in entry:
         head["updated_at"] = entry["updated_at"]
@@ -157,12 +127,13 @@ def _build(head: dict[str, Any], items: list[Item], transcript: list[dict[str, A
     data = {k: v for k, v in head.items() if k not in ("context", "journal")}
     problem = depth_problem(data)
     if problem:
-        raise _fail(path, f"not a valid session record ({problem})")
+        raise CorruptSessionError(path, f"not a valid session record ({problem})")
     data["schema_version"] = SCHEMA_VERSION
     try:
         record = SessionRecord.model_validate(data)
     except ValidationError as err:
-        raise _fail(path, f"not a valid session record ({validation_reason(err)})") from None
+        reason = validation_reason(err)
+        raise CorruptSessionError(path, f"not a valid session record ({reason})") from None
     record.messages = resolve_items(items, transcript)
     record.transcript = transcript
     return record
@@ -171,28 +142,29 @@ def _build(head: dict[str, Any], items: list[Item], transcript: list[dict[str, A
 def _snapshot_head(raw: bytes, path: Path, session_id: str) -> dict[str, Any]:
     head = decode_json(raw, path)
     if type(head) is not dict:
-        raise _fail(path, f"expected a JSON object, found {type(head).__name__}")
+        raise CorruptSessionError(path, f"expected a JSON object, found {type(head).__name__}")
     if head.get("id") != session_id:
-        raise _fail(path, f"it holds session {head.get('id')!r}, not {session_id!r}")
+        raise CorruptSessionError(path, f"it holds session {head.get('id')!r}, not {session_id!r}")
     journal = head.get("journal")
     if (type(journal) is not dict or type(journal.get("generation")) is not str
             or type(journal.get("offset")) is not int
             or type(journal.get("transcript_length")) is not int
             or type(journal.get("first_prompt", "")) is not str
             or type(journal.get("lines", 1)) is not int):
-        raise _fail(path, "its journal reference is missing or malformed")
+        raise CorruptSessionError(path, "its journal reference is missing or malformed")
     head.setdefault("compactions", [])
     head.setdefault("state", {})
     if type(head["compactions"]) is not list:
-        raise _fail(path, "compactions must be a list")
+        raise CorruptSessionError(path, "compactions must be a list")
     return head
 
 
 def _refuse_newer(data: dict[str, Any], path: Path) -> None:
     version = data.get("schema_version")
     if "journal" in data and type(version) is int and version > JOURNAL_SCHEMA_VERSION:
-        raise _fail(path, f"it has schema_version {version}, but this jupyter-agent reads only "
-                          f"up to {JOURNAL_SCHEMA_VERSION}; upgrade jupyter-agent to open it")
+        raise CorruptSessionError(path, f"it has schema_version {version}, but this "
+                                        f"jupyter-agent reads only up to {JOURNAL_SCHEMA_VERSION}"
+                                        "; upgrade jupyter-agent to open it")
 
 
 def is_snapshot(data: Any) -> bool:
@@ -220,31 +192,11 @@ def load(snapshot_raw: bytes, snapshot_path: Path, read_journal: Callable[[], by
 
 def _load(snapshot_raw: bytes, snapshot_path: Path, read_journal: Callable[[], bytes | None],
           journal_path: Path, session_id: str) -> Loaded:
-    """Read a session from the bytes of its files.
-
-    Parameters
-    ----------
-    snapshot_raw : bytes
-        ``<id>.json``: a snapshot, or a record of the one-file form.
-    snapshot_path, journal_path : pathlib.Path
-        For messages.
-    read_journal : callable
-        Returns the bytes of ``<id>.jsonl`` (``None`` when missing); called only for a
-        snapshot (a record of the one-file form has no journal).
-    session_id : str
-
-    Returns
-    -------
-    Loaded
-
-    Raises
-    ------
-    CorruptSessionError
-        Naming the file at fault; nothing is changed.
-    """
+    """Read a session from the bytes of its files."""
     data = decode_json(snapshot_raw, snapshot_path)
     if type(data) is not dict:
-        raise _fail(snapshot_path, f"expected a JSON object, found {type(data).__name__}")
+        raise CorruptSessionError(snapshot_path,
+                                  f"expected a JSON object, found {type(data).__name__}")
     _refuse_newer(data, snapshot_path)
     if not is_snapshot(data):
         record = record_from_dict(upgrade_record(data, snapshot_path), snapshot_path,
@@ -257,7 +209,7 @@ def _load(snapshot_raw: bytes, snapshot_path: Path, read_journal: Callable[[], b
     ref = head["journal"]
     journal_raw = read_journal()
     if journal_raw is None:
-        raise _fail(journal_path, "the journal of this session is missing")
+        raise CorruptSessionError(journal_path, "the journal of this session is missing")
     journal: Journal = parse_journal(journal_raw, journal_path, session_id=session_id,
                                      offset=ref["offset"], generation=ref["generation"],
                                      lines_covered=ref.get("lines"))
@@ -267,7 +219,7 @@ def _load(snapshot_raw: bytes, snapshot_path: Path, read_journal: Callable[[], b
         if add is not None:
             transcript.extend(add)
     if len(transcript) != ref["transcript_length"]:
-        raise _fail(snapshot_path, f"it counts {ref['transcript_length']} transcript "
+        raise CorruptSessionError(snapshot_path, f"it counts {ref['transcript_length']} transcript "
                                    f"messages, its journal has {len(transcript)}")
     items = decode_items(head.get("context", []), len(transcript), snapshot_path)
     first = len(journal.before) + 2
@@ -298,11 +250,6 @@ def snapshot_bytes(loaded: Loaded) -> bytes:
     return encode_json(out)
 
 
-def advanced(loaded: Loaded, record: SessionRecord, *, end: int, **changes: Any) -> Loaded:
-    """``loaded`` after an entry was appended (a new record, the journal end moved)."""
-    return replace(loaded, record=record, end=end, torn=0, **changes)
-
-
 def listing_fields(snapshot_raw: bytes, snapshot_path: Path, journal_raw: bytes | None,
                    journal_path: Path, session_id: str) -> dict[str, Any]:
     """What a listing shows of a session, from its snapshot and the journal after it.
@@ -310,28 +257,13 @@ def listing_fields(snapshot_raw: bytes, snapshot_path: Path, journal_raw: bytes 
     Every line of the journal is checked (number and checksum) but only those after the
     snapshot's offset are parsed: never the transcript.
 
-    Parameters
-    ----------
-    snapshot_raw : bytes
-        ``<id>.json`` (a record of the one-file form is parsed whole: it has no journal).
-    journal_raw : bytes or None
-        ``<id>.jsonl`` (``None`` when there is none).
-
-    Returns
-    -------
-    dict
-        ``created_at``, ``updated_at`` (aware datetimes), ``summary``, ``title``,
-        ``archived``, ``message_count``, ``cost_usd``, ``tool_calls``, ``first_prompt``,
-        ``parent`` (a dict or ``None``), ``clock``, and ``at``: ``[generation, lines,
-        checksum digits]`` of the journal (``None`` for a record of the one-file form).
-
     Raises
     ------
     CorruptSessionError
     """
     data = decode_json(snapshot_raw, snapshot_path)
     if type(data) is not dict:
-        raise _fail(snapshot_path, "expected a JSON object")
+        raise CorruptSessionError(snapshot_path, "expected a JSON object")
     _refuse_newer(data, snapshot_path)
     at = None
     if not is_snapshot(data):
@@ -343,7 +275,7 @@ def listing_fields(snapshot_raw: bytes, snapshot_path: Path, journal_raw: bytes 
         head = _snapshot_head(snapshot_raw, snapshot_path, session_id)
         ref = head["journal"]
         if journal_raw is None:
-            raise _fail(journal_path, "the journal of this session is missing")
+            raise CorruptSessionError(journal_path, "the journal of this session is missing")
         journal = parse_journal(journal_raw, journal_path, session_id=session_id,
                                 offset=ref["offset"], generation=ref["generation"],
                                 lines_covered=ref.get("lines"), decode_before=False)
@@ -365,3 +297,112 @@ def listing_fields(snapshot_raw: bytes, snapshot_path: Path, journal_raw: bytes 
         "parent": None if record.parent is None else record.parent.model_dump(),
         "clock": clock, "at": at,
     }
+
+
+Change = tuple[dict[str, Any], Loaded, dict[str, Any], Callable[[], None] | None]
+"""``(entry, session after it, changed listing fields, finish)``: ``finish``, when given,
+is called once the entry is on disk; it completes the session after it in place (appending
+to long lists there, rather than copying them for every save)."""
+
+
+def save_point(loaded: Loaded, incoming: Sequence[Any] | None,
+               state: SessionState | None) -> Change | None:
+    """The entry of a save point: new messages and what changed in the checkpoint.
+
+    Raises
+    ------
+    ContextMismatchError, InvalidMessageError
+        See :func:`~jupyter_agent.store.messages.new_messages`.
+    """
+    record = loaded.record
+    added, kept = new_messages(record.id, record.messages,
+                               record.messages if incoming is None else incoming)
+    state_json = loaded.state_json
+    patch: dict[str, Any] = {}
+    if state is not None and state != record.state:
+        state_json = state.model_dump(mode="json")
+        patch = {k: v for k, v in state_json.items() if loaded.state_json.get(k) != v}
+    if not added and not patch:
+        return None
+    now = utc_now()
+    entry: dict[str, Any] = {}
+    update: dict[str, Any] = {"updated_at": now}
+    fields: dict[str, Any] = {"updated_at": now}
+    items = loaded.items
+    first_prompt = loaded.first_prompt
+    messages = record.messages if kept is None else kept
+    if added:
+        entry["add"] = added
+        size = len(record.transcript)
+        update["messages"] = messages
+        items = list(items)
+        items_append(items, size, size + len(added))
+        fields["message_count"] = size + len(added)
+        if not first_prompt:
+            first_prompt = first_prompt_of(added)
+            fields["first_prompt"] = first_prompt
+    if patch:
+        assert state is not None
+        entry["state"] = patch
+        update["state"] = state
+        fields["cost_usd"] = state.usage.cost_usd
+        fields["tool_calls"] = state.tool_calls
+    entry["updated_at"] = now.isoformat(timespec="microseconds")
+    new = replace(loaded, record=record.model_copy(update=update), items=items,
+                  state_json=state_json, first_prompt=first_prompt)
+
+    def finish() -> None:  # the lists are the cache's own: the old session is dropped
+        messages.extend(added)
+        new.record.transcript.extend(added)
+
+    return entry, new, fields, finish if added else None
+
+
+def compaction(loaded: Loaded, new_context: list[dict[str, Any]], summary: str,
+               replaced: int | None) -> Change:
+    """The entry of a compaction to ``new_context`` (normalized messages): what it keeps of
+    the old working context as a prefix and a suffix, and the messages in between."""
+    record = loaded.record
+    head, tail = compaction_parts(record.messages, new_context)
+    now = utc_now()
+    event = Compaction(at=now, summary=summary,
+                       replaced=len(record.messages) - head - tail if replaced is None
+                       else replaced, transcript_length=len(record.transcript))
+    insert = new_context[head:len(new_context) - tail]
+    size = items_length(loaded.items)
+    items = [*items_slice(loaded.items, 0, head), *insert,
+             *items_slice(loaded.items, size - tail, size)]
+    entry = {"compact": {"head": head, "tail": tail, "insert": insert,
+                         "event": event.model_dump(mode="json")},
+             "updated_at": now.isoformat(timespec="microseconds")}
+    new = replace(loaded, items=items, record=record.model_copy(update={
+        "messages": new_context, "compactions": [*record.compactions, event],
+        "updated_at": now}))
+    return entry, new, {"updated_at": now}, None
+
+
+def listing_of(loaded: Loaded) -> dict[str, Any]:
+    r = loaded.record
+    return {"created_at": r.created_at, "updated_at": r.updated_at, "summary": r.summary,
+            "title": r.title, "archived": r.archived, "message_count": len(r.transcript),
+            "cost_usd": r.state.usage.cost_usd, "tool_calls": r.state.tool_calls,
+            "first_prompt": loaded.first_prompt,
+            "parent": None if r.parent is None else r.parent.model_dump(),
+            "clock": loaded.clock,
+            "at": [loaded.generation, loaded.lines, loaded.check.decode("ascii")]}
+
+
+def plan_update(loaded: Loaded, fields: dict[str, Any], touch: bool) -> Change | None:
+    """The entry setting ``fields`` (``touch``: and ``updated_at`` to now); ``None`` when
+    nothing would change."""
+    record = loaded.record
+    if not touch and all(getattr(record, k) == v for k, v in fields.items()):
+        return None
+    entry: dict[str, Any] = {"set": dict(fields)}
+    update = dict(fields)
+    if touch:
+        now = utc_now()
+        entry["updated_at"] = now.isoformat(timespec="microseconds")
+        update["updated_at"] = now
+    new = replace(loaded, record=record.model_copy(update=update))
+    return entry, new, listing_of(new), None

@@ -1,12 +1,9 @@
-"""Sweeping a memory directory: what killed writers and deleted sessions left,
-and what damaged it.
+"""Garbage collection and ``fsck`` of the file store.
 
-:func:`collect_garbage` walks ``sessions/`` and the memory directory and removes, each
-under the lock its writer would hold, the leftovers described in
-:mod:`jupyter_agent.store.garbage`; a lease someone holds (this store's included) is
-never touched. :func:`check_sessions` (``jupyter agent fsck``) loads every session,
-reports each one's state and, when asked, makes the safe repairs, keeping every byte it
-takes out of a journal.
+Temporary files of killed writers are removed by name when a lease is taken; a sweep
+removes the rest and lock files of deleted sessions, never a lease someone holds.
+:func:`check_sessions` reports each session's state and, with ``repair``, cuts a journal
+back to its last good line, keeping the removed bytes in ``<id>.jsonl.damaged``.
 """
 
 from __future__ import annotations
@@ -14,38 +11,39 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 
 from jupyter_agent.errors import CorruptSessionError, JupyterAgentError, SessionLockedError
-from jupyter_agent.store.figures import figure_dir_sessions, remove_figures_dir
-from jupyter_agent.store.files import SafeDir, is_temp_name, lease_temp, temp_target
-from jupyter_agent.store.flock import lock_shared_or_exclusive
-from jupyter_agent.store.garbage import remove_session_file_temps, session_of
-from jupyter_agent.store.ids import SESSION_ID_PATTERN
+from jupyter_agent.store.figure_files import (
+    figure_dir_sessions,
+    remove_figure_temps,
+    remove_figures_dir,
+)
+from jupyter_agent.store.files import (
+    SafeDir,
+    is_temp_name,
+    lease_temp,
+    lock_shared_or_exclusive,
+    storage_errors,
+    temp_target,
+)
 from jupyter_agent.store.journal import JOURNAL_VERSION, line_problem
-from jupyter_agent.store.session_files import SessionFiles, storage_errors
+from jupyter_agent.store.records import SESSION_ID_PATTERN
+from jupyter_agent.store.snapshot import listing_of
 
-__all__ = ["DAMAGED_SUFFIX", "SessionCheck", "check_sessions", "collect_garbage"]
+if TYPE_CHECKING:
+    from jupyter_agent.store.file_store import FileStore  # it runs these functions
 
 
-def collect_garbage(files: SessionFiles) -> list[Path]:
+def collect_garbage(files: FileStore) -> list[Path]:
     """Remove what killed writers left and the lock files of deleted sessions.
 
     For each session with leftovers whose lease is free (and not held by this store):
     its temporary files; if the session no longer exists, its journal and its lock file
     (under the lease). Temporary files of the notes and of the index are removed under
     their locks. Sessions in use are left alone.
-
-    Parameters
-    ----------
-    files : SessionFiles
-        The session files of the memory directory, with the store's leases.
-
-    Returns
-    -------
-    list of pathlib.Path
-        The files and directories removed.
 
     Raises
     ------
@@ -55,7 +53,7 @@ def collect_garbage(files: SessionFiles) -> list[Path]:
         If a directory cannot be read.
     """
     removed: list[Path] = []
-    with files.mutex, files.dirs(create=False) as dirs:
+    with files._mutex, files._open(create=False) as dirs:
         if dirs is None:
             return removed
         root, sessions = dirs
@@ -85,7 +83,7 @@ def collect_garbage(files: SessionFiles) -> list[Path]:
     return removed
 
 
-def _collect_session(files: SessionFiles, sessions: SafeDir, sid: str) -> list[Path]:
+def _collect_session(files: FileStore, sessions: SafeDir, sid: str) -> list[Path]:
     removed: list[Path] = []
     newly = files.leases.acquire(sessions, sid)
     try:
@@ -111,26 +109,7 @@ DAMAGED_SUFFIX = ".damaged"
 
 @dataclass
 class SessionCheck:
-    """What :func:`check_sessions` found of one session, and did about it.
-
-    Attributes
-    ----------
-    session_id : str
-    state : {"ok", "torn", "damaged", "old format", "in use"}
-        ``"torn"``: a last journal line without its newline that was never acknowledged
-        (what a killed writer leaves; the next write cuts it off); ``"damaged"``: the
-        session does not load (``reason`` says why, naming the file and the line); ``"old
-        format"``: a journal of jupyter-agent 0.2 (upgraded by its next write); ``"in
-        use"``: another process holds it (checked, but never repaired).
-    reason : str
-        One line ("" when ``ok``).
-    repair : str
-        What ``repair=True`` does (or did) about it, in words ("" when nothing can be
-        done safely).
-    kept : pathlib.Path or None
-        Where the bytes a repair took out of the journal were kept.
-    repaired : bool
-    """
+    """What :func:`check_sessions` found of one session, and did about it."""
 
     session_id: str
     state: str
@@ -140,7 +119,7 @@ class SessionCheck:
     repaired: bool = False
 
 
-def check_sessions(files: SessionFiles, *, repair: bool = False) -> list[SessionCheck]:
+def check_sessions(files: FileStore, *, repair: bool = False) -> list[SessionCheck]:
     """Load and check every session of the memory directory (every line's number and
     checksum, the snapshot, the records, what the index says was acknowledged), and with
     ``repair`` make the safe repairs:
@@ -154,20 +133,12 @@ def check_sessions(files: SessionFiles, *, repair: bool = False) -> list[Session
       forgets what it recorded: the lines are gone);
     * a journal of jupyter-agent 0.2 is upgraded.
 
-    Nothing else is changed: a damaged snapshot, or damage the snapshot depends on, is
-    reported only. A session in use elsewhere is checked but not repaired.
-
-    Returns
-    -------
-    list of SessionCheck
-        One per session, by ID.
-
     Raises
     ------
     UnsafeDirectoryError, OSError
     """
     checks: list[SessionCheck] = []
-    with files.mutex, files.dirs(create=False) as dirs:
+    with files._mutex, files._open(create=False) as dirs:
         if dirs is None:
             return checks
         sessions = dirs[1]
@@ -182,8 +153,8 @@ def check_sessions(files: SessionFiles, *, repair: bool = False) -> list[Session
     return checks
 
 
-def _check_one(files: SessionFiles, sid: str) -> SessionCheck:
-    with files.dirs(create=False) as dirs:
+def _check_one(files: FileStore, sid: str) -> SessionCheck:
+    with files._open(create=False) as dirs:
         if dirs is None:
             return SessionCheck(sid, "damaged", "the memory directory is gone")
         root, sessions = dirs
@@ -212,7 +183,7 @@ def _check_one(files: SessionFiles, sid: str) -> SessionCheck:
         return check
 
 
-def _damage_repair(files: SessionFiles, sessions: SafeDir, sid: str,
+def _damage_repair(files: FileStore, sessions: SafeDir, sid: str,
                    err: CorruptSessionError) -> str:
     """What a repair can do about ``err`` ("" if nothing is safe)."""
     if err.path != files.journal_path(sid):
@@ -261,18 +232,18 @@ def _keep_aside(sessions: SafeDir, sid: str, data: bytes) -> Path:
         k += 1
 
 
-def _repair_one(files: SessionFiles, check: SessionCheck) -> None:
+def _repair_one(files: FileStore, check: SessionCheck) -> None:
     sid = check.session_id
-    with files.leased(sid) as (root, sessions):
+    with files._changing(sid) as (root, sessions):
         if check.state == "torn":
             loaded = files.read(root, sessions, sid)
             got = sessions.read(f"{sid}.jsonl")
             if got is None or not loaded.torn:
                 return
             check.kept = _keep_aside(sessions, sid, got[0][loaded.end:])
-            files.current(root, sessions, sid)  # cuts the unacknowledged line off
+            files._head((root, sessions), sid)  # cuts the unacknowledged line off
         elif check.state == "old format":
-            files.upgrade(sessions, files.current(root, sessions, sid))
+            files.upgrade(sessions, files._head((root, sessions), sid))
             files.cache.pop(sid, None)
         elif check.repair.startswith("accept"):
             files.index.forget(root, sid)
@@ -287,6 +258,48 @@ def _repair_one(files: SessionFiles, check: SessionCheck) -> None:
                 sessions.write_atomic(f"{sid}.jsonl", good[1], temp=lease_temp(f"{sid}.jsonl"))
             files.cache.pop(sid, None)
             files.index.forget(root, sid)
-        loaded = files.current(root, sessions, sid)
-        files.index.note(root, sessions, sid, files.all_fields(loaded))
+        loaded = files._head((root, sessions), sid)
+        files.index.note(root, sessions, sid, listing_of(loaded))
         check.repaired = True
+
+
+_SESSION_SUFFIXES = (".json", ".jsonl")
+
+
+def session_of(name: str) -> str | None:
+    """The session a file of ``sessions/`` belongs to (``None`` for other files)."""
+    if is_temp_name(name):
+        name = temp_target(name)
+    for suffix in (*_SESSION_SUFFIXES, ".lock"):
+        if name.endswith(suffix):
+            sid = name[: -len(suffix)]
+            return sid if SESSION_ID_PATTERN.fullmatch(sid) else None
+    return None
+
+
+def remove_session_temps(sessions: SafeDir, session_id: str) -> list[Path]:
+    """Remove the temporary files a killed holder of the lease left (its snapshot's and
+    journal's by name, its figures' from the figures directory); call only under the
+    lease. Costs nothing that grows with the number of sessions."""
+    return remove_lease_temps(sessions, session_id) + remove_figure_temps(sessions, session_id)
+
+
+def remove_session_file_temps(sessions: SafeDir, session_id: str) -> list[Path]:
+    """Remove the temporary files of a session's snapshot and journal (not of its
+    figures); call only under its lease.
+    """
+    removed = []
+    prefixes = tuple(f".{session_id}{suffix}." for suffix in _SESSION_SUFFIXES)
+    for name in sessions.names():
+        if is_temp_name(name) and name.startswith(prefixes) and sessions.unlink(name):
+            removed.append(sessions.child(name))
+    return removed
+
+
+def remove_lease_temps(sessions: SafeDir, session_id: str) -> list[Path]:
+    """Remove the temporary files a killed holder of the lease left beside the snapshot
+    and the journal (their fixed names, :func:`~jupyter_agent.store.files.lease_temp`):
+    a few ``unlink`` calls, whatever the number of sessions. Call under the lease."""
+    return [sessions.child(temp) for temp in (lease_temp(f"{session_id}{suffix}")
+                                              for suffix in _SESSION_SUFFIXES)
+            if sessions.unlink(temp)]

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from jupyter_agent.errors import JupyterAgentError
-from jupyter_agent.store.figures import FigureData, figure_label, figure_refs
+from jupyter_agent.store.figure_files import FigureData, figure_label, figure_refs
 
 __all__ = [
     "RECAP_WIDTH",

@@ -118,7 +118,7 @@ class SessionsPanel(widgets.VBox):
             raise ValueError(f"page_size must be at least 1 (got {page_size})")
         self._store = store
         self._on_resume = on_resume
-        self._on_archive = on_archive or store.set_archived
+        self._on_archive = on_archive or (lambda sid, flag: store.update(sid, archived=flag))
         self._on_delete = on_delete or store.delete_session
         self._page_size = page_size
         self._page = 0
@@ -244,7 +244,7 @@ class SessionsPanel(widgets.VBox):
         listing = self._store.list_sessions(include_archived=True)
         # who holds a session in use elsewhere, where the listing does not say
         self._listing = [s if s.status != "in use" or s.holder is not None else
-                         s.model_copy(update={"holder": self._store.lease_holder(s.id)})
+                         s.model_copy(update={"holder": self._store.describe_session(s.id).holder})
                          for s in listing]
         self._deep_hits = None
         self._render()

@@ -208,7 +208,7 @@ def figure_widgets(record: SessionRecord, store: Store) -> list[widgets.Widget]:
     ``description`` an ``Image`` does not have, and the view fails to render.
     """
     from jupyter_agent.errors import JupyterAgentError
-    from jupyter_agent.store.figures import figure_refs
+    from jupyter_agent.store.figure_files import figure_refs
     from jupyter_agent.ui.figures import figure_label
 
     refs = list(figure_refs(record.transcript))[-DETAIL_FIGURES:]

@@ -10,15 +10,15 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModel
 from tests.shells import retire_shell
 
 
 @pytest.fixture(name="store")
-def store_fixture(tmp_path: Path) -> SessionStore:
+def store_fixture(tmp_path: Path) -> FileStore:
     """A session store on ``tmp_path``."""
-    return SessionStore(tmp_path / "store")
+    return FileStore(tmp_path / "store")
 
 
 @pytest.fixture(name="ishell")

@@ -2,7 +2,7 @@
 
 Everything is real: a ``ScriptedModelServer`` on loopback with the ``openai`` client
 (``max_retries=0``) and :class:`~jupyter_agent.agent.ChatModel`, or the in-process
-:class:`~jupyter_agent.testing.ScriptedModel`; a ``SessionStore`` on ``tmp_path``; a
+:class:`~jupyter_agent.testing.ScriptedModel`; a ``FileStore`` on ``tmp_path``; a
 real ``InteractiveShell``.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 import openai
 
 from jupyter_agent.agent import Agent, AgentConfig, AgentEvent, ChatModel, Conversation, Model
-from jupyter_agent.store import SessionStore, dump_record
+from jupyter_agent.store import FileStore, dump_record
 from jupyter_agent.testing import ScriptedModel, ScriptedModelServer
 
 Scripted = ScriptedModelServer | ScriptedModel
@@ -63,7 +63,7 @@ def make_model(source: Scripted, name: str = "scripted", **kwargs: Any) -> Model
     return ChatModel(make_client(source), name, **kwargs)
 
 
-def make_agent(source: Scripted, store: SessionStore | None, *, model: str = "scripted",
+def make_agent(source: Scripted, store: FileStore | None, *, model: str = "scripted",
                title: str = "", **kwargs: Any) -> Agent:
     """An agent on ``source`` (model "scripted", ``approve="auto"`` unless given).
 
@@ -80,9 +80,9 @@ def make_agent(source: Scripted, store: SessionStore | None, *, model: str = "sc
                  config=AgentConfig(**config), **kwargs)
 
 
-def read_record(store: SessionStore, session_id: str) -> dict[str, Any]:
+def read_record(store: FileStore, session_id: str) -> dict[str, Any]:
     """The session as saved on disk (what a crash would leave), in its one-file JSON form."""
-    record = SessionStore(store.root).load_session(session_id)
+    record = FileStore(store.root).load_session(session_id)
     data: dict[str, Any] = json.loads(dump_record(record))
     return data
 
@@ -130,13 +130,13 @@ def interrupt_on_second_delta(deltas: list[str] | None = None) -> Any:
 
 
 class CountingStore:
-    """A real :class:`SessionStore` that also counts the calls made to it, by method.
+    """A real :class:`FileStore` that also counts the calls made to it, by method.
 
     It implements the store protocol by delegation, so the agent and the controller use
     it as they would use the store itself.
     """
 
-    def __init__(self, store: SessionStore) -> None:
+    def __init__(self, store: FileStore) -> None:
         self.inner = store
         self.calls: list[str] = []
 
@@ -157,6 +157,5 @@ class CountingStore:
 
     def writes(self) -> list[str]:
         """The calls that change a session, in order."""
-        changing = {"save", "save_messages", "save_state", "compact", "create_session",
-                    "write_summary", "ensure_summary", "set_title", "set_archived"}
+        changing = {"save", "compact", "create_session", "update", "delete_session"}
         return [c for c in self.calls if c in changing]

@@ -17,7 +17,7 @@ import pytest
 
 from jupyter_agent.agent import Limits
 from jupyter_agent.agent.builtin_tools import NO_STDIN_REFUSAL, stdin_is_usable
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModelServer
 from tests.agent.helpers import Recorder, make_agent, read_record, tool_step
 
@@ -67,7 +67,7 @@ def test_headless_process_refuses_with_the_documented_message(
 )
 def test_in_process_unusable_stdin_refuses(
     model_server: ScriptedModelServer,
-    store: SessionStore,
+    store: FileStore,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     stdin: str | None,
@@ -115,7 +115,7 @@ def test_in_a_kernel_whose_front_end_allows_no_stdin_ask_refuses_without_asking(
 
 
 def test_a_refused_call_does_not_count_against_max_tool_calls(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     model_server.add_steps([
         tool_step(("run_python", {"code": "x = 1"}), ("add_todo", {"text": "a"})),

@@ -13,7 +13,7 @@ import pytest
 
 from jupyter_agent.agent import ChatModel, PartialReply, context_window_for, price_call
 from jupyter_agent.errors import ModelError
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModelServer
 from tests.agent.helpers import (
     SESSION,
@@ -74,7 +74,7 @@ def test_the_request_keeps_plain_values_as_they_are() -> None:
 # -- errors a user can act on ---------------------------------------------------------------
 
 def test_unreachable_endpoint_names_the_url_and_what_to_check(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     agent = make_agent(model_server, store)
     dead = _dead_model()
@@ -106,7 +106,7 @@ def test_the_openai_api_unreachable_says_to_check_the_network() -> None:
                         "network connection (and proxy), then send the prompt again")
 
 
-def test_wrong_api_key_names_the_variable_to_set(store: SessionStore) -> None:
+def test_wrong_api_key_names_the_variable_to_set(store: FileStore) -> None:
     with ScriptedModelServer([{"text": "never"}], require_api_key="right-key") as server:
         model = ChatModel(make_client(server), "scripted", key_env="LAB_LLM_KEY")
         with pytest.raises(ModelError) as info:
@@ -132,7 +132,7 @@ def test_wrong_api_key_names_the_variable_to_set(store: SessionStore) -> None:
     (400, "context_length_exceeded", "is too long for the context window of model scripted at"),
 ])
 def test_error_statuses_say_what_to_do_next(
-    model_server: ScriptedModelServer, store: SessionStore, status: int, code: str | None,
+    model_server: ScriptedModelServer, store: FileStore, status: int, code: str | None,
     words: str,
 ) -> None:
     error: dict[str, Any] = {"status": status, "message": f"boom {status}"}
@@ -149,7 +149,7 @@ def test_error_statuses_say_what_to_do_next(
     assert roles(agent.messages) == ["system", "user", "user", "assistant"]
 
 
-def test_rate_limit_after_the_clients_own_retries(store: SessionStore) -> None:
+def test_rate_limit_after_the_clients_own_retries(store: FileStore) -> None:
     retry_fast = {"retry-after-ms": "1"}
     steps = [{"error": {"status": 429, "message": "slow down", "headers": retry_fast}}] * 2
     with ScriptedModelServer([*steps, {"text": "finally"}]) as server:
@@ -163,7 +163,7 @@ def test_rate_limit_after_the_clients_own_retries(store: SessionStore) -> None:
         assert agent.run("hi again") == "finally"
 
 
-def test_a_server_error_claims_only_the_retries_the_client_made(store: SessionStore) -> None:
+def test_a_server_error_claims_only_the_retries_the_client_made(store: FileStore) -> None:
     busy = {"error": {"status": 503, "message": "busy", "headers": {"retry-after-ms": "1"}}}
     with ScriptedModelServer([busy] * 3) as server:
         agent = make_agent(server, store)
@@ -178,7 +178,7 @@ def test_a_server_error_claims_only_the_retries_the_client_made(store: SessionSt
 
 
 def test_an_exhausted_script_is_not_retried_and_not_called_transient(
-    store: SessionStore,
+    store: FileStore,
 ) -> None:
     with ScriptedModelServer([]) as server:
         agent = make_agent(server, store)
@@ -194,7 +194,7 @@ def test_an_exhausted_script_is_not_retried_and_not_called_transient(
 
 
 def test_connection_dropped_mid_stream_is_a_model_error_and_the_prompt_stays_saved(
-    store: SessionStore,
+    store: FileStore,
 ) -> None:
     server = ScriptedModelServer([{"text": "word " * 60, "chunk_delay": 0.05}]).start()
     try:
@@ -218,7 +218,7 @@ def test_connection_dropped_mid_stream_is_a_model_error_and_the_prompt_stays_sav
 # -- usage and cost ---------------------------------------------------------------------------
 
 def test_known_model_is_priced_from_genai_prices(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     model_server.add_steps(
         [{"text": "hi", "usage": {"prompt_tokens": 2000, "completion_tokens": 500}}]
@@ -237,7 +237,7 @@ def test_known_model_is_priced_from_genai_prices(
 
 
 def test_price_override_and_unknown_price(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     step = {"text": "x", "usage": {"prompt_tokens": 1_000_000, "completion_tokens": 2_000_000}}
     model_server.add_steps([step, step])

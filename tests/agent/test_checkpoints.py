@@ -13,13 +13,13 @@ import pytest
 
 from jupyter_agent.agent import Agent
 from jupyter_agent.errors import ModelError
-from jupyter_agent.store import SessionStore, TodoItem
+from jupyter_agent.store import FileStore, TodoItem
 from jupyter_agent.testing import ScriptedModel
 from tests.agent.helpers import make_agent, read_record, roles, tool_step
 
 
 def test_the_checkpoint_before_the_model_request(
-    scripted: ScriptedModel, store: SessionStore
+    scripted: ScriptedModel, store: FileStore
 ) -> None:
     """State changed since the last checkpoint (here: between turns, as a front end may
     do) is on disk when the model request arrives -- only the checkpoint *before* the
@@ -43,7 +43,7 @@ def test_the_checkpoint_before_the_model_request(
 
 
 def test_the_checkpoint_after_a_tool_batch(
-    scripted: ScriptedModel, store: SessionStore
+    scripted: ScriptedModel, store: FileStore
 ) -> None:
     """The batch's todos and scratchpad are on disk when the next call (here the
     compaction request, made before the pre-request checkpoint) fails."""

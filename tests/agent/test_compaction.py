@@ -20,7 +20,7 @@ from jupyter_agent.agent.context import (
 )
 from jupyter_agent.agent.prompts import short_system_prompt
 from jupyter_agent.errors import LimitExceededError
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModel
 from tests.agent.helpers import Recorder, make_agent, read_record, roles, tool_step
 
@@ -51,7 +51,7 @@ def _scenario(server: ScriptedModel, *, summary_step: dict[str, Any]) -> None:
 
 
 def test_compaction_keeps_the_system_message_the_request_and_its_tool_batches(
-    scripted: ScriptedModel, store: SessionStore, ishell: InteractiveShell
+    scripted: ScriptedModel, store: FileStore, ishell: InteractiveShell
 ) -> None:
     _scenario(scripted, summary_step={"text": "- asked an earlier question"})
     rec = Recorder()
@@ -94,7 +94,7 @@ def test_compaction_keeps_the_system_message_the_request_and_its_tool_batches(
 
 
 def test_failed_summarizing_call_leaves_the_context_unchanged(
-    scripted: ScriptedModel, store: SessionStore, ishell: InteractiveShell
+    scripted: ScriptedModel, store: FileStore, ishell: InteractiveShell
 ) -> None:
     _scenario(scripted, summary_step={"error": {"status": 500, "message": "overloaded"}})
     rec = Recorder()
@@ -116,7 +116,7 @@ def test_failed_summarizing_call_leaves_the_context_unchanged(
     assert read_record(store, agent.session_id or "")["compactions"] == []
 
 
-def test_compact_on_demand(scripted: ScriptedModel, store: SessionStore) -> None:
+def test_compact_on_demand(scripted: ScriptedModel, store: FileStore) -> None:
     agent = make_agent(scripted, store, keep_turns=1)
     assert agent.compact() is False  # nothing to compact yet, no model call
     assert scripted.requests == []
@@ -132,7 +132,7 @@ def test_compact_on_demand(scripted: ScriptedModel, store: SessionStore) -> None
 
 
 def test_compact_on_demand_failure_is_a_notice(
-    scripted: ScriptedModel, store: SessionStore
+    scripted: ScriptedModel, store: FileStore
 ) -> None:
     scripted.add_steps(
         [{"text": "a1"}, {"text": "a2"}, {"error": {"status": 503, "message": "busy"}}]
@@ -190,7 +190,7 @@ def test_repair_report() -> None:
 
 
 def test_no_compaction_call_once_the_cost_limit_is_reached(
-    scripted: ScriptedModel, store: SessionStore, ishell: InteractiveShell
+    scripted: ScriptedModel, store: FileStore, ishell: InteractiveShell
 ) -> None:
     """Automatic compaction is a model call like any other: it is not made at the
     limit, and when the summary itself reaches it, the turn stops before the next call."""
@@ -217,7 +217,7 @@ def test_no_compaction_call_once_the_cost_limit_is_reached(
 
 
 def test_a_kill_after_any_line_of_a_compaction_keeps_the_summarizing_calls_usage(
-        scripted: ScriptedModel, store: SessionStore, tmp_path: Path) -> None:
+        scripted: ScriptedModel, store: FileStore, tmp_path: Path) -> None:
     """Every journal line from the compaction on counts the summarizing call: a process
     killed after any of them (each prefix of the journal is what a kill can leave)
     undercounts nothing."""
@@ -237,5 +237,5 @@ def test_a_kill_after_any_line_of_a_compaction_keeps_the_summarizing_calls_usage
         (root / "index.jsonl").unlink()  # the index would have recorded the later lines
         (root / "sessions" / f"{sid}.jsonl").write_bytes(
             b"".join(line + b"\n" for line in journal[:end]))
-        usage = SessionStore(root).load_session(sid).state.usage
+        usage = FileStore(root).load_session(sid).state.usage
         assert usage.calls == before + 1, end

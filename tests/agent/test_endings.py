@@ -7,7 +7,7 @@ import pytest
 
 from jupyter_agent.agent import Limits
 from jupyter_agent.errors import ModelError
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModelServer
 from tests.agent.helpers import (
     Recorder,
@@ -22,7 +22,7 @@ from tests.agent.helpers import (
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "plain"])
 @pytest.mark.parametrize("reason", ["length", "content_filter"])
 def test_a_cut_off_reply_ends_the_turn_and_its_tool_calls_do_not_run(
-    model_server: ScriptedModelServer, store: SessionStore, reason: str, stream: bool
+    model_server: ScriptedModelServer, store: FileStore, reason: str, stream: bool
 ) -> None:
     ran: list[str] = []
 
@@ -63,7 +63,7 @@ def test_a_cut_off_reply_ends_the_turn_and_its_tool_calls_do_not_run(
 
 
 def test_a_text_reply_cut_off_at_the_length_limit(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     model_server.add_steps([{"text": "The answer is", "finish_reason": "length"}])
     agent = make_agent(model_server, store)
@@ -78,7 +78,7 @@ PRICES = {"priced": (1_000_000.0, 1_000_000.0)}  # $1 per token in and out
 
 
 def test_an_interrupted_stream_is_still_counted_and_priced(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     model_server.add_steps([{"text": "word " * 40, "chunk_delay": 0.01}])
     agent = make_agent(model_server, store, model="priced", prices=PRICES)
@@ -96,7 +96,7 @@ def test_an_interrupted_stream_is_still_counted_and_priced(
 
 
 def test_repeated_ctrl_c_cannot_get_around_max_cost(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     model_server.add_steps([{"text": "word " * 40, "chunk_delay": 0.01}] * 2)
     agent = make_agent(
@@ -111,7 +111,7 @@ def test_repeated_ctrl_c_cannot_get_around_max_cost(
 
 
 def test_cached_prompt_tokens_are_priced_at_the_cache_rate(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     usage = {"prompt_tokens": 1_000_000, "completion_tokens": 0, "cached_tokens": 500_000}
     model_server.add_steps([{"text": "a", "usage": usage}, {"text": "b", "usage": usage}])
@@ -127,7 +127,7 @@ def test_cached_prompt_tokens_are_priced_at_the_cache_rate(
 
 @pytest.mark.parametrize("ending", ["model_error", "interrupt"])
 def test_the_fallback_summary_is_written_when_a_turn_fails(
-    model_server: ScriptedModelServer, store: SessionStore, ending: str
+    model_server: ScriptedModelServer, store: FileStore, ending: str
 ) -> None:
     if ending == "model_error":
         model_server.add_steps([{"error": {"status": 400, "message": "bad request"}}])

@@ -25,7 +25,7 @@ from jupyter_agent.agent.responses import ResponsesModel
 from jupyter_agent.agent.vision import IMAGES_CAPTION, clip_reason
 from jupyter_agent.errors import UnsafeFileError
 from jupyter_agent.images import MAX_IMAGE_SIDE, image_tokens
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModelServer
 from tests.agent.helpers import Recorder, make_agent, make_client, tool_step
 from tests.shells import retire_shell
@@ -88,7 +88,7 @@ def tool_contents(request: dict[str, Any]) -> list[str]:
 
 
 def test_the_tool_result_names_each_figure_in_order_with_the_printed_lines(
-        model_server: ScriptedModelServer, store: SessionStore, kshell: InteractiveShell) -> None:
+        model_server: ScriptedModelServer, store: FileStore, kshell: InteractiveShell) -> None:
     model_server.add_steps(run_code(PLOT))
     agent = make_agent(model_server, store, shell=kshell)
     agent.run("plot it")
@@ -105,7 +105,7 @@ def test_the_tool_result_names_each_figure_in_order_with_the_printed_lines(
 
 
 def test_displayed_images_and_a_dataframe(model_server: ScriptedModelServer,
-                                          store: SessionStore, kshell: InteractiveShell,
+                                          store: FileStore, kshell: InteractiveShell,
                                           tmp_path: Path) -> None:
     from PIL import Image
 
@@ -133,7 +133,7 @@ display(pd.DataFrame({{"a": [1, 2]}}))
 
 
 def test_vision_on_sends_the_images_after_the_tool_results(
-        model_server: ScriptedModelServer, store: SessionStore, kshell: InteractiveShell) -> None:
+        model_server: ScriptedModelServer, store: FileStore, kshell: InteractiveShell) -> None:
     model_server.add_steps(run_code(PLOT))
     agent = make_agent(model_server, store, shell=kshell, vision="on")
     agent.run("plot it")
@@ -155,7 +155,7 @@ def test_vision_on_sends_the_images_after_the_tool_results(
     assert "base64" not in str(saved.messages) and "base64" not in str(saved.transcript)
 
 
-def test_vision_off_sends_no_image(model_server: ScriptedModelServer, store: SessionStore,
+def test_vision_off_sends_no_image(model_server: ScriptedModelServer, store: FileStore,
                                    kshell: InteractiveShell) -> None:
     model_server.add_steps(run_code(PLOT))
     agent = make_agent(model_server, store, shell=kshell, vision="off")
@@ -165,7 +165,7 @@ def test_vision_off_sends_no_image(model_server: ScriptedModelServer, store: Ses
 
 
 def test_responses_api_puts_the_images_in_the_function_call_output(
-        model_server: ScriptedModelServer, store: SessionStore, kshell: InteractiveShell) -> None:
+        model_server: ScriptedModelServer, store: FileStore, kshell: InteractiveShell) -> None:
     model_server.add_steps(run_code(PLOT))
     model = ResponsesModel(make_client(model_server), "gpt-4.1")
     agent = Agent(model, store=store, shell=kshell,
@@ -182,7 +182,7 @@ def test_responses_api_puts_the_images_in_the_function_call_output(
 
 
 def test_auto_resends_without_images_once_and_remembers_it_across_resume(
-        store: SessionStore, kshell: InteractiveShell) -> None:
+        store: FileStore, kshell: InteractiveShell) -> None:
     with ScriptedModelServer(accept_images=False) as server:
         server.add_steps(run_code(PLOT, "I see two figures named."))
         rec = Recorder()
@@ -215,7 +215,7 @@ def test_auto_resends_without_images_once_and_remembers_it_across_resume(
 
 
 def test_large_images_are_downscaled_to_the_bound(
-        model_server: ScriptedModelServer, store: SessionStore, kshell: InteractiveShell,
+        model_server: ScriptedModelServer, store: FileStore, kshell: InteractiveShell,
         tmp_path: Path) -> None:
     (tmp_path / "big.png").write_bytes(png(3000, 1500))
     code = ("from IPython.display import Image, display\n"
@@ -232,7 +232,7 @@ def test_large_images_are_downscaled_to_the_bound(
 
 
 def test_image_tokens_are_counted_in_the_session_usage(
-        store: SessionStore, kshell: InteractiveShell) -> None:
+        store: FileStore, kshell: InteractiveShell) -> None:
     totals, expected = {}, 0
     for vision in ("on", "off"):
         with ScriptedModelServer(run_code(PLOT)) as server:
@@ -248,7 +248,7 @@ def test_image_tokens_are_counted_in_the_session_usage(
 
 
 def test_a_request_carries_at_most_max_images_the_newest(
-        model_server: ScriptedModelServer, store: SessionStore, kshell: InteractiveShell) -> None:
+        model_server: ScriptedModelServer, store: FileStore, kshell: InteractiveShell) -> None:
     one = "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()\n"
     model_server.add_steps([tool_step(("run_python", {"code": one})) for _ in range(4)]
                            + [{"text": "four plots"}])
@@ -262,7 +262,7 @@ def test_a_request_carries_at_most_max_images_the_newest(
 
 
 def test_compaction_drops_old_images_first_and_the_transcript_keeps_them(
-        model_server: ScriptedModelServer, store: SessionStore, kshell: InteractiveShell) -> None:
+        model_server: ScriptedModelServer, store: FileStore, kshell: InteractiveShell) -> None:
     model_server.add_steps([*run_code(PLOT, "two plots"), {"text": "ok"}])
     agent = make_agent(model_server, store, shell=kshell, vision="on")
     agent.run("plot it")
@@ -278,7 +278,7 @@ def test_compaction_drops_old_images_first_and_the_transcript_keeps_them(
 
 
 def test_figure_files_live_next_to_the_session_and_go_with_it(
-        model_server: ScriptedModelServer, store: SessionStore, kshell: InteractiveShell) -> None:
+        model_server: ScriptedModelServer, store: FileStore, kshell: InteractiveShell) -> None:
     model_server.add_steps(run_code(PLOT))
     agent = make_agent(model_server, store, shell=kshell)
     agent.run("plot it")
@@ -295,7 +295,7 @@ def test_figure_files_live_next_to_the_session_and_go_with_it(
 
 
 def test_figures_of_a_vanished_session_are_collected(
-        model_server: ScriptedModelServer, store: SessionStore, kshell: InteractiveShell) -> None:
+        model_server: ScriptedModelServer, store: FileStore, kshell: InteractiveShell) -> None:
     model_server.add_steps(run_code(PLOT))
     agent = make_agent(model_server, store, shell=kshell)
     agent.run("plot it")
@@ -313,7 +313,7 @@ def test_figures_of_a_vanished_session_are_collected(
 
 @pytest.mark.parametrize("kind", ["symlink", "fifo"])
 def test_a_figure_file_replaced_by_a_link_or_fifo_is_refused(
-        model_server: ScriptedModelServer, store: SessionStore, kshell: InteractiveShell,
+        model_server: ScriptedModelServer, store: FileStore, kshell: InteractiveShell,
         tmp_path: Path, kind: str) -> None:
     model_server.add_steps(run_code(PLOT))
     agent = make_agent(model_server, store, shell=kshell)
@@ -335,7 +335,7 @@ def test_a_figure_file_replaced_by_a_link_or_fifo_is_refused(
 
 
 def test_a_long_context_drops_old_images_before_summarising(
-        store: SessionStore, kshell: InteractiveShell) -> None:
+        store: FileStore, kshell: InteractiveShell) -> None:
     from jupyter_agent.agent.context import estimate_schema_tokens, estimate_tokens
     from jupyter_agent.agent.window import reply_budget
 
@@ -406,7 +406,7 @@ def bomb() -> bytes:
 
 
 def test_a_decompression_bomb_from_the_agents_code_is_named_too_large_and_not_sent(
-        model_server: ScriptedModelServer, store: SessionStore, kshell: InteractiveShell,
+        model_server: ScriptedModelServer, store: FileStore, kshell: InteractiveShell,
         tmp_path: Path, bomb: bytes) -> None:
     (tmp_path / "bomb.png").write_bytes(bomb)
     (tmp_path / "ok.png").write_bytes(png(30, 20))
@@ -427,7 +427,7 @@ def test_a_decompression_bomb_from_the_agents_code_is_named_too_large_and_not_se
 
 
 def test_a_bomb_in_a_stored_session_is_named_in_text_and_never_decoded(
-        model_server: ScriptedModelServer, store: SessionStore, kshell: InteractiveShell,
+        model_server: ScriptedModelServer, store: FileStore, kshell: InteractiveShell,
         tmp_path: Path, bomb: bytes) -> None:
     """A figure file replaced by a bomb (a cloned repository's session, say) is not sent;
     every later request goes through."""

@@ -17,7 +17,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_agent.agent import AgentEvent
 from jupyter_agent.agent.conversation import RESUME_REPAIR
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModelServer
 from tests.agent.helpers import (
     Recorder,
@@ -30,7 +30,7 @@ from tests.agent.helpers import (
 
 
 def test_keyboard_interrupt_inside_a_tool_batch(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     def boom() -> str:
         """Simulate Ctrl-C while a tool runs."""
@@ -60,7 +60,7 @@ def test_keyboard_interrupt_inside_a_tool_batch(
 
 
 def test_keyboard_interrupt_inside_a_stream(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     deltas: list[str] = []
     on_event = interrupt_on_second_delta(deltas)
@@ -84,7 +84,7 @@ def test_keyboard_interrupt_inside_a_stream(
 
 
 def test_resume_repairs_a_batch_missing_its_results(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     call = {
         "id": "call_1",
@@ -92,7 +92,7 @@ def test_resume_repairs_a_batch_missing_its_results(
         "function": {"name": "list_todos", "arguments": "{}"},
     }
     sid = store.create_session([{"role": "system", "content": "sys"}])
-    store.save_messages(
+    store.save(
         sid,
         [
             {"role": "system", "content": "sys"},
@@ -112,7 +112,7 @@ def test_resume_repairs_a_batch_missing_its_results(
 
 
 def test_resume_repair_records_how_many_messages_it_replaced(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     function = {"name": "list_todos", "arguments": "{}"}
     call = {"id": "call_1", "type": "function", "function": function}
@@ -133,7 +133,7 @@ def test_resume_repair_records_how_many_messages_it_replaced(
 
 
 def test_resume_drops_an_orphan_result_from_the_working_context_only(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     messages = [
         {"role": "system", "content": "sys"},
@@ -157,7 +157,7 @@ CHILD = textwrap.dedent(
     import pathlib, sys, time
     import openai
     from jupyter_agent.agent import Agent, AgentConfig, ChatModel
-    from jupyter_agent.store import SessionStore
+    from jupyter_agent.store import FileStore
 
     base_url, root, marker = sys.argv[1:4]
 
@@ -168,7 +168,7 @@ CHILD = textwrap.dedent(
         return "finished"
 
     client = openai.OpenAI(base_url=base_url, api_key="test", max_retries=0)
-    agent = Agent(ChatModel(client, "scripted"), store=SessionStore(root), session_id="crash-1",
+    agent = Agent(ChatModel(client, "scripted"), store=FileStore(root), session_id="crash-1",
                   tools=[slow], config=AgentConfig(approve="auto"))
     agent.run("please be slow")
     """
@@ -176,7 +176,7 @@ CHILD = textwrap.dedent(
 
 
 def test_sigkill_mid_batch_then_resume(
-    model_server: ScriptedModelServer, store: SessionStore, tmp_path: Path
+    model_server: ScriptedModelServer, store: FileStore, tmp_path: Path
 ) -> None:
     script, marker = tmp_path / "child.py", tmp_path / "started"
     script.write_text(CHILD)
@@ -226,7 +226,7 @@ def test_sigkill_mid_batch_then_resume(
     ids=lambda e: type(e).__name__,
 )
 def test_tools_raising_base_exceptions_become_error_results(
-    model_server: ScriptedModelServer, store: SessionStore, exc: BaseException
+    model_server: ScriptedModelServer, store: FileStore, exc: BaseException
 ) -> None:
     def bail() -> str:
         """A tool that raises a BaseException that is not KeyboardInterrupt."""
@@ -244,7 +244,7 @@ def test_tools_raising_base_exceptions_become_error_results(
 
 
 def test_an_on_event_error_is_not_called_a_user_interrupt(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     def on_event(event: AgentEvent) -> None:
         if event.kind == "tool_call_end":
@@ -266,7 +266,7 @@ def test_an_on_event_error_is_not_called_a_user_interrupt(
 
 
 def test_an_on_event_error_mid_stream_is_named_in_the_marker(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     def on_event(event: AgentEvent) -> None:
         if event.kind == "text_delta":
@@ -292,7 +292,7 @@ def ctrl_c_raises() -> Iterator[None]:
 
 @pytest.mark.usefixtures("ctrl_c_raises")
 def test_ctrl_c_in_run_python_keeps_what_it_printed_on_screen_and_for_the_model(
-    model_server: ScriptedModelServer, store: SessionStore, ishell: InteractiveShell
+    model_server: ScriptedModelServer, store: FileStore, ishell: InteractiveShell
 ) -> None:
     # raise_signal delivers Ctrl-C to this (the main) thread at once; os.kill(getpid())
     # lets the system pick any thread, and the code could go on before Python sees it

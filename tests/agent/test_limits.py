@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from jupyter_agent.agent import Limits
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModel
 from tests.agent.helpers import Recorder, make_agent, read_record, roles, tool_step
 
@@ -16,7 +16,7 @@ CALL = {"usage": {"prompt_tokens": 100, "completion_tokens": 5}}
 
 
 def test_max_tool_calls_refuses_the_whole_batch_and_keeps_pairs(
-    scripted: ScriptedModel, store: SessionStore
+    scripted: ScriptedModel, store: FileStore
 ) -> None:
     scripted.add_steps(
         [
@@ -47,7 +47,7 @@ def test_max_tool_calls_refuses_the_whole_batch_and_keeps_pairs(
 
 
 def test_max_tool_calls_counts_calls_made_before_a_restart(
-    scripted: ScriptedModel, store: SessionStore
+    scripted: ScriptedModel, store: FileStore
 ) -> None:
     scripted.add_steps([tool_step(("list_todos", {}), ("list_todos", {})), {"text": "ok"}])
     first = make_agent(scripted, store)
@@ -62,7 +62,7 @@ def test_max_tool_calls_counts_calls_made_before_a_restart(
 
 
 def test_max_cost_usd_stops_and_spend_is_carried_across_a_restart(
-    scripted: ScriptedModel, store: SessionStore
+    scripted: ScriptedModel, store: FileStore
 ) -> None:
     scripted.add_steps(
         [
@@ -109,7 +109,7 @@ def test_max_cost_usd_stops_and_spend_is_carried_across_a_restart(
 
 
 def test_max_cost_usd_stops_mid_turn(
-    scripted: ScriptedModel, store: SessionStore
+    scripted: ScriptedModel, store: FileStore
 ) -> None:
     scripted.add_steps([tool_step(("list_todos", {}), **CALL)] * 3)
     agent = make_agent(
@@ -124,7 +124,7 @@ def test_max_cost_usd_stops_mid_turn(
 
 
 def test_max_iterations_per_turn_restarts_at_zero(
-    scripted: ScriptedModel, store: SessionStore
+    scripted: ScriptedModel, store: FileStore
 ) -> None:
     scripted.add_steps([tool_step(("list_todos", {}))] * 2)
     agent = make_agent(scripted, store, limits=Limits(max_iterations=2))

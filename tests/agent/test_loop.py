@@ -14,13 +14,13 @@ import pytest
 
 from jupyter_agent.agent import Agent, Notice, TextDelta, ToolCallEnd, ToolCallStart, UsageUpdate
 from jupyter_agent.errors import CorruptSessionError, SessionLockedError
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore, holding
 from jupyter_agent.testing import ScriptedModelServer
 from tests.agent.helpers import Recorder, make_agent, read_record, roles, tool_step
 
 
 def test_each_save_point_is_on_disk_when_the_next_step_starts(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     seen: dict[str, Any] = {}
     agent: Agent | None = None
@@ -66,7 +66,7 @@ def test_each_save_point_is_on_disk_when_the_next_step_starts(
 
 
 def test_resume_sends_the_same_context_and_continues_the_counts(
-    model_server: ScriptedModelServer, store: SessionStore, tmp_path: Path
+    model_server: ScriptedModelServer, store: FileStore, tmp_path: Path
 ) -> None:
     model_server.add_steps(
         [
@@ -83,7 +83,7 @@ def test_resume_sends_the_same_context_and_continues_the_counts(
 
     model_server.add_steps([{"text": "again"}, {"text": "again"}])
     first.run("turn two")
-    resumed = make_agent(model_server, SessionStore(copy), session_id=sid)
+    resumed = make_agent(model_server, FileStore(copy), session_id=sid)
     assert resumed.state.tool_calls == 2
     assert resumed.state.scratchpad == "n=3"
     assert [t.text for t in resumed.state.todos] == ["check data"]
@@ -98,10 +98,10 @@ def test_resume_sends_the_same_context_and_continues_the_counts(
 
 
 def test_new_session_system_prompt_includes_notes(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
-    store.write_notes("project", "- data lives in data/penguins.csv\n")
-    store.write_notes("user", "- answer in French\n")
+    store.notes.write("project", "- data lives in data/penguins.csv\n")
+    store.notes.write("user", "- answer in French\n")
     model_server.add_steps([{"text": "ok"}])
     agent = make_agent(model_server, store, system_prompt="Base prompt.", title="T")
     agent.run("hi")
@@ -114,14 +114,14 @@ def test_new_session_system_prompt_includes_notes(
 
 
 def test_without_notes_the_system_prompt_has_no_notes_section(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     agent = make_agent(model_server, store)
     assert "Project notes" not in agent.messages[0]["content"]
 
 
 def test_explicit_new_session_id_is_created(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     agent = make_agent(model_server, store, session_id="my-session_1")
     assert agent.session_id == "my-session_1"
@@ -140,7 +140,7 @@ def test_in_memory_agent_keeps_no_files(model_server: ScriptedModelServer, tmp_p
 
 @pytest.mark.parametrize("stream", [True, False])
 def test_events_in_stream_and_plain_mode(
-    model_server: ScriptedModelServer, store: SessionStore, stream: bool
+    model_server: ScriptedModelServer, store: FileStore, stream: bool
 ) -> None:
     model_server.add_steps(
         [tool_step(("list_todos", {}), text="Let me look."), {"text": "All good here."}]
@@ -168,7 +168,7 @@ def test_events_in_stream_and_plain_mode(
 
 
 def test_summary_tool_and_fallback_summary(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     model_server.add_steps([{"text": "plain answer"}])
     agent = make_agent(model_server, store)
@@ -183,7 +183,7 @@ def test_summary_tool_and_fallback_summary(
     assert summary == "Goal: G\nCompleted: C\nDecisions: D\nRemaining: R"
 
 
-def test_remember_appends_to_notes(model_server: ScriptedModelServer, store: SessionStore) -> None:
+def test_remember_appends_to_notes(model_server: ScriptedModelServer, store: FileStore) -> None:
     model_server.add_steps(
         [
             tool_step(
@@ -194,23 +194,23 @@ def test_remember_appends_to_notes(model_server: ScriptedModelServer, store: Ses
         ]
     )
     make_agent(model_server, store).run("remember things")
-    assert store.read_notes("project") == "- uses pandas\n"
-    assert store.read_notes("user") == "- terse\n"
+    assert store.notes.read("project") == "- uses pandas\n"
+    assert store.notes.read("user") == "- terse\n"
     model_server.add_steps([tool_step(("remember", {"note": "second"})), {"text": "ok"}])
     make_agent(model_server, store).run("more")
-    assert store.read_notes("project") == "- uses pandas\n- second\n"
+    assert store.notes.read("project") == "- uses pandas\n- second\n"
 
 
 def test_the_run_holds_the_session_lease(
-    model_server: ScriptedModelServer, store: SessionStore, tmp_path: Path
+    model_server: ScriptedModelServer, store: FileStore, tmp_path: Path
 ) -> None:
-    other = SessionStore(store.root)
+    other = FileStore(store.root)
     outcome: dict[str, Any] = {}
     agent: Agent | None = None
 
     def step(body: dict[str, Any]) -> dict[str, Any]:
         try:
-            with other.lease(agent.session_id):  # type: ignore[union-attr, arg-type]
+            with holding(other, agent.session_id):  # type: ignore[union-attr, arg-type]
                 outcome["locked"] = False
         except SessionLockedError:
             outcome["locked"] = True
@@ -221,7 +221,7 @@ def test_the_run_holds_the_session_lease(
     with agent:
         agent.run("hi")
     assert outcome == {"locked": True}
-    with other.lease(agent.session_id or ""):  # released by close()
+    with holding(other, agent.session_id or ""):  # released by close()
         pass
 
 
@@ -229,10 +229,11 @@ _OTHER_PROCESS_AGENT = """
 import json, sys, openai
 from jupyter_agent.agent import Agent, ChatModel
 from jupyter_agent.errors import CorruptSessionError, SessionLockedError
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
+from jupyter_agent.store import holding
 client = openai.OpenAI(base_url=sys.argv[3], api_key="k", max_retries=0)
 try:
-    agent = Agent(ChatModel(client, "scripted"), store=SessionStore(sys.argv[1]),
+    agent = Agent(ChatModel(client, "scripted"), store=FileStore(sys.argv[1]),
                   session_id=sys.argv[2])
 except SessionLockedError as err:
     print(json.dumps({"locked": True, "pid": err.pid}))
@@ -253,7 +254,7 @@ def _agent_in_other_process(root: Path, sid: str, base_url: str) -> dict[str, An
 
 @pytest.mark.slow
 def test_the_agent_holds_the_lease_for_its_whole_life(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     """Design §7: the running agent holds the lease for its entire run,
     also between turns; close() lets the session go."""
@@ -263,7 +264,7 @@ def test_the_agent_holds_the_lease_for_its_whole_life(
     assert first.run("turn 1") == "one"
     # Between turns: another store object in this process is refused ...
     with pytest.raises(SessionLockedError) as info:
-        make_agent(model_server, SessionStore(store.root), session_id=sid)
+        make_agent(model_server, FileStore(store.root), session_id=sid)
     assert info.value.pid == os.getpid()
     # ... and so is another process, naming this one.
     assert _agent_in_other_process(store.root, sid, model_server.base_url) == {
@@ -281,13 +282,13 @@ def test_the_agent_holds_the_lease_for_its_whole_life(
     with pytest.raises(RuntimeError, match="closed"):
         first.run("turn 3")
     assert _agent_in_other_process(store.root, sid, model_server.base_url) == {"locked": False}
-    with make_agent(model_server, SessionStore(store.root), session_id=sid) as again:
+    with make_agent(model_server, FileStore(store.root), session_id=sid) as again:
         assert again.messages == first.messages
     assert again.closed
 
 
 def test_a_failed_resume_releases_the_lease(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     agent = make_agent(model_server, store)
     sid = agent.session_id or ""
@@ -299,7 +300,7 @@ def test_a_failed_resume_releases_the_lease(
 
 
 def test_unknown_tool_and_bad_arguments_are_results(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     model_server.add_steps(
         [tool_step(("nope", {}), ("update_todo", {"id": "x", "status": "weird"})), {"text": "ok"}]
@@ -314,7 +315,7 @@ def test_unknown_tool_and_bad_arguments_are_results(
     assert agent.state.tool_calls == 2
 
 
-def test_price_unknown_notice_once(model_server: ScriptedModelServer, store: SessionStore) -> None:
+def test_price_unknown_notice_once(model_server: ScriptedModelServer, store: FileStore) -> None:
     model_server.add_steps([{"text": "a"}, {"text": "b"}])
     rec = Recorder()
     agent = make_agent(model_server, store)
@@ -327,7 +328,7 @@ def test_price_unknown_notice_once(model_server: ScriptedModelServer, store: Ses
 
 
 def test_helpers_build_a_working_agent(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     model_server.add_steps([{"text": "hello"}])
     agent = make_agent(model_server, store)

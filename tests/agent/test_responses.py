@@ -11,7 +11,7 @@ import pytest
 from jupyter_agent.agent import Agent, AgentConfig, PartialReply, TextDelta
 from jupyter_agent.agent.responses import ResponsesModel, to_input
 from jupyter_agent.errors import ModelError
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModelServer
 from tests.agent.helpers import (
     SESSION,
@@ -25,7 +25,7 @@ from tests.agent.helpers import (
 )
 
 
-def responses_agent(server: ScriptedModelServer, store: SessionStore | None, *,
+def responses_agent(server: ScriptedModelServer, store: FileStore | None, *,
                     name: str = "gpt-4.1", stream: bool = True, **kwargs: Any) -> Agent:
     model = ResponsesModel(make_client(server), name)
     return Agent(model, store=store, config=AgentConfig(approve="auto", stream=stream), **kwargs)
@@ -33,7 +33,7 @@ def responses_agent(server: ScriptedModelServer, store: SessionStore | None, *,
 
 @pytest.mark.parametrize("stream", [True, False])
 def test_a_tool_turn_round_trips_and_the_session_stays_chat_shaped(
-    model_server: ScriptedModelServer, store: SessionStore, stream: bool
+    model_server: ScriptedModelServer, store: FileStore, stream: bool
 ) -> None:
     model_server.add_steps([
         tool_step(("add_todo", {"text": "plot bills"}), ("write_scratchpad", {"text": "n=3"}),
@@ -73,7 +73,7 @@ def test_a_tool_turn_round_trips_and_the_session_stays_chat_shaped(
 
 
 def test_encrypted_reasoning_is_carried_to_the_next_request(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     model_server.add_steps([
         {**tool_step(("list_todos", {})), "reasoning": "Look at the todos first."},
@@ -101,7 +101,7 @@ def test_encrypted_reasoning_is_carried_to_the_next_request(
 
 
 def test_a_resumed_session_reasons_afresh_and_keeps_working(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     model_server.add_steps([{**tool_step(("list_todos", {})), "reasoning": "r"}])
     first = responses_agent(model_server, store, name="o4-mini")
@@ -146,7 +146,7 @@ def test_messages_convert_once_while_they_stay_in_the_context(
         {"type": "function_call_output", "call_id": "c", "output": "r"}]
 
 
-def test_cut_off_and_errors(model_server: ScriptedModelServer, store: SessionStore) -> None:
+def test_cut_off_and_errors(model_server: ScriptedModelServer, store: FileStore) -> None:
     model_server.add_steps([
         {**tool_step(("list_todos", {})), "finish_reason": "length"},
         {"error": {"status": 404, "message": "Invalid URL (POST /v1/responses)"}},
@@ -171,7 +171,7 @@ def test_api_is_a_per_session_option_the_checkpoint_remembers(
     agent_shell.run_line_magic("agent", "hi")
     sid = magics_of(agent_shell).controller.active_session_id
     assert model_server.exchanges[-1].path == "/v1/responses"
-    assert SessionStore(memory_dir).load_session(sid).state.api == "responses"
+    assert FileStore(memory_dir).load_session(sid).state.api == "responses"
     agent_shell.run_line_magic("reload_ext", "jupyter_agent")  # forgets this kernel's options
     agent_shell.run_line_magic("agent_resume", sid)
     agent_shell.run_line_magic("agent", "more")
@@ -185,7 +185,7 @@ def test_api_is_a_per_session_option_the_checkpoint_remembers(
 
 
 def test_an_interrupt_mid_stream_keeps_the_partial_reply(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     model_server.add_steps([{"text": "one two three four five six", "chunk_delay": 0.01},
                             "after"])

@@ -12,7 +12,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_agent.agent import BuiltinTools, ToolRegistry, tool_from_function
 from jupyter_agent.agent.pyexec import run_code, truncate
-from jupyter_agent.store import SessionState, SessionStore
+from jupyter_agent.store import FileStore, SessionState
 from jupyter_agent.testing import ScriptedModel
 from tests.agent.helpers import Recorder, make_agent, tool_step
 
@@ -87,7 +87,7 @@ def test_functions_without_annotations_or_duplicates_are_refused() -> None:
 
 
 def test_user_tools_are_offered_and_run_without_asking(
-    scripted: ScriptedModel, store: SessionStore
+    scripted: ScriptedModel, store: FileStore
 ) -> None:
     def refuse(code: str) -> bool:
         raise AssertionError("user tools must not ask")
@@ -119,7 +119,7 @@ def test_run_python_uses_the_shell_namespace_like_a_cell(ishell: InteractiveShel
 
 
 def test_run_python_errors_are_results_with_a_traceback(
-    scripted: ScriptedModel, store: SessionStore, ishell: InteractiveShell
+    scripted: ScriptedModel, store: FileStore, ishell: InteractiveShell
 ) -> None:
     code = "def f():\n    return 1 / 0\nprint('before')\nf()"
     scripted.add_steps(
@@ -168,7 +168,7 @@ def test_output_is_cut_by_code_points_with_a_marker_keeping_both_ends() -> None:
 
 
 def test_a_trailing_exception_stays_visible_in_cut_output(
-    scripted: ScriptedModel, store: SessionStore, ishell: InteractiveShell
+    scripted: ScriptedModel, store: FileStore, ishell: InteractiveShell
 ) -> None:
     code = "for i in range(2000):\n    print('line', i)\nraise ValueError('the real problem')"
     scripted.add_steps([tool_step(("run_python", {"code": code})), {"text": "ok"}])
@@ -183,7 +183,7 @@ def test_a_trailing_exception_stays_visible_in_cut_output(
 
 
 def test_long_tool_results_are_cut_in_the_saved_session(
-    scripted: ScriptedModel, store: SessionStore, ishell: InteractiveShell
+    scripted: ScriptedModel, store: FileStore, ishell: InteractiveShell
 ) -> None:
     scripted.add_steps(
         [tool_step(("run_python", {"code": "print('é' * 500)"})), {"text": "ok"}]
@@ -253,7 +253,7 @@ def _code_step() -> list[object]:
 )
 def test_approval_policy(
     scripted: ScriptedModel,
-    store: SessionStore,
+    store: FileStore,
     ishell: InteractiveShell,
     approval: str,
     answer: str | None,
@@ -285,7 +285,7 @@ def test_approval_policy(
     "error", [EOFError, StdinNotImplementedError, OSError, RuntimeError, ValueError]
 )
 def test_ask_without_stdin_refuses_with_instructions(
-    scripted: ScriptedModel, store: SessionStore, ishell: InteractiveShell, error: type
+    scripted: ScriptedModel, store: FileStore, ishell: InteractiveShell, error: type
 ) -> None:
     def headless(code: str) -> bool:
         raise error("no stdin")
@@ -320,7 +320,7 @@ def test_default_ask_reads_stdin(
 
 
 def test_approval_is_validated_and_settable(
-    scripted: ScriptedModel, store: SessionStore
+    scripted: ScriptedModel, store: FileStore
 ) -> None:
     with pytest.raises(ValueError, match="approve"):
         make_agent(scripted, store, approve="sometimes")
@@ -336,7 +336,7 @@ def test_run_code_reports_keyboard_interrupt_by_raising() -> None:
 
 
 def test_lone_surrogates_in_tool_output_are_saved_as_replacement_characters(
-    scripted: ScriptedModel, store: SessionStore, ishell: InteractiveShell
+    scripted: ScriptedModel, store: FileStore, ishell: InteractiveShell
 ) -> None:
     scripted.add_steps(
         [tool_step(("run_python", {"code": "print('ok \\ud83d')"})), {"text": "a"}, {"text": "b"}]

@@ -18,7 +18,7 @@ from jupyter_agent.agent.context import SUMMARY_MARKER
 from jupyter_agent.agent.prompts import SHORT_SYSTEM_PROMPT, SUMMARIZER_PROMPT
 from jupyter_agent.agent.window import ContextWindow, probe_window, refused_window
 from jupyter_agent.errors import PromptTooLongError
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModel, ScriptedModelServer
 from jupyter_agent.testing.protocol import estimate_prompt_tokens
 from tests.agent.helpers import Recorder, make_agent
@@ -97,7 +97,7 @@ def test_refusals_name_the_window() -> None:
 
 
 def test_ten_turns_against_llama_cpp_with_a_4k_window_compact_and_never_fail(
-    store: SessionStore,
+    store: FileStore,
 ) -> None:
     with ScriptedModelServer([_answers()] * 40, play="llama.cpp",
                              context_window=4096) as server:
@@ -122,7 +122,7 @@ def test_ten_turns_against_llama_cpp_with_a_4k_window_compact_and_never_fail(
 
 
 def test_a_refusal_teaches_the_window_then_the_turn_compacts_and_goes_on(
-    store: SessionStore,
+    store: FileStore,
 ) -> None:
     refusal = {"error": {"status": 400, "type": "exceed_context_size_error",
                          "message": "request (4900 tokens) exceeds the available context "
@@ -155,7 +155,7 @@ def test_a_refusal_teaches_the_window_then_the_turn_compacts_and_goes_on(
     resumed.close()
 
 
-def test_a_saved_window_never_counts_for_another_endpoint(store: SessionStore) -> None:
+def test_a_saved_window_never_counts_for_another_endpoint(store: FileStore) -> None:
     with ScriptedModelServer([_answers()]) as server:
         agent = make_agent(server, store)
         agent.run("hi")
@@ -164,13 +164,13 @@ def test_a_saved_window_never_counts_for_another_endpoint(store: SessionStore) -
         state = record.state.model_copy(update={
             "context_window": 1_000, "context_window_source": "refusal",
             "context_window_of": "scripted at http://evil.example/v1"})
-        store.save_state(agent.session_id or "", state)
+        store.save(agent.session_id or "", state=state)
         resumed = Agent(agent.model, store=store, session_id=agent.session_id)
         assert resumed.window == ContextWindow(8192, "default")
         resumed.close()
 
 
-def test_vllm_refusal_beats_a_setting_that_is_too_large(store: SessionStore) -> None:
+def test_vllm_refusal_beats_a_setting_that_is_too_large(store: FileStore) -> None:
     with ScriptedModelServer([_answers()] * 30, play="vllm", context_window=2048) as server:
         agent = make_agent(server, store, context_window=100_000)
         for i in range(6):
@@ -182,7 +182,7 @@ def test_vllm_refusal_beats_a_setting_that_is_too_large(store: SessionStore) -> 
 
 
 def test_a_prompt_that_cannot_fit_says_the_window_and_how_to_raise_it(
-    store: SessionStore,
+    store: FileStore,
 ) -> None:
     with ScriptedModelServer([_answers()], play="llama.cpp", context_window=4096) as server:
         agent = make_agent(server, store)
@@ -197,7 +197,7 @@ def test_a_prompt_that_cannot_fit_says_the_window_and_how_to_raise_it(
 
 
 def test_ollama_truncates_silently_but_the_agent_stays_under_its_window(
-    store: SessionStore,
+    store: FileStore,
 ) -> None:
     with ScriptedModelServer([_answers()] * 40, play="ollama", context_window=2048) as server:
         blind = make_agent(server, None, context_window=200_000)  # a wrong setting

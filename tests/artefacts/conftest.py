@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 
 
 @pytest.fixture(name="store")
-def store_fixture(memory_dir: Path) -> SessionStore:
+def store_fixture(memory_dir: Path) -> FileStore:
     """A store on the memory directory the magics and the CLI use in this test."""
-    return SessionStore(memory_dir)
+    return FileStore(memory_dir)

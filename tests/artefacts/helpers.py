@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jupyter_agent.agent.prompts import SUMMARIZER_PROMPT
-from jupyter_agent.store import SessionState, SessionStore
+from jupyter_agent.store import FileStore, SessionState
 from jupyter_agent.testing import ScriptedModelServer
 from tests.agent.helpers import make_agent, tool_step
 
@@ -76,7 +76,7 @@ ANALYSIS: list[tuple[str, list[Any]]] = [
 ]
 
 
-def run_turns(server: ScriptedModelServer, store: SessionStore,
+def run_turns(server: ScriptedModelServer, store: FileStore,
               turns: Sequence[tuple[str, list[Any]]] = ANALYSIS,
               **agent_options: Any) -> tuple[str, list[Snapshot]]:
     """Run ``turns`` with a real agent; return the session ID and a snapshot per turn."""

@@ -14,7 +14,7 @@ from jupyter_agent.agent.prompts import DEFAULT_SYSTEM_PROMPT
 from jupyter_agent.artefacts.export import choose_format, export_record, render
 from jupyter_agent.artefacts.redact import REDACTED, redact_text, secrets_from_environ
 from jupyter_agent.errors import ExportError, ExportExistsError
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 from jupyter_agent.store.records import parse_record
 from jupyter_agent.testing import ScriptedModelServer
 from tests.artefacts.helpers import run_turns, tool_step
@@ -23,10 +23,10 @@ FAKE_KEY = "sk-proj-" + "A1b2C3d4E5" * 4
 
 
 @pytest.fixture
-def session(model_server: ScriptedModelServer, store: SessionStore) -> str:
+def session(model_server: ScriptedModelServer, store: FileStore) -> str:
     """The four-turn analysis, compacted once in the middle of turn 3."""
     sid, _ = run_turns(model_server, store, context_window=940, keep_turns=1)
-    store.set_title(sid, "Numbers, $5 and $10")
+    store.update(sid, title="Numbers, $5 and $10")
     return sid
 
 
@@ -34,7 +34,7 @@ def code_cells(notebook: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
     return [c for c in notebook.cells if c.cell_type == "code"]
 
 
-def test_notebook_replays_the_analysis(store: SessionStore, session: str, tmp_path: Path) -> None:
+def test_notebook_replays_the_analysis(store: FileStore, session: str, tmp_path: Path) -> None:
     record = store.load_session(session)
     done = export_record(record, "ipynb", tmp_path / "numbers.ipynb")
     notebook = nbformat.read(done.path, as_version=4)
@@ -68,7 +68,7 @@ def test_notebook_replays_the_analysis(store: SessionStore, session: str, tmp_pa
     assert DEFAULT_SYSTEM_PROMPT.splitlines()[0] not in text  # the notes stay private
 
 
-def test_markdown_transcript_marks_compactions(store: SessionStore, session: str) -> None:
+def test_markdown_transcript_marks_compactions(store: FileStore, session: str) -> None:
     record = store.load_session(session)
     text, redacted = render(record, "md")
     md = text.decode("utf-8")
@@ -83,7 +83,7 @@ def test_markdown_transcript_marks_compactions(store: SessionStore, session: str
         f"## Request {n}" for n in range(1, 5)]
 
 
-def test_json_is_the_one_file_record(store: SessionStore, session: str, tmp_path: Path) -> None:
+def test_json_is_the_one_file_record(store: FileStore, session: str, tmp_path: Path) -> None:
     record = store.load_session(session)
     done = export_record(record, output=tmp_path / "numbers.json")
     assert done.format == "json"
@@ -92,7 +92,7 @@ def test_json_is_the_one_file_record(store: SessionStore, session: str, tmp_path
     assert list(json.loads(done.path.read_bytes()))[:3] == ["schema_version", "id", "created_at"]
 
 
-def test_no_api_key_in_any_format(model_server: ScriptedModelServer, store: SessionStore,
+def test_no_api_key_in_any_format(model_server: ScriptedModelServer, store: FileStore,
                                   tmp_path: Path) -> None:
     env_key = "local-Key_with.dots-0123456789"
     turns = [(f"my key is {env_key}, keep it safe", [
@@ -112,7 +112,7 @@ def test_no_api_key_in_any_format(model_server: ScriptedModelServer, store: Sess
 
 
 def test_refused_code_is_not_a_code_cell(model_server: ScriptedModelServer,
-                                         store: SessionStore) -> None:
+                                         store: FileStore) -> None:
     turns = [("delete everything", [
         tool_step(("run_python", {"code": "import shutil; shutil.rmtree('/data')"})),
         {"text": "I was not allowed to run that."},
@@ -126,7 +126,7 @@ def test_refused_code_is_not_a_code_cell(model_server: ScriptedModelServer,
                                                        "refused:")
 
 
-def test_never_overwrites_without_force(store: SessionStore, session: str,
+def test_never_overwrites_without_force(store: FileStore, session: str,
                                         tmp_path: Path) -> None:
     record = store.load_session(session)
     target = tmp_path / "out.md"
@@ -163,7 +163,7 @@ def test_format_follows_the_file_name() -> None:
         choose_format("pdf")
 
 
-def test_exports_show_session_text_as_text(store: SessionStore) -> None:
+def test_exports_show_session_text_as_text(store: FileStore) -> None:
     """An exported notebook's Markdown cells (and the Markdown file) hold no HTML, image
     or unsafe link from the session: Jupyter would render them when the file is opened."""
     from tests.ui.test_untrusted_text import HTML_PAYLOAD, assert_inert_markdown
@@ -172,12 +172,12 @@ def test_exports_show_session_text_as_text(store: SessionStore) -> None:
             "function": {"name": "add_todo", "arguments": json.dumps({"text": "a`<b>`"})}}
     sid = store.create_session([{"role": "system", "content": "sys"}],
                                title="<img src=x onerror=alert(1)>")
-    store.save_messages(sid, [
+    store.save(sid, [
         {"role": "system", "content": "sys"}, {"role": "user", "content": HTML_PAYLOAD},
         {"role": "assistant", "content": None, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": "c1", "content": HTML_PAYLOAD[:150]},
         {"role": "assistant", "content": HTML_PAYLOAD + " costs $5 and $10"}])
-    store.write_summary(sid, HTML_PAYLOAD)
+    store.update(sid, summary=HTML_PAYLOAD)
     record = store.load_session(sid)
     notebook = nbformat.reads(render(record, "ipynb")[0].decode(), as_version=4)
     cells = [c.source for c in notebook.cells if c.cell_type == "markdown"]

@@ -17,7 +17,7 @@ from traitlets.config import Config
 
 from jupyter_agent.artefacts.export import render
 from jupyter_agent.cli import main
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModelServer
 from tests.agent.helpers import make_agent, tool_step
 from tests.shells import retire_shell
@@ -34,7 +34,7 @@ def png(width: int, height: int) -> bytes:
 
 
 @pytest.fixture(name="session")
-def session_fixture(model_server: ScriptedModelServer, store: SessionStore,
+def session_fixture(model_server: ScriptedModelServer, store: FileStore,
                     tmp_path: Path) -> str:
     """A session with one call that prints, shows a PNG, prints, shows an SVG."""
     (tmp_path / "p.png").write_bytes(png(30, 20))
@@ -55,12 +55,12 @@ def session_fixture(model_server: ScriptedModelServer, store: SessionStore,
     return agent.conversation.session_id
 
 
-def reader(store: SessionStore, sid: str):  # type: ignore[no-untyped-def]
+def reader(store: FileStore, sid: str):  # type: ignore[no-untyped-def]
     return lambda fid: store.read_figure(sid, fid)
 
 
 def test_the_notebook_has_the_figures_as_image_outputs_in_place(
-        store: SessionStore, session: str) -> None:
+        store: FileStore, session: str) -> None:
     data, _ = render(store.load_session(session), "ipynb", figures=reader(store, session))
     notebook = nbformat.reads(data.decode("utf-8"), as_version=4)
     (cell,) = [c for c in notebook.cells if c.cell_type == "code"]
@@ -75,7 +75,7 @@ def test_the_notebook_has_the_figures_as_image_outputs_in_place(
     nbformat.validate(notebook)
 
 
-def test_without_the_files_the_notebook_names_each_figure(store: SessionStore,
+def test_without_the_files_the_notebook_names_each_figure(store: FileStore,
                                                            session: str) -> None:
     for fid in store.figure_ids(session):
         for path in store.figures_path(session).glob(f"{fid}.*"):
@@ -87,7 +87,7 @@ def test_without_the_files_the_notebook_names_each_figure(store: SessionStore,
     assert cell.outputs[1].text.startswith("[figure 1: PNG, 30×20 px] (not exported: ")
 
 
-def test_markdown_embeds_the_figures(store: SessionStore, session: str) -> None:
+def test_markdown_embeds_the_figures(store: FileStore, session: str) -> None:
     data, _ = render(store.load_session(session), "md", figures=reader(store, session))
     text = data.decode("utf-8")
     encoded = base64.b64encode(png(30, 20)).decode("ascii")
@@ -97,7 +97,7 @@ def test_markdown_embeds_the_figures(store: SessionStore, session: str) -> None:
     assert text.index("first") < text.index("![figure 1")
 
 
-def test_json_references_the_figures(store: SessionStore, session: str) -> None:
+def test_json_references_the_figures(store: FileStore, session: str) -> None:
     data, _ = render(store.load_session(session), "json")
     record = json.loads(data)
     (tool,) = [m for m in record["transcript"] if m["role"] == "tool"]
@@ -107,7 +107,7 @@ def test_json_references_the_figures(store: SessionStore, session: str) -> None:
     assert "base64" not in data.decode("utf-8")
 
 
-def test_the_cli_export_includes_the_figures(store: SessionStore, session: str,
+def test_the_cli_export_includes_the_figures(store: FileStore, session: str,
                                              tmp_path: Path, memory_dir: Path) -> None:
     out = tmp_path / "out.ipynb"
     assert main(["export", session, "-o", str(out), "--memory-dir", str(memory_dir)]) == 0
@@ -116,7 +116,7 @@ def test_the_cli_export_includes_the_figures(store: SessionStore, session: str,
     assert sum(o.output_type == "display_data" for o in cell.outputs) == 2
 
 
-def test_a_fork_takes_the_figures_it_refers_to(store: SessionStore, session: str) -> None:
+def test_a_fork_takes_the_figures_it_refers_to(store: FileStore, session: str) -> None:
     from jupyter_agent.artefacts.fork import fork_session
 
     forked = fork_session(store, session)

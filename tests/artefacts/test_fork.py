@@ -14,7 +14,7 @@ import pytest
 from jupyter_agent.artefacts.fork import fork_label, fork_record, fork_session
 from jupyter_agent.artefacts.turns import turn_starts
 from jupyter_agent.errors import ForkPointError, SessionNotFoundError
-from jupyter_agent.store import ForkOrigin, SessionStore
+from jupyter_agent.store import FileStore, ForkOrigin
 from jupyter_agent.testing import ScriptedModelServer
 from tests.agent.helpers import make_agent, tool_step
 from tests.artefacts.helpers import Snapshot, run_turns
@@ -29,7 +29,7 @@ def assert_same_state(fork_state: object, snapshot: Snapshot) -> None:
 
 
 def test_fork_at_each_turn_is_the_parent_as_it_was_after_that_turn(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     sid, snapshots = run_turns(model_server, store)
     parent = store.load_session(sid)
@@ -50,7 +50,7 @@ def test_fork_at_each_turn_is_the_parent_as_it_was_after_that_turn(
 
 @pytest.mark.parametrize("window", [800, 940])
 def test_fork_of_a_compacted_session(
-    model_server: ScriptedModelServer, store: SessionStore, window: int
+    model_server: ScriptedModelServer, store: FileStore, window: int
 ) -> None:
     """800 tokens: a compaction in turns 2, 3 and 4; 940: one, in the middle of turn 3
     (windows this small get the short request: three tools, the short system prompt)."""
@@ -77,10 +77,10 @@ def test_fork_of_a_compacted_session(
 
 
 def test_whole_fork_copies_everything_and_the_parent_is_untouched(
-    model_server: ScriptedModelServer, store: SessionStore, memory_dir: Path
+    model_server: ScriptedModelServer, store: FileStore, memory_dir: Path
 ) -> None:
     sid, _ = run_turns(model_server, store, context_window=1800, keep_turns=1)
-    store.set_title(sid, "Numbers")
+    store.update(sid, title="Numbers")
     before = store.session_path(sid).read_bytes()
     forked = fork_session(store, sid)
     fork, parent = store.load_session(forked.record.id), store.load_session(sid)
@@ -94,7 +94,7 @@ def test_whole_fork_copies_everything_and_the_parent_is_untouched(
     assert fork_label(ForkOrigin(session_id=sid, turn=2)) == f"fork of {sid} after turn 2"
 
 
-def test_fork_leaves_out_a_tool_batch_still_running(store: SessionStore) -> None:
+def test_fork_leaves_out_a_tool_batch_still_running(store: FileStore) -> None:
     sid = store.create_session([{"role": "system", "content": "s"}])
     running = [
         {"role": "system", "content": "s"},
@@ -103,13 +103,13 @@ def test_fork_leaves_out_a_tool_batch_still_running(store: SessionStore) -> None
             {"id": "c1", "type": "function",
              "function": {"name": "run_python", "arguments": '{"code": "1"}'}}]},
     ]
-    store.save_messages(sid, running)
+    store.save(sid, running)
     fork = fork_session(store, sid).record
     assert fork.messages == fork.transcript == running[:2]
 
 
 def test_a_refused_call_is_not_counted_in_a_fork(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     """The fork counts tool calls by the rule resuming uses (design §22)."""
     model_server.add_steps([tool_step(("run_python", {"code": "1 + 1"})), "refused, fine",
@@ -124,7 +124,7 @@ def test_a_refused_call_is_not_counted_in_a_fork(
     assert fork_session(store, parent.id).record.state.tool_calls == 1
 
 
-def test_fork_point_is_checked(model_server: ScriptedModelServer, store: SessionStore) -> None:
+def test_fork_point_is_checked(model_server: ScriptedModelServer, store: FileStore) -> None:
     sid, _ = run_turns(model_server, store)
     for at in (0, -1, 5):
         with pytest.raises(ForkPointError, match=r"use 1 to 4") as info:
@@ -139,12 +139,12 @@ def test_fork_point_is_checked(model_server: ScriptedModelServer, store: Session
 
 
 def test_fork_while_another_process_holds_the_parent(
-    model_server: ScriptedModelServer, store: SessionStore, memory_dir: Path, hold: Hold
+    model_server: ScriptedModelServer, store: FileStore, memory_dir: Path, hold: Hold
 ) -> None:
     sid, _ = run_turns(model_server, store)
     before = store.session_path(sid).read_bytes()
     holder = hold(sid)
-    fork = fork_session(SessionStore(memory_dir), sid, at=2, title="second try").record
+    fork = fork_session(FileStore(memory_dir), sid, at=2, title="second try").record
     holder.exit()
     assert store.load_session(fork.id).title == "second try"
     assert store.session_path(sid).read_bytes() == before

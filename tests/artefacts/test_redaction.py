@@ -18,7 +18,7 @@ import pytest
 
 from jupyter_agent.artefacts.export import export_record
 from jupyter_agent.artefacts.redact import REDACTED, redact_text, secrets_from_environ
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 
 ALNUM = "A1b2C3d4E5f6G7h8J9k0"
 SECRETS = {
@@ -61,7 +61,7 @@ ORDINARY = [
 SVG_SECRET = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0" + "P9o8N7m6L5k4J3h2"
 
 
-def session_with_secrets(store: SessionStore) -> str:
+def session_with_secrets(store: FileStore) -> str:
     """A session whose prompt, code (JSON-escaped arguments), output, reply, figure and
     saved endpoint hold every kind of secret, next to ordinary analysis text."""
     kinds = "\n".join(f"{name}: {value}" for name, value in SECRETS.items())
@@ -77,7 +77,7 @@ def session_with_secrets(store: SessionStore) -> str:
     sid = store.create_session([{"role": "system", "content": "s"}])
     fid = "svgfigure"
     store.save_figure(sid, fid, svg, "image/svg+xml")
-    store.save_messages(sid, [
+    store.save(sid, [
         {"role": "system", "content": "s"},
         {"role": "user", "content": f"connect with {ENVIRON['DATABASE_URL']} and {kinds}"},
         {"role": "assistant", "content": None, "tool_calls": [
@@ -91,7 +91,7 @@ def session_with_secrets(store: SessionStore) -> str:
     ])
     state = store.load_session(sid).state.model_copy(
         update={"base_url": f"https://proxy-user:{PASSWORD_IN_URL}@llm.example/v1"})
-    store.save_state(sid, state)
+    store.save(sid, state=state)
     return sid
 
 
@@ -125,7 +125,7 @@ def decoded(fmt: str, data: bytes) -> str:
 
 
 @pytest.mark.parametrize("fmt", ["ipynb", "md", "json"])
-def test_no_secret_of_any_kind_reaches_an_export(store: SessionStore, tmp_path: Path,
+def test_no_secret_of_any_kind_reaches_an_export(store: FileStore, tmp_path: Path,
                                                  fmt: str) -> None:
     sid = session_with_secrets(store)
     secrets = secrets_from_environ(ENVIRON, ["MY_KEY_VAR"])
@@ -149,7 +149,7 @@ def test_no_secret_of_any_kind_reaches_an_export(store: SessionStore, tmp_path: 
         assert endpoint == f"https://proxy-user:{REDACTED}@llm.example/v1"
 
 
-def test_the_svg_figure_text_is_redacted_in_the_notebook(store: SessionStore) -> None:
+def test_the_svg_figure_text_is_redacted_in_the_notebook(store: FileStore) -> None:
     from jupyter_agent.artefacts.export import render
 
     sid = session_with_secrets(store)

@@ -9,21 +9,21 @@ from typing import Any
 import pytest
 
 from jupyter_agent.artefacts.search import compile_query, excerpt, search_sessions
-from jupyter_agent.store import SessionRecord, SessionStore
+from jupyter_agent.store import FileStore, SessionRecord
 
 
-def make(store: SessionStore, title: str, prompt: str, *, summary: str = "",
+def make(store: FileStore, title: str, prompt: str, *, summary: str = "",
          later: list[dict[str, Any]] | None = None) -> str:
     system = {"role": "system", "content": "You know about flippers and penguins."}
     sid = store.create_session([system], title=title)
-    store.save_messages(sid, [system, {"role": "user", "content": prompt}, *(later or [])])
+    store.save(sid, [system, {"role": "user", "content": prompt}, *(later or [])])
     if summary:
-        store.write_summary(sid, summary)
+        store.update(sid, summary=summary)
     return sid
 
 
 @pytest.fixture
-def sessions(store: SessionStore) -> dict[str, str]:
+def sessions(store: FileStore) -> dict[str, str]:
     return {
         "title": make(store, "Flipper study", "Load the data"),
         "summary": make(store, "Islands", "Count penguins per island",
@@ -48,7 +48,7 @@ def ids(hits: list[Any]) -> set[str]:
 
 
 def test_default_search_uses_titles_summaries_and_first_prompts(
-    store: SessionStore, sessions: dict[str, str]
+    store: FileStore, sessions: dict[str, str]
 ) -> None:
     hits = search_sessions(store, "FLIPPER")
     assert ids(hits) == {sessions["title"], sessions["summary"], sessions["prompt"]}
@@ -65,7 +65,7 @@ def test_default_search_uses_titles_summaries_and_first_prompts(
 
 
 def test_deep_search_reads_transcripts_but_not_system_messages(
-    store: SessionStore, sessions: dict[str, str]
+    store: FileStore, sessions: dict[str, str]
 ) -> None:
     assert sessions["deep"] not in ids(search_sessions(store, "flipper_length_mm"))
     hits = search_sessions(store, "flipper_length_mm", deep=True)
@@ -83,21 +83,21 @@ def test_deep_search_reads_transcripts_but_not_system_messages(
     assert counts[sessions["deep"]] == 2  # the code and the reply ("flippers")
 
 
-def test_archived_sessions_only_when_asked(store: SessionStore,
+def test_archived_sessions_only_when_asked(store: FileStore,
                                            sessions: dict[str, str]) -> None:
-    store.set_archived(sessions["title"])
+    store.update(sessions["title"], archived=True)
     assert sessions["title"] not in ids(search_sessions(store, "flipper"))
     assert sessions["title"] in ids(search_sessions(store, "flipper", include_archived=True))
 
 
-def test_empty_query_lists_everything(store: SessionStore, sessions: dict[str, str]) -> None:
+def test_empty_query_lists_everything(store: FileStore, sessions: dict[str, str]) -> None:
     hits = search_sessions(store, "  ", deep=True)
     assert ids(hits) == set(sessions.values()) and all(h.where == "" for h in hits)
 
 
-def test_default_search_never_reads_a_transcript(store: SessionStore,
+def test_default_search_never_reads_a_transcript(store: FileStore,
                                                  sessions: dict[str, str]) -> None:
-    class NoLoads(SessionStore):
+    class NoLoads(FileStore):
         def load_session(self, session_id: str) -> SessionRecord:
             raise AssertionError("the default search must not load a session")
 

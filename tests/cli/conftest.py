@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 from tests.cli.helpers import CLI, run_cli
 
 
@@ -22,7 +22,7 @@ def cli() -> CLI:
 
 
 @pytest.fixture(name="store")
-def store_fixture(memory_dir: Path) -> SessionStore:
-    return SessionStore(memory_dir)
+def store_fixture(memory_dir: Path) -> FileStore:
+    return FileStore(memory_dir)
 
 

@@ -17,31 +17,31 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from jupyter_agent.store import ForkOrigin, SessionState, SessionStore, TodoItem
+from jupyter_agent.store import FileStore, ForkOrigin, SessionState, TodoItem
 from tests.cli.helpers import CLI, command
 from tests.processes import Hold
 
 SYSTEM = {"role": "system", "content": "You help with data."}
 
 
-def make(store: SessionStore, prompt: str, reply: str, *, title: str = "",
+def make(store: FileStore, prompt: str, reply: str, *, title: str = "",
          summary: str = "") -> str:
     sid = store.create_session([SYSTEM], title=title)
-    store.save_messages(sid, [SYSTEM, {"role": "user", "content": prompt},
+    store.save(sid, [SYSTEM, {"role": "user", "content": prompt},
                               {"role": "assistant", "content": reply}])
     if summary:
-        store.write_summary(sid, summary)
+        store.update(sid, summary=summary)
     return sid
 
 
-def add_turn(store: SessionStore, sid: str, prompt: str, reply: str) -> None:
+def add_turn(store: FileStore, sid: str, prompt: str, reply: str) -> None:
     record = store.load_session(sid)
-    store.save_messages(sid, [*record.messages, {"role": "user", "content": prompt},
+    store.save(sid, [*record.messages, {"role": "user", "content": prompt},
                               {"role": "assistant", "content": reply}])
 
 
 @pytest.mark.slow
-def test_list_show_and_json(cli: CLI, store: SessionStore, memory_dir: Path) -> None:
+def test_list_show_and_json(cli: CLI, store: FileStore, memory_dir: Path) -> None:
     missing = cli("list")
     assert missing.returncode == 0
     assert missing.stdout.startswith(f"no sessions in {memory_dir}: the directory does not "
@@ -51,8 +51,8 @@ def test_list_show_and_json(cli: CLI, store: SessionStore, memory_dir: Path) -> 
     assert (empty.returncode, empty.stdout) == (0, f"no sessions in {memory_dir}\n")
     a = make(store, "Plot bill length", "Done.", title="Bills", summary="Goal: bills")
     b = make(store, "Rain in Bergen", "Often.")
-    store.save_state(a, SessionState(todos=[TodoItem(id=1, text="plot", status="done")]))
-    store.set_archived(b)
+    store.save(a, state=SessionState(todos=[TodoItem(id=1, text="plot", status="done")]))
+    store.update(b, archived=True)
     out = cli("list")
     assert out.returncode == 0 and a in out.stdout and b not in out.stdout
     assert "Bills" in out.stdout.splitlines()[1]
@@ -71,7 +71,7 @@ def test_list_show_and_json(cli: CLI, store: SessionStore, memory_dir: Path) -> 
 
 
 @pytest.mark.slow
-def test_errors_are_one_line_with_exit_code_1_and_usage_is_2(cli: CLI, store: SessionStore,
+def test_errors_are_one_line_with_exit_code_1_and_usage_is_2(cli: CLI, store: FileStore,
                                                             memory_dir: Path) -> None:
     missing = cli("show", "nosuch")
     assert missing.returncode == 1 and missing.stdout == ""
@@ -90,7 +90,7 @@ def test_errors_are_one_line_with_exit_code_1_and_usage_is_2(cli: CLI, store: Se
     assert not (memory_dir / "sessions").exists()  # nothing was created by any of it
 
 
-def test_search_default_and_deep(cli: CLI, store: SessionStore) -> None:
+def test_search_default_and_deep(cli: CLI, store: FileStore) -> None:
     a = make(store, "How long are the flippers?", "About 200 mm.", title="Flippers")
     b = make(store, "Count the birds", "There are 344; their flipper length varies.")
     out = cli("search", "FLIPPER")
@@ -106,7 +106,7 @@ def test_search_default_and_deep(cli: CLI, store: SessionStore) -> None:
 
 
 @pytest.mark.slow
-def test_export_files_and_stdout(cli: CLI, store: SessionStore, tmp_path: Path) -> None:
+def test_export_files_and_stdout(cli: CLI, store: FileStore, tmp_path: Path) -> None:
     sid = make(store, "Say hi", "Hi! Your key sk-" + "x1Y2z3" * 5 + " is safe.", title="Hi")
     out = cli("export", sid)
     path = Path.cwd() / f"session-{sid}.ipynb"
@@ -127,7 +127,7 @@ def test_export_files_and_stdout(cli: CLI, store: SessionStore, tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_fork_archive_rm(cli: CLI, store: SessionStore) -> None:
+def test_fork_archive_rm(cli: CLI, store: FileStore) -> None:
     sid = make(store, "first", "one", title="Work")
     add_turn(store, sid, "second", "two")
     out = cli("fork", sid, "--at", "1", "--json")
@@ -152,7 +152,7 @@ def test_fork_archive_rm(cli: CLI, store: SessionStore) -> None:
 
 
 @pytest.mark.slow
-def test_reads_work_while_held_and_writes_are_refused(cli: CLI, store: SessionStore,
+def test_reads_work_while_held_and_writes_are_refused(cli: CLI, store: FileStore,
                                                       hold: Hold) -> None:
     sid = make(store, "long analysis", "working on it", title="Busy")
     pid = hold(sid).pid
@@ -168,7 +168,8 @@ def test_reads_work_while_held_and_writes_are_refused(cli: CLI, store: SessionSt
         assert refused.stderr.startswith(f"jupyter agent: session '{sid}' is in use by ")
         assert f"(pid {pid}, " in refused.stderr and f"(lock file {lock})" in refused.stderr
         assert refused.stderr.endswith("; close it there or end that process, then try again\n")
-    assert store.lease_holder(sid) is not None and store.lease_holder(sid).pid == pid  # type: ignore[union-attr]
+    holder = store.describe_session(sid).holder
+    assert holder is not None and holder.pid == pid
     assert not store.load_session(sid).archived
 
 
@@ -176,7 +177,7 @@ def test_memory_dir_found_like_the_magics(cli: CLI, tmp_path: Path) -> None:
     project = tmp_path / "project"
     (project / "notebooks" / "deep").mkdir(parents=True)
     (project / "pyproject.toml").write_text("")
-    sid = make(SessionStore(project / ".jupyter_agent"), "in the project", "yes")
+    sid = make(FileStore(project / ".jupyter_agent"), "in the project", "yes")
     env = {k: v for k, v in os.environ.items() if k != "JUPYTER_AGENT_MEMORY_DIR"}
     found = cli("list", "--json", env=env, cwd=project / "notebooks" / "deep")
     assert [e["id"] for e in json.loads(found.stdout)] == [sid]
@@ -197,16 +198,16 @@ def test_a_refused_memory_directory_gets_command_line_advice(cli: CLI, memory_di
     assert "AgentMagics" not in out.stderr
 
 
-def test_show_counts_in_singular_and_plural(cli: CLI, store: SessionStore) -> None:
+def test_show_counts_in_singular_and_plural(cli: CLI, store: FileStore) -> None:
     sid = make(store, "one call", "done")
-    store.save_state(sid, SessionState(tool_calls=1))
+    store.save(sid, state=SessionState(tool_calls=1))
     shown = cli("show", sid).stdout
     assert "· 1 tool call\n" in shown and "0 compactions" in shown
-    store.save_state(sid, SessionState(tool_calls=2))
+    store.save(sid, state=SessionState(tool_calls=2))
     assert "· 2 tool calls\n" in cli("show", sid).stdout
 
 
-def test_gc_removes_temporary_files_of_idle_sessions_only(cli: CLI, store: SessionStore,
+def test_gc_removes_temporary_files_of_idle_sessions_only(cli: CLI, store: FileStore,
                                                           hold: Hold) -> None:
     idle = make(store, "a", "b")
     busy = make(store, "c", "d")
@@ -220,7 +221,7 @@ def test_gc_removes_temporary_files_of_idle_sessions_only(cli: CLI, store: Sessi
     assert cli("gc").stdout == f"Nothing to remove in {store.root}.\n"
 
 
-def test_progress_bar_on_a_terminal_only(cli: CLI, store: SessionStore) -> None:
+def test_progress_bar_on_a_terminal_only(cli: CLI, store: FileStore) -> None:
     for n in range(30):
         make(store, f"question {n}", f"answer {n} about penguins")
     quiet = cli("search", "penguins", "--deep")
@@ -248,7 +249,7 @@ def test_progress_bar_on_a_terminal_only(cli: CLI, store: SessionStore) -> None:
 
 @pytest.mark.skipif(not Path(sys.executable).with_name("jupyter").exists()
                     and shutil.which("jupyter") is None, reason="no jupyter command installed")
-def test_jupyter_agent_as_a_jupyter_subcommand(store: SessionStore) -> None:
+def test_jupyter_agent_as_a_jupyter_subcommand(store: FileStore) -> None:
     sid = make(store, "hello", "hi")
     out = subprocess.run(["jupyter", "agent", "list", "--json"], capture_output=True,
                          text=True, timeout=120, env={**os.environ, "PATH": os.pathsep.join(
@@ -278,11 +279,11 @@ def test_advice_never_says_to_change_a_shared_or_home_directory(
 
 
 def test_a_session_dated_in_the_future_is_left_out_and_show_says_why(
-        cli: CLI, store: SessionStore) -> None:
+        cli: CLI, store: FileStore) -> None:
     from datetime import UTC, datetime
 
     mine = make(store, "mine", "ok")
-    store.import_session(store.load_session(mine).model_copy(
+    store.create_session(record=store.load_session(mine).model_copy(
         update={"id": "crafted", "updated_at": datetime(9999, 12, 31, tzinfo=UTC)}))
     assert [e["id"] for e in json.loads(cli("list", "--all", "--json").stdout)] == [mine]
     assert "just now" in cli("list").stdout.splitlines()[1]
@@ -294,17 +295,17 @@ def test_a_session_dated_in_the_future_is_left_out_and_show_says_why(
 
 
 def test_the_deepest_values_that_load_can_be_shown_exported_and_forked(
-        cli: CLI, store: SessionStore, tmp_path: Path) -> None:
+        cli: CLI, store: FileStore, tmp_path: Path) -> None:
     """A message with a value nested as deep as the store keeps (``MAX_DEPTH``) goes
     through every command; one level deeper is refused at load (tests/store/test_caps.py)."""
-    from jupyter_agent.store.jsonio import MAX_DEPTH
+    from jupyter_agent.store.messages import MAX_DEPTH
 
     deep: object = "bottom"
     for _ in range(MAX_DEPTH):
         deep = [deep]
     sid = make(store, "Nest it", "Nested.")
     record = store.load_session(sid)
-    store.save_messages(sid, [*record.messages, {"role": "user", "content": "x", "data": deep}])
+    store.save(sid, [*record.messages, {"role": "user", "content": "x", "data": deep}])
     assert cli("show", sid, "--transcript").returncode == 0
     shown = cli("--json", "show", sid)
     assert shown.returncode == 0 and json.loads(shown.stdout)["transcript"][-1]["data"] == deep
@@ -318,7 +319,7 @@ def test_the_deepest_values_that_load_can_be_shown_exported_and_forked(
     assert store.load_session(fork_id).transcript[-1]["data"] == deep
 
 
-def test_export_refuses_a_format_its_file_name_contradicts(cli: CLI, store: SessionStore,
+def test_export_refuses_a_format_its_file_name_contradicts(cli: CLI, store: FileStore,
                                                            tmp_path: Path) -> None:
     sid = make(store, "q", "a")
     out = cli("export", sid, "--format", "ipynb", "-o", str(tmp_path / "out.md"))

@@ -15,7 +15,7 @@ import sys
 import openai
 
 from jupyter_agent.agent import Agent, AgentConfig, ChatModel
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 
 PROMPT = "please summarise this:" + " data" * 2_000
 
@@ -29,7 +29,7 @@ def turn(agent: Agent, prompt: str) -> None:
 
 def main(root: str, base_url: str) -> None:
     client = openai.OpenAI(base_url=base_url, api_key="test", max_retries=0, timeout=30)
-    store = SessionStore(root)
+    store = FileStore(root)
     with Agent(ChatModel(client, "scripted"), store=store,
                config=AgentConfig(approve="auto")) as agent:
         turn(agent, "first question")

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore, holding
 from tests.faults.workload import check, message
 
 __all__ = ["KillReport", "kill_trials"]
@@ -36,7 +36,7 @@ class KillReport:
 def kill_trials(root: Path, trials: int, seed: int = 0, max_delay: float = 0.15) -> KillReport:
     """Start the workload ``trials`` times on one session, SIGKILL it after a random delay,
     check the session after every kill; return the figures."""
-    store = SessionStore(root)
+    store = FileStore(root)
     sid = store.create_session([message(0)], session_id="killed")
     rng = random.Random(seed)
     report = KillReport()
@@ -62,8 +62,8 @@ def kill_trials(root: Path, trials: int, seed: int = 0, max_delay: float = 0.15)
         report.snapshots += store.session_path(sid).stat().st_ino != snapshot_before
         report.records_lost += check(store, sid, acks, before)
     report.final_messages = len(store.load_session(sid).transcript)
-    with store.lease(sid):  # the next lease clears the killed writers' temporary files...
+    with holding(store, sid):  # the next lease clears the killed writers' temporary files...
         assert not list((root / "sessions").glob(".*.tmp"))
-        store.write_summary(sid, "after the kills")  # ...the next write an unacknowledged line
+        store.update(sid, summary="after the kills")  # ...the next write an unacknowledged line
         assert store.journal_path(sid).read_bytes().endswith(b"\n")
     return report

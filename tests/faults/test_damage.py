@@ -26,7 +26,7 @@ import pytest
 
 from jupyter_agent.cli.main import main as cli_main
 from jupyter_agent.errors import CorruptSessionError
-from jupyter_agent.store import SessionState, SessionStore, Usage
+from jupyter_agent.store import FileStore, SessionState, Usage, holding
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
 
@@ -38,10 +38,10 @@ def _build(root: Path, snapshot_inside: bool) -> tuple[str, int]:
     """The saved session and how many messages it acknowledged; with
     ``snapshot_inside``, the first answer is long enough (70 KB) for the snapshot to be
     rewritten after it, so that it covers the first lines and not the last ones."""
-    store = SessionStore(root)
+    store = FileStore(root)
     sid = store.create_session([SYSTEM], title="damage")
     messages = [SYSTEM]
-    with store.lease(sid):
+    with holding(store, sid):
         for k in range(3):
             long = "x" * 70_000 if snapshot_inside and k == 0 else ""
             messages += [{"role": "user", "content": f"question {k}\nwith a line break"},
@@ -50,8 +50,8 @@ def _build(root: Path, snapshot_inside: bool) -> tuple[str, int]:
                                                    usage=Usage(cost_usd=0.01 * (k + 1))))
         store.compact(sid, [SYSTEM, {"role": "user", "content": "summary"}, *messages[-2:]],
                       summary="summary")
-        store.set_title(sid, "damaged?")
-        store.write_summary(sid, "a summary")
+        store.update(sid, title="damaged?")
+        store.update(sid, summary="a summary")
         messages = [SYSTEM, {"role": "user", "content": "summary"}, *messages[-2:],
                     {"role": "user", "content": "last"}]
         store.save(sid, messages)
@@ -108,7 +108,7 @@ def _case(template: tuple[Path, str, int, int], tmp_path: Path, kind: str, k: in
         return
     journal.write_bytes(damaged)
     tally["injected"] += 1
-    store = SessionStore(root)
+    store = FileStore(root)
     try:
         loaded = store.load_session(sid)
     except CorruptSessionError as err:
@@ -118,13 +118,13 @@ def _case(template: tuple[Path, str, int, int], tmp_path: Path, kind: str, k: in
     else:  # loading anything less than what was acknowledged would be a silent loss
         assert len(loaded.transcript) >= acknowledged, (kind, k)
         tally["silent losses"] += len(loaded.transcript) < acknowledged
-    listed = SessionStore(root)
+    listed = FileStore(root)
     if not [s.id for s in listed.list_sessions(include_archived=True)]:
         assert "line " in listed.damaged_sessions()[sid]
         tally["left out of listings"] += 1
-    writer = SessionStore(root)
+    writer = FileStore(root)
     with pytest.raises(CorruptSessionError):
-        writer.write_summary(sid, "overwrite?")
+        writer.update(sid, summary="overwrite?")
     writer.release_all()
     assert journal.read_bytes() == damaged, (kind, k)  # never truncated nor rewritten
     tally["files untouched"] += 1
@@ -152,11 +152,11 @@ def test_an_unacknowledged_cut_short_line_is_the_one_silent_repair(
     journal = root / "sessions" / f"{sid}.jsonl"
     whole = journal.read_bytes()
     journal.write_bytes(whole + b'{"n":%d,"add":[{"role":"user","content":"never' % (lines + 1))
-    store = SessionStore(root)
+    store = FileStore(root)
     assert len(store.load_session(sid).transcript) == acknowledged
-    with store.lease(sid):
+    with holding(store, sid):
         assert journal.read_bytes() != whole  # taking the lease changes nothing
-        store.write_summary(sid, "after the crash")
+        store.update(sid, summary="after the crash")
     assert journal.read_bytes().startswith(whole)
     assert store.load_session(sid).summary == "after the crash"
 
@@ -173,7 +173,7 @@ def test_without_the_index_a_cut_short_last_line_cannot_be_told_from_a_crash(
     cut = damage(journal.read_bytes(), "cut", lines)
     assert cut is not None
     journal.write_bytes(cut)
-    assert len(SessionStore(root).load_session(sid).transcript) == acknowledged - 1
+    assert len(FileStore(root).load_session(sid).transcript) == acknowledged - 1
 
 
 def test_fsck_reports_every_state_and_repairs_keep_the_damaged_bytes(
@@ -187,7 +187,7 @@ def test_fsck_reports_every_state_and_repairs_keep_the_damaged_bytes(
     damaged = damage(original, "corrupt", lines - 1)
     assert damaged is not None
     journal.write_bytes(damaged)
-    good = SessionStore(root).create_session([SYSTEM], title="fine")
+    good = FileStore(root).create_session([SYSTEM], title="fine")
 
     assert cli_main(["--memory-dir", str(root), "fsck"]) == 1  # a dry run by default
     out = capsys.readouterr().out
@@ -202,7 +202,7 @@ def test_fsck_reports_every_state_and_repairs_keep_the_damaged_bytes(
     assert report[sid]["kept"] == str(kept) and kept.read_bytes() == damaged
     assert journal.read_bytes() == b"".join(
         line + b"\n" for line in original.split(b"\n")[: lines - 2])
-    record = SessionStore(root).load_session(sid)  # loads again: the saves before the damage
+    record = FileStore(root).load_session(sid)  # loads again: the saves before the damage
     assert len(record.transcript) == acknowledged - 1 and record.title == "damaged?"
     assert cli_main(["--memory-dir", str(root), "fsck"]) == 0
 
@@ -212,7 +212,7 @@ def test_a_kill_at_every_byte_of_a_save_loses_nothing_acknowledged(tmp_path: Pat
     at every position, the index not yet told): the session loads as before the save,
     or with it once the whole line is on disk; the next write goes on from there."""
     root = tmp_path / "mem"
-    store = SessionStore(root)
+    store = FileStore(root)
     sid = store.create_session([SYSTEM])
     messages = [SYSTEM, {"role": "user", "content": "kept"}]
     store.save(sid, messages)
@@ -228,12 +228,12 @@ def test_a_kill_at_every_byte_of_a_save_loses_nothing_acknowledged(tmp_path: Pat
         (case / "index.jsonl").write_bytes(index_before)  # killed before the index was told
         path = case / "sessions" / f"{sid}.jsonl"
         path.write_bytes(before + line[:cut])
-        killed = SessionStore(case)
+        killed = FileStore(case)
         saved = len(killed.load_session(sid).transcript) == 3
         assert saved == (cut == len(line)), cut  # whole, or as before the save
         outcomes[saved] += 1
-        killed.write_summary(sid, "next")
-        after = SessionStore(case).load_session(sid)
+        killed.update(sid, summary="next")
+        after = FileStore(case).load_session(sid)
         assert after.summary == "next" and len(after.transcript) == 2 + saved
         shutil.rmtree(case)
     print(f"kills at {len(line) + 1} positions of a save: {outcomes}")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_agent.errors import StorageError
-from jupyter_agent.store import SessionState, SessionStore
+from jupyter_agent.store import FileStore, SessionState, holding
 from tests.faults.disks import fill, small_tmpfs
 
 pytestmark = [
@@ -26,17 +26,17 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_a_full_disk_refuses_the_save_keeps_the_session_and_recovers(small_disk: Path) -> None:
-    store = SessionStore(small_disk / "mem")
+    store = FileStore(small_disk / "mem")
     base = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
     sid = store.create_session(base)
     store.save(sid, base, SessionState(tool_calls=1))
-    store.write_notes("project", "kept")
+    store.notes.write("project", "kept")
     before = store.load_session(sid)
     journal = store.journal_path(sid)
     journal_bytes = journal.read_bytes()
     filler = fill(small_disk)
     prompt = {"role": "user", "content": "x" * 200_000}
-    with store.lease(sid):  # as the agent holds it
+    with holding(store, sid):  # as the agent holds it
         with pytest.raises(StorageError) as info:
             store.save(sid, [*base, prompt], SessionState(tool_calls=2))
         err = info.value
@@ -46,13 +46,13 @@ def test_a_full_disk_refuses_the_save_keeps_the_session_and_recovers(small_disk:
         assert journal.read_bytes() == journal_bytes  # the cut-short line was taken back
         assert store.load_session(sid) == before
         with pytest.raises(StorageError, match="No space left on device"):
-            store.append_note("project", "lost?")
-        assert store.read_notes("project") == "kept"
+            store.notes.append("project", "lost?")
+        assert store.notes.read("project") == "kept"
         with pytest.raises(StorageError, match="No space left on device"):
             store.create_session([{"role": "user", "content": "y" * 100_000}])
         filler.unlink()  # the cause is gone: the same save now works, once
         store.save(sid, [*base, prompt], SessionState(tool_calls=2))
-    record = SessionStore(small_disk / "mem").load_session(sid)
+    record = FileStore(small_disk / "mem").load_session(sid)
     assert record.transcript == [*base, prompt]  # the prompt is there once, not twice
     assert record.state.tool_calls == 2
     assert not [p for p in (small_disk / "mem" / "sessions").iterdir() if p.suffix == ".tmp"]

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_agent.errors import TooLargeError, UnsafeDirectoryError, UnsafeFileError
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(60)]
 
@@ -60,36 +60,36 @@ def plant(path: Path, kind: str, outside: Path) -> None:
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> tuple[SessionStore, Path, str]:
+def world(tmp_path: Path) -> tuple[FileStore, Path, str]:
     """A store with one session and notes, and a private file outside it."""
     home = tmp_path / "home"
     home.mkdir()
     outside = home / ".ssh_id"
     outside.write_bytes(SECRET)
-    store = SessionStore(tmp_path / "repo" / ".jupyter_agent")
+    store = FileStore(tmp_path / "repo" / ".jupyter_agent")
     sid = store.create_session([{"role": "system", "content": "s"}], session_id="victim")
-    store.write_notes("project", "notes")
-    store.write_notes("user", "mine")
+    store.notes.write("project", "notes")
+    store.notes.write("user", "mine")
     return store, outside, sid
 
 
-Op = Callable[[SessionStore, str], object]
-CASES: dict[str, tuple[Callable[[SessionStore, str], Path], list[Op]]] = {
+Op = Callable[[FileStore, str], object]
+CASES: dict[str, tuple[Callable[[FileStore, str], Path], list[Op]]] = {
     "snapshot": (lambda s, sid: s.session_path(sid),
-                 [lambda s, sid: s.load_session(sid), lambda s, sid: s.set_title(sid, "x")]),
+                 [lambda s, sid: s.load_session(sid), lambda s, sid: s.update(sid, title="x")]),
     "journal": (lambda s, sid: s.journal_path(sid),
-                [lambda s, sid: s.load_session(sid), lambda s, sid: s.write_summary(sid, "x")]),
+                [lambda s, sid: s.load_session(sid), lambda s, sid: s.update(sid, summary="x")]),
     "lock file": (lambda s, sid: s.lock_path(sid),
-                  [lambda s, sid: s.acquire_lease(sid), lambda s, sid: s.set_title(sid, "x"),
-                   lambda s, sid: s.lease_holder(sid)]),
-    "project notes": (lambda s, sid: s.notes_path("project"),
-                      [lambda s, sid: s.read_notes("project"),
-                       lambda s, sid: s.append_note("project", "x")]),
-    "user notes": (lambda s, sid: s.notes_path("user"),
-                   [lambda s, sid: s.read_notes("user"),
-                    lambda s, sid: s.write_notes("user", "x")]),
+                  [lambda s, sid: s.acquire_lease(sid), lambda s, sid: s.update(sid, title="x"),
+                   lambda s, sid: s.describe_session(sid).holder]),
+    "project notes": (lambda s, sid: s.notes.path("project"),
+                      [lambda s, sid: s.notes.read("project"),
+                       lambda s, sid: s.notes.append("project", "x")]),
+    "user notes": (lambda s, sid: s.notes.path("user"),
+                   [lambda s, sid: s.notes.read("user"),
+                    lambda s, sid: s.notes.write("user", "x")]),
     "notes lock": (lambda s, sid: s.root / "notes.lock",
-                   [lambda s, sid: s.append_note("user", "x")]),
+                   [lambda s, sid: s.notes.append("user", "x")]),
     "listing index": (lambda s, sid: s.root / "index.jsonl",
                       [lambda s, sid: s.list_sessions()]),
     "index lock": (lambda s, sid: s.root / "index.lock",
@@ -99,7 +99,7 @@ CASES: dict[str, tuple[Callable[[SessionStore, str], Path], list[Op]]] = {
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("target", sorted(CASES))
-def test_every_file_refuses_every_hostile_entry(world: tuple[SessionStore, Path, str],
+def test_every_file_refuses_every_hostile_entry(world: tuple[FileStore, Path, str],
                                                 target: str, kind: str) -> None:
     store, outside, sid = world
     where, operations = CASES[target]
@@ -109,7 +109,7 @@ def test_every_file_refuses_every_hostile_entry(world: tuple[SessionStore, Path,
     plant(path, kind, outside)
     outside_stat = outside.stat()
     for operation in operations:
-        fresh = SessionStore(store.root)  # no in-memory copy, no lease
+        fresh = FileStore(store.root)  # no in-memory copy, no lease
         with pytest.raises(UnsafeFileError) as info:
             operation(fresh, sid)
         assert info.value.path == path
@@ -128,7 +128,7 @@ def test_every_file_refuses_every_hostile_entry(world: tuple[SessionStore, Path,
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_listing_skips_hostile_session_entries_without_hanging(
-        world: tuple[SessionStore, Path, str], kind: str) -> None:
+        world: tuple[FileStore, Path, str], kind: str) -> None:
     store, outside, _ = world
     plant(store.sessions_dir / "planted.json", kind, outside)
     assert [s.id for s in store.list_sessions()] == ["victim"]
@@ -142,20 +142,20 @@ def test_a_planted_gitignore_is_never_written_through(tmp_path: Path, kind: str)
     root = tmp_path / "mem"
     root.mkdir(mode=0o700)
     plant(root / ".gitignore", kind, outside)
-    SessionStore(root).create_session([])
+    FileStore(root).create_session([])
     assert outside.read_bytes() == SECRET
     assert not (tmp_path / "created-through-the-link").exists()
 
 
 def test_a_new_memory_directory_gets_a_gitignore_once(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path / "mem")
+    store = FileStore(tmp_path / "mem")
     store.create_session([])
     text = (tmp_path / "mem" / ".gitignore").read_text()
     assert all(line in text.splitlines()
                for line in ("sessions/", "user.md", "*.lock", "*.tmp", "index.jsonl"))
     assert "project.md" not in text.splitlines()
     (tmp_path / "mem" / ".gitignore").write_text("# mine\n")
-    SessionStore(tmp_path / "mem").create_session([])
+    FileStore(tmp_path / "mem").create_session([])
     assert (tmp_path / "mem" / ".gitignore").read_text() == "# mine\n"
 
 
@@ -167,7 +167,7 @@ FOREIGN = 54321
                                      "symlink", "file"])
 def test_directories_must_be_private_and_the_users_own(tmp_path: Path, which: str,
                                                         problem: str) -> None:
-    store = SessionStore(tmp_path / "mem")
+    store = FileStore(tmp_path / "mem")
     sid = store.create_session([])
     path = store.root if which == "memory directory" else store.sessions_dir
     if problem == "group-writable":
@@ -186,11 +186,11 @@ def test_directories_must_be_private_and_the_users_own(tmp_path: Path, which: st
         else:
             path.write_text("a file")
     for operation in (lambda s: s.list_sessions(), lambda s: s.load_session(sid),
-                      lambda s: s.create_session([]), lambda s: s.read_notes("project")):
-        if which == "sessions directory" and operation.__code__.co_names == ("read_notes",):
+                      lambda s: s.create_session([]), lambda s: s.notes.read("project")):
+        if which == "sessions directory" and operation.__code__.co_names == ("notes", "read"):
             continue
         with pytest.raises(UnsafeDirectoryError) as info:
-            operation(SessionStore(store.root))
+            operation(FileStore(store.root))
         message = str(info.value)
         assert info.value.path == path and message.startswith(f"refusing to use {path}")
         assert "AgentMagics.memory_dir" in message
@@ -207,7 +207,7 @@ def test_directories_must_be_private_and_the_users_own(tmp_path: Path, which: st
             assert "it is a regular file, not a directory" in message
 
 
-def test_huge_sparse_files_are_never_read_whole(world: tuple[SessionStore, Path, str]) -> None:
+def test_huge_sparse_files_are_never_read_whole(world: tuple[FileStore, Path, str]) -> None:
     """A 64 GiB sparse journal (a hole) is refused at once (over its cap; under it, for its
     hole), by loads and listings alike (a listing shows only sessions that load, and says
     why this one is left out)."""
@@ -215,7 +215,7 @@ def test_huge_sparse_files_are_never_read_whole(world: tuple[SessionStore, Path,
     journal = store.journal_path(sid)
     with journal.open("r+b") as handle:
         handle.truncate(100 << 20)
-    fresh = SessionStore(store.root)
+    fresh = FileStore(store.root)
     with pytest.raises(UnsafeFileError, match="sparse file"):
         fresh.load_session(sid)
     with journal.open("r+b") as handle:

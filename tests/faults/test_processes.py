@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
@@ -18,7 +18,7 @@ WORKERS, ROUNDS = 4, 15
 
 def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
     root = tmp_path / "mem"
-    store = SessionStore(root)
+    store = FileStore(root)
     shared = store.create_session([{"role": "system", "content": "shared"}], session_id="shared")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     procs = [subprocess.Popen([sys.executable, "-m", "tests.faults.workers", str(root), shared,
@@ -29,7 +29,7 @@ def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
     tags = {f"w{k}-{i}" for k in range(WORKERS) for i in range(ROUNDS)}
     assert {line for out in outputs for line in out[:-1]} == tags
     # every note, exactly once
-    notes = store.read_notes("project").splitlines()
+    notes = store.notes.read("project").splitlines()
     assert sorted(notes) == sorted(f"- {tag}" for tag in tags)
     # the shared session has every acknowledged message once, each worker's in its order
     transcript = [m["content"] for m in store.load_session(shared).transcript[1:]]
@@ -38,7 +38,7 @@ def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
         mine = [t for t in transcript if t.startswith(f"w{k}-")]
         assert mine == [f"w{k}-{i}" for i in range(ROUNDS)]
     # the listing index agrees with the sessions themselves
-    listing = {s.id: s for s in SessionStore(root).list_sessions()}
+    listing = {s.id: s for s in FileStore(root).list_sessions()}
     assert len(listing) == WORKERS + 1
     for sid, entry in listing.items():
         record = store.load_session(sid)

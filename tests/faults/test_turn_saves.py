@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModelServer
 from tests.faults.disks import fill, small_tmpfs
 from tests.shells import magics_of
@@ -68,7 +68,7 @@ def first_turn(shell: InteractiveShell, server: ScriptedModelServer, disk: Path)
 def assert_rerun_records_the_prompt_once(shell: InteractiveShell, server: ScriptedModelServer,
                                          disk: Path, sid: str) -> None:
     shell.run_cell_magic("agent", "", PROMPT)  # the user runs the cell again
-    record = SessionStore(disk / "memory").load_session(sid)
+    record = FileStore(disk / "memory").load_session(sid)
     assert [m["role"] for m in record.transcript] == ["system", "user", "assistant", "user",
                                                       "assistant"]
     assert record.transcript[3] == {"role": "user", "content": PROMPT}
@@ -81,7 +81,7 @@ def test_a_full_disk_mid_session_is_one_line_and_the_rerun_records_the_prompt_on
     agent_shell: InteractiveShell, model_server: ScriptedModelServer, disk: Path
 ) -> None:
     sid = first_turn(agent_shell, model_server, disk)
-    store = SessionStore(disk / "memory")
+    store = FileStore(disk / "memory")
     before = store.load_session(sid)
     filler = fill(disk)
     message = usage_error(agent_shell, "agent", "", PROMPT)
@@ -98,7 +98,7 @@ def test_a_read_only_file_system_mid_session_is_one_line_and_the_rerun_records_i
     agent_shell: InteractiveShell, model_server: ScriptedModelServer, disk: Path
 ) -> None:
     sid = first_turn(agent_shell, model_server, disk)
-    store = SessionStore(disk / "memory")
+    store = FileStore(disk / "memory")
     before = store.load_session(sid)
     with read_only(disk / "memory" / "sessions"):
         message = usage_error(agent_shell, "agent", "", PROMPT)
@@ -134,7 +134,7 @@ def test_permission_denied_mid_session_names_the_file_and_the_rerun_records_it_o
                                  f"denied; check that you may write to {journal.parent}"]}
     assert again == {"reply": "second answer"}
     assert len(model_server.requests) == 2  # the refused prompt was never sent
-    record = SessionStore(root).load_session(sid)
+    record = FileStore(root).load_session(sid)
     assert [m["role"] for m in record.transcript] == ["system", "user", "assistant", "user",
                                                       "assistant"]
     assert record.transcript[3]["content"].startswith("please summarise this: data")
@@ -145,13 +145,13 @@ def test_permission_denied_on_a_read_says_read(tmp_path: Path) -> None:
     if shutil.which("setpriv") is None:
         pytest.skip("setpriv (util-linux) is needed to run without the override of file modes")
     root = tmp_path / "memory"
-    store = SessionStore(root)
+    store = FileStore(root)
     sid = store.create_session([{"role": "system", "content": "s"}])
-    store.write_notes("project", "notes")
+    store.notes.write("project", "notes")
     (root / "project.md").chmod(0o000)
-    code = ("import os, sys; from jupyter_agent.store import SessionStore; "
-            "s = SessionStore(sys.argv[1])\n"
-            "for call in (lambda: s.read_notes('project'), s.list_sessions):\n"
+    code = ("import os, sys; from jupyter_agent.store import FileStore; "
+            "s = FileStore(sys.argv[1])\n"
+            "for call in (lambda: s.notes.read('project'), s.list_sessions):\n"
             "    try: call(); print('no error')\n"
             "    except Exception as err: print(type(err).__name__, err)\n"
             "    os.chmod(sys.argv[1], 0o300)  # then: not even the directory can be read\n")
@@ -164,4 +164,4 @@ def test_permission_denied_on_a_read_says_read(tmp_path: Path) -> None:
     assert notes.startswith(f"StorageError could not read {root / 'project.md'}: Permission "
                             "denied; check that you may read"), notes
     assert listing.startswith(f"StorageError could not read {root}: Permission denied"), listing
-    assert SessionStore(root).load_session(sid).id == sid
+    assert FileStore(root).load_session(sid).id == sid

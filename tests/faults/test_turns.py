@@ -1,5 +1,5 @@
 """Failures during a turn (design §22), driven through the real loop: the scripted model
-server on loopback, the ``openai`` client, a ``SessionStore`` on real files.
+server on loopback, the ``openai`` client, a ``FileStore`` on real files.
 
 Each failure is asserted by type and message, and by what the session holds afterwards.
 The OS faults of saving (a full disk, a read-only file system) are in
@@ -21,7 +21,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from jupyter_agent.agent import Limits
 from jupyter_agent.agent.context import SUMMARY_MARKER, estimate_tokens
 from jupyter_agent.errors import ModelError, PromptTooLongError
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModelServer
 from jupyter_agent.testing.protocol import split_text
 from tests.agent.helpers import make_agent, read_record, roles, tool_step
@@ -35,14 +35,14 @@ PRICES = {"scripted": (1_000_000.0, 0.0)}  # one USD per prompt token: costs are
 
 
 @pytest.fixture(name="store")
-def store_fixture(tmp_path: Path) -> SessionStore:
+def store_fixture(tmp_path: Path) -> FileStore:
     """A session store on ``tmp_path``."""
-    return SessionStore(tmp_path / "store")
+    return FileStore(tmp_path / "store")
 
 
 # -- a connection that drops mid-reply ----------------------------------------------------
 def test_a_connection_that_drops_mid_reply_keeps_the_text_marked_and_counts_the_call(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     reply = "The answer is forty-two, and here is why: " + "because " * 20
     # the role chunk and three text pieces arrive, then the connection drops
@@ -82,7 +82,7 @@ def test_a_connection_that_drops_mid_reply_keeps_the_text_marked_and_counts_the_
     {"prompt_tokens": 0, "completion_tokens": 5, "cached_tokens": 9},
 ], ids=["zero", "negative", "no-prompt", "no-completion", "cached-beyond-prompt"])
 def test_usage_that_cannot_be_true_is_estimated_so_the_cost_limit_holds(
-    model_server: ScriptedModelServer, store: SessionStore, usage: dict[str, object]
+    model_server: ScriptedModelServer, store: FileStore, usage: dict[str, object]
 ) -> None:
     model_server.add_steps([{"text": "an answer of some length", "usage": usage}, "never sent"])
     agent = make_agent(model_server, store, prices=PRICES, limits=Limits(max_cost_usd=1.0))
@@ -96,7 +96,7 @@ def test_usage_that_cannot_be_true_is_estimated_so_the_cost_limit_holds(
 
 
 def test_automatic_compaction_still_starts_when_the_endpoint_reports_zero_tokens(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     zero = {"prompt_tokens": 0, "completion_tokens": 0}
     model_server.add_steps([{"text": "word " * 600, "usage": zero},
@@ -119,7 +119,7 @@ def dump() -> str:
 
 
 def test_compaction_inside_a_turn_keeps_the_request_verbatim_however_long(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     request = "Please analyse this long description: " + "detail " * 560  # ~1,000 tokens
     model_server.add_steps(["hi", tool_step(("dump", {})), "they greeted each other",
@@ -136,7 +136,7 @@ def test_compaction_inside_a_turn_keeps_the_request_verbatim_however_long(
 
 
 def test_a_prompt_that_cannot_fit_the_window_is_refused_before_anything_is_sent(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     model_server.add_steps(["never sent"])
     agent = make_agent(model_server, store, context_window=1_000)
@@ -159,7 +159,7 @@ def test_a_prompt_that_cannot_fit_the_window_is_refused_before_anything_is_sent(
 
 # -- resume after a kill mid-batch --------------------------------------------------------
 def test_resume_after_a_kill_mid_batch_counts_the_tool_calls_the_checkpoint_missed(
-    model_server: ScriptedModelServer, store: SessionStore
+    model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     model_server.add_steps([tool_step(("step", {"n": 1}), ("step", {"n": 2}),
                                       ("step", {"n": 3}))])
@@ -175,7 +175,7 @@ def test_resume_after_a_kill_mid_batch_counts_the_tool_calls_the_checkpoint_miss
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait(60)
-    left = SessionStore(store.root).load_session(sid)
+    left = FileStore(store.root).load_session(sid)
     assert left.state.tool_calls == 0  # the checkpoint saved before the batch
     assert roles(left.transcript) == ["system", "user", "assistant"]
 

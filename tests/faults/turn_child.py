@@ -13,7 +13,7 @@ import time
 import openai
 
 from jupyter_agent.agent import Agent, AgentConfig, ChatModel
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 
 
 def step(n: int) -> str:
@@ -32,7 +32,7 @@ def step(n: int) -> str:
 
 def main(root: str, base_url: str) -> None:
     client = openai.OpenAI(base_url=base_url, api_key="test", max_retries=0, timeout=30)
-    agent = Agent(ChatModel(client, "scripted"), store=SessionStore(root),
+    agent = Agent(ChatModel(client, "scripted"), store=FileStore(root),
                   config=AgentConfig(approve="auto"), tools=[step])
     print(f"session {agent.session_id}", flush=True)
     agent.run("do the steps")

@@ -12,22 +12,22 @@ import sys
 import time
 
 from jupyter_agent.errors import SessionLockedError
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore, holding
 
 
 def main(root: str, shared: str, worker: int, rounds: int) -> None:
-    store = SessionStore(root, holder_label=f"worker {worker}")
+    store = FileStore(root, holder_label=f"worker {worker}")
     own = store.create_session([{"role": "system", "content": f"worker {worker}"}])
     messages = store.load_session(own).messages
     for i in range(rounds):
         tag = f"w{worker}-{i}"
-        store.append_note("project", tag)
+        store.notes.append("project", tag)
         messages = [*messages, {"role": "user", "content": tag}]
         store.save(own, messages)
         store.list_sessions()
         while True:
             try:
-                with store.lease(shared):
+                with holding(store, shared):
                     context = store.load_session(shared).messages
                     store.save(shared, [*context, {"role": "user", "content": tag}])
                 break

@@ -16,7 +16,7 @@ import random
 import sys
 from typing import Any
 
-from jupyter_agent.store import SessionState, SessionStore
+from jupyter_agent.store import FileStore, SessionState
 
 __all__ = ["check", "message", "run"]
 
@@ -30,7 +30,7 @@ def message(k: int, big: bool = False) -> dict[str, Any]:
 
 def run(root: str, session_id: str, seed: int) -> None:
     """The workload loop (never returns)."""
-    store = SessionStore(root, holder_label="fault workload")
+    store = FileStore(root, holder_label="fault workload")
     store.acquire_lease(session_id)
     record = store.load_session(session_id)
     messages = record.messages
@@ -50,11 +50,11 @@ def run(root: str, session_id: str, seed: int) -> None:
             store.compact(session_id, messages, summary=f"compacted at {k}")
             print(f"compact {k}", flush=True)
         elif op == "summary":
-            store.write_summary(session_id, f"summary {k}")
+            store.update(session_id, summary=f"summary {k}")
             print(f"summary {k}", flush=True)
 
 
-def check(store: SessionStore, session_id: str, acks: list[str], before: int) -> int:
+def check(store: FileStore, session_id: str, acks: list[str], before: int) -> int:
     """Check a session after its writer was killed; return how many acknowledged messages
     are missing (the records lost: must be 0). ``before``: transcript length before the
     writer started.

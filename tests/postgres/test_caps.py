@@ -7,8 +7,8 @@ import psycopg
 import pytest
 
 from jupyter_agent.errors import CorruptSessionError, TooLargeError
-from jupyter_agent.store.figures import MAX_FIGURE_BYTES
-from jupyter_agent.store.jsonio import MAX_DEPTH
+from jupyter_agent.store.figure_files import MAX_FIGURE_BYTES
+from jupyter_agent.store.messages import MAX_DEPTH
 from jupyter_agent.store.postgres import PostgresStore
 from tests.postgres.server import PgCluster
 

@@ -24,7 +24,7 @@ import pytest
 
 from jupyter_agent.agent import Agent, AgentConfig, AgentEvent, ChatModel, Notice
 from jupyter_agent.agent.model import ModelReply, PartialReply, TextCallback
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 
 URL = os.environ.get("JUPYTER_AGENT_TEST_SERVER", "")
 MODEL = os.environ.get("JUPYTER_AGENT_TEST_MODEL", "smollm2")
@@ -99,7 +99,7 @@ def _converse(agent: Agent, prompts: list[str]) -> list[str]:
 
 
 def test_ten_turns_without_tools_stay_under_the_window(tmp_path: Any) -> None:
-    store = SessionStore(tmp_path / "store")
+    store = FileStore(tmp_path / "store")
     agent = Agent(WithoutTools(_model()), store=store, config=AgentConfig(approve="deny"))
     with agent:
         assert agent.window.source == "server"  # llama.cpp said its window
@@ -113,7 +113,7 @@ def test_ten_turns_without_tools_stay_under_the_window(tmp_path: Any) -> None:
 
 
 def test_ten_turns_with_run_python_offered(tmp_path: Any) -> None:
-    store = SessionStore(tmp_path / "store")
+    store = FileStore(tmp_path / "store")
     agent = Agent(_model(), store=store,
                   config=AgentConfig(approve="auto", limits=_limits()))
     prompts = ["Use run_python to compute 17 * 23 and tell me the result.",
@@ -134,7 +134,7 @@ def _limits() -> Any:
 
 
 def test_a_window_set_too_large_is_corrected_by_the_servers_refusal(tmp_path: Any) -> None:
-    store = SessionStore(tmp_path / "store")
+    store = FileStore(tmp_path / "store")
     agent = Agent(WithoutTools(_model()), store=store,
                   config=AgentConfig(approve="deny", context_window=100_000))
     with agent:

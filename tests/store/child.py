@@ -19,7 +19,7 @@ import sys
 from typing import Any
 
 from jupyter_agent.errors import SessionLockedError
-from jupyter_agent.store import SessionState, SessionStore, TodoItem
+from jupyter_agent.store import FileStore, SessionState, TodoItem
 
 
 def crash_message(k: int) -> dict[str, Any]:
@@ -42,7 +42,7 @@ def crash_writer(root: str, session_id: str, ready: Any = None) -> None:
 
     ``ready`` (an ``Event``), when given, is set once the lease is held and the session read.
     """
-    store = SessionStore(root)
+    store = FileStore(root)
     store.acquire_lease(session_id)
     messages = store.load_session(session_id).messages
     if ready is not None:
@@ -50,14 +50,14 @@ def crash_writer(root: str, session_id: str, ready: Any = None) -> None:
     while True:
         k = len(messages)
         messages = [*messages, crash_message(k)]
-        store.save_messages(session_id, messages)
-        store.save_state(session_id, crash_state(k))
+        store.save(session_id, messages)
+        store.save(session_id, state=crash_state(k))
 
 
-def _try_save(store: SessionStore, session_id: str, content: str) -> dict[str, Any]:
+def _try_save(store: FileStore, session_id: str, content: str) -> dict[str, Any]:
     try:
         messages = store.load_session(session_id).messages
-        store.save_messages(session_id, [*messages, {"role": "user", "content": content}])
+        store.save(session_id, [*messages, {"role": "user", "content": content}])
     except SessionLockedError as err:
         return {"error": "SessionLockedError", "pid": err.pid, "message": str(err)}
     except OSError as err:
@@ -67,7 +67,7 @@ def _try_save(store: SessionStore, session_id: str, content: str) -> dict[str, A
 
 def main(argv: list[str]) -> int:
     mode, root, session_id = argv[:3]
-    store = SessionStore(root)
+    store = FileStore(root)
     if mode == "fsize":
         limit = int(argv[3])
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # get EFBIG instead of dying

@@ -15,10 +15,10 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_agent.errors import CorruptSessionError, InvalidMessageError, TooLargeError
-from jupyter_agent.store import SessionStore
-from jupyter_agent.store.figures import MAX_FIGURE_BYTES
+from jupyter_agent.store import FileStore
+from jupyter_agent.store.figure_files import MAX_FIGURE_BYTES
 from jupyter_agent.store.index import INDEX_LIMIT, INDEX_NAME, SNAPSHOT_LIMIT
-from jupyter_agent.store.jsonio import JOURNAL_CAP, LINE_CAP, MAX_DEPTH, RECORD_CAP
+from jupyter_agent.store.messages import JOURNAL_CAP, LINE_CAP, MAX_DEPTH, RECORD_CAP
 from jupyter_agent.store.notes import NOTES_LIMIT
 from jupyter_agent.store.postgres.rows import transcript_message
 from jupyter_agent.store.records import dump_record
@@ -29,8 +29,8 @@ MESSAGES = [{"role": "system", "content": "s"}, {"role": "user", "content": "hel
 
 
 @pytest.fixture
-def store(memory_dir: Path) -> SessionStore:
-    return SessionStore(memory_dir)
+def store(memory_dir: Path) -> FileStore:
+    return FileStore(memory_dir)
 
 
 def grow(path: Path, size: int) -> None:
@@ -40,12 +40,12 @@ def grow(path: Path, size: int) -> None:
 
 
 def test_an_oversize_snapshot_is_refused_unread_and_left_out_of_the_listing(
-        store: SessionStore) -> None:
+        store: FileStore) -> None:
     sid = store.create_session(MESSAGES, session_id="big")
     store.create_session(MESSAGES, session_id="fine")
     path = store.session_path(sid)
     grow(path, RECORD_CAP + 1)
-    fresh = SessionStore(store.root)
+    fresh = FileStore(store.root)
     with pytest.raises(TooLargeError) as caught:
         fresh.load_session(sid)
     assert str(caught.value) == (
@@ -56,45 +56,45 @@ def test_an_oversize_snapshot_is_refused_unread_and_left_out_of_the_listing(
     assert path.stat().st_size == RECORD_CAP + 1  # untouched
 
 
-def test_listing_reads_at_most_a_bounded_snapshot(store: SessionStore) -> None:
+def test_listing_reads_at_most_a_bounded_snapshot(store: FileStore) -> None:
     """A snapshot over the listing's cap (but under the load cap) is not read to list it;
     the index entry written when it was saved still lists it while it is fresh."""
     sid = store.create_session(MESSAGES, session_id="wide")
     grow(store.session_path(sid), SNAPSHOT_LIMIT + 1)
     (store.root / INDEX_NAME).unlink()
-    assert SessionStore(store.root).list_sessions() == []
+    assert FileStore(store.root).list_sessions() == []
 
 
-def test_an_oversize_journal_is_refused(store: SessionStore) -> None:
+def test_an_oversize_journal_is_refused(store: FileStore) -> None:
     sid = store.create_session(MESSAGES, session_id="long")
     path = store.journal_path(sid)
     grow(path, JOURNAL_CAP + 1)
     with pytest.raises(TooLargeError) as caught:
-        SessionStore(store.root).load_session(sid)
+        FileStore(store.root).load_session(sid)
     assert str(caught.value).startswith(
         f"{path}: journal of {JOURNAL_CAP + 1:,} bytes is over the 256 MiB cap;")
 
 
-def test_an_oversize_journal_line_is_refused_by_line_number(store: SessionStore) -> None:
+def test_an_oversize_journal_line_is_refused_by_line_number(store: FileStore) -> None:
     sid = store.create_session(MESSAGES, session_id="line")
     path = store.journal_path(sid)
     lines = path.read_bytes().splitlines(keepends=True)
     huge = json.dumps({"add": [{"role": "user", "content": "x" * LINE_CAP}]}).encode()
     path.write_bytes(lines[0] + huge + b"\n" + b"".join(lines[1:]))
     with pytest.raises(TooLargeError) as caught:
-        SessionStore(store.root).load_session(sid)
+        FileStore(store.root).load_session(sid)
     assert str(caught.value) == (
         f"{path}: journal line 2 of {len(huge):,} bytes is over the 16 MiB cap; "
         "it was not loaded and was left untouched")
 
 
-def test_the_writer_never_writes_what_the_reader_refuses(store: SessionStore) -> None:
+def test_the_writer_never_writes_what_the_reader_refuses(store: FileStore) -> None:
     """A save point over the line cap is refused (nothing written); a whole session
     written at once (import, fork) is split into lines under the cap."""
     sid = store.create_session(MESSAGES, session_id="w")
     before = store.journal_path(sid).read_bytes()
     with pytest.raises(TooLargeError, match=r"new journal line of .* nothing was written"):
-        store.save_messages(sid, [*MESSAGES, {"role": "user", "content": "y" * LINE_CAP}])
+        store.save(sid, [*MESSAGES, {"role": "user", "content": "y" * LINE_CAP}])
     assert store.journal_path(sid).read_bytes() == before
     assert store.load_session(sid).transcript == MESSAGES
 
@@ -102,21 +102,21 @@ def test_the_writer_never_writes_what_the_reader_refuses(store: SessionStore) ->
     record = store.load_session(sid).model_copy(update={"id": "imported"})
     record.transcript = record.messages = [
         *MESSAGES, {"role": "user", "content": "a" * half}, {"role": "user", "content": "b" * half}]
-    store.import_session(record)
+    store.create_session(record=record)
     lines = store.journal_path("imported").read_bytes().splitlines()
     assert len(lines) == 3 and max(map(len, lines)) <= LINE_CAP  # header + two adds
-    assert SessionStore(store.root).load_session("imported").transcript == record.transcript
+    assert FileStore(store.root).load_session("imported").transcript == record.transcript
 
 
-def test_an_oversize_index_is_ignored_and_rewritten(store: SessionStore) -> None:
+def test_an_oversize_index_is_ignored_and_rewritten(store: FileStore) -> None:
     store.create_session(MESSAGES, session_id="one")
     index = store.root / INDEX_NAME
     grow(index, INDEX_LIMIT + 1)
-    assert [s.id for s in SessionStore(store.root).list_sessions()] == ["one"]
+    assert [s.id for s in FileStore(store.root).list_sessions()] == ["one"]
     assert index.stat().st_size < 4096  # rewritten with the live entries only
 
 
-def test_oversize_figures_and_notes_are_refused(store: SessionStore) -> None:
+def test_oversize_figures_and_notes_are_refused(store: FileStore) -> None:
     sid = store.create_session(MESSAGES, session_id="fig")
     store.save_figure(sid, "f1", b"\x89PNG\r\n\x1a\n" + b"\0" * 100, "image/png")
     figure = store.figures_path(sid) / "f1.png"
@@ -124,11 +124,11 @@ def test_oversize_figures_and_notes_are_refused(store: SessionStore) -> None:
     with pytest.raises(TooLargeError) as caught:
         store.read_figure(sid, "f1")
     assert str(caught.value).startswith(f"{figure}: figure of {MAX_FIGURE_BYTES + 1:,} bytes")
-    store.write_notes("project", "short")
-    notes = store.notes_path("project")
+    store.notes.write("project", "short")
+    notes = store.notes.path("project")
     grow(notes, NOTES_LIMIT + 1)
     with pytest.raises(TooLargeError, match=f"^{notes}: notes file of "):
-        store.read_notes("project")
+        store.notes.read("project")
 
 
 def test_a_team_store_value_over_its_cap_is_refused_before_decoding() -> None:
@@ -141,7 +141,7 @@ def test_a_team_store_value_over_its_cap_is_refused_before_decoding() -> None:
 
 
 def test_magics_report_an_oversize_session_in_one_line(
-        shell: InteractiveShell, store: SessionStore, model_server: ScriptedModelServer) -> None:
+        shell: InteractiveShell, store: FileStore, model_server: ScriptedModelServer) -> None:
     shell.run_line_magic("config", f'AgentMagics.base_url = "{model_server.base_url}"')
     sid = store.create_session(MESSAGES, session_id="huge")
     grow(store.session_path(sid), RECORD_CAP + 1)
@@ -154,7 +154,7 @@ def nested(depth: int) -> str:
 
 
 @pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 1000])
-def test_values_nested_too_deeply_are_refused_at_load(store: SessionStore, depth: int) -> None:
+def test_values_nested_too_deeply_are_refused_at_load(store: FileStore, depth: int) -> None:
     """Whatever ``orjson`` decodes (up to 1,024 levels) is checked: a file written by hand
     is refused in one line, never a traceback later."""
     sid = store.create_session([*MESSAGES, {"role": "user", "content": "c", "x": "HERE"}],
@@ -163,7 +163,7 @@ def test_values_nested_too_deeply_are_refused_at_load(store: SessionStore, depth
     store.session_path(sid).write_bytes(raw)  # the one-file form: no journal
     store.journal_path(sid).unlink()
     with pytest.raises(CorruptSessionError) as caught:
-        SessionStore(store.root).load_session(sid)
+        FileStore(store.root).load_session(sid)
     assert str(caught.value).endswith(
         f"messages[2]: values are nested too deeply (more than {MAX_DEPTH} levels)")
     other = store.create_session(MESSAGES, session_id="ok")
@@ -173,10 +173,10 @@ def test_values_nested_too_deeply_are_refused_at_load(store: SessionStore, depth
     store.session_path(other).write_text(raw)
     store.journal_path(other).unlink()
     with pytest.raises(CorruptSessionError, match=r"nested too deeply \(more than 200 levels\)"):
-        SessionStore(store.root).load_session(other)
+        FileStore(store.root).load_session(other)
 
 
-def test_values_nested_too_deeply_are_refused_when_saved(store: SessionStore) -> None:
+def test_values_nested_too_deeply_are_refused_when_saved(store: FileStore) -> None:
     deep = json.loads(nested(MAX_DEPTH + 1))
     with pytest.raises(InvalidMessageError, match=r"nested too deeply \(more than 200 levels\)"):
         store.create_session([{"role": "user", "content": "c", "x": deep}])

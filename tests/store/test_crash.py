@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore, holding
 from tests.store.child import crash_message, crash_state, crash_writer
 
 KILLS = 40
@@ -35,9 +35,9 @@ def test_sigkill_during_saves_leaves_a_written_state(
     tmp_path: Path, forkserver: multiprocessing.context.BaseContext
 ) -> None:
     root = tmp_path / "mem"
-    store = SessionStore(root)
+    store = FileStore(root)
     sid = store.create_session([crash_message(0)], session_id="crashy")
-    store.save_state(sid, crash_state(0))
+    store.save(sid, state=crash_state(0))
     rng = random.Random(1234)
     lengths = []
     leftover_temps = torn_seen = 0
@@ -56,7 +56,7 @@ def test_sigkill_during_saves_leaves_a_written_state(
         leftover_temps += len(list((root / "sessions").glob(".*.tmp")))
         journal = (root / "sessions" / f"{sid}.jsonl").read_bytes()
         torn_seen += not journal.endswith(b"\n")
-        record = SessionStore(root).load_session(sid)
+        record = FileStore(root).load_session(sid)
         n = len(record.messages)
         assert record.messages == [crash_message(k) for k in range(n)]
         assert record.transcript == record.messages
@@ -66,13 +66,13 @@ def test_sigkill_during_saves_leaves_a_written_state(
         assert last_state <= record.state.tool_calls <= n - 1
         last_state = record.state.tool_calls
         # leftover temporary files never break listing
-        assert [s.id for s in SessionStore(root).list_sessions()] == [sid]
+        assert [s.id for s in FileStore(root).list_sessions()] == [sid]
         lengths.append(n)
 
     assert lengths == sorted(lengths)
     assert lengths[-1] > 5, "the writer hardly ever got to save; test is vacuous"
     # the lease is free after every SIGKILL, and taking it removes stale temp files
-    with store.lease(sid):
+    with holding(store, sid):
         assert not list((root / "sessions").glob(".*.tmp"))
     print(f"final length {lengths[-1]}, temp files seen after kills: {leftover_temps}, "
           f"torn journal tails seen: {torn_seen}")

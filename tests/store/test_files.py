@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_agent.errors import StorageError, UnsafeFileError
-from jupyter_agent.store import SessionStore, dump_record
+from jupyter_agent.store import FileStore, dump_record, holding
 from jupyter_agent.store.files import SafeDir
 
 CHILD = str(Path(__file__).with_name("child.py"))
@@ -59,15 +59,15 @@ def test_atomic_write_replaces_content_with_a_0600_file(tmp_path: Path, open_uma
 
 def test_store_creates_private_dirs_and_files(tmp_path: Path, open_umask: None) -> None:
     root = tmp_path / "a" / "mem"
-    store = SessionStore(root)
+    store = FileStore(root)
     sid = store.create_session([{"role": "user", "content": "secret"}])
-    store.write_notes("project", "notes")
+    store.notes.write("project", "notes")
     assert mode(root) == 0o700
     assert mode(store.sessions_dir) == 0o700
     assert mode(store.session_path(sid)) == 0o600
     assert mode(store.lock_path(sid)) == 0o600
-    assert mode(store.notes_path("project")) == 0o600
-    store.save_messages(
+    assert mode(store.notes.path("project")) == 0o600
+    store.save(
         sid, [{"role": "user", "content": "secret"}, {"role": "assistant", "content": "x"}]
     )
     assert mode(store.session_path(sid)) == 0o600
@@ -77,15 +77,15 @@ def test_existing_memory_dir_keeps_its_mode(tmp_path: Path) -> None:
     root = tmp_path / "mine"
     root.mkdir()
     os.chmod(root, 0o755)
-    SessionStore(root).create_session([])
+    FileStore(root).create_session([])
     assert mode(root) == 0o755
     assert mode(root / "sessions") == 0o700
 
 
 def test_constructing_a_store_does_no_io(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path / "never")
+    store = FileStore(tmp_path / "never")
     assert store.list_sessions() == []
-    assert store.read_notes("user") == ""
+    assert store.notes.read("user") == ""
     assert not (tmp_path / "never").exists()
 
 
@@ -103,7 +103,7 @@ def test_directory_in_place_of_target_fails_cleanly(tmp_path: Path) -> None:
 def test_fsync_failure_leaves_previous_file_and_no_temp(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = SessionStore(tmp_path / "mem")
+    store = FileStore(tmp_path / "mem")
     first = [{"role": "user", "content": "one"}]
     sid = store.create_session(first)
     path = store.session_path(sid)
@@ -114,10 +114,10 @@ def test_fsync_failure_leaves_previous_file_and_no_temp(
 
     journal = store.journal_path(sid)
     journal_before = journal.read_bytes()
-    with store.lease(sid):
+    with holding(store, sid):
         monkeypatch.setattr(os, "fsync", failing_fsync)
         with pytest.raises(StorageError, match="No space left") as info:
-            store.save_messages(sid, [*first, {"role": "assistant", "content": "two"}])
+            store.save(sid, [*first, {"role": "assistant", "content": "two"}])
         assert info.value.errno == 28 and info.value.path == journal
         assert "free some disk space" in str(info.value)
         monkeypatch.undo()
@@ -125,13 +125,13 @@ def test_fsync_failure_leaves_previous_file_and_no_temp(
         assert journal.read_bytes() == journal_before  # the unacknowledged line is cut off
         assert temp_files(store.sessions_dir) == []
         # the store's in-memory copy did not move ahead of the file
-        store.save_messages(sid, [*first, {"role": "assistant", "content": "2"}])
+        store.save(sid, [*first, {"role": "assistant", "content": "2"}])
     assert [m["content"] for m in store.load_session(sid).transcript] == ["one", "2"]
 
 
 def test_write_beyond_file_size_limit_fails_in_the_write_itself(tmp_path: Path) -> None:
     """A real EFBIG from write(2) (RLIMIT_FSIZE in a child): the old file survives."""
-    store = SessionStore(tmp_path / "mem")
+    store = FileStore(tmp_path / "mem")
     sid = store.create_session([{"role": "user", "content": "small"}])
     path = store.journal_path(sid)
     before = path.read_bytes()
@@ -174,7 +174,7 @@ def unwritable_directory(path: Path) -> Iterator[None]:
 
 
 def test_unwritable_sessions_dir_raises_and_keeps_file(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path / "mem")
+    store = FileStore(tmp_path / "mem")
     sid = store.create_session([])
     before = store.session_path(sid).read_bytes()
     with unwritable_directory(store.sessions_dir), pytest.raises(StorageError) as info:
@@ -186,24 +186,24 @@ def test_unwritable_sessions_dir_raises_and_keeps_file(tmp_path: Path) -> None:
 
 
 def test_notes_read_write(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path / "mem")
-    assert store.read_notes("project") == ""
-    store.write_notes("project", "uses pandas\n")
-    store.write_notes("user", "likes plots \ud83d")
-    assert store.read_notes("project") == "uses pandas\n"
-    assert store.read_notes("user") == "likes plots \ufffd"
+    store = FileStore(tmp_path / "mem")
+    assert store.notes.read("project") == ""
+    store.notes.write("project", "uses pandas\n")
+    store.notes.write("user", "likes plots \ud83d")
+    assert store.notes.read("project") == "uses pandas\n"
+    assert store.notes.read("user") == "likes plots \ufffd"
     assert (tmp_path / "mem" / "project.md").read_text() == "uses pandas\n"
     with pytest.raises(ValueError):
-        store.read_notes("team")  # type: ignore[arg-type]
+        store.notes.read("team")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
-        store.write_notes("../x", "t")  # type: ignore[arg-type]
+        store.notes.write("../x", "t")  # type: ignore[arg-type]
 
 
 def test_the_directory_is_fsynced_after_the_replace(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The rename itself is made durable: fsync(file) -> replace -> fsync(directory)."""
-    store = SessionStore(tmp_path / "mem")
+    store = FileStore(tmp_path / "mem")
     sid = store.create_session([{"role": "user", "content": "one"}])
     path = store.session_path(sid)
     events: list[tuple[str, str]] = []
@@ -222,7 +222,7 @@ def test_the_directory_is_fsynced_after_the_replace(
 
     monkeypatch.setattr(os, "fsync", recording_fsync)
     monkeypatch.setattr(os, "replace", recording_replace)
-    store.save_messages(sid, [{"role": "user", "content": "one"}, {"role": "user", "content": "2"}])
+    store.save(sid, [{"role": "user", "content": "one"}, {"role": "user", "content": "2"}])
     assert [kind for kind, _ in events] == ["fsync-file"]  # an append: the journal alone
     if events[0][1] != "?":
         assert events[0][1] == str(store.journal_path(sid).resolve())
@@ -230,7 +230,7 @@ def test_the_directory_is_fsynced_after_the_replace(
     # converting a record of the one-file form writes journal and snapshot atomically
     path.write_bytes(dump_record(store.load_session(sid)))
     store.journal_path(sid).unlink()
-    store.write_summary(sid, "converted")
+    store.update(sid, summary="converted")
     kinds = [kind for kind, _ in events]
     assert kinds == ["fsync-file", "replace", "fsync-dir", "fsync-file", "replace", "fsync-dir",
                      "fsync-file"]

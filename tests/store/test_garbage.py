@@ -5,18 +5,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 from tests.processes import Holder, store_env
 
 
 def test_collect_garbage_removes_only_what_nobody_uses(tmp_path: Path) -> None:
     root = tmp_path / "mem"
-    store = SessionStore(root)
+    store = FileStore(root)
     idle = store.create_session([], session_id="idle")
     busy = store.create_session([], session_id="busy")
     gone = store.create_session([], session_id="gone")
     store.delete_session(gone)
-    store.write_notes("project", "kept")
+    store.notes.write("project", "kept")
     sessions = store.sessions_dir
     leftovers = [sessions / ".idle.json.1a2b3c4d.tmp", sessions / ".idle.jsonl.00ff00ff.tmp",
                  root / ".project.md.0badcafe.tmp", root / ".index.jsonl.12345678.tmp"]
@@ -38,7 +38,7 @@ def test_collect_garbage_removes_only_what_nobody_uses(tmp_path: Path) -> None:
     assert not store.lock_path(gone).exists() and not orphan.exists()
     assert store.lock_path(busy).exists() and store.lock_path(held_gone).exists()
     assert store.lock_path(idle).exists()  # a live session keeps its lock file
-    assert store.read_notes("project") == "kept"
+    assert store.notes.read("project") == "kept"
     assert {s.id for s in store.list_sessions()} == {idle, busy}
     # nothing is left for a second pass but what was in use
     removed_later = set(store.collect_garbage())
@@ -46,7 +46,7 @@ def test_collect_garbage_removes_only_what_nobody_uses(tmp_path: Path) -> None:
 
 
 def test_the_lease_of_this_store_is_never_collected(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path / "mem")
+    store = FileStore(tmp_path / "mem")
     store.acquire_lease("new")  # leased before the session exists, as a new Agent does
     (store.sessions_dir / ".new.json.abcdef01.tmp").write_text("{")
     assert store.collect_garbage() == []

@@ -12,7 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jupyter_agent.errors import InvalidSessionIdError
-from jupyter_agent.store import SessionStore, new_session_id, validate_session_id
+from jupyter_agent.store import (
+    FileStore,
+    ensure_summary,
+    holding,
+    new_session_id,
+    validate_session_id,
+)
 
 ALLOWED = set(string.ascii_letters + string.digits + "_-")
 
@@ -50,17 +56,17 @@ def test_invalid_ids_raise_a_value_error(value: Any) -> None:
     assert info.value.session_id == value
 
 
-OPERATIONS: list[Callable[[SessionStore, str], object]] = [
+OPERATIONS: list[Callable[[FileStore, str], object]] = [
     lambda s, i: s.create_session([], session_id=i),
     lambda s, i: s.load_session(i),
     lambda s, i: s.exists(i),
-    lambda s, i: s.save_messages(i, []),
+    lambda s, i: s.save(i, []),
     lambda s, i: s.compact(i, [], summary="x"),
-    lambda s, i: s.save_state(i, {}),
-    lambda s, i: s.write_summary(i, "x"),
-    lambda s, i: s.ensure_summary(i),
-    lambda s, i: s.set_title(i, "x"),
-    lambda s, i: s.set_archived(i),
+    lambda s, i: s.save(i, state={}),
+    lambda s, i: s.update(i, summary="x"),
+    lambda s, i: ensure_summary(s, i),
+    lambda s, i: s.update(i, title="x"),
+    lambda s, i: s.update(i, archived=True),
     lambda s, i: s.delete_session(i),
     lambda s, i: s.acquire_lease(i),
     lambda s, i: s.release_lease(i),
@@ -73,14 +79,14 @@ OPERATIONS: list[Callable[[SessionStore, str], object]] = [
 @pytest.mark.parametrize("operation", OPERATIONS)
 @pytest.mark.parametrize("value", ["../x", "", "a" * 129, "a/b", "a.b", "é"])
 def test_invalid_ids_are_rejected_before_any_file_access(
-    tmp_path: Path, operation: Callable[[SessionStore, str], object], value: str
+    tmp_path: Path, operation: Callable[[FileStore, str], object], value: str
 ) -> None:
     base = tmp_path / "base"
     base.mkdir()
-    store = SessionStore(base / "deep" / "mem")
+    store = FileStore(base / "deep" / "mem")
     with pytest.raises(InvalidSessionIdError):
         operation(store, value)
-    with pytest.raises(InvalidSessionIdError), store.lease(value):
+    with pytest.raises(InvalidSessionIdError), holding(store, value):
         pass  # pragma: no cover
     assert list(base.iterdir()) == []  # nothing created, not even outside the root
 

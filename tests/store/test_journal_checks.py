@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_agent.project import newest_session
-from jupyter_agent.store import SessionState, SessionStore, Usage
+from jupyter_agent.store import FileStore, SessionState, Usage, holding
 from jupyter_agent.store.index import INDEX_LIMIT
 from jupyter_agent.store.journal import check_lines, upgraded_journal
 from jupyter_agent.store.records import utc_now
@@ -20,15 +20,15 @@ from jupyter_agent.store.records import utc_now
 SYSTEM = {"role": "system", "content": "s"}
 
 
-def _saved(store: SessionStore, title: str = "") -> str:
+def _saved(store: FileStore, title: str = "") -> str:
     sid = store.create_session([SYSTEM], title=title)
     store.save(sid, [SYSTEM, {"role": "user", "content": "q"}],
                SessionState(usage=Usage(cost_usd=0.5)))
-    store.set_title(sid, title or "t")
+    store.update(sid, title=title or "t")
     return sid
 
 
-def _downgrade(store: SessionStore, sid: str) -> None:
+def _downgrade(store: FileStore, sid: str) -> None:
     """Rewrite a session's files as jupyter-agent 0.2 wrote them (no n, c, lines, clock)."""
     journal, snapshot = store.journal_path(sid), store.session_path(sid)
     head = json.loads(snapshot.read_bytes())
@@ -47,7 +47,7 @@ def _downgrade(store: SessionStore, sid: str) -> None:
 
 
 def test_every_line_is_numbered_and_checksummed(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path)
+    store = FileStore(tmp_path)
     sid = _saved(store)
     lines = store.journal_path(sid).read_bytes().split(b"\n")[:-1]
     check_lines(lines, 1, store.journal_path(sid))
@@ -56,51 +56,50 @@ def test_every_line_is_numbered_and_checksummed(tmp_path: Path) -> None:
 
 def test_a_journal_of_the_previous_format_loads_unchanged_and_its_next_write_upgrades_it(
         tmp_path: Path) -> None:
-    store = SessionStore(tmp_path)
+    store = FileStore(tmp_path)
     sid = _saved(store, "old")
     before = store.load_session(sid)
     _downgrade(store, sid)
-    fresh = SessionStore(tmp_path)
+    fresh = FileStore(tmp_path)
     assert fresh.load_session(sid) == before
     assert [s.title for s in fresh.list_sessions()] == ["old"]
-    fresh.write_summary(sid, "upgraded")
+    fresh.update(sid, summary="upgraded")
     lines = store.journal_path(sid).read_bytes().split(b"\n")[:-1]
     assert json.loads(lines[0])["jupyter_agent_journal"] == 3
     check_lines(lines, 1, store.journal_path(sid))
-    after = SessionStore(tmp_path).load_session(sid)
+    after = FileStore(tmp_path).load_session(sid)
     assert after.summary == "upgraded"
     assert after.transcript == before.transcript and after.state == before.state
 
 
 def test_a_kill_at_either_step_of_the_upgrade_leaves_files_that_load(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path)
+    store = FileStore(tmp_path)
     sid = _saved(store)
     before = store.load_session(sid)
     _downgrade(store, sid)
-    files = store._files
-    with files.leased(sid) as (root, sessions):  # step 1: the snapshot counts lines
-        files._write_snapshot(sessions, files.current(root, sessions, sid))
-    assert SessionStore(tmp_path).load_session(sid) == before
+    with store._changing(sid) as at:  # step 1: the snapshot counts lines
+        store._write_snapshot(at[1], store._head(at, sid))
+    assert FileStore(tmp_path).load_session(sid) == before
     journal = store.journal_path(sid)  # step 2: the journal gets its checks
     journal.write_bytes(upgraded_journal(journal.read_bytes()))
-    assert SessionStore(tmp_path).load_session(sid) == before
+    assert FileStore(tmp_path).load_session(sid) == before
 
 
 def test_newest_follows_the_store_clock_when_the_wall_clock_steps_back(tmp_path: Path) -> None:
     """A session saved while the clock ran an hour ahead, then one changed after the clock
     was set back: the later change is the newest, whatever the timestamps say."""
-    store = SessionStore(tmp_path)
+    store = FileStore(tmp_path)
     later = _saved(store, "changed after the clock stepped back")
     ahead = store.load_session(_saved(store, "saved while the clock was ahead"))
     ahead.id = "aheadOfTime"
     ahead.updated_at = utc_now() + timedelta(hours=1)
     # what the writes made while the clock ran ahead left in the store clock
     (tmp_path / "clock.lock").write_text(f"{time.time_ns() // 1000 + 3_600_000_000}\n")
-    store.import_session(ahead)  # keeps its time: it was saved "an hour from now"
-    assert newest_session(SessionStore(tmp_path)) == "aheadOfTime"
+    store.create_session(record=ahead)  # keeps its time: it was saved "an hour from now"
+    assert newest_session(FileStore(tmp_path)) == "aheadOfTime"
     store.save(later, [*store.load_session(later).messages, {"role": "user", "content": "x"}])
     assert store.load_session(later).updated_at < ahead.updated_at
-    fresh = SessionStore(tmp_path)
+    fresh = FileStore(tmp_path)
     assert fresh.list_sessions()[0].id == later
     assert newest_session(fresh) == later
     page = fresh.list_sessions(limit=1)
@@ -108,10 +107,10 @@ def test_newest_follows_the_store_clock_when_the_wall_clock_steps_back(tmp_path:
 
 
 def test_resume_without_an_id_takes_the_newest_session_nobody_else_holds(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path)
+    store = FileStore(tmp_path)
     free = _saved(store)
     held = _saved(store)
-    other = SessionStore(tmp_path)
+    other = FileStore(tmp_path)
     other.acquire_lease(held)
     try:
         assert store.list_sessions()[0].id == held
@@ -122,7 +121,7 @@ def test_resume_without_an_id_takes_the_newest_session_nobody_else_holds(tmp_pat
 
 
 def test_a_lease_removes_what_a_killed_writer_left_by_name(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path)
+    store = FileStore(tmp_path)
     sid = _saved(store)
     sessions = tmp_path / "sessions"
     left = [sessions / f".{sid}.json.next.tmp", sessions / f".{sid}.jsonl.next.tmp",
@@ -130,21 +129,21 @@ def test_a_lease_removes_what_a_killed_writer_left_by_name(tmp_path: Path) -> No
     older = sessions / f".{sid}.json.5e6f7a8b.tmp"  # an older version's name: left to gc
     for path in [*left, older]:
         path.write_bytes(b"x" * 1000)
-    with SessionStore(tmp_path).lease(sid):
+    with holding(FileStore(tmp_path), sid):
         pass
     assert [p for p in left if p.exists()] == [] and older.exists()
     assert older in store.collect_garbage()
 
 
 def test_a_notes_write_removes_what_killed_notes_writers_left(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path)
-    store.write_notes("user", "first")
+    store = FileStore(tmp_path)
+    store.notes.write("user", "first")
     left = [tmp_path / ".user.md.next.tmp", tmp_path / ".project.md.0badf00d.tmp"]
     for path in left:
         path.write_bytes(b"x" * 1000)
-    store.append_note("project", "kept")
+    store.notes.append("project", "kept")
     assert [p for p in left if p.exists()] == []
-    assert store.read_notes("project") == "- kept\n" and store.read_notes("user") == "first"
+    assert store.notes.read("project") == "- kept\n" and store.notes.read("user") == "first"
 
 
 def _index_lines(root: Path) -> list[dict]:
@@ -152,7 +151,7 @@ def _index_lines(root: Path) -> list[dict]:
 
 
 def test_an_index_entry_that_does_not_match_the_journal_is_rebuilt(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path)
+    store = FileStore(tmp_path)
     sid = _saved(store, "true title")
     entry = [line for line in _index_lines(tmp_path) if line.get("set")][-1]
     generation, lines, _check = entry["set"]["at"]
@@ -160,23 +159,23 @@ def test_an_index_entry_that_does_not_match_the_journal_is_rebuilt(tmp_path: Pat
               "set": {"title": "forged", "at": [generation, lines, "0" * 8]}}
     with (tmp_path / "index.jsonl").open("a") as index:
         index.write(json.dumps(forged) + "\n")
-    assert [s.title for s in SessionStore(tmp_path).list_sessions()] == ["true title"]
+    assert [s.title for s in FileStore(tmp_path).list_sessions()] == ["true title"]
 
 
 def test_an_unparseable_time_in_the_index_does_not_hide_a_session(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path)
+    store = FileStore(tmp_path)
     sid = _saved(store, "shown")
     entry = [line for line in _index_lines(tmp_path) if line.get("set")][-1]
     with (tmp_path / "index.jsonl").open("a") as index:
         index.write(json.dumps({"id": sid, "sig": entry["sig"],
                                 "set": {"updated_at": "not a time"}}) + "\n")
-    assert [s.title for s in SessionStore(tmp_path).list_sessions()] == ["shown"]
+    assert [s.title for s in FileStore(tmp_path).list_sessions()] == ["shown"]
 
 
 @pytest.mark.parametrize("bad", ["oversized", "unreadable"])
 def test_an_oversized_or_unreadable_index_is_rebuilt_once_small(tmp_path: Path,
                                                                 bad: str) -> None:
-    store = SessionStore(tmp_path)
+    store = FileStore(tmp_path)
     ids = {_saved(store, f"s{k}") for k in range(3)}
     index = tmp_path / "index.jsonl"
     if bad == "oversized":
@@ -184,16 +183,16 @@ def test_an_oversized_or_unreadable_index_is_rebuilt_once_small(tmp_path: Path,
             handle.truncate(INDEX_LIMIT + 1)
     else:
         index.write_bytes(b"\xff\xfe not json\n" * 10 + index.read_bytes())
-    assert {s.id for s in SessionStore(tmp_path).list_sessions()} == ids
+    assert {s.id for s in FileStore(tmp_path).list_sessions()} == ids
     size = index.stat().st_size
     assert size < 10_000 and len(_index_lines(tmp_path)) == 3
-    assert {s.id for s in SessionStore(tmp_path).list_sessions()} == ids
+    assert {s.id for s in FileStore(tmp_path).list_sessions()} == ids
     assert index.stat().st_size == size  # nothing appended: the entries are good
 
 
 def test_creating_a_session_does_not_depend_on_other_sessions_files(tmp_path: Path) -> None:
     """Leftovers of other sessions are neither read nor removed by a new lease."""
-    store = SessionStore(tmp_path)
+    store = FileStore(tmp_path)
     sid = _saved(store)
     stranger = tmp_path / "sessions" / f".{sid}.jsonl.0123abcd.tmp"
     stranger.write_bytes(b"x")
@@ -207,16 +206,16 @@ def test_a_record_or_a_store_clock_from_the_future_never_makes_a_session_the_new
     """A cloned repository may ship a record dated (or clocked) in year 9999 and a
     ``clock.lock`` to vouch for it: the store clock vouches for a day at most, and a
     record imported from the future never sets the store clock ahead."""
-    store = SessionStore(tmp_path)
+    store = FileStore(tmp_path)
     mine = _saved(store, "mine")
     crafted = store.load_session(_saved(store, "crafted"))
     store.delete_session(crafted.id)
     crafted.id = "crafted"
     crafted.updated_at = datetime(9999, 12, 31, tzinfo=UTC)
-    store.import_session(crafted)
+    store.create_session(record=crafted)
     assert int((tmp_path / "clock.lock").read_text()) <= time.time_ns() // 1000
     (tmp_path / "clock.lock").write_text("253402214400000000\n")  # year 9999, planted
-    fresh = SessionStore(tmp_path)
+    fresh = FileStore(tmp_path)
     assert [s.id for s in fresh.list_sessions()] == [mine]
     assert "in the future" in fresh.damaged_sessions()["crafted"]
     assert newest_session(fresh) == mine

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_agent.errors import LeaseLostError, SessionLockedError, SessionNotFoundError
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore, holding
 from tests.processes import Holder, run_child, store_env
 from tests.store_contract.cases import MUTATIONS
 
@@ -31,7 +31,7 @@ def root(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def sid(root: Path) -> Iterator[str]:
-    store = SessionStore(root)
+    store = FileStore(root)
     yield store.create_session([{"role": "system", "content": "s"}], session_id="shared")
     store.release_all()
 
@@ -46,10 +46,10 @@ def holder(root: Path, sid: str) -> Iterator[Holder]:
 def test_we_fail_naming_the_holder_then_succeed_after_it_exits(
     root: Path, sid: str, holder: Holder
 ) -> None:
-    store = SessionStore(root)
+    store = FileStore(root)
     before = store.session_path(sid).read_bytes()
     with pytest.raises(SessionLockedError) as info:
-        store.set_title(sid, "mine")
+        store.update(sid, title="mine")
     assert info.value.pid == holder.pid
     assert info.value.path == store.lock_path(sid)
     assert str(holder.pid) in str(info.value)
@@ -57,12 +57,12 @@ def test_we_fail_naming_the_holder_then_succeed_after_it_exits(
     assert store.session_path(sid).read_bytes() == before
     assert store.list_sessions()[0].status == "in use"
     holder.exit()
-    store.set_title(sid, "mine")
+    store.update(sid, title="mine")
     assert store.load_session(sid).title == "mine"
 
 
 def test_lease_is_free_after_the_holder_is_sigkilled(root: Path, sid: str, holder: Holder) -> None:
-    store = SessionStore(root)
+    store = FileStore(root)
     with pytest.raises(SessionLockedError):
         store.acquire_lease(sid)
     holder.kill()
@@ -72,7 +72,7 @@ def test_lease_is_free_after_the_holder_is_sigkilled(root: Path, sid: str, holde
 
 
 def test_listing_status_values(root: Path, holder: Holder) -> None:
-    store = SessionStore(root)
+    store = FileStore(root)
     store.create_session([], session_id="mine")
     store.create_session([], session_id="nobody")
     store.acquire_lease("mine")
@@ -84,9 +84,9 @@ def test_listing_status_values(root: Path, holder: Holder) -> None:
 
 
 def test_lock_file_records_the_holder(root: Path, sid: str) -> None:
-    store = SessionStore(root, holder_label="analysis.ipynb")
+    store = FileStore(root, holder_label="analysis.ipynb")
     store.lock_path(sid).write_text("999999999 stale junk\n")
-    with store.lease(sid):
+    with holding(store, sid):
         recorded = json.loads(store.lock_path(sid).read_text())
     assert recorded["pid"] == os.getpid()
     assert recorded["label"] == "analysis.ipynb"
@@ -100,7 +100,7 @@ def test_a_refused_change_leaves_every_session_file_byte_for_byte(
     root: Path, sid: str, holder: Holder
 ) -> None:
     """What the contract cannot see: no refused change touches the files (design §7)."""
-    store = SessionStore(root)
+    store = FileStore(root)
     paths = [store.session_path(sid), store.journal_path(sid)]
     before = [p.read_bytes() for p in paths]
     for name, call in MUTATIONS.items():
@@ -111,7 +111,7 @@ def test_a_refused_change_leaves_every_session_file_byte_for_byte(
 
 @pytest.mark.parametrize("name", sorted(MUTATIONS))
 def test_mutating_an_unknown_session_creates_no_lock_file(root: Path, name: str) -> None:
-    store = SessionStore(root)
+    store = FileStore(root)
     store.create_session([{"role": "system", "content": "s"}], session_id="real")
     with pytest.raises(SessionNotFoundError):
         MUTATIONS[name](store, "nosuchid")
@@ -122,23 +122,23 @@ def test_mutating_an_unknown_session_creates_no_lock_file(root: Path, name: str)
 
 
 def test_a_replaced_lock_file_stops_every_write(root: Path, sid: str) -> None:
-    store = SessionStore(root)
+    store = FileStore(root)
     store.acquire_lease(sid)
     files = [store.session_path(sid), store.journal_path(sid)]
     before = [p.read_bytes() for p in files]
     lock = store.lock_path(sid)
     lock.unlink()  # e.g. someone cleaned the directory by hand...
-    other = SessionStore(root)
+    other = FileStore(root)
     other.acquire_lease(sid)  # ...and another process took a lease on a new lock file
     with pytest.raises(LeaseLostError) as info:
-        store.save_messages(sid, [{"role": "system", "content": "s"},
+        store.save(sid, [{"role": "system", "content": "s"},
                                   {"role": "user", "content": "lost"}])
     assert info.value.path == lock and info.value.session_id == sid
     assert "was removed or replaced while this process held its lease" in str(info.value)
     assert [p.read_bytes() for p in files] == before
     assert not store.holds_lease(sid)  # the lost lease is dropped
     other.release_all()
-    store.set_title(sid, "fresh lease")  # a new lease works again
+    store.update(sid, title="fresh lease")  # a new lease works again
     assert store.load_session(sid).title == "fresh lease"
 
 
@@ -147,7 +147,7 @@ def test_locking_retries_when_the_lock_path_changes_under_it(
 ) -> None:
     """Between open() and flock() the lock file is replaced: the lease is taken on the file
     the path names afterwards, never on the orphaned one."""
-    store = SessionStore(root)
+    store = FileStore(root)
     lock = store.lock_path(sid)
     real_flock = fcntl.flock
     swapped = []
@@ -164,19 +164,19 @@ def test_locking_retries_when_the_lock_path_changes_under_it(
     monkeypatch.undo()
     assert swapped and lock.stat().st_ino != swapped[0]
     assert run_child(store_env(root), "try", sid)["error"] == "SessionLockedError"
-    store.set_title(sid, "written")  # the lease is valid
+    store.update(sid, title="written")  # the lease is valid
 
 
 @pytest.mark.slow
 def test_many_sessions_are_listed_with_the_right_status(root: Path, sid: str) -> None:
     """Every lock file is probed: held ones are "in use", our own "active"."""
-    store = SessionStore(root)
+    store = FileStore(root)
     for k in range(210):
         store.create_session([], session_id=f"s{k:03d}")
     store.acquire_lease("s007")
     holder = Holder(store_env(root), "s100")
     try:
-        statuses = {s.id: s.status for s in SessionStore(root).list_sessions()}
+        statuses = {s.id: s.status for s in FileStore(root).list_sessions()}
         mine = {s.id: s.status for s in store.list_sessions()}
     finally:
         holder.exit()

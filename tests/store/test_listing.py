@@ -10,29 +10,29 @@ from pathlib import Path
 import pytest
 
 from jupyter_agent.errors import CorruptSessionError
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> SessionStore:
-    return SessionStore(tmp_path / "mem")
+def store(tmp_path: Path) -> FileStore:
+    return FileStore(tmp_path / "mem")
 
 
-def set_updated(store: SessionStore, sid: str, when: datetime) -> None:
+def set_updated(store: FileStore, sid: str, when: datetime) -> None:
     with store.journal_path(sid).open("a") as journal:  # as if written then
         journal.write(json.dumps({"updated_at": when.isoformat()}) + "\n")
 
 
-def test_archived_sessions_are_filtered(store: SessionStore) -> None:
+def test_archived_sessions_are_filtered(store: FileStore) -> None:
     store.create_session([], session_id="kept")
     store.create_session([], session_id="old")
-    store.set_archived("old")
+    store.update("old", archived=True)
     assert [s.id for s in store.list_sessions()] == ["kept"]
     listed = {s.id: s.archived for s in store.list_sessions(include_archived=True)}
     assert listed == {"kept": False, "old": True}
 
 
-def test_malformed_entries_are_skipped(store: SessionStore) -> None:
+def test_malformed_entries_are_skipped(store: FileStore) -> None:
     store.create_session([{"role": "user", "content": "fine"}], session_id="good")
     sessions = store.sessions_dir
     bad_files = {
@@ -81,11 +81,11 @@ def test_malformed_entries_are_skipped(store: SessionStore) -> None:
         False,
         "",
     )
-    assert [i.id for i in SessionStore(store.root).list_sessions()] == ["good", "legacy"]
+    assert [i.id for i in FileStore(store.root).list_sessions()] == ["good", "legacy"]
 
 
 def test_describing_a_session_the_listing_marked_bad_names_the_file(
-        store: SessionStore) -> None:
+        store: FileStore) -> None:
     store.create_session([{"role": "user", "content": "fine"}], session_id="good")
     good = store.session_path("good").read_bytes()
     bad = {"notjson": b"not json at all",
@@ -97,7 +97,7 @@ def test_describing_a_session_the_listing_marked_bad_names_the_file(
         store.session_path(sid).write_bytes(content)
     assert [s.id for s in store.list_sessions()] == ["good"]  # the index marks them bad
     for sid in bad:
-        for fresh in (store, SessionStore(store.root)):  # cached in memory, or read again
+        for fresh in (store, FileStore(store.root)):  # cached in memory, or read again
             with pytest.raises(CorruptSessionError) as info:
                 fresh.describe_session(sid)
             assert info.value.path == store.session_path(sid)
@@ -110,7 +110,7 @@ def test_describing_a_session_the_listing_marked_bad_names_the_file(
     assert store.describe_session("good").first_prompt == "fine"
 
 
-def test_file_that_cannot_be_opened_is_skipped(store: SessionStore) -> None:
+def test_file_that_cannot_be_opened_is_skipped(store: FileStore) -> None:
     store.create_session([], session_id="secret")
     store.create_session([], session_id="open")
     path = store.session_path("secret")
@@ -124,15 +124,15 @@ def test_file_that_cannot_be_opened_is_skipped(store: SessionStore) -> None:
     assert [s.id for s in store.list_sessions()] == ["open"]
 
 
-def test_listing_sees_changes_to_files(store: SessionStore) -> None:
+def test_listing_sees_changes_to_files(store: FileStore) -> None:
     sid = store.create_session([], session_id="s1")
     assert store.list_sessions()[0].summary == ""
-    other = SessionStore(store.root)
-    other.write_summary(sid, "changed elsewhere")
+    other = FileStore(store.root)
+    other.update(sid, summary="changed elsewhere")
     assert store.list_sessions()[0].summary == "changed elsewhere"
     other.delete_session(sid)
     assert store.list_sessions() == []
 
 
 def test_missing_sessions_dir_lists_nothing(tmp_path: Path) -> None:
-    assert SessionStore(tmp_path / "nothing").list_sessions() == []
+    assert FileStore(tmp_path / "nothing").list_sessions() == []

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from jupyter_agent.errors import CorruptSessionError
-from jupyter_agent.store import SessionState, SessionStore, dump_record, parse_record
+from jupyter_agent.store import FileStore, SessionState, dump_record, parse_record
 from jupyter_agent.store.records import CLOCK_SKEW, utc_now
 from jupyter_agent.ui.display import format_history, format_recap, format_transcript
 from jupyter_agent.ui.panel_rows import detail_html
@@ -88,7 +88,7 @@ def show(record: Any) -> None:
 def test_what_loads_can_be_saved_exported_and_shown(data: dict[str, Any]) -> None:
     raw = json.dumps(data, allow_nan=True).encode("utf-8", errors="surrogatepass")
     with tempfile.TemporaryDirectory() as tmp:
-        store = SessionStore(Path(tmp) / "mem")
+        store = FileStore(Path(tmp) / "mem")
         path = store.session_path("rec")
         path.parent.mkdir(parents=True)
         path.write_bytes(raw)
@@ -109,9 +109,9 @@ def test_what_loads_can_be_saved_exported_and_shown(data: dict[str, Any]) -> Non
         store.save("rec", [*record.messages, {"role": "user", "content": "more"}],
                    SessionState(scratchpad="after"))
         store.compact("rec", record.messages[:1], summary="short")
-        store.write_summary("rec", "s")
-        store.set_title("rec", "t")
-        again = SessionStore(Path(tmp) / "mem").load_session("rec")
+        store.update("rec", summary="s")
+        store.update("rec", title="t")
+        again = FileStore(Path(tmp) / "mem").load_session("rec")
         assert again.transcript == [*record.transcript, {"role": "user", "content": "more"}]
         assert again.messages == record.messages[:1]
         assert again.model_extra == record.model_extra
@@ -119,6 +119,6 @@ def test_what_loads_can_be_saved_exported_and_shown(data: dict[str, Any]) -> Non
         # the one-file form round-trips and imports
         exported = dump_record(again)
         assert parse_record(exported, path) == again
-        other = SessionStore(Path(tmp) / "other")
-        other.import_session(again)
+        other = FileStore(Path(tmp) / "other")
+        other.create_session(record=again)
         assert other.load_session("rec") == again

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 from tests.store_contract.cases import message, without_surrogates
 
 
@@ -24,10 +24,10 @@ def test_the_journal_holds_exactly_the_saved_messages(messages: list[dict[str, A
                                                       split: int) -> None:
     expected = without_surrogates(messages)
     with tempfile.TemporaryDirectory() as tmp:
-        store = SessionStore(tmp)
+        store = FileStore(tmp)
         sid = store.create_session(messages[:split])
-        store.save_messages(sid, messages)
-        store.save_messages(sid, messages)  # the same context again adds nothing
+        store.save(sid, messages)
+        store.save(sid, messages)  # the same context again adds nothing
         raw = Path(store.journal_path(sid)).read_bytes()
         lines = [json.loads(line) for line in raw.decode("utf-8").split("\n")[:-1]]  # strict
         assert [m for line in lines[1:] for m in line.get("add", [])] == expected

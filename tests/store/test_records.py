@@ -14,8 +14,8 @@ from openai.types.chat.chat_completion_message_tool_call import ChatCompletionMe
 from jupyter_agent.errors import CorruptSessionError
 from jupyter_agent.store import (
     SCHEMA_VERSION,
+    FileStore,
     SessionState,
-    SessionStore,
     dump_record,
     to_message_dict,
 )
@@ -79,7 +79,7 @@ def test_unserializable_values_are_refused() -> None:
 
 
 def test_timestamps_are_aware_utc_with_offset(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path)
+    store = FileStore(tmp_path)
     sid = store.create_session([])
     data = json.loads(store.session_path(sid).read_text())
     for key in ("created_at", "updated_at"):
@@ -91,7 +91,7 @@ def test_timestamps_are_aware_utc_with_offset(tmp_path: Path) -> None:
 
 
 def test_one_file_form_has_the_fixed_top_level_keys_in_order(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path)
+    store = FileStore(tmp_path)
     sid = store.create_session(
         [{"role": "system", "content": "s"}], title="T", project_root=tmp_path
     )
@@ -147,7 +147,7 @@ def write_legacy(tmp_path: Path, sid: str, **extra: Any) -> Path:
 
 def test_legacy_record_loads_with_defaults(tmp_path: Path) -> None:
     write_legacy(tmp_path, "old1")
-    record = SessionStore(tmp_path).load_session("old1")
+    record = FileStore(tmp_path).load_session("old1")
     assert record.schema_version == SCHEMA_VERSION
     assert (
         record.transcript
@@ -164,16 +164,16 @@ def test_legacy_record_is_converted_on_the_next_write_keeping_unknown_keys(
     tmp_path: Path,
 ) -> None:
     path = write_legacy(tmp_path, "old2", favourite={"colour": "blue"})
-    store = SessionStore(tmp_path)
+    store = FileStore(tmp_path)
     loaded = store.load_session("old2")
     assert loaded.model_extra == {"favourite": {"colour": "blue"}}
     assert json.loads(dump_record(loaded))["favourite"] == {"colour": "blue"}
     assert not store.journal_path("old2").exists()  # loading changed nothing
-    store.save_messages("old2", [*loaded.messages, {"role": "user", "content": "more"}])
+    store.save("old2", [*loaded.messages, {"role": "user", "content": "more"}])
     data = json.loads(path.read_text())
     assert data["schema_version"] == 2 and "journal" in data
     assert data["favourite"] == {"colour": "blue"}
-    record = SessionStore(tmp_path).load_session("old2")
+    record = FileStore(tmp_path).load_session("old2")
     assert len(record.messages) == len(record.transcript) == 3
     assert record.model_extra == {"favourite": {"colour": "blue"}}
     assert record.summary == "old work"
@@ -187,12 +187,12 @@ def test_legacy_lone_surrogate_escapes_are_cleaned(tmp_path: Path) -> None:
         '"2025-01-01T00:00:00+00:00", "summary": "", "messages": [{"role": "user", '
         '"content": "cut \\ud83d and whole \\ud83d\\ude00"}]}'
     )
-    record = SessionStore(tmp_path).load_session("old3")
+    record = FileStore(tmp_path).load_session("old3")
     assert record.messages[0]["content"] == "cut \ufffd and whole 😀"
 
 
 def test_newer_schema_version_is_refused_and_untouched(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path)
+    store = FileStore(tmp_path)
     sid = store.create_session([])
     path = store.session_path(sid)
     data = json.loads(path.read_text())
@@ -208,7 +208,7 @@ def test_newer_schema_version_is_refused_and_untouched(tmp_path: Path) -> None:
     with pytest.raises(CorruptSessionError, match="upgrade jupyter-agent"):
         store.load_session("newer")
     with pytest.raises(CorruptSessionError):
-        store.set_title(sid, "x")
+        store.update(sid, title="x")
     assert path.read_bytes() == before
 
 

@@ -1,4 +1,4 @@
-"""SessionStore: create/load, save_messages, compaction, state, summaries, metadata, delete."""
+"""FileStore: create/load, save_messages, compaction, state, summaries, metadata, delete."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from jupyter_agent.errors import (
     SessionNotFoundError,
     UnsafeFileError,
 )
-from jupyter_agent.store import SessionState, SessionStore, TodoItem, Usage
+from jupyter_agent.store import FileStore, SessionState, TodoItem, Usage, ensure_summary, holding
 from jupyter_agent.store.journal import encode_line
 
 SYSTEM = {"role": "system", "content": "You analyse data."}
@@ -29,11 +29,11 @@ def assistant(text: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> SessionStore:
-    return SessionStore(tmp_path / "mem")
+def store(tmp_path: Path) -> FileStore:
+    return FileStore(tmp_path / "mem")
 
 
-def test_create_and_load(store: SessionStore) -> None:
+def test_create_and_load(store: FileStore) -> None:
     sid = store.create_session([SYSTEM], title="Penguins", project_root="/proj")
     assert store.exists(sid)
     record = store.load_session(sid)
@@ -44,7 +44,7 @@ def test_create_and_load(store: SessionStore) -> None:
     assert not store.holds_lease(sid)  # create does not keep the lease
 
 
-def test_create_with_existing_id_raises(store: SessionStore) -> None:
+def test_create_with_existing_id_raises(store: FileStore) -> None:
     store.create_session([SYSTEM], session_id="fixed")
     before = store.session_path("fixed").read_bytes()
     with pytest.raises(FileExistsError):
@@ -52,16 +52,16 @@ def test_create_with_existing_id_raises(store: SessionStore) -> None:
     assert store.session_path("fixed").read_bytes() == before
 
 
-def test_unknown_session(store: SessionStore) -> None:
+def test_unknown_session(store: FileStore) -> None:
     assert not store.exists("nope")
     with pytest.raises(SessionNotFoundError) as info:
         store.load_session("nope")
     assert info.value.path == store.session_path("nope")
     for op in (
-        lambda: store.save_messages("nope", []),
+        lambda: store.save("nope", []),
         lambda: store.delete_session("nope"),
-        lambda: store.write_summary("nope", "s"),
-        lambda: store.ensure_summary("nope"),
+        lambda: store.update("nope", summary="s"),
+        lambda: ensure_summary(store, "nope"),
     ):
         with pytest.raises(SessionNotFoundError):
             op()
@@ -78,23 +78,23 @@ def test_unknown_session(store: SessionStore) -> None:
     ],
 )
 def test_context_mismatch_raises_and_writes_nothing(
-    store: SessionStore, given: list[dict[str, Any]], index: int
+    store: FileStore, given: list[dict[str, Any]], index: int
 ) -> None:
     sid = store.create_session([SYSTEM, user("a")])
     paths = [store.session_path(sid), store.journal_path(sid)]
     before = [(p.read_bytes(), p.stat().st_ino) for p in paths]
     with pytest.raises(ContextMismatchError) as info:
-        store.save_messages(sid, given)
+        store.save(sid, given)
     assert isinstance(info.value, ValueError)
     assert info.value.index == index
     assert [(p.read_bytes(), p.stat().st_ino) for p in paths] == before
 
 
-def test_surrogate_message_still_matches_its_saved_copy(store: SessionStore) -> None:
+def test_surrogate_message_still_matches_its_saved_copy(store: FileStore) -> None:
     sid = store.create_session([SYSTEM])
     messages = [SYSTEM, user("emoji cut \ud83d")]
-    store.save_messages(sid, messages)
-    store.save_messages(sid, [*messages, assistant("ok")])  # no ContextMismatchError
+    store.save(sid, messages)
+    store.save(sid, [*messages, assistant("ok")])  # no ContextMismatchError
     raw = store.journal_path(sid).read_bytes()
     raw.decode("utf-8")  # strict: no surrogates on disk
     record = store.load_session(sid)
@@ -102,7 +102,7 @@ def test_surrogate_message_still_matches_its_saved_copy(store: SessionStore) -> 
     assert len(record.transcript) == 3
 
 
-def test_compaction_replaces_working_context_only(store: SessionStore) -> None:
+def test_compaction_replaces_working_context_only(store: FileStore) -> None:
     turns = [
         SYSTEM,
         user("q1"),
@@ -113,7 +113,7 @@ def test_compaction_replaces_working_context_only(store: SessionStore) -> None:
         assistant("a3"),
     ]
     sid = store.create_session([SYSTEM])
-    store.save_messages(sid, turns)
+    store.save(sid, turns)
     summary_msg = user("Summary: asked q1, q2.")
     compacted = [SYSTEM, summary_msg, user("q3"), assistant("a3")]
     store.compact(sid, compacted, summary="asked q1, q2")
@@ -124,18 +124,18 @@ def test_compaction_replaces_working_context_only(store: SessionStore) -> None:
     assert (event.summary, event.replaced, event.transcript_length) == ("asked q1, q2", 4, 7)
     assert event.at.tzinfo is not None and event.at >= record.created_at
     # later saves extend the compacted context; only new messages reach the transcript
-    store.save_messages(sid, [*compacted, user("q4")])
+    store.save(sid, [*compacted, user("q4")])
     record = store.load_session(sid)
     assert record.messages == [*compacted, user("q4")]
     assert record.transcript == [*turns, user("q4")]
     # the old, longer context no longer matches
     with pytest.raises(ContextMismatchError):
-        store.save_messages(sid, [*turns, user("q4")])
+        store.save(sid, [*turns, user("q4")])
     store.compact(sid, [SYSTEM, user("all")], summary="all", replaced=10)
     assert store.load_session(sid).compactions[1].replaced == 10
 
 
-def test_state_round_trip_and_isolation(store: SessionStore) -> None:
+def test_state_round_trip_and_isolation(store: FileStore) -> None:
     sid = store.create_session([SYSTEM])
     state = SessionState(
         scratchpad="notes \ud83d",
@@ -148,9 +148,9 @@ def test_state_round_trip_and_isolation(store: SessionStore) -> None:
             input_tokens=1200, output_tokens=300, cost_usd=0.0123, calls=4, price_unknown=True
         ),
     )
-    store.save_state(sid, state)
+    store.save(sid, state=state)
     state.todos[0].text = "mutated after saving"
-    loaded = SessionStore(store.root).load_session(sid).state
+    loaded = FileStore(store.root).load_session(sid).state
     assert loaded.todos[0].text == "load"
     assert loaded.scratchpad == "notes \ufffd"
     assert loaded.todos[1] == TodoItem(id=2, text="plot", retries=2, status="failed")
@@ -158,45 +158,45 @@ def test_state_round_trip_and_isolation(store: SessionStore) -> None:
     assert loaded.usage == Usage(
         input_tokens=1200, output_tokens=300, cost_usd=0.0123, calls=4, price_unknown=True
     )
-    store.save_state(sid, {"scratchpad": "x", "tool_calls": 1})
+    store.save(sid, state={"scratchpad": "x", "tool_calls": 1})
     assert store.load_session(sid).state.scratchpad == "x"
 
 
-def test_unchanged_state_is_not_rewritten(store: SessionStore) -> None:
+def test_unchanged_state_is_not_rewritten(store: FileStore) -> None:
     sid = store.create_session([SYSTEM])
-    store.save_state(sid, SessionState(tool_calls=3))
+    store.save(sid, state=SessionState(tool_calls=3))
     files = [store.session_path(sid), store.journal_path(sid)]
     before = [p.stat() for p in files]
-    store.save_state(sid, SessionState(tool_calls=3))
-    store.save_messages(sid, [SYSTEM])
+    store.save(sid, state=SessionState(tool_calls=3))
+    store.save(sid, [SYSTEM])
     store.save(sid, [SYSTEM], SessionState(tool_calls=3))
     assert [(p.stat().st_ino, p.stat().st_size) for p in files] == [
         (st.st_ino, st.st_size) for st in before]
 
 
-def test_write_summary_updates_timestamp(store: SessionStore) -> None:
+def test_write_summary_updates_timestamp(store: FileStore) -> None:
     sid = store.create_session([SYSTEM])
     before = store.load_session(sid).updated_at
-    store.write_summary(sid, "Goal: plots. Done: load. Left: fit.")
+    store.update(sid, summary="Goal: plots. Done: load. Left: fit.")
     record = store.load_session(sid)
     assert record.summary == "Goal: plots. Done: load. Left: fit."
     assert record.updated_at > before
-    SessionStore(store.root).write_summary(sid, "from another store")
+    FileStore(store.root).update(sid, summary="from another store")
     assert store.load_session(sid).summary == "from another store"
 
 
-def test_title_and_archive_keep_updated_at(store: SessionStore) -> None:
+def test_title_and_archive_keep_updated_at(store: FileStore) -> None:
     sid = store.create_session([SYSTEM])
     updated = store.load_session(sid).updated_at
-    store.set_title(sid, "Penguin bills")
-    store.set_archived(sid)
+    store.update(sid, title="Penguin bills")
+    store.update(sid, archived=True)
     record = store.load_session(sid)
     assert (record.title, record.archived, record.updated_at) == ("Penguin bills", True, updated)
-    store.set_archived(sid, archived=False)
+    store.update(sid, archived=False)
     assert store.load_session(sid).archived is False
 
 
-def test_delete_keeps_the_lock_file(store: SessionStore) -> None:
+def test_delete_keeps_the_lock_file(store: FileStore) -> None:
     sid = store.create_session([SYSTEM])
     store.delete_session(sid)
     assert not store.exists(sid)
@@ -223,7 +223,7 @@ CORRUPT = {
 
 @pytest.mark.parametrize("content", CORRUPT.values(), ids=CORRUPT.keys())
 def test_corrupt_file_raises_naming_path_and_is_untouched(
-    store: SessionStore, content: bytes
+    store: FileStore, content: bytes
 ) -> None:
     store.create_session([SYSTEM], session_id="bad")
     path = store.session_path("bad")
@@ -232,13 +232,13 @@ def test_corrupt_file_raises_naming_path_and_is_untouched(
         store.load_session("bad")
     assert info.value.path == path and str(path) in str(info.value)
     with pytest.raises(CorruptSessionError):
-        store.save_messages("bad", [SYSTEM])
+        store.save("bad", [SYSTEM])
     assert path.read_bytes() == content
     assert "bad" not in [s.id for s in store.list_sessions()]
 
 
 @pytest.mark.parametrize("kind", ["directory", "FIFO"])
-def test_non_regular_session_file_is_refused_not_a_hang(store: SessionStore, kind: str) -> None:
+def test_non_regular_session_file_is_refused_not_a_hang(store: FileStore, kind: str) -> None:
     store.create_session([SYSTEM], session_id="other")
     path = store.session_path("odd")
     if kind == "FIFO":
@@ -250,15 +250,15 @@ def test_non_regular_session_file_is_refused_not_a_hang(store: SessionStore, kin
     assert str(path) in str(info.value)
 
 
-def test_in_memory_copy_notices_a_non_cooperating_writer(store: SessionStore) -> None:
+def test_in_memory_copy_notices_a_non_cooperating_writer(store: FileStore) -> None:
     sid = store.create_session([SYSTEM])
     path = store.journal_path(sid)
-    with store.lease(sid):
-        store.save_messages(sid, [SYSTEM, user("a")])
+    with holding(store, sid):
+        store.save(sid, [SYSTEM, user("a")])
         number = path.read_bytes().count(b"\n") + 1
         with path.open("ab") as journal:  # someone appends by hand, in the journal's format
             journal.write(encode_line(number, {"add": [assistant("edited")]}))
         with pytest.raises(ContextMismatchError):
-            store.save_messages(sid, [SYSTEM, user("a"), user("b")])
-        store.save_messages(sid, [SYSTEM, user("a"), assistant("edited"), user("b")])
+            store.save(sid, [SYSTEM, user("a"), user("b")])
+        store.save(sid, [SYSTEM, user("a"), assistant("edited"), user("b")])
     assert len(store.load_session(sid).transcript) == 4

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from jupyter_agent.errors import CorruptSessionError
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore, holding
 
 GOOD: dict[str, Any] = {
     "schema_version": 1, "id": "rec", "created_at": "2026-01-01T00:00:00+00:00",
@@ -76,7 +76,7 @@ BAD = {
 def test_nonsense_is_refused_naming_the_file_and_left_untouched(tmp_path: Path,
                                                                 name: str) -> None:
     content, reason = BAD[name]
-    store = SessionStore(tmp_path / "mem")
+    store = FileStore(tmp_path / "mem")
     store.create_session([], session_id="fine")
     path = store.session_path("rec")
     path.write_bytes(content)
@@ -85,35 +85,35 @@ def test_nonsense_is_refused_naming_the_file_and_left_untouched(tmp_path: Path,
     assert info.value.path == path and str(path) in str(info.value)
     assert reason in info.value.reason
     with pytest.raises(CorruptSessionError):
-        store.set_title("rec", "x")
+        store.update("rec", title="x")
     assert path.read_bytes() == content
     assert not store.journal_path("rec").exists()
     assert [s.id for s in store.list_sessions()] == ["fine"]
 
 
 def test_todos_without_an_id_get_one(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path)
+    store = FileStore(tmp_path)
     store.session_path("rec").parent.mkdir(parents=True)
     store.session_path("rec").write_bytes(with_("state.todos", [
         {"text": "a"}, {"id": 4, "text": "b"}, {"id": None, "text": "c", "status": "done"}]))
     todos = store.load_session("rec").state.todos
     assert [(t.id, t.text, t.status) for t in todos] == [
         (5, "a", "pending"), (4, "b", "pending"), (6, "c", "done")]
-    store.set_title("rec", "converted")
-    assert [t.id for t in SessionStore(tmp_path).load_session("rec").state.todos] == [5, 4, 6]
+    store.update("rec", title="converted")
+    assert [t.id for t in FileStore(tmp_path).load_session("rec").state.todos] == [5, 4, 6]
 
 
 # --------------------------------------------------------------------------- journal damage
 @pytest.fixture
-def saved(tmp_path: Path) -> tuple[SessionStore, str]:
-    store = SessionStore(tmp_path / "mem")
+def saved(tmp_path: Path) -> tuple[FileStore, str]:
+    store = FileStore(tmp_path / "mem")
     sid = store.create_session([{"role": "system", "content": "s"}])
     store.save(sid, [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}])
     return store, sid
 
 
 def test_a_cut_short_last_line_is_ignored_then_cut_off_by_the_next_write(
-    saved: tuple[SessionStore, str],
+    saved: tuple[FileStore, str],
 ) -> None:
     store, sid = saved
     journal = store.journal_path(sid)
@@ -121,7 +121,7 @@ def test_a_cut_short_last_line_is_ignored_then_cut_off_by_the_next_write(
     journal.write_bytes(whole + b'{"n":4,"add":[{"role":"user","content":"never acknow')
     assert len(store.load_session(sid).transcript) == 2  # a reader ignores it...
     assert journal.read_bytes() != whole  # ...and changes nothing
-    with store.lease(sid):
+    with holding(store, sid):
         assert journal.read_bytes() != whole  # nor does taking the lease
         store.save(sid, [*store.load_session(sid).messages, {"role": "user", "content": "n"}])
     assert journal.read_bytes().startswith(whole)  # the write cut it off, then appended
@@ -129,7 +129,7 @@ def test_a_cut_short_last_line_is_ignored_then_cut_off_by_the_next_write(
 
 
 def test_a_garbled_complete_last_line_is_damage_not_a_torn_write(
-    saved: tuple[SessionStore, str],
+    saved: tuple[FileStore, str],
 ) -> None:
     store, sid = saved
     journal = store.journal_path(sid)
@@ -139,13 +139,13 @@ def test_a_garbled_complete_last_line_is_damage_not_a_torn_write(
         store.load_session(sid)
     assert info.value.path == journal
     with pytest.raises(CorruptSessionError, match="line 4"):
-        store.write_summary(sid, "written")
+        store.update(sid, summary="written")
     assert journal.read_bytes() == damaged
 
 
 @pytest.mark.parametrize("damage", ["middle line", "truncated", "other generation",
                                     "other session", "missing"])
-def test_other_journal_damage_is_reported_by_path(saved: tuple[SessionStore, str],
+def test_other_journal_damage_is_reported_by_path(saved: tuple[FileStore, str],
                                                   damage: str) -> None:
     store, sid = saved
     journal = store.journal_path(sid)
@@ -167,5 +167,5 @@ def test_other_journal_damage_is_reported_by_path(saved: tuple[SessionStore, str
         store.load_session(sid)
     assert info.value.path in (journal, store.session_path(sid))
     with pytest.raises(CorruptSessionError):
-        store.write_summary(sid, "x")
+        store.update(sid, summary="x")
     assert (journal.read_bytes() if journal.exists() else None) == before

@@ -7,20 +7,22 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from jupyter_agent.store import ensure_summary
+
 SYSTEM = {"role": "system", "content": "s"}
 
 #: Each change a store makes, as ``(store, session ID) -> None``; each takes the lease.
 MUTATIONS: dict[str, Any] = {
-    "save_messages": lambda s, sid: s.save_messages(
+    "save_messages": lambda s, sid: s.save(
         sid, [SYSTEM, {"role": "user", "content": "u"}]),
     "save": lambda s, sid: s.save(sid, [SYSTEM, {"role": "user", "content": "u"},  # extends
                                         {"role": "user", "content": "v"}], {"tool_calls": 2}),
     "compact": lambda s, sid: s.compact(sid, [{"role": "system", "content": "c"}], summary="x"),
-    "save_state": lambda s, sid: s.save_state(sid, {"scratchpad": "new"}),
-    "write_summary": lambda s, sid: s.write_summary(sid, "summary"),
-    "ensure_summary": lambda s, sid: s.ensure_summary(sid),
-    "set_title": lambda s, sid: s.set_title(sid, "title"),
-    "set_archived": lambda s, sid: s.set_archived(sid),
+    "save_state": lambda s, sid: s.save(sid, state={"scratchpad": "new"}),
+    "write_summary": lambda s, sid: s.update(sid, summary="summary"),
+    "ensure_summary": lambda s, sid: ensure_summary(s, sid),
+    "set_title": lambda s, sid: s.update(sid, title="title"),
+    "set_archived": lambda s, sid: s.update(sid, archived=True),
     "delete_session": lambda s, sid: s.delete_session(sid),
 }
 

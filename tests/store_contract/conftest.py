@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_agent.store import SessionStore, Store
+from jupyter_agent.store import FileStore, Store
 from tests.processes import store_env
 
 
@@ -47,7 +47,7 @@ class Backend:
         """A new store object on this storage."""
         store: Store
         if self.name == "json":
-            store = SessionStore(self.memory, holder_label=label)
+            store = FileStore(self.memory, holder_label=label)
         else:
             from jupyter_agent.store.postgres import PostgresStore
 

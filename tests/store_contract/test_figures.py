@@ -13,7 +13,7 @@ from jupyter_agent.errors import (
     InvalidSessionIdError,
     SessionNotFoundError,
 )
-from jupyter_agent.store import Store
+from jupyter_agent.store import Store, holding
 
 SYSTEM = {"role": "system", "content": "You analyse data."}
 SVG = b'<svg xmlns="http://www.w3.org/2000/svg" width="40" height="30"><rect/></svg>'
@@ -30,7 +30,7 @@ def png(width: int = 64, height: int = 48) -> bytes:
 def test_saved_figures_read_back_byte_for_byte(store: Store) -> None:
     sid = store.create_session([SYSTEM])
     data = png()
-    with store.lease(sid):
+    with holding(store, sid):
         store.save_figure(sid, "fig_a", data, "image/png")
         store.save_figure(sid, "fig-b", SVG, "image/svg+xml")
     assert store.figure_ids(sid) == ["fig-b", "fig_a"]
@@ -41,7 +41,7 @@ def test_saved_figures_read_back_byte_for_byte(store: Store) -> None:
 
 def test_a_figure_of_an_id_is_replaced_and_can_be_deleted(store: Store) -> None:
     sid = store.create_session([SYSTEM])
-    with store.lease(sid):
+    with holding(store, sid):
         store.save_figure(sid, "f1", png(10, 10), "image/png")
         store.save_figure(sid, "f1", png(20, 10), "image/png")
         assert store.read_figure(sid, "f1").data == png(20, 10)
@@ -62,7 +62,7 @@ def test_a_figure_of_an_id_is_replaced_and_can_be_deleted(store: Store) -> None:
 def test_bad_figures_are_refused_before_anything_is_written(
         store: Store, figure_id: str, data: bytes, media_type: str) -> None:
     sid = store.create_session([SYSTEM])
-    with store.lease(sid), pytest.raises(InvalidFigureError):
+    with holding(store, sid), pytest.raises(InvalidFigureError):
         store.save_figure(sid, figure_id, data or png(), media_type)
     assert store.figure_ids(sid) == []
 
@@ -78,9 +78,9 @@ def test_figures_of_unknown_or_invalid_sessions(store: Store) -> None:
 def test_figures_are_deleted_with_their_session(store: Store) -> None:
     sid = store.create_session([SYSTEM])
     other = store.create_session([SYSTEM])
-    with store.lease(sid):
+    with holding(store, sid):
         store.save_figure(sid, "f1", png(), "image/png")
-    with store.lease(other):
+    with holding(store, other):
         store.save_figure(other, "f1", png(8, 8), "image/png")
     store.delete_session(sid)
     assert store.figure_ids(sid) == []
@@ -90,6 +90,6 @@ def test_figures_are_deleted_with_their_session(store: Store) -> None:
 def test_another_store_object_reads_the_figures(store_factory) -> None:  # type: ignore[no-untyped-def]
     writer, reader = store_factory(), store_factory()
     sid = writer.create_session([SYSTEM])
-    with writer.lease(sid):
+    with holding(writer, sid):
         writer.save_figure(sid, "f1", png(), "image/png")
     assert reader.read_figure(sid, "f1").data == png()

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from jupyter_agent.errors import SessionLockedError, SessionNotFoundError
-from jupyter_agent.store import Store
+from jupyter_agent.store import Store, holding
 from tests.processes import Holder, eventually, run_child
 from tests.store_contract.cases import MUTATIONS
 from tests.store_contract.conftest import StoreFactory
@@ -57,31 +57,31 @@ def test_a_lease_excludes_other_store_objects_and_names_its_holder(
     mine.acquire_lease(sid)
     assert mine.holds_lease(sid) and not theirs.holds_lease(sid)
     with pytest.raises(SessionLockedError) as info:
-        theirs.save_messages(sid, [SYSTEM, {"role": "user", "content": "x"}])
+        theirs.save(sid, [SYSTEM, {"role": "user", "content": "x"}])
     assert info.value.holder is not None and info.value.holder.label == "analysis.ipynb"
     assert info.value.pid == os.getpid()
-    holder = theirs.lease_holder(sid)
+    holder = theirs.describe_session(sid).holder
     assert holder is not None and (holder.pid, holder.label) == (os.getpid(), "analysis.ipynb")
     assert [(s.status, s.holder) for s in theirs.list_sessions()] == [("in use", holder)]
     assert [s.status for s in mine.list_sessions()] == ["active"]
-    with mine.lease(sid):  # re-entrant
-        mine.set_title(sid, "nested")
+    with holding(mine, sid):  # re-entrant
+        mine.update(sid, title="nested")
     assert mine.holds_lease(sid)
     mine.release_lease(sid)
-    assert not mine.holds_lease(sid) and theirs.lease_holder(sid) is None
+    assert not mine.holds_lease(sid) and theirs.describe_session(sid).holder is None
     assert [s.status for s in theirs.list_sessions()] == ["idle"]
     assert [s.status for s in mine.list_sessions()] == ["idle"]
-    theirs.set_title(sid, "theirs")
+    theirs.update(sid, title="theirs")
     assert mine.load_session(sid).title == "theirs"
 
 
 def test_our_own_lease_is_reported_with_our_label(store_factory: StoreFactory, sid: str) -> None:
     store = store_factory("kernel python3")
-    with store.lease(sid):
-        seen = store.lease_holder(sid)
+    with holding(store, sid):
+        seen = store.describe_session(sid).holder
         assert seen is not None and (seen.pid, seen.label) == (os.getpid(), "kernel python3")
-        assert store_factory().lease_holder(sid) == seen
-    assert store.lease_holder(sid) is None
+        assert store_factory().describe_session(sid).holder == seen
+    assert store.describe_session(sid).holder is None
 
 
 def test_release_all_and_leases_on_new_ids(store_factory: StoreFactory) -> None:
@@ -91,13 +91,13 @@ def test_release_all_and_leases_on_new_ids(store_factory: StoreFactory) -> None:
     store.acquire_lease("fresh")
     store.release_all()
     assert not store.holds_lease("fresh")
-    store_factory().set_title("fresh", "free")
+    store_factory().update("fresh", title="free")
 
 
 def test_a_second_process_is_refused_at_once_naming_us(store_factory: StoreFactory,
                                                        sid: str) -> None:
     store = store_factory("analysis.ipynb")
-    with store.lease(sid):
+    with holding(store, sid):
         result = run_child(store_factory.child_env(), "try", sid)
     assert result["error"] == "SessionLockedError"
     assert result["pid"] == os.getpid()
@@ -120,7 +120,7 @@ def test_we_are_refused_naming_the_holder_then_succeed_after_it_exits(
         before = store.load_session(sid)
         started = time.monotonic()
         with pytest.raises(SessionLockedError) as info:
-            store.set_title(sid, "mine")
+            store.update(sid, title="mine")
         assert time.monotonic() - started < 1.0  # at once, not after waiting
         err = info.value
         assert err.pid == holder.pid
@@ -137,12 +137,12 @@ def test_we_are_refused_naming_the_holder_then_succeed_after_it_exits(
         assert store.load_session(sid) == before  # nothing was written
         (entry,) = store.list_sessions()
         assert (entry.status, entry.holder) == ("in use", seen)
-        assert store.lease_holder(sid) == seen
+        assert store.describe_session(sid).holder == seen
     finally:
         holder.exit()
-    store.set_title(sid, "mine")
+    store.update(sid, title="mine")
     assert store.load_session(sid).title == "mine"
-    assert store.lease_holder(sid) is None
+    assert store.describe_session(sid).holder is None
     assert [(s.status, s.holder) for s in store.list_sessions()] == [("idle", None)]
 
 
@@ -163,7 +163,7 @@ def test_the_lease_is_free_after_the_holder_is_killed(store_factory: StoreFactor
     eventually(taken)
     assert store.holds_lease(sid)
     assert store.list_sessions()[0].status == "active"
-    seen = store.lease_holder(sid)
+    seen = store.describe_session(sid).holder
     assert seen is not None and seen.pid == os.getpid()
 
 
@@ -197,8 +197,8 @@ def test_a_forked_child_never_keeps_the_lease_alive(store_factory: StoreFactory,
 def test_reentrant_within_one_store(store_factory: StoreFactory, sid: str) -> None:
     store = store_factory()
     store.acquire_lease(sid)
-    with store.lease(sid), store.lease(sid):
-        store.set_title(sid, "nested")  # takes the lease again inside
+    with holding(store, sid), holding(store, sid):
+        store.update(sid, title="nested")  # takes the lease again inside
     assert store.holds_lease(sid)
     assert run_child(store_factory.child_env(), "try", sid)["error"] == "SessionLockedError"
     store.acquire_lease(sid)
@@ -258,7 +258,7 @@ def test_a_lease_is_not_inherited_through_fork(store_factory: StoreFactory, sid:
     assert held is False  # the parent's lease is not the child's
     assert outcome == os.getpid()  # and the child is refused, naming the parent
     assert store.holds_lease(sid)
-    store.save_messages(sid, [SYSTEM, {"role": "user", "content": "parent still works"}])
+    store.save(sid, [SYSTEM, {"role": "user", "content": "parent still works"}])
     assert len(store.load_session(sid).transcript) == 2
 
 
@@ -291,6 +291,7 @@ def test_changing_an_unknown_session_leaves_nothing_behind(store: Store, name: s
     with pytest.raises(SessionNotFoundError):
         MUTATIONS[name](store, "nosuchid")
     assert not store.holds_lease("nosuchid")
-    assert store.lease_holder("nosuchid") is None
+    with pytest.raises(SessionNotFoundError):  # nobody holds it: it is not there
+        store.describe_session("nosuchid")
     assert not store.exists("nosuchid")
     assert [s.id for s in store.list_sessions()] == ["real"]

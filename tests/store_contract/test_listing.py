@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jupyter_agent.errors import SessionNotFoundError
-from jupyter_agent.store import ForkOrigin, SessionListing, SessionState, Store, Usage
+from jupyter_agent.store import ForkOrigin, SessionListing, SessionState, Store, Usage, holding
 from tests.store_contract.conftest import StoreFactory
 
 SYSTEM = {"role": "system", "content": "s"}
@@ -17,11 +17,11 @@ def ids(listing: list[SessionListing]) -> list[str]:
 
 def test_listing_entries_order_and_archive_filter(store: Store) -> None:
     a = store.create_session([SYSTEM, {"role": "user", "content": "x" * 300}], title="A")
-    store.save_state(a, SessionState(tool_calls=4, usage=Usage(cost_usd=0.25)))
+    store.save(a, state=SessionState(tool_calls=4, usage=Usage(cost_usd=0.25)))
     b = store.create_session([SYSTEM], title="B")
     c = store.create_session([SYSTEM], title="C")
-    store.set_archived(c)
-    store.write_summary(a, "newest")
+    store.update(c, archived=True)
+    store.update(a, summary="newest")
     listing = store.list_sessions()
     assert ids(listing) == [a, b]
     first = listing[0]
@@ -46,7 +46,7 @@ def test_every_field_of_an_entry(store: Store) -> None:
         ],
         title="T",
     )
-    store.save_state(sid, SessionState(tool_calls=4, usage=Usage(cost_usd=0.25)))
+    store.save(sid, state=SessionState(tool_calls=4, usage=Usage(cost_usd=0.25)))
     (entry,) = store.list_sessions()
     record = store.load_session(sid)
     assert entry.shared_with == ()  # the owner's role, where the backend has roles, varies
@@ -74,15 +74,15 @@ def test_newest_first(store: Store) -> None:
     for sid in ("b", "c", "a"):
         store.create_session([], session_id=sid)
     assert ids(store.list_sessions()) == ["a", "c", "b"]
-    store.write_summary("c", "now the newest")
+    store.update("c", summary="now the newest")
     assert ids(store.list_sessions()) == ["c", "a", "b"]
-    store.save_messages("b", [{"role": "user", "content": "new message"}])
+    store.save("b", [{"role": "user", "content": "new message"}])
     assert ids(store.list_sessions()) == ["b", "c", "a"]
-    store.save_state("a", SessionState(tool_calls=1))
+    store.save("a", state=SessionState(tool_calls=1))
     assert ids(store.list_sessions()) == ["a", "b", "c"]
-    store.set_title("c", "a title does not move it")
-    store.set_archived("b")
-    store.set_archived("b", False)  # nor does archiving and back
+    store.update("c", title="a title does not move it")
+    store.update("b", archived=True)
+    store.update("b", archived=False)  # nor does archiving and back
     assert ids(store.list_sessions()) == ["a", "b", "c"]
     entry = store.list_sessions()[2]
     assert (entry.id, entry.summary) == ("c", "now the newest")
@@ -92,7 +92,7 @@ def test_newest_first(store: Store) -> None:
 def test_first_prompt_is_the_first_user_message(store: Store) -> None:
     sid = store.create_session([SYSTEM])
     assert store.list_sessions()[0].first_prompt == ""
-    store.save_messages(sid, [SYSTEM, {"role": "user", "content": "  the question  "},
+    store.save(sid, [SYSTEM, {"role": "user", "content": "  the question  "},
                               {"role": "user", "content": "a later one"}])
     assert store.list_sessions()[0].first_prompt == "the question"
 
@@ -124,7 +124,7 @@ def test_listing_sees_changes_made_by_another_store(store_factory: StoreFactory)
     store, other = store_factory(), store_factory()
     sid = store.create_session([], session_id="s1")
     assert store.list_sessions()[0].summary == ""
-    other.write_summary(sid, "changed elsewhere")
+    other.update(sid, summary="changed elsewhere")
     assert store.list_sessions()[0].summary == "changed elsewhere"
     other.delete_session(sid)
     assert store.list_sessions() == []
@@ -139,7 +139,7 @@ def test_empty_store_lists_nothing(store: Store) -> None:
 def test_pages(store: Store) -> None:
     for k in range(7):
         store.create_session([SYSTEM], session_id=f"s{k}")
-    store.set_archived("s3")
+    store.update("s3", archived=True)
     first = store.list_sessions(limit=3)
     assert ids(first) == ["s6", "s5", "s4"]
     second = store.list_sessions(limit=3, after=first[-1])
@@ -162,7 +162,7 @@ def test_a_page_continues_where_the_last_one_ended(store: Store) -> None:
         store.create_session([SYSTEM], session_id=f"s{k}")
     first = store.list_sessions(limit=2)
     assert ids(first) == ["s3", "s2"]
-    store.write_summary("s0", "updated meanwhile")  # moves to the top: the first page
+    store.update("s0", summary="updated meanwhile")  # moves to the top: the first page
     assert ids(store.list_sessions(limit=2, after=first[-1])) == ["s1"]
     assert ids(store.list_sessions(limit=2)) == ["s0", "s3"]
 
@@ -170,19 +170,19 @@ def test_a_page_continues_where_the_last_one_ended(store: Store) -> None:
 def test_describe_one_session(store_factory: StoreFactory) -> None:
     store = store_factory()
     sid = store.create_session([SYSTEM, {"role": "user", "content": "hello"}], title="T")
-    store.save_state(sid, SessionState(tool_calls=2, usage=Usage(cost_usd=0.5)))
-    store.import_session(store.load_session(sid).model_copy(
+    store.save(sid, state=SessionState(tool_calls=2, usage=Usage(cost_usd=0.5)))
+    store.create_session(record=store.load_session(sid).model_copy(
         update={"id": "fork", "parent": ForkOrigin(session_id=sid, turn=1)}))
-    store.set_archived("fork")
+    store.update("fork", archived=True)
     (listed,) = store.list_sessions()
     assert store.describe_session(sid) == listed
     fork = store.describe_session("fork")  # archived: described all the same
     assert fork == {s.id: s for s in store.list_sessions(include_archived=True)}["fork"]
     assert fork.parent == ForkOrigin(session_id=sid, turn=1) and fork.archived
-    with store.lease(sid):
+    with holding(store, sid):
         assert store.describe_session(sid).status == "active"
         other = store_factory().describe_session(sid)
-        assert other.status == "in use" and other.holder == store.lease_holder(sid)
+        assert other.status == "in use" and other.holder == store.describe_session(sid).holder
     store.delete_session("fork")
     with pytest.raises(SessionNotFoundError):
         store.describe_session("fork")
@@ -202,10 +202,10 @@ def test_a_session_dated_in_the_future_is_never_listed_nor_the_newest(store: Sto
     mine = store.create_session([SYSTEM, {"role": "user", "content": "mine"}], title="mine")
     record = store.load_session(mine)
     far = datetime(9999, 12, 31, tzinfo=UTC)
-    store.import_session(record.model_copy(update={"id": "future", "updated_at": far,
+    store.create_session(record=record.model_copy(update={"id": "future", "updated_at": far,
                                                    "title": "crafted"}))
     near = utc_now() + CLOCK_SKEW - timedelta(minutes=1)  # a clock a little ahead: believed
-    store.import_session(record.model_copy(update={"id": "skewed", "updated_at": near}))
+    store.create_session(record=record.model_copy(update={"id": "skewed", "updated_at": near}))
     assert ids(store.list_sessions()) == ["skewed", mine]
     assert ids(store.list_sessions(limit=1)) == ["skewed"]
     assert ids(store.list_sessions(include_archived=True)) == ["skewed", mine]
@@ -215,5 +215,5 @@ def test_a_session_dated_in_the_future_is_never_listed_nor_the_newest(store: Sto
                                                   r"future"):
         store.describe_session("future")
     assert store.load_session("future").title == "crafted"  # by its ID, on purpose
-    store.write_summary("future", "now dated by the clock")
+    store.update("future", summary="now dated by the clock")
     assert ids(store.list_sessions()) == ["future", mine]

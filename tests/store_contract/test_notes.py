@@ -12,15 +12,15 @@ from tests.store_contract.conftest import StoreFactory
 
 def test_notes(store_factory: StoreFactory) -> None:
     store = store_factory()
-    assert store.read_notes("project") == ""
-    store.write_notes("project", "uses pandas\n")
-    store.append_note("project", "plots  with\nseaborn")
-    store.append_note("user", "likes short answers")
-    assert store.read_notes("project") == "uses pandas\n- plots with seaborn\n"
-    assert store.read_notes("user") == "- likes short answers\n"
-    assert store_factory().read_notes("user") == "- likes short answers\n"
+    assert store.notes.read("project") == ""
+    store.notes.write("project", "uses pandas\n")
+    store.notes.append("project", "plots  with\nseaborn")
+    store.notes.append("user", "likes short answers")
+    assert store.notes.read("project") == "uses pandas\n- plots with seaborn\n"
+    assert store.notes.read("user") == "- likes short answers\n"
+    assert store_factory().notes.read("user") == "- likes short answers\n"
     with pytest.raises(ValueError):
-        store.read_notes("team")  # type: ignore[arg-type]
+        store.notes.read("team")  # type: ignore[arg-type]
 
 
 def test_notes_appended_at_once_are_all_kept(store_factory: StoreFactory) -> None:
@@ -28,12 +28,12 @@ def test_notes_appended_at_once_are_all_kept(store_factory: StoreFactory) -> Non
 
     def append(k: int) -> None:
         for i in range(10):
-            stores[k].append_note("project", f"note {k}-{i}")
+            stores[k].notes.append("project", f"note {k}-{i}")
 
     threads = [threading.Thread(target=append, args=(k,)) for k in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    lines = stores[0].read_notes("project").splitlines()
+    lines = stores[0].notes.read("project").splitlines()
     assert sorted(lines) == sorted(f"- note {k}-{i}" for k in range(4) for i in range(10))

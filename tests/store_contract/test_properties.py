@@ -24,8 +24,8 @@ def test_save_load_round_trip(store_factory: StoreFactory, messages: list[dict[s
         store_factory()
     store, other = store_factory.made[:2]
     sid = store.create_session(messages[:split])
-    store.save_messages(sid, messages)
-    store.save_messages(sid, messages)  # saving the same context again is accepted
+    store.save(sid, messages)
+    store.save(sid, messages)  # saving the same context again is accepted
     for reader in (store, other):
         record = reader.load_session(sid)
         assert record.messages == expected

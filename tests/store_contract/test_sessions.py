@@ -15,7 +15,15 @@ from jupyter_agent.errors import (
     InvalidSessionIdError,
     SessionNotFoundError,
 )
-from jupyter_agent.store import ForkOrigin, SessionRecord, SessionState, Store, TodoItem, Usage
+from jupyter_agent.store import (
+    ForkOrigin,
+    SessionRecord,
+    SessionState,
+    Store,
+    TodoItem,
+    Usage,
+    ensure_summary,
+)
 from tests.store_contract.conftest import StoreFactory
 
 SYSTEM = {"role": "system", "content": "You analyse data."}
@@ -38,7 +46,7 @@ def test_create_load_and_exists(store: Store) -> None:
     assert record.messages == record.transcript == [SYSTEM]
     assert record.created_at == record.updated_at and record.created_at.tzinfo is not None
     assert not store.holds_lease(sid)  # create does not keep the lease
-    assert store.lease_holder(sid) is None
+    assert store.describe_session(sid).holder is None
     with pytest.raises(FileExistsError):
         store.create_session([user("again")], session_id=sid)
     assert store.load_session(sid) == record  # nothing changed
@@ -60,16 +68,18 @@ def test_unknown_sessions(store: Store) -> None:
     assert not store.exists("nope")
     for call in (lambda: store.load_session("nope"), lambda: store.save("nope", [SYSTEM]),
                  lambda: store.save("nope", [], {"tool_calls": 1}),
-                 lambda: store.save_messages("nope", []),
-                 lambda: store.write_summary("nope", "s"), lambda: store.set_title("nope", "t"),
-                 lambda: store.set_archived("nope"), lambda: store.delete_session("nope"),
+                 lambda: store.save("nope", []),
+                 lambda: store.update("nope", summary="s"), lambda: store.update("nope", title="t"),
+                 lambda: store.update("nope", archived=True), lambda: store.delete_session("nope"),
                  lambda: store.compact("nope", [], summary="s"),
-                 lambda: store.ensure_summary("nope"),
+                 lambda: ensure_summary(store, "nope"),
                  lambda: store.describe_session("nope")):
         with pytest.raises(SessionNotFoundError):
             call()
     assert not store.exists("nope")
-    assert not store.holds_lease("nope") and store.lease_holder("nope") is None
+    assert not store.holds_lease("nope")
+    with pytest.raises(SessionNotFoundError):
+        store.describe_session("nope")
     assert [s.id for s in store.list_sessions()] == ["real"]
 
 
@@ -91,8 +101,8 @@ def test_a_save_point_records_messages_and_checkpoint_together(store: Store) -> 
     store.save(sid, record.messages, SessionState(tool_calls=4))  # only the checkpoint
     record = store.load_session(sid)
     assert record.state.tool_calls == 4 and record.updated_at > before
-    store.save_messages(sid, [*record.messages, user("more")])
-    store.save_state(sid, {"scratchpad": "mapping", "tool_calls": 4})
+    store.save(sid, [*record.messages, user("more")])
+    store.save(sid, state={"scratchpad": "mapping", "tool_calls": 4})
     record = store.load_session(sid)
     assert len(record.transcript) == 4 and record.state.scratchpad == "mapping"
 
@@ -102,8 +112,8 @@ def test_saving_nothing_new_changes_nothing(store: Store) -> None:
     store.save(sid, [SYSTEM], SessionState(tool_calls=1))
     updated = store.load_session(sid).updated_at
     store.save(sid, [SYSTEM], SessionState(tool_calls=1))
-    store.save_state(sid, SessionState(tool_calls=1))
-    store.save_messages(sid, [SYSTEM])
+    store.save(sid, state=SessionState(tool_calls=1))
+    store.save(sid, [SYSTEM])
     assert store.load_session(sid).updated_at == updated
 
 
@@ -178,8 +188,8 @@ def test_openai_objects_and_dicts_persist_tool_calls(store_factory: StoreFactory
         {"role": "tool", "tool_call_id": "call_1", "content": "4"},
         ChatCompletionMessage(role="assistant", content="It is 4."),
     ]
-    store.save_messages(sid, messages)
-    store.save_messages(sid, messages)  # same objects again: accepted, nothing new
+    store.save(sid, messages)
+    store.save(sid, messages)  # same objects again: accepted, nothing new
     record = store_factory().load_session(sid)  # another store object reads it back
     assert record.messages[2] == {
         "role": "assistant",
@@ -190,15 +200,15 @@ def test_openai_objects_and_dicts_persist_tool_calls(store_factory: StoreFactory
     assert record.messages[4] == {"role": "assistant", "content": "It is 4."}
     assert record.transcript == record.messages
     # the agent continues with the loaded dicts plus a new message
-    store.save_messages(sid, [*record.messages, user("thanks")])
+    store.save(sid, [*record.messages, user("thanks")])
     assert len(store.load_session(sid).transcript) == 6
 
 
 def test_surrogate_message_still_matches_its_saved_copy(store: Store) -> None:
     sid = store.create_session([SYSTEM])
     messages = [SYSTEM, user("emoji cut \ud83d")]
-    store.save_messages(sid, messages)
-    store.save_messages(sid, [*messages, assistant("ok")])  # no ContextMismatchError
+    store.save(sid, messages)
+    store.save(sid, [*messages, assistant("ok")])  # no ContextMismatchError
     record = store.load_session(sid)
     assert record.messages[1]["content"] == "emoji cut \ufffd"
     assert len(record.transcript) == 3
@@ -208,7 +218,7 @@ def test_text_is_kept_exactly(store: Store) -> None:
     odd = {"role": "tool", "tool_call_id": "c", "content": "nul \x00 tab\t é 😀 \\u0000 \"q\""}
     ordered = {"z": 1, "role": "user", "a": [1.5, None, True, 2**63], "content": "keys in order"}
     sid = store.create_session([SYSTEM, odd])
-    store.save_messages(sid, [SYSTEM, odd, ordered])
+    store.save(sid, [SYSTEM, odd, ordered])
     record = store.load_session(sid)
     assert record.messages == [SYSTEM, odd, ordered]
     assert list(record.messages[2]) == ["z", "role", "a", "content"]
@@ -251,7 +261,7 @@ def test_state_round_trip_and_isolation(store_factory: StoreFactory) -> None:
                     price_unknown=True),
         model="m", base_url="http://localhost:1/v1", api="responses",
     )
-    store.save_state(sid, state)
+    store.save(sid, state=state)
     state.todos[0].text = "mutated after saving"
     loaded = store_factory().load_session(sid).state
     assert loaded.todos[0].text == "load"
@@ -261,26 +271,26 @@ def test_state_round_trip_and_isolation(store_factory: StoreFactory) -> None:
         7, "m", "http://localhost:1/v1", "responses")
     assert loaded.usage == Usage(input_tokens=1200, output_tokens=300, cost_usd=0.0123,
                                  calls=4, price_unknown=True)
-    store.save_state(sid, {"scratchpad": "x", "tool_calls": 1})
+    store.save(sid, state={"scratchpad": "x", "tool_calls": 1})
     assert store.load_session(sid).state.scratchpad == "x"
 
 
 def test_summaries_titles_and_archiving(store_factory: StoreFactory) -> None:
     store = store_factory()
     sid = store.create_session([SYSTEM, user("first"), assistant("one")])
-    assert store.ensure_summary(sid) == "user: first\nassistant: one"
+    assert ensure_summary(store, sid) == "user: first\nassistant: one"
     before = store.load_session(sid).updated_at
-    store.write_summary(sid, "Goal: plots")
-    assert store.ensure_summary(sid) == "Goal: plots"
+    store.update(sid, summary="Goal: plots")
+    assert ensure_summary(store, sid) == "Goal: plots"
     assert store.load_session(sid).updated_at > before
-    store_factory().write_summary(sid, "from another store")
+    store_factory().update(sid, summary="from another store")
     assert store.load_session(sid).summary == "from another store"
     updated = store.load_session(sid).updated_at
-    store.set_title(sid, "Penguin bills")
-    store.set_archived(sid)
+    store.update(sid, title="Penguin bills")
+    store.update(sid, archived=True)
     record = store.load_session(sid)
     assert (record.title, record.archived, record.updated_at) == ("Penguin bills", True, updated)
-    store.set_archived(sid, False)
+    store.update(sid, archived=False)
     assert store.load_session(sid).archived is False
 
 
@@ -298,26 +308,26 @@ def test_ensure_summary_falls_back_to_the_last_six_messages_with_text(store: Sto
     sid = store.create_session(messages)
     expected = ("assistant: one\nuser: second\nassistant: two\nuser: third\n"
                 "assistant: three\nuser: fourth")
-    assert store.ensure_summary(sid) == expected
+    assert ensure_summary(store, sid) == expected
     assert store.load_session(sid).summary == expected
-    store.write_summary(sid, "written by the model")
-    assert store.ensure_summary(sid) == "written by the model"
+    store.update(sid, summary="written by the model")
+    assert ensure_summary(store, sid) == "written by the model"
 
 
 def test_ensure_summary_reads_past_long_tool_runs(store: Store) -> None:
     tools = [{"role": "tool", "tool_call_id": f"c{i}", "content": "x"} for i in range(300)]
     sid = store.create_session([SYSTEM, user("the goal"), *tools])
-    assert store.ensure_summary(sid) == "user: the goal"
+    assert ensure_summary(store, sid) == "user: the goal"
 
 
 def test_ensure_summary_is_at_most_2000_code_points(store: Store) -> None:
     sid = store.create_session([user("😀" * 3000)])
-    summary = store.ensure_summary(sid)
+    summary = ensure_summary(store, sid)
     assert len(summary) == 2000
     assert summary.startswith("user: 😀")
     summary.encode("utf-8")  # never cut inside a character
     empty = store.create_session([SYSTEM])
-    assert store.ensure_summary(empty) == ""
+    assert ensure_summary(store, empty) == ""
     assert store.load_session(empty).summary == ""
 
 
@@ -341,13 +351,13 @@ def test_import_keeps_the_whole_record(store_factory: StoreFactory) -> None:
                SessionState(tool_calls=2, usage=Usage(cost_usd=1.25)))
     store.compact(sid, [SYSTEM, user("summary")], summary="s", replaced=2)
     store.save(sid, [SYSTEM, user("summary"), user("q2")])
-    store.write_summary(sid, "the parent")
-    store.set_archived(sid)
+    store.update(sid, summary="the parent")
+    store.update(sid, archived=True)
     original = store.load_session(sid)
     fork = original.model_copy(update={"id": "forked", "parent": ForkOrigin(session_id=sid,
                                                                              turn=1)})
     other = store_factory()
-    other.import_session(fork)
+    other.create_session(record=fork)
     copy = store.load_session("forked")
     assert copy == fork
     assert copy.model_dump(exclude={"id", "parent"}) == original.model_dump(
@@ -358,7 +368,7 @@ def test_import_keeps_the_whole_record(store_factory: StoreFactory) -> None:
     assert listed["forked"].parent == ForkOrigin(session_id=sid, turn=1)
     assert listed[sid].parent is None
     with pytest.raises(FileExistsError):
-        other.import_session(fork.model_copy(update={"title": "changed"}))
+        other.create_session(record=fork.model_copy(update={"title": "changed"}))
     assert store.load_session("forked") == fork
 
 
@@ -368,11 +378,11 @@ def test_import_keeps_keys_this_version_does_not_know(store: Store) -> None:
     newer = SessionRecord.model_validate({
         **record.model_dump(mode="json"), "id": "newer",
         "labels": ["penguins", {"colour": "blue"}], "review": None})
-    store.import_session(newer)
+    store.create_session(record=newer)
     loaded = store.load_session("newer")
     assert loaded == newer
     assert loaded.model_extra == {"labels": ["penguins", {"colour": "blue"}], "review": None}
-    store.set_title("newer", "changes keep them")
+    store.update("newer", title="changes keep them")
     assert store.load_session("newer").model_extra == loaded.model_extra
 
 
@@ -381,12 +391,12 @@ def test_import_refuses_what_could_not_be_loaded_back(store: Store) -> None:
     record = store.load_session(sid)
     bad = record.model_copy(update={"id": "bad", "transcript": [SYSTEM, {"role": 3}]})
     with pytest.raises(InvalidMessageError) as info:
-        store.import_session(bad)
+        store.create_session(record=bad)
     assert info.value.index == 1 and "transcript" in info.value.reason
     odd = SessionRecord.model_validate({**record.model_dump(mode="json"), "id": "odd",
                                         "extra": float("inf")})
     with pytest.raises(ValueError, match="cannot be saved"):
-        store.import_session(odd)
+        store.create_session(record=odd)
     assert not store.exists("bad") and not store.exists("odd")
 
 

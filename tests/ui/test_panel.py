@@ -7,26 +7,34 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_agent.store import SessionListing, SessionState, SessionStore, TodoItem, Usage
+from jupyter_agent.store import (
+    FileStore,
+    SessionListing,
+    SessionState,
+    TodoItem,
+    Usage,
+    ensure_summary,
+    holding,
+)
 from jupyter_agent.ui.panel import SessionsPanel, format_row
 
 
-def make_session(store: SessionStore, prompt: str, *, title: str = "", summary: str = "",
+def make_session(store: FileStore, prompt: str, *, title: str = "", summary: str = "",
                  cost: float = 0.0, reply: str = "ok") -> str:
     sid = store.create_session([{"role": "system", "content": "sys"}], title=title)
-    store.save_messages(sid, [{"role": "system", "content": "sys"},
+    store.save(sid, [{"role": "system", "content": "sys"},
                               {"role": "user", "content": prompt},
                               {"role": "assistant", "content": reply}])
     if cost:
-        store.save_state(sid, SessionState(usage=Usage(cost_usd=cost, calls=1)))
+        store.save(sid, state=SessionState(usage=Usage(cost_usd=cost, calls=1)))
     if summary:
-        store.write_summary(sid, summary)
+        store.update(sid, summary=summary)
     return sid
 
 
 @pytest.fixture
-def store(memory_dir: Path) -> SessionStore:
-    return SessionStore(memory_dir)
+def store(memory_dir: Path) -> FileStore:
+    return FileStore(memory_dir)
 
 
 def listing(**kw: object) -> SessionListing:
@@ -56,7 +64,7 @@ def test_format_row_is_pure_and_complete() -> None:
     assert format_row(listing(updated_at=now - timedelta(days=3)), now).updated == "3 days ago"
 
 
-def test_rows_show_sessions_with_their_details(store: SessionStore) -> None:
+def test_rows_show_sessions_with_their_details(store: FileStore) -> None:
     a = make_session(store, "first question about penguins", summary="penguin work", cost=0.5)
     b = make_session(store, "second", title="Titled")
     panel = SessionsPanel(store)
@@ -71,7 +79,7 @@ def test_rows_show_sessions_with_their_details(store: SessionStore) -> None:
 
 
 @pytest.mark.slow
-def test_paging_filter_and_refresh_with_hundreds_of_sessions(store: SessionStore) -> None:
+def test_paging_filter_and_refresh_with_hundreds_of_sessions(store: FileStore) -> None:
     ids = [make_session(store, f"prompt number {i}" + (" needle" if i % 50 == 0 else ""))
            for i in range(205)]
     panel = SessionsPanel(store, page_size=20)
@@ -106,7 +114,7 @@ def test_paging_filter_and_refresh_with_hundreds_of_sessions(store: SessionStore
     assert panel.rows[0].session_id == new and panel.page_count == 11
 
 
-def test_archive_unarchive_and_show_archived_toggle(store: SessionStore) -> None:
+def test_archive_unarchive_and_show_archived_toggle(store: FileStore) -> None:
     a = make_session(store, "keep")
     b = make_session(store, "archive me")
     panel = SessionsPanel(store)
@@ -124,7 +132,7 @@ def test_archive_unarchive_and_show_archived_toggle(store: SessionStore) -> None
     assert {r.session_id for r in panel.rows} == {a, b}
 
 
-def test_delete_asks_first(store: SessionStore) -> None:
+def test_delete_asks_first(store: FileStore) -> None:
     a = make_session(store, "keep")
     b = make_session(store, "delete me")
     panel = SessionsPanel(store)
@@ -143,10 +151,10 @@ def test_delete_asks_first(store: SessionStore) -> None:
     assert "Deleted ‘delete me’" in panel._message.value
 
 
-def test_detail_view(store: SessionStore) -> None:
+def test_detail_view(store: FileStore) -> None:
     sid = make_session(store, "how many penguins?", summary="Goal: count penguins",
                        reply="There are 344 penguins.")
-    store.save_state(sid, SessionState(todos=[TodoItem(id=1, text="plot species counts")]))
+    store.save(sid, state=SessionState(todos=[TodoItem(id=1, text="plot species counts")]))
     panel = SessionsPanel(store)
     panel.rows[0].details.click()
     detail = panel._details.text.value
@@ -155,7 +163,7 @@ def test_detail_view(store: SessionStore) -> None:
         assert text in detail
 
 
-def test_callback_errors_are_shown_in_the_panel(store: SessionStore) -> None:
+def test_callback_errors_are_shown_in_the_panel(store: FileStore) -> None:
     sid = make_session(store, "x")
 
     def broken(session_id: str) -> None:
@@ -178,9 +186,9 @@ def test_callback_errors_are_shown_in_the_panel(store: SessionStore) -> None:
     assert "no resume action" in bare.error
 
 
-def test_status_in_use_by_another_store(store: SessionStore, memory_dir: Path) -> None:
+def test_status_in_use_by_another_store(store: FileStore, memory_dir: Path) -> None:
     sid = make_session(store, "busy")
-    other = SessionStore(memory_dir)
+    other = FileStore(memory_dir)
     other.acquire_lease(sid)
     try:
         panel = SessionsPanel(store)
@@ -202,7 +210,7 @@ def live_widgets() -> int:
     return len(widget._instances)  # Widget.widgets / _active_widgets warn in ipywidgets 8
 
 
-def test_redraws_make_no_new_widgets_and_close_frees_them(store: SessionStore) -> None:
+def test_redraws_make_no_new_widgets_and_close_frees_them(store: FileStore) -> None:
     for i in range(25):
         make_session(store, f"prompt {i}" + (" needle" if i % 10 == 0 else ""))
     before = live_widgets()
@@ -230,10 +238,10 @@ def test_redraws_make_no_new_widgets_and_close_frees_them(store: SessionStore) -
     assert live_widgets() == before
 
 
-def test_text_plain_fallback_is_the_sessions_table(store: SessionStore) -> None:
+def test_text_plain_fallback_is_the_sessions_table(store: FileStore) -> None:
     a = make_session(store, "plot bill length", title="Bills")
     b = make_session(store, "count penguins")
-    store.set_archived(b, True)
+    store.update(b, archived=True)
     panel = SessionsPanel(store)
     bundle = panel._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
@@ -246,14 +254,14 @@ def test_text_plain_fallback_is_the_sessions_table(store: SessionStore) -> None:
 
 
 def test_one_message_is_singular_and_a_session_never_used_has_none(
-        store: SessionStore) -> None:
+        store: FileStore) -> None:
     assert format_row(listing(message_count=2)).messages == "1 msg"
     assert format_row(listing(message_count=1)).messages == "no messages yet"
     store.create_session([{"role": "system", "content": "sys"}])  # only the system prompt
     assert SessionsPanel(store).rows[0].text.messages == "no messages yet"
 
 
-def test_layout_buttons_never_shrink_and_rows_wrap(store: SessionStore) -> None:
+def test_layout_buttons_never_shrink_and_rows_wrap(store: FileStore) -> None:
     make_session(store, "x")
     panel = SessionsPanel(store)
     row = panel.rows[0]
@@ -271,7 +279,7 @@ def test_layout_buttons_never_shrink_and_rows_wrap(store: SessionStore) -> None:
     assert meta.value.startswith('<div style="line-height:1.4">')
 
 
-def test_active_session_is_marked_and_cannot_be_resumed_again(store: SessionStore) -> None:
+def test_active_session_is_marked_and_cannot_be_resumed_again(store: FileStore) -> None:
     a = make_session(store, "mine")
     b = make_session(store, "other")
     store.acquire_lease(a)
@@ -285,7 +293,7 @@ def test_active_session_is_marked_and_cannot_be_resumed_again(store: SessionStor
         store.release_all()
 
 
-def test_untitled_session_without_prompt_shows_its_id_once(store: SessionStore) -> None:
+def test_untitled_session_without_prompt_shows_its_id_once(store: FileStore) -> None:
     sid = store.create_session([{"role": "system", "content": "sys"}])
     panel = SessionsPanel(store)
     assert panel.rows[0].text.name == "(untitled, no prompt yet)"
@@ -293,7 +301,7 @@ def test_untitled_session_without_prompt_shows_its_id_once(store: SessionStore) 
     assert info.count(sid) == 1 and "(untitled, no prompt yet)" in info
 
 
-def test_pager_counts_and_hides_with_one_page(store: SessionStore) -> None:
+def test_pager_counts_and_hides_with_one_page(store: FileStore) -> None:
     make_session(store, "only one")
     panel = SessionsPanel(store, page_size=2)
     assert panel._page_label.value == "1 session"
@@ -309,7 +317,7 @@ def test_pager_counts_and_hides_with_one_page(store: SessionStore) -> None:
     assert panel._pager.layout.display == "none"
 
 
-def test_details_toggle_close_and_hide_when_filtered_or_deleted(store: SessionStore) -> None:
+def test_details_toggle_close_and_hide_when_filtered_or_deleted(store: FileStore) -> None:
     a = make_session(store, "keep `df` around", title="Penguins",
                      summary="Goal: the `body_mass` <b>mean</b>", reply="See `df.head()`")
     b = make_session(store, "other")
@@ -339,7 +347,7 @@ def test_details_toggle_close_and_hide_when_filtered_or_deleted(store: SessionSt
     assert "Goal: the body_mass &lt;b&gt;mean&lt;/b&gt;" in panel._slots[0].info.value
 
 
-def test_delete_confirmation_names_the_session_and_messages_clear(store: SessionStore) -> None:
+def test_delete_confirmation_names_the_session_and_messages_clear(store: FileStore) -> None:
     sid = make_session(store, "x", title="Palmer penguins")
     panel = SessionsPanel(store)
     panel.rows[0].delete.click()
@@ -352,7 +360,7 @@ def test_delete_confirmation_names_the_session_and_messages_clear(store: Session
     assert panel._message.value == ""
 
 
-def test_resume_message_is_one_line(store: SessionStore) -> None:
+def test_resume_message_is_one_line(store: FileStore) -> None:
     sid = make_session(store, "x", title="Palmer penguins")
     panel = SessionsPanel(store, on_resume=lambda s: None)
     panel.rows[0].resume.click()
@@ -362,7 +370,7 @@ def test_resume_message_is_one_line(store: SessionStore) -> None:
 
 
 def test_a_session_in_use_elsewhere_names_its_holder_and_cannot_be_resumed(
-    store: SessionStore,
+    store: FileStore,
 ) -> None:
     from jupyter_agent.store import LeaseHolder
     from jupyter_agent.ui.panel_rows import RowSlot
@@ -382,7 +390,7 @@ def test_a_session_in_use_elsewhere_names_its_holder_and_cannot_be_resumed(
     assert format_row(listing(status="in use")).holder == "another process"
 
 
-def test_rows_off_the_page_keep_no_text(store: SessionStore) -> None:
+def test_rows_off_the_page_keep_no_text(store: FileStore) -> None:
     for i in range(3):
         make_session(store, f"private question {i}", title=f"secret {i}")
     panel = SessionsPanel(store)
@@ -392,7 +400,7 @@ def test_rows_off_the_page_keep_no_text(store: SessionStore) -> None:
     assert "secret 0" not in panel.text_table() and "secret 2" not in panel.text_table()
 
 
-def test_details_render_the_summary_and_say_the_time_zone(store: SessionStore) -> None:
+def test_details_render_the_summary_and_say_the_time_zone(store: FileStore) -> None:
     sid = make_session(store, "q", summary="Goal: **42**\n\n| a | b |\n|---|---|\n| 1 | 2 |")
     panel = SessionsPanel(store)
     panel.rows[0].details.click()
@@ -403,7 +411,7 @@ def test_details_render_the_summary_and_say_the_time_zone(store: SessionStore) -
     assert "Goal: 42 a · b 1 · 2" in panel.rows[0].text.summary
 
 
-def _session_with_figure(store: SessionStore) -> str:
+def _session_with_figure(store: FileStore) -> str:
     import io
 
     from PIL import Image
@@ -413,15 +421,15 @@ def _session_with_figure(store: SessionStore) -> str:
     sid = make_session(store, "plot it")
     ref = {"id": "fig1", "n": 1, "media_type": "image/png", "width": 64, "height": 48,
            "bytes": len(out.getvalue()), "shown": True}
-    with store.lease(sid):
+    with holding(store, sid):
         store.save_figure(sid, "fig1", out.getvalue(), "image/png")
     messages = store.load_session(sid).transcript
-    store.save_messages(sid, [*messages, {"role": "tool", "tool_call_id": "c1",
+    store.save(sid, [*messages, {"role": "tool", "tool_call_id": "c1",
                                           "content": "[figure 1]", "figures": [ref]}])
     return sid
 
 
-def test_no_image_in_the_panel_has_a_tooltip(store: SessionStore) -> None:
+def test_no_image_in_the_panel_has_a_tooltip(store: FileStore) -> None:
     """ipywidgets 8.1's front end fails to render an Image given a tooltip (it reads the
     description an Image has not): the figure in Details would never show."""
     import ipywidgets as widgets
@@ -440,7 +448,7 @@ def test_no_image_in_the_panel_has_a_tooltip(store: SessionStore) -> None:
     assert "figure 1" in panel._details.figures.children[0].children[1].value  # the caption
 
 
-def test_confirmation_and_details_appear_right_under_their_row(store: SessionStore) -> None:
+def test_confirmation_and_details_appear_right_under_their_row(store: FileStore) -> None:
     ids = [make_session(store, f"question {i}") for i in range(8)]
     panel = SessionsPanel(store)
     top = panel.rows[0]
@@ -478,7 +486,7 @@ def test_a_session_in_use_elsewhere_cannot_be_archived_or_deleted() -> None:
 
 
 def test_rows_and_details_say_their_times_from_the_same_instant(
-        store: SessionStore, monkeypatch: pytest.MonkeyPatch) -> None:
+        store: FileStore, monkeypatch: pytest.MonkeyPatch) -> None:
     import jupyter_agent.ui.panel as panel_module
 
     sid = make_session(store, "q")
@@ -503,9 +511,9 @@ def test_rows_and_details_say_their_times_from_the_same_instant(
     assert "updated 25 min ago" in panel._details.text.value
 
 
-def test_a_summary_of_messages_shows_one_labelled_message_a_line(store: SessionStore) -> None:
+def test_a_summary_of_messages_shows_one_labelled_message_a_line(store: FileStore) -> None:
     sid = make_session(store, "how many penguins?", reply="There are 344.")
-    summary = store.ensure_summary(sid)
+    summary = ensure_summary(store, sid)
     assert summary == "user: how many penguins?\nassistant: There are 344."
     panel = SessionsPanel(store)
     assert panel.rows[0].text.summary == summary
@@ -518,7 +526,7 @@ def test_a_summary_of_messages_shows_one_labelled_message_a_line(store: SessionS
            "There are 344.</p>" in detail
 
 
-def test_archived_message_names_the_title(store: SessionStore) -> None:
+def test_archived_message_names_the_title(store: FileStore) -> None:
     from jupyter_agent.ui.results import SessionChange
 
     assert SessionChange("abc", "archived", title="Penguins").describe() == \

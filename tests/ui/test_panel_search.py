@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from jupyter_agent.artefacts.fork import fork_session
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 from jupyter_agent.ui.panel import SessionsPanel
 from tests.ui.test_panel import make_session
 
 
 def test_filter_shows_where_the_text_was_found(memory_dir: Path) -> None:
-    store = SessionStore(memory_dir)
+    store = FileStore(memory_dir)
     summary = make_session(store, "Count the birds", summary="Goal: <b>bill depth</b> by island")
     prompt = make_session(store, "Plot bill depth against length", title="Depth plot")
     reply = make_session(store, "What next?", reply="Look at the bill depth per sex.")
@@ -36,7 +36,7 @@ def test_filter_shows_where_the_text_was_found(memory_dir: Path) -> None:
 
 
 def test_rows_and_details_name_the_parent_of_a_fork(memory_dir: Path) -> None:
-    store = SessionStore(memory_dir)
+    store = FileStore(memory_dir)
     parent = make_session(store, "Count the birds")
     fork = fork_session(store, parent, at=1).record
     panel = SessionsPanel(store)

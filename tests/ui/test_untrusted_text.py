@@ -19,7 +19,7 @@ from IPython.utils.capture import capture_output
 from markdown_it import MarkdownIt
 
 from jupyter_agent.agent.events import Notice, TextDelta, ToolCallEnd, ToolCallStart
-from jupyter_agent.store import SessionState, SessionStore, TodoItem
+from jupyter_agent.store import FileStore, SessionState, TodoItem
 from jupyter_agent.ui.display import (
     format_history,
     format_recap,
@@ -90,22 +90,22 @@ def assert_inert_html(value: str) -> None:
 
 
 @pytest.fixture
-def store(memory_dir: Path) -> SessionStore:
-    return SessionStore(memory_dir)
+def store(memory_dir: Path) -> FileStore:
+    return FileStore(memory_dir)
 
 
 def assert_inert_terminal(text: str) -> None:
     assert not _LIVE.search(text), repr(text)
 
 
-def hostile_session(store: SessionStore) -> str:
+def hostile_session(store: FileStore) -> str:
     sid = store.create_session([{"role": "system", "content": "sys"}],
                                title="<img src=x onerror=alert(1)>\x1b[2J\u202eT")
-    store.save_messages(sid, [{"role": "system", "content": "sys"},
+    store.save(sid, [{"role": "system", "content": "sys"},
                               {"role": "user", "content": PAYLOAD},
                               {"role": "assistant", "content": PAYLOAD}])
-    store.save_state(sid, SessionState(todos=[TodoItem(id=1, text=PAYLOAD)]))
-    store.write_summary(sid, PAYLOAD)
+    store.save(sid, state=SessionState(todos=[TodoItem(id=1, text=PAYLOAD)]))
+    store.update(sid, summary=PAYLOAD)
     return sid
 
 
@@ -148,7 +148,7 @@ def test_the_terminal_renderer_writes_no_escape_sequences(
     assert "cleared" in out and "hidden link" in out and "\ufffdoverride" in out
 
 
-def test_the_recap_and_history_show_hostile_text_as_text(store: SessionStore) -> None:
+def test_the_recap_and_history_show_hostile_text_as_text(store: FileStore) -> None:
     record = store.load_session(hostile_session(store))
     markdown = recap_markdown(record)
     assert_inert_markdown(markdown)
@@ -159,7 +159,7 @@ def test_the_recap_and_history_show_hostile_text_as_text(store: SessionStore) ->
 
 
 def test_history_and_recap_in_a_terminal_print_no_escape_sequences(
-        agent_shell: InteractiveShell, store: SessionStore,
+        agent_shell: InteractiveShell, store: FileStore,
         capsys: pytest.CaptureFixture[str]) -> None:
     shell = agent_shell
     sid = hostile_session(store)
@@ -173,7 +173,7 @@ def test_history_and_recap_in_a_terminal_print_no_escape_sequences(
     assert_inert_terminal(out)
 
 
-def test_history_in_jupyter_is_printed_as_text(make_shell: Any, store: SessionStore,
+def test_history_in_jupyter_is_printed_as_text(make_shell: Any, store: FileStore,
                                                model_server: Any) -> None:
     class ZMQInteractiveShell(InteractiveShell):  # the name is how Jupyter is detected
         pass
@@ -192,7 +192,7 @@ def test_history_in_jupyter_is_printed_as_text(make_shell: Any, store: SessionSt
     assert_inert_terminal(captured.stdout)
 
 
-def test_panel_rows_and_details_show_hostile_text_as_text(store: SessionStore) -> None:
+def test_panel_rows_and_details_show_hostile_text_as_text(store: FileStore) -> None:
     sid = hostile_session(store)
     panel = SessionsPanel(store)
     try:
@@ -214,7 +214,7 @@ def test_panel_rows_and_details_show_hostile_text_as_text(store: SessionStore) -
     assert_inert_html(detail_html(store.load_session(sid)))
 
 
-def test_the_sessions_table_shows_no_escape_sequences(store: SessionStore) -> None:
+def test_the_sessions_table_shows_no_escape_sequences(store: FileStore) -> None:
     hostile_session(store)
     table = format_sessions_table(store.list_sessions())
     assert_inert_terminal(table)
@@ -228,7 +228,7 @@ def test_terminal_text_strips_sequences_and_marks_controls() -> None:
     assert terminal_text("über — 日本") == "über — 日本"
 
 
-def test_cli_list_and_show_print_no_escape_sequences(store: SessionStore, memory_dir: Path
+def test_cli_list_and_show_print_no_escape_sequences(store: FileStore, memory_dir: Path
                                                       ) -> None:
     from tests.cli.helpers import run_cli
 

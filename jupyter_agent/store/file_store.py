@@ -1,35 +1,52 @@
-"""The files of saved sessions, for the JSON-file backend.
+"""FileStore: sessions as JSON files in the memory directory (the engine's file primitives).
 
-:class:`SessionFiles` is the part of :class:`~jupyter_agent.store.SessionStore` that
-opens the memory directory, takes leases around changes, reads a session's snapshot and
-journal, appends journal entries, rewrites snapshots and keeps the listing index up to
-date. Invariants are listed in :mod:`jupyter_agent.store.json_store`.
+Layout (directories 0700, files 0600, all owned by the user)::
+
+    <root>/  .gitignore (written once)  project.md  user.md  notes.lock
+             index.jsonl  index.lock (the listing cache)  clock.lock (the store clock)
+        sessions/  <id>.json (snapshot)  <id>.jsonl (journal)  <id>.lock (lease)
+                   <id>.figures/ (one image file per figure)
+
+A change is one journal line, ``fsync``-ed before it returns, written under the lease after
+checking the lock file is still the one locked; the snapshot is rewritten atomically when
+the journal has grown past it. While the lease is held the session is kept in memory
+(checked by two ``lstat`` calls before reuse, dropped on release or a failed write). A
+record of the one-file form loads as it is and is converted by its first change.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any, Literal
 
 from jupyter_agent.errors import (
     CorruptSessionError,
+    FigureNotFoundError,
     JupyterAgentError,
     SessionNotFoundError,
     StorageError,
     TooLargeError,
     UnsafePathError,
 )
-from jupyter_agent.store.files import SafeDir, lease_temp, signature_of, write_all
-from jupyter_agent.store.garbage import remove_notes_temps, remove_session_temps
-from jupyter_agent.store.ids import validate_session_id
-from jupyter_agent.store.index import CLOCK_FILE, ListingIndex, Sig, session_sig
+from jupyter_agent.store.engine import SessionEngine
+from jupyter_agent.store.figure_files import (
+    FigureData,
+    figure_file,
+    figures_dir,
+    list_figure_ids,
+    read_figure_file,
+    remove_figure_file,
+    remove_figures_dir,
+    validate_figure_id,
+    write_figure_file,
+)
+from jupyter_agent.store.files import SafeDir, lease_temp, signature_of, storage_errors, write_all
+from jupyter_agent.store.index import ListingIndex, Sig, entry_order, page_of, session_sig, tick
 from jupyter_agent.store.journal import (
     JOURNAL_VERSION,
     SNAPSHOT_MIN_BYTES,
@@ -41,15 +58,26 @@ from jupyter_agent.store.journal import (
     new_generation,
     upgraded_journal,
 )
-from jupyter_agent.store.jsonio import JOURNAL_CAP, LINE_CAP, RECORD_CAP, encode_json
 from jupyter_agent.store.leases import Leases
-from jupyter_agent.store.paging import check_limit, entry_order, page_of
-from jupyter_agent.store.records import SessionListing, SessionRecord
-from jupyter_agent.store.snapshot import Loaded, load, snapshot_bytes
-
-__all__ = ["CLOCK_FILE", "GITIGNORE", "SessionFiles", "storage_errors"]
-
-#: In the memory directory: the store clock's last value, taken under a ``flock``.
+from jupyter_agent.store.messages import JOURNAL_CAP, LINE_CAP, RECORD_CAP, encode_json
+from jupyter_agent.store.notes import Notes, remove_notes_temps
+from jupyter_agent.store.records import SessionListing, SessionRecord, validate_session_id
+from jupyter_agent.store.snapshot import (
+    Change,
+    Loaded,
+    clock_of,
+    compaction,
+    listing_of,
+    load,
+    plan_update,
+    save_point,
+    snapshot_bytes,
+)
+from jupyter_agent.store.sweep import (
+    check_sessions,
+    collect_garbage,
+    remove_session_temps,
+)
 
 GITIGNORE = b"""\
 # Written by jupyter-agent. Transcripts hold your data and your prompts: keep them, your
@@ -80,54 +108,44 @@ def _add_chunks(messages: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]
         yield chunk
 
 
-@contextlib.contextmanager
-def storage_errors(path: Path, *, reading: bool = False) -> Iterator[None]:
-    """Turn an ``OSError`` into a :class:`~jupyter_agent.errors.StorageError` naming
-    ``path`` and the operation, a write unless ``reading`` (library errors pass through)."""
-    try:
-        yield
-    except OSError as err:
-        if isinstance(err, JupyterAgentError):
-            raise
-        raise StorageError(path, err, reading=reading) from err
-
-
-class SessionFiles:
-    """Session files of one memory directory (see the module docstring).
-
-    Parameters
-    ----------
-    root : pathlib.Path
-        The memory directory.
-    leases : Leases
-        The store's leases.
+class FileStore(SessionEngine):
+    """Saved sessions of one memory directory as JSON files (module docstring); no I/O
+    until the first call, directories are created by the first write.
     """
 
-    def __init__(self, root: Path, leases: Leases) -> None:
-        self.root = root
-        self.sessions_dir = root / "sessions"
-        self.leases = leases
+    def __init__(self, root: str | os.PathLike[str], *, holder_label: str = "") -> None:
+        self.root = Path(root).expanduser()
+        super().__init__(Notes(self.root))
+        self.sessions_dir = self.root / "sessions"
+        self.holder_label = holder_label
+        self.leases = Leases(holder_label)
         self.index = ListingIndex()
         self.cache: dict[str, tuple[Loaded, Sig | None]] = {}
-        self.mutex = threading.RLock()
         self._gitignore_checked = False
+
+    def __repr__(self) -> str:
+        return f"FileStore({str(self.root)!r})"
 
     def session_path(self, session_id: str) -> Path:
         return self.sessions_dir / f"{validate_session_id(session_id)}.json"
 
+    _where = session_path
+
     def journal_path(self, session_id: str) -> Path:
         return self.sessions_dir / f"{validate_session_id(session_id)}.jsonl"
 
-    # ------------------------------------------------------------------ directories
+    def lock_path(self, session_id: str) -> Path:
+        return self.sessions_dir / f"{validate_session_id(session_id)}.lock"
+
+    def figures_path(self, session_id: str) -> Path:
+        return self.sessions_dir / figures_dir(validate_session_id(session_id))
+
+    # ------------------------------------------------------------------ primitives
     @contextlib.contextmanager
-    def dirs(self, *, create: bool) -> Iterator[tuple[SafeDir, SafeDir] | None]:
-        """The checked memory directory and ``sessions/``; ``None`` if missing (no create)."""
-        try:
+    def _open(self, *, create: bool) -> Iterator[tuple[SafeDir, SafeDir] | None]:
+        """The checked memory directory and ``sessions/``; ``None`` if missing."""
+        with storage_errors(self.root, reading=not create):
             root = SafeDir.open(self.root, create=create)
-        except OSError as err:
-            if isinstance(err, JupyterAgentError):
-                raise
-            raise StorageError(self.root, err, reading=not create) from err
         if root is None:
             yield None
             return
@@ -145,46 +163,103 @@ class SessionFiles:
         finally:
             root.close()
 
-    @contextlib.contextmanager
-    def leased(self, session_id: str, *, create: bool = False) -> Iterator[tuple[SafeDir, SafeDir]]:
-        """Hold the lease (taken or re-entered) with the directories open.
+    def _exists(self, at: tuple[SafeDir, SafeDir], session_id: str) -> bool:
+        sessions = at[1]
+        st = sessions.lstat(f"{session_id}.json")
+        if st is not None and not S_ISREG(st.st_mode):
+            sessions.read(f"{session_id}.json", limit=RECORD_CAP)  # raises UnsafeFileError
+        return st is not None
 
-        Without ``create``, an unknown session raises :class:`SessionNotFoundError`
-        before any lock file is made.
-        """
-        validate_session_id(session_id)
-        with self.mutex, self.dirs(create=create) as dirs:
-            if dirs is None:
-                raise SessionNotFoundError(session_id, self.session_path(session_id))
-            root, sessions = dirs
-            if not create and not self.leases.holds(session_id) \
-                    and session_sig(sessions, session_id) is None:
-                if sessions.lstat(f"{session_id}.json") is not None:
-                    sessions.read(f"{session_id}.json", limit=RECORD_CAP)  # not regular: refused
-                raise SessionNotFoundError(session_id, self.session_path(session_id))
-            self.take_lease(sessions, session_id, root)
-            try:
-                yield root, sessions
-            finally:
-                self.leases.release(session_id)
-                if not self.leases.holds(session_id):
-                    self.cache.pop(session_id, None)
-
-    def take_lease(self, sessions: SafeDir, session_id: str, root: SafeDir | None = None) -> None:
-        """Take or re-enter the lease; a new lease first removes the temporary files a
-        killed writer left (by name: the cost does not grow with the number of sessions).
-        The journal is not touched here: a last line without its newline is cut off only
-        by :meth:`current`, once the session's checks show it was never acknowledged."""
+    def _lock(self, at: tuple[SafeDir, SafeDir], session_id: str) -> None:
+        """A new lease first removes the temporary files a killed writer left (by name).
+        A torn last journal line is cut off only by :meth:`_head`, once the index shows
+        it was never acknowledged."""
+        root, sessions = at
         with storage_errors(sessions.child(f"{session_id}.lock")):
             newly = self.leases.acquire(sessions, session_id)
         if newly:
             self.cache.pop(session_id, None)
             with contextlib.suppress(OSError):  # best effort: leftovers only
                 remove_session_temps(sessions, session_id)
-                if root is not None:
-                    remove_notes_temps(root)
+                remove_notes_temps(root)
 
-    # ------------------------------------------------------------------ reading files
+    def _unlock(self, session_id: str) -> None:
+        self.leases.release(session_id)
+        if not self.leases.holds(session_id):
+            self.cache.pop(session_id, None)
+
+    def _unlock_all(self) -> None:
+        self.leases.release_all()
+        self.cache.clear()
+
+    def _holds(self, session_id: str) -> bool:
+        return self.leases.holds(session_id)
+
+    def _read_record(self, at: tuple[SafeDir, SafeDir], session_id: str) -> SessionRecord:
+        return self.read(*at, session_id).record
+
+    _plan_save = staticmethod(save_point)
+    _plan_compact = staticmethod(compaction)
+    _plan_update = staticmethod(plan_update)
+
+    def _insert(self, at: tuple[SafeDir, SafeDir], record: SessionRecord, *,
+                created: bool) -> bool:
+        root, sessions = at
+        if sessions.lstat(f"{record.id}.json") is not None:
+            return False
+        clock = tick(root, 0, exact=None if created else clock_of([], {}, record.updated_at))
+        loaded = self.write_fresh(sessions, record, clock=clock)
+        self.index.note(root, sessions, record.id, listing_of(loaded))
+        return True
+
+    def _remove(self, at: tuple[SafeDir, SafeDir], session_id: str) -> bool:
+        """The snapshot first (the session is gone at that moment), then the journal, then
+        the figures; the lock file stays (:meth:`collect_garbage`)."""
+        root, sessions = at
+        self.leases.verify(sessions, session_id)
+        with storage_errors(self.session_path(session_id)):
+            if not sessions.unlink(f"{session_id}.json"):
+                return False
+            sessions.fsync()
+            sessions.unlink(f"{session_id}.jsonl")
+            sessions.fsync()
+        with storage_errors(self.figures_path(session_id)):
+            remove_figures_dir(sessions, session_id)
+        self.cache.pop(session_id, None)
+        self.index.forget(root, session_id)
+        return True
+
+    def _put_figure(self, at: tuple[SafeDir, SafeDir], session_id: str, figure_id: str,
+                    data: bytes, media_type: str) -> None:
+        self.leases.verify(at[1], session_id)
+        with storage_errors(self.figures_path(session_id) / figure_file(figure_id, media_type)):
+            write_figure_file(at[1], session_id, figure_id, data, media_type)
+
+    def _get_figure(self, at: tuple[SafeDir, SafeDir], session_id: str,
+                    figure_id: str) -> FigureData:
+        found = read_figure_file(at[1], session_id, figure_id)
+        if found is None:
+            raise FigureNotFoundError(session_id, figure_id, self.figures_path(session_id))
+        return found[0]
+
+    def _figure_ids(self, at: tuple[SafeDir, SafeDir], session_id: str) -> list[str]:
+        return list_figure_ids(at[1], session_id)
+
+    def delete_figure(self, session_id: str, figure_id: str) -> bool:
+        """Delete one figure (under the session's lease); whether it existed."""
+        validate_figure_id(figure_id)
+        with self._changing(session_id) as (_root, sessions):
+            self.leases.verify(sessions, session_id)
+            with storage_errors(self.figures_path(session_id)):
+                return remove_figure_file(sessions, session_id, figure_id)
+
+    collect_garbage = collect_garbage
+    check_sessions = check_sessions
+
+    def damaged_sessions(self) -> dict[str, str]:
+        """The sessions the last listing left out, each with its one-line reason."""
+        return dict(self.index.damaged)
+
     def read(self, root: SafeDir | None, sessions: SafeDir, session_id: str) -> Loaded:
         """Load a session from its files and check it against what the listing index
         (``root``'s; ``None`` to skip) says was acknowledged.
@@ -216,14 +291,9 @@ class SessionFiles:
                 raise CorruptSessionError(self.journal_path(session_id), problem)
         return loaded
 
-    def current(self, root: SafeDir, sessions: SafeDir, session_id: str) -> Loaded:
-        """The session under the lease: the in-memory copy if the files are unchanged.
-
-        A last journal line without its newline that the index does not record as
-        acknowledged is a write cut short by a crash: it is cut off here, the only
-        change ever made to a journal that is not an append (anything else wrong is a
-        :class:`CorruptSessionError` and the files stay as they are).
-        """
+    def _head(self, at: tuple[SafeDir, SafeDir], session_id: str) -> Loaded:
+        """The session under the lease: the in-memory copy if the files are unchanged."""
+        root, sessions = at
         sig = session_sig(sessions, session_id)
         cached = self.cache.get(session_id)
         if cached is not None and sig is not None and cached[1] == sig:
@@ -307,45 +377,12 @@ class SessionFiles:
                            version=JOURNAL_VERSION)
         return self._write_snapshot(sessions, upgraded)
 
-    def tick(self, root: SafeDir, after: int, *, exact: int | None = None) -> int:
-        """The store clock's next value: more than every value it gave before in this
-        memory directory and more than ``after``, the wall clock in microseconds when
-        that is larger (so a clock stepping back never reorders sessions). With
-        ``exact`` (an imported session keeps its place), that value, and the clock
-        never gives a smaller one after it.
-
-        Kept in :data:`CLOCK_FILE` under an exclusive ``flock``; if that file cannot be
-        used the value is still more than ``after``.
-        """
-        now = time.time_ns() // 1000
-        if exact is not None:
-            exact = min(exact, now)  # a record dated ahead of the clock never sets it ahead
-        value = exact if exact is not None else max(now, after + 1)
-        with contextlib.suppress(OSError, JupyterAgentError):
-            opened = root.open_file(CLOCK_FILE, os.O_RDWR, create=True)
-            if opened is None:
-                return value
-            fd = opened[0]
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                raw = os.pread(fd, 32, 0).strip()
-                last = int(raw) if raw.isdigit() and len(raw) < 20 else 0
-                if exact is None:
-                    value = max(value, last + 1)
-                if value > last:
-                    text = b"%d\n" % value
-                    os.pwrite(fd, text, 0)
-                    os.ftruncate(fd, len(text))
-            finally:
-                os.close(fd)
-        return value
-
-    def append(self, root: SafeDir, sessions: SafeDir, loaded: Loaded, entry: dict[str, Any],
-               new: Loaded, fields: dict[str, Any],
-               finish: Callable[[], None] | None = None) -> None:
+    def _apply(self, at: tuple[SafeDir, SafeDir], loaded: Loaded, change: Change) -> bool:
         """Append one entry to the journal, then complete ``new`` (``finish``) and update
         the snapshot, the in-memory copy and the index. On any failure the in-memory copy
         is dropped (the next change reads the files again)."""
+        root, sessions = at
+        entry, new, fields, finish = change
         sid = loaded.record.id
         self.leases.verify(sessions, sid)
         converting = loaded.legacy or loaded.version != JOURNAL_VERSION
@@ -360,9 +397,9 @@ class SessionFiles:
                           lines=converted.lines, check=converted.check,
                           version=JOURNAL_VERSION)
             loaded = converted
-            fields = self.all_fields(new)
+            fields = listing_of(new)
         if "updated_at" in entry:  # the session moves up in the order of changes
-            clock = self.tick(root, loaded.clock)
+            clock = tick(root, loaded.clock)
             entry = {**entry, "clock": clock}
             new = replace(new, clock=clock)
             fields = {**fields, "clock": clock}
@@ -410,56 +447,28 @@ class SessionFiles:
         sig = sig or session_sig(sessions, sid)
         self.cache[sid] = (new, sig)
         self.index.note(root, sessions, sid, fields, sig)
+        return True
 
-    @staticmethod
-    def all_fields(loaded: Loaded) -> dict[str, Any]:
-        r = loaded.record
-        return {"created_at": r.created_at, "updated_at": r.updated_at, "summary": r.summary,
-                "title": r.title, "archived": r.archived, "message_count": len(r.transcript),
-                "cost_usd": r.state.usage.cost_usd, "tool_calls": r.state.tool_calls,
-                "first_prompt": loaded.first_prompt,
-                "parent": None if r.parent is None else r.parent.model_dump(),
-                "clock": loaded.clock,
-                "at": [loaded.generation, loaded.lines, loaded.check.decode("ascii")]}
+    def _list_page(self, at: tuple[SafeDir, SafeDir], include_archived: bool,
+                   limit: int | None, after: SessionListing | None) -> list[SessionListing]:
+        """Only the sessions of the page are probed for a holder."""
+        root, sessions = at
+        entries = [e for e in self.index.entries(root, sessions)
+                   if include_archived or not e["archived"]]
+        entries.sort(key=entry_order, reverse=True)
+        entries = page_of(entries, entry_order, limit, after)
+        with os.scandir(sessions.fd) as it:
+            locks = {e.name[:-5] for e in it if e.name.endswith(".lock")}
+        return [self._listed(sessions, e, e["id"] in locks) for e in entries]
 
-    def change(self, session_id: str, entry: dict[str, Any], **update: Any) -> None:
-        """Append ``entry`` and apply ``update`` to the record (a metadata change)."""
-        with self.leased(session_id) as (root, sessions):
-            loaded = self.current(root, sessions, session_id)
-            if all(getattr(loaded.record, k) == v for k, v in update.items()):
-                return
-            new = replace(loaded, record=loaded.record.model_copy(update=update))
-            self.append(root, sessions, loaded, entry, new, self.all_fields(new))
+    def _describe(self, at: tuple[SafeDir, SafeDir], session_id: str) -> SessionListing:
+        root, sessions = at
+        entry = self.index.entry(root, sessions, session_id)
+        return self._listed(sessions, entry, sessions.lstat(f"{session_id}.lock") is not None,
+                            strict=True)
 
-    def listing(self, include_archived: bool, limit: int | None = None,
-                after: SessionListing | None = None) -> list[SessionListing]:
-        """The listing (see :meth:`jupyter_agent.store.SessionStore.list_sessions`); only
-        the sessions of the page are probed for a holder."""
-        check_limit(limit)
-        with self.mutex, self.dirs(create=False) as dirs:
-            if dirs is None:
-                return []
-            root, sessions = dirs
-            entries = [e for e in self.index.entries(root, sessions)
-                       if include_archived or not e["archived"]]
-            entries.sort(key=entry_order, reverse=True)
-            entries = page_of(entries, entry_order, limit, after)
-            with os.scandir(sessions.fd) as it:
-                locks = {e.name[:-5] for e in it if e.name.endswith(".lock")}
-            return [self._listed(sessions, e, e["id"] in locks) for e in entries]
-
-    def describe(self, session_id: str) -> SessionListing:
-        """One session's listing entry (see :meth:`jupyter_agent.store.SessionStore.
-        describe_session`)."""
-        with self.mutex, self.dirs(create=False) as dirs:
-            if dirs is None:
-                raise SessionNotFoundError(session_id, self.session_path(session_id))
-            root, sessions = dirs
-            entry = self.index.entry(root, sessions, session_id)
-            return self._listed(sessions, entry,
-                                sessions.lstat(f"{session_id}.lock") is not None)
-
-    def _listed(self, sessions: SafeDir, entry: dict[str, Any], lock: bool) -> SessionListing:
+    def _listed(self, sessions: SafeDir, entry: dict[str, Any], lock: bool, *,
+                strict: bool = False) -> SessionListing:
         """A listing entry from index fields, with who holds the session (probed only
         when it has a lock file: reading /proc/locks can be slower)."""
         sid = entry["id"]
@@ -467,10 +476,13 @@ class SessionFiles:
         status: Literal["active", "in use", "idle"] = "idle"
         if self.leases.holds(sid):
             status = "active"
+            holder = self.leases.holder(sessions, sid)
         elif lock:
             try:
                 holder = self.leases.holder(sessions, sid)
             except (UnsafePathError, OSError):
+                if strict:  # one session described: say what is wrong with its lock file
+                    raise
                 holder = None
             if holder is not None:
                 status = "in use"

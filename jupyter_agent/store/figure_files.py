@@ -1,24 +1,7 @@
-"""A session's figures: the image files its code made, kept next to it.
+"""Figures kept with a session: checks, and the files ``sessions/<id>.figures/<fig>.<ext>``.
 
-A figure is kept as a file (never as base64 inside a message) and a message refers to
-it: a ``tool`` message may carry a ``figures`` key, a list of *references*, one JSON
-object per figure the call made::
-
-    {"id": "Qm3xT0aPzL", "n": 2, "media_type": "image/png", "width": 640,
-     "height": 480, "bytes": 23817, "shown": true}
-
-``id`` names the file (1-128 letters, digits, ``_`` or ``-``, like a session ID), ``n``
-is the figure's number in its session ("figure 2"), ``width``/``height`` are pixels
-(absent when unknown), ``bytes`` the file's size, ``shown`` whether the user saw it.
-The transcript keeps every reference; compaction may drop them from the working
-context (the text of the tool result still names the figure).
-
-The JSON-file backend keeps a session's figures in ``sessions/<id>.figures/`` (0700),
-one file per figure, ``<figure id>.png`` / ``.jpg`` / ``.svg`` (0600), each written
-atomically through :class:`~jupyter_agent.store.files.SafeDir` under the session's
-lease, read without following links, deleted with the session, and removed by garbage
-collection when the session is gone. A figure is saved before the message that refers
-to it, so a crash can leave a figure nobody refers to, never a reference to nothing.
+A figure is a PNG, JPEG or SVG of at most :data:`MAX_FIGURE_BYTES`, written atomically under
+the session's lease and read without following links.
 """
 
 from __future__ import annotations
@@ -30,34 +13,15 @@ import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from jupyter_agent.errors import InvalidFigureError
-from jupyter_agent.images import MEDIA_TYPES, pixel_problem, sniff_media_type
+from jupyter_agent.errors import FigureNotFoundError, InvalidFigureError
+from jupyter_agent.images import FORMAT_NAMES, MEDIA_TYPES, pixel_problem, sniff_media_type
 from jupyter_agent.store.files import SafeDir, is_temp_name
-from jupyter_agent.store.ids import SESSION_ID_PATTERN
+from jupyter_agent.store.records import SESSION_ID_PATTERN
 
-__all__ = [
-    "FIGURES_SUFFIX",
-    "MAX_FIGURE_BYTES",
-    "FigureData",
-    "FigureHolder",
-    "check_figure",
-    "copy_figures",
-    "figure_dir_sessions",
-    "figure_file",
-    "figure_label",
-    "figure_refs",
-    "figures_dir",
-    "last_figure_number",
-    "list_figure_ids",
-    "read_figure_file",
-    "remove_figure_file",
-    "remove_figure_temps",
-    "remove_figures_dir",
-    "validate_figure_id",
-    "write_figure_file",
-]
+if TYPE_CHECKING:
+    from jupyter_agent.store.base import Store  # which imports FigureData from here
 
 #: Suffix of a session's figures directory in ``sessions/`` (``<id>.figures``).
 FIGURES_SUFFIX = ".figures"
@@ -67,14 +31,7 @@ MAX_FIGURE_BYTES = 16 * 1024 * 1024
 
 @dataclass(frozen=True)
 class FigureData:
-    """A saved figure's file.
-
-    Attributes
-    ----------
-    data : bytes
-    media_type : str
-        ``"image/png"``, ``"image/jpeg"`` or ``"image/svg+xml"``.
-    """
+    """A saved figure's file."""
 
     data: bytes
     media_type: str
@@ -132,59 +89,21 @@ def figure_refs(messages: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
 
 def figure_label(ref: dict[str, Any]) -> str:
     """``figure 2: PNG, 640×480 px`` for a reference (size left out when unknown)."""
-    from jupyter_agent.images import FORMAT_NAMES
-
     kind = FORMAT_NAMES.get(str(ref.get("media_type")), "image")
     width, height = ref.get("width"), ref.get("height")
     size = f", {width}×{height} px" if isinstance(width, int) and isinstance(height, int) else ""
     return f"figure {ref.get('n', '?')}: {kind}{size}"
 
 
-def last_figure_number(messages: Iterable[dict[str, Any]]) -> int:
-    """The highest figure number ``n`` referred to in ``messages`` (0 when none)."""
-    return max((ref["n"] for ref in figure_refs(messages)
-                if isinstance(ref.get("n"), int) and not isinstance(ref.get("n"), bool)),
-               default=0)
-
-
-class FigureHolder(Protocol):
-    """What :func:`copy_figures` needs of a store: the figure methods of
-    :class:`~jupyter_agent.store.base.Store`."""
-
-    def read_figure(self, session_id: str, figure_id: str) -> FigureData:
-        """A figure of a session (raises ``FigureNotFoundError`` when it has none)."""
-        ...
-
-    def save_figure(self, session_id: str, figure_id: str, data: bytes, media_type: str) -> None:
-        """Keep a figure with a saved session."""
-        ...
-
-
-def copy_figures(source: FigureHolder, source_id: str, target: FigureHolder, target_id: str,
+def copy_figures(source: Store, source_id: str, target: Store, target_id: str,
                  figure_ids: Iterable[str]) -> list[str]:
     """Copy figures of one session to another (forks, migrations).
-
-    Parameters
-    ----------
-    source, target : Store
-        The stores (may be the same; any object with the figure methods will do).
-    source_id, target_id : str
-        The sessions; ``target_id`` must exist in ``target``.
-    figure_ids : iterable of str
-        What to copy (duplicates are copied once).
-
-    Returns
-    -------
-    list of str
-        The IDs copied; a figure the source no longer has is left out.
 
     Raises
     ------
     SessionNotFoundError, SessionLockedError, UnsafePathError, StorageError
         From the target.
     """
-    from jupyter_agent.errors import FigureNotFoundError
-
     copied: list[str] = []
     for fid in dict.fromkeys(figure_ids):
         try:
@@ -299,11 +218,6 @@ def remove_figures_dir(sessions: SafeDir, session_id: str) -> list[Path]:
     Nothing but the directory's own entries is touched; a subdirectory inside it is
     left, and so is the directory then.
 
-    Returns
-    -------
-    list of pathlib.Path
-        What was removed.
-
     Raises
     ------
     UnsafeDirectoryError
@@ -350,4 +264,3 @@ def figure_dir_sessions(names: Sequence[str]) -> list[str]:
             if SESSION_ID_PATTERN.fullmatch(sid):
                 out.append(sid)
     return out
-

@@ -1,0 +1,313 @@
+"""The session engine: the steps of every store operation, once, over backend primitives.
+
+:class:`SessionEngine` implements the :class:`~jupyter_agent.store.base.Store` protocol. A
+change validates the ID, refuses an unknown session, takes the lease, plans the change on
+the session's head, applies it (planning again, up to three times, when the backend says
+the head went stale) and releases the lease; the backend's apply refreshes the listing.
+A backend subclasses it and supplies only the primitives (the methods that raise
+``NotImplementedError`` here). ``at`` is what :meth:`_open` yields: the backend's open
+handle on its storage (directories, a connection), ``None`` when nothing was ever saved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+from jupyter_agent.errors import ContextMismatchError, FigureNotFoundError, SessionNotFoundError
+from jupyter_agent.store.figure_files import FigureData, check_figure, validate_figure_id
+from jupyter_agent.store.messages import clean_text, normalized
+from jupyter_agent.store.notes import Notes
+from jupyter_agent.store.records import (
+    SessionListing,
+    SessionRecord,
+    SessionState,
+    check_importable,
+    new_session_id,
+    utc_now,
+    validate_session_id,
+)
+
+_PLAN_TRIES = 3
+
+
+def check_limit(limit: int | None) -> None:
+    """Refuse a page size below 1 (``None``: no limit) with ``ValueError``."""
+    if limit is not None and (type(limit) is not int or limit < 1):
+        raise ValueError(f"limit must be a whole number of at least 1 (got {limit!r})")
+
+
+class SessionEngine:
+    """A store: the engine's steps over a backend's primitives (module docstring)."""
+
+    def __init__(self, notes: Notes) -> None:
+        self.notes = notes
+        self._mutex = threading.RLock()
+
+    # ------------------------------------------------------------------ primitives
+    def _open(self, *, create: bool) -> AbstractContextManager[Any]:
+        """Open the storage for one operation; yields ``None`` when it does not exist
+        and ``create`` is false."""
+        raise NotImplementedError
+
+    def _where(self, session_id: str) -> Path | str:
+        """Where a session is, for error messages."""
+        raise NotImplementedError
+
+    def _exists(self, at: Any, session_id: str) -> bool:
+        raise NotImplementedError
+
+    def _lock(self, at: Any, session_id: str) -> None:
+        """Take or re-enter the lease; ``SessionLockedError`` at once if held elsewhere."""
+        raise NotImplementedError
+
+    def _unlock(self, session_id: str) -> None:
+        """Undo one :meth:`_lock` (forget the head when the lease is gone)."""
+        raise NotImplementedError
+
+    def _unlock_all(self) -> None:
+        raise NotImplementedError
+
+    def _holds(self, session_id: str) -> bool:
+        raise NotImplementedError
+
+    def _head(self, at: Any, session_id: str) -> Any:
+        """What the plans need of a session, read under its lease (may be cached)."""
+        raise NotImplementedError
+
+    def _apply(self, at: Any, head: Any, change: Any) -> bool:
+        """Write a planned change durably and refresh the listing; ``False`` when ``head``
+        turned out stale (nothing written: the engine plans again)."""
+        raise NotImplementedError
+
+    def _insert(self, at: Any, record: SessionRecord, *, created: bool) -> bool:
+        """Write a new session; ``False`` when the ID is taken. A ``created`` one is the
+        newest change, an imported one keeps its ``updated_at`` place."""
+        raise NotImplementedError
+
+    def _remove(self, at: Any, session_id: str) -> bool:
+        """Delete a session and its figures; ``False`` when it was not there."""
+        raise NotImplementedError
+
+    def _read_record(self, at: Any, session_id: str) -> SessionRecord:
+        """The whole record (``SessionNotFoundError``, ``CorruptSessionError``)."""
+        raise NotImplementedError
+
+    def _list_page(self, at: Any, include_archived: bool, limit: int | None,
+                   after: SessionListing | None) -> list[SessionListing]:
+        raise NotImplementedError
+
+    def _describe(self, at: Any, session_id: str) -> SessionListing:
+        raise NotImplementedError
+
+    def _put_figure(self, at: Any, session_id: str, figure_id: str, data: bytes,
+                    media_type: str) -> None:
+        raise NotImplementedError
+
+    def _get_figure(self, at: Any, session_id: str, figure_id: str) -> FigureData:
+        """Raises ``FigureNotFoundError``."""
+        raise NotImplementedError
+
+    def _figure_ids(self, at: Any, session_id: str) -> list[str]:
+        raise NotImplementedError
+
+    #: ``(head, incoming or None for no new messages, state or None) -> change``, ``None``
+    #: when nothing changed; raises ``ContextMismatchError``, ``InvalidMessageError``.
+    _plan_save: Callable[[Any, list[Any] | None, SessionState | None], Any]
+    #: ``(head, new context, summary, replaced or None) -> change``.
+    _plan_compact: Callable[[Any, list[dict[str, Any]], str, int | None], Any]
+    #: ``(head, fields, touch: updated_at to now) -> change``, ``None`` when nothing changes.
+    _plan_update: Callable[[Any, dict[str, Any], bool], Any]
+
+    # ------------------------------------------------------------------ the steps
+    @contextlib.contextmanager
+    def _changing(self, session_id: str, *, new: bool = False) -> Iterator[Any]:
+        validate_session_id(session_id)
+        with self._mutex, self._open(create=new) as at:
+            if at is None or (not new and not self._holds(session_id)
+                              and not self._exists(at, session_id)):
+                raise SessionNotFoundError(session_id, self._where(session_id))
+            self._lock(at, session_id)
+            try:
+                yield at
+            finally:
+                self._unlock(session_id)
+
+    def _change(self, session_id: str, plan: Callable[[Any], Any]) -> None:
+        with self._changing(session_id) as at:
+            for _ in range(_PLAN_TRIES):
+                head = self._head(at, session_id)
+                change = plan(head)
+                if change is None or self._apply(at, head, change):
+                    return
+        raise ContextMismatchError(session_id, 0, "the session kept changing underneath "
+                                                  "this store (a writer without a lease)")
+
+    def _exists_error(self, session_id: str) -> FileExistsError:
+        return FileExistsError(errno.EEXIST, "session already exists",
+                               str(self._where(session_id)))
+
+    # ------------------------------------------------------------------ the protocol
+    def create_session(self, messages: Sequence[Any] = (), *, session_id: str | None = None,
+                       title: str = "", project_root: str | os.PathLike[str] | None = None,
+                       record: SessionRecord | None = None) -> str:
+        """Create a session (see :meth:`Store.create_session
+        <jupyter_agent.store.base.Store.create_session>`).
+
+        Raises
+        ------
+        InvalidSessionIdError, InvalidMessageError
+            Before anything is written.
+        FileExistsError
+            The ID is taken (nothing is changed).
+        ValueError
+            ``record`` with another argument, or a record holding what JSON cannot.
+        SessionLockedError, UnsafePathError, StorageError, StoreUnavailableError
+        """
+        if record is not None:
+            if messages or session_id is not None or title or project_root is not None:
+                raise ValueError("create_session(record=...) takes no other arguments")
+            validate_session_id(record.id)
+            check_importable(record)
+            with self._changing(record.id, new=True) as at:
+                if not self._insert(at, record.model_copy(deep=True), created=False):
+                    raise self._exists_error(record.id)
+            return record.id
+        if session_id is not None:
+            validate_session_id(session_id)
+        converted = normalized(messages)
+        root = None if project_root is None else os.fspath(project_root)
+        while True:
+            sid = new_session_id() if session_id is None else session_id
+            now = utc_now()
+            new = SessionRecord(id=sid, created_at=now, updated_at=now, title=title,
+                                project_root=root)
+            new.messages, new.transcript = converted, list(converted)
+            with self._changing(sid, new=True) as at:
+                if self._insert(at, new, created=True):
+                    return sid
+            if session_id is not None:
+                raise self._exists_error(sid)
+
+    def exists(self, session_id: str) -> bool:
+        validate_session_id(session_id)
+        with self._mutex, self._open(create=False) as at:
+            return at is not None and self._exists(at, session_id)
+
+    def load_session(self, session_id: str) -> SessionRecord:
+        """A fresh record; ``SessionNotFoundError``, ``CorruptSessionError`` (naming the
+        file or row, which is left untouched)."""
+        validate_session_id(session_id)
+        with self._mutex, self._open(create=False) as at:
+            if at is None:
+                raise SessionNotFoundError(session_id, self._where(session_id))
+            return self._read_record(at, session_id)
+
+    def describe_session(self, session_id: str) -> SessionListing:
+        """Raises as :meth:`load_session`, and ``CorruptSessionError`` for a session the
+        listing leaves out."""
+        validate_session_id(session_id)
+        with self._mutex, self._open(create=False) as at:
+            if at is None:
+                raise SessionNotFoundError(session_id, self._where(session_id))
+            return self._describe(at, session_id)
+
+    def list_sessions(self, include_archived: bool = False, *, limit: int | None = None,
+                      after: SessionListing | None = None) -> list[SessionListing]:
+        check_limit(limit)
+        with self._mutex, self._open(create=False) as at:
+            return [] if at is None else self._list_page(at, include_archived, limit, after)
+
+    def save(self, session_id: str, messages: Sequence[Any] = (),
+             state: SessionState | Mapping[str, Any] | None = None) -> None:
+        """One save point (see :meth:`Store.save <jupyter_agent.store.base.Store.save>`).
+
+        Raises
+        ------
+        ContextMismatchError, InvalidMessageError
+            Nothing is written.
+        pydantic.ValidationError
+            ``state`` is not a valid checkpoint.
+        InvalidSessionIdError, SessionNotFoundError, CorruptSessionError,
+        SessionLockedError, LeaseLostError, UnsafePathError, StorageError
+        """
+        incoming = messages if isinstance(messages, list) else list(messages)
+        snapshot = None
+        if state is not None:
+            data = state.model_dump() if isinstance(state, SessionState) else state
+            snapshot = SessionState.model_validate(data)
+        given = None if messages == () else incoming  # the default: a checkpoint alone
+        self._change(session_id, lambda head: self._plan_save(head, given, snapshot))
+
+    def compact(self, session_id: str, messages: Sequence[Any], *, summary: str,
+                replaced: int | None = None) -> None:
+        """Replace the working context; ``replaced`` defaults to the saved messages not
+        kept as a common prefix or suffix. Save pending messages first: only saved ones
+        reach the transcript."""
+        context = normalized(messages)
+        text = clean_text(summary)
+        self._change(session_id, lambda head: self._plan_compact(head, context, text, replaced))
+
+    def update(self, session_id: str, *, title: str | None = None, summary: str | None = None,
+               archived: bool | None = None) -> None:
+        fields: dict[str, Any] = {}
+        if title is not None:
+            fields["title"] = clean_text(title)
+        if summary is not None:
+            fields["summary"] = clean_text(summary)
+        if archived is not None:
+            fields["archived"] = bool(archived)
+        touch = summary is not None
+        self._change(session_id, lambda head: self._plan_update(head, fields, touch)
+                     if fields else None)
+
+    def delete_session(self, session_id: str) -> None:
+        with self._changing(session_id) as at:
+            if not self._remove(at, session_id):
+                raise SessionNotFoundError(session_id, self._where(session_id))
+
+    def save_figure(self, session_id: str, figure_id: str, data: bytes, media_type: str) -> None:
+        check_figure(figure_id, data, media_type)
+        with self._changing(session_id) as at:
+            self._put_figure(at, session_id, figure_id, data, media_type)
+
+    def read_figure(self, session_id: str, figure_id: str) -> FigureData:
+        validate_session_id(session_id)
+        validate_figure_id(figure_id)
+        with self._mutex, self._open(create=False) as at:
+            if at is None:
+                raise FigureNotFoundError(session_id, figure_id, self._where(session_id))
+            return self._get_figure(at, session_id, figure_id)
+
+    def figure_ids(self, session_id: str) -> list[str]:
+        validate_session_id(session_id)
+        with self._mutex, self._open(create=False) as at:
+            return [] if at is None else self._figure_ids(at, session_id)
+
+    def acquire_lease(self, session_id: str) -> None:
+        """Also for a session not saved yet. ``SessionLockedError`` at once, naming the
+        holder, when another process or store holds it."""
+        validate_session_id(session_id)
+        with self._mutex, self._open(create=True) as at:
+            self._lock(at, session_id)
+
+    def release_lease(self, session_id: str) -> None:
+        validate_session_id(session_id)
+        with self._mutex:
+            self._unlock(session_id)
+
+    def holds_lease(self, session_id: str) -> bool:
+        """Whether this store object (in this process) holds the session's lease."""
+        validate_session_id(session_id)
+        return self._holds(session_id)
+
+    def release_all(self) -> None:
+        """Release every lease this store object holds, whatever the counts."""
+        with self._mutex:
+            self._unlock_all()
