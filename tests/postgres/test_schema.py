@@ -77,7 +77,7 @@ def test_a_record_from_a_newer_jupyter_agent_is_refused_not_rewritten(
         store.load_session(sid)
     assert sid in str(info.value) and "schema_version 99" in str(info.value)
     with pytest.raises(CorruptSessionError):
-        store.save_messages(sid, [{"role": "user", "content": "x"},
+        store.save(sid, [{"role": "user", "content": "x"},
                                   {"role": "user", "content": "y"}])
     assert store.list_sessions() == []  # listing leaves it out
     rows = pg.admin(f"SELECT schema_version, transcript_len FROM jupyter_agent.sessions "

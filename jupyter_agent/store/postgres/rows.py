@@ -15,20 +15,22 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from jupyter_agent.errors import CorruptSessionError, TooLargeError
-from jupyter_agent.store.changes import count_replaced, new_messages
-from jupyter_agent.store.ids import SESSION_ID_PATTERN
-from jupyter_agent.store.jsonio import (
+from jupyter_agent.store.messages import (
     JOURNAL_CAP,
-    LINE_CAP,
     RECORD_CAP,
+    check_messages,
+    count_replaced,
     decode_json,
     depth_problem,
     encode_json,
+    message_problem,
+    message_text,
+    new_messages,
 )
-from jupyter_agent.store.messages import message_text
 from jupyter_agent.store.postgres.schema import SCHEMA
 from jupyter_agent.store.records import (
     SCHEMA_VERSION,
+    SESSION_ID_PATTERN,
     Compaction,
     ForkOrigin,
     LeaseHolder,
@@ -39,7 +41,6 @@ from jupyter_agent.store.records import (
     utc_now,
     validation_reason,
 )
-from jupyter_agent.store.validation import check_messages, message_problem
 
 SESSIONS = f"{SCHEMA}.sessions"
 MESSAGES = f"{SCHEMA}.messages"
@@ -239,17 +240,6 @@ def _messages(raw: Any, where: str, column: str, first_seq: int | None,
                     raise CorruptSessionError(
                         where, f"{MESSAGES} seq {first_seq + k}: {problem}") from None
         raise
-
-
-def transcript_message(raw: Any, where: str, seq: int) -> dict[str, Any]:
-    """One transcript row's message, decoded and checked (``TooLargeError`` over
-    ``LINE_CAP``; ``CorruptSessionError`` naming the row)."""
-    column = f"{MESSAGES} seq {seq}"
-    message = _json(raw, where, column, LINE_CAP)
-    problem = message_problem(message)
-    if problem:
-        raise CorruptSessionError(where, f"{column}: {problem}")
-    return message
 
 
 def _model(model: Any, value: Any, where: str, column: str) -> Any:

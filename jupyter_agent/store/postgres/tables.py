@@ -13,9 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from jupyter_agent.errors import CorruptSessionError, TooLargeError
-from jupyter_agent.store.figures import MAX_FIGURE_BYTES, FigureData
-from jupyter_agent.store.messages import message_text
-from jupyter_agent.store.paging import check_limit
+from jupyter_agent.store.figure_files import MAX_FIGURE_BYTES, FigureData
 from jupyter_agent.store.postgres.locks import LIVE_LOCKS, LOCK_OF_ROW, row_holder
 from jupyter_agent.store.postgres.rows import (
     HEAD_COLUMNS,
@@ -26,7 +24,6 @@ from jupyter_agent.store.postgres.rows import (
     column_values,
     dumps,
     listing_entry,
-    transcript_message,
 )
 from jupyter_agent.store.postgres.schema import SCHEMA
 from jupyter_agent.store.postgres.url import Link, import_psycopg
@@ -58,17 +55,14 @@ _HEAD = (f"SELECT {HEAD_COLUMNS}, (SELECT json_agg(m.body ORDER BY m.seq) FROM {
 # (row-level security shows another role's session only when it is shared with it)
 _READABLE = ("id = %(id)s AND (project = %(project)s OR owner_role <> current_user) "
              "ORDER BY project = %(project)s DESC, updated_at DESC LIMIT 1")
+_OWNER = f"SELECT owner_role, owner_role = current_user FROM {SESSIONS} WHERE {_READABLE}"
 _RECORD = (f"SELECT {HEAD_COLUMNS}, (SELECT json_agg(m.body ORDER BY m.seq) FROM {MESSAGES} m "
            f"WHERE m.sid = s.sid) FROM {SESSIONS} s WHERE {_READABLE}")
-_SHARED_OWNER = (f"SELECT owner_role FROM {SESSIONS} "
-                 "WHERE id = %(id)s AND owner_role <> current_user")
 _SHARES = f"SELECT grantee FROM {SCHEMA}.shares WHERE sid = %s ORDER BY grantee"
 _SHARE = (f"INSERT INTO {SCHEMA}.shares (sid, grantee) SELECT %s, rolname FROM pg_roles "
           "WHERE rolname = %s ON CONFLICT DO NOTHING")
 _UNSHARE = f"DELETE FROM {SCHEMA}.shares WHERE sid = %s AND grantee = %s"
 _ROLE = "SELECT 1 FROM pg_roles WHERE rolname = %s"
-_RECENT = f"SELECT body FROM {MESSAGES} WHERE sid = %s AND seq < %s ORDER BY seq DESC LIMIT %s"
-_RECENT_PAGE = 64
 _APPEND = f"INSERT INTO {MESSAGES} (sid, seq, body) VALUES (%s, %s, %s)"
 # one statement (COPY does not take row-level security)
 _APPEND_ALL = (f"INSERT INTO {MESSAGES} (sid, seq, body) SELECT %s, n - 1, b::json "
@@ -171,10 +165,11 @@ class SessionTable:
         """The row and transcript from ``context_from`` on, or ``None``."""
         return self._one(_HEAD, session_id)
 
-    def shared_owner(self, session_id: str) -> str | None:
-        """The role of another project's session with this ID shared with this role."""
-        found = self._one(_SHARED_OWNER, session_id)
-        return None if found is None else str(found[0])
+    def owner(self, session_id: str) -> tuple[str, bool] | None:
+        """The owner role of the session an ID names for a read (the project's, else one
+        shared with this role) and whether it is this role; ``None`` when there is none."""
+        found = self._one(_OWNER, session_id)
+        return None if found is None else (str(found[0]), bool(found[1]))
 
     def share(self, sid: int, roles: Sequence[str], undo: bool) -> list[str]:
         """Share ``sid`` with ``roles`` (or stop); the roles it is shared with now.
@@ -193,23 +188,6 @@ class SessionTable:
 
         return self._link.write(op, lambda: None)
 
-    def recent(self, head: Head, wanted: int) -> list[dict[str, Any]]:
-        """The transcript's tail, oldest first, holding ``wanted`` user or assistant messages
-        with text (or all of it), read backwards a page at a time and checked as a load."""
-        picked: list[dict[str, Any]] = []
-        found, before = 0, head.transcript_len
-        while found < wanted and before > 0:
-            rows = self._link.fetch(_RECENT, (head.sid, before, _RECENT_PAGE))
-            if not rows:
-                break
-            for k, (body,) in enumerate(rows):
-                message = transcript_message(body, self._where(head.id), before - 1 - k)
-                picked.append(message)
-                if message.get("role") in ("user", "assistant") and message_text(message):
-                    found += 1
-            before -= len(rows)
-        return picked[::-1]
-
     def listing(self, mine: Callable[[str], LeaseHolder | None], *,
                 include_archived: bool = False, limit: int | None = None,
                 after: SessionListing | None = None,
@@ -217,7 +195,6 @@ class SessionTable:
         """One page of the listing, or the entry of ``session_id`` alone (then a row that
         does not validate raises ``CorruptSessionError``); ``mine(id)`` is this store as
         the holder of a lease it holds (status "active"), else ``None``."""
-        check_limit(limit)
         query = listing_query(include_archived=include_archived, limit=limit,
                               after=None if after is None else (after.updated_at, after.id),
                               session_id=session_id is not None)
