@@ -79,8 +79,7 @@ class PostgresStore(SessionEngine):
         if not url:
             raise ValueError("a PostgreSQL store needs a postgresql:// URL")
         check_store_url(url)
-        self.root = Path(memory_dir).expanduser()
-        super().__init__(Notes(self.root))
+        super().__init__(Notes(Path(memory_dir).expanduser()))
         self.project = project
         self._migrations = tuple(migrations)
         self._link = Link(url, self._on_connect)
@@ -127,8 +126,8 @@ class PostgresStore(SessionEngine):
     def _lock(self, at: SessionTable, session_id: str) -> None:
         if not self._leases.holds(session_id):
             found = at.owner(session_id)
-            if found is not None and not found[1]:
-                raise SessionReadOnlyError(session_id, found[0])
+            if found is not None and not found[2]:
+                raise SessionReadOnlyError(session_id, found[1])
         self._leases.acquire(session_id)
 
     def _unlock(self, session_id: str) -> None:
@@ -240,14 +239,13 @@ class PostgresStore(SessionEngine):
             if not role or len(role.encode()) > 63 or "\0" in role:
                 raise ValueError(f"not a database role name: {role!r}")
         with self._mutex:
-            sid = self._table.sid_of(session_id)
-            if sid is None:
-                found = self._table.owner(session_id)  # another role's, shared with this one
-                if found is not None:
-                    raise SessionReadOnlyError(session_id, found[0])
+            found = self._table.owner(session_id)
+            if found is None:
                 raise SessionNotFoundError(session_id, self.location)
+            if not found[2]:
+                raise SessionReadOnlyError(session_id, found[1])
             try:
-                return self._table.share(sid, list(roles), undo)
+                return self._table.share(found[0], list(roles), undo)
             except LookupError as err:
                 raise ValueError(str(err.args[0])) from None
 

@@ -38,24 +38,15 @@ from jupyter_agent.store.records import (
 if TYPE_CHECKING:
     import psycopg
 
-INSERT_COLUMNS = (
-    "project", "id", "owner_user", "owner_host", "schema_version", "created_at", "updated_at",
-    "summary", "title", "archived", "project_root", "context_head", "context_from",
-    "transcript_len", "compactions", "state", "parent", "first_prompt", "cost_usd", "tool_calls",
-    "extra",
-)
-_INSERT = (f"INSERT INTO {SESSIONS} ({', '.join(INSERT_COLUMNS)}) VALUES "
-           f"({', '.join(f'%({c})s' for c in INSERT_COLUMNS)}) "
-           "ON CONFLICT (project, id) DO NOTHING RETURNING sid")
 _OWN = "project = %(project)s AND id = %(id)s"
-_SID = f"SELECT sid FROM {SESSIONS} WHERE {_OWN}"
 _HEAD = (f"SELECT {HEAD_COLUMNS}, (SELECT json_agg(m.body ORDER BY m.seq) FROM {MESSAGES} m "
          f"WHERE m.sid = s.sid AND m.seq >= s.context_from) FROM {SESSIONS} s WHERE {_OWN}")
 # which session an ID names for a read: the project's, else one shared with this role
 # (row-level security shows another role's session only when it is shared with it)
 _READABLE = ("id = %(id)s AND (project = %(project)s OR owner_role <> current_user) "
              "ORDER BY project = %(project)s DESC, updated_at DESC LIMIT 1")
-_OWNER = f"SELECT owner_role, owner_role = current_user FROM {SESSIONS} WHERE {_READABLE}"
+_OWNER = (f"SELECT sid, owner_role, owner_role = current_user FROM {SESSIONS} "
+          f"WHERE {_READABLE}")
 _RECORD = (f"SELECT {HEAD_COLUMNS}, (SELECT json_agg(m.body ORDER BY m.seq) FROM {MESSAGES} m "
            f"WHERE m.sid = s.sid) FROM {SESSIONS} s WHERE {_READABLE}")
 _SHARES = f"SELECT grantee FROM {SCHEMA}.shares WHERE sid = %s ORDER BY grantee"
@@ -152,10 +143,6 @@ class SessionTable:
                                       ) from None
         return rows[0] if rows else None
 
-    def sid_of(self, session_id: str) -> int | None:
-        found = self._one(_SID, session_id)
-        return None if found is None else int(found[0])
-
     def record_row(self, session_id: str) -> Any:
         """The row and whole transcript of the project's session, else of one shared with
         this role; ``None`` when neither is."""
@@ -165,11 +152,11 @@ class SessionTable:
         """The row and transcript from ``context_from`` on, or ``None``."""
         return self._one(_HEAD, session_id)
 
-    def owner(self, session_id: str) -> tuple[str, bool] | None:
-        """The owner role of the session an ID names for a read (the project's, else one
-        shared with this role) and whether it is this role; ``None`` when there is none."""
+    def owner(self, session_id: str) -> tuple[int, str, bool] | None:
+        """The row number and owner role of the session an ID names for a read (the
+        project's, else one shared with this role), and whether that role is this one."""
         found = self._one(_OWNER, session_id)
-        return None if found is None else (str(found[0]), bool(found[1]))
+        return None if found is None else (int(found[0]), str(found[1]), bool(found[2]))
 
     def share(self, sid: int, roles: Sequence[str], undo: bool) -> list[str]:
         """Share ``sid`` with ``roles`` (or stop); the roles it is shared with now.
@@ -239,8 +226,12 @@ class SessionTable:
 
     def insert(self, values: dict[str, Any], transcript: Sequence[Any], check: Check) -> bool:
         """Add a session row and its transcript; False, writing nothing, when the ID is taken."""
+        insert = (f"INSERT INTO {SESSIONS} ({', '.join(values)}) VALUES "
+                  f"({', '.join(f'%({c})s' for c in values)}) "
+                  "ON CONFLICT (project, id) DO NOTHING RETURNING sid")
+
         def op(conn: psycopg.Connection) -> bool:
-            found = conn.execute(_INSERT, values).fetchone()
+            found = conn.execute(insert, values).fetchone()
             if found is None:
                 return False
             if transcript:
