@@ -62,16 +62,12 @@ class PostgresStore(SessionEngine):
     """Saved sessions of one project in a PostgreSQL database, with leases.
 
     ``url`` is ``postgresql://[user[:password]@]host[:port]/dbname[?param=...]`` (libpq
-    parameters, ``~/.pgpass`` and ``PG*`` variables apply); ``memory_dir`` holds the notes;
-    ``project`` is the project key (:func:`~jupyter_agent.paths.project_key`): the store
-    sees and creates that project's sessions only. ``holder_label`` tells people who find
-    a session in use what holds it. Constructing does no I/O; the first call connects and
-    creates or upgrades the tables; the connection is kept until :meth:`close`.
-
-    Raises
-    ------
-    ValueError
-        ``url`` is not a PostgreSQL URL (the message does not show the password).
+    parameters, ``~/.pgpass`` and ``PG*`` variables apply; ``ValueError`` for another
+    URL, not showing the password); ``memory_dir`` holds the notes; ``project`` is the
+    project key (:func:`~jupyter_agent.paths.project_key`): the store sees and creates that
+    project's sessions only. ``holder_label`` tells people who find a session in use what
+    holds it. Constructing does no I/O; the first call connects and creates or upgrades
+    the tables; the connection is kept until :meth:`close`.
     """
 
     def __init__(self, url: str, memory_dir: str | os.PathLike[str], *, project: str,
@@ -257,16 +253,10 @@ class PostgresStore(SessionEngine):
 
 
 def prepare_database(url: str, role: str | None = None) -> int:
-    """Create or upgrade the store's tables in the database at ``url`` as a user who may
-    (after ``SET ROLE role``, so that it owns them); return the schema version.
-
-    Kernels do this on their first connection; where users may not create schemas, an
-    administrator runs it once after ``team.sql``.
-
-    Raises
-    ------
-    StoreUnavailableError, StoreSchemaError
-    """
+    """Create or upgrade the store's tables at ``url`` as a user who may (after ``SET ROLE
+    role``, so that it owns them); the schema version. Kernels do this on their first
+    connection; where users may not create schemas, an administrator runs it once after
+    ``team.sql``."""
     check_store_url(url)
     link = Link(url, lambda conn, first: None)
     try:

@@ -90,13 +90,8 @@ class StoreURL(str):
 
 
 def check_store_url(value: str) -> str:
-    """``value`` as a :class:`StoreURL` if it is ``""`` or a PostgreSQL URL.
-
-    Raises
-    ------
-    ValueError
-        Naming the problem, with the URL redacted.
-    """
+    """``value`` as a :class:`StoreURL` if it is ``""`` or a PostgreSQL URL, else
+    ``ValueError`` naming the problem (the URL redacted)."""
     if value == "":
         return StoreURL(value)
     parts = _split(value)
@@ -115,13 +110,8 @@ def check_store_url(value: str) -> str:
 
 def resolve_store_url(setting: str | None = None, *,
                       environ: Mapping[str, str] | None = None) -> str:
-    """The setting if not empty, else ``$JUPYTER_AGENT_STORE_URL``; ``""`` means the files.
-
-    Raises
-    ------
-    ValueError
-        The environment variable holds something that is not a PostgreSQL URL.
-    """
+    """The setting if not empty, else ``$JUPYTER_AGENT_STORE_URL`` (``ValueError`` when
+    that is not a PostgreSQL URL); ``""`` means the files."""
     if setting:
         return StoreURL(setting)
     env = os.environ if environ is None else environ
@@ -179,15 +169,9 @@ class Link:
         return self._conn is not None and self._pid == os.getpid() and not self._conn.closed
 
     def connection(self) -> psycopg.Connection:
-        """The open connection, opening one (and running ``on_connect``) if needed.
-
-        Raises
-        ------
-        StoreUnavailableError
-            ``psycopg`` is missing, or the server cannot be reached or refuses the login.
-        StoreSchemaError
-            From ``on_connect``.
-        """
+        """The open connection, opening one (and running ``on_connect``) if needed;
+        ``StoreUnavailableError`` when ``psycopg`` is missing or the server cannot be
+        reached or refuses the login."""
         if self._pid != os.getpid():  # forked: the parent's connection is not ours
             self._conn, self._pid = None, os.getpid()
         if self._conn is not None and not self._conn.closed:
@@ -241,14 +225,8 @@ class Link:
 
     def run(self, op: Callable[[psycopg.Connection], T], *, idempotent: bool = False) -> T:
         """``op(connection)``, run again once on a new connection if it dropped and
-        ``op`` is ``idempotent`` or had not begun its transaction.
-
-        Raises
-        ------
-        StoreUnavailableError
-            The server cannot be reached, or the connection dropped where repeating could
-            write twice (the next call reconnects).
-        """
+        ``op`` is ``idempotent`` or had not begun its transaction; else
+        ``StoreUnavailableError`` (the next call reconnects)."""
         psycopg = import_psycopg()
         for attempt in (1, 2):
             conn = self.connection()
