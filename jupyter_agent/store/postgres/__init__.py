@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -83,6 +83,7 @@ class PostgresStore(SessionEngine):
         self._leases = Leases(self._link, project, holder_label)
         self._table = SessionTable(self._link, project, self._where)
         self._heads: dict[str, Head] = {}
+        self._owners: dict[str, tuple[int, str, bool] | None] = {}
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._link.shown_url!r}, project={self.project!r})"
@@ -109,19 +110,27 @@ class PostgresStore(SessionEngine):
         self.close()
 
     # ------------------------------------------------------------------ primitives
-    def _open(self, *, create: bool) -> contextlib.nullcontext[SessionTable]:
-        return contextlib.nullcontext(self._table)
+    @contextlib.contextmanager
+    def _open(self, *, create: bool) -> Iterator[SessionTable]:
+        try:
+            yield self._table
+        finally:
+            self._owners.clear()  # what _exists saw holds for this one step only
 
     def _where(self, session_id: str) -> str:
         return f"{self._link.shown_url} project {self.project!r} session {session_id!r}"
 
     def _exists(self, at: SessionTable, session_id: str) -> bool:
         # also a session another role shares with this one: it can be loaded (not changed)
-        return at.owner(session_id) is not None
+        self._owners[session_id] = at.owner(session_id)
+        return self._owners[session_id] is not None
 
     def _lock(self, at: SessionTable, session_id: str) -> None:
         if not self._leases.holds(session_id):
-            found = at.owner(session_id)
+            if session_id in self._owners:
+                found = self._owners.pop(session_id)
+            else:
+                found = at.owner(session_id)
             if found is not None and not found[2]:
                 raise SessionReadOnlyError(session_id, found[1])
         self._leases.acquire(session_id)
