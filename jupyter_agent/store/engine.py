@@ -157,19 +157,8 @@ class SessionEngine:
     def create_session(self, messages: Sequence[Any] = (), *, session_id: str | None = None,
                        title: str = "", project_root: str | os.PathLike[str] | None = None,
                        record: SessionRecord | None = None) -> str:
-        """Create a session (see :meth:`Store.create_session
-        <jupyter_agent.store.base.Store.create_session>`).
-
-        Raises
-        ------
-        InvalidSessionIdError, InvalidMessageError
-            Before anything is written.
-        FileExistsError
-            The ID is taken (nothing is changed).
-        ValueError
-            ``record`` with another argument, or a record holding what JSON cannot.
-        SessionLockedError, UnsafePathError, StorageError, StoreUnavailableError
-        """
+        """Raises ``InvalidSessionIdError``, ``InvalidMessageError`` or ``ValueError`` (a
+        record holding what JSON cannot) before anything is written."""
         if record is not None:
             if messages or session_id is not None or title or project_root is not None:
                 raise ValueError("create_session(record=...) takes no other arguments")
@@ -226,17 +215,7 @@ class SessionEngine:
 
     def save(self, session_id: str, messages: Sequence[Any] = (),
              state: SessionState | Mapping[str, Any] | None = None) -> None:
-        """One save point (see :meth:`Store.save <jupyter_agent.store.base.Store.save>`).
-
-        Raises
-        ------
-        ContextMismatchError, InvalidMessageError
-            Nothing is written.
-        pydantic.ValidationError
-            ``state`` is not a valid checkpoint.
-        InvalidSessionIdError, SessionNotFoundError, CorruptSessionError,
-        SessionLockedError, LeaseLostError, UnsafePathError, StorageError
-        """
+        """Raises ``pydantic.ValidationError`` for an invalid ``state`` (nothing written)."""
         incoming = messages if isinstance(messages, list) else list(messages)
         snapshot = None
         if state is not None:

@@ -453,18 +453,8 @@ def write_all(fd: int, data: bytes) -> None:
 @contextlib.contextmanager
 def lock_shared_or_exclusive(directory: SafeDir, name: str, *, exclusive: bool,
                              timeout: float = 10.0) -> Iterator[int]:
-    """Hold a short ``flock`` on lock file ``name`` (created if needed) for a ``with`` block.
-
-    Used for the notes and the listing index, whose critical sections last
-    milliseconds: the lock is polled (never a blocking call that a stopped process
-    could hang forever) for up to ``timeout`` seconds.
-
-    Raises
-    ------
-    StoreBusyError
-        If it stayed taken for ``timeout`` seconds.
-    UnsafeFileError, OSError
-    """
+    """Hold a short ``flock`` on ``name`` (created if needed), polled for up to ``timeout``
+    seconds (``StoreBusyError`` then), never a blocking call a stopped process could hang."""
     opened = directory.open_file(name, os.O_RDWR, create=True)
     assert opened is not None
     fd = opened[0]

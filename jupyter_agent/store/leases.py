@@ -173,10 +173,6 @@ class Leases:
         entry = self._entries.get(session_id)
         return entry is not None and entry.pid == os.getpid()
 
-    def held(self) -> list[str]:
-        """The sessions whose lease this object holds."""
-        return [sid for sid, e in self._entries.items() if e.pid == os.getpid()]
-
     def release_all(self) -> None:
         """Release every lease this object holds, whatever the counts."""
         entries, self._entries = self._entries, {}

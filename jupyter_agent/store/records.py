@@ -156,40 +156,15 @@ class TodoItem(_Model):
 class SessionState(_Model):
     """The checkpoint saved alongside the messages.
 
-    Attributes
-    ----------
-    scratchpad : str
-    todos : list of TodoItem
-    tool_calls : int
-        Tool calls made in the whole session.
-    usage : Usage
-        Cumulative tokens, cost (USD) and calls.
-    model : str
-        The model the session last talked to ("" if unknown).
-    base_url : str
-        The endpoint it last talked to ("" if unknown). Never an API key: a resume
-        reads the key from the environment again.
-    api : str
-        The model API it last talked through ("chat", ...; "" if unknown).
-    vision : str
-        Whether the session sends figures to the model as images: "auto", "on" or
-        "off" ("" if unknown).
-    images_refused : str
-        With vision "auto": the model and endpoint (``"model at URL"``) that refused
-        image input in this session, so later requests to them go without images; ""
-        when none did.
-    figures : int
-        Figures the session's code made (the last one is "figure <figures>").
-    context_window : int
-        The context window (tokens) the endpoint reported or refused with (0: none).
-    context_window_of : str
-        The model and endpoint (``"model at URL"``) that said it: the value is only a
-        hint for that same model at that same configured endpoint.
-    context_window_source : str
-        "server" (reported) or "refusal" (named in a refusal); "" when none.
-    handed_out : list of str
-        The IDs of the ``run_python`` calls whose code ``%agent_cell`` put into a cell,
-        oldest first (a reader that does not know the field ignores it).
+    ``model``, ``base_url``, ``api`` and ``vision`` are what the session last used ("" if
+    unknown; never an API key: a resume reads it from the environment again).
+    ``images_refused`` names the ``"model at URL"`` that refused image input (vision
+    "auto"), so later requests to it go without images. ``figures`` counts the figures the
+    session's code made. ``context_window`` (tokens, 0: none) is what
+    ``context_window_of`` (``"model at URL"``) reported (``context_window_source``
+    "server") or named in a refusal ("refusal"): a hint for that model and endpoint only.
+    ``handed_out`` lists the ``run_python`` call IDs whose code ``%agent_cell`` put into a
+    cell, oldest first.
     """
 
     scratchpad: CleanStr = ""
@@ -276,23 +251,11 @@ class SessionInfo(_Model):
 
 
 class LeaseHolder(_Model):
-    """Who holds a session's lease, as the holder recorded it when it took the lease.
+    """Who holds a session's lease, as recorded when it was taken; never a secret.
 
-    Never holds secrets: no API key, no environment, no command line.
-
-    Attributes
-    ----------
-    pid : int or None
-        The holding process (``None`` when the holder did not say).
-    host : str
-        The machine it runs on (``socket.gethostname()``; "" if unknown).
-    user : str
-        The OS user it runs as ("" if unknown).
-    since : datetime or None
-        When the lease was taken (aware UTC).
-    label : str
-        What the holder is, for people: a notebook path, a kernel name or a command
-        (e.g. ``"analysis.ipynb"``, ``"jupyter agent rm"``); "" if unknown.
+    ``pid`` (``None`` when the holder did not say), ``host``, OS ``user``, ``since`` (aware
+    UTC) and ``label``: what the holder is for people, e.g. ``"analysis.ipynb"`` or
+    ``"jupyter agent rm"`` ("" when unknown).
     """
 
     pid: int | None = None
@@ -305,30 +268,12 @@ class LeaseHolder(_Model):
 class SessionListing(SessionInfo):
     """One entry of :meth:`Store.list_sessions` (and :meth:`Store.describe_session`).
 
-    Attributes
-    ----------
-    status : {"active", "in use", "idle"}
-        ``"active"``: this store holds the lease; ``"in use"``: another holder
-        (another process, or another store in this process); ``"idle"``: nobody.
-    message_count : int
-        ``len(transcript)``.
-    first_prompt : str
-        Text of the first user message, at most 200 characters ("" if none).
-    holder : LeaseHolder or None
-        Who holds the lease (``None`` when nobody does, as far as the store can tell).
-    owner_user, owner_host : str
-        Who created the session (user name and machine), for stores shared by a team;
-        "" when the store does not record it (the JSON files of one user do not).
-    owner_role : str
-        The database role the session belongs to (a team store; "" otherwise).
-    shared_with : tuple of str
-        The roles it is shared with to read, as far as this role may see (its owner sees
-        all of them; a reader, its own roles); empty when not shared.
-    parent : ForkOrigin or None
-        The session this one was forked from, if any.
-    clock : int or None
-        The session's place in its store's order of changes, when the store keeps one
-        (the JSON files do; see :func:`~jupyter_agent.store.index.listing_order`).
+    ``status`` is ``"active"`` when this store holds the lease, ``"in use"`` when another
+    holder does (``holder`` says who, as far as the store can tell), ``"idle"`` otherwise.
+    ``message_count`` is the transcript's length; ``first_prompt`` the first user message,
+    at most 200 characters. ``owner_user``/``owner_host`` (who created it), ``owner_role``
+    and ``shared_with`` (roles it is shared with to read) are filled by a team store only.
+    ``clock`` is its place in the store's order of changes, when the store keeps one.
     """
 
     title: str

@@ -289,14 +289,7 @@ def listing_fields(snapshot_raw: bytes, snapshot_path: Path, journal_raw: bytes 
         first = ref.get("first_prompt") or first_prompt_of(transcript)
         clock = clock_of(journal.after, ref, record.updated_at)
         at = [journal.generation, journal.lines, journal.check.decode("ascii")]
-    return {
-        "created_at": record.created_at, "updated_at": record.updated_at,
-        "summary": record.summary, "title": record.title, "archived": record.archived,
-        "message_count": count, "cost_usd": record.state.usage.cost_usd,
-        "tool_calls": record.state.tool_calls, "first_prompt": first,
-        "parent": None if record.parent is None else record.parent.model_dump(),
-        "clock": clock, "at": at,
-    }
+    return _fields(record, count, first, clock, at)
 
 
 Change = tuple[dict[str, Any], Loaded, dict[str, Any], Callable[[], None] | None]
@@ -381,15 +374,19 @@ def compaction(loaded: Loaded, new_context: list[dict[str, Any]], summary: str,
     return entry, new, {"updated_at": now}, None
 
 
-def listing_of(loaded: Loaded) -> dict[str, Any]:
-    r = loaded.record
+def _fields(r: SessionRecord, count: int, first: str, clock: int,
+            at: list[Any] | None) -> dict[str, Any]:
     return {"created_at": r.created_at, "updated_at": r.updated_at, "summary": r.summary,
-            "title": r.title, "archived": r.archived, "message_count": len(r.transcript),
+            "title": r.title, "archived": r.archived, "message_count": count,
             "cost_usd": r.state.usage.cost_usd, "tool_calls": r.state.tool_calls,
-            "first_prompt": loaded.first_prompt,
-            "parent": None if r.parent is None else r.parent.model_dump(),
-            "clock": loaded.clock,
-            "at": [loaded.generation, loaded.lines, loaded.check.decode("ascii")]}
+            "first_prompt": first, "parent": None if r.parent is None else r.parent.model_dump(),
+            "clock": clock, "at": at}
+
+
+def listing_of(loaded: Loaded) -> dict[str, Any]:
+    """The index fields of ``loaded`` (what ``listing_fields`` reads back from files)."""
+    return _fields(loaded.record, len(loaded.record.transcript), loaded.first_prompt,
+                   loaded.clock, [loaded.generation, loaded.lines, loaded.check.decode("ascii")])
 
 
 def plan_update(loaded: Loaded, fields: dict[str, Any], touch: bool) -> Change | None:

@@ -45,12 +45,7 @@ def collect_garbage(files: FileStore) -> list[Path]:
     (under the lease). Temporary files of the notes and of the index are removed under
     their locks. Sessions in use are left alone.
 
-    Raises
-    ------
-    UnsafeDirectoryError
-        If the memory directory or ``sessions/`` may not be used.
-    OSError
-        If a directory cannot be read.
+    Raises ``UnsafeDirectoryError`` if the memory directory or ``sessions/`` may not be used.
     """
     removed: list[Path] = []
     with files._mutex, files._open(create=False) as dirs:
@@ -132,10 +127,6 @@ def check_sessions(files: FileStore, *, repair: bool = False) -> list[SessionChe
     * a journal that lost acknowledged lines at its end is accepted as it is (the index
       forgets what it recorded: the lines are gone);
     * a journal of jupyter-agent 0.2 is upgraded.
-
-    Raises
-    ------
-    UnsafeDirectoryError, OSError
     """
     checks: list[SessionCheck] = []
     with files._mutex, files._open(create=False) as dirs:
