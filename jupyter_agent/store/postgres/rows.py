@@ -1,5 +1,5 @@
 """Session rows of the team store: the head kept in memory, pure plans of each change
-(the JSON store's rules, from :mod:`jupyter_agent.store.changes`), and rows read back,
+(the file store's rules, from :mod:`jupyter_agent.store.messages`), and rows read back,
 validated as completely as the files: ``CorruptSessionError`` names the session and the
 column or transcript row (``jupyter_agent.messages seq 4: role must be ...``).
 """
@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from jupyter_agent.errors import CorruptSessionError, TooLargeError
+from jupyter_agent.store.journal import FIRST_PROMPT_CHARS
 from jupyter_agent.store.messages import (
     JOURNAL_CAP,
     RECORD_CAP,
@@ -50,7 +51,6 @@ HEAD_COLUMNS = (
     "project_root, context_head, context_from, transcript_len, compactions, state, parent, "
     "first_prompt, extra"
 )
-FIRST_PROMPT_CHARS = 200  # as the JSON store's listing
 _KNOWN_KEYS = frozenset(SessionRecord.model_fields)
 
 
@@ -157,7 +157,7 @@ def plan_save(head: Head, incoming: Sequence[Any] | None,
     Raises
     ------
     ContextMismatchError, InvalidMessageError
-        As :func:`~jupyter_agent.store.changes.new_messages`.
+        As :func:`~jupyter_agent.store.messages.new_messages`.
     """
     new = [] if incoming is None else new_messages(head.id, head.working, incoming)[0]
     changed_state = state is not None and state != head.state
