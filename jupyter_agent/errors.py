@@ -174,7 +174,7 @@ class TooLargeError(CorruptSessionError):
 class ContextMismatchError(JupyterAgentError, ValueError):
     """The messages to save do not extend the session's saved working context.
 
-    Raised by ``Store.save`` and ``Store.save_messages``; nothing is written.
+    Raised by ``Store.save``; nothing is written.
 
     Attributes
     ----------

@@ -584,7 +584,7 @@ class BuiltinTools:
         if kind not in ("project", "user"):
             raise ToolError(f"kind must be 'project' or 'user', not {kind!r}")
         file = f"{kind}.md"
-        line = "- " + " ".join(clean_text(note).split())  # exactly what append_note writes
+        line = "- " + " ".join(clean_text(note).split())  # exactly what Notes.append writes
         intro, prompt = NOTE_QUESTION
         refusal = self._decide(
             "remember", lambda: ask_on_stdin(line, show=self.show_question,

@@ -103,7 +103,7 @@ class RepairReport:
         Tool messages removed because no preceding call matched (or a duplicate).
     appended_only : bool
         True when the repaired list merely extends the input (so a plain
-        ``save_messages`` can record it).
+        ``save`` can record it).
     """
 
     added: tuple[str, ...] = ()

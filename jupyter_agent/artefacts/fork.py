@@ -2,7 +2,7 @@
 
 :func:`fork_record` is pure: parent record in, new record out. :func:`fork_session`
 reads the parent from a store without taking its lease (so a session another kernel
-is running can be forked) and adds the fork with ``store.import_session``, which
+is running can be forked) and adds the fork with ``store.create_session(record=...)``, which
 leases only the new ID, then copies the figures the fork's messages refer to. The
 parent is never written.
 
@@ -184,7 +184,7 @@ def fork_session(
     """Fork a saved session into a new one in ``store``.
 
     The parent is read without its lease and never written: forking works while
-    another kernel runs the parent. The fork is added with ``store.import_session``.
+    another kernel runs the parent. The fork is added with ``store.create_session(record=...)``.
 
     Parameters
     ----------

@@ -36,7 +36,7 @@ from jupyter_agent.store.records import (
 from jupyter_agent.store.snapshot import listing_fields
 
 INDEX_NAME = "index.jsonl"
-#: The store clock's last value, in the memory directory (see ``SessionFiles.tick``).
+#: The store clock's last value, in the memory directory (see :func:`tick`).
 CLOCK_FILE = "clock.lock"
 INDEX_LOCK = "index.lock"
 #: The index is ignored (and rewritten) beyond this size: ~6,000 sessions with summaries

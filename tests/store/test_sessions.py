@@ -1,4 +1,4 @@
-"""FileStore: create/load, save_messages, compaction, state, summaries, metadata, delete."""
+"""FileStore: create/load, saves, compaction, state, summaries, metadata, delete."""
 
 from __future__ import annotations
 
