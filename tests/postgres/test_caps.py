@@ -8,7 +8,7 @@ import pytest
 
 from jupyter_agent.errors import CorruptSessionError, TooLargeError
 from jupyter_agent.store.figure_files import MAX_FIGURE_BYTES
-from jupyter_agent.store.messages import MAX_DEPTH
+from jupyter_agent.store.messages import MAX_DEPTH, RECORD_CAP
 from jupyter_agent.store.postgres import PostgresStore
 from tests.postgres.server import PgCluster
 
@@ -47,3 +47,16 @@ def test_a_value_nested_too_deeply_is_refused(pg: PgCluster, store: PostgresStor
     with pytest.raises(CorruptSessionError, match=r"extra: values are nested too deeply"):
         store.load_session("s")
     assert [s.id for s in store.list_sessions()] == ["s"]  # the listing reads no extra
+
+
+def test_a_value_over_its_cap_is_refused_before_decoding(pg: PgCluster, store: PostgresStore,
+                                                        project: str) -> None:
+    store.create_session(MESSAGES, session_id="s")
+    edit(pg, project, "UPDATE jupyter_agent.sessions SET context_head = "
+                      "to_json(repeat('x', %s)) WHERE sid = %(sid)s", RECORD_CAP)
+    with pytest.raises(TooLargeError) as caught:
+        store.load_session("s")
+    assert str(caught.value).endswith(
+        f"project {project!r} session 's': jupyter_agent.sessions.context_head of "
+        f"{RECORD_CAP + 2:,} bytes is over the 16 MiB cap; it was not loaded and was left "
+        "untouched")

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from jupyter_agent.paths import find_project_root, project_key
-from jupyter_agent.store import SessionStore
+from jupyter_agent.store import FileStore
 from jupyter_agent.store.postgres import PostgresStore
 from tests.cli.helpers import run_cli
 from tests.postgres.server import PgCluster
@@ -19,14 +19,14 @@ def test_migrate_to_and_from_a_database(pg: PgCluster, tmp_path: Path) -> None:
     work = tmp_path / "project"
     work.mkdir()
     (work / "pyproject.toml").write_text("")
-    files = SessionStore(tmp_path / "files")
+    files = FileStore(tmp_path / "files")
     ids = []
     for prompt in ("penguins", "rainfall"):
         sid = files.create_session([SYSTEM])
         files.save(sid, [SYSTEM, {"role": "user", "content": prompt},
                          {"role": "assistant", "content": "done"}])
         ids.append(sid)
-    files.set_archived(ids[1])
+    files.update(ids[1], archived=True)
     env = {**os.environ, "JUPYTER_AGENT_MEMORY_DIR": str(tmp_path / "files")}
     env.pop("JUPYTER_AGENT_STORE_URL", None)
 
@@ -52,7 +52,7 @@ def test_migrate_to_and_from_a_database(pg: PgCluster, tmp_path: Path) -> None:
     back_env = {**env, "JUPYTER_AGENT_MEMORY_DIR": str(tmp_path / "back")}
     back = run_cli("migrate", "--from", pg.url(), env=back_env, cwd=work)
     assert back.returncode == 0 and back.stdout.startswith("copied 2,"), back.stderr
-    restored = SessionStore(tmp_path / "back")
+    restored = FileStore(tmp_path / "back")
     assert {s.id for s in restored.list_sessions(include_archived=True)} == set(ids)
 
 

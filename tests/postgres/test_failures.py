@@ -62,7 +62,7 @@ def test_server_restart_under_a_running_kernel(
     assert store.holds_lease(sid)
     other = make_store(label="other kernel")
     with pytest.raises(SessionLockedError) as info:
-        other.set_title(sid, "taken over")
+        other.update(sid, title="taken over")
     assert info.value.pid is not None and info.value.holder is not None
     record = other.load_session(sid)
     assert record.transcript == messages
@@ -74,20 +74,20 @@ def test_lease_taken_by_another_kernel_while_disconnected_is_not_written(
 ) -> None:
     sid = store.create_session([SYSTEM])
     store.acquire_lease(sid)
-    store.save_messages(sid, [SYSTEM, *turn(0)])
+    store.save(sid, [SYSTEM, *turn(0)])
     terminate_store_connections(running)
     other = make_store(label="second kernel")
     other.acquire_lease(sid)  # takes over while the first is disconnected
-    other.save_messages(sid, [SYSTEM, *turn(0), *turn(9)])
+    other.save(sid, [SYSTEM, *turn(0), *turn(9)])
     with pytest.raises(SessionLockedError) as info:
-        store.save_messages(sid, [SYSTEM, *turn(0), *turn(1)])
+        store.save(sid, [SYSTEM, *turn(0), *turn(1)])
     assert info.value.holder is not None and info.value.holder.label == "second kernel"
     assert not store.holds_lease(sid)
     assert store.load_session(sid).transcript == [SYSTEM, *turn(0), *turn(9)]
     other.release_lease(sid)
     # free again: the first kernel takes it back, and its stale context is refused
     with pytest.raises(JupyterAgentError) as mismatch:
-        store.save_messages(sid, [SYSTEM, *turn(0), *turn(1)])
+        store.save(sid, [SYSTEM, *turn(0), *turn(1)])
     assert "do not extend" in str(mismatch.value)
     assert store.holds_lease(sid)  # the lease is the kernel's again
 
@@ -97,10 +97,10 @@ def test_connection_dropped_while_idle_reconnects_transparently(
 ) -> None:
     sid = store.create_session([SYSTEM])
     store.acquire_lease(sid)
-    store.save_messages(sid, [SYSTEM, *turn(0)])
+    store.save(sid, [SYSTEM, *turn(0)])
     before = backend_pids(running)
     terminate_store_connections(running)
-    store.save_messages(sid, [SYSTEM, *turn(0), *turn(1)])
+    store.save(sid, [SYSTEM, *turn(0), *turn(1)])
     assert store.holds_lease(sid)
     assert backend_pids(running) != before
     assert store.list_sessions()[0].status == "active"
@@ -113,7 +113,7 @@ def test_connection_dropped_inside_a_save_gives_one_line_and_loses_nothing(
     sid = store.create_session([SYSTEM])
     store.acquire_lease(sid)
     acknowledged = [SYSTEM, *turn(0)]
-    store.save_messages(sid, acknowledged)
+    store.save(sid, acknowledged)
     # Another connection locks the session row, so the next save waits inside its
     # transaction; the server then drops the kernel's connection.
     blocker = psycopg.connect(host=str(running.socket_dir), port=running.port,
@@ -123,7 +123,7 @@ def test_connection_dropped_inside_a_save_gives_one_line_and_loses_nothing(
 
     def save() -> None:
         try:
-            store.save_messages(sid, [*acknowledged, *turn(1)])
+            store.save(sid, [*acknowledged, *turn(1)])
         except BaseException as err:
             errors.append(err)
 
@@ -145,7 +145,7 @@ def test_connection_dropped_inside_a_save_gives_one_line_and_loses_nothing(
     # nothing acknowledged was lost; the next call reconnects, retakes the lease and
     # saves what the failed call could not
     assert store.load_session(sid).transcript == acknowledged
-    store.save_messages(sid, [*acknowledged, *turn(1)])
+    store.save(sid, [*acknowledged, *turn(1)])
     assert store.holds_lease(sid)
     assert store.load_session(sid).transcript == [*acknowledged, *turn(1)]
 
@@ -155,9 +155,9 @@ def test_stopped_server_gives_one_line_then_the_next_call_reconnects(
 ) -> None:
     sid = store.create_session([SYSTEM])
     store.acquire_lease(sid)
-    store.save_messages(sid, [SYSTEM, *turn(0)])
+    store.save(sid, [SYSTEM, *turn(0)])
     running.stop()
-    for call in (lambda: store.save_messages(sid, [SYSTEM, *turn(0), *turn(1)]),
+    for call in (lambda: store.save(sid, [SYSTEM, *turn(0), *turn(1)]),
                  lambda: store.list_sessions(), lambda: store.load_session(sid)):
         with pytest.raises(StoreUnavailableError) as info:
             call()
@@ -165,7 +165,7 @@ def test_stopped_server_gives_one_line_then_the_next_call_reconnects(
         assert "\n" not in message and running.password not in message
         assert info.value.url == f"postgresql://agent:***@127.0.0.1:{running.port}/agents"
     running.start()
-    store.save_messages(sid, [SYSTEM, *turn(0), *turn(1)])
+    store.save(sid, [SYSTEM, *turn(0), *turn(1)])
     assert store.holds_lease(sid)
     assert len(store.load_session(sid).transcript) == 5
 
@@ -207,7 +207,7 @@ def test_unreachable_host_is_one_line_without_the_password(
 def test_every_credential_of_the_url_is_hidden_wherever_it_is_shown(
     pg: PgCluster, tmp_path: Path, project: str
 ) -> None:
-    from jupyter_agent.store.postgres import check_store_url, redact_url
+    from jupyter_agent.store.postgres.url import check_store_url, redact_url
 
     secrets = ("Wr0ng-pa55", "key-pa55phrase", "query-pa55")
     url = (f"postgresql://agent:{secrets[0]}@127.0.0.1:{pg.port}/agents?sslmode=prefer"

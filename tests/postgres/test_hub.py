@@ -21,6 +21,7 @@ from jupyter_agent.artefacts.fork import fork_session
 from jupyter_agent.cli import main as cli_main
 from jupyter_agent.errors import SessionNotFoundError, SessionReadOnlyError
 from jupyter_agent.paths import find_project_root, project_key
+from jupyter_agent.store.base import holding
 from jupyter_agent.store.postgres import PostgresStore, prepare_database
 from tests.postgres.server import PgCluster
 from tests.shells import magics_of
@@ -98,7 +99,7 @@ def test_each_user_sees_and_changes_only_their_own(hub: Hub,
     assert [e.id for e in bob.list_sessions()] == [theirs]
     assert alice.list_sessions()[0].owner_role == "alice"
     for attempt in (lambda: bob.load_session(mine),
-                    lambda: bob.save_messages(mine, [SYSTEM, ASK, ASK]),
+                    lambda: bob.save(mine, [SYSTEM, ASK, ASK]),
                     lambda: bob.delete_session(mine),
                     lambda: bob.read_figure(mine, "fig1"),
                     lambda: bob.share_session(mine, ["bob"])):
@@ -137,7 +138,7 @@ def test_the_database_enforces_it_whatever_the_client(hub: Hub,
     # a lease row bob writes for alice's session does not stand in her way
     hub.sql("bob", "INSERT INTO jupyter_agent.leases (project, session_id, lock_key, "
                    "backend_pid) VALUES (%s, %s, 0, 0)", (stores["alice"].project, mine))
-    with stores["alice"].lease(mine):
+    with holding(stores["alice"], mine):
         assert stores["alice"].holds_lease(mine)
     with pytest.raises(psycopg.errors.ForeignKeyViolation):  # a share of one's own only
         hub.sql("bob", "INSERT INTO jupyter_agent.shares (sid, grantee) VALUES (%s, 'bob')",
@@ -154,7 +155,7 @@ def test_the_same_project_key_is_kept_apart_too(hub: Hub, tmp_path: Path) -> Non
         mine = alice.create_session([SYSTEM])
         assert bob.list_sessions() == [] and not bob.exists(mine)
         with pytest.raises(SessionNotFoundError):
-            bob.set_title(mine, "taken over")
+            bob.update(mine, title="taken over")
     finally:
         alice.close()
         bob.close()
@@ -176,8 +177,8 @@ def test_a_shared_session_is_read_and_forked_never_changed(
     copy = bob.load_session(forked.record.id)
     assert copy.transcript == [SYSTEM, ASK] and copy.parent is not None
     assert bob.describe_session(copy.id).owner_role == "bob"
-    for attempt in (lambda: bob.save_messages(mine, [SYSTEM, ASK, ASK]),
-                    lambda: bob.set_title(mine, "mine now"),
+    for attempt in (lambda: bob.save(mine, [SYSTEM, ASK, ASK]),
+                    lambda: bob.update(mine, title="mine now"),
                     lambda: bob.delete_session(mine),
                     lambda: bob.share_session(mine, ["bob"], undo=True),
                     lambda: bob.acquire_lease(mine)):  # as %agent_resume does

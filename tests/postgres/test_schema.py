@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from jupyter_agent.errors import CorruptSessionError, StoreSchemaError
-from jupyter_agent.store.postgres import MIGRATIONS, Migration, PostgresStore, prepare_database
+from jupyter_agent.store.postgres import PostgresStore, prepare_database
+from jupyter_agent.store.postgres.schema import MIGRATIONS, Migration
 from tests.postgres.server import PgCluster
 
 EXTRA = Migration(len(MIGRATIONS) + 1, "a column for a later feature", (
@@ -76,7 +77,7 @@ def test_a_record_from_a_newer_jupyter_agent_is_refused_not_rewritten(
         store.load_session(sid)
     assert sid in str(info.value) and "schema_version 99" in str(info.value)
     with pytest.raises(CorruptSessionError):
-        store.save_messages(sid, [{"role": "user", "content": "x"},
+        store.save(sid, [{"role": "user", "content": "x"},
                                   {"role": "user", "content": "y"}])
     assert store.list_sessions() == []  # listing leaves it out
     rows = pg.admin(f"SELECT schema_version, transcript_len FROM jupyter_agent.sessions "
@@ -88,8 +89,8 @@ def test_rows_made_before_roles_keep_working_after_the_migration(pg: PgCluster,
                                                                   tmp_path: Path) -> None:
     """Migration 4 gives old rows to the migrating role and renames their project keys."""
     from jupyter_agent.paths import project_key
-    from jupyter_agent.store.postgres.link import Link
     from jupyter_agent.store.postgres.schema import ensure_schema
+    from jupyter_agent.store.postgres.url import Link
 
     dbname = pg.new_database()
     user = f"carol_{dbname}"  # roles are the cluster's: a name of this test's own

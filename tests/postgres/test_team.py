@@ -4,6 +4,7 @@ pages of a long listing, and how saves touch the tables (design §16)."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -11,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_agent.paths import current_user
+from jupyter_agent.store.base import holding
 from jupyter_agent.store.postgres import PostgresStore
-from jupyter_agent.store.postgres.leases import whoami
 from tests.postgres.server import PgCluster
 from tests.processes import CHILD, Holder, eventually, store_env
 
@@ -46,11 +48,10 @@ def test_two_machines_share_one_database(pg: PgCluster, tmp_path: Path, project:
         assert name in {e["id"] for e in json.loads(out)["listing"]}
     listing = {e.id: e for e in store.list_sessions()}
     assert set(listing) == {"alpha", "beta"}
-    me = whoami()
     for name in ("alpha", "beta"):
         entry = listing[name]
         assert (entry.message_count, entry.tool_calls, entry.title) == (41, 20, f"{name} title")
-        assert (entry.owner_user, entry.owner_host) == (me.user, me.host)
+        assert (entry.owner_user, entry.owner_host) == (current_user(), socket.gethostname())
         record = store.load_session(name)
         assert record.messages[0]["content"] == f"from {tmp_path / name}"
         assert len(record.transcript) == 41
@@ -68,7 +69,7 @@ def test_rows_of_killed_kernels_are_collected(
     try:
         assert store.collect_garbage() == []  # its row is backed by a live connection
         holder.kill()
-        eventually(lambda: store.lease_holder("shared") is None)
+        eventually(lambda: store.describe_session("shared").holder is None)
     finally:
         holder.stop()
     assert store.list_sessions()[0].status == "idle"
@@ -84,7 +85,7 @@ def test_projects_do_not_see_each_other(make_store: Callable[..., PostgresStore]
     assert north.load_session("same-id").transcript == [SYSTEM]
     assert len(south.load_session("same-id").transcript) == 2
     north.acquire_lease("same-id")
-    south.set_title("same-id", "leases are per project too")
+    south.update("same-id", title="leases are per project too")
     north.delete_session("same-id")
     assert south.exists("same-id") and not north.exists("same-id")
 
@@ -95,8 +96,8 @@ def test_owner_is_the_hub_user_when_there_is_one(
     monkeypatch.setenv("JUPYTERHUB_USER", "alice@example.org")
     store = make_store(label="analysis.ipynb")
     sid = store.create_session([SYSTEM])
-    with store.lease(sid):
-        holder = store.lease_holder(sid)
+    with holding(store, sid):
+        holder = store.describe_session(sid).holder
     (entry,) = store.list_sessions()
     assert entry.owner_user == "alice@example.org"
     assert holder is not None and (holder.user, holder.label) == ("alice@example.org",
@@ -106,7 +107,7 @@ def test_owner_is_the_hub_user_when_there_is_one(
 def test_listing_pages(store: PostgresStore) -> None:
     for k in range(7):
         store.create_session([SYSTEM], session_id=f"s{k}")
-    store.set_archived("s3")
+    store.update("s3", archived=True)
     first = store.list_sessions(limit=3)
     assert [e.id for e in first] == ["s6", "s5", "s4"]
     second = store.list_sessions(limit=3, after=first[-1])
@@ -133,7 +134,7 @@ def test_newest_page_of_many_sessions_is_read_from_the_index(
     assert [e.id for e in page[:3]] == ["bulk1", "bulk2", "bulk3"]
     assert len(page) == 50 and all(not e.archived for e in page)
     assert page[0].summary == "summary 1"
-    from jupyter_agent.store.postgres.listing import listing_query
+    from jupyter_agent.store.postgres.tables import listing_query
 
     for archived in (False, True):
         sql = listing_query(include_archived=archived, limit=50, after=None)

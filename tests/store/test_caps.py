@@ -20,7 +20,6 @@ from jupyter_agent.store.figure_files import MAX_FIGURE_BYTES
 from jupyter_agent.store.index import INDEX_LIMIT, INDEX_NAME, SNAPSHOT_LIMIT
 from jupyter_agent.store.messages import JOURNAL_CAP, LINE_CAP, MAX_DEPTH, RECORD_CAP
 from jupyter_agent.store.notes import NOTES_LIMIT
-from jupyter_agent.store.postgres.decode import transcript_message
 from jupyter_agent.store.records import dump_record
 from jupyter_agent.testing import ScriptedModelServer
 from tests.test_magics_errors import usage_error
@@ -129,15 +128,6 @@ def test_oversize_figures_and_notes_are_refused(store: FileStore) -> None:
     grow(notes, NOTES_LIMIT + 1)
     with pytest.raises(TooLargeError, match=f"^{notes}: notes file of "):
         store.notes.read("project")
-
-
-def test_a_team_store_value_over_its_cap_is_refused_before_decoding() -> None:
-    where = "postgresql://db/x (project p, session s)"
-    with pytest.raises(TooLargeError) as caught:
-        transcript_message(b'"' + b"x" * LINE_CAP + b'"', where, 4)
-    assert str(caught.value) == (
-        f"{where}: jupyter_agent.messages seq 4 of {LINE_CAP + 2:,} bytes is over the "
-        "16 MiB cap; it was not loaded and was left untouched")
 
 
 def test_magics_report_an_oversize_session_in_one_line(

@@ -1,71 +1,277 @@
-"""The team store: sessions in a PostgreSQL database shared by a team.
+"""The team store: a project's sessions in a PostgreSQL database shared by a team.
 
-``from jupyter_agent.store.postgres import PostgresStore`` is the entry point; it has
-the same methods and contract as the JSON files' :class:`~jupyter_agent.store.SessionStore`.
-``team.sql`` here is what a database administrator runs to give each user a role of its
-own (docs/teams.md quotes it).
-Importing this package does no I/O and does not import the ``psycopg`` driver (the
-``postgres`` extra: ``pip install 'jupyter-agent[postgres]'``); the first call that
-needs the database does.
+:class:`PostgresStore` supplies the session engine's primitives on a database. The lease is
+an advisory lock (``locks.py``); each change is one transaction; while the lease is held
+the session's head is kept in memory, so a save point costs one ``UPDATE`` of the row
+plus one ``INSERT`` per new message. The database decides what a role sees (row-level
+security, ``schema.py``): its own sessions, and those shared with it to read and fork
+only. The notes stay files in the memory directory. Importing this package does no I/O
+and does not import ``psycopg`` (the ``postgres`` extra).
 """
 
 from __future__ import annotations
 
-from jupyter_agent.store.postgres.schema import MIGRATIONS, Migration
-from jupyter_agent.store.postgres.store import PostgresStore
-from jupyter_agent.store.postgres.url import (
-    STORE_URL_ENV,
-    check_store_url,
-    redact_url,
-    resolve_store_url,
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from jupyter_agent.errors import (
+    CorruptSessionError,
+    FigureNotFoundError,
+    SessionNotFoundError,
+    SessionReadOnlyError,
+)
+from jupyter_agent.store.engine import SessionEngine
+from jupyter_agent.store.figure_files import FigureData, validate_figure_id
+from jupyter_agent.store.notes import Notes
+from jupyter_agent.store.postgres.locks import Leases
+from jupyter_agent.store.postgres.rows import (
+    Head,
+    Plan,
+    head_from_row,
+    plan_compact,
+    plan_save,
+    plan_update,
+    raw_json,
+    record_from_row,
+    row_values,
+)
+from jupyter_agent.store.postgres.schema import (
+    MIGRATIONS,
+    Migration,
+    current_version,
+    ensure_schema,
+)
+from jupyter_agent.store.postgres.tables import Check, SessionTable
+from jupyter_agent.store.postgres.url import Link, check_store_url, import_psycopg
+from jupyter_agent.store.records import (
+    LeaseHolder,
+    SessionListing,
+    SessionRecord,
+    validate_session_id,
 )
 
-__all__ = [
-    "MIGRATIONS",
-    "STORE_URL_ENV",
-    "Migration",
-    "PostgresStore",
-    "check_store_url",
-    "prepare_database",
-    "redact_url",
-    "resolve_store_url",
-]
+if TYPE_CHECKING:
+    import psycopg
+
+
+class PostgresStore(SessionEngine):
+    """Saved sessions of one project in a PostgreSQL database, with leases.
+
+    ``url`` is ``postgresql://[user[:password]@]host[:port]/dbname[?param=...]`` (libpq
+    parameters, ``~/.pgpass`` and ``PG*`` variables apply; ``ValueError`` for another
+    URL, not showing the password); ``memory_dir`` holds the notes; ``project`` is the
+    project key (:func:`~jupyter_agent.paths.project_key`): the store sees and creates that
+    project's sessions only. ``holder_label`` tells people who find a session in use what
+    holds it. Constructing does no I/O; the first call connects and creates or upgrades
+    the tables; the connection is kept until :meth:`close`.
+    """
+
+    def __init__(self, url: str, memory_dir: str | os.PathLike[str], *, project: str,
+                 holder_label: str = "", migrations: Sequence[Migration] = MIGRATIONS) -> None:
+        if not url:
+            raise ValueError("a PostgreSQL store needs a postgresql:// URL")
+        check_store_url(url)
+        super().__init__(Notes(Path(memory_dir).expanduser()))
+        self.project = project
+        self._migrations = tuple(migrations)
+        self._link = Link(url, self._on_connect)
+        self.location = f"{self._link.shown_url} (project {project})"
+        self._leases = Leases(self._link, project, holder_label)
+        self._table = SessionTable(self._link, project, self._where)
+        self._heads: dict[str, Head] = {}
+        self._owners: dict[str, tuple[int, str, bool] | None] = {}
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self._link.shown_url!r}, project={self.project!r})"
+
+    def _on_connect(self, conn: psycopg.Connection, first: bool) -> None:
+        # json columns are decoded and checked by rows.py
+        import_psycopg().types.json.set_json_loads(raw_json, conn)
+        conn.execute("SET TIME ZONE 'UTC'")
+        if first:
+            ensure_schema(conn, self._link.shown_url, self._migrations)
+        self._heads.clear()
+        self._leases.retake(conn)
+
+    def close(self) -> None:
+        """Release every lease and close the connection (the next call reconnects)."""
+        with self._mutex:
+            self.release_all()
+            self._link.close()
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ primitives
+    @contextlib.contextmanager
+    def _open(self, *, create: bool) -> Iterator[SessionTable]:
+        try:
+            yield self._table
+        finally:
+            self._owners.clear()  # what _exists saw holds for this one step only
+
+    def _where(self, session_id: str) -> str:
+        return f"{self._link.shown_url} project {self.project!r} session {session_id!r}"
+
+    def _exists(self, at: SessionTable, session_id: str) -> bool:
+        # also a session another role shares with this one: it can be loaded (not changed)
+        self._owners[session_id] = at.owner(session_id)
+        return self._owners[session_id] is not None
+
+    def _lock(self, at: SessionTable, session_id: str) -> None:
+        if not self._leases.holds(session_id):
+            if session_id in self._owners:
+                found = self._owners.pop(session_id)
+            else:
+                found = at.owner(session_id)
+            if found is not None and not found[2]:
+                raise SessionReadOnlyError(session_id, found[1])
+        self._leases.acquire(session_id)
+
+    def _unlock(self, session_id: str) -> None:
+        if self._leases.release(session_id):
+            self._heads.pop(session_id, None)
+
+    def _unlock_all(self) -> None:
+        self._leases.release_all()
+        self._heads.clear()
+
+    def _holds(self, session_id: str) -> bool:
+        return self._leases.holds(session_id)
+
+    def _check(self, session_id: str) -> Check:
+        def check() -> None:  # a write needs the lease on the connection it is about to use
+            if not self._leases.holds(session_id):
+                raise self._leases.refusal(session_id)
+
+        return check
+
+    def _head(self, at: SessionTable, session_id: str) -> Head:
+        head = self._heads.get(session_id)
+        if head is None:
+            row = at.head_row(session_id)
+            if row is None:
+                raise SessionNotFoundError(session_id, self.location)
+            head = self._heads[session_id] = head_from_row(row[:-1], row[-1],
+                                                          self._where(session_id))
+        return head
+
+    def _apply(self, at: SessionTable, head: Head, change: Plan) -> bool:
+        # a writer that ignored the lease changed the row: the head is read again
+        revision = at.apply(head, change, self._check(head.id))
+        if revision is None:
+            self._heads.pop(head.id, None)
+            return False
+        self._heads[head.id] = replace(change.head, revision=revision)
+        return True
+
+    def _insert(self, at: SessionTable, record: SessionRecord, *, created: bool) -> bool:
+        identity = self._leases.identity
+        values = {**row_values(record), "project": self.project, "id": record.id,
+                  "owner_user": identity.user, "owner_host": identity.host}
+        return at.insert(values, record.transcript, self._check(record.id))
+
+    def _remove(self, at: SessionTable, session_id: str) -> bool:
+        self._heads.pop(session_id, None)
+        return at.delete(session_id, self._check(session_id))
+
+    def _read_record(self, at: SessionTable, session_id: str) -> SessionRecord:
+        row = at.record_row(session_id)
+        if row is None:
+            raise SessionNotFoundError(session_id, self.location)
+        return record_from_row(row, self._where(session_id))
+
+    def _mine(self, session_id: str) -> LeaseHolder | None:
+        return self._leases.holder(session_id) if self._leases.holds(session_id) else None
+
+    def _list_page(self, at: SessionTable, include_archived: bool, limit: int | None,
+                   after: SessionListing | None) -> list[SessionListing]:
+        return at.listing(self._mine, include_archived=include_archived, limit=limit,
+                          after=after)
+
+    def _describe(self, at: SessionTable, session_id: str) -> SessionListing:
+        found = at.listing(self._mine, session_id=session_id)
+        if found:
+            return found[0]
+        self._read_record(at, session_id)  # raises what is wrong, or that it does not exist
+        raise CorruptSessionError(self._where(session_id), "it cannot be listed")
+
+    def _put_figure(self, at: SessionTable, session_id: str, figure_id: str, data: bytes,
+                    media_type: str) -> None:
+        if not at.save_figure(session_id, figure_id, data, media_type, self._check(session_id)):
+            raise SessionNotFoundError(session_id, self.location)
+
+    def _get_figure(self, at: SessionTable, session_id: str, figure_id: str) -> FigureData:
+        found = at.read_figure(session_id, figure_id)
+        if found is None:
+            raise FigureNotFoundError(session_id, figure_id, self._where(session_id))
+        return found
+
+    def _figure_ids(self, at: SessionTable, session_id: str) -> list[str]:
+        return at.figure_ids(session_id)
+
+    _plan_save = staticmethod(plan_save)
+    _plan_compact = staticmethod(plan_compact)
+    _plan_update = staticmethod(plan_update)
+
+    # ------------------------------------------------------------------ the team store's own
+    def collect_garbage(self) -> list[str]:
+        """Delete the project's lease rows no live connection backs (a killed kernel's);
+        the session IDs whose rows were removed."""
+        with self._mutex:
+            return self._leases.delete_stale()
+
+    def share_session(self, session_id: str, roles: Sequence[str], *,
+                      undo: bool = False) -> list[str]:
+        """Share one of this role's sessions read-only with database ``roles`` (their
+        members may read and fork it), or stop (``undo``); the roles it is shared with now.
+
+        Raises
+        ------
+        ValueError
+            A role name that is empty, over 63 bytes, or not the database's (nothing changed).
+        SessionNotFoundError, SessionReadOnlyError
+        """
+        validate_session_id(session_id)
+        for role in roles:
+            if not role or len(role.encode()) > 63 or "\0" in role:
+                raise ValueError(f"not a database role name: {role!r}")
+        with self._mutex:
+            found = self._table.owner(session_id)
+            if found is None:
+                raise SessionNotFoundError(session_id, self.location)
+            if not found[2]:
+                raise SessionReadOnlyError(session_id, found[1])
+            try:
+                return self._table.share(found[0], list(roles), undo)
+            except LookupError as err:
+                raise ValueError(str(err.args[0])) from None
+
+    def delete_figure(self, session_id: str, figure_id: str) -> bool:
+        """Delete a figure under the session's lease; whether it existed."""
+        validate_figure_id(figure_id)
+        with self._changing(session_id) as at:
+            return at.delete_figure(session_id, figure_id, self._check(session_id))
 
 
 def prepare_database(url: str, role: str | None = None) -> int:
-    """Create or upgrade the store's tables in the database at ``url``; return the version.
-
-    Kernels do this themselves on their first connection; where users may not create
-    schemas, an administrator runs it once after the SQL of ``team.sql`` (next to this
-    module; docs/teams.md explains it), e.g. ``prepare_database('postgresql://postgres@db/
-    agents', role='agent_owner')``.
-
-    Parameters
-    ----------
-    url : str
-        A ``postgresql://`` URL of a user who may create the tables.
-    role : str, optional
-        ``SET ROLE`` to this role first, so that it owns what is created.
-
-    Returns
-    -------
-    int
-        The schema version now.
-
-    Raises
-    ------
-    StoreUnavailableError, StoreSchemaError
-    """
-    from jupyter_agent.store.postgres.link import Link
-    from jupyter_agent.store.postgres.schema import current_version, ensure_schema
-
+    """Create or upgrade the store's tables at ``url`` as a user who may (after ``SET ROLE
+    role``, so that it owns them); the schema version. Kernels do this on their first
+    connection; where users may not create schemas, an administrator runs it once after
+    ``team.sql``."""
     check_store_url(url)
     link = Link(url, lambda conn, first: None)
     try:
         conn = link.connection()
         if role:
-            from psycopg import sql
-
+            sql = import_psycopg().sql
             conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
         ensure_schema(conn, link.shown_url)
         return current_version(conn)

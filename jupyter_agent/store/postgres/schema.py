@@ -1,51 +1,10 @@
-"""The team store's tables, created and upgraded by an ordered list of migrations.
+"""The team store's tables in the schema ``jupyter_agent``, made by ordered migrations.
 
-Everything lives in one PostgreSQL schema, ``jupyter_agent``, so the store can share a
-database with other data:
-
-``sessions``
-    One row per session: its project (:func:`~jupyter_agent.paths.project_key`) and ID
-    (unique together), timestamps, summary, title, archived flag, owner (user, host),
-    the checkpoint (``state``), compaction events, fork origin, and what listing shows
-    (``transcript_len``, ``first_prompt``, ``cost_usd``, ``tool_calls``) so that listing
-    reads no message. ``revision`` grows with every write. ``extra`` (a JSON object, or
-    null) keeps the keys of an imported record that this version does not know, so that
-    a record copied in from the files comes back whole.
-``messages``
-    The transcript: one row per message, ``(sid, seq)``, append-only. The working
-    context is ``context_head`` (a JSON list, written by compaction) followed by the
-    transcript from ``context_from`` on; before any compaction the head is empty and
-    the working context *is* the transcript, so no message is stored twice.
-``figures``
-    A session's figures: one row per figure, ``(sid, figure_id)``, with its
-    media type and bytes (``bytea``); deleted with the session (``ON DELETE CASCADE``).
-``leases``
-    Who holds each session's lease (user, host, pid, since, label) and from which
-    database connection (``backend_pid``); the lease itself is an advisory lock, and a
-    row is believed only while that connection holds it (see ``leases.py``).
-``shares``
-    Who may read a session besides its owner: one row per ``(sid, grantee)`` role.
-``migrations``
-    The migrations applied, by version.
-
-Ownership (migration 4): ``sessions``, ``leases`` and ``shares`` carry ``owner_role``,
-the database role that wrote the row (``DEFAULT current_user``), and row-level security,
-forced on the tables' owner too, lets a role see and change only its own rows
-(:data:`POLICIES`): a session and its ``messages`` and ``figures`` rows are read by its
-owner and by the members of a role it is shared with, written by its owner alone. Rows
-made before belong to the role that ran the migration; ``team.sql`` beside this module
-is what an administrator runs to give every user a role (docs/teams.md).
-
-Messages, state and compactions are stored as ``json`` (text kept as written: key
-order, and characters PostgreSQL ``text`` cannot hold, such as NUL, survive).
-Listing's newest page is read from the index ``(project, updated_at DESC, id DESC)``
-(or its partial twin for unarchived sessions), never by scanning the table.
-
-Upgrading: :func:`ensure_schema` applies the migrations the database lacks, in order,
-in one transaction, under a transaction-level advisory lock so that two kernels
-starting at once do not both apply them. A database migrated by a newer jupyter-agent
-is refused with :class:`~jupyter_agent.errors.StoreSchemaError` and left as it is. A
-database that is up to date needs no privilege beyond reading and writing the tables.
+``sessions`` (one row each, with what listing shows), ``messages`` (the append-only
+transcript; the working context is ``context_head`` then the transcript from
+``context_from`` on), ``figures``, ``leases``, ``shares``, ``migrations``. JSON columns
+are ``json``: text kept as written. Row-level security (migration 4) shows a role its own
+rows and those shared with it, to read only; ``team.sql`` gives each user a role.
 """
 
 from __future__ import annotations
@@ -55,13 +14,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from jupyter_agent.errors import StoreSchemaError, StoreUnavailableError
+from jupyter_agent.store.postgres.url import import_psycopg
 
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["MIGRATIONS", "POLICIES", "SCHEMA", "Migration", "current_version", "ensure_schema"]
-
-#: The PostgreSQL schema (namespace) holding the store's tables.
 SCHEMA = "jupyter_agent"
 # Key of the transaction-level advisory lock taken while migrating ("jupyter-agent"
 # in ASCII, truncated to fit a bigint); distinct from every session lease key space
@@ -71,17 +28,7 @@ _MIGRATION_LOCK = 0x6A7570797465722D
 
 @dataclass(frozen=True)
 class Migration:
-    """One step of the schema: applied once, in order, recorded in ``migrations``.
-
-    Attributes
-    ----------
-    version : int
-        1, 2, 3, ... without gaps.
-    name : str
-        What the step does, for people reading the ``migrations`` table.
-    statements : tuple of str
-        SQL statements run in order, in the migration's transaction.
-    """
+    """One step of the schema, applied once in order (versions 1, 2, 3, ... without gaps)."""
 
     version: int
     name: str
@@ -89,7 +36,6 @@ class Migration:
 
 
 _MINE = "owner_role = current_user"
-#: The row-level security policies (see the module docstring); each is its own statement.
 POLICIES = (
     f"CREATE POLICY own ON {SCHEMA}.sessions USING ({_MINE}) WITH CHECK ({_MINE})",
     f"""CREATE POLICY shared ON {SCHEMA}.sessions FOR SELECT USING (
@@ -108,6 +54,7 @@ POLICIES = (
         SELECT rolname FROM pg_roles WHERE pg_has_role(current_user, oid, 'MEMBER')))""",
 )
 
+# the schema's history, oldest first: add steps at the end, never change a shipped one
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "sessions, transcript messages and leases", (
         f"""CREATE TABLE {SCHEMA}.sessions (
@@ -203,9 +150,6 @@ MIGRATIONS: tuple[Migration, ...] = (
         f"CREATE POLICY readable ON {SCHEMA}.migrations FOR SELECT USING (true)",
     )),
 )
-"""The schema's history, oldest first. Add steps at the end; never change one that
-has shipped."""
-
 
 def current_version(conn: psycopg.Connection) -> int:
     """The newest migration applied to the database (0 when there is none)."""
@@ -218,21 +162,8 @@ def current_version(conn: psycopg.Connection) -> int:
 
 def ensure_schema(conn: psycopg.Connection, shown_url: str,
                   migrations: Sequence[Migration] = MIGRATIONS) -> int:
-    """Bring the database's schema up to date; return its version.
-
-    Parameters
-    ----------
-    conn : psycopg.Connection
-        An autocommit connection (the store's).
-    shown_url : str
-        The database URL without its password, for error messages.
-    migrations : sequence of Migration
-        The schema's history (default :data:`MIGRATIONS`).
-
-    Returns
-    -------
-    int
-        The schema version now (the last migration's).
+    """Apply the migrations the database lacks, in one transaction under an advisory lock
+    (two kernels starting at once do not both apply them); return the version.
 
     Raises
     ------
@@ -243,8 +174,7 @@ def ensure_schema(conn: psycopg.Connection, shown_url: str,
     psycopg.OperationalError
         The connection failed.
     """
-    import psycopg
-
+    psycopg = import_psycopg()
     try:
         return _ensure(conn, shown_url, migrations)
     except psycopg.OperationalError:
@@ -283,3 +213,4 @@ def _ensure(conn: psycopg.Connection, shown_url: str, migrations: Sequence[Migra
             conn.execute(f"INSERT INTO {SCHEMA}.migrations (version, name) VALUES (%s, %s)",
                          (step.version, step.name))
     return latest
+

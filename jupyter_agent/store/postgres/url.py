@@ -1,40 +1,37 @@
-"""Database URLs of the team store: which one is selected, checked, and shown without secrets.
+"""The team store's database URL, shown without credentials, and the one connection.
 
-A team store is selected by a ``postgresql://`` (or ``postgres://``) URL, from the
-``AgentMagics.store_url`` setting, else ``$JUPYTER_AGENT_STORE_URL``; empty means the
-JSON files of the memory directory. Anything that shows a URL -- error
-messages, ``repr`` of a store, ``%config AgentMagics``, session records -- shows
-:func:`redact_url` of it: the credentials it holds (the password of the authority, the
-``password=`` and ``sslpassword=`` parameters) never appear. Parameters that name files
-(``passfile``, ``sslkey``, ``sslcert``) are shown: a path is not a secret, and what those
-files hold is read by libpq alone, never shown. Nothing here imports
-``psycopg``, so a URL can be checked where the driver is not installed.
+:class:`Link` owns the kernel's autocommit connection (leases are advisory locks held by
+it: never pooled), opened on first use and replaced when it drops. After a fork the
+child's copy of the socket is pointed at ``/dev/null``, so the server releases the
+leases when the process that opened the connection ends.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
-from collections.abc import Mapping
-from urllib.parse import parse_qsl, urlencode, urlsplit
+import weakref
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlencode, urlsplit
 
-__all__ = [
-    "SCHEMES",
-    "STORE_URL_ENV",
-    "StoreURL",
-    "check_store_url",
-    "redact_url",
-    "resolve_store_url",
-    "scrub",
-    "url_secrets",
-]
+from jupyter_agent.errors import StoreUnavailableError
 
-#: Environment variable naming the team store when the setting is empty.
+if TYPE_CHECKING:
+    import psycopg
+
+T = TypeVar("T")
+
 STORE_URL_ENV = "JUPYTER_AGENT_STORE_URL"
-#: URL schemes of a PostgreSQL store (both spellings libpq accepts).
-SCHEMES = ("postgresql", "postgres")
+_SCHEMES = ("postgresql", "postgres")
 _HIDDEN = "***"
-#: Query parameters whose values are credentials.
-SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
+_SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
+# where the URL is silent: a dead server or network is noticed in about a minute
+_DEFAULTS = {
+    "connect_timeout": "10", "keepalives": "1", "keepalives_idle": "30",
+    "keepalives_interval": "10", "keepalives_count": "3", "application_name": "jupyter-agent",
+}
 
 
 def _split(url: str) -> tuple[str, str, str, str, str] | None:
@@ -48,19 +45,8 @@ def _split(url: str) -> tuple[str, str, str, str, str] | None:
 
 
 def redact_url(url: str) -> str:
-    """``url`` with its credentials (see the module docstring) replaced by ``***``.
-
-    Parameters
-    ----------
-    url : str
-
-    Returns
-    -------
-    str
-        E.g. ``postgresql://alice:***@db.example.org:5432/agents?sslpassword=***``. A
-        value that does not parse as a URL at all is shown as ``<unparsable URL>`` (it
-        might hold a password in a form this function cannot find).
-    """
+    """``url`` with its password and ``password=``/``sslpassword=`` values as ``***``;
+    ``<unparsable URL>`` for a value that does not parse as a URL at all."""
     parts = _split(url)
     if parts is None:
         return "<unparsable URL>"
@@ -70,47 +56,32 @@ def redact_url(url: str) -> str:
         netloc = f"{userinfo.split(':', 1)[0]}:{_HIDDEN}@{hostport}"
     if query:
         pairs = parse_qsl(query, keep_blank_values=True)
-        if any(key in SECRET_PARAMETERS for key, _ in pairs):
-            query = urlencode([(k, _HIDDEN if k in SECRET_PARAMETERS else v) for k, v in pairs],
+        if any(key in _SECRET_PARAMETERS for key, _ in pairs):
+            query = urlencode([(k, _HIDDEN if k in _SECRET_PARAMETERS else v) for k, v in pairs],
                               safe="*/:")
     return (f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
             + (f"#{fragment}" if fragment else ""))
 
 
-def url_secrets(url: str) -> list[str]:
-    """The credentials in ``url``: the authority's password and the values of
-    :data:`SECRET_PARAMETERS` (empty ones left out)."""
-    from urllib.parse import unquote
-
-    parts = _split(url)
-    if parts is None:
-        return []
-    found = []
-    userinfo, at, _ = parts[1].rpartition("@")
-    if at and ":" in userinfo:
-        found.append(unquote(userinfo.split(":", 1)[1]))
-    found += [value for key, value in parse_qsl(parts[3], keep_blank_values=True)
-              if key in SECRET_PARAMETERS]
-    return [secret for secret in found if secret]
-
-
 def scrub(text: str, url: str) -> str:
     """``text`` with every credential of ``url`` (raw or percent-encoded) replaced by ``***``."""
-    from urllib.parse import quote, quote_plus
-
-    for secret in sorted(url_secrets(url), key=len, reverse=True):
+    parts = _split(url)
+    if parts is None:
+        return text
+    secrets = []
+    userinfo, at, _ = parts[1].rpartition("@")
+    if at and ":" in userinfo:
+        secrets.append(unquote(userinfo.split(":", 1)[1]))
+    secrets += [value for key, value in parse_qsl(parts[3], keep_blank_values=True)
+                if key in _SECRET_PARAMETERS]
+    for secret in sorted(filter(None, secrets), key=len, reverse=True):
         for form in {secret, quote(secret, safe=""), quote_plus(secret)}:
             text = text.replace(form, _HIDDEN)
     return text
 
 
 class StoreURL(str):
-    """A store URL whose ``repr`` leaves the password out.
-
-    The value itself is the URL as given (the driver needs the password); only what
-    displays a value -- ``repr``, so ``%config AgentMagics``, the echo of a cell, a
-    dataclass's ``repr`` -- shows :func:`redact_url` of it.
-    """
+    """The URL as given (the driver needs the password), whose ``repr`` hides it."""
 
     __slots__ = ()
 
@@ -119,28 +90,12 @@ class StoreURL(str):
 
 
 def check_store_url(value: str) -> str:
-    """Return ``value`` if it is ``""`` or a PostgreSQL URL, else raise ``ValueError``.
-
-    Parameters
-    ----------
-    value : str
-        ``""`` (the JSON files) or ``postgresql://[user[:password]@][host][:port]/dbname``
-        with optional libpq query parameters (``?sslmode=require``, ...).
-
-    Returns
-    -------
-    StoreURL
-        ``value``, as a string whose ``repr`` hides the password.
-
-    Raises
-    ------
-    ValueError
-        Naming the problem; the message shows the URL without its password.
-    """
+    """``value`` as a :class:`StoreURL` if it is ``""`` or a PostgreSQL URL, else
+    ``ValueError`` naming the problem (the URL redacted)."""
     if value == "":
         return StoreURL(value)
     parts = _split(value)
-    if parts is None or parts[0].lower() not in SCHEMES:
+    if parts is None or parts[0].lower() not in _SCHEMES:
         raise ValueError(
             "store_url must be empty (the JSON files) or a PostgreSQL URL such as "
             f"postgresql://user@db.example.org/agents (got {redact_url(value)!r})"
@@ -155,30 +110,149 @@ def check_store_url(value: str) -> str:
 
 def resolve_store_url(setting: str | None = None, *,
                       environ: Mapping[str, str] | None = None) -> str:
-    """The team store's URL: the setting if not empty, else ``$JUPYTER_AGENT_STORE_URL``.
-
-    Parameters
-    ----------
-    setting : str, optional
-        ``AgentMagics.store_url``.
-    environ : mapping, optional
-        Where :data:`STORE_URL_ENV` is read; :data:`os.environ` at call time by default.
-
-    Returns
-    -------
-    str
-        The URL, or ``""`` for the JSON files of the memory directory.
-
-    Raises
-    ------
-    ValueError
-        If the environment variable holds something that is not a PostgreSQL URL.
-    """
+    """The setting if not empty, else ``$JUPYTER_AGENT_STORE_URL`` (``ValueError`` when
+    that is not a PostgreSQL URL); ``""`` means the files."""
     if setting:
         return StoreURL(setting)
     env = os.environ if environ is None else environ
-    value = env.get(STORE_URL_ENV, "").strip()
     try:
-        return check_store_url(value)
+        return check_store_url(env.get(STORE_URL_ENV, "").strip())
     except ValueError as err:
         raise ValueError(f"${STORE_URL_ENV}: {err}") from None
+
+
+def import_psycopg() -> Any:
+    """The driver, or ``None`` when the ``postgres`` extra is not installed."""
+    try:
+        import psycopg  # an optional dependency: imported on first use
+    except ImportError:
+        return None
+    return psycopg
+
+
+_ALL: weakref.WeakSet[Link] = weakref.WeakSet()
+
+
+def _close_sockets_in_child() -> None:
+    for link in list(_ALL):
+        link._orphan()
+
+
+@functools.cache  # once per process (a second registration would be harmless)
+def _install_fork_hook() -> None:
+    os.register_at_fork(after_in_child=_close_sockets_in_child)
+
+
+class Link:
+    """One database connection, reopened on demand.
+
+    ``on_connect(conn, first)`` runs on each new connection before it is used (``first``
+    the first time); if it raises, the connection is closed.
+    """
+
+    def __init__(self, url: str, on_connect: Callable[[psycopg.Connection, bool], None]) -> None:
+        self._url = url
+        self.shown_url = redact_url(url)
+        self._on_connect = on_connect
+        self._conn: psycopg.Connection | None = None
+        self._pid = os.getpid()
+        self._connected_once = False
+        self._begun = False
+
+    def _unavailable(self, err: BaseException, *, lost: bool = False) -> StoreUnavailableError:
+        text = " ".join(str(err).split()).removeprefix("connection failed: ") or "no reason given"
+        return StoreUnavailableError(self.shown_url, scrub(text, self._url), lost=lost)
+
+    @property
+    def connected(self) -> bool:
+        """Whether a usable connection is open in this process (no round trip)."""
+        return self._conn is not None and self._pid == os.getpid() and not self._conn.closed
+
+    def connection(self) -> psycopg.Connection:
+        """The open connection, opening one (and running ``on_connect``) if needed;
+        ``StoreUnavailableError`` when ``psycopg`` is missing or the server cannot be
+        reached or refuses the login."""
+        if self._pid != os.getpid():  # forked: the parent's connection is not ours
+            self._conn, self._pid = None, os.getpid()
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        self._conn = None
+        psycopg = import_psycopg()
+        if psycopg is None:
+            raise StoreUnavailableError(
+                self.shown_url,
+                "the PostgreSQL driver is not installed: pip install 'jupyter-agent[postgres]'",
+            )
+        try:
+            given = psycopg.conninfo.conninfo_to_dict(self._url)
+            params = {**_DEFAULTS, **{k: str(v) for k, v in given.items() if v is not None}}
+            conn = psycopg.connect(autocommit=True, **params)
+        except psycopg.Error as err:
+            raise self._unavailable(err) from None
+        try:
+            self._on_connect(conn, not self._connected_once)
+        except BaseException as err:
+            with contextlib.suppress(Exception):
+                conn.close()
+            if isinstance(err, psycopg.OperationalError):
+                raise self._unavailable(err, lost=True) from None
+            raise
+        self._connected_once = True
+        self._conn = conn
+        _install_fork_hook()
+        _ALL.add(self)
+        return conn
+
+    def _orphan(self) -> None:
+        # in a forked child: close this process's copy of the parent's socket, silently
+        conn = self._conn
+        if conn is None or self._pid == os.getpid():
+            return
+        with contextlib.suppress(Exception):
+            fd = conn.pgconn.socket
+            null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+            try:
+                os.dup2(null, fd, inheritable=False)
+            finally:
+                os.close(null)
+
+    def close(self) -> None:
+        """Forget the connection (closing it when it is this process's own)."""
+        conn, self._conn = self._conn, None
+        if conn is not None and self._pid == os.getpid():
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def run(self, op: Callable[[psycopg.Connection], T], *, idempotent: bool = False) -> T:
+        """``op(connection)``, run again once on a new connection if it dropped and
+        ``op`` is ``idempotent`` or had not begun its transaction; else
+        ``StoreUnavailableError`` (the next call reconnects)."""
+        psycopg = import_psycopg()
+        for attempt in (1, 2):
+            conn = self.connection()
+            self._begun = False
+            try:
+                return op(conn)
+            except (psycopg.OperationalError, psycopg.InterfaceError) as err:
+                if not conn.closed:
+                    raise
+                self.close()
+                if attempt == 1 and (idempotent or not self._begun):
+                    continue
+                raise self._unavailable(err, lost=True) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def fetch(self, query: str, params: Any = None) -> list[Any]:
+        """The rows of one read statement (repeated after a reconnect)."""
+        return self.run(lambda c: c.execute(query, params).fetchall(), idempotent=True)
+
+    def write(self, op: Callable[[psycopg.Connection], T], check: Callable[[], None]) -> T:
+        """``op`` in one transaction, after ``check()`` on the connection about to be used;
+        a failure after ``BEGIN`` is not repeated."""
+        def run(conn: psycopg.Connection) -> T:
+            check()
+            with conn.transaction():
+                self._begun = True
+                return op(conn)
+
+        return self.run(run)
