@@ -59,7 +59,7 @@ def open_store(memory_dir: str | os.PathLike[str] | None = None, url: str | None
 
 def _store_url(url: str | None, environ: Mapping[str, str] | None) -> str:
     # imported here: the team store's package costs ~16 ms at %load_ext (measured)
-    from jupyter_agent.store.postgres import check_store_url, resolve_store_url
+    from jupyter_agent.store.postgres.url import check_store_url, resolve_store_url
 
     try:
         return check_store_url(resolve_store_url(url, environ=environ))
