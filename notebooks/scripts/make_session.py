@@ -15,9 +15,9 @@ from pathlib import Path
 
 import openai
 
-from jupyter_agent.agent import Agent, AgentConfig, ChatModel, Conversation
-from jupyter_agent.store import SessionStore
-from jupyter_agent.testing import ScriptedModelServer
+from jupyter_agent import Agent, AgentConfig, ChatModel, ScriptedModelServer
+from jupyter_agent.agent.conversation import Conversation
+from jupyter_agent.store import FileStore
 
 HERE = Path(__file__).resolve().parent
 PROMPT = (
@@ -28,7 +28,7 @@ PROMPT = (
 
 def main(memory_dir: str) -> None:
     """Run the earlier turn and print what was saved (no IDs, no paths: the output is stable)."""
-    store = SessionStore(memory_dir)
+    store = FileStore(memory_dir)
     with ScriptedModelServer.from_file(HERE / "earlier_session.json") as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="not-needed", max_retries=0)
         session = Conversation.create(store, title="Penguin bills and islands")
