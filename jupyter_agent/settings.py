@@ -272,7 +272,7 @@ class SessionOptions:
         "http://localhost:11434/v1 (default: AgentMagics.base_url, else $OPENAI_BASE_URL, else "
         "the OpenAI API).", "URL")
     api: str | None = _flag("--api", "The model API for this session (default: "
-                            "AgentMagics.api; %agent_resume: what the session last used).")
+                            "AgentMagics.api; %%agent_resume: what the session last used).")
     max_cost_usd: float | None = _flag("--max-cost", "Stop when the session has cost this "
                                        "much, in USD.", "USD")
     max_tool_calls: int | None = _flag("--max-tool-calls", "Stop when the session has made N "
@@ -285,7 +285,7 @@ class SessionOptions:
         "--context-window", "The model's context window in tokens for this session (default: "
         "AgentMagics.context_window, else what the endpoint reports).", "N")
     vision: str | None = _flag("--vision", "Figures as images for the model: auto, on or off "
-                               "(default: AgentMagics.vision; %agent_resume: what the session "
+                               "(default: AgentMagics.vision; %%agent_resume: what the session "
                                "last used).")
     temperature: float | None = _flag("--temperature", metavar="T")
 

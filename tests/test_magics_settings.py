@@ -265,3 +265,12 @@ def test_new_session_help_gives_its_own_defaults(shell: InteractiveShell,
     assert "(default: AgentMagics.api; %agent_resume: what the session last used)" in out
     assert "(default: AgentMagics.vision; %agent_resume: what the session last used)" in out
     assert "default: what the session last used" not in out
+
+
+@pytest.mark.parametrize("magic", ["agent_new", "agent_resume"])
+def test_the_help_of_every_option_reads_as_written(shell: InteractiveShell, magic: str) -> None:
+    help_text = " ".join(getattr(magics_of(shell), magic).__doc__.split())
+    assert "option_strings" not in help_text and "container" not in help_text
+    api, vision = help_text.split("--api {chat,responses}")[-1], help_text.split("--vision")[-1]
+    assert "(default: AgentMagics.api; %agent_resume: what the session last used)" in api
+    assert "%agent_resume: what the session last used" in vision
