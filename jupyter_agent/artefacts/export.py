@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 from jupyter_agent.artefacts.redact import Redactor, redact_record
 from jupyter_agent.artefacts.steps import (
@@ -30,7 +30,6 @@ from jupyter_agent.artefacts.steps import (
     ReadFigure,
     Reply,
     Request,
-    call_line,
     facts_line,
     fence,
     figure_data,
@@ -43,6 +42,7 @@ from jupyter_agent.errors import ExportError, ExportExistsError
 from jupyter_agent.store import FigureData, SessionRecord
 from jupyter_agent.store.figure_files import figure_label
 from jupyter_agent.store.records import dump_record
+from jupyter_agent.ui.display import format_call
 from jupyter_agent.ui.markdown import inert_markdown
 
 ExportFormat = Literal["ipynb", "md", "json"]
@@ -69,25 +69,10 @@ def choose_format(fmt: str | None, output: str | os.PathLike[str] | None = None)
     ValueError
         For an unknown ``fmt``.
     """
-    if fmt is not None:
-        for known in EXPORT_FORMATS:
-            if fmt == known:
-                return known
+    if fmt is not None and fmt not in EXPORT_FORMATS:
         raise ValueError(f"unknown export format {fmt!r}: use ipynb, md or json")
     suffix = Path(output).suffix.lower().lstrip(".") if output is not None else ""
-    return next((known for known in EXPORT_FORMATS if suffix == known), "ipynb")
-
-
-def _resolve_output(output: str | os.PathLike[str] | None, session_id: str, fmt: ExportFormat,
-                    cwd: str | os.PathLike[str]) -> Path:
-    # None: session-<ID>.<fmt> in cwd; an existing directory: that name inside it
-    base = Path(cwd)
-    name = f"session-{session_id}.{fmt}"
-    if output is None:
-        return base / name
-    path = Path(output).expanduser()
-    path = path if path.is_absolute() else base / path
-    return path / name if path.is_dir() else path
+    return cast(ExportFormat, fmt or (suffix if suffix in EXPORT_FORMATS else "ipynb"))
 
 
 def _quote(text: str) -> str:
@@ -116,7 +101,7 @@ def _call_md(call: Call, read: ReadFigure | None = None) -> str:
         figures = _figures_md(call, read)  # ours: embedded data, the only images
         return (f"**run_python**\n\n{fence(call.code, 'python')}\n\n"
                 f"{label}:\n\n{fence(result, 'text')}" + (f"\n\n{figures}" if figures else ""))
-    head = f"**Tool:** `{call_line(call)}`"
+    head = f"**Tool:** `{format_call(call.name, call.arguments)}`"
     if "\n" not in result.strip() and len(result) <= 200:
         return inert_markdown(f"{head} → {result.strip() or '(empty)'}")
     return f"{inert_markdown(head)}\n\n{fence(result, 'text')}"
@@ -242,7 +227,9 @@ def export_record(record: SessionRecord, fmt: str | None = None,
         name's suffix name different formats.
     """
     chosen = choose_format(fmt, output)
-    path = _resolve_output(output, record.id, chosen, os.getcwd() if cwd is None else cwd)
+    base, name = Path(os.getcwd() if cwd is None else cwd), f"session-{record.id}.{chosen}"
+    path = base / Path(output).expanduser() if output is not None else base / name
+    path = path / name if output is not None and path.is_dir() else path
     suffix = path.suffix.lower().lstrip(".")
     if suffix in EXPORT_FORMATS and suffix != chosen:  # e.g. a notebook named out.md
         raise ExportError(path, f"the format is {chosen} but the file name ends in "

@@ -22,7 +22,6 @@ from jupyter_agent.store.records import CLOCK_SKEW
 if TYPE_CHECKING:
     from jupyter_agent.active import Resumed, SessionChange, TurnResult, UsageReport
     from jupyter_agent.agent.config import Limits
-    from jupyter_agent.agent.window import ContextWindow
     from jupyter_agent.artefacts.export import Exported
     from jupyter_agent.artefacts.fork import Forked
     from jupyter_agent.artefacts.search import SearchHit
@@ -115,16 +114,11 @@ _WINDOW_SOURCE = {"setting": "set", "server": "server", "refusal": "server",
                   "genai-prices": "known", "default": "assumed"}
 
 
-def _context(tokens: int, window: ContextWindow | None) -> str:
-    if window is None:
-        return ""
-    return (f"context ~{tokens:,}/{window.tokens:,} "
-            f"({_WINDOW_SOURCE.get(window.source, window.source)})")
-
-
 def format_footer(result: TurnResult) -> str:
-    session = result.session_usage
-    context = _context(result.context_tokens, result.window)
+    session, window = result.session_usage, result.window
+    context = "" if window is None else (
+        f"context ~{result.context_tokens:,}/{window.tokens:,} "
+        f"({_WINDOW_SOURCE.get(window.source, window.source)})")
     return (
         f"── {_tokens(result.turn_usage)} · {format_cost(result.turn_usage)} · "
         f"{plural(result.turn_tool_calls, 'tool call')} │ session: "
@@ -327,17 +321,11 @@ def _format_message(message: dict[str, Any], cells: frozenset[str]) -> str:
     return "\n".join(lines)
 
 
-def history_blocks(messages: Iterable[dict[str, Any]], *,
-                   cells: frozenset[str] = frozenset()) -> Blocks:
-    """The working context as ``(text, message)`` blocks; ``cells``: IDs of the calls
-    handed out as cells (marked)."""
-    return [(_format_message(m, cells), m) for m in messages]
-
-
-def transcript_blocks(transcript: Sequence[dict[str, Any]], compactions: Sequence[Compaction],
+def transcript_blocks(transcript: Sequence[dict[str, Any]], compactions: Sequence[Compaction] = (),
                       *, cells: frozenset[str] = frozenset()) -> Blocks:
-    """The full transcript as ``(text, message)`` blocks, with a marker (message ``None``)
-    before transcript message ``transcript_length`` of each compaction."""
+    """Messages as ``(text, message)`` blocks, with a marker (message ``None``) before
+    message ``transcript_length`` of each compaction; ``cells``: IDs of the calls handed
+    out as cells (marked)."""
     marks: dict[int, list[Compaction]] = {}
     for c in compactions:
         marks.setdefault(c.transcript_length, []).append(c)
@@ -352,15 +340,14 @@ def transcript_blocks(transcript: Sequence[dict[str, Any]], compactions: Sequenc
     return blocks
 
 
-def format_history(messages: Iterable[dict[str, Any]], *,
-                   cells: frozenset[str] = frozenset()) -> str:
-    return "\n\n".join(t for t, _ in history_blocks(messages, cells=cells)) or "(no messages)"
-
-
-def format_transcript(transcript: Sequence[dict[str, Any]], compactions: Sequence[Compaction],
+def format_transcript(transcript: Sequence[dict[str, Any]], compactions: Sequence[Compaction] = (),
                       *, cells: frozenset[str] = frozenset()) -> str:
     return "\n\n".join(t for t, _ in transcript_blocks(transcript, compactions, cells=cells)) \
         or "(no messages)"
+
+
+#: The working context (no compaction markers).
+history_blocks, format_history = transcript_blocks, format_transcript
 
 
 def format_recap_usage(record: SessionRecord) -> str:
@@ -497,15 +484,6 @@ def format_search_results(hits: Sequence[SearchHit], *, query: str,
     return f'{count} {verb} "{query}":\n' + _table(rows)
 
 
-def format_size(size: int) -> str:
-    """``"812 bytes"``, ``"12.3 kB"``, ``"4.1 MB"`` (powers of 1000)."""
-    if size < 1000:
-        return f"{size} bytes"
-    if size < 1_000_000:
-        return f"{size / 1000:.1f} kB"
-    return f"{size / 1_000_000:.1f} MB"
-
-
 def format_forked(forked: Forked, *, active: bool = True) -> str:
     """The fork, its parent and where it was cut; ``active``: the fork became this
     kernel's active session (the magic), else it was only saved (the command line)."""
@@ -533,8 +511,12 @@ _KINDS = {"ipynb": "a notebook", "md": "Markdown", "json": "JSON"}
 
 
 def format_exported(done: Exported) -> str:
+    """Where and how big (``"812 bytes"``, ``"12.3 kB"``, ``"4.1 MB"``), what was redacted."""
+    size = done.size
+    shown = (f"{size} bytes" if size < 1000 else f"{size / 1000:.1f} kB" if size < 1_000_000
+             else f"{size / 1_000_000:.1f} MB")
     text = (f"Exported session {done.session_id} as {_KINDS.get(done.format, done.format)} "
-            f"to {done.path} ({format_size(done.size)}).")
+            f"to {done.path} ({shown}).")
     if done.redacted:
         what = "secret" if done.redacted == 1 else "distinct secrets"
         text += f" {done.redacted} {what} (keys, tokens, passwords) became [redacted]."
