@@ -31,7 +31,6 @@ from jupyter_agent.artefacts.steps import (
     Reply,
     Request,
     facts_line,
-    fence,
     figure_data,
     no_progress,
     session_name,
@@ -43,7 +42,7 @@ from jupyter_agent.store import FigureData, SessionRecord
 from jupyter_agent.store.figure_files import figure_label
 from jupyter_agent.store.records import dump_record
 from jupyter_agent.ui.display import format_call
-from jupyter_agent.ui.markdown import inert_markdown
+from jupyter_agent.ui.markdown import fence, inert_markdown
 
 ExportFormat = Literal["ipynb", "md", "json"]
 EXPORT_FORMATS: tuple[ExportFormat, ...] = ("ipynb", "md", "json")

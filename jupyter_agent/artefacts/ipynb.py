@@ -26,7 +26,6 @@ from jupyter_agent.artefacts.steps import (
     Reply,
     Request,
     facts_line,
-    fence,
     figure_data,
     no_progress,
     session_name,
@@ -37,7 +36,7 @@ from jupyter_agent.store import SessionRecord
 from jupyter_agent.store.figure_files import figure_label
 from jupyter_agent.store.records import utc_now
 from jupyter_agent.ui.display import format_call
-from jupyter_agent.ui.markdown import inert_markdown
+from jupyter_agent.ui.markdown import fence, inert_markdown
 
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -221,11 +220,4 @@ def facts_line(record: SessionRecord) -> str:
         after = f" after request {record.parent.turn}" if record.parent.turn else ""
         parts.append(f"forked from `{record.parent.session_id}`{after}")
     return " · ".join(parts)
-
-
-def fence(text: str, info: str = "") -> str:
-    """``text`` in a fenced code block whose fence no line of ``text`` can close."""
-    longest = max((len(m) for m in re.findall(r"`{3,}", text)), default=2)
-    marks = "`" * (longest + 1)
-    return f"{marks}{info}\n{text.rstrip()}\n{marks}"
 

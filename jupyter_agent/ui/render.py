@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextvars
 import html
 import io
-import re
 import sys
 import threading
 import time
@@ -36,7 +35,7 @@ from jupyter_agent.ui.display import (
     terminal_text,
     tool_result_sections,
 )
-from jupyter_agent.ui.markdown import literal, reply_markdown
+from jupyter_agent.ui.markdown import fence, literal, reply_markdown
 from jupyter_agent.ui.recap import MarkdownText
 
 #: Seconds without an event before the status line appears.
@@ -94,10 +93,6 @@ class WaitingStatus:
     def stop(self) -> None:
         self._done.set()
         self.text = None
-
-
-def _fence(text: str) -> str:
-    return "`" * max(3, max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
 
 
 class MarkdownTurnRenderer:
@@ -189,8 +184,7 @@ class MarkdownTurnRenderer:
                     shown = f"{label} {body if kind == 'refused' else lines[0] or '(no output)'}"
                     self._block(literal(shown, code_spans=True))
                 continue
-            fence = _fence("\n".join(lines))
-            self._block("\n".join([f"*{literal(label)}*", f"{fence}text", *lines, fence]))
+            self._block(f"*{literal(label)}*\n" + fence("\n".join(lines), "text"))
 
     def _end_output(self) -> None:
         """End the current Markdown output for good; what follows goes in a new one."""
@@ -250,9 +244,7 @@ class MarkdownTurnRenderer:
             elif is_code_call(event.arguments):
                 head, _, body = format_tool_call(event.name, event.arguments).partition("\n")
                 code = "\n".join(line[4:] for line in body.splitlines())
-                fence = _fence(code)
-                self._block(f"**{literal(head)}**" +
-                            (f"\n{fence}python\n{code}\n{fence}" if body else ""))
+                self._block(f"**{literal(head)}**" + (f"\n{fence(code, 'python')}" if body else ""))
             else:
                 if not (self._items and self._items[-1][0] == "lines"):
                     self._items.append(["lines", []])
@@ -451,19 +443,14 @@ _QUESTION_STYLE = ("max-height: 25em; overflow: auto; white-space: pre; margin: 
                    "padding: 0.4em; border: 1px solid var(--jp-border-color1, #ccc)")
 
 
-def question_bundle(intro: str, text: str) -> dict[str, str]:
-    """An approval question as a MIME bundle: the whole ``text`` HTML-escaped in a
-    scrollable ``<pre>`` under its first line; ``text/plain`` as on a terminal."""
+def show_question(intro: str, text: str) -> None:
+    """Display an approval question: the whole ``text`` HTML-escaped in a scrollable
+    ``<pre>`` under its first line; ``text/plain`` as on a terminal."""
     # lazy: importing the agent package at extension load costs ~0.5 s
     from jupyter_agent.agent.builtin_tools import question_text, visible_controls
 
     plain = question_text(intro, text)
-    head = plain.split("\n", 1)[0]
     body = html.escape(visible_controls(text.rstrip("\n")))
-    return {"text/plain": plain,
-            "text/html": f"<div><b>{html.escape(head)}</b>"
-                         f'<pre style="{_QUESTION_STYLE}">{body}</pre></div>'}
-
-
-def show_question(intro: str, text: str) -> None:
-    display(question_bundle(intro, text), raw=True)
+    display({"text/plain": plain,
+             "text/html": f"<div><b>{html.escape(plain.split(chr(10), 1)[0])}</b>"
+                          f'<pre style="{_QUESTION_STYLE}">{body}</pre></div>'}, raw=True)
