@@ -74,10 +74,6 @@ def choose_format(fmt: str | None, output: str | os.PathLike[str] | None = None)
     return cast(ExportFormat, fmt or (suffix if suffix in EXPORT_FORMATS else "ipynb"))
 
 
-def _quote(text: str) -> str:
-    return "\n".join(f"> {line}".rstrip() for line in text.strip().splitlines()) or ">"
-
-
 def _figures_md(call: Call, read: ReadFigure | None) -> str:
     shown = []
     for ref in call.figures:
@@ -121,10 +117,11 @@ def _markdown(record: SessionRecord, progress: Progress, figures: ReadFigure | N
             parts.append(_call_md(step, figures))
         elif isinstance(step, Marker):
             c = step.compaction
-            parts.append(inert_markdown(_quote(
-                f"**Context compacted** at {when(c.at)}: {c.replaced} earlier messages were "
-                f"replaced, in what the model is sent, by this summary (this transcript "
-                f"keeps them all):\n\n{c.summary}")))
+            text = (f"**Context compacted** at {when(c.at)}: {c.replaced} earlier messages were "
+                    f"replaced, in what the model is sent, by this summary (this transcript "
+                    f"keeps them all):\n\n{c.summary}")
+            parts.append(inert_markdown("\n".join(f"> {line}".rstrip()
+                                                   for line in text.strip().splitlines())))
     return "\n\n".join(parts) + "\n"
 
 

@@ -25,6 +25,7 @@ from jupyter_agent.testing.chat_wire import (
     ImagePart,
     RequestRejected,
     error_body,
+    image_parts,
     split_text,
 )
 from jupyter_agent.testing.handler import Exchange, _HTTPServer
@@ -183,7 +184,7 @@ class ScriptedModelServer(Script):
     def images(self) -> list[list[ImagePart]]:
         """The images each request carried, parallel to :attr:`requests`."""
         with self._lock:
-            return [x.images for x in self._exchanges]
+            return [image_parts(x.request) for x in self._exchanges]
 
     @property
     def responses(self) -> list[Any]:

@@ -157,13 +157,10 @@ def estimate_prompt_tokens(body: dict[str, Any]) -> int:
 
 
 def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    for kind, name in ((bool, "a boolean"), (int, "an integer"), (float, "a decimal"),
-                       (str, "a string"), (list, "an array")):
-        if isinstance(value, kind):
-            return name
-    return "an object"
+    return next((name for kind, name in ((type(None), "null"), (bool, "a boolean"),
+                                         (int, "an integer"), (float, "a decimal"),
+                                         (str, "a string"), (list, "an array"))
+                 if isinstance(value, kind)), "an object")
 
 
 def _wrong_type(where: str, expected: str, value: object) -> RequestRejected:

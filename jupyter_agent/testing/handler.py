@@ -23,10 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_agent.testing.chat_wire import (
     Answer,
-    ImagePart,
     RequestRejected,
     error_body,
-    image_parts,
     image_refusal,
     validate_chat_request,
 )
@@ -57,10 +55,6 @@ class Exchange:
     path: str = "/v1/chat/completions"
     authorization: str | None = field(default=None, repr=False)
     dropped: int = 0
-
-    @property
-    def images(self) -> list[ImagePart]:
-        return image_parts(self.request)
 
 
 class _HTTPServer(ThreadingHTTPServer):

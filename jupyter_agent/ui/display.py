@@ -188,7 +188,8 @@ def format_todos(todos: Sequence[TodoItem], *, open_only: bool = False) -> str:
 
 
 # --------------------------------------------------------------------------- tool calls
-def _arguments(arguments: str) -> Any:
+def call_arguments(arguments: str) -> Any:
+    """A tool call's decoded JSON arguments, else the text as it is."""
     try:
         return json.loads(arguments) if arguments else {}
     except (ValueError, RecursionError):  # not JSON, or nested too deeply to decode
@@ -197,13 +198,13 @@ def _arguments(arguments: str) -> Any:
 
 def is_code_call(arguments: str) -> bool:
     """True if the arguments carry Python ``code`` (``run_python``): shown with its code."""
-    args = _arguments(arguments)
+    args = call_arguments(arguments)
     return isinstance(args, dict) and isinstance(args.get("code"), str)
 
 
 def format_tool_call(name: str, arguments: str, *, limit: int = 2000) -> str:
     """The code a ``run_python`` call runs, indented under ``▶ name``; else ``▶ name(args)``."""
-    args = _arguments(arguments)
+    args = call_arguments(arguments)
     if isinstance(args, dict) and isinstance(args.get("code"), str):
         code = shorten(args["code"].rstrip(), limit)
         return f"▶ {name}\n" + "\n".join("    " + line for line in code.splitlines())
@@ -219,7 +220,7 @@ def _argument_value(value: Any, limit: int) -> str:
 
 def format_call(name: str, arguments: str, *, limit: int = 80) -> str:
     """``update_todo(id=1, status="in_progress")``, each value cut to ``limit``."""
-    args = _arguments(arguments)
+    args = call_arguments(arguments)
     if isinstance(args, dict):
         shown = ", ".join(f"{key}={_argument_value(value, limit)}" for key, value in args.items())
     else:
@@ -227,17 +228,17 @@ def format_call(name: str, arguments: str, *, limit: int = 80) -> str:
     return f"{name}({shown})"
 
 
-def result_preview(text: str, max_lines: int = 10, width: int = 160) -> list[str]:
-    """The first ``max_lines`` lines of a tool result, each cut to ``width``, then a line
-    saying how many were left out; ``["(no output)"]`` for an empty result."""
+def result_preview(text: str) -> list[str]:
+    """The first 10 lines of a tool result, each cut to 160, then a line saying how many
+    were left out; ``["(no output)"]`` for an empty result."""
     lines = [line.rstrip() for line in text.strip("\n").splitlines()]
     while lines and not lines[-1]:
         lines.pop()
     if not lines:
         return ["(no output)"]
-    shown = [shorten(line, width) for line in lines[:max_lines]]
-    if len(lines) > max_lines:
-        more = len(lines) - max_lines
+    shown = [shorten(line, 160) for line in lines[:10]]
+    if len(lines) > 10:
+        more = len(lines) - 10
         shown.append(f"… ({more} more line{'s' if more != 1 else ''})")
     return shown
 
@@ -290,12 +291,6 @@ def one_line_result(result: str, ok: bool) -> str:
     if kind == "refused":
         return f"⊘ refused: {text}"
     return f"{'→' if ok else '✗'} {text}"
-
-
-def notice_shown_by(notice: str, result: str) -> bool:
-    """True if a tool's ``notice`` only repeats what its result says (e.g. a refusal)."""
-    words = notice.split(" ", 1)
-    return notice in result or (len(words) == 2 and words[1] in result)
 
 
 # --------------------------------------------------------------------------- saved sessions
@@ -367,8 +362,7 @@ def last_exchange(record: SessionRecord) -> list[tuple[str, str]]:
 
 
 def last_figure(messages: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
-    refs = list(figure_refs(messages))
-    return refs[-1] if refs else None
+    return next(reversed(list(figure_refs(messages))), None)
 
 
 def format_recap(record: SessionRecord, *, unarchived: bool = False,

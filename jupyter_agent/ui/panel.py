@@ -145,14 +145,10 @@ class RowSlot:
             f"{name} <small style='opacity:0.7'>{html.escape(listing.id)}</small>{fork}"
             f"{summary}{held}")
         active = listing.status == "active"
-        if active:
-            status = ("<b style='color:var(--jp-success-color1, #388e3c)'>● active in this "
-                      "kernel</b>" + (", archived" if listing.archived else ""))
-        elif in_use:
-            status = ("<b style='color:var(--jp-warn-color0, #e65100)'>● in use elsewhere</b>"
-                      + (", archived" if listing.archived else ""))
-        else:
-            status = html.escape(text.status)
+        status = html.escape(text.status) if not (active or in_use) else (
+            "<b style='color:var(--jp-success-color1, #388e3c)'>● active in this kernel</b>"
+            if active else "<b style='color:var(--jp-warn-color0, #e65100)'>● in use elsewhere"
+            "</b>") + (", archived" if listing.archived else "")
         counts = " · ".join(html.escape(t) for t in (text.updated, text.messages, text.cost))
         self.meta.value = lines_html(f"{status}<br><small>{counts}</small>")
         self.resume.disabled = active or in_use

@@ -29,7 +29,6 @@ from jupyter_agent.ui.display import (
     format_call,
     format_tool_call,
     is_code_call,
-    notice_shown_by,
     one_line_result,
     result_preview,
     terminal_text,
@@ -41,6 +40,11 @@ from jupyter_agent.ui.recap import MarkdownText
 #: Seconds without an event before the status line appears.
 WAIT_AFTER = 3.0
 _SHOWN = ("text_delta", "tool_call_start", "tool_call_end", "notice", "approval_answered")
+
+
+def _unsaid(notices: list[str], result: str) -> list[str]:
+    """The notices held while a call ran that its result does not already say (a refusal)."""
+    return [n for n in notices if n not in result and n.split(" ", 1)[-1] not in result]
 
 
 class WaitingStatus:
@@ -188,13 +192,11 @@ class MarkdownTurnRenderer:
 
     def _end_output(self) -> None:
         """End the current Markdown output for good; what follows goes in a new one."""
+        done = self._display_object(status=False) if self._items else MarkdownText("", "")
+        if self._handle is not None:  # (wiped if it showed only a status line)
+            self._handle.update(done)
         if self._items:
-            done = self._display_object(status=False)
-            if self._handle is not None:
-                self._handle.update(done)
             self._parts.append(("markdown", done))
-        elif self._handle is not None:  # it showed a status line only
-            self._handle.update(MarkdownText("", ""))
         self._items, self._handle = [], None
         self._plain_from = len(self._plain_out.getvalue())
 
@@ -260,9 +262,8 @@ class MarkdownTurnRenderer:
                 lines[index] += " " + one_line_result(event.result, event.ok)
             else:
                 self._result_blocks(event.result, event.ok)
-            for text in held:
-                if not notice_shown_by(text, event.result):
-                    self._block(f"*{literal(text)}*")
+            for text in _unsaid(held, event.result):
+                self._block(f"*{literal(text)}*")
             return True
         if self._open is not None:  # a notice while a call runs
             self._held.append(str(event.text))
@@ -300,12 +301,9 @@ class MarkdownTurnRenderer:
                         display(shown[0], metadata=shown[1], raw=True)
                     elif shown.markdown.strip():
                         display(shown)
-            if not self._items:
-                if self._handle is not None:  # only a status line was shown
-                    self._handle.update(MarkdownText("", ""))
-            elif self._handle is not None:
-                self._handle.update(self._display_object())
-            else:
+            if self._handle is not None:  # (wiped if it showed only a status line)
+                self._handle.update(self._display_object() if self._items else MarkdownText("", ""))
+            elif self._items:
                 display(self._display_object())
 
 
@@ -389,9 +387,8 @@ class PlainTurnRenderer:
             else:
                 self._result(event.result, event.ok)
             held, self._held = self._held, []
-            for text in held:
-                if not notice_shown_by(text, event.result):
-                    self._notice(text)
+            for text in _unsaid(held, event.result):
+                self._notice(text)
         elif kind == "notice":
             if self._open is not None:  # shown with the call's result
                 self._held.append(str(event.text))
