@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, cast
+from typing import Literal
 
 from jupyter_agent.artefacts.redact import Redactor, redact_record
 from jupyter_agent.artefacts.steps import (
@@ -71,7 +71,7 @@ def choose_format(fmt: str | None, output: str | os.PathLike[str] | None = None)
     if fmt is not None and fmt not in EXPORT_FORMATS:
         raise ValueError(f"unknown export format {fmt!r}: use ipynb, md or json")
     suffix = Path(output).suffix.lower().lstrip(".") if output is not None else ""
-    return cast(ExportFormat, fmt or (suffix if suffix in EXPORT_FORMATS else "ipynb"))
+    return fmt or (suffix if suffix in EXPORT_FORMATS else "ipynb")
 
 
 def _figures_md(call: Call, read: ReadFigure | None) -> str:

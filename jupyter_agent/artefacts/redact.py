@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 from detect_secrets.plugins.base import BasePlugin, RegexBasedDetector
@@ -53,9 +53,10 @@ class _PrivateKeyBlockDetector(RegexBasedDetector):
 
 #: detect-secrets' plugins but those judging entropy (base64 runs apart, hexadecimal not at
 #: all) and the one finding public IP addresses (no secrets)
-_PLUGINS: tuple[type[BasePlugin], ...] = (_PrivateKeyBlockDetector, _ModelKeyDetector, *(
-    plugin for plugin in get_mapping_from_secret_type_to_class().values() if plugin.__name__
-    not in ("Base64HighEntropyString", "HexHighEntropyString", "IPPublicDetector")))
+_PLUGINS: list[type[BasePlugin]] = [_PrivateKeyBlockDetector, _ModelKeyDetector, *(
+    cast(type[BasePlugin], plugin) for plugin in get_mapping_from_secret_type_to_class().values()
+    if plugin.__name__ not in ("Base64HighEntropyString", "HexHighEntropyString",
+                               "IPPublicDetector"))]
 _ENTROPY_LIMIT = 4.5
 # Words without which a plugin's patterns cannot match (they are part of each pattern, in
 # any case): text without them is not run through it. The keyword-led detectors are the

@@ -241,8 +241,8 @@ class SessionsPanel(widgets.VBox):
         self._refresh.on_click(self._on_refresh_click)
         self._confirm.on_click(self._on_confirm_click)
         self._cancel.on_click(self._on_cancel_click)
-        self._prev.on_click(self._on_prev_click)
-        self._next.on_click(self._on_next_click)
+        self._prev.on_click(self._on_pager_click)
+        self._next.on_click(self._on_pager_click)
 
         self._toolbar = widgets.HBox([self._filter, self._show_archived, self._refresh],
                                      layout=widgets.Layout(align_items="center",
@@ -405,13 +405,9 @@ class SessionsPanel(widgets.VBox):
         self._reload()
 
     @_guarded
-    def _on_prev_click(self, _button: widgets.Button) -> None:
-        self.page = max(self.page - 1, 0)
-        self._render()
-
-    @_guarded
-    def _on_next_click(self, _button: widgets.Button) -> None:
-        self.page = min(self.page + 1, self.page_count - 1)
+    def _on_pager_click(self, button: widgets.Button) -> None:
+        self.page = min(max(self.page + (-1 if button is self._prev else 1), 0),
+                        self.page_count - 1)
         self._render()
 
     @_guarded
