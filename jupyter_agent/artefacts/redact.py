@@ -101,7 +101,14 @@ class Redactor:
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self._exact = sorted({s for s in secrets if s}, key=len, reverse=True)
-        self._plugins = [plugin() for plugin in _PLUGINS]
+        # (plugin, the words it needs, its patterns when it only runs them: read here)
+        self._plugins: list[tuple[BasePlugin, tuple[str, ...] | None, Any]] = []
+        for kind in _PLUGINS:
+            plugin = kind()
+            plain = issubclass(kind, RegexBasedDetector) \
+                and kind.analyze_string is RegexBasedDetector.analyze_string
+            self._plugins.append((plugin, _NEEDS.get(kind.__name__),
+                                  cast(RegexBasedDetector, plugin).denylist if plain else None))
         self._entropy = Base64HighEntropyString(limit=_ENTROPY_LIMIT)
         self.found: set[str] = set()
         self.edits = 0  # strings changed so far
@@ -109,18 +116,16 @@ class Redactor:
     def _candidates(self, text: str) -> set[str]:
         values = {v for v in self._exact if v in text}
         lowered = text.lower()
-        for plugin in self._plugins:
-            needs = _NEEDS.get(type(plugin).__name__)
+        for plugin, needs, denylist in self._plugins:
             if needs is not None and not any(word in lowered for word in needs):
                 continue
-            if not isinstance(plugin, RegexBasedDetector) \
-                    or type(plugin).analyze_string is not RegexBasedDetector.analyze_string:
+            if denylist is None:
                 values.update(v for v in plugin.analyze_string(text) if len(v) >= _SHORTEST)
                 continue
             # detect-secrets yields a pattern's first group when it has one: the secret
             # after its context (a URL's password), or only the prefix of a token
             # ("ghp" of "ghp_..."); a group where the match starts is such a prefix
-            for regex in plugin.denylist:
+            for regex in denylist:
                 for match in regex.finditer(text):
                     group = 1 if regex.groups and match.start(1) > match.start() else 0
                     if len(match.group(group)) >= _SHORTEST:
