@@ -30,9 +30,7 @@ from jupyter_agent.artefacts.steps import (
     ReadFigure,
     Reply,
     Request,
-    call_line,
     facts_line,
-    fence,
     figure_data,
     no_progress,
     session_name,
@@ -43,7 +41,8 @@ from jupyter_agent.errors import ExportError, ExportExistsError
 from jupyter_agent.store import FigureData, SessionRecord
 from jupyter_agent.store.figure_files import figure_label
 from jupyter_agent.store.records import dump_record
-from jupyter_agent.ui.markdown import inert_markdown
+from jupyter_agent.ui.display import format_call
+from jupyter_agent.ui.markdown import fence, inert_markdown
 
 ExportFormat = Literal["ipynb", "md", "json"]
 EXPORT_FORMATS: tuple[ExportFormat, ...] = ("ipynb", "md", "json")
@@ -69,29 +68,10 @@ def choose_format(fmt: str | None, output: str | os.PathLike[str] | None = None)
     ValueError
         For an unknown ``fmt``.
     """
-    if fmt is not None:
-        for known in EXPORT_FORMATS:
-            if fmt == known:
-                return known
+    if fmt is not None and fmt not in EXPORT_FORMATS:
         raise ValueError(f"unknown export format {fmt!r}: use ipynb, md or json")
     suffix = Path(output).suffix.lower().lstrip(".") if output is not None else ""
-    return next((known for known in EXPORT_FORMATS if suffix == known), "ipynb")
-
-
-def _resolve_output(output: str | os.PathLike[str] | None, session_id: str, fmt: ExportFormat,
-                    cwd: str | os.PathLike[str]) -> Path:
-    # None: session-<ID>.<fmt> in cwd; an existing directory: that name inside it
-    base = Path(cwd)
-    name = f"session-{session_id}.{fmt}"
-    if output is None:
-        return base / name
-    path = Path(output).expanduser()
-    path = path if path.is_absolute() else base / path
-    return path / name if path.is_dir() else path
-
-
-def _quote(text: str) -> str:
-    return "\n".join(f"> {line}".rstrip() for line in text.strip().splitlines()) or ">"
+    return fmt or (suffix if suffix in EXPORT_FORMATS else "ipynb")
 
 
 def _figures_md(call: Call, read: ReadFigure | None) -> str:
@@ -116,7 +96,7 @@ def _call_md(call: Call, read: ReadFigure | None = None) -> str:
         figures = _figures_md(call, read)  # ours: embedded data, the only images
         return (f"**run_python**\n\n{fence(call.code, 'python')}\n\n"
                 f"{label}:\n\n{fence(result, 'text')}" + (f"\n\n{figures}" if figures else ""))
-    head = f"**Tool:** `{call_line(call)}`"
+    head = f"**Tool:** `{format_call(call.name, call.arguments)}`"
     if "\n" not in result.strip() and len(result) <= 200:
         return inert_markdown(f"{head} → {result.strip() or '(empty)'}")
     return f"{inert_markdown(head)}\n\n{fence(result, 'text')}"
@@ -137,10 +117,11 @@ def _markdown(record: SessionRecord, progress: Progress, figures: ReadFigure | N
             parts.append(_call_md(step, figures))
         elif isinstance(step, Marker):
             c = step.compaction
-            parts.append(inert_markdown(_quote(
-                f"**Context compacted** at {when(c.at)}: {c.replaced} earlier messages were "
-                f"replaced, in what the model is sent, by this summary (this transcript "
-                f"keeps them all):\n\n{c.summary}")))
+            text = (f"**Context compacted** at {when(c.at)}: {c.replaced} earlier messages were "
+                    f"replaced, in what the model is sent, by this summary (this transcript "
+                    f"keeps them all):\n\n{c.summary}")
+            parts.append(inert_markdown("\n".join(f"> {line}".rstrip()
+                                                   for line in text.strip().splitlines())))
     return "\n\n".join(parts) + "\n"
 
 
@@ -242,7 +223,9 @@ def export_record(record: SessionRecord, fmt: str | None = None,
         name's suffix name different formats.
     """
     chosen = choose_format(fmt, output)
-    path = _resolve_output(output, record.id, chosen, os.getcwd() if cwd is None else cwd)
+    base, name = Path(os.getcwd() if cwd is None else cwd), f"session-{record.id}.{chosen}"
+    path = base / Path(output).expanduser() if output is not None else base / name
+    path = path / name if output is not None and path.is_dir() else path
     suffix = path.suffix.lower().lstrip(".")
     if suffix in EXPORT_FORMATS and suffix != chosen:  # e.g. a notebook named out.md
         raise ExportError(path, f"the format is {chosen} but the file name ends in "

@@ -18,13 +18,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any, cast
 
 from jupyter_agent.artefacts.steps import (
     SYNTHETIC_PREFIX,
     call_results,
     complete_length,
-    cut_after_turn,
     turn_starts,
 )
 from jupyter_agent.errors import ForkPointError
@@ -54,26 +54,12 @@ class Forked:
     rebuilt: bool = False
 
 
-def default_fork_title(parent: SessionRecord) -> str:
-    return f"{parent.title} (fork)" if parent.title.strip() else f"fork of {parent.id}"
-
-
 def fork_label(origin: ForkOrigin | None) -> str:
     """``"fork of ID after turn N"`` / ``"fork of ID"`` for listings; "" for no parent."""
     if origin is None:
         return ""
     after = f" after turn {origin.turn}" if origin.turn is not None else ""
     return f"fork of {origin.session_id}{after}"
-
-
-class _SummaryRecorder:
-    """Stands in for the store where the summary tool saves: keeps the last text."""
-
-    def __init__(self) -> None:
-        self.summary = ""
-
-    def update(self, session_id: str, *, summary: str) -> None:
-        self.summary = summary
 
 
 def replay_state(messages: Sequence[dict[str, Any]], *, usage: Usage, model: str = "",
@@ -88,7 +74,8 @@ def replay_state(messages: Sequence[dict[str, Any]], *, usage: Usage, model: str
     from jupyter_agent.agent.working_context import NOT_RUN_PREFIXES, tool_calls_run
 
     state = SessionState(usage=usage.model_copy(), model=model, base_url=base_url)
-    recorder = _SummaryRecorder()
+    summaries = [""]  # the store stand-in where the summary tool saves: the last text
+    recorder = SimpleNamespace(update=lambda session_id, *, summary: summaries.append(summary))
     tools = BuiltinTools(lambda: state, approval="deny")
     tools.memory = MemoryContext(cast(Any, recorder), "replay")
     replayable = {name: tool_from_function(getattr(tools, name)) for name in STATE_TOOLS}
@@ -108,7 +95,7 @@ def replay_state(messages: Sequence[dict[str, Any]], *, usage: Usage, model: str
             if tool is not None and not text.startswith(SYNTHETIC_PREFIX):
                 tool.invoke(str(function.get("arguments") or ""))
     state.tool_calls = tool_calls_run(messages)
-    return state, recorder.summary
+    return state, summaries[-1]
 
 
 def _cut_context(parent: SessionRecord, cut: int) -> tuple[list[dict[str, Any]], bool]:
@@ -142,7 +129,8 @@ def fork_record(
         When ``at`` is not between 1 and the parent's number of user turns.
     """
     transcript = parent.transcript
-    parent_turns = len(turn_starts(transcript))
+    starts = turn_starts(transcript)
+    parent_turns = len(starts)
     if at is not None and not 1 <= at <= parent_turns:
         raise ForkPointError(parent.id, at, parent_turns)
     when = now or utc_now()
@@ -150,7 +138,8 @@ def fork_record(
         "id": session_id or new_session_id(),
         "created_at": when,
         "updated_at": when,
-        "title": default_fork_title(parent) if title is None else title,
+        "title": title if title is not None else f"{parent.title} (fork)"
+        if parent.title.strip() else f"fork of {parent.id}",
         "archived": False,
         "parent": ForkOrigin(session_id=parent.id, turn=at),
     }
@@ -163,7 +152,7 @@ def fork_record(
         }
         rebuilt, turns = False, len(turn_starts(transcript[:end]))
     else:
-        cut = cut_after_turn(transcript, at)
+        cut = starts[at] if at < parent_turns else len(transcript)
         kept = transcript[:cut]
         messages, rebuilt = _cut_context(parent, cut)
         state = parent.state

@@ -25,9 +25,7 @@ from jupyter_agent.artefacts.steps import (
     ReadFigure,
     Reply,
     Request,
-    call_line,
     facts_line,
-    fence,
     figure_data,
     no_progress,
     session_name,
@@ -37,7 +35,8 @@ from jupyter_agent.artefacts.steps import (
 from jupyter_agent.store import SessionRecord
 from jupyter_agent.store.figure_files import figure_label
 from jupyter_agent.store.records import utc_now
-from jupyter_agent.ui.markdown import inert_markdown
+from jupyter_agent.ui.display import format_call
+from jupyter_agent.ui.markdown import fence, inert_markdown
 
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 
@@ -55,13 +54,6 @@ def _markdown_text(text: str) -> str:
     # inert, and kept from showing amounts of money ($5 and $10) as TeX
     text = inert_markdown(text)
     return _NO_MATH.format(text) if re.search(r"\$\d", text) else text
-
-
-def _why(call: Call) -> str:
-    text = (call.result or "").strip() or "no result was saved"
-    for prefix in ("error: ", SYNTHETIC_PREFIX):
-        text = text.removeprefix(prefix)
-    return text.splitlines()[0][:200]
 
 
 def _outputs(call: Call, read: ReadFigure | None) -> list[Any]:
@@ -87,41 +79,16 @@ def _outputs(call: Call, read: ReadFigure | None) -> list[Any]:
     return outputs
 
 
-def _code_cell(call: Call, code: str, read: ReadFigure | None) -> Any:
-    cell = v4.new_code_cell(source=code, metadata={
-        "jupyter_agent": {"tool_call_id": call.id, "outcome": call.outcome}})
-    cell.outputs = _outputs(call, read)
-    if call.outcome == "error":
-        cell.metadata["tags"] = ["raises-exception"]
-    return cell
-
-
 def _tools_cell(calls: list[Call]) -> Any:
     lines = []
     for call in calls:
         first = (call.result or "").strip().splitlines()
         shown = first[0] if first else "(no result)"
         more = " …" if len(first) > 1 else ""
-        lines.append(f"- `{call_line(call, 60)}` → {shown[:120]}{more}")
+        call_text = format_call(call.name, call.arguments, limit=60)
+        lines.append(f"- `{call_text}` → {shown[:120]}{more}")
     body = inert_markdown("\n".join(lines))
     return v4.new_markdown_cell(f"<small>\n\n*Agent tools:*\n\n{body}\n\n</small>")
-
-
-def _metadata(record: SessionRecord) -> dict[str, Any]:
-    parent = None if record.parent is None else record.parent.model_dump(mode="json")
-    return {
-        "kernelspec": dict(KERNELSPEC),
-        "language_info": {"name": "python"},
-        "jupyter_agent": {
-            "session_id": record.id,
-            "title": record.title,
-            "model": record.state.model,
-            "parent": parent,
-            "created_at": record.created_at.isoformat(),
-            "updated_at": record.updated_at.isoformat(),
-            "exported_at": utc_now().isoformat(),
-        },
-    }
 
 
 def render_notebook(record: SessionRecord, progress: Progress = no_progress, *,
@@ -154,13 +121,25 @@ def render_notebook(record: SessionRecord, progress: Progress = no_progress, *,
             cells.append(v4.new_markdown_cell(_markdown_text(step.text)))
         elif isinstance(step, Call) and code is not None:
             if step.outcome in ("ok", "error"):
-                cells.append(_code_cell(step, code, figures))
+                cell = v4.new_code_cell(source=code, outputs=_outputs(step, figures), metadata={
+                    "jupyter_agent": {"tool_call_id": step.id, "outcome": step.outcome}})
+                if step.outcome == "error":
+                    cell.metadata["tags"] = ["raises-exception"]
+                cells.append(cell)
             else:
+                why = (step.result or "").strip() or "no result was saved"
+                why = why.removeprefix("error: ").removeprefix(SYNTHETIC_PREFIX)
                 cells.append(v4.new_markdown_cell(inert_markdown(
-                    f"*The agent's code below did not run: {_why(step)}*\n\n"
+                    f"*The agent's code below did not run: {why.splitlines()[0][:200]}*\n\n"
                     f"{fence(code, 'python')}")))
     if tools:
         cells.append(_tools_cell(tools))
-    notebook = v4.new_notebook(cells=cells, metadata=_metadata(record))
+    parent = None if record.parent is None else record.parent.model_dump(mode="json")
+    notebook = v4.new_notebook(cells=cells, metadata={
+        "kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"},
+        "jupyter_agent": {
+            "session_id": record.id, "title": record.title, "model": record.state.model,
+            "parent": parent, "created_at": record.created_at.isoformat(),
+            "updated_at": record.updated_at.isoformat(), "exported_at": utc_now().isoformat()}})
     nbformat.validate(notebook)
     return nbformat.writes(notebook) + "\n"

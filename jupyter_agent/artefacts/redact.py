@@ -17,34 +17,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
-from detect_secrets.plugins.artifactory import ArtifactoryDetector
-from detect_secrets.plugins.aws import AWSKeyDetector
-from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
+from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 from detect_secrets.plugins.base import BasePlugin, RegexBasedDetector
-from detect_secrets.plugins.basic_auth import BasicAuthDetector
-from detect_secrets.plugins.cloudant import CloudantDetector
-from detect_secrets.plugins.discord import DiscordBotTokenDetector
-from detect_secrets.plugins.github_token import GitHubTokenDetector
-from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
 from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
-from detect_secrets.plugins.ibm_cloud_iam import IbmCloudIamDetector
-from detect_secrets.plugins.ibm_cos_hmac import IbmCosHmacDetector
-from detect_secrets.plugins.jwt import JwtTokenDetector
-from detect_secrets.plugins.keyword import KeywordDetector
-from detect_secrets.plugins.mailchimp import MailchimpDetector
-from detect_secrets.plugins.npm import NpmDetector
-from detect_secrets.plugins.openai import OpenAIDetector
-from detect_secrets.plugins.private_key import PrivateKeyDetector
-from detect_secrets.plugins.pypi_token import PypiTokenDetector
-from detect_secrets.plugins.sendgrid import SendGridDetector
-from detect_secrets.plugins.slack import SlackDetector
-from detect_secrets.plugins.softlayer import SoftlayerDetector
-from detect_secrets.plugins.square_oauth import SquareOAuthDetector
-from detect_secrets.plugins.stripe import StripeDetector
-from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
-from detect_secrets.plugins.twilio import TwilioKeyDetector
 
 from jupyter_agent.store import SessionRecord
 from jupyter_agent.store.figure_files import FigureData
@@ -74,23 +51,22 @@ class _PrivateKeyBlockDetector(RegexBasedDetector):
                            r"(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)"),)
 
 
-_PLUGINS: tuple[type[BasePlugin], ...] = (
-    _PrivateKeyBlockDetector, PrivateKeyDetector, _ModelKeyDetector, AWSKeyDetector,
-    ArtifactoryDetector, AzureStorageKeyDetector, BasicAuthDetector, CloudantDetector,
-    DiscordBotTokenDetector, GitHubTokenDetector, GitLabTokenDetector, IbmCloudIamDetector,
-    IbmCosHmacDetector, JwtTokenDetector, KeywordDetector, MailchimpDetector, NpmDetector,
-    OpenAIDetector, PypiTokenDetector, SendGridDetector, SlackDetector, SoftlayerDetector,
-    SquareOAuthDetector, StripeDetector, TelegramBotTokenDetector, TwilioKeyDetector,
-)
+#: detect-secrets' plugins but those judging entropy (base64 runs apart, hexadecimal not at
+#: all) and the one finding public IP addresses (no secrets)
+_PLUGINS: list[type[BasePlugin]] = [_PrivateKeyBlockDetector, _ModelKeyDetector, *(
+    cast(type[BasePlugin], plugin) for plugin in get_mapping_from_secret_type_to_class().values()
+    if plugin.__name__ not in ("Base64HighEntropyString", "HexHighEntropyString",
+                               "IPPublicDetector"))]
 _ENTROPY_LIMIT = 4.5
 # Words without which a plugin's patterns cannot match (they are part of each pattern, in
 # any case): text without them is not run through it. The keyword-led detectors are the
 # slow ones, and most text of an analysis holds none of their words.
 _KEYWORDS = ("key", "pw", "pass", "token", "secret", "contrase")
-_NEEDS: dict[type[BasePlugin], tuple[str, ...]] = {
-    KeywordDetector: _KEYWORDS, CloudantDetector: _KEYWORDS, IbmCloudIamDetector: _KEYWORDS,
-    IbmCosHmacDetector: ("secret",), SoftlayerDetector: _KEYWORDS, MailchimpDetector: ("-us",),
-    _ModelKeyDetector: ("sk-", "aiza", "github_pat_", "hf_"),
+_NEEDS: dict[str, tuple[str, ...]] = {
+    "KeywordDetector": _KEYWORDS, "CloudantDetector": _KEYWORDS,
+    "IbmCloudIamDetector": _KEYWORDS, "IbmCosHmacDetector": ("secret",),
+    "SoftlayerDetector": _KEYWORDS, "MailchimpDetector": ("-us",),
+    "_ModelKeyDetector": ("sk-", "aiza", "github_pat_", "hf_"),
 }
 
 _SECRET_NAME = re.compile(r"(?:^|_)(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|PAT|DSN|CREDENTIALS?)$",
@@ -125,7 +101,14 @@ class Redactor:
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self._exact = sorted({s for s in secrets if s}, key=len, reverse=True)
-        self._plugins = [plugin() for plugin in _PLUGINS]
+        # (plugin, the words it needs, its patterns when it only runs them: read here)
+        self._plugins: list[tuple[BasePlugin, tuple[str, ...] | None, Any]] = []
+        for kind in _PLUGINS:
+            plugin = kind()
+            plain = issubclass(kind, RegexBasedDetector) \
+                and kind.analyze_string is RegexBasedDetector.analyze_string
+            self._plugins.append((plugin, _NEEDS.get(kind.__name__),
+                                  cast(RegexBasedDetector, plugin).denylist if plain else None))
         self._entropy = Base64HighEntropyString(limit=_ENTROPY_LIMIT)
         self.found: set[str] = set()
         self.edits = 0  # strings changed so far
@@ -133,18 +116,16 @@ class Redactor:
     def _candidates(self, text: str) -> set[str]:
         values = {v for v in self._exact if v in text}
         lowered = text.lower()
-        for plugin in self._plugins:
-            needs = _NEEDS.get(type(plugin))
+        for plugin, needs, denylist in self._plugins:
             if needs is not None and not any(word in lowered for word in needs):
                 continue
-            if not isinstance(plugin, RegexBasedDetector) \
-                    or type(plugin).analyze_string is not RegexBasedDetector.analyze_string:
+            if denylist is None:
                 values.update(v for v in plugin.analyze_string(text) if len(v) >= _SHORTEST)
                 continue
             # detect-secrets yields a pattern's first group when it has one: the secret
             # after its context (a URL's password), or only the prefix of a token
             # ("ghp" of "ghp_..."); a group where the match starts is such a prefix
-            for regex in plugin.denylist:
+            for regex in denylist:
                 for match in regex.finditer(text):
                     group = 1 if regex.groups and match.start(1) > match.start() else 0
                     if len(match.group(group)) >= _SHORTEST:

@@ -19,6 +19,7 @@ from jupyter_agent.artefacts.steps import Progress, no_progress
 from jupyter_agent.errors import JupyterAgentError
 from jupyter_agent.store import SessionListing, Store
 from jupyter_agent.store.messages import message_text
+from jupyter_agent.ui.display import call_arguments
 
 EXCERPT_CHARS = 90  # about how many characters an excerpt shows around a match
 MAX_MATCHES = 3  # matches kept per session (all are counted)
@@ -94,11 +95,7 @@ def _message_texts(message: dict[str, Any]) -> list[str]:
     texts = [message_text(message)]
     for call in message.get("tool_calls") or ():
         function = call.get("function") or {}
-        raw = str(function.get("arguments") or "")
-        try:
-            args = json.loads(raw) if raw else {}
-        except (ValueError, RecursionError):
-            args = raw
+        args = call_arguments(str(function.get("arguments") or ""))
         values = args.values() if isinstance(args, dict) else [args]
         texts.append(" ".join([str(function.get("name", "")),
                                *(v if isinstance(v, str) else json.dumps(v) for v in values)]))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -36,20 +35,6 @@ def no_progress(items: Iterable[T], total: int) -> Iterable[T]:
 
 def turn_starts(messages: Sequence[dict[str, Any]]) -> list[int]:
     return [i for i, m in enumerate(messages) if m.get("role") == "user"]
-
-
-def cut_after_turn(messages: Sequence[dict[str, Any]], turn: int) -> int:
-    """Length of the transcript ending after user turn ``turn`` (1-based).
-
-    Raises
-    ------
-    IndexError
-        When ``turn`` is below 1 or above the number of user turns.
-    """
-    starts = turn_starts(messages)
-    if not 1 <= turn <= len(starts):
-        raise IndexError(turn)
-    return starts[turn] if turn < len(starts) else len(messages)
 
 
 def complete_length(messages: Sequence[dict[str, Any]]) -> int:
@@ -93,13 +78,12 @@ class Reply:
 
 @dataclass(frozen=True)
 class Call:
-    """A tool call and its recorded result (None when none was saved); ``arguments`` is
-    None when they are not a JSON object; ``figures`` are the references it made."""
+    """A tool call (``arguments`` as sent) and its recorded result (None when none was
+    saved); ``figures`` are the references it made."""
 
     id: str
     name: str
-    arguments: dict[str, Any] | None
-    raw_arguments: str
+    arguments: str
     result: str | None
     outcome: Outcome
     figures: tuple[dict[str, Any], ...] = ()
@@ -107,8 +91,13 @@ class Call:
     @property
     def code(self) -> str | None:
         """The source of a ``run_python`` call, else None."""
-        code = (self.arguments or {}).get("code")
-        return code if self.name == "run_python" and isinstance(code, str) else None
+        if self.name != "run_python":
+            return None
+        try:
+            code = json.loads(self.arguments or "{}").get("code")
+        except (ValueError, RecursionError, AttributeError):
+            return None
+        return code if isinstance(code, str) else None
 
 
 @dataclass(frozen=True)
@@ -129,14 +118,6 @@ def _outcome(result: str | None) -> Outcome:
     if result.startswith("error: "):
         return "error"
     return "ok"
-
-
-def _arguments(raw: str) -> dict[str, Any] | None:
-    try:
-        value = json.loads(raw or "{}")
-    except (ValueError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def steps(record: SessionRecord, progress: Progress = no_progress) -> Iterator[Step]:
@@ -170,7 +151,7 @@ def steps(record: SessionRecord, progress: Progress = no_progress) -> Iterator[S
                 figures = tuple(r for r in refs if isinstance(r, dict)) \
                     if isinstance(refs, list) else ()
                 yield Call(str(call.get("id", "")), str(function.get("name", "?")),
-                           _arguments(raw), raw, result, _outcome(result), figures)
+                           raw, result, _outcome(result), figures)
     for pending in marks.values():
         for c in pending:
             yield Marker(c)
@@ -240,24 +221,3 @@ def facts_line(record: SessionRecord) -> str:
         parts.append(f"forked from `{record.parent.session_id}`{after}")
     return " · ".join(parts)
 
-
-def fence(text: str, info: str = "") -> str:
-    """``text`` in a fenced code block whose fence no line of ``text`` can close."""
-    longest = max((len(m) for m in re.findall(r"`{3,}", text)), default=2)
-    marks = "`" * (longest + 1)
-    return f"{marks}{info}\n{text.rstrip()}\n{marks}"
-
-
-def _short(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def call_line(call: Call, limit: int = 80) -> str:
-    """``name(key=value, ...)``, each value cut to ``limit`` characters."""
-    if call.arguments is None:
-        shown = _short(call.raw_arguments, limit)
-    else:
-        shown = ", ".join(f"{k}={_short(json.dumps(v, ensure_ascii=False), limit)}"
-                          for k, v in call.arguments.items())
-    return f"{call.name}({shown})"

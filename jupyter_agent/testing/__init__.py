@@ -25,6 +25,7 @@ from jupyter_agent.testing.chat_wire import (
     ImagePart,
     RequestRejected,
     error_body,
+    image_parts,
     split_text,
 )
 from jupyter_agent.testing.handler import Exchange, _HTTPServer
@@ -183,7 +184,7 @@ class ScriptedModelServer(Script):
     def images(self) -> list[list[ImagePart]]:
         """The images each request carried, parallel to :attr:`requests`."""
         with self._lock:
-            return [x.images for x in self._exchanges]
+            return [image_parts(x.request) for x in self._exchanges]
 
     @property
     def responses(self) -> list[Any]:
@@ -202,29 +203,9 @@ class ScriptedModelServer(Script):
         with self._lock:
             self._exchanges.clear()
 
-    def _track(self, conn: socket.socket, add: bool) -> None:
-        with self._lock:
-            if add:
-                self._connections.add(conn)
-            else:
-                self._connections.discard(conn)
-
-    def _record(self, exchange: Exchange) -> None:
-        with self._lock:
-            self._exchanges.append(exchange)
-
     def _settle(self, exchange: Exchange, status: int, response: Any) -> None:
         with self._lock:
             exchange.status, exchange.response = status, response
-
-    def _issue(self, secret: str) -> str:
-        with self._lock:
-            self._issued.add(secret)
-        return secret
-
-    def _record_error(self, detail: str) -> None:
-        with self._lock:
-            self._errors.append(detail)
 
     def _check_auth(self, header: str | None) -> None:
         if self._api_key is None:
@@ -253,7 +234,8 @@ class ScriptedModelServer(Script):
             message = f"ScriptedModelServer: callable step {index} failed: {err!r}"
             if isinstance(err, ScriptError):
                 message = f"ScriptedModelServer: callable step returned an invalid step: {err}"
-            self._record_error(traceback.format_exc())
+            with self._lock:
+                self._errors.append(traceback.format_exc())
             raise RequestRejected(500, error_body(500, message, code="script_error"),
                                   {"x-should-retry": "false"}) from err
 

@@ -50,7 +50,7 @@ def error_body(status: int, message: str, *, type: str | None = None,
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
 
 
-def _reject(message: str, *, param: str | None = None, code: str | None = None) -> RequestRejected:
+def reject(message: str, param: str | None = None, code: str | None = None) -> RequestRejected:
     return RequestRejected(400, error_body(400, message, param=param, code=code))
 
 
@@ -122,10 +122,10 @@ def image_refusal(body: Any, *, responses: bool) -> RequestRejected | None:
         message = "Invalid input: this model does not support image inputs."
     else:
         message = "Invalid content type. image_url is only supported by certain models."
-    return _reject(message, param=parts[0].where.replace("[", ".["))
+    return reject(message, param=parts[0].where.replace("[", ".["))
 
 
-def _text_chars(content: object) -> int:
+def text_chars(content: object) -> int:
     if isinstance(content, str):
         return len(content)
     if isinstance(content, list):
@@ -147,7 +147,7 @@ def estimate_prompt_tokens(body: dict[str, Any]) -> int:
     for message in body.get("messages") or []:
         if not isinstance(message, dict):
             continue
-        chars += _text_chars(message.get("content"))
+        chars += text_chars(message.get("content"))
         for call in message.get("tool_calls") or []:
             function = call.get("function") if isinstance(call, dict) else None
             if isinstance(function, dict):
@@ -156,38 +156,25 @@ def estimate_prompt_tokens(body: dict[str, Any]) -> int:
     return tokens_of(chars, body.get("tools"), body)
 
 
-def estimate_completion_tokens(text: str | None, tool_calls: list[tuple[str, str]]) -> int:
-    """``ceil(chars / 4)``, at least 1, over the text and each (name, arguments) call."""
-    chars = len(text or "") + sum(len(name) + len(args) for name, args in tool_calls)
-    return max(1, math.ceil(chars / 4))
-
-
-def new_tool_call_id() -> str:
-    return "call_" + uuid.uuid4().hex[:24]
-
-
 def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    for kind, name in ((bool, "a boolean"), (int, "an integer"), (float, "a decimal"),
-                       (str, "a string"), (list, "an array")):
-        if isinstance(value, kind):
-            return name
-    return "an object"
+    return next((name for kind, name in ((type(None), "null"), (bool, "a boolean"),
+                                         (int, "an integer"), (float, "a decimal"),
+                                         (str, "a string"), (list, "an array"))
+                 if isinstance(value, kind)), "an object")
 
 
 def _wrong_type(where: str, expected: str, value: object) -> RequestRejected:
-    return _reject(f"Invalid type for '{where}': expected {expected}, but got"
+    return reject(f"Invalid type for '{where}': expected {expected}, but got"
                    f" {_json_type(value)} instead.", param=where, code="invalid_type")
 
 
 def _missing(where: str) -> RequestRejected:
-    return _reject(f"Missing required parameter: '{where}'.", param=where,
+    return reject(f"Missing required parameter: '{where}'.", param=where,
                    code="missing_required_parameter")
 
 
 def _empty(where: str) -> RequestRejected:
-    return _reject(f"Invalid '{where}': empty array. Expected an array with minimum length 1,"
+    return reject(f"Invalid '{where}': empty array. Expected an array with minimum length 1,"
                    " but got an empty array instead.", param=where, code="empty_array")
 
 
@@ -227,7 +214,7 @@ def _check_message(i: int, message: object) -> None:
     if role not in ROLES:
         supported = ", ".join(f"'{r}'" for r in ROLES[:-1]) + f", and '{ROLES[-1]}'"
         shown = f"'{role}'" if isinstance(role, str) else json.dumps(role)
-        raise _reject(f"Invalid value: {shown}. Supported values are: {supported}.",
+        raise reject(f"Invalid value: {shown}. Supported values are: {supported}.",
                       param=f"messages[{i}].role", code="invalid_value")
     content = message.get("content")
     if not (content is None or isinstance(content, str | list)):
@@ -240,14 +227,14 @@ def _check_message(i: int, message: object) -> None:
         raise _missing(f"messages[{i}].content")
     if (role == "assistant" and content is None and message.get("tool_calls") is None
             and message.get("function_call") is None):
-        raise _reject("Invalid value for 'content': expected a string, got null.",
+        raise reject("Invalid value for 'content': expected a string, got null.",
                       param=f"messages.[{i}].content")
     if role == "tool" and not isinstance(message.get("tool_call_id"), str):
         raise _missing(f"messages[{i}].tool_call_id")
 
 
 def _unanswered(index: int, missing: list[str]) -> RequestRejected:
-    return _reject(
+    return reject(
         "An assistant message with 'tool_calls' must be followed by tool messages responding"
         " to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
         + ", ".join(missing), param=f"messages.[{index}].role")
@@ -263,10 +250,10 @@ def validate_chat_request(body: object) -> None:
         message or tool call, or tool messages not directly answering each tool call.
     """
     if not isinstance(body, dict):
-        raise _reject("Invalid type for request body: expected an object, but got"
+        raise reject("Invalid type for request body: expected an object, but got"
                       f" {_json_type(body)} instead.")
     if not isinstance(body.get("model"), str) or not body["model"]:
-        raise _reject("you must provide a model parameter")
+        raise reject("you must provide a model parameter")
     if "messages" not in body:
         raise _missing("messages")
     messages = body["messages"]
@@ -282,7 +269,7 @@ def validate_chat_request(body: object) -> None:
         role = message["role"]
         if role == "tool":
             if unanswered is None or message["tool_call_id"] not in unanswered:
-                raise _reject("Invalid parameter: messages with role 'tool' must be a response to"
+                raise reject("Invalid parameter: messages with role 'tool' must be a response to"
                               " a preceeding message with 'tool_calls'.",
                               param=f"messages.[{i}].role")
             unanswered.remove(message["tool_call_id"])
@@ -302,16 +289,17 @@ class Answer:
 
     def __init__(self, step: Step, body: dict[str, Any], input_tokens: int | None = None) -> None:
         self.text = step.text
-        self.calls = [(spec.id or new_tool_call_id(), spec.name, spec.arguments_json())
-                      for spec in step.tool_calls or []]
+        self.calls = [(spec.id or "call_" + uuid.uuid4().hex[:24], spec.name,
+                       spec.arguments_json()) for spec in step.tool_calls or []]
         self.finish_reason = step.finish_reason or ("tool_calls" if self.calls else "stop")
         override = step.usage
         self.prompt = (override.prompt_tokens if override and override.prompt_tokens is not None
                        else estimate_prompt_tokens(body) if input_tokens is None
                        else input_tokens)
-        self.completion = (
+        chars = len(self.text or "") + sum(len(n) + len(a) for _, n, a in self.calls)
+        self.completion = (  # the estimate: ceil(chars / 4), at least 1
             override.completion_tokens if override and override.completion_tokens is not None
-            else estimate_completion_tokens(self.text, [(n, a) for _, n, a in self.calls]))
+            else max(1, math.ceil(chars / 4)))
         self.cached = override.cached_tokens if override else 0
         self.omit = override.omit if override else []
         self.envelope = {"id": "chatcmpl-" + uuid.uuid4().hex[:29], "object": "",

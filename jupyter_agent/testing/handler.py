@@ -23,10 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_agent.testing.chat_wire import (
     Answer,
-    ImagePart,
     RequestRejected,
     error_body,
-    image_parts,
     image_refusal,
     validate_chat_request,
 )
@@ -57,10 +55,6 @@ class Exchange:
     path: str = "/v1/chat/completions"
     authorization: str | None = field(default=None, repr=False)
     dropped: int = 0
-
-    @property
-    def images(self) -> list[ImagePart]:
-        return image_parts(self.request)
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -98,17 +92,19 @@ class _HTTPServer(ThreadingHTTPServer):
         self._wake_w.close()
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        self.owner._track(request, True)  # in the accept thread, so stop() sees it
+        with self.owner._lock:  # in the accept thread, so stop() sees it
+            self.owner._connections.add(request)
         super().process_request(request, client_address)
 
     def shutdown_request(self, request: Any) -> None:
-        self.owner._track(request, False)
+        with self.owner._lock:
+            self.owner._connections.discard(request)
         super().shutdown_request(request)
 
     def handle_error(self, request: Any, client_address: Any) -> None:  # no stderr traceback
-        if isinstance(sys.exc_info()[1], ConnectionError):
-            return  # the client went away (a reset keep-alive connection): not a failure
-        self.owner._record_error(traceback.format_exc())
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # not a client gone away
+            with self.owner._lock:
+                self.owner._errors.append(traceback.format_exc())
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -123,11 +119,6 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         if self.server.owner.log_requests:
             sys.stderr.write(f"ScriptedModelServer: {format % args}\n")
-
-    # -- plumbing ---------------------------------------------------------------
-    def _read_body(self) -> bytes:
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length > 0 else b""
 
     def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode("utf-8")
@@ -153,8 +144,13 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             events = [f"data: {json.dumps(c)}\n\n".encode() for c in chunks]
             events.append(b"data: [DONE]\n\n")
-        if drop_after is not None:
-            self._send_cut(events[:drop_after])
+        if drop_after is not None:  # the connection breaks after that many events
+            with contextlib.suppress(OSError):
+                self.wfile.write(b"".join(b"%X\r\n%s\r\n" % (len(e), e)
+                                          for e in events[:drop_after]))
+                self.wfile.flush()
+                self.connection.shutdown(socket.SHUT_RDWR)
+            self.close_connection = True
             return
         buffer = bytearray()
         try:
@@ -169,26 +165,18 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:  # client went away mid-stream (e.g. KeyboardInterrupt)
             self.close_connection = True
 
-    def _send_cut(self, events: list[bytes]) -> None:
-        try:
-            self.wfile.write(b"".join(b"%X\r\n%s\r\n" % (len(e), e) for e in events))
-            self.wfile.flush()
-            self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.close_connection = True
-
     def _route(self) -> None:
         try:
-            self._dispatch(self.command)
+            self._dispatch()
         except OSError:  # the client went away (or stop() closed the connection)
             self.close_connection = True
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _route
 
-    def _dispatch(self, method: str) -> None:
-        body = self._read_body()  # always drain, so keep-alive stays in sync
-        path = self.path.split("?", 1)[0].rstrip("/")
+    def _dispatch(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length > 0 else b""  # drained: keep-alive in sync
+        method, path = self.command, self.path.split("?", 1)[0].rstrip("/")
         owner = self.server.owner
         try:
             if method == "POST" and path in ("/v1/chat/completions", "/v1/responses"):
@@ -217,7 +205,8 @@ class _Handler(BaseHTTPRequestHandler):
             raise
         except Exception:
             detail = traceback.format_exc()
-            owner._record_error(detail)
+            with owner._lock:
+                owner._errors.append(detail)
             message = "ScriptedModelServer internal error: " + detail.strip().splitlines()[-1]
             self._send(500, error_body(500, message), {"x-should-retry": "false"})
 
@@ -232,7 +221,8 @@ class _Handler(BaseHTTPRequestHandler):
             exchange = Exchange(body, stream=isinstance(body, dict) and body.get("stream") is True,
                                 raw=raw, path=path,
                                 authorization=self.headers.get("Authorization"))
-            owner._record(exchange)
+            with owner._lock:
+                owner._exchanges.append(exchange)
         responses = path == "/v1/responses"
         try:
             owner._check_auth(self.headers.get("Authorization"))
@@ -266,13 +256,13 @@ class _Handler(BaseHTTPRequestHandler):
         elif exchange.stream:
             options = body.get("stream_options")
             include_usage = isinstance(options, dict) and options.get("include_usage") is True
-            chunks = (ResponseAnswer(step, body, owner._issue).events() if responses
+            chunks = (ResponseAnswer(step, body, owner._issued).events() if responses
                       else Answer(step, body).chunks(include_usage))
             owner._settle(exchange, 200, chunks)
             self._send_stream(chunks, step.chunk_delay, named=responses,
                               drop_after=step.drop_after)
         else:
-            answer = (ResponseAnswer(step, body, owner._issue).response() if responses
+            answer = (ResponseAnswer(step, body, owner._issued).response() if responses
                       else Answer(step, body).completion_object())
             owner._settle(exchange, 200, answer)
             self._send(200, answer)

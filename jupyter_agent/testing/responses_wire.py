@@ -14,32 +14,14 @@ import base64
 import json
 import time
 import uuid
-from collections.abc import Callable, Container
+from collections.abc import Container
 from typing import Any
 
-from jupyter_agent.testing.chat_wire import (
-    Answer,
-    RequestRejected,
-    error_body,
-    split_text,
-    tokens_of,
-)
+from jupyter_agent.testing.chat_wire import Answer, reject, split_text, text_chars, tokens_of
 from jupyter_agent.testing.script import Step
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
-
-
-def _reject(message: str, param: str | None = None) -> RequestRejected:
-    return RequestRejected(400, error_body(400, message, param=param))
-
-
-def _text_of(content: object) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return ""
 
 
 def estimate_input_tokens(body: dict[str, Any]) -> int:
@@ -49,10 +31,10 @@ def estimate_input_tokens(body: dict[str, Any]) -> int:
     for item in [{"content": items}] if isinstance(items, str) else items or []:
         if not isinstance(item, dict):
             continue
-        chars += len(_text_of(item.get("content")))
+        chars += text_chars(item.get("content"))
         chars += len(str(item.get("name", ""))) + len(str(item.get("arguments", "")))
         output = item.get("output", "")
-        chars += len(_text_of(output)) if isinstance(output, list) else len(str(output))
+        chars += text_chars(output) if isinstance(output, list) else len(str(output))
     return tokens_of(chars, body.get("tools"), body)
 
 
@@ -67,51 +49,51 @@ def validate_responses_request(body: object, issued: Container[str]) -> None:
         an output, or a reasoning item not issued here or missing its following item.
     """
     if not isinstance(body, dict):
-        raise _reject("Invalid type for request body: expected an object.")
+        raise reject("Invalid type for request body: expected an object.")
     if not isinstance(body.get("model"), str) or not body["model"]:
-        raise _reject("Missing required parameter: 'model'.", "model")
+        raise reject("Missing required parameter: 'model'.", "model")
     items = body.get("input")
     if isinstance(items, str):
         return
     if not isinstance(items, list) or not items:
-        raise _reject("Missing required parameter: 'input'.", "input")
+        raise reject("Missing required parameter: 'input'.", "input")
     calls: set[str] = set()
     answered: set[str] = set()
     for i, item in enumerate(items):
         if not isinstance(item, dict):
-            raise _reject(f"Invalid type for 'input[{i}]': expected an object.", f"input[{i}]")
+            raise reject(f"Invalid type for 'input[{i}]': expected an object.", f"input[{i}]")
         kind = item.get("type", "message")
         if kind == "message":
             if item.get("role") not in ("user", "assistant", "system", "developer"):
-                raise _reject(f"Invalid value for 'input[{i}].role'.", f"input[{i}].role")
+                raise reject(f"Invalid value for 'input[{i}].role'.", f"input[{i}].role")
         elif kind == "function_call":
             calls.add(str(item.get("call_id")))
         elif kind == "function_call_output":
             if item.get("call_id") not in calls:
-                raise _reject("No tool call found for function call output with call_id "
+                raise reject("No tool call found for function call output with call_id "
                               f"{item.get('call_id')}.", "input")
             answered.add(str(item["call_id"]))
         elif kind == "reasoning":
             if item.get("encrypted_content") not in issued:
-                raise _reject(f"The encrypted content for item {item.get('id')} could not be "
+                raise reject(f"The encrypted content for item {item.get('id')} could not be "
                               "verified.", "input")
             following = items[i + 1] if i + 1 < len(items) else {}
             if not isinstance(following, dict) or (
                     following.get("type", "message") not in ("function_call", "reasoning")
                     and following.get("role") != "assistant"):
-                raise _reject(f"Item '{item.get('id')}' of type 'reasoning' was provided "
+                raise reject(f"Item '{item.get('id')}' of type 'reasoning' was provided "
                               "without its required following item.", "input")
         else:
-            raise _reject(f"Invalid value: '{kind}' for 'input[{i}].type'.", f"input[{i}].type")
+            raise reject(f"Invalid value: '{kind}' for 'input[{i}].type'.", f"input[{i}].type")
     for call_id in sorted(calls - answered):
-        raise _reject(f"No tool output found for function call {call_id}.", "input")
+        raise reject(f"No tool output found for function call {call_id}.", "input")
 
 
 class ResponseAnswer:
-    """A step resolved for a Responses request; ``issue(secret) -> secret`` records an
-    encrypted reasoning content as handed out."""
+    """A step resolved for a Responses request; an encrypted reasoning content handed out
+    is added to ``issued``."""
 
-    def __init__(self, step: Step, body: dict[str, Any], issue: Callable[[str], str]) -> None:
+    def __init__(self, step: Step, body: dict[str, Any], issued: set[str]) -> None:
         answer = Answer(step, body, estimate_input_tokens(body))
         self.id = "resp_" + uuid.uuid4().hex
         self.created = time.time()
@@ -119,10 +101,11 @@ class ResponseAnswer:
         self.items: list[dict[str, Any]] = []
         if step.reasoning is not None and ENCRYPTED_REASONING in (body.get("include") or []):
             item_id = "rs_" + uuid.uuid4().hex[:24]
-            secret = base64.b64encode(json.dumps([item_id, step.reasoning]).encode()).decode()
+            secret = "enc_" + base64.b64encode(json.dumps([item_id, step.reasoning]).encode()
+                                               ).decode()
+            issued.add(secret)
             self.items.append({"id": item_id, "type": "reasoning", "summary": [
-                {"type": "summary_text", "text": step.reasoning}],
-                "encrypted_content": issue("enc_" + secret)})
+                {"type": "summary_text", "text": step.reasoning}], "encrypted_content": secret})
         if step.text is not None:
             self.items.append({
                 "id": "msg_" + uuid.uuid4().hex[:24], "type": "message", "role": "assistant",

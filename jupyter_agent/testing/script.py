@@ -24,15 +24,10 @@ class ScriptError(ValueError):
     """A script or one of its steps is invalid; ``path`` and ``index`` (0-based) say where."""
 
     def __init__(self, message: str, *, path: Path | None = None, index: int | None = None) -> None:
-        self.path = path
-        self.index = index
-        where = []
-        if path is not None:
-            where.append(f"script {str(path)!r}")
-        if index is not None:
-            where.append(f"step {index}")
-        prefix = (", ".join(where) + ": ") if where else ""
-        super().__init__(prefix + message)
+        self.path, self.index = path, index
+        where = [f"script {str(path)!r}"] if path is not None else []
+        where += [f"step {index}"] if index is not None else []
+        super().__init__(", ".join(where) + ": " + message if where else message)
 
 
 class _Model(BaseModel):

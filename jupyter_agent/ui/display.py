@@ -22,7 +22,6 @@ from jupyter_agent.store.records import CLOCK_SKEW
 if TYPE_CHECKING:
     from jupyter_agent.active import Resumed, SessionChange, TurnResult, UsageReport
     from jupyter_agent.agent.config import Limits
-    from jupyter_agent.agent.window import ContextWindow
     from jupyter_agent.artefacts.export import Exported
     from jupyter_agent.artefacts.fork import Forked
     from jupyter_agent.artefacts.search import SearchHit
@@ -115,16 +114,11 @@ _WINDOW_SOURCE = {"setting": "set", "server": "server", "refusal": "server",
                   "genai-prices": "known", "default": "assumed"}
 
 
-def _context(tokens: int, window: ContextWindow | None) -> str:
-    if window is None:
-        return ""
-    return (f"context ~{tokens:,}/{window.tokens:,} "
-            f"({_WINDOW_SOURCE.get(window.source, window.source)})")
-
-
 def format_footer(result: TurnResult) -> str:
-    session = result.session_usage
-    context = _context(result.context_tokens, result.window)
+    session, window = result.session_usage, result.window
+    context = "" if window is None else (
+        f"context ~{result.context_tokens:,}/{window.tokens:,} "
+        f"({_WINDOW_SOURCE.get(window.source, window.source)})")
     return (
         f"── {_tokens(result.turn_usage)} · {format_cost(result.turn_usage)} · "
         f"{plural(result.turn_tool_calls, 'tool call')} │ session: "
@@ -194,7 +188,8 @@ def format_todos(todos: Sequence[TodoItem], *, open_only: bool = False) -> str:
 
 
 # --------------------------------------------------------------------------- tool calls
-def _arguments(arguments: str) -> Any:
+def call_arguments(arguments: str) -> Any:
+    """A tool call's decoded JSON arguments, else the text as it is."""
     try:
         return json.loads(arguments) if arguments else {}
     except (ValueError, RecursionError):  # not JSON, or nested too deeply to decode
@@ -203,13 +198,13 @@ def _arguments(arguments: str) -> Any:
 
 def is_code_call(arguments: str) -> bool:
     """True if the arguments carry Python ``code`` (``run_python``): shown with its code."""
-    args = _arguments(arguments)
+    args = call_arguments(arguments)
     return isinstance(args, dict) and isinstance(args.get("code"), str)
 
 
 def format_tool_call(name: str, arguments: str, *, limit: int = 2000) -> str:
     """The code a ``run_python`` call runs, indented under ``▶ name``; else ``▶ name(args)``."""
-    args = _arguments(arguments)
+    args = call_arguments(arguments)
     if isinstance(args, dict) and isinstance(args.get("code"), str):
         code = shorten(args["code"].rstrip(), limit)
         return f"▶ {name}\n" + "\n".join("    " + line for line in code.splitlines())
@@ -225,7 +220,7 @@ def _argument_value(value: Any, limit: int) -> str:
 
 def format_call(name: str, arguments: str, *, limit: int = 80) -> str:
     """``update_todo(id=1, status="in_progress")``, each value cut to ``limit``."""
-    args = _arguments(arguments)
+    args = call_arguments(arguments)
     if isinstance(args, dict):
         shown = ", ".join(f"{key}={_argument_value(value, limit)}" for key, value in args.items())
     else:
@@ -233,17 +228,17 @@ def format_call(name: str, arguments: str, *, limit: int = 80) -> str:
     return f"{name}({shown})"
 
 
-def result_preview(text: str, max_lines: int = 10, width: int = 160) -> list[str]:
-    """The first ``max_lines`` lines of a tool result, each cut to ``width``, then a line
-    saying how many were left out; ``["(no output)"]`` for an empty result."""
+def result_preview(text: str) -> list[str]:
+    """The first 10 lines of a tool result, each cut to 160, then a line saying how many
+    were left out; ``["(no output)"]`` for an empty result."""
     lines = [line.rstrip() for line in text.strip("\n").splitlines()]
     while lines and not lines[-1]:
         lines.pop()
     if not lines:
         return ["(no output)"]
-    shown = [shorten(line, width) for line in lines[:max_lines]]
-    if len(lines) > max_lines:
-        more = len(lines) - max_lines
+    shown = [shorten(line, 160) for line in lines[:10]]
+    if len(lines) > 10:
+        more = len(lines) - 10
         shown.append(f"… ({more} more line{'s' if more != 1 else ''})")
     return shown
 
@@ -298,12 +293,6 @@ def one_line_result(result: str, ok: bool) -> str:
     return f"{'→' if ok else '✗'} {text}"
 
 
-def notice_shown_by(notice: str, result: str) -> bool:
-    """True if a tool's ``notice`` only repeats what its result says (e.g. a refusal)."""
-    words = notice.split(" ", 1)
-    return notice in result or (len(words) == 2 and words[1] in result)
-
-
 # --------------------------------------------------------------------------- saved sessions
 #: After a ``run_python`` call that ``%agent_cell`` handed out as a cell.
 CELL_MARK = "    ↳ handed out as a cell (%agent_cell)"
@@ -327,17 +316,11 @@ def _format_message(message: dict[str, Any], cells: frozenset[str]) -> str:
     return "\n".join(lines)
 
 
-def history_blocks(messages: Iterable[dict[str, Any]], *,
-                   cells: frozenset[str] = frozenset()) -> Blocks:
-    """The working context as ``(text, message)`` blocks; ``cells``: IDs of the calls
-    handed out as cells (marked)."""
-    return [(_format_message(m, cells), m) for m in messages]
-
-
-def transcript_blocks(transcript: Sequence[dict[str, Any]], compactions: Sequence[Compaction],
+def transcript_blocks(transcript: Sequence[dict[str, Any]], compactions: Sequence[Compaction] = (),
                       *, cells: frozenset[str] = frozenset()) -> Blocks:
-    """The full transcript as ``(text, message)`` blocks, with a marker (message ``None``)
-    before transcript message ``transcript_length`` of each compaction."""
+    """Messages as ``(text, message)`` blocks, with a marker (message ``None``) before
+    message ``transcript_length`` of each compaction; ``cells``: IDs of the calls handed
+    out as cells (marked)."""
     marks: dict[int, list[Compaction]] = {}
     for c in compactions:
         marks.setdefault(c.transcript_length, []).append(c)
@@ -352,15 +335,14 @@ def transcript_blocks(transcript: Sequence[dict[str, Any]], compactions: Sequenc
     return blocks
 
 
-def format_history(messages: Iterable[dict[str, Any]], *,
-                   cells: frozenset[str] = frozenset()) -> str:
-    return "\n\n".join(t for t, _ in history_blocks(messages, cells=cells)) or "(no messages)"
-
-
-def format_transcript(transcript: Sequence[dict[str, Any]], compactions: Sequence[Compaction],
+def format_transcript(transcript: Sequence[dict[str, Any]], compactions: Sequence[Compaction] = (),
                       *, cells: frozenset[str] = frozenset()) -> str:
     return "\n\n".join(t for t, _ in transcript_blocks(transcript, compactions, cells=cells)) \
         or "(no messages)"
+
+
+#: The working context (no compaction markers).
+history_blocks, format_history = transcript_blocks, format_transcript
 
 
 def format_recap_usage(record: SessionRecord) -> str:
@@ -380,8 +362,7 @@ def last_exchange(record: SessionRecord) -> list[tuple[str, str]]:
 
 
 def last_figure(messages: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
-    refs = list(figure_refs(messages))
-    return refs[-1] if refs else None
+    return next(reversed(list(figure_refs(messages))), None)
 
 
 def format_recap(record: SessionRecord, *, unarchived: bool = False,
@@ -497,15 +478,6 @@ def format_search_results(hits: Sequence[SearchHit], *, query: str,
     return f'{count} {verb} "{query}":\n' + _table(rows)
 
 
-def format_size(size: int) -> str:
-    """``"812 bytes"``, ``"12.3 kB"``, ``"4.1 MB"`` (powers of 1000)."""
-    if size < 1000:
-        return f"{size} bytes"
-    if size < 1_000_000:
-        return f"{size / 1000:.1f} kB"
-    return f"{size / 1_000_000:.1f} MB"
-
-
 def format_forked(forked: Forked, *, active: bool = True) -> str:
     """The fork, its parent and where it was cut; ``active``: the fork became this
     kernel's active session (the magic), else it was only saved (the command line)."""
@@ -533,8 +505,12 @@ _KINDS = {"ipynb": "a notebook", "md": "Markdown", "json": "JSON"}
 
 
 def format_exported(done: Exported) -> str:
+    """Where and how big (``"812 bytes"``, ``"12.3 kB"``, ``"4.1 MB"``), what was redacted."""
+    size = done.size
+    shown = (f"{size} bytes" if size < 1000 else f"{size / 1000:.1f} kB" if size < 1_000_000
+             else f"{size / 1_000_000:.1f} MB")
     text = (f"Exported session {done.session_id} as {_KINDS.get(done.format, done.format)} "
-            f"to {done.path} ({format_size(done.size)}).")
+            f"to {done.path} ({shown}).")
     if done.redacted:
         what = "secret" if done.redacted == 1 else "distinct secrets"
         text += f" {done.redacted} {what} (keys, tokens, passwords) became [redacted]."

@@ -319,6 +319,13 @@ def _literal(text: str, *, line_start: bool) -> str:
     return "  \n".join(lines)
 
 
+def fence(text: str, info: str = "") -> str:
+    """``text`` in a fenced code block whose fence no line of ``text`` can close."""
+    longest = max((len(m) for m in re.findall(r"`{3,}", text)), default=2)
+    marks = "`" * (longest + 1)
+    return f"{marks}{info}\n{text.rstrip()}\n{marks}"
+
+
 def plain_text(markdown: str) -> str:
     """The readable text: a line per paragraph, heading, list item and code line, a
     table row's cells joined by `` · ``; no marks, backticks or link targets."""

@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import html
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
@@ -88,26 +87,15 @@ def _found_html(found: SearchMatch) -> str:
             f"<mark>{html.escape(e[found.start:found.end])}</mark>{html.escape(e[found.end:])}")
 
 
-@dataclass(frozen=True)
-class PanelRow:
-    session_id: str
-    text: RowText
-    box: widgets.HBox
-    details: widgets.Button
-    resume: widgets.Button
-    archive: widgets.Button
-    delete: widgets.Button
-
-
 class RowSlot:
-    """The widgets of one row position, reused for whichever session it shows;
-    ``on_click(action, slot)`` gets ``"details"``, ``"resume"``, ``"archive"`` or
-    ``"delete"``."""
+    """The widgets of one row position, reused for whichever session it shows (its
+    ``session_id`` and ``text``); ``on_click(action, slot)`` gets ``"details"``,
+    ``"resume"``, ``"archive"`` or ``"delete"``."""
 
     def __init__(self, on_click: Callable[[str, RowSlot], None]) -> None:
         self.session_id = ""
-        self.name = ""
         self.archived = False
+        self.text = RowText("", "", "", "", "", "")
         self.info = widgets.HTML(layout=widgets.Layout(flex="1 1 0%", min_width=INFO_MIN))
         self.meta = widgets.HTML(layout=widgets.Layout(flex=f"0 0 {META_WIDTH}",
                                                        width=META_WIDTH))
@@ -128,16 +116,16 @@ class RowSlot:
 
     def clear(self) -> None:
         # a slot off the page keeps no text: a saved notebook holds only what is shown
-        self.session_id, self.name, self.archived = "", "", False
+        self.session_id, self.archived = "", False
         self.info.value = self.meta.value = ""
         self.resume.tooltip = self.archive.tooltip = ""
         self.delete.tooltip = "Delete this session (asks first)"  # no holder's name kept
 
     def show(self, listing: SessionListing, found: SearchMatch | None = None,
-             now: datetime | None = None) -> PanelRow:
+             now: datetime | None = None) -> RowSlot:
         """Show ``listing``; ``found`` (where the filter's text is) replaces the summary."""
-        text = format_row(listing, now)
-        self.session_id, self.name, self.archived = listing.id, text.name, listing.archived
+        self.text = text = format_row(listing, now)
+        self.session_id, self.archived = listing.id, listing.archived
         untitled = text.name == UNTITLED
         name = f"<i>{text.name}</i>" if untitled else f"<b>{html.escape(text.name)}</b>"
         summary = "".join(f"<br><small>{html.escape(line)}</small>"
@@ -157,14 +145,10 @@ class RowSlot:
             f"{name} <small style='opacity:0.7'>{html.escape(listing.id)}</small>{fork}"
             f"{summary}{held}")
         active = listing.status == "active"
-        if active:
-            status = ("<b style='color:var(--jp-success-color1, #388e3c)'>● active in this "
-                      "kernel</b>" + (", archived" if listing.archived else ""))
-        elif in_use:
-            status = ("<b style='color:var(--jp-warn-color0, #e65100)'>● in use elsewhere</b>"
-                      + (", archived" if listing.archived else ""))
-        else:
-            status = html.escape(text.status)
+        status = html.escape(text.status) if not (active or in_use) else (
+            "<b style='color:var(--jp-success-color1, #388e3c)'>● active in this kernel</b>"
+            if active else "<b style='color:var(--jp-warn-color0, #e65100)'>● in use elsewhere"
+            "</b>") + (", archived" if listing.archived else "")
         counts = " · ".join(html.escape(t) for t in (text.updated, text.messages, text.cost))
         self.meta.value = lines_html(f"{status}<br><small>{counts}</small>")
         self.resume.disabled = active or in_use
@@ -180,8 +164,7 @@ class RowSlot:
                                 "Show it again in the list" if listing.archived else
                                 "Hide it from the list (show archived shows it again)")
         self.delete.tooltip = why if in_use else "Delete this session (asks first)"
-        return PanelRow(listing.id, text, self.box, self.details, self.resume, self.archive,
-                        self.delete)
+        return self
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -223,7 +206,7 @@ class SessionsPanel(widgets.VBox):
         self._page_size = page_size
         self.page = 0
         self._listing: list[SessionListing] = []
-        self.rows: list[PanelRow] = []
+        self.rows: list[RowSlot] = []
         self._slots: list[RowSlot] = []
         self._pending_delete: str | None = None
         self._deep = deep
@@ -258,8 +241,8 @@ class SessionsPanel(widgets.VBox):
         self._refresh.on_click(self._on_refresh_click)
         self._confirm.on_click(self._on_confirm_click)
         self._cancel.on_click(self._on_cancel_click)
-        self._prev.on_click(self._on_prev_click)
-        self._next.on_click(self._on_next_click)
+        self._prev.on_click(self._on_pager_click)
+        self._next.on_click(self._on_pager_click)
 
         self._toolbar = widgets.HBox([self._filter, self._show_archived, self._refresh],
                                      layout=widgets.Layout(align_items="center",
@@ -422,13 +405,9 @@ class SessionsPanel(widgets.VBox):
         self._reload()
 
     @_guarded
-    def _on_prev_click(self, _button: widgets.Button) -> None:
-        self.page = max(self.page - 1, 0)
-        self._render()
-
-    @_guarded
-    def _on_next_click(self, _button: widgets.Button) -> None:
-        self.page = min(self.page + 1, self.page_count - 1)
+    def _on_pager_click(self, button: widgets.Button) -> None:
+        self.page = min(max(self.page + (-1 if button is self._prev else 1), 0),
+                        self.page_count - 1)
         self._render()
 
     @_guarded

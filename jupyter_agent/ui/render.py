@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextvars
 import html
 import io
-import re
 import sys
 import threading
 import time
@@ -30,18 +29,22 @@ from jupyter_agent.ui.display import (
     format_call,
     format_tool_call,
     is_code_call,
-    notice_shown_by,
     one_line_result,
     result_preview,
     terminal_text,
     tool_result_sections,
 )
-from jupyter_agent.ui.markdown import literal, reply_markdown
+from jupyter_agent.ui.markdown import fence, literal, reply_markdown
 from jupyter_agent.ui.recap import MarkdownText
 
 #: Seconds without an event before the status line appears.
 WAIT_AFTER = 3.0
 _SHOWN = ("text_delta", "tool_call_start", "tool_call_end", "notice", "approval_answered")
+
+
+def _unsaid(notices: list[str], result: str) -> list[str]:
+    """The notices held while a call ran that its result does not already say (a refusal)."""
+    return [n for n in notices if n not in result and n.split(" ", 1)[-1] not in result]
 
 
 class WaitingStatus:
@@ -94,10 +97,6 @@ class WaitingStatus:
     def stop(self) -> None:
         self._done.set()
         self.text = None
-
-
-def _fence(text: str) -> str:
-    return "`" * max(3, max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
 
 
 class MarkdownTurnRenderer:
@@ -189,18 +188,15 @@ class MarkdownTurnRenderer:
                     shown = f"{label} {body if kind == 'refused' else lines[0] or '(no output)'}"
                     self._block(literal(shown, code_spans=True))
                 continue
-            fence = _fence("\n".join(lines))
-            self._block("\n".join([f"*{literal(label)}*", f"{fence}text", *lines, fence]))
+            self._block(f"*{literal(label)}*\n" + fence("\n".join(lines), "text"))
 
     def _end_output(self) -> None:
         """End the current Markdown output for good; what follows goes in a new one."""
+        done = self._display_object(status=False) if self._items else MarkdownText("", "")
+        if self._handle is not None:  # (wiped if it showed only a status line)
+            self._handle.update(done)
         if self._items:
-            done = self._display_object(status=False)
-            if self._handle is not None:
-                self._handle.update(done)
             self._parts.append(("markdown", done))
-        elif self._handle is not None:  # it showed a status line only
-            self._handle.update(MarkdownText("", ""))
         self._items, self._handle = [], None
         self._plain_from = len(self._plain_out.getvalue())
 
@@ -250,9 +246,7 @@ class MarkdownTurnRenderer:
             elif is_code_call(event.arguments):
                 head, _, body = format_tool_call(event.name, event.arguments).partition("\n")
                 code = "\n".join(line[4:] for line in body.splitlines())
-                fence = _fence(code)
-                self._block(f"**{literal(head)}**" +
-                            (f"\n{fence}python\n{code}\n{fence}" if body else ""))
+                self._block(f"**{literal(head)}**" + (f"\n{fence(code, 'python')}" if body else ""))
             else:
                 if not (self._items and self._items[-1][0] == "lines"):
                     self._items.append(["lines", []])
@@ -268,9 +262,8 @@ class MarkdownTurnRenderer:
                 lines[index] += " " + one_line_result(event.result, event.ok)
             else:
                 self._result_blocks(event.result, event.ok)
-            for text in held:
-                if not notice_shown_by(text, event.result):
-                    self._block(f"*{literal(text)}*")
+            for text in _unsaid(held, event.result):
+                self._block(f"*{literal(text)}*")
             return True
         if self._open is not None:  # a notice while a call runs
             self._held.append(str(event.text))
@@ -308,12 +301,9 @@ class MarkdownTurnRenderer:
                         display(shown[0], metadata=shown[1], raw=True)
                     elif shown.markdown.strip():
                         display(shown)
-            if not self._items:
-                if self._handle is not None:  # only a status line was shown
-                    self._handle.update(MarkdownText("", ""))
-            elif self._handle is not None:
-                self._handle.update(self._display_object())
-            else:
+            if self._handle is not None:  # (wiped if it showed only a status line)
+                self._handle.update(self._display_object() if self._items else MarkdownText("", ""))
+            elif self._items:
                 display(self._display_object())
 
 
@@ -397,9 +387,8 @@ class PlainTurnRenderer:
             else:
                 self._result(event.result, event.ok)
             held, self._held = self._held, []
-            for text in held:
-                if not notice_shown_by(text, event.result):
-                    self._notice(text)
+            for text in _unsaid(held, event.result):
+                self._notice(text)
         elif kind == "notice":
             if self._open is not None:  # shown with the call's result
                 self._held.append(str(event.text))
@@ -451,19 +440,14 @@ _QUESTION_STYLE = ("max-height: 25em; overflow: auto; white-space: pre; margin: 
                    "padding: 0.4em; border: 1px solid var(--jp-border-color1, #ccc)")
 
 
-def question_bundle(intro: str, text: str) -> dict[str, str]:
-    """An approval question as a MIME bundle: the whole ``text`` HTML-escaped in a
-    scrollable ``<pre>`` under its first line; ``text/plain`` as on a terminal."""
+def show_question(intro: str, text: str) -> None:
+    """Display an approval question: the whole ``text`` HTML-escaped in a scrollable
+    ``<pre>`` under its first line; ``text/plain`` as on a terminal."""
     # lazy: importing the agent package at extension load costs ~0.5 s
     from jupyter_agent.agent.builtin_tools import question_text, visible_controls
 
     plain = question_text(intro, text)
-    head = plain.split("\n", 1)[0]
     body = html.escape(visible_controls(text.rstrip("\n")))
-    return {"text/plain": plain,
-            "text/html": f"<div><b>{html.escape(head)}</b>"
-                         f'<pre style="{_QUESTION_STYLE}">{body}</pre></div>'}
-
-
-def show_question(intro: str, text: str) -> None:
-    display(question_bundle(intro, text), raw=True)
+    display({"text/plain": plain,
+             "text/html": f"<div><b>{html.escape(plain.split(chr(10), 1)[0])}</b>"
+                          f'<pre style="{_QUESTION_STYLE}">{body}</pre></div>'}, raw=True)
