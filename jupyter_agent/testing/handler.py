@@ -65,10 +65,10 @@ class _HTTPServer(ThreadingHTTPServer):
     owner: ScriptedModelServer
 
     def __init__(self, address: tuple[str, int], owner: ScriptedModelServer) -> None:
+        self._wake_r, self._wake_w = socket.socketpair()  # first: a failed bind closes them
         super().__init__(address, _Handler)
         self.owner = owner
         self._stopping = False
-        self._wake_r, self._wake_w = socket.socketpair()
 
     def serve_until_stopped(self) -> None:
         with selectors.DefaultSelector() as selector:

@@ -6,6 +6,7 @@ import json
 import math
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -559,6 +560,20 @@ def test_cli_rejects_bad_script(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2
     assert "step 0" in err and "txt" in err
+
+
+def test_cli_on_a_port_in_use_says_so_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "script.json"
+    path.write_text('["hi"]', encoding="utf-8")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = _cli("--script", str(path), "--port", str(port))
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    assert err.strip().splitlines() == [err.strip()]  # one line, no traceback
+    assert f"cannot serve on 127.0.0.1:{port}" in err and "in use" in err
 
 
 def test_drop_after_closes_the_stream_mid_reply(
