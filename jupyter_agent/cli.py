@@ -38,6 +38,7 @@ from jupyter_agent.store import FigureData, FileStore, SessionListing, SessionRe
 from jupyter_agent.store.messages import message_text
 from jupyter_agent.store.migrate import migrate_sessions
 from jupyter_agent.store.postgres.url import redact_url
+from jupyter_agent.text import one_line, terminal_text
 from jupyter_agent.ui.display import (
     format_cost,
     format_exported,
@@ -47,10 +48,8 @@ from jupyter_agent.ui.display import (
     format_sessions_table,
     format_todos,
     format_transcript,
-    one_line,
     plural,
     relative_time,
-    terminal_text,
 )
 
 PROG = "jupyter agent"

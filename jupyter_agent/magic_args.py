@@ -19,8 +19,8 @@ from IPython.core.magic_arguments import argument
 
 from jupyter_agent.errors import JupyterAgentError
 from jupyter_agent.settings import OPTIONS, SessionOptions
+from jupyter_agent.text import terminal_text
 from jupyter_agent.ui.advice import error_message
-from jupyter_agent.ui.display import terminal_text
 
 F = TypeVar("F", bound=Callable[..., Any])
 

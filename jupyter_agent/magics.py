@@ -40,6 +40,7 @@ from jupyter_agent.magic_args import (
     strip_quotes,
 )
 from jupyter_agent.settings import OPTIONS, Settings, trait_namespace
+from jupyter_agent.text import terminal_text
 from jupyter_agent.ui import recap, render
 from jupyter_agent.ui.advice import error_message
 from jupyter_agent.ui.display import (
@@ -59,7 +60,6 @@ from jupyter_agent.ui.display import (
     history_blocks,
     last_figure,
     limit_message,
-    terminal_text,
     transcript_blocks,
 )
 from jupyter_agent.ui.recap import RECAP_WIDTH, show_blocks, split_at_figures

@@ -23,13 +23,13 @@ from jupyter_agent.errors import (
 from jupyter_agent.settings import SessionOptions, Settings
 from jupyter_agent.store import Compaction, FileStore, Usage
 from jupyter_agent.testing import ScriptedModelServer
+from jupyter_agent.text import shorten
 from jupyter_agent.ui.display import (
     format_cost,
     format_footer,
     format_transcript,
     limits_left,
     relative_time,
-    shorten,
 )
 
 

@@ -32,6 +32,7 @@ from jupyter_agent.artefacts.steps import (
     Request,
     facts_line,
     figure_data,
+    format_call,
     no_progress,
     session_name,
     steps,
@@ -41,8 +42,7 @@ from jupyter_agent.errors import ExportError, ExportExistsError
 from jupyter_agent.store import FigureData, SessionRecord
 from jupyter_agent.store.figure_files import figure_label
 from jupyter_agent.store.records import dump_record
-from jupyter_agent.ui.display import format_call
-from jupyter_agent.ui.markdown import fence, inert_markdown
+from jupyter_agent.text import fence, inert_markdown
 
 ExportFormat = Literal["ipynb", "md", "json"]
 EXPORT_FORMATS: tuple[ExportFormat, ...] = ("ipynb", "md", "json")

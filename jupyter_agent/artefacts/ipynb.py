@@ -27,6 +27,7 @@ from jupyter_agent.artefacts.steps import (
     Request,
     facts_line,
     figure_data,
+    format_call,
     no_progress,
     session_name,
     split_at_figures,
@@ -35,8 +36,7 @@ from jupyter_agent.artefacts.steps import (
 from jupyter_agent.store import SessionRecord
 from jupyter_agent.store.figure_files import figure_label
 from jupyter_agent.store.records import utc_now
-from jupyter_agent.ui.display import format_call
-from jupyter_agent.ui.markdown import fence, inert_markdown
+from jupyter_agent.text import fence, inert_markdown
 
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 

@@ -15,11 +15,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jupyter_agent.artefacts.steps import Progress, no_progress
+from jupyter_agent.artefacts.steps import Progress, call_arguments, no_progress
 from jupyter_agent.errors import JupyterAgentError
 from jupyter_agent.store import SessionListing, Store
 from jupyter_agent.store.messages import message_text
-from jupyter_agent.ui.display import call_arguments
 
 EXCERPT_CHARS = 90  # about how many characters an excerpt shows around a match
 MAX_MATCHES = 3  # matches kept per session (all are counted)

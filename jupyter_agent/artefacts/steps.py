@@ -20,6 +20,7 @@ from jupyter_agent.errors import JupyterAgentError
 from jupyter_agent.store import Compaction, SessionRecord
 from jupyter_agent.store.figure_files import FigureData
 from jupyter_agent.store.messages import message_text
+from jupyter_agent.text import shorten
 
 SYNTHETIC_PREFIX = "[jupyter-agent] "  # a tool result the agent wrote for a call that did not run
 
@@ -221,3 +222,26 @@ def facts_line(record: SessionRecord) -> str:
         parts.append(f"forked from `{record.parent.session_id}`{after}")
     return " · ".join(parts)
 
+
+def call_arguments(arguments: str) -> Any:
+    """A tool call's decoded JSON arguments, else the text as it is."""
+    try:
+        return json.loads(arguments) if arguments else {}
+    except (ValueError, RecursionError):  # not JSON, or nested too deeply to decode
+        return arguments
+
+
+def _argument_value(value: Any, limit: int) -> str:
+    if isinstance(value, str):  # a cut string keeps its closing quote: "first words…"
+        return json.dumps(shorten(value, max(limit - 2, 1)), ensure_ascii=False)
+    return shorten(json.dumps(value, ensure_ascii=False), limit)
+
+
+def format_call(name: str, arguments: str, *, limit: int = 80) -> str:
+    """``update_todo(id=1, status="in_progress")``, each value cut to ``limit``."""
+    args = call_arguments(arguments)
+    if isinstance(args, dict):
+        shown = ", ".join(f"{key}={_argument_value(value, limit)}" for key, value in args.items())
+    else:
+        shown = shorten(" ".join(str(args).split()), min(limit, 80))
+    return f"{name}({shown})"

@@ -7,17 +7,18 @@ Text is cut by code points (Python ``str`` indices), never inside a character.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from jupyter_agent.artefacts.steps import call_arguments
 from jupyter_agent.errors import LimitExceededError
 from jupyter_agent.settings import LIMITS
 from jupyter_agent.settings import option as settings_option
 from jupyter_agent.store.figure_files import figure_label, figure_refs
 from jupyter_agent.store.messages import message_text
 from jupyter_agent.store.records import CLOCK_SKEW
+from jupyter_agent.text import one_line, shorten
 
 if TYPE_CHECKING:
     from jupyter_agent.active import Resumed, SessionChange, TurnResult, UsageReport
@@ -26,34 +27,6 @@ if TYPE_CHECKING:
     from jupyter_agent.artefacts.fork import Forked
     from jupyter_agent.artefacts.search import SearchHit
     from jupyter_agent.store import Compaction, SessionListing, SessionRecord, TodoItem, Usage
-
-#: Terminal escape sequences (CSI, OSC such as hyperlinks and window titles, DCS, and
-#: the rest), 7-bit and 8-bit, each to its end if it has one.
-_ESCAPES = re.compile(
-    r"\x1b\][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?|\x9d[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
-    r"|\x1b[PX^_][^\x1b\x9c]*(?:\x1b\\|\x9c)?|[\x90\x98\x9e\x9f][^\x1b\x9c]*(?:\x1b\\|\x9c)?"
-    r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?|\x1b[ -/]*[0-~]?")
-#: What a terminal would still act on, or that reorders text: C0 controls but tab and
-#: newline, DEL, C1 controls, bidirectional embeddings, overrides and isolates.
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def terminal_text(text: str) -> str:
-    """``text`` from outside made safe to print on a terminal: escape sequences removed,
-    a carriage return made a line break, every other control character and bidirectional
-    override replaced by ``\ufffd``. Tab and newline are kept."""
-    text = _ESCAPES.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
-    return _CONTROLS.sub("\ufffd", text)
-
-
-def shorten(text: str, limit: int) -> str:
-    """``text`` cut to at most ``limit`` code points, ending with ``…`` when cut."""
-    return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
-
-
-def one_line(text: str, limit: int = 80) -> str:
-    """``text`` made inert (:func:`terminal_text`), whitespace runs collapsed, shortened."""
-    return shorten(" ".join(terminal_text(text).split()), limit)
 
 
 def plural(n: int | float, word: str) -> str:
@@ -188,14 +161,6 @@ def format_todos(todos: Sequence[TodoItem], *, open_only: bool = False) -> str:
 
 
 # --------------------------------------------------------------------------- tool calls
-def call_arguments(arguments: str) -> Any:
-    """A tool call's decoded JSON arguments, else the text as it is."""
-    try:
-        return json.loads(arguments) if arguments else {}
-    except (ValueError, RecursionError):  # not JSON, or nested too deeply to decode
-        return arguments
-
-
 def is_code_call(arguments: str) -> bool:
     """True if the arguments carry Python ``code`` (``run_python``): shown with its code."""
     args = call_arguments(arguments)
@@ -210,22 +175,6 @@ def format_tool_call(name: str, arguments: str, *, limit: int = 2000) -> str:
         return f"▶ {name}\n" + "\n".join("    " + line for line in code.splitlines())
     shown = json.dumps(args, ensure_ascii=False) if not isinstance(args, str) else args
     return f"▶ {name}({shorten(shown, 200)})"
-
-
-def _argument_value(value: Any, limit: int) -> str:
-    if isinstance(value, str):  # a cut string keeps its closing quote: "first words…"
-        return json.dumps(shorten(value, max(limit - 2, 1)), ensure_ascii=False)
-    return shorten(json.dumps(value, ensure_ascii=False), limit)
-
-
-def format_call(name: str, arguments: str, *, limit: int = 80) -> str:
-    """``update_todo(id=1, status="in_progress")``, each value cut to ``limit``."""
-    args = call_arguments(arguments)
-    if isinstance(args, dict):
-        shown = ", ".join(f"{key}={_argument_value(value, limit)}" for key, value in args.items())
-    else:
-        shown = shorten(" ".join(str(args).split()), min(limit, 80))
-    return f"{name}({shown})"
 
 
 def result_preview(text: str) -> list[str]:

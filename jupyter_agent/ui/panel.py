@@ -22,6 +22,7 @@ import ipywidgets as widgets
 from jupyter_agent.artefacts.fork import fork_label
 from jupyter_agent.artefacts.search import SearchHit, SearchMatch, search_listings, search_sessions
 from jupyter_agent.store import Usage
+from jupyter_agent.text import excerpt
 from jupyter_agent.ui.advice import describe_holder, error_message
 from jupyter_agent.ui.display import (
     format_cost,
@@ -32,7 +33,6 @@ from jupyter_agent.ui.display import (
     one_line,
     relative_time,
 )
-from jupyter_agent.ui.markdown import excerpt
 from jupyter_agent.ui.panel_details import DetailView, button, close_widgets, lines_html, role_lines
 
 if TYPE_CHECKING:

@@ -16,16 +16,20 @@ from IPython.display import display
 
 from jupyter_agent.artefacts.steps import ReadFigure, figure_data
 from jupyter_agent.store.figure_files import figure_label, figure_refs
+from jupyter_agent.text import (
+    hard_breaks,
+    literal,
+    one_line,
+    reply_markdown,
+    shorten,
+    terminal_text,
+)
 from jupyter_agent.ui.display import (
     format_recap_usage,
     format_resumed,
     last_exchange,
     last_figure,
-    one_line,
-    shorten,
-    terminal_text,
 )
-from jupyter_agent.ui.markdown import hard_breaks, literal, reply_markdown
 
 if TYPE_CHECKING:
     from jupyter_agent.active import Resumed

@@ -7,8 +7,8 @@ label, a refused call once with the whole reason, and every other tool call as o
 is shown once, with that call's result. A call that will ask for approval shows only its
 name: the question shows the whole code. Long waits show a status line
 (``waiting for the model — 12 s …``) where a person watches, until the next event.
-Replies go through :func:`~jupyter_agent.ui.markdown.reply_markdown`, our own lines
-through :func:`~jupyter_agent.ui.markdown.literal`; no HTML is written.
+Replies go through :func:`~jupyter_agent.text.reply_markdown`, our own lines
+through :func:`~jupyter_agent.text.literal`; no HTML is written.
 """
 
 from __future__ import annotations
@@ -24,17 +24,16 @@ from typing import Any, TextIO
 
 from IPython.display import display
 
+from jupyter_agent.artefacts.steps import format_call
+from jupyter_agent.text import fence, literal, reply_markdown, terminal_text
 from jupyter_agent.ui.display import (
     RESULT_LABELS,
-    format_call,
     format_tool_call,
     is_code_call,
     one_line_result,
     result_preview,
-    terminal_text,
     tool_result_sections,
 )
-from jupyter_agent.ui.markdown import fence, literal, reply_markdown
 from jupyter_agent.ui.recap import MarkdownText
 
 #: Seconds without an event before the status line appears.

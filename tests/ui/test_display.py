@@ -12,8 +12,9 @@ from IPython.utils.capture import capture_output
 from jupyter_agent.active import TurnResult
 from jupyter_agent.agent.config import Limits
 from jupyter_agent.agent.events import Notice, TextDelta, ToolCallEnd, ToolCallStart
+from jupyter_agent.artefacts.steps import format_call
 from jupyter_agent.store import SessionRecord, SessionState, TodoItem, Usage
-from jupyter_agent.ui.display import format_call, format_recap, limit_message, tool_result_sections
+from jupyter_agent.ui.display import format_recap, limit_message, tool_result_sections
 from jupyter_agent.ui.recap import recap_markdown
 from jupyter_agent.ui.render import MarkdownTurnRenderer, PlainTurnRenderer
 

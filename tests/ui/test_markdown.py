@@ -1,4 +1,4 @@
-"""Markdown that JupyterLab shows as typed (ui/markdown.py).
+"""Markdown that JupyterLab shows as typed (jupyter_agent/text.py).
 
 JupyterLab's pipeline is modelled here in its two math steps, so that properties can be
 checked on many texts (the browser test checks the real thing on a few):
@@ -20,8 +20,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from jupyter_agent.ui import markdown
-from jupyter_agent.ui.markdown import (
+from jupyter_agent import text as markdown
+from jupyter_agent.text import (
     excerpt,
     inert_markdown,
     literal,

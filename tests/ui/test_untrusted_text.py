@@ -20,14 +20,13 @@ from markdown_it import MarkdownIt
 
 from jupyter_agent.agent.events import Notice, TextDelta, ToolCallEnd, ToolCallStart
 from jupyter_agent.store import FileStore, SessionState, TodoItem
+from jupyter_agent.text import safe_url, terminal_text
 from jupyter_agent.ui.display import (
     format_history,
     format_recap,
     format_sessions_table,
     format_transcript,
-    terminal_text,
 )
-from jupyter_agent.ui.markdown import safe_url
 from jupyter_agent.ui.panel import SessionsPanel
 from jupyter_agent.ui.panel_details import detail_html
 from jupyter_agent.ui.recap import recap_markdown

@@ -1,4 +1,5 @@
-"""Markdown for Jupyter that is inert and shows TeX triggers as typed.
+"""Text from outside made inert: for a terminal (:func:`terminal_text`) and as Markdown for
+Jupyter that shows TeX triggers as typed (:func:`inert_markdown`).
 
 Text the product did not write (a reply, a summary, a title) is data, and JupyterLab
 renders a running notebook's ``text/markdown`` as trusted. So raw HTML shows as typed,
@@ -21,7 +22,34 @@ import html
 import re
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from jupyter_agent.ui.display import shorten
+#: Terminal escape sequences (CSI, OSC such as hyperlinks and window titles, DCS, and
+#: the rest), 7-bit and 8-bit, each to its end if it has one.
+_ESCAPES = re.compile(
+    r"\x1b\][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?|\x9d[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x1b[PX^_][^\x1b\x9c]*(?:\x1b\\|\x9c)?|[\x90\x98\x9e\x9f][^\x1b\x9c]*(?:\x1b\\|\x9c)?"
+    r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?|\x1b[ -/]*[0-~]?")
+#: What a terminal would still act on, or that reorders text: C0 controls but tab and
+#: newline, DEL, C1 controls, bidirectional embeddings, overrides and isolates.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_text(text: str) -> str:
+    """``text`` from outside made safe to print on a terminal: escape sequences removed,
+    a carriage return made a line break, every other control character and bidirectional
+    override replaced by ``\ufffd``. Tab and newline are kept."""
+    text = _ESCAPES.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
+    return _CONTROLS.sub("\ufffd", text)
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` code points, ending with ``…`` when cut."""
+    return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
+
+
+def one_line(text: str, limit: int = 80) -> str:
+    """``text`` made inert (:func:`terminal_text`), whitespace runs collapsed, shortened."""
+    return shorten(" ".join(terminal_text(text).split()), limit)
+
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
