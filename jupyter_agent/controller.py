@@ -12,29 +12,121 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from jupyter_agent import client
-from jupyter_agent.active import ActiveSession, HandedCell, Resumed, SessionChange, UsageReport
 from jupyter_agent.artefacts.fork import Forked, fork_record
 from jupyter_agent.artefacts.steps import Call, Request, steps
-from jupyter_agent.errors import JupyterAgentError, ModelNotConfiguredError
-from jupyter_agent.notebook import CellLog
+from jupyter_agent.errors import JupyterAgentError, LimitExceededError, ModelNotConfiguredError
+from jupyter_agent.notebook import CellLog, attach_references, notebook_so_far
 from jupyter_agent.project import Project, newest_session
-from jupyter_agent.settings import OPTIONS, SessionOptions, Settings
+from jupyter_agent.settings import LIMITS, OPTIONS, SessionOptions, Settings
 from jupyter_agent.store import new_session_id, validate_session_id
 from jupyter_agent.store.notes import NOTE_FILES, unseen_notes
 
 if TYPE_CHECKING:
     import openai
 
-    from jupyter_agent.active import TurnResult
     from jupyter_agent.agent.adapters import Model
+    from jupyter_agent.agent.config import Limits
     from jupyter_agent.agent.conversation import Conversation
+    from jupyter_agent.agent.loop import Agent, TurnOutcome
+    from jupyter_agent.agent.window import ContextWindow
     from jupyter_agent.agent.working_context import NotesRead
     from jupyter_agent.artefacts.export import Exported
-    from jupyter_agent.store import FigureData, SessionRecord, SessionState, Store, TodoItem
+    from jupyter_agent.store import FigureData, SessionRecord, SessionState, Store, TodoItem, Usage
+
+
+@dataclass(frozen=True)
+class UsageReport:
+    """Usage of one session so far and its limits; ``context_tokens`` estimates the
+    working context."""
+
+    session_id: str
+    usage: Usage
+    tool_calls: int
+    limits: Limits
+    context_tokens: int = 0
+    window: ContextWindow | None = None
+    context_privacy: str = "schema"
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """What one turn produced.
+
+    ``stop_reason`` says why it ended early: a limit's name, a reply the provider cut off
+    (``"length"``, ``"content_filter"``), ``"interrupted"`` or ``"error"``; ``None`` if it
+    did not. ``limit_error`` is the limit the agent raised; ``limits_from_options`` those
+    set by the session's options (raised with ``%agent_resume --max-...``, not ``%config``).
+    """
+
+    session_id: str
+    reply: str
+    stop_reason: str | None
+    turn_usage: Usage
+    session_usage: Usage
+    turn_tool_calls: int
+    session_tool_calls: int
+    limits: Limits
+    limits_from_options: frozenset[str] = frozenset()
+    limit_error: LimitExceededError | None = None
+    context_tokens: int = 0
+    window: ContextWindow | None = None
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """A resumed session's record; ``endpoint_note`` is one line (credentials and control
+    characters removed) when it last used another endpoint, else ``""``."""
+
+    record: SessionRecord
+    unarchived: bool = False
+    endpoint_note: str = ""
+
+
+@dataclass(frozen=True)
+class HandedCell:
+    """The code of ``run_python`` call number ``call`` (1-based) of user turn ``turn``,
+    tagged with a first-line comment naming both."""
+
+    session_id: str
+    turn: int
+    call: int
+    call_id: str
+    code: str
+
+
+@dataclass(frozen=True)
+class SessionChange:
+    """What archiving, unarchiving or deleting a session did; ``was_active``: it was this
+    kernel's active session, whose lease is now released."""
+
+    session_id: str
+    action: str  # "archived", "unarchived" or "deleted"
+    was_active: bool = False
+    title: str = ""
+
+
+@dataclass
+class ActiveSession:
+    """A session this kernel runs; its agent holds the lease. ``model_key`` is what the
+    agent's model was built from."""
+
+    session_id: str
+    store: Store
+    options: SessionOptions
+    agent: Agent
+    model_key: tuple[Any, ...]
+    _base: Settings | None = field(default=None, init=False)
+    _settings: Settings | None = field(default=None, init=False)
+
+    def settings(self, settings: Settings) -> Settings:
+        """``settings`` (the kernel's) with this session's options applied."""
+        if self._settings is None or settings != self._base:
+            self._base, self._settings = settings, settings.with_options(self.options)
+        return self._settings
 
 
 class AgentController:
@@ -106,8 +198,7 @@ class AgentController:
         assert conversation.store is not None and conversation.session_id is not None
         previous = self._active
         self._active = ActiveSession(conversation.session_id, conversation.store, options,
-                                     agent, client.model_key(settings, self._environ),
-                                     self._model)
+                                     agent, client.model_key(settings, self._environ))
         if previous is not None:
             previous.agent.close()
 
@@ -258,6 +349,20 @@ class AgentController:
             record = conversation.record()
         return Resumed(record, unarchived=unarchived, endpoint_note=note)
 
+    def _refreshed(self) -> tuple[ActiveSession, Agent]:
+        # the agent, reconfigured when the kernel's settings or the API key changed
+        active = self._require_active()
+        settings = self._settings()
+        changed = settings != active._base
+        mine = active.settings(settings)
+        key = client.model_key(mine, self._environ)
+        if key != active.model_key:
+            active.agent.reconfigure(model=self._model(mine))
+            active.model_key = key
+        if changed:
+            active.agent.reconfigure(config=mine.agent_config())
+        return active, active.agent
+
     def ask(self, prompt: str, *, on_event: Callable[[Any], None] | None = None) -> TurnResult:
         """Run a turn of the active session; ``@`` references attach what
         ``context_privacy`` allows.
@@ -265,12 +370,54 @@ class AgentController:
         Raises
         ------
         JupyterAgentError
-            No active session; or the model endpoint failed (the prompt stays saved; the
-            exception carries the turn so far as ``turn``, as a Ctrl-C does).
+            No active session; or the model endpoint failed (the prompt stays saved).
+        ModelError, KeyboardInterrupt
+            The exception carries the turn so far as ``turn`` (a :class:`TurnResult`, or
+            ``None`` when the turn did not start).
         """
-        active = self._require_active()
-        return active.ask(prompt, self._settings(), self._environ, on_event=on_event,
-                          cells=self.cells)
+        from jupyter_agent.agent.events import Notice  # the agent imports openai (~0.6 s)
+
+        active, agent = self._refreshed()
+        open_ = [True]
+
+        def forward(event: Any) -> None:
+            # the agent keeps its last callback; events after this turn must not reach
+            # this turn's renderer (it may update an old cell's output)
+            if open_[0] and on_event is not None:
+                on_event(event)
+
+        def result(outcome: TurnOutcome) -> TurnResult:
+            return TurnResult(
+                session_id=active.session_id, reply=outcome.reply,
+                stop_reason=outcome.stop_reason, turn_usage=outcome.usage,
+                session_usage=agent.state.usage.model_copy(),
+                turn_tool_calls=outcome.tool_calls,
+                session_tool_calls=agent.state.tool_calls, limits=agent.config.limits,
+                limits_from_options=active.options.given() & set(LIMITS),
+                limit_error=outcome.limit,
+                context_tokens=agent.conversation.estimated_tokens(), window=agent.window)
+
+        privacy = agent.config.context_privacy
+        refs = attach_references(prompt, self.cells, privacy, limit=agent.config.max_output_chars)
+        context = notebook_so_far(self.cells, privacy,
+                                  active.settings(self._settings()).notebook_context_tokens)
+        lines = [*refs.attached, *refs.unknown]
+        if context is not None:
+            cells_run = sum(line.startswith("In [") for line in context.splitlines())
+            lines.append(f"sent the notebook since the last prompt: {cells_run} cell(s), "
+                         f"{len(context):,} characters (with this turn only)")
+        for line in lines:
+            forward(Notice(line))
+        try:
+            outcome = agent.run(refs.prompt, on_event=forward, context=context)
+        except (KeyboardInterrupt, JupyterAgentError) as exc:
+            carried = getattr(exc, "outcome", None)  # what Agent.run attached
+            exc.turn = None if carried is None else result(carried)  # type: ignore[union-attr]
+            raise
+        finally:
+            open_[0] = False
+            self.cells.mark()  # the next section starts after this turn
+        return result(outcome)
 
     def compact(self, *, on_event: Callable[[Any], None] | None = None) -> bool:
         """Compact the working context now; ``False`` (and a ``Notice``) when there was
@@ -281,8 +428,7 @@ class AgentController:
         LimitExceededError
             The session reached ``max_cost_usd`` (no model call is made).
         """
-        agent = self._require_active().refreshed(self._settings(), self._environ)
-        return agent.compact(on_event=on_event)
+        return self._refreshed()[1].compact(on_event=on_event)
 
     def record(self, session_id: str | None = None) -> SessionRecord:
         """A session's record (default: the active session's)."""

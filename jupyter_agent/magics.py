@@ -19,11 +19,9 @@ from IPython.display import display
 from traitlets import TraitError
 from traitlets.config import Config
 
-from jupyter_agent.active import TurnResult
 from jupyter_agent.artefacts.search import search_sessions
-from jupyter_agent.controller import AgentController
+from jupyter_agent.controller import AgentController, TurnResult
 from jupyter_agent.errors import JupyterAgentError, LimitExceededError
-from jupyter_agent.kernel import can_update_live, is_jupyter
 from jupyter_agent.magic_args import (
     AgentUsageError,
     collect_notice,
@@ -39,6 +37,7 @@ from jupyter_agent.magic_args import (
     session_options,
     strip_quotes,
 )
+from jupyter_agent.project import can_update_live, is_jupyter
 from jupyter_agent.settings import OPTIONS, Settings, trait_namespace
 from jupyter_agent.ui import recap, render
 from jupyter_agent.ui.advice import error_message

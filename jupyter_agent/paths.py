@@ -21,6 +21,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 MEMORY_DIR_ENV = "JUPYTER_AGENT_MEMORY_DIR"
+STORE_URL_ENV = "JUPYTER_AGENT_STORE_URL"
 MEMORY_DIR_NAME = ".jupyter_agent"
 PROJECT_MARKERS = (MEMORY_DIR_NAME, ".git", "pyproject.toml")
 

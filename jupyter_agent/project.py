@@ -1,5 +1,6 @@
 """Where a kernel's sessions live: its project root, memory directory and store, and the
-one place that opens a store from a URL or a memory directory (also for the CLI).
+one place that opens a store from a URL or a memory directory (also for the CLI); what
+the kernel is (Jupyter or a terminal, whether a person watches the running cell).
 
 A kernel's project root is found once, from its starting directory, so a later
 ``os.chdir`` does not move the sessions; the memory directory and the store follow the
@@ -14,8 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jupyter_agent.errors import JupyterAgentError, describe_holder
-from jupyter_agent.kernel import kernel_label
-from jupyter_agent.paths import find_project_root, project_key, resolve_memory_dir
+from jupyter_agent.paths import STORE_URL_ENV, find_project_root, project_key, resolve_memory_dir
 from jupyter_agent.store import FileStore, Store
 
 if TYPE_CHECKING:
@@ -58,6 +58,8 @@ def open_store(memory_dir: str | os.PathLike[str] | None = None, url: str | None
 
 
 def _store_url(url: str | None, environ: Mapping[str, str] | None) -> str:
+    if not url and not (os.environ if environ is None else environ).get(STORE_URL_ENV, "").strip():
+        return ""
     # imported here: the team store's package costs ~16 ms at %load_ext (measured)
     from jupyter_agent.store.postgres.url import check_store_url, resolve_store_url
 
@@ -65,6 +67,38 @@ def _store_url(url: str | None, environ: Mapping[str, str] | None) -> str:
         return check_store_url(resolve_store_url(url, environ=environ))
     except ValueError as err:
         raise JupyterAgentError(str(err)) from None
+
+
+def is_jupyter(shell: Any) -> bool:
+    """True for a Jupyter kernel's shell (rich output), False for terminal/plain IPython."""
+    return shell is not None and (type(shell).__name__ == "ZMQInteractiveShell"
+                                  or bool(getattr(shell, "has_trait", lambda _: False)("kernel")))
+
+
+def can_update_live(shell: Any) -> bool:
+    """True where a front end answers the running cell's input requests (JupyterLab,
+    Notebook, VS Code); headless runners (nbclient, papermill) get only final outputs."""
+    return bool(getattr(getattr(shell, "kernel", None), "_allow_stdin", False))
+
+
+def kernel_label(shell: Any = None, environ: Mapping[str, str] | None = None,
+                 project_root: Path | None = None) -> str:
+    """For people who find its session in use: the notebook's path (relative to
+    ``project_root`` when under it), else what kind of kernel; never anything secret."""
+    env = os.environ if environ is None else environ
+    ns = getattr(shell, "user_ns", None) or {}
+    name = str(ns.get("__session__") or env.get("JPY_SESSION_NAME") or "")
+    if name:
+        path = Path(name)
+        if project_root is not None and path.is_absolute():
+            try:
+                return str(path.relative_to(project_root))
+            except ValueError:
+                return str(path)
+        return name
+    if is_jupyter(shell):
+        return "a Jupyter kernel"
+    return "IPython (terminal)" if shell is not None else "Python"
 
 
 class Project:

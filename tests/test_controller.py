@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_agent.active import TurnResult
 from jupyter_agent.agent.config import Limits
 from jupyter_agent.agent.events import TextDelta
 from jupyter_agent.client import PLACEHOLDER_API_KEY, build_client
-from jupyter_agent.controller import AgentController
+from jupyter_agent.controller import AgentController, TurnResult
 from jupyter_agent.errors import (
     JupyterAgentError,
     LimitExceededError,
@@ -259,7 +258,7 @@ def test_the_plain_api_imports_nothing_of_the_front_end() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, jupyter_agent.controller, jupyter_agent.kernel; "
+    code = ("import sys, jupyter_agent.controller, jupyter_agent.project; "
             "print(sorted(m for m in sys.modules if m.startswith('jupyter_agent.ui')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()

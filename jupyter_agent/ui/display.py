@@ -20,12 +20,12 @@ from jupyter_agent.store.messages import message_text
 from jupyter_agent.store.records import CLOCK_SKEW
 
 if TYPE_CHECKING:
-    from jupyter_agent.active import Resumed, SessionChange, TurnResult, UsageReport
     from jupyter_agent.agent.config import Limits
     from jupyter_agent.agent.window import ContextWindow
     from jupyter_agent.artefacts.export import Exported
     from jupyter_agent.artefacts.fork import Forked
     from jupyter_agent.artefacts.search import SearchHit
+    from jupyter_agent.controller import Resumed, SessionChange, TurnResult, UsageReport
     from jupyter_agent.store import Compaction, SessionListing, SessionRecord, TodoItem, Usage
 
 #: Terminal escape sequences (CSI, OSC such as hyperlinks and window titles, DCS, and

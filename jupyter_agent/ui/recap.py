@@ -28,7 +28,7 @@ from jupyter_agent.ui.display import (
 from jupyter_agent.ui.markdown import hard_breaks, literal, reply_markdown
 
 if TYPE_CHECKING:
-    from jupyter_agent.active import Resumed
+    from jupyter_agent.controller import Resumed
     from jupyter_agent.store import SessionRecord
 
 #: Display width (CSS pixels) of the last figure in the resume recap.
