@@ -33,15 +33,13 @@ if TYPE_CHECKING:
     from jupyter_agent.agent.conversation import Conversation
     from jupyter_agent.agent.loop import Agent, TurnOutcome
     from jupyter_agent.agent.window import ContextWindow
-    from jupyter_agent.agent.working_context import NotesRead
     from jupyter_agent.artefacts.export import Exported
     from jupyter_agent.store import FigureData, SessionRecord, SessionState, Store, TodoItem, Usage
 
 
 @dataclass(frozen=True)
 class UsageReport:
-    """Usage of one session so far and its limits; ``context_tokens`` estimates the
-    working context."""
+    """Usage of one session so far and its limits (tokens, USD)."""
 
     session_id: str
     usage: Usage
@@ -54,13 +52,9 @@ class UsageReport:
 
 @dataclass(frozen=True)
 class TurnResult:
-    """What one turn produced.
-
-    ``stop_reason`` says why it ended early: a limit's name, a reply the provider cut off
-    (``"length"``, ``"content_filter"``), ``"interrupted"`` or ``"error"``; ``None`` if it
-    did not. ``limit_error`` is the limit the agent raised; ``limits_from_options`` those
-    set by the session's options (raised with ``%agent_resume --max-...``, not ``%config``).
-    """
+    """What one turn produced. ``stop_reason``: a limit's name, ``"length"``,
+    ``"content_filter"``, ``"interrupted"``, ``"error"`` or ``None``; ``limits_from_options``:
+    the limits set by the session's options (``%agent_resume --max-...``)."""
 
     session_id: str
     reply: str
@@ -78,8 +72,8 @@ class TurnResult:
 
 @dataclass(frozen=True)
 class Resumed:
-    """A resumed session's record; ``endpoint_note`` is one line (credentials and control
-    characters removed) when it last used another endpoint, else ``""``."""
+    """A resumed session's record; ``endpoint_note``: one line (without credentials) when
+    it last used another endpoint."""
 
     record: SessionRecord
     unarchived: bool = False
@@ -101,7 +95,7 @@ class HandedCell:
 @dataclass(frozen=True)
 class SessionChange:
     """What archiving, unarchiving or deleting a session did; ``was_active``: it was this
-    kernel's active session, whose lease is now released."""
+    kernel's active session (its lease is released)."""
 
     session_id: str
     action: str  # "archived", "unarchived" or "deleted"
@@ -208,16 +202,10 @@ class AgentController:
         self.ended = None
 
     def new_session(self, options: SessionOptions | None = None) -> str:
-        """Create a session, make it active and return its ID.
-
-        Raises
-        ------
-        UnsafeDirectoryError
-            The memory directory may not be used (checked first; nothing is created).
-        ModelNotConfiguredError
-            No model is configured (nothing is created).
-        """
+        """Create a session, make it active and return its ID (``UnsafeDirectoryError``,
+        ``ModelNotConfiguredError``: nothing is created)."""
         from jupyter_agent.agent.conversation import Conversation  # imports openai
+        from jupyter_agent.agent.working_context import format_bytes
 
         options = options or SessionOptions()
         settings = self._settings().with_options(options)
@@ -230,32 +218,20 @@ class AgentController:
         self._start(model, conversation, options, settings)
         assert conversation.session_id is not None
         self._remember(conversation.session_id, options)
-        self.notes_notice = self._notes_notice(conversation.notes)
-        return conversation.session_id
-
-    def _notes_notice(self, notes: NotesRead) -> list[str]:
-        from jupyter_agent.agent.working_context import format_bytes  # imports openai
-
-        folder = self.project.memory_dir.resolve()
+        notes, folder = conversation.notes, self.project.memory_dir.resolve()
         files = {folder / NOTE_FILES[kind]: text for kind, text in notes.used.items()}
         new = unseen_notes(files, self._environ)
-        lines = []
-        if new:
-            named = ", ".join(f"{path.name} ({format_bytes(len(files[path].encode()))})"
-                              for path in new)
-            lines.append(f"This session's instructions include notes new to you: {named}, in "
-                         f"{new[0].parent} — read them if you did not write them.")
-        return lines + notes.left_out
+        named = ", ".join(f"{path.name} ({format_bytes(len(files[path].encode()))})"
+                          for path in new)
+        self.notes_notice = [f"This session's instructions include notes new to you: {named}, "
+                             f"in {new[0].parent} — read them if you did not write them."
+                             ] if new else []
+        self.notes_notice += notes.left_out
+        return conversation.session_id
 
     def ensure_session(self) -> str | None:
         """Start a session with the options of this kernel's latest one (not its title)
-        if none is active; return the new ID, or ``None`` if one was active.
-
-        Raises
-        ------
-        JupyterAgentError
-            No model is configured (saying why no session is active).
-        """
+        if none is active; return the new ID, or ``None`` if one was active."""
         if self._active is not None:
             return None
         ended, options = self.ended, self._last_options or SessionOptions()
@@ -306,15 +282,7 @@ class AgentController:
     def resume(self, session_id: str | None = None,
                options: SessionOptions | None = None) -> Resumed:
         """Make a saved session (default: the newest no one else holds) the active one,
-        unarchiving it; its record is read once, after its lease is taken.
-
-        Raises
-        ------
-        InvalidSessionIdError, SessionNotFoundError, CorruptSessionError, SessionLockedError
-        ModelNotConfiguredError
-            Naming what the session last used; also when it used an endpoint and this
-            kernel configures none.
-        """
+        unarchiving it; its record is read once, after its lease is taken."""
         from jupyter_agent.agent.conversation import Conversation  # imports openai
 
         explicit = options or SessionOptions()
@@ -421,13 +389,7 @@ class AgentController:
 
     def compact(self, *, on_event: Callable[[Any], None] | None = None) -> bool:
         """Compact the working context now; ``False`` (and a ``Notice``) when there was
-        nothing to compact or the call failed.
-
-        Raises
-        ------
-        LimitExceededError
-            The session reached ``max_cost_usd`` (no model call is made).
-        """
+        nothing to compact or the call failed."""
         return self._refreshed()[1].compact(on_event=on_event)
 
     def record(self, session_id: str | None = None) -> SessionRecord:
@@ -436,21 +398,13 @@ class AgentController:
         return self._store_for(sid).load_session(sid)
 
     def read_figure(self, session_id: str, figure_id: str) -> FigureData:
-        """A figure of a session, read without its lease.
-
-        Raises
-        ------
-        FigureNotFoundError, InvalidSessionIdError, InvalidFigureError, UnsafePathError
-        """
+        """A figure of a session, read without its lease."""
         return self._store_for(session_id).read_figure(session_id, figure_id)
 
-    def set_summary(self, text: str) -> None:
+    def update(self, *, title: str | None = None, summary: str | None = None) -> None:
+        """Change the active session's title or summary (``None``: unchanged)."""
         active = self._require_active()
-        active.store.update(active.session_id, summary=text)
-
-    def set_title(self, text: str) -> None:
-        active = self._require_active()
-        active.store.update(active.session_id, title=text)
+        active.store.update(active.session_id, title=title, summary=summary)
 
     def usage(self) -> UsageReport:
         """Usage and limits of the active session (limits as the settings say now)."""
@@ -463,15 +417,7 @@ class AgentController:
 
     def agent_cell(self, n: int | None = None) -> HandedCell:
         """The code of the active session's ``n``-th ``run_python`` call (default: the
-        last), recorded in the checkpoint as handed out.
-
-        Raises
-        ------
-        JupyterAgentError
-            No active session, no ``run_python`` call yet, or no call ``n``.
-        SessionLockedError, OSError
-            From the store while recording it.
-        """
+        last), recorded in the checkpoint as handed out."""
         from jupyter_agent.agent.working_context import SUMMARY_MARKER  # imports openai
 
         active = self._require_active()
@@ -511,27 +457,13 @@ class AgentController:
     def share(self, session_id: str | None, roles: Sequence[str], *,
               undo: bool = False) -> list[str]:
         """Share a session (default: the active one) read-only with database roles, or
-        stop (``undo``); return the roles it is shared with now.
-
-        Raises
-        ------
-        JupyterAgentError
-            Not a team store, or a role is not the database's (nothing changed).
-        SessionNotFoundError, SessionReadOnlyError, InvalidSessionIdError
-        """
+        stop (``undo``); return the roles it is shared with now."""
         sid = self._require_active().session_id if session_id is None else session_id
         return share_session(self._store_for(sid), sid, roles, undo=undo)
 
     def archive(self, session_id: str | None = None, *, undo: bool = False) -> SessionChange:
         """Archive (``undo``: unarchive) a session, default the active one; archiving the
-        active session also deactivates it, so a session in use is never hidden.
-
-        Raises
-        ------
-        JupyterAgentError
-            The session is archived already (with ``undo``: is not archived).
-        SessionNotFoundError, SessionLockedError, InvalidSessionIdError
-        """
+        active session also deactivates it, so a session in use is never hidden."""
         sid = self._require_active().session_id if session_id is None else session_id
         sid = validate_session_id(sid)
         store = self._store_for(sid)
@@ -547,12 +479,7 @@ class AgentController:
                              record.title)
 
     def delete(self, session_id: str) -> SessionChange:
-        """Delete a session (deactivating it first if it is the active one).
-
-        Raises
-        ------
-        SessionLockedError
-        """
+        """Delete a session (deactivating it first if it is the active one)."""
         sid = validate_session_id(session_id)
         store = self._store_for(sid)
         was_active, title = False, ""
@@ -570,14 +497,8 @@ class AgentController:
     def fork(self, session_id: str | None = None, *, at: int | None = None,
              title: str | None = None) -> Forked:
         """Fork a session (default: the active one; read without its lease), keeping user
-        turns 1 to ``at``, and resume the fork with the parent's options in this kernel.
-
-        Raises
-        ------
-        ForkPointError, InvalidSessionIdError, SessionNotFoundError, CorruptSessionError
-        ModelNotConfiguredError
-            The fork is saved but not made active.
-        """
+        turns 1 to ``at``, and resume the fork with the parent's options in this kernel
+        (``ModelNotConfiguredError`` leaves the fork saved, not active)."""
         parent = validate_session_id(self._require_active().session_id if session_id is None
                                      else session_id)
         forked = fork_record(self._store_for(parent).load_session(parent), at=at, title=title)
@@ -588,13 +509,7 @@ class AgentController:
     def export(self, session_id: str | None = None, *, fmt: str | None = None,
                output: str | os.PathLike[str] | None = None, force: bool = False) -> Exported:
         """Export a session (default: the active one) to a file, without its lease, with
-        secrets (also the ``api_key_env`` variable's value) redacted.
-
-        Raises
-        ------
-        ExportExistsError, ExportError, ValueError
-        InvalidSessionIdError, SessionNotFoundError, CorruptSessionError
-        """
+        secrets (also the ``api_key_env`` variable's value) redacted."""
         # (detect-secrets: ~0.25 s to import)
         from jupyter_agent.artefacts.export import export_record
         from jupyter_agent.artefacts.redact import secrets_from_environ

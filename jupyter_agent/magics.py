@@ -262,7 +262,7 @@ class AgentMagics(Magics):
         """Show the active session's summary, or replace it with TEXT."""
         text = line.strip()
         if text:
-            self.controller.set_summary(text)
+            self.controller.update(summary=text)
             _print("Summary saved.")
         else:
             _print(self.controller.record().summary or "(no summary yet)")
@@ -277,7 +277,7 @@ class AgentMagics(Magics):
         text = strip_quotes(line)
         if not text:
             raise AgentUsageError("usage: %agent_title TEXT")
-        self.controller.set_title(text)
+        self.controller.update(title=text)
         _print(f"Title set: {text}")
 
     @line_magic
