@@ -17,13 +17,13 @@ if TYPE_CHECKING:  # for type checkers; at run time, __getattr__ imports on firs
     from jupyter_agent.agent.config import Limits as Limits
     from jupyter_agent.agent.loop import Agent as Agent
     from jupyter_agent.agent.loop import TurnOutcome as TurnOutcome
-    from jupyter_agent.client import build_client as build_client
-    from jupyter_agent.client import build_model as build_model
     from jupyter_agent.controller import AgentController as AgentController
     from jupyter_agent.errors import JupyterAgentError as JupyterAgentError
     from jupyter_agent.project import open_store as open_store
     from jupyter_agent.settings import SessionOptions as SessionOptions
     from jupyter_agent.settings import Settings as Settings
+    from jupyter_agent.settings import build_client as build_client
+    from jupyter_agent.settings import build_model as build_model
     from jupyter_agent.store import Store as Store
     from jupyter_agent.testing import ScriptedModel as ScriptedModel
     from jupyter_agent.testing import ScriptedModelServer as ScriptedModelServer
@@ -38,8 +38,8 @@ _API = {
     "Limits": "jupyter_agent.agent.config",
     "ChatModel": "jupyter_agent.agent.adapters",
     "ResponsesModel": "jupyter_agent.agent.adapters",
-    "build_client": "jupyter_agent.client",
-    "build_model": "jupyter_agent.client",
+    "build_client": "jupyter_agent.settings",
+    "build_model": "jupyter_agent.settings",
     "AgentController": "jupyter_agent.controller",
     "JupyterAgentError": "jupyter_agent.errors",
     "open_store": "jupyter_agent.project",

@@ -15,13 +15,25 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from jupyter_agent import client
 from jupyter_agent.artefacts.fork import Forked, fork_record
 from jupyter_agent.artefacts.steps import Call, Request, steps
 from jupyter_agent.errors import JupyterAgentError, LimitExceededError, ModelNotConfiguredError
 from jupyter_agent.notebook import CellLog, attach_references, notebook_so_far
 from jupyter_agent.project import Project, newest_session
-from jupyter_agent.settings import LIMITS, OPTIONS, SessionOptions, Settings
+from jupyter_agent.settings import (
+    LIMITS,
+    OPTIONS,
+    SessionOptions,
+    Settings,
+    build_client,
+    build_model,
+    configured_base_url,
+    describe_endpoint,
+    endpoint_id,
+    model_key,
+    not_configured_message,
+    saved_base_url,
+)
 from jupyter_agent.store import new_session_id, validate_session_id
 from jupyter_agent.store.notes import NOTE_FILES, unseen_notes
 
@@ -172,10 +184,10 @@ class AgentController:
 
     def _model(self, settings: Settings) -> Model:
         # one client per endpoint and key: building one takes ~20 ms
-        ident = client.endpoint_id(settings, self._environ)
+        ident = endpoint_id(settings, self._environ)
         if self._client is None or self._client[0] != ident:
-            self._client = (ident, client.build_client(settings, self._environ))
-        return client.build_model(settings, self._environ, client=self._client[1])
+            self._client = (ident, build_client(settings, self._environ))
+        return build_model(settings, self._environ, client=self._client[1])
 
     def _start(self, model: Model, conversation: Conversation, options: SessionOptions,
                settings: Settings) -> None:
@@ -192,7 +204,7 @@ class AgentController:
         assert conversation.store is not None and conversation.session_id is not None
         previous = self._active
         self._active = ActiveSession(conversation.session_id, conversation.store, options,
-                                     agent, client.model_key(settings, self._environ))
+                                     agent, model_key(settings, self._environ))
         if previous is not None:
             previous.agent.close()
 
@@ -251,10 +263,10 @@ class AgentController:
         # configured one, its model kept only for that endpoint, its API only if known,
         # its vision mode only if this kernel does not turn images off.
         settings = self._settings()
-        saved_url = client.saved_base_url(state.base_url).rstrip("/")  # the client adds a "/"
-        configured = (client.saved_base_url(chosen.base_url) if chosen.base_url is not None
-                      else client.configured_base_url(settings, self._environ)).rstrip("/")
-        note, said = "", client.describe_endpoint
+        saved_url = saved_base_url(state.base_url).rstrip("/")  # the client adds a "/"
+        configured = (saved_base_url(chosen.base_url) if chosen.base_url is not None
+                      else configured_base_url(settings, self._environ)).rstrip("/")
+        note, said = "", describe_endpoint
         if state.base_url and saved_url != configured:
             if not configured:
                 raise ModelNotConfiguredError(
@@ -299,9 +311,9 @@ class AgentController:
             try:
                 model = self._model(settings)
             except ModelNotConfiguredError as err:
-                raise ModelNotConfiguredError(client.not_configured_message(
+                raise ModelNotConfiguredError(not_configured_message(
                     settings, session_id=session_id, last_model=state.model,
-                    last_url=client.saved_base_url(state.base_url))) from err
+                    last_url=saved_base_url(state.base_url))) from err
         except BaseException:
             conversation.close()
             raise
@@ -323,7 +335,7 @@ class AgentController:
         settings = self._settings()
         changed = settings != active._base
         mine = active.settings(settings)
-        key = client.model_key(mine, self._environ)
+        key = model_key(mine, self._environ)
         if key != active.model_key:
             active.agent.reconfigure(model=self._model(mine))
             active.model_key = key

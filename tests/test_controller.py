@@ -10,7 +10,6 @@ import pytest
 
 from jupyter_agent.agent.config import Limits
 from jupyter_agent.agent.events import TextDelta
-from jupyter_agent.client import PLACEHOLDER_API_KEY, build_client
 from jupyter_agent.controller import AgentController, TurnResult
 from jupyter_agent.errors import (
     JupyterAgentError,
@@ -19,7 +18,7 @@ from jupyter_agent.errors import (
     ModelNotConfiguredError,
     SessionLockedError,
 )
-from jupyter_agent.settings import SessionOptions, Settings
+from jupyter_agent.settings import PLACEHOLDER_API_KEY, SessionOptions, Settings, build_client
 from jupyter_agent.store import Compaction, FileStore, Usage
 from jupyter_agent.testing import ScriptedModelServer
 from jupyter_agent.ui.display import (
