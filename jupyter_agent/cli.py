@@ -109,6 +109,14 @@ class Context:
         text = json.dumps(value, indent=2, ensure_ascii=False)
         print(_JSON_CONTROLS.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text), file=self.out)
 
+    def report(self, value: Any, text: str) -> int:
+        """Print ``value`` as JSON with ``--json``, else ``text``; exit code 0."""
+        if self.json:
+            self.emit_json(value)
+        else:
+            self.print(text)
+        return 0
+
     def progress(self, what: str, unit: str) -> Progress:
         """A ``tqdm`` bar on stderr when it is a terminal, else nothing."""
         try:
@@ -208,12 +216,9 @@ def search(ctx: Context, args: argparse.Namespace) -> int:
     text = " ".join(args.text)
     hits = search_sessions(ctx.store, text, deep=args.deep, include_archived=args.all,
                            progress=ctx.progress("searching", "session"))
-    if ctx.json:
-        ctx.emit_json([{"session": hit.session.model_dump(mode="json"), "count": hit.count,
-                        "matches": [asdict(m) for m in hit.matches]} for hit in hits])
-    else:
-        ctx.print(format_search_results(hits, query=text))
-    return 0
+    return ctx.report([{"session": hit.session.model_dump(mode="json"), "count": hit.count,
+                        "matches": [asdict(m) for m in hit.matches]} for hit in hits],
+                      format_search_results(hits, query=text))
 
 
 def export(ctx: Context, args: argparse.Namespace) -> int:
@@ -234,44 +239,31 @@ def export(ctx: Context, args: argparse.Namespace) -> int:
         return 0
     done = export_record(record, args.fmt, args.output, force=args.force, secrets=secrets,
                          progress=progress, figures=figures)
-    if ctx.json:
-        ctx.emit_json({"session_id": done.session_id, "format": done.format,
-                       "path": str(done.path), "size": done.size, "redacted": done.redacted})
-    else:
-        ctx.print(format_exported(done))
-    return 0
+    return ctx.report({"session_id": done.session_id, "format": done.format,
+                       "path": str(done.path), "size": done.size, "redacted": done.redacted},
+                      format_exported(done))
 
 
 def fork(ctx: Context, args: argparse.Namespace) -> int:
     forked = fork_session(ctx.store, args.session_id, at=args.at, title=args.title)
     record = forked.record
-    if ctx.json:
-        ctx.emit_json({"id": record.id, "title": record.title, "turns": forked.turns,
+    return ctx.report({"id": record.id, "title": record.title, "turns": forked.turns,
                        "parent": None if record.parent is None
                        else record.parent.model_dump(mode="json"),
-                       "rebuilt": forked.rebuilt})
-    else:
-        ctx.print(format_forked(forked, active=False))
-    return 0
+                       "rebuilt": forked.rebuilt}, format_forked(forked, active=False))
 
 
 def archive(ctx: Context, args: argparse.Namespace) -> int:
     ctx.store.update(args.session_id, archived=not args.undo)
-    if ctx.json:
-        ctx.emit_json({"id": args.session_id, "archived": not args.undo})
-    else:
-        ctx.print(f"{'Unarchived' if args.undo else 'Archived'} session {args.session_id}.")
-    return 0
+    return ctx.report({"id": args.session_id, "archived": not args.undo},
+                      f"{'Unarchived' if args.undo else 'Archived'} session {args.session_id}.")
 
 
 def share(ctx: Context, args: argparse.Namespace) -> int:
     now = share_session(ctx.store, args.session_id, args.roles, undo=args.undo)
-    if ctx.json:
-        ctx.emit_json({"id": args.session_id, "shared_with": now})
-    else:
-        ctx.print(f"Session {args.session_id} is shared with "
-                  f"{', '.join(map(repr, now)) if now else 'nobody'}.")
-    return 0
+    return ctx.report({"id": args.session_id, "shared_with": now},
+                      f"Session {args.session_id} is shared with "
+                      f"{', '.join(map(repr, now)) if now else 'nobody'}.")
 
 
 def remove(ctx: Context, args: argparse.Namespace) -> int:
@@ -286,11 +278,8 @@ def remove(ctx: Context, args: argparse.Namespace) -> int:
             ctx.print("Not deleted.")
             return 1
     ctx.store.delete_session(args.session_id)
-    if ctx.json:
-        ctx.emit_json({"id": args.session_id, "deleted": True})
-    else:
-        ctx.print(f"Deleted session {args.session_id}.")
-    return 0
+    return ctx.report({"id": args.session_id, "deleted": True},
+                      f"Deleted session {args.session_id}.")
 
 
 def gc(ctx: Context, args: argparse.Namespace) -> int:

@@ -128,21 +128,15 @@ def parse_argstring(magic: Callable[..., Any], line: str) -> Any:
     try:
         return parser.parse_args(argv)
     except UsageError as err:
+        text, known = str(err), list(parser._option_string_actions)
+        for word in argv:
+            option = word.split("=", 1)[0]
+            close = difflib.get_close_matches(option, known, n=1, cutoff=0.6)
+            if option.startswith("--") and option not in known and close:
+                text += f" (did you mean {close[0]}?)"
+                break
         name = getattr(magic, "__name__", "")
-        text = str(err) + _did_you_mean(parser, argv)
         raise AgentUsageError(f"{text}; %{name}? shows the usage" if name else text) from err
-
-
-def _did_you_mean(parser: Any, argv: list[str]) -> str:
-    known = list(parser._option_string_actions)
-    for word in argv:
-        option = word.split("=", 1)[0]
-        if not option.startswith("--") or option in known:
-            continue
-        close = difflib.get_close_matches(option, known, n=1, cutoff=0.6)
-        if close:
-            return f" (did you mean {close[0]}?)"
-    return ""
 
 
 def options_from_args(args: Any) -> SessionOptions:
@@ -159,37 +153,17 @@ def options_from_args(args: Any) -> SessionOptions:
         raise UsageError(str(err)) from err
 
 
-def strip_quotes(text: str) -> str:
-    """``text`` stripped, without one pair of matching surrounding quotes."""
-    text = text.strip()
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
-        return text[1:-1].strip()
-    return text
-
-
-def can_ask(shell: Any) -> bool:
-    """Whether ``input()`` can reach a person: in a kernel, whether the running cell's
-    front end answers input requests; elsewhere, whether stdin is a terminal."""
-    kernel = getattr(shell, "kernel", None)
-    if kernel is not None:
-        return bool(getattr(kernel, "_allow_stdin", False))
-    try:
-        return sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty()
-    except (AttributeError, OSError, ValueError):
-        return False
-
-
 def confirm(shell: Any, question: str, hint: str) -> bool:
-    """Ask a yes/no question.
-
-    Raises
-    ------
-    UsageError
-        Nobody can answer (headless run, no terminal, end of input); the message ends
-        with ``hint``.
-    """
+    """Ask a yes/no question; ``UsageError`` ending with ``hint`` when nobody can answer
+    (in a kernel: its front end answers no input requests; elsewhere: no terminal)."""
     refused = f"cannot ask for confirmation (no input possible here): {hint}"
-    if not can_ask(shell):
+    kernel = getattr(shell, "kernel", None)
+    try:
+        can_ask = (bool(getattr(kernel, "_allow_stdin", False)) if kernel is not None else
+                   sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty())
+    except (AttributeError, OSError, ValueError):
+        can_ask = False
+    if not can_ask:
         raise UsageError(refused)
     try:
         answer = input(question)
@@ -197,11 +171,6 @@ def confirm(shell: Any, question: str, hint: str) -> bool:
         print()  # the question is on screen without a line end
         raise UsageError(refused) from err
     return answer.strip().lower() in ("y", "yes")
-
-
-def collect_notice(event: object, notices: list[str]) -> None:
-    if getattr(event, "kind", "") == "notice":
-        notices.append(str(getattr(event, "text", "")))
 
 
 def rewrite_agent_lines(lines: list[str]) -> list[str]:

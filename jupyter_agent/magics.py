@@ -24,7 +24,6 @@ from jupyter_agent.controller import AgentController, TurnResult
 from jupyter_agent.errors import JupyterAgentError, LimitExceededError
 from jupyter_agent.magic_args import (
     AgentUsageError,
-    collect_notice,
     confirm,
     error_boundary,
     flatten_lines,
@@ -35,7 +34,6 @@ from jupyter_agent.magic_args import (
     remove_error_display,
     remove_transformer,
     session_options,
-    strip_quotes,
 )
 from jupyter_agent.project import can_update_live, is_jupyter
 from jupyter_agent.settings import OPTIONS, Settings, trait_namespace
@@ -274,7 +272,9 @@ class AgentMagics(Magics):
     @argument("text", nargs="+", help="The new title (one pair of surrounding quotes is removed).")
     def agent_title(self, line: str) -> None:
         """Set the active session's title."""
-        text = strip_quotes(line)
+        text = line.strip()
+        if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":  # one pair of quotes
+            text = text[1:-1].strip()
         if not text:
             raise AgentUsageError("usage: %agent_title TEXT")
         self.controller.update(title=text)
@@ -363,7 +363,7 @@ class AgentMagics(Magics):
         notices: list[str] = []
         try:
             done = self.controller.compact(
-                on_event=lambda event: collect_notice(event, notices))
+                on_event=lambda e: notices.append(e.text) if e.kind == "notice" else None)
         except LimitExceededError as err:
             raise AgentUsageError(
                 f"not compacted: {err.reached}, and compaction is a model call; raise the limit "
