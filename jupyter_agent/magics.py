@@ -8,11 +8,17 @@ The active session lives on the :class:`AgentMagics` instance; ``%unload_ext`` r
 
 from __future__ import annotations
 
+import difflib
+import functools
+import re
+import shlex
 import sys
+from collections.abc import Callable
+from dataclasses import fields
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
-from IPython.core.error import UsageError
+from IPython.core.error import StdinNotImplementedError, UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
@@ -22,21 +28,8 @@ from traitlets.config import Config
 from jupyter_agent.artefacts.search import search_sessions
 from jupyter_agent.controller import AgentController, TurnResult
 from jupyter_agent.errors import JupyterAgentError, LimitExceededError
-from jupyter_agent.magic_args import (
-    AgentUsageError,
-    confirm,
-    error_boundary,
-    flatten_lines,
-    install_error_display,
-    install_transformer,
-    options_from_args,
-    parse_argstring,
-    remove_error_display,
-    remove_transformer,
-    session_options,
-)
 from jupyter_agent.project import can_update_live, is_jupyter
-from jupyter_agent.settings import OPTIONS, Settings, trait_namespace
+from jupyter_agent.settings import OPTIONS, SessionOptions, Settings, trait_namespace
 from jupyter_agent.ui import recap, render
 from jupyter_agent.ui.advice import error_message
 from jupyter_agent.ui.display import (
@@ -61,6 +54,146 @@ from jupyter_agent.ui.display import (
 )
 from jupyter_agent.ui.recap import RECAP_WIDTH, show_blocks, split_at_figures
 from jupyter_agent.ui.render import show_question
+
+F = TypeVar("F", bound=Callable[..., Any])
+_AGENT_LINE = re.compile(r"^(?P<indent>[ \t]*)%agent[ \t]+(?P<text>\S.*?)[ \t]*(?P<end>\r?\n?)$")
+
+
+# ---- the magics' input: arguments, errors, the %agent line
+def flatten_lines(text: str) -> str:
+    return re.sub(r"\s*\n\s*", " ", text).strip()
+
+
+class AgentUsageError(UsageError):
+    """A magic's one-line error, shown as the bare message (no traceback, no class name)."""
+
+
+def error_boundary(func: F) -> F:
+    """Turn the library's errors and the argument parser's into one-line
+    :class:`AgentUsageError`\\ s saying what to do next; anything else keeps its traceback."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except JupyterAgentError as err:
+            raise AgentUsageError(flatten_lines(error_message(err))) from err
+        except AgentUsageError:
+            raise
+        except UsageError as err:
+            raise AgentUsageError(str(err)) from err
+
+    return wrapper  # type: ignore[return-value]
+
+
+def show_agent_error(shell: Any, etype: type, value: BaseException, tb: Any,
+                      tb_offset: int | None = None) -> list[str]:
+    previous = getattr(shell, "_jupyter_agent_previous_tb", None)
+    if not isinstance(value, AgentUsageError) and previous is not None:
+        previous(etype, value, tb, tb_offset=tb_offset)
+        return []
+    print(terminal_text(str(value)), file=sys.stderr)  # it may quote a title or a path
+    return []
+
+
+def session_options(func: F) -> F:
+    """Add the options of :class:`~jupyter_agent.settings.SessionOptions` (``--title`` and
+    one per per-session setting) to a magic."""
+    arguments = [argument("--title", help="Title of the session.")]
+    for row in OPTIONS:
+        if row.flag is None:
+            continue
+        extra: dict[str, Any] = {"choices": list(row.choices)} if row.choices else {}
+        if row.metavar:
+            extra["metavar"] = row.metavar
+        arguments.append(argument(row.flag, dest=row.name, type=row.type,
+                                  help=row.flag_help or row.help, **extra))
+    for decorator in reversed(arguments):
+        func = decorator(func)
+    return func
+
+
+def parse_argstring(magic: Callable[..., Any], line: str) -> Any:
+    """Parse a magic's arguments with shell quoting (IPython's own keeps the quotes); a
+    ``#`` starting a word begins a comment.
+
+    Raises
+    ------
+    UsageError
+        For text that does not parse or arguments the magic does not take.
+    """
+    try:
+        argv = shlex.split(line, comments=True)
+    except ValueError as err:
+        raise UsageError(f"cannot parse the arguments: {err}; put text with quotes or "
+                         "spaces in matching quotes") from err
+    parser = magic.parser  # type: ignore[attr-defined]
+    try:
+        return parser.parse_args(argv)
+    except UsageError as err:
+        text, known = str(err), list(parser._option_string_actions)
+        for word in argv:
+            option = word.split("=", 1)[0]
+            close = difflib.get_close_matches(option, known, n=1, cutoff=0.6)
+            if option.startswith("--") and option not in known and close:
+                text += f" (did you mean {close[0]}?)"
+                break
+        name = getattr(magic, "__name__", "")
+        raise AgentUsageError(f"{text}; %{name}? shows the usage" if name else text) from err
+
+
+def options_from_args(args: Any) -> SessionOptions:
+    """The options of parsed ``%agent_new``/``%agent_resume`` arguments.
+
+    Raises
+    ------
+    UsageError
+        For a bad value.
+    """
+    try:
+        return SessionOptions(**{f.name: getattr(args, f.name) for f in fields(SessionOptions)})
+    except ValueError as err:
+        raise UsageError(str(err)) from err
+
+
+def confirm(shell: Any, question: str, hint: str) -> bool:
+    """Ask a yes/no question; ``UsageError`` ending with ``hint`` when nobody can answer
+    (in a kernel: its front end answers no input requests; elsewhere: no terminal)."""
+    refused = f"cannot ask for confirmation (no input possible here): {hint}"
+    kernel = getattr(shell, "kernel", None)
+    try:
+        can_ask = (bool(getattr(kernel, "_allow_stdin", False)) if kernel is not None else
+                   sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty())
+    except (AttributeError, OSError, ValueError):
+        can_ask = False
+    if not can_ask:
+        raise UsageError(refused)
+    try:
+        answer = input(question)
+    except (EOFError, OSError, StdinNotImplementedError) as err:
+        print()  # the question is on screen without a line end
+        raise UsageError(refused) from err
+    return answer.strip().lower() in ("y", "yes")
+
+
+def rewrite_agent_lines(lines: list[str]) -> list[str]:
+    """Input transformer: a ``%agent TEXT`` line becomes ``run_line_magic("agent", TEXT)``.
+
+    Not ``%agent ?`` / ``%agent ??`` (help), not the other magics, and not in a cell that
+    starts with a cell magic (its body is not Python).
+    """
+    first = next((line for line in lines if line.strip()), "")
+    if first.lstrip().startswith("%%"):
+        return lines
+    out = []
+    for line in lines:
+        match = _AGENT_LINE.match(line)
+        if match is None or match["text"] in ("?", "??"):
+            out.append(line)
+            continue
+        out.append(f"{match['indent']}get_ipython().run_line_magic('agent', "
+                   f"{match['text']!r}){match['end']}")
+    return out
 
 
 def _footer(result: TurnResult | None) -> str | None:
@@ -437,42 +570,3 @@ class AgentMagics(Magics):
         _print(format_todos(self.controller.todos()))
 
 
-def _forget(ipython: Any, magics: Magics) -> None:
-    manager = ipython.magics_manager
-    for table in manager.magics.values():
-        for name, func in list(table.items()):
-            if getattr(func, "__self__", None) is magics:
-                del table[name]
-    if dict.get(manager.registry, type(magics).__name__) is magics:
-        del manager.registry[type(magics).__name__]
-    ipython.configurables[:] = [c for c in ipython.configurables if c is not magics]
-    remove_transformer(ipython)
-    remove_error_display(ipython)
-
-
-def load_ipython_extension(ipython: Any) -> None:
-    """Register :class:`AgentMagics` and the input transformer on ``ipython``; a bad
-    setting in the shell's config raises ``UsageError`` and registers nothing."""
-    before = list(ipython.configurables)
-    try:
-        magics = AgentMagics(shell=ipython)
-    except TraitError as err:
-        ipython.configurables[:] = before
-        message = flatten_lines(str(err))
-        raise UsageError(f"jupyter_agent not loaded, bad setting: {message}") from err
-    ipython.register_magics(magics)
-    install_transformer(ipython)
-    install_error_display(ipython)
-
-
-def unload_ipython_extension(ipython: Any) -> None:
-    """Release the active session (saying how to take it back) and unregister all."""
-    magics = dict.get(ipython.magics_manager.registry, AgentMagics.__name__)
-    if magics is None:
-        return
-    active = magics.controller.active_session_id
-    magics.controller.close()
-    _forget(ipython, magics)
-    if active is not None:
-        print(f"Session {active} is no longer active (the extension was unloaded): "
-              f"%agent_resume {active} takes it back.")
