@@ -68,22 +68,32 @@ class AgentUsageError(UsageError):
     """A magic's one-line error, shown as the bare message (no traceback, no class name)."""
 
 
-def error_boundary(func: F) -> F:
-    """Turn the library's errors and the argument parser's into one-line
-    :class:`AgentUsageError`\\ s saying what to do next; anything else keeps its traceback."""
+def agent_magic(kind: Callable[..., Any] = line_magic, *, typed: bool = False,
+                parse: bool = True) -> Callable[[F], F]:
+    r"""Declare a magic whose ``@argument``\ s are below: IPython's ``magic_arguments``
+    parser (``%name?`` prints the usage), the line parsed into it (``typed``: passed as
+    typed, ``{...}`` and ``$name`` not expanded; ``parse=False``: passed as is), and the
+    library's errors and the parser's turned into one-line :class:`AgentUsageError`\ s
+    saying what to do next; anything else keeps its traceback."""
 
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except JupyterAgentError as err:
-            raise AgentUsageError(flatten_lines(error_message(err))) from err
-        except AgentUsageError:
-            raise
-        except UsageError as err:
-            raise AgentUsageError(str(err)) from err
+    def decorate(func: F) -> F:
+        func = magic_arguments()(func)
 
-    return wrapper  # type: ignore[return-value]
+        @functools.wraps(func)
+        def wrapper(self: Any, line: str, *cell: str) -> Any:
+            try:
+                return func(self, parse_argstring(func, line) if parse and not typed
+                            else line, *cell)
+            except JupyterAgentError as err:
+                raise AgentUsageError(flatten_lines(error_message(err))) from err
+            except AgentUsageError:
+                raise
+            except UsageError as err:
+                raise AgentUsageError(str(err)) from err
+
+        return kind(no_var_expand(wrapper) if typed else wrapper)
+
+    return decorate
 
 
 def show_agent_error(shell: Any, etype: type, value: BaseException, tb: Any,
@@ -254,9 +264,7 @@ class AgentMagics(Magics):
             super().update_config(rest)
 
     # ---- sessions
-    @line_magic
-    @error_boundary
-    @magic_arguments()
+    @agent_magic(parse=False)
     @session_options
     def agent_new(self, line: str) -> None:
         """Start a new session, make it active and print its ID."""
@@ -275,13 +283,11 @@ class AgentMagics(Magics):
         for line in self.controller.notes_notice:
             _print(line)
 
-    @line_magic
-    @error_boundary
-    @magic_arguments()
+    @agent_magic()
     @argument("session_id", nargs="?", metavar="SESSION_ID",
               help="Default: the most recently updated non-archived session.")
     @session_options
-    def agent_resume(self, line: str) -> None:
+    def agent_resume(self, args: Any) -> None:
         """Make a saved session active again and show a recap of it (unarchives it).
 
         Each option: the one given here, else the one this kernel last used for the
@@ -291,7 +297,6 @@ class AgentMagics(Magics):
         $OPENAI_BASE_URL; the recap says when the session last used another one. Limits:
         given here or earlier in this kernel, else the settings.
         """
-        args = parse_argstring(self.agent_resume, line)
         resumed = self.controller.resume(args.session_id, options_from_args(args))
         if not self._jupyter:
             _print(format_resumed(resumed))
@@ -302,10 +307,7 @@ class AgentMagics(Magics):
             show_blocks([figure], partial(self.controller.read_figure, resumed.record.id),
                         width=RECAP_WIDTH)
 
-    @line_cell_magic
-    @no_var_expand
-    @error_boundary
-    @magic_arguments()
+    @agent_magic(line_cell_magic, typed=True)
     @argument("prompt", nargs="*",
               help="What to ask; with %%%%agent, the cell (after the line). Sent as typed: "
                    "{...} and $name are not expanded.")
@@ -345,19 +347,16 @@ class AgentMagics(Magics):
         if limit is not None:
             raise AgentUsageError(limit_message(result)) from limit
 
-    @line_magic
-    @error_boundary
-    @magic_arguments()
+    @agent_magic()
     @argument("--all", action="store_true", help="Include archived sessions.")
     @argument("--search", nargs="+", metavar="TEXT",
               help="Only sessions whose title, summary or first prompt contain TEXT "
                    "(case-insensitive), with an excerpt of where.")
     @argument("--deep", action="store_true",
               help="With --search: search the full transcripts too (reads every session).")
-    def agent_sessions(self, line: str) -> None:
+    def agent_sessions(self, args: Any) -> None:
         """List the sessions of the memory directory (a panel in Jupyter, a table in a terminal),
         or find sessions with --search TEXT [--deep]."""
-        args = parse_argstring(self.agent_sessions, line)
         query = " ".join(args.search or [])
         if args.deep and not query:
             raise UsageError("--deep searches the transcripts for --search TEXT: add --search TEXT")
@@ -384,10 +383,7 @@ class AgentMagics(Magics):
             on_delete=lambda sid: format_change(c.delete(sid)), page_size=page_size,
             show_archived=show_archived, query=query, deep=deep)
 
-    @line_magic
-    @no_var_expand
-    @error_boundary
-    @magic_arguments()
+    @agent_magic(typed=True)
     @argument("text", nargs="*", help="New summary (as typed); without it, show the summary.")
     def agent_summary(self, line: str) -> None:
         """Show the active session's summary, or replace it with TEXT."""
@@ -398,10 +394,7 @@ class AgentMagics(Magics):
         else:
             _print(self.controller.record().summary or "(no summary yet)")
 
-    @line_magic
-    @no_var_expand
-    @error_boundary
-    @magic_arguments()
+    @agent_magic(typed=True)
     @argument("text", nargs="+", help="The new title (one pair of surrounding quotes is removed).")
     def agent_title(self, line: str) -> None:
         """Set the active session's title."""
@@ -413,38 +406,29 @@ class AgentMagics(Magics):
         self.controller.update(title=text)
         _print(f"Title set: {text}")
 
-    @line_magic
-    @error_boundary
-    @magic_arguments()
+    @agent_magic()
     @argument("session_id", nargs="?", metavar="ID", help="Default: the active session.")
     @argument("--undo", action="store_true", help="Unarchive instead.")
-    def agent_archive(self, line: str) -> None:
+    def agent_archive(self, args: Any) -> None:
         """Archive a session (hidden from listings unless --all), or unarchive it with --undo."""
-        args = parse_argstring(self.agent_archive, line)
         _print(format_change(self.controller.archive(args.session_id, undo=args.undo)))
 
-    @line_magic
-    @error_boundary
-    @magic_arguments()
+    @agent_magic()
     @argument("session_id", metavar="ID", help="One of your sessions.")
     @argument("roles", nargs="+", metavar="ROLE", help="Database roles (users or groups).")
     @argument("--undo", action="store_true", help="Stop sharing it with these roles.")
-    def agent_share(self, line: str) -> None:
+    def agent_share(self, args: Any) -> None:
         """Share a session of the team store read-only with database roles: their members
         may read and fork it, never change it (--undo stops sharing)."""
-        args = parse_argstring(self.agent_share, line)
         now = self.controller.share(args.session_id, args.roles, undo=args.undo)
         _print(f"Session {args.session_id} is shared with "
                f"{', '.join(map(repr, now)) if now else 'nobody'}.")
 
-    @line_magic
-    @error_boundary
-    @magic_arguments()
+    @agent_magic()
     @argument("session_id", metavar="ID", help="The session to delete.")
     @argument("--yes", action="store_true", help="Do not ask for confirmation.")
-    def agent_delete(self, line: str) -> None:
+    def agent_delete(self, args: Any) -> None:
         """Delete a session's file for good (asks for confirmation unless --yes)."""
-        args = parse_argstring(self.agent_delete, line)
         sid = args.session_id
         if not args.yes:
             record = self.controller.record(sid)
@@ -456,22 +440,17 @@ class AgentMagics(Magics):
         _print(format_change(self.controller.delete(sid)))
 
     # ---- sessions as artefacts
-    @line_magic
-    @error_boundary
-    @magic_arguments()
+    @agent_magic()
     @argument("session_id", nargs="?", metavar="ID", help="Default: the active session.")
     @argument("--title", help="Title of the fork (default: the parent's, marked as a fork).")
     @argument("--at", type=int, metavar="N",
               help="Keep the first N user turns only (default: the whole session).")
-    def agent_fork(self, line: str) -> None:
+    def agent_fork(self, args: Any) -> None:
         """Start a new session as a copy of a session, optionally cut after its Nth turn, and
         make it the active one (the parent is unchanged; it may be active in another kernel)."""
-        args = parse_argstring(self.agent_fork, line)
         _print(format_forked(self.controller.fork(args.session_id, at=args.at, title=args.title)))
 
-    @line_magic
-    @error_boundary
-    @magic_arguments()
+    @agent_magic()
     @argument("session_id", nargs="?", metavar="ID", help="Default: the active session.")
     @argument("--format", dest="fmt", choices=["ipynb", "md", "json"],
               help="ipynb: a notebook replaying the analysis; md: a readable transcript; "
@@ -479,20 +458,16 @@ class AgentMagics(Magics):
     @argument("-o", "--output", metavar="PATH",
               help="File or folder to write (default: session-<ID>.<format> here).")
     @argument("--force", action="store_true", help="Replace an existing file.")
-    def agent_export(self, line: str) -> None:
+    def agent_export(self, args: Any) -> None:
         """Export a session to a notebook, a Markdown transcript or a JSON record (secrets
         are redacted; an existing file is replaced only with --force)."""
-        args = parse_argstring(self.agent_export, line)
         _print(format_exported(self.controller.export(
             args.session_id, fmt=args.fmt, output=args.output, force=args.force)))
 
     # ---- the active session
-    @line_magic
-    @error_boundary
-    @magic_arguments()
-    def agent_compact(self, line: str) -> None:
+    @agent_magic()
+    def agent_compact(self, _args: Any) -> None:
         """Summarise the older turns of the active session's working context now."""
-        parse_argstring(self.agent_compact, line)
         notices: list[str] = []
         try:
             done = self.controller.compact(
@@ -511,23 +486,17 @@ class AgentMagics(Magics):
         else:
             _print("Nothing to compact.")
 
-    @line_magic
-    @error_boundary
-    @magic_arguments()
-    def agent_usage(self, line: str) -> None:
+    @agent_magic()
+    def agent_usage(self, _args: Any) -> None:
         """Show the active session's tokens, cost, tool calls and what the limits leave."""
-        parse_argstring(self.agent_usage, line)
         _print(format_usage(self.controller.usage()))
 
-    @line_magic
-    @error_boundary
-    @magic_arguments()
+    @agent_magic()
     @argument("--full", action="store_true",
               help="The full transcript with compaction markers, not the working context.")
-    def agent_history(self, line: str) -> None:
+    def agent_history(self, args: Any) -> None:
         """Show the active session's working context (or with --full its whole transcript);
         in Jupyter with the figures its code made, where they were made."""
-        args = parse_argstring(self.agent_history, line)
         record = self.controller.record()
         cells = frozenset(record.state.handed_out)
         if not self._jupyter:
@@ -541,15 +510,12 @@ class AgentMagics(Magics):
             return
         show_blocks(split_at_figures(blocks), partial(self.controller.read_figure, record.id))
 
-    @line_magic
-    @error_boundary
-    @magic_arguments()
+    @agent_magic()
     @argument("n", nargs="?", type=int, metavar="N",
               help="The session's Nth run_python call (1 is the first); default: the last.")
-    def agent_cell(self, line: str) -> None:
+    def agent_cell(self, args: Any) -> None:
         """Put the code of the agent's last run_python call (or call N) into a new cell
         below, tagged with the session and turn; in a terminal, print it to copy."""
-        args = parse_argstring(self.agent_cell, line)
         cell = self.controller.agent_cell(args.n)
         if self._jupyter:  # the front end makes the new cell (JupyterLab, Notebook, VS Code)
             assert self.shell is not None
@@ -561,12 +527,9 @@ class AgentMagics(Magics):
             _print(f"(call {cell.call} of session {cell.session_id}: copy it into a cell "
                    "to keep it)")
 
-    @line_magic
-    @error_boundary
-    @magic_arguments()
-    def agent_todo(self, line: str) -> None:
+    @agent_magic()
+    def agent_todo(self, _args: Any) -> None:
         """Show the active session's todo list."""
-        parse_argstring(self.agent_todo, line)
         _print(format_todos(self.controller.todos()))
 
 
