@@ -22,16 +22,14 @@ from jupyter_agent.notebook import CellLog, attach_references, notebook_so_far
 from jupyter_agent.project import Project, newest_session
 from jupyter_agent.settings import (
     LIMITS,
-    OPTIONS,
     SessionOptions,
     Settings,
     build_client,
     build_model,
-    configured_base_url,
-    describe_endpoint,
     endpoint_id,
     model_key,
     not_configured_message,
+    resume_options,
     saved_base_url,
 )
 from jupyter_agent.store import new_session_id, validate_session_id
@@ -46,7 +44,7 @@ if TYPE_CHECKING:
     from jupyter_agent.agent.loop import Agent, TurnOutcome
     from jupyter_agent.agent.window import ContextWindow
     from jupyter_agent.artefacts.export import Exported
-    from jupyter_agent.store import FigureData, SessionRecord, SessionState, Store, TodoItem, Usage
+    from jupyter_agent.store import FigureData, SessionRecord, Store, TodoItem, Usage
 
 
 @dataclass(frozen=True)
@@ -257,40 +255,6 @@ class AgentController:
                 f"start: {err}. Or pick a saved session with %agent_resume ID "
                 "(%agent_sessions lists them)") from err
 
-    def _resume_options(self, session_id: str, chosen: SessionOptions,
-                        state: SessionState) -> tuple[SessionOptions, str]:
-        # The record's values are data: its endpoint is only compared with the
-        # configured one, its model kept only for that endpoint, its API only if known,
-        # its vision mode only if this kernel does not turn images off.
-        settings = self._settings()
-        saved_url = saved_base_url(state.base_url).rstrip("/")  # the client adds a "/"
-        configured = (saved_base_url(chosen.base_url) if chosen.base_url is not None
-                      else configured_base_url(settings, self._environ)).rstrip("/")
-        note, said = "", describe_endpoint
-        if state.base_url and saved_url != configured:
-            if not configured:
-                raise ModelNotConfiguredError(
-                    f"session {session_id} last used the endpoint {said(saved_url)}, and this "
-                    "kernel configures none (a session file never chooses where the API key "
-                    "goes): resume it with --base-url URL naming the endpoint you trust, or "
-                    "set AgentMagics.base_url or $OPENAI_BASE_URL")
-            note = (f"This session last used {said(saved_url)}; it now talks to "
-                    f"{said(configured)}, the endpoint this kernel configures.")
-        model = chosen.model
-        if model is None and state.model and saved_url == configured:
-            model = state.model
-        values: dict[str, Any] = {"title": None, "model": model}
-        for row in OPTIONS:  # the other settings the checkpoint remembers: API, vision
-            saved = getattr(state, row.name, None)
-            if (not row.saved or row.name in values or getattr(chosen, row.name) is not None
-                    or not saved
-                    or (row.choices is not None and saved not in row.choices)):
-                continue
-            if row.name == "vision" and settings.vision == "off":
-                continue  # a record never turns on images this kernel turned off
-            values[row.name] = saved
-        return replace(chosen, **values), note
-
     def resume(self, session_id: str | None = None,
                options: SessionOptions | None = None) -> Resumed:
         """Make a saved session (default: the newest no one else holds) the active one,
@@ -306,7 +270,8 @@ class AgentController:
         conversation = Conversation.open(self._store_for(session_id), session_id)
         state = conversation.state
         try:
-            effective, note = self._resume_options(session_id, chosen, state)
+            effective, note = resume_options(self._settings(), chosen, state, session_id,
+                                             self._environ)
             settings = self._settings().with_options(effective)
             try:
                 model = self._model(settings)

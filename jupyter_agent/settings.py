@@ -489,3 +489,42 @@ def build_model(settings: Settings, environ: Mapping[str, str] | None = None, *,
     model: Model = cls(client, settings.model, params=settings.request_params(),
                        key_env=key_env)
     return model
+
+
+def resume_options(settings: Settings, chosen: SessionOptions, state: Any, session_id: str,
+                   environ: Mapping[str, str] | None = None) -> tuple[SessionOptions, str]:
+    """``chosen`` completed from a session's checkpoint ``state``, and a note when it last
+    used another endpoint (else ``""``); ``ModelNotConfiguredError`` when it used one and
+    this kernel configures none.
+
+    The checkpoint's values are data: its endpoint is only compared with the configured
+    one, its model kept only for that endpoint, its API only if known, its vision mode
+    only if this kernel does not turn images off.
+    """
+    saved_url = saved_base_url(state.base_url).rstrip("/")  # the client adds a "/"
+    configured = (saved_base_url(chosen.base_url) if chosen.base_url is not None
+                  else configured_base_url(settings, environ)).rstrip("/")
+    note, said = "", describe_endpoint
+    if state.base_url and saved_url != configured:
+        if not configured:
+            raise ModelNotConfiguredError(
+                f"session {session_id} last used the endpoint {said(saved_url)}, and this "
+                "kernel configures none (a session file never chooses where the API key "
+                "goes): resume it with --base-url URL naming the endpoint you trust, or "
+                "set AgentMagics.base_url or $OPENAI_BASE_URL")
+        note = (f"This session last used {said(saved_url)}; it now talks to "
+                f"{said(configured)}, the endpoint this kernel configures.")
+    model = chosen.model
+    if model is None and state.model and saved_url == configured:
+        model = state.model
+    values: dict[str, Any] = {"title": None, "model": model}
+    for row in OPTIONS:  # the other settings the checkpoint remembers: API, vision
+        saved = getattr(state, row.name, None)
+        if (not row.saved or row.name in values or getattr(chosen, row.name) is not None
+                or not saved
+                or (row.choices is not None and saved not in row.choices)):
+            continue
+        if row.name == "vision" and settings.vision == "off":
+            continue  # a record never turns on images this kernel turned off
+        values[row.name] = saved
+    return replace(chosen, **values), note
