@@ -20,17 +20,18 @@ if TYPE_CHECKING:
 class JupyterAgentError(Exception):
     """Base class of every error jupyter-agent raises deliberately.
 
-    A subclass with a ``template`` takes its annotated fields as arguments, in order,
-    keeps each as an attribute and formats its message from them.
+    A class with a ``template`` (and its subclasses) takes its annotated fields as
+    arguments, in order, keeps each as an attribute and formats its message from them.
     """
 
     template: ClassVar[str] = ""
 
     def __init__(self, *args: Any) -> None:
-        if not self.template:
+        owner = next(c for c in type(self).__mro__ if "template" in vars(c))
+        if not vars(owner)["template"]:
             super().__init__(*args)
             return
-        values = dict(zip(inspect.get_annotations(type(self)), args, strict=True))
+        values = dict(zip(inspect.get_annotations(owner), args, strict=True))
         vars(self).update(values)
         super().__init__(self.template.format(**values))
 
@@ -236,9 +237,9 @@ class InvalidFigureError(JupyterAgentError, ValueError):
 class UnsafePathError(JupyterAgentError):
     """Something in the memory directory the store may not safely use."""
 
-    def __init__(self, path: Path, message: str) -> None:
-        self.path = path
-        super().__init__(message)
+    path: Path
+    message: str
+    template = "{message}"
 
 
 class UnsafeFileError(UnsafePathError):
@@ -246,13 +247,11 @@ class UnsafeFileError(UnsafePathError):
     others or sparse file where the store expects its own regular file; nothing was read
     or written through it. ``kind`` says which (``"symbolic link"``, ...)."""
 
-    def __init__(self, path: Path, kind: str) -> None:
-        self.kind = kind
-        super().__init__(
-            path,
-            f"refusing to use {path}: it is a {kind}, not a private regular file; "
-            f"jupyter-agent never follows links or opens special files in its memory "
-            f"directory -- remove or rename it")
+    path: Path
+    kind: str
+    template = ("refusing to use {path}: it is a {kind}, not a private regular file; "
+                "jupyter-agent never follows links or opens special files in its memory "
+                "directory -- remove or rename it")
 
 
 class UnsafeDirectoryError(UnsafePathError):
@@ -405,10 +404,9 @@ class ForkPointError(JupyterAgentError, ValueError):
 class ExportError(JupyterAgentError):
     """An export could not be written to ``path``."""
 
-    def __init__(self, path: Path, reason: str) -> None:
-        self.path = path
-        self.reason = reason
-        super().__init__(f"cannot export to {path}: {reason}")
+    path: Path
+    reason: str
+    template = "cannot export to {path}: {reason}"
 
 
 class ExportExistsError(ExportError):

@@ -28,25 +28,11 @@ _PAGE = 8
 def open_store(memory_dir: str | os.PathLike[str] | None = None, url: str | None = None, *,
                holder_label: str = "", project_root: str | os.PathLike[str] | None = None,
                environ: Mapping[str, str] | None = None) -> Store:
-    """The session store of a memory directory.
-
-    Parameters
-    ----------
-    memory_dir : path-like, optional
-        Default: ``$JUPYTER_AGENT_MEMORY_DIR``, else ``<project root>/.jupyter_agent``.
-    url : str, optional
-        A ``postgresql://`` team store, else ``$JUPYTER_AGENT_STORE_URL``; without one, the
-        JSON files of ``memory_dir`` (nothing is created before the first write). A team
-        store files the sessions under ``project_root`` (default: the project root of the
-        current directory) and keeps the notes in ``memory_dir``; close it when done.
-    holder_label : str
-        Written with each lease, so that others see who holds a session.
-
-    Raises
-    ------
-    JupyterAgentError
-        The URL is not a PostgreSQL URL.
-    """
+    """The session store of ``memory_dir`` (default: ``$JUPYTER_AGENT_MEMORY_DIR``, else
+    ``<project root>/.jupyter_agent``): the team store of ``url`` (default:
+    ``$JUPYTER_AGENT_STORE_URL``; ``JupyterAgentError`` if not PostgreSQL), filing the
+    sessions under ``project_root`` (close it when done), else the JSON files (nothing is
+    created before the first write). ``holder_label`` is written with each lease."""
     root = Path(memory_dir).expanduser() if memory_dir else resolve_memory_dir(environ=environ)
     url = _store_url(url, environ)
     if not url:
@@ -145,14 +131,7 @@ class Project:
 
 def newest_session(store: Store) -> str:
     """The most recently changed session that loads, is not archived and no one else
-    holds; read a few listing entries at a time.
-
-    Raises
-    ------
-    JupyterAgentError
-        There is none; the message says whether sessions in use elsewhere or archived
-        ones exist.
-    """
+    holds; ``JupyterAgentError`` saying whether others are in use or archived."""
     page = store.list_sessions(limit=_PAGE)
     busy: list[Any] = []
     while page:

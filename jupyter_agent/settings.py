@@ -71,13 +71,8 @@ def check_base_url(label: str, value: str, hint: str = "") -> str:
 
 def check_limit(label: str, value: float, *, minimum: float = 0, maximum: float | None = None,
                 hint: str = "") -> float:
-    """Return ``value`` if it is a finite number in ``[minimum, maximum]``.
-
-    Raises
-    ------
-    ValueError
-        Whose message starts with ``label`` and ends with ``hint`` (what None means).
-    """
+    """``value`` if it is a finite number in ``[minimum, maximum]``, else ``ValueError``
+    starting with ``label`` and ending with ``hint`` (what None means)."""
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"{label} must be a finite number{hint} (got {value!r})")
     if value < minimum:
@@ -161,15 +156,8 @@ def _flag(flag: str, help: str | None = None, metavar: str | None = None) -> Any
 
 @dataclass(frozen=True)
 class Settings:
-    """A snapshot of every setting (``AgentMagics``' traits), validated on construction.
-
-    Raises
-    ------
-    TypeError
-        For a name that is not a setting.
-    ValueError
-        For a bad value (the message ``%config`` gives).
-    """
+    """A snapshot of every setting (``AgentMagics``' traits), validated on construction
+    (``ValueError`` with the message ``%config`` gives)."""
 
     model: str = _setting(DEFAULT_MODEL, "Model name sent to the endpoint.", "endpoint",
                           check=check_model, saved=True)
@@ -265,14 +253,8 @@ class Settings:
 
 @dataclass(frozen=True)
 class SessionOptions:
-    """The options of ``%agent_new`` / ``%agent_resume`` for one session; ``None``: not
-    given. Each overrides the setting of its name for the session it starts.
-
-    Raises
-    ------
-    ValueError
-        For a bad value; the message names the flag (``--max-cost must be ...``).
-    """
+    """The options of ``%agent_new`` / ``%agent_resume`` (``None``: not given), each
+    overriding the setting of its name for one session; ``ValueError`` naming the flag."""
 
     title: str | None = None
     model: str | None = _flag("--model", "Model name for this session (default: "
