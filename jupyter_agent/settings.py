@@ -150,23 +150,25 @@ def _setting(default: Any, help: str, use: Use, **row: Any) -> Any:
     return field(default=default, metadata={"option": Option(help, use, **row)})
 
 
-def _flag(flag: str, help: str | None = None, metavar: str | None = None) -> Any:
-    return field(default=None, metadata={"flag": (flag, help, metavar)})
-
-
 @dataclass(frozen=True)
 class Settings:
     """A snapshot of every setting (``AgentMagics``' traits), validated on construction
     (``ValueError`` with the message ``%config`` gives)."""
 
     model: str = _setting(DEFAULT_MODEL, "Model name sent to the endpoint.", "endpoint",
-                          check=check_model, saved=True)
+                          check=check_model, saved=True, flag="--model",
+                          flag_help="Model name for this session (default: AgentMagics.model).")
     base_url: str = _setting(
         "", "OpenAI-compatible endpoint (e.g. http://localhost:11434/v1 for Ollama); empty: "
-        "$OPENAI_BASE_URL, else the OpenAI API.", "endpoint", check=check_base_url)
+        "$OPENAI_BASE_URL, else the OpenAI API.", "endpoint", check=check_base_url,
+        flag="--base-url", metavar="URL", flag_help="OpenAI-compatible endpoint, e.g. a local "
+        "server http://localhost:11434/v1 (default: AgentMagics.base_url, else "
+        "$OPENAI_BASE_URL, else the OpenAI API).")
     api: str = _setting("chat", "The model API: chat (Chat Completions) or responses (the "
                         "Responses API, for reasoning models).", "endpoint",
-                        choices=tuple(MODEL_APIS), saved=True)
+                        choices=tuple(MODEL_APIS), saved=True, flag="--api",
+                        flag_help="The model API for this session (default: AgentMagics.api; "
+                        "%agent_resume: what the session last used).")
     api_key_env: str = _setting(
         DEFAULT_API_KEY_ENV, "Name of the environment variable holding the API key (the key "
         "itself is never a setting).", "endpoint", check=check_api_key_env)
@@ -182,25 +184,33 @@ class Settings:
         check=check_store_url)
     max_cost_usd: float | None = _setting(
         None, "Per-session spend limit in USD; None: no limit.", "limit", check=_at_least(0),
-        none="no limit")
+        none="no limit", flag="--max-cost", metavar="USD",
+        flag_help="Stop when the session has cost this much, in USD.")
     max_tool_calls: int | None = _setting(
         None, "Per-session tool-call limit; None: no limit.", "limit", check=_at_least(0),
-        none="no limit")
+        none="no limit", flag="--max-tool-calls", metavar="N",
+        flag_help="Stop when the session has made N tool calls.")
     max_iterations: int | None = _setting(
         None, "Model calls per prompt; None: no limit.", "limit", check=_at_least(1),
-        none="no limit")
+        none="no limit", flag="--max-iterations", metavar="N",
+        flag_help="At most N model calls per prompt.")
     approve: str = _setting("ask", "Running code: auto, ask or deny.", "agent",
-                            choices=APPROVALS)
+                            choices=APPROVALS, flag="--approve", flag_help="Running code: "
+                            "auto (run), ask (confirm each), deny (never).")
     context_window: int | None = _setting(
         None, "The model's context window in tokens (compaction starts at 80%); None: what "
         "the endpoint reports (llama.cpp, vLLM, Ollama, LM Studio), else the model's known "
         "window, else 8192 for a server other than the OpenAI API.", "agent",
-        check=_at_least(1), none="what the endpoint reports")
+        check=_at_least(1), none="what the endpoint reports", flag="--context-window",
+        metavar="N", flag_help="The model's context window in tokens for this session "
+        "(default: AgentMagics.context_window, else what the endpoint reports).")
     stream: bool = _setting(True, "Stream replies as they are generated.", "agent")
     vision: str = _setting(
         "auto", "Send the figures the agent's code makes to the model as images: auto (send "
         "them; where the endpoint refuses images, go on without them for the session), on, "
-        "or off.", "agent", choices=VISION_MODES, saved=True)
+        "or off.", "agent", choices=VISION_MODES, saved=True, flag="--vision",
+        flag_help="Figures as images for the model: auto, on or off (default: "
+        "AgentMagics.vision; %agent_resume: what the session last used).")
     max_images: int = _setting(3, "Images sent with one model request at most (the newest "
                                "figures of the working context); 0: none.", "agent",
                                check=_at_least(0))
@@ -217,7 +227,7 @@ class Settings:
     temperature: float | None = _setting(
         None, "Sampling temperature sent with every request, 0-2 (lower: more focused and "
         "repeatable); None: the model's default.", "request", check=_at_least(0, 2),
-        none="the model's default")
+        none="the model's default", flag="--temperature", metavar="T")
 
     def __post_init__(self) -> None:
         for row in OPTIONS:
@@ -257,29 +267,16 @@ class SessionOptions:
     overriding the setting of its name for one session; ``ValueError`` naming the flag."""
 
     title: str | None = None
-    model: str | None = _flag("--model", "Model name for this session (default: "
-                              "AgentMagics.model).")
-    base_url: str | None = _flag(
-        "--base-url", "OpenAI-compatible endpoint, e.g. a local server "
-        "http://localhost:11434/v1 (default: AgentMagics.base_url, else $OPENAI_BASE_URL, else "
-        "the OpenAI API).", "URL")
-    api: str | None = _flag("--api", "The model API for this session (default: "
-                            "AgentMagics.api; %agent_resume: what the session last used).")
-    max_cost_usd: float | None = _flag("--max-cost", "Stop when the session has cost this "
-                                       "much, in USD.", "USD")
-    max_tool_calls: int | None = _flag("--max-tool-calls", "Stop when the session has made N "
-                                       "tool calls.", "N")
-    max_iterations: int | None = _flag("--max-iterations", "At most N model calls per prompt.",
-                                       "N")
-    approve: str | None = _flag("--approve", "Running code: auto (run), ask (confirm each), "
-                                "deny (never).")
-    context_window: int | None = _flag(
-        "--context-window", "The model's context window in tokens for this session (default: "
-        "AgentMagics.context_window, else what the endpoint reports).", "N")
-    vision: str | None = _flag("--vision", "Figures as images for the model: auto, on or off "
-                               "(default: AgentMagics.vision; %agent_resume: what the session "
-                               "last used).")
-    temperature: float | None = _flag("--temperature", metavar="T")
+    model: str | None = None
+    base_url: str | None = None
+    api: str | None = None
+    max_cost_usd: float | None = None
+    max_tool_calls: int | None = None
+    max_iterations: int | None = None
+    approve: str | None = None
+    context_window: int | None = None
+    vision: str | None = None
+    temperature: float | None = None
 
     def __post_init__(self) -> None:
         for name in self.given() - {"title"}:
@@ -296,14 +293,11 @@ class SessionOptions:
 
 def _table() -> tuple[Option, ...]:
     types = get_type_hints(Settings)
-    flags = {f.name: f.metadata["flag"] for f in fields(SessionOptions) if f.metadata}
     rows = []
     for f in fields(Settings):
-        flag, flag_help, metavar = flags.get(f.name, (None, None, None))
         base = next(t for t in (bool, int, float, str) if t == types[f.name]
                     or t in getattr(types[f.name], "__args__", ()))
-        rows.append(replace(f.metadata["option"], name=f.name, type=base, default=f.default,
-                            flag=flag, flag_help=flag_help, metavar=metavar))
+        rows.append(replace(f.metadata["option"], name=f.name, type=base, default=f.default))
     return tuple(rows)
 
 
