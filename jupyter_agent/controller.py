@@ -169,6 +169,11 @@ class AgentController:
             return self._active.store
         return self.project.store
 
+    def _target(self, session_id: str | None) -> tuple[str, Store]:
+        # a session named (default: the active one), checked, and the store holding it
+        sid = self._require_active().session_id if session_id is None else session_id
+        return validate_session_id(sid), self._store_for(sid)
+
     @property
     def active_session_id(self) -> str | None:
         return None if self._active is None else self._active.session_id
@@ -371,8 +376,8 @@ class AgentController:
 
     def record(self, session_id: str | None = None) -> SessionRecord:
         """A session's record (default: the active session's)."""
-        sid = self._require_active().session_id if session_id is None else session_id
-        return self._store_for(sid).load_session(sid)
+        sid, store = self._target(session_id)
+        return store.load_session(sid)
 
     def read_figure(self, session_id: str, figure_id: str) -> FigureData:
         """A figure of a session, read without its lease."""
@@ -435,15 +440,13 @@ class AgentController:
               undo: bool = False) -> list[str]:
         """Share a session (default: the active one) read-only with database roles, or
         stop (``undo``); return the roles it is shared with now."""
-        sid = self._require_active().session_id if session_id is None else session_id
-        return share_session(self._store_for(sid), sid, roles, undo=undo)
+        sid, store = self._target(session_id)
+        return share_session(store, sid, roles, undo=undo)
 
     def archive(self, session_id: str | None = None, *, undo: bool = False) -> SessionChange:
         """Archive (``undo``: unarchive) a session, default the active one; archiving the
         active session also deactivates it, so a session in use is never hidden."""
-        sid = self._require_active().session_id if session_id is None else session_id
-        sid = validate_session_id(sid)
-        store = self._store_for(sid)
+        sid, store = self._target(session_id)
         record = store.load_session(sid)
         if record.archived != undo:
             state = "archived already" if not undo else "not archived"
@@ -457,8 +460,7 @@ class AgentController:
 
     def delete(self, session_id: str) -> SessionChange:
         """Delete a session (deactivating it first if it is the active one)."""
-        sid = validate_session_id(session_id)
-        store = self._store_for(sid)
+        sid, store = self._target(session_id)
         was_active, title = False, ""
         if self._active is not None and self._active.session_id == sid:
             # unreadable: say so before deactivating anything
@@ -476,9 +478,8 @@ class AgentController:
         """Fork a session (default: the active one; read without its lease), keeping user
         turns 1 to ``at``, and resume the fork with the parent's options in this kernel
         (``ModelNotConfiguredError`` leaves the fork saved, not active)."""
-        parent = validate_session_id(self._require_active().session_id if session_id is None
-                                     else session_id)
-        forked = fork_record(self._store_for(parent).load_session(parent), at=at, title=title)
+        parent, store = self._target(session_id)
+        forked = fork_record(store.load_session(parent), at=at, title=title)
         self.project.store.create_session(record=forked.record)
         self._remembered[forked.record.id] = self._remembered.get(parent, SessionOptions())
         return replace(forked, record=self.resume(forked.record.id).record)
@@ -491,12 +492,11 @@ class AgentController:
         from jupyter_agent.artefacts.export import export_record
         from jupyter_agent.artefacts.redact import secrets_from_environ
 
-        record = self.record(session_id)
+        sid, store = self._target(session_id)
         secrets = secrets_from_environ(os.environ if self._environ is None else self._environ,
                                        [self._settings().api_key_env])
-        store = self._store_for(record.id)
-        return export_record(record, fmt, output, force=force, secrets=secrets,
-                             figures=lambda fid: store.read_figure(record.id, fid))
+        return export_record(store.load_session(sid), fmt, output, force=force, secrets=secrets,
+                             figures=lambda fid: store.read_figure(sid, fid))
 
     def close(self) -> None:
         """Deactivate the active session, releasing its lease (extension unload)."""

@@ -123,9 +123,7 @@ class Project:
     def close(self) -> None:
         """Close every store made so far; they are opened again when next asked for."""
         for store in self._stores.values():
-            close = getattr(store, "close", None)
-            if close is not None:
-                close()
+            getattr(store, "close", lambda: None)()
         self._stores.clear()
 
 
