@@ -353,39 +353,33 @@ def migrate(ctx: Context, args: argparse.Namespace) -> int:
 
 
 # ---- the parser
-@dataclass(frozen=True)
-class Command:
-    """One subcommand; ``one_of``: options of which exactly one must be given. Each
-    argument is ``(flags, add_argument options)``."""
-
-    name: str
-    help: str
-    run: Callable[[Context, argparse.Namespace], int]
-    arguments: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = ()
-    one_of: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = ()
+Arg = tuple[tuple[str, ...], dict[str, Any]]
 
 
-def arg(*flags: str, **options: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
+def arg(*flags: str, **options: Any) -> Arg:
+    """An argument: ``add_argument``'s flags and options (``one_of=True``: of a group of
+    which exactly one must be given)."""
     return flags, options
 
 
 SESSION_ID = arg("session_id", metavar="ID", help="The session ID.")
 
-#: The subcommands, in the order ``jupyter agent --help`` lists them.
-COMMANDS: tuple[Command, ...] = (
-    Command("list", "List sessions, most recently updated first.", list_sessions, (
+#: The subcommands (name, help, run, arguments), in the order ``--help`` lists them.
+COMMANDS: tuple[tuple[str, str, Callable[[Context, argparse.Namespace], int],
+                      tuple[Arg, ...]], ...] = (
+    ("list", "List sessions, most recently updated first.", list_sessions, (
         arg("--all", action="store_true", help="Include archived sessions."),)),
-    Command("show", "Show a session: facts, summary, todos, last exchange.", show, (
+    ("show", "Show a session: facts, summary, todos, last exchange.", show, (
         SESSION_ID,
         arg("--transcript", action="store_true", help="Also print the whole transcript."))),
-    Command("search", "Find sessions by title, summary and first prompt (or transcript).",
+    ("search", "Find sessions by title, summary and first prompt (or transcript).",
             search, (
                 arg("text", nargs="+", metavar="TEXT", help="Words to find, in this order "
                     "(case-insensitive)."),
                 arg("--deep", action="store_true",
                     help="Search the full transcripts too (reads every session)."),
                 arg("--all", action="store_true", help="Include archived sessions."))),
-    Command("export", "Export a session as a notebook, Markdown or JSON.", export, (
+    ("export", "Export a session as a notebook, Markdown or JSON.", export, (
         SESSION_ID,
         arg("--format", dest="fmt", choices=["ipynb", "md", "json"],
             help="ipynb: a notebook replaying the analysis; md: a readable transcript; json: "
@@ -394,31 +388,31 @@ COMMANDS: tuple[Command, ...] = (
             help="File or folder to write, or - for standard output "
                  "(default: session-<ID>.<format> here)."),
         arg("--force", action="store_true", help="Replace an existing file."))),
-    Command("fork", "Copy a session into a new one (the original is only read).", fork, (
+    ("fork", "Copy a session into a new one (the original is only read).", fork, (
         SESSION_ID,
         arg("--at", type=int, metavar="N", help="Keep the first N user turns only."),
         arg("--title", help="Title of the new session (default: the original's, marked as "
                             "a fork)."))),
-    Command("archive", "Archive a session (hidden from listings unless --all).", archive, (
+    ("archive", "Archive a session (hidden from listings unless --all).", archive, (
         SESSION_ID, arg("--undo", action="store_true", help="Unarchive instead."))),
-    Command("share", "Share a session read-only with database roles (team store).", share, (
+    ("share", "Share a session read-only with database roles (team store).", share, (
         SESSION_ID,
         arg("roles", nargs="+", metavar="ROLE", help="Database roles (users or groups)."),
         arg("--undo", action="store_true", help="Stop sharing it with these roles."))),
-    Command("rm", "Delete a session for good.", remove, (
+    ("rm", "Delete a session for good.", remove, (
         SESSION_ID, arg("-y", "--yes", action="store_true", help="Do not ask first."))),
-    Command("gc", "Remove files that interrupted writes left behind.", gc),
-    Command("fsck", "Check every session's files; report damage and the safe repairs.", fsck, (
+    ("gc", "Remove files that interrupted writes left behind.", gc, ()),
+    ("fsck", "Check every session's files; report damage and the safe repairs.", fsck, (
         arg("--repair", action="store_true",
             help="Make the safe repairs (damaged bytes are kept in "
                  "sessions/<ID>.jsonl.damaged). Default: report only (a dry run)."),
         arg("--dry-run", action="store_true", help="Report only, change nothing (the "
                                                    "default)."))),
-    Command("migrate", "Copy every session between the JSON files and a PostgreSQL store.",
-            migrate, one_of=(
-                arg("--to", metavar="URL", dest="to_url",
+    ("migrate", "Copy every session between the JSON files and a PostgreSQL store.",
+            migrate, (
+                arg("--to", metavar="URL", dest="to_url", one_of=True,
                     help="Copy the memory directory's sessions into this database."),
-                arg("--from", metavar="URL", dest="from_url",
+                arg("--from", metavar="URL", dest="from_url", one_of=True,
                     help="Copy this database's sessions of the project into the memory "
                          "directory."))),
 )
@@ -442,16 +436,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"jupyter-agent {__version__}")
     _common_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in COMMANDS:
-        child = sub.add_parser(command.name, help=command.help, description=command.help)
-        for flags, options in command.arguments:
-            child.add_argument(*flags, **options)
-        if command.one_of:
-            group = child.add_mutually_exclusive_group(required=True)
-            for flags, options in command.one_of:
-                group.add_argument(*flags, **options)
+    for name, text, run, arguments in COMMANDS:
+        child = sub.add_parser(name, help=text, description=text)
+        group = None
+        for flags, options in arguments:
+            if options.get("one_of"):
+                group = group or child.add_mutually_exclusive_group(required=True)
+                group.add_argument(*flags, **{k: v for k, v in options.items() if k != "one_of"})
+            else:
+                child.add_argument(*flags, **options)
         _common_options(child, top=False)
-        child.set_defaults(run=command.run)
+        child.set_defaults(run=run)
     return parser
 
 
