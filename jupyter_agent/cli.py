@@ -32,8 +32,7 @@ from jupyter_agent.artefacts.search import search_sessions
 from jupyter_agent.artefacts.steps import Progress, no_progress
 from jupyter_agent.controller import share_session
 from jupyter_agent.errors import JupyterAgentError, SessionNotFoundError, UnsafeDirectoryError
-from jupyter_agent.paths import resolve_memory_dir
-from jupyter_agent.project import open_store
+from jupyter_agent.project import open_store, resolve_memory_dir
 from jupyter_agent.store import FigureData, FileStore, SessionListing, SessionRecord, Store
 from jupyter_agent.store.messages import message_text
 from jupyter_agent.store.migrate import migrate_sessions

@@ -2,7 +2,13 @@
 one place that opens a store from a URL or a memory directory (also for the CLI); what
 the kernel is (Jupyter or a terminal, whether a person watches the running cell).
 
-A kernel's project root is found once, from its starting directory, so a later
+The memory directory is the ``AgentMagics.memory_dir`` setting if not empty, else
+``$JUPYTER_AGENT_MEMORY_DIR`` if not empty, else ``<project root>/.jupyter_agent``. The
+project root is the nearest of the working directory and its ancestors holding
+``.jupyter_agent``, ``.git`` or ``pyproject.toml``, else the working directory. A
+``.jupyter_agent`` planted by someone else is never adopted: it counts only if it is a
+real directory and both it and its parent belong to the current user. Nothing is created
+on disk. A kernel's project root is found once, from its starting directory, so a later
 ``os.chdir`` does not move the sessions; the memory directory and the store follow the
 current settings, one store per (URL, memory directory), kept for the kernel's life.
 """
@@ -10,12 +16,13 @@ current settings, one store per (URL, memory directory), kept for the kernel's l
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jupyter_agent.errors import JupyterAgentError, describe_holder
-from jupyter_agent.paths import STORE_URL_ENV, find_project_root, project_key, resolve_memory_dir
+from jupyter_agent.paths import STORE_URL_ENV, project_key
 from jupyter_agent.store import FileStore, Store
 
 if TYPE_CHECKING:
@@ -23,6 +30,63 @@ if TYPE_CHECKING:
 
 _ARCHIVED_COUNTED = 100  # archived sessions counted in the message of newest_session
 _PAGE = 8
+MEMORY_DIR_ENV = "JUPYTER_AGENT_MEMORY_DIR"
+MEMORY_DIR_NAME = ".jupyter_agent"
+PROJECT_MARKERS = (MEMORY_DIR_NAME, ".git", "pyproject.toml")
+
+
+def _absolute(path: str | os.PathLike[str], base: Path) -> Path:
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else base / p
+
+
+def _adoptable(candidate: Path, uid: int) -> bool | None:
+    # None: no marker; False: a .jupyter_agent that is not the user's own
+    try:
+        memory = os.lstat(candidate / MEMORY_DIR_NAME)
+    except OSError:
+        memory = None
+    if memory is not None:
+        try:
+            owner = os.stat(candidate).st_uid
+        except OSError:
+            return False
+        return stat.S_ISDIR(memory.st_mode) and memory.st_uid == uid and owner == uid
+    if any((candidate / marker).exists() for marker in PROJECT_MARKERS[1:]):
+        return True
+    return None
+
+
+def find_project_root(start: str | os.PathLike[str] | None = None, *,
+                      uid: int | None = None) -> Path:
+    """The project root of ``start`` (default: the working directory), absolute with
+    symbolic links resolved; ``uid`` (default: this user) owns adoptable memory dirs."""
+    me = os.geteuid() if uid is None else uid
+    here = Path(os.getcwd() if start is None else start).expanduser().resolve()
+    for candidate in (here, *here.parents):
+        if _adoptable(candidate, me):
+            return candidate
+    return here
+
+
+def resolve_memory_dir(
+    setting: str | os.PathLike[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    project_root: str | os.PathLike[str] | None = None,
+) -> Path:
+    """The memory directory, absolute (relative paths taken from ``cwd``); it may not
+    exist yet. ``setting`` ``None`` or ``""`` means unset."""
+    env = os.environ if environ is None else environ
+    base = Path(os.getcwd() if cwd is None else cwd).expanduser().resolve()
+    if setting is not None and os.fspath(setting) != "":
+        return _absolute(setting, base)
+    from_env = env.get(MEMORY_DIR_ENV, "")
+    if from_env:
+        return _absolute(from_env, base)
+    root = find_project_root(base) if project_root is None else Path(project_root)
+    return root / MEMORY_DIR_NAME
 
 
 def open_store(memory_dir: str | os.PathLike[str] | None = None, url: str | None = None, *,
