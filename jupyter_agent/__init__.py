@@ -31,24 +31,17 @@ if TYPE_CHECKING:  # for type checkers; at run time, __getattr__ imports on firs
 __version__ = "0.1.0"
 
 # public name -> the module it lives in
-_API = {
-    "Agent": "jupyter_agent.agent.loop",
-    "TurnOutcome": "jupyter_agent.agent.loop",
-    "AgentConfig": "jupyter_agent.agent.config",
-    "Limits": "jupyter_agent.agent.config",
-    "ChatModel": "jupyter_agent.agent.adapters",
-    "ResponsesModel": "jupyter_agent.agent.adapters",
-    "build_client": "jupyter_agent.settings",
-    "build_model": "jupyter_agent.settings",
-    "AgentController": "jupyter_agent.controller",
-    "JupyterAgentError": "jupyter_agent.errors",
-    "open_store": "jupyter_agent.project",
-    "Settings": "jupyter_agent.settings",
-    "SessionOptions": "jupyter_agent.settings",
-    "Store": "jupyter_agent.store",
-    "ScriptedModel": "jupyter_agent.testing",
-    "ScriptedModelServer": "jupyter_agent.testing",
-}
+_API = {name: module for module, names in {
+    "jupyter_agent.agent.loop": ("Agent", "TurnOutcome"),
+    "jupyter_agent.agent.config": ("AgentConfig", "Limits"),
+    "jupyter_agent.agent.adapters": ("ChatModel", "ResponsesModel"),
+    "jupyter_agent.settings": ("build_client", "build_model", "Settings", "SessionOptions"),
+    "jupyter_agent.controller": ("AgentController",),
+    "jupyter_agent.errors": ("JupyterAgentError",),
+    "jupyter_agent.project": ("open_store",),
+    "jupyter_agent.store": ("Store",),
+    "jupyter_agent.testing": ("ScriptedModel", "ScriptedModelServer"),
+}.items() for name in names}
 
 __all__ = ["__version__", "load_ipython_extension", "unload_ipython_extension", *_API]
 
