@@ -98,7 +98,6 @@ class HandedCell:
     session_id: str
     turn: int
     call: int
-    call_id: str
     code: str
 
 
@@ -423,7 +422,7 @@ class AgentController:
                 conversation.state.handed_out.append(call_id)
                 conversation.save()
         tag = f"# from jupyter-agent session {active.session_id}, turn {turn}, call {number}"
-        return HandedCell(active.session_id, turn, number, call_id, f"{tag}\n{code}")
+        return HandedCell(active.session_id, turn, number, f"{tag}\n{code}")
 
     def todos(self) -> list[TodoItem]:
         return list(self._require_active().agent.state.todos)

@@ -352,10 +352,9 @@ def configured_base_url(settings: Settings, environ: Mapping[str, str] | None = 
     return saved_base_url(settings.base_url or env.get(BASE_URL_ENV, ""))
 
 
-def describe_endpoint(url: str, limit: int = 120) -> str:
+def describe_endpoint(url: str) -> str:
     """An endpoint for a message, whatever a record holds: without credentials (``***@``),
-    query or fragment (``?***``), unprintable characters escaped, at most ``limit``
-    characters."""
+    query or fragment (``?***``), unprintable characters escaped, at most 120 characters."""
     if not saved_base_url(url):
         return "the OpenAI API"
     try:
@@ -367,7 +366,7 @@ def describe_endpoint(url: str, limit: int = 120) -> str:
             shown += "?***"
     except ValueError:
         shown = "<unparsable URL>"
-    return _printable(shown, limit)
+    return _printable(shown, 120)
 
 
 def _printable(text: str, limit: int) -> str:
