@@ -262,3 +262,27 @@ def test_the_plain_api_imports_nothing_of_the_front_end() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_resuming_a_json_file_session_loads_no_team_store_module(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from jupyter_agent.controller import AgentController\n"
+        "from jupyter_agent.settings import Settings\n"
+        "from jupyter_agent.testing import ScriptedModelServer\n"
+        "with ScriptedModelServer(['hi']) as server:\n"
+        f"    s = Settings(base_url=server.base_url, memory_dir={str(tmp_path)!r})\n"
+        "    env = {'PATH': ''}\n"
+        "    first = AgentController(lambda: s, environ=env)\n"
+        "    sid = first.new_session()\n"
+        "    first.close()\n"
+        "    second = AgentController(lambda: s, environ=env)\n"
+        "    assert second.resume(sid).record.id == sid\n"
+        "    second.close()\n"
+        "print(sorted(m for m in sys.modules if m.startswith('jupyter_agent.store.postgres')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]"
