@@ -17,13 +17,13 @@ if TYPE_CHECKING:  # for type checkers; at run time, __getattr__ imports on firs
     from jupyter_agent.agent.config import Limits as Limits
     from jupyter_agent.agent.loop import Agent as Agent
     from jupyter_agent.agent.loop import TurnOutcome as TurnOutcome
-    from jupyter_agent.client import build_client as build_client
-    from jupyter_agent.client import build_model as build_model
     from jupyter_agent.controller import AgentController as AgentController
     from jupyter_agent.errors import JupyterAgentError as JupyterAgentError
     from jupyter_agent.project import open_store as open_store
     from jupyter_agent.settings import SessionOptions as SessionOptions
     from jupyter_agent.settings import Settings as Settings
+    from jupyter_agent.settings import build_client as build_client
+    from jupyter_agent.settings import build_model as build_model
     from jupyter_agent.store import Store as Store
     from jupyter_agent.testing import ScriptedModel as ScriptedModel
     from jupyter_agent.testing import ScriptedModelServer as ScriptedModelServer
@@ -31,24 +31,17 @@ if TYPE_CHECKING:  # for type checkers; at run time, __getattr__ imports on firs
 __version__ = "0.1.0"
 
 # public name -> the module it lives in
-_API = {
-    "Agent": "jupyter_agent.agent.loop",
-    "TurnOutcome": "jupyter_agent.agent.loop",
-    "AgentConfig": "jupyter_agent.agent.config",
-    "Limits": "jupyter_agent.agent.config",
-    "ChatModel": "jupyter_agent.agent.adapters",
-    "ResponsesModel": "jupyter_agent.agent.adapters",
-    "build_client": "jupyter_agent.client",
-    "build_model": "jupyter_agent.client",
-    "AgentController": "jupyter_agent.controller",
-    "JupyterAgentError": "jupyter_agent.errors",
-    "open_store": "jupyter_agent.project",
-    "Settings": "jupyter_agent.settings",
-    "SessionOptions": "jupyter_agent.settings",
-    "Store": "jupyter_agent.store",
-    "ScriptedModel": "jupyter_agent.testing",
-    "ScriptedModelServer": "jupyter_agent.testing",
-}
+_API = {name: module for module, names in {
+    "jupyter_agent.agent.loop": ("Agent", "TurnOutcome"),
+    "jupyter_agent.agent.config": ("AgentConfig", "Limits"),
+    "jupyter_agent.agent.adapters": ("ChatModel", "ResponsesModel"),
+    "jupyter_agent.settings": ("build_client", "build_model", "Settings", "SessionOptions"),
+    "jupyter_agent.controller": ("AgentController",),
+    "jupyter_agent.errors": ("JupyterAgentError",),
+    "jupyter_agent.project": ("open_store",),
+    "jupyter_agent.store": ("Store",),
+    "jupyter_agent.testing": ("ScriptedModel", "ScriptedModelServer"),
+}.items() for name in names}
 
 __all__ = ["__version__", "load_ipython_extension", "unload_ipython_extension", *_API]
 
@@ -65,11 +58,86 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_API})
 
 
+# ---- the extension
+def _installed(shell: Any) -> bool:
+    return any(getattr(e, "__name__", "") == "AgentUsageError"
+               for e in shell.custom_exceptions)
+
+
+def _install_error_display(shell: Any, magics: Any) -> None:
+    """Show the magics' ``AgentUsageError`` on stderr without the ``UsageError:`` prefix; a
+    custom handler someone else set keeps handling its own exceptions."""
+    if _installed(shell):
+        return
+    previous = tuple(shell.custom_exceptions)
+    shell._jupyter_agent_previous_tb = shell.CustomTB if previous else None
+    shell._jupyter_agent_previous_exc = previous
+    shell.set_custom_exc((*previous, magics.AgentUsageError), magics.show_agent_error)
+
+
+def _remove_error_display(shell: Any) -> None:
+    if not _installed(shell):
+        return
+    previous = getattr(shell, "_jupyter_agent_previous_exc", ())
+    handler = getattr(shell, "_jupyter_agent_previous_tb", None)
+    if previous and handler is not None:
+        shell.custom_exceptions = previous
+        shell.CustomTB = handler
+    else:
+        shell.set_custom_exc((), None)
+    shell._jupyter_agent_previous_tb = None
+    shell._jupyter_agent_previous_exc = ()
+
+
+def _is_ours(transformer: Any) -> bool:  # also a copy from before a module reload
+    return (getattr(transformer, "__module__", "") == "jupyter_agent.magics"
+            and getattr(transformer, "__name__", "") == "rewrite_agent_lines")
+
+
+def _install_transformer(shell: Any, magics: Any) -> None:
+    if not any(_is_ours(t) for t in shell.input_transformers_cleanup):
+        shell.input_transformers_cleanup.append(magics.rewrite_agent_lines)
+
+
+def _remove_transformer(shell: Any) -> None:
+    shell.input_transformers_cleanup[:] = [
+        t for t in shell.input_transformers_cleanup if not _is_ours(t)]
+
+
 def load_ipython_extension(ipython: Any) -> None:
-    """Register the agent magics on an IPython shell (``%load_ext jupyter_agent``)."""
-    import_module("jupyter_agent.magics").load_ipython_extension(ipython)
+    """Register the agent magics and the ``%agent`` input transformer on an IPython shell
+    (``%load_ext jupyter_agent``); a bad setting in the shell's config raises
+    ``UsageError`` and registers nothing."""
+    magics = import_module("jupyter_agent.magics")  # IPython: only when loaded
+    before = list(ipython.configurables)
+    try:
+        agent_magics = magics.AgentMagics(shell=ipython)
+    except magics.TraitError as err:
+        ipython.configurables[:] = before
+        message = magics.flatten_lines(str(err))
+        raise magics.UsageError(f"jupyter_agent not loaded, bad setting: {message}") from err
+    ipython.register_magics(agent_magics)
+    _install_transformer(ipython, magics)
+    _install_error_display(ipython, magics)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    """Release the active session's lease and remove the magics (``%unload_ext``)."""
-    import_module("jupyter_agent.magics").unload_ipython_extension(ipython)
+    """Release the active session's lease (saying how to take it back) and remove the
+    magics (``%unload_ext``)."""
+    agent_magics = dict.get(ipython.magics_manager.registry, "AgentMagics")
+    if agent_magics is None:
+        return
+    active = agent_magics.controller.active_session_id
+    agent_magics.controller.close()
+    manager = ipython.magics_manager
+    for table in manager.magics.values():
+        for name, func in list(table.items()):
+            if getattr(func, "__self__", None) is agent_magics:
+                del table[name]
+    del manager.registry["AgentMagics"]
+    ipython.configurables[:] = [c for c in ipython.configurables if c is not agent_magics]
+    _remove_transformer(ipython)
+    _remove_error_display(ipython)
+    if active is not None:
+        print(f"Session {active} is no longer active (the extension was unloaded): "
+              f"%agent_resume {active} takes it back.")

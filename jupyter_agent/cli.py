@@ -32,8 +32,7 @@ from jupyter_agent.artefacts.search import search_sessions
 from jupyter_agent.artefacts.steps import Progress, no_progress
 from jupyter_agent.controller import share_session
 from jupyter_agent.errors import JupyterAgentError, SessionNotFoundError, UnsafeDirectoryError
-from jupyter_agent.paths import resolve_memory_dir
-from jupyter_agent.project import open_store
+from jupyter_agent.project import open_store, resolve_memory_dir
 from jupyter_agent.store import FigureData, FileStore, SessionListing, SessionRecord, Store
 from jupyter_agent.store.messages import message_text
 from jupyter_agent.store.migrate import migrate_sessions
@@ -107,6 +106,14 @@ class Context:
         """Print ``value`` as JSON; C1 controls and bidirectional overrides are escaped."""
         text = json.dumps(value, indent=2, ensure_ascii=False)
         print(_JSON_CONTROLS.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text), file=self.out)
+
+    def report(self, value: Any, text: str) -> int:
+        """Print ``value`` as JSON with ``--json``, else ``text``; exit code 0."""
+        if self.json:
+            self.emit_json(value)
+        else:
+            self.print(text)
+        return 0
 
     def progress(self, what: str, unit: str) -> Progress:
         """A ``tqdm`` bar on stderr when it is a terminal, else nothing."""
@@ -207,12 +214,9 @@ def search(ctx: Context, args: argparse.Namespace) -> int:
     text = " ".join(args.text)
     hits = search_sessions(ctx.store, text, deep=args.deep, include_archived=args.all,
                            progress=ctx.progress("searching", "session"))
-    if ctx.json:
-        ctx.emit_json([{"session": hit.session.model_dump(mode="json"), "count": hit.count,
-                        "matches": [asdict(m) for m in hit.matches]} for hit in hits])
-    else:
-        ctx.print(format_search_results(hits, query=text))
-    return 0
+    return ctx.report([{"session": hit.session.model_dump(mode="json"), "count": hit.count,
+                        "matches": [asdict(m) for m in hit.matches]} for hit in hits],
+                      format_search_results(hits, query=text))
 
 
 def export(ctx: Context, args: argparse.Namespace) -> int:
@@ -233,44 +237,31 @@ def export(ctx: Context, args: argparse.Namespace) -> int:
         return 0
     done = export_record(record, args.fmt, args.output, force=args.force, secrets=secrets,
                          progress=progress, figures=figures)
-    if ctx.json:
-        ctx.emit_json({"session_id": done.session_id, "format": done.format,
-                       "path": str(done.path), "size": done.size, "redacted": done.redacted})
-    else:
-        ctx.print(format_exported(done))
-    return 0
+    return ctx.report({"session_id": done.session_id, "format": done.format,
+                       "path": str(done.path), "size": done.size, "redacted": done.redacted},
+                      format_exported(done))
 
 
 def fork(ctx: Context, args: argparse.Namespace) -> int:
     forked = fork_session(ctx.store, args.session_id, at=args.at, title=args.title)
     record = forked.record
-    if ctx.json:
-        ctx.emit_json({"id": record.id, "title": record.title, "turns": forked.turns,
+    return ctx.report({"id": record.id, "title": record.title, "turns": forked.turns,
                        "parent": None if record.parent is None
                        else record.parent.model_dump(mode="json"),
-                       "rebuilt": forked.rebuilt})
-    else:
-        ctx.print(format_forked(forked, active=False))
-    return 0
+                       "rebuilt": forked.rebuilt}, format_forked(forked, active=False))
 
 
 def archive(ctx: Context, args: argparse.Namespace) -> int:
     ctx.store.update(args.session_id, archived=not args.undo)
-    if ctx.json:
-        ctx.emit_json({"id": args.session_id, "archived": not args.undo})
-    else:
-        ctx.print(f"{'Unarchived' if args.undo else 'Archived'} session {args.session_id}.")
-    return 0
+    return ctx.report({"id": args.session_id, "archived": not args.undo},
+                      f"{'Unarchived' if args.undo else 'Archived'} session {args.session_id}.")
 
 
 def share(ctx: Context, args: argparse.Namespace) -> int:
     now = share_session(ctx.store, args.session_id, args.roles, undo=args.undo)
-    if ctx.json:
-        ctx.emit_json({"id": args.session_id, "shared_with": now})
-    else:
-        ctx.print(f"Session {args.session_id} is shared with "
-                  f"{', '.join(map(repr, now)) if now else 'nobody'}.")
-    return 0
+    return ctx.report({"id": args.session_id, "shared_with": now},
+                      f"Session {args.session_id} is shared with "
+                      f"{', '.join(map(repr, now)) if now else 'nobody'}.")
 
 
 def remove(ctx: Context, args: argparse.Namespace) -> int:
@@ -285,11 +276,8 @@ def remove(ctx: Context, args: argparse.Namespace) -> int:
             ctx.print("Not deleted.")
             return 1
     ctx.store.delete_session(args.session_id)
-    if ctx.json:
-        ctx.emit_json({"id": args.session_id, "deleted": True})
-    else:
-        ctx.print(f"Deleted session {args.session_id}.")
-    return 0
+    return ctx.report({"id": args.session_id, "deleted": True},
+                      f"Deleted session {args.session_id}.")
 
 
 def gc(ctx: Context, args: argparse.Namespace) -> int:
@@ -363,39 +351,33 @@ def migrate(ctx: Context, args: argparse.Namespace) -> int:
 
 
 # ---- the parser
-@dataclass(frozen=True)
-class Command:
-    """One subcommand; ``one_of``: options of which exactly one must be given. Each
-    argument is ``(flags, add_argument options)``."""
-
-    name: str
-    help: str
-    run: Callable[[Context, argparse.Namespace], int]
-    arguments: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = ()
-    one_of: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = ()
+Arg = tuple[tuple[str, ...], dict[str, Any]]
 
 
-def arg(*flags: str, **options: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
+def arg(*flags: str, **options: Any) -> Arg:
+    """An argument: ``add_argument``'s flags and options (``one_of=True``: of a group of
+    which exactly one must be given)."""
     return flags, options
 
 
 SESSION_ID = arg("session_id", metavar="ID", help="The session ID.")
 
-#: The subcommands, in the order ``jupyter agent --help`` lists them.
-COMMANDS: tuple[Command, ...] = (
-    Command("list", "List sessions, most recently updated first.", list_sessions, (
+#: The subcommands (name, help, run, arguments), in the order ``--help`` lists them.
+COMMANDS: tuple[tuple[str, str, Callable[[Context, argparse.Namespace], int],
+                      tuple[Arg, ...]], ...] = (
+    ("list", "List sessions, most recently updated first.", list_sessions, (
         arg("--all", action="store_true", help="Include archived sessions."),)),
-    Command("show", "Show a session: facts, summary, todos, last exchange.", show, (
+    ("show", "Show a session: facts, summary, todos, last exchange.", show, (
         SESSION_ID,
         arg("--transcript", action="store_true", help="Also print the whole transcript."))),
-    Command("search", "Find sessions by title, summary and first prompt (or transcript).",
+    ("search", "Find sessions by title, summary and first prompt (or transcript).",
             search, (
                 arg("text", nargs="+", metavar="TEXT", help="Words to find, in this order "
                     "(case-insensitive)."),
                 arg("--deep", action="store_true",
                     help="Search the full transcripts too (reads every session)."),
                 arg("--all", action="store_true", help="Include archived sessions."))),
-    Command("export", "Export a session as a notebook, Markdown or JSON.", export, (
+    ("export", "Export a session as a notebook, Markdown or JSON.", export, (
         SESSION_ID,
         arg("--format", dest="fmt", choices=["ipynb", "md", "json"],
             help="ipynb: a notebook replaying the analysis; md: a readable transcript; json: "
@@ -404,31 +386,31 @@ COMMANDS: tuple[Command, ...] = (
             help="File or folder to write, or - for standard output "
                  "(default: session-<ID>.<format> here)."),
         arg("--force", action="store_true", help="Replace an existing file."))),
-    Command("fork", "Copy a session into a new one (the original is only read).", fork, (
+    ("fork", "Copy a session into a new one (the original is only read).", fork, (
         SESSION_ID,
         arg("--at", type=int, metavar="N", help="Keep the first N user turns only."),
         arg("--title", help="Title of the new session (default: the original's, marked as "
                             "a fork)."))),
-    Command("archive", "Archive a session (hidden from listings unless --all).", archive, (
+    ("archive", "Archive a session (hidden from listings unless --all).", archive, (
         SESSION_ID, arg("--undo", action="store_true", help="Unarchive instead."))),
-    Command("share", "Share a session read-only with database roles (team store).", share, (
+    ("share", "Share a session read-only with database roles (team store).", share, (
         SESSION_ID,
         arg("roles", nargs="+", metavar="ROLE", help="Database roles (users or groups)."),
         arg("--undo", action="store_true", help="Stop sharing it with these roles."))),
-    Command("rm", "Delete a session for good.", remove, (
+    ("rm", "Delete a session for good.", remove, (
         SESSION_ID, arg("-y", "--yes", action="store_true", help="Do not ask first."))),
-    Command("gc", "Remove files that interrupted writes left behind.", gc),
-    Command("fsck", "Check every session's files; report damage and the safe repairs.", fsck, (
+    ("gc", "Remove files that interrupted writes left behind.", gc, ()),
+    ("fsck", "Check every session's files; report damage and the safe repairs.", fsck, (
         arg("--repair", action="store_true",
             help="Make the safe repairs (damaged bytes are kept in "
                  "sessions/<ID>.jsonl.damaged). Default: report only (a dry run)."),
         arg("--dry-run", action="store_true", help="Report only, change nothing (the "
                                                    "default)."))),
-    Command("migrate", "Copy every session between the JSON files and a PostgreSQL store.",
-            migrate, one_of=(
-                arg("--to", metavar="URL", dest="to_url",
+    ("migrate", "Copy every session between the JSON files and a PostgreSQL store.",
+            migrate, (
+                arg("--to", metavar="URL", dest="to_url", one_of=True,
                     help="Copy the memory directory's sessions into this database."),
-                arg("--from", metavar="URL", dest="from_url",
+                arg("--from", metavar="URL", dest="from_url", one_of=True,
                     help="Copy this database's sessions of the project into the memory "
                          "directory."))),
 )
@@ -452,16 +434,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"jupyter-agent {__version__}")
     _common_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in COMMANDS:
-        child = sub.add_parser(command.name, help=command.help, description=command.help)
-        for flags, options in command.arguments:
-            child.add_argument(*flags, **options)
-        if command.one_of:
-            group = child.add_mutually_exclusive_group(required=True)
-            for flags, options in command.one_of:
-                group.add_argument(*flags, **options)
+    for name, text, run, arguments in COMMANDS:
+        child = sub.add_parser(name, help=text, description=text)
+        group = None
+        for flags, options in arguments:
+            if options.get("one_of"):
+                group = group or child.add_mutually_exclusive_group(required=True)
+                group.add_argument(*flags, **{k: v for k, v in options.items() if k != "one_of"})
+            else:
+                child.add_argument(*flags, **options)
         _common_options(child, top=False)
-        child.set_defaults(run=command.run)
+        child.set_defaults(run=run)
     return parser
 
 

@@ -12,29 +12,124 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from jupyter_agent import client
-from jupyter_agent.active import ActiveSession, HandedCell, Resumed, SessionChange, UsageReport
 from jupyter_agent.artefacts.fork import Forked, fork_record
 from jupyter_agent.artefacts.steps import Call, Request, steps
-from jupyter_agent.errors import JupyterAgentError, ModelNotConfiguredError
-from jupyter_agent.notebook import CellLog
+from jupyter_agent.errors import JupyterAgentError, LimitExceededError, ModelNotConfiguredError
+from jupyter_agent.notebook import CellLog, attach_references, notebook_so_far
 from jupyter_agent.project import Project, newest_session
-from jupyter_agent.settings import OPTIONS, SessionOptions, Settings
+from jupyter_agent.settings import (
+    LIMITS,
+    SessionOptions,
+    Settings,
+    build_client,
+    build_model,
+    endpoint_id,
+    model_key,
+    not_configured_message,
+    resume_options,
+    saved_base_url,
+)
 from jupyter_agent.store import new_session_id, validate_session_id
 from jupyter_agent.store.notes import NOTE_FILES, unseen_notes
 
 if TYPE_CHECKING:
     import openai
 
-    from jupyter_agent.active import TurnResult
     from jupyter_agent.agent.adapters import Model
+    from jupyter_agent.agent.config import Limits
     from jupyter_agent.agent.conversation import Conversation
-    from jupyter_agent.agent.working_context import NotesRead
+    from jupyter_agent.agent.loop import Agent, TurnOutcome
+    from jupyter_agent.agent.window import ContextWindow
     from jupyter_agent.artefacts.export import Exported
-    from jupyter_agent.store import FigureData, SessionRecord, SessionState, Store, TodoItem
+    from jupyter_agent.store import FigureData, SessionRecord, Store, TodoItem, Usage
+
+
+@dataclass(frozen=True)
+class UsageReport:
+    """Usage of one session so far and its limits (tokens, USD)."""
+
+    session_id: str
+    usage: Usage
+    tool_calls: int
+    limits: Limits
+    context_tokens: int = 0
+    window: ContextWindow | None = None
+    context_privacy: str = "schema"
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """What one turn produced. ``stop_reason``: a limit's name, ``"length"``,
+    ``"content_filter"``, ``"interrupted"``, ``"error"`` or ``None``; ``limits_from_options``:
+    the limits set by the session's options (``%agent_resume --max-...``)."""
+
+    session_id: str
+    reply: str
+    stop_reason: str | None
+    turn_usage: Usage
+    session_usage: Usage
+    turn_tool_calls: int
+    session_tool_calls: int
+    limits: Limits
+    limits_from_options: frozenset[str] = frozenset()
+    limit_error: LimitExceededError | None = None
+    context_tokens: int = 0
+    window: ContextWindow | None = None
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """A resumed session's record; ``endpoint_note``: one line (without credentials) when
+    it last used another endpoint."""
+
+    record: SessionRecord
+    unarchived: bool = False
+    endpoint_note: str = ""
+
+
+@dataclass(frozen=True)
+class HandedCell:
+    """The code of ``run_python`` call number ``call`` (1-based) of user turn ``turn``,
+    tagged with a first-line comment naming both."""
+
+    session_id: str
+    turn: int
+    call: int
+    code: str
+
+
+@dataclass(frozen=True)
+class SessionChange:
+    """What archiving, unarchiving or deleting a session did; ``was_active``: it was this
+    kernel's active session (its lease is released)."""
+
+    session_id: str
+    action: str  # "archived", "unarchived" or "deleted"
+    was_active: bool = False
+    title: str = ""
+
+
+@dataclass
+class ActiveSession:
+    """A session this kernel runs; its agent holds the lease. ``model_key`` is what the
+    agent's model was built from."""
+
+    session_id: str
+    store: Store
+    options: SessionOptions
+    agent: Agent
+    model_key: tuple[Any, ...]
+    _base: Settings | None = field(default=None, init=False)
+    _settings: Settings | None = field(default=None, init=False)
+
+    def settings(self, settings: Settings) -> Settings:
+        """``settings`` (the kernel's) with this session's options applied."""
+        if self._settings is None or settings != self._base:
+            self._base, self._settings = settings, settings.with_options(self.options)
+        return self._settings
 
 
 class AgentController:
@@ -73,6 +168,11 @@ class AgentController:
             return self._active.store
         return self.project.store
 
+    def _target(self, session_id: str | None) -> tuple[str, Store]:
+        # a session named (default: the active one), checked, and the store holding it
+        sid = self._require_active().session_id if session_id is None else session_id
+        return validate_session_id(sid), self._store_for(sid)
+
     @property
     def active_session_id(self) -> str | None:
         return None if self._active is None else self._active.session_id
@@ -86,10 +186,10 @@ class AgentController:
 
     def _model(self, settings: Settings) -> Model:
         # one client per endpoint and key: building one takes ~20 ms
-        ident = client.endpoint_id(settings, self._environ)
+        ident = endpoint_id(settings, self._environ)
         if self._client is None or self._client[0] != ident:
-            self._client = (ident, client.build_client(settings, self._environ))
-        return client.build_model(settings, self._environ, client=self._client[1])
+            self._client = (ident, build_client(settings, self._environ))
+        return build_model(settings, self._environ, client=self._client[1])
 
     def _start(self, model: Model, conversation: Conversation, options: SessionOptions,
                settings: Settings) -> None:
@@ -106,8 +206,7 @@ class AgentController:
         assert conversation.store is not None and conversation.session_id is not None
         previous = self._active
         self._active = ActiveSession(conversation.session_id, conversation.store, options,
-                                     agent, client.model_key(settings, self._environ),
-                                     self._model)
+                                     agent, model_key(settings, self._environ))
         if previous is not None:
             previous.agent.close()
 
@@ -117,16 +216,10 @@ class AgentController:
         self.ended = None
 
     def new_session(self, options: SessionOptions | None = None) -> str:
-        """Create a session, make it active and return its ID.
-
-        Raises
-        ------
-        UnsafeDirectoryError
-            The memory directory may not be used (checked first; nothing is created).
-        ModelNotConfiguredError
-            No model is configured (nothing is created).
-        """
+        """Create a session, make it active and return its ID (``UnsafeDirectoryError``,
+        ``ModelNotConfiguredError``: nothing is created)."""
         from jupyter_agent.agent.conversation import Conversation  # imports openai
+        from jupyter_agent.agent.working_context import format_bytes
 
         options = options or SessionOptions()
         settings = self._settings().with_options(options)
@@ -139,32 +232,20 @@ class AgentController:
         self._start(model, conversation, options, settings)
         assert conversation.session_id is not None
         self._remember(conversation.session_id, options)
-        self.notes_notice = self._notes_notice(conversation.notes)
-        return conversation.session_id
-
-    def _notes_notice(self, notes: NotesRead) -> list[str]:
-        from jupyter_agent.agent.working_context import format_bytes  # imports openai
-
-        folder = self.project.memory_dir.resolve()
+        notes, folder = conversation.notes, self.project.memory_dir.resolve()
         files = {folder / NOTE_FILES[kind]: text for kind, text in notes.used.items()}
         new = unseen_notes(files, self._environ)
-        lines = []
-        if new:
-            named = ", ".join(f"{path.name} ({format_bytes(len(files[path].encode()))})"
-                              for path in new)
-            lines.append(f"This session's instructions include notes new to you: {named}, in "
-                         f"{new[0].parent} — read them if you did not write them.")
-        return lines + notes.left_out
+        named = ", ".join(f"{path.name} ({format_bytes(len(files[path].encode()))})"
+                          for path in new)
+        self.notes_notice = [f"This session's instructions include notes new to you: {named}, "
+                             f"in {new[0].parent} — read them if you did not write them."
+                             ] if new else []
+        self.notes_notice += notes.left_out
+        return conversation.session_id
 
     def ensure_session(self) -> str | None:
         """Start a session with the options of this kernel's latest one (not its title)
-        if none is active; return the new ID, or ``None`` if one was active.
-
-        Raises
-        ------
-        JupyterAgentError
-            No model is configured (saying why no session is active).
-        """
+        if none is active; return the new ID, or ``None`` if one was active."""
         if self._active is not None:
             return None
         ended, options = self.ended, self._last_options or SessionOptions()
@@ -178,52 +259,10 @@ class AgentController:
                 f"start: {err}. Or pick a saved session with %agent_resume ID "
                 "(%agent_sessions lists them)") from err
 
-    def _resume_options(self, session_id: str, chosen: SessionOptions,
-                        state: SessionState) -> tuple[SessionOptions, str]:
-        # The record's values are data: its endpoint is only compared with the
-        # configured one, its model kept only for that endpoint, its API only if known,
-        # its vision mode only if this kernel does not turn images off.
-        settings = self._settings()
-        saved_url = client.saved_base_url(state.base_url).rstrip("/")  # the client adds a "/"
-        configured = (client.saved_base_url(chosen.base_url) if chosen.base_url is not None
-                      else client.configured_base_url(settings, self._environ)).rstrip("/")
-        note, said = "", client.describe_endpoint
-        if state.base_url and saved_url != configured:
-            if not configured:
-                raise ModelNotConfiguredError(
-                    f"session {session_id} last used the endpoint {said(saved_url)}, and this "
-                    "kernel configures none (a session file never chooses where the API key "
-                    "goes): resume it with --base-url URL naming the endpoint you trust, or "
-                    "set AgentMagics.base_url or $OPENAI_BASE_URL")
-            note = (f"This session last used {said(saved_url)}; it now talks to "
-                    f"{said(configured)}, the endpoint this kernel configures.")
-        model = chosen.model
-        if model is None and state.model and saved_url == configured:
-            model = state.model
-        values: dict[str, Any] = {"title": None, "model": model}
-        for row in OPTIONS:  # the other settings the checkpoint remembers: API, vision
-            saved = getattr(state, row.name, None)
-            if (not row.saved or row.name in values or getattr(chosen, row.name) is not None
-                    or not saved
-                    or (row.choices is not None and saved not in row.choices)):
-                continue
-            if row.name == "vision" and settings.vision == "off":
-                continue  # a record never turns on images this kernel turned off
-            values[row.name] = saved
-        return replace(chosen, **values), note
-
     def resume(self, session_id: str | None = None,
                options: SessionOptions | None = None) -> Resumed:
         """Make a saved session (default: the newest no one else holds) the active one,
-        unarchiving it; its record is read once, after its lease is taken.
-
-        Raises
-        ------
-        InvalidSessionIdError, SessionNotFoundError, CorruptSessionError, SessionLockedError
-        ModelNotConfiguredError
-            Naming what the session last used; also when it used an endpoint and this
-            kernel configures none.
-        """
+        unarchiving it; its record is read once, after its lease is taken."""
         from jupyter_agent.agent.conversation import Conversation  # imports openai
 
         explicit = options or SessionOptions()
@@ -235,14 +274,15 @@ class AgentController:
         conversation = Conversation.open(self._store_for(session_id), session_id)
         state = conversation.state
         try:
-            effective, note = self._resume_options(session_id, chosen, state)
+            effective, note = resume_options(self._settings(), chosen, state, session_id,
+                                             self._environ)
             settings = self._settings().with_options(effective)
             try:
                 model = self._model(settings)
             except ModelNotConfiguredError as err:
-                raise ModelNotConfiguredError(client.not_configured_message(
+                raise ModelNotConfiguredError(not_configured_message(
                     settings, session_id=session_id, last_model=state.model,
-                    last_url=client.saved_base_url(state.base_url))) from err
+                    last_url=saved_base_url(state.base_url))) from err
         except BaseException:
             conversation.close()
             raise
@@ -258,6 +298,20 @@ class AgentController:
             record = conversation.record()
         return Resumed(record, unarchived=unarchived, endpoint_note=note)
 
+    def _refreshed(self) -> tuple[ActiveSession, Agent]:
+        # the agent, reconfigured when the kernel's settings or the API key changed
+        active = self._require_active()
+        settings = self._settings()
+        changed = settings != active._base
+        mine = active.settings(settings)
+        key = model_key(mine, self._environ)
+        if key != active.model_key:
+            active.agent.reconfigure(model=self._model(mine))
+            active.model_key = key
+        if changed:
+            active.agent.reconfigure(config=mine.agent_config())
+        return active, active.agent
+
     def ask(self, prompt: str, *, on_event: Callable[[Any], None] | None = None) -> TurnResult:
         """Run a turn of the active session; ``@`` references attach what
         ``context_privacy`` allows.
@@ -265,46 +319,73 @@ class AgentController:
         Raises
         ------
         JupyterAgentError
-            No active session; or the model endpoint failed (the prompt stays saved; the
-            exception carries the turn so far as ``turn``, as a Ctrl-C does).
+            No active session; or the model endpoint failed (the prompt stays saved).
+        ModelError, KeyboardInterrupt
+            The exception carries the turn so far as ``turn`` (a :class:`TurnResult`, or
+            ``None`` when the turn did not start).
         """
-        active = self._require_active()
-        return active.ask(prompt, self._settings(), self._environ, on_event=on_event,
-                          cells=self.cells)
+        from jupyter_agent.agent.events import Notice  # the agent imports openai (~0.6 s)
+
+        active, agent = self._refreshed()
+        open_ = [True]
+
+        def forward(event: Any) -> None:
+            # the agent keeps its last callback; events after this turn must not reach
+            # this turn's renderer (it may update an old cell's output)
+            if open_[0] and on_event is not None:
+                on_event(event)
+
+        def result(outcome: TurnOutcome) -> TurnResult:
+            return TurnResult(
+                session_id=active.session_id, reply=outcome.reply,
+                stop_reason=outcome.stop_reason, turn_usage=outcome.usage,
+                session_usage=agent.state.usage.model_copy(),
+                turn_tool_calls=outcome.tool_calls,
+                session_tool_calls=agent.state.tool_calls, limits=agent.config.limits,
+                limits_from_options=active.options.given() & set(LIMITS),
+                limit_error=outcome.limit,
+                context_tokens=agent.conversation.estimated_tokens(), window=agent.window)
+
+        privacy = agent.config.context_privacy
+        refs = attach_references(prompt, self.cells, privacy, limit=agent.config.max_output_chars)
+        context = notebook_so_far(self.cells, privacy,
+                                  active.settings(self._settings()).notebook_context_tokens)
+        lines = [*refs.attached, *refs.unknown]
+        if context is not None:
+            cells_run = sum(line.startswith("In [") for line in context.splitlines())
+            lines.append(f"sent the notebook since the last prompt: {cells_run} cell(s), "
+                         f"{len(context):,} characters (with this turn only)")
+        for line in lines:
+            forward(Notice(line))
+        try:
+            outcome = agent.run(refs.prompt, on_event=forward, context=context)
+        except (KeyboardInterrupt, JupyterAgentError) as exc:
+            carried = getattr(exc, "outcome", None)  # what Agent.run attached
+            exc.turn = None if carried is None else result(carried)  # type: ignore[union-attr]
+            raise
+        finally:
+            open_[0] = False
+            self.cells.mark()  # the next section starts after this turn
+        return result(outcome)
 
     def compact(self, *, on_event: Callable[[Any], None] | None = None) -> bool:
         """Compact the working context now; ``False`` (and a ``Notice``) when there was
-        nothing to compact or the call failed.
-
-        Raises
-        ------
-        LimitExceededError
-            The session reached ``max_cost_usd`` (no model call is made).
-        """
-        agent = self._require_active().refreshed(self._settings(), self._environ)
-        return agent.compact(on_event=on_event)
+        nothing to compact or the call failed."""
+        return self._refreshed()[1].compact(on_event=on_event)
 
     def record(self, session_id: str | None = None) -> SessionRecord:
         """A session's record (default: the active session's)."""
-        sid = self._require_active().session_id if session_id is None else session_id
-        return self._store_for(sid).load_session(sid)
+        sid, store = self._target(session_id)
+        return store.load_session(sid)
 
     def read_figure(self, session_id: str, figure_id: str) -> FigureData:
-        """A figure of a session, read without its lease.
-
-        Raises
-        ------
-        FigureNotFoundError, InvalidSessionIdError, InvalidFigureError, UnsafePathError
-        """
+        """A figure of a session, read without its lease."""
         return self._store_for(session_id).read_figure(session_id, figure_id)
 
-    def set_summary(self, text: str) -> None:
+    def update(self, *, title: str | None = None, summary: str | None = None) -> None:
+        """Change the active session's title or summary (``None``: unchanged)."""
         active = self._require_active()
-        active.store.update(active.session_id, summary=text)
-
-    def set_title(self, text: str) -> None:
-        active = self._require_active()
-        active.store.update(active.session_id, title=text)
+        active.store.update(active.session_id, title=title, summary=summary)
 
     def usage(self) -> UsageReport:
         """Usage and limits of the active session (limits as the settings say now)."""
@@ -317,15 +398,7 @@ class AgentController:
 
     def agent_cell(self, n: int | None = None) -> HandedCell:
         """The code of the active session's ``n``-th ``run_python`` call (default: the
-        last), recorded in the checkpoint as handed out.
-
-        Raises
-        ------
-        JupyterAgentError
-            No active session, no ``run_python`` call yet, or no call ``n``.
-        SessionLockedError, OSError
-            From the store while recording it.
-        """
+        last), recorded in the checkpoint as handed out."""
         from jupyter_agent.agent.working_context import SUMMARY_MARKER  # imports openai
 
         active = self._require_active()
@@ -349,7 +422,7 @@ class AgentController:
                 conversation.state.handed_out.append(call_id)
                 conversation.save()
         tag = f"# from jupyter-agent session {active.session_id}, turn {turn}, call {number}"
-        return HandedCell(active.session_id, turn, number, call_id, f"{tag}\n{code}")
+        return HandedCell(active.session_id, turn, number, f"{tag}\n{code}")
 
     def todos(self) -> list[TodoItem]:
         return list(self._require_active().agent.state.todos)
@@ -365,30 +438,14 @@ class AgentController:
     def share(self, session_id: str | None, roles: Sequence[str], *,
               undo: bool = False) -> list[str]:
         """Share a session (default: the active one) read-only with database roles, or
-        stop (``undo``); return the roles it is shared with now.
-
-        Raises
-        ------
-        JupyterAgentError
-            Not a team store, or a role is not the database's (nothing changed).
-        SessionNotFoundError, SessionReadOnlyError, InvalidSessionIdError
-        """
-        sid = self._require_active().session_id if session_id is None else session_id
-        return share_session(self._store_for(sid), sid, roles, undo=undo)
+        stop (``undo``); return the roles it is shared with now."""
+        sid, store = self._target(session_id)
+        return share_session(store, sid, roles, undo=undo)
 
     def archive(self, session_id: str | None = None, *, undo: bool = False) -> SessionChange:
         """Archive (``undo``: unarchive) a session, default the active one; archiving the
-        active session also deactivates it, so a session in use is never hidden.
-
-        Raises
-        ------
-        JupyterAgentError
-            The session is archived already (with ``undo``: is not archived).
-        SessionNotFoundError, SessionLockedError, InvalidSessionIdError
-        """
-        sid = self._require_active().session_id if session_id is None else session_id
-        sid = validate_session_id(sid)
-        store = self._store_for(sid)
+        active session also deactivates it, so a session in use is never hidden."""
+        sid, store = self._target(session_id)
         record = store.load_session(sid)
         if record.archived != undo:
             state = "archived already" if not undo else "not archived"
@@ -401,14 +458,8 @@ class AgentController:
                              record.title)
 
     def delete(self, session_id: str) -> SessionChange:
-        """Delete a session (deactivating it first if it is the active one).
-
-        Raises
-        ------
-        SessionLockedError
-        """
-        sid = validate_session_id(session_id)
-        store = self._store_for(sid)
+        """Delete a session (deactivating it first if it is the active one)."""
+        sid, store = self._target(session_id)
         was_active, title = False, ""
         if self._active is not None and self._active.session_id == sid:
             # unreadable: say so before deactivating anything
@@ -424,17 +475,10 @@ class AgentController:
     def fork(self, session_id: str | None = None, *, at: int | None = None,
              title: str | None = None) -> Forked:
         """Fork a session (default: the active one; read without its lease), keeping user
-        turns 1 to ``at``, and resume the fork with the parent's options in this kernel.
-
-        Raises
-        ------
-        ForkPointError, InvalidSessionIdError, SessionNotFoundError, CorruptSessionError
-        ModelNotConfiguredError
-            The fork is saved but not made active.
-        """
-        parent = validate_session_id(self._require_active().session_id if session_id is None
-                                     else session_id)
-        forked = fork_record(self._store_for(parent).load_session(parent), at=at, title=title)
+        turns 1 to ``at``, and resume the fork with the parent's options in this kernel
+        (``ModelNotConfiguredError`` leaves the fork saved, not active)."""
+        parent, store = self._target(session_id)
+        forked = fork_record(store.load_session(parent), at=at, title=title)
         self.project.store.create_session(record=forked.record)
         self._remembered[forked.record.id] = self._remembered.get(parent, SessionOptions())
         return replace(forked, record=self.resume(forked.record.id).record)
@@ -442,23 +486,16 @@ class AgentController:
     def export(self, session_id: str | None = None, *, fmt: str | None = None,
                output: str | os.PathLike[str] | None = None, force: bool = False) -> Exported:
         """Export a session (default: the active one) to a file, without its lease, with
-        secrets (also the ``api_key_env`` variable's value) redacted.
-
-        Raises
-        ------
-        ExportExistsError, ExportError, ValueError
-        InvalidSessionIdError, SessionNotFoundError, CorruptSessionError
-        """
+        secrets (also the ``api_key_env`` variable's value) redacted."""
         # (detect-secrets: ~0.25 s to import)
         from jupyter_agent.artefacts.export import export_record
         from jupyter_agent.artefacts.redact import secrets_from_environ
 
-        record = self.record(session_id)
+        sid, store = self._target(session_id)
         secrets = secrets_from_environ(os.environ if self._environ is None else self._environ,
                                        [self._settings().api_key_env])
-        store = self._store_for(record.id)
-        return export_record(record, fmt, output, force=force, secrets=secrets,
-                             figures=lambda fid: store.read_figure(record.id, fid))
+        return export_record(store.load_session(sid), fmt, output, force=force, secrets=secrets,
+                             figures=lambda fid: store.read_figure(sid, fid))
 
     def close(self) -> None:
         """Deactivate the active session, releasing its lease (extension unload)."""

@@ -8,16 +8,32 @@ value (session ID, path, pid, ...) as attributes named like its parameters.
 from __future__ import annotations
 
 import errno
+import inspect
 from datetime import UTC
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from jupyter_agent.store.records import LeaseHolder
 
 
 class JupyterAgentError(Exception):
-    """Base class of every error jupyter-agent raises deliberately."""
+    """Base class of every error jupyter-agent raises deliberately.
+
+    A class with a ``template`` (and its subclasses) takes its annotated fields as
+    arguments, in order, keeps each as an attribute and formats its message from them.
+    """
+
+    template: ClassVar[str] = ""
+
+    def __init__(self, *args: Any) -> None:
+        owner = next(c for c in type(self).__mro__ if "template" in vars(c))
+        if not vars(owner)["template"]:
+            super().__init__(*args)
+            return
+        values = dict(zip(inspect.get_annotations(owner), args, strict=True))
+        vars(self).update(values)
+        super().__init__(self.template.format(**values))
 
 
 class _PlainLookup(LookupError):
@@ -30,30 +46,26 @@ class InvalidSessionIdError(JupyterAgentError, ValueError):
     """A session ID is not 1-128 letters, digits, ``_`` or ``-`` (checked before it is
     ever used as a file name)."""
 
-    def __init__(self, session_id: object) -> None:
-        self.session_id = session_id
-        super().__init__(
-            f"invalid session ID {session_id!r}: use 1-128 letters, digits, '_' or '-'")
+    session_id: object
+    template = "invalid session ID {session_id!r}: use 1-128 letters, digits, '_' or '-'"
 
 
 class SessionNotFoundError(JupyterAgentError, _PlainLookup):
     """No saved session has this ID; ``path`` is where it was looked for (a file, or the
     database without its password and the project)."""
 
-    def __init__(self, session_id: str, path: Path | str) -> None:
-        self.session_id = session_id
-        self.path = path
-        super().__init__(f"no saved session {session_id!r} (looked for {path})")
+    session_id: str
+    path: Path | str
+    template = "no saved session {session_id!r} (looked for {path})"
 
 
 class SessionReadOnlyError(JupyterAgentError, PermissionError):
     """A change to a session another database role (``owner``) shared to read only."""
 
-    def __init__(self, session_id: str, owner: str) -> None:
-        self.session_id = session_id
-        self.owner = owner
-        super().__init__(f"session {session_id!r} is {owner!r}'s, shared with you to read "
-                         f"only: fork it to continue (%agent_fork {session_id})")
+    session_id: str
+    owner: str
+    template = ("session {session_id!r} is {owner!r}'s, shared with you to read only: fork "
+                "it to continue (%agent_fork {session_id})")
 
     def __str__(self) -> str:
         return str(self.args[0])
@@ -175,66 +187,59 @@ class StoreSchemaError(JupyterAgentError):
     """The session database has a newer schema version (``found``) than this code
     knows (``known``); nothing was changed."""
 
-    def __init__(self, url: str, found: int, known: int) -> None:
-        self.url = url
-        self.found = found
-        self.known = known
-        super().__init__(
-            f"the session database {url} has schema version {found}, but this jupyter-agent "
-            f"knows only up to {known}; upgrade jupyter-agent to use it (nothing was changed)")
+    url: str
+    found: int
+    known: int
+    template = ("the session database {url} has schema version {found}, but this "
+                "jupyter-agent knows only up to {known}; upgrade jupyter-agent to use it "
+                "(nothing was changed)")
 
 
 class LeaseLostError(JupyterAgentError):
     """The lock file of a session this process holds was removed or replaced; raised
     before a write, nothing is written and the lease is dropped."""
 
-    def __init__(self, session_id: str, path: Path) -> None:
-        self.session_id = session_id
-        self.path = path
-        super().__init__(
-            f"the lock file {path} of session {session_id!r} was removed or replaced while "
-            f"this process held its lease; nothing was written. Resume the session again "
-            f"(%agent_resume {session_id}) to take a fresh lease")
+    session_id: str
+    path: Path
+    template = ("the lock file {path} of session {session_id!r} was removed or replaced "
+                "while this process held its lease; nothing was written. Resume the session "
+                "again (%agent_resume {session_id}) to take a fresh lease")
 
 
 class InvalidMessageError(JupyterAgentError, ValueError):
     """Message ``index`` of a list to save is not a Chat Completions message; nothing
     is written."""
 
-    def __init__(self, index: int, reason: str) -> None:
-        self.index = index
-        self.reason = reason
-        super().__init__(f"message {index} cannot be saved: {reason}")
+    index: int
+    reason: str
+    template = "message {index} cannot be saved: {reason}"
 
 
 class FigureNotFoundError(JupyterAgentError, _PlainLookup):
     """A session has no figure with this ID; ``where``: its file, or the database."""
 
-    def __init__(self, session_id: str, figure_id: str, where: Path | str) -> None:
-        self.session_id = session_id
-        self.figure_id = figure_id
-        self.where = where
-        super().__init__(f"session {session_id!r} has no figure {figure_id!r} "
-                         f"(looked in {where})")
+    session_id: str
+    figure_id: str
+    where: Path | str
+    template = "session {session_id!r} has no figure {figure_id!r} (looked in {where})"
 
 
 class InvalidFigureError(JupyterAgentError, ValueError):
     """A figure a session may not keep (bad ID, not PNG, JPEG or SVG, bytes not of its
     type, too large); nothing is written."""
 
-    def __init__(self, figure_id: object, reason: str) -> None:
-        self.figure_id = figure_id
-        self.reason = reason
-        super().__init__(f"figure {figure_id!r} cannot be saved: {reason}")
+    figure_id: object
+    reason: str
+    template = "figure {figure_id!r} cannot be saved: {reason}"
 
 
 # ---- files of the memory directory
 class UnsafePathError(JupyterAgentError):
     """Something in the memory directory the store may not safely use."""
 
-    def __init__(self, path: Path, message: str) -> None:
-        self.path = path
-        super().__init__(message)
+    path: Path
+    message: str
+    template = "{message}"
 
 
 class UnsafeFileError(UnsafePathError):
@@ -242,13 +247,11 @@ class UnsafeFileError(UnsafePathError):
     others or sparse file where the store expects its own regular file; nothing was read
     or written through it. ``kind`` says which (``"symbolic link"``, ...)."""
 
-    def __init__(self, path: Path, kind: str) -> None:
-        self.kind = kind
-        super().__init__(
-            path,
-            f"refusing to use {path}: it is a {kind}, not a private regular file; "
-            f"jupyter-agent never follows links or opens special files in its memory "
-            f"directory -- remove or rename it")
+    path: Path
+    kind: str
+    template = ("refusing to use {path}: it is a {kind}, not a private regular file; "
+                "jupyter-agent never follows links or opens special files in its memory "
+                "directory -- remove or rename it")
 
 
 class UnsafeDirectoryError(UnsafePathError):
@@ -281,11 +284,10 @@ class UnsafeDirectoryError(UnsafePathError):
 class StoreBusyError(JupyterAgentError):
     """A short store lock (notes, listing index) stayed taken for ``seconds``."""
 
-    def __init__(self, path: Path, seconds: float) -> None:
-        self.path = path
-        self.seconds = seconds
-        super().__init__(f"{path} stayed locked by another process for {seconds:g} s; "
-                         f"try again, or look for a stopped process using this memory directory")
+    path: Path
+    seconds: float
+    template = ("{path} stayed locked by another process for {seconds:g} s; try again, or "
+                "look for a stopped process using this memory directory")
 
 
 class StorageError(JupyterAgentError, OSError):
@@ -402,10 +404,9 @@ class ForkPointError(JupyterAgentError, ValueError):
 class ExportError(JupyterAgentError):
     """An export could not be written to ``path``."""
 
-    def __init__(self, path: Path, reason: str) -> None:
-        self.path = path
-        self.reason = reason
-        super().__init__(f"cannot export to {path}: {reason}")
+    path: Path
+    reason: str
+    template = "cannot export to {path}: {reason}"
 
 
 class ExportExistsError(ExportError):

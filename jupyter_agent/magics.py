@@ -8,38 +8,28 @@ The active session lives on the :class:`AgentMagics` instance; ``%unload_ext`` r
 
 from __future__ import annotations
 
+import difflib
+import functools
+import re
+import shlex
 import sys
+from collections.abc import Callable
+from dataclasses import fields
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
-from IPython.core.error import UsageError
+from IPython.core.error import StdinNotImplementedError, UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
 from traitlets import TraitError
 from traitlets.config import Config
 
-from jupyter_agent.active import TurnResult
 from jupyter_agent.artefacts.search import search_sessions
-from jupyter_agent.controller import AgentController
+from jupyter_agent.controller import AgentController, TurnResult
 from jupyter_agent.errors import JupyterAgentError, LimitExceededError
-from jupyter_agent.kernel import can_update_live, is_jupyter
-from jupyter_agent.magic_args import (
-    AgentUsageError,
-    collect_notice,
-    confirm,
-    error_boundary,
-    flatten_lines,
-    install_error_display,
-    install_transformer,
-    options_from_args,
-    parse_argstring,
-    remove_error_display,
-    remove_transformer,
-    session_options,
-    strip_quotes,
-)
-from jupyter_agent.settings import OPTIONS, Settings, trait_namespace
+from jupyter_agent.project import can_update_live, is_jupyter
+from jupyter_agent.settings import OPTIONS, SessionOptions, Settings, trait_namespace
 from jupyter_agent.text import terminal_text
 from jupyter_agent.ui import recap, render
 from jupyter_agent.ui.advice import error_message
@@ -64,6 +54,156 @@ from jupyter_agent.ui.display import (
 )
 from jupyter_agent.ui.recap import RECAP_WIDTH, show_blocks, split_at_figures
 from jupyter_agent.ui.render import show_question
+
+F = TypeVar("F", bound=Callable[..., Any])
+_AGENT_LINE = re.compile(r"^(?P<indent>[ \t]*)%agent[ \t]+(?P<text>\S.*?)[ \t]*(?P<end>\r?\n?)$")
+
+
+# ---- the magics' input: arguments, errors, the %agent line
+def flatten_lines(text: str) -> str:
+    return re.sub(r"\s*\n\s*", " ", text).strip()
+
+
+class AgentUsageError(UsageError):
+    """A magic's one-line error, shown as the bare message (no traceback, no class name)."""
+
+
+def agent_magic(kind: Callable[..., Any] = line_magic, *, typed: bool = False,
+                parse: bool = True) -> Callable[[F], F]:
+    r"""Declare a magic whose ``@argument``\ s are below: IPython's ``magic_arguments``
+    parser (``%name?`` prints the usage), the line parsed into it (``typed``: passed as
+    typed, ``{...}`` and ``$name`` not expanded; ``parse=False``: passed as is), and the
+    library's errors and the parser's turned into one-line :class:`AgentUsageError`\ s
+    saying what to do next; anything else keeps its traceback."""
+
+    def decorate(func: F) -> F:
+        func = magic_arguments()(func)
+
+        @functools.wraps(func)
+        def wrapper(self: Any, line: str, *cell: str) -> Any:
+            try:
+                return func(self, parse_argstring(func, line) if parse and not typed
+                            else line, *cell)
+            except JupyterAgentError as err:
+                raise AgentUsageError(flatten_lines(error_message(err))) from err
+            except AgentUsageError:
+                raise
+            except UsageError as err:
+                raise AgentUsageError(str(err)) from err
+
+        return kind(no_var_expand(wrapper) if typed else wrapper)
+
+    return decorate
+
+
+def show_agent_error(shell: Any, etype: type, value: BaseException, tb: Any,
+                      tb_offset: int | None = None) -> list[str]:
+    previous = getattr(shell, "_jupyter_agent_previous_tb", None)
+    if not isinstance(value, AgentUsageError) and previous is not None:
+        previous(etype, value, tb, tb_offset=tb_offset)
+        return []
+    print(terminal_text(str(value)), file=sys.stderr)  # it may quote a title or a path
+    return []
+
+
+def session_options(func: F) -> F:
+    """Add the options of :class:`~jupyter_agent.settings.SessionOptions` (``--title`` and
+    one per per-session setting) to a magic."""
+    arguments = [argument("--title", help="Title of the session.")]
+    for row in OPTIONS:
+        if row.flag is None:
+            continue
+        extra: dict[str, Any] = {"choices": list(row.choices)} if row.choices else {}
+        if row.metavar:
+            extra["metavar"] = row.metavar
+        arguments.append(argument(row.flag, dest=row.name, type=row.type,
+                                  help=row.flag_help or row.help, **extra))
+    for decorator in reversed(arguments):
+        func = decorator(func)
+    return func
+
+
+def parse_argstring(magic: Callable[..., Any], line: str) -> Any:
+    """Parse a magic's arguments with shell quoting (IPython's own keeps the quotes); a
+    ``#`` starting a word begins a comment.
+
+    Raises
+    ------
+    UsageError
+        For text that does not parse or arguments the magic does not take.
+    """
+    try:
+        argv = shlex.split(line, comments=True)
+    except ValueError as err:
+        raise UsageError(f"cannot parse the arguments: {err}; put text with quotes or "
+                         "spaces in matching quotes") from err
+    parser = magic.parser  # type: ignore[attr-defined]
+    try:
+        return parser.parse_args(argv)
+    except UsageError as err:
+        text, known = str(err), list(parser._option_string_actions)
+        for word in argv:
+            option = word.split("=", 1)[0]
+            close = difflib.get_close_matches(option, known, n=1, cutoff=0.6)
+            if option.startswith("--") and option not in known and close:
+                text += f" (did you mean {close[0]}?)"
+                break
+        name = getattr(magic, "__name__", "")
+        raise AgentUsageError(f"{text}; %{name}? shows the usage" if name else text) from err
+
+
+def options_from_args(args: Any) -> SessionOptions:
+    """The options of parsed ``%agent_new``/``%agent_resume`` arguments.
+
+    Raises
+    ------
+    UsageError
+        For a bad value.
+    """
+    try:
+        return SessionOptions(**{f.name: getattr(args, f.name) for f in fields(SessionOptions)})
+    except ValueError as err:
+        raise UsageError(str(err)) from err
+
+
+def confirm(shell: Any, question: str, hint: str) -> bool:
+    """Ask a yes/no question; ``UsageError`` ending with ``hint`` when nobody can answer
+    (in a kernel: its front end answers no input requests; elsewhere: no terminal)."""
+    refused = f"cannot ask for confirmation (no input possible here): {hint}"
+    kernel = getattr(shell, "kernel", None)
+    try:
+        can_ask = (bool(getattr(kernel, "_allow_stdin", False)) if kernel is not None else
+                   sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty())
+    except (AttributeError, OSError, ValueError):
+        can_ask = False
+    if not can_ask:
+        raise UsageError(refused)
+    try:
+        answer = input(question)
+    except (EOFError, OSError, StdinNotImplementedError) as err:
+        print()  # the question is on screen without a line end
+        raise UsageError(refused) from err
+    return answer.strip().lower() in ("y", "yes")
+
+
+def rewrite_agent_lines(lines: list[str]) -> list[str]:
+    """Input transformer: a ``%agent TEXT`` line becomes ``run_line_magic("agent", TEXT)``.
+
+    Not ``%agent ?`` / ``%agent ??`` (help), not the other magics, and not in a cell that
+    starts with a cell magic (its body is not Python).
+    """
+    first = next((line for line in lines if line.strip()), "")
+    if first.lstrip().startswith("%%"):
+        return lines
+    out = []
+    for line in lines:
+        match = _AGENT_LINE.match(line)
+        if match is None or match["text"] in ("?", "??"):
+            out.append(line)
+            continue
+        out.append(f"{match['indent']}get_ipython().run_line_magic('agent', "
+                   f"{match['text']!r}){match['end']}")
+    return out
 
 
 def _footer(result: TurnResult | None) -> str | None:
@@ -124,9 +264,7 @@ class AgentMagics(Magics):
             super().update_config(rest)
 
     # ---- sessions
-    @line_magic
-    @error_boundary
-    @magic_arguments()
+    @agent_magic(parse=False)
     @session_options
     def agent_new(self, line: str) -> None:
         """Start a new session, make it active and print its ID."""
@@ -145,13 +283,11 @@ class AgentMagics(Magics):
         for line in self.controller.notes_notice:
             _print(line)
 
-    @line_magic
-    @error_boundary
-    @magic_arguments()
+    @agent_magic()
     @argument("session_id", nargs="?", metavar="SESSION_ID",
               help="Default: the most recently updated non-archived session.")
     @session_options
-    def agent_resume(self, line: str) -> None:
+    def agent_resume(self, args: Any) -> None:
         """Make a saved session active again and show a recap of it (unarchives it).
 
         Each option: the one given here, else the one this kernel last used for the
@@ -161,7 +297,6 @@ class AgentMagics(Magics):
         $OPENAI_BASE_URL; the recap says when the session last used another one. Limits:
         given here or earlier in this kernel, else the settings.
         """
-        args = parse_argstring(self.agent_resume, line)
         resumed = self.controller.resume(args.session_id, options_from_args(args))
         if not self._jupyter:
             _print(format_resumed(resumed))
@@ -172,10 +307,7 @@ class AgentMagics(Magics):
             show_blocks([figure], partial(self.controller.read_figure, resumed.record.id),
                         width=RECAP_WIDTH)
 
-    @line_cell_magic
-    @no_var_expand
-    @error_boundary
-    @magic_arguments()
+    @agent_magic(line_cell_magic, typed=True)
     @argument("prompt", nargs="*",
               help="What to ask; with %%%%agent, the cell (after the line). Sent as typed: "
                    "{...} and $name are not expanded.")
@@ -215,19 +347,16 @@ class AgentMagics(Magics):
         if limit is not None:
             raise AgentUsageError(limit_message(result)) from limit
 
-    @line_magic
-    @error_boundary
-    @magic_arguments()
+    @agent_magic()
     @argument("--all", action="store_true", help="Include archived sessions.")
     @argument("--search", nargs="+", metavar="TEXT",
               help="Only sessions whose title, summary or first prompt contain TEXT "
                    "(case-insensitive), with an excerpt of where.")
     @argument("--deep", action="store_true",
               help="With --search: search the full transcripts too (reads every session).")
-    def agent_sessions(self, line: str) -> None:
+    def agent_sessions(self, args: Any) -> None:
         """List the sessions of the memory directory (a panel in Jupyter, a table in a terminal),
         or find sessions with --search TEXT [--deep]."""
-        args = parse_argstring(self.agent_sessions, line)
         query = " ".join(args.search or [])
         if args.deep and not query:
             raise UsageError("--deep searches the transcripts for --search TEXT: add --search TEXT")
@@ -254,65 +383,52 @@ class AgentMagics(Magics):
             on_delete=lambda sid: format_change(c.delete(sid)), page_size=page_size,
             show_archived=show_archived, query=query, deep=deep)
 
-    @line_magic
-    @no_var_expand
-    @error_boundary
-    @magic_arguments()
+    @agent_magic(typed=True)
     @argument("text", nargs="*", help="New summary (as typed); without it, show the summary.")
     def agent_summary(self, line: str) -> None:
         """Show the active session's summary, or replace it with TEXT."""
         text = line.strip()
         if text:
-            self.controller.set_summary(text)
+            self.controller.update(summary=text)
             _print("Summary saved.")
         else:
             _print(self.controller.record().summary or "(no summary yet)")
 
-    @line_magic
-    @no_var_expand
-    @error_boundary
-    @magic_arguments()
+    @agent_magic(typed=True)
     @argument("text", nargs="+", help="The new title (one pair of surrounding quotes is removed).")
     def agent_title(self, line: str) -> None:
         """Set the active session's title."""
-        text = strip_quotes(line)
+        text = line.strip()
+        if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":  # one pair of quotes
+            text = text[1:-1].strip()
         if not text:
             raise AgentUsageError("usage: %agent_title TEXT")
-        self.controller.set_title(text)
+        self.controller.update(title=text)
         _print(f"Title set: {text}")
 
-    @line_magic
-    @error_boundary
-    @magic_arguments()
+    @agent_magic()
     @argument("session_id", nargs="?", metavar="ID", help="Default: the active session.")
     @argument("--undo", action="store_true", help="Unarchive instead.")
-    def agent_archive(self, line: str) -> None:
+    def agent_archive(self, args: Any) -> None:
         """Archive a session (hidden from listings unless --all), or unarchive it with --undo."""
-        args = parse_argstring(self.agent_archive, line)
         _print(format_change(self.controller.archive(args.session_id, undo=args.undo)))
 
-    @line_magic
-    @error_boundary
-    @magic_arguments()
+    @agent_magic()
     @argument("session_id", metavar="ID", help="One of your sessions.")
     @argument("roles", nargs="+", metavar="ROLE", help="Database roles (users or groups).")
     @argument("--undo", action="store_true", help="Stop sharing it with these roles.")
-    def agent_share(self, line: str) -> None:
+    def agent_share(self, args: Any) -> None:
         """Share a session of the team store read-only with database roles: their members
         may read and fork it, never change it (--undo stops sharing)."""
-        args = parse_argstring(self.agent_share, line)
         now = self.controller.share(args.session_id, args.roles, undo=args.undo)
         _print(f"Session {args.session_id} is shared with "
                f"{', '.join(map(repr, now)) if now else 'nobody'}.")
 
-    @line_magic
-    @error_boundary
-    @magic_arguments()
+    @agent_magic()
     @argument("session_id", metavar="ID", help="The session to delete.")
     @argument("--yes", action="store_true", help="Do not ask for confirmation.")
-    def agent_delete(self, line: str) -> None:
+    def agent_delete(self, args: Any) -> None:
         """Delete a session's file for good (asks for confirmation unless --yes)."""
-        args = parse_argstring(self.agent_delete, line)
         sid = args.session_id
         if not args.yes:
             record = self.controller.record(sid)
@@ -324,22 +440,17 @@ class AgentMagics(Magics):
         _print(format_change(self.controller.delete(sid)))
 
     # ---- sessions as artefacts
-    @line_magic
-    @error_boundary
-    @magic_arguments()
+    @agent_magic()
     @argument("session_id", nargs="?", metavar="ID", help="Default: the active session.")
     @argument("--title", help="Title of the fork (default: the parent's, marked as a fork).")
     @argument("--at", type=int, metavar="N",
               help="Keep the first N user turns only (default: the whole session).")
-    def agent_fork(self, line: str) -> None:
+    def agent_fork(self, args: Any) -> None:
         """Start a new session as a copy of a session, optionally cut after its Nth turn, and
         make it the active one (the parent is unchanged; it may be active in another kernel)."""
-        args = parse_argstring(self.agent_fork, line)
         _print(format_forked(self.controller.fork(args.session_id, at=args.at, title=args.title)))
 
-    @line_magic
-    @error_boundary
-    @magic_arguments()
+    @agent_magic()
     @argument("session_id", nargs="?", metavar="ID", help="Default: the active session.")
     @argument("--format", dest="fmt", choices=["ipynb", "md", "json"],
               help="ipynb: a notebook replaying the analysis; md: a readable transcript; "
@@ -347,24 +458,20 @@ class AgentMagics(Magics):
     @argument("-o", "--output", metavar="PATH",
               help="File or folder to write (default: session-<ID>.<format> here).")
     @argument("--force", action="store_true", help="Replace an existing file.")
-    def agent_export(self, line: str) -> None:
+    def agent_export(self, args: Any) -> None:
         """Export a session to a notebook, a Markdown transcript or a JSON record (secrets
         are redacted; an existing file is replaced only with --force)."""
-        args = parse_argstring(self.agent_export, line)
         _print(format_exported(self.controller.export(
             args.session_id, fmt=args.fmt, output=args.output, force=args.force)))
 
     # ---- the active session
-    @line_magic
-    @error_boundary
-    @magic_arguments()
-    def agent_compact(self, line: str) -> None:
+    @agent_magic()
+    def agent_compact(self, _args: Any) -> None:
         """Summarise the older turns of the active session's working context now."""
-        parse_argstring(self.agent_compact, line)
         notices: list[str] = []
         try:
             done = self.controller.compact(
-                on_event=lambda event: collect_notice(event, notices))
+                on_event=lambda e: notices.append(e.text) if e.kind == "notice" else None)
         except LimitExceededError as err:
             raise AgentUsageError(
                 f"not compacted: {err.reached}, and compaction is a model call; raise the limit "
@@ -379,23 +486,17 @@ class AgentMagics(Magics):
         else:
             _print("Nothing to compact.")
 
-    @line_magic
-    @error_boundary
-    @magic_arguments()
-    def agent_usage(self, line: str) -> None:
+    @agent_magic()
+    def agent_usage(self, _args: Any) -> None:
         """Show the active session's tokens, cost, tool calls and what the limits leave."""
-        parse_argstring(self.agent_usage, line)
         _print(format_usage(self.controller.usage()))
 
-    @line_magic
-    @error_boundary
-    @magic_arguments()
+    @agent_magic()
     @argument("--full", action="store_true",
               help="The full transcript with compaction markers, not the working context.")
-    def agent_history(self, line: str) -> None:
+    def agent_history(self, args: Any) -> None:
         """Show the active session's working context (or with --full its whole transcript);
         in Jupyter with the figures its code made, where they were made."""
-        args = parse_argstring(self.agent_history, line)
         record = self.controller.record()
         cells = frozenset(record.state.handed_out)
         if not self._jupyter:
@@ -409,15 +510,12 @@ class AgentMagics(Magics):
             return
         show_blocks(split_at_figures(blocks), partial(self.controller.read_figure, record.id))
 
-    @line_magic
-    @error_boundary
-    @magic_arguments()
+    @agent_magic()
     @argument("n", nargs="?", type=int, metavar="N",
               help="The session's Nth run_python call (1 is the first); default: the last.")
-    def agent_cell(self, line: str) -> None:
+    def agent_cell(self, args: Any) -> None:
         """Put the code of the agent's last run_python call (or call N) into a new cell
         below, tagged with the session and turn; in a terminal, print it to copy."""
-        args = parse_argstring(self.agent_cell, line)
         cell = self.controller.agent_cell(args.n)
         if self._jupyter:  # the front end makes the new cell (JupyterLab, Notebook, VS Code)
             assert self.shell is not None
@@ -429,51 +527,9 @@ class AgentMagics(Magics):
             _print(f"(call {cell.call} of session {cell.session_id}: copy it into a cell "
                    "to keep it)")
 
-    @line_magic
-    @error_boundary
-    @magic_arguments()
-    def agent_todo(self, line: str) -> None:
+    @agent_magic()
+    def agent_todo(self, _args: Any) -> None:
         """Show the active session's todo list."""
-        parse_argstring(self.agent_todo, line)
         _print(format_todos(self.controller.todos()))
 
 
-def _forget(ipython: Any, magics: Magics) -> None:
-    manager = ipython.magics_manager
-    for table in manager.magics.values():
-        for name, func in list(table.items()):
-            if getattr(func, "__self__", None) is magics:
-                del table[name]
-    if dict.get(manager.registry, type(magics).__name__) is magics:
-        del manager.registry[type(magics).__name__]
-    ipython.configurables[:] = [c for c in ipython.configurables if c is not magics]
-    remove_transformer(ipython)
-    remove_error_display(ipython)
-
-
-def load_ipython_extension(ipython: Any) -> None:
-    """Register :class:`AgentMagics` and the input transformer on ``ipython``; a bad
-    setting in the shell's config raises ``UsageError`` and registers nothing."""
-    before = list(ipython.configurables)
-    try:
-        magics = AgentMagics(shell=ipython)
-    except TraitError as err:
-        ipython.configurables[:] = before
-        message = flatten_lines(str(err))
-        raise UsageError(f"jupyter_agent not loaded, bad setting: {message}") from err
-    ipython.register_magics(magics)
-    install_transformer(ipython)
-    install_error_display(ipython)
-
-
-def unload_ipython_extension(ipython: Any) -> None:
-    """Release the active session (saying how to take it back) and unregister all."""
-    magics = dict.get(ipython.magics_manager.registry, AgentMagics.__name__)
-    if magics is None:
-        return
-    active = magics.controller.active_session_id
-    magics.controller.close()
-    _forget(ipython, magics)
-    if active is not None:
-        print(f"Session {active} is no longer active (the extension was unloaded): "
-              f"%agent_resume {active} takes it back.")

@@ -1,12 +1,5 @@
-"""Where sessions live: the project root and the memory directory.
-
-The memory directory is the ``AgentMagics.memory_dir`` setting if not empty, else
-``$JUPYTER_AGENT_MEMORY_DIR`` if not empty, else ``<project root>/.jupyter_agent``. The
-project root is the nearest of the working directory and its ancestors holding
-``.jupyter_agent``, ``.git`` or ``pyproject.toml``, else the working directory. A
-``.jupyter_agent`` planted by someone else is never adopted: it counts only if it is a
-real directory and both it and its parent belong to the current user. Functions read the
-environment and working directory only when not given them; nothing is created on disk.
+"""Under which name a team store files a user's sessions of a project: who is working
+and which repository the project is (read from ``.git`` files, never by running git).
 """
 
 from __future__ import annotations
@@ -20,66 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-MEMORY_DIR_ENV = "JUPYTER_AGENT_MEMORY_DIR"
-MEMORY_DIR_NAME = ".jupyter_agent"
-PROJECT_MARKERS = (MEMORY_DIR_NAME, ".git", "pyproject.toml")
-
-
-def _absolute(path: str | os.PathLike[str], base: Path) -> Path:
-    p = Path(path).expanduser()
-    return p if p.is_absolute() else base / p
-
-
-def _adoptable(candidate: Path, uid: int) -> bool | None:
-    # None: no marker; False: a .jupyter_agent that is not the user's own
-    try:
-        memory = os.lstat(candidate / MEMORY_DIR_NAME)
-    except OSError:
-        memory = None
-    if memory is not None:
-        try:
-            owner = os.stat(candidate).st_uid
-        except OSError:
-            return False
-        return stat.S_ISDIR(memory.st_mode) and memory.st_uid == uid and owner == uid
-    if any((candidate / marker).exists() for marker in PROJECT_MARKERS[1:]):
-        return True
-    return None
-
-
-def find_project_root(start: str | os.PathLike[str] | None = None, *,
-                      uid: int | None = None) -> Path:
-    """The project root of ``start`` (default: the working directory), absolute with
-    symbolic links resolved; ``uid`` (default: this user) owns adoptable memory dirs."""
-    me = os.geteuid() if uid is None else uid
-    here = Path(os.getcwd() if start is None else start).expanduser().resolve()
-    for candidate in (here, *here.parents):
-        if _adoptable(candidate, me):
-            return candidate
-    return here
-
-
-def resolve_memory_dir(
-    setting: str | os.PathLike[str] | None = None,
-    *,
-    environ: Mapping[str, str] | None = None,
-    cwd: str | os.PathLike[str] | None = None,
-    project_root: str | os.PathLike[str] | None = None,
-) -> Path:
-    """The memory directory, absolute (relative paths taken from ``cwd``); it may not
-    exist yet. ``setting`` ``None`` or ``""`` means unset."""
-    env = os.environ if environ is None else environ
-    base = Path(os.getcwd() if cwd is None else cwd).expanduser().resolve()
-    if setting is not None and os.fspath(setting) != "":
-        return _absolute(setting, base)
-    from_env = env.get(MEMORY_DIR_ENV, "")
-    if from_env:
-        return _absolute(from_env, base)
-    root = find_project_root(base) if project_root is None else Path(project_root)
-    return root / MEMORY_DIR_NAME
-
-
-# ---- project key
+STORE_URL_ENV = "JUPYTER_AGENT_STORE_URL"
 _GIT_CONFIG_MAX_BYTES = 1 << 20
 _REMOTE_SECTION = re.compile(r'^\s*\[\s*remote\s+"((?:[^"\\]|\\.)*)"\s*\]\s*(?:[#;].*)?$')
 _SECTION = re.compile(r"^\s*\[")

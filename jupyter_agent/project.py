@@ -1,7 +1,14 @@
 """Where a kernel's sessions live: its project root, memory directory and store, and the
-one place that opens a store from a URL or a memory directory (also for the CLI).
+one place that opens a store from a URL or a memory directory (also for the CLI); what
+the kernel is (Jupyter or a terminal, whether a person watches the running cell).
 
-A kernel's project root is found once, from its starting directory, so a later
+The memory directory is the ``AgentMagics.memory_dir`` setting if not empty, else
+``$JUPYTER_AGENT_MEMORY_DIR`` if not empty, else ``<project root>/.jupyter_agent``. The
+project root is the nearest of the working directory and its ancestors holding
+``.jupyter_agent``, ``.git`` or ``pyproject.toml``, else the working directory. A
+``.jupyter_agent`` planted by someone else is never adopted: it counts only if it is a
+real directory and both it and its parent belong to the current user. Nothing is created
+on disk. A kernel's project root is found once, from its starting directory, so a later
 ``os.chdir`` does not move the sessions; the memory directory and the store follow the
 current settings, one store per (URL, memory directory), kept for the kernel's life.
 """
@@ -9,13 +16,13 @@ current settings, one store per (URL, memory directory), kept for the kernel's l
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jupyter_agent.errors import JupyterAgentError, describe_holder
-from jupyter_agent.kernel import kernel_label
-from jupyter_agent.paths import find_project_root, project_key, resolve_memory_dir
+from jupyter_agent.paths import STORE_URL_ENV, project_key
 from jupyter_agent.store import FileStore, Store
 
 if TYPE_CHECKING:
@@ -23,30 +30,73 @@ if TYPE_CHECKING:
 
 _ARCHIVED_COUNTED = 100  # archived sessions counted in the message of newest_session
 _PAGE = 8
+MEMORY_DIR_ENV = "JUPYTER_AGENT_MEMORY_DIR"
+MEMORY_DIR_NAME = ".jupyter_agent"
+PROJECT_MARKERS = (MEMORY_DIR_NAME, ".git", "pyproject.toml")
+
+
+def _absolute(path: str | os.PathLike[str], base: Path) -> Path:
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else base / p
+
+
+def _adoptable(candidate: Path, uid: int) -> bool | None:
+    # None: no marker; False: a .jupyter_agent that is not the user's own
+    try:
+        memory = os.lstat(candidate / MEMORY_DIR_NAME)
+    except OSError:
+        memory = None
+    if memory is not None:
+        try:
+            owner = os.stat(candidate).st_uid
+        except OSError:
+            return False
+        return stat.S_ISDIR(memory.st_mode) and memory.st_uid == uid and owner == uid
+    if any((candidate / marker).exists() for marker in PROJECT_MARKERS[1:]):
+        return True
+    return None
+
+
+def find_project_root(start: str | os.PathLike[str] | None = None, *,
+                      uid: int | None = None) -> Path:
+    """The project root of ``start`` (default: the working directory), absolute with
+    symbolic links resolved; ``uid`` (default: this user) owns adoptable memory dirs."""
+    me = os.geteuid() if uid is None else uid
+    here = Path(os.getcwd() if start is None else start).expanduser().resolve()
+    for candidate in (here, *here.parents):
+        if _adoptable(candidate, me):
+            return candidate
+    return here
+
+
+def resolve_memory_dir(
+    setting: str | os.PathLike[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    project_root: str | os.PathLike[str] | None = None,
+) -> Path:
+    """The memory directory, absolute (relative paths taken from ``cwd``); it may not
+    exist yet. ``setting`` ``None`` or ``""`` means unset."""
+    env = os.environ if environ is None else environ
+    base = Path(os.getcwd() if cwd is None else cwd).expanduser().resolve()
+    if setting is not None and os.fspath(setting) != "":
+        return _absolute(setting, base)
+    from_env = env.get(MEMORY_DIR_ENV, "")
+    if from_env:
+        return _absolute(from_env, base)
+    root = find_project_root(base) if project_root is None else Path(project_root)
+    return root / MEMORY_DIR_NAME
 
 
 def open_store(memory_dir: str | os.PathLike[str] | None = None, url: str | None = None, *,
                holder_label: str = "", project_root: str | os.PathLike[str] | None = None,
                environ: Mapping[str, str] | None = None) -> Store:
-    """The session store of a memory directory.
-
-    Parameters
-    ----------
-    memory_dir : path-like, optional
-        Default: ``$JUPYTER_AGENT_MEMORY_DIR``, else ``<project root>/.jupyter_agent``.
-    url : str, optional
-        A ``postgresql://`` team store, else ``$JUPYTER_AGENT_STORE_URL``; without one, the
-        JSON files of ``memory_dir`` (nothing is created before the first write). A team
-        store files the sessions under ``project_root`` (default: the project root of the
-        current directory) and keeps the notes in ``memory_dir``; close it when done.
-    holder_label : str
-        Written with each lease, so that others see who holds a session.
-
-    Raises
-    ------
-    JupyterAgentError
-        The URL is not a PostgreSQL URL.
-    """
+    """The session store of ``memory_dir`` (default: ``$JUPYTER_AGENT_MEMORY_DIR``, else
+    ``<project root>/.jupyter_agent``): the team store of ``url`` (default:
+    ``$JUPYTER_AGENT_STORE_URL``; ``JupyterAgentError`` if not PostgreSQL), filing the
+    sessions under ``project_root`` (close it when done), else the JSON files (nothing is
+    created before the first write). ``holder_label`` is written with each lease."""
     root = Path(memory_dir).expanduser() if memory_dir else resolve_memory_dir(environ=environ)
     url = _store_url(url, environ)
     if not url:
@@ -58,6 +108,8 @@ def open_store(memory_dir: str | os.PathLike[str] | None = None, url: str | None
 
 
 def _store_url(url: str | None, environ: Mapping[str, str] | None) -> str:
+    if not url and not (os.environ if environ is None else environ).get(STORE_URL_ENV, "").strip():
+        return ""
     # imported here: the team store's package costs ~16 ms at %load_ext (measured)
     from jupyter_agent.store.postgres.url import check_store_url, resolve_store_url
 
@@ -65,6 +117,38 @@ def _store_url(url: str | None, environ: Mapping[str, str] | None) -> str:
         return check_store_url(resolve_store_url(url, environ=environ))
     except ValueError as err:
         raise JupyterAgentError(str(err)) from None
+
+
+def is_jupyter(shell: Any) -> bool:
+    """True for a Jupyter kernel's shell (rich output), False for terminal/plain IPython."""
+    return shell is not None and (type(shell).__name__ == "ZMQInteractiveShell"
+                                  or bool(getattr(shell, "has_trait", lambda _: False)("kernel")))
+
+
+def can_update_live(shell: Any) -> bool:
+    """True where a front end answers the running cell's input requests (JupyterLab,
+    Notebook, VS Code); headless runners (nbclient, papermill) get only final outputs."""
+    return bool(getattr(getattr(shell, "kernel", None), "_allow_stdin", False))
+
+
+def kernel_label(shell: Any = None, environ: Mapping[str, str] | None = None,
+                 project_root: Path | None = None) -> str:
+    """For people who find its session in use: the notebook's path (relative to
+    ``project_root`` when under it), else what kind of kernel; never anything secret."""
+    env = os.environ if environ is None else environ
+    ns = getattr(shell, "user_ns", None) or {}
+    name = str(ns.get("__session__") or env.get("JPY_SESSION_NAME") or "")
+    if name:
+        path = Path(name)
+        if project_root is not None and path.is_absolute():
+            try:
+                return str(path.relative_to(project_root))
+            except ValueError:
+                return str(path)
+        return name
+    if is_jupyter(shell):
+        return "a Jupyter kernel"
+    return "IPython (terminal)" if shell is not None else "Python"
 
 
 class Project:
@@ -103,22 +187,13 @@ class Project:
     def close(self) -> None:
         """Close every store made so far; they are opened again when next asked for."""
         for store in self._stores.values():
-            close = getattr(store, "close", None)
-            if close is not None:
-                close()
+            getattr(store, "close", lambda: None)()
         self._stores.clear()
 
 
 def newest_session(store: Store) -> str:
     """The most recently changed session that loads, is not archived and no one else
-    holds; read a few listing entries at a time.
-
-    Raises
-    ------
-    JupyterAgentError
-        There is none; the message says whether sessions in use elsewhere or archived
-        ones exist.
-    """
+    holds; ``JupyterAgentError`` saying whether others are in use or archived."""
     page = store.list_sessions(limit=_PAGE)
     busy: list[Any] = []
     while page:

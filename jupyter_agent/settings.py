@@ -6,19 +6,33 @@ The ``AgentMagics`` traits (:func:`trait_namespace`), the options of ``%agent_ne
 ``%agent_resume``, the agent's config, its limits (:data:`LIMITS`) and the fields of
 every model request are generated from them. The API key is never a setting, only the
 name of the variable holding it.
+
+The client factory (:func:`build_client`, :func:`build_model`) lives here too: the
+endpoint is always what this kernel's user configured, never a value read from a session
+or team-store row; the key is read from ``api_key_env`` when a client is built and handed
+to it only; a loopback endpoint never gets the default ``OPENAI_API_KEY``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib
+import ipaddress
 import math
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal, get_type_hints
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlsplit
 
 from traitlets import Bool, Float, Int, TraitError, Unicode, validate
 
+from jupyter_agent.errors import ModelNotConfiguredError
+
 if TYPE_CHECKING:
+    import openai
+
+    from jupyter_agent.agent.adapters import Model
     from jupyter_agent.agent.config import AgentConfig, Limits
 
 APPROVALS = ("auto", "ask", "deny")
@@ -57,13 +71,8 @@ def check_base_url(label: str, value: str, hint: str = "") -> str:
 
 def check_limit(label: str, value: float, *, minimum: float = 0, maximum: float | None = None,
                 hint: str = "") -> float:
-    """Return ``value`` if it is a finite number in ``[minimum, maximum]``.
-
-    Raises
-    ------
-    ValueError
-        Whose message starts with ``label`` and ends with ``hint`` (what None means).
-    """
+    """``value`` if it is a finite number in ``[minimum, maximum]``, else ``ValueError``
+    starting with ``label`` and ending with ``hint`` (what None means)."""
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"{label} must be a finite number{hint} (got {value!r})")
     if value < minimum:
@@ -141,30 +150,25 @@ def _setting(default: Any, help: str, use: Use, **row: Any) -> Any:
     return field(default=default, metadata={"option": Option(help, use, **row)})
 
 
-def _flag(flag: str, help: str | None = None, metavar: str | None = None) -> Any:
-    return field(default=None, metadata={"flag": (flag, help, metavar)})
-
-
 @dataclass(frozen=True)
 class Settings:
-    """A snapshot of every setting (``AgentMagics``' traits), validated on construction.
-
-    Raises
-    ------
-    TypeError
-        For a name that is not a setting.
-    ValueError
-        For a bad value (the message ``%config`` gives).
-    """
+    """A snapshot of every setting (``AgentMagics``' traits), validated on construction
+    (``ValueError`` with the message ``%config`` gives)."""
 
     model: str = _setting(DEFAULT_MODEL, "Model name sent to the endpoint.", "endpoint",
-                          check=check_model, saved=True)
+                          check=check_model, saved=True, flag="--model",
+                          flag_help="Model name for this session (default: AgentMagics.model).")
     base_url: str = _setting(
         "", "OpenAI-compatible endpoint (e.g. http://localhost:11434/v1 for Ollama); empty: "
-        "$OPENAI_BASE_URL, else the OpenAI API.", "endpoint", check=check_base_url)
+        "$OPENAI_BASE_URL, else the OpenAI API.", "endpoint", check=check_base_url,
+        flag="--base-url", metavar="URL", flag_help="OpenAI-compatible endpoint, e.g. a local "
+        "server http://localhost:11434/v1 (default: AgentMagics.base_url, else "
+        "$OPENAI_BASE_URL, else the OpenAI API).")
     api: str = _setting("chat", "The model API: chat (Chat Completions) or responses (the "
                         "Responses API, for reasoning models).", "endpoint",
-                        choices=tuple(MODEL_APIS), saved=True)
+                        choices=tuple(MODEL_APIS), saved=True, flag="--api",
+                        flag_help="The model API for this session (default: AgentMagics.api; "
+                        "%%agent_resume: what the session last used).")
     api_key_env: str = _setting(
         DEFAULT_API_KEY_ENV, "Name of the environment variable holding the API key (the key "
         "itself is never a setting).", "endpoint", check=check_api_key_env)
@@ -180,25 +184,33 @@ class Settings:
         check=check_store_url)
     max_cost_usd: float | None = _setting(
         None, "Per-session spend limit in USD; None: no limit.", "limit", check=_at_least(0),
-        none="no limit")
+        none="no limit", flag="--max-cost", metavar="USD",
+        flag_help="Stop when the session has cost this much, in USD.")
     max_tool_calls: int | None = _setting(
         None, "Per-session tool-call limit; None: no limit.", "limit", check=_at_least(0),
-        none="no limit")
+        none="no limit", flag="--max-tool-calls", metavar="N",
+        flag_help="Stop when the session has made N tool calls.")
     max_iterations: int | None = _setting(
         None, "Model calls per prompt; None: no limit.", "limit", check=_at_least(1),
-        none="no limit")
+        none="no limit", flag="--max-iterations", metavar="N",
+        flag_help="At most N model calls per prompt.")
     approve: str = _setting("ask", "Running code: auto, ask or deny.", "agent",
-                            choices=APPROVALS)
+                            choices=APPROVALS, flag="--approve", flag_help="Running code: "
+                            "auto (run), ask (confirm each), deny (never).")
     context_window: int | None = _setting(
         None, "The model's context window in tokens (compaction starts at 80%); None: what "
         "the endpoint reports (llama.cpp, vLLM, Ollama, LM Studio), else the model's known "
         "window, else 8192 for a server other than the OpenAI API.", "agent",
-        check=_at_least(1), none="what the endpoint reports")
+        check=_at_least(1), none="what the endpoint reports", flag="--context-window",
+        metavar="N", flag_help="The model's context window in tokens for this session "
+        "(default: AgentMagics.context_window, else what the endpoint reports).")
     stream: bool = _setting(True, "Stream replies as they are generated.", "agent")
     vision: str = _setting(
         "auto", "Send the figures the agent's code makes to the model as images: auto (send "
         "them; where the endpoint refuses images, go on without them for the session), on, "
-        "or off.", "agent", choices=VISION_MODES, saved=True)
+        "or off.", "agent", choices=VISION_MODES, saved=True, flag="--vision",
+        flag_help="Figures as images for the model: auto, on or off (default: "
+        "AgentMagics.vision; %%agent_resume: what the session last used).")
     max_images: int = _setting(3, "Images sent with one model request at most (the newest "
                                "figures of the working context); 0: none.", "agent",
                                check=_at_least(0))
@@ -215,7 +227,7 @@ class Settings:
     temperature: float | None = _setting(
         None, "Sampling temperature sent with every request, 0-2 (lower: more focused and "
         "repeatable); None: the model's default.", "request", check=_at_least(0, 2),
-        none="the model's default")
+        none="the model's default", flag="--temperature", metavar="T")
 
     def __post_init__(self) -> None:
         for row in OPTIONS:
@@ -231,10 +243,6 @@ class Settings:
     def of(self, use: Use) -> dict[str, Any]:
         """The values of the settings ``use`` reads, by name."""
         return {o.name: getattr(self, o.name) for o in OPTIONS if o.use == use}
-
-    def model_key(self) -> tuple[Any, ...]:
-        """What the model client is built from (a change means a new client)."""
-        return (*self.of("endpoint").items(), *self.of("request").items())
 
     def limits(self) -> Limits:
         # imported here: the agent package loads the openai client
@@ -255,39 +263,20 @@ class Settings:
 
 @dataclass(frozen=True)
 class SessionOptions:
-    """The options of ``%agent_new`` / ``%agent_resume`` for one session; ``None``: not
-    given. Each overrides the setting of its name for the session it starts.
-
-    Raises
-    ------
-    ValueError
-        For a bad value; the message names the flag (``--max-cost must be ...``).
-    """
+    """The options of ``%agent_new`` / ``%agent_resume`` (``None``: not given), each
+    overriding the setting of its name for one session; ``ValueError`` naming the flag."""
 
     title: str | None = None
-    model: str | None = _flag("--model", "Model name for this session (default: "
-                              "AgentMagics.model).")
-    base_url: str | None = _flag(
-        "--base-url", "OpenAI-compatible endpoint, e.g. a local server "
-        "http://localhost:11434/v1 (default: AgentMagics.base_url, else $OPENAI_BASE_URL, else "
-        "the OpenAI API).", "URL")
-    api: str | None = _flag("--api", "The model API for this session (default: "
-                            "AgentMagics.api; %%agent_resume: what the session last used).")
-    max_cost_usd: float | None = _flag("--max-cost", "Stop when the session has cost this "
-                                       "much, in USD.", "USD")
-    max_tool_calls: int | None = _flag("--max-tool-calls", "Stop when the session has made N "
-                                       "tool calls.", "N")
-    max_iterations: int | None = _flag("--max-iterations", "At most N model calls per prompt.",
-                                       "N")
-    approve: str | None = _flag("--approve", "Running code: auto (run), ask (confirm each), "
-                                "deny (never).")
-    context_window: int | None = _flag(
-        "--context-window", "The model's context window in tokens for this session (default: "
-        "AgentMagics.context_window, else what the endpoint reports).", "N")
-    vision: str | None = _flag("--vision", "Figures as images for the model: auto, on or off "
-                               "(default: AgentMagics.vision; %%agent_resume: what the session "
-                               "last used).")
-    temperature: float | None = _flag("--temperature", metavar="T")
+    model: str | None = None
+    base_url: str | None = None
+    api: str | None = None
+    max_cost_usd: float | None = None
+    max_tool_calls: int | None = None
+    max_iterations: int | None = None
+    approve: str | None = None
+    context_window: int | None = None
+    vision: str | None = None
+    temperature: float | None = None
 
     def __post_init__(self) -> None:
         for name in self.given() - {"title"}:
@@ -304,14 +293,11 @@ class SessionOptions:
 
 def _table() -> tuple[Option, ...]:
     types = get_type_hints(Settings)
-    flags = {f.name: f.metadata["flag"] for f in fields(SessionOptions) if f.metadata}
     rows = []
     for f in fields(Settings):
-        flag, flag_help, metavar = flags.get(f.name, (None, None, None))
         base = next(t for t in (bool, int, float, str) if t == types[f.name]
                     or t in getattr(types[f.name], "__args__", ()))
-        rows.append(replace(f.metadata["option"], name=f.name, type=base, default=f.default,
-                            flag=flag, flag_help=flag_help, metavar=metavar))
+        rows.append(replace(f.metadata["option"], name=f.name, type=base, default=f.default))
     return tuple(rows)
 
 
@@ -344,3 +330,176 @@ def trait_namespace(owner: str) -> dict[str, Any]:
 
     namespace["_validate_setting"] = validate(*(row.name for row in OPTIONS))(_validate_setting)
     return namespace
+
+
+# ---- the client factory
+#: Sent as the key to a ``base_url`` server when the key variable is unset (local servers
+#: ignore it; the ``openai`` client insists on one).
+PLACEHOLDER_API_KEY = "not-needed"
+BASE_URL_ENV = "OPENAI_BASE_URL"
+#: The OpenAI API's own URL; as a ``base_url`` it means "no base_url".
+OPENAI_URL = "https://api.openai.com/v1"
+
+
+def saved_base_url(url: str) -> str:
+    """A saved endpoint as a ``base_url``: ``""`` for the OpenAI API's own URL."""
+    return "" if url.rstrip("/") == OPENAI_URL else url
+
+
+def configured_base_url(settings: Settings, environ: Mapping[str, str] | None = None) -> str:
+    """The endpoint this kernel's user configured; ``""`` for the OpenAI API."""
+    env = os.environ if environ is None else environ
+    return saved_base_url(settings.base_url or env.get(BASE_URL_ENV, ""))
+
+
+def describe_endpoint(url: str) -> str:
+    """An endpoint for a message, whatever a record holds: without credentials (``***@``),
+    query or fragment (``?***``), unprintable characters escaped, at most 120 characters."""
+    if not saved_base_url(url):
+        return "the OpenAI API"
+    try:
+        parts = urlsplit(url)
+        host = parts.netloc.rpartition("@")
+        netloc = f"***@{host[2]}" if host[1] else parts.netloc
+        shown = f"{parts.scheme}://{netloc}{parts.path}" if parts.scheme else url
+        if parts.query or parts.fragment:
+            shown += "?***"
+    except ValueError:
+        shown = "<unparsable URL>"
+    return _printable(shown, 120)
+
+
+def _printable(text: str, limit: int) -> str:
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[: limit + 1])
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def is_loopback(url: str) -> bool:
+    """True if ``url``'s host is ``localhost``, in ``127.0.0.0/8`` or ``::1``."""
+    host = (urlparse(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def endpoint(settings: Settings, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """The ``(base_url, api_key)`` a client for ``settings`` uses, ``""`` where none;
+    ``environ`` (default :data:`os.environ`) is read at call time."""
+    env = os.environ if environ is None else environ
+    url = configured_base_url(settings, env)
+    if url and is_loopback(url) and settings.api_key_env == DEFAULT_API_KEY_ENV:
+        return url, ""
+    return url, env.get(settings.api_key_env, "")
+
+
+def endpoint_id(settings: Settings, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """The ``base_url`` of :func:`endpoint` and a hash of its key (the key is never kept)."""
+    url, key = endpoint(settings, environ)
+    return url, hashlib.sha256(key.encode()).hexdigest()
+
+
+def model_key(settings: Settings, environ: Mapping[str, str] | None = None) -> tuple[Any, ...]:
+    """What a model is built from: a change means a new model."""
+    return (*settings.of("endpoint").items(), *settings.of("request").items(),
+            *endpoint_id(settings, environ))
+
+
+def not_configured_message(settings: Settings, *, session_id: str | None = None,
+                           last_model: str = "", last_url: str = "") -> str:
+    """What :class:`ModelNotConfiguredError` says; with ``session_id``, naming the model and
+    endpoint the session last used (``last_url`` ``""``: the OpenAI API)."""
+    var = settings.api_key_env
+    local = ("point --base-url / %config AgentMagics.base_url at a local OpenAI-compatible "
+             "server (Ollama, vLLM, LM Studio), e.g. http://localhost:11434/v1")
+    if session_id is None:
+        return (f"no model configured: {var} is not set; set it in the environment Jupyter "
+                f"starts from to use {settings.model} on the OpenAI API (pick the model with "
+                f"--model or %config AgentMagics.model), or {local}")
+    if not last_model:
+        return f"no model configured for session {session_id}: {var} is not set; set it, or {local}"
+    where = f"at {describe_endpoint(last_url)}" if last_url else "on the OpenAI API"
+    model = _printable(last_model, 80)
+    return (f"no model configured for session {session_id} (it last used model {model} "
+            f"{where}): {var} is not set; set it, or pass --base-url URL --model "
+            f"{model} for another OpenAI-compatible endpoint")
+
+
+def build_client(settings: Settings, environ: Mapping[str, str] | None = None, *,
+                 max_retries: int = 2, timeout: float = 600.0) -> openai.OpenAI:
+    """The ``openai.OpenAI`` client for ``settings`` (the only place one is built);
+    ``max_retries`` on 429, 5xx and connection errors, ``timeout`` in seconds.
+
+    Raises
+    ------
+    ModelNotConfiguredError
+        Neither a key nor a ``base_url`` is configured.
+    """
+    import openai  # ~0.5 s: only when a model is built
+
+    url, key = endpoint(settings, environ)
+    if not key and not url:
+        raise ModelNotConfiguredError(not_configured_message(settings))
+    return openai.OpenAI(api_key=key or PLACEHOLDER_API_KEY, base_url=url or OPENAI_URL,
+                         max_retries=max_retries, timeout=timeout)
+
+
+def build_model(settings: Settings, environ: Mapping[str, str] | None = None, *,
+                client: openai.OpenAI | None = None) -> Model:
+    """The model ``settings`` describe: ``api`` picks the class, the ``"request"``
+    settings go with every request; ``client`` (default: a new :func:`build_client`) must
+    be for the same :func:`endpoint_id`.
+
+    Raises
+    ------
+    ModelNotConfiguredError
+        Neither a key nor a ``base_url`` is configured.
+    """
+    client = client or build_client(settings, environ)
+    module, _, name = MODEL_APIS[settings.api].partition(":")
+    cls = getattr(importlib.import_module(module), name)
+    key_env = None if client.api_key == PLACEHOLDER_API_KEY else settings.api_key_env
+    model: Model = cls(client, settings.model, params=settings.request_params(),
+                       key_env=key_env)
+    return model
+
+
+def resume_options(settings: Settings, chosen: SessionOptions, state: Any, session_id: str,
+                   environ: Mapping[str, str] | None = None) -> tuple[SessionOptions, str]:
+    """``chosen`` completed from a session's checkpoint ``state``, and a note when it last
+    used another endpoint (else ``""``); ``ModelNotConfiguredError`` when it used one and
+    this kernel configures none.
+
+    The checkpoint's values are data: its endpoint is only compared with the configured
+    one, its model kept only for that endpoint, its API only if known, its vision mode
+    only if this kernel does not turn images off.
+    """
+    saved_url = saved_base_url(state.base_url).rstrip("/")  # the client adds a "/"
+    configured = (saved_base_url(chosen.base_url) if chosen.base_url is not None
+                  else configured_base_url(settings, environ)).rstrip("/")
+    note, said = "", describe_endpoint
+    if state.base_url and saved_url != configured:
+        if not configured:
+            raise ModelNotConfiguredError(
+                f"session {session_id} last used the endpoint {said(saved_url)}, and this "
+                "kernel configures none (a session file never chooses where the API key "
+                "goes): resume it with --base-url URL naming the endpoint you trust, or "
+                "set AgentMagics.base_url or $OPENAI_BASE_URL")
+        note = (f"This session last used {said(saved_url)}; it now talks to "
+                f"{said(configured)}, the endpoint this kernel configures.")
+    model = chosen.model
+    if model is None and state.model and saved_url == configured:
+        model = state.model
+    values: dict[str, Any] = {"title": None, "model": model}
+    for row in OPTIONS:  # the other settings the checkpoint remembers: API, vision
+        saved = getattr(state, row.name, None)
+        if (not row.saved or row.name in values or getattr(chosen, row.name) is not None
+                or not saved
+                or (row.choices is not None and saved not in row.choices)):
+            continue
+        if row.name == "vision" and settings.vision == "off":
+            continue  # a record never turns on images this kernel turned off
+        values[row.name] = saved
+    return replace(chosen, **values), note

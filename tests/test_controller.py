@@ -8,11 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_agent.active import TurnResult
 from jupyter_agent.agent.config import Limits
 from jupyter_agent.agent.events import TextDelta
-from jupyter_agent.client import PLACEHOLDER_API_KEY, build_client
-from jupyter_agent.controller import AgentController
+from jupyter_agent.controller import AgentController, TurnResult
 from jupyter_agent.errors import (
     JupyterAgentError,
     LimitExceededError,
@@ -20,7 +18,7 @@ from jupyter_agent.errors import (
     ModelNotConfiguredError,
     SessionLockedError,
 )
-from jupyter_agent.settings import SessionOptions, Settings
+from jupyter_agent.settings import PLACEHOLDER_API_KEY, SessionOptions, Settings, build_client
 from jupyter_agent.store import Compaction, FileStore, Usage
 from jupyter_agent.testing import ScriptedModelServer
 from jupyter_agent.text import shorten
@@ -259,8 +257,32 @@ def test_the_plain_api_imports_nothing_of_the_front_end() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, jupyter_agent.controller, jupyter_agent.kernel; "
+    code = ("import sys, jupyter_agent.controller, jupyter_agent.project; "
             "print(sorted(m for m in sys.modules if m.startswith('jupyter_agent.ui')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]"
+
+
+def test_resuming_a_json_file_session_loads_no_team_store_module(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from jupyter_agent.controller import AgentController\n"
+        "from jupyter_agent.settings import Settings\n"
+        "from jupyter_agent.testing import ScriptedModelServer\n"
+        "with ScriptedModelServer(['hi']) as server:\n"
+        f"    s = Settings(base_url=server.base_url, memory_dir={str(tmp_path)!r})\n"
+        "    env = {'PATH': ''}\n"
+        "    first = AgentController(lambda: s, environ=env)\n"
+        "    sid = first.new_session()\n"
+        "    first.close()\n"
+        "    second = AgentController(lambda: s, environ=env)\n"
+        "    assert second.resume(sid).record.id == sid\n"
+        "    second.close()\n"
+        "print(sorted(m for m in sys.modules if m.startswith('jupyter_agent.store.postgres')))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"

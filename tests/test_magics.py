@@ -12,7 +12,7 @@ from IPython.utils.capture import capture_output
 
 from jupyter_agent.agent.config import Limits
 from jupyter_agent.errors import LimitExceededError
-from jupyter_agent.paths import find_project_root
+from jupyter_agent.project import find_project_root
 from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModelServer
 from tests.shells import ShellFactory, magics_of

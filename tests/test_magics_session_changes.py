@@ -8,7 +8,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_agent.kernel import kernel_label
+from jupyter_agent.project import kernel_label
 from jupyter_agent.testing import ScriptedModelServer
 from tests.shells import magics_of
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_agent.paths import MEMORY_DIR_ENV, find_project_root, resolve_memory_dir
+from jupyter_agent.project import MEMORY_DIR_ENV, find_project_root, resolve_memory_dir
 from jupyter_agent.testing import ScriptedModelServer
 from tests.shells import ShellFactory
 

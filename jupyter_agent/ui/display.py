@@ -21,11 +21,11 @@ from jupyter_agent.store.records import CLOCK_SKEW
 from jupyter_agent.text import one_line, shorten
 
 if TYPE_CHECKING:
-    from jupyter_agent.active import Resumed, SessionChange, TurnResult, UsageReport
     from jupyter_agent.agent.config import Limits
     from jupyter_agent.artefacts.export import Exported
     from jupyter_agent.artefacts.fork import Forked
     from jupyter_agent.artefacts.search import SearchHit
+    from jupyter_agent.controller import Resumed, SessionChange, TurnResult, UsageReport
     from jupyter_agent.store import Compaction, SessionListing, SessionRecord, TodoItem, Usage
 
 

@@ -32,7 +32,7 @@ from jupyter_agent.ui.display import (
 )
 
 if TYPE_CHECKING:
-    from jupyter_agent.active import Resumed
+    from jupyter_agent.controller import Resumed
     from jupyter_agent.store import SessionRecord
 
 #: Display width (CSS pixels) of the last figure in the resume recap.

@@ -6,7 +6,8 @@ import json
 import os
 from pathlib import Path
 
-from jupyter_agent.paths import find_project_root, project_key
+from jupyter_agent.paths import project_key
+from jupyter_agent.project import find_project_root
 from jupyter_agent.store import FileStore
 from jupyter_agent.store.postgres import PostgresStore
 from tests.cli.helpers import run_cli

@@ -8,7 +8,8 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
-from jupyter_agent.paths import find_project_root, project_key
+from jupyter_agent.paths import project_key
+from jupyter_agent.project import find_project_root
 from jupyter_agent.store.postgres import PostgresStore
 from jupyter_agent.testing import ScriptedModelServer
 from tests.postgres.server import PgCluster

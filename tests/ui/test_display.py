@@ -9,10 +9,10 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
-from jupyter_agent.active import TurnResult
 from jupyter_agent.agent.config import Limits
 from jupyter_agent.agent.events import Notice, TextDelta, ToolCallEnd, ToolCallStart
 from jupyter_agent.artefacts.steps import format_call
+from jupyter_agent.controller import TurnResult
 from jupyter_agent.store import SessionRecord, SessionState, TodoItem, Usage
 from jupyter_agent.ui.display import format_recap, limit_message, tool_result_sections
 from jupyter_agent.ui.recap import recap_markdown
@@ -367,7 +367,7 @@ def test_a_time_ahead_of_the_clock_is_never_just_now() -> None:
 
 
 def test_the_recap_names_another_endpoint_in_one_line() -> None:
-    from jupyter_agent.active import Resumed
+    from jupyter_agent.controller import Resumed
     from jupyter_agent.ui.display import format_resumed, format_resumed_line
     from jupyter_agent.ui.recap import resumed_markdown
 

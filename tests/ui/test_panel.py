@@ -527,7 +527,7 @@ def test_a_summary_of_messages_shows_one_labelled_message_a_line(store: FileStor
 
 
 def test_archived_message_names_the_title(store: FileStore) -> None:
-    from jupyter_agent.active import SessionChange
+    from jupyter_agent.controller import SessionChange
     from jupyter_agent.ui.display import format_change
 
     assert format_change(SessionChange("abc", "archived", title="Penguins")) == \

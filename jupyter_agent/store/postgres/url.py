@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlencode, urlsplit
 
 from jupyter_agent.errors import StoreUnavailableError
+from jupyter_agent.paths import STORE_URL_ENV
 
 if TYPE_CHECKING:
     import psycopg
 
 T = TypeVar("T")
 
-STORE_URL_ENV = "JUPYTER_AGENT_STORE_URL"
 _SCHEMES = ("postgresql", "postgres")
 _HIDDEN = "***"
 _SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
