@@ -116,8 +116,9 @@ def session_options(func: F) -> F:
         extra: dict[str, Any] = {"choices": list(row.choices)} if row.choices else {}
         if row.metavar:
             extra["metavar"] = row.metavar
-        arguments.append(argument(row.flag, dest=row.name, type=row.type,
-                                  help=row.flag_help or row.help, **extra))
+        help_text = (row.flag_help or row.help).replace("%", "%%")  # argparse formats help
+        arguments.append(argument(row.flag, dest=row.name, type=row.type, help=help_text,
+                                  **extra))
     for decorator in reversed(arguments):
         func = decorator(func)
     return func

@@ -168,7 +168,7 @@ class Settings:
                         "Responses API, for reasoning models).", "endpoint",
                         choices=tuple(MODEL_APIS), saved=True, flag="--api",
                         flag_help="The model API for this session (default: AgentMagics.api; "
-                        "%%agent_resume: what the session last used).")
+                        "%agent_resume: what the session last used).")
     api_key_env: str = _setting(
         DEFAULT_API_KEY_ENV, "Name of the environment variable holding the API key (the key "
         "itself is never a setting).", "endpoint", check=check_api_key_env)
@@ -210,7 +210,7 @@ class Settings:
         "them; where the endpoint refuses images, go on without them for the session), on, "
         "or off.", "agent", choices=VISION_MODES, saved=True, flag="--vision",
         flag_help="Figures as images for the model: auto, on or off (default: "
-        "AgentMagics.vision; %%agent_resume: what the session last used).")
+        "AgentMagics.vision; %agent_resume: what the session last used).")
     max_images: int = _setting(3, "Images sent with one model request at most (the newest "
                                "figures of the working context); 0: none.", "agent",
                                check=_at_least(0))
