@@ -14,30 +14,21 @@ from __future__ import annotations
 
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import openai
 
+from jupyter_agent.agent.config import TokenUsage
 from jupyter_agent.agent.endpoint import DONE, Endpoint, events, failures, model_error, parse_event
 from jupyter_agent.errors import ModelError
 
 TextCallback = Callable[[str], object]
 
 
-@dataclass(frozen=True)
-class TokenUsage:
-    """Tokens of one model call, as the endpoint reported them."""
-
-    input_tokens: int
-    output_tokens: int
-    cached_tokens: int = 0
-
-
 def usage_of(data: Any, input_key: str, output_key: str, details_key: str) -> TokenUsage | None:
-    """The :class:`TokenUsage` of a reported usage object (a dict), or None when it lacks
-    the token counts."""
+    """The :class:`TokenUsage` of a reported usage dict, or None when it lacks the counts."""
     if not isinstance(data, dict):
         return None
     tokens_in, tokens_out = data.get(input_key), data.get(output_key)
@@ -46,14 +37,6 @@ def usage_of(data: Any, input_key: str, output_key: str, details_key: str) -> To
     details = data.get(details_key)
     cached = details.get("cached_tokens") if isinstance(details, dict) else 0
     return TokenUsage(tokens_in, tokens_out, cached if isinstance(cached, int) else 0)
-
-
-def request_arguments(kwargs: dict[str, Any], bulk: dict[str, Any], *,
-                      fast: bool) -> dict[str, Any]:
-    """The keyword arguments of one ``openai`` request."""
-    if not fast:
-        return {**kwargs, **bulk}
-    return {**kwargs, **{key: [] for key in bulk}, "extra_body": bulk}
 
 
 @dataclass
@@ -127,13 +110,6 @@ class Model(Protocol):
         ...
 
 
-def _usage(usage: Any) -> TokenUsage | None:
-    if usage is None:
-        return None
-    return usage_of(usage.model_dump(), "prompt_tokens", "completion_tokens",
-                    "prompt_tokens_details")
-
-
 class OpenAIModel:
     """A model behind an ``openai`` client.
 
@@ -174,6 +150,23 @@ class OpenAIModel:
 
     def request(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
                 *, stream: bool) -> dict[str, Any]:
+        """The keyword arguments of the client's ``create`` for one request."""
+        kwargs, bulk = self._request(messages, tools, stream)
+        if not self.fast:
+            return {**kwargs, **bulk}
+        return {**kwargs, **{key: [] for key in bulk}, "extra_body": bulk}
+
+    def _events(self, create: Any, kwargs: dict[str, Any],
+                partial: PartialReply) -> Iterator[tuple[str, dict[str, Any]]]:
+        # read to the end (past any "[DONE]"), so the connection can be reused
+        with create(**kwargs) as response:
+            for event in events(response.iter_lines()):
+                partial.received = True
+                if event.data != DONE:
+                    yield event.name, parse_event(event, self.endpoint)
+
+    def _request(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
+                 stream: bool) -> tuple[dict[str, Any], dict[str, Any]]:
         raise NotImplementedError
 
     def _send(self, kwargs: dict[str, Any], partial: PartialReply,
@@ -186,9 +179,8 @@ class ChatModel(OpenAIModel):
 
     api = "chat"
 
-    def request(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
-                *, stream: bool) -> dict[str, Any]:
-        """The keyword arguments of ``client.chat.completions.create`` for one request."""
+    def _request(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
+                 stream: bool) -> tuple[dict[str, Any], dict[str, Any]]:
         kwargs: dict[str, Any] = {"model": self.name, **self.params}
         if stream:
             kwargs["stream"] = True
@@ -197,59 +189,43 @@ class ChatModel(OpenAIModel):
                                 else list(messages)}
         if tools:
             bulk["tools"] = tools if isinstance(tools, list) else list(tools)
-        return request_arguments(kwargs, bulk, fast=self.fast)
+        return kwargs, bulk
 
     def _send(self, kwargs: dict[str, Any], partial: PartialReply,
               on_text: TextCallback | None, *, stream: bool) -> None:
+        completions = self.client.chat.completions
         if stream:
-            self._stream_into(kwargs, partial, on_text)
+            for _, chunk in self._events(completions.with_streaming_response.create, kwargs,
+                                         partial):
+                self._take_chunk(chunk, partial, on_text)
             return
-        response = self.client.chat.completions.create(**kwargs)
+        response = completions.create(**kwargs).model_dump()
         partial.received = True
-        partial.usage = _usage(response.usage)
-        if not response.choices:
-            return
-        choice = response.choices[0]
-        partial.finish_reason = choice.finish_reason
-        for index, call in enumerate(choice.message.tool_calls or []):
-            function = getattr(call, "function", None)
-            partial.calls[index] = {"id": call.id,
-                                    "name": function.name if function else "",
-                                    "arguments": function.arguments if function else "{}"}
-        partial.add_text(choice.message.content or "", on_text)
-
-    def _stream_into(self, kwargs: dict[str, Any], partial: PartialReply,
-                     on_text: TextCallback | None) -> None:
-        with self.client.chat.completions.with_streaming_response.create(**kwargs) as response:
-            for event in events(response.iter_lines()):
-                partial.received = True
-                if event.data == DONE:
-                    continue  # read on to the end, so the connection can be reused
-                chunk = parse_event(event, self.endpoint)
-                if chunk.get("usage"):
-                    partial.usage = usage_of(chunk["usage"], "prompt_tokens",
-                                             "completion_tokens", "prompt_tokens_details")
-                for choice in chunk.get("choices") or ():
-                    if choice.get("index", 0) == 0:
-                        self._take_delta(choice, partial, on_text)
+        self._take_chunk(response, partial, on_text)
 
     @staticmethod
-    def _take_delta(choice: dict[str, Any], partial: PartialReply,
+    def _take_chunk(chunk: dict[str, Any], partial: PartialReply,
                     on_text: TextCallback | None) -> None:
-        if choice.get("finish_reason"):
-            partial.finish_reason = choice["finish_reason"]
-        delta = choice.get("delta") or {}
-        for call in delta.get("tool_calls") or ():
-            slot = partial.calls.setdefault(call.get("index", 0), {})
-            if call.get("id"):
-                slot["id"] = call["id"]
-            function = call.get("function") or {}
-            if function.get("name"):
-                slot["name"] = slot.get("name", "") + function["name"]
-            if function.get("arguments"):
-                slot["arguments"] = slot.get("arguments", "") + function["arguments"]
-        if delta.get("content"):
-            partial.add_text(delta["content"], on_text)
+        """Take a streamed chunk (``delta``) or a whole response (``message``)."""
+        if chunk.get("usage"):
+            partial.usage = usage_of(chunk["usage"], "prompt_tokens", "completion_tokens",
+                                     "prompt_tokens_details")
+        for choice in chunk.get("choices") or ():
+            if choice.get("index", 0) != 0:
+                continue
+            if choice.get("finish_reason"):
+                partial.finish_reason = choice["finish_reason"]
+            delta = choice.get("delta") or choice.get("message") or {}
+            for position, call in enumerate(delta.get("tool_calls") or ()):
+                slot = partial.calls.setdefault(call.get("index", position), {})
+                if call.get("id"):
+                    slot["id"] = call["id"]
+                function = call.get("function") or {}
+                for key in ("name", "arguments"):
+                    if function.get(key):
+                        slot[key] = slot.get(key, "") + function[key]
+            if delta.get("content"):
+                partial.add_text(delta["content"], on_text)
 
 
 REASONING_MODELS = ("o1", "o3", "o4", "gpt-5", "codex")
@@ -338,7 +314,6 @@ class ResponsesModel(OpenAIModel):
         self._tools: tuple[Sequence[Mapping[str, Any]], list[dict[str, Any]]] | None = None
         self._carried: OrderedDict[tuple[str, ...], list[dict[str, Any]]] = OrderedDict()
 
-    # ---- requests -------------------------------------------------------------------
     def input(self, messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """The ``input`` of a request: every message converted (each once, while it stays
         in the working context), with carried reasoning items before the assistant
@@ -357,9 +332,8 @@ class ResponsesModel(OpenAIModel):
         del cache[len(messages):]
         return items
 
-    def request(self, messages: Sequence[dict[str, Any]],
-                tools: Sequence[dict[str, Any]], *, stream: bool) -> dict[str, Any]:
-        """The keyword arguments of ``client.responses.create`` for one request."""
+    def _request(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
+                 stream: bool) -> tuple[dict[str, Any], dict[str, Any]]:
         kwargs: dict[str, Any] = {"model": self.name, **self.params, "store": False}
         if self.reasoning:
             kwargs["include"] = ["reasoning.encrypted_content"]
@@ -370,47 +344,37 @@ class ResponsesModel(OpenAIModel):
             if self._tools is None or self._tools[0] is not tools:
                 self._tools = (tools, to_tools(tools))
             bulk["tools"] = self._tools[1]
-        return request_arguments(kwargs, bulk, fast=self.fast)
+        return kwargs, bulk
 
     def _send(self, kwargs: dict[str, Any], partial: PartialReply,
               on_text: TextCallback | None, *, stream: bool) -> None:
-        if stream:
-            response = self._stream_into(kwargs, partial, on_text)
-        else:
-            response = self.client.responses.create(**kwargs).model_dump(mode="json")
+        responses = self.client.responses
+        if not stream:
+            response = responses.create(**kwargs).model_dump(mode="json")
             partial.received = True
-        if response is not None:
-            self._take(response, partial, on_text, streamed=stream)
-
-    # ---- replies ----------------------------------------------------------------------
-    def _stream_into(self, kwargs: dict[str, Any], partial: PartialReply,
-                     on_text: TextCallback | None) -> dict[str, Any] | None:
+            self._take(response, partial, on_text, streamed=False)
+            return
         final = None
-        with self.client.responses.with_streaming_response.create(**kwargs) as http:
-            for event in events(http.iter_lines()):
-                partial.received = True
-                if event.data == DONE:  # not sent by the Responses API, but by some servers
-                    continue
-                data = parse_event(event, self.endpoint)
-                kind = data.get("type", event.name)
-                if kind == "response.output_text.delta":
-                    partial.add_text(str(data.get("delta", "")), on_text)
-                elif kind == "response.output_item.added":
-                    self._take_item(data.get("output_index", 0), data.get("item") or {},
-                                    partial)
-                elif kind == "response.function_call_arguments.delta":
+        for name, data in self._events(responses.with_streaming_response.create, kwargs,
+                                       partial):
+            kind = data.get("type", name)
+            if kind == "response.output_text.delta":
+                partial.add_text(str(data.get("delta", "")), on_text)
+            elif kind == "response.output_item.added":
+                item = data.get("item") or {}
+                if item.get("type") == "function_call":
                     slot = partial.calls.setdefault(int(data.get("output_index", 0)), {})
-                    slot["arguments"] = slot.get("arguments", "") + str(data.get("delta", ""))
-                elif kind in ("response.completed", "response.incomplete", "response.failed"):
-                    final = data.get("response") or {}
-        return final
-
-    def _take_item(self, index: int, item: Mapping[str, Any], partial: PartialReply) -> None:
-        if item.get("type") == "function_call":
-            slot = partial.calls.setdefault(int(index), {})
-            slot["id"] = str(item.get("call_id") or "")
-            slot["name"] = str(item.get("name") or "")
-            slot["arguments"] = str(item.get("arguments") or "") or slot.get("arguments", "")
+                    slot["id"] = str(item.get("call_id") or "")
+                    slot["name"] = str(item.get("name") or "")
+                    slot["arguments"] = (str(item.get("arguments") or "")
+                                         or slot.get("arguments", ""))
+            elif kind == "response.function_call_arguments.delta":
+                slot = partial.calls.setdefault(int(data.get("output_index", 0)), {})
+                slot["arguments"] = slot.get("arguments", "") + str(data.get("delta", ""))
+            elif kind in ("response.completed", "response.incomplete", "response.failed"):
+                final = data.get("response") or {}
+        if final is not None:
+            self._take(final, partial, on_text, streamed=True)
 
     def _take(self, response: Mapping[str, Any], partial: PartialReply,
               on_text: TextCallback | None, *, streamed: bool) -> None:

@@ -1,19 +1,25 @@
-"""What a turn runs with (AgentConfig, Limits) and where it stops: limits and their notices.
+"""What a turn runs with (AgentConfig, Limits), what it spends (usage) and where it stops.
 
 ``max_tool_calls`` and ``max_cost_usd`` count the whole session (restored on resume);
 ``max_iterations`` counts model calls in one turn. Limits always come from the current
-config, never from the saved session.
+config, never from the saved session. Cost comes from a caller's ``prices`` override,
+else the offline snapshot bundled with ``genai-prices``; an unknown model costs 0 and is
+flagged ``price_unknown``. A reported count no request can have (missing, negative, zero
+for a non-empty prompt) is replaced by the ~4 characters per token estimate, so limits
+and compaction keep working.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
+from jupyter_agent.agent.events import EventCallback, Notice, UsageUpdate
+from jupyter_agent.agent.working_context import CHARS_PER_TOKEN, estimate_tokens, message_chars
 from jupyter_agent.errors import LimitExceededError
 from jupyter_agent.notebook import PRIVACY_LEVELS, Privacy
-from jupyter_agent.store import SessionState
+from jupyter_agent.store import SessionState, Usage
 
 ApprovalPolicy = Literal["auto", "ask", "deny"]
 Vision = Literal["auto", "on", "off"]
@@ -139,3 +145,99 @@ def check_before_batch(limits: Limits, state: SessionState, count: int) -> None:
     if limits.max_tool_calls is not None and state.tool_calls + count > limits.max_tool_calls:
         raise LimitExceededError("max_tool_calls", state.tool_calls, limits.max_tool_calls)
     check_cost(limits, state)
+
+
+@dataclass(frozen=True)
+class TokenUsage:
+    """Tokens of one model call, as the endpoint reported them."""
+
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int = 0
+
+
+PriceTable = Mapping[str, tuple[float, float]]  # model -> USD per million (input, output)
+
+
+def model_refs(model: str) -> list[tuple[str, str | None]]:
+    """How ``genai-prices`` may know ``model``: ``(name, provider)``; "openai/gpt-4o"
+    (OpenRouter, LiteLLM) also as the model under that provider, then alone."""
+    refs: list[tuple[str, str | None]] = [(model, None)]
+    provider, sep, name = model.partition("/")
+    if sep and provider and name:
+        refs += [(name, provider.lower()), (name, None)]
+    return refs
+
+
+def price_call(model: str, input_tokens: int, output_tokens: int,
+               prices: PriceTable | None = None, *, cached_tokens: int = 0
+               ) -> tuple[float, bool]:
+    """Cost of one call in USD, and whether the price was known (else 0.0).
+
+    ``input_tokens`` includes ``cached_tokens``, which ``genai-prices`` prices at the
+    cache rate (an override prices them as input).
+    """
+    if prices and model in prices:
+        usd_in, usd_out = prices[model]
+        return (input_tokens * usd_in + output_tokens * usd_out) / 1_000_000, True
+    from genai_prices import Usage as PriceUsage  # imported when used: ~120 ms
+    from genai_prices import calc_price
+
+    usage = PriceUsage(input_tokens=input_tokens, output_tokens=output_tokens,
+                       cache_read_tokens=min(max(cached_tokens, 0), input_tokens) or None)
+    for ref, provider in model_refs(model):
+        try:
+            calc = calc_price(usage, ref, provider_id=provider)
+        except LookupError:
+            continue
+        return float(calc.total_price), True
+    return 0.0, False
+
+
+def add_usage(a: Usage, b: Usage) -> Usage:
+    return Usage(input_tokens=a.input_tokens + b.input_tokens,
+                 output_tokens=a.output_tokens + b.output_tokens,
+                 cost_usd=a.cost_usd + b.cost_usd, calls=a.calls + b.calls,
+                 price_unknown=a.price_unknown or b.price_unknown)
+
+
+def checked_usage(reported: TokenUsage | None, messages: Sequence[dict[str, Any]],
+                  text: str, calls: list[dict[str, Any]]) -> TokenUsage:
+    """The usage to count for one call: each reported count that is plausible, else the
+    estimate from the prompt ``messages`` and the reply's ``text`` and ``calls``."""
+    completion_estimate = message_chars({"content": text, "tool_calls": calls}) // CHARS_PER_TOKEN
+    if reported is None:
+        return TokenUsage(estimate_tokens(messages), completion_estimate)
+    prompt, completion = reported.input_tokens, reported.output_tokens
+    if prompt < 0 or (prompt == 0 and messages):
+        prompt = estimate_tokens(messages)
+    if completion < 0 or (completion == 0 and (text or calls)):
+        completion = completion_estimate
+    cached = reported.cached_tokens if 0 <= reported.cached_tokens <= prompt else 0
+    return TokenUsage(prompt, completion, cached)
+
+
+class Meter:
+    """Adds each call's usage to the session's checkpoint and to :attr:`turn`."""
+
+    def __init__(self) -> None:
+        self.turn = Usage()
+        self._price_noticed = False
+
+    def account(self, state: SessionState, model: str, usage: TokenUsage, *,
+                prices: PriceTable | None = None, emit: EventCallback | None = None) -> None:
+        """Count one call; ``emit`` (None: no events) gets a UsageUpdate, and once a
+        Notice when the price is unknown."""
+        cost, known = price_call(model, usage.input_tokens, usage.output_tokens, prices,
+                                 cached_tokens=usage.cached_tokens)
+        call = Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                     cost_usd=cost, calls=1, price_unknown=not known)
+        state.usage = add_usage(state.usage, call)
+        self.turn = add_usage(self.turn, call)
+        if emit is None:
+            return
+        if call.price_unknown and not self._price_noticed:
+            self._price_noticed = True
+            emit(Notice(f"price unknown for model {model!r}: its cost is counted as $0 "
+                        "(pass prices={model: (usd_per_million_input, usd_per_million_output)})"))
+        emit(UsageUpdate(turn=self.turn, session=state.usage))

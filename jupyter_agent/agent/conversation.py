@@ -14,10 +14,9 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from jupyter_agent.agent.adapters import Model, PartialReply, TokenUsage
-from jupyter_agent.agent.config import AgentConfig, check_cost
+from jupyter_agent.agent.adapters import Model, PartialReply
+from jupyter_agent.agent.config import AgentConfig, TokenUsage, check_cost, checked_usage
 from jupyter_agent.agent.events import EventCallback, Notice
-from jupyter_agent.agent.usage import checked_usage
 from jupyter_agent.agent.working_context import (
     CHARS_PER_TOKEN,
     DEFAULT_SYSTEM_PROMPT,

@@ -107,22 +107,6 @@ def _retries(n: int) -> str:
     return "" if n <= 0 else f", after {n} {'retry' if n == 1 else 'retries'}"
 
 
-def _retries_taken(exc: openai.APIStatusError) -> int:
-    try:
-        return int(exc.response.request.headers.get("x-stainless-retry-count", "0"))
-    except (RuntimeError, ValueError):  # a response built without a request, or junk
-        return 0
-
-
-def _final(exc: openai.APIStatusError) -> bool:
-    return exc.response.headers.get("x-should-retry", "").lower() == "false"
-
-
-def _has_version(url: str) -> bool:
-    return any(part[:1] == "v" and part[1:2].isdigit()
-               for part in urlparse(url).path.split("/"))
-
-
 def status_error(status: int, detail: str, endpoint: Endpoint, code: str = "", *,
                  retries: int = 0, final: bool = False,
                  window: int | None = None) -> ModelError:
@@ -143,7 +127,8 @@ def status_error(status: int, detail: str, endpoint: Endpoint, code: str = "", *
     elif status == 403:
         text = (f"the API key from {var} may not use model {model}{at} (403: {detail}): check "
                 "the model name (--model) and the key's permissions")
-    elif status == 404 and url and not _has_version(url):
+    elif status == 404 and url and not any(part[:1] == "v" and part[1:2].isdigit()
+                                           for part in urlparse(url).path.split("/")):
         text = (f"model {model} or its endpoint was not found{at} (404: {detail}): the base "
                 f"URL probably needs /v1 at its end (--base-url {url.rstrip('/')}/v1)")
     elif status == 404:
@@ -205,8 +190,13 @@ def model_error(exc: BaseException, endpoint: Endpoint, *, received: bool = Fals
     """Map a failed request (after the client's retries) to a :class:`ModelError`."""
     if isinstance(exc, openai.APIStatusError):
         detail, code, window = _detail(exc)
-        return status_error(exc.status_code, detail, endpoint, code,
-                            retries=_retries_taken(exc), final=_final(exc), window=window)
+        try:  # the retries the client made; none for a response built without a request
+            retries = int(exc.response.request.headers.get("x-stainless-retry-count", "0"))
+        except (RuntimeError, ValueError):
+            retries = 0
+        final = exc.response.headers.get("x-should-retry", "").lower() == "false"
+        return status_error(exc.status_code, detail, endpoint, code, retries=retries,
+                            final=final, window=window)
     cause = str(exc.__cause__ or "") if isinstance(exc, openai.APIConnectionError) else str(exc)
     why = f" ({cause})" if cause and cause != "Connection error." else ""
     url = endpoint.url

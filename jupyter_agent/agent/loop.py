@@ -14,14 +14,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from jupyter_agent.agent.adapters import Model, ModelReply, PartialReply, TokenUsage
+from jupyter_agent.agent.adapters import Model, ModelReply, PartialReply
 from jupyter_agent.agent.builtin_tools import BUILTIN_TOOL_NAMES, SMALL_WINDOW_TOOLS, BuiltinTools
 from jupyter_agent.agent.config import (
     CUT_OFF_NOTICES,
     NOTICE_PREFIX,
     AgentConfig,
+    Meter,
+    TokenUsage,
     check_before_batch,
     check_before_model,
+    checked_usage,
     cut_off_notice,
     limit_notice,
 )
@@ -36,16 +39,15 @@ from jupyter_agent.agent.tools import (
     BatchProgress,
     MemoryContext,
     Tool,
-    ToolRegistry,
     describe_stop,
     execute_batch,
+    short_schema,
+    tool_from_function,
 )
-from jupyter_agent.agent.usage import Meter, checked_usage
 from jupyter_agent.agent.vision import RequestView, VisionModel
 from jupyter_agent.agent.window import (
     ContextWindow,
     plausible,
-    reply_budget,
     resolve_window,
     window_key,
 )
@@ -149,10 +151,13 @@ class Agent:
             fid, data, media_type)
         figures.emit = lambda event: self._emit(event)
         self._view = RequestView(lambda fid: self.conversation.read_figure(fid))
-        self.tools = ToolRegistry(self._builtins.tools())
+        self.tools = {tool.name: tool for tool in self._builtins.tools()}
         try:
             for tool in tools or ():
-                self.tools.add(tool)
+                built = tool if isinstance(tool, Tool) else tool_from_function(tool)
+                if built.name in self.tools:
+                    raise ValueError(f"a tool named {built.name!r} is already registered")
+                self.tools[built.name] = built
         except BaseException:
             if conversation is not None:
                 conversation.close()  # taken over: let the session go again
@@ -222,10 +227,9 @@ class Agent:
         small = self.window.small
         key = (small, len(self.tools))
         if key not in self._tool_schemas:
-            schemas = self.tools.schemas(short=small)
-            if small:
-                schemas = [s for s in schemas if s["function"]["name"] in SMALL_WINDOW_TOOLS
-                           or s["function"]["name"] not in BUILTIN_TOOL_NAMES]
+            schemas = [short_schema(t.schema()) if small else t.schema()
+                       for name, t in self.tools.items() if not small
+                       or name in SMALL_WINDOW_TOOLS or name not in BUILTIN_TOOL_NAMES]
             self._tool_schemas[key] = (schemas, estimate_schema_tokens(schemas))
         return self._tool_schemas[key]
 
@@ -354,14 +358,14 @@ class Agent:
             head = [{**head[0], "content": system}]
         window = self.window.tokens
         tokens = (estimate_tokens([*head, request]) + self._tools_for_window()[1]
-                  + reply_budget(window))
+                  + self.window.reserve)
         if tokens > window:
             raise PromptTooLongError(tokens, window, self.model.name, saved=saved)
 
     def _should_compact(self) -> bool:
         # the tool schemas count until the endpoint has counted them (with the context)
         tools = 0 if self.conversation.counted else self._tools_for_window()[1]
-        return (self.conversation.estimated_tokens() + tools + reply_budget(self.window.tokens)
+        return (self.conversation.estimated_tokens() + tools + self.window.reserve
                 > self.config.compact_at * self.window.tokens)
 
     def _request_reply(self) -> ModelReply:

@@ -14,7 +14,7 @@ import inspect
 import json
 import re
 import typing
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -192,50 +192,6 @@ def tool_from_function(
     )
 
 
-class ToolRegistry:
-    """Tools by name, in registration order."""
-
-    def __init__(self, tools: Iterable[Tool | Callable[..., Any]] = ()) -> None:
-        self._tools: dict[str, Tool] = {}
-        for tool in tools:
-            self.add(tool)
-
-    def add(self, tool: Tool | Callable[..., Any]) -> Tool:
-        """Register a tool (a function is converted with :func:`tool_from_function`).
-
-        Raises
-        ------
-        ValueError
-            A tool of that name is registered.
-        TypeError
-            The function cannot become a tool.
-        """
-        built = tool if isinstance(tool, Tool) else tool_from_function(tool)
-        if built.name in self._tools:
-            raise ValueError(f"a tool named {built.name!r} is already registered")
-        self._tools[built.name] = built
-        return built
-
-    def invoke(self, name: str, arguments: str) -> ToolResult:
-        """Call tool ``name`` with the model's JSON ``arguments`` (see :meth:`Tool.invoke`)."""
-        tool = self._tools.get(name)
-        if tool is None:
-            available = ", ".join(self._tools)
-            return ToolResult(
-                f"error: there is no tool named {name!r}; available: {available}", False
-            )
-        return tool.invoke(arguments)
-
-    def schemas(self, *, short: bool = False) -> list[dict[str, Any]]:
-        """The ``tools`` list of a request; ``short`` (a small window): one-sentence
-        descriptions and none for the parameters."""
-        schemas = [tool.schema() for tool in self._tools.values()]
-        return [short_schema(schema) for schema in schemas] if short else schemas
-
-    def __len__(self) -> int:
-        return len(self._tools)
-
-
 def short_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """A Chat Completions tool schema with a one-sentence description and no parameter
     descriptions (the names, types and required fields stay)."""
@@ -296,7 +252,7 @@ class BatchProgress:
 
 def execute_batch(
     progress: BatchProgress,
-    registry: ToolRegistry,
+    tools: Mapping[str, Tool],
     *,
     emit: EventCallback,
     on_start: Callable[[], object],
@@ -310,8 +266,10 @@ def execute_batch(
         emit(ToolCallStart(call_id, name, arguments, asks=asks(name)))
         progress.running = call_id
         on_start()
+        tool = tools.get(name)
         try:
-            outcome = registry.invoke(name, arguments)
+            outcome = tool.invoke(arguments) if tool is not None else ToolResult(
+                f"error: there is no tool named {name!r}; available: {', '.join(tools)}", False)
         except (ApprovalInterrupted, ToolInterrupted) as exc:
             if isinstance(exc, ApprovalInterrupted):  # declined at the question: never ran
                 kept = {"role": "tool", "tool_call_id": call_id, "content": DECLINED_BY_INTERRUPT}

@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from jupyter_agent.agent.adapters import Model, ModelReply, PartialReply, TextCallback, TokenUsage
-from jupyter_agent.agent.config import AgentConfig
+from jupyter_agent.agent.adapters import Model, ModelReply, PartialReply, TextCallback
+from jupyter_agent.agent.config import AgentConfig, TokenUsage
 from jupyter_agent.agent.events import EventCallback, Notice
 from jupyter_agent.agent.working_context import (
     CHARS_PER_TOKEN,

@@ -16,13 +16,14 @@ import json
 import re
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-from jupyter_agent.agent.endpoint import plausible
-from jupyter_agent.agent.usage import DEFAULT_CONTEXT_WINDOW, known_context_window
+from jupyter_agent.agent.config import model_refs
+from jupyter_agent.agent.endpoint import OPENAI_HOST, plausible
 
+DEFAULT_CONTEXT_WINDOW = 128_000
 LOCAL_DEFAULT_WINDOW = 8_192
 OLLAMA_DEFAULT_CTX = 4_096
 SMALL_WINDOW = 8_192
@@ -37,29 +38,25 @@ SOURCES = {
     "default": "assumed: the model is unknown",
 }
 
-OPENAI_HOST = "api.openai.com"
-
 
 @dataclass(frozen=True)
 class ContextWindow:
-    """A context window and where it came from."""
+    """A context window (tokens) and where it came from; ``small``: under
+    :data:`SMALL_WINDOW`, requests are kept short; ``reserve``: :func:`reply_budget`."""
 
     tokens: int
     source: str
+    small: bool = field(init=False)
+    reserve: int = field(init=False)
 
-    def describe(self) -> str:
-        """E.g. ``"4,096 tokens, reported by the server"``."""
-        return f"{self.tokens:,} tokens, {self.origin}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "small", self.tokens < SMALL_WINDOW)
+        object.__setattr__(self, "reserve", reply_budget(self.tokens))
 
     @property
     def origin(self) -> str:
         """Where the window came from, in words (e.g. ``"reported by the server"``)."""
         return SOURCES.get(self.source, self.source)
-
-    @property
-    def small(self) -> bool:
-        """Whether requests should be kept short (under :data:`SMALL_WINDOW`)."""
-        return self.tokens < SMALL_WINDOW
 
 
 def window_key(model: str, base_url: str) -> str:
@@ -72,7 +69,32 @@ def reply_budget(window: int) -> int:
     return min(max(window // 8, 256), 4_096)
 
 
-# --------------------------------------------------------------------------- probes
+_FALLBACK_WINDOWS: tuple[tuple[str, int], ...] = (
+    ("gpt-4.1", 1_000_000), ("gpt-5", 400_000), ("gpt-4o", 128_000), ("gpt-4-turbo", 128_000),
+    ("gpt-3.5-turbo", 16_385), ("gpt-4", 8_192), ("o1", 200_000), ("o3", 200_000),
+    ("o4", 200_000), ("claude", 200_000),
+)
+
+
+def known_context_window(model: str) -> int | None:
+    """The context window of ``model`` in tokens, if ``genai-prices`` or a small table of
+    model families knows it."""
+    from genai_prices import data_snapshot  # imported when used: ~120 ms
+
+    snapshot = data_snapshot.get_snapshot()
+    for ref, provider in model_refs(model):
+        try:
+            _, info = snapshot.find_provider_model(ref, None, provider, None)
+        except LookupError:
+            continue
+        if info.context_window:
+            return int(info.context_window)
+        break
+    name = model.lower().rsplit("/", 1)[-1]
+    return next((window for prefix, window in _FALLBACK_WINDOWS if name.startswith(prefix)),
+                None)
+
+
 def _root(base_url: str) -> str:
     url = base_url.rstrip("/")
     return url[:-3] if url.endswith("/v1") else url
