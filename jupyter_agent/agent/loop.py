@@ -144,7 +144,6 @@ class Agent:
                                       approval=self.config.approve, ask=ask,
                                       show_question=show_question,
                                       privacy=self.config.context_privacy, cells=cells)
-        self._builtins.notify = lambda text: self._emit(Notice(text))
         self._builtins.emit = lambda event: self._emit(event)
         figures = self._builtins.figures  # kept with the session, shown, sent
         figures.save = lambda fid, data, media_type: self.conversation.save_figure(
