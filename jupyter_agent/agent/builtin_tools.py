@@ -235,9 +235,9 @@ class BuiltinTools:
             Python source to execute, like a notebook cell.
         """
         self._decide("run_python", lambda: self.ask(code), DENY_REFUSAL, DECLINED_REFUSAL)
-        with self.figures.capture(self._shell()) as capture:
+        with self.figures.capture(self._shell()):
             outcome = run_code(code, self.namespace())
-        outcome, figures = self.figures.keep(capture, outcome)
+        outcome, figures = self.figures.keep(outcome)
         text = format_outcome(outcome)
         if not outcome.ok:
             raise ToolError(text, figures=figures)
