@@ -125,8 +125,8 @@ class OpenAIModel:
                  key_env: str | None = "OPENAI_API_KEY", fast: bool = True) -> None:
         self.client, self.name, self.params, self.fast = client, name, dict(params or {}), fast
         self.base_url = str(client.base_url)
-        self.endpoint = Endpoint.of(client, name, key_env=key_env, api=self.api)
-        self._failures = failures()
+        self.endpoint = Endpoint(self.base_url, name, key_env or "OPENAI_API_KEY",
+                                 key_env is not None, self.api)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r} at {self.base_url})"
@@ -144,7 +144,7 @@ class OpenAIModel:
         kwargs = self.request(messages, tools, stream=stream)
         try:
             self._send(kwargs, partial, on_text, stream=stream)
-        except self._failures as exc:
+        except failures() as exc:
             raise model_error(exc, self.endpoint, received=partial.received) from exc
         return partial.reply()
 

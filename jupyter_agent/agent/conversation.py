@@ -28,9 +28,9 @@ from jupyter_agent.agent.working_context import (
     choose_cut,
     estimate_tokens,
     read_session_notes,
-    reconcile_counters,
     render_for_summary,
     repair_tool_pairs,
+    tool_calls_run,
 )
 from jupyter_agent.errors import FigureNotFoundError, ModelError
 from jupyter_agent.store import (
@@ -134,8 +134,10 @@ class Conversation:
             conversation._saved_state = record.state.model_copy(deep=True)
             conversation.has_summary = bool(record.summary.strip())
             conversation._record = record
-            if reconcile_counters(conversation.state, record.transcript):
-                conversation.save()  # calls a lost checkpoint missed count
+            ran = tool_calls_run(record.transcript)  # calls a lost checkpoint missed count
+            if ran > conversation.state.tool_calls:
+                conversation.state.tool_calls = ran
+                conversation.save()
             if repair:
                 conversation.repair(RESUME_REPAIR)
         except BaseException:
@@ -235,19 +237,12 @@ class Conversation:
             return
         self.has_summary = bool(ensure_summary(self.store, self.session_id).strip())
 
-    def set_title(self, title: str) -> None:
-        """Set the session's title (saved at once)."""
+    def update(self, **fields: Any) -> None:
+        """Set the session's ``title`` and/or ``archived`` (saved at once, as ``Store.update``)."""
         if self.store is not None and self.session_id is not None:
-            self.store.update(self.session_id, title=title)
+            self.store.update(self.session_id, **fields)
             if self._record is not None:
-                self._record = self._record.model_copy(update={"title": title})
-
-    def set_archived(self, archived: bool) -> None:
-        """Archive or unarchive the session (saved at once)."""
-        if self.store is not None and self.session_id is not None:
-            self.store.update(self.session_id, archived=archived)
-            if self._record is not None:
-                self._record = self._record.model_copy(update={"archived": archived})
+                self._record = self._record.model_copy(update=fields)
 
     def record(self) -> SessionRecord:
         """The session's record as this conversation knows it, e.g. for a recap."""

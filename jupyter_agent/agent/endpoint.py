@@ -65,15 +65,7 @@ class Endpoint:
     model: str
     key_env: str = "OPENAI_API_KEY"
     key_sent: bool = True
-    retries: int = 0
     api: str = "chat"
-
-    @classmethod
-    def of(cls, client: openai.OpenAI, model: str, *, key_env: str | None,
-           api: str) -> Endpoint:
-        """The endpoint of ``client`` (``key_env`` None: no real key was sent)."""
-        return cls(str(client.base_url), model, key_env or "OPENAI_API_KEY",
-                   key_env is not None, client.max_retries, api)
 
 
 def failures() -> tuple[type[Exception], ...]:

@@ -135,6 +135,7 @@ class Agent:
         self.config = config or AgentConfig()
         self.window = ContextWindow(0, "default")
         self._meter = Meter()
+        self._before = 0  # the session's tool calls when the running turn began
         self._request: dict[str, Any] | None = None  # the user message of the running turn
         self._context: str | None = None  # sent with the running turn's requests only
         self._emit: EventCallback = ignore_event
@@ -206,7 +207,7 @@ class Agent:
             saved = plausible(state.context_window) if state.context_window_of == key else None
             hint = None if saved is None else ContextWindow(
                 saved, "refusal" if state.context_window_source == "refusal" else "server")
-            found = resolve_window(self.model, None, learned=hint)
+            found = hint or resolve_window(self.model)
             self._remember_window(key, found)
         self.window = found
 
@@ -282,11 +283,11 @@ class Agent:
         self._emit = on_event or ignore_event
         self._builtins.figures.forward = on_event is None  # else the front end shows them
         self._context = context
-        before = self.conversation.state.tool_calls
+        self._before = self.conversation.state.tool_calls
         try:
             with self.conversation.lease():
                 try:
-                    outcome = self._turn(prompt, before)
+                    outcome = self._turn(prompt)
                 except BaseException:
                     # also after a ModelError or an interrupt; never masks the original error
                     with contextlib.suppress(Exception):
@@ -296,19 +297,19 @@ class Agent:
                 return outcome
         except (KeyboardInterrupt, JupyterAgentError) as exc:
             stop = "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"
-            exc.outcome = self._outcome("", stop, before)  # type: ignore[union-attr]
+            exc.outcome = self._outcome("", stop)  # type: ignore[union-attr]
             raise
         finally:
             self._emit = ignore_event  # events after this run never reach its callback
             self._request = None
             self._context = None
 
-    def _outcome(self, reply: str, stop: str | None, before: int,
+    def _outcome(self, reply: str, stop: str | None,
                  limit: LimitExceededError | None = None) -> TurnOutcome:
         return TurnOutcome(reply, stop, self._meter.turn.model_copy(),
-                           self.conversation.state.tool_calls - before, limit)
+                           self.conversation.state.tool_calls - self._before, limit)
 
-    def _turn(self, prompt: str, before: int) -> TurnOutcome:
+    def _turn(self, prompt: str) -> TurnOutcome:
         conversation = self.conversation
         conversation.repair(MEMORY_REPAIR)
         request = to_message_dict({"role": "user", "content": prompt})
@@ -338,9 +339,9 @@ class Agent:
                     if calls:
                         self._skip(calls, CUT_OFF_SKIP)
                     text = cut_off_notice(str(reply.finish_reason), len(calls))
-                    return self._end(text, str(reply.finish_reason), before)
+                    return self._end(text, str(reply.finish_reason))
                 if not calls:
-                    return self._outcome(reply.text, None, before)
+                    return self._outcome(reply.text, None)
                 check_before_batch(limits, state, len(calls))
                 self._run_batch(calls)  # save point 3, with the checkpoint
                 calls = []
@@ -348,7 +349,7 @@ class Agent:
             if calls:
                 self._skip(calls, LIMIT_SKIP)
             text = limit_notice(reached, requested=len(calls))
-            return self._end(text, reached.limit, before, reached)
+            return self._end(text, reached.limit, reached)
 
     def _check_fits(self, request: dict[str, Any], *, saved: bool = False) -> None:
         system = self._system_override()
@@ -505,9 +506,9 @@ class Agent:
         self.conversation.append(*(synthetic_result(c["id"], reason) for c in calls))
         self.conversation.save()
 
-    def _end(self, text: str, reason: str, before: int,
+    def _end(self, text: str, reason: str,
              limit: LimitExceededError | None = None) -> TurnOutcome:
         self.conversation.append({"role": "assistant", "content": text})
         self.conversation.save()
         self._emit(Notice(text))
-        return self._outcome(text, reason, before, limit)
+        return self._outcome(text, reason, limit)

@@ -228,16 +228,11 @@ def probe_window(base_url: str, model: str, *, api_key: str = "",
     return None
 
 
-def resolve_window(model: Any, configured: int | None, *, learned: ContextWindow | None = None,
-                   probe: bool = True) -> ContextWindow:
-    """The window for ``model`` (a Model; its client's key goes with a probe): in the order
-    of the module docstring."""
-    if configured:
-        return ContextWindow(int(configured), "setting")
-    if learned is not None:
-        return learned
+def resolve_window(model: Any) -> ContextWindow:
+    """The window for ``model`` (a Model; its client's key goes with a probe) when no
+    setting or refusal says it: in the order of the module docstring."""
     base_url = str(getattr(model, "base_url", "") or "")
-    if probe and base_url:
+    if base_url:
         client = getattr(model, "client", None)
         sent = getattr(getattr(model, "endpoint", None), "key_sent", True)  # not a placeholder
         key = str(getattr(client, "api_key", "") or "") if sent else ""

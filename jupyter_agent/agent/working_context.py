@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jupyter_agent.errors import TooLargeError, UnsafeFileError
-from jupyter_agent.store import SessionState, Store
+from jupyter_agent.store import Store
 from jupyter_agent.store.notes import NoteKind
 
 SUMMARY_MARKER = "[jupyter-agent] Summary of earlier conversation"
@@ -134,10 +134,6 @@ def repair_tool_pairs(
     return out, RepairReport(tuple(added), dropped, appended_only)
 
 
-def _is_cut_point(messages: Sequence[dict[str, Any]], i: int) -> bool:
-    return messages[i].get("role") in ("user", "assistant")
-
-
 def choose_cut(
     messages: Sequence[dict[str, Any]], *, keep_tokens: int, keep_turns: int = 2,
     keep_from: int | None = None,
@@ -150,7 +146,7 @@ def choose_cut(
     """
     n = len(messages)
     last = n - 1 if keep_from is None else min(keep_from, n - 1)
-    candidates = [i for i in range(2, last + 1) if _is_cut_point(messages, i)]
+    candidates = [i for i in range(2, last + 1) if messages[i].get("role") in ("user", "assistant")]
     if not candidates:
         return None
     suffix = [0] * (n + 1)
@@ -320,15 +316,6 @@ def tool_calls_run(transcript: Sequence[dict[str, Any]]) -> int:
             if result is None or not result.startswith(NOT_RUN_PREFIXES):
                 count += 1
     return count
-
-
-def reconcile_counters(state: SessionState, transcript: Sequence[dict[str, Any]]) -> bool:
-    """Raise ``state.tool_calls`` to the calls ``transcript`` shows as run (never lower it)."""
-    ran = tool_calls_run(transcript)
-    if ran <= state.tool_calls:
-        return False
-    state.tool_calls = ran
-    return True
 
 
 def request_index(messages: Sequence[dict[str, Any]], request: dict[str, Any] | None) -> int | None:
