@@ -10,7 +10,6 @@ nothing: the prompt is saved before the call.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from urllib.parse import urlparse
 
 import openai
 
+from jupyter_agent.agent.window import OPENAI_HOST, refused_window
 from jupyter_agent.errors import ModelError
 
 DONE = "[DONE]"
@@ -53,8 +53,6 @@ def events(lines: Iterable[str]) -> Iterator[Event]:
         yield Event(name, "\n".join(data))
 
 
-OPENAI_HOST = "api.openai.com"
-_MIN_WINDOW, _MAX_WINDOW = 256, 100_000_000
 
 
 @dataclass(frozen=True)
@@ -211,39 +209,3 @@ def model_error(exc: BaseException, endpoint: Endpoint, *, received: bool = Fals
     else:
         text = f"the model call failed{why}: send the prompt again"
     return ModelError(text, status_code=None)
-
-
-def plausible(value: Any) -> int | None:
-    """``value`` as a window in tokens if it is an integer in a plausible range, else None."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    return value if _MIN_WINDOW <= value <= _MAX_WINDOW else None
-
-
-_WINDOW_PATTERNS = (
-    re.compile(r"maximum context length is (\d+)", re.I),  # OpenAI, vLLM
-    re.compile(r"available context size \((\d+) tokens?\)", re.I),  # llama.cpp
-    re.compile(r"context (?:length|size|window)[^0-9.]{0,40}?(\d{3,})", re.I),
-)
-_REFUSAL_WORDS = re.compile(
-    r"context[ _](?:length|size|window)|exceed_context_size|context_length_exceeded|"
-    r"too many tokens|prompt is too long", re.I)
-
-
-def refused_window(status: int, detail: str, code: str = "", kind: str = "",
-                   n_ctx: Any = None) -> int | None:
-    """Whether an error answer refuses a request as too long: None (no), 0 (it does not say
-    the window) or the window in tokens."""
-    if status not in (400, 413):
-        return None
-    text = f"{detail} {code} {kind}"
-    if not _REFUSAL_WORDS.search(text):
-        return None
-    found = plausible(n_ctx)
-    if found is not None:
-        return found
-    for pattern in _WINDOW_PATTERNS:
-        match = pattern.search(detail)
-        if match and plausible(int(match.group(1))) is not None:
-            return int(match.group(1))
-    return 0

@@ -21,10 +21,11 @@ from typing import Any
 from urllib.parse import urlparse
 
 from jupyter_agent.agent.config import model_refs
-from jupyter_agent.agent.endpoint import OPENAI_HOST, plausible
 
 DEFAULT_CONTEXT_WINDOW = 128_000
 LOCAL_DEFAULT_WINDOW = 8_192
+OPENAI_HOST = "api.openai.com"
+_MIN_WINDOW, _MAX_WINDOW = 256, 100_000_000
 OLLAMA_DEFAULT_CTX = 4_096
 SMALL_WINDOW = 8_192
 PROBE_TIMEOUT = 2.0
@@ -41,22 +42,57 @@ SOURCES = {
 
 @dataclass(frozen=True)
 class ContextWindow:
-    """A context window (tokens) and where it came from; ``small``: under
-    :data:`SMALL_WINDOW`, requests are kept short; ``reserve``: :func:`reply_budget`."""
+    """A context window (tokens) and where it came from (``source``, a key of
+    :data:`SOURCES`); ``small``: under :data:`SMALL_WINDOW`, requests are kept short;
+    ``reserve``: :func:`reply_budget`."""
 
     tokens: int
     source: str
     small: bool = field(init=False)
     reserve: int = field(init=False)
+    origin: str = field(init=False)  # in words, e.g. "reported by the server"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "small", self.tokens < SMALL_WINDOW)
         object.__setattr__(self, "reserve", reply_budget(self.tokens))
+        object.__setattr__(self, "origin", SOURCES.get(self.source, self.source))
 
-    @property
-    def origin(self) -> str:
-        """Where the window came from, in words (e.g. ``"reported by the server"``)."""
-        return SOURCES.get(self.source, self.source)
+
+
+def plausible(value: Any) -> int | None:
+    """``value`` as a window in tokens if it is an integer in a plausible range, else None."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if _MIN_WINDOW <= value <= _MAX_WINDOW else None
+
+
+_WINDOW_PATTERNS = (
+    re.compile(r"maximum context length is (\d+)", re.I),  # OpenAI, vLLM
+    re.compile(r"available context size \((\d+) tokens?\)", re.I),  # llama.cpp
+    re.compile(r"context (?:length|size|window)[^0-9.]{0,40}?(\d{3,})", re.I),
+)
+_REFUSAL_WORDS = re.compile(
+    r"context[ _](?:length|size|window)|exceed_context_size|context_length_exceeded|"
+    r"too many tokens|prompt is too long", re.I)
+
+
+def refused_window(status: int, detail: str, code: str = "", kind: str = "",
+                   n_ctx: Any = None) -> int | None:
+    """Whether an error answer refuses a request as too long: None (no), 0 (it does not say
+    the window) or the window in tokens."""
+    if status not in (400, 413):
+        return None
+    text = f"{detail} {code} {kind}"
+    if not _REFUSAL_WORDS.search(text):
+        return None
+    found = plausible(n_ctx)
+    if found is not None:
+        return found
+    for pattern in _WINDOW_PATTERNS:
+        match = pattern.search(detail)
+        if match and plausible(int(match.group(1))) is not None:
+            return int(match.group(1))
+    return 0
 
 
 def window_key(model: str, base_url: str) -> str:
