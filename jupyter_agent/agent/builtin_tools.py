@@ -178,10 +178,7 @@ class BuiltinTools:
 
     def tools(self) -> list[Tool]:
         """The built-in tools, in :data:`BUILTIN_TOOL_NAMES` order."""
-        return [
-            tool_from_function(getattr(self, name), runs_code=name == "run_python")
-            for name in BUILTIN_TOOL_NAMES
-        ]
+        return [tool_from_function(getattr(self, name)) for name in BUILTIN_TOOL_NAMES]
 
     # -- the kernel -----------------------------------------------------------------
 

@@ -74,14 +74,12 @@ class Conversation:
         self._figures: dict[str, FigureData] = {}  # in memory only (no store)
         self.notes = NotesRead()  # the notes a new session's system prompt got
 
-    # ---- starting -------------------------------------------------------------------
     @classmethod
     def create(cls, store: Store | None, *, session_id: str | None = None,
                system_prompt: str | None = None, title: str = "",
                project_root: str | None = None, notes_cap: int = NOTES_CAP) -> Conversation:
-        """Start a new session whose first message is the system prompt with the notes.
-
-        A note over ``notes_cap`` bytes, or one that may not be read, is left out.
+        """Start a new session whose first message is the system prompt with the notes (a
+        note over ``notes_cap`` bytes, or one that may not be read, is left out).
 
         Raises
         ------
@@ -109,11 +107,10 @@ class Conversation:
         return conversation
 
     @classmethod
-    def open(cls, store: Store, session_id: str, *, repair: bool = True) -> Conversation:
-        """Resume a saved session: take its lease, then read its record (once).
-
-        Calls a dead process left without results are answered (``repair``), and the
-        tool-call counter is raised to what the transcript shows as run.
+    def open(cls, store: Store, session_id: str) -> Conversation:
+        """Resume a saved session: take its lease, then read its record (once). Calls a
+        dead process left without results are answered; the tool-call counter is raised
+        to what the transcript shows as run.
 
         Raises
         ------
@@ -138,8 +135,7 @@ class Conversation:
             if ran > conversation.state.tool_calls:
                 conversation.state.tool_calls = ran
                 conversation.save()
-            if repair:
-                conversation.repair(RESUME_REPAIR)
+            conversation.repair(RESUME_REPAIR)
         except BaseException:
             conversation.close()
             raise
@@ -149,7 +145,6 @@ class Conversation:
         store.acquire_lease(session_id)  # held until close()
         self.store, self.session_id, self._leased = store, session_id, True
 
-    # ---- the lease --------------------------------------------------------------------
     @property
     def closed(self) -> bool:
         """True after :meth:`close` (never for an in-memory conversation)."""
@@ -170,7 +165,6 @@ class Conversation:
         with holding(self.store, self.session_id):
             yield
 
-    # ---- messages and saves ----------------------------------------------------------
     def append(self, *messages: Any) -> None:
         """Add messages to the working context (normalized to the stored format)."""
         self.messages.extend(to_message_dict(m) for m in messages)
@@ -260,7 +254,6 @@ class Conversation:
             "updated_at": utc_now() if self.messages != loaded.messages else loaded.updated_at,
         })
 
-    # ---- figures ------------------------------------------------------------
     def save_figure(self, figure_id: str, data: bytes, media_type: str) -> None:
         """Keep a figure with the session (in memory without a store)."""
         if self.store is None or self.session_id is None:
@@ -278,7 +271,6 @@ class Conversation:
             return found
         return self.store.read_figure(self.session_id, figure_id)
 
-    # ---- size --------------------------------------------------------------------------
     def note_reported_tokens(self, tokens: int) -> None:
         """The endpoint counted ``tokens`` for the working context as it is now."""
         self._reported_tokens, self._reported_len = tokens, len(self.messages)

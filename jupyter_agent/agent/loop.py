@@ -74,29 +74,15 @@ DROPPED = "cut off: the connection dropped mid-reply"
 
 @dataclass(frozen=True)
 class TurnOutcome:
-    """What one turn produced.
+    """What one turn produced (``usage``: this turn's tokens, USD and model calls)."""
 
-    Attributes
-    ----------
-    reply : str
-        The final reply, or the saved ``"[jupyter-agent] Stopped: ..."`` notice.
-    stop_reason : str or None
-        None when the model finished; else the limit's name, ``"length"`` or
-        ``"content_filter"`` (a cut-off reply), and on an outcome an exception carries,
-        ``"interrupted"`` (Ctrl-C) or ``"error"``.
-    usage : Usage
-        Tokens, USD and model calls of this turn.
-    tool_calls : int
-        Tool calls this turn made (refused ones excluded).
-    limit : LimitExceededError or None
-        The limit that ended the turn.
-    """
-
-    reply: str
+    reply: str  # the final reply, or the saved "[jupyter-agent] Stopped: ..." notice
+    # None when the model finished; else the limit's name, "length" or "content_filter"
+    # (cut off), and on the outcome an exception carries, "interrupted" or "error"
     stop_reason: str | None
     usage: Usage
-    tool_calls: int = 0
-    limit: LimitExceededError | None = None
+    tool_calls: int = 0  # run this turn (refused ones excluded)
+    limit: LimitExceededError | None = None  # the limit that ended the turn
 
 
 class Agent:
@@ -145,11 +131,9 @@ class Agent:
                                       approval=self.config.approve, ask=ask,
                                       show_question=show_question,
                                       privacy=self.config.context_privacy, cells=cells)
-        self._builtins.emit = lambda event: self._emit(event)
         figures = self._builtins.figures  # kept with the session, shown, sent
-        figures.save = lambda fid, data, media_type: self.conversation.save_figure(
-            fid, data, media_type)
-        figures.emit = lambda event: self._emit(event)
+        self._builtins.emit = figures.emit = lambda event: self._emit(event)
+        figures.save = lambda *figure: self.conversation.save_figure(*figure)
         self._view = RequestView(lambda fid: self.conversation.read_figure(fid))
         self.tools = {tool.name: tool for tool in self._builtins.tools()}
         try:
@@ -258,25 +242,20 @@ class Agent:
     # -- the turn ----------------------------------------------------------------------------
     def run(self, prompt: str, *, on_event: EventCallback | None = None,
             context: str | None = None) -> TurnOutcome:
-        """Run one user turn.
-
-        ``on_event`` receives the turn's events; ``context`` is sent after the prompt in
-        this turn's requests only, never saved. When the turn ends, however it ends, the
-        fallback summary is written if the session has none.
+        """Run one user turn; ``context`` is sent after the prompt in this turn's requests
+        only, never saved. However the turn ends, a fallback summary is written if none.
 
         Raises
         ------
         ModelError
             The endpoint failed; the prompt is saved (``.outcome``: stop reason "error").
         KeyboardInterrupt
-            After the session was left consistent and saved (``.outcome``: stop reason
-            "interrupted"); any other exception from ``on_event`` ends the turn the same way.
+            After the session was saved (``.outcome``: "interrupted"); so does any other
+            exception from ``on_event``.
         PromptTooLongError
             The prompt cannot fit the window even alone; nothing was sent or saved.
-        RuntimeError
-            The agent was closed.
-        SessionLockedError, ContextMismatchError, CorruptSessionError, OSError
-            From the store (the lease was lost, the session changed or a save failed).
+        RuntimeError, SessionLockedError, ContextMismatchError, CorruptSessionError, OSError
+            The agent was closed; from the store (lease lost, session changed, save failed).
         """
         self._check_open()
         self._meter.turn = Usage()

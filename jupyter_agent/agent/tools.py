@@ -73,7 +73,6 @@ class Tool:
     description: str
     func: Callable[..., Any]
     args_model: type[pydantic.BaseModel]
-    runs_code: bool = False
 
     def schema(self) -> dict[str, Any]:
         """The Chat Completions ``tools`` entry for this tool."""
@@ -81,14 +80,8 @@ class Tool:
         parameters.pop("title", None)
         for prop in parameters.get("properties", {}).values():
             prop.pop("title", None)
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": parameters,
-            },
-        }
+        return {"type": "function", "function": {
+            "name": self.name, "description": self.description, "parameters": parameters}}
 
     def invoke(self, arguments: str) -> ToolResult:
         """Validate the model's JSON ``arguments`` and call the function."""
@@ -103,13 +96,12 @@ class Tool:
         try:
             parsed = self.args_model.model_validate(raw)
         except pydantic.ValidationError as exc:
-            errors = "; ".join(
-                f"{'.'.join(map(str, e['loc'])) or '(arguments)'}: {e['msg']}" for e in exc.errors()
-            )
+            errors = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(arguments)'}: {e['msg']}"
+                               for e in exc.errors())
             return ToolResult(f"error: invalid arguments for {self.name}: {errors}", ok=False)
-        kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
         try:
-            value = self.func(**kwargs)
+            value = self.func(**{name: getattr(parsed, name)
+                                 for name in type(parsed).model_fields})
         except ToolError as exc:
             return ToolResult(f"error: {exc}", ok=False, figures=exc.figures)
         except KeyboardInterrupt:
@@ -121,43 +113,37 @@ class Tool:
         except KeyboardInterrupt:
             raise
         except BaseException as exc:
-            return ToolResult(
-                f"error: str() of the result failed: {type(exc).__name__}: {exc}", ok=False
-            )
+            return ToolResult(f"error: str() of the result failed: {type(exc).__name__}: {exc}",
+                              ok=False)
 
 
-def tool_from_function(
-    func: Callable[..., Any], *, name: str | None = None, runs_code: bool = False
-) -> Tool:
-    """Build a :class:`Tool` from a function's signature and docstring."""
-    tool_name = str(name or getattr(func, "__name__", ""))
-    if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", tool_name):
-        raise TypeError(f"tool name {tool_name!r} must be 1-64 letters, digits, '_' or '-'")
+def tool_from_function(func: Callable[..., Any]) -> Tool:
+    """Build a :class:`Tool` from a function's signature and docstring.
+
+    Raises
+    ------
+    TypeError
+        A name that is not 1-64 of ``[A-Za-z0-9_-]``, ``*args``/``**kwargs``, or a
+        parameter without a type annotation.
+    """
+    name = str(getattr(func, "__name__", ""))
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
+        raise TypeError(f"tool name {name!r} must be 1-64 letters, digits, '_' or '-'")
     doc = docstring_parser.parse(func.__doc__ or "")  # numpydoc or Google style
-    description = (doc.description or "").strip()
-    param_docs = {p.arg_name: " ".join((p.description or "").split()) for p in doc.params}
+    described = {p.arg_name: " ".join((p.description or "").split()) for p in doc.params}
     hints = typing.get_type_hints(func)
     fields: dict[str, Any] = {}
     for param in inspect.signature(func).parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise TypeError(f"tool {tool_name!r}: *args/**kwargs are not supported")
+            raise TypeError(f"tool {name!r}: *args/**kwargs are not supported")
         if param.name not in hints:
-            raise TypeError(f"tool {tool_name!r}: parameter {param.name!r} needs a type annotation")
+            raise TypeError(f"tool {name!r}: parameter {param.name!r} needs a type annotation")
         default = ... if param.default is param.empty else param.default
-        field = pydantic.Field(default, description=param_docs.get(param.name) or None)
-        fields[param.name] = (hints[param.name], field)
-    model = pydantic.create_model(
-        f"{tool_name}_arguments",
-        __config__=pydantic.ConfigDict(extra="forbid"),
-        **fields,
-    )
-    return Tool(
-        name=tool_name,
-        description=description or f"Call {tool_name}.",
-        func=func,
-        args_model=model,
-        runs_code=runs_code,
-    )
+        fields[param.name] = (hints[param.name], pydantic.Field(
+            default, description=described.get(param.name) or None))
+    model = pydantic.create_model(f"{name}_arguments",
+                                  __config__=pydantic.ConfigDict(extra="forbid"), **fields)
+    return Tool(name, (doc.description or "").strip() or f"Call {name}.", func, model)
 
 
 def short_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -178,7 +164,6 @@ def short_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 INTERRUPTED_RUNNING = "interrupted by the user while this tool call was running"
-INTERRUPTED_PENDING = "not executed: the tool batch was interrupted by the user"
 DECLINED_BY_INTERRUPT = ("error: refused: the user pressed Ctrl-C at the approval question "
                          "(declined); the code did not run")
 
@@ -198,35 +183,21 @@ class BatchProgress:
     results: list[dict[str, Any]] = field(default_factory=list)
     running: str | None = None
 
-    def finish_interrupted(self, exc: BaseException | None = None) -> list[dict[str, Any]]:
+    def finish_interrupted(self, exc: BaseException) -> list[dict[str, Any]]:
         """Answer every call without a result; return all results in call order."""
-        user = exc is None or isinstance(exc, KeyboardInterrupt)
-        how = "interrupted by the user" if exc is None else describe_stop(exc)
-        answered = {r["tool_call_id"] for r in self.results}
+        how, answered = describe_stop(exc), {r["tool_call_id"] for r in self.results}
         for call in self.calls:
             if call["id"] not in answered:
-                if call["id"] == self.running:
-                    reason = (
-                        INTERRUPTED_RUNNING if user else f"{how} while this tool call was running"
-                    )
-                else:
-                    reason = (
-                        INTERRUPTED_PENDING if user else f"not executed: the tool batch was {how}"
-                    )
-                self.results.append(synthetic_result(call["id"], reason))
+                self.results.append(synthetic_result(call["id"], (
+                    f"{how} while this tool call was running" if call["id"] == self.running
+                    else f"not executed: the tool batch was {how}")))
         self.running = None
         return self.results
 
 
-def execute_batch(
-    progress: BatchProgress,
-    tools: Mapping[str, Tool],
-    *,
-    emit: EventCallback,
-    on_start: Callable[[], object],
-    max_output_chars: int,
-    asks: Callable[[str], bool] = lambda name: False,
-) -> list[dict[str, Any]]:
+def execute_batch(progress: BatchProgress, tools: Mapping[str, Tool], *, emit: EventCallback,
+                  on_start: Callable[[], object], max_output_chars: int,
+                  asks: Callable[[str], bool]) -> list[dict[str, Any]]:
     """Run every call of ``progress.calls``; return the ``tool`` messages."""
     for call in progress.calls:
         call_id, function = call["id"], call.get("function") or {}
@@ -251,12 +222,11 @@ def execute_batch(
             with contextlib.suppress(Exception):  # the interrupt is what propagates
                 emit(ToolCallEnd(call_id, name, progress.results[-1]["content"], False))
             raise
-        text = truncate(outcome.text, max_output_chars)
-        result: dict[str, Any] = {"role": "tool", "tool_call_id": call_id, "content": text}
+        result: dict[str, Any] = {"role": "tool", "tool_call_id": call_id,
+                                  "content": truncate(outcome.text, max_output_chars)}
         if outcome.figures:  # references of the figures it made
             result["figures"] = list(outcome.figures)
-        message = to_message_dict(result)
-        progress.results.append(message)
+        progress.results.append(to_message_dict(result))
         progress.running = None
-        emit(ToolCallEnd(call_id, name, message["content"], outcome.ok))
+        emit(ToolCallEnd(call_id, name, progress.results[-1]["content"], outcome.ok))
     return progress.results
