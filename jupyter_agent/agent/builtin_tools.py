@@ -151,36 +151,25 @@ def _short_repr(value: Any, limit: int = 100) -> str:
 class BuiltinTools:
     """The built-in tools of one agent."""
 
-    def __init__(
-        self,
-        get_state: Callable[[], SessionState],
-        *,
-        shell: Any = None,
-        approval: ApprovalPolicy = "ask",
-        ask: Callable[[str], bool] | None = None,
-        show_question: ShowQuestion | None = None,
-        privacy: Privacy = "schema",
-        cells: CellLog | None = None,
-    ) -> None:
-        self._get_state = get_state
+    def __init__(self, get_state: Callable[[], SessionState], *, shell: Any = None,
+                 approval: ApprovalPolicy = "ask", ask: Callable[[str], bool] | None = None,
+                 show_question: ShowQuestion | None = None, privacy: Privacy = "schema",
+                 cells: CellLog | None = None) -> None:
+        self._get_state, self.shell, self._cells = get_state, shell, cells
         self.privacy: Privacy = privacy
-        self._cells = cells
-        self.shell = shell
         self.approval: ApprovalPolicy = approval
         self.show_question = show_question
         self.ask = ask or functools.partial(ask_on_stdin, show=show_question)
         self.memory = MemoryContext(None, None)
         self.summary_written = False
         self.emit: EventCallback = ignore_event
-        self.refusals = 0  # run_python calls refused so far (approval denied)
+        self.refusals = 0  # calls refused so far (approval denied): they never ran
         self._private_ns: dict[str, Any] = {"__name__": "__main__"}
         self.figures = FigureKeeper(get_state)
 
     def tools(self) -> list[Tool]:
         """The built-in tools, in :data:`BUILTIN_TOOL_NAMES` order."""
         return [tool_from_function(getattr(self, name)) for name in BUILTIN_TOOL_NAMES]
-
-    # -- the kernel -----------------------------------------------------------------
 
     def namespace(self) -> dict[str, Any]:
         """The namespace ``run_python`` executes in."""
@@ -239,8 +228,6 @@ class BuiltinTools:
         if not outcome.ok:
             raise ToolError(text, figures=figures)
         return ToolOutput(text, figures)
-
-    # -- what the kernel holds (context_privacy) ------------------------------------
 
     @property
     def cells(self) -> CellLog:
@@ -341,8 +328,6 @@ class BuiltinTools:
         """The traceback of the last cell of the user's that failed, with its number."""
         return self._share("last_error", lambda: format_last_error(self.cells), False)
 
-    # -- scratchpad and todos ---------------------------------------------------------
-
     def read_scratchpad(self) -> str:
         """Read the session's scratchpad (your working notes for this session)."""
         return self._get_state().scratchpad or "(the scratchpad is empty)"
@@ -401,8 +386,6 @@ class BuiltinTools:
         if not todos:
             return "(no todos)"
         return "\n".join(f"#{t.id} [{t.status}] {t.text} (retries: {t.retries})" for t in todos)
-
-    # -- memory -------------------------------------------------------------------------
 
     def write_summary(self, goal: str, completed: str, decisions: str, remaining: str) -> str:
         """Write the session's summary, shown when the user lists sessions to resume.
