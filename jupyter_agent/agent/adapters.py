@@ -229,9 +229,7 @@ class ChatModel(OpenAIModel):
 
 
 REASONING_MODELS = ("o1", "o3", "o4", "gpt-5", "codex")
-
 _MAX_REASONING = 256
-
 _INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
 
 
@@ -257,9 +255,8 @@ def _content(content: Any, role: str) -> Any:
 
 def _key(message: Mapping[str, Any]) -> tuple[str, ...]:
     calls = message.get("tool_calls") or ()
-    if calls:
-        return ("calls", *(str(c.get("id")) for c in calls))
-    return ("text", str(message.get("content") or ""))
+    return (("calls", *(str(c.get("id")) for c in calls)) if calls
+            else ("text", str(message.get("content") or "")))
 
 
 def to_input(message: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -267,11 +264,9 @@ def to_input(message: Mapping[str, Any]) -> list[dict[str, Any]]:
     role = str(message.get("role", "user"))
     if role == "tool":
         output = message.get("content")
-        if isinstance(output, list):  # text and images
-            return [{"type": "function_call_output", "call_id": message.get("tool_call_id"),
-                     "output": _content(output, role)}]
         return [{"type": "function_call_output", "call_id": message.get("tool_call_id"),
-                 "output": output if isinstance(output, str) else str(output or "")}]
+                 "output": _content(output, role) if isinstance(output, list)  # and images
+                 else output if isinstance(output, str) else str(output or "")}]
     items: list[dict[str, Any]] = []
     content = message.get("content")
     if content or role != "assistant" or not message.get("tool_calls"):
@@ -286,14 +281,10 @@ def to_input(message: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def to_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Chat Completions tool schemas as Responses function tools."""
-    out = []
-    for tool in tools:
-        function = tool.get("function") or {}
-        out.append({"type": "function", "name": function.get("name"),
-                    "description": function.get("description", ""),
-                    "parameters": function.get("parameters") or {"type": "object"},
-                    "strict": False})
-    return out
+    functions = [tool.get("function") or {} for tool in tools]
+    return [{"type": "function", "name": f.get("name"), "description": f.get("description", ""),
+             "parameters": f.get("parameters") or {"type": "object"}, "strict": False}
+            for f in functions]
 
 
 class ResponsesModel(OpenAIModel):

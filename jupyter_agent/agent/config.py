@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from jupyter_agent.agent.events import EventCallback, Notice, UsageUpdate
 from jupyter_agent.agent.working_context import CHARS_PER_TOKEN, estimate_tokens, message_chars
@@ -28,13 +28,7 @@ NOTICE_PREFIX = "[jupyter-agent]"  # assistant-side messages written by the harn
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits; ``None`` means unlimited.
-
-    Raises
-    ------
-    ValueError
-        For a negative limit.
-    """
+    """Resource limits; ``None`` means unlimited. Raises ValueError for a negative one."""
 
     max_tool_calls: int | None = None
     max_cost_usd: float | None = None
@@ -76,13 +70,12 @@ class AgentConfig:
     context_privacy: Privacy = "schema"
 
     def __post_init__(self) -> None:
-        if self.approve not in ("auto", "ask", "deny"):
-            raise ValueError(f"approve must be 'auto', 'ask' or 'deny', not {self.approve!r}")
-        if self.vision not in ("auto", "on", "off"):
-            raise ValueError(f"vision must be 'auto', 'on' or 'off', not {self.vision!r}")
-        if self.context_privacy not in PRIVACY_LEVELS:
-            raise ValueError("context_privacy must be 'schema', 'preview' or 'none', not "
-                             f"{self.context_privacy!r}")
+        for name, allowed in (("approve", get_args(ApprovalPolicy)), ("vision", get_args(Vision)),
+                              ("context_privacy", PRIVACY_LEVELS)):
+            if getattr(self, name) not in allowed:
+                *most, last = map(repr, allowed)
+                raise ValueError(f"{name} must be {', '.join(most)} or {last}, "
+                                 f"not {getattr(self, name)!r}")
         if self.max_images < 0:
             raise ValueError(f"max_images must be 0 or more, not {self.max_images!r}")
         if not 0 < self.compact_at <= 1:
@@ -90,26 +83,18 @@ class AgentConfig:
 
 
 CUT_OFF_NOTICES = {
-    "length": (
-        "the model's reply was cut off at its output token limit (finish_reason \"length\")",
-        "Ask it to continue, or for a shorter answer.",
-    ),
-    "content_filter": (
-        "the provider's content filter cut off the model's reply "
-        '(finish_reason "content_filter")',
-        "Rephrase the request to continue.",
-    ),
+    "length": ("the model's reply was cut off at its output token limit (finish_reason "
+               '"length")', "Ask it to continue, or for a shorter answer."),
+    "content_filter": ("the provider's content filter cut off the model's reply (finish_reason "
+                       '"content_filter")', "Rephrase the request to continue."),
 }
 
 
 def limit_notice(err: LimitExceededError, *, requested: int = 0) -> str:
     """The notice saved when ``err`` ends a turn (``requested``: calls of the refused batch)."""
     if err.limit == "max_tool_calls":
-        detail = (
-            f"the session reached max_tool_calls={err.maximum:g} "
-            f"({err.value:g} tool calls made; the model asked for {requested} more, "
-            "which were not run)"
-        )
+        detail = (f"the session reached max_tool_calls={err.maximum:g} ({err.value:g} tool "
+                  f"calls made; the model asked for {requested} more, which were not run)")
     elif err.limit == "max_cost_usd":
         detail = f"the session reached max_cost_usd=${err.maximum:.4f} (spent ${err.value:.4f})"
     else:
@@ -194,13 +179,6 @@ def price_call(model: str, input_tokens: int, output_tokens: int,
     return 0.0, False
 
 
-def add_usage(a: Usage, b: Usage) -> Usage:
-    return Usage(input_tokens=a.input_tokens + b.input_tokens,
-                 output_tokens=a.output_tokens + b.output_tokens,
-                 cost_usd=a.cost_usd + b.cost_usd, calls=a.calls + b.calls,
-                 price_unknown=a.price_unknown or b.price_unknown)
-
-
 def checked_usage(reported: TokenUsage | None, messages: Sequence[dict[str, Any]],
                   text: str, calls: list[dict[str, Any]]) -> TokenUsage:
     """The usage to count for one call: each reported count that is plausible, else the
@@ -230,13 +208,14 @@ class Meter:
         Notice when the price is unknown."""
         cost, known = price_call(model, usage.input_tokens, usage.output_tokens, prices,
                                  cached_tokens=usage.cached_tokens)
-        call = Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-                     cost_usd=cost, calls=1, price_unknown=not known)
-        state.usage = add_usage(state.usage, call)
-        self.turn = add_usage(self.turn, call)
+        tokens_in, tokens_out = usage.input_tokens, usage.output_tokens
+        state.usage, self.turn = (Usage(
+            input_tokens=u.input_tokens + tokens_in, output_tokens=u.output_tokens + tokens_out,
+            cost_usd=u.cost_usd + cost, calls=u.calls + 1,
+            price_unknown=u.price_unknown or not known) for u in (state.usage, self.turn))
         if emit is None:
             return
-        if call.price_unknown and not self._price_noticed:
+        if not known and not self._price_noticed:
             self._price_noticed = True
             emit(Notice(f"price unknown for model {model!r}: its cost is counted as $0 "
                         "(pass prices={model: (usd_per_million_input, usd_per_million_output)})"))
