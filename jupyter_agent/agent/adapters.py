@@ -21,7 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 import openai
 
 from jupyter_agent.agent.config import TokenUsage
-from jupyter_agent.agent.endpoint import DONE, Endpoint, events, failures, model_error, parse_event
+from jupyter_agent.agent.endpoint import Endpoint, events, failures, model_error
 from jupyter_agent.errors import ModelError
 
 TextCallback = Callable[[str], object]
@@ -158,12 +158,10 @@ class OpenAIModel:
 
     def _events(self, create: Any, kwargs: dict[str, Any],
                 partial: PartialReply) -> Iterator[tuple[str, dict[str, Any]]]:
-        # read to the end (past any "[DONE]"), so the connection can be reused
         with create(**kwargs) as response:
-            for event in events(response.iter_lines()):
+            for event in events(response.iter_lines(), self.endpoint.url):
                 partial.received = True
-                if event.data != DONE:
-                    yield event.name, parse_event(event, self.endpoint)
+                yield event
 
     def _request(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
                  stream: bool) -> tuple[dict[str, Any], dict[str, Any]]:

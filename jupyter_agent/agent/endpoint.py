@@ -9,6 +9,7 @@ nothing: the prompt is saved before the call.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from collections.abc import Iterable, Iterator
@@ -21,38 +22,45 @@ import openai
 from jupyter_agent.agent.window import OPENAI_HOST, refused_window
 from jupyter_agent.errors import ModelError
 
-DONE = "[DONE]"
 
+def events(lines: Iterable[str], url: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The server-sent events of a stream's lines (line endings removed), read to the end
+    (past any ``[DONE]``, so the connection can be reused): ``(event name or "", data)``.
 
-@dataclass(frozen=True)
-class Event:
-    """One server-sent event."""
-
-    name: str  # "" when the event has no ``event:`` field
-    data: str
-
-
-def events(lines: Iterable[str]) -> Iterator[Event]:
-    """The events of a stream's lines (line endings already removed)."""
+    Raises
+    ------
+    ModelError
+        The data is not a JSON object, or is an error reported mid-stream.
+    """
     name, data = "", list[str]()
-    for line in lines:
-        if not line:
-            if data:
-                yield Event(name, "\n".join(data))
-            name, data = "", []
-            continue
+    for line in itertools.chain(lines, [""]):  # "" ends the last event
         if line.startswith(":"):
             continue
-        field, _, value = line.partition(":")
-        value = value[1:] if value.startswith(" ") else value
-        if field == "data":
-            data.append(value)
-        elif field == "event":
-            name = value
-    if data:
-        yield Event(name, "\n".join(data))
-
-
+        if line:
+            field, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if field == "data":
+                data.append(value)
+            elif field == "event":
+                name = value
+            continue
+        text, event, name, data = "\n".join(data), name, "", []
+        if not text or text == "[DONE]":
+            continue
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise ModelError(f"the model endpoint at {url} sent a streamed reply that is not "
+                             f"understood ({text[:200]!r}): check that --base-url points at an "
+                             "OpenAI-compatible endpoint, then send the prompt again")
+        error = parsed.get("error") if event != "error" else parsed
+        if error:
+            detail = error.get("message") if isinstance(error, dict) else str(error)
+            raise ModelError(f"the model endpoint at {url} reported an error while the reply "
+                             f"was streaming ({detail or 'no details'}): send the prompt again")
+        yield event, parsed
 
 
 @dataclass(frozen=True)
@@ -149,31 +157,6 @@ def status_error(status: int, detail: str, endpoint: Endpoint, code: str = "", *
                 "send a prompt again")
     return ModelError(text, status_code=status, code=code, detail=detail,
                       context_window=window)
-
-
-def parse_event(event: Event, endpoint: Endpoint) -> dict[str, Any]:
-    """The JSON object an event of a streamed answer carries.
-
-    Raises
-    ------
-    ModelError
-        The data is not a JSON object, or is an error reported mid-stream.
-    """
-    try:
-        data = json.loads(event.data)
-    except ValueError:
-        data = None
-    if not isinstance(data, dict):
-        raise ModelError(f"the model endpoint at {endpoint.url} sent a streamed reply that "
-                         f"is not understood ({event.data[:200]!r}): check that --base-url "
-                         "points at an OpenAI-compatible endpoint, then send the prompt again")
-    error = data.get("error") if event.name != "error" else data
-    if error:
-        detail = error.get("message") if isinstance(error, dict) else str(error)
-        raise ModelError(f"the model endpoint at {endpoint.url} reported an error while the "
-                         f"reply was streaming ({detail or 'no details'}): send the prompt "
-                         "again")
-    return data
 
 
 def model_error(exc: BaseException, endpoint: Endpoint, *, received: bool = False) -> ModelError:
