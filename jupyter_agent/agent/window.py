@@ -58,7 +58,6 @@ class ContextWindow:
         object.__setattr__(self, "origin", SOURCES.get(self.source, self.source))
 
 
-
 def plausible(value: Any) -> int | None:
     """``value`` as a window in tokens if it is an integer in a plausible range, else None."""
     if isinstance(value, bool) or not isinstance(value, int):
@@ -131,35 +130,20 @@ def known_context_window(model: str) -> int | None:
                 None)
 
 
-def _root(base_url: str) -> str:
-    url = base_url.rstrip("/")
-    return url[:-3] if url.endswith("/v1") else url
-
-
-def _entry_window(entry: Any) -> int | None:
-    if not isinstance(entry, dict):
-        return None
-    meta = entry.get("meta")
-    for value in ((meta or {}).get("n_ctx") if isinstance(meta, dict) else None,
-                  entry.get("max_model_len"), entry.get("max_context_length"),
-                  entry.get("loaded_context_length"), entry.get("context_length")):
-        found = plausible(value)
-        if found is not None:
-            return found
-    return None
-
-
 def _listed(data: Any, model: str) -> int | None:
     entries = data.get("data") if isinstance(data, dict) else None
     if not isinstance(entries, list):
         return None
     named = [e for e in entries if isinstance(e, dict) and e.get("id") == model]
-    if not named and len(entries) == 1:
+    if not named and len(entries) == 1 and isinstance(entries[0], dict):
         named = entries  # llama.cpp lists its one model under the file name
     for entry in named:
-        found = _entry_window(entry)
-        if found is not None:
-            return found
+        meta = entry.get("meta")
+        for value in ((meta or {}).get("n_ctx") if isinstance(meta, dict) else None,
+                      entry.get("max_model_len"), entry.get("max_context_length"),
+                      entry.get("loaded_context_length"), entry.get("context_length")):
+            if plausible(value) is not None:
+                return plausible(value)
     return None
 
 
@@ -179,22 +163,9 @@ def _ollama(data: Any, model: str) -> int | None:
     info = data.get("model_info")
     if not isinstance(info, dict):
         return None
-    trained = [plausible(v) for k, v in info.items()
-               if isinstance(k, str) and k.endswith(".context_length")]
-    known = [t for t in trained if t]
+    known = [t for t in (plausible(v) for k, v in info.items()
+                         if isinstance(k, str) and k.endswith(".context_length")) if t]
     return min([OLLAMA_DEFAULT_CTX, *known]) if known else None
-
-
-class _Unreachable(Exception):
-    """The server did not answer at all: no further probe is worth its timeout."""
-
-
-def _http_library(http: Any) -> Any:
-    for cls in type(http).__mro__:
-        root = cls.__module__.split(".")[0]
-        if root in _HTTP_LIBRARIES:
-            return sys.modules[root]
-    return None
 
 
 _HTTP_LIBRARIES = ("httpx2", "httpx")
@@ -213,8 +184,8 @@ def _ask(http: Any, lib: Any, method: str, url: str, headers: dict[str, str],
                 raw += chunk
                 if len(raw) > PROBE_MAX_BYTES or time.monotonic() > deadline:
                     return None
-    except (lib.ConnectError, lib.TimeoutException) as exc:
-        raise _Unreachable from exc
+    except (lib.ConnectError, lib.TimeoutException):
+        raise  # no answer at all: no further probe is worth its timeout
     except lib.HTTPError:
         return None
     try:
@@ -238,25 +209,25 @@ def probe_window(base_url: str, model: str, *, api_key: str = "",
             with contextlib.suppress(ImportError):
                 http = importlib.import_module(name).Client()
                 break
-    lib = _http_library(http)
+    lib = next((sys.modules[root] for cls in type(http).__mro__
+                if (root := cls.__module__.split(".")[0]) in _HTTP_LIBRARIES), None)
     if lib is None:
         return None
-    root = _root(base_url)
+    url = base_url.rstrip("/")
+    root = url[:-3] if url.endswith("/v1") else url
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     probes: tuple[tuple[str, str, Any, Any], ...] = (
-        ("GET", base_url.rstrip("/") + "/models", None, _listed),
+        ("GET", url + "/models", None, _listed),
         ("GET", root + "/props", None, _props),
         ("GET", root + "/api/v0/models", None, _listed),
         ("POST", root + "/api/show", {"model": model}, _ollama),
     )
     try:
-        for method, url, body, read in probes:
-            found = read(_ask(http, lib, method, url, headers, body, timeout), model)
+        for method, address, body, read in probes:
+            found = read(_ask(http, lib, method, address, headers, body, timeout), model)
             if found is not None:
                 return int(found)
-    except _Unreachable:
-        return None
-    except Exception:  # a probe is best effort: whatever happened, fall through
+    except Exception:  # best effort (and no answer at all): whatever happened, fall through
         return None
     finally:
         if own:
