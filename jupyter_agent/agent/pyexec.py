@@ -129,9 +129,6 @@ def image_of(data: dict[str, Any]) -> tuple[bytes, str] | None:
     """The image of a MIME bundle: PNG, else JPEG, else SVG, as ``(bytes, media type)``."""
     for media_type in MEDIA_TYPES:
         value = data.get(media_type)
-        if value is None:
-            continue
-        raw: bytes | None = None
         if isinstance(value, bytes | bytearray):
             raw = bytes(value)
         elif isinstance(value, str) and media_type == "image/svg+xml":
@@ -140,8 +137,10 @@ def image_of(data: dict[str, Any]) -> tuple[bytes, str] | None:
             try:
                 raw = base64.b64decode(value, validate=False)
             except (binascii.Error, ValueError):
-                raw = None
-        if raw is not None and sniff_media_type(raw) == media_type:
+                continue
+        else:
+            continue
+        if sniff_media_type(raw) == media_type:
             return raw, media_type
     return None
 
@@ -158,25 +157,14 @@ def describe_figure(ref: dict[str, Any]) -> str:
 def interleave(printed: str, pieces: list[tuple[int | None, str]]) -> str:
     """``printed`` with each ``(position, text)`` piece put on lines of its own at its
     position (characters printed before it; ``None``: at the end), in order."""
-    end = len(printed)
-
-    def where(index: int) -> int:
-        position = pieces[index][0]
-        return end if position is None else min(max(position, 0), end)
-
-    out: list[str] = []
-    start, last = 0, "\n"
-    for index in sorted(range(len(pieces)), key=lambda i: (where(i), i)):
-        at = max(where(index), start)
+    end, start, out = len(printed), 0, []
+    for at, _, text in sorted((end if position is None else min(max(position, 0), end), i, text)
+                              for i, (position, text) in enumerate(pieces)):
         chunk = printed[start:at]
-        out.append(chunk)
-        last = chunk[-1] if chunk else last
-        if last != "\n":
-            out.append("\n")
-        out.append(pieces[index][1].rstrip("\n") + "\n")
-        start, last = at, "\n"
-    out.append(printed[start:])
-    return "".join(out)
+        out += [chunk, "\n" if chunk and not chunk.endswith("\n") else "",
+                text.rstrip("\n") + "\n"]
+        start = at
+    return "".join(out) + printed[start:]
 
 
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
