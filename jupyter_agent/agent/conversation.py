@@ -321,7 +321,7 @@ def compact(conversation: Conversation, model: Model, config: AgentConfig, *, wi
     except ModelError as exc:
         emit(Notice(f"compaction failed, the context stays as it was: {exc}"))
         return False
-    account(checked_usage(reply.usage, request, reply.text, []))
+    account(checked_usage(reply.usage, lambda: estimate_tokens(request), reply.text, []))
     summary, most = reply.text.strip(), int(window * CHARS_PER_TOKEN * config.compact_at / 4)
     if len(summary) > most:
         summary = summary[:most].rstrip() + " [... summary cut to fit the window]"

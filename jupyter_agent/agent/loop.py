@@ -380,7 +380,8 @@ class Agent:
         except BaseException as exc:
             self._keep_interrupted(partial, exc)
             raise
-        usage = checked_usage(reply.usage, conversation.messages, reply.text,
+        # the last reported count plus the messages since, never all of them again
+        usage = checked_usage(reply.usage, conversation.estimated_tokens, reply.text,
                                  reply.tool_calls)
         message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
         if reply.tool_calls:
@@ -398,7 +399,7 @@ class Agent:
         conversation, text = self.conversation, partial.text
         how = DROPPED if isinstance(exc, ModelError) and exc.mid_reply else describe_stop(exc)
         marker = f"{NOTICE_PREFIX} (reply {how})"
-        usage = checked_usage(partial.usage, conversation.messages, text,
+        usage = checked_usage(partial.usage, conversation.estimated_tokens, text,
                                  partial.tool_calls())
         conversation.append({"role": "assistant",
                              "content": f"{text}\n\n{marker}" if text else marker})
