@@ -63,16 +63,11 @@ class PartialReply:
 
     def tool_calls(self) -> list[dict[str, Any]]:
         """The tool calls as Chat Completions ``tool_calls`` dicts, in position order."""
-        out = []
-        for index in sorted(self.calls):
-            call = self.calls[index]
-            out.append({
-                "id": call.get("id") or f"call_{uuid.uuid4().hex[:24]}",
-                "type": "function",
-                "function": {"name": call.get("name", ""),
-                             "arguments": call.get("arguments", "") or "{}"},
-            })
-        return out
+        calls = [self.calls[index] for index in sorted(self.calls)]
+        return [{"id": call.get("id") or f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+                 "function": {"name": call.get("name", ""),
+                              "arguments": call.get("arguments", "") or "{}"}}
+                for call in calls]
 
     def reply(self) -> ModelReply:
         """The :class:`ModelReply` of what arrived."""
@@ -97,15 +92,9 @@ class Model(Protocol):
     name: str
     base_url: str
 
-    def respond(
-        self,
-        messages: Sequence[dict[str, Any]],
-        tools: Sequence[dict[str, Any]],
-        *,
-        stream: bool,
-        partial: PartialReply,
-        on_text: TextCallback | None = None,
-    ) -> ModelReply:
+    def respond(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *,
+                stream: bool, partial: PartialReply,
+                on_text: TextCallback | None = None) -> ModelReply:
         """Send one request and return the reply."""
         ...
 

@@ -294,9 +294,8 @@ def compact(conversation: Conversation, model: Model, config: AgentConfig, *, wi
             keep_from: int | None = None) -> bool:
     """Summarize ``messages[1:cut]`` with one model call (no tools, not streamed), its usage
     given to ``account``; ``messages[keep_from:]`` (the turn in progress) stay verbatim.
-
-    Returns False when there was nothing worth compacting or the call failed (the working
-    context is unchanged; ``emit`` gets a Notice).
+    False when there was nothing worth compacting or the call failed (the working context
+    is unchanged; ``emit`` gets a Notice).
 
     Raises
     ------

@@ -455,6 +455,7 @@ class Agent:
         LimitExceededError
             The session reached ``max_cost_usd``: nothing is sent.
         RuntimeError, SessionLockedError, CorruptSessionError, ContextMismatchError, OSError
+            As :meth:`run`.
         """
         self._check_open()
         self._emit = on_event or ignore_event

@@ -67,13 +67,12 @@ def truncate(text: str, limit: int) -> str:
     if limit < 0 or len(text) <= limit:
         return text
     tail = limit // 2
-    head = limit - tail
-    end = text[len(text) - tail :] if tail else ""
-    marker = f"\n... [output truncated: {len(text) - limit:,} characters cut] ...\n"
-    return f"{text[:head]}{marker}{end}"
+    end = text[len(text) - tail:] if tail else ""
+    return (f"{text[:limit - tail]}\n... [output truncated: {len(text) - limit:,} characters "
+            f"cut] ...\n{end}")
 
 
-def _format_exception(exc: BaseException, filename: str) -> str:
+def _format_exception(exc: BaseException) -> str:
     te = traceback.TracebackException.from_exception(exc)
     frames = [f for f in te.stack if f.filename != __file__]
     te.stack = traceback.StackSummary.from_list(frames)
@@ -89,7 +88,7 @@ def run_code(code: str, namespace: dict[str, Any]) -> ExecOutcome:
     try:
         tree = ast.parse(code, filename=filename, mode="exec")
     except SyntaxError as exc:
-        return ExecOutcome("", "", None, _format_exception(exc, filename))
+        return ExecOutcome("", "", None, _format_exception(exc))
     linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
     last: ast.Expression | None = None
     final = tree.body[-1] if tree.body else None
@@ -107,21 +106,17 @@ def run_code(code: str, namespace: dict[str, Any]) -> ExecOutcome:
         printed = format_outcome(ExecOutcome(out.getvalue(), err.getvalue(), None, None))
         raise ToolInterrupted("" if printed == "(no output)" else printed) from exc
     except BaseException as exc:  # SystemExit too: model code must not end the kernel
-        error = _format_exception(exc, filename)
+        error = _format_exception(exc)
     return ExecOutcome(out.getvalue(), err.getvalue(), result, error)
 
 
 def format_outcome(outcome: ExecOutcome) -> str:
     """The tool result text for an :class:`ExecOutcome` (uncut)."""
-    parts: list[str] = []
-    if outcome.stdout:
-        parts.append(outcome.stdout.rstrip("\n"))
-    if outcome.stderr:
-        parts.append("[stderr]\n" + outcome.stderr.rstrip("\n"))
-    if outcome.result is not None:
-        parts.append("[result]\n" + outcome.result)
-    if outcome.error is not None:
-        parts.append("[error]\n" + outcome.error)
+    parts = [part for part in (
+        outcome.stdout.rstrip("\n") if outcome.stdout else None,
+        "[stderr]\n" + outcome.stderr.rstrip("\n") if outcome.stderr else None,
+        None if outcome.result is None else "[result]\n" + outcome.result,
+        None if outcome.error is None else "[error]\n" + outcome.error) if part is not None]
     return "\n".join(parts) if parts else "(no output)"
 
 
