@@ -51,11 +51,9 @@ BUILTIN_TOOL_NAMES = (
 # A small window is offered only these of them (and the user's tools).
 SMALL_WINDOW_TOOLS = ("run_python", "list_variables", "describe_variable")
 
-NO_STDIN_REFUSAL = (
-    "refused: the approval policy is 'ask' but there is no stdin to ask the user on "
-    "(headless run). The user can allow code with "
-    '`%config AgentMagics.approve = "auto"` or `--approve auto`.'
-)
+NO_STDIN_REFUSAL = ("refused: the approval policy is 'ask' but there is no stdin to ask the "
+                    "user on (headless run). The user can allow code with "
+                    '`%config AgentMagics.approve = "auto"` or `--approve auto`.')
 DECLINED_REFUSAL = "refused: the user declined to run this code."
 DENY_REFUSAL = "refused: running code is disabled by the approval policy ('deny')."
 NOTE_DENY_REFUSAL = ("refused: writing notes is disabled by the approval policy ('deny'); "
@@ -78,19 +76,15 @@ ShowQuestion = Callable[[str, str], object]
 def stdin_is_usable() -> bool:
     """Tell whether :func:`input` can ask the user anything."""
     shell = get_ipython()
-    if shell is not None and any(
-        cls.__name__ == "ZMQInteractiveShell" for cls in type(shell).__mro__
-    ):
+    if shell is not None and any(c.__name__ == "ZMQInteractiveShell" for c in type(shell).__mro__):
         # The front end says per request whether it answers input() (nbclient and
         # other headless runners do not); the same test decides whether the turn is
         # shown live, so a question is asked only where it can be seen.
         kernel = getattr(shell, "kernel", None)
         return bool(getattr(kernel, "_allow_stdin", False))
     stdin = sys.stdin
-    if stdin is None or getattr(stdin, "closed", False):
-        return False
     try:
-        return bool(stdin.isatty())
+        return stdin is not None and not getattr(stdin, "closed", False) and bool(stdin.isatty())
     except (OSError, ValueError, AttributeError):
         return False
 
@@ -343,10 +337,8 @@ class BuiltinTools:
             Append ``text`` on a new line instead of replacing the content.
         """
         state = self._get_state()
-        if append and state.scratchpad:
-            state.scratchpad = state.scratchpad.rstrip("\n") + "\n" + text
-        else:
-            state.scratchpad = text
+        state.scratchpad = (state.scratchpad.rstrip("\n") + "\n" + text
+                            if append and state.scratchpad else text)
         return f"scratchpad saved ({len(state.scratchpad):,} characters)"
 
     def add_todo(self, text: str) -> str:
@@ -382,10 +374,8 @@ class BuiltinTools:
 
     def list_todos(self) -> str:
         """List the session's todo items with their status and retry counts."""
-        todos = self._get_state().todos
-        if not todos:
-            return "(no todos)"
-        return "\n".join(f"#{t.id} [{t.status}] {t.text} (retries: {t.retries})" for t in todos)
+        return "\n".join(f"#{t.id} [{t.status}] {t.text} (retries: {t.retries})"
+                         for t in self._get_state().todos) or "(no todos)"
 
     def write_summary(self, goal: str, completed: str, decisions: str, remaining: str) -> str:
         """Write the session's summary, shown when the user lists sessions to resume.
@@ -401,14 +391,11 @@ class BuiltinTools:
         remaining : str
             What is left to do.
         """
-        text = (
-            f"Goal: {goal.strip()}\nCompleted: {completed.strip()}\n"
-            f"Decisions: {decisions.strip()}\nRemaining: {remaining.strip()}"
-        )
         store, session_id = self.memory.store, self.memory.session_id
         if store is None or session_id is None:
             raise ToolError("no session store: the summary cannot be saved")
-        store.update(session_id, summary=text)
+        store.update(session_id, summary=f"Goal: {goal.strip()}\nCompleted: {completed.strip()}\n"
+                     f"Decisions: {decisions.strip()}\nRemaining: {remaining.strip()}")
         self.summary_written = True
         return "summary saved"
 
@@ -426,8 +413,6 @@ class BuiltinTools:
         store = self.memory.store
         if store is None:
             raise ToolError("no memory store: the note cannot be saved")
-        if kind not in ("project", "user"):
-            raise ToolError(f"kind must be 'project' or 'user', not {kind!r}")
         file = f"{kind}.md"
         line = "- " + " ".join(clean_text(note).split())  # exactly what Notes.append writes
         intro, prompt = NOTE_QUESTION

@@ -315,20 +315,16 @@ class Agent:
                 conversation.save()  # save point 2, with the checkpoint after the request
                 calls = reply.tool_calls
                 if reply.finish_reason in CUT_OFF_NOTICES:
-                    if calls:
-                        self._skip(calls, CUT_OFF_SKIP)
                     text = cut_off_notice(str(reply.finish_reason), len(calls))
-                    return self._end(text, str(reply.finish_reason))
+                    return self._end(text, str(reply.finish_reason), calls, CUT_OFF_SKIP)
                 if not calls:
                     return self._outcome(reply.text, None)
                 check_before_batch(limits, state, len(calls))
                 self._run_batch(calls)  # save point 3, with the checkpoint
                 calls = []
         except LimitExceededError as reached:
-            if calls:
-                self._skip(calls, LIMIT_SKIP)
             text = limit_notice(reached, requested=len(calls))
-            return self._end(text, reached.limit, reached)
+            return self._end(text, reached.limit, calls, LIMIT_SKIP, reached)
 
     def _check_fits(self, request: dict[str, Any], *, saved: bool = False) -> None:
         system = self._system_override()
@@ -483,13 +479,12 @@ class Agent:
         self._meter.account(self.conversation.state, self.model.name, usage,
                             prices=self.config.prices, emit=self._emit)
 
-    def _skip(self, calls: list[dict[str, Any]], reason: str) -> None:
-        self.conversation.append(*(synthetic_result(c["id"], reason) for c in calls))
-        self.conversation.save()
-
-    def _end(self, text: str, reason: str,
+    def _end(self, text: str, reason: str, calls: list[dict[str, Any]], skip: str,
              limit: LimitExceededError | None = None) -> TurnOutcome:
-        self.conversation.append({"role": "assistant", "content": text})
+        """End the turn with the saved notice ``text``, answering ``calls`` (not run) with
+        ``skip``."""
+        self.conversation.append(*(synthetic_result(c["id"], skip) for c in calls),
+                                 {"role": "assistant", "content": text})
         self.conversation.save()
         self._emit(Notice(text))
         return self._outcome(text, reason, limit)
