@@ -189,13 +189,19 @@ class VisionModel:
                                  "or --vision auto)", err.status_code, err.code) from err
             reply = self.model.respond(plain, tools, stream=stream, partial=partial,
                                        on_text=on_text)
-            self._refused(err, key)
-            tokens = 0
+            self._state.images_refused, tokens = key, 0
+            status = f"{err.status_code}: " if err.status_code else ""
+            self._emit(Notice(f"the model endpoint refused the images of figures ({status}"
+                              f"{clip_reason(err.detail or str(err))}), so {self.name} is told "
+                              "about figures in text only for the rest of this session; "
+                              "--vision on (always send images) or --vision off (never) with "
+                              "%agent_new or %agent_resume changes this"))
         if reply.usage is not None or not tokens:
             return reply
         completion = message_chars({"content": reply.text, "tool_calls": reply.tool_calls})
         return replace(reply, usage=TokenUsage(estimate_tokens(plain) + tokens,
                                                completion // CHARS_PER_TOKEN))
+
     def _noted(self, request: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if self._note is None:
             return request
@@ -207,29 +213,18 @@ class VisionModel:
                         "content": f"{request[index]['content']}\n\n{self._note[1]}"}
         return noted
 
-    def _refused(self, err: ModelError, key: str) -> None:
-        self._state.images_refused = key
-        status = f"{err.status_code}: " if err.status_code else ""
-        reason = clip_reason(err.detail or str(err))
-        self._emit(Notice(f"the model endpoint refused the images of figures ({status}"
-                          f"{reason}), so {self.name} is told about figures in text only "
-                          "for the rest of this session; --vision on (always send images) "
-                          "or --vision off (never) with %agent_new or %agent_resume "
-                          "changes this"))
-
 
 _PAIRS = {")": "(", "]": "[", "}": "{"}
 
 
 def clip_reason(text: str, limit: int = 100) -> str:
     """``text`` on one line, at most about ``limit`` characters, cut at a word boundary."""
-    text = " ".join(text.split())
-    cut = text
+    text = cut = " ".join(text.split())
     if len(text) > limit:
         cut = text[: limit + 1]
         cut = cut[: cut.rfind(" ")] if " " in cut else cut[:limit]
     kept: list[str] = []
-    opened: list[int] = []
+    opened: list[int] = []  # where each bracket still open is
     for char in cut:
         if char in "([{":
             opened.append(len(kept))
