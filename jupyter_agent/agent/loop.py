@@ -10,7 +10,7 @@ session consistent and saved, and propagates carrying the turn's outcome as ``.o
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -234,10 +234,19 @@ class Agent:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _check_open(self) -> None:
+    @contextlib.contextmanager
+    def _running(self, on_event: EventCallback | None) -> Iterator[None]:
+        """Hold the lease and send events to ``on_event`` for a block (a turn, a compaction)."""
         if self.conversation.closed:
             raise RuntimeError(f"this Agent was closed and released session "
                                f"{self.session_id!r}; build a new Agent to resume it")
+        self._emit = on_event or ignore_event
+        try:
+            with self.conversation.lease():
+                yield
+        finally:
+            self._emit = ignore_event  # events after this block never reach its callback
+            self._request = self._context = None
 
     # -- the turn ----------------------------------------------------------------------------
     def run(self, prompt: str, *, on_event: EventCallback | None = None,
@@ -257,14 +266,12 @@ class Agent:
         RuntimeError, SessionLockedError, ContextMismatchError, CorruptSessionError, OSError
             The agent was closed; from the store (lease lost, session changed, save failed).
         """
-        self._check_open()
         self._meter.turn = Usage()
-        self._emit = on_event or ignore_event
         self._builtins.figures.forward = on_event is None  # else the front end shows them
-        self._context = context
         self._before = self.conversation.state.tool_calls
         try:
-            with self.conversation.lease():
+            with self._running(on_event):
+                self._context = context
                 try:
                     outcome = self._turn(prompt)
                 except BaseException:
@@ -278,10 +285,6 @@ class Agent:
             stop = "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"
             exc.outcome = self._outcome("", stop)  # type: ignore[union-attr]
             raise
-        finally:
-            self._emit = ignore_event  # events after this run never reach its callback
-            self._request = None
-            self._context = None
 
     def _outcome(self, reply: str, stop: str | None,
                  limit: LimitExceededError | None = None) -> TurnOutcome:
@@ -453,13 +456,8 @@ class Agent:
         RuntimeError, SessionLockedError, CorruptSessionError, ContextMismatchError, OSError
             As :meth:`run`.
         """
-        self._check_open()
-        self._emit = on_event or ignore_event
-        try:
-            with self.conversation.lease():
-                return self._compact()
-        finally:
-            self._emit = ignore_event
+        with self._running(on_event):
+            return self._compact()
 
     def _compact_images_first(self) -> None:
         dropped = drop_old_images(self.conversation)

@@ -203,14 +203,13 @@ and how they were handled, and what remains to do. Use short bullet points. Do n
 invent anything that is not in the conversation."""
 
 
+_NOTES_HEADINGS = ("## Project notes (project.md)\n", "## User preferences (user.md)\n")
+
+
 def build_system_prompt(base: str, *, project_notes: str = "", user_notes: str = "") -> str:
     """The system message of a new session: ``base`` plus the non-empty notes."""
-    parts = [base.rstrip()]
-    if project_notes.strip():
-        parts.append("## Project notes (project.md)\n" + project_notes.strip())
-    if user_notes.strip():
-        parts.append("## User preferences (user.md)\n" + user_notes.strip())
-    return "\n\n".join(parts)
+    return "\n\n".join([base.rstrip(), *(heading + notes.strip() for heading, notes in zip(
+        _NOTES_HEADINGS, (project_notes, user_notes), strict=True) if notes.strip())])
 
 
 def format_bytes(size: int) -> str:
@@ -258,9 +257,6 @@ def read_session_notes(store: Store | None, cap: int = NOTES_CAP) -> NotesRead:
         elif text.strip():
             read.used[kind] = text
     return read
-
-
-_NOTES_HEADINGS = ("## Project notes (project.md)\n", "## User preferences (user.md)\n")
 
 
 def short_system_prompt(system: str) -> str:
