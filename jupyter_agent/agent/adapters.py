@@ -383,10 +383,9 @@ class ResponsesModel(OpenAIModel):
         partial.usage = usage_of(response.get("usage"), "input_tokens", "output_tokens",
                                  "input_tokens_details") or partial.usage
         incomplete = response.get("incomplete_details") or {}
-        if status == "incomplete":
-            partial.finish_reason = _INCOMPLETE.get(str(incomplete.get("reason")), "length")
-        else:
-            partial.finish_reason = "tool_calls" if partial.calls else "stop"
+        partial.finish_reason = (_INCOMPLETE.get(str(incomplete.get("reason")), "length")
+                                 if status == "incomplete" else
+                                 "tool_calls" if partial.calls else "stop")
         if reasoning:
             self._carry(partial, reasoning)
 

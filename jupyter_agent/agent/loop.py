@@ -103,20 +103,13 @@ class Agent:
         From the store while creating or resuming (the lease is released again).
     """
 
-    def __init__(
-        self,
-        model: Model,
-        conversation: Conversation | None = None,
-        *,
-        store: Store | None = None,
-        session_id: str | None = None,
-        config: AgentConfig | None = None,
-        tools: Iterable[Callable[..., Any] | Tool] | None = None,
-        shell: Any = None,
-        ask: Callable[[str], bool] | None = None,
-        show_question: Callable[[str, str], object] | None = None,
-        cells: CellLog | None = None,
-    ) -> None:
+    def __init__(self, model: Model, conversation: Conversation | None = None, *,
+                 store: Store | None = None, session_id: str | None = None,
+                 config: AgentConfig | None = None,
+                 tools: Iterable[Callable[..., Any] | Tool] | None = None, shell: Any = None,
+                 ask: Callable[[str], bool] | None = None,
+                 show_question: Callable[[str, str], object] | None = None,
+                 cells: CellLog | None = None) -> None:
         self.model = model
         self.config = config or AgentConfig()
         self.window = ContextWindow(0, "default")
