@@ -22,13 +22,7 @@ from IPython.core.error import StdinNotImplementedError
 from jupyter_agent.agent.config import ApprovalPolicy
 from jupyter_agent.agent.events import ApprovalAnswered, EventCallback, Notice, ignore_event
 from jupyter_agent.agent.pyexec import ApprovalInterrupted, FigureKeeper, format_outcome, run_code
-from jupyter_agent.agent.tools import (
-    MemoryContext,
-    Tool,
-    ToolError,
-    ToolOutput,
-    tool_from_function,
-)
+from jupyter_agent.agent.tools import MemoryContext, Tool, ToolError, ToolOutput, tool_from_function
 from jupyter_agent.notebook import (
     CellLog,
     Privacy,

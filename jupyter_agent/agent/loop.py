@@ -28,12 +28,7 @@ from jupyter_agent.agent.config import (
     cut_off_notice,
     limit_notice,
 )
-from jupyter_agent.agent.conversation import (
-    MEMORY_REPAIR,
-    Conversation,
-    compact,
-    drop_old_images,
-)
+from jupyter_agent.agent.conversation import MEMORY_REPAIR, Conversation, compact, drop_old_images
 from jupyter_agent.agent.events import EventCallback, Notice, TextDelta, ignore_event
 from jupyter_agent.agent.tools import (
     BatchProgress,
@@ -45,12 +40,7 @@ from jupyter_agent.agent.tools import (
     tool_from_function,
 )
 from jupyter_agent.agent.vision import RequestView, VisionModel
-from jupyter_agent.agent.window import (
-    ContextWindow,
-    plausible,
-    resolve_window,
-    window_key,
-)
+from jupyter_agent.agent.window import ContextWindow, plausible, resolve_window, window_key
 from jupyter_agent.agent.working_context import (
     estimate_schema_tokens,
     estimate_tokens,
