@@ -364,12 +364,12 @@ class Agent:
             raise
         # the last reported count plus the messages since, never all of them again
         usage = checked_usage(reply.usage, conversation.estimated_tokens, reply.text,
-                                 reply.tool_calls)
-        message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+                              reply.tool_calls)
+        # the API rejects content null without tool calls
+        message: dict[str, Any] = {"role": "assistant",
+                                   "content": reply.text or (None if reply.tool_calls else "")}
         if reply.tool_calls:
             message["tool_calls"] = reply.tool_calls
-        elif message["content"] is None:
-            message["content"] = ""  # the API rejects content null without tool calls
         conversation.append(message)
         conversation.note_reported_tokens(usage.input_tokens + usage.output_tokens)
         self._account(usage)
@@ -382,7 +382,7 @@ class Agent:
         how = DROPPED if isinstance(exc, ModelError) and exc.mid_reply else describe_stop(exc)
         marker = f"{NOTICE_PREFIX} (reply {how})"
         usage = checked_usage(partial.usage, conversation.estimated_tokens, text,
-                                 partial.tool_calls())
+                              partial.tool_calls())
         conversation.append({"role": "assistant",
                              "content": f"{text}\n\n{marker}" if text else marker})
         self._meter.account(conversation.state, self.model.name, usage,
@@ -408,22 +408,16 @@ class Agent:
         conversation, builtins = self.conversation, self._builtins
         progress = BatchProgress(calls)
         refusals = builtins.refusals
-
-        def count() -> None:
-            conversation.state.tool_calls += 1
-
         try:
-            results = execute_batch(progress, self.tools, emit=self._emit, on_start=count,
-                                    max_output_chars=self.config.max_output_chars,
-                                    asks=builtins.will_ask)
+            execute_batch(progress, self.tools, conversation.state, emit=self._emit,
+                          max_output_chars=self.config.max_output_chars, asks=builtins.will_ask)
         except BaseException as exc:
-            conversation.state.tool_calls -= builtins.refusals - refusals  # never ran
-            conversation.append(*progress.finish_interrupted(exc))
-            conversation.save()
+            progress.finish_interrupted(exc)
             raise
-        conversation.state.tool_calls -= builtins.refusals - refusals
-        conversation.append(*results)
-        conversation.save()  # save point 3
+        finally:
+            conversation.state.tool_calls -= builtins.refusals - refusals  # refused: never ran
+            conversation.append(*progress.results)
+            conversation.save()  # save point 3
         if builtins.summary_written:
             conversation.has_summary = True
 

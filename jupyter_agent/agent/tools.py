@@ -25,7 +25,7 @@ import pydantic
 from jupyter_agent.agent.events import EventCallback, ToolCallEnd, ToolCallStart
 from jupyter_agent.agent.pyexec import ApprovalInterrupted, ToolInterrupted, truncate
 from jupyter_agent.agent.working_context import synthetic_result
-from jupyter_agent.store import Store, to_message_dict
+from jupyter_agent.store import SessionState, Store, to_message_dict
 
 
 class ToolError(Exception):
@@ -195,16 +195,17 @@ class BatchProgress:
         return self.results
 
 
-def execute_batch(progress: BatchProgress, tools: Mapping[str, Tool], *, emit: EventCallback,
-                  on_start: Callable[[], object], max_output_chars: int,
+def execute_batch(progress: BatchProgress, tools: Mapping[str, Tool], state: SessionState, *,
+                  emit: EventCallback, max_output_chars: int,
                   asks: Callable[[str], bool]) -> list[dict[str, Any]]:
-    """Run every call of ``progress.calls``; return the ``tool`` messages."""
+    """Run every call of ``progress.calls``, counting each in ``state.tool_calls`` as it
+    starts; return the ``tool`` messages."""
     for call in progress.calls:
         call_id, function = call["id"], call.get("function") or {}
         name, arguments = str(function.get("name", "")), str(function.get("arguments", ""))
         emit(ToolCallStart(call_id, name, arguments, asks=asks(name)))
         progress.running = call_id
-        on_start()
+        state.tool_calls += 1
         tool = tools.get(name)
         try:
             outcome = tool.invoke(arguments) if tool is not None else ToolResult(
