@@ -196,12 +196,12 @@ def checked_usage(reported: TokenUsage | None, prompt_estimate: Callable[[], int
     return TokenUsage(prompt, completion, cached)
 
 
+@dataclass
 class Meter:
     """Adds each call's usage to the session's checkpoint and to :attr:`turn`."""
 
-    def __init__(self) -> None:
-        self.turn = Usage()
-        self._price_noticed = False
+    turn: Usage = field(default_factory=Usage)
+    _price_noticed: bool = False
 
     def account(self, state: SessionState, model: str, usage: TokenUsage, *,
                 prices: PriceTable | None = None, emit: EventCallback | None = None) -> None:

@@ -228,10 +228,10 @@ class FigureKeeper:
                 self._error = (f"the figures left open could not be drawn: "
                                f"{type(err).__name__}: {err}")
         finally:
-            if publisher is not None and had:
-                publisher.publish = saved
-            elif publisher is not None:
+            if publisher is not None:  # as it was: its own attribute, or the class's
                 vars(publisher).pop("publish", None)
+                if had:
+                    publisher.publish = saved
 
     def _collect_figures(self, publishing: bool, before: set[int]) -> None:
         pyplot = sys.modules.get("matplotlib.pyplot")

@@ -285,13 +285,10 @@ def tool_calls_run(transcript: Sequence[dict[str, Any]]) -> int:
             content = message.get("content")
             results.setdefault(str(message.get("tool_call_id")),
                                content if isinstance(content, str) else "")
-    count = 0
-    for message in transcript:
-        for call in message.get("tool_calls") or () if message.get("role") == "assistant" else ():
-            result = results.get(str(call.get("id")) if isinstance(call, dict) else "")
-            if result is None or not result.startswith(NOT_RUN_PREFIXES):
-                count += 1
-    return count
+    found = (results.get(str(call.get("id")) if isinstance(call, dict) else "")
+             for message in transcript if message.get("role") == "assistant"
+             for call in message.get("tool_calls") or ())
+    return sum(1 for result in found if result is None or not result.startswith(NOT_RUN_PREFIXES))
 
 
 def request_index(messages: Sequence[dict[str, Any]], request: dict[str, Any] | None) -> int | None:
