@@ -123,13 +123,8 @@ class OpenAIModel:
     def respond(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *,
                 stream: bool, partial: PartialReply,
                 on_text: TextCallback | None = None) -> ModelReply:
-        """Send one request; ``partial`` is filled as the reply arrives.
-
-        Raises
-        ------
-        ModelError
-            The endpoint failed (after the client's retries), worded for the user.
-        """
+        """Send one request; ``partial`` is filled as the reply arrives. ModelError (worded
+        for the user) when the endpoint failed, after the client's retries."""
         kwargs = self.request(messages, tools, stream=stream)
         try:
             self._send(kwargs, partial, on_text, stream=stream)

@@ -48,12 +48,7 @@ class AgentConfig:
     ``context_window`` is in tokens (None: learned from the endpoint, else known, else a
     default); ``compact_at`` is a fraction (0, 1] of it; ``max_output_chars`` cuts tool
     results (code points); ``prices`` maps a model to USD per million (input, output).
-
-    Raises
-    ------
-    ValueError
-        For an unknown policy, vision mode or privacy level, ``compact_at`` outside
-        (0, 1], or a negative ``max_images``.
+    ValueError for an unknown choice, ``compact_at`` outside (0, 1] or ``max_images`` < 0.
     """
 
     approve: ApprovalPolicy = "ask"
@@ -109,27 +104,20 @@ def cut_off_notice(finish_reason: str, skipped: int) -> str:
     return f"{NOTICE_PREFIX} Stopped: {cause}{calls}. {advice}"
 
 
-def check_cost(limits: Limits, state: SessionState) -> None:
-    """Raise LimitExceededError when the session spent ``max_cost_usd``."""
+def check_limits(limits: Limits, state: SessionState, *, iterations: int | None = None,
+                 batch: int | None = None) -> None:
+    """Raise the LimitExceededError that forbids the next model call (``iterations``: calls
+    made in this turn) or a batch of ``batch`` calls (it then runs none), if any; the
+    session's ``max_cost_usd`` is always checked."""
+    tools, most = state.tool_calls, limits.max_tool_calls
+    if batch is not None and most is not None and tools + batch > most:
+        raise LimitExceededError("max_tool_calls", tools, most)
     spent = state.usage.cost_usd
     if limits.max_cost_usd is not None and spent >= limits.max_cost_usd:
         raise LimitExceededError("max_cost_usd", spent, limits.max_cost_usd)
-
-
-def check_before_model(limits: Limits, state: SessionState, iterations: int) -> None:
-    """Raise the LimitExceededError that forbids the next model call (``iterations``:
-    calls made in this turn), if any."""
-    check_cost(limits, state)
-    if limits.max_iterations is not None and iterations >= limits.max_iterations:
+    if iterations is not None and limits.max_iterations is not None \
+            and iterations >= limits.max_iterations:
         raise LimitExceededError("max_iterations", iterations, limits.max_iterations)
-
-
-def check_before_batch(limits: Limits, state: SessionState, count: int) -> None:
-    """Raise the LimitExceededError that forbids a batch of ``count`` calls (it then runs
-    none of them), if any."""
-    if limits.max_tool_calls is not None and state.tool_calls + count > limits.max_tool_calls:
-        raise LimitExceededError("max_tool_calls", state.tool_calls, limits.max_tool_calls)
-    check_cost(limits, state)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from jupyter_agent.agent.adapters import Model, PartialReply
-from jupyter_agent.agent.config import AgentConfig, TokenUsage, check_cost, checked_usage
+from jupyter_agent.agent.config import AgentConfig, TokenUsage, check_limits, checked_usage
 from jupyter_agent.agent.events import EventCallback, Notice
 from jupyter_agent.agent.working_context import (
     CHARS_PER_TOKEN,
@@ -175,10 +175,9 @@ class Conversation:
 
         Raises
         ------
-        ContextMismatchError
-            The saved working context is not a prefix of this one; nothing is written.
-        SessionLockedError, CorruptSessionError, OSError
-            Nothing is recorded as saved, so the next save retries.
+        ContextMismatchError, SessionLockedError, CorruptSessionError, OSError
+            Nothing is recorded as saved (the next save retries); on a mismatch (the saved
+            working context is not a prefix of this one) nothing is written.
         """
         if self.store is None or self.session_id is None:
             return
@@ -304,7 +303,7 @@ def compact(conversation: Conversation, model: Model, config: AgentConfig, *, wi
     SessionLockedError, CorruptSessionError, ContextMismatchError, OSError
         From the store while recording the compaction.
     """
-    check_cost(config.limits, conversation.state)
+    check_limits(config.limits, conversation.state)
     messages, before = conversation.messages, conversation.estimated_tokens()
     cut = choose_cut(messages, keep_tokens=int(window * config.compact_at * KEEP_FRACTION),
                      keep_turns=config.keep_turns, keep_from=keep_from)

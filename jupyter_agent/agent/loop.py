@@ -22,8 +22,7 @@ from jupyter_agent.agent.config import (
     AgentConfig,
     Meter,
     TokenUsage,
-    check_before_batch,
-    check_before_model,
+    check_limits,
     checked_usage,
     cut_off_notice,
     limit_notice,
@@ -292,10 +291,10 @@ class Agent:
         limits, iterations, calls = self.config.limits, 0, []
         try:
             while True:
-                check_before_model(limits, state, iterations)
+                check_limits(limits, state, iterations=iterations)
                 if self._should_compact():
                     self._compact_images_first()
-                    check_before_model(limits, state, iterations)  # the summary cost too
+                    check_limits(limits, state, iterations=iterations)  # the summary cost too
                 reply = self._request_reply()
                 iterations += 1
                 conversation.save()  # save point 2, with the checkpoint after the request
@@ -305,7 +304,7 @@ class Agent:
                     return self._end(text, str(reply.finish_reason), calls, CUT_OFF_SKIP)
                 if not calls:
                     return self._outcome(reply.text, None)
-                check_before_batch(limits, state, len(calls))
+                check_limits(limits, state, batch=len(calls))
                 self._run_batch(calls)  # save point 3, with the checkpoint
                 calls = []
         except LimitExceededError as reached:

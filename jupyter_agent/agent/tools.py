@@ -118,14 +118,8 @@ class Tool:
 
 
 def tool_from_function(func: Callable[..., Any]) -> Tool:
-    """Build a :class:`Tool` from a function's signature and docstring.
-
-    Raises
-    ------
-    TypeError
-        A name that is not 1-64 of ``[A-Za-z0-9_-]``, ``*args``/``**kwargs``, or a
-        parameter without a type annotation.
-    """
+    """Build a :class:`Tool` from a function's signature and docstring; TypeError for a
+    name not 1-64 of ``[A-Za-z0-9_-]``, ``*args``/``**kwargs`` or an unannotated parameter."""
     name = str(getattr(func, "__name__", ""))
     if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
         raise TypeError(f"tool name {name!r} must be 1-64 letters, digits, '_' or '-'")
