@@ -99,18 +99,15 @@ def visible_controls(text: str) -> str:
     return _CONTROL.sub(escape, text)
 
 
-def _size(text: str) -> str:
-    lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
-    return (f"{lines:,} line{'s' if lines != 1 else ''}, "
-            f"{len(text):,} character{'s' if len(text) != 1 else ''}")
-
-
 def question_text(intro: str, text: str) -> str:
     """An approval question as plain text: ``intro (N lines, M characters):`` then the
     whole ``text``, indented, its control characters made visible (:func:`visible_controls`).
     """
     body = visible_controls(text.rstrip("\n")).split("\n")
-    return f"{intro} ({_size(text)}):\n" + "\n".join("    " + line for line in body)
+    lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+    size = (f"{lines:,} line{'s' if lines != 1 else ''}, "
+            f"{len(text):,} character{'s' if len(text) != 1 else ''}")
+    return f"{intro} ({size}):\n" + "\n".join("    " + line for line in body)
 
 
 def ask_on_stdin(code: str, *, show: ShowQuestion | None = None,
@@ -213,7 +210,7 @@ class BuiltinTools:
             outcome = run_code(code, self.namespace())
         outcome, figures = self.figures.keep(outcome)
         text = format_outcome(outcome)
-        if not outcome.ok:
+        if outcome.error is not None:
             raise ToolError(text, figures=figures)
         return ToolOutput(text, figures)
 

@@ -46,10 +46,8 @@ from jupyter_agent.store import (
 from jupyter_agent.store.figure_files import check_figure
 from jupyter_agent.store.records import utc_now
 
-RESUME_REPAIR = (
-    "result unknown: the session ended while this tool batch was running; "
-    "check before repeating it"
-)
+RESUME_REPAIR = ("result unknown: the session ended while this tool batch was running; "
+                 "check before repeating it")
 
 MEMORY_REPAIR = "not executed: this tool call had no result when the next model request was made"
 
@@ -63,13 +61,12 @@ class Conversation:
         self.state = SessionState() if state is None else state.model_copy(deep=True)
         self.store: Store | None = None
         self.session_id: str | None = None
-        self.has_summary = False
-        self._leased = False
+        self.has_summary = self._leased = False
         self._record: SessionRecord | None = None
         self._saved_len = len(self.messages)
         self._saved_state = self.state.model_copy(deep=True)
-        self._reported_tokens: int | None = None
-        self._reported_len = 0
+        self._reported_tokens: int | None = None  # the endpoint's count for ...
+        self._reported_len = 0  # ... messages[:_reported_len]
         self._in_order = 0  # messages[:_in_order] have intact tool pairs (see repair)
         self._figures: dict[str, FigureData] = {}  # in memory only (no store)
         self.notes = NotesRead()  # the notes a new session's system prompt got
@@ -159,10 +156,8 @@ class Conversation:
     @contextlib.contextmanager
     def lease(self) -> Iterator[None]:
         """Re-enter the lease for a block (a turn): fails at once if it was lost."""
-        if self.store is None or self.session_id is None:
-            yield
-            return
-        with holding(self.store, self.session_id):
+        with (contextlib.nullcontext() if self.store is None or self.session_id is None
+              else holding(self.store, self.session_id)):
             yield
 
     def append(self, *messages: Any) -> None:

@@ -48,17 +48,12 @@ class ApprovalInterrupted(KeyboardInterrupt):
 
 @dataclass(frozen=True)
 class ExecOutcome:
-    """What running one piece of code produced."""
+    """What running one piece of code produced (``error``: None when no exception escaped)."""
 
     stdout: str
     stderr: str
     result: str | None
     error: str | None
-
-    @property
-    def ok(self) -> bool:
-        """True when no exception escaped the code."""
-        return self.error is None
 
 
 def truncate(text: str, limit: int) -> str:
