@@ -281,8 +281,7 @@ class ResponsesModel(OpenAIModel):
                  reasoning: bool | None = None) -> None:
         super().__init__(client, name, params=params, key_env=key_env, fast=fast)
         bare = name.lower().rsplit("/", 1)[-1]
-        self.reasoning = (bare.startswith(REASONING_MODELS) if reasoning is None
-                          else reasoning)
+        self.reasoning = bare.startswith(REASONING_MODELS) if reasoning is None else reasoning
         self._converted: list[tuple[Mapping[str, Any], list[dict[str, Any]]]] = []
         self._tools: tuple[Sequence[Mapping[str, Any]], list[dict[str, Any]]] | None = None
         self._carried: OrderedDict[tuple[str, ...], list[dict[str, Any]]] = OrderedDict()

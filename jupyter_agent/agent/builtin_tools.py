@@ -14,6 +14,7 @@ import functools
 import re
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Literal
 
 from IPython import get_ipython
@@ -154,7 +155,7 @@ class BuiltinTools:
 
     def tools(self) -> list[Tool]:
         """The built-in tools, in :data:`BUILTIN_TOOL_NAMES` order."""
-        return [tool_from_function(getattr(self, name)) for name in BUILTIN_TOOL_NAMES]
+        return [replace(tool, func=getattr(self, tool.name)) for tool in _builtin_tools()]
 
     def namespace(self) -> dict[str, Any]:
         """The namespace ``run_python`` executes in."""
@@ -412,3 +413,9 @@ class BuiltinTools:
             NOTE_DECLINED_REFUSAL)
         store.notes.append(kind, note)
         return f"noted in {file}"
+
+
+@functools.cache
+def _builtin_tools() -> tuple[Tool, ...]:  # once a process: their schemas cost ~6 ms
+    probe = BuiltinTools(SessionState)
+    return tuple(tool_from_function(getattr(probe, name)) for name in BUILTIN_TOOL_NAMES)

@@ -39,7 +39,7 @@ from jupyter_agent.agent.tools import (
     tool_from_function,
 )
 from jupyter_agent.agent.vision import RequestView, VisionModel
-from jupyter_agent.agent.window import ContextWindow, plausible, resolve_window, window_key
+from jupyter_agent.agent.window import ContextWindow, plausible, resolve_window
 from jupyter_agent.agent.working_context import (
     estimate_schema_tokens,
     estimate_tokens,
@@ -160,8 +160,11 @@ class Agent:
         self._builtins.approval = self.config.approve
         self._builtins.privacy = self.config.context_privacy
 
+    def _window_key(self) -> str:  # what a learned window belongs to
+        return f"{self.model.name} at {self.model.base_url.rstrip('/')}"
+
     def _resolve_window(self) -> None:
-        key = window_key(self.model.name, self.model.base_url)
+        key = self._window_key()
         found = self._windows.get(key)
         configured = self.config.context_window
         if configured and (found is None or found.source != "refusal"
@@ -174,10 +177,11 @@ class Agent:
             hint = None if saved is None else ContextWindow(
                 saved, "refusal" if state.context_window_source == "refusal" else "server")
             found = hint or resolve_window(self.model)
-            self._remember_window(key, found)
+            self._remember_window(found)
         self.window = found
 
-    def _remember_window(self, key: str, window: ContextWindow) -> None:
+    def _remember_window(self, window: ContextWindow) -> None:
+        key = self._window_key()
         self._windows[key] = window
         if window.source in ("server", "refusal"):
             state = self.conversation.state
@@ -230,7 +234,6 @@ class Agent:
             self._emit = ignore_event  # events after this block never reach its callback
             self._request = self._context = None
 
-    # -- the turn ----------------------------------------------------------------------------
     def run(self, prompt: str, *, on_event: EventCallback | None = None,
             context: str | None = None) -> TurnOutcome:
         """Run one user turn; ``context`` is sent after the prompt in this turn's requests
@@ -392,8 +395,7 @@ class Agent:
     def _refused_for_size(self, exc: ModelError) -> None:
         window = exc.context_window or 0
         if window:
-            self._remember_window(window_key(self.model.name, self.model.base_url),
-                                  ContextWindow(window, "refusal"))
+            self._remember_window(ContextWindow(window, "refusal"))
             self._resolve_window()
         size = f"its {window:,}-token context window" if window else "its context window"
         self._emit(Notice(f"the server refused the request as too long for {size}; "
@@ -420,7 +422,6 @@ class Agent:
         if builtins.summary_written:
             conversation.has_summary = True
 
-    # -- compaction ---------------------------------------------------------------------------
     def compact(self, *, on_event: EventCallback | None = None) -> bool:
         """Summarize the older turns now; False when there was nothing to compact or the
         summarizing call failed (a Notice says why).

@@ -30,8 +30,7 @@ from jupyter_agent.images import RASTER_TYPES, data_url, downscale, image_tokens
 from jupyter_agent.store import FigureData, SessionState
 
 IMAGES_CAPTION = "[jupyter-agent] The figures made by the code above:"
-
-_ENCODED_KEPT = 32
+_ENCODED_KEPT = 32  # figures kept encoded between requests
 
 ReadFigure = Callable[[str], FigureData]
 Picked = tuple[dict[str, Any], str]  # a figure reference and its data: URL

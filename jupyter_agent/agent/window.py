@@ -31,13 +31,10 @@ SMALL_WINDOW = 8_192
 PROBE_TIMEOUT = 2.0
 PROBE_MAX_BYTES = 1_000_000
 
-SOURCES = {
-    "setting": "set by context_window",
-    "server": "reported by the server",
-    "refusal": "learned from the server's refusal",
-    "genai-prices": "known for the model from genai-prices",
-    "default": "assumed: the model is unknown",
-}
+SOURCES = {"setting": "set by context_window", "server": "reported by the server",
+           "refusal": "learned from the server's refusal",
+           "genai-prices": "known for the model from genai-prices",
+           "default": "assumed: the model is unknown"}
 
 
 @dataclass(frozen=True)
@@ -92,11 +89,6 @@ def refused_window(status: int, detail: str, code: str = "", kind: str = "",
         if match and plausible(int(match.group(1))) is not None:
             return int(match.group(1))
     return 0
-
-
-def window_key(model: str, base_url: str) -> str:
-    """What a learned window belongs to: ``"model at URL"``."""
-    return f"{model} at {base_url.rstrip('/')}"
 
 
 def reply_budget(window: int) -> int:
