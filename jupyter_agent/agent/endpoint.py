@@ -44,8 +44,8 @@ def events(lines: Iterable[str], url: str) -> Iterator[tuple[str, dict[str, Any]
             elif field == "event":
                 name = value
             continue
-        text, event, name, data = "\n".join(data), name, "", []
-        if not text or text == "[DONE]":
+        text, event, received, name, data = "\n".join(data), name, bool(data), "", []
+        if not received or text == "[DONE]":
             continue
         try:
             parsed = json.loads(text)
