@@ -112,7 +112,7 @@ def measure(size: int, repeat: int, root: Path) -> dict[str, float]:
         kernel = AgentController(lambda: settings, environ={}, cwd=root)
         kernel.resume(FileStore(root / f"kernel-{size}").create_session(messages))
         typed, fast = ChatModel(client, "scripted", fast=False), ChatModel(client, "scripted")
-        tools = memory.tools.schemas()
+        tools = memory.request_tools()
         for run in (memory.run, saved.run, kernel.ask):
             run("warm up")
         times: dict[str, list[float]] = {k: [] for k in (

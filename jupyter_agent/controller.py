@@ -291,9 +291,9 @@ class AgentController:
         record = conversation.record()
         unarchived = record.archived
         if explicit.title is not None:
-            conversation.set_title(explicit.title)
+            conversation.update(title=explicit.title)
         if unarchived:
-            conversation.set_archived(False)
+            conversation.update(archived=False)
         if explicit.title is not None or unarchived:
             record = conversation.record()
         return Resumed(record, unarchived=unarchived, endpoint_note=note)

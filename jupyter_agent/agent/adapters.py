@@ -14,30 +14,21 @@ from __future__ import annotations
 
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import openai
 
-from jupyter_agent.agent.endpoint import DONE, Endpoint, events, failures, model_error, parse_event
+from jupyter_agent.agent.config import TokenUsage
+from jupyter_agent.agent.endpoint import Endpoint, events, failures, model_error
 from jupyter_agent.errors import ModelError
 
 TextCallback = Callable[[str], object]
 
 
-@dataclass(frozen=True)
-class TokenUsage:
-    """Tokens of one model call, as the endpoint reported them."""
-
-    input_tokens: int
-    output_tokens: int
-    cached_tokens: int = 0
-
-
 def usage_of(data: Any, input_key: str, output_key: str, details_key: str) -> TokenUsage | None:
-    """The :class:`TokenUsage` of a reported usage object (a dict), or None when it lacks
-    the token counts."""
+    """The :class:`TokenUsage` of a reported usage dict, or None when it lacks the counts."""
     if not isinstance(data, dict):
         return None
     tokens_in, tokens_out = data.get(input_key), data.get(output_key)
@@ -46,14 +37,6 @@ def usage_of(data: Any, input_key: str, output_key: str, details_key: str) -> To
     details = data.get(details_key)
     cached = details.get("cached_tokens") if isinstance(details, dict) else 0
     return TokenUsage(tokens_in, tokens_out, cached if isinstance(cached, int) else 0)
-
-
-def request_arguments(kwargs: dict[str, Any], bulk: dict[str, Any], *,
-                      fast: bool) -> dict[str, Any]:
-    """The keyword arguments of one ``openai`` request."""
-    if not fast:
-        return {**kwargs, **bulk}
-    return {**kwargs, **{key: [] for key in bulk}, "extra_body": bulk}
 
 
 @dataclass
@@ -80,16 +63,11 @@ class PartialReply:
 
     def tool_calls(self) -> list[dict[str, Any]]:
         """The tool calls as Chat Completions ``tool_calls`` dicts, in position order."""
-        out = []
-        for index in sorted(self.calls):
-            call = self.calls[index]
-            out.append({
-                "id": call.get("id") or f"call_{uuid.uuid4().hex[:24]}",
-                "type": "function",
-                "function": {"name": call.get("name", ""),
-                             "arguments": call.get("arguments", "") or "{}"},
-            })
-        return out
+        calls = [self.calls[index] for index in sorted(self.calls)]
+        return [{"id": call.get("id") or f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+                 "function": {"name": call.get("name", ""),
+                              "arguments": call.get("arguments", "") or "{}"}}
+                for call in calls]
 
     def reply(self) -> ModelReply:
         """The :class:`ModelReply` of what arrived."""
@@ -114,24 +92,11 @@ class Model(Protocol):
     name: str
     base_url: str
 
-    def respond(
-        self,
-        messages: Sequence[dict[str, Any]],
-        tools: Sequence[dict[str, Any]],
-        *,
-        stream: bool,
-        partial: PartialReply,
-        on_text: TextCallback | None = None,
-    ) -> ModelReply:
+    def respond(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *,
+                stream: bool, partial: PartialReply,
+                on_text: TextCallback | None = None) -> ModelReply:
         """Send one request and return the reply."""
         ...
-
-
-def _usage(usage: Any) -> TokenUsage | None:
-    if usage is None:
-        return None
-    return usage_of(usage.model_dump(), "prompt_tokens", "completion_tokens",
-                    "prompt_tokens_details")
 
 
 class OpenAIModel:
@@ -149,8 +114,8 @@ class OpenAIModel:
                  key_env: str | None = "OPENAI_API_KEY", fast: bool = True) -> None:
         self.client, self.name, self.params, self.fast = client, name, dict(params or {}), fast
         self.base_url = str(client.base_url)
-        self.endpoint = Endpoint.of(client, name, key_env=key_env, api=self.api)
-        self._failures = failures()
+        self.endpoint = Endpoint(self.base_url, name, key_env or "OPENAI_API_KEY",
+                                 key_env is not None, self.api)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r} at {self.base_url})"
@@ -158,22 +123,32 @@ class OpenAIModel:
     def respond(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *,
                 stream: bool, partial: PartialReply,
                 on_text: TextCallback | None = None) -> ModelReply:
-        """Send one request; ``partial`` is filled as the reply arrives.
-
-        Raises
-        ------
-        ModelError
-            The endpoint failed (after the client's retries), worded for the user.
-        """
+        """Send one request; ``partial`` is filled as the reply arrives. ModelError (worded
+        for the user) when the endpoint failed, after the client's retries."""
         kwargs = self.request(messages, tools, stream=stream)
         try:
             self._send(kwargs, partial, on_text, stream=stream)
-        except self._failures as exc:
+        except failures() as exc:
             raise model_error(exc, self.endpoint, received=partial.received) from exc
         return partial.reply()
 
     def request(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
                 *, stream: bool) -> dict[str, Any]:
+        """The keyword arguments of the client's ``create`` for one request."""
+        kwargs, bulk = self._request(messages, tools, stream)
+        if not self.fast:
+            return {**kwargs, **bulk}
+        return {**kwargs, **{key: [] for key in bulk}, "extra_body": bulk}
+
+    def _events(self, create: Any, kwargs: dict[str, Any],
+                partial: PartialReply) -> Iterator[tuple[str, dict[str, Any]]]:
+        with create(**kwargs) as response:
+            for event in events(response.iter_lines(), self.endpoint.url):
+                partial.received = True
+                yield event
+
+    def _request(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
+                 stream: bool) -> tuple[dict[str, Any], dict[str, Any]]:
         raise NotImplementedError
 
     def _send(self, kwargs: dict[str, Any], partial: PartialReply,
@@ -186,9 +161,8 @@ class ChatModel(OpenAIModel):
 
     api = "chat"
 
-    def request(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
-                *, stream: bool) -> dict[str, Any]:
-        """The keyword arguments of ``client.chat.completions.create`` for one request."""
+    def _request(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
+                 stream: bool) -> tuple[dict[str, Any], dict[str, Any]]:
         kwargs: dict[str, Any] = {"model": self.name, **self.params}
         if stream:
             kwargs["stream"] = True
@@ -197,65 +171,47 @@ class ChatModel(OpenAIModel):
                                 else list(messages)}
         if tools:
             bulk["tools"] = tools if isinstance(tools, list) else list(tools)
-        return request_arguments(kwargs, bulk, fast=self.fast)
+        return kwargs, bulk
 
     def _send(self, kwargs: dict[str, Any], partial: PartialReply,
               on_text: TextCallback | None, *, stream: bool) -> None:
+        completions = self.client.chat.completions
         if stream:
-            self._stream_into(kwargs, partial, on_text)
+            for _, chunk in self._events(completions.with_streaming_response.create, kwargs,
+                                         partial):
+                self._take_chunk(chunk, partial, on_text)
             return
-        response = self.client.chat.completions.create(**kwargs)
+        response = completions.create(**kwargs).model_dump()
         partial.received = True
-        partial.usage = _usage(response.usage)
-        if not response.choices:
-            return
-        choice = response.choices[0]
-        partial.finish_reason = choice.finish_reason
-        for index, call in enumerate(choice.message.tool_calls or []):
-            function = getattr(call, "function", None)
-            partial.calls[index] = {"id": call.id,
-                                    "name": function.name if function else "",
-                                    "arguments": function.arguments if function else "{}"}
-        partial.add_text(choice.message.content or "", on_text)
-
-    def _stream_into(self, kwargs: dict[str, Any], partial: PartialReply,
-                     on_text: TextCallback | None) -> None:
-        with self.client.chat.completions.with_streaming_response.create(**kwargs) as response:
-            for event in events(response.iter_lines()):
-                partial.received = True
-                if event.data == DONE:
-                    continue  # read on to the end, so the connection can be reused
-                chunk = parse_event(event, self.endpoint)
-                if chunk.get("usage"):
-                    partial.usage = usage_of(chunk["usage"], "prompt_tokens",
-                                             "completion_tokens", "prompt_tokens_details")
-                for choice in chunk.get("choices") or ():
-                    if choice.get("index", 0) == 0:
-                        self._take_delta(choice, partial, on_text)
+        self._take_chunk(response, partial, on_text)
 
     @staticmethod
-    def _take_delta(choice: dict[str, Any], partial: PartialReply,
+    def _take_chunk(chunk: dict[str, Any], partial: PartialReply,
                     on_text: TextCallback | None) -> None:
-        if choice.get("finish_reason"):
-            partial.finish_reason = choice["finish_reason"]
-        delta = choice.get("delta") or {}
-        for call in delta.get("tool_calls") or ():
-            slot = partial.calls.setdefault(call.get("index", 0), {})
-            if call.get("id"):
-                slot["id"] = call["id"]
-            function = call.get("function") or {}
-            if function.get("name"):
-                slot["name"] = slot.get("name", "") + function["name"]
-            if function.get("arguments"):
-                slot["arguments"] = slot.get("arguments", "") + function["arguments"]
-        if delta.get("content"):
-            partial.add_text(delta["content"], on_text)
+        """Take a streamed chunk (``delta``) or a whole response (``message``)."""
+        if chunk.get("usage"):
+            partial.usage = usage_of(chunk["usage"], "prompt_tokens", "completion_tokens",
+                                     "prompt_tokens_details")
+        for choice in chunk.get("choices") or ():
+            if choice.get("index", 0) != 0:
+                continue
+            if choice.get("finish_reason"):
+                partial.finish_reason = choice["finish_reason"]
+            delta = choice.get("delta") or choice.get("message") or {}
+            for position, call in enumerate(delta.get("tool_calls") or ()):
+                slot = partial.calls.setdefault(call.get("index", position), {})
+                if call.get("id"):
+                    slot["id"] = call["id"]
+                function = call.get("function") or {}
+                for key in ("name", "arguments"):
+                    if function.get(key):
+                        slot[key] = slot.get(key, "") + function[key]
+            if delta.get("content"):
+                partial.add_text(delta["content"], on_text)
 
 
 REASONING_MODELS = ("o1", "o3", "o4", "gpt-5", "codex")
-
 _MAX_REASONING = 256
-
 _INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
 
 
@@ -281,9 +237,8 @@ def _content(content: Any, role: str) -> Any:
 
 def _key(message: Mapping[str, Any]) -> tuple[str, ...]:
     calls = message.get("tool_calls") or ()
-    if calls:
-        return ("calls", *(str(c.get("id")) for c in calls))
-    return ("text", str(message.get("content") or ""))
+    return (("calls", *(str(c.get("id")) for c in calls)) if calls
+            else ("text", str(message.get("content") or "")))
 
 
 def to_input(message: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -291,11 +246,9 @@ def to_input(message: Mapping[str, Any]) -> list[dict[str, Any]]:
     role = str(message.get("role", "user"))
     if role == "tool":
         output = message.get("content")
-        if isinstance(output, list):  # text and images
-            return [{"type": "function_call_output", "call_id": message.get("tool_call_id"),
-                     "output": _content(output, role)}]
         return [{"type": "function_call_output", "call_id": message.get("tool_call_id"),
-                 "output": output if isinstance(output, str) else str(output or "")}]
+                 "output": _content(output, role) if isinstance(output, list)  # and images
+                 else output if isinstance(output, str) else str(output or "")}]
     items: list[dict[str, Any]] = []
     content = message.get("content")
     if content or role != "assistant" or not message.get("tool_calls"):
@@ -310,14 +263,10 @@ def to_input(message: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def to_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Chat Completions tool schemas as Responses function tools."""
-    out = []
-    for tool in tools:
-        function = tool.get("function") or {}
-        out.append({"type": "function", "name": function.get("name"),
-                    "description": function.get("description", ""),
-                    "parameters": function.get("parameters") or {"type": "object"},
-                    "strict": False})
-    return out
+    functions = [tool.get("function") or {} for tool in tools]
+    return [{"type": "function", "name": f.get("name"), "description": f.get("description", ""),
+             "parameters": f.get("parameters") or {"type": "object"}, "strict": False}
+            for f in functions]
 
 
 class ResponsesModel(OpenAIModel):
@@ -332,13 +281,11 @@ class ResponsesModel(OpenAIModel):
                  reasoning: bool | None = None) -> None:
         super().__init__(client, name, params=params, key_env=key_env, fast=fast)
         bare = name.lower().rsplit("/", 1)[-1]
-        self.reasoning = (bare.startswith(REASONING_MODELS) if reasoning is None
-                          else reasoning)
+        self.reasoning = bare.startswith(REASONING_MODELS) if reasoning is None else reasoning
         self._converted: list[tuple[Mapping[str, Any], list[dict[str, Any]]]] = []
         self._tools: tuple[Sequence[Mapping[str, Any]], list[dict[str, Any]]] | None = None
         self._carried: OrderedDict[tuple[str, ...], list[dict[str, Any]]] = OrderedDict()
 
-    # ---- requests -------------------------------------------------------------------
     def input(self, messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """The ``input`` of a request: every message converted (each once, while it stays
         in the working context), with carried reasoning items before the assistant
@@ -357,9 +304,8 @@ class ResponsesModel(OpenAIModel):
         del cache[len(messages):]
         return items
 
-    def request(self, messages: Sequence[dict[str, Any]],
-                tools: Sequence[dict[str, Any]], *, stream: bool) -> dict[str, Any]:
-        """The keyword arguments of ``client.responses.create`` for one request."""
+    def _request(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
+                 stream: bool) -> tuple[dict[str, Any], dict[str, Any]]:
         kwargs: dict[str, Any] = {"model": self.name, **self.params, "store": False}
         if self.reasoning:
             kwargs["include"] = ["reasoning.encrypted_content"]
@@ -370,47 +316,37 @@ class ResponsesModel(OpenAIModel):
             if self._tools is None or self._tools[0] is not tools:
                 self._tools = (tools, to_tools(tools))
             bulk["tools"] = self._tools[1]
-        return request_arguments(kwargs, bulk, fast=self.fast)
+        return kwargs, bulk
 
     def _send(self, kwargs: dict[str, Any], partial: PartialReply,
               on_text: TextCallback | None, *, stream: bool) -> None:
-        if stream:
-            response = self._stream_into(kwargs, partial, on_text)
-        else:
-            response = self.client.responses.create(**kwargs).model_dump(mode="json")
+        responses = self.client.responses
+        if not stream:
+            response = responses.create(**kwargs).model_dump(mode="json")
             partial.received = True
-        if response is not None:
-            self._take(response, partial, on_text, streamed=stream)
-
-    # ---- replies ----------------------------------------------------------------------
-    def _stream_into(self, kwargs: dict[str, Any], partial: PartialReply,
-                     on_text: TextCallback | None) -> dict[str, Any] | None:
+            self._take(response, partial, on_text, streamed=False)
+            return
         final = None
-        with self.client.responses.with_streaming_response.create(**kwargs) as http:
-            for event in events(http.iter_lines()):
-                partial.received = True
-                if event.data == DONE:  # not sent by the Responses API, but by some servers
-                    continue
-                data = parse_event(event, self.endpoint)
-                kind = data.get("type", event.name)
-                if kind == "response.output_text.delta":
-                    partial.add_text(str(data.get("delta", "")), on_text)
-                elif kind == "response.output_item.added":
-                    self._take_item(data.get("output_index", 0), data.get("item") or {},
-                                    partial)
-                elif kind == "response.function_call_arguments.delta":
+        for name, data in self._events(responses.with_streaming_response.create, kwargs,
+                                       partial):
+            kind = data.get("type", name)
+            if kind == "response.output_text.delta":
+                partial.add_text(str(data.get("delta", "")), on_text)
+            elif kind == "response.output_item.added":
+                item = data.get("item") or {}
+                if item.get("type") == "function_call":
                     slot = partial.calls.setdefault(int(data.get("output_index", 0)), {})
-                    slot["arguments"] = slot.get("arguments", "") + str(data.get("delta", ""))
-                elif kind in ("response.completed", "response.incomplete", "response.failed"):
-                    final = data.get("response") or {}
-        return final
-
-    def _take_item(self, index: int, item: Mapping[str, Any], partial: PartialReply) -> None:
-        if item.get("type") == "function_call":
-            slot = partial.calls.setdefault(int(index), {})
-            slot["id"] = str(item.get("call_id") or "")
-            slot["name"] = str(item.get("name") or "")
-            slot["arguments"] = str(item.get("arguments") or "") or slot.get("arguments", "")
+                    slot["id"] = str(item.get("call_id") or "")
+                    slot["name"] = str(item.get("name") or "")
+                    slot["arguments"] = (str(item.get("arguments") or "")
+                                         or slot.get("arguments", ""))
+            elif kind == "response.function_call_arguments.delta":
+                slot = partial.calls.setdefault(int(data.get("output_index", 0)), {})
+                slot["arguments"] = slot.get("arguments", "") + str(data.get("delta", ""))
+            elif kind in ("response.completed", "response.incomplete", "response.failed"):
+                final = data.get("response") or {}
+        if final is not None:
+            self._take(final, partial, on_text, streamed=True)
 
     def _take(self, response: Mapping[str, Any], partial: PartialReply,
               on_text: TextCallback | None, *, streamed: bool) -> None:
@@ -441,10 +377,9 @@ class ResponsesModel(OpenAIModel):
         partial.usage = usage_of(response.get("usage"), "input_tokens", "output_tokens",
                                  "input_tokens_details") or partial.usage
         incomplete = response.get("incomplete_details") or {}
-        if status == "incomplete":
-            partial.finish_reason = _INCOMPLETE.get(str(incomplete.get("reason")), "length")
-        else:
-            partial.finish_reason = "tool_calls" if partial.calls else "stop"
+        partial.finish_reason = (_INCOMPLETE.get(str(incomplete.get("reason")), "length")
+                                 if status == "incomplete" else
+                                 "tool_calls" if partial.calls else "stop")
         if reasoning:
             self._carry(partial, reasoning)
 

@@ -14,21 +14,16 @@ import functools
 import re
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Literal
 
 from IPython import get_ipython
 from IPython.core.error import StdinNotImplementedError
 
 from jupyter_agent.agent.config import ApprovalPolicy
-from jupyter_agent.agent.events import ApprovalAnswered
+from jupyter_agent.agent.events import ApprovalAnswered, EventCallback, Notice, ignore_event
 from jupyter_agent.agent.pyexec import ApprovalInterrupted, FigureKeeper, format_outcome, run_code
-from jupyter_agent.agent.tools import (
-    MemoryContext,
-    Tool,
-    ToolError,
-    ToolOutput,
-    tool_from_function,
-)
+from jupyter_agent.agent.tools import MemoryContext, Tool, ToolError, ToolOutput, tool_from_function
 from jupyter_agent.notebook import (
     CellLog,
     Privacy,
@@ -51,11 +46,9 @@ BUILTIN_TOOL_NAMES = (
 # A small window is offered only these of them (and the user's tools).
 SMALL_WINDOW_TOOLS = ("run_python", "list_variables", "describe_variable")
 
-NO_STDIN_REFUSAL = (
-    "refused: the approval policy is 'ask' but there is no stdin to ask the user on "
-    "(headless run). The user can allow code with "
-    '`%config AgentMagics.approve = "auto"` or `--approve auto`.'
-)
+NO_STDIN_REFUSAL = ("refused: the approval policy is 'ask' but there is no stdin to ask the "
+                    "user on (headless run). The user can allow code with "
+                    '`%config AgentMagics.approve = "auto"` or `--approve auto`.')
 DECLINED_REFUSAL = "refused: the user declined to run this code."
 DENY_REFUSAL = "refused: running code is disabled by the approval policy ('deny')."
 NOTE_DENY_REFUSAL = ("refused: writing notes is disabled by the approval policy ('deny'); "
@@ -74,25 +67,19 @@ NOTE_QUESTION = ("The agent asks to add this line to {file}, read by every later
 
 ShowQuestion = Callable[[str, str], object]
 
-_HIDDEN_TYPES = ("module",)
-
 
 def stdin_is_usable() -> bool:
     """Tell whether :func:`input` can ask the user anything."""
     shell = get_ipython()
-    if shell is not None and any(
-        cls.__name__ == "ZMQInteractiveShell" for cls in type(shell).__mro__
-    ):
+    if shell is not None and any(c.__name__ == "ZMQInteractiveShell" for c in type(shell).__mro__):
         # The front end says per request whether it answers input() (nbclient and
         # other headless runners do not); the same test decides whether the turn is
         # shown live, so a question is asked only where it can be seen.
         kernel = getattr(shell, "kernel", None)
         return bool(getattr(kernel, "_allow_stdin", False))
     stdin = sys.stdin
-    if stdin is None or getattr(stdin, "closed", False):
-        return False
     try:
-        return bool(stdin.isatty())
+        return stdin is not None and not getattr(stdin, "closed", False) and bool(stdin.isatty())
     except (OSError, ValueError, AttributeError):
         return False
 
@@ -113,32 +100,27 @@ def visible_controls(text: str) -> str:
     return _CONTROL.sub(escape, text)
 
 
-def _size(text: str) -> str:
-    lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
-    return (f"{lines:,} line{'s' if lines != 1 else ''}, "
-            f"{len(text):,} character{'s' if len(text) != 1 else ''}")
-
-
 def question_text(intro: str, text: str) -> str:
     """An approval question as plain text: ``intro (N lines, M characters):`` then the
     whole ``text``, indented, its control characters made visible (:func:`visible_controls`).
     """
     body = visible_controls(text.rstrip("\n")).split("\n")
-    return f"{intro} ({_size(text)}):\n" + "\n".join("    " + line for line in body)
+    lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+    size = (f"{lines:,} line{'s' if lines != 1 else ''}, "
+            f"{len(text):,} character{'s' if len(text) != 1 else ''}")
+    return f"{intro} ({size}):\n" + "\n".join("    " + line for line in body)
 
 
-def _print_question(intro: str, text: str) -> None:
-    print(question_text(intro, text), flush=True)
-
-
-def ask_on_stdin(code: str, *, show_code: bool = True, show: ShowQuestion | None = None,
+def ask_on_stdin(code: str, *, show: ShowQuestion | None = None,
                  question: tuple[str, str] = RUN_QUESTION) -> bool:
     """Show ``code`` whole and ask ``Run this code? [y/N]`` with :func:`input`."""
     if not stdin_is_usable():
         raise EOFError("no usable stdin to ask the user on")
     intro, prompt = question
-    if show_code:
-        (show or _print_question)(intro, code)
+    if show is None:
+        print(question_text(intro, code), flush=True)
+    else:
+        show(intro, code)
     answer = builtins.input(prompt)
     return answer.strip().lower() in ("y", "yes")
 
@@ -155,40 +137,25 @@ def _short_repr(value: Any, limit: int = 100) -> str:
 class BuiltinTools:
     """The built-in tools of one agent."""
 
-    def __init__(
-        self,
-        get_state: Callable[[], SessionState],
-        *,
-        shell: Any = None,
-        approval: ApprovalPolicy = "ask",
-        ask: Callable[[str], bool] | None = None,
-        show_question: ShowQuestion | None = None,
-        privacy: Privacy = "schema",
-        cells: CellLog | None = None,
-    ) -> None:
-        self._get_state = get_state
+    def __init__(self, get_state: Callable[[], SessionState], *, shell: Any = None,
+                 approval: ApprovalPolicy = "ask", ask: Callable[[str], bool] | None = None,
+                 show_question: ShowQuestion | None = None, privacy: Privacy = "schema",
+                 cells: CellLog | None = None) -> None:
+        self._get_state, self.shell, self._cells = get_state, shell, cells
         self.privacy: Privacy = privacy
-        self._cells = cells
-        self.shell = shell
         self.approval: ApprovalPolicy = approval
         self.show_question = show_question
         self.ask = ask or functools.partial(ask_on_stdin, show=show_question)
         self.memory = MemoryContext(None, None)
         self.summary_written = False
-        self.notify: Callable[[str], object] = lambda text: None
-        self.emit: Callable[[ApprovalAnswered], object] = lambda event: None
-        self.refusals = 0  # run_python calls refused so far (approval denied)
+        self.emit: EventCallback = ignore_event
+        self.refusals = 0  # calls refused so far (approval denied): they never ran
         self._private_ns: dict[str, Any] = {"__name__": "__main__"}
         self.figures = FigureKeeper(get_state)
 
     def tools(self) -> list[Tool]:
         """The built-in tools, in :data:`BUILTIN_TOOL_NAMES` order."""
-        return [
-            tool_from_function(getattr(self, name), runs_code=name == "run_python")
-            for name in BUILTIN_TOOL_NAMES
-        ]
-
-    # -- the kernel -----------------------------------------------------------------
+        return [replace(tool, func=getattr(self, tool.name)) for tool in _builtin_tools()]
 
     def namespace(self) -> dict[str, Any]:
         """The namespace ``run_python`` executes in."""
@@ -198,23 +165,16 @@ class BuiltinTools:
     def _shell(self) -> Any:
         return self.shell if self.shell is not None else get_ipython()
 
-    def _hidden_names(self) -> set[str]:
-        return set(getattr(self._shell(), "user_ns_hidden", {}) or {})
-
     def will_ask(self, name: str) -> bool:
         """Whether a call of tool ``name`` will wait for the user's answer now (the
         policy is "ask", the tool needs approval, and stdin can be asked on)."""
         return (name in ("run_python", "remember") and self.approval == "ask"
                 and stdin_is_usable())
 
-    def _approve(self, code: str) -> str | None:
-        return self._decide("run_python", lambda: self.ask(code), DENY_REFUSAL,
-                            DECLINED_REFUSAL)
-
-    def _decide(self, name: str, ask: Callable[[], bool], deny: str,
-                declined: str) -> str | None:
+    def _decide(self, name: str, ask: Callable[[], bool], deny: str, declined: str) -> None:
+        """Raise the refusal as a ToolError unless the call is allowed."""
         if self.approval == "auto":
-            return None
+            return
         refusal: str | None = deny
         if self.approval != "deny":
             try:
@@ -230,8 +190,8 @@ class BuiltinTools:
             refusal = None if approved else declined
         if refusal is not None:
             self.refusals += 1  # a refused call never ran: it does not count
-            self.notify(f"{name} {refusal}")
-        return refusal
+            self.emit(Notice(f"{name} {refusal}"))
+            raise ToolError(refusal)
 
     def run_python(self, code: str) -> str:
         """Run Python code in the user's IPython kernel namespace and return its output.
@@ -246,18 +206,14 @@ class BuiltinTools:
         code : str
             Python source to execute, like a notebook cell.
         """
-        refusal = self._approve(code)
-        if refusal is not None:
-            raise ToolError(refusal)
-        with self.figures.capture(self._shell()) as capture:
+        self._decide("run_python", lambda: self.ask(code), DENY_REFUSAL, DECLINED_REFUSAL)
+        with self.figures.capture(self._shell()):
             outcome = run_code(code, self.namespace())
-        outcome, figures = self.figures.keep(capture, outcome)
+        outcome, figures = self.figures.keep(outcome)
         text = format_outcome(outcome)
-        if not outcome.ok:
+        if outcome.error is not None:
             raise ToolError(text, figures=figures)
         return ToolOutput(text, figures)
-
-    # -- what the kernel holds (context_privacy) ------------------------------------
 
     @property
     def cells(self) -> CellLog:
@@ -269,39 +225,38 @@ class BuiltinTools:
             self._cells.shell = self._shell()
         return self._cells
 
-    def _share(self, name: str, text: str, values: bool) -> str:
+    def _share(self, name: str, make: Callable[[], str], values: bool) -> str:
+        """``make()`` as far as ``context_privacy`` allows (values: asked under "schema")."""
         if self.privacy == "none":
             raise ToolError(PRIVACY_REFUSAL)
+        text = make()
         if values and self.privacy == "schema":
-            intro, prompt = VALUES_QUESTION
-            refusal = self._decide(
-                name, lambda: ask_on_stdin(text, show=self.show_question,
-                                           question=(intro, prompt)),
-                VALUES_DENY_REFUSAL, VALUES_DECLINED_REFUSAL)
-            if refusal is not None:
-                raise ToolError(refusal)
+            self._decide(name, lambda: ask_on_stdin(text, show=self.show_question,
+                                                    question=VALUES_QUESTION),
+                         VALUES_DENY_REFUSAL, VALUES_DECLINED_REFUSAL)
         return text
 
     def list_variables(self) -> str:
         """List the user's variables in the kernel: name, type and shape (with the
         setting context_privacy="preview", a short preview too)."""
-        hidden = self._hidden_names()
-        rows = []
-        for name, value in list(self.namespace().items()):
-            if name.startswith("_") or name in hidden:
-                continue
-            type_name = type(value).__name__
-            if type_name in _HIDDEN_TYPES:
-                continue
-            shape = getattr(value, "shape", None)
-            if isinstance(shape, tuple):
-                rows.append(f"{name}: {type_name}, shape={shape}")
-            elif self.privacy == "preview":
-                rows.append(f"{name}: {type_name} = {_short_repr(value)}")
-            else:
-                lines = [x for x in schema_lines(value)[1:] if not x.startswith("memory")]
-                rows.append(f"{name}: {type_name}" + (f", {lines[0]}" if lines else ""))
-        return self._share("list_variables", "\n".join(rows) or "(no user variables)", False)
+        def rows() -> str:
+            hidden = set(getattr(self._shell(), "user_ns_hidden", {}) or {})
+            out = []
+            for name, value in list(self.namespace().items()):
+                type_name = type(value).__name__
+                if name.startswith("_") or name in hidden or type_name == "module":
+                    continue
+                shape = getattr(value, "shape", None)
+                if isinstance(shape, tuple):
+                    out.append(f"{name}: {type_name}, shape={shape}")
+                elif self.privacy == "preview":
+                    out.append(f"{name}: {type_name} = {_short_repr(value)}")
+                else:
+                    lines = [x for x in schema_lines(value)[1:] if not x.startswith("memory")]
+                    out.append(f"{name}: {type_name}" + (f", {lines[0]}" if lines else ""))
+            return "\n".join(out) or "(no user variables)"
+
+        return self._share("list_variables", rows, False)
 
     def describe_variable(self, name: str, values: bool = False) -> str:
         """Describe one variable: type, shape, dtypes, column names, row count, memory;
@@ -315,11 +270,13 @@ class BuiltinTools:
             Also send the first rows (or a cut repr); the user is asked unless their
             privacy setting already allows it.
         """
-        ns = self.namespace()
-        if name not in ns:
-            raise ToolError(f"no variable named {name!r}")
-        return self._share("describe_variable",
-                           describe_value(name, ns[name], self.privacy, values=values), values)
+        def describe() -> str:
+            ns = self.namespace()
+            if name not in ns:
+                raise ToolError(f"no variable named {name!r}")
+            return describe_value(name, ns[name], self.privacy, values=values)
+
+        return self._share("describe_variable", describe, values)
 
     def notebook_cells(self, last: int = 10, values: bool = False) -> str:
         """The cells the user ran in this kernel, oldest first: each input with its
@@ -332,10 +289,8 @@ class BuiltinTools:
         values : bool
             Also send the outputs' values (the user is asked unless allowed).
         """
-        if self.privacy == "none":
-            raise ToolError(PRIVACY_REFUSAL)
-        text = format_cells(self.cells, max(1, min(last, 200)), self.privacy, values=values)
-        return self._share("notebook_cells", text, values)
+        return self._share("notebook_cells", lambda: format_cells(
+            self.cells, max(1, min(last, 200)), self.privacy, values=values), values)
 
     def notebook_cell(self, n: int, values: bool = False) -> str:
         """One cell the user ran: In [n], its output and its error if it failed.
@@ -347,19 +302,17 @@ class BuiltinTools:
         values : bool
             Also send the output's value (the user is asked unless allowed).
         """
-        if self.privacy == "none":
-            raise ToolError(PRIVACY_REFUSAL)
-        try:
-            text = format_cell(self.cells, n, self.privacy, values=values)
-        except KeyError:
-            raise ToolError(f"no cell In [{n}] in this kernel") from None
-        return self._share("notebook_cell", text, values)
+        def cell() -> str:
+            try:
+                return format_cell(self.cells, n, self.privacy, values=values)
+            except KeyError:
+                raise ToolError(f"no cell In [{n}] in this kernel") from None
+
+        return self._share("notebook_cell", cell, values)
 
     def last_error(self) -> str:
         """The traceback of the last cell of the user's that failed, with its number."""
-        return self._share("last_error", format_last_error(self.cells), False)
-
-    # -- scratchpad and todos ---------------------------------------------------------
+        return self._share("last_error", lambda: format_last_error(self.cells), False)
 
     def read_scratchpad(self) -> str:
         """Read the session's scratchpad (your working notes for this session)."""
@@ -376,10 +329,8 @@ class BuiltinTools:
             Append ``text`` on a new line instead of replacing the content.
         """
         state = self._get_state()
-        if append and state.scratchpad:
-            state.scratchpad = state.scratchpad.rstrip("\n") + "\n" + text
-        else:
-            state.scratchpad = text
+        state.scratchpad = (state.scratchpad.rstrip("\n") + "\n" + text
+                            if append and state.scratchpad else text)
         return f"scratchpad saved ({len(state.scratchpad):,} characters)"
 
     def add_todo(self, text: str) -> str:
@@ -415,12 +366,8 @@ class BuiltinTools:
 
     def list_todos(self) -> str:
         """List the session's todo items with their status and retry counts."""
-        todos = self._get_state().todos
-        if not todos:
-            return "(no todos)"
-        return "\n".join(f"#{t.id} [{t.status}] {t.text} (retries: {t.retries})" for t in todos)
-
-    # -- memory -------------------------------------------------------------------------
+        return "\n".join(f"#{t.id} [{t.status}] {t.text} (retries: {t.retries})"
+                         for t in self._get_state().todos) or "(no todos)"
 
     def write_summary(self, goal: str, completed: str, decisions: str, remaining: str) -> str:
         """Write the session's summary, shown when the user lists sessions to resume.
@@ -436,14 +383,11 @@ class BuiltinTools:
         remaining : str
             What is left to do.
         """
-        text = (
-            f"Goal: {goal.strip()}\nCompleted: {completed.strip()}\n"
-            f"Decisions: {decisions.strip()}\nRemaining: {remaining.strip()}"
-        )
         store, session_id = self.memory.store, self.memory.session_id
         if store is None or session_id is None:
             raise ToolError("no session store: the summary cannot be saved")
-        store.update(session_id, summary=text)
+        store.update(session_id, summary=f"Goal: {goal.strip()}\nCompleted: {completed.strip()}\n"
+                     f"Decisions: {decisions.strip()}\nRemaining: {remaining.strip()}")
         self.summary_written = True
         return "summary saved"
 
@@ -461,16 +405,17 @@ class BuiltinTools:
         store = self.memory.store
         if store is None:
             raise ToolError("no memory store: the note cannot be saved")
-        if kind not in ("project", "user"):
-            raise ToolError(f"kind must be 'project' or 'user', not {kind!r}")
         file = f"{kind}.md"
         line = "- " + " ".join(clean_text(note).split())  # exactly what Notes.append writes
         intro, prompt = NOTE_QUESTION
-        refusal = self._decide(
-            "remember", lambda: ask_on_stdin(line, show=self.show_question,
-                                 question=(intro.format(file=file), prompt)),
-            NOTE_DENY_REFUSAL.format(file=file), NOTE_DECLINED_REFUSAL)
-        if refusal is not None:
-            raise ToolError(refusal)
+        self._decide("remember", lambda: ask_on_stdin(line, show=self.show_question, question=(
+            intro.format(file=file), prompt)), NOTE_DENY_REFUSAL.format(file=file),
+            NOTE_DECLINED_REFUSAL)
         store.notes.append(kind, note)
         return f"noted in {file}"
+
+
+@functools.cache
+def _builtin_tools() -> tuple[Tool, ...]:  # once a process: their schemas cost ~6 ms
+    probe = BuiltinTools(SessionState)
+    return tuple(tool_from_function(getattr(probe, name)) for name in BUILTIN_TOOL_NAMES)

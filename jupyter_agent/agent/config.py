@@ -1,19 +1,25 @@
-"""What a turn runs with (AgentConfig, Limits) and where it stops: limits and their notices.
+"""What a turn runs with (AgentConfig, Limits), what it spends (usage) and where it stops.
 
 ``max_tool_calls`` and ``max_cost_usd`` count the whole session (restored on resume);
 ``max_iterations`` counts model calls in one turn. Limits always come from the current
-config, never from the saved session.
+config, never from the saved session. Cost comes from a caller's ``prices`` override,
+else the offline snapshot bundled with ``genai-prices``; an unknown model costs 0 and is
+flagged ``price_unknown``. A reported count no request can have (missing, negative, zero
+for a non-empty prompt) is replaced by the ~4 characters per token estimate, so limits
+and compaction keep working.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, get_args
 
+from jupyter_agent.agent.events import EventCallback, Notice, UsageUpdate
+from jupyter_agent.agent.working_context import CHARS_PER_TOKEN, message_chars
 from jupyter_agent.errors import LimitExceededError
 from jupyter_agent.notebook import PRIVACY_LEVELS, Privacy
-from jupyter_agent.store import SessionState
+from jupyter_agent.store import SessionState, Usage
 
 ApprovalPolicy = Literal["auto", "ask", "deny"]
 Vision = Literal["auto", "on", "off"]
@@ -22,13 +28,7 @@ NOTICE_PREFIX = "[jupyter-agent]"  # assistant-side messages written by the harn
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits; ``None`` means unlimited.
-
-    Raises
-    ------
-    ValueError
-        For a negative limit.
-    """
+    """Resource limits; ``None`` means unlimited. Raises ValueError for a negative one."""
 
     max_tool_calls: int | None = None
     max_cost_usd: float | None = None
@@ -48,12 +48,7 @@ class AgentConfig:
     ``context_window`` is in tokens (None: learned from the endpoint, else known, else a
     default); ``compact_at`` is a fraction (0, 1] of it; ``max_output_chars`` cuts tool
     results (code points); ``prices`` maps a model to USD per million (input, output).
-
-    Raises
-    ------
-    ValueError
-        For an unknown policy, vision mode or privacy level, ``compact_at`` outside
-        (0, 1], or a negative ``max_images``.
+    ValueError for an unknown choice, ``compact_at`` outside (0, 1] or ``max_images`` < 0.
     """
 
     approve: ApprovalPolicy = "ask"
@@ -70,13 +65,12 @@ class AgentConfig:
     context_privacy: Privacy = "schema"
 
     def __post_init__(self) -> None:
-        if self.approve not in ("auto", "ask", "deny"):
-            raise ValueError(f"approve must be 'auto', 'ask' or 'deny', not {self.approve!r}")
-        if self.vision not in ("auto", "on", "off"):
-            raise ValueError(f"vision must be 'auto', 'on' or 'off', not {self.vision!r}")
-        if self.context_privacy not in PRIVACY_LEVELS:
-            raise ValueError("context_privacy must be 'schema', 'preview' or 'none', not "
-                             f"{self.context_privacy!r}")
+        for name, allowed in (("approve", get_args(ApprovalPolicy)), ("vision", get_args(Vision)),
+                              ("context_privacy", PRIVACY_LEVELS)):
+            if getattr(self, name) not in allowed:
+                *most, last = map(repr, allowed)
+                raise ValueError(f"{name} must be {', '.join(most)} or {last}, "
+                                 f"not {getattr(self, name)!r}")
         if self.max_images < 0:
             raise ValueError(f"max_images must be 0 or more, not {self.max_images!r}")
         if not 0 < self.compact_at <= 1:
@@ -84,26 +78,18 @@ class AgentConfig:
 
 
 CUT_OFF_NOTICES = {
-    "length": (
-        "the model's reply was cut off at its output token limit (finish_reason \"length\")",
-        "Ask it to continue, or for a shorter answer.",
-    ),
-    "content_filter": (
-        "the provider's content filter cut off the model's reply "
-        '(finish_reason "content_filter")',
-        "Rephrase the request to continue.",
-    ),
+    "length": ("the model's reply was cut off at its output token limit (finish_reason "
+               '"length")', "Ask it to continue, or for a shorter answer."),
+    "content_filter": ("the provider's content filter cut off the model's reply (finish_reason "
+                       '"content_filter")', "Rephrase the request to continue."),
 }
 
 
 def limit_notice(err: LimitExceededError, *, requested: int = 0) -> str:
     """The notice saved when ``err`` ends a turn (``requested``: calls of the refused batch)."""
     if err.limit == "max_tool_calls":
-        detail = (
-            f"the session reached max_tool_calls={err.maximum:g} "
-            f"({err.value:g} tool calls made; the model asked for {requested} more, "
-            "which were not run)"
-        )
+        detail = (f"the session reached max_tool_calls={err.maximum:g} ({err.value:g} tool "
+                  f"calls made; the model asked for {requested} more, which were not run)")
     elif err.limit == "max_cost_usd":
         detail = f"the session reached max_cost_usd=${err.maximum:.4f} (spent ${err.value:.4f})"
     else:
@@ -118,24 +104,108 @@ def cut_off_notice(finish_reason: str, skipped: int) -> str:
     return f"{NOTICE_PREFIX} Stopped: {cause}{calls}. {advice}"
 
 
-def check_cost(limits: Limits, state: SessionState) -> None:
-    """Raise LimitExceededError when the session spent ``max_cost_usd``."""
+def check_limits(limits: Limits, state: SessionState, *, iterations: int | None = None,
+                 batch: int | None = None) -> None:
+    """Raise the LimitExceededError that forbids the next model call (``iterations``: calls
+    made in this turn) or a batch of ``batch`` calls (it then runs none), if any; the
+    session's ``max_cost_usd`` is always checked."""
+    tools, most = state.tool_calls, limits.max_tool_calls
+    if batch is not None and most is not None and tools + batch > most:
+        raise LimitExceededError("max_tool_calls", tools, most)
     spent = state.usage.cost_usd
     if limits.max_cost_usd is not None and spent >= limits.max_cost_usd:
         raise LimitExceededError("max_cost_usd", spent, limits.max_cost_usd)
-
-
-def check_before_model(limits: Limits, state: SessionState, iterations: int) -> None:
-    """Raise the LimitExceededError that forbids the next model call (``iterations``:
-    calls made in this turn), if any."""
-    check_cost(limits, state)
-    if limits.max_iterations is not None and iterations >= limits.max_iterations:
+    if iterations is not None and limits.max_iterations is not None \
+            and iterations >= limits.max_iterations:
         raise LimitExceededError("max_iterations", iterations, limits.max_iterations)
 
 
-def check_before_batch(limits: Limits, state: SessionState, count: int) -> None:
-    """Raise the LimitExceededError that forbids a batch of ``count`` calls (it then runs
-    none of them), if any."""
-    if limits.max_tool_calls is not None and state.tool_calls + count > limits.max_tool_calls:
-        raise LimitExceededError("max_tool_calls", state.tool_calls, limits.max_tool_calls)
-    check_cost(limits, state)
+@dataclass(frozen=True)
+class TokenUsage:
+    """Tokens of one model call, as the endpoint reported them."""
+
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int = 0
+
+
+PriceTable = Mapping[str, tuple[float, float]]  # model -> USD per million (input, output)
+
+
+def model_refs(model: str) -> list[tuple[str, str | None]]:
+    """How ``genai-prices`` may know ``model``: ``(name, provider)``; "openai/gpt-4o"
+    (OpenRouter, LiteLLM) also as the model under that provider, then alone."""
+    refs: list[tuple[str, str | None]] = [(model, None)]
+    provider, sep, name = model.partition("/")
+    if sep and provider and name:
+        refs += [(name, provider.lower()), (name, None)]
+    return refs
+
+
+def price_call(model: str, input_tokens: int, output_tokens: int,
+               prices: PriceTable | None = None, *, cached_tokens: int = 0
+               ) -> tuple[float, bool]:
+    """Cost of one call in USD, and whether the price was known (else 0.0).
+
+    ``input_tokens`` includes ``cached_tokens``, which ``genai-prices`` prices at the
+    cache rate (an override prices them as input).
+    """
+    if prices and model in prices:
+        usd_in, usd_out = prices[model]
+        return (input_tokens * usd_in + output_tokens * usd_out) / 1_000_000, True
+    from genai_prices import Usage as PriceUsage  # imported when used: ~120 ms
+    from genai_prices import calc_price
+
+    usage = PriceUsage(input_tokens=input_tokens, output_tokens=output_tokens,
+                       cache_read_tokens=min(max(cached_tokens, 0), input_tokens) or None)
+    for ref, provider in model_refs(model):
+        try:
+            calc = calc_price(usage, ref, provider_id=provider)
+        except LookupError:
+            continue
+        return float(calc.total_price), True
+    return 0.0, False
+
+
+def checked_usage(reported: TokenUsage | None, prompt_estimate: Callable[[], int],
+                  text: str, calls: list[dict[str, Any]]) -> TokenUsage:
+    """The usage to count for one call: each reported count that is plausible, else an
+    estimate: ``prompt_estimate()`` (called only then) and from the reply's ``text`` and
+    ``calls``."""
+    completion_estimate = message_chars({"content": text, "tool_calls": calls}) // CHARS_PER_TOKEN
+    if reported is None:
+        return TokenUsage(prompt_estimate(), completion_estimate)
+    prompt, completion = reported.input_tokens, reported.output_tokens
+    if prompt <= 0:  # no request has an empty prompt
+        prompt = prompt_estimate()
+    if completion < 0 or (completion == 0 and (text or calls)):
+        completion = completion_estimate
+    cached = reported.cached_tokens if 0 <= reported.cached_tokens <= prompt else 0
+    return TokenUsage(prompt, completion, cached)
+
+
+@dataclass
+class Meter:
+    """Adds each call's usage to the session's checkpoint and to :attr:`turn`."""
+
+    turn: Usage = field(default_factory=Usage)
+    _price_noticed: bool = False
+
+    def account(self, state: SessionState, model: str, usage: TokenUsage, *,
+                prices: PriceTable | None = None, emit: EventCallback | None = None) -> None:
+        """Count one call; ``emit`` (None: no events) gets a UsageUpdate, and once a
+        Notice when the price is unknown."""
+        cost, known = price_call(model, usage.input_tokens, usage.output_tokens, prices,
+                                 cached_tokens=usage.cached_tokens)
+        tokens_in, tokens_out = usage.input_tokens, usage.output_tokens
+        state.usage, self.turn = (Usage(
+            input_tokens=u.input_tokens + tokens_in, output_tokens=u.output_tokens + tokens_out,
+            cost_usd=u.cost_usd + cost, calls=u.calls + 1,
+            price_unknown=u.price_unknown or not known) for u in (state.usage, self.turn))
+        if emit is None:
+            return
+        if not known and not self._price_noticed:
+            self._price_noticed = True
+            emit(Notice(f"price unknown for model {model!r}: its cost is counted as $0 "
+                        "(pass prices={model: (usd_per_million_input, usd_per_million_output)})"))
+        emit(UsageUpdate(turn=self.turn, session=state.usage))

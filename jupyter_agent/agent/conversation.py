@@ -14,10 +14,9 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from jupyter_agent.agent.adapters import Model, PartialReply, TokenUsage
-from jupyter_agent.agent.config import AgentConfig, check_cost
+from jupyter_agent.agent.adapters import Model, PartialReply
+from jupyter_agent.agent.config import AgentConfig, TokenUsage, check_limits, checked_usage
 from jupyter_agent.agent.events import EventCallback, Notice
-from jupyter_agent.agent.usage import checked_usage
 from jupyter_agent.agent.working_context import (
     CHARS_PER_TOKEN,
     DEFAULT_SYSTEM_PROMPT,
@@ -29,9 +28,9 @@ from jupyter_agent.agent.working_context import (
     choose_cut,
     estimate_tokens,
     read_session_notes,
-    reconcile_counters,
     render_for_summary,
     repair_tool_pairs,
+    tool_calls_run,
 )
 from jupyter_agent.errors import FigureNotFoundError, ModelError
 from jupyter_agent.store import (
@@ -47,10 +46,8 @@ from jupyter_agent.store import (
 from jupyter_agent.store.figure_files import check_figure
 from jupyter_agent.store.records import utc_now
 
-RESUME_REPAIR = (
-    "result unknown: the session ended while this tool batch was running; "
-    "check before repeating it"
-)
+RESUME_REPAIR = ("result unknown: the session ended while this tool batch was running; "
+                 "check before repeating it")
 
 MEMORY_REPAIR = "not executed: this tool call had no result when the next model request was made"
 
@@ -64,25 +61,22 @@ class Conversation:
         self.state = SessionState() if state is None else state.model_copy(deep=True)
         self.store: Store | None = None
         self.session_id: str | None = None
-        self.has_summary = False
-        self._leased = False
+        self.has_summary = self._leased = False
         self._record: SessionRecord | None = None
         self._saved_len = len(self.messages)
         self._saved_state = self.state.model_copy(deep=True)
-        self._reported_tokens: int | None = None
-        self._reported_len = 0
+        self._reported_tokens: int | None = None  # the endpoint's count for ...
+        self._reported_len = 0  # ... messages[:_reported_len]
         self._in_order = 0  # messages[:_in_order] have intact tool pairs (see repair)
         self._figures: dict[str, FigureData] = {}  # in memory only (no store)
         self.notes = NotesRead()  # the notes a new session's system prompt got
 
-    # ---- starting -------------------------------------------------------------------
     @classmethod
     def create(cls, store: Store | None, *, session_id: str | None = None,
                system_prompt: str | None = None, title: str = "",
                project_root: str | None = None, notes_cap: int = NOTES_CAP) -> Conversation:
-        """Start a new session whose first message is the system prompt with the notes.
-
-        A note over ``notes_cap`` bytes, or one that may not be read, is left out.
+        """Start a new session whose first message is the system prompt with the notes (a
+        note over ``notes_cap`` bytes, or one that may not be read, is left out).
 
         Raises
         ------
@@ -110,11 +104,10 @@ class Conversation:
         return conversation
 
     @classmethod
-    def open(cls, store: Store, session_id: str, *, repair: bool = True) -> Conversation:
-        """Resume a saved session: take its lease, then read its record (once).
-
-        Calls a dead process left without results are answered (``repair``), and the
-        tool-call counter is raised to what the transcript shows as run.
+    def open(cls, store: Store, session_id: str) -> Conversation:
+        """Resume a saved session: take its lease, then read its record (once). Calls a
+        dead process left without results are answered; the tool-call counter is raised
+        to what the transcript shows as run.
 
         Raises
         ------
@@ -135,10 +128,11 @@ class Conversation:
             conversation._saved_state = record.state.model_copy(deep=True)
             conversation.has_summary = bool(record.summary.strip())
             conversation._record = record
-            if reconcile_counters(conversation.state, record.transcript):
-                conversation.save()  # calls a lost checkpoint missed count
-            if repair:
-                conversation.repair(RESUME_REPAIR)
+            ran = tool_calls_run(record.transcript)  # calls a lost checkpoint missed count
+            if ran > conversation.state.tool_calls:
+                conversation.state.tool_calls = ran
+                conversation.save()
+            conversation.repair(RESUME_REPAIR)
         except BaseException:
             conversation.close()
             raise
@@ -148,7 +142,6 @@ class Conversation:
         store.acquire_lease(session_id)  # held until close()
         self.store, self.session_id, self._leased = store, session_id, True
 
-    # ---- the lease --------------------------------------------------------------------
     @property
     def closed(self) -> bool:
         """True after :meth:`close` (never for an in-memory conversation)."""
@@ -163,13 +156,10 @@ class Conversation:
     @contextlib.contextmanager
     def lease(self) -> Iterator[None]:
         """Re-enter the lease for a block (a turn): fails at once if it was lost."""
-        if self.store is None or self.session_id is None:
-            yield
-            return
-        with holding(self.store, self.session_id):
+        with (contextlib.nullcontext() if self.store is None or self.session_id is None
+              else holding(self.store, self.session_id)):
             yield
 
-    # ---- messages and saves ----------------------------------------------------------
     def append(self, *messages: Any) -> None:
         """Add messages to the working context (normalized to the stored format)."""
         self.messages.extend(to_message_dict(m) for m in messages)
@@ -180,10 +170,9 @@ class Conversation:
 
         Raises
         ------
-        ContextMismatchError
-            The saved working context is not a prefix of this one; nothing is written.
-        SessionLockedError, CorruptSessionError, OSError
-            Nothing is recorded as saved, so the next save retries.
+        ContextMismatchError, SessionLockedError, CorruptSessionError, OSError
+            Nothing is recorded as saved (the next save retries); on a mismatch (the saved
+            working context is not a prefix of this one) nothing is written.
         """
         if self.store is None or self.session_id is None:
             return
@@ -236,19 +225,12 @@ class Conversation:
             return
         self.has_summary = bool(ensure_summary(self.store, self.session_id).strip())
 
-    def set_title(self, title: str) -> None:
-        """Set the session's title (saved at once)."""
+    def update(self, **fields: Any) -> None:
+        """Set the session's ``title`` and/or ``archived`` (saved at once, as ``Store.update``)."""
         if self.store is not None and self.session_id is not None:
-            self.store.update(self.session_id, title=title)
+            self.store.update(self.session_id, **fields)
             if self._record is not None:
-                self._record = self._record.model_copy(update={"title": title})
-
-    def set_archived(self, archived: bool) -> None:
-        """Archive or unarchive the session (saved at once)."""
-        if self.store is not None and self.session_id is not None:
-            self.store.update(self.session_id, archived=archived)
-            if self._record is not None:
-                self._record = self._record.model_copy(update={"archived": archived})
+                self._record = self._record.model_copy(update=fields)
 
     def record(self) -> SessionRecord:
         """The session's record as this conversation knows it, e.g. for a recap."""
@@ -266,7 +248,6 @@ class Conversation:
             "updated_at": utc_now() if self.messages != loaded.messages else loaded.updated_at,
         })
 
-    # ---- figures ------------------------------------------------------------
     def save_figure(self, figure_id: str, data: bytes, media_type: str) -> None:
         """Keep a figure with the session (in memory without a store)."""
         if self.store is None or self.session_id is None:
@@ -284,7 +265,6 @@ class Conversation:
             return found
         return self.store.read_figure(self.session_id, figure_id)
 
-    # ---- size --------------------------------------------------------------------------
     def note_reported_tokens(self, tokens: int) -> None:
         """The endpoint counted ``tokens`` for the working context as it is now."""
         self._reported_tokens, self._reported_len = tokens, len(self.messages)
@@ -308,9 +288,8 @@ def compact(conversation: Conversation, model: Model, config: AgentConfig, *, wi
             keep_from: int | None = None) -> bool:
     """Summarize ``messages[1:cut]`` with one model call (no tools, not streamed), its usage
     given to ``account``; ``messages[keep_from:]`` (the turn in progress) stay verbatim.
-
-    Returns False when there was nothing worth compacting or the call failed (the working
-    context is unchanged; ``emit`` gets a Notice).
+    False when there was nothing worth compacting or the call failed (the working context
+    is unchanged; ``emit`` gets a Notice).
 
     Raises
     ------
@@ -319,7 +298,7 @@ def compact(conversation: Conversation, model: Model, config: AgentConfig, *, wi
     SessionLockedError, CorruptSessionError, ContextMismatchError, OSError
         From the store while recording the compaction.
     """
-    check_cost(config.limits, conversation.state)
+    check_limits(config.limits, conversation.state)
     messages, before = conversation.messages, conversation.estimated_tokens()
     cut = choose_cut(messages, keep_tokens=int(window * config.compact_at * KEEP_FRACTION),
                      keep_turns=config.keep_turns, keep_from=keep_from)
@@ -335,7 +314,7 @@ def compact(conversation: Conversation, model: Model, config: AgentConfig, *, wi
     except ModelError as exc:
         emit(Notice(f"compaction failed, the context stays as it was: {exc}"))
         return False
-    account(checked_usage(reply.usage, request, reply.text, []))
+    account(checked_usage(reply.usage, lambda: estimate_tokens(request), reply.text, []))
     summary, most = reply.text.strip(), int(window * CHARS_PER_TOKEN * config.compact_at / 4)
     if len(summary) > most:
         summary = summary[:most].rstrip() + " [... summary cut to fit the window]"

@@ -9,8 +9,8 @@ nothing: the prompt is saved before the call.
 
 from __future__ import annotations
 
+import itertools
 import json
-import re
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -19,42 +19,48 @@ from urllib.parse import urlparse
 
 import openai
 
+from jupyter_agent.agent.window import OPENAI_HOST, refused_window
 from jupyter_agent.errors import ModelError
 
-DONE = "[DONE]"
 
+def events(lines: Iterable[str], url: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The server-sent events of a stream's lines (line endings removed), read to the end
+    (past any ``[DONE]``, so the connection can be reused): ``(event name or "", data)``.
 
-@dataclass(frozen=True)
-class Event:
-    """One server-sent event."""
-
-    name: str  # "" when the event has no ``event:`` field
-    data: str
-
-
-def events(lines: Iterable[str]) -> Iterator[Event]:
-    """The events of a stream's lines (line endings already removed)."""
+    Raises
+    ------
+    ModelError
+        The data is not a JSON object, or is an error reported mid-stream.
+    """
     name, data = "", list[str]()
-    for line in lines:
-        if not line:
-            if data:
-                yield Event(name, "\n".join(data))
-            name, data = "", []
-            continue
+    for line in itertools.chain(lines, [""]):  # "" ends the last event
         if line.startswith(":"):
             continue
-        field, _, value = line.partition(":")
-        value = value[1:] if value.startswith(" ") else value
-        if field == "data":
-            data.append(value)
-        elif field == "event":
-            name = value
-    if data:
-        yield Event(name, "\n".join(data))
-
-
-OPENAI_HOST = "api.openai.com"
-_MIN_WINDOW, _MAX_WINDOW = 256, 100_000_000
+        if line:
+            field, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if field == "data":
+                data.append(value)
+            elif field == "event":
+                name = value
+            continue
+        text, event, received, name, data = "\n".join(data), name, bool(data), "", []
+        if not received or text == "[DONE]":
+            continue
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise ModelError(f"the model endpoint at {url} sent a streamed reply that is not "
+                             f"understood ({text[:200]!r}): check that --base-url points at an "
+                             "OpenAI-compatible endpoint, then send the prompt again")
+        error = parsed.get("error") if event != "error" else parsed
+        if error:
+            detail = error.get("message") if isinstance(error, dict) else str(error)
+            raise ModelError(f"the model endpoint at {url} reported an error while the reply "
+                             f"was streaming ({detail or 'no details'}): send the prompt again")
+        yield event, parsed
 
 
 @dataclass(frozen=True)
@@ -65,15 +71,7 @@ class Endpoint:
     model: str
     key_env: str = "OPENAI_API_KEY"
     key_sent: bool = True
-    retries: int = 0
     api: str = "chat"
-
-    @classmethod
-    def of(cls, client: openai.OpenAI, model: str, *, key_env: str | None,
-           api: str) -> Endpoint:
-        """The endpoint of ``client`` (``key_env`` None: no real key was sent)."""
-        return cls(str(client.base_url), model, key_env or "OPENAI_API_KEY",
-                   key_env is not None, client.max_retries, api)
 
 
 def failures() -> tuple[type[Exception], ...]:
@@ -107,22 +105,6 @@ def _retries(n: int) -> str:
     return "" if n <= 0 else f", after {n} {'retry' if n == 1 else 'retries'}"
 
 
-def _retries_taken(exc: openai.APIStatusError) -> int:
-    try:
-        return int(exc.response.request.headers.get("x-stainless-retry-count", "0"))
-    except (RuntimeError, ValueError):  # a response built without a request, or junk
-        return 0
-
-
-def _final(exc: openai.APIStatusError) -> bool:
-    return exc.response.headers.get("x-should-retry", "").lower() == "false"
-
-
-def _has_version(url: str) -> bool:
-    return any(part[:1] == "v" and part[1:2].isdigit()
-               for part in urlparse(url).path.split("/"))
-
-
 def status_error(status: int, detail: str, endpoint: Endpoint, code: str = "", *,
                  retries: int = 0, final: bool = False,
                  window: int | None = None) -> ModelError:
@@ -143,7 +125,8 @@ def status_error(status: int, detail: str, endpoint: Endpoint, code: str = "", *
     elif status == 403:
         text = (f"the API key from {var} may not use model {model}{at} (403: {detail}): check "
                 "the model name (--model) and the key's permissions")
-    elif status == 404 and url and not _has_version(url):
+    elif status == 404 and url and not any(part[:1] == "v" and part[1:2].isdigit()
+                                           for part in urlparse(url).path.split("/")):
         text = (f"model {model} or its endpoint was not found{at} (404: {detail}): the base "
                 f"URL probably needs /v1 at its end (--base-url {url.rstrip('/')}/v1)")
     elif status == 404:
@@ -176,37 +159,17 @@ def status_error(status: int, detail: str, endpoint: Endpoint, code: str = "", *
                       context_window=window)
 
 
-def parse_event(event: Event, endpoint: Endpoint) -> dict[str, Any]:
-    """The JSON object an event of a streamed answer carries.
-
-    Raises
-    ------
-    ModelError
-        The data is not a JSON object, or is an error reported mid-stream.
-    """
-    try:
-        data = json.loads(event.data)
-    except ValueError:
-        data = None
-    if not isinstance(data, dict):
-        raise ModelError(f"the model endpoint at {endpoint.url} sent a streamed reply that "
-                         f"is not understood ({event.data[:200]!r}): check that --base-url "
-                         "points at an OpenAI-compatible endpoint, then send the prompt again")
-    error = data.get("error") if event.name != "error" else data
-    if error:
-        detail = error.get("message") if isinstance(error, dict) else str(error)
-        raise ModelError(f"the model endpoint at {endpoint.url} reported an error while the "
-                         f"reply was streaming ({detail or 'no details'}): send the prompt "
-                         "again")
-    return data
-
-
 def model_error(exc: BaseException, endpoint: Endpoint, *, received: bool = False) -> ModelError:
     """Map a failed request (after the client's retries) to a :class:`ModelError`."""
     if isinstance(exc, openai.APIStatusError):
         detail, code, window = _detail(exc)
-        return status_error(exc.status_code, detail, endpoint, code,
-                            retries=_retries_taken(exc), final=_final(exc), window=window)
+        try:  # the retries the client made; none for a response built without a request
+            retries = int(exc.response.request.headers.get("x-stainless-retry-count", "0"))
+        except (RuntimeError, ValueError):
+            retries = 0
+        final = exc.response.headers.get("x-should-retry", "").lower() == "false"
+        return status_error(exc.status_code, detail, endpoint, code, retries=retries,
+                            final=final, window=window)
     cause = str(exc.__cause__ or "") if isinstance(exc, openai.APIConnectionError) else str(exc)
     why = f" ({cause})" if cause and cause != "Connection error." else ""
     url = endpoint.url
@@ -229,39 +192,3 @@ def model_error(exc: BaseException, endpoint: Endpoint, *, received: bool = Fals
     else:
         text = f"the model call failed{why}: send the prompt again"
     return ModelError(text, status_code=None)
-
-
-def plausible(value: Any) -> int | None:
-    """``value`` as a window in tokens if it is an integer in a plausible range, else None."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    return value if _MIN_WINDOW <= value <= _MAX_WINDOW else None
-
-
-_WINDOW_PATTERNS = (
-    re.compile(r"maximum context length is (\d+)", re.I),  # OpenAI, vLLM
-    re.compile(r"available context size \((\d+) tokens?\)", re.I),  # llama.cpp
-    re.compile(r"context (?:length|size|window)[^0-9.]{0,40}?(\d{3,})", re.I),
-)
-_REFUSAL_WORDS = re.compile(
-    r"context[ _](?:length|size|window)|exceed_context_size|context_length_exceeded|"
-    r"too many tokens|prompt is too long", re.I)
-
-
-def refused_window(status: int, detail: str, code: str = "", kind: str = "",
-                   n_ctx: Any = None) -> int | None:
-    """Whether an error answer refuses a request as too long: None (no), 0 (it does not say
-    the window) or the window in tokens."""
-    if status not in (400, 413):
-        return None
-    text = f"{detail} {code} {kind}"
-    if not _REFUSAL_WORDS.search(text):
-        return None
-    found = plausible(n_ctx)
-    if found is not None:
-        return found
-    for pattern in _WINDOW_PATTERNS:
-        match = pattern.search(detail)
-        if match and plausible(int(match.group(1))) is not None:
-            return int(match.group(1))
-    return 0

@@ -89,4 +89,3 @@ EventCallback: TypeAlias = Callable[[AgentEvent], object]
 
 def ignore_event(event: AgentEvent) -> None:
     """The callback used when none is given: drops ``event``."""
-    del event

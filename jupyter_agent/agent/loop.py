@@ -10,45 +10,36 @@ session consistent and saved, and propagates carrying the turn's outcome as ``.o
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from jupyter_agent.agent.adapters import Model, ModelReply, PartialReply, TokenUsage
+from jupyter_agent.agent.adapters import Model, ModelReply, PartialReply
 from jupyter_agent.agent.builtin_tools import BUILTIN_TOOL_NAMES, SMALL_WINDOW_TOOLS, BuiltinTools
 from jupyter_agent.agent.config import (
     CUT_OFF_NOTICES,
     NOTICE_PREFIX,
     AgentConfig,
-    check_before_batch,
-    check_before_model,
+    Meter,
+    TokenUsage,
+    check_limits,
+    checked_usage,
     cut_off_notice,
     limit_notice,
 )
-from jupyter_agent.agent.conversation import (
-    MEMORY_REPAIR,
-    Conversation,
-    compact,
-    drop_old_images,
-)
+from jupyter_agent.agent.conversation import MEMORY_REPAIR, Conversation, compact, drop_old_images
 from jupyter_agent.agent.events import EventCallback, Notice, TextDelta, ignore_event
 from jupyter_agent.agent.tools import (
     BatchProgress,
     MemoryContext,
     Tool,
-    ToolRegistry,
     describe_stop,
     execute_batch,
+    short_schema,
+    tool_from_function,
 )
-from jupyter_agent.agent.usage import Meter, checked_usage
 from jupyter_agent.agent.vision import RequestView, VisionModel
-from jupyter_agent.agent.window import (
-    ContextWindow,
-    plausible,
-    reply_budget,
-    resolve_window,
-    window_key,
-)
+from jupyter_agent.agent.window import ContextWindow, plausible, resolve_window
 from jupyter_agent.agent.working_context import (
     estimate_schema_tokens,
     estimate_tokens,
@@ -72,29 +63,15 @@ DROPPED = "cut off: the connection dropped mid-reply"
 
 @dataclass(frozen=True)
 class TurnOutcome:
-    """What one turn produced.
+    """What one turn produced (``usage``: this turn's tokens, USD and model calls)."""
 
-    Attributes
-    ----------
-    reply : str
-        The final reply, or the saved ``"[jupyter-agent] Stopped: ..."`` notice.
-    stop_reason : str or None
-        None when the model finished; else the limit's name, ``"length"`` or
-        ``"content_filter"`` (a cut-off reply), and on an outcome an exception carries,
-        ``"interrupted"`` (Ctrl-C) or ``"error"``.
-    usage : Usage
-        Tokens, USD and model calls of this turn.
-    tool_calls : int
-        Tool calls this turn made (refused ones excluded).
-    limit : LimitExceededError or None
-        The limit that ended the turn.
-    """
-
-    reply: str
+    reply: str  # the final reply, or the saved "[jupyter-agent] Stopped: ..." notice
+    # None when the model finished; else the limit's name, "length" or "content_filter"
+    # (cut off), and on the outcome an exception carries, "interrupted" or "error"
     stop_reason: str | None
     usage: Usage
-    tool_calls: int = 0
-    limit: LimitExceededError | None = None
+    tool_calls: int = 0  # run this turn (refused ones excluded)
+    limit: LimitExceededError | None = None  # the limit that ended the turn
 
 
 class Agent:
@@ -115,24 +92,18 @@ class Agent:
         From the store while creating or resuming (the lease is released again).
     """
 
-    def __init__(
-        self,
-        model: Model,
-        conversation: Conversation | None = None,
-        *,
-        store: Store | None = None,
-        session_id: str | None = None,
-        config: AgentConfig | None = None,
-        tools: Iterable[Callable[..., Any] | Tool] | None = None,
-        shell: Any = None,
-        ask: Callable[[str], bool] | None = None,
-        show_question: Callable[[str, str], object] | None = None,
-        cells: CellLog | None = None,
-    ) -> None:
+    def __init__(self, model: Model, conversation: Conversation | None = None, *,
+                 store: Store | None = None, session_id: str | None = None,
+                 config: AgentConfig | None = None,
+                 tools: Iterable[Callable[..., Any] | Tool] | None = None, shell: Any = None,
+                 ask: Callable[[str], bool] | None = None,
+                 show_question: Callable[[str, str], object] | None = None,
+                 cells: CellLog | None = None) -> None:
         self.model = model
         self.config = config or AgentConfig()
         self.window = ContextWindow(0, "default")
         self._meter = Meter()
+        self._before = 0  # the session's tool calls when the running turn began
         self._request: dict[str, Any] | None = None  # the user message of the running turn
         self._context: str | None = None  # sent with the running turn's requests only
         self._emit: EventCallback = ignore_event
@@ -142,17 +113,17 @@ class Agent:
                                       approval=self.config.approve, ask=ask,
                                       show_question=show_question,
                                       privacy=self.config.context_privacy, cells=cells)
-        self._builtins.notify = lambda text: self._emit(Notice(text))
-        self._builtins.emit = lambda event: self._emit(event)
         figures = self._builtins.figures  # kept with the session, shown, sent
-        figures.save = lambda fid, data, media_type: self.conversation.save_figure(
-            fid, data, media_type)
-        figures.emit = lambda event: self._emit(event)
+        self._builtins.emit = figures.emit = lambda event: self._emit(event)
+        figures.save = lambda *figure: self.conversation.save_figure(*figure)
         self._view = RequestView(lambda fid: self.conversation.read_figure(fid))
-        self.tools = ToolRegistry(self._builtins.tools())
+        self.tools = {tool.name: tool for tool in self._builtins.tools()}
         try:
             for tool in tools or ():
-                self.tools.add(tool)
+                built = tool if isinstance(tool, Tool) else tool_from_function(tool)
+                if built.name in self.tools:
+                    raise ValueError(f"a tool named {built.name!r} is already registered")
+                self.tools[built.name] = built
         except BaseException:
             if conversation is not None:
                 conversation.close()  # taken over: let the session go again
@@ -189,8 +160,11 @@ class Agent:
         self._builtins.approval = self.config.approve
         self._builtins.privacy = self.config.context_privacy
 
+    def _window_key(self) -> str:  # what a learned window belongs to
+        return f"{self.model.name} at {self.model.base_url.rstrip('/')}"
+
     def _resolve_window(self) -> None:
-        key = window_key(self.model.name, self.model.base_url)
+        key = self._window_key()
         found = self._windows.get(key)
         configured = self.config.context_window
         if configured and (found is None or found.source != "refusal"
@@ -202,11 +176,12 @@ class Agent:
             saved = plausible(state.context_window) if state.context_window_of == key else None
             hint = None if saved is None else ContextWindow(
                 saved, "refusal" if state.context_window_source == "refusal" else "server")
-            found = resolve_window(self.model, None, learned=hint)
-            self._remember_window(key, found)
+            found = hint or resolve_window(self.model)
+            self._remember_window(found)
         self.window = found
 
-    def _remember_window(self, key: str, window: ContextWindow) -> None:
+    def _remember_window(self, window: ContextWindow) -> None:
+        key = self._window_key()
         self._windows[key] = window
         if window.source in ("server", "refusal"):
             state = self.conversation.state
@@ -222,10 +197,9 @@ class Agent:
         small = self.window.small
         key = (small, len(self.tools))
         if key not in self._tool_schemas:
-            schemas = self.tools.schemas(short=small)
-            if small:
-                schemas = [s for s in schemas if s["function"]["name"] in SMALL_WINDOW_TOOLS
-                           or s["function"]["name"] not in BUILTIN_TOOL_NAMES]
+            schemas = [short_schema(t.schema()) if small else t.schema()
+                       for name, t in self.tools.items() if not small
+                       or name in SMALL_WINDOW_TOOLS or name not in BUILTIN_TOOL_NAMES]
             self._tool_schemas[key] = (schemas, estimate_schema_tokens(schemas))
         return self._tool_schemas[key]
 
@@ -246,44 +220,45 @@ class Agent:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _check_open(self) -> None:
+    @contextlib.contextmanager
+    def _running(self, on_event: EventCallback | None) -> Iterator[None]:
+        """Hold the lease and send events to ``on_event`` for a block (a turn, a compaction)."""
         if self.conversation.closed:
             raise RuntimeError(f"this Agent was closed and released session "
                                f"{self.session_id!r}; build a new Agent to resume it")
+        self._emit = on_event or ignore_event
+        try:
+            with self.conversation.lease():
+                yield
+        finally:
+            self._emit = ignore_event  # events after this block never reach its callback
+            self._request = self._context = None
 
-    # -- the turn ----------------------------------------------------------------------------
     def run(self, prompt: str, *, on_event: EventCallback | None = None,
             context: str | None = None) -> TurnOutcome:
-        """Run one user turn.
-
-        ``on_event`` receives the turn's events; ``context`` is sent after the prompt in
-        this turn's requests only, never saved. When the turn ends, however it ends, the
-        fallback summary is written if the session has none.
+        """Run one user turn; ``context`` is sent after the prompt in this turn's requests
+        only, never saved. However the turn ends, a fallback summary is written if none.
 
         Raises
         ------
         ModelError
             The endpoint failed; the prompt is saved (``.outcome``: stop reason "error").
         KeyboardInterrupt
-            After the session was left consistent and saved (``.outcome``: stop reason
-            "interrupted"); any other exception from ``on_event`` ends the turn the same way.
+            After the session was saved (``.outcome``: "interrupted"); so does any other
+            exception from ``on_event``.
         PromptTooLongError
             The prompt cannot fit the window even alone; nothing was sent or saved.
-        RuntimeError
-            The agent was closed.
-        SessionLockedError, ContextMismatchError, CorruptSessionError, OSError
-            From the store (the lease was lost, the session changed or a save failed).
+        RuntimeError, SessionLockedError, ContextMismatchError, CorruptSessionError, OSError
+            The agent was closed; from the store (lease lost, session changed, save failed).
         """
-        self._check_open()
         self._meter.turn = Usage()
-        self._emit = on_event or ignore_event
         self._builtins.figures.forward = on_event is None  # else the front end shows them
-        self._context = context
-        before = self.conversation.state.tool_calls
+        self._before = self.conversation.state.tool_calls
         try:
-            with self.conversation.lease():
+            with self._running(on_event):
+                self._context = context
                 try:
-                    outcome = self._turn(prompt, before)
+                    outcome = self._turn(prompt)
                 except BaseException:
                     # also after a ModelError or an interrupt; never masks the original error
                     with contextlib.suppress(Exception):
@@ -293,19 +268,15 @@ class Agent:
                 return outcome
         except (KeyboardInterrupt, JupyterAgentError) as exc:
             stop = "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"
-            exc.outcome = self._outcome("", stop, before)  # type: ignore[union-attr]
+            exc.outcome = self._outcome("", stop)  # type: ignore[union-attr]
             raise
-        finally:
-            self._emit = ignore_event  # events after this run never reach its callback
-            self._request = None
-            self._context = None
 
-    def _outcome(self, reply: str, stop: str | None, before: int,
+    def _outcome(self, reply: str, stop: str | None,
                  limit: LimitExceededError | None = None) -> TurnOutcome:
         return TurnOutcome(reply, stop, self._meter.turn.model_copy(),
-                           self.conversation.state.tool_calls - before, limit)
+                           self.conversation.state.tool_calls - self._before, limit)
 
-    def _turn(self, prompt: str, before: int) -> TurnOutcome:
+    def _turn(self, prompt: str) -> TurnOutcome:
         conversation = self.conversation
         conversation.repair(MEMORY_REPAIR)
         request = to_message_dict({"role": "user", "content": prompt})
@@ -323,29 +294,25 @@ class Agent:
         limits, iterations, calls = self.config.limits, 0, []
         try:
             while True:
-                check_before_model(limits, state, iterations)
+                check_limits(limits, state, iterations=iterations)
                 if self._should_compact():
                     self._compact_images_first()
-                    check_before_model(limits, state, iterations)  # the summary cost too
+                    check_limits(limits, state, iterations=iterations)  # the summary cost too
                 reply = self._request_reply()
                 iterations += 1
                 conversation.save()  # save point 2, with the checkpoint after the request
                 calls = reply.tool_calls
                 if reply.finish_reason in CUT_OFF_NOTICES:
-                    if calls:
-                        self._skip(calls, CUT_OFF_SKIP)
                     text = cut_off_notice(str(reply.finish_reason), len(calls))
-                    return self._end(text, str(reply.finish_reason), before)
+                    return self._end(text, str(reply.finish_reason), calls, CUT_OFF_SKIP)
                 if not calls:
-                    return self._outcome(reply.text, None, before)
-                check_before_batch(limits, state, len(calls))
+                    return self._outcome(reply.text, None)
+                check_limits(limits, state, batch=len(calls))
                 self._run_batch(calls)  # save point 3, with the checkpoint
                 calls = []
         except LimitExceededError as reached:
-            if calls:
-                self._skip(calls, LIMIT_SKIP)
             text = limit_notice(reached, requested=len(calls))
-            return self._end(text, reached.limit, before, reached)
+            return self._end(text, reached.limit, calls, LIMIT_SKIP, reached)
 
     def _check_fits(self, request: dict[str, Any], *, saved: bool = False) -> None:
         system = self._system_override()
@@ -354,14 +321,14 @@ class Agent:
             head = [{**head[0], "content": system}]
         window = self.window.tokens
         tokens = (estimate_tokens([*head, request]) + self._tools_for_window()[1]
-                  + reply_budget(window))
+                  + self.window.reserve)
         if tokens > window:
             raise PromptTooLongError(tokens, window, self.model.name, saved=saved)
 
     def _should_compact(self) -> bool:
         # the tool schemas count until the endpoint has counted them (with the context)
         tools = 0 if self.conversation.counted else self._tools_for_window()[1]
-        return (self.conversation.estimated_tokens() + tools + reply_budget(self.window.tokens)
+        return (self.conversation.estimated_tokens() + tools + self.window.reserve
                 > self.config.compact_at * self.window.tokens)
 
     def _request_reply(self) -> ModelReply:
@@ -397,13 +364,14 @@ class Agent:
         except BaseException as exc:
             self._keep_interrupted(partial, exc)
             raise
-        usage = checked_usage(reply.usage, conversation.messages, reply.text,
-                                 reply.tool_calls)
-        message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+        # the last reported count plus the messages since, never all of them again
+        usage = checked_usage(reply.usage, conversation.estimated_tokens, reply.text,
+                              reply.tool_calls)
+        # the API rejects content null without tool calls
+        message: dict[str, Any] = {"role": "assistant",
+                                   "content": reply.text or (None if reply.tool_calls else "")}
         if reply.tool_calls:
             message["tool_calls"] = reply.tool_calls
-        elif message["content"] is None:
-            message["content"] = ""  # the API rejects content null without tool calls
         conversation.append(message)
         conversation.note_reported_tokens(usage.input_tokens + usage.output_tokens)
         self._account(usage)
@@ -415,8 +383,8 @@ class Agent:
         conversation, text = self.conversation, partial.text
         how = DROPPED if isinstance(exc, ModelError) and exc.mid_reply else describe_stop(exc)
         marker = f"{NOTICE_PREFIX} (reply {how})"
-        usage = checked_usage(partial.usage, conversation.messages, text,
-                                 partial.tool_calls())
+        usage = checked_usage(partial.usage, conversation.estimated_tokens, text,
+                              partial.tool_calls())
         conversation.append({"role": "assistant",
                              "content": f"{text}\n\n{marker}" if text else marker})
         self._meter.account(conversation.state, self.model.name, usage,
@@ -427,8 +395,7 @@ class Agent:
     def _refused_for_size(self, exc: ModelError) -> None:
         window = exc.context_window or 0
         if window:
-            self._remember_window(window_key(self.model.name, self.model.base_url),
-                                  ContextWindow(window, "refusal"))
+            self._remember_window(ContextWindow(window, "refusal"))
             self._resolve_window()
         size = f"its {window:,}-token context window" if window else "its context window"
         self._emit(Notice(f"the server refused the request as too long for {size}; "
@@ -442,26 +409,19 @@ class Agent:
         conversation, builtins = self.conversation, self._builtins
         progress = BatchProgress(calls)
         refusals = builtins.refusals
-
-        def count() -> None:
-            conversation.state.tool_calls += 1
-
         try:
-            results = execute_batch(progress, self.tools, emit=self._emit, on_start=count,
-                                    max_output_chars=self.config.max_output_chars,
-                                    asks=builtins.will_ask)
+            execute_batch(progress, self.tools, conversation.state, emit=self._emit,
+                          max_output_chars=self.config.max_output_chars, asks=builtins.will_ask)
         except BaseException as exc:
-            conversation.state.tool_calls -= builtins.refusals - refusals  # never ran
-            conversation.append(*progress.finish_interrupted(exc))
-            conversation.save()
+            progress.finish_interrupted(exc)
             raise
-        conversation.state.tool_calls -= builtins.refusals - refusals
-        conversation.append(*results)
-        conversation.save()  # save point 3
+        finally:
+            conversation.state.tool_calls -= builtins.refusals - refusals  # refused: never ran
+            conversation.append(*progress.results)
+            conversation.save()  # save point 3
         if builtins.summary_written:
             conversation.has_summary = True
 
-    # -- compaction ---------------------------------------------------------------------------
     def compact(self, *, on_event: EventCallback | None = None) -> bool:
         """Summarize the older turns now; False when there was nothing to compact or the
         summarizing call failed (a Notice says why).
@@ -471,14 +431,10 @@ class Agent:
         LimitExceededError
             The session reached ``max_cost_usd``: nothing is sent.
         RuntimeError, SessionLockedError, CorruptSessionError, ContextMismatchError, OSError
+            As :meth:`run`.
         """
-        self._check_open()
-        self._emit = on_event or ignore_event
-        try:
-            with self.conversation.lease():
-                return self._compact()
-        finally:
-            self._emit = ignore_event
+        with self._running(on_event):
+            return self._compact()
 
     def _compact_images_first(self) -> None:
         dropped = drop_old_images(self.conversation)
@@ -498,13 +454,12 @@ class Agent:
         self._meter.account(self.conversation.state, self.model.name, usage,
                             prices=self.config.prices, emit=self._emit)
 
-    def _skip(self, calls: list[dict[str, Any]], reason: str) -> None:
-        self.conversation.append(*(synthetic_result(c["id"], reason) for c in calls))
-        self.conversation.save()
-
-    def _end(self, text: str, reason: str, before: int,
+    def _end(self, text: str, reason: str, calls: list[dict[str, Any]], skip: str,
              limit: LimitExceededError | None = None) -> TurnOutcome:
-        self.conversation.append({"role": "assistant", "content": text})
+        """End the turn with the saved notice ``text``, answering ``calls`` (not run) with
+        ``skip``."""
+        self.conversation.append(*(synthetic_result(c["id"], skip) for c in calls),
+                                 {"role": "assistant", "content": text})
         self.conversation.save()
         self._emit(Notice(text))
-        return self._outcome(text, reason, before, limit)
+        return self._outcome(text, reason, limit)

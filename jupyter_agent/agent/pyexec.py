@@ -23,7 +23,7 @@ import sys
 import threading
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -48,17 +48,12 @@ class ApprovalInterrupted(KeyboardInterrupt):
 
 @dataclass(frozen=True)
 class ExecOutcome:
-    """What running one piece of code produced."""
+    """What running one piece of code produced (``error``: None when no exception escaped)."""
 
     stdout: str
     stderr: str
     result: str | None
     error: str | None
-
-    @property
-    def ok(self) -> bool:
-        """True when no exception escaped the code."""
-        return self.error is None
 
 
 def truncate(text: str, limit: int) -> str:
@@ -67,13 +62,12 @@ def truncate(text: str, limit: int) -> str:
     if limit < 0 or len(text) <= limit:
         return text
     tail = limit // 2
-    head = limit - tail
-    end = text[len(text) - tail :] if tail else ""
-    marker = f"\n... [output truncated: {len(text) - limit:,} characters cut] ...\n"
-    return f"{text[:head]}{marker}{end}"
+    end = text[len(text) - tail:] if tail else ""
+    return (f"{text[:limit - tail]}\n... [output truncated: {len(text) - limit:,} characters "
+            f"cut] ...\n{end}")
 
 
-def _format_exception(exc: BaseException, filename: str) -> str:
+def _format_exception(exc: BaseException) -> str:
     te = traceback.TracebackException.from_exception(exc)
     frames = [f for f in te.stack if f.filename != __file__]
     te.stack = traceback.StackSummary.from_list(frames)
@@ -89,7 +83,7 @@ def run_code(code: str, namespace: dict[str, Any]) -> ExecOutcome:
     try:
         tree = ast.parse(code, filename=filename, mode="exec")
     except SyntaxError as exc:
-        return ExecOutcome("", "", None, _format_exception(exc, filename))
+        return ExecOutcome("", "", None, _format_exception(exc))
     linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
     last: ast.Expression | None = None
     final = tree.body[-1] if tree.body else None
@@ -107,173 +101,24 @@ def run_code(code: str, namespace: dict[str, Any]) -> ExecOutcome:
         printed = format_outcome(ExecOutcome(out.getvalue(), err.getvalue(), None, None))
         raise ToolInterrupted("" if printed == "(no output)" else printed) from exc
     except BaseException as exc:  # SystemExit too: model code must not end the kernel
-        error = _format_exception(exc, filename)
+        error = _format_exception(exc)
     return ExecOutcome(out.getvalue(), err.getvalue(), result, error)
 
 
 def format_outcome(outcome: ExecOutcome) -> str:
     """The tool result text for an :class:`ExecOutcome` (uncut)."""
-    parts: list[str] = []
-    if outcome.stdout:
-        parts.append(outcome.stdout.rstrip("\n"))
-    if outcome.stderr:
-        parts.append("[stderr]\n" + outcome.stderr.rstrip("\n"))
-    if outcome.result is not None:
-        parts.append("[result]\n" + outcome.result)
-    if outcome.error is not None:
-        parts.append("[error]\n" + outcome.error)
+    parts = [part for part in (
+        outcome.stdout.rstrip("\n") if outcome.stdout else None,
+        "[stderr]\n" + outcome.stderr.rstrip("\n") if outcome.stderr else None,
+        None if outcome.result is None else "[result]\n" + outcome.result,
+        None if outcome.error is None else "[error]\n" + outcome.error) if part is not None]
     return "\n".join(parts) if parts else "(no output)"
-
-
-INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
-
-
-@dataclass(frozen=True)
-class RichOutput:
-    """One rich output of agent-run code."""
-
-    data: dict[str, Any]
-    metadata: dict[str, Any] = field(default_factory=dict)
-    position: int | None = None
-    shown: bool = True
-
-
-def _printed() -> int | None:
-    tell = getattr(sys.stdout, "tell", None)
-    try:
-        return int(tell()) if callable(tell) else None
-    except (OSError, ValueError):
-        return None
-
-
-class OutputCapture:
-    """Capture the rich output of one ``run_python`` call (see the module docstring)."""
-
-    def __init__(self, shell: Any, *, on_output: Callable[[RichOutput], object],
-                 forward: bool) -> None:
-        self.shell = shell
-        self.on_output = on_output
-        self.forward = forward
-        self.outputs: list[RichOutput] = []
-        self.error = ""
-        self._publisher: Any = None
-        self._had_attribute = False
-        self._saved: Any = None
-        self._thread = 0
-        self._busy = False
-        self._figures_before: set[int] = set()
-        self._stdout: Any = None
-        self._collecting = False
-
-    # ---- the publisher
-    def __enter__(self) -> OutputCapture:
-        self._thread = threading.get_ident()
-        self._figures_before = set(_open_figure_numbers())
-        self._stdout = sys.stdout  # where a forwarded display prints, not the code's output
-        publisher = getattr(self.shell, "display_pub", None)
-        if publisher is None or not callable(getattr(publisher, "publish", None)):
-            return self
-        self._publisher = publisher
-        self._had_attribute = "publish" in vars(publisher)
-        self._saved = vars(publisher).get("publish")
-        original = publisher.publish
-
-        def publish(data: Any, metadata: Any = None, *args: Any, **kwargs: Any) -> Any:
-            if (self._busy or threading.get_ident() != self._thread or kwargs.get("update")
-                    or not isinstance(data, dict)):
-                return original(data, metadata, *args, **kwargs)
-            position = None if self._collecting else _printed()
-            self._take(RichOutput(dict(data), dict(metadata or {}), position))
-            if self.forward:
-                with contextlib.redirect_stdout(self._stdout):
-                    return original(data, metadata, *args, **kwargs)
-            return None
-
-        publisher.publish = publish
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
-        try:
-            if exc_type is None:
-                self._collecting = True  # after the code: these go after what it printed
-                try:
-                    self._collect_figures()
-                except Exception as err:  # the code's figure cannot be drawn
-                    self.error = (f"the figures left open could not be drawn: "
-                                  f"{type(err).__name__}: {err}")
-        finally:
-            self._collecting = False
-            self._restore()
-
-    def _restore(self) -> None:
-        publisher, self._publisher = self._publisher, None
-        if publisher is None:
-            return
-        if self._had_attribute:
-            publisher.publish = self._saved
-        else:
-            vars(publisher).pop("publish", None)
-
-    def _take(self, item: RichOutput) -> None:
-        self.outputs.append(item)
-        self._busy = True  # what the front end displays now is not the code's output
-        try:
-            self.on_output(item)
-        finally:
-            self._busy = False
-
-    # ---- matplotlib
-    def _collect_figures(self) -> None:
-        pyplot = sys.modules.get("matplotlib.pyplot")
-        if pyplot is None:
-            return
-        backend = str(pyplot.get_backend())
-        if backend in (INLINE_BACKEND, "inline"):
-            inline = sys.modules.get("matplotlib_inline.backend_inline")
-            if inline is not None and self._publisher is not None:
-                inline.flush_figures()
-            return
-        from matplotlib._pylab_helpers import Gcf  # pyplot is imported already
-
-        for manager in Gcf.get_all_fig_managers():
-            if manager.num in self._figures_before:
-                continue
-            figure = manager.canvas.figure
-            buffer = io.BytesIO()
-            figure.savefig(buffer, format="png")
-            text = repr(figure)
-            self._take(RichOutput({"image/png": buffer.getvalue(), "text/plain": text},
-                                  {}, None, shown=False))
-
-
-def _open_figure_numbers() -> list[int]:
-    if sys.modules.get("matplotlib.pyplot") is None:
-        return []
-    from matplotlib._pylab_helpers import Gcf  # pyplot is imported already
-
-    return [int(m.num) for m in Gcf.get_all_fig_managers()]
-
-
-SaveFigure = Callable[[str, bytes, str], object]
-
-
-@dataclass
-class PendingFigure:
-    """A figure caught during a call, numbered, not saved yet."""
-
-    ref: dict[str, Any]
-    data: bytes
-    position: int | None
-    note: str = ""
 
 
 def image_of(data: dict[str, Any]) -> tuple[bytes, str] | None:
     """The image of a MIME bundle: PNG, else JPEG, else SVG, as ``(bytes, media type)``."""
     for media_type in MEDIA_TYPES:
         value = data.get(media_type)
-        if value is None:
-            continue
-        raw: bytes | None = None
         if isinstance(value, bytes | bytearray):
             raw = bytes(value)
         elif isinstance(value, str) and media_type == "image/svg+xml":
@@ -282,8 +127,10 @@ def image_of(data: dict[str, Any]) -> tuple[bytes, str] | None:
             try:
                 raw = base64.b64decode(value, validate=False)
             except (binascii.Error, ValueError):
-                raw = None
-        if raw is not None and sniff_media_type(raw) == media_type:
+                continue
+        else:
+            continue
+        if sniff_media_type(raw) == media_type:
             return raw, media_type
     return None
 
@@ -300,102 +147,153 @@ def describe_figure(ref: dict[str, Any]) -> str:
 def interleave(printed: str, pieces: list[tuple[int | None, str]]) -> str:
     """``printed`` with each ``(position, text)`` piece put on lines of its own at its
     position (characters printed before it; ``None``: at the end), in order."""
-    if not pieces:
-        return printed
-    end = len(printed)
-
-    def where(index: int) -> int:
-        position = pieces[index][0]
-        return end if position is None else min(max(position, 0), end)
-
-    out: list[str] = []
-    start, last = 0, "\n"
-    for index in sorted(range(len(pieces)), key=lambda i: (where(i), i)):
-        at = max(where(index), start)
+    end, start, out = len(printed), 0, []
+    for at, _, text in sorted((end if position is None else min(max(position, 0), end), i, text)
+                              for i, (position, text) in enumerate(pieces)):
         chunk = printed[start:at]
-        out.append(chunk)
-        last = chunk[-1] if chunk else last
-        if last != "\n":
-            out.append("\n")
-        out.append(pieces[index][1].rstrip("\n") + "\n")
-        start, last = at, "\n"
-    out.append(printed[start:])
-    return "".join(out)
+        out += [chunk, "\n" if chunk and not chunk.endswith("\n") else "",
+                text.rstrip("\n") + "\n"]
+        start = at
+    return "".join(out) + printed[start:]
 
 
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+SaveFigure = Callable[[str, bytes, str], object]
+
+
+def _open_figures() -> set[int]:
+    if sys.modules.get("matplotlib.pyplot") is None:
+        return set()
+    from matplotlib._pylab_helpers import Gcf  # pyplot is imported already
+
+    return {int(m.num) for m in Gcf.get_all_fig_managers()}
+
+
+@dataclass
 class FigureKeeper:
-    """Figures of one agent's session (see the module docstring)."""
+    """What ``run_python`` calls display, and the figures of one agent's session (see the
+    module docstring): :meth:`capture` one call, then :meth:`keep` its figures."""
 
-    def __init__(self, get_state: Callable[[], SessionState]) -> None:
-        self._get_state = get_state
-        self.save: SaveFigure = lambda figure_id, data, media_type: None
-        self.emit: EventCallback = ignore_event
-        self.forward = True
-        self._pending: list[PendingFigure] = []
-        self._texts: list[tuple[int | None, str]] = []
-        self._shows_images = False
+    get_state: Callable[[], SessionState]
+    save: SaveFigure = lambda figure_id, data, media_type: None
+    emit: EventCallback = ignore_event
+    forward: bool = True  # displays go on to the shell (no front end shows the events)
+    _pending: list[tuple[dict[str, Any], bytes]] = field(default_factory=list)
+    _texts: list[tuple[int | None, str]] = field(default_factory=list)  # "": a figure
+    _shows_images: bool = False
+    _busy: bool = False
+    _error: str = ""
 
-    def capture(self, shell: Any) -> OutputCapture:
-        """A fresh :class:`OutputCapture` for one call in ``shell`` (``None``: no shell)."""
-        self._pending, self._texts = [], []
-        self._shows_images = _shows_images(shell)
-        return OutputCapture(shell, on_output=self._on_output, forward=self.forward)
+    @contextlib.contextmanager
+    def capture(self, shell: Any) -> Iterator[None]:
+        """Catch what the block displays in ``shell`` (None: no shell), in this thread."""
+        self._pending, self._texts, self._error = [], [], ""
+        self._shows_images = shell is not None and (
+            type(shell).__name__ == "ZMQInteractiveShell"
+            or (callable(getattr(shell, "has_trait", None)) and bool(shell.has_trait("kernel"))))
+        thread, before, stdout = threading.get_ident(), _open_figures(), sys.stdout
+        publisher = getattr(shell, "display_pub", None)
+        if publisher is None or not callable(getattr(publisher, "publish", None)):
+            publisher = None
+        else:
+            had, saved, original = ("publish" in vars(publisher),
+                                    vars(publisher).get("publish"), publisher.publish)
 
-    def _on_output(self, output: RichOutput) -> None:
-        image = image_of(output.data)
-        if image is None:
-            text = output.data.get("text/plain")
-            shown = text if isinstance(text, str) and text.strip() else \
-                f"[display: {', '.join(sorted(output.data)) or 'nothing'}]"
-            self._texts.append((output.position, shown))
-            self.emit(Displayed(output.data, output.metadata, None))
+            def publish(data: Any, metadata: Any = None, *args: Any, **kwargs: Any) -> Any:
+                if (self._busy or threading.get_ident() != thread or kwargs.get("update")
+                        or not isinstance(data, dict)):
+                    return original(data, metadata, *args, **kwargs)
+                tell = getattr(sys.stdout, "tell", None)  # where in the printed text
+                try:
+                    position = int(tell()) if callable(tell) else None
+                except (OSError, ValueError):
+                    position = None
+                self._take(dict(data), dict(metadata or {}), position)
+                if self.forward:  # printed where displays go, not into the code's output
+                    with contextlib.redirect_stdout(stdout):
+                        return original(data, metadata, *args, **kwargs)
+                return None
+
+            publisher.publish = publish
+        try:
+            yield
+            try:  # after the code: these go after what it printed
+                self._collect_figures(publisher is not None, before)
+            except Exception as err:  # the code's figure cannot be drawn
+                self._error = (f"the figures left open could not be drawn: "
+                               f"{type(err).__name__}: {err}")
+        finally:
+            if publisher is not None:  # as it was: its own attribute, or the class's
+                vars(publisher).pop("publish", None)
+                if had:
+                    publisher.publish = saved
+
+    def _collect_figures(self, publishing: bool, before: set[int]) -> None:
+        pyplot = sys.modules.get("matplotlib.pyplot")
+        if pyplot is None:
             return
-        data, media_type = image
-        state = self._get_state()
-        state.figures += 1
-        ref: dict[str, Any] = {"id": new_session_id(), "n": state.figures,
-                               "media_type": media_type}
-        size = image_size(data, media_type)
-        if size is not None:
-            ref["width"], ref["height"] = size
-        ref["bytes"] = len(data)
-        ref["shown"] = bool(output.shown and self._shows_images)
-        pending = PendingFigure(ref, data, output.position)
-        self._pending.append(pending)
-        self._texts.append((output.position, ""))  # placeholder, filled by keep()
-        self.emit(Displayed(output.data, output.metadata, dict(ref), shown=output.shown))
+        if str(pyplot.get_backend()) in (INLINE_BACKEND, "inline"):
+            inline = sys.modules.get("matplotlib_inline.backend_inline")
+            if inline is not None and publishing:
+                inline.flush_figures()
+            return
+        from matplotlib._pylab_helpers import Gcf  # pyplot is imported already
 
-    def keep(self, capture: OutputCapture,
-             outcome: ExecOutcome) -> tuple[ExecOutcome, tuple[dict[str, Any], ...]]:
-        """Save the call's figures and put every output into the printed text."""
+        for manager in Gcf.get_all_fig_managers():
+            if manager.num not in before:
+                figure, buffer = manager.canvas.figure, io.BytesIO()
+                figure.savefig(buffer, format="png")
+                self._take({"image/png": buffer.getvalue(), "text/plain": repr(figure)}, {},
+                           None, shown=False)
+
+    def _take(self, data: dict[str, Any], metadata: dict[str, Any], position: int | None,
+              shown: bool = True) -> None:
+        self._busy = True  # what the front end displays now is not the code's output
+        try:
+            image = image_of(data)
+            if image is None:
+                text = data.get("text/plain")
+                self._texts.append((position, text if isinstance(text, str) and text.strip()
+                                    else f"[display: {', '.join(sorted(data)) or 'nothing'}]"))
+                self.emit(Displayed(data, metadata, None))
+                return
+            raw, media_type = image
+            state = self.get_state()
+            state.figures += 1
+            ref: dict[str, Any] = {"id": new_session_id(), "n": state.figures,
+                                   "media_type": media_type}
+            size = image_size(raw, media_type)
+            if size is not None:
+                ref["width"], ref["height"] = size
+            ref["bytes"] = len(raw)
+            ref["shown"] = bool(shown and self._shows_images)
+            self._pending.append((ref, raw))
+            self._texts.append((position, ""))  # filled by keep()
+            self.emit(Displayed(data, metadata, dict(ref), shown=shown))
+        finally:
+            self._busy = False
+
+    def keep(self, outcome: ExecOutcome) -> tuple[ExecOutcome, tuple[dict[str, Any], ...]]:
+        """Save the captured figures and put every output into the printed text."""
         refs: list[dict[str, Any]] = []
         figures = iter(self._pending)
         pieces: list[tuple[int | None, str]] = []
         for position, text in self._texts:
-            if text:
-                pieces.append((position, text))
-                continue
-            pending = next(figures)
-            try:
-                check_figure(pending.ref["id"], pending.data, pending.ref["media_type"])
-                self.save(pending.ref["id"], pending.data, pending.ref["media_type"])
-            except (JupyterAgentError, OSError) as err:
-                pending.note = f"; not kept: {err}"
-            else:
-                refs.append(pending.ref)
-            pieces.append((position, f"[{describe_figure(pending.ref)}{pending.note}]"))
+            if not text:
+                ref, raw = next(figures)
+                note = ""
+                try:
+                    check_figure(ref["id"], raw, ref["media_type"])
+                    self.save(ref["id"], raw, ref["media_type"])
+                except (JupyterAgentError, OSError) as err:
+                    note = f"; not kept: {err}"
+                else:
+                    refs.append(ref)
+                text = f"[{describe_figure(ref)}{note}]"
+            pieces.append((position, text))
         self._pending, self._texts = [], []
         outcome = replace(outcome, stdout=interleave(outcome.stdout, pieces))
-        if capture.error:
-            error = f"{outcome.error}\n{capture.error}" if outcome.error else capture.error
+        if self._error:
+            error = f"{outcome.error}\n{self._error}" if outcome.error else self._error
             outcome = replace(outcome, error=error)
         return outcome, tuple(refs)
-
-
-def _shows_images(shell: Any) -> bool:
-    if shell is None:
-        return False
-    if type(shell).__name__ == "ZMQInteractiveShell":
-        return True
-    has_trait = getattr(shell, "has_trait", None)
-    return bool(has_trait("kernel")) if callable(has_trait) else False

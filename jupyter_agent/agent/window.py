@@ -16,55 +16,79 @@ import json
 import re
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-from jupyter_agent.agent.endpoint import plausible
-from jupyter_agent.agent.usage import DEFAULT_CONTEXT_WINDOW, known_context_window
+from jupyter_agent.agent.config import model_refs
 
+DEFAULT_CONTEXT_WINDOW = 128_000
 LOCAL_DEFAULT_WINDOW = 8_192
+OPENAI_HOST = "api.openai.com"
+_MIN_WINDOW, _MAX_WINDOW = 256, 100_000_000
 OLLAMA_DEFAULT_CTX = 4_096
 SMALL_WINDOW = 8_192
 PROBE_TIMEOUT = 2.0
 PROBE_MAX_BYTES = 1_000_000
 
-SOURCES = {
-    "setting": "set by context_window",
-    "server": "reported by the server",
-    "refusal": "learned from the server's refusal",
-    "genai-prices": "known for the model from genai-prices",
-    "default": "assumed: the model is unknown",
-}
-
-OPENAI_HOST = "api.openai.com"
+SOURCES = {"setting": "set by context_window", "server": "reported by the server",
+           "refusal": "learned from the server's refusal",
+           "genai-prices": "known for the model from genai-prices",
+           "default": "assumed: the model is unknown"}
 
 
 @dataclass(frozen=True)
 class ContextWindow:
-    """A context window and where it came from."""
+    """A context window (tokens) and where it came from (``source``, a key of
+    :data:`SOURCES`); ``small``: under :data:`SMALL_WINDOW`, requests are kept short;
+    ``reserve``: :func:`reply_budget`."""
 
     tokens: int
     source: str
+    small: bool = field(init=False)
+    reserve: int = field(init=False)
+    origin: str = field(init=False)  # in words, e.g. "reported by the server"
 
-    def describe(self) -> str:
-        """E.g. ``"4,096 tokens, reported by the server"``."""
-        return f"{self.tokens:,} tokens, {self.origin}"
-
-    @property
-    def origin(self) -> str:
-        """Where the window came from, in words (e.g. ``"reported by the server"``)."""
-        return SOURCES.get(self.source, self.source)
-
-    @property
-    def small(self) -> bool:
-        """Whether requests should be kept short (under :data:`SMALL_WINDOW`)."""
-        return self.tokens < SMALL_WINDOW
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "small", self.tokens < SMALL_WINDOW)
+        object.__setattr__(self, "reserve", reply_budget(self.tokens))
+        object.__setattr__(self, "origin", SOURCES.get(self.source, self.source))
 
 
-def window_key(model: str, base_url: str) -> str:
-    """What a learned window belongs to: ``"model at URL"``."""
-    return f"{model} at {base_url.rstrip('/')}"
+def plausible(value: Any) -> int | None:
+    """``value`` as a window in tokens if it is an integer in a plausible range, else None."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if _MIN_WINDOW <= value <= _MAX_WINDOW else None
+
+
+_WINDOW_PATTERNS = (
+    re.compile(r"maximum context length is (\d+)", re.I),  # OpenAI, vLLM
+    re.compile(r"available context size \((\d+) tokens?\)", re.I),  # llama.cpp
+    re.compile(r"context (?:length|size|window)[^0-9.]{0,40}?(\d{3,})", re.I),
+)
+_REFUSAL_WORDS = re.compile(
+    r"context[ _](?:length|size|window)|exceed_context_size|context_length_exceeded|"
+    r"too many tokens|prompt is too long", re.I)
+
+
+def refused_window(status: int, detail: str, code: str = "", kind: str = "",
+                   n_ctx: Any = None) -> int | None:
+    """Whether an error answer refuses a request as too long: None (no), 0 (it does not say
+    the window) or the window in tokens."""
+    if status not in (400, 413):
+        return None
+    text = f"{detail} {code} {kind}"
+    if not _REFUSAL_WORDS.search(text):
+        return None
+    found = plausible(n_ctx)
+    if found is not None:
+        return found
+    for pattern in _WINDOW_PATTERNS:
+        match = pattern.search(detail)
+        if match and plausible(int(match.group(1))) is not None:
+            return int(match.group(1))
+    return 0
 
 
 def reply_budget(window: int) -> int:
@@ -72,23 +96,30 @@ def reply_budget(window: int) -> int:
     return min(max(window // 8, 256), 4_096)
 
 
-# --------------------------------------------------------------------------- probes
-def _root(base_url: str) -> str:
-    url = base_url.rstrip("/")
-    return url[:-3] if url.endswith("/v1") else url
+_FALLBACK_WINDOWS: tuple[tuple[str, int], ...] = (
+    ("gpt-4.1", 1_000_000), ("gpt-5", 400_000), ("gpt-4o", 128_000), ("gpt-4-turbo", 128_000),
+    ("gpt-3.5-turbo", 16_385), ("gpt-4", 8_192), ("o1", 200_000), ("o3", 200_000),
+    ("o4", 200_000), ("claude", 200_000),
+)
 
 
-def _entry_window(entry: Any) -> int | None:
-    if not isinstance(entry, dict):
-        return None
-    meta = entry.get("meta")
-    for value in ((meta or {}).get("n_ctx") if isinstance(meta, dict) else None,
-                  entry.get("max_model_len"), entry.get("max_context_length"),
-                  entry.get("loaded_context_length"), entry.get("context_length")):
-        found = plausible(value)
-        if found is not None:
-            return found
-    return None
+def known_context_window(model: str) -> int | None:
+    """The context window of ``model`` in tokens, if ``genai-prices`` or a small table of
+    model families knows it."""
+    from genai_prices import data_snapshot  # imported when used: ~120 ms
+
+    snapshot = data_snapshot.get_snapshot()
+    for ref, provider in model_refs(model):
+        try:
+            _, info = snapshot.find_provider_model(ref, None, provider, None)
+        except LookupError:
+            continue
+        if info.context_window:
+            return int(info.context_window)
+        break
+    name = model.lower().rsplit("/", 1)[-1]
+    return next((window for prefix, window in _FALLBACK_WINDOWS if name.startswith(prefix)),
+                None)
 
 
 def _listed(data: Any, model: str) -> int | None:
@@ -96,12 +127,15 @@ def _listed(data: Any, model: str) -> int | None:
     if not isinstance(entries, list):
         return None
     named = [e for e in entries if isinstance(e, dict) and e.get("id") == model]
-    if not named and len(entries) == 1:
+    if not named and len(entries) == 1 and isinstance(entries[0], dict):
         named = entries  # llama.cpp lists its one model under the file name
     for entry in named:
-        found = _entry_window(entry)
-        if found is not None:
-            return found
+        meta = entry.get("meta")
+        for value in ((meta or {}).get("n_ctx") if isinstance(meta, dict) else None,
+                      entry.get("max_model_len"), entry.get("max_context_length"),
+                      entry.get("loaded_context_length"), entry.get("context_length")):
+            if plausible(value) is not None:
+                return plausible(value)
     return None
 
 
@@ -121,22 +155,9 @@ def _ollama(data: Any, model: str) -> int | None:
     info = data.get("model_info")
     if not isinstance(info, dict):
         return None
-    trained = [plausible(v) for k, v in info.items()
-               if isinstance(k, str) and k.endswith(".context_length")]
-    known = [t for t in trained if t]
+    known = [t for t in (plausible(v) for k, v in info.items()
+                         if isinstance(k, str) and k.endswith(".context_length")) if t]
     return min([OLLAMA_DEFAULT_CTX, *known]) if known else None
-
-
-class _Unreachable(Exception):
-    """The server did not answer at all: no further probe is worth its timeout."""
-
-
-def _http_library(http: Any) -> Any:
-    for cls in type(http).__mro__:
-        root = cls.__module__.split(".")[0]
-        if root in _HTTP_LIBRARIES:
-            return sys.modules[root]
-    return None
 
 
 _HTTP_LIBRARIES = ("httpx2", "httpx")
@@ -155,8 +176,8 @@ def _ask(http: Any, lib: Any, method: str, url: str, headers: dict[str, str],
                 raw += chunk
                 if len(raw) > PROBE_MAX_BYTES or time.monotonic() > deadline:
                     return None
-    except (lib.ConnectError, lib.TimeoutException) as exc:
-        raise _Unreachable from exc
+    except (lib.ConnectError, lib.TimeoutException):
+        raise  # no answer at all: no further probe is worth its timeout
     except lib.HTTPError:
         return None
     try:
@@ -180,25 +201,25 @@ def probe_window(base_url: str, model: str, *, api_key: str = "",
             with contextlib.suppress(ImportError):
                 http = importlib.import_module(name).Client()
                 break
-    lib = _http_library(http)
+    lib = next((sys.modules[root] for cls in type(http).__mro__
+                if (root := cls.__module__.split(".")[0]) in _HTTP_LIBRARIES), None)
     if lib is None:
         return None
-    root = _root(base_url)
+    url = base_url.rstrip("/")
+    root = url[:-3] if url.endswith("/v1") else url
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     probes: tuple[tuple[str, str, Any, Any], ...] = (
-        ("GET", base_url.rstrip("/") + "/models", None, _listed),
+        ("GET", url + "/models", None, _listed),
         ("GET", root + "/props", None, _props),
         ("GET", root + "/api/v0/models", None, _listed),
         ("POST", root + "/api/show", {"model": model}, _ollama),
     )
     try:
-        for method, url, body, read in probes:
-            found = read(_ask(http, lib, method, url, headers, body, timeout), model)
+        for method, address, body, read in probes:
+            found = read(_ask(http, lib, method, address, headers, body, timeout), model)
             if found is not None:
                 return int(found)
-    except _Unreachable:
-        return None
-    except Exception:  # a probe is best effort: whatever happened, fall through
+    except Exception:  # best effort (and no answer at all): whatever happened, fall through
         return None
     finally:
         if own:
@@ -206,16 +227,11 @@ def probe_window(base_url: str, model: str, *, api_key: str = "",
     return None
 
 
-def resolve_window(model: Any, configured: int | None, *, learned: ContextWindow | None = None,
-                   probe: bool = True) -> ContextWindow:
-    """The window for ``model`` (a Model; its client's key goes with a probe): in the order
-    of the module docstring."""
-    if configured:
-        return ContextWindow(int(configured), "setting")
-    if learned is not None:
-        return learned
+def resolve_window(model: Any) -> ContextWindow:
+    """The window for ``model`` (a Model; its client's key goes with a probe) when no
+    setting or refusal says it: in the order of the module docstring."""
     base_url = str(getattr(model, "base_url", "") or "")
-    if probe and base_url:
+    if base_url:
         client = getattr(model, "client", None)
         sent = getattr(getattr(model, "endpoint", None), "key_sent", True)  # not a placeholder
         key = str(getattr(client, "api_key", "") or "") if sent else ""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jupyter_agent.errors import TooLargeError, UnsafeFileError
-from jupyter_agent.store import SessionState, Store
+from jupyter_agent.store import Store
 from jupyter_agent.store.notes import NoteKind
 
 SUMMARY_MARKER = "[jupyter-agent] Summary of earlier conversation"
@@ -38,15 +38,13 @@ def message_chars(message: dict[str, Any]) -> int:
     return n
 
 
-def estimate_tokens(
-    messages: Sequence[dict[str, Any]], *, base_tokens: int | None = None, base_len: int = 0
-) -> int:
+def estimate_tokens(messages: Sequence[dict[str, Any]], *, base_tokens: int | None = None,
+                    base_len: int = 0) -> int:
     """Estimated prompt size of ``messages`` in tokens: ``base_tokens`` (reported for
     ``messages[:base_len]``; None: estimate all) plus ~4 characters per token after."""
-    start = base_len if base_tokens is not None else 0
-    rest = messages[start:]
-    tail = sum(message_chars(m) for m in rest) // CHARS_PER_TOKEN + _PER_MESSAGE_TOKENS * len(rest)
-    return (base_tokens or 0) + tail
+    rest = messages[base_len if base_tokens is not None else 0:]
+    return ((base_tokens or 0) + sum(message_chars(m) for m in rest) // CHARS_PER_TOKEN
+            + _PER_MESSAGE_TOKENS * len(rest))
 
 
 def estimate_schema_tokens(schemas: Sequence[dict[str, Any]]) -> int:
@@ -74,21 +72,18 @@ class RepairReport:
 
     def describe(self) -> str:
         """One line for the store's compaction log and for notices."""
-        parts = []
-        if self.added:
-            parts.append(f"{len(self.added)} unanswered tool call(s) given a synthetic result")
+        parts = [f"{len(self.added)} unanswered tool call(s) given a synthetic result"
+                 ] if self.added else []
         if self.dropped:
             parts.append(f"{self.dropped} orphan tool result(s) dropped from the working context")
         return "repaired tool pairs: " + "; ".join(parts) if parts else "no repair needed"
 
 
-def repair_tool_pairs(
-    messages: Sequence[dict[str, Any]],
-    reason: str = "not executed (the run was interrupted)",
-    *,
-    start: int = 0,
-) -> tuple[list[dict[str, Any]], RepairReport]:
-    """Give every assistant tool call exactly one result; drop orphan results."""
+def repair_tool_pairs(messages: Sequence[dict[str, Any]],
+                      reason: str = "not executed (the run was interrupted)", *,
+                      start: int = 0) -> tuple[list[dict[str, Any]], RepairReport]:
+    """Give every assistant tool call exactly one result; drop orphan results.
+    ``messages[:start]`` are known to be in order (from the batch that opened there on)."""
     start = max(0, min(start, len(messages)))
     while start > 0 and messages[start - 1].get("role") == "tool":
         start -= 1
@@ -100,27 +95,20 @@ def repair_tool_pairs(
         return [*messages[:start], *tail], report
     out: list[dict[str, Any]] = []
     added: list[str] = []
-    dropped = 0
-    first_change: int | None = None
-    i, n = 0, len(messages)
+    dropped, first_change, i, n = 0, None, 0, len(messages)
     while i < n:
         message = messages[i]
-        role = message.get("role")
-        if role == "tool":  # not directly after a batch: orphan
+        i += 1
+        if message.get("role") == "tool":  # not directly after a batch: orphan
             dropped += 1
-            first_change = i if first_change is None else first_change
-            i += 1
+            first_change = i - 1 if first_change is None else first_change
             continue
         out.append(message)
-        i += 1
-        calls = message.get("tool_calls") if role == "assistant" else None
-        if not calls:
-            continue
-        pending = [c.get("id") for c in calls]
-        while i < n and messages[i].get("role") == "tool":
-            call_id = messages[i].get("tool_call_id")
-            if call_id in pending:
-                pending.remove(call_id)
+        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+        pending = [c.get("id") for c in calls or ()]
+        while calls and i < n and messages[i].get("role") == "tool":
+            if messages[i].get("tool_call_id") in pending:
+                pending.remove(messages[i].get("tool_call_id"))
                 out.append(messages[i])
             else:
                 dropped += 1
@@ -134,14 +122,8 @@ def repair_tool_pairs(
     return out, RepairReport(tuple(added), dropped, appended_only)
 
 
-def _is_cut_point(messages: Sequence[dict[str, Any]], i: int) -> bool:
-    return messages[i].get("role") in ("user", "assistant")
-
-
-def choose_cut(
-    messages: Sequence[dict[str, Any]], *, keep_tokens: int, keep_turns: int = 2,
-    keep_from: int | None = None,
-) -> int | None:
+def choose_cut(messages: Sequence[dict[str, Any]], *, keep_tokens: int, keep_turns: int = 2,
+               keep_from: int | None = None) -> int | None:
     """Where to split for compaction: ``messages[1:cut]`` are summarized, the rest kept.
 
     Keeps the last ``keep_turns`` user turns if they fit ``keep_tokens``, else the longest
@@ -150,38 +132,32 @@ def choose_cut(
     """
     n = len(messages)
     last = n - 1 if keep_from is None else min(keep_from, n - 1)
-    candidates = [i for i in range(2, last + 1) if _is_cut_point(messages, i)]
+    candidates = [i for i in range(2, last + 1)
+                  if messages[i].get("role") in ("user", "assistant")]
     if not candidates:
         return None
     suffix = [0] * (n + 1)
     for i in range(n - 1, -1, -1):
         suffix[i] = suffix[i + 1] + message_chars(messages[i]) // CHARS_PER_TOKEN + 4
     user_starts = [i for i in candidates if messages[i].get("role") == "user"]
-    cut: int | None = None
     fitting_turns = [i for i in user_starts[-keep_turns:] if suffix[i] <= keep_tokens]
-    if fitting_turns:
-        cut = fitting_turns[0]
-    else:
-        fitting = [i for i in candidates if suffix[i] <= keep_tokens]
-        cut = fitting[0] if fitting else candidates[-1]
+    fitting = fitting_turns or [i for i in candidates if suffix[i] <= keep_tokens]
+    cut = fitting[0] if fitting else candidates[-1]
     # Summarizing only user messages (a lone prompt, an earlier summary) gains nothing.
     if not any(m.get("role") in ("assistant", "tool") for m in messages[1:cut]):
         return None
     return cut
 
 
-def render_for_summary(
-    messages: Sequence[dict[str, Any]], *, max_chars: int, per_message: int = 4_000
-) -> str:
+def render_for_summary(messages: Sequence[dict[str, Any]], *, max_chars: int,
+                       per_message: int = 4_000) -> str:
     """A plain-text rendering of ``messages`` for the summarizing call, each message cut
     to ``per_message`` and the whole (its newest part) to ``max_chars`` code points."""
     lines: list[str] = []
     for m in messages:
-        role = str(m.get("role", "?")).upper()
-        content = m.get("content")
-        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-        if content is None:
-            text = ""
+        role, content = str(m.get("role", "?")).upper(), m.get("content")
+        text = "" if content is None else content if isinstance(content, str) else json.dumps(
+            content, ensure_ascii=False)
         if role == "TOOL":
             role = f"TOOL RESULT ({m.get('tool_call_id', '')})"
         if len(text) > per_message:
@@ -227,14 +203,13 @@ and how they were handled, and what remains to do. Use short bullet points. Do n
 invent anything that is not in the conversation."""
 
 
+_NOTES_HEADINGS = ("## Project notes (project.md)\n", "## User preferences (user.md)\n")
+
+
 def build_system_prompt(base: str, *, project_notes: str = "", user_notes: str = "") -> str:
     """The system message of a new session: ``base`` plus the non-empty notes."""
-    parts = [base.rstrip()]
-    if project_notes.strip():
-        parts.append("## Project notes (project.md)\n" + project_notes.strip())
-    if user_notes.strip():
-        parts.append("## User preferences (user.md)\n" + user_notes.strip())
-    return "\n\n".join(parts)
+    return "\n\n".join([base.rstrip(), *(heading + notes.strip() for heading, notes in zip(
+        _NOTES_HEADINGS, (project_notes, user_notes), strict=True) if notes.strip())])
 
 
 def format_bytes(size: int) -> str:
@@ -284,9 +259,6 @@ def read_session_notes(store: Store | None, cap: int = NOTES_CAP) -> NotesRead:
     return read
 
 
-_NOTES_HEADINGS = ("## Project notes (project.md)\n", "## User preferences (user.md)\n")
-
-
 def short_system_prompt(system: str) -> str:
     """The system message of a request to a small context window."""
     if system.startswith(DEFAULT_SYSTEM_PROMPT):
@@ -313,22 +285,10 @@ def tool_calls_run(transcript: Sequence[dict[str, Any]]) -> int:
             content = message.get("content")
             results.setdefault(str(message.get("tool_call_id")),
                                content if isinstance(content, str) else "")
-    count = 0
-    for message in transcript:
-        for call in message.get("tool_calls") or () if message.get("role") == "assistant" else ():
-            result = results.get(str(call.get("id")) if isinstance(call, dict) else "")
-            if result is None or not result.startswith(NOT_RUN_PREFIXES):
-                count += 1
-    return count
-
-
-def reconcile_counters(state: SessionState, transcript: Sequence[dict[str, Any]]) -> bool:
-    """Raise ``state.tool_calls`` to the calls ``transcript`` shows as run (never lower it)."""
-    ran = tool_calls_run(transcript)
-    if ran <= state.tool_calls:
-        return False
-    state.tool_calls = ran
-    return True
+    found = (results.get(str(call.get("id")) if isinstance(call, dict) else "")
+             for message in transcript if message.get("role") == "assistant"
+             for call in message.get("tool_calls") or ())
+    return sum(1 for result in found if result is None or not result.startswith(NOT_RUN_PREFIXES))
 
 
 def request_index(messages: Sequence[dict[str, Any]], request: dict[str, Any] | None) -> int | None:

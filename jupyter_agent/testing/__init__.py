@@ -19,7 +19,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from jupyter_agent.agent.adapters import ModelReply, PartialReply, TextCallback, TokenUsage
-from jupyter_agent.agent.endpoint import Endpoint, refused_window, status_error
+from jupyter_agent.agent.endpoint import Endpoint, status_error
+from jupyter_agent.agent.window import refused_window
 from jupyter_agent.testing.chat_wire import (
     Answer,
     ImagePart,

@@ -12,7 +12,8 @@ import openai
 import pytest
 
 from jupyter_agent.agent.adapters import ChatModel, PartialReply
-from jupyter_agent.agent.usage import context_window_for, price_call
+from jupyter_agent.agent.config import price_call
+from jupyter_agent.agent.window import DEFAULT_CONTEXT_WINDOW, known_context_window
 from jupyter_agent.errors import ModelError
 from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModelServer
@@ -268,9 +269,9 @@ def test_price_call_and_context_windows() -> None:
     assert price_call("gpt-4o-mini", 1_000_000, 0) == (pytest.approx(0.15), True)
     assert price_call("gpt-4o-mini", 10, 10, {"gpt-4o-mini": (0.0, 0.0)}) == (0.0, True)
     assert price_call("no-such-model-xyz", 10, 10) == (0.0, False)
-    assert context_window_for("gpt-4o-mini") == 128_000
-    assert context_window_for("no-such-model-xyz") == 128_000
-    assert context_window_for("gpt-3.5-turbo") == 16_385
+    assert known_context_window("gpt-4o-mini") == 128_000
+    assert known_context_window("no-such-model-xyz") is None and DEFAULT_CONTEXT_WINDOW == 128_000
+    assert known_context_window("gpt-3.5-turbo") == 16_385
 
 
 def test_a_remote_endpoint_without_a_key_says_which_variable_to_set() -> None:

@@ -92,8 +92,8 @@ def test_the_recap_record_comes_from_the_one_read(tmp_path: Path) -> None:
                                title="Old")
     store.update(sid, archived=True)
     conversation = Conversation.open(store, sid)  # answers the dangling call ("unknown")
-    conversation.set_title("New")
-    conversation.set_archived(False)
+    conversation.update(title="New")
+    conversation.update(archived=False)
     record = conversation.record()
     assert (record.title, record.archived) == ("New", False)
     assert roles(record.messages) == ["system", "user", "assistant", "tool"]

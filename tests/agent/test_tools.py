@@ -13,7 +13,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_agent.agent.builtin_tools import BuiltinTools
 from jupyter_agent.agent.pyexec import run_code, truncate
-from jupyter_agent.agent.tools import ToolRegistry, tool_from_function
+from jupyter_agent.agent.tools import tool_from_function
 from jupyter_agent.store import FileStore, SessionState
 from jupyter_agent.testing import ScriptedModel
 from tests.agent.helpers import Recorder, make_agent, tool_step
@@ -83,9 +83,8 @@ def test_functions_without_annotations_or_duplicates_are_refused() -> None:
 
     with pytest.raises(TypeError, match="annotation"):
         tool_from_function(untyped)
-    registry = ToolRegistry([convert])
     with pytest.raises(ValueError, match="already registered"):
-        registry.add(convert)
+        make_agent(ScriptedModel([]), None, tools=[convert, convert])
 
 
 def test_user_tools_are_offered_and_run_without_asking(

@@ -14,10 +14,9 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_agent.agent.config import AgentConfig
-from jupyter_agent.agent.endpoint import refused_window
 from jupyter_agent.agent.events import Notice
 from jupyter_agent.agent.loop import Agent
-from jupyter_agent.agent.window import ContextWindow, probe_window
+from jupyter_agent.agent.window import ContextWindow, probe_window, refused_window
 from jupyter_agent.agent.working_context import (
     SHORT_SYSTEM_PROMPT,
     SUMMARIZER_PROMPT,
