@@ -2,7 +2,7 @@
 
 The notebooks' stored outputs are checked (nbval, in the same test run, proves they are
 what a fresh run produces): every turn is one Markdown output per stretch of text between
-the figures its code displayed (design §23), each figure an image output in its place;
+the figures its code displayed (design notes "Figures"), each figure an image output in its place;
 none is empty (an empty output becomes a run of blank lines), and no output holds HTML:
 converted to Markdown, the notebooks contain no raw HTML tag outside code.
 """

@@ -1,4 +1,5 @@
-"""A real kernel restart in the middle of a conversation (design §1, §7).
+"""A real kernel restart in the middle of a conversation (design notes, "Sessions and session
+IDs", "Leases").
 
 Each test starts real ``python3`` kernels (``jupyter_client``) whose working directory is
 a temporary project (it has a ``pyproject.toml``, so the memory directory is

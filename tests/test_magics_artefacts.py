@@ -1,5 +1,5 @@
 """%agent_fork, %agent_export and %agent_sessions --search on a real shell, with the
-scripted model server and real session files (design §17)."""
+scripted model server and real session files (design notes "Forks, exports and search")."""
 
 from __future__ import annotations
 

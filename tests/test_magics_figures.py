@@ -1,5 +1,5 @@
 """A session's figures shown again: the turn, ``%agent_history``, the ``%agent_resume``
-recap and the panel's details (design §23). Real shells, the scripted server over HTTP,
+recap and the panel's details (design notes "Figures"). Real shells, the scripted server over HTTP,
 the memory directory on ``tmp_path``."""
 
 from __future__ import annotations

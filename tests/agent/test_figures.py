@@ -1,5 +1,5 @@
 """Figures: what agent-run code displays is named in the tool result, kept with the
-session and sent to the model as images when it can take them (design §23).
+session and sent to the model as images when it can take them (design notes "Figures").
 
 Real parts only: an ``InteractiveShell`` running the code (matplotlib's inline backend,
 ``IPython.display``), the scripted model server over HTTP with the ``openai`` client, a

@@ -258,7 +258,7 @@ def _agent_in_other_process(root: Path, sid: str, base_url: str) -> dict[str, An
 def test_the_agent_holds_the_lease_for_its_whole_life(
     model_server: ScriptedModelServer, store: FileStore
 ) -> None:
-    """Design §7: the running agent holds the lease for its entire run,
+    """Design "Leases": the running agent holds the lease for its entire run,
     also between turns; close() lets the session go."""
     model_server.add_steps([{"text": "one"}, {"text": "two"}])
     first = make_agent(model_server, store)

@@ -1,4 +1,5 @@
-"""Exports of a session whose code made figures (design §17, §23): the notebook shows
+"""Exports of a session whose code made figures (design notes "Forks, exports and search",
+"Figures"): the notebook shows
 them as its code cell's image outputs, the Markdown embeds them, the JSON references
 them. A real agent, shell and scripted server make the session; the magic and the CLI
 export it."""

@@ -2,7 +2,7 @@
 
 The parent sessions are made by a real agent against the scripted model server; a
 fork cut after turn N must hold the working context, scratchpad, todos, tool-call count
-and summary the parent had right after turn N (design §17).
+and summary the parent had right after turn N (design notes "Forks, exports and search").
 """
 
 from __future__ import annotations
@@ -111,7 +111,8 @@ def test_fork_leaves_out_a_tool_batch_still_running(store: FileStore) -> None:
 def test_a_refused_call_is_not_counted_in_a_fork(
     model_server: ScriptedModelServer, store: FileStore
 ) -> None:
-    """The fork counts tool calls by the rule resuming uses (design §22)."""
+    """The fork counts tool calls by the rule resuming uses (design notes, "Failures during a
+    turn")."""
     model_server.add_steps([tool_step(("run_python", {"code": "1 + 1"})), "refused, fine",
                             tool_step(("add_todo", {"text": "plot"})), "added"])
     agent = make_agent(model_server, store, approve="deny")

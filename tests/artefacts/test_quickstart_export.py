@@ -1,4 +1,5 @@
-"""The exported quick-start session re-executes and reproduces its numbers (design §17).
+"""The exported quick-start session re-executes and reproduces its numbers (design notes,
+"Forks, exports and search").
 
 ``notebooks/01_quickstart.ipynb`` runs the scripted penguins analysis in a real kernel
 (nbclient); a cell added at its end exports the session with ``%agent_export``. The

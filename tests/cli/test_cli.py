@@ -1,5 +1,6 @@
 """``jupyter agent`` as a user runs it: every subcommand in a real subprocess, on real
-session files, with real lease holders in other processes (design §17)."""
+session files, with real lease holders in other processes (design notes, "Forks, exports and
+search")."""
 
 from __future__ import annotations
 
