@@ -34,6 +34,7 @@ from jupyter_agent.settings import (
 )
 from jupyter_agent.store import new_session_id, validate_session_id
 from jupyter_agent.store.notes import NOTE_FILES, unseen_notes
+from jupyter_agent.text import format_bytes
 
 if TYPE_CHECKING:
     import openai
@@ -219,7 +220,6 @@ class AgentController:
         """Create a session, make it active and return its ID (``UnsafeDirectoryError``,
         ``ModelNotConfiguredError``: nothing is created)."""
         from jupyter_agent.agent.conversation import Conversation  # imports openai
-        from jupyter_agent.agent.working_context import format_bytes
 
         options = options or SessionOptions()
         settings = self._settings().with_options(options)

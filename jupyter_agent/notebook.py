@@ -19,6 +19,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from jupyter_agent.text import format_bytes, truncate
+
 Privacy = Literal["schema", "preview", "none"]
 PRIVACY_LEVELS: tuple[Privacy, ...] = ("schema", "preview", "none")
 
@@ -33,13 +35,6 @@ _IPYTHON_DIR = "/IPython/core/"
 
 
 # ---- values
-# imported when first used (here and in _bytes): the agent package loads the openai client
-def truncate(text: str, limit: int) -> str:
-    from jupyter_agent.agent.pyexec import truncate as cut
-
-    return cut(text, limit)
-
-
 def _safe(get: Any, default: Any = None) -> Any:
     try:
         return get()
@@ -51,12 +46,6 @@ def _type_name(value: Any) -> str:
     cls = type(value)
     module = cls.__module__ or ""
     return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
-
-
-def _bytes(size: int) -> str:
-    from jupyter_agent.agent.working_context import format_bytes
-
-    return format_bytes(int(size))
 
 
 def schema_lines(value: Any) -> list[str]:
@@ -71,7 +60,7 @@ def schema_lines(value: Any) -> list[str]:
         lines.append(f"{rows:,} rows × {cols:,} columns" if isinstance(rows, int)
                      else "shape unknown")
         if memory is not None:
-            lines.append(f"memory: {_bytes(memory)} (without object contents)")
+            lines.append(f"memory: {format_bytes(int(memory))} (without object contents)")
         dtypes = _safe(lambda: list(value.dtypes.items()), [])
         shown = ", ".join(f"{name} ({dtype})" for name, dtype in dtypes[:_COLUMNS_SHOWN])
         more = f", … {len(dtypes) - _COLUMNS_SHOWN:,} more" if len(dtypes) > _COLUMNS_SHOWN else ""
@@ -82,7 +71,7 @@ def schema_lines(value: Any) -> list[str]:
                      f"name {_safe(lambda: value.name)!r}")
         memory = _safe(lambda: value.memory_usage(index=True, deep=False))
         if memory is not None:
-            lines.append(f"memory: {_bytes(memory)} (without object contents)")
+            lines.append(f"memory: {format_bytes(int(memory))} (without object contents)")
         return lines
     if isinstance(shape, tuple):
         lines.append(f"shape: {shape}")
@@ -91,14 +80,14 @@ def schema_lines(value: Any) -> list[str]:
         lines.append(f"dtype: {dtype}")
     nbytes = _safe(lambda: value.nbytes)
     if isinstance(nbytes, int):
-        lines.append(f"memory: {_bytes(nbytes)}")
+        lines.append(f"memory: {format_bytes(int(nbytes))}")
     elif not isinstance(shape, tuple):
         length = _safe(lambda: len(value)) if not callable(value) else None
         if isinstance(length, int):
             lines.append(f"length: {length:,}")
         size = _safe(lambda: sys.getsizeof(value))
         if isinstance(size, int):
-            lines.append(f"memory: {_bytes(size)} (the object itself)")
+            lines.append(f"memory: {format_bytes(int(size))} (the object itself)")
     return lines
 
 

@@ -41,6 +41,26 @@ def terminal_text(text: str) -> str:
     return _CONTROLS.sub("\ufffd", text)
 
 
+def truncate(text: str, limit: int) -> str:
+    """Cut ``text`` to ``limit`` code points (negative: no limit), keeping both ends, with a
+    marker saying how much was cut between them (not counted in ``limit``)."""
+    if limit < 0 or len(text) <= limit:
+        return text
+    tail = limit // 2
+    end = text[len(text) - tail:] if tail else ""
+    return (f"{text[:limit - tail]}\n... [output truncated: {len(text) - limit:,} characters "
+            f"cut] ...\n{end}")
+
+
+def format_bytes(size: int) -> str:
+    """``312 bytes``, ``1.2 KiB``, ``5.0 MiB``."""
+    if size < 1024:
+        return f"{size} byte{'s' if size != 1 else ''}"
+    if size < 1024 * 1024:
+        return f"{size / 1024:.1f} KiB"
+    return f"{size / (1024 * 1024):.1f} MiB"
+
+
 def shorten(text: str, limit: int) -> str:
     """``text`` cut to at most ``limit`` code points, ending with ``…`` when cut."""
     return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"

@@ -56,17 +56,6 @@ class ExecOutcome:
     error: str | None
 
 
-def truncate(text: str, limit: int) -> str:
-    """Cut ``text`` to ``limit`` code points (negative: no limit), keeping both ends, with a
-    marker saying how much was cut between them (not counted in ``limit``)."""
-    if limit < 0 or len(text) <= limit:
-        return text
-    tail = limit // 2
-    end = text[len(text) - tail:] if tail else ""
-    return (f"{text[:limit - tail]}\n... [output truncated: {len(text) - limit:,} characters "
-            f"cut] ...\n{end}")
-
-
 def _format_exception(exc: BaseException) -> str:
     te = traceback.TracebackException.from_exception(exc)
     frames = [f for f in te.stack if f.filename != __file__]

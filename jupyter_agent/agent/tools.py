@@ -23,9 +23,10 @@ import docstring_parser
 import pydantic
 
 from jupyter_agent.agent.events import EventCallback, ToolCallEnd, ToolCallStart
-from jupyter_agent.agent.pyexec import ApprovalInterrupted, ToolInterrupted, truncate
+from jupyter_agent.agent.pyexec import ApprovalInterrupted, ToolInterrupted
 from jupyter_agent.agent.working_context import synthetic_result
 from jupyter_agent.store import SessionState, Store, to_message_dict
+from jupyter_agent.text import truncate
 
 
 class ToolError(Exception):

@@ -16,6 +16,7 @@ from typing import Any
 from jupyter_agent.errors import TooLargeError, UnsafeFileError
 from jupyter_agent.store import Store
 from jupyter_agent.store.notes import NoteKind
+from jupyter_agent.text import format_bytes
 
 SUMMARY_MARKER = "[jupyter-agent] Summary of earlier conversation"
 
@@ -210,15 +211,6 @@ def build_system_prompt(base: str, *, project_notes: str = "", user_notes: str =
     """The system message of a new session: ``base`` plus the non-empty notes."""
     return "\n\n".join([base.rstrip(), *(heading + notes.strip() for heading, notes in zip(
         _NOTES_HEADINGS, (project_notes, user_notes), strict=True) if notes.strip())])
-
-
-def format_bytes(size: int) -> str:
-    """``312 bytes``, ``1.2 KiB``, ``5.0 MiB``."""
-    if size < 1024:
-        return f"{size} byte{'s' if size != 1 else ''}"
-    if size < 1024 * 1024:
-        return f"{size / 1024:.1f} KiB"
-    return f"{size / (1024 * 1024):.1f} MiB"
 
 
 @dataclass

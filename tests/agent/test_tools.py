@@ -12,10 +12,11 @@ from IPython.core.error import StdinNotImplementedError
 from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_agent.agent.builtin_tools import BuiltinTools
-from jupyter_agent.agent.pyexec import run_code, truncate
+from jupyter_agent.agent.pyexec import run_code
 from jupyter_agent.agent.tools import tool_from_function
 from jupyter_agent.store import FileStore, SessionState
 from jupyter_agent.testing import ScriptedModel
+from jupyter_agent.text import truncate
 from tests.agent.helpers import Recorder, make_agent, tool_step
 
 
