@@ -21,7 +21,7 @@ from jupyter_agent.store.files import SafeDir, is_temp_name
 from jupyter_agent.store.records import SESSION_ID_PATTERN
 
 if TYPE_CHECKING:
-    from jupyter_agent.store.base import Store  # which imports FigureData from here
+    from jupyter_agent.store.engine import Store  # which imports FigureData from here
 
 #: Suffix of a session's figures directory in ``sessions/`` (``<id>.figures``).
 FIGURES_SUFFIX = ".figures"

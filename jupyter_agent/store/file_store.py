@@ -46,7 +46,7 @@ from jupyter_agent.store.figure_files import (
     write_figure_file,
 )
 from jupyter_agent.store.files import SafeDir, lease_temp, signature_of, storage_errors, write_all
-from jupyter_agent.store.index import ListingIndex, Sig, entry_order, page_of, session_sig, tick
+from jupyter_agent.store.index import ListingIndex, entry_order, page_of, session_sig, tick
 from jupyter_agent.store.journal import (
     JOURNAL_VERSION,
     SNAPSHOT_MIN_BYTES,
@@ -120,7 +120,6 @@ class FileStore(SessionEngine):
         self.holder_label = holder_label
         self.leases = Leases(holder_label)
         self.index = ListingIndex()
-        self.cache: dict[str, tuple[Loaded, Sig | None]] = {}
         self._gitignore_checked = False
 
     def __repr__(self) -> str:
@@ -170,29 +169,21 @@ class FileStore(SessionEngine):
             sessions.read(f"{session_id}.json", limit=RECORD_CAP)  # raises UnsafeFileError
         return st is not None
 
-    def _lock(self, at: tuple[SafeDir, SafeDir], session_id: str) -> None:
+    def _take(self, at: tuple[SafeDir, SafeDir], session_id: str) -> None:
         """A new lease first removes the temporary files a killed writer left (by name).
         A torn last journal line is cut off only by :meth:`_head`, once the index shows
         it was never acknowledged."""
         root, sessions = at
         with storage_errors(sessions.child(f"{session_id}.lock")):
-            newly = self.leases.acquire(sessions, session_id)
-        if newly:
-            self.cache.pop(session_id, None)
-            with contextlib.suppress(OSError):  # best effort: leftovers only
-                remove_session_temps(sessions, session_id)
-                remove_notes_temps(root)
+            self.leases.take(sessions, session_id)
+        with contextlib.suppress(OSError):  # best effort: leftovers only
+            remove_session_temps(sessions, session_id)
+            remove_notes_temps(root)
 
-    def _unlock(self, session_id: str) -> None:
-        self.leases.release(session_id)
-        if not self.leases.holds(session_id):
-            self.cache.pop(session_id, None)
+    def _let_go(self, session_id: str) -> None:
+        self.leases.let_go(session_id)
 
-    def _unlock_all(self) -> None:
-        self.leases.release_all()
-        self.cache.clear()
-
-    def _holds(self, session_id: str) -> bool:
+    def _held(self, session_id: str) -> bool:
         return self.leases.holds(session_id)
 
     def _read_record(self, at: tuple[SafeDir, SafeDir], session_id: str) -> SessionRecord:
@@ -225,7 +216,7 @@ class FileStore(SessionEngine):
             sessions.fsync()
         with storage_errors(self.figures_path(session_id)):
             remove_figures_dir(sessions, session_id)
-        self.cache.pop(session_id, None)
+        self._heads.pop(session_id, None)
         self.index.forget(root, session_id)
         return True
 
@@ -295,14 +286,14 @@ class FileStore(SessionEngine):
         """The session under the lease: the in-memory copy if the files are unchanged."""
         root, sessions = at
         sig = session_sig(sessions, session_id)
-        cached = self.cache.get(session_id)
+        cached = self._heads.get(session_id)
         if cached is not None and sig is not None and cached[1] == sig:
             return cached[0]
         loaded = self.read(root, sessions, session_id)
         if loaded.torn and not loaded.legacy:
             self._truncate(sessions, session_id, loaded.end)
             loaded = replace(loaded, torn=0)
-        self.cache[session_id] = (loaded, session_sig(sessions, session_id))
+        self._heads[session_id] = (loaded, session_sig(sessions, session_id))
         return loaded
 
     # ------------------------------------------------------------------ writing files
@@ -417,7 +408,7 @@ class FileStore(SessionEngine):
         fd, st = opened
         try:
             if st.st_size != loaded.end:
-                self.cache.pop(sid, None)
+                self._heads.pop(sid, None)
                 raise CorruptSessionError(
                     path, "it changed while this process held the lease; nothing was written")
             try:
@@ -425,7 +416,7 @@ class FileStore(SessionEngine):
                 os.fsync(fd)
                 written = os.fstat(fd)
             except OSError as err:
-                self.cache.pop(sid, None)
+                self._heads.pop(sid, None)
                 with contextlib.suppress(OSError):
                     os.ftruncate(fd, loaded.end)
                 raise StorageError(path, err) from err
@@ -436,7 +427,7 @@ class FileStore(SessionEngine):
         new = replace(new, end=loaded.end + len(line), torn=0, lines=loaded.lines + 1,
                       check=line[-11:-3])
         fields = {**fields, "at": [new.generation, new.lines, new.check.decode("ascii")]}
-        cached = self.cache.get(sid)
+        cached = self._heads.get(sid)
         sig = None
         if cached is not None and cached[1] is not None and not converting:
             sig = [cached[1][0], list(signature_of(written))]  # the snapshot is unchanged
@@ -445,7 +436,7 @@ class FileStore(SessionEngine):
             with contextlib.suppress(OSError, TooLargeError):  # the journal is complete
                 new = self._write_snapshot(sessions, new)
         sig = sig or session_sig(sessions, sid)
-        self.cache[sid] = (new, sig)
+        self._heads[sid] = (new, sig)
         self.index.note(root, sessions, sid, fields, sig)
         return True
 

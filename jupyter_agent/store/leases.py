@@ -3,10 +3,10 @@
 Taking one opens the lock file (no-follow, regular, created 0600), tries
 ``LOCK_EX | LOCK_NB`` (``SessionLockedError`` at once, naming the holder), checks the path
 still names the locked file, then writes the holder (pid, host, user, since, label) into
-it. Within one :class:`Leases` a lease is re-entrant; before every write
-:meth:`Leases.verify` refuses (``LeaseLostError``) if the lock file was removed or
-replaced. A forked child closes its copies of every lock descriptor at once, so a lease dies
-with the process that took it; the system drops it when that process exits.
+it. The engine counts re-entries; before every write :meth:`Leases.verify` refuses
+(``LeaseLostError``) if the lock file was removed or replaced. A forked child closes its
+copies of every lock descriptor at once, so a lease dies with the process that took it;
+the system drops it when that process exits.
 """
 
 from __future__ import annotations
@@ -59,8 +59,6 @@ def _install_fork_hook() -> None:
 @dataclass
 class _Lease:
     fd: int
-    count: int
-    pid: int
     dev: int
     ino: int
 
@@ -102,8 +100,8 @@ class Leases:
                              since=utc_now(), label=self.label)
         return encode_json(holder.model_dump(mode="json")) + b"\n"
 
-    def acquire(self, sessions: SafeDir, session_id: str) -> bool:
-        """Take (or re-enter) the lease; return True when it was newly taken.
+    def take(self, sessions: SafeDir, session_id: str) -> None:
+        """Take the lease (not held by this object).
 
         Raises
         ------
@@ -113,10 +111,6 @@ class Leases:
             If the lock file is not a regular file (nothing is written to it).
         OSError
         """
-        entry = self._entries.get(session_id)
-        if entry is not None and entry.pid == os.getpid():
-            entry.count += 1
-            return False
         name = lock_name(session_id)
         for _attempt in range(5):
             opened = sessions.open_file(name, os.O_RDWR, create=True)
@@ -147,39 +141,21 @@ class Leases:
                 with contextlib.suppress(OSError):
                     os.close(fd)
                 raise
-            self._entries[session_id] = _Lease(fd, 1, os.getpid(), locked.st_dev, locked.st_ino)
-            return True
+            self._entries[session_id] = _Lease(fd, locked.st_dev, locked.st_ino)
+            return
         raise SessionLockedError(session_id, None, sessions.child(name))
 
-    def release(self, session_id: str) -> None:
-        """Undo one :meth:`acquire`; the lock is released when the count reaches 0."""
-        entry = self._entries.get(session_id)
-        if entry is None or entry.pid != os.getpid():
-            return
-        entry.count -= 1
-        if entry.count == 0:
-            del self._entries[session_id]
-            os.close(entry.fd)  # closing the only descriptor drops the flock
-
-    def drop(self, session_id: str) -> None:
-        """Forget the lease whatever its count (it was lost or the session is gone)."""
+    def let_go(self, session_id: str) -> None:
+        """Release the lease (closing the only descriptor drops the ``flock``); nothing
+        when it is not held (lost, or the session is gone)."""
         entry = self._entries.pop(session_id, None)
-        if entry is not None and entry.pid == os.getpid():
+        if entry is not None:
             with contextlib.suppress(OSError):
                 os.close(entry.fd)
 
     def holds(self, session_id: str) -> bool:
         """Whether this object (in this process) holds the lease."""
-        entry = self._entries.get(session_id)
-        return entry is not None and entry.pid == os.getpid()
-
-    def release_all(self) -> None:
-        """Release every lease this object holds, whatever the counts."""
-        entries, self._entries = self._entries, {}
-        for entry in entries.values():
-            if entry.pid == os.getpid():
-                with contextlib.suppress(OSError):
-                    os.close(entry.fd)
+        return session_id in self._entries
 
     def verify(self, sessions: SafeDir, session_id: str) -> None:
         """Refuse to write if the lock file is no longer the one this lease locked.
@@ -190,11 +166,11 @@ class Leases:
             The lock file was removed or replaced; the lease is dropped.
         """
         entry = self._entries.get(session_id)
-        if entry is None or entry.pid != os.getpid():
+        if entry is None:
             return
         current = sessions.lstat(lock_name(session_id))
         if current is None or (current.st_dev, current.st_ino) != (entry.dev, entry.ino):
-            self.drop(session_id)
+            self.let_go(session_id)
             raise LeaseLostError(session_id, sessions.child(lock_name(session_id)))
 
     def holder(self, sessions: SafeDir, session_id: str) -> LeaseHolder | None:

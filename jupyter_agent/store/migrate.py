@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from jupyter_agent.errors import CorruptSessionError, SessionLockedError, SessionNotFoundError
-from jupyter_agent.store.base import Store
+from jupyter_agent.store.engine import Store
 from jupyter_agent.store.records import SessionRecord
 
 

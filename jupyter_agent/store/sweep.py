@@ -80,19 +80,18 @@ def collect_garbage(files: FileStore) -> list[Path]:
 
 def _collect_session(files: FileStore, sessions: SafeDir, sid: str) -> list[Path]:
     removed: list[Path] = []
-    newly = files.leases.acquire(sessions, sid)
+    files.leases.take(sessions, sid)  # not held by this store: checked by the caller
     try:
         removed += remove_session_file_temps(sessions, sid)
-        if newly and sessions.lstat(f"{sid}.json") is None:
+        if sessions.lstat(f"{sid}.json") is None:
             if sessions.unlink(f"{sid}.jsonl"):
                 removed.append(sessions.child(f"{sid}.jsonl"))
             removed += remove_figures_dir(sessions, sid)
             if sessions.unlink(f"{sid}.lock"):  # while we hold it: see the module docstring
                 removed.append(sessions.child(f"{sid}.lock"))
             sessions.fsync()
-            files.leases.drop(sid)
     finally:
-        files.leases.release(sid)
+        files.leases.let_go(sid)
     return removed
 
 
@@ -235,10 +234,10 @@ def _repair_one(files: FileStore, check: SessionCheck) -> None:
             files._head((root, sessions), sid)  # cuts the unacknowledged line off
         elif check.state == "old format":
             files.upgrade(sessions, files._head((root, sessions), sid))
-            files.cache.pop(sid, None)
+            files._heads.pop(sid, None)
         elif check.repair.startswith("accept"):
             files.index.forget(root, sid)
-            files.cache.pop(sid, None)
+            files._heads.pop(sid, None)
         else:
             good = _good_prefix(sessions, sid)
             if good is None:
@@ -247,7 +246,7 @@ def _repair_one(files: FileStore, check: SessionCheck) -> None:
             files.leases.verify(sessions, sid)
             with storage_errors(files.journal_path(sid)):
                 sessions.write_atomic(f"{sid}.jsonl", good[1], temp=lease_temp(f"{sid}.jsonl"))
-            files.cache.pop(sid, None)
+            files._heads.pop(sid, None)
             files.index.forget(root, sid)
         loaded = files._head((root, sessions), sid)
         files.index.note(root, sessions, sid, listing_of(loaded))

@@ -82,7 +82,6 @@ class PostgresStore(SessionEngine):
         self.location = f"{self._link.shown_url} (project {project})"
         self._leases = Leases(self._link, project, holder_label)
         self._table = SessionTable(self._link, project, self._where)
-        self._heads: dict[str, Head] = {}
         self._owners: dict[str, tuple[int, str, bool] | None] = {}
 
     def __repr__(self) -> str:
@@ -125,7 +124,7 @@ class PostgresStore(SessionEngine):
         self._owners[session_id] = at.owner(session_id)
         return self._owners[session_id] is not None
 
-    def _lock(self, at: SessionTable, session_id: str) -> None:
+    def _take(self, at: SessionTable, session_id: str) -> None:
         if not self._leases.holds(session_id):
             if session_id in self._owners:
                 found = self._owners.pop(session_id)
@@ -135,15 +134,10 @@ class PostgresStore(SessionEngine):
                 raise SessionReadOnlyError(session_id, found[1])
         self._leases.acquire(session_id)
 
-    def _unlock(self, session_id: str) -> None:
-        if self._leases.release(session_id):
-            self._heads.pop(session_id, None)
+    def _let_go(self, session_id: str) -> None:
+        self._leases.release(session_id)
 
-    def _unlock_all(self) -> None:
-        self._leases.release_all()
-        self._heads.clear()
-
-    def _holds(self, session_id: str) -> bool:
+    def _held(self, session_id: str) -> bool:
         return self._leases.holds(session_id)
 
     def _check(self, session_id: str) -> Check:
