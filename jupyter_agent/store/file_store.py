@@ -45,7 +45,14 @@ from jupyter_agent.store.figure_files import (
     validate_figure_id,
     write_figure_file,
 )
-from jupyter_agent.store.files import SafeDir, lease_temp, signature_of, storage_errors, write_all
+from jupyter_agent.store.files import (
+    Leases,
+    SafeDir,
+    lease_temp,
+    signature_of,
+    storage_errors,
+    write_all,
+)
 from jupyter_agent.store.index import ListingIndex, entry_order, page_of, session_sig, tick
 from jupyter_agent.store.journal import (
     JOURNAL_VERSION,
@@ -58,7 +65,6 @@ from jupyter_agent.store.journal import (
     new_generation,
     upgraded_journal,
 )
-from jupyter_agent.store.leases import Leases
 from jupyter_agent.store.messages import JOURNAL_CAP, LINE_CAP, RECORD_CAP, encode_json
 from jupyter_agent.store.notes import Notes, remove_notes_temps
 from jupyter_agent.store.records import SessionListing, SessionRecord, validate_session_id

@@ -167,7 +167,12 @@ def _check_one(files: FileStore, sid: str) -> SessionCheck:
                                      "upgrade it (its next write does too)")
             else:
                 check = SessionCheck(sid, "ok")
-        if files.leases.is_held(sessions, sid) and not files.leases.holds(sid):
+        try:  # held by another store; a lock file that cannot be used counts as free
+            elsewhere = (not files.leases.holds(sid)
+                         and files.leases.holder(sessions, sid) is not None)
+        except (JupyterAgentError, OSError):
+            elsewhere = False
+        if elsewhere:
             check.state = "in use" if check.state == "ok" else check.state
             check.repair = check.repair and "(in use elsewhere: not repaired) " + check.repair
         return check
