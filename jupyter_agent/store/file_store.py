@@ -53,7 +53,7 @@ from jupyter_agent.store.files import (
     storage_errors,
     write_all,
 )
-from jupyter_agent.store.index import ListingIndex, entry_order, page_of, session_sig, tick
+from jupyter_agent.store.index import ListingIndex, listing_page, session_sig, tick
 from jupyter_agent.store.journal import (
     JOURNAL_VERSION,
     SNAPSHOT_MIN_BYTES,
@@ -452,8 +452,7 @@ class FileStore(SessionEngine):
         root, sessions = at
         entries = [e for e in self.index.entries(root, sessions)
                    if include_archived or not e["archived"]]
-        entries.sort(key=entry_order, reverse=True)
-        entries = page_of(entries, entry_order, limit, after)
+        entries = listing_page(entries, limit, after)
         with os.scandir(sessions.fd) as it:
             locks = {e.name[:-5] for e in it if e.name.endswith(".lock")}
         return [self._listed(sessions, e, e["id"] in locks) for e in entries]

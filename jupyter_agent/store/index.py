@@ -13,9 +13,8 @@ import fcntl
 import os
 import stat
 import time
-from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 
@@ -432,45 +431,26 @@ class ListingIndex:
     def _rewrite(self, root: SafeDir, live: dict[str, dict[str, Any]]) -> None:
         """Replace the index by one line per session (atomically, under the exclusive
         lock; skipped when the lock is busy: the next listing tries again)."""
-        lines = []
-        for sid, entry in live.items():
-            if entry.get("bad"):
-                lines.append({"id": sid, "sig": entry["sig"], "bad": True,
-                              "reason": entry.get("reason", ""), "at": entry.get("at")})
-            else:
-                lines.append({"id": sid, "sig": entry["sig"], "set": _stored(entry)})
+        lines = [{"id": sid, **entry} if entry.get("bad") else  # as _checked made it
+                 {"id": sid, "sig": entry["sig"], "set": _stored(entry)}
+                 for sid, entry in live.items()]
         data = b"".join(encode_json(line) + b"\n" for line in lines)
         with contextlib.suppress(OSError, JupyterAgentError), \
                 lock_shared_or_exclusive(root, INDEX_LOCK, exclusive=True, timeout=0.05):
             root.write_atomic(INDEX_NAME, data)
 
 
-T = TypeVar("T")
-
-
-def listing_order(clock: int | None, updated_at: datetime, session_id: str) -> tuple[int, str]:
-    """Where a session goes in a listing, newest last (sort in reverse for a listing)."""
-    if clock is None:
-        clock = int(updated_at.timestamp() * 1_000_000)
-    return clock, session_id
-
-
-def entry_order(entry: Any) -> tuple[int, str]:
-    """:func:`listing_order` of a listing entry (a dict of the index, or a
-    :class:`~jupyter_agent.store.records.SessionListing`)."""
-    if isinstance(entry, dict):
-        return listing_order(entry.get("clock"), entry["updated_at"], entry["id"])
-    return listing_order(entry.clock, entry.updated_at, entry.id)
-
-
-def page_of(entries: Sequence[T], key: Callable[[T], tuple[int, str]],
-            limit: int | None, after: SessionListing | None) -> list[T]:
-    """The page of a whole listing that is in listing order already."""
-    page = list(entries)
+def listing_page(entries: list[dict[str, Any]], limit: int | None,
+                 after: SessionListing | None) -> list[dict[str, Any]]:
+    """One page of index entries, newest first: by store clock, then ID (``after``, from
+    a store without a clock, is placed by ``updated_at`` in microseconds)."""
+    entries.sort(key=lambda e: (e["clock"], e["id"]), reverse=True)
     if after is not None:
-        cursor = entry_order(after)
-        page = [e for e in page if key(e) < cursor]
-    return page if limit is None else page[:limit]
+        clock = after.clock
+        cursor = (int(after.updated_at.timestamp() * 1_000_000) if clock is None else clock,
+                  after.id)
+        entries = [e for e in entries if (e["clock"], e["id"]) < cursor]
+    return entries if limit is None else entries[:limit]
 
 
 def tick(root: SafeDir, after: int, *, exact: int | None = None) -> int:
