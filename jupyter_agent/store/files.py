@@ -112,15 +112,8 @@ class SafeDir:
     def open(cls, path: Path, *, create: bool = False, what: str = "memory directory",
              parent: SafeDir | None = None) -> SafeDir | None:
         """Open and check a directory; ``None`` if it is missing and ``create`` is false.
-
-        Raises
-        ------
-        UnsafeDirectoryError
-            If it is a link or not a directory, is not owned by the current user, or
-            is writable by group or others.
-        OSError
-            If it cannot be opened or created.
-        """
+        ``UnsafeDirectoryError`` for a link, not a directory, another owner's or one
+        writable by group or others."""
         where: str | Path = path.name if parent is not None else path
         dir_fd = parent.fd if parent is not None else None
         flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -230,15 +223,8 @@ class SafeDir:
 
     def open_file(self, name: str, flags: int = os.O_RDONLY, *, create: bool = False,
                   private: bool = False) -> tuple[int, os.stat_result] | None:
-        """Open regular file ``name`` without following links or blocking.
-
-        Raises
-        ------
-        UnsafeFileError
-            For anything but a regular file with one link (nothing is read or written).
-        OSError
-            From ``open``.
-        """
+        """Open regular file ``name`` without following links or blocking;
+        ``UnsafeFileError`` for anything but a regular file with one link."""
         extra = os.O_CREAT if create else 0
         before = self.lstat(name)  # a device is refused without being opened at all
         if before is not None and not stat.S_ISREG(before.st_mode):
@@ -269,18 +255,10 @@ class SafeDir:
              line_limit: int | None = None) -> tuple[bytes, os.stat_result] | None:
         """Read regular file ``name`` (from ``offset``); ``None`` if it is missing.
 
-        Every read of the memory directory goes through here, so that no file costs more
-        than its cap: the size is checked from ``fstat`` before a byte is read.
-
-        Raises
-        ------
-        TooLargeError
-            Over ``limit`` (nothing read) or ``line_limit``, naming the file (and line),
-            its size and the cap.
-        UnsafeFileError
-            Also for a file with holes (a sparse file: none of the store's files has any,
-            and reading one could mean reading gigabytes of zeros).
-        OSError
+        Every read of the memory directory goes through here, so no file costs more than
+        its cap: ``TooLargeError`` over ``limit`` (checked from ``fstat``, nothing read)
+        or ``line_limit``, naming the file (and line), its size and the cap.
+        ``UnsafeFileError`` also for a sparse file (it could be gigabytes of zeros).
         """
         opened = self.open_file(name, private=private)
         if opened is None:
@@ -306,16 +284,10 @@ class SafeDir:
                      temp: str | None = None) -> None:
         """Replace file ``name`` with ``data`` atomically and durably (module docstring).
 
-        ``temp`` names the temporary file (see :func:`lease_temp`) for a writer that
-        holds a lock on ``name``: whatever a killed writer left there is replaced, and
-        the next holder removes it by name, without listing the directory.
-
-        Raises
-        ------
-        UnsafeFileError
-            If ``name`` exists and is not a regular file (it is left alone).
-        OSError
-            From any step; the previous file is then intact and no temporary file is left.
+        ``temp`` names the temporary file (:func:`lease_temp`) of a writer holding a lock
+        on ``name``: a killed writer's leftover is replaced, and removed by name by the
+        next holder. ``UnsafeFileError`` if ``name`` is not a regular file; on any
+        ``OSError`` the previous file is intact and no temporary file is left.
         """
         st = self.lstat(name)
         if st is not None:
@@ -419,11 +391,8 @@ def read_all(fd: int, size: int, offset: int = 0) -> bytes:
 
 def long_line(data: bytes, cap: int) -> tuple[int, int] | None:
     """The first line of ``data`` longer than ``cap`` bytes (newline left out), as
-    ``(line number from 1, its length)``, or ``None``.
-
-    Looks at each ``cap + 1`` window once from its end (``rfind``), so the whole check
-    costs a pass over the bytes at C speed, however many lines there are.
-    """
+    ``(line number from 1, its length)``, or ``None``; one ``rfind`` per ``cap + 1``
+    window, a pass at C speed however many lines there are."""
     pos, size = 0, len(data)
     while size - pos > cap:
         newline = data.rfind(b"\n", pos, pos + cap + 1)
@@ -532,16 +501,8 @@ class Leases:
         _ALL.add(self)
 
     def take(self, sessions: SafeDir, session_id: str) -> None:
-        """Take the lease (not held by this object).
-
-        Raises
-        ------
-        SessionLockedError
-            At once, naming the holder, if another process or store holds it.
-        UnsafeFileError
-            If the lock file is not a regular file (nothing is written to it).
-        OSError
-        """
+        """Take the lease (not held by this object): ``SessionLockedError`` at once, naming
+        the holder, if another process or store holds it."""
         name = f"{session_id}.lock"
         for _attempt in range(5):
             opened = sessions.open_file(name, os.O_RDWR, create=True)
@@ -609,12 +570,7 @@ class Leases:
         """Who holds the lease, as recorded in the lock file; ``None`` if nobody does.
 
         Probes with a non-blocking shared ``flock`` released at once (never creates the
-        lock file). A holder that recorded nothing gives ``LeaseHolder()``.
-
-        Raises
-        ------
-        UnsafeFileError
-            If the lock file is not a regular file.
+        lock file); a holder that recorded nothing gives ``LeaseHolder()``.
         """
         if self.holds(session_id):
             fd = self._entries[session_id][0]
