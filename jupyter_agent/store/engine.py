@@ -69,17 +69,22 @@ class Store(Protocol):
         """Create a session whose working context and transcript start as ``messages``.
 
         With ``record``, add that whole record under its own ID (forks, migrations); the
-        other arguments must then keep their defaults (``ValueError``). Raises
-        ``FileExistsError`` if the ID is taken. Returns the ID.
+        other arguments must then keep their defaults (``ValueError``). Returns the ID.
+        ``FileExistsError`` if the ID is taken; ``InvalidMessageError`` or ``ValueError``
+        (what JSON cannot hold) before anything is written.
         """
         ...
 
     def exists(self, session_id: str) -> bool: ...
 
-    def load_session(self, session_id: str) -> SessionRecord: ...
+    def load_session(self, session_id: str) -> SessionRecord:
+        """A fresh record; ``SessionNotFoundError``, ``CorruptSessionError`` naming the file
+        or row (left untouched)."""
+        ...
 
     def describe_session(self, session_id: str) -> SessionListing:
-        """The listing entry of one session (archived or not, its lease holder included)."""
+        """The listing entry of one session (archived or not, its lease holder included);
+        raises as :meth:`load_session`, also for a session the listing leaves out."""
         ...
 
     def list_sessions(self, include_archived: bool = False, *, limit: int | None = None,
@@ -94,12 +99,15 @@ class Store(Protocol):
              state: SessionState | Mapping[str, Any] | None = None) -> None:
         """One save point: ``messages`` (the whole working context, extending the saved one;
         ``()``, the default: keep it) and the checkpoint ``state``. Nothing is written when neither
-        changed. Raises ``ContextMismatchError`` if the saved context is not a prefix."""
+        changed. Raises ``ContextMismatchError`` if the saved context is not a prefix,
+        ``pydantic.ValidationError`` for an invalid ``state``."""
         ...
 
     def compact(self, session_id: str, messages: Sequence[Any], *, summary: str,
                 replaced: int | None = None) -> None:
-        """Replace the working context (the transcript is untouched; an event is recorded)."""
+        """Replace the working context with saved and new messages (the transcript is
+        untouched; an event is recorded); ``replaced`` defaults to the saved messages not
+        kept as a common prefix or suffix."""
         ...
 
     def update(self, session_id: str, *, title: str | None = None, summary: str | None = None,
@@ -122,12 +130,15 @@ class Store(Protocol):
     def figure_ids(self, session_id: str) -> list[str]: ...
 
     def acquire_lease(self, session_id: str) -> None:
-        """Take (or re-enter) the lease without waiting."""
+        """Take (or re-enter) the lease, also of a session not saved yet;
+        ``SessionLockedError`` at once, naming the holder, when held elsewhere."""
         ...
 
     def release_lease(self, session_id: str) -> None: ...
 
-    def release_all(self) -> None: ...
+    def release_all(self) -> None:
+        """Release every lease this store object holds, whatever the counts."""
+        ...
 
 
 @contextlib.contextmanager
@@ -299,8 +310,6 @@ class SessionEngine:
     def create_session(self, messages: Sequence[Any] = (), *, session_id: str | None = None,
                        title: str = "", project_root: str | os.PathLike[str] | None = None,
                        record: SessionRecord | None = None) -> str:
-        """Raises ``InvalidSessionIdError``, ``InvalidMessageError`` or ``ValueError`` (a
-        record holding what JSON cannot) before anything is written."""
         if record is not None:
             if messages or session_id is not None or title or project_root is not None:
                 raise ValueError("create_session(record=...) takes no other arguments")
@@ -332,8 +341,6 @@ class SessionEngine:
             return at is not None and self._exists(at, session_id)
 
     def load_session(self, session_id: str) -> SessionRecord:
-        """A fresh record; ``SessionNotFoundError``, ``CorruptSessionError`` (naming the
-        file or row, which is left untouched)."""
         validate_session_id(session_id)
         with self._mutex, self._open(create=False) as at:
             if at is None:
@@ -341,8 +348,6 @@ class SessionEngine:
             return self._read_record(at, session_id)
 
     def describe_session(self, session_id: str) -> SessionListing:
-        """Raises as :meth:`load_session`, and ``CorruptSessionError`` for a session the
-        listing leaves out."""
         validate_session_id(session_id)
         with self._mutex, self._open(create=False) as at:
             if at is None:
@@ -357,7 +362,6 @@ class SessionEngine:
 
     def save(self, session_id: str, messages: Sequence[Any] = (),
              state: SessionState | Mapping[str, Any] | None = None) -> None:
-        """Raises ``pydantic.ValidationError`` for an invalid ``state`` (nothing written)."""
         incoming = messages if isinstance(messages, list) else list(messages)
         snapshot = None
         if state is not None:
@@ -368,9 +372,6 @@ class SessionEngine:
 
     def compact(self, session_id: str, messages: Sequence[Any], *, summary: str,
                 replaced: int | None = None) -> None:
-        """Replace the working context; ``replaced`` defaults to the saved messages not
-        kept as a common prefix or suffix. Save pending messages first: only saved ones
-        reach the transcript."""
         context = normalized(messages)
         text = clean_text(summary)
         self._change(session_id, lambda head: self._plan_compact(head, context, text, replaced))
@@ -412,8 +413,6 @@ class SessionEngine:
             return [] if at is None else self._figure_ids(at, session_id)
 
     def acquire_lease(self, session_id: str) -> None:
-        """Also for a session not saved yet. ``SessionLockedError`` at once, naming the
-        holder, when another process or store holds it."""
         validate_session_id(session_id)
         with self._mutex, self._open(create=True) as at:
             self._lock(at, session_id)
@@ -429,7 +428,6 @@ class SessionEngine:
         return self._holds(session_id)
 
     def release_all(self) -> None:
-        """Release every lease this store object holds, whatever the counts."""
         with self._mutex:
             held = list(self._own())
             self._counts.clear()

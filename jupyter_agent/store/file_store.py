@@ -259,12 +259,7 @@ class FileStore(SessionEngine):
 
     def read(self, root: SafeDir | None, sessions: SafeDir, session_id: str) -> Loaded:
         """Load a session from its files and check it against what the listing index
-        (``root``'s; ``None`` to skip) says was acknowledged.
-
-        Raises
-        ------
-        SessionNotFoundError, CorruptSessionError, UnsafePathError
-        """
+        (``root``'s; ``None`` to skip) says was acknowledged."""
         path = self.session_path(session_id)
         try:
             got = sessions.read(f"{session_id}.json", limit=RECORD_CAP, what="session snapshot")

@@ -404,16 +404,8 @@ class ListingIndex:
         return entry, {"id": sid, "sig": sig, "set": _stored(entry)}
 
     def entry(self, root: SafeDir, sessions: SafeDir, session_id: str) -> dict[str, Any]:
-        """The listing fields of one session, as :meth:`entries` gives them.
-
-        Raises
-        ------
-        SessionNotFoundError
-            There is no such session.
-        CorruptSessionError
-            Its files cannot be read or validated (naming the file).
-        UnsafePathError, OSError
-        """
+        """The listing fields of one session, as :meth:`entries` gives them
+        (``SessionNotFoundError``; ``CorruptSessionError`` naming the file)."""
         head = sessions.child(f"{session_id}.json")
         sig = session_sig(sessions, session_id)
         if sig is None:

@@ -271,12 +271,7 @@ to long lists there, rather than copying them for every save)."""
 def save_point(loaded: Loaded, incoming: Sequence[Any] | None,
                state: SessionState | None) -> Change | None:
     """The entry of a save point: new messages and what changed in the checkpoint.
-
-    Raises
-    ------
-    ContextMismatchError, InvalidMessageError
-        See :func:`~jupyter_agent.store.messages.new_messages`.
-    """
+    Raises as :func:`~jupyter_agent.store.messages.new_messages`."""
     record = loaded.record
     added, kept = new_messages(record.id, record.messages,
                                record.messages if incoming is None else incoming)

@@ -226,13 +226,8 @@ class PostgresStore(SessionEngine):
                       undo: bool = False) -> list[str]:
         """Share one of this role's sessions read-only with database ``roles`` (their
         members may read and fork it), or stop (``undo``); the roles it is shared with now.
-
-        Raises
-        ------
-        ValueError
-            A role name that is empty, over 63 bytes, or not the database's (nothing changed).
-        SessionNotFoundError, SessionReadOnlyError
-        """
+        ``ValueError`` (nothing changed) for a role name that is empty, over 63 bytes or
+        not the database's."""
         validate_session_id(session_id)
         for role in roles:
             if not role or len(role.encode()) > 63 or "\0" in role:

@@ -152,13 +152,7 @@ def column_values(head: Head, columns: frozenset[str]) -> dict[str, Any]:
 def plan_save(head: Head, incoming: Sequence[Any] | None,
               state: SessionState | None) -> Plan | None:
     """New messages (``incoming`` ``None``: none) and a changed checkpoint; ``None`` when
-    nothing is new.
-
-    Raises
-    ------
-    ContextMismatchError, InvalidMessageError
-        As :func:`~jupyter_agent.store.messages.new_messages`.
-    """
+    nothing is new. Raises as :func:`~jupyter_agent.store.messages.new_messages`."""
     new = [] if incoming is None else new_messages(head.id, head.working, incoming)[0]
     changed_state = state is not None and state != head.state
     if not new and not changed_state:
@@ -282,13 +276,8 @@ def _extra(raw: Any, where: str) -> dict[str, Any]:
 
 def head_from_row(row: Sequence[Any], tail: Any, where: str) -> Head:
     """A validated head from a row of :data:`HEAD_COLUMNS` and the raw JSON list of the
-    transcript rows from ``context_from`` on (``None`` when there are none).
-
-    Raises
-    ------
-    CorruptSessionError
-        For a row from a newer jupyter-agent or anything that does not validate.
-    """
+    transcript rows from ``context_from`` on (``None`` when there are none);
+    ``CorruptSessionError`` for a row of a newer jupyter-agent or one that does not validate."""
     context_from = row[11]
     first_seq = context_from if type(context_from) is int else 0
     return _head(row, _messages(tail, where, f"{MESSAGES} from seq {first_seq}", first_seq,
