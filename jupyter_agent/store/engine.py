@@ -105,9 +105,9 @@ class Store(Protocol):
 
     def compact(self, session_id: str, messages: Sequence[Any], *, summary: str,
                 replaced: int | None = None) -> None:
-        """Replace the working context with saved and new messages (the transcript is
-        untouched; an event is recorded); ``replaced`` defaults to the saved messages not
-        kept as a common prefix or suffix."""
+        """Replace the working context (an event is recorded; the transcript is untouched:
+        save pending messages first); ``replaced`` defaults to the saved messages not kept
+        as a common prefix or suffix."""
         ...
 
     def update(self, session_id: str, *, title: str | None = None, summary: str | None = None,
