@@ -141,8 +141,7 @@ def write_figure_file(sessions: SafeDir, session_id: str, figure_id: str, data: 
         folder.fsync()
 
 
-def read_figure_file(sessions: SafeDir, session_id: str,
-                     figure_id: str) -> tuple[FigureData, Path] | None:
+def read_figure_file(sessions: SafeDir, session_id: str, figure_id: str) -> FigureData | None:
     """A figure's bytes (never through a link), or ``None`` when it has no file;
     ``UnsafePathError`` for anything but a private regular file (directory),
     ``TooLargeError`` over :data:`MAX_FIGURE_BYTES`."""
@@ -152,7 +151,7 @@ def read_figure_file(sessions: SafeDir, session_id: str,
         for name, media_type in _names(figure_id):
             got = folder.read(name, limit=MAX_FIGURE_BYTES, private=True, what="figure")
             if got is not None:
-                return FigureData(got[0], media_type), folder.child(name)
+                return FigureData(got[0], media_type)
     return None
 
 
@@ -230,10 +229,5 @@ def remove_figures_dir(sessions: SafeDir, session_id: str) -> list[Path]:
 def figure_dir_sessions(names: Sequence[str]) -> list[str]:
     """The session IDs of the figures directories among ``names`` (entries of
     ``sessions/``)."""
-    out = []
-    for name in names:
-        if name.endswith(FIGURES_SUFFIX):
-            sid = name[: -len(FIGURES_SUFFIX)]
-            if SESSION_ID_PATTERN.fullmatch(sid):
-                out.append(sid)
-    return out
+    return [name[:-len(FIGURES_SUFFIX)] for name in names if name.endswith(FIGURES_SUFFIX)
+            and SESSION_ID_PATTERN.fullmatch(name[:-len(FIGURES_SUFFIX)])]

@@ -41,6 +41,7 @@ from jupyter_agent.store.figure_files import (
     list_figure_ids,
     read_figure_file,
     remove_figure_file,
+    remove_figure_temps,
     remove_figures_dir,
     validate_figure_id,
     write_figure_file,
@@ -79,11 +80,7 @@ from jupyter_agent.store.snapshot import (
     save_point,
     snapshot_bytes,
 )
-from jupyter_agent.store.sweep import (
-    check_sessions,
-    collect_garbage,
-    remove_session_temps,
-)
+from jupyter_agent.store.sweep import check_sessions, collect_garbage
 
 GITIGNORE = b"""\
 # Written by jupyter-agent. Transcripts hold your data and your prompts: keep them, your
@@ -176,14 +173,17 @@ class FileStore(SessionEngine):
         return st is not None
 
     def _take(self, at: tuple[SafeDir, SafeDir], session_id: str) -> None:
-        """A new lease first removes the temporary files a killed writer left (by name).
-        A torn last journal line is cut off only by :meth:`_head`, once the index shows
-        it was never acknowledged."""
+        """A new lease first removes the temporary files a killed writer left (the
+        snapshot's and journal's by their fixed names, so the cost does not grow with the
+        number of sessions). A torn last journal line is cut off only by :meth:`_head`,
+        once the index shows it was never acknowledged."""
         root, sessions = at
         with storage_errors(sessions.child(f"{session_id}.lock")):
             self.leases.take(sessions, session_id)
         with contextlib.suppress(OSError):  # best effort: leftovers only
-            remove_session_temps(sessions, session_id)
+            sessions.unlink(lease_temp(f"{session_id}.json"))
+            sessions.unlink(lease_temp(f"{session_id}.jsonl"))
+            remove_figure_temps(sessions, session_id)
             remove_notes_temps(root)
 
     def _let_go(self, session_id: str) -> None:
@@ -237,7 +237,7 @@ class FileStore(SessionEngine):
         found = read_figure_file(at[1], session_id, figure_id)
         if found is None:
             raise FigureNotFoundError(session_id, figure_id, self.figures_path(session_id))
-        return found[0]
+        return found
 
     def _figure_ids(self, at: tuple[SafeDir, SafeDir], session_id: str) -> list[str]:
         return list_figure_ids(at[1], session_id)
@@ -301,8 +301,7 @@ class FileStore(SessionEngine):
     def _truncate(self, sessions: SafeDir, session_id: str, end: int) -> None:
         with storage_errors(self.journal_path(session_id)):
             opened = sessions.open_file(f"{session_id}.jsonl", os.O_RDWR)
-        if opened is not None:
-            with storage_errors(self.journal_path(session_id)):
+            if opened is not None:
                 try:
                     os.ftruncate(opened[0], end)
                     os.fsync(opened[0])

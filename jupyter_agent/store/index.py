@@ -3,7 +3,7 @@
 Each entry is checked against the session's files (two ``lstat`` calls and the journal's
 last checksum) and rebuilt from them when stale; the index also records the last journal
 line each write acknowledged, which tells a torn write from damage. Listing is ordered by
-the store clock, newest first, one page at a time (:func:`page_of`).
+the store clock, newest first, one page at a time (:func:`listing_page`).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from jupyter_agent.store.records import (
     ForkOrigin,
     SessionListing,
     check_not_future,
+    to_utc,
 )
 from jupyter_agent.store.snapshot import listing_fields
 
@@ -113,23 +114,13 @@ def _journal_ends_with(sessions: SafeDir, session_id: str, at: list[Any] | None,
         os.close(fd)
 
 
-def _utc(text: str) -> datetime:
-    """An ISO 8601 time of the index as an aware UTC datetime (naive means UTC)."""
-    when = datetime.fromisoformat(text)
-    if when.tzinfo is None:
-        return when.replace(tzinfo=UTC)
-    try:
-        return when.astimezone(UTC)
-    except OverflowError:
-        raise ValueError(f"{text!r} cannot be converted to UTC") from None
-
-
 def _fresh(session_id: str, entry: dict[str, Any]) -> dict[str, Any]:
     """An index entry as listing uses it (timestamps as datetimes, the fork origin as a
     :class:`ForkOrigin`); ``ValueError`` when it does not convert."""
     return {
         **entry, "id": session_id, "clock": entry["clock"],
-        "created_at": _utc(entry["created_at"]), "updated_at": _utc(entry["updated_at"]),
+        "created_at": to_utc(datetime.fromisoformat(entry["created_at"])),
+        "updated_at": to_utc(datetime.fromisoformat(entry["updated_at"])),
         "parent": None if entry["parent"] is None else ForkOrigin.model_validate(entry["parent"]),
     }
 

@@ -86,8 +86,8 @@ def check_not_future(what: str, when: datetime, now: datetime | None = None) -> 
     return when
 
 
-def _to_utc(value: datetime) -> datetime:
-    # Naive datetimes come only from older files; they were written in UTC.
+def to_utc(value: datetime) -> datetime:
+    """``value`` as an aware UTC datetime (naive ones, from older files, were UTC)."""
     if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
     try:
@@ -98,7 +98,7 @@ def _to_utc(value: datetime) -> datetime:
 
 UtcDatetime = Annotated[
     datetime,
-    AfterValidator(_to_utc),
+    AfterValidator(to_utc),
     PlainSerializer(
         lambda d: d.isoformat(timespec="microseconds"), return_type=str, when_used="json"
     ),

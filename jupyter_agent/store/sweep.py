@@ -18,7 +18,6 @@ import orjson
 from jupyter_agent.errors import CorruptSessionError, JupyterAgentError, SessionLockedError
 from jupyter_agent.store.figure_files import (
     figure_dir_sessions,
-    remove_figure_temps,
     remove_figures_dir,
 )
 from jupyter_agent.store.files import (
@@ -272,13 +271,6 @@ def session_of(name: str) -> str | None:
     return None
 
 
-def remove_session_temps(sessions: SafeDir, session_id: str) -> list[Path]:
-    """Remove the temporary files a killed holder of the lease left (its snapshot's and
-    journal's by name, its figures' from the figures directory); call only under the
-    lease. Costs nothing that grows with the number of sessions."""
-    return remove_lease_temps(sessions, session_id) + remove_figure_temps(sessions, session_id)
-
-
 def remove_session_file_temps(sessions: SafeDir, session_id: str) -> list[Path]:
     """Remove the temporary files of a session's snapshot and journal (not of its
     figures); call only under its lease.
@@ -290,11 +282,3 @@ def remove_session_file_temps(sessions: SafeDir, session_id: str) -> list[Path]:
             removed.append(sessions.child(name))
     return removed
 
-
-def remove_lease_temps(sessions: SafeDir, session_id: str) -> list[Path]:
-    """Remove the temporary files a killed holder of the lease left beside the snapshot
-    and the journal (their fixed names, :func:`~jupyter_agent.store.files.lease_temp`):
-    a few ``unlink`` calls, whatever the number of sessions. Call under the lease."""
-    return [sessions.child(temp) for temp in (lease_temp(f"{session_id}{suffix}")
-                                              for suffix in _SESSION_SUFFIXES)
-            if sessions.unlink(temp)]

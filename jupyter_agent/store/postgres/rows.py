@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from jupyter_agent.errors import CorruptSessionError, TooLargeError
-from jupyter_agent.store.journal import FIRST_PROMPT_CHARS
+from jupyter_agent.store.journal import first_prompt_of
 from jupyter_agent.store.messages import (
     JOURNAL_CAP,
     RECORD_CAP,
@@ -25,7 +25,6 @@ from jupyter_agent.store.messages import (
     depth_problem,
     encode_json,
     message_problem,
-    message_text,
     new_messages,
 )
 from jupyter_agent.store.postgres.schema import SCHEMA
@@ -101,13 +100,10 @@ def pg_text(value: str | None) -> str | None:
     return None if value is None else value.replace("\0", "\ufffd")
 
 
-def _first_prompt(current: str | None, appended: Sequence[dict[str, Any]]) -> str | None:
-    if current is not None:
-        return current
-    for message in appended:
-        if message.get("role") == "user":
-            return message_text(message)[:FIRST_PROMPT_CHARS]
-    return None
+def _first_prompt(current: str | None, appended: list[dict[str, Any]]) -> str | None:
+    if current is None and any(m.get("role") == "user" for m in appended):
+        return first_prompt_of(appended)
+    return current
 
 
 def row_values(record: SessionRecord) -> dict[str, Any]:
