@@ -155,6 +155,13 @@ def _future(listed: dict[str, Any], horizon: datetime) -> str | None:
     return None
 
 
+def _problem(entry: dict[str, Any], horizon: datetime) -> str | None:
+    """Why a checked entry is not listed (damaged, or dated ahead), or ``None``."""
+    if entry.get("bad"):
+        return str(entry.get("reason") or "its files cannot be read")
+    return _future(entry["listed"], horizon)
+
+
 def _stored(entry: dict[str, Any]) -> dict[str, Any]:
     """The fields of an entry as an index line stores them."""
     return {k: v for k, v in entry.items() if k not in ("sig", "ok", "listed")}
@@ -355,11 +362,9 @@ class ListingIndex:
             if update is not None:
                 updates.append(update)
             live[sid] = entry
-            future = None if entry.get("bad") else _future(entry["listed"], horizon)
-            if entry.get("bad"):
-                self.damaged[sid] = entry.get("reason") or "its files cannot be read"
-            elif future is not None:
-                self.damaged[sid] = future
+            problem = _problem(entry, horizon)
+            if problem:
+                self.damaged[sid] = problem
             else:
                 fresh.append(entry["listed"])
         if line_count + len(updates) > 2 * len(live) + SLACK_LINES:
@@ -403,12 +408,10 @@ class ListingIndex:
             raise SessionNotFoundError(session_id, head)
         entry, _update = self._checked(sessions, session_id, sig,
                                        self.read(root)[0].get(session_id))
-        if entry.get("bad"):
-            raise CorruptSessionError(head, entry.get("reason") or "its files cannot be read")
+        problem = _problem(entry, _horizon(root))
+        if problem:
+            raise CorruptSessionError(head, problem)
         listed: dict[str, Any] = entry["listed"]
-        future = _future(listed, _horizon(root))
-        if future is not None:
-            raise CorruptSessionError(head, future)
         return listed
 
     def _rewrite(self, root: SafeDir, live: dict[str, dict[str, Any]]) -> None:
