@@ -268,8 +268,13 @@ class SafeDir:
             size = max(st.st_size - offset, 0)
             if limit is not None and size > limit:
                 raise TooLargeError(self.child(name), size, limit, what)
-            if size > _SPARSE_CHECK and has_holes(fd, offset, st.st_size):
-                raise UnsafeFileError(self.child(name), "sparse file (it has holes)")
+            if size > _SPARSE_CHECK:  # SEEK_HOLE (not a block count: compression is fine)
+                try:
+                    holes = os.lseek(fd, offset, os.SEEK_HOLE) < st.st_size
+                except OSError:  # a file system that cannot tell
+                    holes = False
+                if holes:
+                    raise UnsafeFileError(self.child(name), "sparse file (it has holes)")
             data = read_all(fd, size, offset)
         finally:
             os.close(fd)
@@ -364,16 +369,6 @@ _KINDS = {stat.S_IFLNK: "symbolic link", stat.S_IFIFO: "FIFO", stat.S_IFSOCK: "s
 def entry_kind(mode: int) -> str:
     """A directory entry's kind in words (``"symbolic link"``, ``"FIFO"``, ...)."""
     return _KINDS.get(stat.S_IFMT(mode), "special file")
-
-
-def has_holes(fd: int, start: int, end: int) -> bool:
-    """Whether the file has a hole between ``start`` and ``end`` (``SEEK_HOLE``; a file
-    system that cannot tell reports none). Compressed file systems are not mistaken for
-    sparse ones, as a block count would be."""
-    try:
-        return os.lseek(fd, start, os.SEEK_HOLE) < end
-    except OSError:
-        return False
 
 
 def read_all(fd: int, size: int, offset: int = 0) -> bytes:

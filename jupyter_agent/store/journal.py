@@ -189,12 +189,6 @@ def _is_core(message: dict[str, Any]) -> bool:
             and plain_tool_calls(message.get("tool_calls", [])))
 
 
-def line_number_of(line: Line) -> int | None:
-    """The ``n`` a checked line says it has (``None`` if it does not start with one)."""
-    found = _NUMBER.match(bytes(line[:32]))
-    return None if found is None else int(found.group(1))
-
-
 def line_problem(line: Line, number: int) -> str | None:
     """Why complete line ``number`` (without its newline) is not the checked line that
     belongs there, in words; ``None`` if it is."""
@@ -202,9 +196,12 @@ def line_problem(line: Line, number: int) -> str | None:
         return "it has no checksum (it was cut short, changed or inserted)"
     if line[-10:-2] != b"%08x" % zlib.crc32(line[:-_TRAILER]):
         return "its checksum does not match its content (it was changed or damaged)"
-    found = line_number_of(line)
-    if found is None or found == number:
-        return None if found == number else "it has no line number"
+    match = _NUMBER.match(bytes(line[:32]))
+    if match is None:
+        return "it has no line number"
+    found = int(match.group(1))
+    if found == number:
+        return None
     if found < number:
         return f"it repeats line {found} (a line was duplicated or moved)"
     missing = f"line {number}" if found == number + 1 else f"lines {number}-{found - 1}"
@@ -298,24 +295,16 @@ def split_lines(whole: bytes) -> list[Line]:
     return out
 
 
-def _typed_line(line: Line) -> Any:
-    """A line of the core shape, parsed and validated in one pass; ``None`` when it is not
-    of that shape (or not JSON), for the general reading to handle."""
-    try:
-        return _LineDecoder.decode(line)
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        return None
-
-
 def _parse_lines(lines: list[Line], path: Path, first: int, typed: bool) -> list[Any]:
     """``lines`` (numbered from ``first``) parsed to dicts, their ``add`` validated."""
     values: list[Any] = []
     for number, line in enumerate(lines, first):
         if typed and line[-_TRAILER - len(_EXTRA):-_TRAILER] != _EXTRA:
-            value = _typed_line(line)
-            if value is not None:
-                values.append(value)
+            try:  # a line of the core shape, parsed and validated in one pass
+                values.append(_LineDecoder.decode(line))
                 continue
+            except (msgspec.ValidationError, msgspec.DecodeError):
+                pass
         # the general reading keeps every key and names what is wrong
         try:
             value = orjson.loads(line)
