@@ -391,6 +391,7 @@ class SessionEngine:
 
     def delete_session(self, session_id: str) -> None:
         with self._changing(session_id) as at:
+            self._heads.pop(session_id, None)
             if not self._remove(at, session_id):
                 raise SessionNotFoundError(session_id, self._where(session_id))
 

@@ -222,7 +222,6 @@ class FileStore(SessionEngine):
             sessions.fsync()
         with storage_errors(self.figures_path(session_id)):
             remove_figures_dir(sessions, session_id)
-        self._heads.pop(session_id, None)
         self.index.forget(root, session_id)
         return True
 

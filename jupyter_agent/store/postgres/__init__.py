@@ -246,7 +246,6 @@ class PostgresStore(SessionEngine):
         return bool(self._write(op, record.id))
 
     def _remove(self, at: Link, session_id: str) -> bool:
-        self._heads.pop(session_id, None)
         return self._write_one(DELETE, session_id)
 
     def _read_record(self, at: Link, session_id: str) -> SessionRecord:
