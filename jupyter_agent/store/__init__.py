@@ -2,14 +2,14 @@
 
 ``FileStore`` keeps sessions as JSON files (``file_store.py`` describes the layout);
 ``store.postgres.PostgresStore`` in a team's database. Both run on the session engine
-(``engine.py``) and satisfy :class:`Store` (``base.py``). Importing does no I/O.
+(``engine.py``) and satisfy its :class:`Store`. Importing does no I/O.
 """
 
 from __future__ import annotations
 
-from jupyter_agent.store.base import Store as Store
-from jupyter_agent.store.base import ensure_summary as ensure_summary
-from jupyter_agent.store.base import holding as holding
+from jupyter_agent.store.engine import Store as Store
+from jupyter_agent.store.engine import ensure_summary as ensure_summary
+from jupyter_agent.store.engine import holding as holding
 from jupyter_agent.store.figure_files import FigureData as FigureData
 from jupyter_agent.store.file_store import FileStore as FileStore
 from jupyter_agent.store.messages import to_message_dict as to_message_dict

@@ -1,12 +1,26 @@
-"""The session engine: the steps of every store operation, once, over backend primitives.
+"""The store protocol and the session engine that implements it, once, over backend primitives.
 
-:class:`SessionEngine` implements the :class:`~jupyter_agent.store.base.Store` protocol. A
-change validates the ID, refuses an unknown session, takes the lease, plans the change on
+:class:`Store` is what the agent, controller, panel, built-in tools and CLI call. Both
+backends (files: :class:`~jupyter_agent.store.file_store.FileStore`; PostgreSQL) subclass
+:class:`SessionEngine` and pass ``tests/store_contract``. The rules:
+
+* an invalid session ID raises ``InvalidSessionIdError`` before anything is touched;
+* a change holds the session's lease; a lease held elsewhere raises ``SessionLockedError``
+  at once, naming the holder; changing an unknown session raises ``SessionNotFoundError``
+  and leaves nothing behind;
+* :meth:`Store.save` is one save point: messages and checkpoint in one durable write;
+* reads take no lease and change nothing; a record that cannot be read raises
+  ``CorruptSessionError`` naming where it is (listing skips it); what is saved could be
+  loaded back (``InvalidMessageError`` otherwise, before anything is written);
+* listing is ordered by ``(updated_at, id)``, newest first, a page at a time.
+
+A change validates the ID, refuses an unknown session, takes the lease, plans the change on
 the session's head, applies it (planning again, up to three times, when the backend says
 the head went stale) and releases the lease; the backend's apply refreshes the listing.
-A backend subclasses it and supplies only the primitives (the methods that raise
-``NotImplementedError`` here). ``at`` is what :meth:`_open` yields: the backend's open
-handle on its storage (directories, a connection), ``None`` when nothing was ever saved.
+The engine keeps the re-entrant lease counts and the heads cached while a lease is held; a
+backend supplies only the primitives (the methods that raise ``NotImplementedError``).
+``at`` is what :meth:`_open` yields: the backend's open handle on its storage
+(directories, a connection), ``None`` when nothing was ever saved.
 """
 
 from __future__ import annotations
@@ -18,11 +32,11 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from jupyter_agent.errors import ContextMismatchError, FigureNotFoundError, SessionNotFoundError
 from jupyter_agent.store.figure_files import FigureData, check_figure, validate_figure_id
-from jupyter_agent.store.messages import clean_text, normalized
+from jupyter_agent.store.messages import clean_text, fallback_summary, normalized
 from jupyter_agent.store.notes import Notes
 from jupyter_agent.store.records import (
     SessionListing,
@@ -43,12 +57,125 @@ def check_limit(limit: int | None) -> None:
         raise ValueError(f"limit must be a whole number of at least 1 (got {limit!r})")
 
 
+@runtime_checkable
+class Store(Protocol):
+    """Saved sessions and their leases; ``notes`` holds the memory directory's notes."""
+
+    notes: Notes
+
+    def create_session(self, messages: Sequence[Any] = (), *, session_id: str | None = None,
+                       title: str = "", project_root: str | os.PathLike[str] | None = None,
+                       record: SessionRecord | None = None) -> str:
+        """Create a session whose working context and transcript start as ``messages``.
+
+        With ``record``, add that whole record under its own ID (forks, migrations); the
+        other arguments must then keep their defaults (``ValueError``). Returns the ID.
+        ``FileExistsError`` if the ID is taken; ``InvalidMessageError`` or ``ValueError``
+        (what JSON cannot hold) before anything is written.
+        """
+        ...
+
+    def exists(self, session_id: str) -> bool: ...
+
+    def load_session(self, session_id: str) -> SessionRecord:
+        """A fresh record; ``SessionNotFoundError``, ``CorruptSessionError`` naming the file
+        or row (left untouched)."""
+        ...
+
+    def describe_session(self, session_id: str) -> SessionListing:
+        """The listing entry of one session (archived or not, its lease holder included);
+        raises as :meth:`load_session`, also for a session the listing leaves out."""
+        ...
+
+    def list_sessions(self, include_archived: bool = False, *, limit: int | None = None,
+                      after: SessionListing | None = None) -> list[SessionListing]:
+        """Newest first; ``limit`` (>= 1, ``ValueError`` otherwise) entries after ``after``.
+
+        A session dated more than ``CLOCK_SKEW`` ahead of this machine's clock is left out.
+        """
+        ...
+
+    def save(self, session_id: str, messages: Sequence[Any] = (),
+             state: SessionState | Mapping[str, Any] | None = None) -> None:
+        """One save point: ``messages`` (the whole working context, extending the saved one;
+        ``()``, the default: keep it) and the checkpoint ``state``. Nothing is written when neither
+        changed. Raises ``ContextMismatchError`` if the saved context is not a prefix,
+        ``pydantic.ValidationError`` for an invalid ``state``."""
+        ...
+
+    def compact(self, session_id: str, messages: Sequence[Any], *, summary: str,
+                replaced: int | None = None) -> None:
+        """Replace the working context (an event is recorded; the transcript is untouched:
+        save pending messages first); ``replaced`` defaults to the saved messages not kept
+        as a common prefix or suffix."""
+        ...
+
+    def update(self, session_id: str, *, title: str | None = None, summary: str | None = None,
+               archived: bool | None = None) -> None:
+        """Change the given fields in one change (``None``: leave as is); a new summary
+        moves ``updated_at`` to now, a title or the archived flag does not."""
+        ...
+
+    def delete_session(self, session_id: str) -> None: ...
+
+    def save_figure(self, session_id: str, figure_id: str, data: bytes, media_type: str) -> None:
+        """Keep an image (PNG, JPEG or SVG, at most 16 MiB) with a session, replacing one of
+        that ID; ``InvalidFigureError`` before anything is written."""
+        ...
+
+    def read_figure(self, session_id: str, figure_id: str) -> FigureData:
+        """Raises ``FigureNotFoundError``."""
+        ...
+
+    def figure_ids(self, session_id: str) -> list[str]: ...
+
+    def acquire_lease(self, session_id: str) -> None:
+        """Take (or re-enter) the lease, also of a session not saved yet;
+        ``SessionLockedError`` at once, naming the holder, when held elsewhere."""
+        ...
+
+    def release_lease(self, session_id: str) -> None: ...
+
+    def release_all(self) -> None:
+        """Release every lease this store object holds, whatever the counts."""
+        ...
+
+
+@contextlib.contextmanager
+def holding(store: Store, session_id: str) -> Iterator[None]:
+    """Hold ``store``'s lease on ``session_id`` for a ``with`` block."""
+    store.acquire_lease(session_id)
+    try:
+        yield
+    finally:
+        store.release_lease(session_id)
+
+
+def ensure_summary(store: Store, session_id: str) -> str:
+    """The session's summary, after writing the fallback excerpt of its last messages if
+    there was none ("" when no message has text)."""
+    record = store.load_session(session_id)  # unknown: raises before a lease is taken
+    if record.summary.strip():
+        return record.summary
+    with holding(store, session_id):
+        record = store.load_session(session_id)
+        if record.summary.strip():
+            return record.summary
+        text = fallback_summary(record.transcript)
+        if text:
+            store.update(session_id, summary=text)
+        return text
+
+
 class SessionEngine:
     """A store: the engine's steps over a backend's primitives (module docstring)."""
 
     def __init__(self, notes: Notes) -> None:
         self.notes = notes
         self._mutex = threading.RLock()
+        self._counts: dict[str, int] = {}  # re-entrant lease counts, of process _pid
+        self._heads: dict[str, Any] = {}  # what _head read, kept while the lease is held
+        self._pid = os.getpid()
 
     # ------------------------------------------------------------------ primitives
     def _open(self, *, create: bool) -> AbstractContextManager[Any]:
@@ -63,22 +190,22 @@ class SessionEngine:
     def _exists(self, at: Any, session_id: str) -> bool:
         raise NotImplementedError
 
-    def _lock(self, at: Any, session_id: str) -> None:
-        """Take or re-enter the lease; ``SessionLockedError`` at once if held elsewhere."""
+    def _take(self, at: Any, session_id: str) -> None:
+        """Take the lease (not held by this store now); ``SessionLockedError`` at once if
+        held elsewhere."""
         raise NotImplementedError
 
-    def _unlock(self, session_id: str) -> None:
-        """Undo one :meth:`_lock` (forget the head when the lease is gone)."""
+    def _let_go(self, session_id: str) -> None:
+        """Release the lease (if the backend still has it)."""
         raise NotImplementedError
 
-    def _unlock_all(self) -> None:
-        raise NotImplementedError
-
-    def _holds(self, session_id: str) -> bool:
+    def _held(self, session_id: str) -> bool:
+        """Whether the backend still has the lease it took."""
         raise NotImplementedError
 
     def _head(self, at: Any, session_id: str) -> Any:
-        """What the plans need of a session, read under its lease (may be cached)."""
+        """What the plans need of a session, read under its lease (may be cached in
+        ``_heads``, which the engine empties when the lease is let go)."""
         raise NotImplementedError
 
     def _apply(self, at: Any, head: Any, change: Any) -> bool:
@@ -126,6 +253,32 @@ class SessionEngine:
     _plan_update: Callable[[Any, dict[str, Any], bool], Any]
 
     # ------------------------------------------------------------------ the steps
+    def _own(self) -> dict[str, int]:
+        if self._pid != os.getpid():  # a forked child holds none of its parent's leases
+            self._pid = os.getpid()
+            self._counts.clear()
+            self._heads.clear()
+        return self._counts
+
+    def _lock(self, at: Any, session_id: str) -> None:
+        counts = self._own()
+        if not (counts.get(session_id) and self._held(session_id)):
+            self._heads.pop(session_id, None)
+            self._take(at, session_id)
+        counts[session_id] = counts.get(session_id, 0) + 1
+
+    def _unlock(self, session_id: str) -> None:
+        counts = self._own()
+        count = counts.pop(session_id, 0) - 1
+        if count > 0:
+            counts[session_id] = count
+        elif count == 0:
+            self._heads.pop(session_id, None)
+            self._let_go(session_id)
+
+    def _holds(self, session_id: str) -> bool:
+        return bool(self._own().get(session_id)) and self._held(session_id)
+
     @contextlib.contextmanager
     def _changing(self, session_id: str, *, new: bool = False) -> Iterator[Any]:
         validate_session_id(session_id)
@@ -157,8 +310,6 @@ class SessionEngine:
     def create_session(self, messages: Sequence[Any] = (), *, session_id: str | None = None,
                        title: str = "", project_root: str | os.PathLike[str] | None = None,
                        record: SessionRecord | None = None) -> str:
-        """Raises ``InvalidSessionIdError``, ``InvalidMessageError`` or ``ValueError`` (a
-        record holding what JSON cannot) before anything is written."""
         if record is not None:
             if messages or session_id is not None or title or project_root is not None:
                 raise ValueError("create_session(record=...) takes no other arguments")
@@ -190,8 +341,6 @@ class SessionEngine:
             return at is not None and self._exists(at, session_id)
 
     def load_session(self, session_id: str) -> SessionRecord:
-        """A fresh record; ``SessionNotFoundError``, ``CorruptSessionError`` (naming the
-        file or row, which is left untouched)."""
         validate_session_id(session_id)
         with self._mutex, self._open(create=False) as at:
             if at is None:
@@ -199,8 +348,6 @@ class SessionEngine:
             return self._read_record(at, session_id)
 
     def describe_session(self, session_id: str) -> SessionListing:
-        """Raises as :meth:`load_session`, and ``CorruptSessionError`` for a session the
-        listing leaves out."""
         validate_session_id(session_id)
         with self._mutex, self._open(create=False) as at:
             if at is None:
@@ -215,7 +362,6 @@ class SessionEngine:
 
     def save(self, session_id: str, messages: Sequence[Any] = (),
              state: SessionState | Mapping[str, Any] | None = None) -> None:
-        """Raises ``pydantic.ValidationError`` for an invalid ``state`` (nothing written)."""
         incoming = messages if isinstance(messages, list) else list(messages)
         snapshot = None
         if state is not None:
@@ -226,9 +372,6 @@ class SessionEngine:
 
     def compact(self, session_id: str, messages: Sequence[Any], *, summary: str,
                 replaced: int | None = None) -> None:
-        """Replace the working context; ``replaced`` defaults to the saved messages not
-        kept as a common prefix or suffix. Save pending messages first: only saved ones
-        reach the transcript."""
         context = normalized(messages)
         text = clean_text(summary)
         self._change(session_id, lambda head: self._plan_compact(head, context, text, replaced))
@@ -248,6 +391,7 @@ class SessionEngine:
 
     def delete_session(self, session_id: str) -> None:
         with self._changing(session_id) as at:
+            self._heads.pop(session_id, None)
             if not self._remove(at, session_id):
                 raise SessionNotFoundError(session_id, self._where(session_id))
 
@@ -270,8 +414,6 @@ class SessionEngine:
             return [] if at is None else self._figure_ids(at, session_id)
 
     def acquire_lease(self, session_id: str) -> None:
-        """Also for a session not saved yet. ``SessionLockedError`` at once, naming the
-        holder, when another process or store holds it."""
         validate_session_id(session_id)
         with self._mutex, self._open(create=True) as at:
             self._lock(at, session_id)
@@ -287,6 +429,9 @@ class SessionEngine:
         return self._holds(session_id)
 
     def release_all(self) -> None:
-        """Release every lease this store object holds, whatever the counts."""
         with self._mutex:
-            self._unlock_all()
+            held = list(self._own())
+            self._counts.clear()
+            self._heads.clear()
+            for session_id in held:
+                self._let_go(session_id)

@@ -21,7 +21,7 @@ from jupyter_agent.store.files import SafeDir, is_temp_name
 from jupyter_agent.store.records import SESSION_ID_PATTERN
 
 if TYPE_CHECKING:
-    from jupyter_agent.store.base import Store  # which imports FigureData from here
+    from jupyter_agent.store.engine import Store  # which imports FigureData from here
 
 #: Suffix of a session's figures directory in ``sessions/`` (``<id>.figures``).
 FIGURES_SUFFIX = ".figures"
@@ -46,16 +46,9 @@ def validate_figure_id(figure_id: object) -> str:
 
 
 def check_figure(figure_id: object, data: object, media_type: object) -> str:
-    """Check a figure before it is saved; return its ID.
-
-    Raises
-    ------
-    InvalidFigureError
-        For an ID that is not 1-128 letters, digits, ``_`` or ``-``; a media type that
-        is not PNG, JPEG or SVG; bytes that are not of that type; more than
-        :data:`MAX_FIGURE_BYTES`; or a PNG or JPEG of more than
-        :data:`~jupyter_agent.images.MAX_IMAGE_PIXELS`.
-    """
+    """Check a figure before it is saved; return its ID. ``InvalidFigureError`` for a bad
+    ID, a type not PNG, JPEG or SVG, bytes not of that type, more than
+    :data:`MAX_FIGURE_BYTES` or :data:`~jupyter_agent.images.MAX_IMAGE_PIXELS`."""
     validate_figure_id(figure_id)
     if media_type not in MEDIA_TYPES:
         raise InvalidFigureError(figure_id, f"media type {media_type!r} is not one of "
@@ -97,13 +90,7 @@ def figure_label(ref: dict[str, Any]) -> str:
 
 def copy_figures(source: Store, source_id: str, target: Store, target_id: str,
                  figure_ids: Iterable[str]) -> list[str]:
-    """Copy figures of one session to another (forks, migrations).
-
-    Raises
-    ------
-    SessionNotFoundError, SessionLockedError, UnsafePathError, StorageError
-        From the target.
-    """
+    """Copy figures of one session to another (forks, migrations); the IDs copied."""
     copied: list[str] = []
     for fid in dict.fromkeys(figure_ids):
         try:
@@ -154,25 +141,17 @@ def write_figure_file(sessions: SafeDir, session_id: str, figure_id: str, data: 
         folder.fsync()
 
 
-def read_figure_file(sessions: SafeDir, session_id: str,
-                     figure_id: str) -> tuple[FigureData, Path] | None:
-    """A figure's bytes (never through a link), or ``None`` when it has no file.
-
-    Raises
-    ------
-    UnsafeFileError, UnsafeDirectoryError
-        For anything but a private regular file (directory) in place of the figure (its
-        directory).
-    TooLargeError
-        For a file larger than :data:`MAX_FIGURE_BYTES`.
-    """
+def read_figure_file(sessions: SafeDir, session_id: str, figure_id: str) -> FigureData | None:
+    """A figure's bytes (never through a link), or ``None`` when it has no file;
+    ``UnsafePathError`` for anything but a private regular file (directory),
+    ``TooLargeError`` over :data:`MAX_FIGURE_BYTES`."""
     with _open_dir(sessions, session_id, create=False) as folder:
         if folder is None:
             return None
         for name, media_type in _names(figure_id):
             got = folder.read(name, limit=MAX_FIGURE_BYTES, private=True, what="figure")
             if got is not None:
-                return FigureData(got[0], media_type), folder.child(name)
+                return FigureData(got[0], media_type)
     return None
 
 
@@ -214,16 +193,9 @@ def remove_figure_temps(sessions: SafeDir, session_id: str) -> list[Path]:
 def remove_figures_dir(sessions: SafeDir, session_id: str) -> list[Path]:
     """Remove a session's figures directory and its files (call under the lease).
 
-    A link or other non-directory in its place is removed itself (never followed).
-    Nothing but the directory's own entries is touched; a subdirectory inside it is
-    left, and so is the directory then.
-
-    Raises
-    ------
-    UnsafeDirectoryError
-        When the directory belongs to someone else or others may write to it (nothing
-        in it is removed).
-    OSError
+    A link or other non-directory in its place is removed itself (never followed); a
+    subdirectory inside is left, and so is the directory then. ``UnsafeDirectoryError``
+    (nothing removed) for another owner's directory or one others may write to.
     """
     name = figures_dir(session_id)
     st = sessions.lstat(name)
@@ -257,10 +229,5 @@ def remove_figures_dir(sessions: SafeDir, session_id: str) -> list[Path]:
 def figure_dir_sessions(names: Sequence[str]) -> list[str]:
     """The session IDs of the figures directories among ``names`` (entries of
     ``sessions/``)."""
-    out = []
-    for name in names:
-        if name.endswith(FIGURES_SUFFIX):
-            sid = name[: -len(FIGURES_SUFFIX)]
-            if SESSION_ID_PATTERN.fullmatch(sid):
-                out.append(sid)
-    return out
+    return [name[:-len(FIGURES_SUFFIX)] for name in names if name.endswith(FIGURES_SUFFIX)
+            and SESSION_ID_PATTERN.fullmatch(name[:-len(FIGURES_SUFFIX)])]

@@ -41,12 +41,20 @@ from jupyter_agent.store.figure_files import (
     list_figure_ids,
     read_figure_file,
     remove_figure_file,
+    remove_figure_temps,
     remove_figures_dir,
     validate_figure_id,
     write_figure_file,
 )
-from jupyter_agent.store.files import SafeDir, lease_temp, signature_of, storage_errors, write_all
-from jupyter_agent.store.index import ListingIndex, Sig, entry_order, page_of, session_sig, tick
+from jupyter_agent.store.files import (
+    Leases,
+    SafeDir,
+    lease_temp,
+    signature_of,
+    storage_errors,
+    write_all,
+)
+from jupyter_agent.store.index import ListingIndex, listing_page, session_sig, tick
 from jupyter_agent.store.journal import (
     JOURNAL_VERSION,
     SNAPSHOT_MIN_BYTES,
@@ -58,7 +66,6 @@ from jupyter_agent.store.journal import (
     new_generation,
     upgraded_journal,
 )
-from jupyter_agent.store.leases import Leases
 from jupyter_agent.store.messages import JOURNAL_CAP, LINE_CAP, RECORD_CAP, encode_json
 from jupyter_agent.store.notes import Notes, remove_notes_temps
 from jupyter_agent.store.records import SessionListing, SessionRecord, validate_session_id
@@ -73,11 +80,7 @@ from jupyter_agent.store.snapshot import (
     save_point,
     snapshot_bytes,
 )
-from jupyter_agent.store.sweep import (
-    check_sessions,
-    collect_garbage,
-    remove_session_temps,
-)
+from jupyter_agent.store.sweep import check_sessions, collect_garbage
 
 GITIGNORE = b"""\
 # Written by jupyter-agent. Transcripts hold your data and your prompts: keep them, your
@@ -120,7 +123,6 @@ class FileStore(SessionEngine):
         self.holder_label = holder_label
         self.leases = Leases(holder_label)
         self.index = ListingIndex()
-        self.cache: dict[str, tuple[Loaded, Sig | None]] = {}
         self._gitignore_checked = False
 
     def __repr__(self) -> str:
@@ -170,29 +172,24 @@ class FileStore(SessionEngine):
             sessions.read(f"{session_id}.json", limit=RECORD_CAP)  # raises UnsafeFileError
         return st is not None
 
-    def _lock(self, at: tuple[SafeDir, SafeDir], session_id: str) -> None:
-        """A new lease first removes the temporary files a killed writer left (by name).
-        A torn last journal line is cut off only by :meth:`_head`, once the index shows
-        it was never acknowledged."""
+    def _take(self, at: tuple[SafeDir, SafeDir], session_id: str) -> None:
+        """A new lease first removes the temporary files a killed writer left (the
+        snapshot's and journal's by their fixed names, so the cost does not grow with the
+        number of sessions). A torn last journal line is cut off only by :meth:`_head`,
+        once the index shows it was never acknowledged."""
         root, sessions = at
         with storage_errors(sessions.child(f"{session_id}.lock")):
-            newly = self.leases.acquire(sessions, session_id)
-        if newly:
-            self.cache.pop(session_id, None)
-            with contextlib.suppress(OSError):  # best effort: leftovers only
-                remove_session_temps(sessions, session_id)
-                remove_notes_temps(root)
+            self.leases.take(sessions, session_id)
+        with contextlib.suppress(OSError):  # best effort: leftovers only
+            sessions.unlink(lease_temp(f"{session_id}.json"))
+            sessions.unlink(lease_temp(f"{session_id}.jsonl"))
+            remove_figure_temps(sessions, session_id)
+            remove_notes_temps(root)
 
-    def _unlock(self, session_id: str) -> None:
-        self.leases.release(session_id)
-        if not self.leases.holds(session_id):
-            self.cache.pop(session_id, None)
+    def _let_go(self, session_id: str) -> None:
+        self.leases.let_go(session_id)
 
-    def _unlock_all(self) -> None:
-        self.leases.release_all()
-        self.cache.clear()
-
-    def _holds(self, session_id: str) -> bool:
+    def _held(self, session_id: str) -> bool:
         return self.leases.holds(session_id)
 
     def _read_record(self, at: tuple[SafeDir, SafeDir], session_id: str) -> SessionRecord:
@@ -225,7 +222,6 @@ class FileStore(SessionEngine):
             sessions.fsync()
         with storage_errors(self.figures_path(session_id)):
             remove_figures_dir(sessions, session_id)
-        self.cache.pop(session_id, None)
         self.index.forget(root, session_id)
         return True
 
@@ -240,7 +236,7 @@ class FileStore(SessionEngine):
         found = read_figure_file(at[1], session_id, figure_id)
         if found is None:
             raise FigureNotFoundError(session_id, figure_id, self.figures_path(session_id))
-        return found[0]
+        return found
 
     def _figure_ids(self, at: tuple[SafeDir, SafeDir], session_id: str) -> list[str]:
         return list_figure_ids(at[1], session_id)
@@ -262,12 +258,7 @@ class FileStore(SessionEngine):
 
     def read(self, root: SafeDir | None, sessions: SafeDir, session_id: str) -> Loaded:
         """Load a session from its files and check it against what the listing index
-        (``root``'s; ``None`` to skip) says was acknowledged.
-
-        Raises
-        ------
-        SessionNotFoundError, CorruptSessionError, UnsafePathError
-        """
+        (``root``'s; ``None`` to skip) says was acknowledged."""
         path = self.session_path(session_id)
         try:
             got = sessions.read(f"{session_id}.json", limit=RECORD_CAP, what="session snapshot")
@@ -295,22 +286,21 @@ class FileStore(SessionEngine):
         """The session under the lease: the in-memory copy if the files are unchanged."""
         root, sessions = at
         sig = session_sig(sessions, session_id)
-        cached = self.cache.get(session_id)
+        cached = self._heads.get(session_id)
         if cached is not None and sig is not None and cached[1] == sig:
             return cached[0]
         loaded = self.read(root, sessions, session_id)
         if loaded.torn and not loaded.legacy:
             self._truncate(sessions, session_id, loaded.end)
             loaded = replace(loaded, torn=0)
-        self.cache[session_id] = (loaded, session_sig(sessions, session_id))
+        self._heads[session_id] = (loaded, session_sig(sessions, session_id))
         return loaded
 
     # ------------------------------------------------------------------ writing files
     def _truncate(self, sessions: SafeDir, session_id: str, end: int) -> None:
         with storage_errors(self.journal_path(session_id)):
             opened = sessions.open_file(f"{session_id}.jsonl", os.O_RDWR)
-        if opened is not None:
-            with storage_errors(self.journal_path(session_id)):
+            if opened is not None:
                 try:
                     os.ftruncate(opened[0], end)
                     os.fsync(opened[0])
@@ -417,7 +407,7 @@ class FileStore(SessionEngine):
         fd, st = opened
         try:
             if st.st_size != loaded.end:
-                self.cache.pop(sid, None)
+                self._heads.pop(sid, None)
                 raise CorruptSessionError(
                     path, "it changed while this process held the lease; nothing was written")
             try:
@@ -425,7 +415,7 @@ class FileStore(SessionEngine):
                 os.fsync(fd)
                 written = os.fstat(fd)
             except OSError as err:
-                self.cache.pop(sid, None)
+                self._heads.pop(sid, None)
                 with contextlib.suppress(OSError):
                     os.ftruncate(fd, loaded.end)
                 raise StorageError(path, err) from err
@@ -436,7 +426,7 @@ class FileStore(SessionEngine):
         new = replace(new, end=loaded.end + len(line), torn=0, lines=loaded.lines + 1,
                       check=line[-11:-3])
         fields = {**fields, "at": [new.generation, new.lines, new.check.decode("ascii")]}
-        cached = self.cache.get(sid)
+        cached = self._heads.get(sid)
         sig = None
         if cached is not None and cached[1] is not None and not converting:
             sig = [cached[1][0], list(signature_of(written))]  # the snapshot is unchanged
@@ -445,7 +435,7 @@ class FileStore(SessionEngine):
             with contextlib.suppress(OSError, TooLargeError):  # the journal is complete
                 new = self._write_snapshot(sessions, new)
         sig = sig or session_sig(sessions, sid)
-        self.cache[sid] = (new, sig)
+        self._heads[sid] = (new, sig)
         self.index.note(root, sessions, sid, fields, sig)
         return True
 
@@ -455,8 +445,7 @@ class FileStore(SessionEngine):
         root, sessions = at
         entries = [e for e in self.index.entries(root, sessions)
                    if include_archived or not e["archived"]]
-        entries.sort(key=entry_order, reverse=True)
-        entries = page_of(entries, entry_order, limit, after)
+        entries = listing_page(entries, limit, after)
         with os.scandir(sessions.fd) as it:
             locks = {e.name[:-5] for e in it if e.name.endswith(".lock")}
         return [self._listed(sessions, e, e["id"] in locks) for e in entries]

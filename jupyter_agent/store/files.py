@@ -7,6 +7,7 @@ user's own and not writable by others; files are opened relative to that descrip
 otherwise, before a byte is read or written). Whole files are replaced atomically
 (temporary file, ``fsync``, rename, directory ``fsync``). Short ``flock`` locks of the
 notes and the index are polled, never a blocking call a stopped process could hang.
+Session leases are :class:`Leases`.
 """
 
 from __future__ import annotations
@@ -14,22 +15,32 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
+import getpass
 import os
 import pwd
 import secrets
+import socket
 import stat
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
+
 from jupyter_agent.errors import (
     JupyterAgentError,
+    LeaseLostError,
+    SessionLockedError,
     StorageError,
     StoreBusyError,
     TooLargeError,
     UnsafeDirectoryError,
     UnsafeFileError,
 )
+from jupyter_agent.store.messages import encode_json
+from jupyter_agent.store.records import LeaseHolder, utc_now
 
 #: Mode of every file the store creates (private conversations).
 FILE_MODE = 0o600
@@ -101,15 +112,8 @@ class SafeDir:
     def open(cls, path: Path, *, create: bool = False, what: str = "memory directory",
              parent: SafeDir | None = None) -> SafeDir | None:
         """Open and check a directory; ``None`` if it is missing and ``create`` is false.
-
-        Raises
-        ------
-        UnsafeDirectoryError
-            If it is a link or not a directory, is not owned by the current user, or
-            is writable by group or others.
-        OSError
-            If it cannot be opened or created.
-        """
+        ``UnsafeDirectoryError`` for a link, not a directory, another owner's or one
+        writable by group or others."""
         where: str | Path = path.name if parent is not None else path
         dir_fd = parent.fd if parent is not None else None
         flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -206,13 +210,6 @@ class SafeDir:
             return False
         return True
 
-    def _refuse(self, name: str, fallback: str | None = None) -> UnsafeFileError:
-        kind = fallback or "special file"
-        st = self.lstat(name)
-        if st is not None:
-            kind = entry_kind(st.st_mode)
-        return UnsafeFileError(self.child(name), kind)
-
     def check_regular(self, name: str, st: os.stat_result, *, private: bool = False) -> None:
         """Raise :class:`UnsafeFileError` unless ``st`` is a regular file with one link."""
         if not stat.S_ISREG(st.st_mode):
@@ -226,15 +223,8 @@ class SafeDir:
 
     def open_file(self, name: str, flags: int = os.O_RDONLY, *, create: bool = False,
                   private: bool = False) -> tuple[int, os.stat_result] | None:
-        """Open regular file ``name`` without following links or blocking.
-
-        Raises
-        ------
-        UnsafeFileError
-            For anything but a regular file with one link (nothing is read or written).
-        OSError
-            From ``open``.
-        """
+        """Open regular file ``name`` without following links or blocking;
+        ``UnsafeFileError`` for anything but a regular file with one link."""
         extra = os.O_CREAT if create else 0
         before = self.lstat(name)  # a device is refused without being opened at all
         if before is not None and not stat.S_ISREG(before.st_mode):
@@ -246,7 +236,9 @@ class SafeDir:
         except OSError as err:
             if err.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR, errno.ENODEV,
                              errno.EOPNOTSUPP):
-                raise self._refuse(name) from None
+                st = self.lstat(name)
+                kind = "special file" if st is None else entry_kind(st.st_mode)
+                raise UnsafeFileError(self.child(name), kind) from None
             raise
         try:
             st = os.fstat(fd)
@@ -263,18 +255,10 @@ class SafeDir:
              line_limit: int | None = None) -> tuple[bytes, os.stat_result] | None:
         """Read regular file ``name`` (from ``offset``); ``None`` if it is missing.
 
-        Every read of the memory directory goes through here, so that no file costs more
-        than its cap: the size is checked from ``fstat`` before a byte is read.
-
-        Raises
-        ------
-        TooLargeError
-            Over ``limit`` (nothing read) or ``line_limit``, naming the file (and line),
-            its size and the cap.
-        UnsafeFileError
-            Also for a file with holes (a sparse file: none of the store's files has any,
-            and reading one could mean reading gigabytes of zeros).
-        OSError
+        Every read of the memory directory goes through here, so no file costs more than
+        its cap: ``TooLargeError`` over ``limit`` (checked from ``fstat``, nothing read)
+        or ``line_limit``, naming the file (and line), its size and the cap.
+        ``UnsafeFileError`` also for a sparse file (it could be gigabytes of zeros).
         """
         opened = self.open_file(name, private=private)
         if opened is None:
@@ -284,8 +268,13 @@ class SafeDir:
             size = max(st.st_size - offset, 0)
             if limit is not None and size > limit:
                 raise TooLargeError(self.child(name), size, limit, what)
-            if size > _SPARSE_CHECK and has_holes(fd, offset, st.st_size):
-                raise UnsafeFileError(self.child(name), "sparse file (it has holes)")
+            if size > _SPARSE_CHECK:  # SEEK_HOLE (not a block count: compression is fine)
+                try:
+                    holes = os.lseek(fd, offset, os.SEEK_HOLE) < st.st_size
+                except OSError:  # a file system that cannot tell
+                    holes = False
+                if holes:
+                    raise UnsafeFileError(self.child(name), "sparse file (it has holes)")
             data = read_all(fd, size, offset)
         finally:
             os.close(fd)
@@ -300,16 +289,10 @@ class SafeDir:
                      temp: str | None = None) -> None:
         """Replace file ``name`` with ``data`` atomically and durably (module docstring).
 
-        ``temp`` names the temporary file (see :func:`lease_temp`) for a writer that
-        holds a lock on ``name``: whatever a killed writer left there is replaced, and
-        the next holder removes it by name, without listing the directory.
-
-        Raises
-        ------
-        UnsafeFileError
-            If ``name`` exists and is not a regular file (it is left alone).
-        OSError
-            From any step; the previous file is then intact and no temporary file is left.
+        ``temp`` names the temporary file (:func:`lease_temp`) of a writer holding a lock
+        on ``name``: a killed writer's leftover is replaced, and removed by name by the
+        next holder. ``UnsafeFileError`` if ``name`` is not a regular file; on any
+        ``OSError`` the previous file is intact and no temporary file is left.
         """
         st = self.lstat(name)
         if st is not None:
@@ -369,8 +352,6 @@ class SafeDir:
         return tmp
 
 
-_READ_CHUNK = 1 << 20
-
 FileSignature = tuple[int, int, int, int]
 """``(st_dev, st_ino, st_size, st_mtime_ns)``: changes whenever a file is replaced or grows."""
 
@@ -380,58 +361,33 @@ def signature_of(st: os.stat_result) -> FileSignature:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+_KINDS = {stat.S_IFLNK: "symbolic link", stat.S_IFIFO: "FIFO", stat.S_IFSOCK: "socket",
+          stat.S_IFCHR: "character device", stat.S_IFBLK: "block device",
+          stat.S_IFDIR: "directory", stat.S_IFREG: "regular file"}
+
+
 def entry_kind(mode: int) -> str:
-    """A directory entry's kind in words: ``"symbolic link"``, ``"FIFO"``, ``"socket"``,
-    ``"character device"``, ``"block device"``, ``"directory"`` or ``"regular file"``."""
-    for test, name in (
-        (stat.S_ISLNK, "symbolic link"),
-        (stat.S_ISFIFO, "FIFO"),
-        (stat.S_ISSOCK, "socket"),
-        (stat.S_ISCHR, "character device"),
-        (stat.S_ISBLK, "block device"),
-        (stat.S_ISDIR, "directory"),
-        (stat.S_ISREG, "regular file"),
-    ):
-        if test(mode):
-            return name
-    return "special file"
-
-
-def has_holes(fd: int, start: int, end: int) -> bool:
-    """Whether the file has a hole between ``start`` and ``end`` (``SEEK_HOLE``; a file
-    system that cannot tell reports none). Compressed file systems are not mistaken for
-    sparse ones, as a block count would be."""
-    try:
-        return os.lseek(fd, start, os.SEEK_HOLE) < end
-    except OSError:
-        return False
+    """A directory entry's kind in words (``"symbolic link"``, ``"FIFO"``, ...)."""
+    return _KINDS.get(stat.S_IFMT(mode), "special file")
 
 
 def read_all(fd: int, size: int, offset: int = 0) -> bytes:
     """Read ``size`` bytes at ``offset`` (fewer if the file is shorter now)."""
-    first = os.pread(fd, size, offset)  # one call, no copy, for a regular file
-    if len(first) == size or not first:
-        return first
-    parts = [first]
-    offset += len(first)
-    size -= len(first)
+    parts = []
     while size > 0:
-        chunk = os.pread(fd, min(size, _READ_CHUNK), offset)
+        chunk = os.pread(fd, size, offset)  # one call for a regular file
         if not chunk:
             break
         parts.append(chunk)
         offset += len(chunk)
         size -= len(chunk)
-    return b"".join(parts)
+    return b"".join(parts)  # one part: no copy
 
 
 def long_line(data: bytes, cap: int) -> tuple[int, int] | None:
     """The first line of ``data`` longer than ``cap`` bytes (newline left out), as
-    ``(line number from 1, its length)``, or ``None``.
-
-    Looks at each ``cap + 1`` window once from its end (``rfind``), so the whole check
-    costs a pass over the bytes at C speed, however many lines there are.
-    """
+    ``(line number from 1, its length)``, or ``None``; one ``rfind`` per ``cap + 1``
+    window, a pass at C speed however many lines there are."""
     pos, size = 0, len(data)
     while size - pos > cap:
         newline = data.rfind(b"\n", pos, pos + cap + 1)
@@ -486,3 +442,144 @@ def storage_errors(path: Path, *, reading: bool = False) -> Iterator[None]:
         if isinstance(err, JupyterAgentError):
             raise
         raise StorageError(path, err, reading=reading) from err
+
+
+# --------------------------------------------------------------------------- leases
+# Retries when the lock looks busy: a lister's momentary probe (Leases.holder) must
+# not make a real acquirer fail. Total < 30 ms, so failing is still "at once".
+_LOCK_RETRY_DELAYS = (0.002, 0.008, 0.015)
+_HOLDER_LIMIT = 4096
+_ALL: weakref.WeakSet[Leases] = weakref.WeakSet()
+
+
+def _forget_in_child() -> None:
+    """After ``fork``, in the child: close every inherited lock descriptor."""
+    for leases in list(_ALL):
+        for session_id in list(leases._entries):
+            leases.let_go(session_id)
+
+
+@functools.cache  # once per process
+def _install_fork_hook() -> None:
+    os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def _read_holder(fd: int) -> LeaseHolder | None:
+    try:
+        raw = os.pread(fd, _HOLDER_LIMIT, 0).strip()
+    except OSError:
+        return None
+    if raw.isdigit():  # written by jupyter-agent 0.1: the pid alone
+        return LeaseHolder(pid=int(raw))
+    try:
+        return LeaseHolder.model_validate(orjson.loads(raw))
+    except (orjson.JSONDecodeError, ValueError):
+        return None
+
+
+class Leases:
+    """The session leases one store object holds: ``flock`` on ``sessions/<id>.lock``.
+
+    Taking one opens the lock file (no-follow, regular, created 0600), tries
+    ``LOCK_EX | LOCK_NB`` (``SessionLockedError`` at once, naming the holder), checks the
+    path still names the locked file, then writes the holder (pid, host, user, since,
+    label) into it. The engine counts re-entries; before every write :meth:`verify`
+    refuses (``LeaseLostError``) if the lock file was removed or replaced. A forked child
+    closes its copies of every lock descriptor at once, so a lease dies with the process
+    that took it; the system drops it when that process exits.
+    """
+
+    def __init__(self, label: str = "") -> None:
+        self.label = label
+        self._entries: dict[str, tuple[int, int, int]] = {}  # fd, st_dev, st_ino
+        _install_fork_hook()
+        _ALL.add(self)
+
+    def take(self, sessions: SafeDir, session_id: str) -> None:
+        """Take the lease (not held by this object): ``SessionLockedError`` at once, naming
+        the holder, if another process or store holds it."""
+        name = f"{session_id}.lock"
+        for _attempt in range(5):
+            opened = sessions.open_file(name, os.O_RDWR, create=True)
+            assert opened is not None
+            fd, _ = opened
+            try:
+                for delay in (*_LOCK_RETRY_DELAYS, None):
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        if delay is None:
+                            holder = _read_holder(fd)
+                            raise SessionLockedError(
+                                session_id, holder.pid if holder else None,
+                                sessions.child(name), holder=holder) from None
+                        time.sleep(delay)
+                locked = os.fstat(fd)
+                current = sessions.lstat(name)
+                if current is None or (current.st_dev, current.st_ino) != (
+                        locked.st_dev, locked.st_ino):
+                    os.close(fd)  # the path now names another file: lock that one
+                    continue
+                try:
+                    user = getpass.getuser()
+                except (KeyError, OSError):
+                    user = ""
+                holder = LeaseHolder(pid=os.getpid(), host=socket.gethostname(), user=user,
+                                     since=utc_now(), label=self.label)
+                with contextlib.suppress(OSError):  # who holds it is information only
+                    os.ftruncate(fd, 0)
+                    os.pwrite(fd, encode_json(holder.model_dump(mode="json")) + b"\n", 0)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+                raise
+            self._entries[session_id] = (fd, locked.st_dev, locked.st_ino)
+            return
+        raise SessionLockedError(session_id, None, sessions.child(name))
+
+    def let_go(self, session_id: str) -> None:
+        """Release the lease (closing the only descriptor drops the ``flock``); nothing
+        when it is not held (lost, or the session is gone)."""
+        entry = self._entries.pop(session_id, None)
+        if entry is not None:
+            with contextlib.suppress(OSError):
+                os.close(entry[0])
+
+    def holds(self, session_id: str) -> bool:
+        """Whether this object (in this process) holds the lease."""
+        return session_id in self._entries
+
+    def verify(self, sessions: SafeDir, session_id: str) -> None:
+        """Refuse to write (``LeaseLostError``, dropping the lease) if the lock file was
+        removed or replaced since this lease locked it."""
+        entry = self._entries.get(session_id)
+        if entry is None:
+            return
+        current = sessions.lstat(f"{session_id}.lock")
+        if current is None or (current.st_dev, current.st_ino) != entry[1:]:
+            self.let_go(session_id)
+            raise LeaseLostError(session_id, sessions.child(f"{session_id}.lock"))
+
+    def holder(self, sessions: SafeDir, session_id: str) -> LeaseHolder | None:
+        """Who holds the lease, as recorded in the lock file; ``None`` if nobody does.
+
+        Probes with a non-blocking shared ``flock`` released at once (never creates the
+        lock file); a holder that recorded nothing gives ``LeaseHolder()``.
+        """
+        if self.holds(session_id):
+            fd = self._entries[session_id][0]
+            return _read_holder(fd) or LeaseHolder(pid=os.getpid(), label=self.label)
+        opened = sessions.open_file(f"{session_id}.lock")
+        if opened is None:
+            return None
+        fd, _ = opened
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return _read_holder(fd) or LeaseHolder()
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        finally:
+            os.close(fd)

@@ -3,7 +3,7 @@
 Each entry is checked against the session's files (two ``lstat`` calls and the journal's
 last checksum) and rebuilt from them when stale; the index also records the last journal
 line each write acknowledged, which tells a torn write from damage. Listing is ordered by
-the store clock, newest first, one page at a time (:func:`page_of`).
+the store clock, newest first, one page at a time (:func:`listing_page`).
 """
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ import fcntl
 import os
 import stat
 import time
-from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 
@@ -32,6 +31,7 @@ from jupyter_agent.store.records import (
     ForkOrigin,
     SessionListing,
     check_not_future,
+    to_utc,
 )
 from jupyter_agent.store.snapshot import listing_fields
 
@@ -114,23 +114,13 @@ def _journal_ends_with(sessions: SafeDir, session_id: str, at: list[Any] | None,
         os.close(fd)
 
 
-def _utc(text: str) -> datetime:
-    """An ISO 8601 time of the index as an aware UTC datetime (naive means UTC)."""
-    when = datetime.fromisoformat(text)
-    if when.tzinfo is None:
-        return when.replace(tzinfo=UTC)
-    try:
-        return when.astimezone(UTC)
-    except OverflowError:
-        raise ValueError(f"{text!r} cannot be converted to UTC") from None
-
-
 def _fresh(session_id: str, entry: dict[str, Any]) -> dict[str, Any]:
     """An index entry as listing uses it (timestamps as datetimes, the fork origin as a
     :class:`ForkOrigin`); ``ValueError`` when it does not convert."""
     return {
         **entry, "id": session_id, "clock": entry["clock"],
-        "created_at": _utc(entry["created_at"]), "updated_at": _utc(entry["updated_at"]),
+        "created_at": to_utc(datetime.fromisoformat(entry["created_at"])),
+        "updated_at": to_utc(datetime.fromisoformat(entry["updated_at"])),
         "parent": None if entry["parent"] is None else ForkOrigin.model_validate(entry["parent"]),
     }
 
@@ -163,6 +153,13 @@ def _future(listed: dict[str, Any], horizon: datetime) -> str | None:
     except ValueError as err:
         return str(err)
     return None
+
+
+def _problem(entry: dict[str, Any], horizon: datetime) -> str | None:
+    """Why a checked entry is not listed (damaged, or dated ahead), or ``None``."""
+    if entry.get("bad"):
+        return str(entry.get("reason") or "its files cannot be read")
+    return _future(entry["listed"], horizon)
 
 
 def _stored(entry: dict[str, Any]) -> dict[str, Any]:
@@ -365,11 +362,9 @@ class ListingIndex:
             if update is not None:
                 updates.append(update)
             live[sid] = entry
-            future = None if entry.get("bad") else _future(entry["listed"], horizon)
-            if entry.get("bad"):
-                self.damaged[sid] = entry.get("reason") or "its files cannot be read"
-            elif future is not None:
-                self.damaged[sid] = future
+            problem = _problem(entry, horizon)
+            if problem:
+                self.damaged[sid] = problem
             else:
                 fresh.append(entry["listed"])
         if line_count + len(updates) > 2 * len(live) + SLACK_LINES:
@@ -405,72 +400,43 @@ class ListingIndex:
         return entry, {"id": sid, "sig": sig, "set": _stored(entry)}
 
     def entry(self, root: SafeDir, sessions: SafeDir, session_id: str) -> dict[str, Any]:
-        """The listing fields of one session, as :meth:`entries` gives them.
-
-        Raises
-        ------
-        SessionNotFoundError
-            There is no such session.
-        CorruptSessionError
-            Its files cannot be read or validated (naming the file).
-        UnsafePathError, OSError
-        """
+        """The listing fields of one session, as :meth:`entries` gives them
+        (``SessionNotFoundError``; ``CorruptSessionError`` naming the file)."""
         head = sessions.child(f"{session_id}.json")
         sig = session_sig(sessions, session_id)
         if sig is None:
             raise SessionNotFoundError(session_id, head)
         entry, _update = self._checked(sessions, session_id, sig,
                                        self.read(root)[0].get(session_id))
-        if entry.get("bad"):
-            raise CorruptSessionError(head, entry.get("reason") or "its files cannot be read")
+        problem = _problem(entry, _horizon(root))
+        if problem:
+            raise CorruptSessionError(head, problem)
         listed: dict[str, Any] = entry["listed"]
-        future = _future(listed, _horizon(root))
-        if future is not None:
-            raise CorruptSessionError(head, future)
         return listed
 
     def _rewrite(self, root: SafeDir, live: dict[str, dict[str, Any]]) -> None:
         """Replace the index by one line per session (atomically, under the exclusive
         lock; skipped when the lock is busy: the next listing tries again)."""
-        lines = []
-        for sid, entry in live.items():
-            if entry.get("bad"):
-                lines.append({"id": sid, "sig": entry["sig"], "bad": True,
-                              "reason": entry.get("reason", ""), "at": entry.get("at")})
-            else:
-                lines.append({"id": sid, "sig": entry["sig"], "set": _stored(entry)})
+        lines = [{"id": sid, **entry} if entry.get("bad") else  # as _checked made it
+                 {"id": sid, "sig": entry["sig"], "set": _stored(entry)}
+                 for sid, entry in live.items()]
         data = b"".join(encode_json(line) + b"\n" for line in lines)
         with contextlib.suppress(OSError, JupyterAgentError), \
                 lock_shared_or_exclusive(root, INDEX_LOCK, exclusive=True, timeout=0.05):
             root.write_atomic(INDEX_NAME, data)
 
 
-T = TypeVar("T")
-
-
-def listing_order(clock: int | None, updated_at: datetime, session_id: str) -> tuple[int, str]:
-    """Where a session goes in a listing, newest last (sort in reverse for a listing)."""
-    if clock is None:
-        clock = int(updated_at.timestamp() * 1_000_000)
-    return clock, session_id
-
-
-def entry_order(entry: Any) -> tuple[int, str]:
-    """:func:`listing_order` of a listing entry (a dict of the index, or a
-    :class:`~jupyter_agent.store.records.SessionListing`)."""
-    if isinstance(entry, dict):
-        return listing_order(entry.get("clock"), entry["updated_at"], entry["id"])
-    return listing_order(entry.clock, entry.updated_at, entry.id)
-
-
-def page_of(entries: Sequence[T], key: Callable[[T], tuple[int, str]],
-            limit: int | None, after: SessionListing | None) -> list[T]:
-    """The page of a whole listing that is in listing order already."""
-    page = list(entries)
+def listing_page(entries: list[dict[str, Any]], limit: int | None,
+                 after: SessionListing | None) -> list[dict[str, Any]]:
+    """One page of index entries, newest first: by store clock, then ID (``after``, from
+    a store without a clock, is placed by ``updated_at`` in microseconds)."""
+    entries.sort(key=lambda e: (e["clock"], e["id"]), reverse=True)
     if after is not None:
-        cursor = entry_order(after)
-        page = [e for e in page if key(e) < cursor]
-    return page if limit is None else page[:limit]
+        clock = after.clock
+        cursor = (int(after.updated_at.timestamp() * 1_000_000) if clock is None else clock,
+                  after.id)
+        entries = [e for e in entries if (e["clock"], e["id"]) < cursor]
+    return entries if limit is None else entries[:limit]
 
 
 def tick(root: SafeDir, after: int, *, exact: int | None = None) -> int:

@@ -30,7 +30,13 @@ import msgspec
 import orjson
 
 from jupyter_agent.errors import CorruptSessionError
-from jupyter_agent.store.messages import check_messages, encode_json, message_text, plain_tool_calls
+from jupyter_agent.store.messages import (
+    check_messages,
+    compaction_parts,
+    encode_json,
+    message_text,
+    plain_tool_calls,
+)
 
 #: ``schema_version`` of snapshot files.
 JOURNAL_SCHEMA_VERSION = 2
@@ -130,12 +136,7 @@ def items_for(messages: list[dict[str, Any]], transcript: list[dict[str, Any]]) 
     n, t = len(messages), len(transcript)
     if n == t and messages == transcript:
         return [(0, t)] if t else []
-    p = 0
-    while p < min(n, t) and messages[p] == transcript[p]:
-        p += 1
-    s = 0
-    while s < min(n, t) - p and messages[n - 1 - s] == transcript[t - 1 - s]:
-        s += 1
+    p, s = compaction_parts(transcript, messages)
     items: list[Item] = []
     items_append(items, 0, p)
     items.extend(messages[p:n - s])
@@ -167,12 +168,8 @@ def decode_items(raw: Any, transcript_length: int, path: Path) -> list[Item]:
 
 # --------------------------------------------------------------------------- lines
 def encode_line(number: int, entry: dict[str, Any]) -> bytes:
-    """Journal line ``number`` (the header is line 1) holding ``entry``, newline included.
-
-    The line is ``{"n": number, ...entry..., "c": crc}``, ``crc`` being the CRC-32 of the
-    line's bytes before ``,"c"`` as 8 lowercase hex digits, so every line proves its
-    content and its place without being parsed.
-    """
+    """Journal line ``number`` (the header is line 1) holding ``entry``, newline included
+    (the module docstring gives its form)."""
     add = entry.get("add")
     if add is not None and not all(map(_is_core, add)):
         entry = {**entry, "extra": 1}
@@ -192,12 +189,6 @@ def _is_core(message: dict[str, Any]) -> bool:
             and plain_tool_calls(message.get("tool_calls", [])))
 
 
-def line_number_of(line: Line) -> int | None:
-    """The ``n`` a checked line says it has (``None`` if it does not start with one)."""
-    found = _NUMBER.match(bytes(line[:32]))
-    return None if found is None else int(found.group(1))
-
-
 def line_problem(line: Line, number: int) -> str | None:
     """Why complete line ``number`` (without its newline) is not the checked line that
     belongs there, in words; ``None`` if it is."""
@@ -205,9 +196,12 @@ def line_problem(line: Line, number: int) -> str | None:
         return "it has no checksum (it was cut short, changed or inserted)"
     if line[-10:-2] != b"%08x" % zlib.crc32(line[:-_TRAILER]):
         return "its checksum does not match its content (it was changed or damaged)"
-    found = line_number_of(line)
-    if found is None or found == number:
-        return None if found == number else "it has no line number"
+    match = _NUMBER.match(bytes(line[:32]))
+    if match is None:
+        return "it has no line number"
+    found = int(match.group(1))
+    if found == number:
+        return None
     if found < number:
         return f"it repeats line {found} (a line was duplicated or moved)"
     missing = f"line {number}" if found == number + 1 else f"lines {number}-{found - 1}"
@@ -216,13 +210,8 @@ def line_problem(line: Line, number: int) -> str | None:
 
 def check_lines(lines: list[Line], first: int, path: Path) -> None:
     """Check that ``lines`` (complete, without newlines) are checked lines ``first``,
-    ``first + 1``, ... (CRC-32 and line number; nothing is parsed).
-
-    Raises
-    ------
-    CorruptSessionError
-        Naming the first line at fault and what is wrong with it.
-    """
+    ``first + 1``, ... (CRC-32 and number, unparsed); ``CorruptSessionError`` naming the
+    first line at fault and what is wrong."""
     crc32 = zlib.crc32
     for number, line in enumerate(lines, first):
         start = b'{"n":%d,' % number
@@ -306,24 +295,16 @@ def split_lines(whole: bytes) -> list[Line]:
     return out
 
 
-def _typed_line(line: Line) -> Any:
-    """A line of the core shape, parsed and validated in one pass; ``None`` when it is not
-    of that shape (or not JSON), for the general reading to handle."""
-    try:
-        return _LineDecoder.decode(line)
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        return None
-
-
 def _parse_lines(lines: list[Line], path: Path, first: int, typed: bool) -> list[Any]:
     """``lines`` (numbered from ``first``) parsed to dicts, their ``add`` validated."""
     values: list[Any] = []
     for number, line in enumerate(lines, first):
         if typed and line[-_TRAILER - len(_EXTRA):-_TRAILER] != _EXTRA:
-            value = _typed_line(line)
-            if value is not None:
-                values.append(value)
+            try:  # a line of the core shape, parsed and validated in one pass
+                values.append(_LineDecoder.decode(line))
                 continue
+            except (msgspec.ValidationError, msgspec.DecodeError):
+                pass
         # the general reading keeps every key and names what is wrong
         try:
             value = orjson.loads(line)
@@ -356,13 +337,8 @@ def _header(line: Line, path: Path, session_id: str) -> dict[str, Any]:
 def parse_journal(raw: bytes, path: Path, *, session_id: str, offset: int,
                   generation: str | None, lines_covered: int | None = None,
                   decode_before: bool = True) -> Journal:
-    """Check every line of a journal and split its entries where its snapshot ends.
-
-    Raises
-    ------
-    CorruptSessionError
-        For any other damage, naming the line.
-    """
+    """Check every line of a journal and split its entries where its snapshot ends
+    (``CorruptSessionError`` naming the line at fault)."""
     end = raw.rfind(b"\n") + 1
     whole = raw if end == len(raw) else raw[:end]
     lines = split_lines(whole)

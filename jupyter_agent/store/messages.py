@@ -55,30 +55,15 @@ def _dump_default(obj: Any) -> Any:
 
 
 def clean_json(value: Any) -> Any:
-    """Deep-copy a JSON-compatible value, replacing lone surrogates everywhere.
-
-    Raises
-    ------
-    TypeError
-        For values JSON cannot represent (sets, datetimes, arbitrary objects).
-    ValueError
-        For NaN or infinite floats (not valid JSON).
-    """
+    """Deep-copy a JSON-compatible value, replacing lone surrogates everywhere;
+    ``TypeError`` for what JSON cannot hold, ``ValueError`` for NaN or infinity."""
     text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=_dump_default)
     return json.loads(clean_text(text))
 
 
 def to_message_dict(message: Any) -> dict[str, Any]:
-    """Convert one chat message to the plain dict that is saved.
-
-    Raises
-    ------
-    TypeError
-        If ``message`` is neither a mapping nor has ``model_dump``, or holds a value
-        JSON cannot represent.
-    ValueError
-        If it holds a NaN or infinite float.
-    """
+    """The plain dict saved for a chat message (a mapping or a pydantic object);
+    errors as :func:`clean_json`."""
     if isinstance(message, Mapping):
         data: Any = dict(message)
     else:
@@ -96,11 +81,8 @@ def to_message_dict(message: Any) -> dict[str, Any]:
 
 
 def message_text(message: Mapping[str, Any]) -> str:
-    """Return the text content of a message, stripped ("" if it has none).
-
-    String content is used as is; a list of content parts contributes the ``text``
-    of each part that has one (image parts and the like are ignored).
-    """
+    """The text content of a message, stripped ("" if none): the ``text`` of each
+    content part that has one."""
     content = message.get("content")
     if isinstance(content, str):
         return content.strip()
@@ -115,13 +97,9 @@ def message_text(message: Mapping[str, Any]) -> str:
 
 
 def fallback_summary(messages: Iterable[Mapping[str, Any]]) -> str:
-    """Build the excerpt used when a session has no summary.
-
-    The last six user and assistant messages that have text content, at most
-    2000 characters; messages the harness wrote (they start with ``[jupyter-agent]``)
-    are not quoted. Each is one ``"<role>: <text>"`` entry, oldest first, joined by
-    newlines; the result is cut to 2000 code points.
-    """
+    """The excerpt used when a session has no summary: the last six user and assistant
+    messages with text (not the harness's own), ``"<role>: <text>"`` oldest first, cut to
+    :data:`SUMMARY_MAX_CHARS` code points."""
     picked: list[str] = []
     for message in reversed(list(messages)):
         role = message.get("role")
@@ -203,16 +181,9 @@ def plain_tool_calls(calls: list[Any]) -> bool:
 
 
 def check_messages(messages: Any, path: Path | str, field: str) -> list[dict[str, Any]]:
-    """Return ``messages`` if it is a list of valid messages, else raise naming ``path``.
-
-    ``path`` is the file, or for a database backend a location string (database,
-    project, session).
-
-    Raises
-    ------
-    CorruptSessionError
-        ``"<field>[i]: <reason>"`` for the first bad message.
-    """
+    """Return ``messages`` if it is a list of valid messages, else raise
+    ``CorruptSessionError`` naming ``path`` (a file, or a database location) and
+    ``"<field>[i]: <reason>"`` of the first bad message."""
     if type(messages) is not list:
         raise CorruptSessionError(path, f"{field} must be a list of messages")
     for i, message in enumerate(messages):
@@ -263,14 +234,8 @@ _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 
 
 def encode_json(value: Any) -> bytes:
-    """Compact UTF-8 JSON of ``value`` (dict key order kept).
-
-    Raises
-    ------
-    TypeError
-        For a value JSON cannot hold (see :func:`json_problem`); ``NaN`` and infinities
-        raise ``ValueError``.
-    """
+    """Compact UTF-8 JSON of ``value`` (dict key order kept); ``TypeError`` for a value
+    JSON cannot hold (:func:`json_problem`), ``ValueError`` for NaN and infinities."""
     try:
         return orjson.dumps(value)
     except orjson.JSONEncodeError as err:
@@ -356,17 +321,8 @@ def depth_problem(value: Any) -> str | None:
 
 
 def decode_json(raw: bytes, path: Path | str) -> Any:
-    """Decode JSON bytes as described in the module docstring.
-
-    ``path`` names where the bytes come from: a file, or a location string of a database
-    backend.
-
-    Raises
-    ------
-    CorruptSessionError
-        Naming ``path``: empty, not JSON, non-finite numbers, too deep, integers that do
-        not fit 64 bits.
-    """
+    """Decode JSON bytes; ``CorruptSessionError`` naming ``path`` (a file, or a database
+    location) when empty, not JSON, non-finite, too deep, or an integer beyond 64 bits."""
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as first:
@@ -387,15 +343,8 @@ def decode_json(raw: bytes, path: Path | str) -> Any:
 
 
 def normalized(messages: Sequence[Any], first_index: int = 0) -> list[dict[str, Any]]:
-    """Messages converted with :func:`to_message_dict` and checked.
-
-    Raises
-    ------
-    InvalidMessageError
-        For a message that is not a Chat Completions message or holds a value JSON
-        cannot (an integer beyond 64 bits, NaN, an object that is not JSON), or values
-        nested too deeply to be read back.
-    """
+    """Messages converted with :func:`to_message_dict` and checked
+    (``InvalidMessageError`` for one that could not be saved and read back)."""
     out = []
     for k, message in enumerate(messages):
         try:
@@ -413,15 +362,9 @@ def normalized(messages: Sequence[Any], first_index: int = 0) -> list[dict[str, 
 
 def new_messages(session_id: str, saved: list[dict[str, Any]],
                  incoming: Sequence[Any]) -> tuple[list[dict[str, Any]], list[Any] | None]:
-    """The messages of ``incoming`` beyond the saved working context, normalized.
-
-    Raises
-    ------
-    ContextMismatchError
-        If ``incoming`` does not extend ``saved``.
-    InvalidMessageError
-        For a new message that could not be saved.
-    """
+    """The messages of ``incoming`` beyond the saved working context, normalized, and
+    the saved prefix when it equals ``saved``; ``ContextMismatchError`` if ``incoming``
+    does not extend ``saved``, ``InvalidMessageError`` for a new message."""
     n = len(saved)
     if len(incoming) < n:
         raise ContextMismatchError(

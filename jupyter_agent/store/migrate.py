@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from jupyter_agent.errors import CorruptSessionError, SessionLockedError, SessionNotFoundError
-from jupyter_agent.store.base import Store
+from jupyter_agent.store.engine import Store
 from jupyter_agent.store.records import SessionRecord
 
 
@@ -58,16 +58,8 @@ def _same(a: SessionRecord, b: SessionRecord) -> bool:
 
 def migrate_sessions(source: Store, target: Store, *,
                      on_session: Callable[[str, str], None] | None = None) -> MigrationResult:
-    """Copy every session of ``source`` (archived ones included) into ``target``.
-
-    Raises
-    ------
-    StoreUnavailableError
-        A database store cannot be reached (what was copied so far stays copied; run
-        again to go on).
-    OSError
-        The JSON files cannot be read or written.
-    """
+    """Copy every session of ``source`` (archived ones included) into ``target``. On
+    ``StoreUnavailableError`` what was copied stays copied: run again to go on."""
     copied: list[str] = []
     skipped: list[str] = []
     conflicts: list[str] = []

@@ -48,14 +48,8 @@ NEW_ID_LENGTH = 10
 
 
 def validate_session_id(session_id: object) -> str:
-    """Check that a value is a usable session ID and return it.
-
-    Raises
-    ------
-    InvalidSessionIdError
-        (a ``ValueError``) for anything else: non-strings, the empty string, 129+
-        characters, ``.``, ``/``, whitespace, non-ASCII letters, a trailing newline.
-    """
+    """Return ``session_id`` if it matches :data:`SESSION_ID_PATTERN` (no ``.``, ``/``,
+    whitespace, non-ASCII, trailing newline); ``InvalidSessionIdError`` otherwise."""
     if not isinstance(session_id, str) or SESSION_ID_PATTERN.fullmatch(session_id) is None:
         raise InvalidSessionIdError(session_id)
     return session_id
@@ -81,17 +75,9 @@ CLOCK_SKEW = timedelta(minutes=5)
 
 
 def check_not_future(what: str, when: datetime, now: datetime | None = None) -> datetime:
-    """Return ``when`` (aware) unless it is more than :data:`CLOCK_SKEW` after ``now``.
-
-    A listing leaves out a session whose ``updated_at`` fails this check (as it does a
-    session it cannot read), so a record dated in the future is never shown as updated
-    "just now" and never the newest session to resume.
-
-    Raises
-    ------
-    ValueError
-        ``"updated_at 9999-12-31T00:00:00+00:00 is in the future ..."``.
-    """
+    """Return ``when`` (aware) unless it is more than :data:`CLOCK_SKEW` after ``now``
+    (``ValueError`` then). A listing leaves out a session whose ``updated_at`` fails this,
+    so a record dated in the future is never the newest session to resume."""
     now = now or utc_now()
     if when - now > CLOCK_SKEW:
         raise ValueError(f"{what} {when.isoformat()} is in the future (more than "
@@ -100,8 +86,8 @@ def check_not_future(what: str, when: datetime, now: datetime | None = None) -> 
     return when
 
 
-def _to_utc(value: datetime) -> datetime:
-    # Naive datetimes come only from older files; they were written in UTC.
+def to_utc(value: datetime) -> datetime:
+    """``value`` as an aware UTC datetime (naive ones, from older files, were UTC)."""
     if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
     try:
@@ -112,7 +98,7 @@ def _to_utc(value: datetime) -> datetime:
 
 UtcDatetime = Annotated[
     datetime,
-    AfterValidator(_to_utc),
+    AfterValidator(to_utc),
     PlainSerializer(
         lambda d: d.isoformat(timespec="microseconds"), return_type=str, when_used="json"
     ),
@@ -218,12 +204,9 @@ class ForkOrigin(_Model):
 
 
 class SessionRecord(_Model):
-    """A whole session (see the module docstring).
-
-    Keys this version does not know are kept (``model_extra``) and written back.
-    ``messages`` and ``transcript`` hold plain message dicts; the store validates them
-    (:mod:`jupyter_agent.store.messages`) rather than pydantic, which would copy them.
-    """
+    """A whole session; unknown keys are kept (``model_extra``) and written back.
+    ``messages`` and ``transcript`` are plain dicts the store validates (pydantic would
+    copy them)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -318,14 +301,8 @@ UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _upgrade_0
 
 
 def upgrade_record(data: dict[str, Any], path: Path) -> dict[str, Any]:
-    """Bring a decoded record dict up to :data:`SCHEMA_VERSION`.
-
-    Raises
-    ------
-    CorruptSessionError
-        If ``schema_version`` is not a non-negative integer, is newer than this code
-        knows (the file is from a newer jupyter-agent), or has no upgrade function.
-    """
+    """Bring a decoded record dict up to :data:`SCHEMA_VERSION`; ``CorruptSessionError``
+    for a ``schema_version`` that is not a known non-negative integer."""
     version = data.get("schema_version", 0)
     if type(version) is not int or version < 0:
         raise CorruptSessionError(
@@ -365,17 +342,8 @@ def validation_reason(err: ValidationError) -> str:
 
 def record_from_dict(data: dict[str, Any], path: Path, *,
                      expected_id: str | None = None) -> SessionRecord:
-    """Validate a decoded one-file record (already upgraded) and build the record.
-
-    ``messages`` and ``transcript`` are checked by
-    :func:`~jupyter_agent.store.messages.check_messages` and kept as they are (no
-    copy); everything else goes through the pydantic models.
-
-    Raises
-    ------
-    CorruptSessionError
-        Naming ``path``, for anything that is not a valid record.
-    """
+    """Validate a decoded, upgraded one-file record (``CorruptSessionError`` naming
+    ``path``); ``messages`` and ``transcript`` are checked and kept as they are, not copied."""
     data = dict(data)
     messages = check_messages(data.pop("messages", []), path, "messages")
     transcript = check_messages(data.pop("transcript", messages), path, "transcript")
@@ -395,13 +363,8 @@ def record_from_dict(data: dict[str, Any], path: Path, *,
 
 
 def parse_record(raw: bytes, path: Path, *, expected_id: str | None = None) -> SessionRecord:
-    """Decode, upgrade and validate a record in its one-file form.
-
-    Raises
-    ------
-    CorruptSessionError
-        Naming ``path``, for anything that is not a valid record (the file is not touched).
-    """
+    """Decode, upgrade and validate a record in its one-file form (``CorruptSessionError``
+    naming ``path``)."""
     data = decode_json(raw, path)
     if not isinstance(data, dict):
         raise CorruptSessionError(path, f"expected a JSON object, found {type(data).__name__}")
@@ -426,16 +389,8 @@ def record_head(record: SessionRecord) -> dict[str, Any]:
 
 
 def dump_record(record: SessionRecord) -> bytes:
-    """The one-file JSON form of a record (compact UTF-8, fixed key order).
-
-    This is what exports write and what jupyter-agent 0.1 reads. ``parent`` is written
-    only for a fork; unknown keys the record was loaded with follow, unchanged.
-
-    Raises
-    ------
-    TypeError, ValueError
-        If the record holds something JSON cannot (it never does once validated).
-    """
+    """The one-file JSON form of a record (compact UTF-8, fixed key order), as exports
+    write it and jupyter-agent 0.1 reads it; ``parent`` only for a fork, unknown keys last."""
     head = record_head(record)
     out: dict[str, Any] = {key: head.pop(key) for key in _HEAD_KEYS}
     out["messages"] = record.messages
@@ -450,17 +405,9 @@ def dump_record(record: SessionRecord) -> bytes:
 
 
 def check_importable(record: SessionRecord) -> None:
-    """Refuse a record that could not be loaded back once saved.
-
-    Raises
-    ------
-    InvalidMessageError
-        For a message of ``messages`` or ``transcript`` that is not a Chat Completions
-        message or holds a value JSON cannot; ``index`` is its position in that list.
-    ValueError
-        If another part of the record holds something JSON cannot (an unknown key with
-        a NaN, say).
-    """
+    """Refuse a record that could not be loaded back once saved: ``InvalidMessageError``
+    for a bad message (``index`` in its list), ``ValueError`` for another value JSON cannot
+    hold."""
     for field in ("messages", "transcript"):
         for k, message in enumerate(getattr(record, field)):
             problem = message_problem(message) or json_problem(message)

@@ -139,43 +139,46 @@ def _build(head: dict[str, Any], items: list[Item], transcript: list[dict[str, A
     return record
 
 
-def _snapshot_head(raw: bytes, path: Path, session_id: str) -> dict[str, Any]:
-    head = decode_json(raw, path)
-    if type(head) is not dict:
-        raise CorruptSessionError(path, f"expected a JSON object, found {type(head).__name__}")
-    if head.get("id") != session_id:
-        raise CorruptSessionError(path, f"it holds session {head.get('id')!r}, not {session_id!r}")
-    journal = head.get("journal")
+def _snapshot(raw: bytes, path: Path, session_id: str) -> dict[str, Any] | SessionRecord:
+    """The checked head of a snapshot, or the whole record of the one-file form."""
+    data = decode_json(raw, path)
+    if type(data) is not dict:
+        raise CorruptSessionError(path, f"expected a JSON object, found {type(data).__name__}")
+    version = data.get("schema_version")
+    if "journal" in data and type(version) is int and version > JOURNAL_SCHEMA_VERSION:
+        raise CorruptSessionError(path, f"it has schema_version {version}, but this "
+                                        f"jupyter-agent reads only up to {JOURNAL_SCHEMA_VERSION}"
+                                        "; upgrade jupyter-agent to open it")
+    if version != JOURNAL_SCHEMA_VERSION or "journal" not in data:
+        return record_from_dict(upgrade_record(data, path), path, expected_id=session_id)
+    if data.get("id") != session_id:
+        raise CorruptSessionError(path, f"it holds session {data.get('id')!r}, not {session_id!r}")
+    journal = data["journal"]
     if (type(journal) is not dict or type(journal.get("generation")) is not str
             or type(journal.get("offset")) is not int
             or type(journal.get("transcript_length")) is not int
             or type(journal.get("first_prompt", "")) is not str
             or type(journal.get("lines", 1)) is not int):
         raise CorruptSessionError(path, "its journal reference is missing or malformed")
-    head.setdefault("compactions", [])
-    head.setdefault("state", {})
-    if type(head["compactions"]) is not list:
+    data.setdefault("compactions", [])
+    data.setdefault("state", {})
+    if type(data["compactions"]) is not list:
         raise CorruptSessionError(path, "compactions must be a list")
-    return head
+    return data
 
 
-def _refuse_newer(data: dict[str, Any], path: Path) -> None:
-    version = data.get("schema_version")
-    if "journal" in data and type(version) is int and version > JOURNAL_SCHEMA_VERSION:
-        raise CorruptSessionError(path, f"it has schema_version {version}, but this "
-                                        f"jupyter-agent reads only up to {JOURNAL_SCHEMA_VERSION}"
-                                        "; upgrade jupyter-agent to open it")
-
-
-def is_snapshot(data: Any) -> bool:
-    """Whether a decoded ``<id>.json`` is a snapshot (else a record of the one-file form)."""
-    return type(data) is dict and data.get("schema_version") == JOURNAL_SCHEMA_VERSION \
-        and "journal" in data
+def _journal(raw: bytes | None, path: Path, session_id: str, ref: dict[str, Any], *,
+             decode_before: bool) -> Journal:
+    if raw is None:
+        raise CorruptSessionError(path, "the journal of this session is missing")
+    return parse_journal(raw, path, session_id=session_id, offset=ref["offset"],
+                         generation=ref["generation"], lines_covered=ref.get("lines"),
+                         decode_before=decode_before)
 
 
 def load(snapshot_raw: bytes, snapshot_path: Path, read_journal: Callable[[], bytes | None],
          journal_path: Path, session_id: str) -> Loaded:
-    """Read a session from the bytes of its files (see :func:`_load`).
+    """Read a session from the bytes of its files.
 
     The cyclic garbage collector is paused meanwhile: a long session is hundreds of
     thousands of new objects, none of them garbage, and collecting while they are made
@@ -184,53 +187,37 @@ def load(snapshot_raw: bytes, snapshot_path: Path, read_journal: Callable[[], by
     paused = gc.isenabled()
     gc.disable()
     try:
-        return _load(snapshot_raw, snapshot_path, read_journal, journal_path, session_id)
+        head = _snapshot(snapshot_raw, snapshot_path, session_id)
+        if isinstance(head, SessionRecord):
+            return Loaded(head, items_for(head.messages, head.transcript), "", 0, 0, 0,
+                          len(snapshot_raw), head.state.model_dump(mode="json"),
+                          first_prompt_of(head.transcript), legacy=True,
+                          clock=clock_of([], {}, head.updated_at))
+        ref = head["journal"]
+        journal = _journal(read_journal(), journal_path, session_id, ref, decode_before=True)
+        transcript: list[dict[str, Any]] = []
+        for entry in journal.before:  # each add was validated when its line was parsed
+            add = entry.get("add")
+            if add is not None:
+                transcript.extend(add)
+        if len(transcript) != ref["transcript_length"]:
+            raise CorruptSessionError(snapshot_path, f"it counts {ref['transcript_length']} "
+                                      f"transcript messages, its journal has {len(transcript)}")
+        items = decode_items(head.get("context", []), len(transcript), snapshot_path)
+        first = len(journal.before) + 2
+        for k, entry in enumerate(journal.after):
+            _apply(entry, transcript, items, head, journal_path, f"line {first + k}")
+        record = _build(head, items, transcript,
+                        journal_path if journal.after else snapshot_path)
+        first_prompt = ref.get("first_prompt") or first_prompt_of(transcript)
+        return Loaded(record, items, journal.generation, journal.offset, journal.end,
+                      journal.torn, len(snapshot_raw), record.state.model_dump(mode="json"),
+                      first_prompt, lines=journal.lines, check=journal.check,
+                      version=journal.version,
+                      clock=clock_of(journal.after, ref, record.updated_at))
     finally:
         if paused:
             gc.enable()
-
-
-def _load(snapshot_raw: bytes, snapshot_path: Path, read_journal: Callable[[], bytes | None],
-          journal_path: Path, session_id: str) -> Loaded:
-    """Read a session from the bytes of its files."""
-    data = decode_json(snapshot_raw, snapshot_path)
-    if type(data) is not dict:
-        raise CorruptSessionError(snapshot_path,
-                                  f"expected a JSON object, found {type(data).__name__}")
-    _refuse_newer(data, snapshot_path)
-    if not is_snapshot(data):
-        record = record_from_dict(upgrade_record(data, snapshot_path), snapshot_path,
-                                  expected_id=session_id)
-        return Loaded(record, items_for(record.messages, record.transcript), "", 0, 0, 0,
-                      len(snapshot_raw), record.state.model_dump(mode="json"),
-                      first_prompt_of(record.transcript), legacy=True,
-                      clock=clock_of([], {}, record.updated_at))
-    head = _snapshot_head(snapshot_raw, snapshot_path, session_id)
-    ref = head["journal"]
-    journal_raw = read_journal()
-    if journal_raw is None:
-        raise CorruptSessionError(journal_path, "the journal of this session is missing")
-    journal: Journal = parse_journal(journal_raw, journal_path, session_id=session_id,
-                                     offset=ref["offset"], generation=ref["generation"],
-                                     lines_covered=ref.get("lines"))
-    transcript: list[dict[str, Any]] = []
-    for entry in journal.before:  # each add was validated when its line was parsed
-        add = entry.get("add")
-        if add is not None:
-            transcript.extend(add)
-    if len(transcript) != ref["transcript_length"]:
-        raise CorruptSessionError(snapshot_path, f"it counts {ref['transcript_length']} transcript "
-                                   f"messages, its journal has {len(transcript)}")
-    items = decode_items(head.get("context", []), len(transcript), snapshot_path)
-    first = len(journal.before) + 2
-    for k, entry in enumerate(journal.after):
-        _apply(entry, transcript, items, head, journal_path, f"line {first + k}")
-    record = _build(head, items, transcript, journal_path if journal.after else snapshot_path)
-    first_prompt = ref.get("first_prompt") or first_prompt_of(transcript)
-    return Loaded(record, items, journal.generation, journal.offset, journal.end, journal.torn,
-                  len(snapshot_raw), record.state.model_dump(mode="json"), first_prompt,
-                  lines=journal.lines, check=journal.check, version=journal.version,
-                  clock=clock_of(journal.after, ref, record.updated_at))
 
 
 def snapshot_bytes(loaded: Loaded) -> bytes:
@@ -255,41 +242,24 @@ def listing_fields(snapshot_raw: bytes, snapshot_path: Path, journal_raw: bytes 
     """What a listing shows of a session, from its snapshot and the journal after it.
 
     Every line of the journal is checked (number and checksum) but only those after the
-    snapshot's offset are parsed: never the transcript.
-
-    Raises
-    ------
-    CorruptSessionError
+    snapshot's offset are parsed: never the transcript. Raises ``CorruptSessionError``.
     """
-    data = decode_json(snapshot_raw, snapshot_path)
-    if type(data) is not dict:
-        raise CorruptSessionError(snapshot_path, "expected a JSON object")
-    _refuse_newer(data, snapshot_path)
-    at = None
-    if not is_snapshot(data):
-        record = record_from_dict(upgrade_record(data, snapshot_path), snapshot_path,
-                                  expected_id=session_id)
-        count, first = len(record.transcript), first_prompt_of(record.transcript)
-        clock = clock_of([], {}, record.updated_at)
-    else:
-        head = _snapshot_head(snapshot_raw, snapshot_path, session_id)
-        ref = head["journal"]
-        if journal_raw is None:
-            raise CorruptSessionError(journal_path, "the journal of this session is missing")
-        journal = parse_journal(journal_raw, journal_path, session_id=session_id,
-                                offset=ref["offset"], generation=ref["generation"],
-                                lines_covered=ref.get("lines"), decode_before=False)
-        transcript: list[dict[str, Any]] = []
-        items = decode_items(head.get("context", []), ref["transcript_length"], snapshot_path)
-        first_line = journal.lines - len(journal.after) + 1
-        for k, entry in enumerate(journal.after):
-            _apply(entry, transcript, items, head, journal_path, f"line {first_line + k}")
-        record = _build(head, [], [], snapshot_path)
-        count = ref["transcript_length"] + len(transcript)
-        first = ref.get("first_prompt") or first_prompt_of(transcript)
-        clock = clock_of(journal.after, ref, record.updated_at)
-        at = [journal.generation, journal.lines, journal.check.decode("ascii")]
-    return _fields(record, count, first, clock, at)
+    head = _snapshot(snapshot_raw, snapshot_path, session_id)
+    if isinstance(head, SessionRecord):
+        return _fields(head, len(head.transcript), first_prompt_of(head.transcript),
+                       clock_of([], {}, head.updated_at), None)
+    ref = head["journal"]
+    journal = _journal(journal_raw, journal_path, session_id, ref, decode_before=False)
+    transcript: list[dict[str, Any]] = []
+    items = decode_items(head.get("context", []), ref["transcript_length"], snapshot_path)
+    first_line = journal.lines - len(journal.after) + 1
+    for k, entry in enumerate(journal.after):
+        _apply(entry, transcript, items, head, journal_path, f"line {first_line + k}")
+    record = _build(head, [], [], snapshot_path)
+    return _fields(record, ref["transcript_length"] + len(transcript),
+                   ref.get("first_prompt") or first_prompt_of(transcript),
+                   clock_of(journal.after, ref, record.updated_at),
+                   [journal.generation, journal.lines, journal.check.decode("ascii")])
 
 
 Change = tuple[dict[str, Any], Loaded, dict[str, Any], Callable[[], None] | None]
@@ -301,12 +271,7 @@ to long lists there, rather than copying them for every save)."""
 def save_point(loaded: Loaded, incoming: Sequence[Any] | None,
                state: SessionState | None) -> Change | None:
     """The entry of a save point: new messages and what changed in the checkpoint.
-
-    Raises
-    ------
-    ContextMismatchError, InvalidMessageError
-        See :func:`~jupyter_agent.store.messages.new_messages`.
-    """
+    Raises as :func:`~jupyter_agent.store.messages.new_messages`."""
     record = loaded.record
     added, kept = new_messages(record.id, record.messages,
                                record.messages if incoming is None else incoming)

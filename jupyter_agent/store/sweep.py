@@ -18,7 +18,6 @@ import orjson
 from jupyter_agent.errors import CorruptSessionError, JupyterAgentError, SessionLockedError
 from jupyter_agent.store.figure_files import (
     figure_dir_sessions,
-    remove_figure_temps,
     remove_figures_dir,
 )
 from jupyter_agent.store.files import (
@@ -80,19 +79,18 @@ def collect_garbage(files: FileStore) -> list[Path]:
 
 def _collect_session(files: FileStore, sessions: SafeDir, sid: str) -> list[Path]:
     removed: list[Path] = []
-    newly = files.leases.acquire(sessions, sid)
+    files.leases.take(sessions, sid)  # not held by this store: checked by the caller
     try:
         removed += remove_session_file_temps(sessions, sid)
-        if newly and sessions.lstat(f"{sid}.json") is None:
+        if sessions.lstat(f"{sid}.json") is None:
             if sessions.unlink(f"{sid}.jsonl"):
                 removed.append(sessions.child(f"{sid}.jsonl"))
             removed += remove_figures_dir(sessions, sid)
             if sessions.unlink(f"{sid}.lock"):  # while we hold it: see the module docstring
                 removed.append(sessions.child(f"{sid}.lock"))
             sessions.fsync()
-            files.leases.drop(sid)
     finally:
-        files.leases.release(sid)
+        files.leases.let_go(sid)
     return removed
 
 
@@ -168,7 +166,12 @@ def _check_one(files: FileStore, sid: str) -> SessionCheck:
                                      "upgrade it (its next write does too)")
             else:
                 check = SessionCheck(sid, "ok")
-        if files.leases.is_held(sessions, sid) and not files.leases.holds(sid):
+        try:  # held by another store; a lock file that cannot be used counts as free
+            elsewhere = (not files.leases.holds(sid)
+                         and files.leases.holder(sessions, sid) is not None)
+        except (JupyterAgentError, OSError):
+            elsewhere = False
+        if elsewhere:
             check.state = "in use" if check.state == "ok" else check.state
             check.repair = check.repair and "(in use elsewhere: not repaired) " + check.repair
         return check
@@ -235,10 +238,10 @@ def _repair_one(files: FileStore, check: SessionCheck) -> None:
             files._head((root, sessions), sid)  # cuts the unacknowledged line off
         elif check.state == "old format":
             files.upgrade(sessions, files._head((root, sessions), sid))
-            files.cache.pop(sid, None)
+            files._heads.pop(sid, None)
         elif check.repair.startswith("accept"):
             files.index.forget(root, sid)
-            files.cache.pop(sid, None)
+            files._heads.pop(sid, None)
         else:
             good = _good_prefix(sessions, sid)
             if good is None:
@@ -247,7 +250,7 @@ def _repair_one(files: FileStore, check: SessionCheck) -> None:
             files.leases.verify(sessions, sid)
             with storage_errors(files.journal_path(sid)):
                 sessions.write_atomic(f"{sid}.jsonl", good[1], temp=lease_temp(f"{sid}.jsonl"))
-            files.cache.pop(sid, None)
+            files._heads.pop(sid, None)
             files.index.forget(root, sid)
         loaded = files._head((root, sessions), sid)
         files.index.note(root, sessions, sid, listing_of(loaded))
@@ -268,13 +271,6 @@ def session_of(name: str) -> str | None:
     return None
 
 
-def remove_session_temps(sessions: SafeDir, session_id: str) -> list[Path]:
-    """Remove the temporary files a killed holder of the lease left (its snapshot's and
-    journal's by name, its figures' from the figures directory); call only under the
-    lease. Costs nothing that grows with the number of sessions."""
-    return remove_lease_temps(sessions, session_id) + remove_figure_temps(sessions, session_id)
-
-
 def remove_session_file_temps(sessions: SafeDir, session_id: str) -> list[Path]:
     """Remove the temporary files of a session's snapshot and journal (not of its
     figures); call only under its lease.
@@ -286,11 +282,3 @@ def remove_session_file_temps(sessions: SafeDir, session_id: str) -> list[Path]:
             removed.append(sessions.child(name))
     return removed
 
-
-def remove_lease_temps(sessions: SafeDir, session_id: str) -> list[Path]:
-    """Remove the temporary files a killed holder of the lease left beside the snapshot
-    and the journal (their fixed names, :func:`~jupyter_agent.store.files.lease_temp`):
-    a few ``unlink`` calls, whatever the number of sessions. Call under the lease."""
-    return [sessions.child(temp) for temp in (lease_temp(f"{session_id}{suffix}")
-                                              for suffix in _SESSION_SUFFIXES)
-            if sessions.unlink(temp)]

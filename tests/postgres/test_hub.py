@@ -22,7 +22,7 @@ from jupyter_agent.cli import main as cli_main
 from jupyter_agent.errors import SessionNotFoundError, SessionReadOnlyError
 from jupyter_agent.paths import project_key
 from jupyter_agent.project import find_project_root
-from jupyter_agent.store.base import holding
+from jupyter_agent.store.engine import holding
 from jupyter_agent.store.postgres import PostgresStore, prepare_database
 from tests.postgres.server import PgCluster
 from tests.shells import magics_of

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_agent.paths import current_user
-from jupyter_agent.store.base import holding
+from jupyter_agent.store.engine import holding
 from jupyter_agent.store.postgres import PostgresStore
 from tests.postgres.server import PgCluster
 from tests.processes import CHILD, Holder, eventually, store_env

@@ -13,25 +13,30 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 from jupyter_agent.errors import (
     CorruptSessionError,
     FigureNotFoundError,
     SessionNotFoundError,
     SessionReadOnlyError,
+    TooLargeError,
 )
 from jupyter_agent.store.engine import SessionEngine
-from jupyter_agent.store.figure_files import FigureData, validate_figure_id
+from jupyter_agent.store.figure_files import MAX_FIGURE_BYTES, FigureData, validate_figure_id
 from jupyter_agent.store.notes import Notes
-from jupyter_agent.store.postgres.locks import Leases
+from jupyter_agent.store.postgres.locks import Leases, row_holder
 from jupyter_agent.store.postgres.rows import (
+    SESSIONS,
     Head,
     Plan,
+    column_values,
+    dumps,
     head_from_row,
+    listing_entry,
     plan_compact,
     plan_save,
     plan_update,
@@ -45,12 +50,30 @@ from jupyter_agent.store.postgres.schema import (
     current_version,
     ensure_schema,
 )
-from jupyter_agent.store.postgres.tables import Check, SessionTable
+from jupyter_agent.store.postgres.tables import (
+    APPEND,
+    APPEND_ALL,
+    DELETE,
+    DELETE_FIGURE,
+    FIGURE_IDS,
+    FIGURES,
+    HEAD,
+    OWNER,
+    READ_FIGURE,
+    RECORD,
+    ROLE,
+    SAVE_FIGURE,
+    SHARE,
+    SHARES,
+    UNSHARE,
+    listing_query,
+)
 from jupyter_agent.store.postgres.url import Link, check_store_url, import_psycopg
 from jupyter_agent.store.records import (
-    LeaseHolder,
+    CLOCK_SKEW,
     SessionListing,
     SessionRecord,
+    utc_now,
     validate_session_id,
 )
 
@@ -81,8 +104,6 @@ class PostgresStore(SessionEngine):
         self._link = Link(url, self._on_connect)
         self.location = f"{self._link.shown_url} (project {project})"
         self._leases = Leases(self._link, project, holder_label)
-        self._table = SessionTable(self._link, project, self._where)
-        self._heads: dict[str, Head] = {}
         self._owners: dict[str, tuple[int, str, bool] | None] = {}
 
     def __repr__(self) -> str:
@@ -111,111 +132,183 @@ class PostgresStore(SessionEngine):
 
     # ------------------------------------------------------------------ primitives
     @contextlib.contextmanager
-    def _open(self, *, create: bool) -> Iterator[SessionTable]:
+    def _open(self, *, create: bool) -> Iterator[Link]:
         try:
-            yield self._table
+            yield self._link
         finally:
             self._owners.clear()  # what _exists saw holds for this one step only
 
     def _where(self, session_id: str) -> str:
         return f"{self._link.shown_url} project {self.project!r} session {session_id!r}"
 
-    def _exists(self, at: SessionTable, session_id: str) -> bool:
-        # also a session another role shares with this one: it can be loaded (not changed)
-        self._owners[session_id] = at.owner(session_id)
-        return self._owners[session_id] is not None
+    def _one(self, query: str, session_id: str, **params: Any) -> Any:
+        psycopg = import_psycopg()
+        try:
+            rows = self._link.fetch(query, {"project": self.project, "id": session_id, **params})
+        except psycopg.DataError as err:  # a value the driver cannot read (``infinity``)
+            raise CorruptSessionError(self._where(session_id),
+                                      f"a value cannot be read ({' '.join(str(err).split())})"
+                                      ) from None
+        return rows[0] if rows else None
 
-    def _lock(self, at: SessionTable, session_id: str) -> None:
-        if not self._leases.holds(session_id):
-            if session_id in self._owners:
-                found = self._owners.pop(session_id)
-            else:
-                found = at.owner(session_id)
-            if found is not None and not found[2]:
-                raise SessionReadOnlyError(session_id, found[1])
-        self._leases.acquire(session_id)
-
-    def _unlock(self, session_id: str) -> None:
-        if self._leases.release(session_id):
-            self._heads.pop(session_id, None)
-
-    def _unlock_all(self) -> None:
-        self._leases.release_all()
-        self._heads.clear()
-
-    def _holds(self, session_id: str) -> bool:
-        return self._leases.holds(session_id)
-
-    def _check(self, session_id: str) -> Check:
+    def _write(self, op: Callable[[psycopg.Connection], Any], session_id: str) -> Any:
         def check() -> None:  # a write needs the lease on the connection it is about to use
             if not self._leases.holds(session_id):
                 raise self._leases.refusal(session_id)
 
-        return check
+        return self._link.write(op, check)
 
-    def _head(self, at: SessionTable, session_id: str) -> Head:
+    def _write_one(self, query: str, session_id: str, **params: Any) -> bool:
+        values = {"project": self.project, "id": session_id, **params}
+        return bool(self._write(lambda c: c.execute(query, values).fetchone() is not None,
+                                session_id))
+
+    def _owner(self, session_id: str) -> tuple[int, str, bool] | None:
+        """The row number and owner role of the session an ID names for a read (the
+        project's, else one shared with this role), and whether that role is this one."""
+        found = self._one(OWNER, session_id)
+        return None if found is None else (int(found[0]), str(found[1]), bool(found[2]))
+
+    def _exists(self, at: Link, session_id: str) -> bool:
+        # also a session another role shares with this one: it can be loaded (not changed)
+        self._owners[session_id] = self._owner(session_id)
+        return self._owners[session_id] is not None
+
+    def _take(self, at: Link, session_id: str) -> None:
+        if not self._leases.holds(session_id):
+            if session_id in self._owners:
+                found = self._owners.pop(session_id)
+            else:
+                found = self._owner(session_id)
+            if found is not None and not found[2]:
+                raise SessionReadOnlyError(session_id, found[1])
+        self._leases.acquire(session_id)
+
+    def _let_go(self, session_id: str) -> None:
+        self._leases.release(session_id)
+
+    def _held(self, session_id: str) -> bool:
+        return self._leases.holds(session_id)
+
+    def _head(self, at: Link, session_id: str) -> Head:
         head = self._heads.get(session_id)
         if head is None:
-            row = at.head_row(session_id)
+            row = self._one(HEAD, session_id)
             if row is None:
                 raise SessionNotFoundError(session_id, self.location)
             head = self._heads[session_id] = head_from_row(row[:-1], row[-1],
                                                           self._where(session_id))
         return head
 
-    def _apply(self, at: SessionTable, head: Head, change: Plan) -> bool:
-        # a writer that ignored the lease changed the row: the head is read again
-        revision = at.apply(head, change, self._check(head.id))
+    def _apply(self, at: Link, head: Head, change: Plan) -> bool:
+        """Write ``change`` if the row still has ``head``'s revision; else nothing is
+        written (a writer that ignored the lease changed the row: it is read again)."""
+        values = column_values(change.head, change.columns)
+        sets = ", ".join(f"{name} = %({name})s" for name in values)
+        update = (f"UPDATE {SESSIONS} SET {sets}, revision = revision + 1 "
+                  "WHERE sid = %(sid)s AND revision = %(revision)s RETURNING revision")
+        params = {**values, "sid": head.sid, "revision": head.revision}
+        rows = [(head.sid, head.transcript_len + i, dumps(m))
+                for i, m in enumerate(change.appended)]
+
+        def op(conn: psycopg.Connection) -> int | None:
+            found = conn.execute(update, params).fetchone()
+            if found is None:
+                return None
+            if rows:
+                with conn.cursor() as cur:
+                    cur.executemany(APPEND, rows)
+            return int(found[0])
+
+        revision = self._write(op, head.id)
         if revision is None:
             self._heads.pop(head.id, None)
             return False
         self._heads[head.id] = replace(change.head, revision=revision)
         return True
 
-    def _insert(self, at: SessionTable, record: SessionRecord, *, created: bool) -> bool:
+    def _insert(self, at: Link, record: SessionRecord, *, created: bool) -> bool:
         identity = self._leases.identity
         values = {**row_values(record), "project": self.project, "id": record.id,
                   "owner_user": identity.user, "owner_host": identity.host}
-        return at.insert(values, record.transcript, self._check(record.id))
+        insert = (f"INSERT INTO {SESSIONS} ({', '.join(values)}) VALUES "
+                  f"({', '.join(f'%({c})s' for c in values)}) "
+                  "ON CONFLICT (project, id) DO NOTHING RETURNING sid")
 
-    def _remove(self, at: SessionTable, session_id: str) -> bool:
-        self._heads.pop(session_id, None)
-        return at.delete(session_id, self._check(session_id))
+        def op(conn: psycopg.Connection) -> bool:
+            found = conn.execute(insert, values).fetchone()
+            if found is None:
+                return False
+            if record.transcript:
+                conn.execute(APPEND_ALL, (found[0], [dumps(m) for m in record.transcript]))
+            return True
 
-    def _read_record(self, at: SessionTable, session_id: str) -> SessionRecord:
-        row = at.record_row(session_id)
+        return bool(self._write(op, record.id))
+
+    def _remove(self, at: Link, session_id: str) -> bool:
+        return self._write_one(DELETE, session_id)
+
+    def _read_record(self, at: Link, session_id: str) -> SessionRecord:
+        row = self._one(RECORD, session_id)
         if row is None:
             raise SessionNotFoundError(session_id, self.location)
         return record_from_row(row, self._where(session_id))
 
-    def _mine(self, session_id: str) -> LeaseHolder | None:
-        return self._leases.holder(session_id) if self._leases.holds(session_id) else None
+    def _list_page(self, at: Link, include_archived: bool, limit: int | None,
+                   after: SessionListing | None, session_id: str | None = None
+                   ) -> list[SessionListing]:
+        """One page, or the entry of ``session_id`` alone (then a row that does not
+        validate raises ``CorruptSessionError``; a page leaves it out)."""
+        query = listing_query(include_archived=include_archived, limit=limit,
+                              after=None if after is None else (after.updated_at, after.id),
+                              session_id=session_id is not None)
+        params: dict[str, Any] = {"project": self.project, "limit": limit, "id": session_id,
+                                  "horizon": utc_now() + CLOCK_SKEW}
+        if after is not None:
+            params.update(after_at=after.updated_at, after_id=after.id)
+        listing: list[SessionListing] = []
+        for row in self._link.fetch(query, params):
+            sid = row[0]
+            status: Literal["active", "in use", "idle"] = "idle"
+            holder = None
+            if isinstance(sid, str) and self._leases.holds(sid):
+                status, holder = "active", self._leases.holder(sid)
+            elif row[-7] is not None:
+                status, holder = "in use", row_holder(*row[-7:])
+            try:
+                listing.append(listing_entry(row[:-7], status, holder, self._where(str(sid))))
+            except CorruptSessionError:
+                if session_id is not None:
+                    raise
+        return listing
 
-    def _list_page(self, at: SessionTable, include_archived: bool, limit: int | None,
-                   after: SessionListing | None) -> list[SessionListing]:
-        return at.listing(self._mine, include_archived=include_archived, limit=limit,
-                          after=after)
-
-    def _describe(self, at: SessionTable, session_id: str) -> SessionListing:
-        found = at.listing(self._mine, session_id=session_id)
+    def _describe(self, at: Link, session_id: str) -> SessionListing:
+        found = self._list_page(at, True, None, None, session_id)
         if found:
             return found[0]
         self._read_record(at, session_id)  # raises what is wrong, or that it does not exist
         raise CorruptSessionError(self._where(session_id), "it cannot be listed")
 
-    def _put_figure(self, at: SessionTable, session_id: str, figure_id: str, data: bytes,
+    def _put_figure(self, at: Link, session_id: str, figure_id: str, data: bytes,
                     media_type: str) -> None:
-        if not at.save_figure(session_id, figure_id, data, media_type, self._check(session_id)):
+        if not self._write_one(SAVE_FIGURE, session_id, figure=figure_id, type=media_type,
+                               data=data):
             raise SessionNotFoundError(session_id, self.location)
 
-    def _get_figure(self, at: SessionTable, session_id: str, figure_id: str) -> FigureData:
-        found = at.read_figure(session_id, figure_id)
-        if found is None:
+    def _get_figure(self, at: Link, session_id: str, figure_id: str) -> FigureData:
+        """``TooLargeError`` over ``MAX_FIGURE_BYTES`` (the bytes are not fetched)."""
+        row = self._one(READ_FIGURE, session_id, cap=MAX_FIGURE_BYTES, figure=figure_id)
+        if row is None:
             raise FigureNotFoundError(session_id, figure_id, self._where(session_id))
-        return found
+        if row[2] is None:
+            raise TooLargeError(f"{FIGURES} (project {self.project!r}, session "
+                                f"{session_id!r}, figure {figure_id!r})", int(row[1]),
+                                MAX_FIGURE_BYTES, "figure")
+        return FigureData(bytes(row[2]), str(row[0]))
 
-    def _figure_ids(self, at: SessionTable, session_id: str) -> list[str]:
-        return at.figure_ids(session_id)
+    def _figure_ids(self, at: Link, session_id: str) -> list[str]:
+        params = {"project": self.project, "id": session_id}
+        return [str(r[0]) for r in self._link.fetch(FIGURE_IDS, params)]
 
     _plan_save = staticmethod(plan_save)
     _plan_compact = staticmethod(plan_compact)
@@ -232,33 +325,34 @@ class PostgresStore(SessionEngine):
                       undo: bool = False) -> list[str]:
         """Share one of this role's sessions read-only with database ``roles`` (their
         members may read and fork it), or stop (``undo``); the roles it is shared with now.
-
-        Raises
-        ------
-        ValueError
-            A role name that is empty, over 63 bytes, or not the database's (nothing changed).
-        SessionNotFoundError, SessionReadOnlyError
-        """
+        ``ValueError`` (nothing changed) for a role name that is empty, over 63 bytes or
+        not the database's."""
         validate_session_id(session_id)
         for role in roles:
             if not role or len(role.encode()) > 63 or "\0" in role:
                 raise ValueError(f"not a database role name: {role!r}")
         with self._mutex:
-            found = self._table.owner(session_id)
+            found = self._owner(session_id)
             if found is None:
                 raise SessionNotFoundError(session_id, self.location)
             if not found[2]:
                 raise SessionReadOnlyError(session_id, found[1])
-            try:
-                return self._table.share(found[0], list(roles), undo)
-            except LookupError as err:
-                raise ValueError(str(err.args[0])) from None
+            sid = found[0]
+
+            def op(conn: psycopg.Connection) -> list[str]:
+                for role in roles:
+                    if not undo and conn.execute(ROLE, (role,)).fetchone() is None:
+                        raise ValueError(f"the database has no role {role!r}")
+                    conn.execute(UNSHARE if undo else SHARE, (sid, role))
+                return [str(r[0]) for r in conn.execute(SHARES, (sid,)).fetchall()]
+
+            return list(self._link.write(op, lambda: None))
 
     def delete_figure(self, session_id: str, figure_id: str) -> bool:
         """Delete a figure under the session's lease; whether it existed."""
         validate_figure_id(figure_id)
-        with self._changing(session_id) as at:
-            return at.delete_figure(session_id, figure_id, self._check(session_id))
+        with self._changing(session_id):
+            return self._write_one(DELETE_FIGURE, session_id, figure=figure_id)
 
 
 def prepare_database(url: str, role: str | None = None) -> int:

@@ -2,8 +2,8 @@
 
 Taking the lock and writing the ``leases`` row (who holds it) is one statement; a row is
 believed only while its connection holds the lock. The server releases it when that
-connection ends. Re-entrant within a store; retaken on a new connection (one taken by
-someone else meanwhile is not held, but keeps its count); not inherited through fork.
+connection ends. The engine counts re-entries; retaken on a new connection (one taken by
+someone else meanwhile is not held until taken again); not inherited through fork.
 """
 
 from __future__ import annotations
@@ -80,7 +80,6 @@ def row_holder(lock_pid: int | None, backend_pid: int | None, pid: int | None,
 
 @dataclass
 class _Lease:
-    count: int
     pid: int
     since: datetime
     held: bool
@@ -115,11 +114,8 @@ class Leases:
         return conn.execute(_ACQUIRE, self._params(session_id, since)).fetchone() is not None
 
     def acquire(self, session_id: str) -> None:
-        """Take (or re-enter) the lease; ``SessionLockedError`` at once if another holds it."""
+        """Take the lease (not held now); ``SessionLockedError`` at once if another holds it."""
         entry = self._own(session_id)
-        if entry is not None and entry.held and self._link.connected:
-            entry.count += 1
-            return
         since = utc_now() if entry is None else entry.since
 
         def take(conn: psycopg.Connection) -> bool:
@@ -130,38 +126,23 @@ class Leases:
 
         if not self._link.run(take, idempotent=True):
             raise self.refusal(session_id)
-        entry = self._own(session_id)  # a reconnect inside run() may have re-taken it
-        if entry is None:
-            self._leases[session_id] = _Lease(1, os.getpid(), since, True)
-        else:
-            entry.held, entry.count = True, entry.count + 1
+        self._leases[session_id] = _Lease(os.getpid(), since, True)
 
     def refusal(self, session_id: str) -> SessionLockedError:
         holder = self.holder(session_id) or LeaseHolder()
         return SessionLockedError(session_id, holder.pid, holder=holder)
 
-    def release(self, session_id: str) -> bool:
-        """Undo one :meth:`acquire`; True when the lease is now let go entirely (a dropped
-        connection lost the lock on the server already: no error)."""
+    def release(self, session_id: str) -> None:
+        """Let the lease go (a dropped connection lost the lock on the server already: no
+        error)."""
         entry = self._own(session_id)
         if entry is None:
-            return False
-        entry.count -= 1
-        if entry.count > 0:
-            return False
+            return
         del self._leases[session_id]
         if entry.held and self._link.connected:
             params = self._params(session_id, entry.since)
             with contextlib.suppress(StoreUnavailableError):  # gone with the connection
                 self._link.run(lambda c: c.execute(_RELEASE, params), idempotent=True)
-        return True
-
-    def release_all(self) -> None:
-        for session_id in list(self._leases):
-            entry = self._own(session_id)
-            if entry is not None:
-                entry.count = 1
-                self.release(session_id)
 
     def holds(self, session_id: str) -> bool:
         """Whether this store holds the lease now (on its current connection)."""

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from jupyter_agent.errors import CorruptSessionError, TooLargeError
-from jupyter_agent.store.journal import FIRST_PROMPT_CHARS
+from jupyter_agent.store.journal import first_prompt_of
 from jupyter_agent.store.messages import (
     JOURNAL_CAP,
     RECORD_CAP,
@@ -25,7 +25,6 @@ from jupyter_agent.store.messages import (
     depth_problem,
     encode_json,
     message_problem,
-    message_text,
     new_messages,
 )
 from jupyter_agent.store.postgres.schema import SCHEMA
@@ -101,13 +100,10 @@ def pg_text(value: str | None) -> str | None:
     return None if value is None else value.replace("\0", "\ufffd")
 
 
-def _first_prompt(current: str | None, appended: Sequence[dict[str, Any]]) -> str | None:
-    if current is not None:
-        return current
-    for message in appended:
-        if message.get("role") == "user":
-            return message_text(message)[:FIRST_PROMPT_CHARS]
-    return None
+def _first_prompt(current: str | None, appended: list[dict[str, Any]]) -> str | None:
+    if current is None and any(m.get("role") == "user" for m in appended):
+        return first_prompt_of(appended)
+    return current
 
 
 def row_values(record: SessionRecord) -> dict[str, Any]:
@@ -152,13 +148,7 @@ def column_values(head: Head, columns: frozenset[str]) -> dict[str, Any]:
 def plan_save(head: Head, incoming: Sequence[Any] | None,
               state: SessionState | None) -> Plan | None:
     """New messages (``incoming`` ``None``: none) and a changed checkpoint; ``None`` when
-    nothing is new.
-
-    Raises
-    ------
-    ContextMismatchError, InvalidMessageError
-        As :func:`~jupyter_agent.store.messages.new_messages`.
-    """
+    nothing is new. Raises as :func:`~jupyter_agent.store.messages.new_messages`."""
     new = [] if incoming is None else new_messages(head.id, head.working, incoming)[0]
     changed_state = state is not None and state != head.state
     if not new and not changed_state:
@@ -282,13 +272,8 @@ def _extra(raw: Any, where: str) -> dict[str, Any]:
 
 def head_from_row(row: Sequence[Any], tail: Any, where: str) -> Head:
     """A validated head from a row of :data:`HEAD_COLUMNS` and the raw JSON list of the
-    transcript rows from ``context_from`` on (``None`` when there are none).
-
-    Raises
-    ------
-    CorruptSessionError
-        For a row from a newer jupyter-agent or anything that does not validate.
-    """
+    transcript rows from ``context_from`` on (``None`` when there are none);
+    ``CorruptSessionError`` for a row of a newer jupyter-agent or one that does not validate."""
     context_from = row[11]
     first_seq = context_from if type(context_from) is int else 0
     return _head(row, _messages(tail, where, f"{MESSAGES} from seq {first_seq}", first_seq,

@@ -163,17 +163,9 @@ def current_version(conn: psycopg.Connection) -> int:
 def ensure_schema(conn: psycopg.Connection, shown_url: str,
                   migrations: Sequence[Migration] = MIGRATIONS) -> int:
     """Apply the migrations the database lacks, in one transaction under an advisory lock
-    (two kernels starting at once do not both apply them); return the version.
-
-    Raises
-    ------
-    StoreSchemaError
-        The database has a newer schema than ``migrations`` knows; nothing changed.
-    StoreUnavailableError
-        A migration failed (e.g. no privilege to create the schema); nothing changed.
-    psycopg.OperationalError
-        The connection failed.
-    """
+    (two kernels starting at once do not both apply them); return the version. Nothing
+    changes on ``StoreSchemaError`` (a newer schema) or ``StoreUnavailableError`` (a
+    migration failed, e.g. no privilege)."""
     psycopg = import_psycopg()
     try:
         return _ensure(conn, shown_url, migrations)
