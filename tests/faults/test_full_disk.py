@@ -1,4 +1,5 @@
-"""A full disk: a 1 MiB tmpfs filled to the brim (design §8; needs root to mount)."""
+"""A full disk: a 1 MiB tmpfs filled to the brim (design notes "Durable writes"; needs root to
+mount)."""
 
 from __future__ import annotations
 

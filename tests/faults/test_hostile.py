@@ -1,4 +1,5 @@
-"""Hostile directory entries: nothing in the memory directory is trusted (design §2).
+"""Hostile directory entries: nothing in the memory directory is trusted (design notes "The
+memory directory and notes").
 
 Every file the store uses is replaced, in turn, by each kind of entry a cloned repository
 or a careless user could leave there: a symbolic link to a file outside (one of the user's

@@ -1,4 +1,5 @@
-"""SIGKILL during saves, appends, compactions and snapshot rewrites (design §8, §20).
+"""SIGKILL during saves, appends, compactions and snapshot rewrites (design notes "Durable
+writes", "Session files: a journal beside a snapshot").
 
 The CI size; ``benchmarks/crash_store.py`` runs the same trials 200+ times.
 """

@@ -1,4 +1,5 @@
-"""Several processes on one memory directory at once (design §2, §7, §10)."""
+"""Several processes on one memory directory at once (design notes "The memory directory and
+notes", "Leases", "Listing")."""
 
 from __future__ import annotations
 

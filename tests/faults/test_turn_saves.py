@@ -1,4 +1,5 @@
-"""A save that the operating system refuses in the middle of a turn (design §22): a full
+"""A save that the operating system refuses in the middle of a turn (design notes "Failures
+during a turn"): a full
 disk and a read-only file system, made real with a small tmpfs (root only), through the
 magics, the loop and the scripted model server.
 

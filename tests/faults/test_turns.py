@@ -1,4 +1,5 @@
-"""Failures during a turn (design §22), driven through the real loop: the scripted model
+"""Failures during a turn (design notes "Failures during a turn"), driven through the real
+loop: the scripted model
 server on loopback, the ``openai`` client, a ``FileStore`` on real files.
 
 Each failure is asserted by type and message, and by what the session holds afterwards.

@@ -1,4 +1,5 @@
-"""``jupyter agent migrate`` as a user runs it: files into PostgreSQL and back (design §16)."""
+"""``jupyter agent migrate`` as a user runs it: files into PostgreSQL and back (design notes
+"The team store (PostgreSQL)")."""
 
 from __future__ import annotations
 

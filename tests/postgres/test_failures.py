@@ -1,5 +1,5 @@
 """The team store when the database goes away: restarts, dropped connections, a stopped
-server, a wrong password, an unreachable host (design §16).
+server, a wrong password, an unreachable host (design notes "The team store (PostgreSQL)").
 
 What users rely on: one clear line (a ``StoreUnavailableError``) without the password,
 nothing acknowledged lost, and the next call reconnecting and taking its leases again.

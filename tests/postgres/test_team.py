@@ -1,5 +1,6 @@
 """The team store as a team uses it: several machines on one database, projects, owners,
-pages of a long listing, and how saves touch the tables (design §16)."""
+pages of a long listing, and how saves touch the tables (design notes "The team store
+(PostgreSQL)")."""
 
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 A child process (forked from a forkserver started with ``sys.executable``) appends
 messages and checkpoints in a loop; the test kills it with SIGKILL after a random
 delay, many times, and after each kill checks that the record loads and equals one
-of the states that were written (design §8, §20).
+of the states that were written (design notes "Durable writes", "Session files: a journal
+beside a snapshot").
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The fallback summary excerpt (design §9): what it quotes and that its Markdown holds."""
+"""The fallback summary excerpt (design notes "Summaries"): what it quotes and that its
+Markdown holds."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Atomic writes, permissions, write failures (design §8)."""
+"""Atomic writes, permissions, write failures (design notes "Durable writes")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""What killed writers and deleted sessions leave behind is removed safely (design §7, §8)."""
+"""What killed writers and deleted sessions leave behind is removed safely (design notes
+"Leases", "Durable writes")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Session ID validation (design §1) and generation."""
+"""Session ID validation (design notes "Sessions and session IDs") and generation."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Leases of the session files: fcntl locks on lock files, between real processes
-(design §7).
+(design notes "Leases").
 
 What every backend does with leases is the contract (``tests/store_contract/test_leases.py``,
 run on these files too); here is what only files do: the lock file and what it records, a
@@ -99,7 +99,7 @@ def test_lock_file_records_the_holder(root: Path, sid: str) -> None:
 def test_a_refused_change_leaves_every_session_file_byte_for_byte(
     root: Path, sid: str, holder: Holder
 ) -> None:
-    """What the contract cannot see: no refused change touches the files (design §7)."""
+    """What the contract cannot see: no refused change touches the files (design notes "Leases")."""
     store = FileStore(root)
     paths = [store.session_path(sid), store.journal_path(sid)]
     before = [p.read_bytes() for p in paths]

@@ -1,4 +1,4 @@
-"""Listing saved sessions (design §10, §21)."""
+"""Listing saved sessions (design notes "Listing", "The listing index")."""
 
 from __future__ import annotations
 

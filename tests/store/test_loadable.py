@@ -1,4 +1,5 @@
-"""Whatever loads can be saved again and shown (design §19): property tests.
+"""Whatever loads can be saved again and shown (design notes "Validation of what is loaded"):
+property tests.
 
 Records of the one-file form are generated from a mix of valid values and arbitrary JSON
 (non-finite numbers, huge integers, odd timestamps and offsets, messages of every shape),

@@ -1,4 +1,5 @@
-"""Records that parse but make no sense are refused at load, naming the file (design §19)."""
+"""Records that parse but make no sense are refused at load, naming the file (design notes
+"Validation of what is loaded")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Shared tables of the store contract: every change a store makes under a lease, and
-hypothesis strategies for arbitrary Chat Completions messages (design §3, §7, §19)."""
+hypothesis strategies for arbitrary Chat Completions messages (design notes "Working context
+and transcript", "Leases", "Validation of what is loaded")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Contract: a session's figures are kept with it, read back, listed and deleted with it
-(design §23)."""
+(design notes "Figures")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Contract: leases between store objects and between real processes (design §7).
+"""Contract: leases between store objects and between real processes (design notes "Leases").
 
 The second kernel is a real process on the same storage (``store_child.py``, driven
 through :mod:`tests.processes`), so what is checked is what another notebook on
@@ -267,7 +267,7 @@ def test_a_lease_is_not_inherited_through_fork(store_factory: StoreFactory, sid:
 def test_every_change_is_refused_while_another_process_holds_the_lease(
     store_factory: StoreFactory, sid: str, holder: Holder
 ) -> None:
-    """Short management operations take the lease too (design §7)."""
+    """Short management operations take the lease too (design notes "Leases")."""
     store = store_factory()
     before = store.load_session(sid)
     refused = []

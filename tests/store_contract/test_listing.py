@@ -1,4 +1,4 @@
-"""Contract: listing, pages of it, one session's entry (design §10)."""
+"""Contract: listing, pages of it, one session's entry (design notes "Listing")."""
 
 from __future__ import annotations
 

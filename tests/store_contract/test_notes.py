@@ -1,5 +1,5 @@
 """Contract: the notes of a memory directory, whichever backend keeps the sessions
-(design §2)."""
+(design notes "The memory directory and notes")."""
 
 from __future__ import annotations
 

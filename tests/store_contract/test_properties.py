@@ -1,6 +1,6 @@
 """Contract, as properties: arbitrary message lists are saved and loaded back exactly
 (lone surrogates replaced by U+FFFD), by this store object and by another one
-(design §3, §19)."""
+(design notes "Working context and transcript", "Validation of what is loaded")."""
 
 from __future__ import annotations
 

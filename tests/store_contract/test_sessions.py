@@ -1,5 +1,6 @@
-"""Contract: sessions, save points, compaction, summaries, metadata (design §1, §3-§6, §9,
-§19)."""
+"""Contract: sessions, save points, compaction, summaries, metadata (design notes "Sessions and
+session IDs", "Working context and transcript"-"Checkpointed state", "Summaries",
+"Validation of what is loaded")."""
 
 from __future__ import annotations
 
