@@ -37,6 +37,7 @@ from jupyter_agent.store import FigureData, FileStore, SessionListing, SessionRe
 from jupyter_agent.store.messages import message_text
 from jupyter_agent.store.migrate import migrate_sessions
 from jupyter_agent.store.postgres.url import redact_url
+from jupyter_agent.store.sweep import check_sessions, collect_garbage
 from jupyter_agent.text import one_line, terminal_text
 from jupyter_agent.ui.display import (
     format_cost,
@@ -281,7 +282,7 @@ def remove(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def gc(ctx: Context, args: argparse.Namespace) -> int:
-    removed = ctx.files.collect_garbage()
+    removed = collect_garbage(ctx.files)
     if ctx.json:
         ctx.emit_json({"removed": sorted(str(p) for p in removed)})
     elif not removed:
@@ -297,7 +298,7 @@ def fsck(ctx: Context, args: argparse.Namespace) -> int:
     """Exit code 1 when a session is still damaged or cut short afterwards."""
     if args.repair and args.dry_run:
         raise JupyterAgentError("fsck takes --repair or --dry-run, not both")
-    checks = ctx.files.check_sessions(repair=args.repair)
+    checks = check_sessions(ctx.files, repair=args.repair)
     if ctx.json:
         ctx.emit_json([{**asdict(c), "kept": None if c.kept is None else str(c.kept)}
                        for c in checks])

@@ -15,7 +15,7 @@ Either way: a new ID and timestamps, not archived, ``parent`` = the parent's ID 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import SimpleNamespace
@@ -27,7 +27,7 @@ from jupyter_agent.artefacts.steps import (
     complete_length,
     turn_starts,
 )
-from jupyter_agent.errors import ForkPointError
+from jupyter_agent.errors import FigureNotFoundError, ForkPointError
 from jupyter_agent.store import (
     ForkOrigin,
     SessionRecord,
@@ -36,7 +36,7 @@ from jupyter_agent.store import (
     Usage,
     new_session_id,
 )
-from jupyter_agent.store.figure_files import copy_figures, figure_refs
+from jupyter_agent.store.figure_files import figure_refs
 from jupyter_agent.store.messages import fallback_summary, message_text
 from jupyter_agent.store.records import utc_now
 
@@ -52,6 +52,20 @@ class Forked:
     parent_turns: int
     turns: int
     rebuilt: bool = False
+
+
+def copy_figures(source: Store, source_id: str, target: Store, target_id: str,
+                 figure_ids: Iterable[str]) -> list[str]:
+    """Copy figures of one session to another; the IDs copied."""
+    copied: list[str] = []
+    for fid in dict.fromkeys(figure_ids):
+        try:
+            found = source.read_figure(source_id, fid)
+        except FigureNotFoundError:
+            continue
+        target.save_figure(target_id, fid, found.data, found.media_type)
+        copied.append(fid)
+    return copied
 
 
 def fork_label(origin: ForkOrigin | None) -> str:

@@ -13,15 +13,12 @@ import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from jupyter_agent.errors import FigureNotFoundError, InvalidFigureError
+from jupyter_agent.errors import InvalidFigureError
 from jupyter_agent.images import FORMAT_NAMES, MEDIA_TYPES, pixel_problem, sniff_media_type
 from jupyter_agent.store.files import SafeDir, is_temp_name
 from jupyter_agent.store.records import SESSION_ID_PATTERN
-
-if TYPE_CHECKING:
-    from jupyter_agent.store.engine import Store  # which imports FigureData from here
 
 #: Suffix of a session's figures directory in ``sessions/`` (``<id>.figures``).
 FIGURES_SUFFIX = ".figures"
@@ -86,20 +83,6 @@ def figure_label(ref: dict[str, Any]) -> str:
     width, height = ref.get("width"), ref.get("height")
     size = f", {width}×{height} px" if isinstance(width, int) and isinstance(height, int) else ""
     return f"figure {ref.get('n', '?')}: {kind}{size}"
-
-
-def copy_figures(source: Store, source_id: str, target: Store, target_id: str,
-                 figure_ids: Iterable[str]) -> list[str]:
-    """Copy figures of one session to another (forks, migrations); the IDs copied."""
-    copied: list[str] = []
-    for fid in dict.fromkeys(figure_ids):
-        try:
-            found = source.read_figure(source_id, fid)
-        except FigureNotFoundError:
-            continue
-        target.save_figure(target_id, fid, found.data, found.media_type)
-        copied.append(fid)
-    return copied
 
 
 # --------------------------------------------------------------------------- JSON files

@@ -80,7 +80,6 @@ from jupyter_agent.store.snapshot import (
     save_point,
     snapshot_bytes,
 )
-from jupyter_agent.store.sweep import check_sessions, collect_garbage
 
 GITIGNORE = b"""\
 # Written by jupyter-agent. Transcripts hold your data and your prompts: keep them, your
@@ -211,7 +210,7 @@ class FileStore(SessionEngine):
 
     def _remove(self, at: tuple[SafeDir, SafeDir], session_id: str) -> bool:
         """The snapshot first (the session is gone at that moment), then the journal, then
-        the figures; the lock file stays (:meth:`collect_garbage`)."""
+        the figures; the lock file stays (``jupyter agent gc`` removes it)."""
         root, sessions = at
         self.leases.verify(sessions, session_id)
         with storage_errors(self.session_path(session_id)):
@@ -249,8 +248,6 @@ class FileStore(SessionEngine):
             with storage_errors(self.figures_path(session_id)):
                 return remove_figure_file(sessions, session_id, figure_id)
 
-    collect_garbage = collect_garbage
-    check_sessions = check_sessions
 
     def damaged_sessions(self) -> dict[str, str]:
         """The sessions the last listing left out, each with its one-line reason."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import orjson
 
@@ -20,6 +19,7 @@ from jupyter_agent.store.figure_files import (
     figure_dir_sessions,
     remove_figures_dir,
 )
+from jupyter_agent.store.file_store import FileStore
 from jupyter_agent.store.files import (
     SafeDir,
     is_temp_name,
@@ -31,9 +31,6 @@ from jupyter_agent.store.files import (
 from jupyter_agent.store.journal import JOURNAL_VERSION, line_problem
 from jupyter_agent.store.records import SESSION_ID_PATTERN
 from jupyter_agent.store.snapshot import listing_of
-
-if TYPE_CHECKING:
-    from jupyter_agent.store.file_store import FileStore  # it runs these functions
 
 
 def collect_garbage(files: FileStore) -> list[Path]:

@@ -28,6 +28,7 @@ from jupyter_agent.agent.vision import IMAGES_CAPTION, clip_reason
 from jupyter_agent.errors import UnsafeFileError
 from jupyter_agent.images import MAX_IMAGE_SIDE, image_tokens
 from jupyter_agent.store import FileStore
+from jupyter_agent.store.sweep import collect_garbage
 from jupyter_agent.testing import ScriptedModelServer
 from tests.agent.helpers import Recorder, make_agent, make_client, tool_step
 from tests.shells import retire_shell
@@ -308,7 +309,7 @@ def test_figures_of_a_vanished_session_are_collected(
         path = store.session_path(sid).with_suffix(suffix)
         if path.exists():
             path.unlink()
-    removed = store.collect_garbage()
+    removed = collect_garbage(store)
     assert folder in removed or any(folder in p.parents for p in removed)
     assert not folder.exists()
 

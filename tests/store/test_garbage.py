@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from jupyter_agent.store import FileStore
+from jupyter_agent.store.sweep import collect_garbage
 from tests.processes import Holder, store_env
 
 
@@ -29,7 +30,7 @@ def test_collect_garbage_removes_only_what_nobody_uses(tmp_path: Path) -> None:
         path.write_text("{")
     orphan.write_text("{}\n")
     try:
-        removed = set(store.collect_garbage())
+        removed = set(collect_garbage(store))
     finally:
         holder_busy.exit()
         holder_gone.exit()
@@ -42,7 +43,7 @@ def test_collect_garbage_removes_only_what_nobody_uses(tmp_path: Path) -> None:
     assert store.notes.read("project") == "kept"
     assert {s.id for s in store.list_sessions()} == {idle, busy}
     # nothing is left for a second pass but what was in use
-    removed_later = set(store.collect_garbage())
+    removed_later = set(collect_garbage(store))
     assert removed_later == {*kept, store.lock_path(held_gone)}
 
 
@@ -50,7 +51,7 @@ def test_the_lease_of_this_store_is_never_collected(tmp_path: Path) -> None:
     store = FileStore(tmp_path / "mem")
     store.acquire_lease("new")  # leased before the session exists, as a new Agent does
     (store.sessions_dir / ".new.json.abcdef01.tmp").write_text("{")
-    assert store.collect_garbage() == []
+    assert collect_garbage(store) == []
     assert store.lock_path("new").exists()
     lock = json.loads(store.lock_path("new").read_text())
     assert lock["pid"] > 0

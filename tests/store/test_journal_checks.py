@@ -16,6 +16,7 @@ from jupyter_agent.store import FileStore, SessionState, Usage, holding
 from jupyter_agent.store.index import INDEX_LIMIT
 from jupyter_agent.store.journal import check_lines, upgraded_journal
 from jupyter_agent.store.records import utc_now
+from jupyter_agent.store.sweep import collect_garbage
 
 SYSTEM = {"role": "system", "content": "s"}
 
@@ -132,7 +133,7 @@ def test_a_lease_removes_what_a_killed_writer_left_by_name(tmp_path: Path) -> No
     with holding(FileStore(tmp_path), sid):
         pass
     assert [p for p in left if p.exists()] == [] and older.exists()
-    assert older in store.collect_garbage()
+    assert older in collect_garbage(store)
 
 
 def test_a_notes_write_removes_what_killed_notes_writers_left(tmp_path: Path) -> None:
