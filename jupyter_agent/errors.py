@@ -9,12 +9,8 @@ from __future__ import annotations
 
 import errno
 import inspect
-from datetime import UTC
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
-
-if TYPE_CHECKING:
-    from jupyter_agent.store.records import LeaseHolder
+from typing import Any, ClassVar
 
 
 class JupyterAgentError(Exception):
@@ -133,34 +129,17 @@ class SessionLockedError(JupyterAgentError):
     """
 
     def __init__(self, session_id: str, pid: int | None, path: Path | None = None, *,
-                 holder: LeaseHolder | None = None) -> None:
+                 holder: Any = None) -> None:  # a store.records.LeaseHolder (store imports us)
         self.session_id = session_id
         self.pid = pid if pid is not None or holder is None else holder.pid
         self.path = path
         self.holder = holder
-        who = describe_holder(holder) if holder is not None else ""
+        who = holder.describe() if holder is not None else ""
         if not who:
             who = f"process {self.pid}" if self.pid is not None else "another process"
         where = f" (lock file {path})" if path is not None else ""
         super().__init__(f"session {session_id!r} is in use by {who}{where}; close it there "
                          f"or end that process, then try again")
-
-
-def describe_holder(holder: LeaseHolder) -> str:
-    """``alice on node-3 (pid 42, analysis.ipynb, since 2026-03-01 14:02 UTC)``; "" if unknown."""
-    name = holder.user or ""
-    if holder.host:
-        name = f"{name} on {holder.host}" if name else holder.host
-    details = []
-    if holder.pid is not None:
-        details.append(f"pid {holder.pid}")
-    if holder.label:
-        details.append(holder.label)
-    if holder.since is not None:
-        details.append(f"since {holder.since.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC")
-    if not name:
-        return f"process {holder.pid}" if holder.pid is not None else ""
-    return name + (f" ({', '.join(details)})" if details else "")
 
 
 class StoreUnavailableError(JupyterAgentError):

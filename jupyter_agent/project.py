@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jupyter_agent.errors import JupyterAgentError, describe_holder
+from jupyter_agent.errors import JupyterAgentError
 from jupyter_agent.paths import STORE_URL_ENV, project_key
 from jupyter_agent.store import FileStore, Store
 
@@ -205,7 +205,7 @@ def newest_session(store: Store) -> str:
     where = getattr(store, "location", None) or getattr(store, "root", "the store")
     if busy:
         n = len(busy)
-        who = describe_holder(busy[0].holder) if busy[0].holder is not None else ""
+        who = busy[0].holder.describe() if busy[0].holder is not None else ""
         raise JupyterAgentError(
             f"no session to resume in {where}: the {n} saved session{'s are' if n > 1 else ' is'}"
             f" in use elsewhere (newest: {busy[0].id}, in use by {who or 'another process'});"

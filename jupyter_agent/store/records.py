@@ -247,6 +247,22 @@ class LeaseHolder(_Model):
     since: UtcDatetime | None = None
     label: CleanStr = ""
 
+    def describe(self) -> str:
+        """``alice on node-3 (pid 42, analysis.ipynb, since 2026-03-01 14:02:00 UTC)``, or ""."""
+        name = self.user or ""
+        if self.host:
+            name = f"{name} on {self.host}" if name else self.host
+        details = []
+        if self.pid is not None:
+            details.append(f"pid {self.pid}")
+        if self.label:
+            details.append(self.label)
+        if self.since is not None:
+            details.append(f"since {self.since.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC")
+        if not name:
+            return f"process {self.pid}" if self.pid is not None else ""
+        return name + (f" ({', '.join(details)})" if details else "")
+
 
 class SessionListing(SessionInfo):
     """One entry of :meth:`Store.list_sessions` (and :meth:`Store.describe_session`).
