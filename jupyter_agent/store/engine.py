@@ -51,6 +51,18 @@ from jupyter_agent.store.records import (
 _PLAN_TRIES = 3
 
 
+class LeaseKeeper(Protocol):
+    """The backend's leases as the engine uses them (taking one is the ``_take`` primitive)."""
+
+    def holds(self, session_id: str) -> bool:
+        """Whether the backend still has the lease it took."""
+        ...
+
+    def let_go(self, session_id: str) -> None:
+        """Release the lease (if the backend still has it)."""
+        ...
+
+
 def check_limit(limit: int | None) -> None:
     """Refuse a page size below 1 (``None``: no limit) with ``ValueError``."""
     if limit is not None and (type(limit) is not int or limit < 1):
@@ -168,7 +180,10 @@ def ensure_summary(store: Store, session_id: str) -> str:
 
 
 class SessionEngine:
-    """A store: the engine's steps over a backend's primitives (module docstring)."""
+    """A store: the engine's steps over a backend's primitives (module docstring); a backend
+    sets ``leases`` before it is used."""
+
+    leases: LeaseKeeper
 
     def __init__(self, notes: Notes) -> None:
         self.notes = notes
@@ -193,14 +208,6 @@ class SessionEngine:
     def _take(self, at: Any, session_id: str) -> None:
         """Take the lease (not held by this store now); ``SessionLockedError`` at once if
         held elsewhere."""
-        raise NotImplementedError
-
-    def _let_go(self, session_id: str) -> None:
-        """Release the lease (if the backend still has it)."""
-        raise NotImplementedError
-
-    def _held(self, session_id: str) -> bool:
-        """Whether the backend still has the lease it took."""
         raise NotImplementedError
 
     def _head(self, at: Any, session_id: str) -> Any:
@@ -262,7 +269,7 @@ class SessionEngine:
 
     def _lock(self, at: Any, session_id: str) -> None:
         counts = self._own()
-        if not (counts.get(session_id) and self._held(session_id)):
+        if not (counts.get(session_id) and self.leases.holds(session_id)):
             self._heads.pop(session_id, None)
             self._take(at, session_id)
         counts[session_id] = counts.get(session_id, 0) + 1
@@ -274,10 +281,10 @@ class SessionEngine:
             counts[session_id] = count
         elif count == 0:
             self._heads.pop(session_id, None)
-            self._let_go(session_id)
+            self.leases.let_go(session_id)
 
     def _holds(self, session_id: str) -> bool:
-        return bool(self._own().get(session_id)) and self._held(session_id)
+        return bool(self._own().get(session_id)) and self.leases.holds(session_id)
 
     @contextlib.contextmanager
     def _changing(self, session_id: str, *, new: bool = False) -> Iterator[Any]:
@@ -434,4 +441,4 @@ class SessionEngine:
             self._counts.clear()
             self._heads.clear()
             for session_id in held:
-                self._let_go(session_id)
+                self.leases.let_go(session_id)

@@ -115,6 +115,8 @@ class FileStore(SessionEngine):
     until the first call, directories are created by the first write.
     """
 
+    leases: Leases
+
     def __init__(self, root: str | os.PathLike[str], *, holder_label: str = "") -> None:
         self.root = Path(root).expanduser()
         super().__init__(Notes(self.root))
@@ -184,12 +186,6 @@ class FileStore(SessionEngine):
             sessions.unlink(lease_temp(f"{session_id}.jsonl"))
             remove_figure_temps(sessions, session_id)
             remove_notes_temps(root)
-
-    def _let_go(self, session_id: str) -> None:
-        self.leases.let_go(session_id)
-
-    def _held(self, session_id: str) -> bool:
-        return self.leases.holds(session_id)
 
     def _read_record(self, at: tuple[SafeDir, SafeDir], session_id: str) -> SessionRecord:
         return self.read(*at, session_id).record

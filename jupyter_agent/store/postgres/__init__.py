@@ -93,6 +93,8 @@ class PostgresStore(SessionEngine):
     the tables; the connection is kept until :meth:`close`.
     """
 
+    leases: Leases
+
     def __init__(self, url: str, memory_dir: str | os.PathLike[str], *, project: str,
                  holder_label: str = "", migrations: Sequence[Migration] = MIGRATIONS) -> None:
         if not url:
@@ -103,7 +105,7 @@ class PostgresStore(SessionEngine):
         self._migrations = tuple(migrations)
         self._link = Link(url, self._on_connect)
         self.location = f"{self._link.shown_url} (project {project})"
-        self._leases = Leases(self._link, project, holder_label)
+        self.leases = Leases(self._link, project, holder_label)
         self._owners: dict[str, tuple[int, str, bool] | None] = {}
 
     def __repr__(self) -> str:
@@ -116,7 +118,7 @@ class PostgresStore(SessionEngine):
         if first:
             ensure_schema(conn, self._link.shown_url, self._migrations)
         self._heads.clear()
-        self._leases.retake(conn)
+        self.leases.retake(conn)
 
     def close(self) -> None:
         """Release every lease and close the connection (the next call reconnects)."""
@@ -153,8 +155,8 @@ class PostgresStore(SessionEngine):
 
     def _write(self, op: Callable[[psycopg.Connection], Any], session_id: str) -> Any:
         def check() -> None:  # a write needs the lease on the connection it is about to use
-            if not self._leases.holds(session_id):
-                raise self._leases.refusal(session_id)
+            if not self.leases.holds(session_id):
+                raise self.leases.refusal(session_id)
 
         return self._link.write(op, check)
 
@@ -175,20 +177,14 @@ class PostgresStore(SessionEngine):
         return self._owners[session_id] is not None
 
     def _take(self, at: Link, session_id: str) -> None:
-        if not self._leases.holds(session_id):
+        if not self.leases.holds(session_id):
             if session_id in self._owners:
                 found = self._owners.pop(session_id)
             else:
                 found = self._owner(session_id)
             if found is not None and not found[2]:
                 raise SessionReadOnlyError(session_id, found[1])
-        self._leases.acquire(session_id)
-
-    def _let_go(self, session_id: str) -> None:
-        self._leases.release(session_id)
-
-    def _held(self, session_id: str) -> bool:
-        return self._leases.holds(session_id)
+        self.leases.acquire(session_id)
 
     def _head(self, at: Link, session_id: str) -> Head:
         head = self._heads.get(session_id)
@@ -228,7 +224,7 @@ class PostgresStore(SessionEngine):
         return True
 
     def _insert(self, at: Link, record: SessionRecord, *, created: bool) -> bool:
-        identity = self._leases.identity
+        identity = self.leases.identity
         values = {**row_values(record), "project": self.project, "id": record.id,
                   "owner_user": identity.user, "owner_host": identity.host}
         insert = (f"INSERT INTO {SESSIONS} ({', '.join(values)}) VALUES "
@@ -271,8 +267,8 @@ class PostgresStore(SessionEngine):
             sid = row[0]
             status: Literal["active", "in use", "idle"] = "idle"
             holder = None
-            if isinstance(sid, str) and self._leases.holds(sid):
-                status, holder = "active", self._leases.holder(sid)
+            if isinstance(sid, str) and self.leases.holds(sid):
+                status, holder = "active", self.leases.holder(sid)
             elif row[-7] is not None:
                 status, holder = "in use", row_holder(*row[-7:])
             try:
@@ -319,7 +315,7 @@ class PostgresStore(SessionEngine):
         """Delete the project's lease rows no live connection backs (a killed kernel's);
         the session IDs whose rows were removed."""
         with self._mutex:
-            return self._leases.delete_stale()
+            return self.leases.delete_stale()
 
     def share_session(self, session_id: str, roles: Sequence[str], *,
                       undo: bool = False) -> list[str]:

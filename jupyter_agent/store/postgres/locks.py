@@ -132,7 +132,7 @@ class Leases:
         holder = self.holder(session_id) or LeaseHolder()
         return SessionLockedError(session_id, holder.pid, holder=holder)
 
-    def release(self, session_id: str) -> None:
+    def let_go(self, session_id: str) -> None:
         """Let the lease go (a dropped connection lost the lock on the server already: no
         error)."""
         entry = self._own(session_id)
