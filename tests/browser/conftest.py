@@ -109,8 +109,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory, chromium: str) -> Iterator[Lab
     root.mkdir()
     settings = base / "settings"
     _settings(settings, "@jupyter-widgets/jupyterlab-manager:plugin", {"saveState": True})
+    # every cell stays rendered: off-screen cells skipped by content-visibility have no
+    # innerText, and which cells are off-screen depends on how far Run All has scrolled
     _settings(settings, "@jupyterlab/notebook-extension:tracker",
-              {"autoStartDefaultKernel": True})
+              {"autoStartDefaultKernel": True, "windowingMode": "none"})
     _settings(settings, "@jupyterlab/apputils-extension:notification",
               {"fetchNews": "false", "checkForUpdates": False})
     env = {k: v for k, v in os.environ.items()

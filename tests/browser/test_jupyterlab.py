@@ -131,6 +131,7 @@ def test_a_notebook_session_in_jupyterlab(lab: Lab, page: Any) -> None:
 
     # the reply: dollars as typed, no maths; table, list and code block rendered
     reply = page.locator(".jp-RenderedMarkdown", has_text="The two plans cost").first
+    reply.scroll_into_view_if_needed()
     text = reply.inner_text()
     assert "The two plans cost $5 and $10 a month; the second is $5 more." in text
     assert reply.locator("mjx-container").count() == 0
