@@ -133,11 +133,11 @@ def main() -> None:
         print(row("sessions", "JSON all", "PG all", f"PG newest {PAGE}"))
         repeat = max(3, args.repeat // 2)
         for count in (100, 1_000):
-            json_store = FileStore(tmp / f"list{count}")
-            fill(json_store, count)
+            files = FileStore(tmp / f"list{count}")
+            fill(files, count)
             team = pg_store(f"list{count}")
             fill(team, count)
-            json_ms = median_ms(lambda s=json_store: FileStore(s.root).list_sessions(),
+            json_ms = median_ms(lambda s=files: FileStore(s.root).list_sessions(),
                                 repeat)
             all_ms = median_ms(team.list_sessions, repeat)
             page_ms = median_ms(lambda t=team: t.list_sessions(limit=PAGE), args.repeat)

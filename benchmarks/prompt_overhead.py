@@ -6,7 +6,7 @@ Prints, for a large window and for a small one (under ``SMALL_WINDOW`` tokens, w
 short system prompt, the short tool descriptions and only the core tools go), the tokens
 of the system prompt (with notes of a given size), of the default tools' schemas and the
 room kept for the reply, estimated the way the agent estimates them (~4 characters per
-token, :mod:`jupyter_agent.agent.context`), and the share of the window they take.
+token, :mod:`jupyter_agent.agent.working_context`), and the share of the window they take.
 """
 
 from __future__ import annotations

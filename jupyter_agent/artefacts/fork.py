@@ -1,7 +1,7 @@
 """Forking a session: a new session that starts as a copy of another, whole or cut.
 
 The parent is read without its lease (a session another kernel runs can be forked) and
-never written; the fork is added with ``store.import_session`` with the figures its
+never written; the fork is added with ``store.create_session(record=...)`` with the figures its
 messages refer to. Whole, the fork holds everything the parent has except a tool batch
 still running (no call is separated from its result). Cut after user turn N, it holds
 the transcript to the end of turn N; the working context the parent had then (the
