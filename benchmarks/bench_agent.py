@@ -125,7 +125,7 @@ def measure(size: int, repeat: int, root: Path) -> dict[str, float]:
             for name, model in (("typed", typed), ("fast", fast)):
                 times[name].append(timed(partial(model.respond, memory.messages, tools,
                                                  stream=True, partial=PartialReply())))
-        saved.close()
+        saved.conversation.close()
         kernel.close()
     return {k: statistics.median(v) * 1e3 for k, v in times.items()}
 

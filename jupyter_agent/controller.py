@@ -209,7 +209,7 @@ class AgentController:
         self._active = ActiveSession(conversation.session_id, conversation.store, options,
                                      agent, model_key(settings, self._environ))
         if previous is not None:
-            previous.agent.close()
+            previous.agent.conversation.close()
 
     def _remember(self, session_id: str, options: SessionOptions) -> None:
         # for its next resume here, and for a session ensure_session() starts
@@ -431,7 +431,7 @@ class AgentController:
         if self._active is None or self._active.session_id != session_id:
             return False
         active, self._active = self._active, None
-        active.agent.close()
+        active.agent.conversation.close()
         self.ended = (session_id, why)
         return True
 
@@ -501,7 +501,7 @@ class AgentController:
         """Deactivate the active session, releasing its lease (extension unload)."""
         active, self._active = self._active, None
         if active is not None:
-            active.agent.close()
+            active.agent.conversation.close()
         self.cells.stop()
         self.project.close()
 

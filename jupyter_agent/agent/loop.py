@@ -210,15 +210,11 @@ class Agent:
         content = messages[0].get("content")
         return short_system_prompt(content) if isinstance(content, str) else None
 
-    def close(self) -> None:
-        """Release the session's lease; idempotent, writes nothing."""
-        self.conversation.close()
-
     def __enter__(self) -> Agent:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self.close()
+        self.conversation.close()  # the conversation owns the lease
 
     @contextlib.contextmanager
     def _running(self, on_event: EventCallback | None) -> Iterator[None]:

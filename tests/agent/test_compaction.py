@@ -228,7 +228,7 @@ def test_a_kill_after_any_line_of_a_compaction_keeps_the_summarizing_calls_usage
     sid = agent.session_id or ""
     before = store.load_session(sid).state.usage.calls
     assert agent.compact() is True
-    agent.close()
+    agent.conversation.close()
     journal = store.journal_path(sid).read_bytes().split(b"\n")[:-1]
     compact_line = next(k for k, line in enumerate(journal) if b'"compact":' in line)
     for end in range(compact_line + 1, len(journal) + 1):  # killed right after line `end`

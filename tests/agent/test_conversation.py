@@ -57,7 +57,7 @@ def test_a_resume_reads_the_record_once_and_holds_the_one_lease(tmp_path: Path) 
     first = Agent(ScriptedModel(["hello"]), store=store)
     first.run("hi")
     sid = first.session_id or ""
-    first.close()
+    first.conversation.close()
     counter.calls.clear()
     conversation = Conversation.open(store, sid)
     assert counter.count("load_session") == 1
@@ -68,7 +68,7 @@ def test_a_resume_reads_the_record_once_and_holds_the_one_lease(tmp_path: Path) 
     assert counter.count("load_session") == 1
     with pytest.raises(SessionLockedError):
         FileStore(tmp_path / "memory").acquire_lease(sid)
-    agent.close()  # each turn re-entered the lease (holding); close() let the open one go
+    agent.conversation.close()  # lets the open lease go (each turn re-entered it)
     assert counter.count("release_lease") == counter.count("acquire_lease")
     other = FileStore(tmp_path / "memory")
     other.acquire_lease(sid)  # one close() released it: nobody else counted it
@@ -107,7 +107,7 @@ def test_in_memory_conversation_needs_no_store() -> None:
     agent = Agent(ScriptedModel(["hi"]))
     assert agent.run("hello").reply == "hi" and agent.session_id is None
     assert roles(agent.messages) == ["system", "user", "assistant"]
-    agent.close()
+    agent.conversation.close()
     assert not agent.conversation.closed
 
 

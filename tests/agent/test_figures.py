@@ -206,7 +206,7 @@ def test_auto_resends_without_images_once_and_remembers_it_across_resume(
         assert notice.count("(") == notice.count(")")
         refused = store.load_session(sid).state.images_refused
         assert refused.startswith("scripted at " + server.base_url)
-        agent.close()
+        agent.conversation.close()
 
         server.add_steps(run_code(PLOT, "again"))
         resumed = make_agent(server, store, shell=kshell, session_id=sid)
@@ -214,7 +214,7 @@ def test_auto_resends_without_images_once_and_remembers_it_across_resume(
         resumed.run("once more", on_event=rec)
         assert [len(x) for x in server.images[3:]] == [0, 0]  # not tried again
         assert not [e for e in rec.events if isinstance(e, Notice) and "image" in e.text]
-        resumed.close()
+        resumed.conversation.close()
 
 
 def test_large_images_are_downscaled_to_the_bound(
@@ -245,7 +245,7 @@ def test_image_tokens_are_counted_in_the_session_usage(
             if vision == "on":
                 expected = sum(image_tokens(p.width, p.height) for p in server.images[1]
                                if p.width and p.height)
-            agent.close()
+            agent.conversation.close()
     assert expected > 0
     assert totals["on"] - totals["off"] >= expected
 
@@ -286,7 +286,7 @@ def test_figure_files_live_next_to_the_session_and_go_with_it(
     agent = make_agent(model_server, store, shell=kshell)
     agent.run("plot it")
     sid = agent.conversation.session_id
-    agent.close()
+    agent.conversation.close()
     folder = store.figures_path(sid)
     assert folder.parent == store.session_path(sid).parent
     files = sorted(p.name for p in folder.iterdir())
@@ -303,7 +303,7 @@ def test_figures_of_a_vanished_session_are_collected(
     agent = make_agent(model_server, store, shell=kshell)
     agent.run("plot it")
     sid = agent.conversation.session_id
-    agent.close()
+    agent.conversation.close()
     folder = store.figures_path(sid)
     for suffix in (".json", ".jsonl"):
         path = store.session_path(sid).with_suffix(suffix)
@@ -322,7 +322,7 @@ def test_a_figure_file_replaced_by_a_link_or_fifo_is_refused(
     agent = make_agent(model_server, store, shell=kshell)
     agent.run("plot it")
     sid = agent.conversation.session_id
-    agent.close()
+    agent.conversation.close()
     fid = store.figure_ids(sid)[0]
     path = store.figures_path(sid) / f"{fid}.png"
     path.unlink()
@@ -355,7 +355,7 @@ def test_a_long_context_drops_old_images_before_summarising(
     with_images = probe.conversation.estimated_tokens() + estimate_tokens([nxt])
     plain = [{k: v for k, v in m.items() if k != "figures"} for m in probe.conversation.messages]
     without = estimate_tokens([*plain, nxt]) + estimate_schema_tokens(probe.request_tools())
-    probe.close()
+    probe.conversation.close()
     server.stop()
     assert with_images > without + 400
 
@@ -372,7 +372,7 @@ def test_a_long_context_drops_old_images_before_summarising(
     assert not any("figures" in m for m in record.messages)
     assert [len(m["figures"]) for m in record.transcript if "figures" in m] == [2]
     assert len(record.compactions) == 1
-    agent.close()
+    agent.conversation.close()
     server.stop()
 
 
@@ -441,11 +441,11 @@ def test_a_bomb_in_a_stored_session_is_named_in_text_and_never_decoded(
     agent = make_agent(model_server, store, shell=kshell, vision="on")
     agent.run("show")
     sid = agent.conversation.session_id
-    agent.close()
+    agent.conversation.close()
     (fid,) = store.figure_ids(sid)
     (store.figures_path(sid) / f"{fid}.png").write_bytes(bomb)
     model_server.add_steps([{"text": "Named only."}])
     resumed = make_agent(model_server, store, shell=kshell, session_id=sid, vision="on")
     assert resumed.run("look again").reply == "Named only."
     assert model_server.images[-1] == []
-    resumed.close()
+    resumed.conversation.close()

@@ -240,7 +240,7 @@ try:
 except SessionLockedError as err:
     print(json.dumps({"locked": True, "pid": err.pid}))
 else:
-    agent.close()
+    agent.conversation.close()
     print(json.dumps({"locked": False}))
 """
 
@@ -274,12 +274,12 @@ def test_the_agent_holds_the_lease_for_its_whole_life(
     }
     # A second agent on the *same* store nests its count (the controller's case).
     nested = make_agent(model_server, store, session_id=sid)
-    nested.close()
-    nested.close()  # idempotent
+    nested.conversation.close()
+    nested.conversation.close()  # idempotent
     assert store.holds_lease(sid)  # the first agent still holds it
     assert first.run("turn 2").reply == "two"
-    first.close()
-    first.close()
+    first.conversation.close()
+    first.conversation.close()
     assert not store.holds_lease(sid)
     with pytest.raises(RuntimeError, match="closed"):
         first.run("turn 3")
@@ -294,7 +294,7 @@ def test_a_failed_resume_releases_the_lease(
 ) -> None:
     agent = make_agent(model_server, store)
     sid = agent.session_id or ""
-    agent.close()
+    agent.conversation.close()
     store.session_path(sid).write_text("{not json", "utf-8")
     with pytest.raises(CorruptSessionError):
         make_agent(model_server, store, session_id=sid)

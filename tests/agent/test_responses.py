@@ -110,7 +110,7 @@ def test_a_resumed_session_reasons_afresh_and_keeps_working(
     model_server.add_steps([{"text": "later"}])
     first.run("go")
     sid = first.session_id
-    first.close()
+    first.conversation.close()
     model_server.add_steps(["resumed"])
     again = responses_agent(model_server, store, name="o4-mini", session_id=sid)
     assert again.run("continue").reply == "resumed"

@@ -108,7 +108,7 @@ def test_ten_turns_against_llama_cpp_with_a_4k_window_compact_and_never_fail(
                              context_window=4096) as server:
         agent = make_agent(server, store)
         replies = [agent.run(f"turn {i}: tell me more. " + WORDS * 8).reply for i in range(10)]
-        agent.close()
+        agent.conversation.close()
         chat = _chat(server)
     assert all(reply.startswith("answer ") for reply in replies)
     assert [x.status for x in chat] == [200] * len(chat)  # no refusal
@@ -152,19 +152,19 @@ def test_a_refusal_teaches_the_window_then_the_turn_compacts_and_goes_on(
     assert estimate_prompt_tokens(retried.request) < estimate_prompt_tokens(refused.request)
     state = store.load_session(agent.session_id or "").state
     assert (state.context_window, state.context_window_source) == (4096, "refusal")
-    agent.close()
+    agent.conversation.close()
     # the saved window is a hint for the same endpoint and model only
     resumed = Agent(agent.model, store=store, session_id=agent.session_id,
                     config=AgentConfig(approve="auto"))
     assert resumed.window == ContextWindow(4096, "refusal")
-    resumed.close()
+    resumed.conversation.close()
 
 
 def test_a_saved_window_never_counts_for_another_endpoint(store: FileStore) -> None:
     with ScriptedModelServer([_answers()]) as server:
         agent = make_agent(server, store)
         agent.run("hi")
-        agent.close()
+        agent.conversation.close()
         record = store.load_session(agent.session_id or "")
         state = record.state.model_copy(update={
             "context_window": 1_000, "context_window_source": "refusal",
@@ -172,7 +172,7 @@ def test_a_saved_window_never_counts_for_another_endpoint(store: FileStore) -> N
         store.save(agent.session_id or "", state=state)
         resumed = Agent(agent.model, store=store, session_id=agent.session_id)
         assert resumed.window == ContextWindow(8192, "default")
-        resumed.close()
+        resumed.conversation.close()
 
 
 def test_vllm_refusal_beats_a_setting_that_is_too_large(store: FileStore) -> None:
@@ -181,7 +181,7 @@ def test_vllm_refusal_beats_a_setting_that_is_too_large(store: FileStore) -> Non
         for i in range(6):
             assert agent.run(f"turn {i}: " + WORDS * 6).reply.startswith("answer ")
         chat = _chat(server)
-        agent.close()
+        agent.conversation.close()
     assert [x.status for x in chat].count(400) == 1  # learnt once, kept to after
     assert agent.window == ContextWindow(2048, "refusal")
 
@@ -194,7 +194,7 @@ def test_a_prompt_that_cannot_fit_says_the_window_and_how_to_raise_it(
         with pytest.raises(PromptTooLongError) as info:
             agent.run(WORDS * 250)
         assert _chat(server) == []
-        agent.close()
+        agent.conversation.close()
     text = str(info.value)
     assert "4,096-token context window" in text and "nothing was sent or saved" in text
     assert "--context-window" in text and "-c N" in text and "num_ctx" in text
@@ -215,7 +215,7 @@ def test_ollama_truncates_silently_but_the_agent_stays_under_its_window(
         for i in range(10):
             agent.run(f"turn {i}: " + WORDS * 5)
         assert [x.dropped for x in _chat(server)] == [0] * len(_chat(server))
-        agent.close()
+        agent.conversation.close()
 
 
 def test_usage_and_the_footer_say_where_the_window_came_from(

@@ -50,7 +50,7 @@ def session_fixture(model_server: ScriptedModelServer, store: FileStore,
     try:
         agent = make_agent(model_server, store, shell=shell, title="Figures")
         agent.run("draw")
-        agent.close()
+        agent.conversation.close()
     finally:
         retire_shell(shell)
     return agent.conversation.session_id
