@@ -13,6 +13,7 @@ keeps reasoning items in memory for the assistant message they came with (not sa
 from __future__ import annotations
 
 import uuid
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -99,7 +100,7 @@ class Model(Protocol):
         ...
 
 
-class OpenAIModel:
+class OpenAIModel(ABC):
     """A model behind an ``openai`` client.
 
     ``params`` are sent with every request; ``key_env`` is the variable the key came from,
@@ -147,13 +148,15 @@ class OpenAIModel:
                 partial.received = True
                 yield event
 
+    @abstractmethod
     def _request(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
                  stream: bool) -> tuple[dict[str, Any], dict[str, Any]]:
-        raise NotImplementedError
+        """The request's small keyword arguments and its bulk ones (messages, tools)."""
 
+    @abstractmethod
     def _send(self, kwargs: dict[str, Any], partial: PartialReply,
               on_text: TextCallback | None, *, stream: bool) -> None:
-        raise NotImplementedError
+        """Send one request and fill ``partial`` from the reply."""
 
 
 class ChatModel(OpenAIModel):

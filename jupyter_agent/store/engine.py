@@ -18,7 +18,7 @@ A change validates the ID, refuses an unknown session, takes the lease, plans th
 the session's head, applies it (planning again, up to three times, when the backend says
 the head went stale) and releases the lease; the backend's apply refreshes the listing.
 The engine keeps the re-entrant lease counts and the heads cached while a lease is held; a
-backend supplies only the primitives (the methods that raise ``NotImplementedError``).
+backend supplies only the primitives (its abstract methods).
 ``at`` is what :meth:`_open` yields: the backend's open handle on its storage
 (directories, a connection), ``None`` when nothing was ever saved.
 """
@@ -29,6 +29,7 @@ import contextlib
 import errno
 import os
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -179,7 +180,7 @@ def ensure_summary(store: Store, session_id: str) -> str:
         return text
 
 
-class SessionEngine:
+class SessionEngine(ABC):
     """A store: the engine's steps over a backend's primitives (module docstring); a backend
     sets ``leases`` before it is used."""
 
@@ -193,63 +194,77 @@ class SessionEngine:
         self._pid = os.getpid()
 
     # ------------------------------------------------------------------ primitives
+    @abstractmethod
     def _open(self, *, create: bool) -> AbstractContextManager[Any]:
         """Open the storage for one operation; yields ``None`` when it does not exist
         and ``create`` is false."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _where(self, session_id: str) -> Path | str:
         """Where a session is, for error messages."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _exists(self, at: Any, session_id: str) -> bool:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _take(self, at: Any, session_id: str) -> None:
         """Take the lease (not held by this store now); ``SessionLockedError`` at once if
         held elsewhere."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _head(self, at: Any, session_id: str) -> Any:
         """What the plans need of a session, read under its lease (may be cached in
         ``_heads``, which the engine empties when the lease is let go)."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _apply(self, at: Any, head: Any, change: Any) -> bool:
         """Write a planned change durably and refresh the listing; ``False`` when ``head``
         turned out stale (nothing written: the engine plans again)."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _insert(self, at: Any, record: SessionRecord, *, created: bool) -> bool:
         """Write a new session; ``False`` when the ID is taken. A ``created`` one is the
         newest change, an imported one keeps its ``updated_at`` place."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _remove(self, at: Any, session_id: str) -> bool:
         """Delete a session and its figures; ``False`` when it was not there."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _read_record(self, at: Any, session_id: str) -> SessionRecord:
         """The whole record (``SessionNotFoundError``, ``CorruptSessionError``)."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _list_page(self, at: Any, include_archived: bool, limit: int | None,
                    after: SessionListing | None) -> list[SessionListing]:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _describe(self, at: Any, session_id: str) -> SessionListing:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _put_figure(self, at: Any, session_id: str, figure_id: str, data: bytes,
                     media_type: str) -> None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _get_figure(self, at: Any, session_id: str, figure_id: str) -> FigureData:
         """Raises ``FigureNotFoundError``."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _figure_ids(self, at: Any, session_id: str) -> list[str]:
-        raise NotImplementedError
+        ...
 
     #: ``(head, incoming or None for no new messages, state or None) -> change``, ``None``
     #: when nothing changed; raises ``ContextMismatchError``, ``InvalidMessageError``.
