@@ -88,7 +88,9 @@ class Store(Protocol):
         """
         ...
 
-    def exists(self, session_id: str) -> bool: ...
+    def exists(self, session_id: str) -> bool:
+        """Whether the session is saved (no lease; ``InvalidSessionIdError`` for a bad ID)."""
+        ...
 
     def load_session(self, session_id: str) -> SessionRecord:
         """A fresh record; ``SessionNotFoundError``, ``CorruptSessionError`` naming the file
@@ -129,7 +131,10 @@ class Store(Protocol):
         moves ``updated_at`` to now, a title or the archived flag does not."""
         ...
 
-    def delete_session(self, session_id: str) -> None: ...
+    def delete_session(self, session_id: str) -> None:
+        """Delete the session and its figures for good, under its lease;
+        ``SessionNotFoundError``, ``SessionLockedError`` as for a change."""
+        ...
 
     def save_figure(self, session_id: str, figure_id: str, data: bytes, media_type: str) -> None:
         """Keep an image (PNG, JPEG or SVG, at most 16 MiB) with a session, replacing one of
@@ -140,14 +145,19 @@ class Store(Protocol):
         """Raises ``FigureNotFoundError``."""
         ...
 
-    def figure_ids(self, session_id: str) -> list[str]: ...
+    def figure_ids(self, session_id: str) -> list[str]:
+        """The IDs of the session's figures, sorted; ``[]`` when none (no lease)."""
+        ...
 
     def acquire_lease(self, session_id: str) -> None:
         """Take (or re-enter) the lease, also of a session not saved yet;
         ``SessionLockedError`` at once, naming the holder, when held elsewhere."""
         ...
 
-    def release_lease(self, session_id: str) -> None: ...
+    def release_lease(self, session_id: str) -> None:
+        """Undo one :meth:`acquire_lease`; the lease goes when the count reaches 0 (releasing
+        one not held does nothing)."""
+        ...
 
     def release_all(self) -> None:
         """Release every lease this store object holds, whatever the counts."""
