@@ -19,7 +19,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from jupyter_agent.text import format_bytes, truncate
+from jupyter_agent.text import format_bytes, shorten, truncate
 
 Privacy = Literal["schema", "preview", "none"]
 PRIVACY_LEVELS: tuple[Privacy, ...] = ("schema", "preview", "none")
@@ -91,6 +91,11 @@ def schema_lines(value: Any) -> list[str]:
     return lines
 
 
+def brief_schema(value: Any) -> list[str]:
+    """:func:`schema_lines` without the memory line."""
+    return [line for line in schema_lines(value) if not line.startswith("memory")]
+
+
 def preview_text(value: Any, limit: int = PREVIEW_CHARS) -> str:
     """A few rows of a DataFrame or Series, else a ``repr``; ``limit`` in code points."""
     module = type(value).__module__ or ""
@@ -112,6 +117,13 @@ def describe_value(label: str, value: Any, privacy: Privacy, *, values: bool = F
         out.append("  preview:")
         out.extend("    " + line for line in preview_text(value).splitlines())
     return "\n".join(out)
+
+
+def visible_namespace(ns: dict[str, Any], shell: Any) -> dict[str, Any]:
+    """The user's variables in ``ns``: no private names, none ``shell`` hides, no modules."""
+    hidden = set(getattr(shell, "user_ns_hidden", {}) or {})
+    return {k: v for k, v in dict(ns).items()
+            if not k.startswith("_") and k not in hidden and type(v).__name__ != "module"}
 
 
 # ---- the cells
@@ -163,7 +175,7 @@ class CellLog:
         """Remember where the notebook is now: the next :func:`notebook_so_far` covers
         only the cells run, and the variables rebound, after this (a turn's end)."""
         self.since = len(self.inputs())
-        self.names = {k: (id(v), type(v)) for k, v in _visible_namespace(self.shell).items()}
+        self.names = {k: (id(v), type(v)) for k, v in self.variables().items()}
 
     def start(self) -> None:
         events = getattr(self.shell, "events", None)
@@ -195,6 +207,10 @@ class CellLog:
             self.last_error_count = count
             while len(self.errors) > KEPT_ERRORS:
                 self.errors.popitem(last=False)
+
+    def variables(self) -> dict[str, Any]:
+        """The user's variables (:func:`visible_namespace` of the shell's namespace)."""
+        return visible_namespace(getattr(self.shell, "user_ns", None) or {}, self.shell)
 
     def inputs(self) -> list[str]:
         """The inputs by execution count (index 0 is empty)."""
@@ -266,9 +282,8 @@ def format_last_error(log: CellLog) -> str:
 
 
 def _one_line(text: str, limit: int) -> str:
-    line = " ".join(text.strip().splitlines()[:1])
     more = text.strip().count("\n")
-    line = line if len(line) <= limit else line[:limit - 1] + "…"
+    line = shorten(" ".join(text.strip().splitlines()[:1]), limit)
     return line + (f" … (+{more} line{'s' if more != 1 else ''})" if more else "")
 
 
@@ -295,18 +310,14 @@ def notebook_so_far(log: CellLog, privacy: Privacy, budget_tokens: int) -> str |
         elif n in outputs:
             line += " → " + _one_line(_output_text(outputs[n], privacy, False), 160)
         lines.append(line)
-    changed = []
-    for name, value in _visible_namespace(log.shell).items():
-        if log.names.get(name) != (id(value), type(value)):
-            schema = schema_lines(value)
-            new = "" if name in log.names else " (new)"
-            changed.append(f"{name}{new}: " + "; ".join(
-                [schema[0], *(x for x in schema[1:] if not x.startswith("memory"))])[:160])
-    removed = sorted(set(log.names) - set(_visible_namespace(log.shell)))
-    half = budget_tokens * 2  # at most half of the budget: the cells keep room
-    if changed:
-        line = "variables changed: " + " | ".join(changed)
-        lines.append(line if len(line) <= half else line[:half - 1] + "…")
+    variables = log.variables()
+    changed = [f"{name}{'' if name in log.names else ' (new)'}: "
+               + "; ".join(brief_schema(value))[:160]
+               for name, value in variables.items()
+               if log.names.get(name) != (id(value), type(value))]
+    removed = sorted(set(log.names) - set(variables))
+    if changed:  # at most half of the budget: the cells keep room
+        lines.append(shorten("variables changed: " + " | ".join(changed), budget_tokens * 2))
     if removed:
         lines.append("variables deleted: " + ", ".join(removed[:20]))
     budget, used = budget_tokens * 4, 0
@@ -345,13 +356,6 @@ ATTACH_START = "--- attached by jupyter-agent (context_privacy: {privacy}) ---"
 ATTACH_END = "--- end of attachments ---"
 
 
-def _visible_namespace(shell: Any) -> dict[str, Any]:
-    ns = dict(getattr(shell, "user_ns", {}) or {})
-    hidden = set(getattr(shell, "user_ns_hidden", {}) or {})
-    return {k: v for k, v in ns.items()
-            if not k.startswith("_") and k not in hidden and type(v).__name__ != "module"}
-
-
 def attach_references(prompt: str, log: CellLog, privacy: Privacy, *,
                       limit: int = 10_000) -> References:
     """Attach what ``@name``, ``@In[N]``, ``@Out[N]`` and ``@error`` in ``prompt`` name.
@@ -362,17 +366,14 @@ def attach_references(prompt: str, log: CellLog, privacy: Privacy, *,
     """
     text = _SPAN.sub(lambda m: " " * len(m.group()), _FENCE.sub(
         lambda m: re.sub(r"[^\n]", " ", m.group()), prompt))
-    found: list[str] = []
-    for match in _REFERENCE.finditer(text):
-        if match.group(0) not in found:
-            found.append(match.group(0))
-    if not found:
-        return References(prompt)
+    found = list(dict.fromkeys(match.group(0) for match in _REFERENCE.finditer(text)))
     refs = References(prompt)
+    if not found:
+        return refs
     if privacy == "none":
         refs.unknown.append(f"not attached: {', '.join(found)} (context_privacy is 'none')")
         return refs
-    ns = _visible_namespace(log.shell)
+    ns = log.variables()
     inputs, outputs = log.inputs(), log.outputs()
     blocks: list[str] = []
     for ref in found[:_MAX_REFERENCES]:

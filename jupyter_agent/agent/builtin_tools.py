@@ -27,14 +27,17 @@ from jupyter_agent.agent.tools import MemoryContext, Tool, ToolError, ToolOutput
 from jupyter_agent.notebook import (
     CellLog,
     Privacy,
+    brief_schema,
     describe_value,
     format_cell,
     format_cells,
     format_last_error,
-    schema_lines,
+    preview_text,
+    visible_namespace,
 )
 from jupyter_agent.store import SessionState, TodoItem
 from jupyter_agent.store.messages import clean_text
+from jupyter_agent.text import shorten
 
 TodoStatus = Literal["pending", "in_progress", "done", "failed"]
 
@@ -72,9 +75,8 @@ def stdin_is_usable() -> bool:
     """Tell whether :func:`input` can ask the user anything."""
     shell = get_ipython()
     if shell is not None and any(c.__name__ == "ZMQInteractiveShell" for c in type(shell).__mro__):
-        # The front end says per request whether it answers input() (nbclient and
-        # other headless runners do not); the same test decides whether the turn is
-        # shown live, so a question is asked only where it can be seen.
+        # The front end says per request whether it answers input() (headless runners do
+        # not); the same test decides whether the turn is shown live.
         kernel = getattr(shell, "kernel", None)
         return bool(getattr(kernel, "_allow_stdin", False))
     stdin = sys.stdin
@@ -123,15 +125,6 @@ def ask_on_stdin(code: str, *, show: ShowQuestion | None = None,
         show(intro, code)
     answer = builtins.input(prompt)
     return answer.strip().lower() in ("y", "yes")
-
-
-def _short_repr(value: Any, limit: int = 100) -> str:
-    try:
-        text = repr(value)
-    except Exception as exc:
-        text = f"<repr failed: {type(exc).__name__}>"
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class BuiltinTools:
@@ -240,19 +233,17 @@ class BuiltinTools:
         """List the user's variables in the kernel: name, type and shape (with the
         setting context_privacy="preview", a short preview too)."""
         def rows() -> str:
-            hidden = set(getattr(self._shell(), "user_ns_hidden", {}) or {})
             out = []
-            for name, value in list(self.namespace().items()):
+            for name, value in visible_namespace(self.namespace(), self._shell()).items():
                 type_name = type(value).__name__
-                if name.startswith("_") or name in hidden or type_name == "module":
-                    continue
                 shape = getattr(value, "shape", None)
                 if isinstance(shape, tuple):
                     out.append(f"{name}: {type_name}, shape={shape}")
                 elif self.privacy == "preview":
-                    out.append(f"{name}: {type_name} = {_short_repr(value)}")
+                    value_text = shorten(" ".join(preview_text(value).split()), 100)
+                    out.append(f"{name}: {type_name} = {value_text}")
                 else:
-                    lines = [x for x in schema_lines(value)[1:] if not x.startswith("memory")]
+                    lines = brief_schema(value)[1:]
                     out.append(f"{name}: {type_name}" + (f", {lines[0]}" if lines else ""))
             return "\n".join(out) or "(no user variables)"
 

@@ -67,25 +67,19 @@ def run_code(code: str, namespace: dict[str, Any]) -> ExecOutcome:
     """Execute ``code`` in ``namespace``, evaluating a last expression like a notebook."""
     filename = f"<agent-cell-{uuid.uuid4().hex[:8]}>"
     out, err = io.StringIO(), io.StringIO()
-    result: str | None = None
-    error: str | None = None
+    result = error = None
     try:
         tree = ast.parse(code, filename=filename, mode="exec")
     except SyntaxError as exc:
         return ExecOutcome("", "", None, _format_exception(exc))
     linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
-    last: ast.Expression | None = None
-    final = tree.body[-1] if tree.body else None
-    if isinstance(final, ast.Expr):
-        tree.body.pop()
-        last = ast.Expression(final.value)
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             exec(compile(tree, filename, "exec"), namespace)
-            if last is not None:
-                value = eval(compile(last, filename, "eval"), namespace)
-                if value is not None:
-                    result = repr(value)
+            if isinstance(last, ast.Expr):
+                value = eval(compile(ast.Expression(last.value), filename, "eval"), namespace)
+                result = None if value is None else repr(value)
     except KeyboardInterrupt as exc:
         printed = format_outcome(ExecOutcome(out.getvalue(), err.getvalue(), None, None))
         raise ToolInterrupted("" if printed == "(no output)" else printed) from exc
@@ -192,11 +186,9 @@ class FigureKeeper:
                 if (self._busy or threading.get_ident() != thread or kwargs.get("update")
                         or not isinstance(data, dict)):
                     return original(data, metadata, *args, **kwargs)
-                tell = getattr(sys.stdout, "tell", None)  # where in the printed text
-                try:
-                    position = int(tell()) if callable(tell) else None
-                except (OSError, ValueError):
-                    position = None
+                position: int | None = None  # where in the printed text
+                with contextlib.suppress(Exception):
+                    position = int(sys.stdout.tell())
                 self._take(dict(data), dict(metadata or {}), position)
                 if self.forward:  # printed where displays go, not into the code's output
                     with contextlib.redirect_stdout(stdout):
@@ -254,8 +246,7 @@ class FigureKeeper:
             size = image_size(raw, media_type)
             if size is not None:
                 ref["width"], ref["height"] = size
-            ref["bytes"] = len(raw)
-            ref["shown"] = bool(shown and self._shows_images)
+            ref.update(bytes=len(raw), shown=bool(shown and self._shows_images))
             self._pending.append((ref, raw))
             self._texts.append((position, ""))  # filled by keep()
             self.emit(Displayed(data, metadata, dict(ref), shown=shown))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import json
 import re
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -86,36 +85,21 @@ class Tool:
 
     def invoke(self, arguments: str) -> ToolResult:
         """Validate the model's JSON ``arguments`` and call the function."""
-        try:
-            raw = json.loads(arguments or "{}")
-        except ValueError as exc:
-            return ToolResult(f"error: the arguments are not valid JSON ({exc})", ok=False)
-        except RecursionError:
-            return ToolResult("error: the arguments are nested too deeply", ok=False)
-        if not isinstance(raw, dict):
-            return ToolResult("error: the arguments must be a JSON object", ok=False)
-        try:
-            parsed = self.args_model.model_validate(raw)
+        try:  # not JSON, not an object or nested too deeply: a ValidationError too
+            parsed = self.args_model.model_validate_json(arguments or "{}")
         except pydantic.ValidationError as exc:
             errors = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(arguments)'}: {e['msg']}"
                                for e in exc.errors())
             return ToolResult(f"error: invalid arguments for {self.name}: {errors}", ok=False)
         try:
-            value = self.func(**{name: getattr(parsed, name)
-                                 for name in type(parsed).model_fields})
+            value = self.func(**{name: getattr(parsed, name) for name in type(parsed).model_fields})
+            return ToolResult(str(value), ok=True, figures=getattr(value, "figures", ()))
         except ToolError as exc:
             return ToolResult(f"error: {exc}", ok=False, figures=exc.figures)
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # SystemExit, CancelledError, ...: the tool failed
             return ToolResult(f"error: {type(exc).__name__}: {exc}", ok=False)
-        try:
-            return ToolResult(str(value), ok=True, figures=getattr(value, "figures", ()))
-        except KeyboardInterrupt:
-            raise
-        except BaseException as exc:
-            return ToolResult(f"error: str() of the result failed: {type(exc).__name__}: {exc}",
-                              ok=False)
 
 
 def tool_from_function(func: Callable[..., Any]) -> Tool:
@@ -144,21 +128,16 @@ def tool_from_function(func: Callable[..., Any]) -> Tool:
 def short_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """A Chat Completions tool schema with a one-sentence description and no parameter
     descriptions (the names, types and required fields stay)."""
-    function = dict(schema.get("function") or {})
-    text = str(function.get("description") or "").strip()
-    first = text.split("\n\n", 1)[0].replace("\n", " ")
+    function, parameters = schema["function"], schema["function"]["parameters"]
+    first = function["description"].strip().split("\n\n", 1)[0].replace("\n", " ")
     end = first.find(". ")
-    function["description"] = first if end < 0 else first[:end + 1]
-    parameters = function.get("parameters")
-    if isinstance(parameters, dict) and isinstance(parameters.get("properties"), dict):
-        properties = {name: {k: v for k, v in prop.items() if k != "description"}
-                      if isinstance(prop, dict) else prop
-                      for name, prop in parameters["properties"].items()}
-        function["parameters"] = {**parameters, "properties": properties}
-    return {**schema, "function": function}
+    properties = {name: {k: v for k, v in prop.items() if k != "description"}
+                  for name, prop in parameters["properties"].items()}
+    description = first[:end + 1] if end >= 0 else first
+    return {**schema, "function": {**function, "description": description,
+                                   "parameters": {**parameters, "properties": properties}}}
 
 
-INTERRUPTED_RUNNING = "interrupted by the user while this tool call was running"
 DECLINED_BY_INTERRUPT = ("error: refused: the user pressed Ctrl-C at the approval question "
                          "(declined); the code did not run")
 
@@ -209,8 +188,9 @@ def execute_batch(progress: BatchProgress, tools: Mapping[str, Tool], state: Ses
             if isinstance(exc, ApprovalInterrupted):  # declined at the question: never ran
                 kept = {"role": "tool", "tool_call_id": call_id, "content": DECLINED_BY_INTERRUPT}
             elif exc.output:  # keep what it printed: on screen and for the model
-                kept = synthetic_result(call_id, f"{INTERRUPTED_RUNNING}; it had printed:\n"
-                                                 f"{truncate(exc.output, max_output_chars)}")
+                kept = synthetic_result(call_id, "interrupted by the user while this tool call "
+                                        f"was running; it had printed:\n"
+                                        f"{truncate(exc.output, max_output_chars)}")
             else:
                 raise
             progress.results.append(to_message_dict(kept))
