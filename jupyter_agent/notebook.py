@@ -140,15 +140,10 @@ def _short_path(path: str) -> str:  # a traceback names no user's folders
 def _format_traceback(exc: BaseException, names: dict[str, int]) -> str:
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
               if _IPYTHON_DIR not in f.filename.replace("\\", "/")]
-    for frame in frames:
-        count = names.get(frame.filename)
+    for frame in frames:  # a cell's file is named by its execution count
         match = re.fullmatch(r"<ipython-input-(\d+)-\w+>", frame.filename)
-        if count is None and match:
-            count = int(match.group(1))
-        if count is not None:
-            frame.filename = f"In [{count}]"
-        else:
-            frame.filename = _short_path(frame.filename)
+        count = names.get(frame.filename, int(match.group(1)) if match else None)
+        frame.filename = _short_path(frame.filename) if count is None else f"In [{count}]"
     lines = ["Traceback (most recent call last):\n"] if frames else []
     lines += traceback.format_list(frames)
     lines += traceback.format_exception_only(type(exc), exc)
@@ -188,16 +183,12 @@ class CellLog:
             events.unregister("post_run_cell", self._on_post_run)
 
     def _on_post_run(self, result: Any) -> None:
-        count = getattr(result, "execution_count", None)
-        raw = getattr(getattr(result, "info", None), "raw_cell", "") or ""
+        count, error = result.execution_count, result.error_in_exec or result.error_before_exec
         if not isinstance(count, int):
             return
-        if _AGENT_MAGIC.match(raw):
+        if _AGENT_MAGIC.match(getattr(result.info, "raw_cell", "") or ""):
             self.agent_cells.add(count)
-            return
-        error = getattr(result, "error_in_exec", None) or getattr(result, "error_before_exec",
-                                                                   None)
-        if isinstance(error, BaseException):
+        elif isinstance(error, BaseException):
             names = getattr(getattr(self.shell, "compile", None), "_filename_map", {}) or {}
             try:
                 text = _format_traceback(error, dict(names))

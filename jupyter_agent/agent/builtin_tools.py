@@ -118,13 +118,11 @@ def ask_on_stdin(code: str, *, show: ShowQuestion | None = None,
     """Show ``code`` whole and ask ``Run this code? [y/N]`` with :func:`input`."""
     if not stdin_is_usable():
         raise EOFError("no usable stdin to ask the user on")
-    intro, prompt = question
     if show is None:
-        print(question_text(intro, code), flush=True)
+        print(question_text(question[0], code), flush=True)
     else:
-        show(intro, code)
-    answer = builtins.input(prompt)
-    return answer.strip().lower() in ("y", "yes")
+        show(question[0], code)
+    return builtins.input(question[1]).strip().lower() in ("y", "yes")
 
 
 class BuiltinTools:
@@ -189,10 +187,9 @@ class BuiltinTools:
     def run_python(self, code: str) -> str:
         """Run Python code in the user's IPython kernel namespace and return its output.
 
-        Variables persist between calls and are shared with the user's notebook.
-        Returns stdout, stderr, the repr of a final expression, and any exception as
-        text; long output is cut. Figures (plt.show(), display() of images) are shown to
-        the user and named in the output, e.g. [figure 1: PNG, 640×480 px, ...].
+        Variables persist and are shared with the user's notebook. Returns stdout, stderr,
+        the repr of a final expression and any exception; long output is cut. Figures
+        are shown to the user and named, e.g. [figure 1: PNG, 640×480 px, ...].
 
         Parameters
         ----------
@@ -203,22 +200,21 @@ class BuiltinTools:
         with self.figures.capture(self._shell()):
             outcome = run_code(code, self.namespace())
         outcome, figures = self.figures.keep(outcome)
-        text = format_outcome(outcome)
         if outcome.error is not None:
-            raise ToolError(text, figures=figures)
-        return ToolOutput(text, figures)
+            raise ToolError(format_outcome(outcome), figures=figures)
+        return ToolOutput(format_outcome(outcome), figures)
 
     @property
     def cells(self) -> CellLog:
-        """The log of the user's cells (one without a hook when none was given: errors
-        then come from ``sys.last_value``)."""
+        """The log of the user's cells (without a hook when none was given: errors then
+        come from ``sys.last_value``)."""
         if self._cells is None:
             self._cells = CellLog(self._shell())
         elif self._cells.shell is None:
             self._cells.shell = self._shell()
         return self._cells
 
-    def _share(self, name: str, make: Callable[[], str], values: bool) -> str:
+    def _share(self, name: str, make: Callable[[], str], values: bool = False) -> str:
         """``make()`` as far as ``context_privacy`` allows (values: asked under "schema")."""
         if self.privacy == "none":
             raise ToolError(PRIVACY_REFUSAL)
@@ -230,42 +226,37 @@ class BuiltinTools:
         return text
 
     def list_variables(self) -> str:
-        """List the user's variables in the kernel: name, type and shape (with the
-        setting context_privacy="preview", a short preview too)."""
+        """List the user's kernel variables: name, type and shape (and a short preview
+        under context_privacy="preview")."""
         def rows() -> str:
             out = []
             for name, value in visible_namespace(self.namespace(), self._shell()).items():
-                type_name = type(value).__name__
+                head = f"{name}: {type(value).__name__}"
                 shape = getattr(value, "shape", None)
                 if isinstance(shape, tuple):
-                    out.append(f"{name}: {type_name}, shape={shape}")
+                    out.append(f"{head}, shape={shape}")
                 elif self.privacy == "preview":
-                    value_text = shorten(" ".join(preview_text(value).split()), 100)
-                    out.append(f"{name}: {type_name} = {value_text}")
+                    out.append(f"{head} = {shorten(' '.join(preview_text(value).split()), 100)}")
                 else:
-                    lines = brief_schema(value)[1:]
-                    out.append(f"{name}: {type_name}" + (f", {lines[0]}" if lines else ""))
+                    out.append(", ".join([head, *brief_schema(value)[1:2]]))
             return "\n".join(out) or "(no user variables)"
 
-        return self._share("list_variables", rows, False)
+        return self._share("list_variables", rows)
 
     def describe_variable(self, name: str, values: bool = False) -> str:
-        """Describe one variable: type, shape, dtypes, column names, row count, memory;
-        its first rows or repr only when the user allows values.
+        """Describe one variable: type, shape, dtypes, columns, row count, memory.
 
         Parameters
         ----------
         name : str
             The variable's name in the kernel namespace.
         values : bool
-            Also send the first rows (or a cut repr); the user is asked unless their
-            privacy setting already allows it.
+            Also send its first rows or repr (the user is asked unless allowed).
         """
         def describe() -> str:
-            ns = self.namespace()
-            if name not in ns:
+            if name not in self.namespace():
                 raise ToolError(f"no variable named {name!r}")
-            return describe_value(name, ns[name], self.privacy, values=values)
+            return describe_value(name, self.namespace()[name], self.privacy, values=values)
 
         return self._share("describe_variable", describe, values)
 
@@ -303,7 +294,7 @@ class BuiltinTools:
 
     def last_error(self) -> str:
         """The traceback of the last cell of the user's that failed, with its number."""
-        return self._share("last_error", lambda: format_last_error(self.cells), False)
+        return self._share("last_error", lambda: format_last_error(self.cells))
 
     def read_scratchpad(self) -> str:
         """Read the session's scratchpad (your working notes for this session)."""
@@ -332,10 +323,9 @@ class BuiltinTools:
         text : str
             What needs doing.
         """
-        state = self._get_state()
-        item_id = max((t.id for t in state.todos), default=0) + 1
-        state.todos.append(TodoItem(id=item_id, text=text))
-        return f"added todo #{item_id}"
+        todos = self._get_state().todos
+        todos.append(TodoItem(id=max((t.id for t in todos), default=0) + 1, text=text))
+        return f"added todo #{todos[-1].id}"
 
     def update_todo(self, id: int, status: TodoStatus) -> str:
         """Set a todo item's status; moving it to "failed" counts one more retry.
@@ -347,11 +337,11 @@ class BuiltinTools:
         status : str
             One of "pending", "in_progress", "done", "failed".
         """
-        state = self._get_state()
-        for index, item in enumerate(state.todos):
+        todos = self._get_state().todos
+        for index, item in enumerate(todos):
             if item.id == id:
                 retries = item.retries + (1 if status == "failed" else 0)
-                state.todos[index] = item.model_copy(update={"status": status, "retries": retries})
+                todos[index] = item.model_copy(update={"status": status, "retries": retries})
                 return f"todo #{id} is now {status} (retries: {retries})"
         raise ToolError(f"no todo #{id}")
 
@@ -393,15 +383,14 @@ class BuiltinTools:
             "project" for facts about this project (project.md), "user" for the
             user's preferences (user.md).
         """
-        store = self.memory.store
+        store, file = self.memory.store, f"{kind}.md"
         if store is None:
             raise ToolError("no memory store: the note cannot be saved")
-        file = f"{kind}.md"
         line = "- " + " ".join(clean_text(note).split())  # exactly what Notes.append writes
-        intro, prompt = NOTE_QUESTION
-        self._decide("remember", lambda: ask_on_stdin(line, show=self.show_question, question=(
-            intro.format(file=file), prompt)), NOTE_DENY_REFUSAL.format(file=file),
-            NOTE_DECLINED_REFUSAL)
+        question = (NOTE_QUESTION[0].format(file=file), NOTE_QUESTION[1])
+        self._decide("remember", lambda: ask_on_stdin(line, show=self.show_question,
+                                                      question=question),
+                     NOTE_DENY_REFUSAL.format(file=file), NOTE_DECLINED_REFUSAL)
         store.notes.append(kind, note)
         return f"noted in {file}"
 

@@ -11,6 +11,7 @@ without images and remembers for the session that the endpoint takes none.
 
 from __future__ import annotations
 
+import contextlib
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -71,14 +72,12 @@ class RequestView:
         if figure_id in self._encoded:
             self._encoded.move_to_end(figure_id)
             return self._encoded[figure_id]
-        encoded: tuple[str, int] | None = None
-        try:
+        encoded: tuple[str, int] | None = None  # a figure that cannot be read: text only
+        with contextlib.suppress(JupyterAgentError, OSError, ValueError):
             found = self.read_figure(figure_id)
             if found.media_type in RASTER_TYPES:
                 data, (width, height) = downscale(found.data, found.media_type)
                 encoded = (data_url(data, found.media_type), image_tokens(width, height))
-        except (JupyterAgentError, OSError, ValueError):
-            encoded = None  # a figure that cannot be read is named in text only
         self._encoded[figure_id] = encoded
         while len(self._encoded) > _ENCODED_KEPT:
             self._encoded.popitem(last=False)
@@ -91,8 +90,6 @@ class RequestView:
         tokens = count = 0
         source = self._source or []
         for index in reversed(self._with_figures):
-            if count >= max_images:
-                break
             refs = source[index].get("figures") if index < len(source) else None
             for ref in reversed(refs if isinstance(refs, list) else []):
                 if count >= max_images:
@@ -113,9 +110,8 @@ class RequestView:
             for index, figures in by_message.items():
                 message = self._plain[index]
                 key = (id(message), *(r["id"] for r, _ in figures))
-                text = message.get("content")
                 out[index] = used[key] = self._parts.get(key) or {**message, "content": [
-                    {"type": "text", "text": text if isinstance(text, str) else str(text or "")},
+                    {"type": "text", "text": str(message.get("content") or "")},
                     *(_image_part(url) for _, url in figures)]}
         else:  # a user message after the batch's results
             batches: dict[int, list[Picked]] = {}
@@ -202,10 +198,8 @@ class VisionModel:
                                                completion // CHARS_PER_TOKEN))
 
     def _noted(self, request: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        if self._note is None:
-            return request
-        index = request_index(request, self._note[0])
-        if index is None or not isinstance(request[index].get("content"), str):
+        index = request_index(request, self._note[0]) if self._note is not None else None
+        if self._note is None or index is None or not isinstance(request[index].get("content"), str):
             return request
         noted = list(request)
         noted[index] = {**request[index],
