@@ -161,8 +161,7 @@ class FigureKeeper:
     save: SaveFigure = lambda figure_id, data, media_type: None
     emit: EventCallback = ignore_event
     forward: bool = True  # displays go on to the shell (no front end shows the events)
-    _pending: list[tuple[dict[str, Any], bytes]] = field(default_factory=list)
-    _texts: list[tuple[int | None, str]] = field(default_factory=list)  # "": a figure
+    _shown: list[tuple[int | None, Any]] = field(default_factory=list)  # text or (ref, bytes)
     _shows_images: bool = False
     _busy: bool = False
     _error: str = ""
@@ -170,7 +169,7 @@ class FigureKeeper:
     @contextlib.contextmanager
     def capture(self, shell: Any) -> Iterator[None]:
         """Catch what the block displays in ``shell`` (None: no shell), in this thread."""
-        self._pending, self._texts, self._error = [], [], ""
+        self._shown, self._error = [], ""
         self._shows_images = shell is not None and (
             type(shell).__name__ == "ZMQInteractiveShell"
             or (callable(getattr(shell, "has_trait", None)) and bool(shell.has_trait("kernel"))))
@@ -234,7 +233,7 @@ class FigureKeeper:
             image = image_of(data)
             if image is None:
                 text = data.get("text/plain")
-                self._texts.append((position, text if isinstance(text, str) and text.strip()
+                self._shown.append((position, text if isinstance(text, str) and text.strip()
                                     else f"[display: {', '.join(sorted(data)) or 'nothing'}]"))
                 self.emit(Displayed(data, metadata, None))
                 return
@@ -247,8 +246,7 @@ class FigureKeeper:
             if size is not None:
                 ref["width"], ref["height"] = size
             ref.update(bytes=len(raw), shown=bool(shown and self._shows_images))
-            self._pending.append((ref, raw))
-            self._texts.append((position, ""))  # filled by keep()
+            self._shown.append((position, (ref, raw)))
             self.emit(Displayed(data, metadata, dict(ref), shown=shown))
         finally:
             self._busy = False
@@ -256,11 +254,10 @@ class FigureKeeper:
     def keep(self, outcome: ExecOutcome) -> tuple[ExecOutcome, tuple[dict[str, Any], ...]]:
         """Save the captured figures and put every output into the printed text."""
         refs: list[dict[str, Any]] = []
-        figures = iter(self._pending)
         pieces: list[tuple[int | None, str]] = []
-        for position, text in self._texts:
-            if not text:
-                ref, raw = next(figures)
+        for position, text in self._shown:
+            if isinstance(text, tuple):
+                ref, raw = text
                 note = ""
                 try:
                     check_figure(ref["id"], raw, ref["media_type"])
@@ -271,7 +268,7 @@ class FigureKeeper:
                     refs.append(ref)
                 text = f"[{describe_figure(ref)}{note}]"
             pieces.append((position, text))
-        self._pending, self._texts = [], []
+        self._shown = []
         outcome = replace(outcome, stdout=interleave(outcome.stdout, pieces))
         if self._error:
             error = f"{outcome.error}\n{self._error}" if outcome.error else self._error

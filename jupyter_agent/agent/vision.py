@@ -198,8 +198,10 @@ class VisionModel:
                                                completion // CHARS_PER_TOKEN))
 
     def _noted(self, request: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        index = request_index(request, self._note[0]) if self._note is not None else None
-        if self._note is None or index is None or not isinstance(request[index].get("content"), str):
+        if self._note is None:
+            return request
+        index = request_index(request, self._note[0])
+        if index is None or not isinstance(request[index].get("content"), str):
             return request
         noted = list(request)
         noted[index] = {**request[index],

@@ -41,7 +41,7 @@ SOURCES = {"setting": "set by context_window", "server": "reported by the server
 class ContextWindow:
     """A context window (tokens) and where it came from (``source``, a key of
     :data:`SOURCES`); ``small``: under :data:`SMALL_WINDOW`, requests are kept short;
-    ``reserve``: :func:`reply_budget`."""
+    ``reserve``: the tokens kept free for the reply (1/8 of the window, 256-4096)."""
 
     tokens: int
     source: str
@@ -51,7 +51,7 @@ class ContextWindow:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "small", self.tokens < SMALL_WINDOW)
-        object.__setattr__(self, "reserve", reply_budget(self.tokens))
+        object.__setattr__(self, "reserve", min(max(self.tokens // 8, 256), 4_096))
         object.__setattr__(self, "origin", SOURCES.get(self.source, self.source))
 
 
@@ -78,8 +78,7 @@ def refused_window(status: int, detail: str, code: str = "", kind: str = "",
     the window) or the window in tokens."""
     if status not in (400, 413):
         return None
-    text = f"{detail} {code} {kind}"
-    if not _REFUSAL_WORDS.search(text):
+    if not _REFUSAL_WORDS.search(f"{detail} {code} {kind}"):
         return None
     found = plausible(n_ctx)
     if found is not None:
@@ -89,11 +88,6 @@ def refused_window(status: int, detail: str, code: str = "", kind: str = "",
         if match and plausible(int(match.group(1))) is not None:
             return int(match.group(1))
     return 0
-
-
-def reply_budget(window: int) -> int:
-    """Tokens kept free for the reply in a window of ``window`` tokens (1/8, 256-4096)."""
-    return min(max(window // 8, 256), 4_096)
 
 
 _FALLBACK_WINDOWS: tuple[tuple[str, int], ...] = (

@@ -9,6 +9,7 @@ transcript keeps it); compaction cuts only before a user or assistant message.
 from __future__ import annotations
 
 import json
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,12 +28,9 @@ _PER_MESSAGE_TOKENS = 4
 
 def message_chars(message: dict[str, Any]) -> int:
     """Characters of a message that count toward the prompt (content, tool calls)."""
-    n = 0
     content = message.get("content")
-    if isinstance(content, str):
-        n += len(content)
-    elif isinstance(content, list):
-        n += len(json.dumps(content, ensure_ascii=False))
+    n = len(content if isinstance(content, str) else
+            json.dumps(content, ensure_ascii=False) if isinstance(content, list) else "")
     for call in message.get("tool_calls") or ():
         function = call.get("function") or {}
         n += len(function.get("name") or "") + len(function.get("arguments") or "") + 24
@@ -96,13 +94,12 @@ def repair_tool_pairs(messages: Sequence[dict[str, Any]],
         return [*messages[:start], *tail], report
     out: list[dict[str, Any]] = []
     added: list[str] = []
-    dropped, first_change, i, n = 0, None, 0, len(messages)
+    dropped, inside, i, n = 0, False, 0, len(messages)  # inside: a result added before the end
     while i < n:
         message = messages[i]
         i += 1
         if message.get("role") == "tool":  # not directly after a batch: orphan
             dropped += 1
-            first_change = i - 1 if first_change is None else first_change
             continue
         out.append(message)
         calls = message.get("tool_calls") if message.get("role") == "assistant" else None
@@ -113,14 +110,12 @@ def repair_tool_pairs(messages: Sequence[dict[str, Any]],
                 out.append(messages[i])
             else:
                 dropped += 1
-                first_change = i if first_change is None else first_change
             i += 1
         for call_id in pending:
             added.append(str(call_id))
             out.append(synthetic_result(str(call_id), reason))
-            first_change = i if first_change is None else first_change
-    appended_only = dropped == 0 and (first_change is None or first_change >= n)
-    return out, RepairReport(tuple(added), dropped, appended_only)
+        inside = inside or (bool(pending) and i < n)
+    return out, RepairReport(tuple(added), dropped, appended_only=dropped == 0 and not inside)
 
 
 def choose_cut(messages: Sequence[dict[str, Any]], *, keep_tokens: int, keep_turns: int = 2,
@@ -227,8 +222,7 @@ def read_session_notes(store: Store | None, cap: int = NOTES_CAP) -> NotesRead:
     read = NotesRead()
     if store is None:
         return read
-    kinds: tuple[NoteKind, ...] = ("project", "user")
-    for kind in kinds:
+    for kind in typing.get_args(NoteKind):
         name = f"{kind}.md"
         try:
             text = store.notes.read(kind)

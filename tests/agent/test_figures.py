@@ -339,7 +339,7 @@ def test_a_figure_file_replaced_by_a_link_or_fifo_is_refused(
 
 def test_a_long_context_drops_old_images_before_summarising(
         store: FileStore, kshell: InteractiveShell) -> None:
-    from jupyter_agent.agent.window import reply_budget
+    from jupyter_agent.agent.window import ContextWindow
     from jupyter_agent.agent.working_context import estimate_schema_tokens, estimate_tokens
 
     def first_turn(window: int) -> tuple[Agent, ScriptedModelServer]:
@@ -360,7 +360,8 @@ def test_a_long_context_drops_old_images_before_summarising(
     assert with_images > without + 400
 
     middle = (with_images + without) / 2  # compaction starts there: images go, no summary
-    window = next(w for w in range(1024, 8192) if 0.8 * w - reply_budget(w) >= middle)
+    window = next(w for w in range(1024, 8192)
+                  if 0.8 * w - ContextWindow(w, "setting").reserve >= middle)
     agent, server = first_turn(window)
     rec = Recorder()
     assert agent.run("next", on_event=rec).reply == "ok"
