@@ -369,18 +369,14 @@ def attach_references(prompt: str, log: CellLog, privacy: Privacy, *,
     blocks: list[str] = []
     for ref in found[:_MAX_REFERENCES]:
         body: str | None = None
-        if ref.startswith("@In["):
-            n = int(ref[4:-1])
-            if 0 < n < len(inputs) and not _AGENT_MAGIC.match(inputs[n]):
-                body = format_cell(log, n, privacy)
-        elif ref.startswith("@Out["):
-            n = int(ref[5:-1])
-            if n in outputs:
-                body = f"Out [{n}]: {_output_text(outputs[n], privacy, False)}"
-        elif ref == "@error":
-            if log.last_error() is not None:
-                body = format_last_error(log)
-        elif ref[1:] in ns:
+        n = int(ref[ref.index("[") + 1:-1]) if "[" in ref else 0
+        if ref.startswith("@In[") and 0 < n < len(inputs) and not _AGENT_MAGIC.match(inputs[n]):
+            body = format_cell(log, n, privacy)
+        elif ref.startswith("@Out[") and n in outputs:
+            body = f"Out [{n}]: {_output_text(outputs[n], privacy, False)}"
+        elif ref == "@error" and log.last_error() is not None:
+            body = format_last_error(log)
+        elif ref != "@error" and ref[1:] in ns:
             body = describe_value(ref[1:], ns[ref[1:]], privacy)
         if body is None:
             what = ("no cell has failed" if ref == "@error" else

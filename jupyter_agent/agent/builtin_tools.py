@@ -10,6 +10,7 @@ an exception; Ctrl-C at a question declines (the call never ran).
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import re
 import sys
@@ -77,13 +78,11 @@ def stdin_is_usable() -> bool:
     if shell is not None and any(c.__name__ == "ZMQInteractiveShell" for c in type(shell).__mro__):
         # The front end says per request whether it answers input() (headless runners do
         # not); the same test decides whether the turn is shown live.
-        kernel = getattr(shell, "kernel", None)
-        return bool(getattr(kernel, "_allow_stdin", False))
+        return bool(getattr(getattr(shell, "kernel", None), "_allow_stdin", False))
     stdin = sys.stdin
-    try:
+    with contextlib.suppress(OSError, ValueError, AttributeError):
         return stdin is not None and not getattr(stdin, "closed", False) and bool(stdin.isatty())
-    except (OSError, ValueError, AttributeError):
-        return False
+    return False
 
 
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e"
@@ -162,14 +161,17 @@ class BuiltinTools:
         return (name in ("run_python", "remember") and self.approval == "ask"
                 and stdin_is_usable())
 
-    def _decide(self, name: str, ask: Callable[[], bool], deny: str, declined: str) -> None:
-        """Raise the refusal as a ToolError unless the call is allowed."""
+    def _decide(self, name: str, text: str, question: tuple[str, str], deny: str,
+                declined: str) -> None:
+        """Raise the refusal as a ToolError unless the call is allowed (asking the user
+        about ``text`` under "ask")."""
         if self.approval == "auto":
             return
         refusal: str | None = deny
         if self.approval != "deny":
             try:
-                approved = ask()
+                approved = (self.ask(text) if question is RUN_QUESTION else
+                            ask_on_stdin(text, show=self.show_question, question=question))
             except KeyboardInterrupt:
                 self.refusals += 1  # declined before anything ran: not a tool call
                 raise ApprovalInterrupted() from None
@@ -196,7 +198,7 @@ class BuiltinTools:
         code : str
             Python source to execute, like a notebook cell.
         """
-        self._decide("run_python", lambda: self.ask(code), DENY_REFUSAL, DECLINED_REFUSAL)
+        self._decide("run_python", code, RUN_QUESTION, DENY_REFUSAL, DECLINED_REFUSAL)
         with self.figures.capture(self._shell()):
             outcome = run_code(code, self.namespace())
         outcome, figures = self.figures.keep(outcome)
@@ -220,9 +222,8 @@ class BuiltinTools:
             raise ToolError(PRIVACY_REFUSAL)
         text = make()
         if values and self.privacy == "schema":
-            self._decide(name, lambda: ask_on_stdin(text, show=self.show_question,
-                                                    question=VALUES_QUESTION),
-                         VALUES_DENY_REFUSAL, VALUES_DECLINED_REFUSAL)
+            self._decide(name, text, VALUES_QUESTION, VALUES_DENY_REFUSAL,
+                         VALUES_DECLINED_REFUSAL)
         return text
 
     def list_variables(self) -> str:
@@ -388,9 +389,8 @@ class BuiltinTools:
             raise ToolError("no memory store: the note cannot be saved")
         line = "- " + " ".join(clean_text(note).split())  # exactly what Notes.append writes
         question = (NOTE_QUESTION[0].format(file=file), NOTE_QUESTION[1])
-        self._decide("remember", lambda: ask_on_stdin(line, show=self.show_question,
-                                                      question=question),
-                     NOTE_DENY_REFUSAL.format(file=file), NOTE_DECLINED_REFUSAL)
+        self._decide("remember", line, question, NOTE_DENY_REFUSAL.format(file=file),
+                     NOTE_DECLINED_REFUSAL)
         store.notes.append(kind, note)
         return f"noted in {file}"
 
