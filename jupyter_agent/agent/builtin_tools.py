@@ -21,21 +21,11 @@ from typing import Any, Literal
 from IPython import get_ipython
 from IPython.core.error import StdinNotImplementedError
 
+from jupyter_agent import notebook
 from jupyter_agent.agent.config import ApprovalPolicy
 from jupyter_agent.agent.events import ApprovalAnswered, EventCallback, Notice, ignore_event
 from jupyter_agent.agent.pyexec import ApprovalInterrupted, FigureKeeper, format_outcome, run_code
 from jupyter_agent.agent.tools import MemoryContext, Tool, ToolError, ToolOutput, tool_from_function
-from jupyter_agent.notebook import (
-    CellLog,
-    Privacy,
-    brief_schema,
-    describe_value,
-    format_cell,
-    format_cells,
-    format_last_error,
-    preview_text,
-    visible_namespace,
-)
 from jupyter_agent.store import SessionState, TodoItem
 from jupyter_agent.store.messages import clean_text
 from jupyter_agent.text import shorten
@@ -129,10 +119,10 @@ class BuiltinTools:
 
     def __init__(self, get_state: Callable[[], SessionState], *, shell: Any = None,
                  approval: ApprovalPolicy = "ask", ask: Callable[[str], bool] | None = None,
-                 show_question: ShowQuestion | None = None, privacy: Privacy = "schema",
-                 cells: CellLog | None = None) -> None:
+                 show_question: ShowQuestion | None = None, privacy: notebook.Privacy = "schema",
+                 cells: notebook.CellLog | None = None) -> None:
         self._get_state, self.shell, self._cells = get_state, shell, cells
-        self.privacy: Privacy = privacy
+        self.privacy: notebook.Privacy = privacy
         self.approval: ApprovalPolicy = approval
         self.show_question = show_question
         self.ask = ask or functools.partial(ask_on_stdin, show=show_question)
@@ -207,11 +197,11 @@ class BuiltinTools:
         return ToolOutput(format_outcome(outcome), figures)
 
     @property
-    def cells(self) -> CellLog:
+    def cells(self) -> notebook.CellLog:
         """The log of the user's cells (without a hook when none was given: errors then
         come from ``sys.last_value``)."""
         if self._cells is None:
-            self._cells = CellLog(self._shell())
+            self._cells = notebook.CellLog(self._shell())
         elif self._cells.shell is None:
             self._cells.shell = self._shell()
         return self._cells
@@ -231,15 +221,16 @@ class BuiltinTools:
         under context_privacy="preview")."""
         def rows() -> str:
             out = []
-            for name, value in visible_namespace(self.namespace(), self._shell()).items():
+            for name, value in notebook.visible_namespace(self.namespace(), self._shell()).items():
                 head = f"{name}: {type(value).__name__}"
                 shape = getattr(value, "shape", None)
                 if isinstance(shape, tuple):
                     out.append(f"{head}, shape={shape}")
                 elif self.privacy == "preview":
-                    out.append(f"{head} = {shorten(' '.join(preview_text(value).split()), 100)}")
+                    preview = " ".join(notebook.preview_text(value).split())
+                    out.append(f"{head} = {shorten(preview, 100)}")
                 else:
-                    out.append(", ".join([head, *brief_schema(value)[1:2]]))
+                    out.append(", ".join([head, *notebook.brief_schema(value)[1:2]]))
             return "\n".join(out) or "(no user variables)"
 
         return self._share("list_variables", rows)
@@ -255,9 +246,10 @@ class BuiltinTools:
             Also send its first rows or repr (the user is asked unless allowed).
         """
         def describe() -> str:
-            if name not in self.namespace():
+            ns = self.namespace()
+            if name not in ns:
                 raise ToolError(f"no variable named {name!r}")
-            return describe_value(name, self.namespace()[name], self.privacy, values=values)
+            return notebook.describe_value(name, ns[name], self.privacy, values=values)
 
         return self._share("describe_variable", describe, values)
 
@@ -272,7 +264,7 @@ class BuiltinTools:
         values : bool
             Also send the outputs' values (the user is asked unless allowed).
         """
-        return self._share("notebook_cells", lambda: format_cells(
+        return self._share("notebook_cells", lambda: notebook.format_cells(
             self.cells, max(1, min(last, 200)), self.privacy, values=values), values)
 
     def notebook_cell(self, n: int, values: bool = False) -> str:
@@ -287,7 +279,7 @@ class BuiltinTools:
         """
         def cell() -> str:
             try:
-                return format_cell(self.cells, n, self.privacy, values=values)
+                return notebook.format_cell(self.cells, n, self.privacy, values=values)
             except KeyError:
                 raise ToolError(f"no cell In [{n}] in this kernel") from None
 
@@ -295,7 +287,7 @@ class BuiltinTools:
 
     def last_error(self) -> str:
         """The traceback of the last cell of the user's that failed, with its number."""
-        return self._share("last_error", lambda: format_last_error(self.cells))
+        return self._share("last_error", lambda: notebook.format_last_error(self.cells))
 
     def read_scratchpad(self) -> str:
         """Read the session's scratchpad (your working notes for this session)."""
