@@ -8,7 +8,6 @@ publisher is wrapped (for that thread only) so each display becomes a Displayed 
 and each image a numbered figure saved with the session before the result names it
 ("[figure 1: PNG, 640×480 px, shown to the user]"). Figures left open are flushed under
 the inline backend, else rendered for the record; matplotlib is never imported here.
-Text is cut by code points, never inside a surrogate pair.
 """
 
 from __future__ import annotations
@@ -170,9 +169,8 @@ class FigureKeeper:
     def capture(self, shell: Any) -> Iterator[None]:
         """Catch what the block displays in ``shell`` (None: no shell), in this thread."""
         self._shown, self._error = [], ""
-        self._shows_images = shell is not None and (
-            type(shell).__name__ == "ZMQInteractiveShell"
-            or (callable(getattr(shell, "has_trait", None)) and bool(shell.has_trait("kernel"))))
+        self._shows_images = type(shell).__name__ == "ZMQInteractiveShell" or bool(
+            getattr(shell, "has_trait", lambda _: False)("kernel"))
         thread, before, stdout = threading.get_ident(), _open_figures(), sys.stdout
         publisher = getattr(shell, "display_pub", None)
         if publisher is None or not callable(getattr(publisher, "publish", None)):
