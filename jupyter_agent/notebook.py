@@ -255,15 +255,6 @@ def format_cell(log: CellLog, n: int, privacy: Privacy, *, values: bool = False,
     return "\n".join(parts)
 
 
-def format_cells(log: CellLog, last: int, privacy: Privacy, *, values: bool = False) -> str:
-    inputs = log.inputs()
-    numbers = list(range(max(1, len(inputs) - max(1, last)), len(inputs)))
-    if not numbers:
-        return "(no cells have run in this kernel)"
-    return "\n\n".join(format_cell(log, n, privacy, values=values, input_chars=CELL_CHARS)
-                       for n in numbers)
-
-
 def format_last_error(log: CellLog) -> str:
     found = log.last_error()
     if found is None:

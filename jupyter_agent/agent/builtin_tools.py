@@ -264,8 +264,15 @@ class BuiltinTools:
         values : bool
             Also send the outputs' values (the user is asked unless allowed).
         """
-        return self._share("notebook_cells", lambda: notebook.format_cells(
-            self.cells, max(1, min(last, 200)), self.privacy, values=values), values)
+        def cells() -> str:
+            count = len(self.cells.inputs())
+            return "\n\n".join(
+                notebook.format_cell(self.cells, n, self.privacy, values=values,
+                                     input_chars=notebook.CELL_CHARS)
+                for n in range(max(1, count - max(1, min(last, 200))), count)
+            ) or "(no cells have run in this kernel)"
+
+        return self._share("notebook_cells", cells, values)
 
     def notebook_cell(self, n: int, values: bool = False) -> str:
         """One cell the user ran: In [n], its output and its error if it failed.
