@@ -57,8 +57,7 @@ class ExecOutcome:
 
 def _format_exception(exc: BaseException) -> str:
     te = traceback.TracebackException.from_exception(exc)
-    frames = [f for f in te.stack if f.filename != __file__]
-    te.stack = traceback.StackSummary.from_list(frames)
+    te.stack = traceback.StackSummary.from_list([f for f in te.stack if f.filename != __file__])
     return "".join(te.format()).rstrip()
 
 

@@ -57,9 +57,8 @@ class ContextWindow:
 
 def plausible(value: Any) -> int | None:
     """``value`` as a window in tokens if it is an integer in a plausible range, else None."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    return value if _MIN_WINDOW <= value <= _MAX_WINDOW else None
+    plain_int = isinstance(value, int) and not isinstance(value, bool)
+    return value if plain_int and _MIN_WINDOW <= value <= _MAX_WINDOW else None
 
 
 _WINDOW_PATTERNS = (
@@ -125,7 +124,7 @@ def _listed(data: Any, model: str) -> int | None:
         named = entries  # llama.cpp lists its one model under the file name
     for entry in named:
         meta = entry.get("meta")
-        for value in ((meta or {}).get("n_ctx") if isinstance(meta, dict) else None,
+        for value in (meta.get("n_ctx") if isinstance(meta, dict) else None,
                       entry.get("max_model_len"), entry.get("max_context_length"),
                       entry.get("loaded_context_length"), entry.get("context_length")):
             if plausible(value) is not None:
