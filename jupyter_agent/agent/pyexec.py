@@ -139,7 +139,6 @@ def interleave(printed: str, pieces: list[tuple[int | None, str]]) -> str:
 
 
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
-SaveFigure = Callable[[str, bytes, str], object]
 
 
 def _open_figures() -> set[int]:
@@ -156,7 +155,7 @@ class FigureKeeper:
     module docstring): :meth:`capture` one call, then :meth:`keep` its figures."""
 
     get_state: Callable[[], SessionState]
-    save: SaveFigure = lambda figure_id, data, media_type: None
+    save: Callable[[str, bytes, str], object] = lambda figure_id, data, media_type: None
     emit: EventCallback = ignore_event
     forward: bool = True  # displays go on to the shell (no front end shows the events)
     _shown: list[tuple[int | None, Any]] = field(default_factory=list)  # text or (ref, bytes)

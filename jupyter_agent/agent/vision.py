@@ -33,7 +33,6 @@ from jupyter_agent.store import FigureData, SessionState
 IMAGES_CAPTION = "[jupyter-agent] The figures made by the code above:"
 _ENCODED_KEPT = 32  # figures kept encoded between requests
 
-ReadFigure = Callable[[str], FigureData]
 Picked = tuple[dict[str, Any], str]  # a figure reference and its data: URL
 
 
@@ -41,7 +40,7 @@ Picked = tuple[dict[str, Any], str]  # a figure reference and its data: URL
 class RequestView:
     """What a request carries, from the working context (see the module docstring)."""
 
-    read_figure: ReadFigure
+    read_figure: Callable[[str], FigureData]
     _source: list[dict[str, Any]] | None = None
     _last: dict[str, Any] | None = None
     _plain: list[dict[str, Any]] = field(default_factory=list)
