@@ -32,7 +32,7 @@ from jupyter_agent.artefacts.search import search_sessions
 from jupyter_agent.artefacts.steps import Progress, no_progress
 from jupyter_agent.controller import share_session
 from jupyter_agent.errors import JupyterAgentError, SessionNotFoundError, UnsafeDirectoryError
-from jupyter_agent.project import open_store, resolve_memory_dir
+from jupyter_agent.project import confirm_delete, open_store, resolve_memory_dir
 from jupyter_agent.store import FigureData, FileStore, SessionListing, SessionRecord, Store
 from jupyter_agent.store.messages import message_text
 from jupyter_agent.store.migrate import migrate_sessions
@@ -71,14 +71,10 @@ class Context:
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     _opened: list[Any] = field(default_factory=list, repr=False)
 
-    @property
-    def label(self) -> str:
-        return f"jupyter agent {self.command}"
-
     @cached_property
     def files(self) -> FileStore:
         """The JSON files of the memory directory, whatever the store URL."""
-        return FileStore(self.memory_dir, holder_label=self.label)
+        return FileStore(self.memory_dir, holder_label=f"{PROG} {self.command}")
 
     @cached_property
     def store(self) -> Store:
@@ -89,7 +85,8 @@ class Context:
     def open(self, url: str | None) -> Store:
         """The store of ``url`` (see :func:`~jupyter_agent.project.open_store`), closed
         when the command ends."""
-        store = open_store(self.memory_dir, url, holder_label=self.label, environ=self.environ)
+        store = open_store(self.memory_dir, url, holder_label=f"{PROG} {self.command}",
+                           environ=self.environ)
         self._opened.append(store)
         return store
 
@@ -98,9 +95,7 @@ class Context:
             getattr(store, "close", lambda: None)()
         self._opened.clear()
 
-    def print(self, text: str) -> None:
-        """Print ``text`` with its escape sequences and control characters made inert
-        (titles, summaries and prompts come from session files)."""
+    def print(self, text: str) -> None:  # titles, summaries and prompts come from files
         print(terminal_text(text), file=self.out)
 
     def emit_json(self, value: Any) -> None:
@@ -267,15 +262,10 @@ def share(ctx: Context, args: argparse.Namespace) -> int:
 
 def remove(ctx: Context, args: argparse.Namespace) -> int:
     record = ctx.store.load_session(args.session_id)
-    if not args.yes:
-        if not (sys.stdin is not None and sys.stdin.isatty()):
-            raise JupyterAgentError(
-                f"not deleting session {record.id} without confirmation: add --yes")
-        name = f" ({record.title})" if record.title else ""
-        if input(f"Delete session {record.id}{name} for good? [y/N] ").strip().lower() not in (
-                "y", "yes"):
-            ctx.print("Not deleted.")
-            return 1
+    if not args.yes and not confirm_delete(
+            None, record, f"not deleting session {record.id} without confirmation: add --yes"):
+        ctx.print("Not deleted.")
+        return 1
     ctx.store.delete_session(args.session_id)
     return ctx.report({"id": args.session_id, "deleted": True},
                       f"Deleted session {args.session_id}.")

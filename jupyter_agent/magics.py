@@ -1,9 +1,8 @@
 """IPython magics for jupyter-agent (``%load_ext jupyter_agent``): each parses its arguments,
-calls :class:`~jupyter_agent.controller.AgentController` and shows the result.
-
-Settings are the traits of :class:`AgentMagics` (``%config AgentMagics.model = ...``).
-Library errors become one-line messages; prompts are sent as typed (``no_var_expand``).
-The active session lives on the :class:`AgentMagics` instance; ``%unload_ext`` releases it.
+calls :class:`~jupyter_agent.controller.AgentController` and shows the result. Settings are
+the traits of :class:`AgentMagics`; library errors become one-line messages; prompts are
+sent as typed (``no_var_expand``); the active session lives on the :class:`AgentMagics`
+instance (``%unload_ext`` releases it).
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from dataclasses import fields
 from functools import partial
 from typing import Any, TypeVar
 
-from IPython.core.error import StdinNotImplementedError, UsageError
+from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
@@ -28,7 +27,7 @@ from traitlets.config import Config
 from jupyter_agent.artefacts.search import search_sessions
 from jupyter_agent.controller import AgentController, TurnResult
 from jupyter_agent.errors import JupyterAgentError, LimitExceededError
-from jupyter_agent.project import can_update_live, is_jupyter
+from jupyter_agent.project import can_update_live, confirm_delete, is_jupyter
 from jupyter_agent.settings import OPTIONS, SessionOptions, Settings, trait_namespace
 from jupyter_agent.text import terminal_text
 from jupyter_agent.ui import recap, render
@@ -126,13 +125,7 @@ def session_options(func: F) -> F:
 
 def parse_argstring(magic: Callable[..., Any], line: str) -> Any:
     """Parse a magic's arguments with shell quoting (IPython's own keeps the quotes); a
-    ``#`` starting a word begins a comment.
-
-    Raises
-    ------
-    UsageError
-        For text that does not parse or arguments the magic does not take.
-    """
+    ``#`` starting a word begins a comment. ``UsageError`` for what does not parse."""
     try:
         argv = shlex.split(line, comments=True)
     except ValueError as err:
@@ -154,37 +147,12 @@ def parse_argstring(magic: Callable[..., Any], line: str) -> Any:
 
 
 def options_from_args(args: Any) -> SessionOptions:
-    """The options of parsed ``%agent_new``/``%agent_resume`` arguments.
-
-    Raises
-    ------
-    UsageError
-        For a bad value.
-    """
+    """The options of parsed ``%agent_new``/``%agent_resume`` arguments (``UsageError``
+    for a bad value)."""
     try:
         return SessionOptions(**{f.name: getattr(args, f.name) for f in fields(SessionOptions)})
     except ValueError as err:
         raise UsageError(str(err)) from err
-
-
-def confirm(shell: Any, question: str, hint: str) -> bool:
-    """Ask a yes/no question; ``UsageError`` ending with ``hint`` when nobody can answer
-    (in a kernel: its front end answers no input requests; elsewhere: no terminal)."""
-    refused = f"cannot ask for confirmation (no input possible here): {hint}"
-    kernel = getattr(shell, "kernel", None)
-    try:
-        can_ask = (bool(getattr(kernel, "_allow_stdin", False)) if kernel is not None else
-                   sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty())
-    except (AttributeError, OSError, ValueError):
-        can_ask = False
-    if not can_ask:
-        raise UsageError(refused)
-    try:
-        answer = input(question)
-    except (EOFError, OSError, StdinNotImplementedError) as err:
-        print()  # the question is on screen without a line end
-        raise UsageError(refused) from err
-    return answer.strip().lower() in ("y", "yes")
 
 
 def rewrite_agent_lines(lines: list[str]) -> list[str]:
@@ -212,8 +180,7 @@ def _footer(result: TurnResult | None) -> str | None:
     return None if result is None or result.turn_usage.calls == 0 else format_footer(result)
 
 
-def _print(text: str) -> None:
-    """Print text that may come from outside with its control characters made inert."""
+def _print(text: str) -> None:  # text that may come from outside
     print(terminal_text(text))
 
 
@@ -431,13 +398,12 @@ class AgentMagics(Magics):
     def agent_delete(self, args: Any) -> None:
         """Delete a session's file for good (asks for confirmation unless --yes)."""
         sid = args.session_id
-        if not args.yes:
-            record = self.controller.record(sid)
-            name = f" ({record.title})" if record.title else ""
-            if not confirm(self.shell, f"Delete session {sid}{name} for good? [y/N] ",
-                           f"use %agent_delete {sid} --yes"):
-                _print("Not deleted.")
-                return
+        if not args.yes and not confirm_delete(
+                self.shell, self.controller.record(sid),
+                f"cannot ask for confirmation (no input possible here): use %agent_delete {sid} "
+                "--yes"):
+            _print("Not deleted.")
+            return
         _print(format_change(self.controller.delete(sid)))
 
     # ---- sessions as artefacts

@@ -1,22 +1,18 @@
-"""Every setting, declared once: the typed fields of :class:`Settings` are the table.
+"""Every setting, declared once: each typed field of :class:`Settings` carries its
+:class:`Option` (help, who uses it, its check, the magic flag overriding it for one
+session). The ``AgentMagics`` traits, the options of ``%agent_new`` / ``%agent_resume``,
+the agent's config, its limits (:data:`LIMITS`) and the fields of every model request are
+generated from them. The API key is never a setting, only the name of its variable.
 
-Each field carries its :class:`Option` (help, who uses it, its check); the fields of
-:class:`SessionOptions` carry the magic flag that overrides a setting for one session.
-The ``AgentMagics`` traits (:func:`trait_namespace`), the options of ``%agent_new`` /
-``%agent_resume``, the agent's config, its limits (:data:`LIMITS`) and the fields of
-every model request are generated from them. The API key is never a setting, only the
-name of the variable holding it.
-
-The client factory (:func:`build_client`, :func:`build_model`) lives here too: the
-endpoint is always what this kernel's user configured, never a value read from a session
-or team-store row; the key is read from ``api_key_env`` when a client is built and handed
-to it only; a loopback endpoint never gets the default ``OPENAI_API_KEY``.
+The client factory (:func:`build_client`, :func:`build_model`): the endpoint is always
+what this kernel's user configured, never a value read from a session or team-store row;
+the key is read from ``api_key_env`` when a client is built and handed to it only; a
+loopback endpoint never gets the default ``OPENAI_API_KEY``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import ipaddress
 import math
 import os
@@ -35,15 +31,8 @@ if TYPE_CHECKING:
     from jupyter_agent.agent.adapters import Model
     from jupyter_agent.agent.config import AgentConfig, Limits
 
-APPROVALS = ("auto", "ask", "deny")
-VISION_MODES = ("auto", "on", "off")
 DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
-#: ``api`` value -> ``"module:Class"`` of its model adapter (imported when first used).
-MODEL_APIS: Mapping[str, str] = {
-    "chat": "jupyter_agent.agent.adapters:ChatModel",
-    "responses": "jupyter_agent.agent.adapters:ResponsesModel",
-}
 
 #: Who reads a setting: the client factory, the agent's limits, the agent's config, every
 #: model request (sent when not None), or the front end.
@@ -69,18 +58,6 @@ def check_base_url(label: str, value: str, hint: str = "") -> str:
     return value
 
 
-def check_limit(label: str, value: float, *, minimum: float = 0, maximum: float | None = None,
-                hint: str = "") -> float:
-    """``value`` if it is a finite number in ``[minimum, maximum]``, else ``ValueError``
-    starting with ``label`` and ending with ``hint`` (what None means)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"{label} must be a finite number{hint} (got {value!r})")
-    if value < minimum:
-        what = "a positive number" if minimum > 0 else "zero or more"
-        raise ValueError(f"{label} must be {what}{hint} (got {value!r})")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{label} must be at most {maximum:g}{hint} (got {value!r})")
-    return value
 
 
 def check_model(label: str, value: str, hint: str = "") -> str:
@@ -97,8 +74,17 @@ def check_api_key_env(label: str, value: str, hint: str = "") -> str:
 
 
 def _at_least(minimum: float, maximum: float | None = None) -> Callable[..., float]:
+    # a check: the value if a finite number in [minimum, maximum], else ValueError
+    # starting with ``label`` and ending with ``hint`` (what None means)
     def check(label: str, value: float, hint: str = "") -> float:
-        return check_limit(label, value, minimum=minimum, maximum=maximum, hint=hint)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{label} must be a finite number{hint} (got {value!r})")
+        if value < minimum:
+            what = "a positive number" if minimum > 0 else "zero or more"
+            raise ValueError(f"{label} must be {what}{hint} (got {value!r})")
+        if maximum is not None and value > maximum:
+            raise ValueError(f"{label} must be at most {maximum:g}{hint} (got {value!r})")
+        return value
 
     return check
 
@@ -125,10 +111,6 @@ class Option:
     flag: str | None = None
     metavar: str | None = None
     flag_help: str | None = None
-
-    @property
-    def per_session(self) -> bool:
-        return self.flag is not None
 
     def validate(self, value: Any, *, as_flag: bool = False) -> Any:
         """Return ``value`` if this option accepts it, else raise ``ValueError``; with
@@ -166,7 +148,7 @@ class Settings:
         "$OPENAI_BASE_URL, else the OpenAI API).")
     api: str = _setting("chat", "The model API: chat (Chat Completions) or responses (the "
                         "Responses API, for reasoning models).", "endpoint",
-                        choices=tuple(MODEL_APIS), saved=True, flag="--api",
+                        choices=("chat", "responses"), saved=True, flag="--api",
                         flag_help="The model API for this session (default: AgentMagics.api; "
                         "%agent_resume: what the session last used).")
     api_key_env: str = _setting(
@@ -195,8 +177,9 @@ class Settings:
         none="no limit", flag="--max-iterations", metavar="N",
         flag_help="At most N model calls per prompt.")
     approve: str = _setting("ask", "Running code: auto, ask or deny.", "agent",
-                            choices=APPROVALS, flag="--approve", flag_help="Running code: "
-                            "auto (run), ask (confirm each), deny (never).")
+                            choices=("auto", "ask", "deny"), flag="--approve",
+                            flag_help="Running code: auto (run), ask (confirm each), deny "
+                            "(never).")
     context_window: int | None = _setting(
         None, "The model's context window in tokens (compaction starts at 80%); None: what "
         "the endpoint reports (llama.cpp, vLLM, Ollama, LM Studio), else the model's known "
@@ -208,7 +191,7 @@ class Settings:
     vision: str = _setting(
         "auto", "Send the figures the agent's code makes to the model as images: auto (send "
         "them; where the endpoint refuses images, go on without them for the session), on, "
-        "or off.", "agent", choices=VISION_MODES, saved=True, flag="--vision",
+        "or off.", "agent", choices=("auto", "on", "off"), saved=True, flag="--vision",
         flag_help="Figures as images for the model: auto, on or off (default: "
         "AgentMagics.vision; %agent_resume: what the session last used).")
     max_images: int = _setting(3, "Images sent with one model request at most (the newest "
@@ -457,13 +440,12 @@ def build_model(settings: Settings, environ: Mapping[str, str] | None = None, *,
     ModelNotConfiguredError
         Neither a key nor a ``base_url`` is configured.
     """
+    from jupyter_agent.agent.adapters import ChatModel, ResponsesModel
+
     client = client or build_client(settings, environ)
-    module, _, name = MODEL_APIS[settings.api].partition(":")
-    cls = getattr(importlib.import_module(module), name)
+    cls = ResponsesModel if settings.api == "responses" else ChatModel
     key_env = None if client.api_key == PLACEHOLDER_API_KEY else settings.api_key_env
-    model: Model = cls(client, settings.model, params=settings.request_params(),
-                       key_env=key_env)
-    return model
+    return cls(client, settings.model, params=settings.request_params(), key_env=key_env)
 
 
 def resume_options(settings: Settings, chosen: SessionOptions, state: Any, session_id: str,
