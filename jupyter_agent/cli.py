@@ -272,16 +272,10 @@ def remove(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def gc(ctx: Context, args: argparse.Namespace) -> int:
-    removed = collect_garbage(ctx.files)
-    if ctx.json:
-        ctx.emit_json({"removed": sorted(str(p) for p in removed)})
-    elif not removed:
-        ctx.print(f"Nothing to remove in {ctx.memory_dir}.")
-    else:
-        ctx.print(f"Removed {plural(len(removed), 'stale file')}:")
-        for path in sorted(removed):
-            ctx.print(f"  {path}")
-    return 0
+    removed = [str(path) for path in sorted(collect_garbage(ctx.files))]
+    lines = [f"Removed {plural(len(removed), 'stale file')}:", *(f"  {p}" for p in removed)]
+    return ctx.report({"removed": removed},
+                      "\n".join(lines) if removed else f"Nothing to remove in {ctx.memory_dir}.")
 
 
 def fsck(ctx: Context, args: argparse.Namespace) -> int:
@@ -289,27 +283,23 @@ def fsck(ctx: Context, args: argparse.Namespace) -> int:
     if args.repair and args.dry_run:
         raise JupyterAgentError("fsck takes --repair or --dry-run, not both")
     checks = check_sessions(ctx.files, repair=args.repair)
+    bad = sum(c.state in ("damaged", "torn") and not c.repaired for c in checks)
     if ctx.json:
         ctx.emit_json([{**asdict(c), "kept": None if c.kept is None else str(c.kept)}
                        for c in checks])
-    else:
-        for c in checks:
-            line = f"{c.session_id}  {c.state}"
-            if c.reason:
-                line += f": {one_line(c.reason, 400)}"
-            ctx.print(line)
-            if c.repaired:
-                ctx.print(f"    repaired: {c.repair}" + (f" (kept in {c.kept})" if c.kept else ""))
-            elif c.repair:
-                ctx.print(f"    {'--repair would ' if not args.repair else 'not repaired: '}"
-                          f"{c.repair}")
-        bad = sum(c.state in ("damaged", "torn") and not c.repaired for c in checks)
-        ctx.print(f"{len(checks)} session{'s' if len(checks) != 1 else ''} checked in "
-                  f"{ctx.memory_dir}: {bad} need{'s' if bad == 1 else ''} attention"
-                  + ("" if args.repair or not bad else "; run with --repair for the safe "
-                                                        "repairs"))
-    return int(any(c.state in ("damaged", "torn") and not c.repaired for c in checks))
-
+        return int(bad > 0)
+    for c in checks:
+        ctx.print(f"{c.session_id}  {c.state}"
+                  + (f": {one_line(c.reason, 400)}" if c.reason else ""))
+        if c.repaired:
+            ctx.print(f"    repaired: {c.repair}" + (f" (kept in {c.kept})" if c.kept else ""))
+        elif c.repair:
+            ctx.print(f"    {'--repair would ' if not args.repair else 'not repaired: '}"
+                      f"{c.repair}")
+    ctx.print(f"{plural(len(checks), 'session')} checked in {ctx.memory_dir}: {bad} "
+              f"need{'s' if bad == 1 else ''} attention"
+              + ("" if args.repair or not bad else "; run with --repair for the safe repairs"))
+    return int(bad > 0)
 
 def migrate(ctx: Context, args: argparse.Namespace) -> int:
     """Copy every session, verifying each copy; nothing is copied twice. The database is

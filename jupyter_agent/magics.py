@@ -21,14 +21,14 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
-from traitlets import TraitError
+from traitlets import Bool, Float, Int, TraitError, Unicode, validate
 from traitlets.config import Config
 
 from jupyter_agent.artefacts.search import search_sessions
 from jupyter_agent.controller import AgentController, TurnResult
 from jupyter_agent.errors import JupyterAgentError, LimitExceededError
 from jupyter_agent.project import can_update_live, confirm_delete, is_jupyter
-from jupyter_agent.settings import OPTIONS, SessionOptions, Settings, trait_namespace
+from jupyter_agent.settings import OPTIONS, SessionOptions, Settings, option
 from jupyter_agent.text import terminal_text
 from jupyter_agent.ui import recap, render
 from jupyter_agent.ui.advice import error_message
@@ -55,6 +55,7 @@ from jupyter_agent.ui.recap import RECAP_WIDTH, show_blocks, split_at_figures
 from jupyter_agent.ui.render import show_question
 
 F = TypeVar("F", bound=Callable[..., Any])
+_TRAITS = {str: Unicode, int: Int, float: Float, bool: Bool}
 _AGENT_LINE = re.compile(r"^(?P<indent>[ \t]*)%agent[ \t]+(?P<text>\S.*?)[ \t]*(?P<end>\r?\n?)$")
 
 
@@ -190,7 +191,16 @@ class AgentMagics(Magics):
 
     # The settings: one config trait per row of jupyter_agent.settings.OPTIONS, each
     # validated by that row (a bad value raises TraitError naming the setting).
-    vars().update(trait_namespace("AgentMagics"))
+    vars().update({row.name: _TRAITS[row.type](row.default, allow_none=row.none is not None,
+                                               help=row.help).tag(config=True)
+                   for row in OPTIONS})
+
+    @validate(*(row.name for row in OPTIONS))
+    def _validate_setting(self, proposal: Any) -> Any:
+        try:
+            return option(proposal["trait"].name).validate(proposal["value"])
+        except ValueError as err:
+            raise TraitError(f"AgentMagics: {err}") from err
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
@@ -483,16 +493,16 @@ class AgentMagics(Magics):
     def agent_cell(self, args: Any) -> None:
         """Put the code of the agent's last run_python call (or call N) into a new cell
         below, tagged with the session and turn; in a terminal, print it to copy."""
-        cell = self.controller.agent_cell(args.n)
+        turn, call, code = self.controller.agent_cell(args.n)
         if self._jupyter:  # the front end makes the new cell (JupyterLab, Notebook, VS Code)
             assert self.shell is not None
-            self.shell.set_next_input(cell.code, replace=False)
+            self.shell.set_next_input(code, replace=False)
         if self._jupyter and can_update_live(self.shell):  # ... and someone watches it
-            _print(f"The code of call {cell.call} (turn {cell.turn}) is in a new cell below.")
+            _print(f"The code of call {call} (turn {turn}) is in a new cell below.")
         else:  # a terminal, or a headless runner (nbclient), which makes no new cell
-            _print(cell.code)
-            _print(f"(call {cell.call} of session {cell.session_id}: copy it into a cell "
-                   "to keep it)")
+            _print(code)
+            _print(f"(call {call} of session {self.controller.active_session_id}: copy it "
+                   "into a cell to keep it)")
 
     @agent_magic()
     def agent_todo(self, _args: Any) -> None:

@@ -1,16 +1,14 @@
-"""Where a kernel's sessions live: its project root, memory directory and store, and the
-one place that opens a store from a URL or a memory directory (also for the CLI); what
-the kernel is (Jupyter or a terminal, whether a person watches the running cell).
+"""Where a kernel's sessions live (project root, memory directory, store: the one place
+that opens a store, also for the CLI) and what the kernel is (Jupyter or a terminal).
 
-The memory directory is the ``AgentMagics.memory_dir`` setting if not empty, else
+The memory directory is ``AgentMagics.memory_dir`` if not empty, else
 ``$JUPYTER_AGENT_MEMORY_DIR`` if not empty, else ``<project root>/.jupyter_agent``. The
 project root is the nearest of the working directory and its ancestors holding
-``.jupyter_agent``, ``.git`` or ``pyproject.toml``, else the working directory. A
-``.jupyter_agent`` planted by someone else is never adopted: it counts only if it is a
-real directory and both it and its parent belong to the current user. Nothing is created
-on disk. A kernel's project root is found once, from its starting directory, so a later
-``os.chdir`` does not move the sessions; the memory directory and the store follow the
-current settings, one store per (URL, memory directory), kept for the kernel's life.
+``.jupyter_agent``, ``.git`` or ``pyproject.toml``, else the working directory; a
+``.jupyter_agent`` counts only if it is a real directory and both it and its parent
+belong to the current user. Nothing is created on disk. A kernel's project root is found
+once, so a later ``os.chdir`` does not move the sessions; the store follows the current
+settings, one per (URL, memory directory), kept for the kernel's life.
 """
 
 from __future__ import annotations
@@ -160,13 +158,9 @@ def kernel_label(shell: Any = None, environ: Mapping[str, str] | None = None,
     env = os.environ if environ is None else environ
     ns = getattr(shell, "user_ns", None) or {}
     name = str(ns.get("__session__") or env.get("JPY_SESSION_NAME") or "")
+    if project_root is not None and Path(name).is_relative_to(project_root):
+        return str(Path(name).relative_to(project_root))
     if name:
-        path = Path(name)
-        if project_root is not None and path.is_absolute():
-            try:
-                return str(path.relative_to(project_root))
-            except ValueError:
-                return str(path)
         return name
     if is_jupyter(shell):
         return "a Jupyter kernel"

@@ -21,8 +21,6 @@ from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal, get_type_hints
 from urllib.parse import urlparse, urlsplit
 
-from traitlets import Bool, Float, Int, TraitError, Unicode, validate
-
 from jupyter_agent.errors import ModelNotConfiguredError
 
 if TYPE_CHECKING:
@@ -56,8 +54,6 @@ def check_base_url(label: str, value: str, hint: str = "") -> str:
         raise ValueError(f"{label} must be an http:// or https:// URL such as "
                          f"http://localhost:11434/v1 (got {value!r})")
     return value
-
-
 
 
 def check_model(label: str, value: str, hint: str = "") -> str:
@@ -294,25 +290,6 @@ LIMITS: tuple[str, ...] = tuple(o.name for o in OPTIONS if o.use == "limit")
 def option(name: str) -> Option:
     """The row of :data:`OPTIONS` called ``name`` (``KeyError`` if there is none)."""
     return _BY_NAME[name]
-
-
-def trait_namespace(owner: str) -> dict[str, Any]:
-    """The config traits of every setting and the validator that checks them, for the
-    class body of ``owner`` (a bad value raises ``TraitError("<owner>: <message>")``)."""
-    kinds = {str: Unicode, int: Int, float: Float, bool: Bool}
-    namespace: dict[str, Any] = {
-        row.name: kinds[row.type](row.default, allow_none=row.none is not None,
-                                  help=row.help).tag(config=True)
-        for row in OPTIONS}
-
-    def _validate_setting(self: Any, proposal: Any) -> Any:
-        try:
-            return option(proposal["trait"].name).validate(proposal["value"])
-        except ValueError as err:
-            raise TraitError(f"{owner}: {err}") from err
-
-    namespace["_validate_setting"] = validate(*(row.name for row in OPTIONS))(_validate_setting)
-    return namespace
 
 
 # ---- the client factory
