@@ -16,11 +16,11 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import Any, TypeVar
 
 from tqdm import tqdm
 
@@ -61,14 +61,11 @@ _JSON_CONTROLS = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 @dataclass
 class Context:
-    """What one command works with: its memory directory, store and output streams."""
+    """What one command works with: its memory directory, stores and output."""
 
     command: str
     memory_dir: Path
     json: bool = False
-    out: IO[str] = field(default_factory=lambda: sys.stdout)
-    err: IO[str] = field(default_factory=lambda: sys.stderr)
-    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     _opened: list[Any] = field(default_factory=list, repr=False)
 
     @cached_property
@@ -85,8 +82,7 @@ class Context:
     def open(self, url: str | None) -> Store:
         """The store of ``url`` (see :func:`~jupyter_agent.project.open_store`), closed
         when the command ends."""
-        store = open_store(self.memory_dir, url, holder_label=f"{PROG} {self.command}",
-                           environ=self.environ)
+        store = open_store(self.memory_dir, url, holder_label=f"{PROG} {self.command}")
         self._opened.append(store)
         return store
 
@@ -96,12 +92,12 @@ class Context:
         self._opened.clear()
 
     def print(self, text: str) -> None:  # titles, summaries and prompts come from files
-        print(terminal_text(text), file=self.out)
+        print(terminal_text(text))
 
     def emit_json(self, value: Any) -> None:
         """Print ``value`` as JSON; C1 controls and bidirectional overrides are escaped."""
         text = json.dumps(value, indent=2, ensure_ascii=False)
-        print(_JSON_CONTROLS.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text), file=self.out)
+        print(_JSON_CONTROLS.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text))
 
     def report(self, value: Any, text: str) -> int:
         """Print ``value`` as JSON with ``--json``, else ``text``; exit code 0."""
@@ -114,15 +110,14 @@ class Context:
     def progress(self, what: str, unit: str) -> Progress:
         """A ``tqdm`` bar on stderr when it is a terminal, else nothing."""
         try:
-            terminal = self.err.isatty()
+            if not sys.stderr.isatty():
+                return no_progress
         except (AttributeError, ValueError, OSError):
-            terminal = False
-        if not terminal:
             return no_progress
 
         def show(items: Iterable[T], total: int) -> Iterable[T]:
             width = shutil.get_terminal_size((80, 24)).columns  # a terminal may report 0
-            return tqdm(items, total=total, desc=what, unit=unit, file=self.err, leave=False,
+            return tqdm(items, total=total, desc=what, unit=unit, file=sys.stderr, leave=False,
                         ncols=min(width, 100) if width > 0 else 80)
 
         return show
@@ -217,7 +212,7 @@ def search(ctx: Context, args: argparse.Namespace) -> int:
 
 def export(ctx: Context, args: argparse.Namespace) -> int:
     record = ctx.store.load_session(args.session_id)
-    secrets = secrets_from_environ(ctx.environ, ["OPENAI_API_KEY"])
+    secrets = secrets_from_environ(os.environ, ["OPENAI_API_KEY"])
     progress = ctx.progress("exporting", "message")
     store, sid = ctx.store, record.id
 
@@ -227,7 +222,7 @@ def export(ctx: Context, args: argparse.Namespace) -> int:
     if args.output == "-":
         data, _ = render(record, choose_format(args.fmt), secrets=secrets, progress=progress,
                          figures=figures)
-        ctx.out.flush()
+        sys.stdout.flush()
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
         return 0

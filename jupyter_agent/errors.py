@@ -32,11 +32,6 @@ class JupyterAgentError(Exception):
         super().__init__(self.template.format(**values))
 
 
-class _PlainLookup(LookupError):
-    def __str__(self) -> str:  # LookupError would quote the message
-        return str(self.args[0])
-
-
 # ---- sessions and their store
 class InvalidSessionIdError(JupyterAgentError, ValueError):
     """A bad session ID (checked before it is ever used as a file name)."""
@@ -45,7 +40,7 @@ class InvalidSessionIdError(JupyterAgentError, ValueError):
     template = "invalid session ID {session_id!r}: use 1-128 letters, digits, '_' or '-'"
 
 
-class SessionNotFoundError(JupyterAgentError, _PlainLookup):
+class SessionNotFoundError(JupyterAgentError, LookupError):
     """No saved session has this ID; ``path`` is where it was looked for (a file, or the
     database without its password and the project)."""
 
@@ -179,7 +174,7 @@ class InvalidMessageError(JupyterAgentError, ValueError):
     template = "message {index} cannot be saved: {reason}"
 
 
-class FigureNotFoundError(JupyterAgentError, _PlainLookup):
+class FigureNotFoundError(JupyterAgentError, LookupError):
     """A session has no figure with this ID; ``where``: its file, or the database."""
 
     session_id: str

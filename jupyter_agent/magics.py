@@ -99,26 +99,21 @@ def agent_magic(kind: Callable[..., Any] = line_magic, *, typed: bool = False,
 def show_agent_error(shell: Any, etype: type, value: BaseException, tb: Any,
                       tb_offset: int | None = None) -> list[str]:
     previous = getattr(shell, "_jupyter_agent_previous_tb", None)
-    if not isinstance(value, AgentUsageError) and previous is not None:
+    if isinstance(value, AgentUsageError) or previous is None:
+        print(terminal_text(str(value)), file=sys.stderr)  # it may quote a title or a path
+    else:
         previous(etype, value, tb, tb_offset=tb_offset)
-        return []
-    print(terminal_text(str(value)), file=sys.stderr)  # it may quote a title or a path
     return []
 
 
 def session_options(func: F) -> F:
     """Add the options of :class:`~jupyter_agent.settings.SessionOptions` (``--title`` and
     one per per-session setting) to a magic."""
-    arguments = [argument("--title", help="Title of the session.")]
-    for row in OPTIONS:
-        if row.flag is None:
-            continue
-        extra: dict[str, Any] = {"choices": list(row.choices)} if row.choices else {}
-        if row.metavar:
-            extra["metavar"] = row.metavar
-        help_text = (row.flag_help or row.help).replace("%", "%%")  # argparse formats help
-        arguments.append(argument(row.flag, dest=row.name, type=row.type, help=help_text,
-                                  **extra))
+    arguments = [argument("--title", help="Title of the session.")] + [
+        argument(row.flag, dest=row.name, type=row.type, metavar=row.metavar,
+                 choices=list(row.choices) if row.choices else None,
+                 help=(row.flag_help or row.help).replace("%", "%%"))  # argparse formats it
+        for row in OPTIONS if row.flag is not None]
     for decorator in reversed(arguments):
         func = decorator(func)
     return func
