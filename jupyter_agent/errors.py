@@ -1,8 +1,7 @@
-"""Every error jupyter-agent raises on purpose.
-
-Each derives from :class:`JupyterAgentError`, so the magics turn exactly these into
-one-line messages and anything unexpected keeps its traceback. Each carries the offending
-value (session ID, path, pid, ...) as attributes named like its parameters.
+"""Every error jupyter-agent raises on purpose: each derives from
+:class:`JupyterAgentError`, so the magics turn exactly these into one-line messages and
+anything unexpected keeps its traceback. Each carries the offending value (session ID,
+path, pid, ...) as attributes named like its parameters.
 """
 
 from __future__ import annotations

@@ -217,22 +217,22 @@ class AgentMagics(Magics):
         A bad value is taken out of ``config`` and of the shell's config (IPython would
         keep it there, and it would break the next ``%load_ext``).
         """
-        section = config.get(type(self).__name__) if isinstance(config, Config) else None
+        owner = type(self).__name__
+        section = config.get(owner) if isinstance(config, Config) else None
         if not isinstance(section, Config):
             super().update_config(config)
             return
         for name in list(section):
             try:
-                super().update_config(Config({type(self).__name__: {name: section[name]}}))
+                super().update_config(Config({owner: {name: section[name]}}))
             except TraitError as err:
                 del section[name]
-                shell_section = getattr(self.shell, "config", Config()).get(type(self).__name__)
+                shell_section = getattr(self.shell, "config", Config()).get(owner)
                 if isinstance(shell_section, Config) and name in shell_section:
                     del shell_section[name]
                 # (the value kept is not shown: a store URL may carry a password)
-                print(f"{flatten_lines(str(err))}; {type(self).__name__}.{name} is unchanged",
-                      file=sys.stderr)
-        rest = Config({k: v for k, v in config.items() if k != type(self).__name__})
+                print(f"{flatten_lines(str(err))}; {owner}.{name} is unchanged", file=sys.stderr)
+        rest = Config({k: v for k, v in config.items() if k != owner})
         if rest:
             super().update_config(rest)
 

@@ -296,7 +296,6 @@ def option(name: str) -> Option:
 #: Sent as the key to a ``base_url`` server when the key variable is unset (local servers
 #: ignore it; the ``openai`` client insists on one).
 PLACEHOLDER_API_KEY = "not-needed"
-BASE_URL_ENV = "OPENAI_BASE_URL"
 #: The OpenAI API's own URL; as a ``base_url`` it means "no base_url".
 OPENAI_URL = "https://api.openai.com/v1"
 
@@ -309,7 +308,7 @@ def saved_base_url(url: str) -> str:
 def configured_base_url(settings: Settings, environ: Mapping[str, str] | None = None) -> str:
     """The endpoint this kernel's user configured; ``""`` for the OpenAI API."""
     env = os.environ if environ is None else environ
-    return saved_base_url(settings.base_url or env.get(BASE_URL_ENV, ""))
+    return saved_base_url(settings.base_url or env.get("OPENAI_BASE_URL", ""))
 
 
 def describe_endpoint(url: str) -> str:
@@ -417,7 +416,7 @@ def build_model(settings: Settings, environ: Mapping[str, str] | None = None, *,
     ModelNotConfiguredError
         Neither a key nor a ``base_url`` is configured.
     """
-    from jupyter_agent.agent.adapters import ChatModel, ResponsesModel
+    from jupyter_agent.agent.adapters import ChatModel, ResponsesModel  # imports openai
 
     client = client or build_client(settings, environ)
     cls = ResponsesModel if settings.api == "responses" else ChatModel
