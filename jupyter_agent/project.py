@@ -34,26 +34,17 @@ MEMORY_DIR_NAME = ".jupyter_agent"
 PROJECT_MARKERS = (MEMORY_DIR_NAME, ".git", "pyproject.toml")
 
 
-def _absolute(path: str | os.PathLike[str], base: Path) -> Path:
-    p = Path(path).expanduser()
-    return p if p.is_absolute() else base / p
-
-
-def _adoptable(candidate: Path, uid: int) -> bool | None:
-    # None: no marker; False: a .jupyter_agent that is not the user's own
+def _adoptable(candidate: Path, uid: int) -> bool:
+    # a .jupyter_agent decides: only the user's own counts; else any other marker
     try:
         memory = os.lstat(candidate / MEMORY_DIR_NAME)
     except OSError:
-        memory = None
-    if memory is not None:
-        try:
-            owner = os.stat(candidate).st_uid
-        except OSError:
-            return False
-        return stat.S_ISDIR(memory.st_mode) and memory.st_uid == uid and owner == uid
-    if any((candidate / marker).exists() for marker in PROJECT_MARKERS[1:]):
-        return True
-    return None
+        return any((candidate / marker).exists() for marker in PROJECT_MARKERS[1:])
+    try:
+        owner = os.stat(candidate).st_uid
+    except OSError:
+        return False
+    return stat.S_ISDIR(memory.st_mode) and memory.st_uid == uid and owner == uid
 
 
 def find_project_root(start: str | os.PathLike[str] | None = None, *,
@@ -79,11 +70,10 @@ def resolve_memory_dir(
     exist yet. ``setting`` ``None`` or ``""`` means unset."""
     env = os.environ if environ is None else environ
     base = Path(os.getcwd() if cwd is None else cwd).expanduser().resolve()
-    if setting is not None and os.fspath(setting) != "":
-        return _absolute(setting, base)
-    from_env = env.get(MEMORY_DIR_ENV, "")
-    if from_env:
-        return _absolute(from_env, base)
+    chosen = (os.fspath(setting) if setting is not None else "") or env.get(MEMORY_DIR_ENV, "")
+    if chosen:
+        path = Path(chosen).expanduser()
+        return path if path.is_absolute() else base / path
     root = find_project_root(base) if project_root is None else Path(project_root)
     return root / MEMORY_DIR_NAME
 
