@@ -18,7 +18,7 @@ import shutil
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -33,7 +33,7 @@ from jupyter_agent.artefacts.steps import Progress, no_progress
 from jupyter_agent.controller import share_session
 from jupyter_agent.errors import JupyterAgentError, SessionNotFoundError, UnsafeDirectoryError
 from jupyter_agent.project import confirm_delete, open_store, resolve_memory_dir
-from jupyter_agent.store import FigureData, FileStore, SessionListing, SessionRecord, Store
+from jupyter_agent.store import FileStore, SessionListing, SessionRecord, Store
 from jupyter_agent.store.messages import message_text
 from jupyter_agent.store.migrate import migrate_sessions
 from jupyter_agent.store.postgres.url import redact_url
@@ -148,11 +148,9 @@ def list_sessions(ctx: Context, args: argparse.Namespace) -> int:
 def _status(listed: SessionListing) -> str:
     if listed.status != "in use":
         return "idle" if listed.status == "idle" else "active in this process"
-    holder = listed.holder
-    pid = None if holder is None else holder.pid
+    pid, label = getattr(listed.holder, "pid", None), getattr(listed.holder, "label", "")
     who = f"process {pid}" if pid is not None else "another process"
-    return f"in use by {who}" + (f" ({holder.label})" if holder is not None and holder.label
-                                 else "")
+    return f"in use by {who}" + (f" ({label})" if label else "")
 
 
 def _show_text(ctx: Context, record: SessionRecord) -> str:
@@ -214,11 +212,7 @@ def export(ctx: Context, args: argparse.Namespace) -> int:
     record = ctx.store.load_session(args.session_id)
     secrets = secrets_from_environ(os.environ, ["OPENAI_API_KEY"])
     progress = ctx.progress("exporting", "message")
-    store, sid = ctx.store, record.id
-
-    def figures(figure_id: str) -> FigureData:
-        return store.read_figure(sid, figure_id)
-
+    figures = partial(ctx.store.read_figure, record.id)
     if args.output == "-":
         data, _ = render(record, choose_format(args.fmt), secrets=secrets, progress=progress,
                          figures=figures)
@@ -313,16 +307,12 @@ def migrate(ctx: Context, args: argparse.Namespace) -> int:
     ticks = iter(ctx.progress("sessions", "session")(range(total), total))
     result = migrate_sessions(source, target, on_session=lambda sid, outcome: next(ticks, None))
     list(ticks)  # let the bar finish
-    if ctx.json:
-        ctx.emit_json({"from": str(ctx.memory_dir) if args.to_url else where,
-                       "to": where if args.to_url else str(ctx.memory_dir),
-                       "copied": list(result.copied), "skipped": list(result.skipped),
-                       "conflicts": list(result.conflicts),
-                       "mismatched": list(result.mismatched),
-                       "unreadable": [sid for sid, _ in result.unreadable],
-                       "verified": result.verified, "ok": result.ok})
-    else:
-        ctx.print(result.summary())
+    ctx.report({"from": str(ctx.memory_dir) if args.to_url else where,
+                "to": where if args.to_url else str(ctx.memory_dir),
+                "copied": list(result.copied), "skipped": list(result.skipped),
+                "conflicts": list(result.conflicts), "mismatched": list(result.mismatched),
+                "unreadable": [sid for sid, _ in result.unreadable],
+                "verified": result.verified, "ok": result.ok}, result.summary())
     return 0 if result.ok else 1
 
 
