@@ -221,17 +221,17 @@ class UnsafeDirectoryError(UnsafePathError):
 
     def __init__(self, path: Path, problem: str, *, owner: str = "",
                  mode: int | None = None, fix: str = "") -> None:
+        self.path = path
         self.owner = owner
         self.mode = mode
         self.problem = problem
         self.fix = fix
-        super().__init__(path, self.advice(path, self.MAGICS_ELSEWHERE))
+        super().__init__(path, self.advice())
 
-    def advice(self, path: Path | None = None, elsewhere: str = MAGICS_ELSEWHERE) -> str:
+    def advice(self, elsewhere: str = MAGICS_ELSEWHERE) -> str:
         """The one-line message, ``elsewhere`` saying how to use another directory."""
-        path = self.path if path is None else path
         facts = f" (owner {self.owner}, mode {self.mode:04o})" if self.mode is not None else ""
-        return (f"refusing to use {path}{facts}: it is {self.problem}; "
+        return (f"refusing to use {self.path}{facts}: it is {self.problem}; "
                 f"{self.fix + ', or ' if self.fix else ''}{elsewhere}")
 
 
