@@ -212,11 +212,8 @@ class AgentMagics(Magics):
         return self._snapshot
 
     def update_config(self, config: Any) -> None:
-        """Apply ``config``, refusing a bad value in one line on stderr.
-
-        A bad value is taken out of ``config`` and of the shell's config (IPython would
-        keep it there, and it would break the next ``%load_ext``).
-        """
+        """Apply ``config``, refusing a bad value in one line on stderr and taking it out
+        of ``config`` and the shell's config (there it would break the next ``%load_ext``)."""
         owner = type(self).__name__
         section = config.get(owner) if isinstance(config, Config) else None
         if not isinstance(section, Config):
