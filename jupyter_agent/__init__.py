@@ -59,55 +59,19 @@ def __dir__() -> list[str]:
 
 
 # ---- the extension
-def _installed(shell: Any) -> bool:
-    return any(getattr(e, "__name__", "") == "AgentUsageError"
-               for e in shell.custom_exceptions)
-
-
-def _install_error_display(shell: Any, magics: Any) -> None:
-    """Show the magics' ``AgentUsageError`` on stderr without the ``UsageError:`` prefix; a
-    custom handler someone else set keeps handling its own exceptions."""
-    if _installed(shell):
-        return
-    previous = tuple(shell.custom_exceptions)
-    shell._jupyter_agent_previous_tb = shell.CustomTB if previous else None
-    shell._jupyter_agent_previous_exc = previous
-    shell.set_custom_exc((*previous, magics.AgentUsageError), magics.show_agent_error)
-
-
-def _remove_error_display(shell: Any) -> None:
-    if not _installed(shell):
-        return
-    previous = getattr(shell, "_jupyter_agent_previous_exc", ())
-    handler = getattr(shell, "_jupyter_agent_previous_tb", None)
-    if previous and handler is not None:
-        shell.custom_exceptions = previous
-        shell.CustomTB = handler
-    else:
-        shell.set_custom_exc((), None)
-    shell._jupyter_agent_previous_tb = None
-    shell._jupyter_agent_previous_exc = ()
-
-
 def _is_ours(transformer: Any) -> bool:  # also a copy from before a module reload
     return (getattr(transformer, "__module__", "") == "jupyter_agent.magics"
             and getattr(transformer, "__name__", "") == "rewrite_agent_lines")
 
 
-def _install_transformer(shell: Any, magics: Any) -> None:
-    if not any(_is_ours(t) for t in shell.input_transformers_cleanup):
-        shell.input_transformers_cleanup.append(magics.rewrite_agent_lines)
-
-
-def _remove_transformer(shell: Any) -> None:
-    shell.input_transformers_cleanup[:] = [
-        t for t in shell.input_transformers_cleanup if not _is_ours(t)]
-
-
 def load_ipython_extension(ipython: Any) -> None:
     """Register the agent magics and the ``%agent`` input transformer on an IPython shell
     (``%load_ext jupyter_agent``); a bad setting in the shell's config raises
-    ``UsageError`` and registers nothing."""
+    ``UsageError`` and registers nothing.
+
+    The magics' ``AgentUsageError`` shows on stderr without the ``UsageError:`` prefix; a
+    custom handler someone else set keeps handling its own exceptions.
+    """
     magics = import_module("jupyter_agent.magics")  # IPython: only when loaded
     before = list(ipython.configurables)
     try:
@@ -117,8 +81,14 @@ def load_ipython_extension(ipython: Any) -> None:
         message = magics.flatten_lines(str(err))
         raise magics.UsageError(f"jupyter_agent not loaded, bad setting: {message}") from err
     ipython.register_magics(agent_magics)
-    _install_transformer(ipython, magics)
-    _install_error_display(ipython, magics)
+    transformers = ipython.input_transformers_cleanup
+    if not any(_is_ours(t) for t in transformers):
+        transformers.append(magics.rewrite_agent_lines)
+    previous = tuple(ipython.custom_exceptions)
+    if not any(getattr(e, "__name__", "") == "AgentUsageError" for e in previous):
+        ipython._jupyter_agent_previous_tb = ipython.CustomTB if previous else None
+        ipython._jupyter_agent_previous_exc = previous
+        ipython.set_custom_exc((*previous, magics.AgentUsageError), magics.show_agent_error)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
@@ -136,8 +106,18 @@ def unload_ipython_extension(ipython: Any) -> None:
                 del table[name]
     del manager.registry["AgentMagics"]
     ipython.configurables[:] = [c for c in ipython.configurables if c is not agent_magics]
-    _remove_transformer(ipython)
-    _remove_error_display(ipython)
+    ipython.input_transformers_cleanup[:] = [
+        t for t in ipython.input_transformers_cleanup if not _is_ours(t)]
+    if any(getattr(e, "__name__", "") == "AgentUsageError" for e in ipython.custom_exceptions):
+        previous = getattr(ipython, "_jupyter_agent_previous_exc", ())
+        handler = getattr(ipython, "_jupyter_agent_previous_tb", None)
+        if previous and handler is not None:
+            ipython.custom_exceptions = previous
+            ipython.CustomTB = handler
+        else:
+            ipython.set_custom_exc((), None)
+        ipython._jupyter_agent_previous_tb = None
+        ipython._jupyter_agent_previous_exc = ()
     if active is not None:
         print(f"Session {active} is no longer active (the extension was unloaded): "
               f"%agent_resume {active} takes it back.")

@@ -16,11 +16,11 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import Any, TypeVar
 
 from tqdm import tqdm
 
@@ -32,8 +32,8 @@ from jupyter_agent.artefacts.search import search_sessions
 from jupyter_agent.artefacts.steps import Progress, no_progress
 from jupyter_agent.controller import share_session
 from jupyter_agent.errors import JupyterAgentError, SessionNotFoundError, UnsafeDirectoryError
-from jupyter_agent.project import open_store, resolve_memory_dir
-from jupyter_agent.store import FigureData, FileStore, SessionListing, SessionRecord, Store
+from jupyter_agent.project import confirm_delete, open_store, resolve_memory_dir
+from jupyter_agent.store import FileStore, SessionListing, SessionRecord, Store
 from jupyter_agent.store.messages import message_text
 from jupyter_agent.store.migrate import migrate_sessions
 from jupyter_agent.store.postgres.url import redact_url
@@ -61,24 +61,17 @@ _JSON_CONTROLS = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 @dataclass
 class Context:
-    """What one command works with: its memory directory, store and output streams."""
+    """What one command works with: its memory directory, stores and output."""
 
     command: str
     memory_dir: Path
     json: bool = False
-    out: IO[str] = field(default_factory=lambda: sys.stdout)
-    err: IO[str] = field(default_factory=lambda: sys.stderr)
-    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     _opened: list[Any] = field(default_factory=list, repr=False)
-
-    @property
-    def label(self) -> str:
-        return f"jupyter agent {self.command}"
 
     @cached_property
     def files(self) -> FileStore:
         """The JSON files of the memory directory, whatever the store URL."""
-        return FileStore(self.memory_dir, holder_label=self.label)
+        return FileStore(self.memory_dir, holder_label=f"{PROG} {self.command}")
 
     @cached_property
     def store(self) -> Store:
@@ -89,7 +82,7 @@ class Context:
     def open(self, url: str | None) -> Store:
         """The store of ``url`` (see :func:`~jupyter_agent.project.open_store`), closed
         when the command ends."""
-        store = open_store(self.memory_dir, url, holder_label=self.label, environ=self.environ)
+        store = open_store(self.memory_dir, url, holder_label=f"{PROG} {self.command}")
         self._opened.append(store)
         return store
 
@@ -98,15 +91,13 @@ class Context:
             getattr(store, "close", lambda: None)()
         self._opened.clear()
 
-    def print(self, text: str) -> None:
-        """Print ``text`` with its escape sequences and control characters made inert
-        (titles, summaries and prompts come from session files)."""
-        print(terminal_text(text), file=self.out)
+    def print(self, text: str) -> None:  # titles, summaries and prompts come from files
+        print(terminal_text(text))
 
     def emit_json(self, value: Any) -> None:
         """Print ``value`` as JSON; C1 controls and bidirectional overrides are escaped."""
         text = json.dumps(value, indent=2, ensure_ascii=False)
-        print(_JSON_CONTROLS.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text), file=self.out)
+        print(_JSON_CONTROLS.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text))
 
     def report(self, value: Any, text: str) -> int:
         """Print ``value`` as JSON with ``--json``, else ``text``; exit code 0."""
@@ -119,15 +110,14 @@ class Context:
     def progress(self, what: str, unit: str) -> Progress:
         """A ``tqdm`` bar on stderr when it is a terminal, else nothing."""
         try:
-            terminal = self.err.isatty()
+            if not sys.stderr.isatty():
+                return no_progress
         except (AttributeError, ValueError, OSError):
-            terminal = False
-        if not terminal:
             return no_progress
 
         def show(items: Iterable[T], total: int) -> Iterable[T]:
             width = shutil.get_terminal_size((80, 24)).columns  # a terminal may report 0
-            return tqdm(items, total=total, desc=what, unit=unit, file=self.err, leave=False,
+            return tqdm(items, total=total, desc=what, unit=unit, file=sys.stderr, leave=False,
                         ncols=min(width, 100) if width > 0 else 80)
 
         return show
@@ -158,11 +148,9 @@ def list_sessions(ctx: Context, args: argparse.Namespace) -> int:
 def _status(listed: SessionListing) -> str:
     if listed.status != "in use":
         return "idle" if listed.status == "idle" else "active in this process"
-    holder = listed.holder
-    pid = None if holder is None else holder.pid
+    pid, label = getattr(listed.holder, "pid", None), getattr(listed.holder, "label", "")
     who = f"process {pid}" if pid is not None else "another process"
-    return f"in use by {who}" + (f" ({holder.label})" if holder is not None and holder.label
-                                 else "")
+    return f"in use by {who}" + (f" ({label})" if label else "")
 
 
 def _show_text(ctx: Context, record: SessionRecord) -> str:
@@ -222,17 +210,13 @@ def search(ctx: Context, args: argparse.Namespace) -> int:
 
 def export(ctx: Context, args: argparse.Namespace) -> int:
     record = ctx.store.load_session(args.session_id)
-    secrets = secrets_from_environ(ctx.environ, ["OPENAI_API_KEY"])
+    secrets = secrets_from_environ(os.environ, ["OPENAI_API_KEY"])
     progress = ctx.progress("exporting", "message")
-    store, sid = ctx.store, record.id
-
-    def figures(figure_id: str) -> FigureData:
-        return store.read_figure(sid, figure_id)
-
+    figures = partial(ctx.store.read_figure, record.id)
     if args.output == "-":
         data, _ = render(record, choose_format(args.fmt), secrets=secrets, progress=progress,
                          figures=figures)
-        ctx.out.flush()
+        sys.stdout.flush()
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
         return 0
@@ -267,31 +251,20 @@ def share(ctx: Context, args: argparse.Namespace) -> int:
 
 def remove(ctx: Context, args: argparse.Namespace) -> int:
     record = ctx.store.load_session(args.session_id)
-    if not args.yes:
-        if not (sys.stdin is not None and sys.stdin.isatty()):
-            raise JupyterAgentError(
-                f"not deleting session {record.id} without confirmation: add --yes")
-        name = f" ({record.title})" if record.title else ""
-        if input(f"Delete session {record.id}{name} for good? [y/N] ").strip().lower() not in (
-                "y", "yes"):
-            ctx.print("Not deleted.")
-            return 1
+    if not args.yes and not confirm_delete(
+            None, record, f"not deleting session {record.id} without confirmation: add --yes"):
+        ctx.print("Not deleted.")
+        return 1
     ctx.store.delete_session(args.session_id)
     return ctx.report({"id": args.session_id, "deleted": True},
                       f"Deleted session {args.session_id}.")
 
 
 def gc(ctx: Context, args: argparse.Namespace) -> int:
-    removed = collect_garbage(ctx.files)
-    if ctx.json:
-        ctx.emit_json({"removed": sorted(str(p) for p in removed)})
-    elif not removed:
-        ctx.print(f"Nothing to remove in {ctx.memory_dir}.")
-    else:
-        ctx.print(f"Removed {plural(len(removed), 'stale file')}:")
-        for path in sorted(removed):
-            ctx.print(f"  {path}")
-    return 0
+    removed = [str(path) for path in sorted(collect_garbage(ctx.files))]
+    lines = [f"Removed {plural(len(removed), 'stale file')}:", *(f"  {p}" for p in removed)]
+    return ctx.report({"removed": removed},
+                      "\n".join(lines) if removed else f"Nothing to remove in {ctx.memory_dir}.")
 
 
 def fsck(ctx: Context, args: argparse.Namespace) -> int:
@@ -299,27 +272,23 @@ def fsck(ctx: Context, args: argparse.Namespace) -> int:
     if args.repair and args.dry_run:
         raise JupyterAgentError("fsck takes --repair or --dry-run, not both")
     checks = check_sessions(ctx.files, repair=args.repair)
+    bad = sum(c.state in ("damaged", "torn") and not c.repaired for c in checks)
     if ctx.json:
         ctx.emit_json([{**asdict(c), "kept": None if c.kept is None else str(c.kept)}
                        for c in checks])
-    else:
-        for c in checks:
-            line = f"{c.session_id}  {c.state}"
-            if c.reason:
-                line += f": {one_line(c.reason, 400)}"
-            ctx.print(line)
-            if c.repaired:
-                ctx.print(f"    repaired: {c.repair}" + (f" (kept in {c.kept})" if c.kept else ""))
-            elif c.repair:
-                ctx.print(f"    {'--repair would ' if not args.repair else 'not repaired: '}"
-                          f"{c.repair}")
-        bad = sum(c.state in ("damaged", "torn") and not c.repaired for c in checks)
-        ctx.print(f"{len(checks)} session{'s' if len(checks) != 1 else ''} checked in "
-                  f"{ctx.memory_dir}: {bad} need{'s' if bad == 1 else ''} attention"
-                  + ("" if args.repair or not bad else "; run with --repair for the safe "
-                                                        "repairs"))
-    return int(any(c.state in ("damaged", "torn") and not c.repaired for c in checks))
-
+        return int(bad > 0)
+    for c in checks:
+        ctx.print(f"{c.session_id}  {c.state}"
+                  + (f": {one_line(c.reason, 400)}" if c.reason else ""))
+        if c.repaired:
+            ctx.print(f"    repaired: {c.repair}" + (f" (kept in {c.kept})" if c.kept else ""))
+        elif c.repair:
+            ctx.print(f"    {'--repair would ' if not args.repair else 'not repaired: '}"
+                      f"{c.repair}")
+    ctx.print(f"{plural(len(checks), 'session')} checked in {ctx.memory_dir}: {bad} "
+              f"need{'s' if bad == 1 else ''} attention"
+              + ("" if args.repair or not bad else "; run with --repair for the safe repairs"))
+    return int(bad > 0)
 
 def migrate(ctx: Context, args: argparse.Namespace) -> int:
     """Copy every session, verifying each copy; nothing is copied twice. The database is
@@ -338,16 +307,12 @@ def migrate(ctx: Context, args: argparse.Namespace) -> int:
     ticks = iter(ctx.progress("sessions", "session")(range(total), total))
     result = migrate_sessions(source, target, on_session=lambda sid, outcome: next(ticks, None))
     list(ticks)  # let the bar finish
-    if ctx.json:
-        ctx.emit_json({"from": str(ctx.memory_dir) if args.to_url else where,
-                       "to": where if args.to_url else str(ctx.memory_dir),
-                       "copied": list(result.copied), "skipped": list(result.skipped),
-                       "conflicts": list(result.conflicts),
-                       "mismatched": list(result.mismatched),
-                       "unreadable": [sid for sid, _ in result.unreadable],
-                       "verified": result.verified, "ok": result.ok})
-    else:
-        ctx.print(result.summary())
+    ctx.report({"from": str(ctx.memory_dir) if args.to_url else where,
+                "to": where if args.to_url else str(ctx.memory_dir),
+                "copied": list(result.copied), "skipped": list(result.skipped),
+                "conflicts": list(result.conflicts), "mismatched": list(result.mismatched),
+                "unreadable": [sid for sid, _ in result.unreadable],
+                "verified": result.verified, "ok": result.ok}, result.summary())
     return 0 if result.ok else 1
 
 

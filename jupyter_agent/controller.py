@@ -92,17 +92,6 @@ class Resumed:
 
 
 @dataclass(frozen=True)
-class HandedCell:
-    """The code of ``run_python`` call number ``call`` (1-based) of user turn ``turn``,
-    tagged with a first-line comment naming both."""
-
-    session_id: str
-    turn: int
-    call: int
-    code: str
-
-
-@dataclass(frozen=True)
 class SessionChange:
     """What archiving, unarchiving or deleting a session did; ``was_active``: it was this
     kernel's active session (its lease is released)."""
@@ -180,9 +169,8 @@ class AgentController:
 
     def _require_active(self) -> ActiveSession:
         if self._active is None:
-            raise JupyterAgentError(
-                "no active session: start one with %agent_new or pick one with %agent_resume"
-            )
+            raise JupyterAgentError("no active session: start one with %agent_new or pick "
+                                    "one with %agent_resume")
         return self._active
 
     def _model(self, settings: Settings) -> Model:
@@ -193,8 +181,10 @@ class AgentController:
         return build_model(settings, self._environ, client=self._client[1])
 
     def _start(self, model: Model, conversation: Conversation, options: SessionOptions,
-               settings: Settings) -> None:
-        # on failure ``conversation`` is closed and the previous session stays active
+               settings: Settings, remembered: SessionOptions) -> None:
+        # on failure ``conversation`` is closed and the previous session stays active;
+        # ``remembered``: the options for its next resume here, and for a session
+        # ensure_session() starts
         from jupyter_agent.agent.loop import Agent  # the agent imports openai (~0.6 s)
 
         try:
@@ -210,10 +200,8 @@ class AgentController:
                                      agent, model_key(settings, self._environ))
         if previous is not None:
             previous.agent.conversation.close()
-
-    def _remember(self, session_id: str, options: SessionOptions) -> None:
-        # for its next resume here, and for a session ensure_session() starts
-        self._remembered[session_id] = self._last_options = replace(options, title=None)
+        self._last_options = replace(remembered, title=None)
+        self._remembered[conversation.session_id] = self._last_options
         self.ended = None
 
     def new_session(self, options: SessionOptions | None = None) -> str:
@@ -229,9 +217,8 @@ class AgentController:
         conversation = Conversation.create(store, title=options.title or "",
                                            project_root=str(self.project.root),
                                            notes_cap=settings.max_notes_kib * 1024)
-        self._start(model, conversation, options, settings)
+        self._start(model, conversation, options, settings, options)
         assert conversation.session_id is not None
-        self._remember(conversation.session_id, options)
         notes, folder = conversation.notes, self.project.memory_dir.resolve()
         files = {folder / NOTE_FILES[kind]: text for kind, text in notes.used.items()}
         new = unseen_notes(files, self._environ)
@@ -286,8 +273,7 @@ class AgentController:
         except BaseException:
             conversation.close()
             raise
-        self._start(model, conversation, effective, settings)
-        self._remember(session_id, chosen)
+        self._start(model, conversation, effective, settings, chosen)
         record = conversation.record()
         unarchived = record.archived
         if explicit.title is not None:
@@ -396,9 +382,10 @@ class AgentController:
                            context_tokens=agent.conversation.estimated_tokens(),
                            window=agent.window, context_privacy=mine.context_privacy)
 
-    def agent_cell(self, n: int | None = None) -> HandedCell:
-        """The code of the active session's ``n``-th ``run_python`` call (default: the
-        last), recorded in the checkpoint as handed out."""
+    def agent_cell(self, n: int | None = None) -> tuple[int, int, str]:
+        """The active session's ``n``-th ``run_python`` call (default: the last), recorded
+        in the checkpoint as handed out: its user turn, its number (1-based) and its code,
+        tagged with a first-line comment naming both."""
         from jupyter_agent.agent.working_context import SUMMARY_MARKER  # imports openai
 
         active = self._require_active()
@@ -422,7 +409,7 @@ class AgentController:
                 conversation.state.handed_out.append(call_id)
                 conversation.save()
         tag = f"# from jupyter-agent session {active.session_id}, turn {turn}, call {number}"
-        return HandedCell(active.session_id, turn, number, f"{tag}\n{code}")
+        return turn, number, f"{tag}\n{code}"
 
     def todos(self) -> list[TodoItem]:
         return list(self._require_active().agent.state.todos)

@@ -1,8 +1,7 @@
-"""Every error jupyter-agent raises on purpose.
-
-Each derives from :class:`JupyterAgentError`, so the magics turn exactly these into
-one-line messages and anything unexpected keeps its traceback. Each carries the offending
-value (session ID, path, pid, ...) as attributes named like its parameters.
+"""Every error jupyter-agent raises on purpose: each derives from
+:class:`JupyterAgentError`, so the magics turn exactly these into one-line messages and
+anything unexpected keeps its traceback. Each carries the offending value (session ID,
+path, pid, ...) as attributes named like its parameters.
 """
 
 from __future__ import annotations
@@ -32,21 +31,15 @@ class JupyterAgentError(Exception):
         super().__init__(self.template.format(**values))
 
 
-class _PlainLookup(LookupError):
-    def __str__(self) -> str:  # LookupError would quote the message
-        return str(self.args[0])
-
-
 # ---- sessions and their store
 class InvalidSessionIdError(JupyterAgentError, ValueError):
-    """A session ID is not 1-128 letters, digits, ``_`` or ``-`` (checked before it is
-    ever used as a file name)."""
+    """A bad session ID (checked before it is ever used as a file name)."""
 
     session_id: object
     template = "invalid session ID {session_id!r}: use 1-128 letters, digits, '_' or '-'"
 
 
-class SessionNotFoundError(JupyterAgentError, _PlainLookup):
+class SessionNotFoundError(JupyterAgentError, LookupError):
     """No saved session has this ID; ``path`` is where it was looked for (a file, or the
     database without its password and the project)."""
 
@@ -63,15 +56,10 @@ class SessionReadOnlyError(JupyterAgentError, PermissionError):
     template = ("session {session_id!r} is {owner!r}'s, shared with you to read only: fork "
                 "it to continue (%agent_fork {session_id})")
 
-    def __str__(self) -> str:
-        return str(self.args[0])
-
 
 class CorruptSessionError(JupyterAgentError):
-    """A saved session cannot be read as a session record; it is left untouched.
-
-    ``path`` is the file, or the database (without its password), project and session.
-    """
+    """A saved session cannot be read as a session record; it is left untouched. ``path``
+    is the file, or the database (without its password), project and session."""
 
     def __init__(self, path: Path | str, reason: str) -> None:
         self.path = path
@@ -109,9 +97,7 @@ class TooLargeError(CorruptSessionError):
 
 class ContextMismatchError(JupyterAgentError, ValueError):
     """Messages to save do not extend the saved working context; nothing is written.
-
-    ``index`` is the first position where they differ (or the incoming list's length).
-    """
+    ``index``: the first position where they differ (or the incoming list's length)."""
 
     def __init__(self, session_id: str, index: int, detail: str = "") -> None:
         self.session_id = session_id
@@ -123,10 +109,8 @@ class ContextMismatchError(JupyterAgentError, ValueError):
 
 class SessionLockedError(JupyterAgentError):
     """Another process or store object holds the session's lease (raised at once).
-
-    ``pid`` and ``holder`` are as the holder recorded itself (``None`` if unreadable);
-    ``path`` is the lock file, ``None`` for a database.
-    """
+    ``pid``, ``holder``: as it recorded itself (``None`` if unreadable); ``path``: the lock
+    file, ``None`` for a database."""
 
     def __init__(self, session_id: str, pid: int | None, path: Path | None = None, *,
                  holder: Any = None) -> None:  # a store.records.LeaseHolder (store imports us)
@@ -144,12 +128,9 @@ class SessionLockedError(JupyterAgentError):
 
 class StoreUnavailableError(JupyterAgentError):
     """The session database cannot be reached, refused the login, or dropped the
-    connection (``lost``).
-
-    The failed operation wrote nothing, or -- when the connection dropped during its
-    commit -- at most what repeating it writes again. ``url`` and the message never
-    contain the password.
-    """
+    connection (``lost``). The failed operation wrote nothing, or -- when the connection
+    dropped during its commit -- at most what repeating it writes again. ``url`` and the
+    message never contain the password."""
 
     def __init__(self, url: str, reason: str, *, lost: bool = False) -> None:
         self.url = url
@@ -163,8 +144,7 @@ class StoreUnavailableError(JupyterAgentError):
 
 
 class StoreSchemaError(JupyterAgentError):
-    """The session database has a newer schema version (``found``) than this code
-    knows (``known``); nothing was changed."""
+    """The session database has a newer schema version than this code knows."""
 
     url: str
     found: int
@@ -175,8 +155,8 @@ class StoreSchemaError(JupyterAgentError):
 
 
 class LeaseLostError(JupyterAgentError):
-    """The lock file of a session this process holds was removed or replaced; raised
-    before a write, nothing is written and the lease is dropped."""
+    """The lock file of a session this process holds was removed or replaced (raised
+    before a write; the lease is dropped)."""
 
     session_id: str
     path: Path
@@ -186,15 +166,14 @@ class LeaseLostError(JupyterAgentError):
 
 
 class InvalidMessageError(JupyterAgentError, ValueError):
-    """Message ``index`` of a list to save is not a Chat Completions message; nothing
-    is written."""
+    """A message of a list to save is not a Chat Completions message."""
 
     index: int
     reason: str
     template = "message {index} cannot be saved: {reason}"
 
 
-class FigureNotFoundError(JupyterAgentError, _PlainLookup):
+class FigureNotFoundError(JupyterAgentError, LookupError):
     """A session has no figure with this ID; ``where``: its file, or the database."""
 
     session_id: str
@@ -205,7 +184,7 @@ class FigureNotFoundError(JupyterAgentError, _PlainLookup):
 
 class InvalidFigureError(JupyterAgentError, ValueError):
     """A figure a session may not keep (bad ID, not PNG, JPEG or SVG, bytes not of its
-    type, too large); nothing is written."""
+    type, too large)."""
 
     figure_id: object
     reason: str
@@ -223,8 +202,7 @@ class UnsafePathError(JupyterAgentError):
 
 class UnsafeFileError(UnsafePathError):
     """A link, FIFO, socket, device, directory, multiply linked, foreign, writable-by-
-    others or sparse file where the store expects its own regular file; nothing was read
-    or written through it. ``kind`` says which (``"symbolic link"``, ...)."""
+    others or sparse file where the store expects its own regular file (``kind``)."""
 
     path: Path
     kind: str
@@ -235,33 +213,30 @@ class UnsafeFileError(UnsafePathError):
 
 class UnsafeDirectoryError(UnsafePathError):
     """The memory directory (or ``sessions/``) is not a private directory of this user.
-
-    ``problem`` says why (``"writable by group or others"``, ...), ``fix`` how to repair
-    it ("" if there is nothing to repair); ``owner`` and ``mode`` (permission bits) are
-    ""/``None`` when it is not a directory. The message advises the magics' setting;
-    :meth:`advice` words it for another front end.
-    """
+    ``fix`` says how to repair it ("" if nothing can); ``owner`` and ``mode`` (permission
+    bits) are ""/``None`` when it is not a directory. :meth:`advice` words the message
+    for another front end than the magics."""
 
     MAGICS_ELSEWHERE = "point AgentMagics.memory_dir (or $JUPYTER_AGENT_MEMORY_DIR) elsewhere"
 
     def __init__(self, path: Path, problem: str, *, owner: str = "",
                  mode: int | None = None, fix: str = "") -> None:
+        self.path = path
         self.owner = owner
         self.mode = mode
         self.problem = problem
         self.fix = fix
-        super().__init__(path, self.advice(path, self.MAGICS_ELSEWHERE))
+        super().__init__(path, self.advice())
 
-    def advice(self, path: Path | None = None, elsewhere: str = MAGICS_ELSEWHERE) -> str:
+    def advice(self, elsewhere: str = MAGICS_ELSEWHERE) -> str:
         """The one-line message, ``elsewhere`` saying how to use another directory."""
-        path = self.path if path is None else path
         facts = f" (owner {self.owner}, mode {self.mode:04o})" if self.mode is not None else ""
-        return (f"refusing to use {path}{facts}: it is {self.problem}; "
+        return (f"refusing to use {self.path}{facts}: it is {self.problem}; "
                 f"{self.fix + ', or ' if self.fix else ''}{elsewhere}")
 
 
 class StoreBusyError(JupyterAgentError):
-    """A short store lock (notes, listing index) stayed taken for ``seconds``."""
+    """A short store lock (notes, listing index) stayed taken too long."""
 
     path: Path
     seconds: float
@@ -350,7 +325,7 @@ class LimitExceededError(JupyterAgentError):
 
 class PromptTooLongError(JupyterAgentError, ValueError):
     """A prompt that cannot fit the context window even alone (``tokens`` and
-    ``window`` in tokens); raised before anything is sent."""
+    ``window`` in tokens)."""
 
     def __init__(self, tokens: int, window: int, model: str, *, saved: bool = False) -> None:
         self.tokens, self.window, self.model = tokens, window, model
@@ -367,7 +342,7 @@ class PromptTooLongError(JupyterAgentError, ValueError):
 
 # ---- forks and exports
 class ForkPointError(JupyterAgentError, ValueError):
-    """``--at N`` names no user turn of the session (it has ``turns``)."""
+    """``--at N`` names no user turn of the session."""
 
     def __init__(self, session_id: str, at: int, turns: int) -> None:
         self.session_id = session_id

@@ -1,9 +1,8 @@
 """IPython magics for jupyter-agent (``%load_ext jupyter_agent``): each parses its arguments,
-calls :class:`~jupyter_agent.controller.AgentController` and shows the result.
-
-Settings are the traits of :class:`AgentMagics` (``%config AgentMagics.model = ...``).
-Library errors become one-line messages; prompts are sent as typed (``no_var_expand``).
-The active session lives on the :class:`AgentMagics` instance; ``%unload_ext`` releases it.
+calls :class:`~jupyter_agent.controller.AgentController` and shows the result. Settings are
+the traits of :class:`AgentMagics`; library errors become one-line messages; prompts are
+sent as typed (``no_var_expand``); the active session lives on the :class:`AgentMagics`
+instance (``%unload_ext`` releases it).
 """
 
 from __future__ import annotations
@@ -18,18 +17,18 @@ from dataclasses import fields
 from functools import partial
 from typing import Any, TypeVar
 
-from IPython.core.error import StdinNotImplementedError, UsageError
+from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
-from traitlets import TraitError
+from traitlets import Bool, Float, Int, TraitError, Unicode, validate
 from traitlets.config import Config
 
 from jupyter_agent.artefacts.search import search_sessions
 from jupyter_agent.controller import AgentController, TurnResult
 from jupyter_agent.errors import JupyterAgentError, LimitExceededError
-from jupyter_agent.project import can_update_live, is_jupyter
-from jupyter_agent.settings import OPTIONS, SessionOptions, Settings, trait_namespace
+from jupyter_agent.project import can_update_live, confirm_delete, is_jupyter
+from jupyter_agent.settings import OPTIONS, SessionOptions, Settings, option
 from jupyter_agent.text import terminal_text
 from jupyter_agent.ui import recap, render
 from jupyter_agent.ui.advice import error_message
@@ -56,6 +55,7 @@ from jupyter_agent.ui.recap import RECAP_WIDTH, show_blocks, split_at_figures
 from jupyter_agent.ui.render import show_question
 
 F = TypeVar("F", bound=Callable[..., Any])
+_TRAITS = {str: Unicode, int: Int, float: Float, bool: Bool}
 _AGENT_LINE = re.compile(r"^(?P<indent>[ \t]*)%agent[ \t]+(?P<text>\S.*?)[ \t]*(?P<end>\r?\n?)$")
 
 
@@ -99,26 +99,21 @@ def agent_magic(kind: Callable[..., Any] = line_magic, *, typed: bool = False,
 def show_agent_error(shell: Any, etype: type, value: BaseException, tb: Any,
                       tb_offset: int | None = None) -> list[str]:
     previous = getattr(shell, "_jupyter_agent_previous_tb", None)
-    if not isinstance(value, AgentUsageError) and previous is not None:
+    if isinstance(value, AgentUsageError) or previous is None:
+        print(terminal_text(str(value)), file=sys.stderr)  # it may quote a title or a path
+    else:
         previous(etype, value, tb, tb_offset=tb_offset)
-        return []
-    print(terminal_text(str(value)), file=sys.stderr)  # it may quote a title or a path
     return []
 
 
 def session_options(func: F) -> F:
     """Add the options of :class:`~jupyter_agent.settings.SessionOptions` (``--title`` and
     one per per-session setting) to a magic."""
-    arguments = [argument("--title", help="Title of the session.")]
-    for row in OPTIONS:
-        if row.flag is None:
-            continue
-        extra: dict[str, Any] = {"choices": list(row.choices)} if row.choices else {}
-        if row.metavar:
-            extra["metavar"] = row.metavar
-        help_text = (row.flag_help or row.help).replace("%", "%%")  # argparse formats help
-        arguments.append(argument(row.flag, dest=row.name, type=row.type, help=help_text,
-                                  **extra))
+    arguments = [argument("--title", help="Title of the session.")] + [
+        argument(row.flag, dest=row.name, type=row.type, metavar=row.metavar,
+                 choices=list(row.choices) if row.choices else None,
+                 help=(row.flag_help or row.help).replace("%", "%%"))  # argparse formats it
+        for row in OPTIONS if row.flag is not None]
     for decorator in reversed(arguments):
         func = decorator(func)
     return func
@@ -126,13 +121,7 @@ def session_options(func: F) -> F:
 
 def parse_argstring(magic: Callable[..., Any], line: str) -> Any:
     """Parse a magic's arguments with shell quoting (IPython's own keeps the quotes); a
-    ``#`` starting a word begins a comment.
-
-    Raises
-    ------
-    UsageError
-        For text that does not parse or arguments the magic does not take.
-    """
+    ``#`` starting a word begins a comment. ``UsageError`` for what does not parse."""
     try:
         argv = shlex.split(line, comments=True)
     except ValueError as err:
@@ -154,37 +143,12 @@ def parse_argstring(magic: Callable[..., Any], line: str) -> Any:
 
 
 def options_from_args(args: Any) -> SessionOptions:
-    """The options of parsed ``%agent_new``/``%agent_resume`` arguments.
-
-    Raises
-    ------
-    UsageError
-        For a bad value.
-    """
+    """The options of parsed ``%agent_new``/``%agent_resume`` arguments (``UsageError``
+    for a bad value)."""
     try:
         return SessionOptions(**{f.name: getattr(args, f.name) for f in fields(SessionOptions)})
     except ValueError as err:
         raise UsageError(str(err)) from err
-
-
-def confirm(shell: Any, question: str, hint: str) -> bool:
-    """Ask a yes/no question; ``UsageError`` ending with ``hint`` when nobody can answer
-    (in a kernel: its front end answers no input requests; elsewhere: no terminal)."""
-    refused = f"cannot ask for confirmation (no input possible here): {hint}"
-    kernel = getattr(shell, "kernel", None)
-    try:
-        can_ask = (bool(getattr(kernel, "_allow_stdin", False)) if kernel is not None else
-                   sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty())
-    except (AttributeError, OSError, ValueError):
-        can_ask = False
-    if not can_ask:
-        raise UsageError(refused)
-    try:
-        answer = input(question)
-    except (EOFError, OSError, StdinNotImplementedError) as err:
-        print()  # the question is on screen without a line end
-        raise UsageError(refused) from err
-    return answer.strip().lower() in ("y", "yes")
 
 
 def rewrite_agent_lines(lines: list[str]) -> list[str]:
@@ -212,8 +176,7 @@ def _footer(result: TurnResult | None) -> str | None:
     return None if result is None or result.turn_usage.calls == 0 else format_footer(result)
 
 
-def _print(text: str) -> None:
-    """Print text that may come from outside with its control characters made inert."""
+def _print(text: str) -> None:  # text that may come from outside
     print(terminal_text(text))
 
 
@@ -223,7 +186,16 @@ class AgentMagics(Magics):
 
     # The settings: one config trait per row of jupyter_agent.settings.OPTIONS, each
     # validated by that row (a bad value raises TraitError naming the setting).
-    vars().update(trait_namespace("AgentMagics"))
+    vars().update({row.name: _TRAITS[row.type](row.default, allow_none=row.none is not None,
+                                               help=row.help).tag(config=True)
+                   for row in OPTIONS})
+
+    @validate(*(row.name for row in OPTIONS))
+    def _validate_setting(self, proposal: Any) -> Any:
+        try:
+            return option(proposal["trait"].name).validate(proposal["value"])
+        except ValueError as err:
+            raise TraitError(f"AgentMagics: {err}") from err
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
@@ -240,27 +212,24 @@ class AgentMagics(Magics):
         return self._snapshot
 
     def update_config(self, config: Any) -> None:
-        """Apply ``config``, refusing a bad value in one line on stderr.
-
-        A bad value is taken out of ``config`` and of the shell's config (IPython would
-        keep it there, and it would break the next ``%load_ext``).
-        """
-        section = config.get(type(self).__name__) if isinstance(config, Config) else None
+        """Apply ``config``, refusing a bad value in one line on stderr and taking it out
+        of ``config`` and the shell's config (there it would break the next ``%load_ext``)."""
+        owner = type(self).__name__
+        section = config.get(owner) if isinstance(config, Config) else None
         if not isinstance(section, Config):
             super().update_config(config)
             return
         for name in list(section):
             try:
-                super().update_config(Config({type(self).__name__: {name: section[name]}}))
+                super().update_config(Config({owner: {name: section[name]}}))
             except TraitError as err:
                 del section[name]
-                shell_section = getattr(self.shell, "config", Config()).get(type(self).__name__)
+                shell_section = getattr(self.shell, "config", Config()).get(owner)
                 if isinstance(shell_section, Config) and name in shell_section:
                     del shell_section[name]
                 # (the value kept is not shown: a store URL may carry a password)
-                print(f"{flatten_lines(str(err))}; {type(self).__name__}.{name} is unchanged",
-                      file=sys.stderr)
-        rest = Config({k: v for k, v in config.items() if k != type(self).__name__})
+                print(f"{flatten_lines(str(err))}; {owner}.{name} is unchanged", file=sys.stderr)
+        rest = Config({k: v for k, v in config.items() if k != owner})
         if rest:
             super().update_config(rest)
 
@@ -431,13 +400,12 @@ class AgentMagics(Magics):
     def agent_delete(self, args: Any) -> None:
         """Delete a session's file for good (asks for confirmation unless --yes)."""
         sid = args.session_id
-        if not args.yes:
-            record = self.controller.record(sid)
-            name = f" ({record.title})" if record.title else ""
-            if not confirm(self.shell, f"Delete session {sid}{name} for good? [y/N] ",
-                           f"use %agent_delete {sid} --yes"):
-                _print("Not deleted.")
-                return
+        if not args.yes and not confirm_delete(
+                self.shell, self.controller.record(sid),
+                f"cannot ask for confirmation (no input possible here): use %agent_delete {sid} "
+                "--yes"):
+            _print("Not deleted.")
+            return
         _print(format_change(self.controller.delete(sid)))
 
     # ---- sessions as artefacts
@@ -517,16 +485,16 @@ class AgentMagics(Magics):
     def agent_cell(self, args: Any) -> None:
         """Put the code of the agent's last run_python call (or call N) into a new cell
         below, tagged with the session and turn; in a terminal, print it to copy."""
-        cell = self.controller.agent_cell(args.n)
+        turn, call, code = self.controller.agent_cell(args.n)
         if self._jupyter:  # the front end makes the new cell (JupyterLab, Notebook, VS Code)
             assert self.shell is not None
-            self.shell.set_next_input(cell.code, replace=False)
+            self.shell.set_next_input(code, replace=False)
         if self._jupyter and can_update_live(self.shell):  # ... and someone watches it
-            _print(f"The code of call {cell.call} (turn {cell.turn}) is in a new cell below.")
+            _print(f"The code of call {call} (turn {turn}) is in a new cell below.")
         else:  # a terminal, or a headless runner (nbclient), which makes no new cell
-            _print(cell.code)
-            _print(f"(call {cell.call} of session {cell.session_id}: copy it into a cell "
-                   "to keep it)")
+            _print(code)
+            _print(f"(call {call} of session {self.controller.active_session_id}: copy it "
+                   "into a cell to keep it)")
 
     @agent_magic()
     def agent_todo(self, _args: Any) -> None:

@@ -56,19 +56,12 @@ def _remote_url(git_dir: Path) -> str | None:
     urls: dict[str, str] = {}
     remote: str | None = None
     for line in text.splitlines():
-        header = _REMOTE_SECTION.match(line)
-        if header is not None:
-            remote = header.group(1)
-            continue
-        if _SECTION.match(line):
-            remote = None
-            continue
-        found = _URL_LINE.match(line)
-        if remote is not None and found is not None and found.group(1):
+        if _SECTION.match(line):  # a remote's section, or another one
+            header = _REMOTE_SECTION.match(line)
+            remote = None if header is None else header.group(1)
+        elif remote is not None and (found := _URL_LINE.match(line)) and found.group(1):
             urls.setdefault(remote, found.group(1).strip('"'))
-    if "origin" in urls:
-        return urls["origin"]
-    return next(iter(urls.values()), None)
+    return urls.get("origin", next(iter(urls.values()), None))
 
 
 def normalize_remote_url(url: str) -> str:
@@ -86,12 +79,8 @@ def normalize_remote_url(url: str) -> str:
             host, path = scp.group(1).lower(), scp.group(2)
         else:
             host, path = "", text
-    path = path.rstrip("/")
-    if path.endswith(".git"):
-        path = path[: -len(".git")]
-    if not host:
-        return path
-    return f"{host}/{path.lstrip('/')}"
+    path = path.rstrip("/").removesuffix(".git")
+    return f"{host}/{path.lstrip('/')}" if host else path
 
 
 def current_user(environ: Mapping[str, str] | None = None) -> str:
@@ -130,6 +119,4 @@ def project_key(project_root: str | os.PathLike[str], *, user: str | None = None
             break
         inside = root.relative_to(candidate).as_posix()
         return f"{who}@{remote}" if inside == "." else f"{who}@{remote}/{inside}"
-    if host is None:
-        host = socket.gethostname()
-    return f"{who}@{host}:{root.as_posix()}"
+    return f"{who}@{socket.gethostname() if host is None else host}:{root.as_posix()}"

@@ -1,29 +1,28 @@
-"""Where a kernel's sessions live: its project root, memory directory and store, and the
-one place that opens a store from a URL or a memory directory (also for the CLI); what
-the kernel is (Jupyter or a terminal, whether a person watches the running cell).
+"""Where a kernel's sessions live (project root, memory directory, store: the one place
+that opens a store, also for the CLI) and what the kernel is (Jupyter or a terminal).
 
-The memory directory is the ``AgentMagics.memory_dir`` setting if not empty, else
+The memory directory is ``AgentMagics.memory_dir`` if not empty, else
 ``$JUPYTER_AGENT_MEMORY_DIR`` if not empty, else ``<project root>/.jupyter_agent``. The
 project root is the nearest of the working directory and its ancestors holding
-``.jupyter_agent``, ``.git`` or ``pyproject.toml``, else the working directory. A
-``.jupyter_agent`` planted by someone else is never adopted: it counts only if it is a
-real directory and both it and its parent belong to the current user. Nothing is created
-on disk. A kernel's project root is found once, from its starting directory, so a later
-``os.chdir`` does not move the sessions; the memory directory and the store follow the
-current settings, one store per (URL, memory directory), kept for the kernel's life.
+``.jupyter_agent``, ``.git`` or ``pyproject.toml``, else the working directory; a
+``.jupyter_agent`` counts only if it is a real directory and both it and its parent
+belong to the current user. Nothing is created on disk. A kernel's project root is found
+once, so a later ``os.chdir`` does not move the sessions; the store follows the current
+settings, one per (URL, memory directory), kept for the kernel's life.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jupyter_agent.errors import JupyterAgentError
 from jupyter_agent.paths import STORE_URL_ENV, project_key
-from jupyter_agent.store import FileStore, Store
+from jupyter_agent.store import FileStore, SessionRecord, Store
 
 if TYPE_CHECKING:
     from jupyter_agent.settings import Settings
@@ -35,26 +34,17 @@ MEMORY_DIR_NAME = ".jupyter_agent"
 PROJECT_MARKERS = (MEMORY_DIR_NAME, ".git", "pyproject.toml")
 
 
-def _absolute(path: str | os.PathLike[str], base: Path) -> Path:
-    p = Path(path).expanduser()
-    return p if p.is_absolute() else base / p
-
-
-def _adoptable(candidate: Path, uid: int) -> bool | None:
-    # None: no marker; False: a .jupyter_agent that is not the user's own
+def _adoptable(candidate: Path, uid: int) -> bool:
+    # a .jupyter_agent decides: only the user's own counts; else any other marker
     try:
         memory = os.lstat(candidate / MEMORY_DIR_NAME)
     except OSError:
-        memory = None
-    if memory is not None:
-        try:
-            owner = os.stat(candidate).st_uid
-        except OSError:
-            return False
-        return stat.S_ISDIR(memory.st_mode) and memory.st_uid == uid and owner == uid
-    if any((candidate / marker).exists() for marker in PROJECT_MARKERS[1:]):
-        return True
-    return None
+        return any((candidate / marker).exists() for marker in PROJECT_MARKERS[1:])
+    try:
+        owner = os.stat(candidate).st_uid
+    except OSError:
+        return False
+    return stat.S_ISDIR(memory.st_mode) and memory.st_uid == uid and owner == uid
 
 
 def find_project_root(start: str | os.PathLike[str] | None = None, *,
@@ -80,11 +70,10 @@ def resolve_memory_dir(
     exist yet. ``setting`` ``None`` or ``""`` means unset."""
     env = os.environ if environ is None else environ
     base = Path(os.getcwd() if cwd is None else cwd).expanduser().resolve()
-    if setting is not None and os.fspath(setting) != "":
-        return _absolute(setting, base)
-    from_env = env.get(MEMORY_DIR_ENV, "")
-    if from_env:
-        return _absolute(from_env, base)
+    chosen = (os.fspath(setting) if setting is not None else "") or env.get(MEMORY_DIR_ENV, "")
+    if chosen:
+        path = Path(chosen).expanduser()
+        return path if path.is_absolute() else base / path
     root = find_project_root(base) if project_root is None else Path(project_root)
     return root / MEMORY_DIR_NAME
 
@@ -131,6 +120,27 @@ def can_update_live(shell: Any) -> bool:
     return bool(getattr(getattr(shell, "kernel", None), "_allow_stdin", False))
 
 
+def confirm_delete(shell: Any, record: SessionRecord, refused: str) -> bool:
+    """Ask whether to delete ``record``'s session for good; ``JupyterAgentError(refused)``
+    when nobody can answer (in a kernel: its front end answers no input requests;
+    elsewhere: no terminal)."""
+    kernel = getattr(shell, "kernel", None)
+    try:
+        can_ask = (bool(getattr(kernel, "_allow_stdin", False)) if kernel is not None else
+                   sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty())
+    except (AttributeError, OSError, ValueError):
+        can_ask = False
+    if not can_ask:
+        raise JupyterAgentError(refused)
+    name = f" ({record.title})" if record.title else ""
+    try:  # (IPython's StdinNotImplementedError is a NotImplementedError)
+        answer = input(f"Delete session {record.id}{name} for good? [y/N] ")
+    except (EOFError, OSError, NotImplementedError) as err:
+        print()  # the question is on screen without a line end
+        raise JupyterAgentError(refused) from err
+    return answer.strip().lower() in ("y", "yes")
+
+
 def kernel_label(shell: Any = None, environ: Mapping[str, str] | None = None,
                  project_root: Path | None = None) -> str:
     """For people who find its session in use: the notebook's path (relative to
@@ -138,13 +148,9 @@ def kernel_label(shell: Any = None, environ: Mapping[str, str] | None = None,
     env = os.environ if environ is None else environ
     ns = getattr(shell, "user_ns", None) or {}
     name = str(ns.get("__session__") or env.get("JPY_SESSION_NAME") or "")
+    if project_root is not None and Path(name).is_relative_to(project_root):
+        return str(Path(name).relative_to(project_root))
     if name:
-        path = Path(name)
-        if project_root is not None and path.is_absolute():
-            try:
-                return str(path.relative_to(project_root))
-            except ValueError:
-                return str(path)
         return name
     if is_jupyter(shell):
         return "a Jupyter kernel"

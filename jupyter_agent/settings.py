@@ -1,22 +1,18 @@
-"""Every setting, declared once: the typed fields of :class:`Settings` are the table.
+"""Every setting, declared once: each typed field of :class:`Settings` carries its
+:class:`Option` (help, who uses it, its check, the magic flag overriding it for one
+session). The ``AgentMagics`` traits, the options of ``%agent_new`` / ``%agent_resume``,
+the agent's config, its limits (:data:`LIMITS`) and the fields of every model request are
+generated from them. The API key is never a setting, only the name of its variable.
 
-Each field carries its :class:`Option` (help, who uses it, its check); the fields of
-:class:`SessionOptions` carry the magic flag that overrides a setting for one session.
-The ``AgentMagics`` traits (:func:`trait_namespace`), the options of ``%agent_new`` /
-``%agent_resume``, the agent's config, its limits (:data:`LIMITS`) and the fields of
-every model request are generated from them. The API key is never a setting, only the
-name of the variable holding it.
-
-The client factory (:func:`build_client`, :func:`build_model`) lives here too: the
-endpoint is always what this kernel's user configured, never a value read from a session
-or team-store row; the key is read from ``api_key_env`` when a client is built and handed
-to it only; a loopback endpoint never gets the default ``OPENAI_API_KEY``.
+The client factory (:func:`build_client`, :func:`build_model`): the endpoint is always
+what this kernel's user configured, never a value read from a session or team-store row;
+the key is read from ``api_key_env`` when a client is built and handed to it only; a
+loopback endpoint never gets the default ``OPENAI_API_KEY``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import ipaddress
 import math
 import os
@@ -24,8 +20,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal, get_type_hints
 from urllib.parse import urlparse, urlsplit
-
-from traitlets import Bool, Float, Int, TraitError, Unicode, validate
 
 from jupyter_agent.errors import ModelNotConfiguredError
 
@@ -35,15 +29,8 @@ if TYPE_CHECKING:
     from jupyter_agent.agent.adapters import Model
     from jupyter_agent.agent.config import AgentConfig, Limits
 
-APPROVALS = ("auto", "ask", "deny")
-VISION_MODES = ("auto", "on", "off")
 DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
-#: ``api`` value -> ``"module:Class"`` of its model adapter (imported when first used).
-MODEL_APIS: Mapping[str, str] = {
-    "chat": "jupyter_agent.agent.adapters:ChatModel",
-    "responses": "jupyter_agent.agent.adapters:ResponsesModel",
-}
 
 #: Who reads a setting: the client factory, the agent's limits, the agent's config, every
 #: model request (sent when not None), or the front end.
@@ -69,20 +56,6 @@ def check_base_url(label: str, value: str, hint: str = "") -> str:
     return value
 
 
-def check_limit(label: str, value: float, *, minimum: float = 0, maximum: float | None = None,
-                hint: str = "") -> float:
-    """``value`` if it is a finite number in ``[minimum, maximum]``, else ``ValueError``
-    starting with ``label`` and ending with ``hint`` (what None means)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"{label} must be a finite number{hint} (got {value!r})")
-    if value < minimum:
-        what = "a positive number" if minimum > 0 else "zero or more"
-        raise ValueError(f"{label} must be {what}{hint} (got {value!r})")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{label} must be at most {maximum:g}{hint} (got {value!r})")
-    return value
-
-
 def check_model(label: str, value: str, hint: str = "") -> str:
     if not value.strip():
         raise ValueError(f"{label} must not be empty")
@@ -97,8 +70,17 @@ def check_api_key_env(label: str, value: str, hint: str = "") -> str:
 
 
 def _at_least(minimum: float, maximum: float | None = None) -> Callable[..., float]:
+    # a check: the value if a finite number in [minimum, maximum], else ValueError
+    # starting with ``label`` and ending with ``hint`` (what None means)
     def check(label: str, value: float, hint: str = "") -> float:
-        return check_limit(label, value, minimum=minimum, maximum=maximum, hint=hint)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{label} must be a finite number{hint} (got {value!r})")
+        if value < minimum:
+            what = "a positive number" if minimum > 0 else "zero or more"
+            raise ValueError(f"{label} must be {what}{hint} (got {value!r})")
+        if maximum is not None and value > maximum:
+            raise ValueError(f"{label} must be at most {maximum:g}{hint} (got {value!r})")
+        return value
 
     return check
 
@@ -125,10 +107,6 @@ class Option:
     flag: str | None = None
     metavar: str | None = None
     flag_help: str | None = None
-
-    @property
-    def per_session(self) -> bool:
-        return self.flag is not None
 
     def validate(self, value: Any, *, as_flag: bool = False) -> Any:
         """Return ``value`` if this option accepts it, else raise ``ValueError``; with
@@ -166,7 +144,7 @@ class Settings:
         "$OPENAI_BASE_URL, else the OpenAI API).")
     api: str = _setting("chat", "The model API: chat (Chat Completions) or responses (the "
                         "Responses API, for reasoning models).", "endpoint",
-                        choices=tuple(MODEL_APIS), saved=True, flag="--api",
+                        choices=("chat", "responses"), saved=True, flag="--api",
                         flag_help="The model API for this session (default: AgentMagics.api; "
                         "%agent_resume: what the session last used).")
     api_key_env: str = _setting(
@@ -195,8 +173,9 @@ class Settings:
         none="no limit", flag="--max-iterations", metavar="N",
         flag_help="At most N model calls per prompt.")
     approve: str = _setting("ask", "Running code: auto, ask or deny.", "agent",
-                            choices=APPROVALS, flag="--approve", flag_help="Running code: "
-                            "auto (run), ask (confirm each), deny (never).")
+                            choices=("auto", "ask", "deny"), flag="--approve",
+                            flag_help="Running code: auto (run), ask (confirm each), deny "
+                            "(never).")
     context_window: int | None = _setting(
         None, "The model's context window in tokens (compaction starts at 80%); None: what "
         "the endpoint reports (llama.cpp, vLLM, Ollama, LM Studio), else the model's known "
@@ -208,7 +187,7 @@ class Settings:
     vision: str = _setting(
         "auto", "Send the figures the agent's code makes to the model as images: auto (send "
         "them; where the endpoint refuses images, go on without them for the session), on, "
-        "or off.", "agent", choices=VISION_MODES, saved=True, flag="--vision",
+        "or off.", "agent", choices=("auto", "on", "off"), saved=True, flag="--vision",
         flag_help="Figures as images for the model: auto, on or off (default: "
         "AgentMagics.vision; %agent_resume: what the session last used).")
     max_images: int = _setting(3, "Images sent with one model request at most (the newest "
@@ -313,30 +292,10 @@ def option(name: str) -> Option:
     return _BY_NAME[name]
 
 
-def trait_namespace(owner: str) -> dict[str, Any]:
-    """The config traits of every setting and the validator that checks them, for the
-    class body of ``owner`` (a bad value raises ``TraitError("<owner>: <message>")``)."""
-    kinds = {str: Unicode, int: Int, float: Float, bool: Bool}
-    namespace: dict[str, Any] = {
-        row.name: kinds[row.type](row.default, allow_none=row.none is not None,
-                                  help=row.help).tag(config=True)
-        for row in OPTIONS}
-
-    def _validate_setting(self: Any, proposal: Any) -> Any:
-        try:
-            return option(proposal["trait"].name).validate(proposal["value"])
-        except ValueError as err:
-            raise TraitError(f"{owner}: {err}") from err
-
-    namespace["_validate_setting"] = validate(*(row.name for row in OPTIONS))(_validate_setting)
-    return namespace
-
-
 # ---- the client factory
 #: Sent as the key to a ``base_url`` server when the key variable is unset (local servers
 #: ignore it; the ``openai`` client insists on one).
 PLACEHOLDER_API_KEY = "not-needed"
-BASE_URL_ENV = "OPENAI_BASE_URL"
 #: The OpenAI API's own URL; as a ``base_url`` it means "no base_url".
 OPENAI_URL = "https://api.openai.com/v1"
 
@@ -349,7 +308,7 @@ def saved_base_url(url: str) -> str:
 def configured_base_url(settings: Settings, environ: Mapping[str, str] | None = None) -> str:
     """The endpoint this kernel's user configured; ``""`` for the OpenAI API."""
     env = os.environ if environ is None else environ
-    return saved_base_url(settings.base_url or env.get(BASE_URL_ENV, ""))
+    return saved_base_url(settings.base_url or env.get("OPENAI_BASE_URL", ""))
 
 
 def describe_endpoint(url: str) -> str:
@@ -457,13 +416,12 @@ def build_model(settings: Settings, environ: Mapping[str, str] | None = None, *,
     ModelNotConfiguredError
         Neither a key nor a ``base_url`` is configured.
     """
+    from jupyter_agent.agent.adapters import ChatModel, ResponsesModel  # imports openai
+
     client = client or build_client(settings, environ)
-    module, _, name = MODEL_APIS[settings.api].partition(":")
-    cls = getattr(importlib.import_module(module), name)
+    cls = ResponsesModel if settings.api == "responses" else ChatModel
     key_env = None if client.api_key == PLACEHOLDER_API_KEY else settings.api_key_env
-    model: Model = cls(client, settings.model, params=settings.request_params(),
-                       key_env=key_env)
-    return model
+    return cls(client, settings.model, params=settings.request_params(), key_env=key_env)
 
 
 def resume_options(settings: Settings, chosen: SessionOptions, state: Any, session_id: str,

@@ -43,12 +43,12 @@ def test_per_session_rows_are_magic_options(shell: InteractiveShell,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     run_cell(shell, "%agent_new?")
     usage = " ".join(capsys.readouterr().out.split())
-    flags = [o.flag for o in OPTIONS if o.per_session]
+    flags = [o.flag for o in OPTIONS if o.flag is not None]
     assert flags and all(f"{flag} " in usage for flag in flags)
     positions = [usage.index(f"{flag} ") for flag in flags]
     assert positions == sorted(positions)  # in the table's order
     assert {f.name for f in fields(SessionOptions)} == {"title", *(o.name for o in OPTIONS
-                                                            if o.per_session)}
+                                                            if o.flag is not None)}
     for row in OPTIONS:
         if row.flag_help:
             assert row.flag_help in usage
