@@ -169,7 +169,7 @@ class PostgresStore(SessionEngine):
         """The row number and owner role of the session an ID names for a read (the
         project's, else one shared with this role), and whether that role is this one."""
         found = self._one(OWNER, session_id)
-        return None if found is None else (int(found[0]), str(found[1]), bool(found[2]))
+        return None if found is None else (found["sid"], found["owner_role"], found["mine"])
 
     def _exists(self, at: Link, session_id: str) -> bool:
         # also a session another role shares with this one: it can be loaded (not changed)
@@ -192,8 +192,7 @@ class PostgresStore(SessionEngine):
             row = self._one(HEAD, session_id)
             if row is None:
                 raise SessionNotFoundError(session_id, self.location)
-            head = self._heads[session_id] = head_from_row(row[:-1], row[-1],
-                                                          self._where(session_id))
+            head = self._heads[session_id] = head_from_row(row, self._where(session_id))
         return head
 
     def _apply(self, at: Link, head: Head, change: Plan) -> bool:
@@ -264,15 +263,15 @@ class PostgresStore(SessionEngine):
             params.update(after_at=after.updated_at, after_id=after.id)
         listing: list[SessionListing] = []
         for row in self._link.fetch(query, params):
-            sid = row[0]
+            sid = row["id"]
             status: Literal["active", "in use", "idle"] = "idle"
             holder = None
             if isinstance(sid, str) and self.leases.holds(sid):
                 status, holder = "active", self.leases.holder(sid)
-            elif row[-7] is not None:
-                status, holder = "in use", row_holder(*row[-7:])
+            elif row["lock_pid"] is not None:
+                status, holder = "in use", row_holder(row)
             try:
-                listing.append(listing_entry(row[:-7], status, holder, self._where(str(sid))))
+                listing.append(listing_entry(row, status, holder, self._where(str(sid))))
             except CorruptSessionError:
                 if session_id is not None:
                     raise
@@ -296,15 +295,15 @@ class PostgresStore(SessionEngine):
         row = self._one(READ_FIGURE, session_id, cap=MAX_FIGURE_BYTES, figure=figure_id)
         if row is None:
             raise FigureNotFoundError(session_id, figure_id, self._where(session_id))
-        if row[2] is None:
+        if row["data"] is None:
             raise TooLargeError(f"{FIGURES} (project {self.project!r}, session "
-                                f"{session_id!r}, figure {figure_id!r})", int(row[1]),
+                                f"{session_id!r}, figure {figure_id!r})", row["size"],
                                 MAX_FIGURE_BYTES, "figure")
-        return FigureData(bytes(row[2]), str(row[0]))
+        return FigureData(bytes(row["data"]), row["media_type"])
 
     def _figure_ids(self, at: Link, session_id: str) -> list[str]:
         params = {"project": self.project, "id": session_id}
-        return [str(r[0]) for r in self._link.fetch(FIGURE_IDS, params)]
+        return [r["figure_id"] for r in self._link.fetch(FIGURE_IDS, params)]
 
     _plan_save = staticmethod(plan_save)
     _plan_compact = staticmethod(plan_compact)

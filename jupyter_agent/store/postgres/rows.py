@@ -6,13 +6,14 @@ column or transcript row (``jupyter_agent.messages seq 4: role must be ...``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from math import isfinite
 from typing import Any, Literal
 
 from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
 
 from jupyter_agent.errors import CorruptSessionError, TooLargeError
 from jupyter_agent.store.journal import first_prompt_of
@@ -44,18 +45,14 @@ from jupyter_agent.store.records import (
 
 SESSIONS = f"{SCHEMA}.sessions"
 MESSAGES = f"{SCHEMA}.messages"
-# the columns of ``sessions`` a Head is read from, in the order _head unpacks them
-HEAD_COLUMNS = (
-    "sid, revision, id, schema_version, created_at, updated_at, summary, title, archived, "
-    "project_root, context_head, context_from, transcript_len, compactions, state, parent, "
-    "first_prompt, extra"
-)
 _KNOWN_KEYS = frozenset(SessionRecord.model_fields)
+_MODELS = ("compactions", "state", "parent")  # JSON columns holding pydantic models
+_JSON_COLUMNS = ("context_head", "extra", *_MODELS)
 
 
 @dataclass(frozen=True)
 class Head:
-    """A session's row as kept in memory while its lease is held.
+    """A session's row as kept in memory while its lease is held (a field per column).
 
     ``working`` is the whole working context; the transcript itself is not kept, only its
     length. A write applies only if the row still has ``revision``. ``extra`` holds the
@@ -65,6 +62,7 @@ class Head:
     sid: int
     revision: int
     id: str
+    schema_version: int
     created_at: datetime
     updated_at: datetime
     summary: str
@@ -80,6 +78,16 @@ class Head:
     first_prompt: str | None
     extra: dict[str, Any]
     working: list[dict[str, Any]] = field(repr=False)
+
+
+# the columns of ``sessions`` a Head is read from: its fields but ``working``
+HEAD_COLUMNS = tuple(f.name for f in fields(Head))[:-1]
+# those that are the record's fields as they are
+_RECORD_COLUMNS = [n for n in HEAD_COLUMNS if n in _KNOWN_KEYS and n != "schema_version"]
+# the listing query's columns that are the entry's fields as they are
+LISTING_FIELDS = ("id", "created_at", "updated_at", "summary", "title", "archived",
+                  "message_count", "cost_usd", "tool_calls", "first_prompt", "owner_user",
+                  "owner_host", "owner_role")
 
 
 @dataclass(frozen=True)
@@ -109,40 +117,34 @@ def _first_prompt(current: str | None, appended: list[dict[str, Any]]) -> str | 
 def row_values(record: SessionRecord) -> dict[str, Any]:
     """Column values of a new ``sessions`` row for ``record`` (owner and project excluded)."""
     same = record.messages == record.transcript
-    extra = record.model_extra or {}
-    return {
-        "schema_version": SCHEMA_VERSION, "created_at": record.created_at,
-        "updated_at": record.updated_at, "summary": pg_text(record.summary),
-        "title": pg_text(record.title), "archived": record.archived,
-        "project_root": pg_text(record.project_root),
-        "context_head": dumps([] if same else record.messages),
-        "context_from": 0 if same else len(record.transcript),
-        "transcript_len": len(record.transcript),
-        "compactions": dumps([c.model_dump(mode="json") for c in record.compactions]),
-        "state": dumps(record.state.model_dump(mode="json")),
-        "parent": None if record.parent is None else dumps(record.parent.model_dump(mode="json")),
-        "first_prompt": pg_text(_first_prompt(None, record.transcript)),
-        "cost_usd": record.state.usage.cost_usd, "tool_calls": record.state.tool_calls,
-        "extra": dumps(extra) if extra else None,
-    }
+    values = {name: getattr(record, name) for name in _RECORD_COLUMNS}
+    values.update(schema_version=SCHEMA_VERSION, context_head=[] if same else record.messages,
+                  context_from=0 if same else len(record.transcript),
+                  transcript_len=len(record.transcript),
+                  first_prompt=_first_prompt(None, record.transcript),
+                  extra=record.model_extra or None)
+    return _encoded(values)
 
 
 def column_values(head: Head, columns: frozenset[str]) -> dict[str, Any]:
-    """The values to write for ``columns`` of ``head`` (JSON columns as text)."""
-    values: dict[str, Any] = {}
-    for name in columns:
+    """The values to write for ``columns`` of ``head``."""
+    return _encoded({name: getattr(head, name) for name in columns})
+
+
+def _encoded(values: dict[str, Any]) -> dict[str, Any]:
+    # JSON columns as text, text without NUL; ``state`` brings its totals along
+    out: dict[str, Any] = {}
+    for name, value in values.items():
         if name == "state":
-            values.update(state=dumps(head.state.model_dump(mode="json")),
-                          cost_usd=head.state.usage.cost_usd, tool_calls=head.state.tool_calls)
-        elif name == "compactions":
-            values[name] = dumps([c.model_dump(mode="json") for c in head.compactions])
-        elif name == "context_head":
-            values[name] = dumps(head.context_head)
-        elif name in ("summary", "title", "first_prompt"):
-            values[name] = pg_text(getattr(head, name))
-        else:
-            values[name] = getattr(head, name)
-    return values
+            out.update(cost_usd=value.usage.cost_usd, tool_calls=value.tool_calls)
+        if name in _MODELS:
+            value = to_jsonable_python(value)
+        if name in _JSON_COLUMNS and value is not None:
+            value = dumps(value)
+        elif isinstance(value, str):
+            value = pg_text(value)
+        out[name] = value
+    return out
 
 
 def plan_save(head: Head, incoming: Sequence[Any] | None,
@@ -270,20 +272,19 @@ def _extra(raw: Any, where: str) -> dict[str, Any]:
     return data
 
 
-def head_from_row(row: Sequence[Any], tail: Any, where: str) -> Head:
-    """A validated head from a row of :data:`HEAD_COLUMNS` and the raw JSON list of the
-    transcript rows from ``context_from`` on (``None`` when there are none);
+def head_from_row(row: Mapping[str, Any], where: str) -> Head:
+    """A validated head from a row of :data:`HEAD_COLUMNS` and ``tail``, the raw JSON list
+    of the transcript rows from ``context_from`` on (``None`` when there are none);
     ``CorruptSessionError`` for a row of a newer jupyter-agent or one that does not validate."""
-    context_from = row[11]
+    context_from = row["context_from"]
     first_seq = context_from if type(context_from) is int else 0
-    return _head(row, _messages(tail, where, f"{MESSAGES} from seq {first_seq}", first_seq,
-                                JOURNAL_CAP), where)
+    return _head(row, _messages(row["tail"], where, f"{MESSAGES} from seq {first_seq}",
+                                first_seq, JOURNAL_CAP), where)
 
 
-def _head(row: Sequence[Any], tail: list[dict[str, Any]], where: str) -> Head:
-    (sid, revision, sid_text, version, created_at, updated_at, summary, title, archived,
-     project_root, context_head, context_from, transcript_len, compactions, state, parent,
-     first, extra) = row
+def _head(row: Mapping[str, Any], tail: list[dict[str, Any]], where: str) -> Head:
+    version, context_from, transcript_len = (
+        row["schema_version"], row["context_from"], row["transcript_len"])
     if type(version) is not int or version > SCHEMA_VERSION:
         raise CorruptSessionError(
             where, f"it has schema_version {version}, but this jupyter-agent reads only up "
@@ -297,42 +298,34 @@ def _head(row: Sequence[Any], tail: list[dict[str, Any]], where: str) -> Head:
         raise CorruptSessionError(
             where, f"{MESSAGES}: {context_from + len(tail)} transcript rows where "
                    f"{transcript_len} were saved")
-    head_messages = _messages(context_head, where, f"{SESSIONS}.context_head", None)
-    return Head(
-        sid=sid, revision=revision, id=sid_text, created_at=created_at,
-        updated_at=updated_at, summary=summary, title=title, archived=archived,
-        project_root=project_root, context_head=head_messages, context_from=context_from,
-        transcript_len=transcript_len, compactions=_compactions(compactions, where),
-        state=_state(state, where), parent=_parent(parent, where),
-        first_prompt=first, extra=_extra(extra, where), working=[*head_messages, *tail],
-    )
+    head_messages = _messages(row["context_head"], where, f"{SESSIONS}.context_head", None)
+    return Head(**{name: row[name] for name in HEAD_COLUMNS} | {
+        "context_head": head_messages, "compactions": _compactions(row["compactions"], where),
+        "state": _state(row["state"], where), "parent": _parent(row["parent"], where),
+        "extra": _extra(row["extra"], where), "working": [*head_messages, *tail]})
 
 
-def record_from_row(row: Sequence[Any], where: str) -> SessionRecord:
-    """The record from a row of :data:`HEAD_COLUMNS` followed by the raw JSON list of its
+def record_from_row(row: Mapping[str, Any], where: str) -> SessionRecord:
+    """The record from a row of :data:`HEAD_COLUMNS` and ``tail``, the raw JSON list of its
     whole transcript (``None`` when empty); ``CorruptSessionError`` as :func:`head_from_row`."""
-    transcript = _messages(row[-1], where, MESSAGES, 0, JOURNAL_CAP)
-    context_from = row[11]
+    transcript = _messages(row["tail"], where, MESSAGES, 0, JOURNAL_CAP)
+    context_from = row["context_from"]
     start = context_from if type(context_from) is int and context_from >= 0 else 0
-    head = _head(row[:-1], transcript[start:], where)
-    data = {
-        **head.extra, "id": head.id, "created_at": head.created_at,
-        "updated_at": head.updated_at, "summary": head.summary, "title": head.title,
-        "archived": head.archived, "project_root": head.project_root,
-    }
-    record = _model(SessionRecord, data, where, SESSIONS)
+    head = _head(row, transcript[start:], where)
+    data = {name: getattr(head, name) for name in _RECORD_COLUMNS}
+    record = _model(SessionRecord, {**head.extra, **data}, where, SESSIONS)
     # validated already: assigned, not copied by pydantic
     record.messages, record.transcript = head.working, transcript
-    record.compactions, record.state, record.parent = head.compactions, head.state, head.parent
     return record
 
 
-def listing_entry(row: Sequence[Any], status: Literal["active", "in use", "idle"],
+def listing_entry(row: Mapping[str, Any], status: Literal["active", "in use", "idle"],
                   holder: LeaseHolder | None, where: str) -> SessionListing:
-    """A listing entry from a row of the listing query, checked as a load checks the same
-    columns (messages are not read); ``CorruptSessionError`` naming the column."""
-    (sid, created_at, updated_at, summary, title, archived, count, cost, tool_calls,
-     first, owner_user, owner_host, parent, state, compactions, owner_role, shared_with) = row
+    """A listing entry from a row of the listing query (columns named as the entry's
+    fields), checked as a load checks the same columns (messages are not read);
+    ``CorruptSessionError`` naming the column."""
+    sid, updated_at, count, cost, tool_calls = (
+        row["id"], row["updated_at"], row["message_count"], row["cost_usd"], row["tool_calls"])
     if not isinstance(sid, str) or SESSION_ID_PATTERN.fullmatch(sid) is None:
         raise CorruptSessionError(where, f"{SESSIONS}.id: not a valid session ID")
     if isinstance(updated_at, datetime) and updated_at.tzinfo is not None:
@@ -344,16 +337,11 @@ def listing_entry(row: Sequence[Any], status: Literal["active", "in use", "idle"
             and isinstance(cost, float) and isfinite(cost) and cost >= 0):
         raise CorruptSessionError(where, f"{SESSIONS}: transcript_len, tool_calls and "
                                          "cost_usd must be finite and non-negative")
-    origin = _parent(parent, where)
-    _state(state, where)
-    _compactions(compactions, where)
-    fields = {
-        "id": sid, "updated_at": updated_at, "summary": summary, "title": title,
-        "archived": archived, "status": status, "created_at": created_at,
-        "message_count": count, "cost_usd": cost, "tool_calls": tool_calls,
-        "first_prompt": first or "", "holder": holder, "owner_user": owner_user,
-        "owner_host": owner_host, "owner_role": owner_role or "",
-        "shared_with": tuple(shared_with or ()), "parent": origin,
-    }
-    entry: SessionListing = _model(SessionListing, fields, where, SESSIONS)
+    origin = _parent(row["parent"], where)
+    _state(row["state"], where)
+    _compactions(row["compactions"], where)
+    values = {name: row[name] for name in LISTING_FIELDS} | {
+        "parent": origin, "status": status, "holder": holder,
+        "shared_with": tuple(row["shared_with"] or ())}
+    entry: SessionListing = _model(SessionListing, values, where, SESSIONS)
     return entry

@@ -10,22 +10,23 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from jupyter_agent.store.postgres.locks import LIVE_LOCKS, LOCK_OF_ROW
+from jupyter_agent.store.postgres.locks import LEASE_COLUMNS, LIVE_LOCKS, LOCK_OF_ROW
 from jupyter_agent.store.postgres.rows import HEAD_COLUMNS, MESSAGES, SESSIONS
 from jupyter_agent.store.postgres.schema import SCHEMA
 from jupyter_agent.store.records import SCHEMA_VERSION
 
 _OWN = "project = %(project)s AND id = %(id)s"
-HEAD = (f"SELECT {HEAD_COLUMNS}, (SELECT json_agg(m.body ORDER BY m.seq) FROM {MESSAGES} m "
-        f"WHERE m.sid = s.sid AND m.seq >= s.context_from) FROM {SESSIONS} s WHERE {_OWN}")
+# a head's columns and ``tail``, its transcript rows (those that match ``{}``)
+_WITH_TAIL = (f"SELECT {', '.join(HEAD_COLUMNS)}, (SELECT json_agg(m.body ORDER BY m.seq) "
+              f"FROM {MESSAGES} m WHERE m.sid = s.sid{{}}) AS tail FROM {SESSIONS} s WHERE ")
+HEAD = _WITH_TAIL.format(" AND m.seq >= s.context_from") + _OWN
 # which session an ID names for a read: the project's, else one shared with this role
 # (row-level security shows another role's session only when it is shared with it)
 _READABLE = ("id = %(id)s AND (project = %(project)s OR owner_role <> current_user) "
              "ORDER BY project = %(project)s DESC, updated_at DESC LIMIT 1")
-OWNER = (f"SELECT sid, owner_role, owner_role = current_user FROM {SESSIONS} "
+OWNER = (f"SELECT sid, owner_role, owner_role = current_user AS mine FROM {SESSIONS} "
          f"WHERE {_READABLE}")
-RECORD = (f"SELECT {HEAD_COLUMNS}, (SELECT json_agg(m.body ORDER BY m.seq) FROM {MESSAGES} m "
-          f"WHERE m.sid = s.sid) FROM {SESSIONS} s WHERE {_READABLE}")
+RECORD = _WITH_TAIL.format("") + _READABLE
 SHARES = f"SELECT grantee FROM {SCHEMA}.shares WHERE sid = %s ORDER BY grantee"
 SHARE = (f"INSERT INTO {SCHEMA}.shares (sid, grantee) SELECT %s, rolname FROM pg_roles "
          "WHERE rolname = %s ON CONFLICT DO NOTHING")
@@ -44,9 +45,9 @@ SAVE_FIGURE = (f"INSERT INTO {FIGURES} (sid, figure_id, media_type, data) "
                "data = EXCLUDED.data, saved_at = now() RETURNING 1")
 # the bytes of a figure over the cap are not even sent by the server
 _OF = f"f.sid = (SELECT sid FROM {SESSIONS} WHERE {_READABLE})"
-READ_FIGURE = (f"SELECT f.media_type, octet_length(f.data), CASE WHEN octet_length(f.data) "
-               f"<= %(cap)s THEN f.data END FROM {FIGURES} f WHERE {_OF} "
-               "AND f.figure_id = %(figure)s")
+READ_FIGURE = (f"SELECT f.media_type, octet_length(f.data) AS size, CASE WHEN "
+               f"octet_length(f.data) <= %(cap)s THEN f.data END AS data FROM {FIGURES} f "
+               f"WHERE {_OF} AND f.figure_id = %(figure)s")
 FIGURE_IDS = f"SELECT f.figure_id FROM {FIGURES} f WHERE {_OF} ORDER BY f.figure_id"
 DELETE_FIGURE = (f"DELETE FROM {FIGURES} f USING {SESSIONS} s WHERE s.sid = f.sid AND "
                  "s.project = %(project)s AND s.id = %(id)s AND f.figure_id = %(figure)s "
@@ -54,10 +55,12 @@ DELETE_FIGURE = (f"DELETE FROM {FIGURES} f USING {SESSIONS} s WHERE s.sid = f.si
 
 # Python's datetimes cover years 1-9999; a row outside them (``infinity``) cannot be listed
 _REPRESENTABLE = "BETWEEN '0001-01-01 00:00:00+00' AND '9999-12-31 23:59:59.999999+00'"
+# named as the listing's fields (rows.LISTING_FIELDS)
 _PAGE_COLUMNS = (
-    "sid, project, id, created_at, updated_at, summary, title, archived, transcript_len, "
-    "cost_usd, tool_calls, first_prompt, owner_user, owner_host, parent, state, compactions, "
-    "owner_role")
+    "sid, project, id, created_at, updated_at, summary, title, archived, "
+    "transcript_len AS message_count, cost_usd, tool_calls, "
+    "coalesce(first_prompt, '') AS first_prompt, owner_user, owner_host, parent, state, "
+    "compactions, owner_role")
 
 
 def listing_query(*, include_archived: bool, limit: int | None,
@@ -89,11 +92,9 @@ def listing_query(*, include_archived: bool, limit: int | None,
         page = (f"(SELECT {_PAGE_COLUMNS} FROM {SESSIONS} WHERE {own} {order}) "
                 f"UNION ALL (SELECT {_PAGE_COLUMNS} FROM {SESSIONS} WHERE {shared} "
                 f"{order}) {order}")
-    return f"""SELECT s.id, s.created_at, s.updated_at, s.summary, s.title, s.archived,
-    s.transcript_len, s.cost_usd, s.tool_calls, s.first_prompt, s.owner_user, s.owner_host,
-    s.parent, s.state, s.compactions, s.owner_role,
-    ARRAY(SELECT h.grantee::text FROM {SCHEMA}.shares h WHERE h.sid = s.sid ORDER BY 1),
-    k.pid, l.backend_pid, l.pid, l.user_name, l.host, l.since, l.label
+    return f"""SELECT s.*,
+    ARRAY(SELECT h.grantee::text FROM {SCHEMA}.shares h WHERE h.sid = s.sid ORDER BY 1)
+        AS shared_with, {LEASE_COLUMNS}
 FROM ({page}) s
 LEFT JOIN {SCHEMA}.leases l ON l.project = s.project AND l.session_id = s.id
 LEFT JOIN ({LIVE_LOCKS}) k ON {LOCK_OF_ROW}

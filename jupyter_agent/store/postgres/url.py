@@ -242,9 +242,12 @@ class Link:
                 raise self._unavailable(err, lost=True) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def fetch(self, query: str, params: Any = None) -> list[Any]:
-        """The rows of one read statement (repeated after a reconnect)."""
-        return self.run(lambda c: c.execute(query, params).fetchall(), idempotent=True)
+    def fetch(self, query: str, params: Any = None) -> list[dict[str, Any]]:
+        """The rows of one read statement, as dicts by column name (repeated after a
+        reconnect)."""
+        dict_row = import_psycopg().rows.dict_row
+        return self.run(lambda c: c.cursor(row_factory=dict_row).execute(query, params)
+                        .fetchall(), idempotent=True)
 
     def write(self, op: Callable[[psycopg.Connection], T], check: Callable[[], None]) -> T:
         """``op`` in one transaction, after ``check()`` on the connection about to be used;
