@@ -30,12 +30,7 @@ from jupyter_agent.store.figure_files import MAX_FIGURE_BYTES, FigureData, valid
 from jupyter_agent.store.notes import Notes
 from jupyter_agent.store.postgres import rows
 from jupyter_agent.store.postgres.locks import Leases, row_holder
-from jupyter_agent.store.postgres.schema import (
-    MIGRATIONS,
-    Migration,
-    current_version,
-    ensure_schema,
-)
+from jupyter_agent.store.postgres.schema import MIGRATIONS, Migration, ensure_schema
 from jupyter_agent.store.postgres.url import Link, check_store_url, import_psycopg
 from jupyter_agent.store.records import (
     CLOCK_SKEW,
@@ -80,8 +75,8 @@ class PostgresStore(SessionEngine):
         return f"PostgresStore({self._link.shown_url!r}, project={self.project!r})"
 
     def _on_connect(self, conn: psycopg.Connection, first: bool) -> None:
-        # json columns are decoded and checked by rows.py
-        import_psycopg().types.json.set_json_loads(rows.raw_json, conn)
+        # json columns arrive as their bytes, decoded and checked by rows.py
+        import_psycopg().types.json.set_json_loads(bytes, conn)
         conn.execute("SET TIME ZONE 'UTC'")
         if first:
             ensure_schema(conn, self._link.shown_url, self._migrations)
@@ -192,7 +187,7 @@ class PostgresStore(SessionEngine):
 
     def _insert(self, at: Link, record: SessionRecord, *, created: bool) -> bool:
         identity = self.leases.identity
-        values = {**rows.row_values(record), "project": self.project, "id": record.id,
+        values = {**rows.row_values(record), "project": self.project,
                   "owner_user": identity.user, "owner_host": identity.host}
         insert = (f"INSERT INTO {rows.SESSIONS} ({', '.join(values)}) VALUES "
                   f"({', '.join(f'%({c})s' for c in values)}) "
@@ -330,7 +325,6 @@ def prepare_database(url: str, role: str | None = None) -> int:
         if role:
             sql = import_psycopg().sql
             conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
-        ensure_schema(conn, link.shown_url)
-        return current_version(conn)
+        return ensure_schema(conn, link.shown_url)
     finally:
         link.close()

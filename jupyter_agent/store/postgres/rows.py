@@ -282,11 +282,6 @@ def plan_update(head: Head, values: dict[str, Any], touch: bool) -> Plan | None:
 
 
 # ------------------------------------------------------------------ decoding
-def raw_json(data: str | bytes) -> str | bytes:
-    """The connection's ``json`` loader: the text as it is, decoded here later."""
-    return data
-
-
 def _json(raw: Any, where: str, column: str, cap: int = RECORD_CAP, *,
           messages: bool = False) -> Any:
     # refused over ``cap`` bytes before decoding; messages are depth-checked by check_messages

@@ -9,12 +9,11 @@ leases when the process that opened the connection ends.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlencode, urlsplit
+from urllib.parse import SplitResult, parse_qsl, quote, quote_plus, unquote, urlencode, urlsplit
 
 from jupyter_agent.errors import StoreUnavailableError
 from jupyter_agent.paths import STORE_URL_ENV
@@ -34,14 +33,11 @@ _DEFAULTS = {
 }
 
 
-def _split(url: str) -> tuple[str, str, str, str, str] | None:
-    if "://" not in url:
-        return None
+def _split(url: str) -> SplitResult | None:
     try:
-        parts = urlsplit(url)
+        return urlsplit(url) if "://" in url else None
     except ValueError:
         return None
-    return parts.scheme, parts.netloc, parts.path, parts.query, parts.fragment
 
 
 def redact_url(url: str) -> str:
@@ -50,17 +46,15 @@ def redact_url(url: str) -> str:
     parts = _split(url)
     if parts is None:
         return "<unparsable URL>"
-    scheme, netloc, path, query, fragment = parts
-    userinfo, at, hostport = netloc.rpartition("@")
-    if at and ":" in userinfo:
-        netloc = f"{userinfo.split(':', 1)[0]}:{_HIDDEN}@{hostport}"
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        if any(key in _SECRET_PARAMETERS for key, _ in pairs):
-            query = urlencode([(k, _HIDDEN if k in _SECRET_PARAMETERS else v) for k, v in pairs],
-                              safe="*/:")
-    return (f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
-            + (f"#{fragment}" if fragment else ""))
+    netloc, query = parts.netloc, parts.query
+    if parts.password is not None:
+        netloc = f"{parts.username}:{_HIDDEN}@{netloc.rpartition('@')[2]}"
+    pairs = parse_qsl(query, keep_blank_values=True)
+    if any(key in _SECRET_PARAMETERS for key, _ in pairs):
+        query = urlencode([(k, _HIDDEN if k in _SECRET_PARAMETERS else v) for k, v in pairs],
+                          safe="*/:")
+    return (f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
+            + (f"#{parts.fragment}" if parts.fragment else ""))
 
 
 def scrub(text: str, url: str) -> str:
@@ -68,12 +62,10 @@ def scrub(text: str, url: str) -> str:
     parts = _split(url)
     if parts is None:
         return text
-    secrets = []
-    userinfo, at, _ = parts[1].rpartition("@")
-    if at and ":" in userinfo:
-        secrets.append(unquote(userinfo.split(":", 1)[1]))
-    secrets += [value for key, value in parse_qsl(parts[3], keep_blank_values=True)
-                if key in _SECRET_PARAMETERS]
+    secrets = [value for key, value in parse_qsl(parts.query, keep_blank_values=True)
+               if key in _SECRET_PARAMETERS]
+    if parts.password:
+        secrets.append(unquote(parts.password))
     for secret in sorted(filter(None, secrets), key=len, reverse=True):
         for form in {secret, quote(secret, safe=""), quote_plus(secret)}:
             text = text.replace(form, _HIDDEN)
@@ -95,12 +87,12 @@ def check_store_url(value: str) -> str:
     if value == "":
         return StoreURL(value)
     parts = _split(value)
-    if parts is None or parts[0].lower() not in _SCHEMES:
+    if parts is None or parts.scheme not in _SCHEMES:
         raise ValueError(
             "store_url must be empty (the JSON files) or a PostgreSQL URL such as "
             f"postgresql://user@db.example.org/agents (got {redact_url(value)!r})"
         )
-    if not parts[1] and not parts[2].strip("/") and "host=" not in parts[3]:
+    if not parts.netloc and not parts.path.strip("/") and "host=" not in parts.query:
         raise ValueError(
             f"store_url names no server and no database (got {redact_url(value)!r}); "
             "e.g. postgresql://user@db.example.org/agents"
@@ -130,7 +122,7 @@ def import_psycopg() -> Any:
     return psycopg
 
 
-_ALL: weakref.WeakSet[Link] = weakref.WeakSet()
+_ALL: weakref.WeakSet[Link] = weakref.WeakSet()  # the connected links of this process
 
 
 def _close_sockets_in_child() -> None:
@@ -138,9 +130,7 @@ def _close_sockets_in_child() -> None:
         link._orphan()
 
 
-@functools.cache  # once per process (a second registration would be harmless)
-def _install_fork_hook() -> None:
-    os.register_at_fork(after_in_child=_close_sockets_in_child)
+os.register_at_fork(after_in_child=_close_sockets_in_child)
 
 
 class Link:
@@ -199,7 +189,6 @@ class Link:
             raise
         self._connected_once = True
         self._conn = conn
-        _install_fork_hook()
         _ALL.add(self)
         return conn
 
