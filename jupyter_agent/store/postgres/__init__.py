@@ -178,11 +178,11 @@ class PostgresStore(SessionEngine):
                     cur.executemany(rows.APPEND, appended)
             return int(found[0])
 
-        revision = self._write(op, head.id)
+        revision = self._write(op, head.record.id)
         if revision is None:
-            self._heads.pop(head.id, None)
+            self._heads.pop(head.record.id, None)
             return False
-        self._heads[head.id] = replace(change.head, revision=revision)
+        self._heads[head.record.id] = replace(change.head, revision=revision)
         return True
 
     def _insert(self, at: Link, record: SessionRecord, *, created: bool) -> bool:

@@ -12,8 +12,8 @@ are; rows that do not validate or are dated past ``CLOCK_SKEW`` are left out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from math import isfinite
 from typing import Any, Literal
@@ -53,49 +53,37 @@ from jupyter_agent.store.records import (
 SESSIONS = f"{SCHEMA}.sessions"
 MESSAGES = f"{SCHEMA}.messages"
 FIGURES = f"{SCHEMA}.figures"
-_KNOWN_KEYS = frozenset(SessionRecord.model_fields)
+# the record's fields kept in columns of their own (its keys this version does not know:
+# ``extra``; its messages: ``context_head`` and the ``messages`` rows)
+_RECORD_COLUMNS = tuple(name for name in SessionRecord.model_fields
+                        if name not in ("schema_version", "messages", "transcript"))
+# the columns of ``sessions`` a Head is read from
+HEAD_COLUMNS = ("sid", "revision", "schema_version", *_RECORD_COLUMNS, "extra",
+                "context_head", "context_from", "transcript_len", "first_prompt")
 _MODELS = ("compactions", "state", "parent")  # JSON columns holding pydantic models
 _JSON_COLUMNS = ("context_head", "extra", *_MODELS)
-
-
-@dataclass(frozen=True)
-class Head:
-    """A session's row as kept in memory while its lease is held (a field per column).
-
-    ``working`` is the whole working context; the transcript itself is not kept, only its
-    length. A write applies only if the row still has ``revision``. ``extra`` holds the
-    keys of an imported record that this version does not know.
-    """
-
-    sid: int
-    revision: int
-    id: str
-    schema_version: int
-    created_at: datetime
-    updated_at: datetime
-    summary: str
-    title: str
-    archived: bool
-    project_root: str | None
-    context_head: list[dict[str, Any]]
-    context_from: int
-    transcript_len: int
-    compactions: list[Compaction]
-    state: SessionState
-    parent: ForkOrigin | None
-    first_prompt: str | None
-    extra: dict[str, Any]
-    working: list[dict[str, Any]] = field(repr=False)
-
-
-# the columns of ``sessions`` a Head is read from: its fields but ``working``
-HEAD_COLUMNS = tuple(f.name for f in fields(Head))[:-1]
-# those that are the record's fields as they are
-_RECORD_COLUMNS = [n for n in HEAD_COLUMNS if n in _KNOWN_KEYS and n != "schema_version"]
 # the listing query's columns that are the entry's fields as they are
 LISTING_FIELDS = ("id", "created_at", "updated_at", "summary", "title", "archived",
                   "message_count", "cost_usd", "tool_calls", "first_prompt", "owner_user",
                   "owner_host", "owner_role")
+
+
+@dataclass(frozen=True)
+class Head:
+    """A session's row as kept in memory while its lease is held.
+
+    ``record`` has the row's fields and, as ``messages``, the whole working context
+    (``context_head``, then the transcript from ``context_from`` on); the transcript itself
+    is not kept, only its length. A write applies only if the row still has ``revision``.
+    """
+
+    sid: int
+    revision: int
+    record: SessionRecord
+    context_head: list[dict[str, Any]]
+    context_from: int
+    transcript_len: int
+    first_prompt: str | None
 
 
 _OWN = "project = %(project)s AND id = %(id)s"
@@ -210,24 +198,23 @@ def _first_prompt(current: str | None, appended: list[dict[str, Any]]) -> str | 
 def row_values(record: SessionRecord) -> dict[str, Any]:
     """Column values of a new ``sessions`` row for ``record`` (owner and project excluded)."""
     same = record.messages == record.transcript
-    values = {name: getattr(record, name) for name in _RECORD_COLUMNS}
-    values.update(schema_version=SCHEMA_VERSION, context_head=[] if same else record.messages,
-                  context_from=0 if same else len(record.transcript),
-                  transcript_len=len(record.transcript),
-                  first_prompt=_first_prompt(None, record.transcript),
-                  extra=record.model_extra or None)
-    return _encoded(values)
+    head = Head(0, 0, record, [] if same else record.messages,
+                0 if same else len(record.transcript), len(record.transcript),
+                _first_prompt(None, record.transcript))
+    return column_values(head, HEAD_COLUMNS[2:])
 
 
-def column_values(head: Head, columns: frozenset[str]) -> dict[str, Any]:
-    """The values to write for ``columns`` of ``head``."""
-    return _encoded({name: getattr(head, name) for name in columns})
-
-
-def _encoded(values: dict[str, Any]) -> dict[str, Any]:
-    # JSON columns as text, text without NUL; ``state`` brings its totals along
+def column_values(head: Head, columns: Iterable[str]) -> dict[str, Any]:
+    """The values to write for ``columns`` of ``head``: JSON columns as text, text without
+    NUL; ``state`` brings its totals ``cost_usd`` and ``tool_calls`` along."""
     out: dict[str, Any] = {}
-    for name, value in values.items():
+    for name in columns:
+        if name == "schema_version":
+            value: Any = SCHEMA_VERSION
+        elif name == "extra":
+            value = head.record.model_extra or None
+        else:
+            value = getattr(head.record if name in _RECORD_COLUMNS else head, name)
         if name == "state":
             out.update(cost_usd=value.usage.cost_usd, tool_calls=value.tool_calls)
         if name in _MODELS:
@@ -244,41 +231,47 @@ def plan_save(head: Head, incoming: Sequence[Any] | None,
               state: SessionState | None) -> Plan | None:
     """New messages (``incoming`` ``None``: none) and a changed checkpoint; ``None`` when
     nothing is new. Raises as :func:`~jupyter_agent.store.messages.new_messages`."""
-    new = [] if incoming is None else new_messages(head.id, head.working, incoming)[0]
-    changed_state = state is not None and state != head.state
+    record = head.record
+    new = [] if incoming is None else new_messages(record.id, record.messages, incoming)[0]
+    changed_state = state is not None and state != record.state
     if not new and not changed_state:
         return None
-    updates: dict[str, Any] = {"updated_at": utc_now()}
+    update: dict[str, Any] = {"updated_at": utc_now()}
+    columns = {"updated_at"}
     if new:
-        updates.update(transcript_len=head.transcript_len + len(new),
-                       first_prompt=_first_prompt(head.first_prompt, new),
-                       working=[*head.working, *new])
+        update["messages"] = [*record.messages, *new]
+        columns |= {"transcript_len", "first_prompt"}
     if changed_state:
-        updates["state"] = state
-    columns = frozenset(updates) - {"working"}
-    return Plan(replace(head, **updates), columns, new)
+        update["state"] = state
+        columns.add("state")
+    return Plan(replace(head, record=record.model_copy(update=update),
+                        transcript_len=head.transcript_len + len(new),
+                        first_prompt=_first_prompt(head.first_prompt, new)),
+                frozenset(columns), new)
 
 
 def plan_compact(head: Head, messages: list[dict[str, Any]], summary: str,
                  replaced: int | None) -> Plan:
-    now = utc_now()
+    now, record = utc_now(), head.record
     event = Compaction(
         at=now, summary=summary,
-        replaced=count_replaced(head.working, messages) if replaced is None else replaced,
+        replaced=count_replaced(record.messages, messages) if replaced is None else replaced,
         transcript_length=head.transcript_len,
     )
     new = replace(head, context_head=list(messages), context_from=head.transcript_len,
-                  working=list(messages), compactions=[*head.compactions, event], updated_at=now)
+                  record=record.model_copy(update={
+                      "messages": list(messages), "compactions": [*record.compactions, event],
+                      "updated_at": now}))
     return Plan(new, frozenset({"context_head", "context_from", "compactions", "updated_at"}))
 
 
 def plan_update(head: Head, values: dict[str, Any], touch: bool) -> Plan | None:
     """Set ``summary``, ``title`` and ``archived``; ``touch`` sets ``updated_at``."""
-    if not touch and all(getattr(head, k) == v for k, v in values.items()):
+    if not touch and all(getattr(head.record, k) == v for k, v in values.items()):
         return None
     if touch:
         values = {**values, "updated_at": utc_now()}
-    return Plan(replace(head, **values), frozenset(values))
+    return Plan(replace(head, record=head.record.model_copy(update=values)), frozenset(values))
 
 
 # ------------------------------------------------------------------ decoding
@@ -351,7 +344,7 @@ def _extra(raw: Any, where: str) -> dict[str, Any]:
         return {}
     if type(data) is not dict:
         raise CorruptSessionError(where, f"{SESSIONS}.extra: must be a JSON object")
-    known = sorted(_KNOWN_KEYS.intersection(data))
+    known = sorted(SessionRecord.model_fields.keys() & data.keys())
     if known:
         raise CorruptSessionError(where, f"{SESSIONS}.extra: holds the record's own "
                                          f"key {known[0]!r}")
@@ -385,10 +378,13 @@ def _head(row: Mapping[str, Any], tail: list[dict[str, Any]], where: str) -> Hea
             where, f"{MESSAGES}: {context_from + len(tail)} transcript rows where "
                    f"{transcript_len} were saved")
     head_messages = _messages(row["context_head"], where, f"{SESSIONS}.context_head", None)
-    return Head(**{name: row[name] for name in HEAD_COLUMNS} | {
-        "context_head": head_messages, "compactions": _compactions(row["compactions"], where),
-        "state": _state(row["state"], where), "parent": _parent(row["parent"], where),
-        "extra": _extra(row["extra"], where), "working": [*head_messages, *tail]})
+    data = {name: row[name] for name in _RECORD_COLUMNS} | {
+        "compactions": _compactions(row["compactions"], where),
+        "state": _state(row["state"], where), "parent": _parent(row["parent"], where)}
+    record = _model(SessionRecord, {**_extra(row["extra"], where), **data}, where, SESSIONS)
+    record.messages = [*head_messages, *tail]  # validated already: not copied by pydantic
+    return Head(row["sid"], row["revision"], record, head_messages, context_from,
+                transcript_len, row["first_prompt"])
 
 
 def record_from_row(row: Mapping[str, Any], where: str) -> SessionRecord:
@@ -397,11 +393,8 @@ def record_from_row(row: Mapping[str, Any], where: str) -> SessionRecord:
     transcript = _messages(row["tail"], where, MESSAGES, 0, JOURNAL_CAP)
     context_from = row["context_from"]
     start = context_from if type(context_from) is int and context_from >= 0 else 0
-    head = _head(row, transcript[start:], where)
-    data = {name: getattr(head, name) for name in _RECORD_COLUMNS}
-    record = _model(SessionRecord, {**head.extra, **data}, where, SESSIONS)
-    # validated already: assigned, not copied by pydantic
-    record.messages, record.transcript = head.working, transcript
+    record = _head(row, transcript[start:], where).record
+    record.transcript = transcript  # validated already: assigned, not copied by pydantic
     return record
 
 
