@@ -320,35 +320,27 @@ def _model(model: Any, value: Any, where: str, column: str) -> Any:
         raise CorruptSessionError(where, f"{column}: {validation_reason(err)}") from None
 
 
-def _compactions(raw: Any, where: str) -> list[Compaction]:
-    events = _json(raw, where, f"{SESSIONS}.compactions")
-    if type(events) is not list:
-        raise CorruptSessionError(where, f"{SESSIONS}.compactions: must be a list")
-    return [_model(Compaction, e, where, f"{SESSIONS}.compactions[{k}]")
-            for k, e in enumerate(events)]
-
-
-def _state(raw: Any, where: str) -> SessionState:
-    column = f"{SESSIONS}.state"
-    return _model(SessionState, _json(raw, where, column) or {}, where, column)
-
-
-def _parent(raw: Any, where: str) -> ForkOrigin | None:
-    origin = _json(raw, where, f"{SESSIONS}.parent")
-    return None if origin is None else _model(ForkOrigin, origin, where, f"{SESSIONS}.parent")
-
-
-def _extra(raw: Any, where: str) -> dict[str, Any]:
-    data = _json(raw, where, f"{SESSIONS}.extra")
-    if data is None:
-        return {}
-    if type(data) is not dict:
-        raise CorruptSessionError(where, f"{SESSIONS}.extra: must be a JSON object")
-    known = sorted(SessionRecord.model_fields.keys() & data.keys())
+def _column(row: Mapping[str, Any], name: str, where: str) -> Any:
+    """The JSON column ``name`` (compactions, state, parent or extra) of a ``sessions`` row,
+    validated; ``CorruptSessionError`` naming it."""
+    column = f"{SESSIONS}.{name}"
+    value = _json(row[name], where, column)
+    if name == "compactions":
+        if type(value) is not list:
+            raise CorruptSessionError(where, f"{column}: must be a list")
+        return [_model(Compaction, e, where, f"{column}[{k}]") for k, e in enumerate(value)]
+    if name == "state":
+        return _model(SessionState, value or {}, where, column)
+    if value is None:  # no parent, no unknown keys
+        return None
+    if name == "parent":
+        return _model(ForkOrigin, value, where, column)
+    if type(value) is not dict:
+        raise CorruptSessionError(where, f"{column}: must be a JSON object")
+    known = sorted(SessionRecord.model_fields.keys() & value.keys())
     if known:
-        raise CorruptSessionError(where, f"{SESSIONS}.extra: holds the record's own "
-                                         f"key {known[0]!r}")
-    return data
+        raise CorruptSessionError(where, f"{column}: holds the record's own key {known[0]!r}")
+    return value
 
 
 def head_from_row(row: Mapping[str, Any], where: str) -> Head:
@@ -379,9 +371,9 @@ def _head(row: Mapping[str, Any], tail: list[dict[str, Any]], where: str) -> Hea
                    f"{transcript_len} were saved")
     head_messages = _messages(row["context_head"], where, f"{SESSIONS}.context_head", None)
     data = {name: row[name] for name in _RECORD_COLUMNS} | {
-        "compactions": _compactions(row["compactions"], where),
-        "state": _state(row["state"], where), "parent": _parent(row["parent"], where)}
-    record = _model(SessionRecord, {**_extra(row["extra"], where), **data}, where, SESSIONS)
+        name: _column(row, name, where) for name in _MODELS}
+    record = _model(SessionRecord, {**(_column(row, "extra", where) or {}), **data}, where,
+                    SESSIONS)
     record.messages = [*head_messages, *tail]  # validated already: not copied by pydantic
     return Head(row["sid"], row["revision"], record, head_messages, context_from,
                 transcript_len, row["first_prompt"])
@@ -416,9 +408,9 @@ def listing_entry(row: Mapping[str, Any], status: Literal["active", "in use", "i
             and isinstance(cost, float) and isfinite(cost) and cost >= 0):
         raise CorruptSessionError(where, f"{SESSIONS}: transcript_len, tool_calls and "
                                          "cost_usd must be finite and non-negative")
-    origin = _parent(row["parent"], where)
-    _state(row["state"], where)
-    _compactions(row["compactions"], where)
+    origin = _column(row, "parent", where)
+    _column(row, "state", where)
+    _column(row, "compactions", where)
     values = {name: row[name] for name in LISTING_FIELDS} | {
         "parent": origin, "status": status, "holder": holder,
         "shared_with": tuple(row["shared_with"] or ())}
