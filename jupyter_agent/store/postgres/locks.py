@@ -160,14 +160,12 @@ class Leases:
         unsigned = lock_key(self._project, session_id) & 0xFFFFFFFFFFFFFFFF
         params = {"project": self._project, "sid": session_id, "hi": unsigned >> 32,
                   "lo": unsigned & 0xFFFFFFFF}
-        for delay in (*_HOLDER_RETRY_DELAYS, None):
-            rows = self._link.fetch(_HOLDER, params)
-            if not rows:
-                return None
-            if rows[0]["lock_pid"] == rows[0]["backend_pid"] or delay is None:
-                return row_holder(rows[0])
+        for delay in (*_HOLDER_RETRY_DELAYS, 0):
+            found = self._link.fetch(_HOLDER, params)
+            if not found or found[0]["lock_pid"] == found[0]["backend_pid"] or not delay:
+                break
             time.sleep(delay)
-        raise AssertionError("unreachable")  # pragma: no cover
+        return row_holder(found[0]) if found else None
 
     def retake(self, conn: psycopg.Connection) -> None:
         """On a new connection: take again every lease counted here."""

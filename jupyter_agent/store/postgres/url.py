@@ -174,8 +174,7 @@ class Link:
                 "the PostgreSQL driver is not installed: pip install 'jupyter-agent[postgres]'",
             )
         try:
-            given = psycopg.conninfo.conninfo_to_dict(self._url)
-            params = {**_DEFAULTS, **{k: str(v) for k, v in given.items() if v is not None}}
+            params = {**_DEFAULTS, **psycopg.conninfo.conninfo_to_dict(self._url)}
             conn = psycopg.connect(autocommit=True, **params)
         except psycopg.Error as err:
             raise self._unavailable(err) from None
