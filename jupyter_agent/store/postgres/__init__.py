@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -69,7 +69,6 @@ class PostgresStore(SessionEngine):
         self._link = Link(url, self._on_connect)
         self.location = f"{self._link.shown_url} (project {project})"
         self.leases = Leases(self._link, project, holder_label)
-        self._owners: dict[str, tuple[int, str, bool] | None] = {}
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._link.shown_url!r}, project={self.project!r})"
@@ -96,12 +95,8 @@ class PostgresStore(SessionEngine):
         self.close()
 
     # ------------------------------------------------------------------ primitives
-    @contextlib.contextmanager
-    def _open(self, *, create: bool) -> Iterator[Link]:
-        try:
-            yield self._link
-        finally:
-            self._owners.clear()  # what _exists saw holds for this one step only
+    def _open(self, *, create: bool) -> contextlib.nullcontext[Link]:
+        return contextlib.nullcontext(self._link)
 
     def _where(self, session_id: str) -> str:
         return f"{self._link.shown_url} project {self.project!r} session {session_id!r}"
@@ -128,25 +123,15 @@ class PostgresStore(SessionEngine):
         return bool(self._write(lambda c: c.execute(query, values).fetchone() is not None,
                                 session_id))
 
-    def _owner(self, session_id: str) -> tuple[int, str, bool] | None:
-        """The row number and owner role of the session an ID names for a read (the
-        project's, else one shared with this role), and whether that role is this one."""
-        found = self._one(rows.OWNER, session_id)
-        return None if found is None else (found["sid"], found["owner_role"], found["mine"])
-
     def _exists(self, at: Link, session_id: str) -> bool:
         # also a session another role shares with this one: it can be loaded (not changed)
-        self._owners[session_id] = self._owner(session_id)
-        return self._owners[session_id] is not None
+        return self._one(rows.OWNER, session_id) is not None
 
     def _take(self, at: Link, session_id: str) -> None:
         if not self.leases.holds(session_id):
-            if session_id in self._owners:
-                found = self._owners.pop(session_id)
-            else:
-                found = self._owner(session_id)
-            if found is not None and not found[2]:
-                raise SessionReadOnlyError(session_id, found[1])
+            found = self._one(rows.OWNER, session_id)
+            if found is not None and not found["mine"]:
+                raise SessionReadOnlyError(session_id, found["owner_role"])
         self.leases.acquire(session_id)
 
     def _head(self, at: Link, session_id: str) -> rows.Head:
@@ -290,12 +275,12 @@ class PostgresStore(SessionEngine):
             if not role or len(role.encode()) > 63 or "\0" in role:
                 raise ValueError(f"not a database role name: {role!r}")
         with self._mutex:
-            found = self._owner(session_id)
+            found = self._one(rows.OWNER, session_id)
             if found is None:
                 raise SessionNotFoundError(session_id, self.location)
-            if not found[2]:
-                raise SessionReadOnlyError(session_id, found[1])
-            sid = found[0]
+            if not found["mine"]:
+                raise SessionReadOnlyError(session_id, found["owner_role"])
+            sid = found["sid"]
 
             def op(conn: psycopg.Connection) -> list[str]:
                 for role in roles:

@@ -184,11 +184,6 @@ def dumps(value: Any) -> str:
     return encode_json(value).decode("utf-8")
 
 
-def pg_text(value: str | None) -> str | None:
-    """PostgreSQL ``text`` cannot hold NUL: it becomes U+FFFD (as lone surrogates do)."""
-    return None if value is None else value.replace("\0", "\ufffd")
-
-
 def _first_prompt(current: str | None, appended: list[dict[str, Any]]) -> str | None:
     if current is None and any(m.get("role") == "user" for m in appended):
         return first_prompt_of(appended)
@@ -205,8 +200,9 @@ def row_values(record: SessionRecord) -> dict[str, Any]:
 
 
 def column_values(head: Head, columns: Iterable[str]) -> dict[str, Any]:
-    """The values to write for ``columns`` of ``head``: JSON columns as text, text without
-    NUL; ``state`` brings its totals ``cost_usd`` and ``tool_calls`` along."""
+    """The values to write for ``columns`` of ``head``: JSON columns as text, NUL in text as
+    U+FFFD (``text`` cannot hold it, as lone surrogates are); ``state`` brings its totals
+    ``cost_usd`` and ``tool_calls`` along."""
     out: dict[str, Any] = {}
     for name in columns:
         if name == "schema_version":
@@ -222,7 +218,7 @@ def column_values(head: Head, columns: Iterable[str]) -> dict[str, Any]:
         if name in _JSON_COLUMNS and value is not None:
             value = dumps(value)
         elif isinstance(value, str):
-            value = pg_text(value)
+            value = value.replace("\0", "\ufffd")
         out[name] = value
     return out
 
