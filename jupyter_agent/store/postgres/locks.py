@@ -54,7 +54,7 @@ LEASE_COLUMNS = "k.pid AS lock_pid, l.backend_pid, l.pid, l.user_name, l.host, l
 _HOLDER = f"""SELECT {LEASE_COLUMNS}
 FROM ({LIVE_LOCKS}) k
 LEFT JOIN {SCHEMA}.leases l ON l.project = %(project)s AND l.session_id = %(sid)s
-WHERE k.hi = %(hi)s AND k.lo = %(lo)s"""
+WHERE k.hi = ((%(key)s::bigint >> 32) & 4294967295) AND k.lo = (%(key)s::bigint & 4294967295)"""
 _STALE = (f"DELETE FROM {SCHEMA}.leases l WHERE project = %s AND NOT EXISTS ("
           f"SELECT 1 FROM ({LIVE_LOCKS}) k WHERE k.pid = l.backend_pid AND {LOCK_OF_ROW}) "
           "RETURNING session_id")
@@ -157,9 +157,8 @@ class Leases:
         entry = self._own(session_id)
         if entry is not None and entry.held:
             return self.identity.model_copy(update={"pid": os.getpid(), "since": entry.since})
-        unsigned = lock_key(self._project, session_id) & 0xFFFFFFFFFFFFFFFF
-        params = {"project": self._project, "sid": session_id, "hi": unsigned >> 32,
-                  "lo": unsigned & 0xFFFFFFFF}
+        params = {"project": self._project, "sid": session_id,
+                  "key": lock_key(self._project, session_id)}
         for delay in (*_HOLDER_RETRY_DELAYS, 0):
             found = self._link.fetch(_HOLDER, params)
             if not found or found[0]["lock_pid"] == found[0]["backend_pid"] or not delay:
