@@ -9,6 +9,7 @@ leases when the process that opened the connection ends.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import weakref
 from collections.abc import Callable, Mapping
@@ -130,7 +131,9 @@ def _close_sockets_in_child() -> None:
         link._orphan()
 
 
-os.register_at_fork(after_in_child=_close_sockets_in_child)
+@functools.cache  # once per process, on the first connection (importing does nothing)
+def _install_fork_hook() -> None:
+    os.register_at_fork(after_in_child=_close_sockets_in_child)
 
 
 class Link:
@@ -188,6 +191,7 @@ class Link:
             raise
         self._connected_once = True
         self._conn = conn
+        _install_fork_hook()
         _ALL.add(self)
         return conn
 
