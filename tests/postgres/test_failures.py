@@ -7,6 +7,8 @@ nothing acknowledged lost, and the next call reconnecting and taking its leases 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -225,3 +227,27 @@ def test_every_credential_of_the_url_is_hidden_wherever_it_is_shown(
                  repr(info.value), info.value.url):
         assert not any(secret in text for secret in secrets), text
     assert info.value.url == shown
+
+
+def test_without_the_driver_every_call_says_how_to_install_it(tmp_path: Path) -> None:
+    """A kernel without the ``postgres`` extra (psycopg blocked in a fresh process)."""
+    code = (
+        "import sys\n"
+        "sys.modules['psycopg'] = None\n"
+        "from jupyter_agent.store.postgres import PostgresStore\n"
+        f"store = PostgresStore('postgresql://agent:Wr0ng-pa55@db/agents', {str(tmp_path)!r},"
+        " project='p')\n"
+        "calls = [lambda: store.exists('abc'), lambda: store.list_sessions(),\n"
+        "         lambda: store.load_session('abc'), lambda: store.acquire_lease('abc'),\n"
+        "         lambda: store.create_session()]\n"
+        "for call in calls:\n"
+        "    try:\n"
+        "        call()\n"
+        "    except Exception as err:\n"
+        "        print(type(err).__name__, err)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert len(out) == 5
+    for line in out:
+        assert line.startswith("StoreUnavailableError ") and "Wr0ng-pa55" not in line, line
+        assert "pip install 'jupyter-agent[postgres]'" in line, line

@@ -102,7 +102,7 @@ class PostgresStore(SessionEngine):
         return f"{self._link.shown_url} project {self.project!r} session {session_id!r}"
 
     def _one(self, query: str, session_id: str, **params: Any) -> Any:
-        psycopg = import_psycopg()
+        psycopg = self._link.driver()
         try:
             found = self._link.fetch(query, {"project": self.project, "id": session_id, **params})
         except psycopg.DataError as err:  # a value the driver cannot read (``infinity``)

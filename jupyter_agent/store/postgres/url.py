@@ -161,6 +161,16 @@ class Link:
         """Whether a usable connection is open in this process (no round trip)."""
         return self._conn is not None and self._pid == os.getpid() and not self._conn.closed
 
+    def driver(self) -> Any:
+        """``psycopg``; ``StoreUnavailableError`` when the ``postgres`` extra is missing."""
+        psycopg = import_psycopg()
+        if psycopg is None:
+            raise StoreUnavailableError(
+                self.shown_url,
+                "the PostgreSQL driver is not installed: pip install 'jupyter-agent[postgres]'",
+            )
+        return psycopg
+
     def connection(self) -> psycopg.Connection:
         """The open connection, opening one (and running ``on_connect``) if needed;
         ``StoreUnavailableError`` when ``psycopg`` is missing or the server cannot be
@@ -170,12 +180,7 @@ class Link:
         if self._conn is not None and not self._conn.closed:
             return self._conn
         self._conn = None
-        psycopg = import_psycopg()
-        if psycopg is None:
-            raise StoreUnavailableError(
-                self.shown_url,
-                "the PostgreSQL driver is not installed: pip install 'jupyter-agent[postgres]'",
-            )
+        psycopg = self.driver()
         try:
             params = {**_DEFAULTS, **psycopg.conninfo.conninfo_to_dict(self._url)}
             conn = psycopg.connect(autocommit=True, **params)
@@ -219,7 +224,7 @@ class Link:
         """``op(connection)``, run again once on a new connection if it dropped and
         ``op`` is ``idempotent`` or had not begun its transaction; else
         ``StoreUnavailableError`` (the next call reconnects)."""
-        psycopg = import_psycopg()
+        psycopg = self.driver()
         for attempt in (1, 2):
             conn = self.connection()
             self._begun = False
@@ -237,7 +242,7 @@ class Link:
     def fetch(self, query: str, params: Any = None) -> list[dict[str, Any]]:
         """The rows of one read statement, as dicts by column name (repeated after a
         reconnect)."""
-        dict_row = import_psycopg().rows.dict_row
+        dict_row = self.driver().rows.dict_row
         return self.run(lambda c: c.cursor(row_factory=dict_row).execute(query, params)
                         .fetchall(), idempotent=True)
 
