@@ -62,10 +62,6 @@ HEAD_COLUMNS = ("sid", "revision", "schema_version", *_RECORD_COLUMNS, "extra",
                 "context_head", "context_from", "transcript_len", "first_prompt")
 _MODELS = ("compactions", "state", "parent")  # JSON columns holding pydantic models
 _JSON_COLUMNS = ("context_head", "extra", *_MODELS)
-# the listing query's columns that are the entry's fields as they are
-LISTING_FIELDS = ("id", "created_at", "updated_at", "summary", "title", "archived",
-                  "message_count", "cost_usd", "tool_calls", "first_prompt", "owner_user",
-                  "owner_host", "owner_role")
 
 
 @dataclass(frozen=True)
@@ -125,7 +121,7 @@ DELETE_FIGURE = (f"DELETE FROM {FIGURES} f USING {SESSIONS} s WHERE s.sid = f.si
 
 # Python's datetimes cover years 1-9999; a row outside them (``infinity``) cannot be listed
 _REPRESENTABLE = "BETWEEN '0001-01-01 00:00:00+00' AND '9999-12-31 23:59:59.999999+00'"
-# named as the listing's fields (LISTING_FIELDS)
+# named as the fields of a SessionListing
 _PAGE_COLUMNS = (
     "sid, project, id, created_at, updated_at, summary, title, archived, "
     "transcript_len AS message_count, cost_usd, tool_calls, "
@@ -407,8 +403,8 @@ def listing_entry(row: Mapping[str, Any], status: Literal["active", "in use", "i
     origin = _column(row, "parent", where)
     _column(row, "state", where)
     _column(row, "compactions", where)
-    values = {name: row[name] for name in LISTING_FIELDS} | {
-        "parent": origin, "status": status, "holder": holder,
-        "shared_with": tuple(row["shared_with"] or ())}
+    # the row's other columns are not the entry's fields: validation leaves them out
+    values = {**row, "parent": origin, "status": status, "holder": holder,
+              "shared_with": tuple(row["shared_with"] or ())}
     entry: SessionListing = _model(SessionListing, values, where, SESSIONS)
     return entry
