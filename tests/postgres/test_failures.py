@@ -7,6 +7,9 @@ nothing acknowledged lost, and the next call reconnecting and taking its leases 
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -225,3 +228,28 @@ def test_every_credential_of_the_url_is_hidden_wherever_it_is_shown(
                  repr(info.value), info.value.url):
         assert not any(secret in text for secret in secrets), text
     assert info.value.url == shown
+
+
+def test_without_the_driver_every_call_says_how_to_install_it(tmp_path: Path) -> None:
+    """A kernel without the ``postgres`` extra (psycopg blocked in a fresh process)."""
+    code = textwrap.dedent(f"""
+        import sys
+        sys.modules["psycopg"] = None
+        from jupyter_agent.store.postgres import PostgresStore
+        store = PostgresStore("postgresql://agent:Wr0ng-pa55@db/agents", {str(tmp_path)!r},
+                              project="p")
+        for call in (lambda: store.exists("abc"), lambda: store.list_sessions(),
+                     lambda: store.load_session("abc"), lambda: store.acquire_lease("abc"),
+                     lambda: store.create_session()):
+            try:
+                call()
+            except Exception as err:
+                print(type(err).__name__, err)
+        """)
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True)
+    lines = child.stdout.splitlines()
+    assert len(lines) == 5
+    for line in lines:
+        assert line.startswith("StoreUnavailableError ") and "Wr0ng-pa55" not in line, line
+        assert "pip install 'jupyter-agent[postgres]'" in line, line

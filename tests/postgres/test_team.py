@@ -135,10 +135,10 @@ def test_newest_page_of_many_sessions_is_read_from_the_index(
     assert [e.id for e in page[:3]] == ["bulk1", "bulk2", "bulk3"]
     assert len(page) == 50 and all(not e.archived for e in page)
     assert page[0].summary == "summary 1"
-    from jupyter_agent.store.postgres.tables import listing_query
+    from jupyter_agent.store.postgres.rows import listing_query
 
     for archived in (False, True):
-        sql = listing_query(include_archived=archived, limit=50, after=None)
+        sql = listing_query(include_archived=archived, limit=50, after=False)
         plan = "\n".join(str(r[0]) for r in pg.admin(
             "EXPLAIN " + sql.replace("%(project)s", f"'{project}'").replace("%(limit)s", "50")
             .replace("%(horizon)s", "now() + interval '5 minutes'"),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -28,46 +28,9 @@ from jupyter_agent.errors import (
 from jupyter_agent.store.engine import SessionEngine
 from jupyter_agent.store.figure_files import MAX_FIGURE_BYTES, FigureData, validate_figure_id
 from jupyter_agent.store.notes import Notes
+from jupyter_agent.store.postgres import rows
 from jupyter_agent.store.postgres.locks import Leases, row_holder
-from jupyter_agent.store.postgres.rows import (
-    SESSIONS,
-    Head,
-    Plan,
-    column_values,
-    dumps,
-    head_from_row,
-    listing_entry,
-    plan_compact,
-    plan_save,
-    plan_update,
-    raw_json,
-    record_from_row,
-    row_values,
-)
-from jupyter_agent.store.postgres.schema import (
-    MIGRATIONS,
-    Migration,
-    current_version,
-    ensure_schema,
-)
-from jupyter_agent.store.postgres.tables import (
-    APPEND,
-    APPEND_ALL,
-    DELETE,
-    DELETE_FIGURE,
-    FIGURE_IDS,
-    FIGURES,
-    HEAD,
-    OWNER,
-    READ_FIGURE,
-    RECORD,
-    ROLE,
-    SAVE_FIGURE,
-    SHARE,
-    SHARES,
-    UNSHARE,
-    listing_query,
-)
+from jupyter_agent.store.postgres.schema import MIGRATIONS, Migration, ensure_schema
 from jupyter_agent.store.postgres.url import Link, check_store_url, import_psycopg
 from jupyter_agent.store.records import (
     CLOCK_SKEW,
@@ -106,14 +69,13 @@ class PostgresStore(SessionEngine):
         self._link = Link(url, self._on_connect)
         self.location = f"{self._link.shown_url} (project {project})"
         self.leases = Leases(self._link, project, holder_label)
-        self._owners: dict[str, tuple[int, str, bool] | None] = {}
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._link.shown_url!r}, project={self.project!r})"
 
     def _on_connect(self, conn: psycopg.Connection, first: bool) -> None:
-        # json columns are decoded and checked by rows.py
-        import_psycopg().types.json.set_json_loads(raw_json, conn)
+        # json columns arrive as their bytes, decoded and checked by rows.py
+        import_psycopg().types.json.set_json_loads(bytes, conn)
         conn.execute("SET TIME ZONE 'UTC'")
         if first:
             ensure_schema(conn, self._link.shown_url, self._migrations)
@@ -133,25 +95,21 @@ class PostgresStore(SessionEngine):
         self.close()
 
     # ------------------------------------------------------------------ primitives
-    @contextlib.contextmanager
-    def _open(self, *, create: bool) -> Iterator[Link]:
-        try:
-            yield self._link
-        finally:
-            self._owners.clear()  # what _exists saw holds for this one step only
+    def _open(self, *, create: bool) -> contextlib.nullcontext[Link]:
+        return contextlib.nullcontext(self._link)
 
     def _where(self, session_id: str) -> str:
         return f"{self._link.shown_url} project {self.project!r} session {session_id!r}"
 
     def _one(self, query: str, session_id: str, **params: Any) -> Any:
-        psycopg = import_psycopg()
+        psycopg = self._link.driver()
         try:
-            rows = self._link.fetch(query, {"project": self.project, "id": session_id, **params})
+            found = self._link.fetch(query, {"project": self.project, "id": session_id, **params})
         except psycopg.DataError as err:  # a value the driver cannot read (``infinity``)
             raise CorruptSessionError(self._where(session_id),
                                       f"a value cannot be read ({' '.join(str(err).split())})"
                                       ) from None
-        return rows[0] if rows else None
+        return found[0] if found else None
 
     def _write(self, op: Callable[[psycopg.Connection], Any], session_id: str) -> Any:
         def check() -> None:  # a write needs the lease on the connection it is about to use
@@ -165,69 +123,58 @@ class PostgresStore(SessionEngine):
         return bool(self._write(lambda c: c.execute(query, values).fetchone() is not None,
                                 session_id))
 
-    def _owner(self, session_id: str) -> tuple[int, str, bool] | None:
-        """The row number and owner role of the session an ID names for a read (the
-        project's, else one shared with this role), and whether that role is this one."""
-        found = self._one(OWNER, session_id)
-        return None if found is None else (int(found[0]), str(found[1]), bool(found[2]))
-
     def _exists(self, at: Link, session_id: str) -> bool:
         # also a session another role shares with this one: it can be loaded (not changed)
-        self._owners[session_id] = self._owner(session_id)
-        return self._owners[session_id] is not None
+        return self._one(rows.OWNER, session_id) is not None
 
     def _take(self, at: Link, session_id: str) -> None:
         if not self.leases.holds(session_id):
-            if session_id in self._owners:
-                found = self._owners.pop(session_id)
-            else:
-                found = self._owner(session_id)
-            if found is not None and not found[2]:
-                raise SessionReadOnlyError(session_id, found[1])
+            found = self._one(rows.OWNER, session_id)
+            if found is not None and not found["mine"]:
+                raise SessionReadOnlyError(session_id, found["owner_role"])
         self.leases.acquire(session_id)
 
-    def _head(self, at: Link, session_id: str) -> Head:
+    def _head(self, at: Link, session_id: str) -> rows.Head:
         head = self._heads.get(session_id)
         if head is None:
-            row = self._one(HEAD, session_id)
+            row = self._one(rows.HEAD, session_id)
             if row is None:
                 raise SessionNotFoundError(session_id, self.location)
-            head = self._heads[session_id] = head_from_row(row[:-1], row[-1],
-                                                          self._where(session_id))
+            head = self._heads[session_id] = rows.head_from_row(row, self._where(session_id))
         return head
 
-    def _apply(self, at: Link, head: Head, change: Plan) -> bool:
+    def _apply(self, at: Link, head: rows.Head, change: rows.Plan) -> bool:
         """Write ``change`` if the row still has ``head``'s revision; else nothing is
         written (a writer that ignored the lease changed the row: it is read again)."""
-        values = column_values(change.head, change.columns)
+        values = rows.column_values(change.head, change.columns)
         sets = ", ".join(f"{name} = %({name})s" for name in values)
-        update = (f"UPDATE {SESSIONS} SET {sets}, revision = revision + 1 "
+        update = (f"UPDATE {rows.SESSIONS} SET {sets}, revision = revision + 1 "
                   "WHERE sid = %(sid)s AND revision = %(revision)s RETURNING revision")
         params = {**values, "sid": head.sid, "revision": head.revision}
-        rows = [(head.sid, head.transcript_len + i, dumps(m))
-                for i, m in enumerate(change.appended)]
+        appended = [(head.sid, head.transcript_len + i, rows.dumps(m))
+                    for i, m in enumerate(change.appended)]
 
         def op(conn: psycopg.Connection) -> int | None:
             found = conn.execute(update, params).fetchone()
             if found is None:
                 return None
-            if rows:
+            if appended:
                 with conn.cursor() as cur:
-                    cur.executemany(APPEND, rows)
+                    cur.executemany(rows.APPEND, appended)
             return int(found[0])
 
-        revision = self._write(op, head.id)
+        revision = self._write(op, head.record.id)
         if revision is None:
-            self._heads.pop(head.id, None)
+            self._heads.pop(head.record.id, None)
             return False
-        self._heads[head.id] = replace(change.head, revision=revision)
+        self._heads[head.record.id] = replace(change.head, revision=revision)
         return True
 
     def _insert(self, at: Link, record: SessionRecord, *, created: bool) -> bool:
         identity = self.leases.identity
-        values = {**row_values(record), "project": self.project, "id": record.id,
+        values = {**rows.row_values(record), "project": self.project,
                   "owner_user": identity.user, "owner_host": identity.host}
-        insert = (f"INSERT INTO {SESSIONS} ({', '.join(values)}) VALUES "
+        insert = (f"INSERT INTO {rows.SESSIONS} ({', '.join(values)}) VALUES "
                   f"({', '.join(f'%({c})s' for c in values)}) "
                   "ON CONFLICT (project, id) DO NOTHING RETURNING sid")
 
@@ -236,43 +183,43 @@ class PostgresStore(SessionEngine):
             if found is None:
                 return False
             if record.transcript:
-                conn.execute(APPEND_ALL, (found[0], [dumps(m) for m in record.transcript]))
+                appended = [rows.dumps(m) for m in record.transcript]
+                conn.execute(rows.APPEND_ALL, (found[0], appended))
             return True
 
         return bool(self._write(op, record.id))
 
     def _remove(self, at: Link, session_id: str) -> bool:
-        return self._write_one(DELETE, session_id)
+        return self._write_one(rows.DELETE, session_id)
 
     def _read_record(self, at: Link, session_id: str) -> SessionRecord:
-        row = self._one(RECORD, session_id)
+        row = self._one(rows.RECORD, session_id)
         if row is None:
             raise SessionNotFoundError(session_id, self.location)
-        return record_from_row(row, self._where(session_id))
+        return rows.record_from_row(row, self._where(session_id))
 
     def _list_page(self, at: Link, include_archived: bool, limit: int | None,
                    after: SessionListing | None, session_id: str | None = None
                    ) -> list[SessionListing]:
         """One page, or the entry of ``session_id`` alone (then a row that does not
         validate raises ``CorruptSessionError``; a page leaves it out)."""
-        query = listing_query(include_archived=include_archived, limit=limit,
-                              after=None if after is None else (after.updated_at, after.id),
-                              session_id=session_id is not None)
+        query = rows.listing_query(include_archived=include_archived, limit=limit,
+                                   after=after is not None, session_id=session_id is not None)
         params: dict[str, Any] = {"project": self.project, "limit": limit, "id": session_id,
                                   "horizon": utc_now() + CLOCK_SKEW}
         if after is not None:
             params.update(after_at=after.updated_at, after_id=after.id)
         listing: list[SessionListing] = []
         for row in self._link.fetch(query, params):
-            sid = row[0]
+            sid = row["id"]
             status: Literal["active", "in use", "idle"] = "idle"
             holder = None
             if isinstance(sid, str) and self.leases.holds(sid):
                 status, holder = "active", self.leases.holder(sid)
-            elif row[-7] is not None:
-                status, holder = "in use", row_holder(*row[-7:])
+            elif row["lock_pid"] is not None:
+                status, holder = "in use", row_holder(row)
             try:
-                listing.append(listing_entry(row[:-7], status, holder, self._where(str(sid))))
+                listing.append(rows.listing_entry(row, status, holder, self._where(str(sid))))
             except CorruptSessionError:
                 if session_id is not None:
                     raise
@@ -287,28 +234,28 @@ class PostgresStore(SessionEngine):
 
     def _put_figure(self, at: Link, session_id: str, figure_id: str, data: bytes,
                     media_type: str) -> None:
-        if not self._write_one(SAVE_FIGURE, session_id, figure=figure_id, type=media_type,
+        if not self._write_one(rows.SAVE_FIGURE, session_id, figure=figure_id, type=media_type,
                                data=data):
             raise SessionNotFoundError(session_id, self.location)
 
     def _get_figure(self, at: Link, session_id: str, figure_id: str) -> FigureData:
         """``TooLargeError`` over ``MAX_FIGURE_BYTES`` (the bytes are not fetched)."""
-        row = self._one(READ_FIGURE, session_id, cap=MAX_FIGURE_BYTES, figure=figure_id)
+        row = self._one(rows.READ_FIGURE, session_id, cap=MAX_FIGURE_BYTES, figure=figure_id)
         if row is None:
             raise FigureNotFoundError(session_id, figure_id, self._where(session_id))
-        if row[2] is None:
-            raise TooLargeError(f"{FIGURES} (project {self.project!r}, session "
-                                f"{session_id!r}, figure {figure_id!r})", int(row[1]),
+        if row["data"] is None:
+            raise TooLargeError(f"{rows.FIGURES} (project {self.project!r}, session "
+                                f"{session_id!r}, figure {figure_id!r})", row["size"],
                                 MAX_FIGURE_BYTES, "figure")
-        return FigureData(bytes(row[2]), str(row[0]))
+        return FigureData(bytes(row["data"]), row["media_type"])
 
     def _figure_ids(self, at: Link, session_id: str) -> list[str]:
         params = {"project": self.project, "id": session_id}
-        return [str(r[0]) for r in self._link.fetch(FIGURE_IDS, params)]
+        return [r["figure_id"] for r in self._link.fetch(rows.FIGURE_IDS, params)]
 
-    _plan_save = staticmethod(plan_save)
-    _plan_compact = staticmethod(plan_compact)
-    _plan_update = staticmethod(plan_update)
+    _plan_save = staticmethod(rows.plan_save)
+    _plan_compact = staticmethod(rows.plan_compact)
+    _plan_update = staticmethod(rows.plan_update)
 
     # ------------------------------------------------------------------ the team store's own
     def collect_garbage(self) -> list[str]:
@@ -328,19 +275,19 @@ class PostgresStore(SessionEngine):
             if not role or len(role.encode()) > 63 or "\0" in role:
                 raise ValueError(f"not a database role name: {role!r}")
         with self._mutex:
-            found = self._owner(session_id)
+            found = self._one(rows.OWNER, session_id)
             if found is None:
                 raise SessionNotFoundError(session_id, self.location)
-            if not found[2]:
-                raise SessionReadOnlyError(session_id, found[1])
-            sid = found[0]
+            if not found["mine"]:
+                raise SessionReadOnlyError(session_id, found["owner_role"])
+            sid = found["sid"]
 
             def op(conn: psycopg.Connection) -> list[str]:
                 for role in roles:
-                    if not undo and conn.execute(ROLE, (role,)).fetchone() is None:
+                    if not undo and conn.execute(rows.ROLE, (role,)).fetchone() is None:
                         raise ValueError(f"the database has no role {role!r}")
-                    conn.execute(UNSHARE if undo else SHARE, (sid, role))
-                return [str(r[0]) for r in conn.execute(SHARES, (sid,)).fetchall()]
+                    conn.execute(rows.UNSHARE if undo else rows.SHARE, (sid, role))
+                return [str(r[0]) for r in conn.execute(rows.SHARES, (sid,)).fetchall()]
 
             return list(self._link.write(op, lambda: None))
 
@@ -348,7 +295,7 @@ class PostgresStore(SessionEngine):
         """Delete a figure under the session's lease; whether it existed."""
         validate_figure_id(figure_id)
         with self._changing(session_id):
-            return self._write_one(DELETE_FIGURE, session_id, figure=figure_id)
+            return self._write_one(rows.DELETE_FIGURE, session_id, figure=figure_id)
 
 
 def prepare_database(url: str, role: str | None = None) -> int:
@@ -363,7 +310,6 @@ def prepare_database(url: str, role: str | None = None) -> int:
         if role:
             sql = import_psycopg().sql
             conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
-        ensure_schema(conn, link.shown_url)
-        return current_version(conn)
+        return ensure_schema(conn, link.shown_url)
     finally:
         link.close()

@@ -13,6 +13,7 @@ import hashlib
 import os
 import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -48,10 +49,12 @@ RETURNING true"""
 _RELEASE = f"""WITH gone AS (DELETE FROM {SCHEMA}.leases
     WHERE project = %(project)s AND session_id = %(sid)s AND backend_pid = pg_backend_pid())
 SELECT pg_advisory_unlock(%(key)s)"""
-_HOLDER = f"""SELECT k.pid, l.backend_pid, l.pid, l.user_name, l.host, l.since, l.label
+# who holds a lock (``lock_pid``) and what its lease row says (see row_holder)
+LEASE_COLUMNS = "k.pid AS lock_pid, l.backend_pid, l.pid, l.user_name, l.host, l.since, l.label"
+_HOLDER = f"""SELECT {LEASE_COLUMNS}
 FROM ({LIVE_LOCKS}) k
 LEFT JOIN {SCHEMA}.leases l ON l.project = %(project)s AND l.session_id = %(sid)s
-WHERE k.hi = %(hi)s AND k.lo = %(lo)s"""
+WHERE k.hi = ((%(key)s::bigint >> 32) & 4294967295) AND k.lo = (%(key)s::bigint & 4294967295)"""
 _STALE = (f"DELETE FROM {SCHEMA}.leases l WHERE project = %s AND NOT EXISTS ("
           f"SELECT 1 FROM ({LIVE_LOCKS}) k WHERE k.pid = l.backend_pid AND {LOCK_OF_ROW}) "
           "RETURNING session_id")
@@ -67,15 +70,15 @@ def lock_key(project: str, session_id: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
-def row_holder(lock_pid: int | None, backend_pid: int | None, pid: int | None,
-               user: str | None, host: str | None, since: datetime | None,
-               label: str | None) -> LeaseHolder | None:
-    """Who holds a lock as its lease row says; an empty holder while the row is written."""
-    if lock_pid is None:
+def row_holder(row: Mapping[str, Any]) -> LeaseHolder | None:
+    """Who holds a lock as a row of :data:`LEASE_COLUMNS` says; an empty holder while the
+    lease row is written."""
+    if row["lock_pid"] is None:
         return None
-    if lock_pid != backend_pid:
+    if row["lock_pid"] != row["backend_pid"]:
         return LeaseHolder()
-    return LeaseHolder(pid=pid, user=user or "", host=host or "", since=since, label=label or "")
+    return LeaseHolder(pid=row["pid"], user=row["user_name"] or "", host=row["host"] or "",
+                       since=row["since"], label=row["label"] or "")
 
 
 @dataclass
@@ -154,17 +157,14 @@ class Leases:
         entry = self._own(session_id)
         if entry is not None and entry.held:
             return self.identity.model_copy(update={"pid": os.getpid(), "since": entry.since})
-        unsigned = lock_key(self._project, session_id) & 0xFFFFFFFFFFFFFFFF
-        params = {"project": self._project, "sid": session_id, "hi": unsigned >> 32,
-                  "lo": unsigned & 0xFFFFFFFF}
-        for delay in (*_HOLDER_RETRY_DELAYS, None):
-            rows = self._link.fetch(_HOLDER, params)
-            if not rows:
-                return None
-            if rows[0][0] == rows[0][1] or delay is None:
-                return row_holder(*rows[0])
+        params = {"project": self._project, "sid": session_id,
+                  "key": lock_key(self._project, session_id)}
+        for delay in (*_HOLDER_RETRY_DELAYS, 0):
+            found = self._link.fetch(_HOLDER, params)
+            if not found or found[0]["lock_pid"] == found[0]["backend_pid"] or not delay:
+                break
             time.sleep(delay)
-        raise AssertionError("unreachable")  # pragma: no cover
+        return row_holder(found[0]) if found else None
 
     def retake(self, conn: psycopg.Connection) -> None:
         """On a new connection: take again every lease counted here."""
@@ -175,4 +175,4 @@ class Leases:
 
     def delete_stale(self) -> list[str]:
         """Delete the project's lease rows that no live connection backs; their IDs."""
-        return [r[0] for r in self._link.fetch(_STALE, (self._project,))]
+        return [r["session_id"] for r in self._link.fetch(_STALE, (self._project,))]

@@ -1,18 +1,25 @@
-"""Session rows of the team store: the head kept in memory, pure plans of each change
-(the file store's rules, from :mod:`jupyter_agent.store.messages`), and rows read back,
-validated as completely as the files: ``CorruptSessionError`` names the session and the
-column or transcript row (``jupyter_agent.messages seq 4: role must be ...``).
+"""Session rows of the team store: the head kept in memory, the SQL on sessions and
+figures, pure plans of each change (the file store's rules, from
+:mod:`jupyter_agent.store.messages`), and rows read back, validated as completely as the
+files: ``CorruptSessionError`` names the session and the column or transcript row
+(``jupyter_agent.messages seq 4: role must be ...``).
+
+A read is one statement; a write is one transaction run after checking that the lease is
+held on the connection about to be used. A listing page is read from the index
+``(project, updated_at DESC, id DESC)``, so it costs the same however many sessions there
+are; rows that do not validate or are dated past ``CLOCK_SKEW`` are left out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from math import isfinite
 from typing import Any, Literal
 
 from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
 
 from jupyter_agent.errors import CorruptSessionError, TooLargeError
 from jupyter_agent.store.journal import first_prompt_of
@@ -27,6 +34,7 @@ from jupyter_agent.store.messages import (
     message_problem,
     new_messages,
 )
+from jupyter_agent.store.postgres.locks import LEASE_COLUMNS, LIVE_LOCKS, LOCK_OF_ROW
 from jupyter_agent.store.postgres.schema import SCHEMA
 from jupyter_agent.store.records import (
     SCHEMA_VERSION,
@@ -44,42 +52,119 @@ from jupyter_agent.store.records import (
 
 SESSIONS = f"{SCHEMA}.sessions"
 MESSAGES = f"{SCHEMA}.messages"
-# the columns of ``sessions`` a Head is read from, in the order _head unpacks them
-HEAD_COLUMNS = (
-    "sid, revision, id, schema_version, created_at, updated_at, summary, title, archived, "
-    "project_root, context_head, context_from, transcript_len, compactions, state, parent, "
-    "first_prompt, extra"
-)
-_KNOWN_KEYS = frozenset(SessionRecord.model_fields)
+FIGURES = f"{SCHEMA}.figures"
+# the record's fields kept in columns of their own (its keys this version does not know:
+# ``extra``; its messages: ``context_head`` and the ``messages`` rows)
+_RECORD_COLUMNS = tuple(name for name in SessionRecord.model_fields
+                        if name not in ("schema_version", "messages", "transcript"))
+# the columns of ``sessions`` a Head is read from
+HEAD_COLUMNS = ("sid", "revision", "schema_version", *_RECORD_COLUMNS, "extra",
+                "context_head", "context_from", "transcript_len", "first_prompt")
+_MODELS = ("compactions", "state", "parent")  # JSON columns holding pydantic models
+_JSON_COLUMNS = ("context_head", "extra", *_MODELS)
 
 
 @dataclass(frozen=True)
 class Head:
     """A session's row as kept in memory while its lease is held.
 
-    ``working`` is the whole working context; the transcript itself is not kept, only its
-    length. A write applies only if the row still has ``revision``. ``extra`` holds the
-    keys of an imported record that this version does not know.
+    ``record`` has the row's fields and, as ``messages``, the whole working context
+    (``context_head``, then the transcript from ``context_from`` on); the transcript itself
+    is not kept, only its length. A write applies only if the row still has ``revision``.
     """
 
     sid: int
     revision: int
-    id: str
-    created_at: datetime
-    updated_at: datetime
-    summary: str
-    title: str
-    archived: bool
-    project_root: str | None
+    record: SessionRecord
     context_head: list[dict[str, Any]]
     context_from: int
     transcript_len: int
-    compactions: list[Compaction]
-    state: SessionState
-    parent: ForkOrigin | None
     first_prompt: str | None
-    extra: dict[str, Any]
-    working: list[dict[str, Any]] = field(repr=False)
+
+
+_OWN = "project = %(project)s AND id = %(id)s"
+# a head's columns and ``tail``, its transcript rows (those that match ``{}``)
+_WITH_TAIL = (f"SELECT {', '.join(HEAD_COLUMNS)}, (SELECT json_agg(m.body ORDER BY m.seq) "
+              f"FROM {MESSAGES} m WHERE m.sid = s.sid{{}}) AS tail FROM {SESSIONS} s WHERE ")
+HEAD = _WITH_TAIL.format(" AND m.seq >= s.context_from") + _OWN
+# which session an ID names for a read: the project's, else one shared with this role
+# (row-level security shows another role's session only when it is shared with it)
+_READABLE = ("id = %(id)s AND (project = %(project)s OR owner_role <> current_user) "
+             "ORDER BY project = %(project)s DESC, updated_at DESC LIMIT 1")
+OWNER = (f"SELECT sid, owner_role, owner_role = current_user AS mine FROM {SESSIONS} "
+         f"WHERE {_READABLE}")
+RECORD = _WITH_TAIL.format("") + _READABLE
+SHARES = f"SELECT grantee FROM {SCHEMA}.shares WHERE sid = %s ORDER BY grantee"
+SHARE = (f"INSERT INTO {SCHEMA}.shares (sid, grantee) SELECT %s, rolname FROM pg_roles "
+         "WHERE rolname = %s ON CONFLICT DO NOTHING")
+UNSHARE = f"DELETE FROM {SCHEMA}.shares WHERE sid = %s AND grantee = %s"
+ROLE = "SELECT 1 FROM pg_roles WHERE rolname = %s"
+APPEND = f"INSERT INTO {MESSAGES} (sid, seq, body) VALUES (%s, %s, %s)"
+# one statement (COPY does not take row-level security)
+APPEND_ALL = (f"INSERT INTO {MESSAGES} (sid, seq, body) SELECT %s, n - 1, b::json "
+              "FROM unnest(%s::text[]) WITH ORDINALITY AS t(b, n)")
+DELETE = f"DELETE FROM {SESSIONS} WHERE {_OWN} RETURNING sid"
+
+SAVE_FIGURE = (f"INSERT INTO {FIGURES} (sid, figure_id, media_type, data) "
+               f"SELECT sid, %(figure)s, %(type)s, %(data)s FROM {SESSIONS} WHERE {_OWN} "
+               "ON CONFLICT (sid, figure_id) DO UPDATE SET media_type = EXCLUDED.media_type, "
+               "data = EXCLUDED.data, saved_at = now() RETURNING 1")
+# the bytes of a figure over the cap are not even sent by the server
+_OF = f"f.sid = (SELECT sid FROM {SESSIONS} WHERE {_READABLE})"
+READ_FIGURE = (f"SELECT f.media_type, octet_length(f.data) AS size, CASE WHEN "
+               f"octet_length(f.data) <= %(cap)s THEN f.data END AS data FROM {FIGURES} f "
+               f"WHERE {_OF} AND f.figure_id = %(figure)s")
+FIGURE_IDS = f"SELECT f.figure_id FROM {FIGURES} f WHERE {_OF} ORDER BY f.figure_id"
+DELETE_FIGURE = (f"DELETE FROM {FIGURES} f USING {SESSIONS} s WHERE s.sid = f.sid AND "
+                 "s.project = %(project)s AND s.id = %(id)s AND f.figure_id = %(figure)s "
+                 "RETURNING 1")
+
+# Python's datetimes cover years 1-9999; a row outside them (``infinity``) cannot be listed
+_REPRESENTABLE = "BETWEEN '0001-01-01 00:00:00+00' AND '9999-12-31 23:59:59.999999+00'"
+# named as the fields of a SessionListing
+_PAGE_COLUMNS = (
+    "sid, project, id, created_at, updated_at, summary, title, archived, "
+    "transcript_len AS message_count, cost_usd, tool_calls, "
+    "coalesce(first_prompt, '') AS first_prompt, owner_user, owner_host, parent, state, "
+    "compactions, owner_role")
+
+
+def listing_query(*, include_archived: bool, limit: int | None, after: bool,
+                  session_id: bool = False) -> str:
+    """One listing page: the project's sessions, then those other roles share with this one.
+
+    Parameters: ``project``, ``horizon`` (the latest ``updated_at`` believed), and
+    ``after_at``, ``after_id``, ``limit`` and ``id`` when used; ``session_id=True`` lists
+    the one session ``id``, archived or not, whatever its date.
+    """
+    where = [f"schema_version <= {SCHEMA_VERSION}",
+             f"updated_at {_REPRESENTABLE}", f"created_at {_REPRESENTABLE}"]
+    if session_id:
+        where.append(_READABLE)
+        page = f"SELECT {_PAGE_COLUMNS} FROM {SESSIONS} WHERE {' AND '.join(where)}"
+    else:
+        where.append("updated_at <= %(horizon)s")
+        if not include_archived:
+            where.append("NOT archived")
+        if after:
+            where.append("(updated_at, id) < (%(after_at)s, %(after_id)s)")
+        order = "ORDER BY updated_at DESC, id DESC" + (
+            " LIMIT %(limit)s" if limit is not None else "")
+        own = " AND ".join(["project = %(project)s", *where])
+        # read from the shares, so the page never scans the sessions
+        shared = " AND ".join([
+            f"sid = ANY (ARRAY(SELECT h.sid FROM {SCHEMA}.shares h))",
+            "owner_role <> current_user", "project <> %(project)s", *where])
+        page = (f"(SELECT {_PAGE_COLUMNS} FROM {SESSIONS} WHERE {own} {order}) "
+                f"UNION ALL (SELECT {_PAGE_COLUMNS} FROM {SESSIONS} WHERE {shared} "
+                f"{order}) {order}")
+    return f"""SELECT s.*,
+    ARRAY(SELECT h.grantee::text FROM {SCHEMA}.shares h WHERE h.sid = s.sid ORDER BY 1)
+        AS shared_with, {LEASE_COLUMNS}
+FROM ({page}) s
+LEFT JOIN {SCHEMA}.leases l ON l.project = s.project AND l.session_id = s.id
+LEFT JOIN ({LIVE_LOCKS}) k ON {LOCK_OF_ROW}
+ORDER BY s.updated_at DESC, s.id DESC"""
 
 
 @dataclass(frozen=True)
@@ -95,11 +180,6 @@ def dumps(value: Any) -> str:
     return encode_json(value).decode("utf-8")
 
 
-def pg_text(value: str | None) -> str | None:
-    """PostgreSQL ``text`` cannot hold NUL: it becomes U+FFFD (as lone surrogates do)."""
-    return None if value is None else value.replace("\0", "\ufffd")
-
-
 def _first_prompt(current: str | None, appended: list[dict[str, Any]]) -> str | None:
     if current is None and any(m.get("role") == "user" for m in appended):
         return first_prompt_of(appended)
@@ -109,104 +189,97 @@ def _first_prompt(current: str | None, appended: list[dict[str, Any]]) -> str | 
 def row_values(record: SessionRecord) -> dict[str, Any]:
     """Column values of a new ``sessions`` row for ``record`` (owner and project excluded)."""
     same = record.messages == record.transcript
-    extra = record.model_extra or {}
-    return {
-        "schema_version": SCHEMA_VERSION, "created_at": record.created_at,
-        "updated_at": record.updated_at, "summary": pg_text(record.summary),
-        "title": pg_text(record.title), "archived": record.archived,
-        "project_root": pg_text(record.project_root),
-        "context_head": dumps([] if same else record.messages),
-        "context_from": 0 if same else len(record.transcript),
-        "transcript_len": len(record.transcript),
-        "compactions": dumps([c.model_dump(mode="json") for c in record.compactions]),
-        "state": dumps(record.state.model_dump(mode="json")),
-        "parent": None if record.parent is None else dumps(record.parent.model_dump(mode="json")),
-        "first_prompt": pg_text(_first_prompt(None, record.transcript)),
-        "cost_usd": record.state.usage.cost_usd, "tool_calls": record.state.tool_calls,
-        "extra": dumps(extra) if extra else None,
-    }
+    head = Head(0, 0, record, [] if same else record.messages,
+                0 if same else len(record.transcript), len(record.transcript),
+                _first_prompt(None, record.transcript))
+    return column_values(head, HEAD_COLUMNS[2:])
 
 
-def column_values(head: Head, columns: frozenset[str]) -> dict[str, Any]:
-    """The values to write for ``columns`` of ``head`` (JSON columns as text)."""
-    values: dict[str, Any] = {}
+def column_values(head: Head, columns: Iterable[str]) -> dict[str, Any]:
+    """The values to write for ``columns`` of ``head``: JSON columns as text, NUL in text as
+    U+FFFD (``text`` cannot hold it, as lone surrogates are); ``state`` brings its totals
+    ``cost_usd`` and ``tool_calls`` along."""
+    out: dict[str, Any] = {}
     for name in columns:
-        if name == "state":
-            values.update(state=dumps(head.state.model_dump(mode="json")),
-                          cost_usd=head.state.usage.cost_usd, tool_calls=head.state.tool_calls)
-        elif name == "compactions":
-            values[name] = dumps([c.model_dump(mode="json") for c in head.compactions])
-        elif name == "context_head":
-            values[name] = dumps(head.context_head)
-        elif name in ("summary", "title", "first_prompt"):
-            values[name] = pg_text(getattr(head, name))
+        if name == "schema_version":
+            value: Any = SCHEMA_VERSION
+        elif name == "extra":
+            value = head.record.model_extra or None
         else:
-            values[name] = getattr(head, name)
-    return values
+            value = getattr(head.record if name in _RECORD_COLUMNS else head, name)
+        if name == "state":
+            out.update(cost_usd=value.usage.cost_usd, tool_calls=value.tool_calls)
+        if name in _MODELS:
+            value = to_jsonable_python(value)
+        if name in _JSON_COLUMNS and value is not None:
+            value = dumps(value)
+        elif isinstance(value, str):
+            value = value.replace("\0", "\ufffd")
+        out[name] = value
+    return out
 
 
 def plan_save(head: Head, incoming: Sequence[Any] | None,
               state: SessionState | None) -> Plan | None:
     """New messages (``incoming`` ``None``: none) and a changed checkpoint; ``None`` when
     nothing is new. Raises as :func:`~jupyter_agent.store.messages.new_messages`."""
-    new = [] if incoming is None else new_messages(head.id, head.working, incoming)[0]
-    changed_state = state is not None and state != head.state
+    record = head.record
+    new = [] if incoming is None else new_messages(record.id, record.messages, incoming)[0]
+    changed_state = state is not None and state != record.state
     if not new and not changed_state:
         return None
-    updates: dict[str, Any] = {"updated_at": utc_now()}
+    update: dict[str, Any] = {"updated_at": utc_now()}
+    columns = {"updated_at"}
     if new:
-        updates.update(transcript_len=head.transcript_len + len(new),
-                       first_prompt=_first_prompt(head.first_prompt, new),
-                       working=[*head.working, *new])
+        update["messages"] = [*record.messages, *new]
+        columns |= {"transcript_len", "first_prompt"}
     if changed_state:
-        updates["state"] = state
-    columns = frozenset(updates) - {"working"}
-    return Plan(replace(head, **updates), columns, new)
+        update["state"] = state
+        columns.add("state")
+    return Plan(replace(head, record=record.model_copy(update=update),
+                        transcript_len=head.transcript_len + len(new),
+                        first_prompt=_first_prompt(head.first_prompt, new)),
+                frozenset(columns), new)
 
 
 def plan_compact(head: Head, messages: list[dict[str, Any]], summary: str,
                  replaced: int | None) -> Plan:
-    now = utc_now()
+    now, record = utc_now(), head.record
     event = Compaction(
         at=now, summary=summary,
-        replaced=count_replaced(head.working, messages) if replaced is None else replaced,
+        replaced=count_replaced(record.messages, messages) if replaced is None else replaced,
         transcript_length=head.transcript_len,
     )
     new = replace(head, context_head=list(messages), context_from=head.transcript_len,
-                  working=list(messages), compactions=[*head.compactions, event], updated_at=now)
+                  record=record.model_copy(update={
+                      "messages": list(messages), "compactions": [*record.compactions, event],
+                      "updated_at": now}))
     return Plan(new, frozenset({"context_head", "context_from", "compactions", "updated_at"}))
 
 
 def plan_update(head: Head, values: dict[str, Any], touch: bool) -> Plan | None:
     """Set ``summary``, ``title`` and ``archived``; ``touch`` sets ``updated_at``."""
-    if not touch and all(getattr(head, k) == v for k, v in values.items()):
+    if not touch and all(getattr(head.record, k) == v for k, v in values.items()):
         return None
     if touch:
         values = {**values, "updated_at": utc_now()}
-    return Plan(replace(head, **values), frozenset(values))
+    return Plan(replace(head, record=head.record.model_copy(update=values)), frozenset(values))
 
 
 # ------------------------------------------------------------------ decoding
-def raw_json(data: str | bytes) -> str | bytes:
-    """The connection's ``json`` loader: the text as it is, decoded here later."""
-    return data
-
-
 def _json(raw: Any, where: str, column: str, cap: int = RECORD_CAP, *,
           messages: bool = False) -> Any:
     # refused over ``cap`` bytes before decoding; messages are depth-checked by check_messages
     if raw is None:
         return None
-    if not isinstance(raw, bytes | bytearray | memoryview | str):
+    if isinstance(raw, str) and len(raw) <= cap:  # its length is at most its size in UTF-8
+        raw = raw.encode("utf-8", "surrogatepass")
+    if isinstance(raw, bytes | str) and len(raw) > cap:
+        raise TooLargeError(where, len(raw), cap, column)
+    if not isinstance(raw, bytes):  # the json loader gives bytes
         raise CorruptSessionError(where, f"{column}: not JSON text")
-    size = len(raw) if not isinstance(raw, memoryview) else raw.nbytes
-    if size > cap:  # a str's length in characters is at most its size in UTF-8
-        raise TooLargeError(where, size, cap, column)
-    data = bytes(raw) if not isinstance(raw, str) else raw.encode("utf-8", "surrogatepass")
-    if len(data) > cap:
-        raise TooLargeError(where, len(data), cap, column)
     try:
-        value = decode_json(data, where)
+        value = decode_json(raw, where)
     except CorruptSessionError as err:
         raise CorruptSessionError(where, f"{column}: {err.reason}") from None
     problem = None if messages else depth_problem(value)
@@ -239,51 +312,42 @@ def _model(model: Any, value: Any, where: str, column: str) -> Any:
         raise CorruptSessionError(where, f"{column}: {validation_reason(err)}") from None
 
 
-def _compactions(raw: Any, where: str) -> list[Compaction]:
-    events = _json(raw, where, f"{SESSIONS}.compactions")
-    if type(events) is not list:
-        raise CorruptSessionError(where, f"{SESSIONS}.compactions: must be a list")
-    return [_model(Compaction, e, where, f"{SESSIONS}.compactions[{k}]")
-            for k, e in enumerate(events)]
-
-
-def _state(raw: Any, where: str) -> SessionState:
-    column = f"{SESSIONS}.state"
-    return _model(SessionState, _json(raw, where, column) or {}, where, column)
-
-
-def _parent(raw: Any, where: str) -> ForkOrigin | None:
-    origin = _json(raw, where, f"{SESSIONS}.parent")
-    return None if origin is None else _model(ForkOrigin, origin, where, f"{SESSIONS}.parent")
-
-
-def _extra(raw: Any, where: str) -> dict[str, Any]:
-    data = _json(raw, where, f"{SESSIONS}.extra")
-    if data is None:
-        return {}
-    if type(data) is not dict:
-        raise CorruptSessionError(where, f"{SESSIONS}.extra: must be a JSON object")
-    known = sorted(_KNOWN_KEYS.intersection(data))
+def _column(row: Mapping[str, Any], name: str, where: str) -> Any:
+    """The JSON column ``name`` (compactions, state, parent or extra) of a ``sessions`` row,
+    validated; ``CorruptSessionError`` naming it."""
+    column = f"{SESSIONS}.{name}"
+    value = _json(row[name], where, column)
+    if name == "compactions":
+        if type(value) is not list:
+            raise CorruptSessionError(where, f"{column}: must be a list")
+        return [_model(Compaction, e, where, f"{column}[{k}]") for k, e in enumerate(value)]
+    if name == "state":
+        return _model(SessionState, value or {}, where, column)
+    if value is None:  # no parent, no unknown keys
+        return None
+    if name == "parent":
+        return _model(ForkOrigin, value, where, column)
+    if type(value) is not dict:
+        raise CorruptSessionError(where, f"{column}: must be a JSON object")
+    known = sorted(SessionRecord.model_fields.keys() & value.keys())
     if known:
-        raise CorruptSessionError(where, f"{SESSIONS}.extra: holds the record's own "
-                                         f"key {known[0]!r}")
-    return data
+        raise CorruptSessionError(where, f"{column}: holds the record's own key {known[0]!r}")
+    return value
 
 
-def head_from_row(row: Sequence[Any], tail: Any, where: str) -> Head:
-    """A validated head from a row of :data:`HEAD_COLUMNS` and the raw JSON list of the
-    transcript rows from ``context_from`` on (``None`` when there are none);
+def head_from_row(row: Mapping[str, Any], where: str) -> Head:
+    """A validated head from a row of :data:`HEAD_COLUMNS` and ``tail``, the raw JSON list
+    of the transcript rows from ``context_from`` on (``None`` when there are none);
     ``CorruptSessionError`` for a row of a newer jupyter-agent or one that does not validate."""
-    context_from = row[11]
+    context_from = row["context_from"]
     first_seq = context_from if type(context_from) is int else 0
-    return _head(row, _messages(tail, where, f"{MESSAGES} from seq {first_seq}", first_seq,
-                                JOURNAL_CAP), where)
+    return _head(row, _messages(row["tail"], where, f"{MESSAGES} from seq {first_seq}",
+                                first_seq, JOURNAL_CAP), where)
 
 
-def _head(row: Sequence[Any], tail: list[dict[str, Any]], where: str) -> Head:
-    (sid, revision, sid_text, version, created_at, updated_at, summary, title, archived,
-     project_root, context_head, context_from, transcript_len, compactions, state, parent,
-     first, extra) = row
+def _head(row: Mapping[str, Any], tail: list[dict[str, Any]], where: str) -> Head:
+    version, context_from, transcript_len = (
+        row["schema_version"], row["context_from"], row["transcript_len"])
     if type(version) is not int or version > SCHEMA_VERSION:
         raise CorruptSessionError(
             where, f"it has schema_version {version}, but this jupyter-agent reads only up "
@@ -297,42 +361,34 @@ def _head(row: Sequence[Any], tail: list[dict[str, Any]], where: str) -> Head:
         raise CorruptSessionError(
             where, f"{MESSAGES}: {context_from + len(tail)} transcript rows where "
                    f"{transcript_len} were saved")
-    head_messages = _messages(context_head, where, f"{SESSIONS}.context_head", None)
-    return Head(
-        sid=sid, revision=revision, id=sid_text, created_at=created_at,
-        updated_at=updated_at, summary=summary, title=title, archived=archived,
-        project_root=project_root, context_head=head_messages, context_from=context_from,
-        transcript_len=transcript_len, compactions=_compactions(compactions, where),
-        state=_state(state, where), parent=_parent(parent, where),
-        first_prompt=first, extra=_extra(extra, where), working=[*head_messages, *tail],
-    )
+    head_messages = _messages(row["context_head"], where, f"{SESSIONS}.context_head", None)
+    data = {name: row[name] for name in _RECORD_COLUMNS} | {
+        name: _column(row, name, where) for name in _MODELS}
+    record = _model(SessionRecord, {**(_column(row, "extra", where) or {}), **data}, where,
+                    SESSIONS)
+    record.messages = [*head_messages, *tail]  # validated already: not copied by pydantic
+    return Head(row["sid"], row["revision"], record, head_messages, context_from,
+                transcript_len, row["first_prompt"])
 
 
-def record_from_row(row: Sequence[Any], where: str) -> SessionRecord:
-    """The record from a row of :data:`HEAD_COLUMNS` followed by the raw JSON list of its
+def record_from_row(row: Mapping[str, Any], where: str) -> SessionRecord:
+    """The record from a row of :data:`HEAD_COLUMNS` and ``tail``, the raw JSON list of its
     whole transcript (``None`` when empty); ``CorruptSessionError`` as :func:`head_from_row`."""
-    transcript = _messages(row[-1], where, MESSAGES, 0, JOURNAL_CAP)
-    context_from = row[11]
+    transcript = _messages(row["tail"], where, MESSAGES, 0, JOURNAL_CAP)
+    context_from = row["context_from"]
     start = context_from if type(context_from) is int and context_from >= 0 else 0
-    head = _head(row[:-1], transcript[start:], where)
-    data = {
-        **head.extra, "id": head.id, "created_at": head.created_at,
-        "updated_at": head.updated_at, "summary": head.summary, "title": head.title,
-        "archived": head.archived, "project_root": head.project_root,
-    }
-    record = _model(SessionRecord, data, where, SESSIONS)
-    # validated already: assigned, not copied by pydantic
-    record.messages, record.transcript = head.working, transcript
-    record.compactions, record.state, record.parent = head.compactions, head.state, head.parent
+    record = _head(row, transcript[start:], where).record
+    record.transcript = transcript  # validated already: assigned, not copied by pydantic
     return record
 
 
-def listing_entry(row: Sequence[Any], status: Literal["active", "in use", "idle"],
+def listing_entry(row: Mapping[str, Any], status: Literal["active", "in use", "idle"],
                   holder: LeaseHolder | None, where: str) -> SessionListing:
-    """A listing entry from a row of the listing query, checked as a load checks the same
-    columns (messages are not read); ``CorruptSessionError`` naming the column."""
-    (sid, created_at, updated_at, summary, title, archived, count, cost, tool_calls,
-     first, owner_user, owner_host, parent, state, compactions, owner_role, shared_with) = row
+    """A listing entry from a row of the listing query (columns named as the entry's
+    fields), checked as a load checks the same columns (messages are not read);
+    ``CorruptSessionError`` naming the column."""
+    sid, updated_at, count, cost, tool_calls = (
+        row["id"], row["updated_at"], row["message_count"], row["cost_usd"], row["tool_calls"])
     if not isinstance(sid, str) or SESSION_ID_PATTERN.fullmatch(sid) is None:
         raise CorruptSessionError(where, f"{SESSIONS}.id: not a valid session ID")
     if isinstance(updated_at, datetime) and updated_at.tzinfo is not None:
@@ -344,16 +400,11 @@ def listing_entry(row: Sequence[Any], status: Literal["active", "in use", "idle"
             and isinstance(cost, float) and isfinite(cost) and cost >= 0):
         raise CorruptSessionError(where, f"{SESSIONS}: transcript_len, tool_calls and "
                                          "cost_usd must be finite and non-negative")
-    origin = _parent(parent, where)
-    _state(state, where)
-    _compactions(compactions, where)
-    fields = {
-        "id": sid, "updated_at": updated_at, "summary": summary, "title": title,
-        "archived": archived, "status": status, "created_at": created_at,
-        "message_count": count, "cost_usd": cost, "tool_calls": tool_calls,
-        "first_prompt": first or "", "holder": holder, "owner_user": owner_user,
-        "owner_host": owner_host, "owner_role": owner_role or "",
-        "shared_with": tuple(shared_with or ()), "parent": origin,
-    }
-    entry: SessionListing = _model(SessionListing, fields, where, SESSIONS)
+    origin = _column(row, "parent", where)
+    _column(row, "state", where)
+    _column(row, "compactions", where)
+    # the row's other columns are not the entry's fields: validation leaves them out
+    values = {**row, "parent": origin, "status": status, "holder": holder,
+              "shared_with": tuple(row["shared_with"] or ())}
+    entry: SessionListing = _model(SessionListing, values, where, SESSIONS)
     return entry

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import psycopg
 
 SCHEMA = "jupyter_agent"
+_MINE = "owner_role = current_user"
 # Key of the transaction-level advisory lock taken while migrating ("jupyter-agent"
 # in ASCII, truncated to fit a bigint); distinct from every session lease key space
 # only by chance of a 64-bit hash, which is good enough.
@@ -34,25 +35,6 @@ class Migration:
     name: str
     statements: tuple[str, ...]
 
-
-_MINE = "owner_role = current_user"
-POLICIES = (
-    f"CREATE POLICY own ON {SCHEMA}.sessions USING ({_MINE}) WITH CHECK ({_MINE})",
-    f"""CREATE POLICY shared ON {SCHEMA}.sessions FOR SELECT USING (
-        EXISTS (SELECT 1 FROM {SCHEMA}.shares h WHERE h.sid = sessions.sid))""",
-    *(policy for table in ("messages", "figures") for policy in (
-        f"""CREATE POLICY readable ON {SCHEMA}.{table} FOR SELECT USING (
-            EXISTS (SELECT 1 FROM {SCHEMA}.sessions s WHERE s.sid = {table}.sid))""",
-        f"""CREATE POLICY own ON {SCHEMA}.{table} USING (
-            EXISTS (SELECT 1 FROM {SCHEMA}.sessions s WHERE s.sid = {table}.sid AND s.{_MINE}))
-            WITH CHECK (
-            EXISTS (SELECT 1 FROM {SCHEMA}.sessions s WHERE s.sid = {table}.sid AND s.{_MINE}))""",
-    )),
-    f"CREATE POLICY own ON {SCHEMA}.leases USING ({_MINE}) WITH CHECK ({_MINE})",
-    f"CREATE POLICY own ON {SCHEMA}.shares USING ({_MINE}) WITH CHECK ({_MINE})",
-    f"""CREATE POLICY mine ON {SCHEMA}.shares FOR SELECT USING (grantee IN (
-        SELECT rolname FROM pg_roles WHERE pg_has_role(current_user, oid, 'MEMBER')))""",
-)
 
 # the schema's history, oldest first: add steps at the end, never change a shipped one
 MIGRATIONS: tuple[Migration, ...] = (
@@ -144,12 +126,28 @@ MIGRATIONS: tuple[Migration, ...] = (
         *(statement for table in ("sessions", "messages", "figures", "leases", "shares")
           for statement in (f"ALTER TABLE {SCHEMA}.{table} ENABLE ROW LEVEL SECURITY",
                             f"ALTER TABLE {SCHEMA}.{table} FORCE ROW LEVEL SECURITY")),
-        *POLICIES,
+        f"CREATE POLICY own ON {SCHEMA}.sessions USING ({_MINE}) WITH CHECK ({_MINE})",
+        f"""CREATE POLICY shared ON {SCHEMA}.sessions FOR SELECT USING (
+            EXISTS (SELECT 1 FROM {SCHEMA}.shares h WHERE h.sid = sessions.sid))""",
+        *(policy for table in ("messages", "figures") for policy in (
+            f"""CREATE POLICY readable ON {SCHEMA}.{table} FOR SELECT USING (
+                EXISTS (SELECT 1 FROM {SCHEMA}.sessions s WHERE s.sid = {table}.sid))""",
+            f"""CREATE POLICY own ON {SCHEMA}.{table} USING (
+                EXISTS (SELECT 1 FROM {SCHEMA}.sessions s
+                        WHERE s.sid = {table}.sid AND s.{_MINE}))
+                WITH CHECK (EXISTS (SELECT 1 FROM {SCHEMA}.sessions s
+                                    WHERE s.sid = {table}.sid AND s.{_MINE}))""",
+        )),
+        f"CREATE POLICY own ON {SCHEMA}.leases USING ({_MINE}) WITH CHECK ({_MINE})",
+        f"CREATE POLICY own ON {SCHEMA}.shares USING ({_MINE}) WITH CHECK ({_MINE})",
+        f"""CREATE POLICY mine ON {SCHEMA}.shares FOR SELECT USING (grantee IN (
+            SELECT rolname FROM pg_roles WHERE pg_has_role(current_user, oid, 'MEMBER')))""",
         # anyone may read which migrations ran; only the tables' owner records one
         f"ALTER TABLE {SCHEMA}.migrations ENABLE ROW LEVEL SECURITY",
         f"CREATE POLICY readable ON {SCHEMA}.migrations FOR SELECT USING (true)",
     )),
 )
+
 
 def current_version(conn: psycopg.Connection) -> int:
     """The newest migration applied to the database (0 when there is none)."""
@@ -167,8 +165,30 @@ def ensure_schema(conn: psycopg.Connection, shown_url: str,
     changes on ``StoreSchemaError`` (a newer schema) or ``StoreUnavailableError`` (a
     migration failed, e.g. no privilege)."""
     psycopg = import_psycopg()
+    latest = migrations[-1].version if migrations else 0
     try:
-        return _ensure(conn, shown_url, migrations)
+        version = current_version(conn)
+        if version > latest:
+            raise StoreSchemaError(shown_url, version, latest)
+        if version == latest:
+            return version
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            if conn.execute("SELECT to_regnamespace(%s)", (SCHEMA,)).fetchone() == (None,):
+                conn.execute(f"CREATE SCHEMA {SCHEMA}")  # needs CREATE on the database
+            conn.execute(f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.migrations (
+                version integer PRIMARY KEY,
+                name text NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now())""")
+            version = current_version(conn)  # again, under the lock
+            if version > latest:
+                raise StoreSchemaError(shown_url, version, latest)
+            for step in [m for m in migrations if m.version > version]:
+                for statement in step.statements:
+                    conn.execute(statement)  # DDL, no parameters
+                conn.execute(f"INSERT INTO {SCHEMA}.migrations (version, name) "
+                             "VALUES (%s, %s)", (step.version, step.name))
+        return latest
     except psycopg.OperationalError:
         raise  # the connection: the caller knows what to do
     except psycopg.Error as err:
@@ -177,32 +197,3 @@ def ensure_schema(conn: psycopg.Connection, shown_url: str,
             shown_url, f"cannot create or upgrade the {SCHEMA} tables ({reason}); a user who "
                        "may create schemas in this database must connect once first",
         ) from None
-
-
-def _ensure(conn: psycopg.Connection, shown_url: str, migrations: Sequence[Migration]) -> int:
-    latest = migrations[-1].version if migrations else 0
-    version = current_version(conn)
-    if version > latest:
-        raise StoreSchemaError(shown_url, version, latest)
-    if version == latest:
-        return version
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-        if conn.execute("SELECT to_regnamespace(%s)", (SCHEMA,)).fetchone() == (None,):
-            conn.execute(f"CREATE SCHEMA {SCHEMA}")  # needs CREATE on the database
-        conn.execute(f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.migrations (
-            version integer PRIMARY KEY,
-            name text NOT NULL,
-            applied_at timestamptz NOT NULL DEFAULT now())""")
-        version = current_version(conn)  # again, under the lock
-        if version > latest:
-            raise StoreSchemaError(shown_url, version, latest)
-        for step in migrations:
-            if step.version <= version:
-                continue
-            for statement in step.statements:
-                conn.execute(statement)  # DDL, no parameters
-            conn.execute(f"INSERT INTO {SCHEMA}.migrations (version, name) VALUES (%s, %s)",
-                         (step.version, step.name))
-    return latest
-

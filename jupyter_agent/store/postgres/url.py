@@ -14,7 +14,7 @@ import os
 import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlencode, urlsplit
+from urllib.parse import SplitResult, parse_qsl, quote, quote_plus, unquote, urlencode, urlsplit
 
 from jupyter_agent.errors import StoreUnavailableError
 from jupyter_agent.paths import STORE_URL_ENV
@@ -34,14 +34,11 @@ _DEFAULTS = {
 }
 
 
-def _split(url: str) -> tuple[str, str, str, str, str] | None:
-    if "://" not in url:
-        return None
+def _split(url: str) -> SplitResult | None:
     try:
-        parts = urlsplit(url)
+        return urlsplit(url) if "://" in url else None
     except ValueError:
         return None
-    return parts.scheme, parts.netloc, parts.path, parts.query, parts.fragment
 
 
 def redact_url(url: str) -> str:
@@ -50,17 +47,15 @@ def redact_url(url: str) -> str:
     parts = _split(url)
     if parts is None:
         return "<unparsable URL>"
-    scheme, netloc, path, query, fragment = parts
-    userinfo, at, hostport = netloc.rpartition("@")
-    if at and ":" in userinfo:
-        netloc = f"{userinfo.split(':', 1)[0]}:{_HIDDEN}@{hostport}"
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        if any(key in _SECRET_PARAMETERS for key, _ in pairs):
-            query = urlencode([(k, _HIDDEN if k in _SECRET_PARAMETERS else v) for k, v in pairs],
-                              safe="*/:")
-    return (f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
-            + (f"#{fragment}" if fragment else ""))
+    netloc, query = parts.netloc, parts.query
+    if parts.password is not None:
+        netloc = f"{parts.username}:{_HIDDEN}@{netloc.rpartition('@')[2]}"
+    pairs = parse_qsl(query, keep_blank_values=True)
+    if any(key in _SECRET_PARAMETERS for key, _ in pairs):
+        query = urlencode([(k, _HIDDEN if k in _SECRET_PARAMETERS else v) for k, v in pairs],
+                          safe="*/:")
+    return (f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
+            + (f"#{parts.fragment}" if parts.fragment else ""))
 
 
 def scrub(text: str, url: str) -> str:
@@ -68,12 +63,10 @@ def scrub(text: str, url: str) -> str:
     parts = _split(url)
     if parts is None:
         return text
-    secrets = []
-    userinfo, at, _ = parts[1].rpartition("@")
-    if at and ":" in userinfo:
-        secrets.append(unquote(userinfo.split(":", 1)[1]))
-    secrets += [value for key, value in parse_qsl(parts[3], keep_blank_values=True)
-                if key in _SECRET_PARAMETERS]
+    secrets = [value for key, value in parse_qsl(parts.query, keep_blank_values=True)
+               if key in _SECRET_PARAMETERS]
+    if parts.password:
+        secrets.append(unquote(parts.password))
     for secret in sorted(filter(None, secrets), key=len, reverse=True):
         for form in {secret, quote(secret, safe=""), quote_plus(secret)}:
             text = text.replace(form, _HIDDEN)
@@ -95,12 +88,12 @@ def check_store_url(value: str) -> str:
     if value == "":
         return StoreURL(value)
     parts = _split(value)
-    if parts is None or parts[0].lower() not in _SCHEMES:
+    if parts is None or parts.scheme not in _SCHEMES:
         raise ValueError(
             "store_url must be empty (the JSON files) or a PostgreSQL URL such as "
             f"postgresql://user@db.example.org/agents (got {redact_url(value)!r})"
         )
-    if not parts[1] and not parts[2].strip("/") and "host=" not in parts[3]:
+    if not parts.netloc and not parts.path.strip("/") and "host=" not in parts.query:
         raise ValueError(
             f"store_url names no server and no database (got {redact_url(value)!r}); "
             "e.g. postgresql://user@db.example.org/agents"
@@ -130,7 +123,7 @@ def import_psycopg() -> Any:
     return psycopg
 
 
-_ALL: weakref.WeakSet[Link] = weakref.WeakSet()
+_ALL: weakref.WeakSet[Link] = weakref.WeakSet()  # the connected links of this process
 
 
 def _close_sockets_in_child() -> None:
@@ -138,7 +131,7 @@ def _close_sockets_in_child() -> None:
         link._orphan()
 
 
-@functools.cache  # once per process (a second registration would be harmless)
+@functools.cache  # once per process, on the first connection (importing does nothing)
 def _install_fork_hook() -> None:
     os.register_at_fork(after_in_child=_close_sockets_in_child)
 
@@ -168,6 +161,16 @@ class Link:
         """Whether a usable connection is open in this process (no round trip)."""
         return self._conn is not None and self._pid == os.getpid() and not self._conn.closed
 
+    def driver(self) -> Any:
+        """``psycopg``; ``StoreUnavailableError`` when the ``postgres`` extra is missing."""
+        psycopg = import_psycopg()
+        if psycopg is None:
+            raise StoreUnavailableError(
+                self.shown_url,
+                "the PostgreSQL driver is not installed: pip install 'jupyter-agent[postgres]'",
+            )
+        return psycopg
+
     def connection(self) -> psycopg.Connection:
         """The open connection, opening one (and running ``on_connect``) if needed;
         ``StoreUnavailableError`` when ``psycopg`` is missing or the server cannot be
@@ -177,15 +180,9 @@ class Link:
         if self._conn is not None and not self._conn.closed:
             return self._conn
         self._conn = None
-        psycopg = import_psycopg()
-        if psycopg is None:
-            raise StoreUnavailableError(
-                self.shown_url,
-                "the PostgreSQL driver is not installed: pip install 'jupyter-agent[postgres]'",
-            )
+        psycopg = self.driver()
         try:
-            given = psycopg.conninfo.conninfo_to_dict(self._url)
-            params = {**_DEFAULTS, **{k: str(v) for k, v in given.items() if v is not None}}
+            params = {**_DEFAULTS, **psycopg.conninfo.conninfo_to_dict(self._url)}
             conn = psycopg.connect(autocommit=True, **params)
         except psycopg.Error as err:
             raise self._unavailable(err) from None
@@ -227,7 +224,7 @@ class Link:
         """``op(connection)``, run again once on a new connection if it dropped and
         ``op`` is ``idempotent`` or had not begun its transaction; else
         ``StoreUnavailableError`` (the next call reconnects)."""
-        psycopg = import_psycopg()
+        psycopg = self.driver()
         for attempt in (1, 2):
             conn = self.connection()
             self._begun = False
@@ -242,9 +239,12 @@ class Link:
                 raise self._unavailable(err, lost=True) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def fetch(self, query: str, params: Any = None) -> list[Any]:
-        """The rows of one read statement (repeated after a reconnect)."""
-        return self.run(lambda c: c.execute(query, params).fetchall(), idempotent=True)
+    def fetch(self, query: str, params: Any = None) -> list[dict[str, Any]]:
+        """The rows of one read statement, as dicts by column name (repeated after a
+        reconnect)."""
+        dict_row = self.driver().rows.dict_row
+        return self.run(lambda c: c.cursor(row_factory=dict_row).execute(query, params)
+                        .fetchall(), idempotent=True)
 
     def write(self, op: Callable[[psycopg.Connection], T], check: Callable[[], None]) -> T:
         """``op`` in one transaction, after ``check()`` on the connection about to be used;
