@@ -161,18 +161,20 @@ def format_todos(todos: Sequence[TodoItem], *, open_only: bool = False) -> str:
 
 
 # --------------------------------------------------------------------------- tool calls
-def is_code_call(arguments: str) -> bool:
-    """True if the arguments carry Python ``code`` (``run_python``): shown with its code."""
-    args = call_arguments(arguments)
-    return isinstance(args, dict) and isinstance(args.get("code"), str)
-
-
-def format_tool_call(name: str, arguments: str, *, limit: int = 2000) -> str:
-    """The code a ``run_python`` call runs, indented under ``▶ name``; else ``▶ name(args)``."""
+def call_code(arguments: str) -> str | None:
+    """The Python ``code`` a ``run_python`` call runs (cut to 2000), else ``None``."""
     args = call_arguments(arguments)
     if isinstance(args, dict) and isinstance(args.get("code"), str):
-        code = shorten(args["code"].rstrip(), limit)
+        return shorten(args["code"].rstrip(), 2000)
+    return None
+
+
+def format_tool_call(name: str, arguments: str) -> str:
+    """The code a ``run_python`` call runs, indented under ``▶ name``; else ``▶ name(args)``."""
+    code = call_code(arguments)
+    if code is not None:
         return f"▶ {name}\n" + "\n".join("    " + line for line in code.splitlines())
+    args = call_arguments(arguments)
     shown = json.dumps(args, ensure_ascii=False) if not isinstance(args, str) else args
     return f"▶ {name}({shorten(shown, 200)})"
 
