@@ -40,7 +40,6 @@ from jupyter_agent.ui.display import (
     format_footer,
     format_forked,
     format_history,
-    format_resumed,
     format_resumed_line,
     format_search_results,
     format_sessions_table,
@@ -299,10 +298,12 @@ class AgentMagics(Magics):
         given here or earlier in this kernel, else the settings.
         """
         resumed = self.controller.resume(args.session_id, options_from_args(args))
+        shown = recap.recap_text(resumed.record, unarchived=resumed.unarchived,
+                                 endpoint_note=resumed.endpoint_note)
         if not self._jupyter:
-            _print(format_resumed(resumed))
+            _print(shown.plain)
             return
-        display(recap.resumed_markdown(resumed))
+        display(shown)
         figure = last_figure(resumed.record.transcript)
         if figure is not None:  # the last figure, small
             show_blocks([figure], partial(self.controller.read_figure, resumed.record.id),

@@ -15,7 +15,7 @@ from jupyter_agent.artefacts.steps import call_arguments
 from jupyter_agent.errors import LimitExceededError
 from jupyter_agent.settings import LIMITS
 from jupyter_agent.settings import option as settings_option
-from jupyter_agent.store.figure_files import figure_label, figure_refs
+from jupyter_agent.store.figure_files import figure_refs
 from jupyter_agent.store.messages import message_text
 from jupyter_agent.store.records import CLOCK_SKEW
 from jupyter_agent.text import one_line, shorten
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from jupyter_agent.artefacts.fork import Forked
     from jupyter_agent.artefacts.search import SearchHit
     from jupyter_agent.controller import Resumed, SessionChange, TurnResult, UsageReport
-    from jupyter_agent.store import Compaction, SessionListing, SessionRecord, TodoItem, Usage
+    from jupyter_agent.store import Compaction, SessionListing, TodoItem, Usage
 
 
 def plural(n: int | float, word: str) -> str:
@@ -78,7 +78,7 @@ def limits_left(limits: Limits, usage: Usage, tool_calls: int) -> str:
     return text or "no limits"
 
 
-def _tokens(usage: Usage) -> str:
+def format_tokens(usage: Usage) -> str:
     total = usage.input_tokens + usage.output_tokens
     return f"{plural(total, 'token')} ({usage.input_tokens:,} in / {usage.output_tokens:,} out)"
 
@@ -93,7 +93,7 @@ def format_footer(result: TurnResult) -> str:
         f"context ~{result.context_tokens:,}/{window.tokens:,} "
         f"({_WINDOW_SOURCE.get(window.source, window.source)})")
     return (
-        f"── {_tokens(result.turn_usage)} · {format_cost(result.turn_usage)} · "
+        f"── {format_tokens(result.turn_usage)} · {format_cost(result.turn_usage)} · "
         f"{plural(result.turn_tool_calls, 'tool call')} │ session: "
         f"{session.input_tokens + session.output_tokens:,} tokens · {format_cost(session)} · "
         f"{plural(result.session_tool_calls, 'tool call')} │ "
@@ -137,7 +137,7 @@ def format_usage(report: UsageReport) -> str:
     u, window = report.usage, report.window
     return "\n".join([
         f"session {report.session_id}",
-        f"tokens:      {_tokens(u)}",
+        f"tokens:      {format_tokens(u)}",
         f"cost:        {format_cost(u)}",
         f"model calls: {u.calls:,}",
         f"tool calls:  {report.tool_calls:,}",
@@ -152,12 +152,11 @@ def format_usage(report: UsageReport) -> str:
 _STATUS_MARK = {"pending": "[ ]", "in_progress": "[~]", "done": "[x]", "failed": "[!]"}
 
 
-def format_todos(todos: Sequence[TodoItem], *, open_only: bool = False) -> str:
-    rows = [t for t in todos if not open_only or t.status in ("pending", "in_progress")]
-    if not rows:
-        return "no open todos" if open_only else "no todos"
+def format_todos(todos: Sequence[TodoItem]) -> str:
+    if not todos:
+        return "no todos"
     return "\n".join(f"{_STATUS_MARK.get(t.status, '[?]')} {t.id}. {t.text} — {t.status}"
-                     + (f" (retries: {t.retries})" if t.retries else "") for t in rows)
+                     + (f" (retries: {t.retries})" if t.retries else "") for t in todos)
 
 
 # --------------------------------------------------------------------------- tool calls
@@ -296,51 +295,8 @@ def format_transcript(transcript: Sequence[dict[str, Any]], compactions: Sequenc
 history_blocks, format_history = transcript_blocks, format_transcript
 
 
-def format_recap_usage(record: SessionRecord) -> str:
-    state = record.state
-    return (f"updated {relative_time(record.updated_at)} · "
-            f"{plural(len(record.transcript), 'message')} · {_tokens(state.usage)} · "
-            f"{format_cost(state.usage)} · {plural(state.tool_calls, 'tool call')}")
-
-
-def last_exchange(record: SessionRecord) -> list[tuple[str, str]]:
-    """The last prompt and the last reply with text, as ``(label, text)``."""
-    messages = list(reversed(record.messages))
-    found = [(label, next((message_text(m) for m in messages if m.get("role") == role
-                           and (role == "user" or message_text(m))), None))
-             for label, role in (("prompt", "user"), ("reply", "assistant"))]
-    return [(label, text) for label, text in found if text is not None]
-
-
 def last_figure(messages: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
     return next(reversed(list(figure_refs(messages))), None)
-
-
-def format_recap(record: SessionRecord, *, unarchived: bool = False,
-                 endpoint_note: str = "") -> str:
-    """What ``%agent_resume`` prints: title, usage, the ``endpoint_note``, whether it was
-    unarchived, summary, open todos, the last exchange and figure."""
-    lines = [f"Resumed session {record.id}" + (f" — {record.title}" if record.title else ""),
-             format_recap_usage(record)]
-    if endpoint_note:
-        lines.append(endpoint_note)
-    if unarchived:
-        lines.append("unarchived: the session was archived; resuming took it out of the archive")
-    if record.summary:
-        lines.append("summary: " + shorten(record.summary.strip(), 600))
-    if any(t.status in ("pending", "in_progress") for t in record.state.todos):
-        lines.append("open todos:\n" + format_todos(record.state.todos, open_only=True))
-    lines += [f"last {label}: ".ljust(13) + one_line(text, 300)
-              for label, text in last_exchange(record)]
-    figure = last_figure(record.transcript)
-    if figure is not None:
-        lines.append(f"last figure: {figure_label(figure)} (%agent_history shows it)")
-    return "\n".join(lines)
-
-
-def format_resumed(resumed: Resumed) -> str:
-    return format_recap(resumed.record, unarchived=resumed.unarchived,
-                        endpoint_note=resumed.endpoint_note)
 
 
 def format_resumed_line(resumed: Resumed) -> str:
