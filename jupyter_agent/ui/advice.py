@@ -24,18 +24,13 @@ _log = logging.getLogger("jupyter_agent")
 def describe_holder(holder: LeaseHolder | None, *, pid: int | None = None) -> str:
     """``"the kernel of analysis.ipynb (pid 4242, since 14:05)"``, ``"process 4242 on host
     gpu-1"``, ``"another process"``; ``pid`` when the store records no holder."""
-    label = getattr(holder, "label", "") or ""
-    host = getattr(holder, "host", "") or ""
-    pid = getattr(holder, "pid", None) or pid
-    since = getattr(holder, "since", None)
-    here = host in ("", socket.gethostname())
-    details = []
-    if pid is not None:
-        details.append(f"pid {pid}")
+    label, host, since = (holder.label, holder.host, holder.since) if holder else ("", "", None)
+    pid = holder.pid if holder and holder.pid else pid
+    where = "" if host in ("", socket.gethostname()) else f" on host {host}"
+    details = [f"pid {pid}"] if pid is not None else []
     if since is not None:
         details.append(f"since {since.astimezone():%Y-%m-%d %H:%M}")
     extra = f" ({', '.join(details)})" if details else ""
-    where = "" if here else f" on host {host}"
     if label.endswith(".ipynb"):
         return f"the kernel of {label}{where}{extra}"
     if label:  # a kernel without a notebook, a terminal, a command

@@ -1,12 +1,9 @@
 """The sessions panel: an ipywidgets list of the sessions of one memory directory.
 
 A toolbar (filter, show-archived toggle, Refresh), an error area, a message area, one row
-per session of the current page (name, summary, status, last update, messages, cost;
-Details, Resume, Archive and Delete buttons), then the pager. The delete confirmation and
-the Details view appear right under the row they concern. The store is read once per
+per session of the current page, then the pager. The store is read once per
 :meth:`SessionsPanel.refresh`; rows are fixed slots of widgets whose values change, so
-redrawing opens no new comms. Every handler's exception becomes a line in the error
-area. Outside Jupyter the panel's ``text/plain`` is the sessions table.
+redrawing opens no new comms. Outside Jupyter the panel's ``text/plain`` is the table.
 """
 
 from __future__ import annotations
@@ -40,7 +37,6 @@ if TYPE_CHECKING:
 
 #: The name of a session with neither a title nor a prompt.
 UNTITLED = "(untitled, no prompt yet)"
-INFO_MIN, META_WIDTH = "240px", "210px"
 
 
 class RowText(NamedTuple):
@@ -61,9 +57,11 @@ def format_row(listing: SessionListing, now: datetime | None = None) -> RowText:
     who holds a session in use elsewhere; ``owner`` whose it is in a team store."""
     name = listing.title or excerpt(listing.first_prompt, 60) or UNTITLED
     shown = messages_of(listing.message_count)
+    roles = role_lines(listing.summary)
     return RowText(
         name=one_line(name, 60),
-        summary=_row_summary(listing.summary),
+        summary=excerpt(listing.summary, 120) if roles is None else
+        "\n".join(f"{role}: {excerpt(text, 100)}" for role, text in roles[:2]),
         updated=relative_time(listing.updated_at, now),
         status=listing.status + (", archived" if listing.archived else ""),
         messages=f"{shown} msg{'' if shown == 1 else 's'}" if shown else "no messages yet",
@@ -72,19 +70,6 @@ def format_row(listing: SessionListing, now: datetime | None = None) -> RowText:
         owner=format_owner(listing.owner_user, listing.owner_host, listing.owner_role,
                            listing.shared_with),
     )
-
-
-def _row_summary(summary: str) -> str:
-    roles = role_lines(summary)
-    if roles is None:
-        return excerpt(summary, 120)
-    return "\n".join(f"{role}: {excerpt(text, 100)}" for role, text in roles[:2])
-
-
-def _found_html(found: SearchMatch) -> str:
-    e = found.excerpt
-    return (f"<i>found in {html.escape(found.field)}:</i> {html.escape(e[:found.start])}"
-            f"<mark>{html.escape(e[found.start:found.end])}</mark>{html.escape(e[found.end:])}")
 
 
 class RowSlot:
@@ -96,9 +81,8 @@ class RowSlot:
         self.session_id = ""
         self.archived = False
         self.text = RowText("", "", "", "", "", "")
-        self.info = widgets.HTML(layout=widgets.Layout(flex="1 1 0%", min_width=INFO_MIN))
-        self.meta = widgets.HTML(layout=widgets.Layout(flex=f"0 0 {META_WIDTH}",
-                                                       width=META_WIDTH))
+        self.info = widgets.HTML(layout=widgets.Layout(flex="1 1 0%", min_width="240px"))
+        self.meta = widgets.HTML(layout=widgets.Layout(flex="0 0 210px", width="210px"))
         self.details = button("Details", "Show (or hide) summary, todos and last messages")
         self.resume = button("Resume", "Make this the active session of this kernel", "primary")
         self.archive = button("Archive", min_width="86px")  # as wide as "Unarchive"
@@ -131,7 +115,10 @@ class RowSlot:
         summary = "".join(f"<br><small>{html.escape(line)}</small>"
                           for line in text.summary.splitlines())
         if found is not None:
-            summary = f"<br><small>{_found_html(found)}</small>"
+            e, start, end = found.excerpt, found.start, found.end
+            summary = (f"<br><small><i>found in {html.escape(found.field)}:</i> "
+                       f"{html.escape(e[:start])}<mark>{html.escape(e[start:end])}</mark>"
+                       f"{html.escape(e[end:])}</small>")
         fork = fork_label(getattr(listing, "parent", None))  # listings name it when known
         fork = f" <small style='opacity:0.7'>· {html.escape(fork)}</small>" if fork else ""
         if text.owner:  # a team store: who created it
@@ -151,15 +138,14 @@ class RowSlot:
             "</b>") + (", archived" if listing.archived else "")
         counts = " · ".join(html.escape(t) for t in (text.updated, text.messages, text.cost))
         self.meta.value = lines_html(f"{status}<br><small>{counts}</small>")
+        why = f"In use by {text.holder}; stop that kernel first"
         self.resume.disabled = active or in_use
-        self.resume.tooltip = (
+        self.resume.tooltip = why if in_use else (
             "This is already the active session of this kernel" if active else
-            f"In use by {text.holder}; stop that kernel first" if in_use else
             "Make this the active session of this kernel")
         self.archive.description = "Unarchive" if listing.archived else "Archive"
         # another process holds it: it cannot be archived or deleted from here
         self.archive.disabled = self.delete.disabled = in_use
-        why = f"In use by {text.holder}; stop that kernel first"
         self.archive.tooltip = (why if in_use else
                                 "Show it again in the list" if listing.archived else
                                 "Hide it from the list (show archived shows it again)")

@@ -1,14 +1,8 @@
-"""A turn's events (:mod:`jupyter_agent.agent.events`) rendered as they happen: Markdown in
-Jupyter (:class:`MarkdownTurnRenderer`), text on a terminal (:class:`PlainTurnRenderer`).
+"""A turn's events (:mod:`jupyter_agent.agent.events`) rendered as they happen: text on a
+terminal (:class:`PlainTurnRenderer`), Markdown in Jupyter (:class:`MarkdownTurnRenderer`).
 
-Both show a ``run_python`` call with its code and each part of its result under one
-label, a refused call once with the whole reason, and every other tool call as one line
-(``▸ update_todo(id=1) → todo #1 is now in_progress``). A notice raised while a call runs
-is shown once, with that call's result. A call that will ask for approval shows only its
-name: the question shows the whole code. Long waits show a status line
-(``waiting for the model — 12 s …``) where a person watches, until the next event.
-Replies go through :func:`~jupyter_agent.text.reply_markdown`, our own lines
-through :func:`~jupyter_agent.text.literal`; no HTML is written.
+Replies go through :func:`~jupyter_agent.text.reply_markdown`, our own lines through
+:func:`~jupyter_agent.text.literal`; the only HTML is the approval question, escaped.
 """
 
 from __future__ import annotations
