@@ -346,8 +346,8 @@ def _table(rows: Sequence[Sequence[str]]) -> str:
                       + " " + r[-1]).rstrip() for r in rows)
 
 
-def format_sessions_table(listings: Sequence[SessionListing], *, active_id: str | None = None,
-                          now: datetime | None = None) -> str:
+def format_sessions_table(listings: Sequence[SessionListing], *,
+                          active_id: str | None = None) -> str:
     """One row per session, ``*`` marking the active one; an ``OWNER`` column when the
     store records owners (a team store)."""
     if not listings:
@@ -363,14 +363,14 @@ def format_sessions_table(listings: Sequence[SessionListing], *, active_id: str 
         if parent is not None:
             name = f"{one_line(name, 30)} ↳ fork of {one_line(parent.session_id, 16)}"
         status = s.status + (" (archived)" if s.archived else "")
-        rows.append(("*" if s.id == active_id else "", s.id, relative_time(s.updated_at, now),
+        rows.append(("*" if s.id == active_id else "", s.id, relative_time(s.updated_at),
                      status, str(messages_of(s.message_count)), f"${s.cost_usd:.4f}",
                      *((owner,) if team else ()), one_line(name, 64 if parent else 50)))
     return _table(rows)
 
 
 def format_search_results(hits: Sequence[SearchHit], *, query: str,
-                          active_id: str | None = None, now: datetime | None = None) -> str:
+                          active_id: str | None = None) -> str:
     """ID, last update, name and where the text was found, ``*`` marking ``active_id``."""
     if not hits:
         return f'no sessions match "{query}"'
@@ -378,23 +378,20 @@ def format_search_results(hits: Sequence[SearchHit], *, query: str,
     for hit in hits:
         s = hit.session
         where = one_line(hit.where, 100) + (f" (+{hit.count - 1} more)" if hit.count > 1 else "")
-        rows.append(("*" if s.id == active_id else "", s.id, relative_time(s.updated_at, now),
+        rows.append(("*" if s.id == active_id else "", s.id, relative_time(s.updated_at),
                      one_line(s.title or s.first_prompt, 40) or "(empty)", where))
-    count = f"{len(hits)} session{'s' if len(hits) != 1 else ''}"
     verb = "matches" if len(hits) == 1 else "match"
-    return f'{count} {verb} "{query}":\n' + _table(rows)
+    return f'{plural(len(hits), "session")} {verb} "{query}":\n' + _table(rows)
 
 
 def format_forked(forked: Forked, *, active: bool = True) -> str:
     """The fork, its parent and where it was cut; ``active``: the fork became this
     kernel's active session (the magic), else it was only saved (the command line)."""
-    record = forked.record
-    origin = record.parent
+    record, origin = forked.record, forked.record.parent
     parent = origin.session_id if origin is not None else "?"
-    if origin is not None and origin.turn is not None:
-        cut = f" after turn {origin.turn} of {forked.parent_turns}"
-    else:
-        cut = f" ({forked.turns} turn{'s' if forked.turns != 1 else ''})"
+    cut = (f" after turn {origin.turn} of {forked.parent_turns}"
+           if origin is not None and origin.turn is not None
+           else f" ({plural(forked.turns, 'turn')})")
     title = f" — {record.title}" if record.title else ""
     lines = [f"Forked session {parent}{cut} into session {record.id}{title}."]
     if forked.rebuilt:
