@@ -32,9 +32,9 @@ from jupyter_agent.project import can_update_live, is_jupyter
 from jupyter_agent.settings import OPTIONS, SessionOptions, Settings, trait_namespace
 from jupyter_agent.text import terminal_text
 from jupyter_agent.ui import recap, render
-from jupyter_agent.ui.advice import error_message
 from jupyter_agent.ui.display import (
     INTERRUPTED_MESSAGE,
+    error_message,
     format_change,
     format_exported,
     format_footer,

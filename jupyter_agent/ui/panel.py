@@ -20,8 +20,9 @@ from jupyter_agent.artefacts.fork import fork_label
 from jupyter_agent.artefacts.search import SearchHit, SearchMatch, search_listings, search_sessions
 from jupyter_agent.store import Usage
 from jupyter_agent.text import excerpt
-from jupyter_agent.ui.advice import describe_holder, error_message
 from jupyter_agent.ui.display import (
+    describe_holder,
+    error_message,
     format_cost,
     format_owner,
     format_search_results,
