@@ -118,23 +118,14 @@ def split_at_figures(blocks: Sequence[tuple[str, dict[str, Any] | None]]
     return parts
 
 
-def show_blocks(parts: Sequence[str | dict[str, Any]], read: ReadFigure | None, *,
+def show_blocks(parts: Sequence[str | dict[str, Any]], read: ReadFigure, *,
                 width: int | None = None) -> None:
-    """Print the text runs made inert and display the figures between them.
-
-    ``read`` is ``None`` in a terminal: the text names the figures. ``width`` is in CSS
-    pixels (default: the figure's own).
-    """
-    text: list[str] = []
+    """Print the text runs made inert and display the figures between them (``width`` in
+    CSS pixels; default: the figure's own)."""
     for part in parts:
         if isinstance(part, str):
-            text.append(part)
+            print(terminal_text(part))
             continue
-        if read is None:
-            continue
-        if text:
-            print(terminal_text("\n\n".join(text)))
-        text = []
         data, why = figure_data(read, part)
         if data is None:
             print(terminal_text(f"[{figure_label(part)}: cannot be shown: {why}]"))
@@ -142,5 +133,3 @@ def show_blocks(parts: Sequence[str | dict[str, Any]], read: ReadFigure | None, 
         metadata = {next(iter(data)): {"width": width}} if width else {}
         data["text/plain"] = f"[{figure_label(part)}]"
         display(data, metadata=metadata, raw=True)
-    if text:
-        print(terminal_text("\n\n".join(text)))

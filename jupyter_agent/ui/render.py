@@ -143,13 +143,13 @@ class PlainTurnRenderer:
             if self._waiting is not None:
                 self._waiting.event(event)
                 self._clear_status()
-            if getattr(event, "kind", "") in _SHOWN:
-                self._flush_pending()
             self._event(event)
 
     def _event(self, event: Any) -> bool:
         """Show one event; True when a live display must update at once."""
         kind = getattr(event, "kind", "")
+        if kind in _SHOWN:
+            self._flush_pending()
         if kind == "text_delta":
             self._reply(event.text)
             return False
@@ -201,18 +201,14 @@ class PlainTurnRenderer:
         self._write_block("\n".join([f"  {label} {first}", *(f"    {line}" for line in rest)]))
 
     def _notice(self, text: str, *, now: bool = False) -> None:
+        self._pending.append(text)
         if now:
-            self._write_notice(text)
-        else:
-            self._pending.append(text)
-
-    def _write_notice(self, text: str) -> None:
-        self._write_block(text if text.startswith("[") else f"[{text}]")
+            self._flush_pending()
 
     def _flush_pending(self) -> None:
         pending, self._pending = self._pending, []
         for text in pending:
-            self._write_notice(text)
+            self._write_block(text if text.startswith("[") else f"[{text}]")
 
     def finish(self, *, interrupted: bool = False, drop_notice: str | None = None,
                footer: str | None = None) -> None:
@@ -373,8 +369,6 @@ class MarkdownTurnRenderer(PlainTurnRenderer):
             return
         with self._lock:
             status_gone = self._waiting.event(event) if self._waiting is not None else False
-            if kind in _SHOWN:
-                self._flush_pending()
             force = self._event(event) or status_gone
         if self._live and (force or time.monotonic() - self._shown_at >= self._min_interval):
             with self._lock:
