@@ -199,8 +199,7 @@ def result_preview(text: str) -> list[str]:
         return ["(no output)"]
     shown = [shorten(line, 160) for line in lines[:10]]
     if len(lines) > 10:
-        more = len(lines) - 10
-        shown.append(f"… ({more} more line{'s' if more != 1 else ''})")
+        shown.append(f"… ({plural(len(lines) - 10, 'more line')})")
     return shown
 
 
@@ -255,9 +254,6 @@ def one_line_result(result: str, ok: bool) -> str:
 
 
 # --------------------------------------------------------------------------- saved sessions
-#: After a ``run_python`` call that ``%agent_cell`` handed out as a cell.
-CELL_MARK = "    ↳ handed out as a cell (%agent_cell)"
-
 Blocks = list[tuple[str, dict[str, Any] | None]]
 
 
@@ -272,8 +268,8 @@ def _format_message(message: dict[str, Any], cells: frozenset[str]) -> str:
     for call in message.get("tool_calls") or []:
         fn = call.get("function", {})
         lines.append(format_tool_call(fn.get("name", "?"), fn.get("arguments", "")))
-        if call.get("id") in cells:
-            lines.append(CELL_MARK)
+        if call.get("id") in cells:  # ``%agent_cell`` handed it out as a cell
+            lines.append("    ↳ handed out as a cell (%agent_cell)")
     return "\n".join(lines)
 
 

@@ -262,7 +262,7 @@ class MarkdownTurnRenderer(PlainTurnRenderer):
         self._live = live
         self._items: list[list[Any]] = []  # [kind, payload]: reply / lines / block
         self._handle: Any = None
-        self._parts: list[tuple[str, Any]] = []  # finished outputs: ("markdown"|"display", x)
+        self._parts: list[tuple[Any, dict[str, Any]]] = []  # finished outputs, display kwargs
         self._shown_figures: set[str] = set()  # "[figure 1: ...]" lines of figures shown
         self._plain_from = 0  # where the current output's plain text starts
         self._min_interval = min_interval
@@ -344,8 +344,8 @@ class MarkdownTurnRenderer(PlainTurnRenderer):
         done = self._display_object(status=False) if self._items else MarkdownText("", "")
         if self._handle is not None:  # (wiped if it showed only a status line)
             self._handle.update(done)
-        if self._items:
-            self._parts.append(("markdown", done))
+        if done.markdown.strip():
+            self._parts.append((done, {}))
         self._items, self._handle = [], None
         self._plain_from = len(self._plain_out.getvalue())
 
@@ -360,10 +360,10 @@ class MarkdownTurnRenderer(PlainTurnRenderer):
                     self._end_output()
                     if event.figure is not None:
                         self._shown_figures.add(f"[{describe_figure(event.figure)}]")
-                    bundle = (dict(event.data), dict(event.metadata or {}))
-                    self._parts.append(("display", bundle))
+                    how = {"metadata": dict(event.metadata or {}), "raw": True}
+                    self._parts.append((dict(event.data), how))
                     if self._live:
-                        display(bundle[0], metadata=bundle[1], raw=True)
+                        display(dict(event.data), **how)
             return
         if kind not in _SHOWN and kind != "approval_answered":
             return
@@ -389,11 +389,8 @@ class MarkdownTurnRenderer(PlainTurnRenderer):
             if footer:
                 self._block(f"*{literal(footer)}*")
             if not self._live:  # headless: every output of the turn, once, in order
-                for kind, shown in self._parts:
-                    if kind == "display":
-                        display(shown[0], metadata=shown[1], raw=True)
-                    elif shown.markdown.strip():
-                        display(shown)
+                for shown, how in self._parts:
+                    display(shown, **how)
             if self._handle is not None:  # (wiped if it showed only a status line)
                 self._handle.update(self._display_object() if self._items else MarkdownText("", ""))
             elif self._items:
