@@ -101,9 +101,8 @@ def image_tokens(width: int, height: int) -> int:
     return 85 + 170 * math.ceil(w / 512) * math.ceil(h / 512)
 
 
-def downscale(data: bytes, media_type: str,
-              max_side: int = MAX_IMAGE_SIDE) -> tuple[bytes, tuple[int, int]]:
-    """A PNG or JPEG image with its longer side at most ``max_side`` pixels, in its own
+def downscale(data: bytes, media_type: str) -> tuple[bytes, tuple[int, int]]:
+    """A PNG or JPEG image with its longer side at most :data:`MAX_IMAGE_SIDE` pixels, in its own
     format (``data`` itself if small enough), and its size.
 
     Raises
@@ -115,13 +114,13 @@ def downscale(data: bytes, media_type: str,
     if problem:
         raise ValueError(f"{FORMAT_NAMES.get(media_type, media_type)} image not sent: {problem}")
     size = image_size(data, media_type)
-    if size is not None and max(size) <= max_side:
+    if size is not None and max(size) <= MAX_IMAGE_SIDE:
         return data, size
     from PIL import Image
 
     try:
         with Image.open(io.BytesIO(data)) as image:
-            image.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
+            image.thumbnail((MAX_IMAGE_SIDE, MAX_IMAGE_SIDE), Image.Resampling.LANCZOS)
             out = io.BytesIO()
             if media_type == "image/jpeg":
                 image.convert("RGB").save(out, format="JPEG", quality=85)

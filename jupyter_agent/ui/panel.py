@@ -160,12 +160,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 def _guarded(func: F) -> F:
     @functools.wraps(func)
     def wrapper(self: SessionsPanel, *args: Any, **kwargs: Any) -> Any:
-        self._errors.value = ""
-        self._message.value = ""
+        self._errors.value = self._message.value = ""
         try:
             return func(self, *args, **kwargs)
         except Exception as err:  # the panel is the boundary: nothing reaches the kernel log
-            self._show_error(err)
+            text = html.escape(error_message(err))
+            self._errors.value = lines_html(f'<span style="color:#b00020">⚠ {text}</span>')
             return None
 
     return wrapper  # type: ignore[return-value]
@@ -364,12 +364,9 @@ class SessionsPanel(widgets.VBox):
         name = self._name(session_id)
         return f"session {session_id}" if name == UNTITLED else f"‘{name}’ ({session_id})"
 
-    def _show_error(self, err: BaseException) -> None:
-        text = html.escape(error_message(err))
-        self._errors.value = lines_html(f'<span style="color:#b00020">⚠ {text}</span>')
-
-    def _say(self, text: str) -> None:
-        self._message.value = lines_html(html.escape(text))
+    def _say(self, said: Any, default: str = "") -> None:
+        """Show what an action returned if it is a string, else ``default``."""
+        self._message.value = lines_html(html.escape(said if isinstance(said, str) else default))
 
     # ---- handlers
     def _on_row_click(self, action: str, slot: RowSlot) -> None:
@@ -415,16 +412,13 @@ class SessionsPanel(widgets.VBox):
     def _on_resume_click(self, session_id: str) -> None:
         if self._on_resume is None:
             raise RuntimeError("this panel has no resume action (on_resume was not given)")
-        said = self._on_resume(session_id)
-        self._say(said if isinstance(said, str) else
-                  f"Resumed {self._label(session_id)} — it is this kernel's active session; "
-                  "continue with %%agent")
+        self._say(self._on_resume(session_id), f"Resumed {self._label(session_id)} — it is "
+                  "this kernel's active session; continue with %%agent")
         self._reload()
 
     @_guarded
     def _on_archive_click(self, session_id: str, archived: bool) -> None:
-        said = self._on_archive(session_id, archived)
-        self._say(said if isinstance(said, str) else
+        self._say(self._on_archive(session_id, archived),
                   f"{'Archived' if archived else 'Unarchived'} {self._label(session_id)}.")
         self._reload()
 
@@ -449,10 +443,9 @@ class SessionsPanel(widgets.VBox):
         if session_id is None:
             return
         label = self._label(session_id)
-        said = self._on_delete(session_id)
+        self._say(self._on_delete(session_id), f"Deleted {label}.")
         if self._details.selected == session_id:
             self._details.hide()
-        self._say(said if isinstance(said, str) else f"Deleted {label}.")
         self._reload()
 
     @_guarded
