@@ -1,5 +1,5 @@
-"""What Jupyter shows of a saved session again: the ``%agent_resume`` recap as Markdown and
-the session's figures between the text of ``%agent_history``.
+"""What is shown of a saved session again: the ``%agent_resume`` recap (Markdown and plain
+text) and, in Jupyter, the session's figures between the text of ``%agent_history``.
 
 The summary and the last reply are Markdown written by the model and render as such,
 without maths; everything else is literal text. A figure is read through the store
