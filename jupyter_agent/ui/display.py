@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import socket
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -203,8 +204,6 @@ def result_preview(text: str) -> list[str]:
     return shown
 
 
-#: The section markers of a ``run_python`` result and the label each part gets on screen.
-_SECTIONS = {"[stderr]": "stderr", "[result]": "result", "[error]": "error"}
 #: The label shown before each part of a tool result, by kind (both renderers).
 RESULT_LABELS = {"output": "→", "result": "→ result", "stderr": "stderr", "error": "✗ error",
                  "message": "✗", "refused": "⊘ refused:"}
@@ -228,13 +227,10 @@ def tool_result_sections(result: str, ok: bool) -> list[tuple[str, str]]:
         text = text[len("error: "):]
         if text.startswith("refused: "):
             return [("refused", text[len("refused: "):])]
-    parts: list[tuple[str, list[str]]] = [("output", [])]
-    for line in text.split("\n"):
-        if line in _SECTIONS:
-            parts.append((_SECTIONS[line], []))
-        else:
-            parts[-1][1].append(line)
-    sections = [(kind, "\n".join(lines).strip("\n")) for kind, lines in parts]
+    # the section marker lines of a ``run_python`` result: what follows is that kind
+    pieces = re.split(r"^\[(stderr|result|error)\]$", text, flags=re.M)
+    sections = [(kind, body.strip("\n"))
+                for kind, body in zip(["output", *pieces[1::2]], pieces[::2], strict=True)]
     sections = [(kind, body) for kind, body in sections if body]
     if not ok and len(sections) == 1 and sections[0][0] == "output":
         first = sections[0][1]
