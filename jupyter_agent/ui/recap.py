@@ -110,12 +110,9 @@ def split_at_figures(blocks: Sequence[tuple[str, dict[str, Any] | None]]
         run.append(text)
         refs = list(figure_refs([message])) if message is not None else []
         if refs:
-            parts.append("\n\n".join(run))
-            parts.extend(refs)
+            parts += ["\n\n".join(run), *refs]
             run = []
-    if run:
-        parts.append("\n\n".join(run))
-    return parts
+    return parts + (["\n\n".join(run)] if run else [])
 
 
 def show_blocks(parts: Sequence[str | dict[str, Any]], read: ReadFigure, *,
