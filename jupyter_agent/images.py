@@ -14,8 +14,7 @@ import re
 import struct
 from collections.abc import Mapping
 
-MEDIA_TYPES: Mapping[str, str] = {"image/png": "png", "image/jpeg": "jpg",
-                                  "image/svg+xml": "svg"}
+MEDIA_TYPES: Mapping[str, str] = {"image/png": "png", "image/jpeg": "jpg", "image/svg+xml": "svg"}
 FORMAT_NAMES: Mapping[str, str] = {"image/png": "PNG", "image/jpeg": "JPEG",
                                    "image/svg+xml": "SVG"}
 RASTER_TYPES = ("image/png", "image/jpeg")
@@ -39,19 +38,29 @@ def sniff_media_type(data: bytes) -> str | None:
     return None
 
 
-def _svg_size(data: bytes) -> tuple[int, int] | None:
-    text = data[:8192].decode("utf-8", "replace")
-    root = re.search(r"<svg\b[^>]*>", text, re.S)
+def image_size(data: bytes, media_type: str) -> tuple[int, int] | None:
+    """Width and height in pixels, or ``None`` when they cannot be told (an SVG's from
+    its ``width``/``height``, ``pt`` at 96 dpi, or ``viewBox``)."""
+    if media_type == "image/png":
+        if len(data) >= 24 and data.startswith(_PNG_MAGIC) and data[12:16] == b"IHDR":
+            width, height = struct.unpack(">II", data[16:24])
+            return int(width), int(height)
+        return None
+    if media_type != "image/svg+xml":
+        try:
+            # Pillow is imported when first used here and below: ~34 ms (measured)
+            from PIL import Image
+
+            with Image.open(io.BytesIO(data)) as image:
+                return int(image.size[0]), int(image.size[1])
+        except Exception:  # not an image Pillow reads (or a bomb it refuses): size unknown
+            return None
+    root = re.search(r"<svg\b[^>]*>", data[:8192].decode("utf-8", "replace"), re.S)
     if root is None:
         return None
     attrs = dict(re.findall(r'([\w:-]+)\s*=\s*["\']([^"\']*)["\']', root.group(0)))
-    sizes = []
-    for key in ("width", "height"):
-        found = _SVG_LENGTH.match(attrs.get(key, ""))
-        if found is None:
-            break
-        value = float(found.group(1)) * (4 / 3 if found.group(2) == "pt" else 1)
-        sizes.append(round(value))
+    found = [_SVG_LENGTH.match(attrs.get(key, "")) for key in ("width", "height")]
+    sizes = [round(float(m.group(1)) * (4 / 3 if m.group(2) == "pt" else 1)) for m in found if m]
     if len(sizes) == 2:
         return sizes[0], sizes[1]
     box = attrs.get("viewBox", "").replace(",", " ").split()
@@ -61,46 +70,23 @@ def _svg_size(data: bytes) -> tuple[int, int] | None:
         return None
 
 
-def image_size(data: bytes, media_type: str) -> tuple[int, int] | None:
-    """Width and height in pixels, or ``None`` when they cannot be told (an SVG's from
-    its ``width``/``height``, ``pt`` at 96 dpi, or ``viewBox``)."""
-    if media_type == "image/png":
-        if len(data) >= 24 and data.startswith(_PNG_MAGIC) and data[12:16] == b"IHDR":
-            width, height = struct.unpack(">II", data[16:24])
-            return int(width), int(height)
-        return None
-    if media_type == "image/svg+xml":
-        return _svg_size(data)
-    try:
-        # Pillow is imported when first used here and below: ~34 ms (measured)
-        from PIL import Image
-
-        with Image.open(io.BytesIO(data)) as image:
-            return int(image.size[0]), int(image.size[1])
-    except Exception:  # not an image Pillow reads (or a bomb it refuses): size unknown
-        return None
-
-
 def pixel_problem(data: bytes, media_type: str) -> str | None:
     """Why a raster image is too large to decode, or ``None``; only headers are read."""
     if media_type not in RASTER_TYPES:
         return None
     size = image_size(data, media_type)
-    if size is None:
-        if media_type == "image/jpeg":
-            from PIL import Image
-
-            try:
-                Image.open(io.BytesIO(data)).close()
-            except Image.DecompressionBombError:
-                return f"a decompression bomb (over the {MAX_IMAGE_PIXELS:,}-pixel cap)"
-            except Exception:  # unreadable: the decoder says so later
-                return None
-        return None
-    width, height = size
-    if width * height > MAX_IMAGE_PIXELS:
-        return (f"{width}×{height} px is over the {MAX_IMAGE_PIXELS:,}-pixel cap "
+    if size is not None and size[0] * size[1] > MAX_IMAGE_PIXELS:
+        return (f"{size[0]}×{size[1]} px is over the {MAX_IMAGE_PIXELS:,}-pixel cap "
                 f"(too large to decode)")
+    if size is None and media_type == "image/jpeg":
+        from PIL import Image
+
+        try:
+            Image.open(io.BytesIO(data)).close()
+        except Image.DecompressionBombError:
+            return f"a decompression bomb (over the {MAX_IMAGE_PIXELS:,}-pixel cap)"
+        except Exception:  # unreadable: the decoder says so later
+            return None
     return None
 
 
@@ -115,9 +101,8 @@ def image_tokens(width: int, height: int) -> int:
     return 85 + 170 * math.ceil(w / 512) * math.ceil(h / 512)
 
 
-def downscale(data: bytes, media_type: str,
-              max_side: int = MAX_IMAGE_SIDE) -> tuple[bytes, tuple[int, int]]:
-    """A PNG or JPEG image with its longer side at most ``max_side`` pixels, in its own
+def downscale(data: bytes, media_type: str) -> tuple[bytes, tuple[int, int]]:
+    """A PNG or JPEG image with its longer side at most :data:`MAX_IMAGE_SIDE` pixels, in its own
     format (``data`` itself if small enough), and its size.
 
     Raises
@@ -129,13 +114,13 @@ def downscale(data: bytes, media_type: str,
     if problem:
         raise ValueError(f"{FORMAT_NAMES.get(media_type, media_type)} image not sent: {problem}")
     size = image_size(data, media_type)
-    if size is not None and max(size) <= max_side:
+    if size is not None and max(size) <= MAX_IMAGE_SIDE:
         return data, size
     from PIL import Image
 
     try:
         with Image.open(io.BytesIO(data)) as image:
-            image.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
+            image.thumbnail((MAX_IMAGE_SIDE, MAX_IMAGE_SIDE), Image.Resampling.LANCZOS)
             out = io.BytesIO()
             if media_type == "image/jpeg":
                 image.convert("RGB").save(out, format="JPEG", quality=85)

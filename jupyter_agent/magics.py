@@ -31,15 +31,14 @@ from jupyter_agent.project import can_update_live, confirm_delete, is_jupyter
 from jupyter_agent.settings import OPTIONS, SessionOptions, Settings, option
 from jupyter_agent.text import terminal_text
 from jupyter_agent.ui import recap, render
-from jupyter_agent.ui.advice import error_message
 from jupyter_agent.ui.display import (
     INTERRUPTED_MESSAGE,
+    error_message,
     format_change,
     format_exported,
     format_footer,
     format_forked,
     format_history,
-    format_resumed,
     format_resumed_line,
     format_search_results,
     format_sessions_table,
@@ -268,10 +267,12 @@ class AgentMagics(Magics):
         given here or earlier in this kernel, else the settings.
         """
         resumed = self.controller.resume(args.session_id, options_from_args(args))
+        shown = recap.recap_text(resumed.record, unarchived=resumed.unarchived,
+                                 endpoint_note=resumed.endpoint_note)
         if not self._jupyter:
-            _print(format_resumed(resumed))
+            _print(shown.plain)
             return
-        display(recap.resumed_markdown(resumed))
+        display(shown)
         figure = last_figure(resumed.record.transcript)
         if figure is not None:  # the last figure, small
             show_blocks([figure], partial(self.controller.read_figure, resumed.record.id),

@@ -1,21 +1,33 @@
 """Plain text for the front end: pure formatting functions shared by the magics, the
 panel, the live renderers, the ``jupyter agent`` command and the tests.
 
-Text is cut by code points (Python ``str`` indices), never inside a character.
+Text is cut by code points (Python ``str`` indices), never inside a character. An error
+is said as the fact, then what to do next (a magic to run, a button to press); no
+message names a Python exception class.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import re
+import socket
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from jupyter_agent.artefacts.steps import call_arguments
-from jupyter_agent.errors import LimitExceededError
+from jupyter_agent.errors import (
+    ContextMismatchError,
+    CorruptSessionError,
+    JupyterAgentError,
+    LimitExceededError,
+    SessionLockedError,
+    SessionNotFoundError,
+)
 from jupyter_agent.settings import LIMITS
 from jupyter_agent.settings import option as settings_option
-from jupyter_agent.store.figure_files import figure_label, figure_refs
+from jupyter_agent.store.figure_files import figure_refs
 from jupyter_agent.store.messages import message_text
 from jupyter_agent.store.records import CLOCK_SKEW
 from jupyter_agent.text import one_line, shorten
@@ -26,7 +38,7 @@ if TYPE_CHECKING:
     from jupyter_agent.artefacts.fork import Forked
     from jupyter_agent.artefacts.search import SearchHit
     from jupyter_agent.controller import Resumed, SessionChange, TurnResult, UsageReport
-    from jupyter_agent.store import Compaction, SessionListing, SessionRecord, TodoItem, Usage
+    from jupyter_agent.store import Compaction, LeaseHolder, SessionListing, TodoItem, Usage
 
 
 def plural(n: int | float, word: str) -> str:
@@ -78,7 +90,7 @@ def limits_left(limits: Limits, usage: Usage, tool_calls: int) -> str:
     return text or "no limits"
 
 
-def _tokens(usage: Usage) -> str:
+def format_tokens(usage: Usage) -> str:
     total = usage.input_tokens + usage.output_tokens
     return f"{plural(total, 'token')} ({usage.input_tokens:,} in / {usage.output_tokens:,} out)"
 
@@ -93,7 +105,7 @@ def format_footer(result: TurnResult) -> str:
         f"context ~{result.context_tokens:,}/{window.tokens:,} "
         f"({_WINDOW_SOURCE.get(window.source, window.source)})")
     return (
-        f"── {_tokens(result.turn_usage)} · {format_cost(result.turn_usage)} · "
+        f"── {format_tokens(result.turn_usage)} · {format_cost(result.turn_usage)} · "
         f"{plural(result.turn_tool_calls, 'tool call')} │ session: "
         f"{session.input_tokens + session.output_tokens:,} tokens · {format_cost(session)} · "
         f"{plural(result.session_tool_calls, 'tool call')} │ "
@@ -137,7 +149,7 @@ def format_usage(report: UsageReport) -> str:
     u, window = report.usage, report.window
     return "\n".join([
         f"session {report.session_id}",
-        f"tokens:      {_tokens(u)}",
+        f"tokens:      {format_tokens(u)}",
         f"cost:        {format_cost(u)}",
         f"model calls: {u.calls:,}",
         f"tool calls:  {report.tool_calls:,}",
@@ -152,27 +164,28 @@ def format_usage(report: UsageReport) -> str:
 _STATUS_MARK = {"pending": "[ ]", "in_progress": "[~]", "done": "[x]", "failed": "[!]"}
 
 
-def format_todos(todos: Sequence[TodoItem], *, open_only: bool = False) -> str:
-    rows = [t for t in todos if not open_only or t.status in ("pending", "in_progress")]
-    if not rows:
-        return "no open todos" if open_only else "no todos"
+def format_todos(todos: Sequence[TodoItem]) -> str:
+    if not todos:
+        return "no todos"
     return "\n".join(f"{_STATUS_MARK.get(t.status, '[?]')} {t.id}. {t.text} — {t.status}"
-                     + (f" (retries: {t.retries})" if t.retries else "") for t in rows)
+                     + (f" (retries: {t.retries})" if t.retries else "") for t in todos)
 
 
 # --------------------------------------------------------------------------- tool calls
-def is_code_call(arguments: str) -> bool:
-    """True if the arguments carry Python ``code`` (``run_python``): shown with its code."""
-    args = call_arguments(arguments)
-    return isinstance(args, dict) and isinstance(args.get("code"), str)
-
-
-def format_tool_call(name: str, arguments: str, *, limit: int = 2000) -> str:
-    """The code a ``run_python`` call runs, indented under ``▶ name``; else ``▶ name(args)``."""
+def call_code(arguments: str) -> str | None:
+    """The Python ``code`` a ``run_python`` call runs (cut to 2000), else ``None``."""
     args = call_arguments(arguments)
     if isinstance(args, dict) and isinstance(args.get("code"), str):
-        code = shorten(args["code"].rstrip(), limit)
+        return shorten(args["code"].rstrip(), 2000)
+    return None
+
+
+def format_tool_call(name: str, arguments: str) -> str:
+    """The code a ``run_python`` call runs, indented under ``▶ name``; else ``▶ name(args)``."""
+    code = call_code(arguments)
+    if code is not None:
         return f"▶ {name}\n" + "\n".join("    " + line for line in code.splitlines())
+    args = call_arguments(arguments)
     shown = json.dumps(args, ensure_ascii=False) if not isinstance(args, str) else args
     return f"▶ {name}({shorten(shown, 200)})"
 
@@ -187,13 +200,10 @@ def result_preview(text: str) -> list[str]:
         return ["(no output)"]
     shown = [shorten(line, 160) for line in lines[:10]]
     if len(lines) > 10:
-        more = len(lines) - 10
-        shown.append(f"… ({more} more line{'s' if more != 1 else ''})")
+        shown.append(f"… ({plural(len(lines) - 10, 'more line')})")
     return shown
 
 
-#: The section markers of a ``run_python`` result and the label each part gets on screen.
-_SECTIONS = {"[stderr]": "stderr", "[result]": "result", "[error]": "error"}
 #: The label shown before each part of a tool result, by kind (both renderers).
 RESULT_LABELS = {"output": "→", "result": "→ result", "stderr": "stderr", "error": "✗ error",
                  "message": "✗", "refused": "⊘ refused:"}
@@ -217,13 +227,10 @@ def tool_result_sections(result: str, ok: bool) -> list[tuple[str, str]]:
         text = text[len("error: "):]
         if text.startswith("refused: "):
             return [("refused", text[len("refused: "):])]
-    parts: list[tuple[str, list[str]]] = [("output", [])]
-    for line in text.split("\n"):
-        if line in _SECTIONS:
-            parts.append((_SECTIONS[line], []))
-        else:
-            parts[-1][1].append(line)
-    sections = [(kind, "\n".join(lines).strip("\n")) for kind, lines in parts]
+    # the section marker lines of a ``run_python`` result: what follows is that kind
+    pieces = re.split(r"^\[(stderr|result|error)\]$", text, flags=re.M)
+    sections = [(kind, body.strip("\n"))
+                for kind, body in zip(["output", *pieces[1::2]], pieces[::2], strict=True)]
     sections = [(kind, body) for kind, body in sections if body]
     if not ok and len(sections) == 1 and sections[0][0] == "output":
         first = sections[0][1]
@@ -243,9 +250,6 @@ def one_line_result(result: str, ok: bool) -> str:
 
 
 # --------------------------------------------------------------------------- saved sessions
-#: After a ``run_python`` call that ``%agent_cell`` handed out as a cell.
-CELL_MARK = "    ↳ handed out as a cell (%agent_cell)"
-
 Blocks = list[tuple[str, dict[str, Any] | None]]
 
 
@@ -260,8 +264,8 @@ def _format_message(message: dict[str, Any], cells: frozenset[str]) -> str:
     for call in message.get("tool_calls") or []:
         fn = call.get("function", {})
         lines.append(format_tool_call(fn.get("name", "?"), fn.get("arguments", "")))
-        if call.get("id") in cells:
-            lines.append(CELL_MARK)
+        if call.get("id") in cells:  # ``%agent_cell`` handed it out as a cell
+            lines.append("    ↳ handed out as a cell (%agent_cell)")
     return "\n".join(lines)
 
 
@@ -294,51 +298,8 @@ def format_transcript(transcript: Sequence[dict[str, Any]], compactions: Sequenc
 history_blocks, format_history = transcript_blocks, format_transcript
 
 
-def format_recap_usage(record: SessionRecord) -> str:
-    state = record.state
-    return (f"updated {relative_time(record.updated_at)} · "
-            f"{plural(len(record.transcript), 'message')} · {_tokens(state.usage)} · "
-            f"{format_cost(state.usage)} · {plural(state.tool_calls, 'tool call')}")
-
-
-def last_exchange(record: SessionRecord) -> list[tuple[str, str]]:
-    """The last prompt and the last reply with text, as ``(label, text)``."""
-    messages = list(reversed(record.messages))
-    found = [(label, next((message_text(m) for m in messages if m.get("role") == role
-                           and (role == "user" or message_text(m))), None))
-             for label, role in (("prompt", "user"), ("reply", "assistant"))]
-    return [(label, text) for label, text in found if text is not None]
-
-
 def last_figure(messages: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
     return next(reversed(list(figure_refs(messages))), None)
-
-
-def format_recap(record: SessionRecord, *, unarchived: bool = False,
-                 endpoint_note: str = "") -> str:
-    """What ``%agent_resume`` prints: title, usage, the ``endpoint_note``, whether it was
-    unarchived, summary, open todos, the last exchange and figure."""
-    lines = [f"Resumed session {record.id}" + (f" — {record.title}" if record.title else ""),
-             format_recap_usage(record)]
-    if endpoint_note:
-        lines.append(endpoint_note)
-    if unarchived:
-        lines.append("unarchived: the session was archived; resuming took it out of the archive")
-    if record.summary:
-        lines.append("summary: " + shorten(record.summary.strip(), 600))
-    if any(t.status in ("pending", "in_progress") for t in record.state.todos):
-        lines.append("open todos:\n" + format_todos(record.state.todos, open_only=True))
-    lines += [f"last {label}: ".ljust(13) + one_line(text, 300)
-              for label, text in last_exchange(record)]
-    figure = last_figure(record.transcript)
-    if figure is not None:
-        lines.append(f"last figure: {figure_label(figure)} (%agent_history shows it)")
-    return "\n".join(lines)
-
-
-def format_resumed(resumed: Resumed) -> str:
-    return format_recap(resumed.record, unarchived=resumed.unarchived,
-                        endpoint_note=resumed.endpoint_note)
 
 
 def format_resumed_line(resumed: Resumed) -> str:
@@ -388,8 +349,8 @@ def _table(rows: Sequence[Sequence[str]]) -> str:
                       + " " + r[-1]).rstrip() for r in rows)
 
 
-def format_sessions_table(listings: Sequence[SessionListing], *, active_id: str | None = None,
-                          now: datetime | None = None) -> str:
+def format_sessions_table(listings: Sequence[SessionListing], *,
+                          active_id: str | None = None) -> str:
     """One row per session, ``*`` marking the active one; an ``OWNER`` column when the
     store records owners (a team store)."""
     if not listings:
@@ -405,14 +366,14 @@ def format_sessions_table(listings: Sequence[SessionListing], *, active_id: str 
         if parent is not None:
             name = f"{one_line(name, 30)} ↳ fork of {one_line(parent.session_id, 16)}"
         status = s.status + (" (archived)" if s.archived else "")
-        rows.append(("*" if s.id == active_id else "", s.id, relative_time(s.updated_at, now),
+        rows.append(("*" if s.id == active_id else "", s.id, relative_time(s.updated_at),
                      status, str(messages_of(s.message_count)), f"${s.cost_usd:.4f}",
                      *((owner,) if team else ()), one_line(name, 64 if parent else 50)))
     return _table(rows)
 
 
 def format_search_results(hits: Sequence[SearchHit], *, query: str,
-                          active_id: str | None = None, now: datetime | None = None) -> str:
+                          active_id: str | None = None) -> str:
     """ID, last update, name and where the text was found, ``*`` marking ``active_id``."""
     if not hits:
         return f'no sessions match "{query}"'
@@ -420,23 +381,20 @@ def format_search_results(hits: Sequence[SearchHit], *, query: str,
     for hit in hits:
         s = hit.session
         where = one_line(hit.where, 100) + (f" (+{hit.count - 1} more)" if hit.count > 1 else "")
-        rows.append(("*" if s.id == active_id else "", s.id, relative_time(s.updated_at, now),
+        rows.append(("*" if s.id == active_id else "", s.id, relative_time(s.updated_at),
                      one_line(s.title or s.first_prompt, 40) or "(empty)", where))
-    count = f"{len(hits)} session{'s' if len(hits) != 1 else ''}"
     verb = "matches" if len(hits) == 1 else "match"
-    return f'{count} {verb} "{query}":\n' + _table(rows)
+    return f'{plural(len(hits), "session")} {verb} "{query}":\n' + _table(rows)
 
 
 def format_forked(forked: Forked, *, active: bool = True) -> str:
     """The fork, its parent and where it was cut; ``active``: the fork became this
     kernel's active session (the magic), else it was only saved (the command line)."""
-    record = forked.record
-    origin = record.parent
+    record, origin = forked.record, forked.record.parent
     parent = origin.session_id if origin is not None else "?"
-    if origin is not None and origin.turn is not None:
-        cut = f" after turn {origin.turn} of {forked.parent_turns}"
-    else:
-        cut = f" ({forked.turns} turn{'s' if forked.turns != 1 else ''})"
+    cut = (f" after turn {origin.turn} of {forked.parent_turns}"
+           if origin is not None and origin.turn is not None
+           else f" ({plural(forked.turns, 'turn')})")
     title = f" — {record.title}" if record.title else ""
     lines = [f"Forked session {parent}{cut} into session {record.id}{title}."]
     if forked.rebuilt:
@@ -464,3 +422,52 @@ def format_exported(done: Exported) -> str:
         what = "secret" if done.redacted == 1 else "distinct secrets"
         text += f" {done.redacted} {what} (keys, tokens, passwords) became [redacted]."
     return text
+
+
+# --------------------------------------------------------------------------- errors
+_log = logging.getLogger("jupyter_agent")
+
+
+def describe_holder(holder: LeaseHolder | None, *, pid: int | None = None) -> str:
+    """``"the kernel of analysis.ipynb (pid 4242, since 14:05)"``, ``"process 4242 on host
+    gpu-1"``, ``"another process"``; ``pid`` when the store records no holder."""
+    label, host, since = (holder.label, holder.host, holder.since) if holder else ("", "", None)
+    pid = holder.pid if holder and holder.pid else pid
+    where = "" if host in ("", socket.gethostname()) else f" on host {host}"
+    details = [f"pid {pid}"] if pid is not None else []
+    if since is not None:
+        details.append(f"since {since.astimezone():%Y-%m-%d %H:%M}")
+    extra = f" ({', '.join(details)})" if details else ""
+    if label.endswith(".ipynb"):
+        return f"the kernel of {label}{where}{extra}"
+    if label:  # a kernel without a notebook, a terminal, a command
+        return f"{label}{where}{extra}"
+    if pid is not None:
+        return f"process {pid}{where}" + (f" (since {since.astimezone():%H:%M})" if since else "")
+    return f"another process{where}"
+
+
+def error_message(err: BaseException) -> str:
+    """One line about ``err`` (a library error, or anything a panel button raised); an
+    unexpected error is also logged with its traceback on the ``jupyter_agent`` logger."""
+    if isinstance(err, SessionLockedError):
+        sid = err.session_id
+        return (f"session {sid} is in use by {describe_holder(err.holder, pid=err.pid)}; to "
+                f"use it here, stop that kernel (or run %agent_new or %agent_resume of another "
+                f"session there), then %agent_resume {sid}; the lease is freed as soon as "
+                f"that kernel exits, crashed or not")
+    if isinstance(err, SessionNotFoundError):
+        return f"{err}; %agent_sessions --all lists the saved sessions"
+    if isinstance(err, CorruptSessionError):
+        return (f"{err}; move that file out of the sessions folder (or restore it from a "
+                "backup): the other sessions are not affected")
+    if isinstance(err, ContextMismatchError):
+        return (f"{err}; another process changed this session: %agent_resume "
+                f"{err.session_id} reloads it as saved")
+    if isinstance(err, JupyterAgentError):
+        return str(err)
+    if isinstance(err, OSError):
+        return f"could not read or write the session files: {err}"
+    _log.error("jupyter-agent: unexpected error", exc_info=err)
+    detail = str(err) or "no details"
+    return f"something unexpected went wrong ({detail}); the kernel's log has the details"

@@ -1,12 +1,9 @@
 """The sessions panel: an ipywidgets list of the sessions of one memory directory.
 
 A toolbar (filter, show-archived toggle, Refresh), an error area, a message area, one row
-per session of the current page (name, summary, status, last update, messages, cost;
-Details, Resume, Archive and Delete buttons), then the pager. The delete confirmation and
-the Details view appear right under the row they concern. The store is read once per
+per session of the current page, then the pager. The store is read once per
 :meth:`SessionsPanel.refresh`; rows are fixed slots of widgets whose values change, so
-redrawing opens no new comms. Every handler's exception becomes a line in the error
-area. Outside Jupyter the panel's ``text/plain`` is the sessions table.
+redrawing opens no new comms. Outside Jupyter the panel's ``text/plain`` is the table.
 """
 
 from __future__ import annotations
@@ -23,8 +20,9 @@ from jupyter_agent.artefacts.fork import fork_label
 from jupyter_agent.artefacts.search import SearchHit, SearchMatch, search_listings, search_sessions
 from jupyter_agent.store import Usage
 from jupyter_agent.text import excerpt
-from jupyter_agent.ui.advice import describe_holder, error_message
 from jupyter_agent.ui.display import (
+    describe_holder,
+    error_message,
     format_cost,
     format_owner,
     format_search_results,
@@ -40,7 +38,6 @@ if TYPE_CHECKING:
 
 #: The name of a session with neither a title nor a prompt.
 UNTITLED = "(untitled, no prompt yet)"
-INFO_MIN, META_WIDTH = "240px", "210px"
 
 
 class RowText(NamedTuple):
@@ -61,9 +58,11 @@ def format_row(listing: SessionListing, now: datetime | None = None) -> RowText:
     who holds a session in use elsewhere; ``owner`` whose it is in a team store."""
     name = listing.title or excerpt(listing.first_prompt, 60) or UNTITLED
     shown = messages_of(listing.message_count)
+    roles = role_lines(listing.summary)
     return RowText(
         name=one_line(name, 60),
-        summary=_row_summary(listing.summary),
+        summary=excerpt(listing.summary, 120) if roles is None else
+        "\n".join(f"{role}: {excerpt(text, 100)}" for role, text in roles[:2]),
         updated=relative_time(listing.updated_at, now),
         status=listing.status + (", archived" if listing.archived else ""),
         messages=f"{shown} msg{'' if shown == 1 else 's'}" if shown else "no messages yet",
@@ -72,19 +71,6 @@ def format_row(listing: SessionListing, now: datetime | None = None) -> RowText:
         owner=format_owner(listing.owner_user, listing.owner_host, listing.owner_role,
                            listing.shared_with),
     )
-
-
-def _row_summary(summary: str) -> str:
-    roles = role_lines(summary)
-    if roles is None:
-        return excerpt(summary, 120)
-    return "\n".join(f"{role}: {excerpt(text, 100)}" for role, text in roles[:2])
-
-
-def _found_html(found: SearchMatch) -> str:
-    e = found.excerpt
-    return (f"<i>found in {html.escape(found.field)}:</i> {html.escape(e[:found.start])}"
-            f"<mark>{html.escape(e[found.start:found.end])}</mark>{html.escape(e[found.end:])}")
 
 
 class RowSlot:
@@ -96,9 +82,8 @@ class RowSlot:
         self.session_id = ""
         self.archived = False
         self.text = RowText("", "", "", "", "", "")
-        self.info = widgets.HTML(layout=widgets.Layout(flex="1 1 0%", min_width=INFO_MIN))
-        self.meta = widgets.HTML(layout=widgets.Layout(flex=f"0 0 {META_WIDTH}",
-                                                       width=META_WIDTH))
+        self.info = widgets.HTML(layout=widgets.Layout(flex="1 1 0%", min_width="240px"))
+        self.meta = widgets.HTML(layout=widgets.Layout(flex="0 0 210px", width="210px"))
         self.details = button("Details", "Show (or hide) summary, todos and last messages")
         self.resume = button("Resume", "Make this the active session of this kernel", "primary")
         self.archive = button("Archive", min_width="86px")  # as wide as "Unarchive"
@@ -131,7 +116,10 @@ class RowSlot:
         summary = "".join(f"<br><small>{html.escape(line)}</small>"
                           for line in text.summary.splitlines())
         if found is not None:
-            summary = f"<br><small>{_found_html(found)}</small>"
+            e, start, end = found.excerpt, found.start, found.end
+            summary = (f"<br><small><i>found in {html.escape(found.field)}:</i> "
+                       f"{html.escape(e[:start])}<mark>{html.escape(e[start:end])}</mark>"
+                       f"{html.escape(e[end:])}</small>")
         fork = fork_label(getattr(listing, "parent", None))  # listings name it when known
         fork = f" <small style='opacity:0.7'>· {html.escape(fork)}</small>" if fork else ""
         if text.owner:  # a team store: who created it
@@ -151,15 +139,14 @@ class RowSlot:
             "</b>") + (", archived" if listing.archived else "")
         counts = " · ".join(html.escape(t) for t in (text.updated, text.messages, text.cost))
         self.meta.value = lines_html(f"{status}<br><small>{counts}</small>")
+        why = f"In use by {text.holder}; stop that kernel first"
         self.resume.disabled = active or in_use
-        self.resume.tooltip = (
+        self.resume.tooltip = why if in_use else (
             "This is already the active session of this kernel" if active else
-            f"In use by {text.holder}; stop that kernel first" if in_use else
             "Make this the active session of this kernel")
         self.archive.description = "Unarchive" if listing.archived else "Archive"
         # another process holds it: it cannot be archived or deleted from here
         self.archive.disabled = self.delete.disabled = in_use
-        why = f"In use by {text.holder}; stop that kernel first"
         self.archive.tooltip = (why if in_use else
                                 "Show it again in the list" if listing.archived else
                                 "Hide it from the list (show archived shows it again)")
@@ -173,12 +160,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 def _guarded(func: F) -> F:
     @functools.wraps(func)
     def wrapper(self: SessionsPanel, *args: Any, **kwargs: Any) -> Any:
-        self._errors.value = ""
-        self._message.value = ""
+        self._errors.value = self._message.value = ""
         try:
             return func(self, *args, **kwargs)
         except Exception as err:  # the panel is the boundary: nothing reaches the kernel log
-            self._show_error(err)
+            text = html.escape(error_message(err))
+            self._errors.value = lines_html(f'<span style="color:#b00020">⚠ {text}</span>')
             return None
 
     return wrapper  # type: ignore[return-value]
@@ -377,12 +364,9 @@ class SessionsPanel(widgets.VBox):
         name = self._name(session_id)
         return f"session {session_id}" if name == UNTITLED else f"‘{name}’ ({session_id})"
 
-    def _show_error(self, err: BaseException) -> None:
-        text = html.escape(error_message(err))
-        self._errors.value = lines_html(f'<span style="color:#b00020">⚠ {text}</span>')
-
-    def _say(self, text: str) -> None:
-        self._message.value = lines_html(html.escape(text))
+    def _say(self, said: Any, default: str = "") -> None:
+        """Show what an action returned if it is a string, else ``default``."""
+        self._message.value = lines_html(html.escape(said if isinstance(said, str) else default))
 
     # ---- handlers
     def _on_row_click(self, action: str, slot: RowSlot) -> None:
@@ -428,16 +412,13 @@ class SessionsPanel(widgets.VBox):
     def _on_resume_click(self, session_id: str) -> None:
         if self._on_resume is None:
             raise RuntimeError("this panel has no resume action (on_resume was not given)")
-        said = self._on_resume(session_id)
-        self._say(said if isinstance(said, str) else
-                  f"Resumed {self._label(session_id)} — it is this kernel's active session; "
-                  "continue with %%agent")
+        self._say(self._on_resume(session_id), f"Resumed {self._label(session_id)} — it is "
+                  "this kernel's active session; continue with %%agent")
         self._reload()
 
     @_guarded
     def _on_archive_click(self, session_id: str, archived: bool) -> None:
-        said = self._on_archive(session_id, archived)
-        self._say(said if isinstance(said, str) else
+        self._say(self._on_archive(session_id, archived),
                   f"{'Archived' if archived else 'Unarchived'} {self._label(session_id)}.")
         self._reload()
 
@@ -462,10 +443,9 @@ class SessionsPanel(widgets.VBox):
         if session_id is None:
             return
         label = self._label(session_id)
-        said = self._on_delete(session_id)
+        self._say(self._on_delete(session_id), f"Deleted {label}.")
         if self._details.selected == session_id:
             self._details.hide()
-        self._say(said if isinstance(said, str) else f"Deleted {label}.")
         self._reload()
 
     @_guarded

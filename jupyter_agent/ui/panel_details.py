@@ -48,11 +48,10 @@ def button(description: str, tooltip: str = "", style: str = "", **layout: Any) 
 
 def role_lines(summary: str) -> list[tuple[str, str]] | None:
     """The ``(role, text)`` lines of a fallback summary, ``None`` if it is not one."""
-    lines = [line for line in summary.strip().splitlines() if line.strip()]
-    found = [_ROLE_LINE.match(line) for line in lines]
-    if not lines or not all(found):
+    found = [_ROLE_LINE.match(line) for line in summary.strip().splitlines() if line.strip()]
+    if not found or not all(found):
         return None
-    return [(m.group(1), line[m.end():]) for m, line in zip(found, lines, strict=True) if m]
+    return [(m.group(1), m.string[m.end():]) for m in found if m]
 
 
 def _role_html(role: str, text: str) -> str:
@@ -70,11 +69,8 @@ def detail_html(record: SessionRecord, now: datetime | None = None) -> str:
     messages = "".join(_role_html(str(m["role"]), excerpt(message_text(m), 400))
                        for m in last) or "<p style='margin:2px 0'><i>no messages</i></p>"
     roles = role_lines(record.summary)
-    if roles is not None:
-        summary = "".join(_role_html(role, text) for role, text in roles)
-    else:
-        summary = summary_html(record.summary.strip()) if record.summary.strip() else \
-            "<p><i>none yet</i></p>"
+    summary = ("".join(_role_html(role, text) for role, text in roles) if roles is not None
+               else summary_html(record.summary.strip()) or "<p><i>none yet</i></p>")
     fork = f" · {html.escape(fork_label(record.parent))}" if record.parent else ""
     created = record.created_at.astimezone()
     created_text = f"{created:%Y-%m-%d %H:%M} {created.tzname() or ''}".rstrip()
@@ -137,8 +133,7 @@ class DetailView:
         self._record: SessionRecord | None = None
         self.close_button.on_click(on_close)
 
-    def show(self, session_id: str, name: str, store: Store,
-             now: datetime | None = None) -> None:
+    def show(self, session_id: str, name: str, store: Store) -> None:
         """Show the session read from ``store`` under the title ``name``.
 
         Raises
@@ -148,7 +143,7 @@ class DetailView:
         """
         record = store.load_session(session_id)
         self.head.value = lines_html(f"<b>Details — {html.escape(name)}</b>")
-        self.text.value = detail_html(record, now)
+        self.text.value = detail_html(record)
         self._set_figures(figure_widgets(record, store))
         self.box.layout.display = "flex"
         self.selected, self._record = session_id, record

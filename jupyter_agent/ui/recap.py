@@ -1,5 +1,5 @@
-"""What Jupyter shows of a saved session again: the ``%agent_resume`` recap as Markdown and
-the session's figures between the text of ``%agent_history``.
+"""What is shown of a saved session again: the ``%agent_resume`` recap (Markdown and plain
+text) and, in Jupyter, the session's figures between the text of ``%agent_history``.
 
 The summary and the last reply are Markdown written by the model and render as such,
 without maths; everything else is literal text. A figure is read through the store
@@ -16,6 +16,7 @@ from IPython.display import display
 
 from jupyter_agent.artefacts.steps import ReadFigure, figure_data
 from jupyter_agent.store.figure_files import figure_label, figure_refs
+from jupyter_agent.store.messages import message_text
 from jupyter_agent.text import (
     hard_breaks,
     literal,
@@ -25,14 +26,15 @@ from jupyter_agent.text import (
     terminal_text,
 )
 from jupyter_agent.ui.display import (
-    format_recap_usage,
-    format_resumed,
-    last_exchange,
+    format_cost,
+    format_todos,
+    format_tokens,
     last_figure,
+    plural,
+    relative_time,
 )
 
 if TYPE_CHECKING:
-    from jupyter_agent.controller import Resumed
     from jupyter_agent.store import SessionRecord
 
 #: Display width (CSS pixels) of the last figure in the resume recap.
@@ -52,39 +54,50 @@ class MarkdownText:
         return terminal_text(self.plain)
 
 
-def recap_markdown(record: SessionRecord, *, unarchived: bool = False,
-                   endpoint_note: str = "") -> str:
-    """:func:`~jupyter_agent.ui.display.format_recap` as Markdown, the title a heading."""
-    name = record.title or f"session {record.id}"
-    parts = [f"#### Resumed: {literal(name)}",
-             literal(f"{record.id} · {format_recap_usage(record)}")]
+def recap_text(record: SessionRecord, *, unarchived: bool = False,
+               endpoint_note: str = "") -> MarkdownText:
+    """What ``%agent_resume`` shows: title, usage, the ``endpoint_note``, whether it was
+    unarchived, summary, open todos, the last exchange and figure; as Markdown, the title
+    a heading, and as plain text."""
+    state = record.state
+    usage = (f"updated {relative_time(record.updated_at)} · "
+             f"{plural(len(record.transcript), 'message')} · {format_tokens(state.usage)} · "
+             f"{format_cost(state.usage)} · {plural(state.tool_calls, 'tool call')}")
+    title = f" — {record.title}" if record.title else ""
+    plain = [f"Resumed session {record.id}{title}", usage]
+    markdown = [f"#### Resumed: {literal(record.title or f'session {record.id}')}",
+                literal(f"{record.id} · {usage}")]
     if endpoint_note:
-        parts.append(f"**Endpoint:** {literal(endpoint_note)}")
+        plain.append(endpoint_note)
+        markdown.append(f"**Endpoint:** {literal(endpoint_note)}")
     if unarchived:
-        parts.append("*The session was archived; resuming took it out of the archive.*")
+        plain.append("unarchived: the session was archived; resuming took it out of the archive")
+        markdown.append("*The session was archived; resuming took it out of the archive.*")
     if record.summary:
-        summary = hard_breaks(shorten(record.summary.strip(), 600))
-        parts.append("**Summary**\n\n" + reply_markdown(summary))
-    todos = [t for t in record.state.todos if t.status in ("pending", "in_progress")]
+        summary = shorten(record.summary.strip(), 600)
+        plain.append("summary: " + summary)
+        markdown.append("**Summary**\n\n" + reply_markdown(hard_breaks(summary)))
+    todos = [t for t in state.todos if t.status in ("pending", "in_progress")]
     if todos:
-        parts.append("**Open todos**\n\n" + "\n".join(
+        plain.append("open todos:\n" + format_todos(todos))
+        markdown.append("**Open todos**\n\n" + "\n".join(
             f"- {t.id}\\. {literal(t.text)} — *{t.status.replace('_', ' ')}*" for t in todos))
-    exchange = [f"**Last {label}:** {literal(one_line(text, 300))}"
-                for label, text in last_exchange(record)]
+    exchange = []
+    for label, role in (("prompt", "user"), ("reply", "assistant")):
+        text = next((message_text(m) for m in reversed(record.messages) if m.get("role") == role
+                     and (role == "user" or message_text(m))), None)
+        if text is not None:
+            plain.append(f"last {label}: ".ljust(13) + one_line(text, 300))
+            exchange.append(f"**Last {label}:** {literal(one_line(text, 300))}")
     if exchange:
-        parts.append("  \n".join(exchange))
+        markdown.append("  \n".join(exchange))
     figure = last_figure(record.transcript)
     if figure is not None:
-        parts.append(f"**Last figure:** {literal(figure_label(figure))} (below; "
-                     "`%agent_history` shows every figure)")
-    parts.append("Continue with `%%agent`.")
-    return "\n\n".join(parts)
-
-
-def resumed_markdown(resumed: Resumed) -> MarkdownText:
-    return MarkdownText(recap_markdown(resumed.record, unarchived=resumed.unarchived,
-                                       endpoint_note=resumed.endpoint_note),
-                        format_resumed(resumed))
+        plain.append(f"last figure: {figure_label(figure)} (%agent_history shows it)")
+        markdown.append(f"**Last figure:** {literal(figure_label(figure))} (below; "
+                        "`%agent_history` shows every figure)")
+    markdown.append("Continue with `%%agent`.")
+    return MarkdownText("\n\n".join(markdown), "\n".join(plain))
 
 
 def split_at_figures(blocks: Sequence[tuple[str, dict[str, Any] | None]]
@@ -97,31 +110,19 @@ def split_at_figures(blocks: Sequence[tuple[str, dict[str, Any] | None]]
         run.append(text)
         refs = list(figure_refs([message])) if message is not None else []
         if refs:
-            parts.append("\n\n".join(run))
-            parts.extend(refs)
+            parts += ["\n\n".join(run), *refs]
             run = []
-    if run:
-        parts.append("\n\n".join(run))
-    return parts
+    return parts + (["\n\n".join(run)] if run else [])
 
 
-def show_blocks(parts: Sequence[str | dict[str, Any]], read: ReadFigure | None, *,
+def show_blocks(parts: Sequence[str | dict[str, Any]], read: ReadFigure, *,
                 width: int | None = None) -> None:
-    """Print the text runs made inert and display the figures between them.
-
-    ``read`` is ``None`` in a terminal: the text names the figures. ``width`` is in CSS
-    pixels (default: the figure's own).
-    """
-    text: list[str] = []
+    """Print the text runs made inert and display the figures between them (``width`` in
+    CSS pixels; default: the figure's own)."""
     for part in parts:
         if isinstance(part, str):
-            text.append(part)
+            print(terminal_text(part))
             continue
-        if read is None:
-            continue
-        if text:
-            print(terminal_text("\n\n".join(text)))
-        text = []
         data, why = figure_data(read, part)
         if data is None:
             print(terminal_text(f"[{figure_label(part)}: cannot be shown: {why}]"))
@@ -129,5 +130,3 @@ def show_blocks(parts: Sequence[str | dict[str, Any]], read: ReadFigure | None, 
         metadata = {next(iter(data)): {"width": width}} if width else {}
         data["text/plain"] = f"[{figure_label(part)}]"
         display(data, metadata=metadata, raw=True)
-    if text:
-        print(terminal_text("\n\n".join(text)))

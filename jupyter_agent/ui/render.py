@@ -1,14 +1,8 @@
-"""A turn's events (:mod:`jupyter_agent.agent.events`) rendered as they happen: Markdown in
-Jupyter (:class:`MarkdownTurnRenderer`), text on a terminal (:class:`PlainTurnRenderer`).
+"""A turn's events (:mod:`jupyter_agent.agent.events`) rendered as they happen: text on a
+terminal (:class:`PlainTurnRenderer`), Markdown in Jupyter (:class:`MarkdownTurnRenderer`).
 
-Both show a ``run_python`` call with its code and each part of its result under one
-label, a refused call once with the whole reason, and every other tool call as one line
-(``▸ update_todo(id=1) → todo #1 is now in_progress``). A notice raised while a call runs
-is shown once, with that call's result. A call that will ask for approval shows only its
-name: the question shows the whole code. Long waits show a status line
-(``waiting for the model — 12 s …``) where a person watches, until the next event.
-Replies go through :func:`~jupyter_agent.text.reply_markdown`, our own lines
-through :func:`~jupyter_agent.text.literal`; no HTML is written.
+Replies go through :func:`~jupyter_agent.text.reply_markdown`, our own lines through
+:func:`~jupyter_agent.text.literal`; the only HTML is the approval question, escaped.
 """
 
 from __future__ import annotations
@@ -28,8 +22,7 @@ from jupyter_agent.artefacts.steps import format_call
 from jupyter_agent.text import fence, literal, reply_markdown, terminal_text
 from jupyter_agent.ui.display import (
     RESULT_LABELS,
-    format_tool_call,
-    is_code_call,
+    call_code,
     one_line_result,
     result_preview,
     tool_result_sections,
@@ -38,12 +31,8 @@ from jupyter_agent.ui.recap import MarkdownText
 
 #: Seconds without an event before the status line appears.
 WAIT_AFTER = 3.0
-_SHOWN = ("text_delta", "tool_call_start", "tool_call_end", "notice", "approval_answered")
-
-
-def _unsaid(notices: list[str], result: str) -> list[str]:
-    """The notices held while a call ran that its result does not already say (a refusal)."""
-    return [n for n in notices if n not in result and n.split(" ", 1)[-1] not in result]
+#: The events that show something (an approval answer only ends a pause of the status line).
+_SHOWN = ("text_delta", "tool_call_start", "tool_call_end", "notice")
 
 
 class WaitingStatus:
@@ -84,7 +73,7 @@ class WaitingStatus:
         kind = getattr(event, "kind", "")
         if kind == "tool_call_start":
             self._call = self.running = event.name
-            if getattr(event, "asks", False):
+            if event.asks:
                 self.running, self.paused = None, True
         elif kind == "tool_call_end":
             self._call = self.running = None
@@ -98,235 +87,31 @@ class WaitingStatus:
         self.text = None
 
 
-class MarkdownTurnRenderer:
-    """Render a turn's events as Markdown, with ``text/plain`` alongside.
-
-    Parameters
-    ----------
-    live : bool
-        True where a person watches: the display is updated in place as the turn streams
-        and shows the status line. False (nbclient, nbconvert, papermill): nothing shows
-        until :meth:`finish`. Either way the notebook ends with the same outputs.
-    min_interval : float, optional
-        Seconds between two updates while text streams in; calls, notices and
-        :meth:`finish` always update.
-    wait_after : float, optional
-        Seconds without an event before the status line appears (live only).
-
-    What the agent's code displays arrives as a ``display`` event and is shown as its own
-    output, in its place: the turn's Markdown so far ends there and goes on below it.
-    """
-
-    def __init__(self, *, live: bool = True, min_interval: float = 0.1,
-                 wait_after: float = WAIT_AFTER) -> None:
-        self._live = live
-        self._items: list[list[Any]] = []  # [kind, payload]: reply / lines / block
-        self._calls: dict[str, tuple[list[str], int]] = {}  # one-line calls: ID -> lines, index
-        self._open: str | None = None  # the ID of the running call
-        self._held: list[str] = []  # notices raised while a call runs
-        self._plain_out = io.StringIO()
-        self._plain = PlainTurnRenderer(self._plain_out)
-        self._handle: Any = None
-        self._parts: list[tuple[str, Any]] = []  # finished outputs: ("markdown"|"display", x)
-        self._shown_figures: set[str] = set()  # "[figure 1: ...]" lines of figures shown
-        self._plain_from = 0  # where the current output's plain text starts
-        self._min_interval = min_interval
-        self._shown_at = float("-inf")
-        self._lock = threading.RLock()
-        self._waiting = WaitingStatus(self._show_locked, self._lock, wait_after) if live else None
-
-    def markdown(self, *, status: bool = True) -> str:
-        """The turn so far, with the status line of a long wait unless ``status`` is False."""
-        blocks = []
-        for kind, payload in self._items:
-            if kind == "reply":
-                text = reply_markdown(payload[0].strip("\n"))
-                if text.strip():
-                    blocks.append(text)
-            elif kind == "lines":
-                blocks.append("  \n".join(literal(line) for line in payload))
-            else:
-                blocks.append(payload)
-        if status and self._waiting is not None and self._waiting.text:
-            blocks.append(f"*{literal(self._waiting.text)}*")
-        return "\n\n".join(blocks)
-
-    def plain(self) -> str:
-        """The current output's ``text/plain``."""
-        text = self._plain_out.getvalue()[self._plain_from:].rstrip("\n")
-        return text.lstrip("\n") if self._plain_from else text
-
-    def _display_object(self, *, status: bool = True) -> MarkdownText:
-        return MarkdownText(self.markdown(status=status), self.plain())
-
-    def _show_locked(self) -> None:
-        self._shown_at = time.monotonic()
-        if self._handle is None:
-            self._handle = display(self._display_object(), display_id=True)
-        else:
-            self._handle.update(self._display_object())
-
-    def _block(self, markdown: str) -> None:
-        self._items.append(["block", markdown])
-
-    def _result_blocks(self, result: str, ok: bool) -> None:
-        for kind, body in tool_result_sections(result, ok):
-            if kind == "output" and self._shown_figures:
-                # a figure shown above in its place: its line is for the model, not for you
-                body = "\n".join(line for line in body.split("\n")
-                                 if line not in self._shown_figures).strip("\n")
-                if not body:
-                    continue
-            label = RESULT_LABELS[kind]
-            lines = result_preview(body) if kind in ("output", "result", "stderr") else \
-                body.splitlines() or [""]
-            if kind in ("refused", "message") or len(lines) == 1:
-                if kind in ("output", "result", "stderr") and lines[0]:
-                    self._block(f"{literal(label)} `{lines[0].replace('`', chr(39))}`")
-                else:
-                    shown = f"{label} {body if kind == 'refused' else lines[0] or '(no output)'}"
-                    self._block(literal(shown, code_spans=True))
-                continue
-            self._block(f"*{literal(label)}*\n" + fence("\n".join(lines), "text"))
-
-    def _end_output(self) -> None:
-        """End the current Markdown output for good; what follows goes in a new one."""
-        done = self._display_object(status=False) if self._items else MarkdownText("", "")
-        if self._handle is not None:  # (wiped if it showed only a status line)
-            self._handle.update(done)
-        if self._items:
-            self._parts.append(("markdown", done))
-        self._items, self._handle = [], None
-        self._plain_from = len(self._plain_out.getvalue())
-
-    def __call__(self, event: Any) -> None:
-        kind = getattr(event, "kind", "")
-        if kind == "display":
-            if getattr(event, "shown", True):
-                # lazy: importing the agent package at extension load costs ~0.5 s
-                from jupyter_agent.agent.pyexec import describe_figure
-
-                with self._lock:
-                    self._end_output()
-                    if event.figure is not None:
-                        self._shown_figures.add(f"[{describe_figure(event.figure)}]")
-                    bundle = (dict(event.data), dict(event.metadata or {}))
-                    self._parts.append(("display", bundle))
-                    if self._live:
-                        display(bundle[0], metadata=bundle[1], raw=True)
-            return
-        if kind not in _SHOWN:
-            return
-        with self._lock:
-            status_gone = self._waiting.event(event) if self._waiting is not None else False
-            self._plain(event)
-            force = self._handle_event(kind, event) or status_gone
-        if self._live and (force or time.monotonic() - self._shown_at >= self._min_interval):
-            with self._lock:
-                self._show_locked()
-        if kind == "tool_call_start" and getattr(event, "asks", False) and self._live:
-            with self._lock:  # the question is displayed next; the turn goes on below it
-                self._end_output()
-
-    def _handle_event(self, kind: str, event: Any) -> bool:
-        """Update the items; True when the display must update at once."""
-        if kind == "text_delta":
-            if self._items and self._items[-1][0] == "reply":
-                self._items[-1][1][0] += event.text
-            else:
-                self._items.append(["reply", [event.text]])
-            return False
-        if kind == "approval_answered":
-            return False
-        if kind == "tool_call_start":
-            self._open = event.call_id
-            if getattr(event, "asks", False):  # the question shows the whole code
-                self._block(f"**{literal('▶ ' + event.name)}**")
-            elif is_code_call(event.arguments):
-                head, _, body = format_tool_call(event.name, event.arguments).partition("\n")
-                code = "\n".join(line[4:] for line in body.splitlines())
-                self._block(f"**{literal(head)}**" + (f"\n{fence(code, 'python')}" if body else ""))
-            else:
-                if not (self._items and self._items[-1][0] == "lines"):
-                    self._items.append(["lines", []])
-                lines = self._items[-1][1]
-                lines.append(f"▸ {format_call(event.name, event.arguments)}")
-                self._calls[event.call_id] = (lines, len(lines) - 1)
-            return True
-        if kind == "tool_call_end":
-            self._open = None
-            held, self._held = self._held, []
-            if event.call_id in self._calls:
-                lines, index = self._calls.pop(event.call_id)
-                lines[index] += " " + one_line_result(event.result, event.ok)
-            else:
-                self._result_blocks(event.result, event.ok)
-            for text in _unsaid(held, event.result):
-                self._block(f"*{literal(text)}*")
-            return True
-        if self._open is not None:  # a notice while a call runs
-            self._held.append(str(event.text))
-            return False
-        self._block(f"*{literal(str(event.text))}*")
-        return True
-
-    def finish(self, *, interrupted: bool = False, drop_notice: str | None = None,
-               footer: str | None = None) -> None:
-        """End the turn: show its whole Markdown once (headless) or for the last time.
-
-        ``interrupted``: Ctrl-C stopped it (a running call is marked so); ``drop_notice``:
-        a notice not to show (the caller says it its own way, e.g. the limit that ended
-        the turn); ``footer``: the turn's footer line, shown last.
-        """
-        with self._lock:
-            if self._waiting is not None:
-                self._waiting.stop()
-            if interrupted and self._open is not None:
-                if self._open in self._calls:
-                    lines, index = self._calls.pop(self._open)
-                    lines[index] += " ✗ interrupted"
-                else:
-                    self._block(literal("✗ interrupted while running"))
-                self._open = None
-            if drop_notice is not None:
-                target = f"*{literal(drop_notice)}*"
-                self._items = [item for item in self._items if item != ["block", target]]
-            self._plain.finish(interrupted=interrupted, drop_notice=drop_notice, footer=footer)
-            if footer:
-                self._block(f"*{literal(footer)}*")
-            if not self._live:  # headless: every output of the turn, once, in order
-                for kind, shown in self._parts:
-                    if kind == "display":
-                        display(shown[0], metadata=shown[1], raw=True)
-                    elif shown.markdown.strip():
-                        display(shown)
-            if self._handle is not None:  # (wiped if it showed only a status line)
-                self._handle.update(self._display_object() if self._items else MarkdownText("", ""))
-            elif self._items:
-                display(self._display_object())
-
-
 class PlainTurnRenderer:
     """Render a turn's events as text written to ``stream`` (default ``sys.stdout`` at
     call time), escape sequences made inert.
 
+    A call that asks for approval shows only its name, a ``run_python`` call its code and
+    then each section of its result, any other call one line that its result ends. A
+    notice raised while a call runs is held, then shown after the result unless the
+    result already says it (a refusal); any other notice is written at the next event.
     The status line is shown only on a terminal, written to the stream fixed at creation
     (never through a ``sys.stdout`` the agent's code redirected). What the code displays
-    is left to the tool result, which names it. A notice is written at the next event.
+    is left to the tool result, which names it.
     """
 
     def __init__(self, stream: TextIO | None = None, *, wait_after: float = WAIT_AFTER) -> None:
         self._stream = stream
         self._at_line_start = True
-        self._open_call = ""  # the ID of a one-line call waiting for its result
         self._open: str | None = None  # the ID of the running call
-        self._held: list[str] = []
+        self._one_line = False  # the running call is shown as one line, open for its result
+        self._held: list[str] = []  # notices raised while a call runs
+        self._pending: list[str] = []  # notices shown at the next event (or dropped)
         self._lock = threading.RLock()
         self._status_width = 0
         self._terminal = stream or sys.stdout  # the status line's stream
         tty = stream is None and bool(getattr(self._terminal, "isatty", lambda: False)())
         self._waiting = WaitingStatus(self._show_status, self._lock, wait_after) if tty else None
-        self._pending: list[str] = []  # notices shown at the next event (or dropped)
 
     def _show_status(self) -> None:
         if self._waiting is None or not self._waiting.text or not self._at_line_start:
@@ -350,7 +135,7 @@ class PlainTurnRenderer:
             out.flush()
             self._at_line_start = text.endswith("\n")
 
-    def _block(self, text: str) -> None:
+    def _write_block(self, text: str) -> None:
         self._write(("" if self._at_line_start else "\n") + text + "\n")
 
     def __call__(self, event: Any) -> None:
@@ -358,80 +143,258 @@ class PlainTurnRenderer:
             if self._waiting is not None:
                 self._waiting.event(event)
                 self._clear_status()
-            self._render(event)
+            self._event(event)
 
-    def _render(self, event: Any) -> None:
+    def _event(self, event: Any) -> bool:
+        """Show one event; True when a live display must update at once."""
         kind = getattr(event, "kind", "")
-        if kind == "approval_answered":
-            return
         if kind in _SHOWN:
             self._flush_pending()
         if kind == "text_delta":
-            self._write(event.text)
-        elif kind == "tool_call_start":
-            self._open = event.call_id
-            if getattr(event, "asks", False):  # the question shows it all
-                self._block(f"▶ {event.name}")
-                return
-            if not is_code_call(event.arguments):
-                start = "" if self._at_line_start else "\n"
-                self._write(f"{start}▸ {format_call(event.name, event.arguments)}")
-                self._open_call = event.call_id
-                return
-            self._block(format_tool_call(event.name, event.arguments))
-        elif kind == "tool_call_end":
-            self._open = None
-            if event.call_id == self._open_call:
-                self._write(f" {one_line_result(event.result, event.ok)}\n")
+            self._reply(event.text)
+            return False
+        if kind == "tool_call_start":
+            code = call_code(event.arguments)
+            self._open, self._one_line = event.call_id, code is None and not event.asks
+            if self._one_line:
+                self._call_line(f"▸ {format_call(event.name, event.arguments)}")
             else:
-                self._result(event.result, event.ok)
-            held, self._held = self._held, []
-            for text in _unsaid(held, event.result):
-                self._notice(text)
-        elif kind == "notice":
-            if self._open is not None:  # shown with the call's result
-                self._held.append(str(event.text))
-                return
-            self._pending.append(str(event.text))
-        self._open_call = ""  # any other event ends a one-line call's line
+                self._code_call(event.name, "" if event.asks else code or "")
+            return True
+        if kind == "tool_call_end":
+            if self._one_line:
+                self._call_result(one_line_result(event.result, event.ok))
+            else:
+                for section, body in tool_result_sections(event.result, event.ok):
+                    self._section(section, body)
+            held, self._held, self._open, self._one_line = self._held, [], None, False
+            for text in held:
+                if text not in event.result and text.split(" ", 1)[-1] not in event.result:
+                    self._notice(text, now=True)
+            return True
+        if kind != "notice":
+            return False
+        if self._open is not None:
+            self._held.append(str(event.text))
+            return False
+        self._notice(str(event.text))
+        return True
+
+    def _reply(self, text: str) -> None:
+        self._write(text)
+
+    def _call_line(self, line: str) -> None:
+        self._write(("" if self._at_line_start else "\n") + line)
+
+    def _call_result(self, text: str) -> None:
+        self._write(f" {text}\n")
+
+    def _code_call(self, name: str, code: str) -> None:
+        self._write_block("\n".join([f"▶ {name}", *("    " + line for line in code.splitlines())]))
+
+    def _section(self, kind: str, body: str) -> None:
+        label = RESULT_LABELS[kind]
+        if kind in ("refused", "message"):
+            self._write_block(f"  {label} {body}")
+            return
+        first, *rest = result_preview(body) if kind != "error" else body.splitlines() or [""]
+        self._write_block("\n".join([f"  {label} {first}", *(f"    {line}" for line in rest)]))
+
+    def _notice(self, text: str, *, now: bool = False) -> None:
+        self._pending.append(text)
+        if now:
+            self._flush_pending()
 
     def _flush_pending(self) -> None:
         pending, self._pending = self._pending, []
         for text in pending:
-            self._notice(text)
-
-    def _notice(self, text: str) -> None:
-        self._block(text if text.startswith("[") else f"[{text}]")
-
-    def _result(self, result: str, ok: bool) -> None:
-        for kind, body in tool_result_sections(result, ok):
-            label = RESULT_LABELS[kind]
-            if kind in ("refused", "message"):
-                self._block(f"  {label} {body}")
-                continue
-            first, *rest = result_preview(body) if kind != "error" else body.splitlines() or [""]
-            self._block("\n".join([f"  {label} {first}", *(f"    {line}" for line in rest)]))
+            self._write_block(text if text.startswith("[") else f"[{text}]")
 
     def finish(self, *, interrupted: bool = False, drop_notice: str | None = None,
                footer: str | None = None) -> None:
-        """End on a fresh line (a running call marked interrupted), then ``footer``; see
-        :meth:`MarkdownTurnRenderer.finish`."""
+        """End on a fresh line, then ``footer``.
+
+        ``interrupted``: Ctrl-C stopped the turn (a running call is marked so);
+        ``drop_notice``: a notice not to show (the caller says it its own way, e.g. the
+        limit that ended the turn).
+        """
         with self._lock:
             if self._waiting is not None:
                 self._waiting.stop()
                 self._clear_status()
-            if interrupted and self._open is not None:
-                if self._open_call:
-                    self._write(" ✗ interrupted\n")
-                else:
-                    self._block("  ✗ interrupted while running")
-                self._open = None
+            if self._one_line and interrupted:
+                self._call_result("✗ interrupted")
+            elif self._open is not None and interrupted:
+                self._section("message", "interrupted while running")
+            self._open, self._one_line = None, False
             self._pending = [t for t in self._pending if t != drop_notice]
             self._flush_pending()
             if not self._at_line_start:
                 self._write("\n")
             if footer:
                 self._write(footer + "\n")
+
+
+class MarkdownTurnRenderer(PlainTurnRenderer):
+    """Render a turn's events as Markdown, with ``text/plain`` alongside: what
+    :class:`PlainTurnRenderer` writes, into a buffer.
+
+    Parameters
+    ----------
+    live : bool
+        True where a person watches: the display is updated in place as the turn streams
+        and shows the status line. False (nbclient, nbconvert, papermill): nothing shows
+        until :meth:`finish`. Either way the notebook ends with the same outputs.
+    min_interval : float, optional
+        Seconds between two updates while text streams in; calls, notices and
+        :meth:`finish` always update.
+    wait_after : float, optional
+        Seconds without an event before the status line appears (live only).
+
+    What the agent's code displays arrives as a ``display`` event and is shown as its own
+    output, in its place: the turn's Markdown so far ends there and goes on below it.
+    """
+
+    def __init__(self, *, live: bool = True, min_interval: float = 0.1,
+                 wait_after: float = WAIT_AFTER) -> None:
+        self._plain_out = io.StringIO()
+        super().__init__(self._plain_out)
+        self._live = live
+        self._items: list[list[Any]] = []  # [kind, payload]: reply / lines / block
+        self._handle: Any = None
+        self._parts: list[tuple[Any, dict[str, Any]]] = []  # finished outputs, display kwargs
+        self._shown_figures: set[str] = set()  # "[figure 1: ...]" lines of figures shown
+        self._plain_from = 0  # where the current output's plain text starts
+        self._min_interval = min_interval
+        self._shown_at = float("-inf")
+        self._waiting = WaitingStatus(self._show_locked, self._lock, wait_after) if live else None
+
+    def _display_object(self, *, status: bool = True) -> MarkdownText:
+        """The current output: its Markdown, with the status line of a long wait unless
+        ``status`` is False, and its ``text/plain``."""
+        blocks = []
+        for kind, payload in self._items:
+            if kind == "reply":
+                payload = reply_markdown(payload.strip("\n"))
+            elif kind == "lines":
+                payload = "  \n".join(literal(line) for line in payload)
+            if payload.strip():
+                blocks.append(payload)
+        if status and self._waiting is not None and self._waiting.text:
+            blocks.append(f"*{literal(self._waiting.text)}*")
+        plain = self._plain_out.getvalue()[self._plain_from:].rstrip("\n")
+        return MarkdownText("\n\n".join(blocks), plain.lstrip("\n") if self._plain_from else plain)
+
+    def _show_locked(self) -> None:
+        self._shown_at = time.monotonic()
+        if self._handle is None:
+            self._handle = display(self._display_object(), display_id=True)
+        else:
+            self._handle.update(self._display_object())
+
+    def _block(self, markdown: str) -> None:
+        self._items.append(["block", markdown])
+
+    def _reply(self, text: str) -> None:
+        super()._reply(text)
+        if self._items and self._items[-1][0] == "reply":
+            self._items[-1][1] += text
+        else:
+            self._items.append(["reply", text])
+
+    def _call_line(self, line: str) -> None:
+        super()._call_line(line)
+        if not (self._items and self._items[-1][0] == "lines"):
+            self._items.append(["lines", []])
+        self._items[-1][1].append(line)
+
+    def _call_result(self, text: str) -> None:
+        super()._call_result(text)
+        self._items[-1][1][-1] += " " + text  # nothing else is shown while a call runs
+
+    def _code_call(self, name: str, code: str) -> None:
+        super()._code_call(name, code)
+        self._block(f"**{literal('▶ ' + name)}**" + (f"\n{fence(code, 'python')}" if code else ""))
+
+    def _section(self, kind: str, body: str) -> None:
+        super()._section(kind, body)
+        if kind == "output" and self._shown_figures:
+            # a figure shown above in its place: its line is for the model, not for you
+            body = "\n".join(line for line in body.split("\n")
+                             if line not in self._shown_figures).strip("\n")
+            if not body:
+                return
+        label = RESULT_LABELS[kind]
+        lines = result_preview(body) if kind in ("output", "result", "stderr") else \
+            body.splitlines() or [""]
+        if kind not in ("refused", "message") and len(lines) > 1:
+            self._block(f"*{literal(label)}*\n" + fence("\n".join(lines), "text"))
+        elif kind in ("output", "result", "stderr") and lines[0]:
+            self._block(f"{literal(label)} `{lines[0].replace('`', chr(39))}`")
+        else:
+            shown = f"{label} {body if kind == 'refused' else lines[0] or '(no output)'}"
+            self._block(literal(shown, code_spans=True))
+
+    def _notice(self, text: str, *, now: bool = False) -> None:
+        super()._notice(text, now=now)
+        self._block(f"*{literal(text)}*")
+
+    def _end_output(self) -> None:
+        """End the current Markdown output for good; what follows goes in a new one."""
+        done = self._display_object(status=False) if self._items else MarkdownText("", "")
+        if self._handle is not None:  # (wiped if it showed only a status line)
+            self._handle.update(done)
+        if done.markdown.strip():
+            self._parts.append((done, {}))
+        self._items, self._handle = [], None
+        self._plain_from = len(self._plain_out.getvalue())
+
+    def __call__(self, event: Any) -> None:
+        kind = getattr(event, "kind", "")
+        if kind == "display":
+            if event.shown:
+                # lazy: importing the agent package at extension load costs ~0.5 s
+                from jupyter_agent.agent.pyexec import describe_figure
+
+                with self._lock:
+                    self._end_output()
+                    if event.figure is not None:
+                        self._shown_figures.add(f"[{describe_figure(event.figure)}]")
+                    how = {"metadata": dict(event.metadata or {}), "raw": True}
+                    self._parts.append((dict(event.data), how))
+                    if self._live:
+                        display(dict(event.data), **how)
+            return
+        if kind not in _SHOWN and kind != "approval_answered":
+            return
+        with self._lock:
+            status_gone = self._waiting.event(event) if self._waiting is not None else False
+            force = self._event(event) or status_gone
+        if self._live and (force or time.monotonic() - self._shown_at >= self._min_interval):
+            with self._lock:
+                self._show_locked()
+        if kind == "tool_call_start" and event.asks and self._live:
+            with self._lock:  # the question is displayed next; the turn goes on below it
+                self._end_output()
+
+    def finish(self, *, interrupted: bool = False, drop_notice: str | None = None,
+               footer: str | None = None) -> None:
+        """End the turn: show its whole Markdown once (headless) or for the last time,
+        ``footer`` last; see :meth:`PlainTurnRenderer.finish`."""
+        with self._lock:
+            super().finish(interrupted=interrupted, drop_notice=drop_notice, footer=footer)
+            if drop_notice is not None:
+                target = ["block", f"*{literal(drop_notice)}*"]
+                self._items = [item for item in self._items if item != target]
+            if footer:
+                self._block(f"*{literal(footer)}*")
+            if not self._live:  # headless: every output of the turn, once, in order
+                for shown, how in self._parts:
+                    display(shown, **how)
+            if self._handle is not None:  # (wiped if it showed only a status line)
+                self._handle.update(self._display_object() if self._items else MarkdownText("", ""))
+            elif self._items:
+                display(self._display_object())
 
 
 #: The approval question's view in Jupyter: the whole text, scrolling past ~25 lines.

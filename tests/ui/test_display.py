@@ -14,8 +14,8 @@ from jupyter_agent.agent.events import Notice, TextDelta, ToolCallEnd, ToolCallS
 from jupyter_agent.artefacts.steps import format_call
 from jupyter_agent.controller import TurnResult
 from jupyter_agent.store import SessionRecord, SessionState, TodoItem, Usage
-from jupyter_agent.ui.display import format_recap, limit_message, tool_result_sections
-from jupyter_agent.ui.recap import recap_markdown
+from jupyter_agent.ui.display import limit_message, tool_result_sections
+from jupyter_agent.ui.recap import recap_text
 from jupyter_agent.ui.render import MarkdownTurnRenderer, PlainTurnRenderer
 
 
@@ -221,12 +221,12 @@ def test_recap_counts_are_pluralized() -> None:
         transcript=[{"role": "user", "content": "q"}], compactions=[],
         state=SessionState(tool_calls=1, usage=Usage(input_tokens=1)),
     )
-    lines = format_recap(record).splitlines()
+    lines = recap_text(record).plain.splitlines()
     assert lines[0] == "Resumed session abc — T"
     assert lines[1].startswith("updated just now · 1 message · 1 token (1 in / 0 out)")
     assert lines[1].endswith("· 1 tool call")
-    assert "unarchived" not in format_recap(record)
-    assert format_recap(record, unarchived=True).splitlines()[2].startswith("unarchived: ")
+    assert "unarchived" not in recap_text(record).plain
+    assert recap_text(record, unarchived=True).plain.splitlines()[2].startswith("unarchived: ")
 
 
 def test_format_call_is_one_compact_line() -> None:
@@ -311,7 +311,7 @@ def test_recap_markdown() -> None:
         state=SessionState(todos=[TodoItem(id=1, text="done one", status="done"),
                                   TodoItem(id=2, text="open one")]),
     )
-    text = recap_markdown(record, unarchived=True)
+    text = recap_text(record, unarchived=True).markdown
     assert text.startswith("#### Resumed: Palmer penguins\n\nabc · updated just now · ")
     assert "<" not in text and "\n\n\n" not in text
     assert "**Summary**\n\nGoal: the `body_mass`, **\\\\$5**  \nRemaining: plots" in text
@@ -368,14 +368,14 @@ def test_a_time_ahead_of_the_clock_is_never_just_now() -> None:
 
 def test_the_recap_names_another_endpoint_in_one_line() -> None:
     from jupyter_agent.controller import Resumed
-    from jupyter_agent.ui.display import format_resumed, format_resumed_line
-    from jupyter_agent.ui.recap import resumed_markdown
+    from jupyter_agent.ui.display import format_resumed_line
 
     record = SessionRecord(id="abc", created_at=datetime(2026, 1, 1, tzinfo=UTC),
                            updated_at=datetime(2026, 1, 1, tzinfo=UTC))
     note = "This session last used http://a/v1; it now talks to http://b/v1, the endpoint …"
     resumed = Resumed(record, endpoint_note=note)
-    assert format_resumed(resumed).splitlines()[2] == note
-    assert f"**Endpoint:** {note}" in resumed_markdown(resumed).markdown
+    shown = recap_text(record, endpoint_note=note)
+    assert shown.plain.splitlines()[2] == note
+    assert f"**Endpoint:** {note}" in shown.markdown
     assert format_resumed_line(resumed).endswith(f"continue with %%agent. {note}")
-    assert "last used" not in format_resumed(Resumed(record))
+    assert "last used" not in recap_text(record).plain
