@@ -1,9 +1,7 @@
-"""Scripted models for tests, demos and notebooks: no network, no API key.
+"""Scripted models for tests, demos and notebooks (docs/scripted-model.md): no network, no key.
 
-``ScriptedModelServer`` speaks Chat Completions and Responses over real HTTP on loopback
-(``python -m jupyter_agent.testing --script FILE``), so the real ``openai`` client parses
-real responses; ``ScriptedModel`` answers from the same scripts in process. Importing
-only defines classes.
+``ScriptedModelServer`` speaks Chat Completions and Responses over real HTTP on loopback, so
+the real ``openai`` client parses real responses; ``ScriptedModel`` answers in process.
 """
 
 from __future__ import annotations
@@ -40,24 +38,9 @@ class ScriptedModelServer(Script):
     Each accepted ``/chat/completions`` or ``/responses`` request consumes exactly one step,
     even when the client disconnects mid-stream; a rejected one (400, 401) consumes none.
     Every body that parses is recorded on arrival, rejected ones included. One lock guards
-    the script and the records (callable steps run outside it). Nothing is logged unless
-    ``log_requests``; the API key never is.
-
-    Parameters
-    ----------
-    script : iterable of steps, optional
-        Dicts, strings, ``Step`` objects or callables ``f(request_body) -> step``.
-    require_api_key : str, optional
-        Answer 401 ``invalid_api_key`` unless a request sends ``Authorization: Bearer KEY``.
-    model_ids : iterable of str
-        Listed by ``GET /v1/models``; a request may name any model, which is echoed.
-    port : int
-        0: a free ephemeral port, picked at :meth:`start` and kept across restarts.
-    accept_images : bool
-        False: answer a request carrying images with 400, as a text-only model does.
-    play : {"llama.cpp", "vllm", "ollama"}, optional
-        Report ``context_window`` (tokens) as that server does and refuse (Ollama:
-        truncate, or as ``truncate`` says) a chat request past it.
+    the script and the records (callable steps run outside it). The API key is never logged.
+    ``port`` 0 picks a free port at :meth:`start`, kept across restarts; ``play`` (see
+    :mod:`~jupyter_agent.testing.local`) reports ``context_window`` tokens as that server does.
 
     Raises
     ------
@@ -97,23 +80,13 @@ class ScriptedModelServer(Script):
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> ScriptedModelServer:
-        """A server (not started) answering from the JSON script at ``path``.
-
-        Raises
-        ------
-        ScriptError
-            Unreadable file, not a JSON list, or an invalid step.
-        """
+        """A server (not started) answering from the JSON script at ``path``; raises
+        ``ScriptError`` for an unreadable file, not a JSON list, or an invalid step."""
         return cls(load_script(path), **kwargs)
 
     def start(self) -> ScriptedModelServer:
-        """Serve in a daemon thread (no-op when running); returns ``self``.
-
-        Raises
-        ------
-        OSError
-            If the port cannot be bound.
-        """
+        """Serve in a daemon thread (no-op when running); ``OSError`` if the port cannot be
+        bound."""
         with self._lock:
             if self._httpd is not None:
                 return self
@@ -159,13 +132,7 @@ class ScriptedModelServer(Script):
 
     @property
     def base_url(self) -> str:
-        """``http://HOST:PORT/v1``.
-
-        Raises
-        ------
-        RuntimeError
-            Before the first start (the port is not known yet).
-        """
+        """``http://HOST:PORT/v1``; ``RuntimeError`` before the first start."""
         if not self._port:
             raise RuntimeError("ScriptedModelServer is not started; call start() or use `with`")
         return f"http://{self.host}:{self._port}/v1"

@@ -19,7 +19,7 @@ from jupyter_agent.testing.local import PLAYS
 from jupyter_agent.testing.script import ScriptError
 
 
-def build_parser() -> argparse.ArgumentParser:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m jupyter_agent.testing",
         description="Serve an OpenAI-compatible API (Chat Completions and Responses) on"
@@ -47,11 +47,6 @@ def build_parser() -> argparse.ArgumentParser:
                              "(default: as the played server does)")
     parser.add_argument("--no-truncate", action="store_false", dest="truncate",
                         help="past the window, refuse (even when playing Ollama)")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         server = ScriptedModelServer.from_file(

@@ -21,10 +21,6 @@ from jupyter_agent.testing.script import Step
 
 SYSTEM_FINGERPRINT = "fp_scripted"
 ROLES = ("system", "developer", "user", "assistant", "tool")
-_DEFAULT_TYPE = {400: "invalid_request_error", 401: "invalid_request_error",
-                 403: "invalid_request_error", 404: "invalid_request_error",
-                 429: "requests"}
-_DEFAULT_CODE = {401: "invalid_api_key", 429: "rate_limit_exceeded"}
 _UNKNOWN_IMAGE_TOKENS = 85  # an image given by URL, whose size cannot be told
 
 
@@ -43,10 +39,10 @@ def error_body(status: int, message: str, *, type: str | None = None,
                param: str | None = None, code: str | None = None) -> dict[str, Any]:
     """An OpenAI-shaped error body; ``type`` and ``code`` default by status."""
     if type is None:
-        fallback = "server_error" if status >= 500 else "invalid_request_error"
-        type = _DEFAULT_TYPE.get(status, fallback)
+        type = ("server_error" if status >= 500 else "requests" if status == 429
+                else "invalid_request_error")
     if code is None:
-        code = _DEFAULT_CODE.get(status)
+        code = {401: "invalid_api_key", 429: "rate_limit_exceeded"}.get(status)
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
 
 
@@ -118,10 +114,8 @@ def image_refusal(body: Any, *, responses: bool) -> RequestRejected | None:
     parts = image_parts(body)
     if not parts:
         return None
-    if responses:
-        message = "Invalid input: this model does not support image inputs."
-    else:
-        message = "Invalid content type. image_url is only supported by certain models."
+    message = ("Invalid input: this model does not support image inputs." if responses
+               else "Invalid content type. image_url is only supported by certain models.")
     return reject(message, param=parts[0].where.replace("[", ".["))
 
 
@@ -288,9 +282,11 @@ class Answer:
     (the step's ``usage`` or the estimate)."""
 
     def __init__(self, step: Step, body: dict[str, Any], input_tokens: int | None = None) -> None:
-        self.text = step.text
+        self.text, self.body = step.text, body
         self.calls = [(spec.id or "call_" + uuid.uuid4().hex[:24], spec.name,
-                       spec.arguments_json()) for spec in step.tool_calls or []]
+                       spec.arguments if isinstance(spec.arguments, str)
+                       else json.dumps(spec.arguments, ensure_ascii=False))
+                      for spec in step.tool_calls or []]
         self.finish_reason = step.finish_reason or ("tool_calls" if self.calls else "stop")
         override = step.usage
         self.prompt = (override.prompt_tokens if override and override.prompt_tokens is not None
@@ -320,7 +316,7 @@ class Answer:
             usage.pop(name, None)
         return usage
 
-    def completion_object(self) -> dict[str, Any]:
+    def whole(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": self.text, "refusal": None,
                                    "annotations": []}
         if self.calls:
@@ -332,10 +328,13 @@ class Answer:
                              "finish_reason": self.finish_reason}],
                 "usage": self.usage()}
 
-    def chunks(self, include_usage: bool) -> list[dict[str, Any]]:
+    def stream(self) -> list[dict[str, Any]]:
         """The chunks of a stream: role, text pieces, each call (then its arguments in
-        12-character pieces), the finish reason, and with ``include_usage`` a last chunk
-        with ``usage`` (the others then carry ``usage: null``). ``[DONE]`` is the caller's."""
+        12-character pieces), the finish reason, and with ``stream_options.include_usage`` a
+        last chunk with ``usage`` (the others then carry ``usage: null``). ``[DONE]`` is the
+        caller's."""
+        options = self.body.get("stream_options")
+        include_usage = isinstance(options, dict) and options.get("include_usage") is True
 
         def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
             out = {**self.envelope, "object": "chat.completion.chunk",

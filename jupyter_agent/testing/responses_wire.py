@@ -127,7 +127,7 @@ class ResponseAnswer:
             "total_tokens": answer.prompt + answer.completion,
         }
 
-    def response(self, *, done: bool = True) -> dict[str, Any]:
+    def whole(self, *, done: bool = True) -> dict[str, Any]:
         body = self.body
         return {
             "id": self.id, "object": "response", "created_at": self.created,
@@ -141,14 +141,14 @@ class ResponseAnswer:
             "completed_at": time.time() if done and self.status == "completed" else None,
         }
 
-    def events(self) -> list[dict[str, Any]]:
+    def stream(self) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
 
         def emit(kind: str, **fields: Any) -> None:
             events.append({"type": kind, "sequence_number": len(events), **fields})
 
-        emit("response.created", response=self.response(done=False))
-        emit("response.in_progress", response=self.response(done=False))
+        emit("response.created", response=self.whole(done=False))
+        emit("response.in_progress", response=self.whole(done=False))
         for index, item in enumerate(self.items):
             kind, where = item["type"], {"item_id": item["id"], "output_index": index}
             if kind == "message":
@@ -177,5 +177,5 @@ class ResponseAnswer:
                      item={**item, "summary": [], "encrypted_content": None})
             emit("response.output_item.done", output_index=index, item=item)
         final = "response.completed" if self.status == "completed" else "response.incomplete"
-        emit(final, response=self.response(done=True))
+        emit(final, response=self.whole(done=True))
         return events

@@ -41,11 +41,6 @@ class ToolCallSpec(_Model):
     arguments: dict[str, Any] | str = Field(default_factory=dict)
     id: str | None = Field(default=None, min_length=1)
 
-    def arguments_json(self) -> str:
-        if isinstance(self.arguments, str):
-            return self.arguments
-        return json.dumps(self.arguments, ensure_ascii=False)
-
 
 class UsageSpec(_Model):
     """Token counts overriding the estimate (None: estimate); ``omit`` drops reported fields."""
@@ -183,8 +178,6 @@ class Script:
         """
         with self._lock:
             self._steps.extend(parse_steps(steps, start=len(self._steps)))
-
-    extend = add_steps
 
     @property
     def remaining(self) -> int:
