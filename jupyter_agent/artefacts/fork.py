@@ -15,7 +15,7 @@ Either way: a new ID and timestamps, not archived, ``parent`` = the parent's ID 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import SimpleNamespace
@@ -52,20 +52,6 @@ class Forked:
     parent_turns: int
     turns: int
     rebuilt: bool = False
-
-
-def copy_figures(source: Store, source_id: str, target: Store, target_id: str,
-                 figure_ids: Iterable[str]) -> list[str]:
-    """Copy figures of one session to another; the IDs copied."""
-    copied: list[str] = []
-    for fid in dict.fromkeys(figure_ids):
-        try:
-            found = source.read_figure(source_id, fid)
-        except FigureNotFoundError:
-            continue
-        target.save_figure(target_id, fid, found.data, found.media_type)
-        copied.append(fid)
-    return copied
 
 
 def fork_label(origin: ForkOrigin | None) -> str:
@@ -148,22 +134,16 @@ def fork_record(
     if at is not None and not 1 <= at <= parent_turns:
         raise ForkPointError(parent.id, at, parent_turns)
     when = now or utc_now()
+    if title is None:
+        title = f"{parent.title} (fork)" if parent.title.strip() else f"fork of {parent.id}"
     common: dict[str, Any] = {
-        "id": session_id or new_session_id(),
-        "created_at": when,
-        "updated_at": when,
-        "title": title if title is not None else f"{parent.title} (fork)"
-        if parent.title.strip() else f"fork of {parent.id}",
-        "archived": False,
-        "parent": ForkOrigin(session_id=parent.id, turn=at),
-    }
+        "id": session_id or new_session_id(), "created_at": when, "updated_at": when,
+        "title": title, "archived": False, "parent": ForkOrigin(session_id=parent.id, turn=at)}
     if at is None:
         end = complete_length(transcript)
         drop = len(transcript) - end
-        update: dict[str, Any] = {
-            "transcript": transcript[:end],
-            "messages": parent.messages[: len(parent.messages) - drop],
-        }
+        update: dict[str, Any] = {"transcript": transcript[:end],
+                                  "messages": parent.messages[: len(parent.messages) - drop]}
         rebuilt, turns = False, len(turn_starts(transcript[:end]))
     else:
         cut = starts[at] if at < parent_turns else len(transcript)
@@ -206,6 +186,10 @@ def fork_session(
         forked = fork_record(parent, at=at, title=title)
     store.create_session(record=forked.record)
     # the figures its messages refer to go with it
-    copy_figures(store, session_id, store, forked.record.id,
-                 (str(ref["id"]) for ref in figure_refs(forked.record.transcript)))
+    for fid in dict.fromkeys(str(ref["id"]) for ref in figure_refs(forked.record.transcript)):
+        try:
+            found = store.read_figure(session_id, fid)
+        except FigureNotFoundError:
+            continue
+        store.save_figure(forked.record.id, fid, found.data, found.media_type)
     return forked

@@ -190,22 +190,12 @@ class Redactor:
                                                               figure.media_type)
 
 
-def redact_text(text: str, secrets: Iterable[str] = ()) -> tuple[str, set[str]]:
-    """``text`` with every secret replaced, and the distinct values replaced."""
-    redactor = Redactor(secrets)
-    return redactor.text(text), redactor.found
-
-
-def redact_record(record: SessionRecord, secrets: Iterable[str] = (), *,
-                  redactor: Redactor | None = None) -> tuple[SessionRecord, int]:
-    """``record`` with the secrets of all its strings replaced, and how many distinct ones.
+def redact_record(record: SessionRecord, redactor: Redactor) -> SessionRecord:
+    """``record`` with the secrets of all its strings replaced (``redactor.found`` grows).
 
     The identity (ID, timestamps, parent) is kept; every other field, the saved endpoint
-    included, is scanned. ``record`` itself is returned when nothing was found; a given
-    ``redactor`` is used instead of a new one (its ``found`` grows).
+    included, is scanned. ``record`` itself is returned when nothing was found.
     """
-    redactor = Redactor(secrets) if redactor is None else redactor
-    before = len(redactor.found)
     names = [*type(record).model_fields, *(record.model_extra or {})]
     changed: dict[str, Any] = {}
     for name in names:
@@ -224,5 +214,4 @@ def redact_record(record: SessionRecord, secrets: Iterable[str] = (), *,
             clean = ([model.model_validate(v) for v in clean] if isinstance(clean, list)
                      else model.model_validate(clean))
         changed[name] = clean
-    count = len(redactor.found) - before
-    return (record.model_copy(update=changed) if changed else record), count
+    return record.model_copy(update=changed) if changed else record

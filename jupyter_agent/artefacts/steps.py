@@ -4,7 +4,7 @@ A *user turn* runs from a ``user`` message of the transcript to the next one; cu
 before a user message never separates a tool call from its result. :func:`steps` yields
 each request, reply text, tool call with its result, and a compaction marker where one
 happened; system messages (they carry the notes) are left out. Also the shared pieces of
-the exports: figures put back among a call's printed lines, and one-line renderings.
+the exports: figures read for display, and tool calls in one line.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import base64
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 from jupyter_agent.errors import JupyterAgentError
@@ -158,30 +157,6 @@ def steps(record: SessionRecord, progress: Progress = no_progress) -> Iterator[S
             yield Marker(c)
 
 
-def split_at_figures(result: str, refs: Sequence[dict[str, Any]]
-                     ) -> list[str | dict[str, Any]]:
-    """A ``run_python`` result cut at the lines naming its figures (``[figure N: ...]``):
-    non-empty text pieces and references in order; a reference whose line is missing last."""
-    pending = list(refs)
-    out: list[str | dict[str, Any]] = []
-    text: list[str] = []
-    for line in result.splitlines(keepends=True):
-        match = next((ref for ref in pending if line.startswith(f"[figure {ref.get('n')}:")),
-                     None)
-        if match is None:
-            text.append(line)
-            continue
-        if text:
-            out.append("".join(text))
-        text = []
-        out.append(match)
-        pending.remove(match)
-    if text:
-        out.append("".join(text))
-    out.extend(pending)
-    return out
-
-
 def figure_data(read: ReadFigure | None, ref: dict[str, Any]
                 ) -> tuple[dict[str, Any] | None, str]:
     """``({media type: base64, or SVG text}, "")``, or ``(None, why it cannot be read)``."""
@@ -194,33 +169,6 @@ def figure_data(read: ReadFigure | None, ref: dict[str, Any]
     if figure.media_type == "image/svg+xml":
         return {figure.media_type: figure.data.decode("utf-8", "replace")}, ""
     return {figure.media_type: base64.b64encode(figure.data).decode("ascii")}, ""
-
-
-def when(moment: datetime) -> str:
-    return f"{moment:%Y-%m-%d %H:%M} UTC"
-
-
-def session_name(record: SessionRecord) -> str:
-    return record.title.strip() or f"Session {record.id}"
-
-
-def facts_line(record: SessionRecord) -> str:
-    """One Markdown line: ID, model, dates, requests, tool calls, tokens and cost, parent."""
-    state = record.state
-    turns = sum(1 for m in record.transcript if m.get("role") == "user")
-    parts = [f"jupyter-agent session `{record.id}`"]
-    if state.model:
-        parts.append(f"model `{state.model}`")
-    parts += [f"created {when(record.created_at)}", f"updated {when(record.updated_at)}",
-              f"{turns} request{'s' if turns != 1 else ''}",
-              f"{state.tool_calls} tool call{'s' if state.tool_calls != 1 else ''}"]
-    if state.usage.calls:
-        cost = "price unknown" if state.usage.price_unknown else f"${state.usage.cost_usd:.4f}"
-        parts.append(f"{state.usage.input_tokens + state.usage.output_tokens:,} tokens, {cost}")
-    if record.parent is not None:
-        after = f" after request {record.parent.turn}" if record.parent.turn else ""
-        parts.append(f"forked from `{record.parent.session_id}`{after}")
-    return " · ".join(parts)
 
 
 def call_arguments(arguments: str) -> Any:
