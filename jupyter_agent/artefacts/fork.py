@@ -33,7 +33,6 @@ from jupyter_agent.store import (
     SessionRecord,
     SessionState,
     Store,
-    Usage,
     new_session_id,
 )
 from jupyter_agent.store.figure_files import figure_refs
@@ -62,18 +61,19 @@ def fork_label(origin: ForkOrigin | None) -> str:
     return f"fork of {origin.session_id}{after}"
 
 
-def replay_state(messages: Sequence[dict[str, Any]], *, usage: Usage, model: str = "",
-                 base_url: str = "") -> tuple[SessionState, str]:
+def replay_state(messages: Sequence[dict[str, Any]], parent: SessionState
+                 ) -> tuple[SessionState, str]:
     """The checkpoint and summary after ``messages`` (a transcript prefix), rebuilt by
     running the state tools' calls again on an empty state (they are deterministic);
-    nothing else runs. ``usage`` is copied as it is. A call counts as run unless its result
-    says it never ran; an interrupted call is counted but not replayed."""
+    nothing else runs; the parent's usage, model and endpoint are copied. A call counts as
+    run unless its result says it never ran; an interrupted call is counted, not replayed."""
     # the agent package imports openai (~0.5 s); listings only need fork_label
     from jupyter_agent.agent.builtin_tools import BuiltinTools
     from jupyter_agent.agent.tools import MemoryContext, tool_from_function
     from jupyter_agent.agent.working_context import NOT_RUN_PREFIXES, tool_calls_run
 
-    state = SessionState(usage=usage.model_copy(), model=model, base_url=base_url)
+    state = SessionState(usage=parent.usage.model_copy(), model=parent.model,
+                         base_url=parent.base_url)
     summaries = [""]  # the store stand-in where the summary tool saves: the last text
     recorder = SimpleNamespace(update=lambda session_id, *, summary: summaries.append(summary))
     tools = BuiltinTools(lambda: state, approval="deny")
@@ -149,9 +149,7 @@ def fork_record(
         cut = starts[at] if at < parent_turns else len(transcript)
         kept = transcript[:cut]
         messages, rebuilt = _cut_context(parent, cut)
-        state = parent.state
-        replayed, summary = replay_state(kept, usage=state.usage, model=state.model,
-                                         base_url=state.base_url)
+        replayed, summary = replay_state(kept, parent.state)
         update = {
             "transcript": kept,
             "messages": messages,

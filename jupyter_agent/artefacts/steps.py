@@ -40,20 +40,15 @@ def turn_starts(messages: Sequence[dict[str, Any]]) -> list[int]:
 def complete_length(messages: Sequence[dict[str, Any]]) -> int:
     """Length of ``messages`` without a trailing assistant message whose tool calls are not
     all answered (a session saved while its agent ran a tool batch)."""
-    end = len(messages)
-    i = end
+    i = len(messages)
     while i > 0 and messages[i - 1].get("role") == "tool":
         i -= 1
-    if i == 0:
-        return end
-    last = messages[i - 1]
+    last = messages[i - 1] if i > 0 else {}
     calls = last.get("tool_calls") if last.get("role") == "assistant" else None
-    if not calls:
-        return end
     answered = {m.get("tool_call_id") for m in messages[i:]}
-    if all(c.get("id") in answered for c in calls):
-        return end
-    return i - 1
+    if calls and not all(c.get("id") in answered for c in calls):
+        return i - 1
+    return len(messages)
 
 
 def call_results(messages: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -91,12 +86,8 @@ class Call:
     @property
     def code(self) -> str | None:
         """The source of a ``run_python`` call, else None."""
-        if self.name != "run_python":
-            return None
-        try:
-            code = json.loads(self.arguments or "{}").get("code")
-        except (ValueError, RecursionError, AttributeError):
-            return None
+        args = call_arguments(self.arguments) if self.name == "run_python" else None
+        code = args.get("code") if isinstance(args, dict) else None
         return code if isinstance(code, str) else None
 
 
