@@ -196,22 +196,7 @@ def redact_record(record: SessionRecord, redactor: Redactor) -> SessionRecord:
     The identity (ID, timestamps, parent) is kept; every other field, the saved endpoint
     included, is scanned. ``record`` itself is returned when nothing was found.
     """
-    names = [*type(record).model_fields, *(record.model_extra or {})]
-    changed: dict[str, Any] = {}
-    for name in names:
-        if name in _IDENTITY:
-            continue
-        value = getattr(record, name)
-        kind = type(value[0]) if isinstance(value, list) and value else type(value)
-        model = kind if hasattr(kind, "model_validate") else None
-        plain = (value if model is None else [v.model_dump(mode="json") for v in value]
-                 if isinstance(value, list) else value.model_dump(mode="json"))
-        edits = redactor.edits
-        clean = redactor.value(plain)
-        if redactor.edits == edits:
-            continue
-        if model is not None:
-            clean = ([model.model_validate(v) for v in clean] if isinstance(clean, list)
-                     else model.model_validate(clean))
-        changed[name] = clean
-    return record.model_copy(update=changed) if changed else record
+    edits = redactor.edits
+    clean = {name: value if name in _IDENTITY else redactor.value(value)
+             for name, value in record.model_dump(mode="json").items()}
+    return record if redactor.edits == edits else type(record).model_validate(clean)
