@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -111,17 +110,11 @@ def _cut_context(parent: SessionRecord, cut: int) -> tuple[list[dict[str, Any]],
     return list(transcript[:cut]), True
 
 
-def fork_record(
-    parent: SessionRecord,
-    *,
-    at: int | None = None,
-    title: str | None = None,
-    session_id: str | None = None,
-    now: datetime | None = None,
-) -> Forked:
-    """The record of a fork of ``parent`` (pure; ``parent`` is not modified).
+def fork_record(parent: SessionRecord, *, at: int | None = None,
+                title: str | None = None) -> Forked:
+    """The record of a fork of ``parent`` (``parent`` is not modified).
 
-    ``at`` keeps user turns 1 to ``at`` (default: all); ``now`` is aware UTC.
+    ``at`` keeps user turns 1 to ``at`` (default: all).
 
     Raises
     ------
@@ -133,11 +126,11 @@ def fork_record(
     parent_turns = len(starts)
     if at is not None and not 1 <= at <= parent_turns:
         raise ForkPointError(parent.id, at, parent_turns)
-    when = now or utc_now()
+    when = utc_now()
     if title is None:
         title = f"{parent.title} (fork)" if parent.title.strip() else f"fork of {parent.id}"
     common: dict[str, Any] = {
-        "id": session_id or new_session_id(), "created_at": when, "updated_at": when,
+        "id": new_session_id(), "created_at": when, "updated_at": when,
         "title": title, "archived": False, "parent": ForkOrigin(session_id=parent.id, turn=at)}
     if at is None:
         end = complete_length(transcript)
