@@ -52,44 +52,31 @@ def reject(message: str, param: str | None = None, code: str | None = None) -> R
 
 @dataclass(frozen=True)
 class ImagePart:
-    """One image of a request: its place (``"messages[5].content[2]"``), URL length, media
-    type and decoded size in bytes ("" and 0 for a non-``data:`` URL), pixels when known,
-    ``detail`` and estimated prompt tokens."""
+    """One image of a request: its place (``"messages[5].content[2]"``), media type ("" for a
+    non-``data:`` URL), pixels when known and estimated prompt tokens."""
 
     where: str
-    url_chars: int
-    media_type: str
-    bytes: int
-    width: int | None
-    height: int | None
-    detail: str
-    tokens: int
-
-
-def _image(where: str, url: object, detail: object) -> ImagePart:
-    text = url if isinstance(url, str) else ""
-    decoded = decode_data_url(text)
-    media_type, size, dims = "", 0, None
-    if decoded is not None:
-        data, media_type = decoded
-        size, dims = len(data), image_size(data, media_type)
-    tokens = image_tokens(*dims) if dims else _UNKNOWN_IMAGE_TOKENS
-    return ImagePart(where, len(text), media_type, size, dims[0] if dims else None,
-                     dims[1] if dims else None, str(detail or "auto"), tokens)
+    media_type: str = ""
+    width: int | None = None
+    height: int | None = None
+    tokens: int = _UNKNOWN_IMAGE_TOKENS
 
 
 def _images_in(content: Any, where: str) -> list[ImagePart]:
     found = []
     for j, part in enumerate(content if isinstance(content, list) else ()):
-        if not isinstance(part, dict):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind not in ("image_url", "input_image"):
             continue
-        if part.get("type") == "image_url":
-            image = part.get("image_url")
-            url = image.get("url") if isinstance(image, dict) else image
-            detail = image.get("detail") if isinstance(image, dict) else None
-            found.append(_image(f"{where}[{j}]", url, detail))
-        elif part.get("type") == "input_image":
-            found.append(_image(f"{where}[{j}]", part.get("image_url"), part.get("detail")))
+        url = part.get("image_url")
+        if kind == "image_url" and isinstance(url, dict):
+            url = url.get("url")
+        decoded = decode_data_url(url if isinstance(url, str) else "")
+        data, media_type = decoded if decoded is not None else (b"", "")
+        dims = image_size(data, media_type) if decoded is not None else None
+        place = f"{where}[{j}]"
+        found.append(ImagePart(place, media_type, *dims, image_tokens(*dims)) if dims
+                     else ImagePart(place, media_type))
     return found
 
 
@@ -167,18 +154,18 @@ def _missing(where: str) -> RequestRejected:
                    code="missing_required_parameter")
 
 
-def _empty(where: str) -> RequestRejected:
-    return reject(f"Invalid '{where}': empty array. Expected an array with minimum length 1,"
-                   " but got an empty array instead.", param=where, code="empty_array")
+def _array(where: str, value: object) -> list[Any]:
+    if not isinstance(value, list):
+        raise _wrong_type(where, "an array of objects", value)
+    if not value:
+        raise reject(f"Invalid '{where}': empty array. Expected an array with minimum length 1,"
+                     " but got an empty array instead.", param=where, code="empty_array")
+    return value
 
 
 def _tool_call_ids(i: int, tool_calls: object) -> list[str]:
-    if not isinstance(tool_calls, list):
-        raise _wrong_type(f"messages[{i}].tool_calls", "an array of objects", tool_calls)
-    if not tool_calls:
-        raise _empty(f"messages[{i}].tool_calls")
     ids = []
-    for j, call in enumerate(tool_calls):
+    for j, call in enumerate(_array(f"messages[{i}].tool_calls", tool_calls)):
         where = f"messages[{i}].tool_calls[{j}]"
         if not isinstance(call, dict):
             raise _wrong_type(where, "an object", call)
@@ -250,11 +237,7 @@ def validate_chat_request(body: object) -> None:
         raise reject("you must provide a model parameter")
     if "messages" not in body:
         raise _missing("messages")
-    messages = body["messages"]
-    if not isinstance(messages, list):
-        raise _wrong_type("messages", "an array of objects", messages)
-    if not messages:
-        raise _empty("messages")
+    messages = _array("messages", body["messages"])
     # tool messages must directly follow the assistant message whose calls they answer
     unanswered: list[str] | None = None
     opened_at = -1
