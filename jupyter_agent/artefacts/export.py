@@ -69,13 +69,8 @@ class Exported:
 
 
 def choose_format(fmt: str | None, output: str | os.PathLike[str] | None = None) -> ExportFormat:
-    """``fmt`` if given, else the suffix of ``output``, else ``ipynb``.
-
-    Raises
-    ------
-    ValueError
-        For an unknown ``fmt``.
-    """
+    """``fmt`` if given, else the suffix of ``output``, else ``ipynb``; ``ValueError`` for an
+    unknown ``fmt``."""
     if fmt is not None and fmt not in EXPORT_FORMATS:
         raise ValueError(f"unknown export format {fmt!r}: use ipynb, md or json")
     suffix = Path(output).suffix.lower().lstrip(".") if output is not None else ""
@@ -320,15 +315,6 @@ def render(record: SessionRecord, fmt: ExportFormat, *, secrets: Iterable[str] =
     return data, len(redactor.found)
 
 
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def write_export(path: Path, data: bytes, *, force: bool = False) -> None:
     """Write ``data`` to ``path`` whole or not at all (see the module docstring).
 
@@ -360,7 +346,12 @@ def write_export(path: Path, data: bytes, *, force: bool = False) -> None:
                 os.link(tmp, path)
             except FileExistsError:
                 raise ExportExistsError(path) from None
-        _fsync_dir(folder)
+        with contextlib.suppress(OSError):  # the link or rename is durable
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
     except OSError as err:
         raise ExportError(path, err.strerror or str(err)) from None
     finally:

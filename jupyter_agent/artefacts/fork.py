@@ -84,14 +84,11 @@ def replay_state(messages: Sequence[dict[str, Any]], parent: SessionState
             continue
         for call in message.get("tool_calls") or ():
             result = results.get(str(call.get("id")))
-            if result is None:
-                continue
-            text = message_text(result)
-            if text.startswith(NOT_RUN_PREFIXES):
-                continue
             function = call.get("function") or {}
             tool = replayable.get(str(function.get("name")))
-            if tool is not None and not text.startswith(SYNTHETIC_PREFIX):
+            if tool is None or result is None:
+                continue
+            if not message_text(result).startswith((*NOT_RUN_PREFIXES, SYNTHETIC_PREFIX)):
                 tool.invoke(str(function.get("arguments") or ""))
     state.tool_calls = tool_calls_run(messages)
     return state, summaries[-1]

@@ -74,8 +74,7 @@ class ScriptedModelServer(Script):
         self._errors: list[str] = []
         self._issued: set[str] = set()  # encrypted reasoning contents handed out
         self._connections: set[socket.socket] = set()
-        self._httpd: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._serving: tuple[_HTTPServer, threading.Thread] | None = None
         self._created = int(time.time())
 
     @classmethod
@@ -88,27 +87,25 @@ class ScriptedModelServer(Script):
         """Serve in a daemon thread (no-op when running); ``OSError`` if the port cannot be
         bound."""
         with self._lock:
-            if self._httpd is not None:
+            if self._serving is not None:
                 return self
             httpd = _HTTPServer((self.host, self._port), self)
             self._port = httpd.server_address[1]
-            self._httpd = httpd
-            self._thread = threading.Thread(
-                target=httpd.serve_until_stopped,
-                name=f"ScriptedModelServer:{self._port}", daemon=True)
-            self._thread.start()
+            thread = threading.Thread(target=httpd.serve_until_stopped,
+                                      name=f"ScriptedModelServer:{self._port}", daemon=True)
+            thread.start()
+            self._serving = httpd, thread
         return self
 
     def stop(self) -> None:
         """Stop serving and close the socket and open connections; idempotent."""
         with self._lock:
-            httpd, thread = self._httpd, self._thread
-            self._httpd = self._thread = None
-        if httpd is None:
+            serving, self._serving = self._serving, None
+        if serving is None:
             return
+        httpd, thread = serving
         httpd.request_stop()
-        if thread is not None:
-            thread.join(timeout=10)
+        thread.join(timeout=10)
         httpd.server_close()
         with self._lock:  # after the accept loop ended: no new connections appear
             connections = list(self._connections)
@@ -124,7 +121,7 @@ class ScriptedModelServer(Script):
 
     @property
     def running(self) -> bool:
-        return self._httpd is not None
+        return self._serving is not None
 
     @property
     def port(self) -> int:

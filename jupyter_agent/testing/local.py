@@ -46,10 +46,6 @@ class LocalServer:
             raise ValueError(f"context_window must be a positive number of tokens "
                              f"(got {self.context_window!r})")
 
-    @property
-    def truncates(self) -> bool:
-        return self.play == "ollama" if self.truncate is None else self.truncate
-
     def model_fields(self) -> dict[str, Any]:
         if self.play == "llama.cpp":
             return {"owned_by": "llamacpp", "meta": {"n_ctx": self.context_window,
@@ -85,7 +81,7 @@ class LocalServer:
         tokens = estimate_prompt_tokens(body)
         if tokens <= self.context_window:
             return body, 0
-        if not self.truncates:
+        if not (self.play == "ollama" if self.truncate is None else self.truncate):
             raise RequestRejected(400, self._refusal(tokens))
         messages = list(body.get("messages") or [])
         head = [m for m in messages[:1] if isinstance(m, dict) and m.get("role") == "system"]
