@@ -12,7 +12,6 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from types import FrameType
 
 from jupyter_agent.testing import ScriptedModelServer
 from jupyter_agent.testing.local import PLAYS
@@ -57,12 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ScriptError, ValueError) as err:
         parser.error(str(err))
     stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda signum, frame: stop.set())
     try:
         server.start()
     except OSError as err:
