@@ -1,17 +1,11 @@
 """Exporting a session to a file: a notebook (``ipynb``), a transcript (``md``) or ``json``.
 
-Every format is rendered from a copy of the record with its secrets redacted, and SVG
-figures are redacted as they are read; text from the session is made inert. The Markdown
-transcript embeds figures as ``data:`` URLs, so the file is self-contained. ``json`` is the
-one-file record, whose tool messages keep the figure references.
-
-The notebook replays the analysis; nothing is run. A header cell, per request a
-``## Request N`` cell, each assistant text a Markdown cell, each ``run_python`` call that
-ran a code cell whose outputs are the result it got then, with its figures as
-``display_data`` among the printed lines (``stderr`` and tagged ``raises-exception`` when it
-failed); code that never ran a fenced Markdown block; the other tool calls listed in a small
-cell. Its metadata holds the session's ID, title, model, parent and times, never an endpoint
-or a key.
+Every format is rendered from a copy of the record with its secrets redacted (SVG figures
+as they are read); text from the session is made inert. The Markdown transcript embeds
+figures as ``data:`` URLs; ``json`` is the one-file record. The notebook replays the
+analysis without running it: each ``run_python`` call that ran is a code cell with the
+outputs it got then (figures as ``display_data`` among the printed lines; ``stderr`` and
+tagged ``raises-exception`` when it failed); its metadata never holds an endpoint or a key.
 
 The file appears whole or not at all: the content goes to a temporary file in the target's
 folder, is flushed and ``fsync``-ed, then linked to the target name (``os.link`` never
@@ -234,13 +228,8 @@ def _tools_text(calls: list[Call]) -> str:
 
 def render_notebook(record: SessionRecord, progress: Progress = no_progress, *,
                     figures: ReadFigure | None = None) -> str:
-    """The text of a version 4 notebook, checked with ``nbformat.validate``.
-
-    Raises
-    ------
-    nbformat.ValidationError
-        Never for a record the store wrote (it would be a bug here).
-    """
+    """The text of a version 4 notebook, checked with ``nbformat.validate`` (whose error
+    would be a bug here, never a record the store wrote)."""
     import nbformat  # takes over a second to import: only for a notebook
     from nbformat import v4
 

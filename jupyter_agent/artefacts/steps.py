@@ -133,12 +133,11 @@ def steps(record: SessionRecord, progress: Progress = no_progress) -> Iterator[S
             for call in message.get("tool_calls") or ():
                 function = call.get("function") or {}
                 raw = str(function.get("arguments") or "")
-                answer = results.get(str(call.get("id")))
-                result = None
-                if answer is not None:  # string content as is: a table's leading spaces matter
-                    content = answer.get("content")
-                    result = content if isinstance(content, str) else message_text(answer)
-                refs = answer.get("figures") if answer is not None else None
+                answer = results.get(str(call.get("id"))) or {}
+                content = answer.get("content")  # a string as is: a table's leading spaces matter
+                result = (content if isinstance(content, str) else message_text(answer)
+                          if answer else None)
+                refs = answer.get("figures")
                 figures = tuple(r for r in refs if isinstance(r, dict)) \
                     if isinstance(refs, list) else ()
                 yield Call(str(call.get("id", "")), str(function.get("name", "?")),

@@ -181,10 +181,9 @@ class _Handler(BaseHTTPRequestHandler):
             owner._check_auth(self.headers.get("Authorization"))
             played = None
             if owner.local is not None and not path.startswith("/v1/"):
-                try:
+                parsed = None
+                with contextlib.suppress(ValueError):
                     parsed = json.loads(body) if body else None
-                except ValueError:
-                    parsed = None
                 played = owner.local.answer(method, path, parsed, owner.model_ids)
             if method == "GET" and path == "/v1/models":
                 models = [owner._model_object(m) for m in owner.model_ids]

@@ -21,12 +21,13 @@ from typing import Any
 from jupyter_agent.testing.chat_wire import RequestRejected, error_body, estimate_prompt_tokens
 
 PLAYS = ("llama.cpp", "vllm", "ollama")
+TRAINED = 8_192  # tokens: the played model's trained context
 
 
 @dataclass(frozen=True)
 class LocalServer:
-    """How the scripted server plays a local server; ``context_window`` and ``trained`` (the
-    model's trained context) are tokens; ``truncate`` None: as the played server does.
+    """How the scripted server plays a local server; ``context_window`` is tokens;
+    ``truncate`` None: as the played server does.
 
     Raises
     ------
@@ -37,7 +38,6 @@ class LocalServer:
     play: str
     context_window: int
     truncate: bool | None = None
-    trained: int = 8_192
 
     def __post_init__(self) -> None:
         if self.play not in PLAYS:
@@ -49,7 +49,7 @@ class LocalServer:
     def model_fields(self) -> dict[str, Any]:
         if self.play == "llama.cpp":
             return {"owned_by": "llamacpp", "meta": {"n_ctx": self.context_window,
-                                                     "n_ctx_train": self.trained}}
+                                                     "n_ctx_train": TRAINED}}
         if self.play == "vllm":
             return {"owned_by": "vllm", "max_model_len": self.context_window}
         return {"owned_by": "library"}
@@ -66,7 +66,7 @@ class LocalServer:
             return {"parameters": f"num_ctx                        {self.context_window}\n"
                                   "stop                           \"<|im_end|>\"",
                     "model_info": {"general.architecture": "llama",
-                                   "llama.context_length": self.trained},
+                                   "llama.context_length": TRAINED},
                     "modified_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         return None
 
