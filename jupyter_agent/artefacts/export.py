@@ -226,8 +226,7 @@ def _tools_text(calls: list[Call]) -> str:
     return f"<small>\n\n*Agent tools:*\n\n{body}\n\n</small>"
 
 
-def render_notebook(record: SessionRecord, progress: Progress = no_progress, *,
-                    figures: ReadFigure | None = None) -> str:
+def render_notebook(record: SessionRecord, progress: Progress, figures: ReadFigure | None) -> str:
     """The text of a version 4 notebook, checked with ``nbformat.validate`` (whose error
     would be a bug here, never a record the store wrote)."""
     import nbformat  # takes over a second to import: only for a notebook
@@ -300,7 +299,7 @@ def render(record: SessionRecord, fmt: ExportFormat, *, secrets: Iterable[str] =
     elif fmt == "md":
         data = _markdown(clean, progress, figures).encode("utf-8")
     else:
-        data = render_notebook(clean, progress, figures=figures).encode("utf-8")
+        data = render_notebook(clean, progress, figures).encode("utf-8")
     return data, len(redactor.found)
 
 

@@ -63,12 +63,11 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def excerpt(text: str, match: re.Match[str], width: int = EXCERPT_CHARS,
-            field: str = "") -> SearchMatch:
-    """One line of about ``width`` characters around ``match`` (a third before it), with
-    ``…`` at each cut."""
+def excerpt(text: str, match: re.Match[str], field: str = "") -> SearchMatch:
+    """One line of about :data:`EXCERPT_CHARS` characters around ``match`` (a third before
+    it), with ``…`` at each cut."""
     found = _flat(match.group())
-    room = max(width - len(found), 20)
+    room = max(EXCERPT_CHARS - len(found), 20)
     keep_before = room // 3
     head, tail = text[: match.start()], text[match.end():]
     window = head[-(keep_before * 4 + 8):]

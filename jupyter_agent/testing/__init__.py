@@ -224,12 +224,8 @@ class ScriptedModel(Script):
     Usage is the server's estimate unless a step sets it; an ``error`` step raises the
     ``ModelError`` a real model raises for that status; streamed text arrives in the
     server's pieces, ``chunk_delay`` seconds apart. ``requests`` holds JSON copies of each
-    request shaped as a Chat Completions body.
-
-    Raises
-    ------
-    ScriptError
-        For an invalid step; from :meth:`respond` when the script is exhausted.
+    request shaped as a Chat Completions body. ``ScriptError`` for an invalid step, and from
+    :meth:`respond` when the script is exhausted.
     """
 
     api = "scripted"

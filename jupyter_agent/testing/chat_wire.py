@@ -222,14 +222,9 @@ def _unanswered(index: int, missing: list[str]) -> RequestRejected:
 
 
 def validate_chat_request(body: object) -> None:
-    """Reject what the real API rejects for ``POST /v1/chat/completions``.
-
-    Raises
-    ------
-    RequestRejected
-        400 worded as the real API words it: no model, missing or empty messages, a bad
-        message or tool call, or tool messages not directly answering each tool call.
-    """
+    """Reject what the real API rejects for ``POST /v1/chat/completions``: ``RequestRejected``
+    400 worded as the real API words it for no model, missing or empty messages, a bad
+    message or tool call, or tool messages not directly answering each tool call."""
     if not isinstance(body, dict):
         raise reject("Invalid type for request body: expected an object, but got"
                       f" {_json_type(body)} instead.")

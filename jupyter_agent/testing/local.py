@@ -27,13 +27,8 @@ TRAINED = 8_192  # tokens: the played model's trained context
 @dataclass(frozen=True)
 class LocalServer:
     """How the scripted server plays a local server; ``context_window`` is tokens;
-    ``truncate`` None: as the played server does.
-
-    Raises
-    ------
-    ValueError
-        For an unknown server or a window under 1 token.
-    """
+    ``truncate`` None: as the played server does. ``ValueError`` for an unknown server or a
+    window under 1 token."""
 
     play: str
     context_window: int
@@ -71,13 +66,8 @@ class LocalServer:
         return None
 
     def fit(self, body: dict[str, Any]) -> tuple[dict[str, Any], int]:
-        """The chat request as the played server runs it, and how many messages it dropped.
-
-        Raises
-        ------
-        RequestRejected
-            400 in the played server's shape when the prompt does not fit and it refuses.
-        """
+        """The chat request as the played server runs it, and how many messages it dropped;
+        ``RequestRejected`` (400 in that server's shape) when it does not fit and is refused."""
         tokens = estimate_prompt_tokens(body)
         if tokens <= self.context_window:
             return body, 0

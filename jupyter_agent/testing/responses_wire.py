@@ -39,15 +39,10 @@ def estimate_input_tokens(body: dict[str, Any]) -> int:
 
 
 def validate_responses_request(body: object, issued: Container[str]) -> None:
-    """Reject what the real API rejects for ``POST /v1/responses``; ``issued`` holds the
-    encrypted reasoning contents this server handed out.
-
-    Raises
-    ------
-    RequestRejected
-        400: no model or input, a bad item, an output answering no call, a call without
-        an output, or a reasoning item not issued here or missing its following item.
-    """
+    """Reject what the real API rejects for ``POST /v1/responses`` (``issued``: the encrypted
+    reasoning contents this server handed out): ``RequestRejected`` 400 for no model or
+    input, a bad item, an output answering no call, a call without an output, or a reasoning
+    item not issued here or missing its following item."""
     if not isinstance(body, dict):
         raise reject("Invalid type for request body: expected an object.")
     if not isinstance(body.get("model"), str) or not body["model"]:
