@@ -136,10 +136,7 @@ class Redactor:
         return values
 
     def text(self, text: str) -> str:
-        values = self._candidates(text)
-        if not values:
-            return text
-        for value in sorted(values, key=len, reverse=True):
+        for value in sorted(self._candidates(text), key=len, reverse=True):
             if len(value) >= _WHOLE_WORD:
                 replaced = text.replace(value, REDACTED)
             else:
