@@ -54,9 +54,7 @@ class SearchHit:
 def compile_query(text: str) -> re.Pattern[str] | None:
     """The pattern of a query; None for an empty one."""
     words = text.split()
-    if not words:
-        return None
-    return re.compile(r"\s+".join(re.escape(w) for w in words), re.IGNORECASE)
+    return re.compile(r"\s+".join(map(re.escape, words)), re.IGNORECASE) if words else None
 
 
 def _flat(text: str) -> str:
