@@ -131,15 +131,13 @@ def load_script(path: str | os.PathLike[str]) -> list[Step]:
     not JSON, not a list, or has an invalid step (naming the file and index)."""
     p = Path(path)
     try:
-        raw = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise ScriptError(f"cannot read: {err}", path=p) from err
-    try:
-        data = json.loads(raw)
+        data = json.loads(p.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         raise ScriptError(
             f"not valid JSON: {err.msg} (line {err.lineno}, column {err.colno})", path=p
         ) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ScriptError(f"cannot read: {err}", path=p) from err
     if not isinstance(data, list):
         raise ScriptError(f"expected a JSON list of steps, got {type(data).__name__}", path=p)
     return [parse_step(step, index=i, path=p) for i, step in enumerate(data)]
