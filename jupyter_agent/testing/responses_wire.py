@@ -22,6 +22,9 @@ from jupyter_agent.testing.script import Step
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
+_STARTED: dict[str, dict[str, Any]] = {  # an item as first announced, by type
+    "message": {"status": "in_progress", "content": []},
+    "function_call": {"status": "in_progress", "arguments": ""}}
 
 
 def estimate_input_tokens(body: dict[str, Any]) -> int:
@@ -146,10 +149,10 @@ class ResponseAnswer:
         emit("response.in_progress", response=self.whole(done=False))
         for index, item in enumerate(self.items):
             kind, where = item["type"], {"item_id": item["id"], "output_index": index}
+            started = _STARTED.get(kind, {"summary": [], "encrypted_content": None})
+            emit("response.output_item.added", output_index=index, item={**item, **started})
             if kind == "message":
                 text = item["content"][0]["text"]
-                emit("response.output_item.added", output_index=index,
-                     item={**item, "status": "in_progress", "content": []})
                 part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
                 emit("response.content_part.added", **where, content_index=0, part=part)
                 for piece in split_text(text):
@@ -161,15 +164,10 @@ class ResponseAnswer:
                      part={**part, "text": text})
             elif kind == "function_call":
                 arguments = item["arguments"]
-                emit("response.output_item.added", output_index=index,
-                     item={**item, "status": "in_progress", "arguments": ""})
                 for k in range(0, len(arguments), 12):
                     emit("response.function_call_arguments.delta", **where,
                          delta=arguments[k:k + 12])
                 emit("response.function_call_arguments.done", **where, arguments=arguments)
-            else:
-                emit("response.output_item.added", output_index=index,
-                     item={**item, "summary": [], "encrypted_content": None})
             emit("response.output_item.done", output_index=index, item=item)
         final = "response.completed" if self.status == "completed" else "response.incomplete"
         emit(final, response=self.whole(done=True))
