@@ -232,17 +232,15 @@ class _Handler(BaseHTTPRequestHandler):
             if owner.local is not None and not responses:
                 body, exchange.dropped = owner.local.fit(body)
             step = owner._next_step(body)
+            time.sleep(step.delay)
+            if step.error is not None:  # a scripted error, answered as one
+                e = step.error
+                raise RequestRejected(e.status, error_body(
+                    e.status, e.message, type=e.type, param=e.param, code=e.code), e.headers)
         except RequestRejected as err:
             if exchange is not None:
                 owner._settle(exchange, err.status, err.body)
             raise
-        time.sleep(step.delay)
-        if step.error is not None:
-            e = step.error
-            payload = error_body(e.status, e.message, type=e.type, param=e.param, code=e.code)
-            owner._settle(exchange, e.status, payload)
-            self._send(e.status, payload, e.headers)
-            return
         answer = ResponseAnswer(step, body, owner._issued) if responses else Answer(step, body)
         if exchange.stream:
             chunks = answer.stream()
