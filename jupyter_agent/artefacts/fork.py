@@ -1,16 +1,14 @@
 """Forking a session: a new session that starts as a copy of another, whole or cut.
 
-The parent is read without its lease (a session another kernel runs can be forked) and
-never written; the fork is added with ``store.create_session(record=...)`` with the figures its
-messages refer to. Whole, the fork holds everything the parent has except a tool batch
-still running (no call is separated from its result). Cut after user turn N, it holds
-the transcript to the end of turn N; the working context the parent had then (the
-parent's without the later messages, or, when the parent was compacted after the cut and
-keeps no copy of it, the transcript to the cut, which the agent compacts again if too
-large); the compactions up to the cut; the scratchpad, todos, tool-call count and summary
-as they were after turn N, rebuilt by replaying the state tools' calls; and the parent's
-usage as it is now (usage is not recorded per turn, and a spend limit should count it).
-Either way: a new ID and timestamps, not archived, ``parent`` = the parent's ID and N.
+The parent is read without its lease and never written; the fork is created with the
+figures its messages refer to. Whole, it holds everything the parent has except a tool
+batch still running. Cut after user turn N, it holds the transcript to the end of turn N;
+the working context the parent had then (or, when the parent was compacted after the cut,
+the transcript to the cut, which the agent compacts again if too large); the compactions
+up to the cut; the scratchpad, todos, tool-call count and summary after turn N, rebuilt by
+replaying the state tools' calls; and the parent's usage as it is now (usage is not
+recorded per turn, and a spend limit should count it). Either way: a new ID and
+timestamps, not archived, ``parent`` = the parent's ID and N.
 """
 
 from __future__ import annotations
