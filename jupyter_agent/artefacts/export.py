@@ -229,8 +229,7 @@ def _tools_text(calls: list[Call]) -> str:
 def render_notebook(record: SessionRecord, progress: Progress, figures: ReadFigure | None) -> str:
     """The text of a version 4 notebook, checked with ``nbformat.validate`` (whose error
     would be a bug here, never a record the store wrote)."""
-    import nbformat  # takes over a second to import: only for a notebook
-    from nbformat import v4
+    from nbformat import from_dict, v4, validate, writes  # over a second to import
 
     head = [f"# {session_name(record)}", f"*{facts_line(record)}*"]
     if record.summary.strip():
@@ -273,9 +272,9 @@ def render_notebook(record: SessionRecord, progress: Progress, figures: ReadFigu
             "session_id": record.id, "title": record.title, "model": record.state.model,
             "parent": parent, "created_at": record.created_at.isoformat(),
             "updated_at": record.updated_at.isoformat(), "exported_at": utc_now().isoformat()}})
-    notebook = nbformat.from_dict(notebook)  # the outputs are plain dicts
-    nbformat.validate(notebook)
-    return nbformat.writes(notebook) + "\n"
+    notebook = from_dict(notebook)  # the outputs are plain dicts
+    validate(notebook)
+    return writes(notebook) + "\n"
 
 
 def render(record: SessionRecord, fmt: ExportFormat, *, secrets: Iterable[str] = (),
