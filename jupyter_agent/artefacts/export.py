@@ -41,7 +41,7 @@ from jupyter_agent.artefacts.steps import (
     steps,
 )
 from jupyter_agent.errors import ExportError, ExportExistsError
-from jupyter_agent.store import FigureData, SessionRecord
+from jupyter_agent.store import SessionRecord
 from jupyter_agent.store.figure_files import figure_label
 from jupyter_agent.store.records import dump_record, utc_now
 from jupyter_agent.text import fence, inert_markdown
@@ -288,17 +288,13 @@ def render(record: SessionRecord, fmt: ExportFormat, *, secrets: Iterable[str] =
     """
     redactor = Redactor(secrets)
     clean = redact_record(record, redactor)
-    if figures is not None:
-        read = figures
-
-        def figures(figure_id: str) -> FigureData:
-            return redactor.figure(read(figure_id))
+    read = None if figures is None else lambda figure_id: redactor.figure(figures(figure_id))
     if fmt == "json":
         data = dump_record(clean)
     elif fmt == "md":
-        data = _markdown(clean, progress, figures).encode("utf-8")
+        data = _markdown(clean, progress, read).encode("utf-8")
     else:
-        data = render_notebook(clean, progress, figures).encode("utf-8")
+        data = render_notebook(clean, progress, read).encode("utf-8")
     return data, len(redactor.found)
 
 

@@ -255,8 +255,7 @@ class ScriptedModel(Script):
         index, next_step = taken
         step = next_step if isinstance(next_step, Step) else parse_step(next_step(body),
                                                                         index=index)
-        if step.delay:
-            time.sleep(step.delay)
+        time.sleep(step.delay)
         if step.error is not None:
             e = step.error
             raise status_error(e.status, e.message, Endpoint("", self.name, api=self.api),
