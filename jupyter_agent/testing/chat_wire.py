@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jupyter_agent.images import decode_data_url, image_size, image_tokens
-from jupyter_agent.testing.script import Step
+from jupyter_agent.testing.script import Step, UsageSpec
 
 SYSTEM_FINGERPRINT = "fp_scripted"
 ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -266,16 +266,15 @@ class Answer:
                        else json.dumps(spec.arguments, ensure_ascii=False))
                       for spec in step.tool_calls or []]
         self.finish_reason = step.finish_reason or ("tool_calls" if self.calls else "stop")
-        override = step.usage
-        self.prompt = (override.prompt_tokens if override and override.prompt_tokens is not None
+        given = step.usage or UsageSpec()
+        self.prompt = (given.prompt_tokens if given.prompt_tokens is not None
                        else estimate_prompt_tokens(body) if input_tokens is None
                        else input_tokens)
         chars = len(self.text or "") + sum(len(n) + len(a) for _, n, a in self.calls)
         self.completion = (  # the estimate: ceil(chars / 4), at least 1
-            override.completion_tokens if override and override.completion_tokens is not None
+            given.completion_tokens if given.completion_tokens is not None
             else max(1, math.ceil(chars / 4)))
-        self.cached = override.cached_tokens if override else 0
-        self.omit = override.omit if override else []
+        self.cached, self.omit = given.cached_tokens, given.omit
         self.envelope = {"id": "chatcmpl-" + uuid.uuid4().hex[:29], "object": "",
                          "created": int(time.time()), "model": str(body.get("model")),
                          "service_tier": "default", "system_fingerprint": SYSTEM_FINGERPRINT}
