@@ -1,9 +1,11 @@
 """Exporting a session to a file: a notebook (``ipynb``), a transcript (``md``) or ``json``.
 
-Every format is rendered from a copy of the record with its secrets redacted, and SVG
-figures are redacted as they are read. The Markdown transcript embeds figures as
-``data:`` URLs, so the file is self-contained; text from the session is made inert.
-``json`` is the one-file record, whose tool messages keep the figure references.
+Every format is rendered from a copy of the record with its secrets redacted (SVG figures
+as they are read); text from the session is made inert. The Markdown transcript embeds
+figures as ``data:`` URLs; ``json`` is the one-file record. The notebook replays the
+analysis without running it: each ``run_python`` call that ran is a code cell with the
+outputs it got then (figures as ``display_data`` among the printed lines; ``stderr`` and
+tagged ``raises-exception`` when it failed); its metadata never holds an endpoint or a key.
 
 The file appears whole or not at all: the content goes to a temporary file in the target's
 folder, is flushed and ``fsync``-ed, then linked to the target name (``os.link`` never
@@ -17,31 +19,31 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from jupyter_agent.artefacts.redact import Redactor, redact_record
 from jupyter_agent.artefacts.steps import (
+    SYNTHETIC_PREFIX,
     Call,
     Marker,
     Progress,
     ReadFigure,
     Reply,
     Request,
-    facts_line,
     figure_data,
     format_call,
     no_progress,
-    session_name,
     steps,
-    when,
 )
 from jupyter_agent.errors import ExportError, ExportExistsError
-from jupyter_agent.store import FigureData, SessionRecord
+from jupyter_agent.store import SessionRecord
 from jupyter_agent.store.figure_files import figure_label
-from jupyter_agent.store.records import dump_record
+from jupyter_agent.store.records import dump_record, utc_now
 from jupyter_agent.text import fence, inert_markdown
 
 ExportFormat = Literal["ipynb", "md", "json"]
@@ -61,13 +63,8 @@ class Exported:
 
 
 def choose_format(fmt: str | None, output: str | os.PathLike[str] | None = None) -> ExportFormat:
-    """``fmt`` if given, else the suffix of ``output``, else ``ipynb``.
-
-    Raises
-    ------
-    ValueError
-        For an unknown ``fmt``.
-    """
+    """``fmt`` if given, else the suffix of ``output``, else ``ipynb``; ``ValueError`` for an
+    unknown ``fmt``."""
     if fmt is not None and fmt not in EXPORT_FORMATS:
         raise ValueError(f"unknown export format {fmt!r}: use ipynb, md or json")
     suffix = Path(output).suffix.lower().lstrip(".") if output is not None else ""
@@ -125,6 +122,161 @@ def _markdown(record: SessionRecord, progress: Progress, figures: ReadFigure | N
     return "\n\n".join(parts) + "\n"
 
 
+def when(moment: datetime) -> str:
+    return f"{moment:%Y-%m-%d %H:%M} UTC"
+
+
+def session_name(record: SessionRecord) -> str:
+    return record.title.strip() or f"Session {record.id}"
+
+
+def facts_line(record: SessionRecord) -> str:
+    """One Markdown line: ID, model, dates, requests, tool calls, tokens and cost, parent."""
+    state = record.state
+    turns = sum(1 for m in record.transcript if m.get("role") == "user")
+    parts = [f"jupyter-agent session `{record.id}`"]
+    if state.model:
+        parts.append(f"model `{state.model}`")
+    parts += [f"created {when(record.created_at)}", f"updated {when(record.updated_at)}",
+              f"{turns} request{'s' if turns != 1 else ''}",
+              f"{state.tool_calls} tool call{'s' if state.tool_calls != 1 else ''}"]
+    if state.usage.calls:
+        cost = "price unknown" if state.usage.price_unknown else f"${state.usage.cost_usd:.4f}"
+        parts.append(f"{state.usage.input_tokens + state.usage.output_tokens:,} tokens, {cost}")
+    if record.parent is not None:
+        after = f" after request {record.parent.turn}" if record.parent.turn else ""
+        parts.append(f"forked from `{record.parent.session_id}`{after}")
+    return " · ".join(parts)
+
+
+def split_at_figures(result: str, refs: Sequence[dict[str, Any]]
+                     ) -> list[str | dict[str, Any]]:
+    """A ``run_python`` result cut at the lines naming its figures (``[figure N: ...]``):
+    non-empty text pieces and references in order; a reference whose line is missing last."""
+    pending = list(refs)
+    out: list[str | dict[str, Any]] = []
+    text: list[str] = []
+    for line in result.splitlines(keepends=True):
+        match = next((ref for ref in pending if line.startswith(f"[figure {ref.get('n')}:")),
+                     None)
+        if match is None:
+            text.append(line)
+            continue
+        if text:
+            out.append("".join(text))
+        text = []
+        out.append(match)
+        pending.remove(match)
+    if text:
+        out.append("".join(text))
+    out.extend(pending)
+    return out
+
+
+KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+
+READING_NOTE = (
+    "*This notebook replays an agent session: your requests and the agent's replies are "
+    "Markdown cells, and each piece of Python the agent ran is a code cell showing the "
+    "output it got then. Run the notebook top to bottom to compute everything again. "
+    "Variables you defined outside the agent are not part of it.*"
+)
+
+_NO_MATH = '<div class="mathjax_ignore tex2jax_ignore">\n\n{}\n\n</div>'
+
+
+def _markdown_text(text: str) -> str:
+    # inert, and kept from showing amounts of money ($5 and $10) as TeX
+    text = inert_markdown(text)
+    return _NO_MATH.format(text) if re.search(r"\$\d", text) else text
+
+
+def _outputs(call: Call, read: ReadFigure | None) -> list[dict[str, Any]]:
+    result = call.result or ""
+    if result.strip() == "(no output)":
+        result = ""
+    name = "stderr" if call.outcome == "error" else "stdout"
+    outputs: list[dict[str, Any]] = []
+    for piece in split_at_figures(result, call.figures):
+        if isinstance(piece, str):
+            if piece.strip():
+                text = piece if piece.endswith("\n") else piece + "\n"
+                outputs.append({"output_type": "stream", "name": name, "text": text})
+            continue
+        label = f"[{figure_label(piece)}]"
+        data, why = figure_data(read, piece)
+        if data is None:
+            outputs.append({"output_type": "stream", "name": name,
+                            "text": f"{label} (not exported: {why})\n"})
+        else:
+            outputs.append({"output_type": "display_data", "data": {**data, "text/plain": label},
+                            "metadata": {"jupyter_agent": {"figure": piece}}})
+    return outputs
+
+
+def _tools_text(calls: list[Call]) -> str:
+    lines = []
+    for call in calls:
+        first = (call.result or "").strip().splitlines()
+        shown = first[0] if first else "(no result)"
+        more = " …" if len(first) > 1 else ""
+        call_text = format_call(call.name, call.arguments, limit=60)
+        lines.append(f"- `{call_text}` → {shown[:120]}{more}")
+    body = inert_markdown("\n".join(lines))
+    return f"<small>\n\n*Agent tools:*\n\n{body}\n\n</small>"
+
+
+def render_notebook(record: SessionRecord, progress: Progress, figures: ReadFigure | None) -> str:
+    """The text of a version 4 notebook, checked with ``nbformat.validate`` (whose error
+    would be a bug here, never a record the store wrote)."""
+    from nbformat import from_dict, v4, validate, writes  # over a second to import
+
+    head = [f"# {session_name(record)}", f"*{facts_line(record)}*"]
+    if record.summary.strip():
+        head += ["**Summary**", record.summary.strip().replace("\n", "  \n")]
+    head.append(READING_NOTE)
+    cells = [v4.new_markdown_cell(_markdown_text("\n\n".join(head)))]
+    tools: list[Call] = []
+    for step in steps(record, progress):
+        code = step.code if isinstance(step, Call) else None
+        if isinstance(step, Call) and code is None:
+            tools.append(step)
+            continue
+        if tools:
+            cells.append(v4.new_markdown_cell(_tools_text(tools)))
+            tools = []
+        if isinstance(step, Request):
+            cells.append(v4.new_markdown_cell(
+                _markdown_text(f"## Request {step.turn}\n\n{step.text or '*(empty)*'}")))
+        elif isinstance(step, Reply):
+            cells.append(v4.new_markdown_cell(_markdown_text(step.text)))
+        elif isinstance(step, Call) and code is not None:
+            if step.outcome in ("ok", "error"):
+                cell = v4.new_code_cell(source=code, outputs=_outputs(step, figures), metadata={
+                    "jupyter_agent": {"tool_call_id": step.id, "outcome": step.outcome}})
+                if step.outcome == "error":
+                    cell.metadata["tags"] = ["raises-exception"]
+                cells.append(cell)
+            else:
+                why = (step.result or "").strip() or "no result was saved"
+                why = why.removeprefix("error: ").removeprefix(SYNTHETIC_PREFIX)
+                cells.append(v4.new_markdown_cell(inert_markdown(
+                    f"*The agent's code below did not run: {why.splitlines()[0][:200]}*\n\n"
+                    f"{fence(code, 'python')}")))
+    if tools:
+        cells.append(v4.new_markdown_cell(_tools_text(tools)))
+    parent = None if record.parent is None else record.parent.model_dump(mode="json")
+    notebook = v4.new_notebook(cells=cells, metadata={
+        "kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"},
+        "jupyter_agent": {
+            "session_id": record.id, "title": record.title, "model": record.state.model,
+            "parent": parent, "created_at": record.created_at.isoformat(),
+            "updated_at": record.updated_at.isoformat(), "exported_at": utc_now().isoformat()}})
+    notebook = from_dict(notebook)  # the outputs are plain dicts
+    validate(notebook)
+    return writes(notebook) + "\n"
+
+
 def render(record: SessionRecord, fmt: ExportFormat, *, secrets: Iterable[str] = (),
            progress: Progress = no_progress,
            figures: ReadFigure | None = None) -> tuple[bytes, int]:
@@ -135,31 +287,15 @@ def render(record: SessionRecord, fmt: ExportFormat, *, secrets: Iterable[str] =
     figure is named with a note).
     """
     redactor = Redactor(secrets)
-    clean, _ = redact_record(record, redactor=redactor)
-    if figures is not None:
-        read = figures
-
-        def figures(figure_id: str) -> FigureData:
-            return redactor.figure(read(figure_id))
+    clean = redact_record(record, redactor)
+    read = None if figures is None else lambda figure_id: redactor.figure(figures(figure_id))
     if fmt == "json":
         data = dump_record(clean)
     elif fmt == "md":
-        data = _markdown(clean, progress, figures).encode("utf-8")
+        data = _markdown(clean, progress, read).encode("utf-8")
     else:
-        # nbformat takes seconds to import: only for a notebook
-        from jupyter_agent.artefacts.ipynb import render_notebook
-
-        data = render_notebook(clean, progress, figures=figures).encode("utf-8")
+        data = render_notebook(clean, progress, read).encode("utf-8")
     return data, len(redactor.found)
-
-
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def write_export(path: Path, data: bytes, *, force: bool = False) -> None:
@@ -193,7 +329,12 @@ def write_export(path: Path, data: bytes, *, force: bool = False) -> None:
                 os.link(tmp, path)
             except FileExistsError:
                 raise ExportExistsError(path) from None
-        _fsync_dir(folder)
+        with contextlib.suppress(OSError):  # the link or rename is durable
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
     except OSError as err:
         raise ExportError(path, err.strerror or str(err)) from None
     finally:

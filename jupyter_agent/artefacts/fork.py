@@ -1,23 +1,20 @@
 """Forking a session: a new session that starts as a copy of another, whole or cut.
 
-The parent is read without its lease (a session another kernel runs can be forked) and
-never written; the fork is added with ``store.create_session(record=...)`` with the figures its
-messages refer to. Whole, the fork holds everything the parent has except a tool batch
-still running (no call is separated from its result). Cut after user turn N, it holds
-the transcript to the end of turn N; the working context the parent had then (the
-parent's without the later messages, or, when the parent was compacted after the cut and
-keeps no copy of it, the transcript to the cut, which the agent compacts again if too
-large); the compactions up to the cut; the scratchpad, todos, tool-call count and summary
-as they were after turn N, rebuilt by replaying the state tools' calls; and the parent's
-usage as it is now (usage is not recorded per turn, and a spend limit should count it).
-Either way: a new ID and timestamps, not archived, ``parent`` = the parent's ID and N.
+The parent is read without its lease and never written; the fork is created with the
+figures its messages refer to. Whole, it holds everything the parent has except a tool
+batch still running. Cut after user turn N, it holds the transcript to the end of turn N;
+the working context the parent had then (or, when the parent was compacted after the cut,
+the transcript to the cut, which the agent compacts again if too large); the compactions
+up to the cut; the scratchpad, todos, tool-call count and summary after turn N, rebuilt by
+replaying the state tools' calls; and the parent's usage as it is now (usage is not
+recorded per turn, and a spend limit should count it). Either way: a new ID and
+timestamps, not archived, ``parent`` = the parent's ID and N.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -33,7 +30,6 @@ from jupyter_agent.store import (
     SessionRecord,
     SessionState,
     Store,
-    Usage,
     new_session_id,
 )
 from jupyter_agent.store.figure_files import figure_refs
@@ -54,20 +50,6 @@ class Forked:
     rebuilt: bool = False
 
 
-def copy_figures(source: Store, source_id: str, target: Store, target_id: str,
-                 figure_ids: Iterable[str]) -> list[str]:
-    """Copy figures of one session to another; the IDs copied."""
-    copied: list[str] = []
-    for fid in dict.fromkeys(figure_ids):
-        try:
-            found = source.read_figure(source_id, fid)
-        except FigureNotFoundError:
-            continue
-        target.save_figure(target_id, fid, found.data, found.media_type)
-        copied.append(fid)
-    return copied
-
-
 def fork_label(origin: ForkOrigin | None) -> str:
     """``"fork of ID after turn N"`` / ``"fork of ID"`` for listings; "" for no parent."""
     if origin is None:
@@ -76,18 +58,19 @@ def fork_label(origin: ForkOrigin | None) -> str:
     return f"fork of {origin.session_id}{after}"
 
 
-def replay_state(messages: Sequence[dict[str, Any]], *, usage: Usage, model: str = "",
-                 base_url: str = "") -> tuple[SessionState, str]:
+def replay_state(messages: Sequence[dict[str, Any]], parent: SessionState
+                 ) -> tuple[SessionState, str]:
     """The checkpoint and summary after ``messages`` (a transcript prefix), rebuilt by
     running the state tools' calls again on an empty state (they are deterministic);
-    nothing else runs. ``usage`` is copied as it is. A call counts as run unless its result
-    says it never ran; an interrupted call is counted but not replayed."""
+    nothing else runs; the parent's usage, model and endpoint are copied. A call counts as
+    run unless its result says it never ran; an interrupted call is counted, not replayed."""
     # the agent package imports openai (~0.5 s); listings only need fork_label
     from jupyter_agent.agent.builtin_tools import BuiltinTools
     from jupyter_agent.agent.tools import MemoryContext, tool_from_function
     from jupyter_agent.agent.working_context import NOT_RUN_PREFIXES, tool_calls_run
 
-    state = SessionState(usage=usage.model_copy(), model=model, base_url=base_url)
+    state = SessionState(usage=parent.usage.model_copy(), model=parent.model,
+                         base_url=parent.base_url)
     summaries = [""]  # the store stand-in where the summary tool saves: the last text
     recorder = SimpleNamespace(update=lambda session_id, *, summary: summaries.append(summary))
     tools = BuiltinTools(lambda: state, approval="deny")
@@ -99,14 +82,11 @@ def replay_state(messages: Sequence[dict[str, Any]], *, usage: Usage, model: str
             continue
         for call in message.get("tool_calls") or ():
             result = results.get(str(call.get("id")))
-            if result is None:
-                continue
-            text = message_text(result)
-            if text.startswith(NOT_RUN_PREFIXES):
-                continue
             function = call.get("function") or {}
             tool = replayable.get(str(function.get("name")))
-            if tool is not None and not text.startswith(SYNTHETIC_PREFIX):
+            if tool is None or result is None:
+                continue
+            if not message_text(result).startswith((*NOT_RUN_PREFIXES, SYNTHETIC_PREFIX)):
                 tool.invoke(str(function.get("arguments") or ""))
     state.tool_calls = tool_calls_run(messages)
     return state, summaries[-1]
@@ -125,17 +105,11 @@ def _cut_context(parent: SessionRecord, cut: int) -> tuple[list[dict[str, Any]],
     return list(transcript[:cut]), True
 
 
-def fork_record(
-    parent: SessionRecord,
-    *,
-    at: int | None = None,
-    title: str | None = None,
-    session_id: str | None = None,
-    now: datetime | None = None,
-) -> Forked:
-    """The record of a fork of ``parent`` (pure; ``parent`` is not modified).
+def fork_record(parent: SessionRecord, *, at: int | None = None,
+                title: str | None = None) -> Forked:
+    """The record of a fork of ``parent`` (``parent`` is not modified).
 
-    ``at`` keeps user turns 1 to ``at`` (default: all); ``now`` is aware UTC.
+    ``at`` keeps user turns 1 to ``at`` (default: all).
 
     Raises
     ------
@@ -147,31 +121,23 @@ def fork_record(
     parent_turns = len(starts)
     if at is not None and not 1 <= at <= parent_turns:
         raise ForkPointError(parent.id, at, parent_turns)
-    when = now or utc_now()
+    when = utc_now()
+    if title is None:
+        title = f"{parent.title} (fork)" if parent.title.strip() else f"fork of {parent.id}"
     common: dict[str, Any] = {
-        "id": session_id or new_session_id(),
-        "created_at": when,
-        "updated_at": when,
-        "title": title if title is not None else f"{parent.title} (fork)"
-        if parent.title.strip() else f"fork of {parent.id}",
-        "archived": False,
-        "parent": ForkOrigin(session_id=parent.id, turn=at),
-    }
+        "id": new_session_id(), "created_at": when, "updated_at": when,
+        "title": title, "archived": False, "parent": ForkOrigin(session_id=parent.id, turn=at)}
     if at is None:
         end = complete_length(transcript)
         drop = len(transcript) - end
-        update: dict[str, Any] = {
-            "transcript": transcript[:end],
-            "messages": parent.messages[: len(parent.messages) - drop],
-        }
+        update: dict[str, Any] = {"transcript": transcript[:end],
+                                  "messages": parent.messages[: len(parent.messages) - drop]}
         rebuilt, turns = False, len(turn_starts(transcript[:end]))
     else:
         cut = starts[at] if at < parent_turns else len(transcript)
         kept = transcript[:cut]
         messages, rebuilt = _cut_context(parent, cut)
-        state = parent.state
-        replayed, summary = replay_state(kept, usage=state.usage, model=state.model,
-                                         base_url=state.base_url)
+        replayed, summary = replay_state(kept, parent.state)
         update = {
             "transcript": kept,
             "messages": messages,
@@ -206,6 +172,10 @@ def fork_session(
         forked = fork_record(parent, at=at, title=title)
     store.create_session(record=forked.record)
     # the figures its messages refer to go with it
-    copy_figures(store, session_id, store, forked.record.id,
-                 (str(ref["id"]) for ref in figure_refs(forked.record.transcript)))
+    for fid in dict.fromkeys(str(ref["id"]) for ref in figure_refs(forked.record.transcript)):
+        try:
+            found = store.read_figure(session_id, fid)
+        except FigureNotFoundError:
+            continue
+        store.save_figure(forked.record.id, fid, found.data, found.media_type)
     return forked

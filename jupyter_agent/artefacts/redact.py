@@ -136,10 +136,7 @@ class Redactor:
         return values
 
     def text(self, text: str) -> str:
-        values = self._candidates(text)
-        if not values:
-            return text
-        for value in sorted(values, key=len, reverse=True):
+        for value in sorted(self._candidates(text), key=len, reverse=True):
             if len(value) >= _WHOLE_WORD:
                 replaced = text.replace(value, REDACTED)
             else:
@@ -190,39 +187,13 @@ class Redactor:
                                                               figure.media_type)
 
 
-def redact_text(text: str, secrets: Iterable[str] = ()) -> tuple[str, set[str]]:
-    """``text`` with every secret replaced, and the distinct values replaced."""
-    redactor = Redactor(secrets)
-    return redactor.text(text), redactor.found
-
-
-def redact_record(record: SessionRecord, secrets: Iterable[str] = (), *,
-                  redactor: Redactor | None = None) -> tuple[SessionRecord, int]:
-    """``record`` with the secrets of all its strings replaced, and how many distinct ones.
+def redact_record(record: SessionRecord, redactor: Redactor) -> SessionRecord:
+    """``record`` with the secrets of all its strings replaced (``redactor.found`` grows).
 
     The identity (ID, timestamps, parent) is kept; every other field, the saved endpoint
-    included, is scanned. ``record`` itself is returned when nothing was found; a given
-    ``redactor`` is used instead of a new one (its ``found`` grows).
+    included, is scanned. ``record`` itself is returned when nothing was found.
     """
-    redactor = Redactor(secrets) if redactor is None else redactor
-    before = len(redactor.found)
-    names = [*type(record).model_fields, *(record.model_extra or {})]
-    changed: dict[str, Any] = {}
-    for name in names:
-        if name in _IDENTITY:
-            continue
-        value = getattr(record, name)
-        kind = type(value[0]) if isinstance(value, list) and value else type(value)
-        model = kind if hasattr(kind, "model_validate") else None
-        plain = (value if model is None else [v.model_dump(mode="json") for v in value]
-                 if isinstance(value, list) else value.model_dump(mode="json"))
-        edits = redactor.edits
-        clean = redactor.value(plain)
-        if redactor.edits == edits:
-            continue
-        if model is not None:
-            clean = ([model.model_validate(v) for v in clean] if isinstance(clean, list)
-                     else model.model_validate(clean))
-        changed[name] = clean
-    count = len(redactor.found) - before
-    return (record.model_copy(update=changed) if changed else record), count
+    edits = redactor.edits
+    clean = {name: value if name in _IDENTITY else redactor.value(value)
+             for name, value in record.model_dump(mode="json").items()}
+    return record if redactor.edits == edits else type(record).model_validate(clean)

@@ -9,9 +9,10 @@ any whitespace matching any other; an empty query matches every session, with no
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,21 +54,18 @@ class SearchHit:
 def compile_query(text: str) -> re.Pattern[str] | None:
     """The pattern of a query; None for an empty one."""
     words = text.split()
-    if not words:
-        return None
-    return re.compile(r"\s+".join(re.escape(w) for w in words), re.IGNORECASE)
+    return re.compile(r"\s+".join(map(re.escape, words)), re.IGNORECASE) if words else None
 
 
 def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def excerpt(text: str, match: re.Match[str], width: int = EXCERPT_CHARS,
-            field: str = "") -> SearchMatch:
-    """One line of about ``width`` characters around ``match`` (a third before it), with
-    ``…`` at each cut."""
+def excerpt(text: str, match: re.Match[str], field: str = "") -> SearchMatch:
+    """One line of about :data:`EXCERPT_CHARS` characters around ``match`` (a third before
+    it), with ``…`` at each cut."""
     found = _flat(match.group())
-    room = max(width - len(found), 20)
+    room = max(EXCERPT_CHARS - len(found), 20)
     keep_before = room // 3
     head, tail = text[: match.start()], text[match.end():]
     window = head[-(keep_before * 4 + 8):]
@@ -101,51 +99,46 @@ def _message_texts(message: dict[str, Any]) -> list[str]:
     return [t for t in texts if t]
 
 
-def _search_one(pattern: re.Pattern[str], listing: SessionListing,
-                transcript: Sequence[dict[str, Any]] | None) -> SearchHit | None:
-    matches: list[SearchMatch] = []
-    count = 0
-    fields = [("title", listing.title), ("summary", listing.summary),
-              ("first prompt", listing.first_prompt), ("ID", listing.id)]
-    for index, message in enumerate(transcript or ()):
-        role = message.get("role")
-        if role != "system":
-            fields += [(f"message {index + 1} ({role})", t) for t in _message_texts(message)]
-    for field, text in fields:
-        found = pattern.search(text) if text else None
-        if found is not None:
-            count += 1
-            if len(matches) < MAX_MATCHES:
-                matches.append(excerpt(text, found, field=field))
-    return SearchHit(listing, tuple(matches), count) if count else None
-
-
-def search_listings(listings: Iterable[SessionListing], text: str) -> list[SearchHit]:
-    """Search listing entries (no I/O); their order is kept."""
+def search_listings(listings: Iterable[SessionListing], text: str, store: Store | None = None,
+                    progress: Progress = no_progress) -> list[SearchHit]:
+    """Search listing entries, keeping their order; with ``store``, also each session's
+    transcript (a session that cannot be read, or vanished, is searched by its entry only),
+    ``progress`` wrapping that walk."""
     pattern = compile_query(text)
     if pattern is None:
         return [SearchHit(listing) for listing in listings]
-    hits = (_search_one(pattern, listing, None) for listing in listings)
-    return [hit for hit in hits if hit is not None]
+    if store is not None:
+        listings = list(listings)
+        listings = progress(listings, len(listings))
+    hits: list[SearchHit] = []
+    for listing in listings:
+        fields = [("title", listing.title), ("summary", listing.summary),
+                  ("first prompt", listing.first_prompt), ("ID", listing.id)]
+        transcript: list[dict[str, Any]] = []
+        if store is not None:
+            with contextlib.suppress(JupyterAgentError):
+                transcript = store.load_session(listing.id).transcript
+        for index, message in enumerate(transcript):
+            role = message.get("role")
+            if role != "system":
+                fields += [(f"message {index + 1} ({role})", t) for t in _message_texts(message)]
+        matches: list[SearchMatch] = []
+        count = 0
+        for field, value in fields:
+            found = pattern.search(value) if value else None
+            if found is not None:
+                count += 1
+                if len(matches) < MAX_MATCHES:
+                    matches.append(excerpt(value, found, field=field))
+        if count:
+            hits.append(SearchHit(listing, tuple(matches), count))
+    return hits
 
 
 def search_sessions(store: Store, text: str, *, deep: bool = False,
                     include_archived: bool = False,
                     progress: Progress = no_progress) -> list[SearchHit]:
-    """Search a store's sessions, most recently updated first; ``progress`` wraps the walk
-    of a deep search, in which a session that cannot be read (or vanished) is searched by
-    its listing entry only."""
+    """Search a store's sessions, most recently updated first (see :func:`search_listings`;
+    ``deep`` reads the transcripts, without their leases)."""
     listings = store.list_sessions(include_archived=include_archived)
-    pattern = compile_query(text)
-    if not deep or pattern is None:
-        return search_listings(listings, text)
-    hits: list[SearchHit] = []
-    for listing in progress(listings, len(listings)):
-        try:
-            transcript: list[dict[str, Any]] | None = store.load_session(listing.id).transcript
-        except JupyterAgentError:
-            transcript = None
-        hit = _search_one(pattern, listing, transcript)
-        if hit is not None:
-            hits.append(hit)
-    return hits
+    return search_listings(listings, text, store if deep else None, progress)

@@ -4,7 +4,7 @@ A *user turn* runs from a ``user`` message of the transcript to the next one; cu
 before a user message never separates a tool call from its result. :func:`steps` yields
 each request, reply text, tool call with its result, and a compaction marker where one
 happened; system messages (they carry the notes) are left out. Also the shared pieces of
-the exports: figures put back among a call's printed lines, and one-line renderings.
+the exports: figures read for display, and tool calls in one line.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import base64
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 from jupyter_agent.errors import JupyterAgentError
@@ -41,20 +40,15 @@ def turn_starts(messages: Sequence[dict[str, Any]]) -> list[int]:
 def complete_length(messages: Sequence[dict[str, Any]]) -> int:
     """Length of ``messages`` without a trailing assistant message whose tool calls are not
     all answered (a session saved while its agent ran a tool batch)."""
-    end = len(messages)
-    i = end
+    i = len(messages)
     while i > 0 and messages[i - 1].get("role") == "tool":
         i -= 1
-    if i == 0:
-        return end
-    last = messages[i - 1]
+    last = messages[i - 1] if i > 0 else {}
     calls = last.get("tool_calls") if last.get("role") == "assistant" else None
-    if not calls:
-        return end
     answered = {m.get("tool_call_id") for m in messages[i:]}
-    if all(c.get("id") in answered for c in calls):
-        return end
-    return i - 1
+    if calls and not all(c.get("id") in answered for c in calls):
+        return i - 1
+    return len(messages)
 
 
 def call_results(messages: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -92,12 +86,8 @@ class Call:
     @property
     def code(self) -> str | None:
         """The source of a ``run_python`` call, else None."""
-        if self.name != "run_python":
-            return None
-        try:
-            code = json.loads(self.arguments or "{}").get("code")
-        except (ValueError, RecursionError, AttributeError):
-            return None
+        args = call_arguments(self.arguments) if self.name == "run_python" else None
+        code = args.get("code") if isinstance(args, dict) else None
         return code if isinstance(code, str) else None
 
 
@@ -143,12 +133,11 @@ def steps(record: SessionRecord, progress: Progress = no_progress) -> Iterator[S
             for call in message.get("tool_calls") or ():
                 function = call.get("function") or {}
                 raw = str(function.get("arguments") or "")
-                answer = results.get(str(call.get("id")))
-                result = None
-                if answer is not None:  # string content as is: a table's leading spaces matter
-                    content = answer.get("content")
-                    result = content if isinstance(content, str) else message_text(answer)
-                refs = answer.get("figures") if answer is not None else None
+                answer = results.get(str(call.get("id"))) or {}
+                content = answer.get("content")  # a string as is: a table's leading spaces matter
+                result = (content if isinstance(content, str) else message_text(answer)
+                          if answer else None)
+                refs = answer.get("figures")
                 figures = tuple(r for r in refs if isinstance(r, dict)) \
                     if isinstance(refs, list) else ()
                 yield Call(str(call.get("id", "")), str(function.get("name", "?")),
@@ -156,30 +145,6 @@ def steps(record: SessionRecord, progress: Progress = no_progress) -> Iterator[S
     for pending in marks.values():
         for c in pending:
             yield Marker(c)
-
-
-def split_at_figures(result: str, refs: Sequence[dict[str, Any]]
-                     ) -> list[str | dict[str, Any]]:
-    """A ``run_python`` result cut at the lines naming its figures (``[figure N: ...]``):
-    non-empty text pieces and references in order; a reference whose line is missing last."""
-    pending = list(refs)
-    out: list[str | dict[str, Any]] = []
-    text: list[str] = []
-    for line in result.splitlines(keepends=True):
-        match = next((ref for ref in pending if line.startswith(f"[figure {ref.get('n')}:")),
-                     None)
-        if match is None:
-            text.append(line)
-            continue
-        if text:
-            out.append("".join(text))
-        text = []
-        out.append(match)
-        pending.remove(match)
-    if text:
-        out.append("".join(text))
-    out.extend(pending)
-    return out
 
 
 def figure_data(read: ReadFigure | None, ref: dict[str, Any]
@@ -194,33 +159,6 @@ def figure_data(read: ReadFigure | None, ref: dict[str, Any]
     if figure.media_type == "image/svg+xml":
         return {figure.media_type: figure.data.decode("utf-8", "replace")}, ""
     return {figure.media_type: base64.b64encode(figure.data).decode("ascii")}, ""
-
-
-def when(moment: datetime) -> str:
-    return f"{moment:%Y-%m-%d %H:%M} UTC"
-
-
-def session_name(record: SessionRecord) -> str:
-    return record.title.strip() or f"Session {record.id}"
-
-
-def facts_line(record: SessionRecord) -> str:
-    """One Markdown line: ID, model, dates, requests, tool calls, tokens and cost, parent."""
-    state = record.state
-    turns = sum(1 for m in record.transcript if m.get("role") == "user")
-    parts = [f"jupyter-agent session `{record.id}`"]
-    if state.model:
-        parts.append(f"model `{state.model}`")
-    parts += [f"created {when(record.created_at)}", f"updated {when(record.updated_at)}",
-              f"{turns} request{'s' if turns != 1 else ''}",
-              f"{state.tool_calls} tool call{'s' if state.tool_calls != 1 else ''}"]
-    if state.usage.calls:
-        cost = "price unknown" if state.usage.price_unknown else f"${state.usage.cost_usd:.4f}"
-        parts.append(f"{state.usage.input_tokens + state.usage.output_tokens:,} tokens, {cost}")
-    if record.parent is not None:
-        after = f" after request {record.parent.turn}" if record.parent.turn else ""
-        parts.append(f"forked from `{record.parent.session_id}`{after}")
-    return " · ".join(parts)
 
 
 def call_arguments(arguments: str) -> Any:

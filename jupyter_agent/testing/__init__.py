@@ -1,9 +1,7 @@
-"""Scripted models for tests, demos and notebooks: no network, no API key.
+"""Scripted models for tests, demos and notebooks (docs/scripted-model.md): no network, no key.
 
-``ScriptedModelServer`` speaks Chat Completions and Responses over real HTTP on loopback
-(``python -m jupyter_agent.testing --script FILE``), so the real ``openai`` client parses
-real responses; ``ScriptedModel`` answers from the same scripts in process. Importing
-only defines classes.
+``ScriptedModelServer`` speaks Chat Completions and Responses over real HTTP on loopback, so
+the real ``openai`` client parses real responses; ``ScriptedModel`` answers in process.
 """
 
 from __future__ import annotations
@@ -40,24 +38,9 @@ class ScriptedModelServer(Script):
     Each accepted ``/chat/completions`` or ``/responses`` request consumes exactly one step,
     even when the client disconnects mid-stream; a rejected one (400, 401) consumes none.
     Every body that parses is recorded on arrival, rejected ones included. One lock guards
-    the script and the records (callable steps run outside it). Nothing is logged unless
-    ``log_requests``; the API key never is.
-
-    Parameters
-    ----------
-    script : iterable of steps, optional
-        Dicts, strings, ``Step`` objects or callables ``f(request_body) -> step``.
-    require_api_key : str, optional
-        Answer 401 ``invalid_api_key`` unless a request sends ``Authorization: Bearer KEY``.
-    model_ids : iterable of str
-        Listed by ``GET /v1/models``; a request may name any model, which is echoed.
-    port : int
-        0: a free ephemeral port, picked at :meth:`start` and kept across restarts.
-    accept_images : bool
-        False: answer a request carrying images with 400, as a text-only model does.
-    play : {"llama.cpp", "vllm", "ollama"}, optional
-        Report ``context_window`` (tokens) as that server does and refuse (Ollama:
-        truncate, or as ``truncate`` says) a chat request past it.
+    the script and the records (callable steps run outside it). The API key is never logged.
+    ``port`` 0 picks a free port at :meth:`start`, kept across restarts; ``play`` (see
+    :mod:`~jupyter_agent.testing.local`) reports ``context_window`` tokens as that server does.
 
     Raises
     ------
@@ -91,51 +74,38 @@ class ScriptedModelServer(Script):
         self._errors: list[str] = []
         self._issued: set[str] = set()  # encrypted reasoning contents handed out
         self._connections: set[socket.socket] = set()
-        self._httpd: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._serving: tuple[_HTTPServer, threading.Thread] | None = None
         self._created = int(time.time())
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> ScriptedModelServer:
-        """A server (not started) answering from the JSON script at ``path``.
-
-        Raises
-        ------
-        ScriptError
-            Unreadable file, not a JSON list, or an invalid step.
-        """
+        """A server (not started) answering from the JSON script at ``path``; raises
+        ``ScriptError`` for an unreadable file, not a JSON list, or an invalid step."""
         return cls(load_script(path), **kwargs)
 
     def start(self) -> ScriptedModelServer:
-        """Serve in a daemon thread (no-op when running); returns ``self``.
-
-        Raises
-        ------
-        OSError
-            If the port cannot be bound.
-        """
+        """Serve in a daemon thread (no-op when running); ``OSError`` if the port cannot be
+        bound."""
         with self._lock:
-            if self._httpd is not None:
+            if self._serving is not None:
                 return self
             httpd = _HTTPServer((self.host, self._port), self)
             self._port = httpd.server_address[1]
-            self._httpd = httpd
-            self._thread = threading.Thread(
-                target=httpd.serve_until_stopped,
-                name=f"ScriptedModelServer:{self._port}", daemon=True)
-            self._thread.start()
+            thread = threading.Thread(target=httpd.serve_until_stopped,
+                                      name=f"ScriptedModelServer:{self._port}", daemon=True)
+            thread.start()
+            self._serving = httpd, thread
         return self
 
     def stop(self) -> None:
         """Stop serving and close the socket and open connections; idempotent."""
         with self._lock:
-            httpd, thread = self._httpd, self._thread
-            self._httpd = self._thread = None
-        if httpd is None:
+            serving, self._serving = self._serving, None
+        if serving is None:
             return
+        httpd, thread = serving
         httpd.request_stop()
-        if thread is not None:
-            thread.join(timeout=10)
+        thread.join(timeout=10)
         httpd.server_close()
         with self._lock:  # after the accept loop ended: no new connections appear
             connections = list(self._connections)
@@ -151,7 +121,7 @@ class ScriptedModelServer(Script):
 
     @property
     def running(self) -> bool:
-        return self._httpd is not None
+        return self._serving is not None
 
     @property
     def port(self) -> int:
@@ -159,13 +129,7 @@ class ScriptedModelServer(Script):
 
     @property
     def base_url(self) -> str:
-        """``http://HOST:PORT/v1``.
-
-        Raises
-        ------
-        RuntimeError
-            Before the first start (the port is not known yet).
-        """
+        """``http://HOST:PORT/v1``; ``RuntimeError`` before the first start."""
         if not self._port:
             raise RuntimeError("ScriptedModelServer is not started; call start() or use `with`")
         return f"http://{self.host}:{self._port}/v1"
@@ -260,12 +224,8 @@ class ScriptedModel(Script):
     Usage is the server's estimate unless a step sets it; an ``error`` step raises the
     ``ModelError`` a real model raises for that status; streamed text arrives in the
     server's pieces, ``chunk_delay`` seconds apart. ``requests`` holds JSON copies of each
-    request shaped as a Chat Completions body.
-
-    Raises
-    ------
-    ScriptError
-        For an invalid step; from :meth:`respond` when the script is exhausted.
+    request shaped as a Chat Completions body. ``ScriptError`` for an invalid step, and from
+    :meth:`respond` when the script is exhausted.
     """
 
     api = "scripted"
@@ -295,8 +255,7 @@ class ScriptedModel(Script):
         index, next_step = taken
         step = next_step if isinstance(next_step, Step) else parse_step(next_step(body),
                                                                         index=index)
-        if step.delay:
-            time.sleep(step.delay)
+        time.sleep(step.delay)
         if step.error is not None:
             e = step.error
             raise status_error(e.status, e.message, Endpoint("", self.name, api=self.api),

@@ -12,14 +12,13 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from types import FrameType
 
 from jupyter_agent.testing import ScriptedModelServer
 from jupyter_agent.testing.local import PLAYS
 from jupyter_agent.testing.script import ScriptError
 
 
-def build_parser() -> argparse.ArgumentParser:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m jupyter_agent.testing",
         description="Serve an OpenAI-compatible API (Chat Completions and Responses) on"
@@ -47,11 +46,6 @@ def build_parser() -> argparse.ArgumentParser:
                              "(default: as the played server does)")
     parser.add_argument("--no-truncate", action="store_false", dest="truncate",
                         help="past the window, refuse (even when playing Ollama)")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         server = ScriptedModelServer.from_file(
@@ -62,12 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ScriptError, ValueError) as err:
         parser.error(str(err))
     stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda signum, frame: stop.set())
     try:
         server.start()
     except OSError as err:

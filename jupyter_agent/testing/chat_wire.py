@@ -17,14 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from jupyter_agent.images import decode_data_url, image_size, image_tokens
-from jupyter_agent.testing.script import Step
+from jupyter_agent.testing.script import Step, UsageSpec
 
 SYSTEM_FINGERPRINT = "fp_scripted"
 ROLES = ("system", "developer", "user", "assistant", "tool")
-_DEFAULT_TYPE = {400: "invalid_request_error", 401: "invalid_request_error",
-                 403: "invalid_request_error", 404: "invalid_request_error",
-                 429: "requests"}
-_DEFAULT_CODE = {401: "invalid_api_key", 429: "rate_limit_exceeded"}
 _UNKNOWN_IMAGE_TOKENS = 85  # an image given by URL, whose size cannot be told
 
 
@@ -43,10 +39,10 @@ def error_body(status: int, message: str, *, type: str | None = None,
                param: str | None = None, code: str | None = None) -> dict[str, Any]:
     """An OpenAI-shaped error body; ``type`` and ``code`` default by status."""
     if type is None:
-        fallback = "server_error" if status >= 500 else "invalid_request_error"
-        type = _DEFAULT_TYPE.get(status, fallback)
+        type = ("server_error" if status >= 500 else "requests" if status == 429
+                else "invalid_request_error")
     if code is None:
-        code = _DEFAULT_CODE.get(status)
+        code = {401: "invalid_api_key", 429: "rate_limit_exceeded"}.get(status)
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
 
 
@@ -56,44 +52,31 @@ def reject(message: str, param: str | None = None, code: str | None = None) -> R
 
 @dataclass(frozen=True)
 class ImagePart:
-    """One image of a request: its place (``"messages[5].content[2]"``), URL length, media
-    type and decoded size in bytes ("" and 0 for a non-``data:`` URL), pixels when known,
-    ``detail`` and estimated prompt tokens."""
+    """One image of a request: its place (``"messages[5].content[2]"``), media type ("" for a
+    non-``data:`` URL), pixels when known and estimated prompt tokens."""
 
     where: str
-    url_chars: int
-    media_type: str
-    bytes: int
-    width: int | None
-    height: int | None
-    detail: str
-    tokens: int
-
-
-def _image(where: str, url: object, detail: object) -> ImagePart:
-    text = url if isinstance(url, str) else ""
-    decoded = decode_data_url(text)
-    media_type, size, dims = "", 0, None
-    if decoded is not None:
-        data, media_type = decoded
-        size, dims = len(data), image_size(data, media_type)
-    tokens = image_tokens(*dims) if dims else _UNKNOWN_IMAGE_TOKENS
-    return ImagePart(where, len(text), media_type, size, dims[0] if dims else None,
-                     dims[1] if dims else None, str(detail or "auto"), tokens)
+    media_type: str = ""
+    width: int | None = None
+    height: int | None = None
+    tokens: int = _UNKNOWN_IMAGE_TOKENS
 
 
 def _images_in(content: Any, where: str) -> list[ImagePart]:
     found = []
     for j, part in enumerate(content if isinstance(content, list) else ()):
-        if not isinstance(part, dict):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind not in ("image_url", "input_image"):
             continue
-        if part.get("type") == "image_url":
-            image = part.get("image_url")
-            url = image.get("url") if isinstance(image, dict) else image
-            detail = image.get("detail") if isinstance(image, dict) else None
-            found.append(_image(f"{where}[{j}]", url, detail))
-        elif part.get("type") == "input_image":
-            found.append(_image(f"{where}[{j}]", part.get("image_url"), part.get("detail")))
+        url = part.get("image_url")
+        if kind == "image_url" and isinstance(url, dict):
+            url = url.get("url")
+        decoded = decode_data_url(url if isinstance(url, str) else "")
+        data, media_type = decoded if decoded is not None else (b"", "")
+        dims = image_size(data, media_type) if decoded is not None else None
+        place = f"{where}[{j}]"
+        found.append(ImagePart(place, media_type, *dims, image_tokens(*dims)) if dims
+                     else ImagePart(place, media_type))
     return found
 
 
@@ -118,10 +101,8 @@ def image_refusal(body: Any, *, responses: bool) -> RequestRejected | None:
     parts = image_parts(body)
     if not parts:
         return None
-    if responses:
-        message = "Invalid input: this model does not support image inputs."
-    else:
-        message = "Invalid content type. image_url is only supported by certain models."
+    message = ("Invalid input: this model does not support image inputs." if responses
+               else "Invalid content type. image_url is only supported by certain models.")
     return reject(message, param=parts[0].where.replace("[", ".["))
 
 
@@ -173,18 +154,18 @@ def _missing(where: str) -> RequestRejected:
                    code="missing_required_parameter")
 
 
-def _empty(where: str) -> RequestRejected:
-    return reject(f"Invalid '{where}': empty array. Expected an array with minimum length 1,"
-                   " but got an empty array instead.", param=where, code="empty_array")
+def _array(where: str, value: object) -> list[Any]:
+    if not isinstance(value, list):
+        raise _wrong_type(where, "an array of objects", value)
+    if not value:
+        raise reject(f"Invalid '{where}': empty array. Expected an array with minimum length 1,"
+                     " but got an empty array instead.", param=where, code="empty_array")
+    return value
 
 
 def _tool_call_ids(i: int, tool_calls: object) -> list[str]:
-    if not isinstance(tool_calls, list):
-        raise _wrong_type(f"messages[{i}].tool_calls", "an array of objects", tool_calls)
-    if not tool_calls:
-        raise _empty(f"messages[{i}].tool_calls")
     ids = []
-    for j, call in enumerate(tool_calls):
+    for j, call in enumerate(_array(f"messages[{i}].tool_calls", tool_calls)):
         where = f"messages[{i}].tool_calls[{j}]"
         if not isinstance(call, dict):
             raise _wrong_type(where, "an object", call)
@@ -241,14 +222,9 @@ def _unanswered(index: int, missing: list[str]) -> RequestRejected:
 
 
 def validate_chat_request(body: object) -> None:
-    """Reject what the real API rejects for ``POST /v1/chat/completions``.
-
-    Raises
-    ------
-    RequestRejected
-        400 worded as the real API words it: no model, missing or empty messages, a bad
-        message or tool call, or tool messages not directly answering each tool call.
-    """
+    """Reject what the real API rejects for ``POST /v1/chat/completions``: ``RequestRejected``
+    400 worded as the real API words it for no model, missing or empty messages, a bad
+    message or tool call, or tool messages not directly answering each tool call."""
     if not isinstance(body, dict):
         raise reject("Invalid type for request body: expected an object, but got"
                       f" {_json_type(body)} instead.")
@@ -256,11 +232,7 @@ def validate_chat_request(body: object) -> None:
         raise reject("you must provide a model parameter")
     if "messages" not in body:
         raise _missing("messages")
-    messages = body["messages"]
-    if not isinstance(messages, list):
-        raise _wrong_type("messages", "an array of objects", messages)
-    if not messages:
-        raise _empty("messages")
+    messages = _array("messages", body["messages"])
     # tool messages must directly follow the assistant message whose calls they answer
     unanswered: list[str] | None = None
     opened_at = -1
@@ -288,20 +260,21 @@ class Answer:
     (the step's ``usage`` or the estimate)."""
 
     def __init__(self, step: Step, body: dict[str, Any], input_tokens: int | None = None) -> None:
-        self.text = step.text
+        self.text, self.body = step.text, body
         self.calls = [(spec.id or "call_" + uuid.uuid4().hex[:24], spec.name,
-                       spec.arguments_json()) for spec in step.tool_calls or []]
+                       spec.arguments if isinstance(spec.arguments, str)
+                       else json.dumps(spec.arguments, ensure_ascii=False))
+                      for spec in step.tool_calls or []]
         self.finish_reason = step.finish_reason or ("tool_calls" if self.calls else "stop")
-        override = step.usage
-        self.prompt = (override.prompt_tokens if override and override.prompt_tokens is not None
+        given = step.usage or UsageSpec()
+        self.prompt = (given.prompt_tokens if given.prompt_tokens is not None
                        else estimate_prompt_tokens(body) if input_tokens is None
                        else input_tokens)
         chars = len(self.text or "") + sum(len(n) + len(a) for _, n, a in self.calls)
         self.completion = (  # the estimate: ceil(chars / 4), at least 1
-            override.completion_tokens if override and override.completion_tokens is not None
+            given.completion_tokens if given.completion_tokens is not None
             else max(1, math.ceil(chars / 4)))
-        self.cached = override.cached_tokens if override else 0
-        self.omit = override.omit if override else []
+        self.cached, self.omit = given.cached_tokens, given.omit
         self.envelope = {"id": "chatcmpl-" + uuid.uuid4().hex[:29], "object": "",
                          "created": int(time.time()), "model": str(body.get("model")),
                          "service_tier": "default", "system_fingerprint": SYSTEM_FINGERPRINT}
@@ -320,7 +293,7 @@ class Answer:
             usage.pop(name, None)
         return usage
 
-    def completion_object(self) -> dict[str, Any]:
+    def whole(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": self.text, "refusal": None,
                                    "annotations": []}
         if self.calls:
@@ -332,10 +305,13 @@ class Answer:
                              "finish_reason": self.finish_reason}],
                 "usage": self.usage()}
 
-    def chunks(self, include_usage: bool) -> list[dict[str, Any]]:
+    def stream(self) -> list[dict[str, Any]]:
         """The chunks of a stream: role, text pieces, each call (then its arguments in
-        12-character pieces), the finish reason, and with ``include_usage`` a last chunk
-        with ``usage`` (the others then carry ``usage: null``). ``[DONE]`` is the caller's."""
+        12-character pieces), the finish reason, and with ``stream_options.include_usage`` a
+        last chunk with ``usage`` (the others then carry ``usage: null``). ``[DONE]`` is the
+        caller's."""
+        options = self.body.get("stream_options")
+        include_usage = isinstance(options, dict) and options.get("include_usage") is True
 
         def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
             out = {**self.envelope, "object": "chat.completion.chunk",

@@ -29,12 +29,12 @@ from jupyter_agent.testing.chat_wire import (
     validate_chat_request,
 )
 from jupyter_agent.testing.responses_wire import ResponseAnswer, validate_responses_request
+from jupyter_agent.testing.script import Step
 
 if TYPE_CHECKING:
     from jupyter_agent.testing import ScriptedModelServer
 
 _FLUSH_BYTES = 16384
-_UNPARSED = object()
 
 
 @dataclass
@@ -50,11 +50,14 @@ class Exchange:
     request: Any
     status: int | None = None
     response: Any = None
-    stream: bool = False
     raw: bytes = b""
     path: str = "/v1/chat/completions"
     authorization: str | None = field(default=None, repr=False)
     dropped: int = 0
+
+    @property
+    def stream(self) -> bool:
+        return isinstance(self.request, dict) and self.request.get("stream") is True
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -120,48 +123,41 @@ class _Handler(BaseHTTPRequestHandler):
         if self.server.owner.log_requests:
             sys.stderr.write(f"ScriptedModelServer: {format % args}\n")
 
-    def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode("utf-8")
+    def _head(self, status: int, headers: dict[str, str]) -> None:
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("x-request-id", "req_" + uuid.uuid4().hex[:24])
-        for key, value in (headers or {}).items():
+        for key, value in {"x-request-id": "req_" + uuid.uuid4().hex[:24], **headers}.items():
             self.send_header(key, value)
         self.end_headers()
+
+    def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode("utf-8")
+        self._head(status, {"Content-Type": "application/json",
+                            "Content-Length": str(len(data)), **(headers or {})})
         self.wfile.write(data)
 
-    def _send_stream(self, chunks: list[dict[str, Any]], chunk_delay: float,
-                     *, named: bool = False, drop_after: int | None = None) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.send_header("x-request-id", "req_" + uuid.uuid4().hex[:24])
-        self.end_headers()
+    def _send_stream(self, chunks: list[dict[str, Any]], step: Step, *, named: bool) -> None:
+        self._head(200, {"Content-Type": "text/event-stream; charset=utf-8",
+                         "Cache-Control": "no-cache", "Transfer-Encoding": "chunked"})
         if named:  # Responses: each event names its type; no [DONE] marker
             events = [f"event: {c['type']}\ndata: {json.dumps(c)}\n\n".encode() for c in chunks]
         else:
             events = [f"data: {json.dumps(c)}\n\n".encode() for c in chunks]
             events.append(b"data: [DONE]\n\n")
-        if drop_after is not None:  # the connection breaks after that many events
-            with contextlib.suppress(OSError):
-                self.wfile.write(b"".join(b"%X\r\n%s\r\n" % (len(e), e)
-                                          for e in events[:drop_after]))
-                self.wfile.flush()
-                self.connection.shutdown(socket.SHUT_RDWR)
-            self.close_connection = True
-            return
         buffer = bytearray()
         try:
-            for event in events:
+            for event in events[:step.drop_after]:
                 buffer += b"%X\r\n%s\r\n" % (len(event), event)
-                if chunk_delay > 0 or len(buffer) >= _FLUSH_BYTES:
+                if step.chunk_delay > 0 or len(buffer) >= _FLUSH_BYTES:
                     self.wfile.write(bytes(buffer))
                     buffer.clear()
-                    if chunk_delay > 0:
-                        time.sleep(chunk_delay)
-            self.wfile.write(bytes(buffer) + b"0\r\n\r\n")
+                    time.sleep(step.chunk_delay)
+            if step.drop_after is None:
+                self.wfile.write(bytes(buffer) + b"0\r\n\r\n")
+            else:  # the connection breaks after that many events
+                self.wfile.write(bytes(buffer))
+                self.wfile.flush()
+                self.connection.shutdown(socket.SHUT_RDWR)
+                self.close_connection = True
         except OSError:  # client went away mid-stream (e.g. KeyboardInterrupt)
             self.close_connection = True
 
@@ -185,10 +181,9 @@ class _Handler(BaseHTTPRequestHandler):
             owner._check_auth(self.headers.get("Authorization"))
             played = None
             if owner.local is not None and not path.startswith("/v1/"):
-                try:
+                parsed = None
+                with contextlib.suppress(ValueError):
                     parsed = json.loads(body) if body else None
-                except ValueError:
-                    parsed = None
                 played = owner.local.answer(method, path, parsed, owner.model_ids)
             if method == "GET" and path == "/v1/models":
                 models = [owner._model_object(m) for m in owner.model_ids]
@@ -213,13 +208,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self, path: str, raw: bytes) -> None:
         owner = self.server.owner
         exchange: Exchange | None = None
-        try:
-            body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            body = _UNPARSED
-        else:
-            exchange = Exchange(body, stream=isinstance(body, dict) and body.get("stream") is True,
-                                raw=raw, path=path,
+        with contextlib.suppress(ValueError, UnicodeDecodeError):
+            exchange = Exchange(json.loads(raw), raw=raw, path=path,
                                 authorization=self.headers.get("Authorization"))
             with owner._lock:
                 owner._exchanges.append(exchange)
@@ -231,6 +221,7 @@ class _Handler(BaseHTTPRequestHandler):
                     400, "We could not parse the JSON body of your request. (HINT: This likely"
                     " means you aren't using your HTTP library correctly. The OpenAI API expects"
                     " a JSON payload, but what was sent was not valid JSON.)"))
+            body = exchange.request
             if responses:
                 validate_responses_request(body, owner._issued)
             else:
@@ -241,28 +232,21 @@ class _Handler(BaseHTTPRequestHandler):
             if owner.local is not None and not responses:
                 body, exchange.dropped = owner.local.fit(body)
             step = owner._next_step(body)
+            time.sleep(step.delay)
+            if step.error is not None:  # a scripted error, answered as one
+                e = step.error
+                raise RequestRejected(e.status, error_body(
+                    e.status, e.message, type=e.type, param=e.param, code=e.code), e.headers)
         except RequestRejected as err:
             if exchange is not None:
                 owner._settle(exchange, err.status, err.body)
             raise
-        assert exchange is not None
-        if step.delay:
-            time.sleep(step.delay)
-        if step.error is not None:
-            e = step.error
-            payload = error_body(e.status, e.message, type=e.type, param=e.param, code=e.code)
-            owner._settle(exchange, e.status, payload)
-            self._send(e.status, payload, e.headers)
-        elif exchange.stream:
-            options = body.get("stream_options")
-            include_usage = isinstance(options, dict) and options.get("include_usage") is True
-            chunks = (ResponseAnswer(step, body, owner._issued).events() if responses
-                      else Answer(step, body).chunks(include_usage))
+        answer = ResponseAnswer(step, body, owner._issued) if responses else Answer(step, body)
+        if exchange.stream:
+            chunks = answer.stream()
             owner._settle(exchange, 200, chunks)
-            self._send_stream(chunks, step.chunk_delay, named=responses,
-                              drop_after=step.drop_after)
+            self._send_stream(chunks, step, named=responses)
         else:
-            answer = (ResponseAnswer(step, body, owner._issued).response() if responses
-                      else Answer(step, body).completion_object())
-            owner._settle(exchange, 200, answer)
-            self._send(200, answer)
+            whole = answer.whole()
+            owner._settle(exchange, 200, whole)
+            self._send(200, whole)

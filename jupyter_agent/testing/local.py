@@ -21,23 +21,18 @@ from typing import Any
 from jupyter_agent.testing.chat_wire import RequestRejected, error_body, estimate_prompt_tokens
 
 PLAYS = ("llama.cpp", "vllm", "ollama")
+TRAINED = 8_192  # tokens: the played model's trained context
 
 
 @dataclass(frozen=True)
 class LocalServer:
-    """How the scripted server plays a local server; ``context_window`` and ``trained`` (the
-    model's trained context) are tokens; ``truncate`` None: as the played server does.
-
-    Raises
-    ------
-    ValueError
-        For an unknown server or a window under 1 token.
-    """
+    """How the scripted server plays a local server; ``context_window`` is tokens;
+    ``truncate`` None: as the played server does. ``ValueError`` for an unknown server or a
+    window under 1 token."""
 
     play: str
     context_window: int
     truncate: bool | None = None
-    trained: int = 8_192
 
     def __post_init__(self) -> None:
         if self.play not in PLAYS:
@@ -46,14 +41,10 @@ class LocalServer:
             raise ValueError(f"context_window must be a positive number of tokens "
                              f"(got {self.context_window!r})")
 
-    @property
-    def truncates(self) -> bool:
-        return self.play == "ollama" if self.truncate is None else self.truncate
-
     def model_fields(self) -> dict[str, Any]:
         if self.play == "llama.cpp":
             return {"owned_by": "llamacpp", "meta": {"n_ctx": self.context_window,
-                                                     "n_ctx_train": self.trained}}
+                                                     "n_ctx_train": TRAINED}}
         if self.play == "vllm":
             return {"owned_by": "vllm", "max_model_len": self.context_window}
         return {"owned_by": "library"}
@@ -70,22 +61,17 @@ class LocalServer:
             return {"parameters": f"num_ctx                        {self.context_window}\n"
                                   "stop                           \"<|im_end|>\"",
                     "model_info": {"general.architecture": "llama",
-                                   "llama.context_length": self.trained},
+                                   "llama.context_length": TRAINED},
                     "modified_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         return None
 
     def fit(self, body: dict[str, Any]) -> tuple[dict[str, Any], int]:
-        """The chat request as the played server runs it, and how many messages it dropped.
-
-        Raises
-        ------
-        RequestRejected
-            400 in the played server's shape when the prompt does not fit and it refuses.
-        """
+        """The chat request as the played server runs it, and how many messages it dropped;
+        ``RequestRejected`` (400 in that server's shape) when it does not fit and is refused."""
         tokens = estimate_prompt_tokens(body)
         if tokens <= self.context_window:
             return body, 0
-        if not self.truncates:
+        if not (self.play == "ollama" if self.truncate is None else self.truncate):
             raise RequestRejected(400, self._refusal(tokens))
         messages = list(body.get("messages") or [])
         head = [m for m in messages[:1] if isinstance(m, dict) and m.get("role") == "system"]

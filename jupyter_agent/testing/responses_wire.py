@@ -22,6 +22,9 @@ from jupyter_agent.testing.script import Step
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
+_STARTED: dict[str, dict[str, Any]] = {  # an item as first announced, by type
+    "message": {"status": "in_progress", "content": []},
+    "function_call": {"status": "in_progress", "arguments": ""}}
 
 
 def estimate_input_tokens(body: dict[str, Any]) -> int:
@@ -39,15 +42,10 @@ def estimate_input_tokens(body: dict[str, Any]) -> int:
 
 
 def validate_responses_request(body: object, issued: Container[str]) -> None:
-    """Reject what the real API rejects for ``POST /v1/responses``; ``issued`` holds the
-    encrypted reasoning contents this server handed out.
-
-    Raises
-    ------
-    RequestRejected
-        400: no model or input, a bad item, an output answering no call, a call without
-        an output, or a reasoning item not issued here or missing its following item.
-    """
+    """Reject what the real API rejects for ``POST /v1/responses`` (``issued``: the encrypted
+    reasoning contents this server handed out): ``RequestRejected`` 400 for no model or
+    input, a bad item, an output answering no call, a call without an output, or a reasoning
+    item not issued here or missing its following item."""
     if not isinstance(body, dict):
         raise reject("Invalid type for request body: expected an object.")
     if not isinstance(body.get("model"), str) or not body["model"]:
@@ -127,7 +125,7 @@ class ResponseAnswer:
             "total_tokens": answer.prompt + answer.completion,
         }
 
-    def response(self, *, done: bool = True) -> dict[str, Any]:
+    def whole(self, *, done: bool = True) -> dict[str, Any]:
         body = self.body
         return {
             "id": self.id, "object": "response", "created_at": self.created,
@@ -141,20 +139,20 @@ class ResponseAnswer:
             "completed_at": time.time() if done and self.status == "completed" else None,
         }
 
-    def events(self) -> list[dict[str, Any]]:
+    def stream(self) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
 
         def emit(kind: str, **fields: Any) -> None:
             events.append({"type": kind, "sequence_number": len(events), **fields})
 
-        emit("response.created", response=self.response(done=False))
-        emit("response.in_progress", response=self.response(done=False))
+        emit("response.created", response=self.whole(done=False))
+        emit("response.in_progress", response=self.whole(done=False))
         for index, item in enumerate(self.items):
             kind, where = item["type"], {"item_id": item["id"], "output_index": index}
+            started = _STARTED.get(kind, {"summary": [], "encrypted_content": None})
+            emit("response.output_item.added", output_index=index, item={**item, **started})
             if kind == "message":
                 text = item["content"][0]["text"]
-                emit("response.output_item.added", output_index=index,
-                     item={**item, "status": "in_progress", "content": []})
                 part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
                 emit("response.content_part.added", **where, content_index=0, part=part)
                 for piece in split_text(text):
@@ -166,16 +164,11 @@ class ResponseAnswer:
                      part={**part, "text": text})
             elif kind == "function_call":
                 arguments = item["arguments"]
-                emit("response.output_item.added", output_index=index,
-                     item={**item, "status": "in_progress", "arguments": ""})
                 for k in range(0, len(arguments), 12):
                     emit("response.function_call_arguments.delta", **where,
                          delta=arguments[k:k + 12])
                 emit("response.function_call_arguments.done", **where, arguments=arguments)
-            else:
-                emit("response.output_item.added", output_index=index,
-                     item={**item, "summary": [], "encrypted_content": None})
             emit("response.output_item.done", output_index=index, item=item)
         final = "response.completed" if self.status == "completed" else "response.incomplete"
-        emit(final, response=self.response(done=True))
+        emit(final, response=self.whole(done=True))
         return events

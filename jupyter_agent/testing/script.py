@@ -41,11 +41,6 @@ class ToolCallSpec(_Model):
     arguments: dict[str, Any] | str = Field(default_factory=dict)
     id: str | None = Field(default=None, min_length=1)
 
-    def arguments_json(self) -> str:
-        if isinstance(self.arguments, str):
-            return self.arguments
-        return json.dumps(self.arguments, ensure_ascii=False)
-
 
 class UsageSpec(_Model):
     """Token counts overriding the estimate (None: estimate); ``omit`` drops reported fields."""
@@ -99,13 +94,8 @@ class Step(_Model):
 
 
 def parse_step(step: Any, *, index: int | None = None, path: Path | None = None) -> Step:
-    """Validate one non-callable step (a string is ``{"text": step}``).
-
-    Raises
-    ------
-    ScriptError
-        Unknown keys, wrong types or no content; ``index`` and ``path`` name the step.
-    """
+    """Validate one non-callable step (a string is ``{"text": step}``); ``ScriptError`` for
+    unknown keys, wrong types or no content, naming the step by ``index`` and ``path``."""
     if isinstance(step, Step):
         return step
     if isinstance(step, str):
@@ -126,12 +116,7 @@ def parse_step(step: Any, *, index: int | None = None, path: Path | None = None)
 def parse_steps(steps: Iterable[Any], *, start: int = 0,
                 path: Path | None = None) -> list[Step | StepCallable]:
     """Validate steps, keeping callables; ``start`` numbers the first one in messages.
-
-    Raises
-    ------
-    ScriptError
-        On the first invalid step, or for a string, mapping or path given as the list.
-    """
+    ``ScriptError`` on the first invalid step, or for a string, mapping or path."""
     if isinstance(steps, str | bytes | Mapping | os.PathLike):
         raise ScriptError(
             f"a script is a list of steps, got {type(steps).__name__}"
@@ -142,24 +127,17 @@ def parse_steps(steps: Iterable[Any], *, start: int = 0,
 
 
 def load_script(path: str | os.PathLike[str]) -> list[Step]:
-    """Load a UTF-8 JSON file holding a list of steps.
-
-    Raises
-    ------
-    ScriptError
-        Unreadable, not JSON, not a list, or an invalid step (naming the file and index).
-    """
+    """Load a UTF-8 JSON file holding a list of steps; ``ScriptError`` if it is unreadable,
+    not JSON, not a list, or has an invalid step (naming the file and index)."""
     p = Path(path)
     try:
-        raw = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise ScriptError(f"cannot read: {err}", path=p) from err
-    try:
-        data = json.loads(raw)
+        data = json.loads(p.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         raise ScriptError(
             f"not valid JSON: {err.msg} (line {err.lineno}, column {err.colno})", path=p
         ) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ScriptError(f"cannot read: {err}", path=p) from err
     if not isinstance(data, list):
         raise ScriptError(f"expected a JSON list of steps, got {type(data).__name__}", path=p)
     return [parse_step(step, index=i, path=p) for i, step in enumerate(data)]
@@ -174,17 +152,10 @@ class Script:
         self._served = 0
 
     def add_steps(self, steps: Iterable[Any]) -> None:
-        """Append steps, also while answering.
-
-        Raises
-        ------
-        ScriptError
-            If a step is invalid; nothing is appended then.
-        """
+        """Append steps, also while answering; ``ScriptError`` if a step is invalid (nothing
+        is appended then)."""
         with self._lock:
             self._steps.extend(parse_steps(steps, start=len(self._steps)))
-
-    extend = add_steps
 
     @property
     def remaining(self) -> int:

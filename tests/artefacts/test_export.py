@@ -12,7 +12,7 @@ import pytest
 
 from jupyter_agent.agent.working_context import DEFAULT_SYSTEM_PROMPT
 from jupyter_agent.artefacts.export import choose_format, export_record, render
-from jupyter_agent.artefacts.redact import REDACTED, redact_text, secrets_from_environ
+from jupyter_agent.artefacts.redact import REDACTED, Redactor, secrets_from_environ
 from jupyter_agent.errors import ExportError, ExportExistsError
 from jupyter_agent.store import FileStore
 from jupyter_agent.store.records import parse_record
@@ -108,7 +108,8 @@ def test_no_api_key_in_any_format(model_server: ScriptedModelServer, store: File
         content = done.path.read_text("utf-8")
         assert FAKE_KEY not in content and env_key not in content
         assert REDACTED in content and done.redacted == 2, fmt  # two distinct keys
-    assert redact_text("no keys here, sk-short") == ("no keys here, sk-short", set())
+    clean = Redactor()
+    assert clean.text("no keys here, sk-short") == "no keys here, sk-short" and not clean.found
 
 
 def test_refused_code_is_not_a_code_cell(model_server: ScriptedModelServer,

@@ -17,7 +17,7 @@ import nbformat
 import pytest
 
 from jupyter_agent.artefacts.export import export_record
-from jupyter_agent.artefacts.redact import REDACTED, redact_text, secrets_from_environ
+from jupyter_agent.artefacts.redact import REDACTED, Redactor, secrets_from_environ
 from jupyter_agent.store import FileStore
 
 ALNUM = "A1b2C3d4E5f6G7h8J9k0"
@@ -168,5 +168,6 @@ def test_environment_rule() -> None:
                           ENVIRON["DATABASE_URL"], PASSWORD_IN_URL, ENVIRON["SENTRY_DSN"]}
     assert secrets_from_environ({"CUSTOM": "abc"}, ["CUSTOM"]) == ["abc"]
     # a short secret is replaced as a whole word only
-    assert redact_text("pat42 and compat42x", ["pat42"])[0] == f"{REDACTED} and compat42x"
-    assert redact_text("no keys here, sk-short") == ("no keys here, sk-short", set())
+    assert Redactor(["pat42"]).text("pat42 and compat42x") == f"{REDACTED} and compat42x"
+    clean = Redactor()
+    assert clean.text("no keys here, sk-short") == "no keys here, sk-short" and not clean.found

@@ -402,7 +402,7 @@ def test_callable_steps(server: ScriptedModelServer) -> None:
 
 def test_add_steps_validates_and_counts(server: ScriptedModelServer) -> None:
     assert server.remaining == 0
-    server.extend(["a", {"text": "b"}])
+    server.add_steps(["a", {"text": "b"}])
     assert server.remaining == 2
     with pytest.raises(ScriptError, match="step 2"):
         server.add_steps([{"txt": "typo"}])
