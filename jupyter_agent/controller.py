@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from jupyter_agent.artefacts.fork import Forked, fork_record
+from jupyter_agent.artefacts.fork import Forked, fork_session
 from jupyter_agent.artefacts.steps import Call, Request, steps
 from jupyter_agent.errors import JupyterAgentError, LimitExceededError, ModelNotConfiguredError
 from jupyter_agent.notebook import CellLog, attach_references, notebook_so_far
@@ -465,8 +465,7 @@ class AgentController:
         turns 1 to ``at``, and resume the fork with the parent's options in this kernel
         (``ModelNotConfiguredError`` leaves the fork saved, not active)."""
         parent, store = self._target(session_id)
-        forked = fork_record(store.load_session(parent), at=at, title=title)
-        self.project.store.create_session(record=forked.record)
+        forked = fork_session(store, parent, at=at, title=title, into=self.project.store)
         self._remembered[forked.record.id] = self._remembered.get(parent, SessionOptions())
         return replace(forked, record=self.resume(forked.record.id).record)
 

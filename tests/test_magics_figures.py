@@ -178,3 +178,16 @@ def test_vision_is_per_session_and_kept_on_resume(
     model_server.add_steps([{"text": "Now I see it."}])
     later.run_line_magic("agent", "look")
     assert [p.media_type for p in model_server.images[-1]] == ["image/png"]
+
+
+def test_a_fork_keeps_the_figures_of_its_turns(
+        make_shell: ShellFactory, model_server: ScriptedModelServer, tmp_path: Path) -> None:
+    (tmp_path / "g.png").write_bytes(png(40, 30))
+    shell = kernel_shell(make_shell)
+    parent = figure_turn(shell, model_server, tmp_path / "g.png")
+    shell.run_line_magic("agent_fork", "")
+    fork = magics_of(shell).controller.active_session_id
+    assert fork is not None and fork != parent
+    with capture_output() as captured:
+        shell.run_line_magic("agent_history", "")
+    assert [data for data, _ in images(captured.outputs)] == [png(40, 30)]

@@ -151,10 +151,10 @@ def fork_record(parent: SessionRecord, *, at: int | None = None,
     return Forked(record, parent_turns, turns, rebuilt)
 
 
-def fork_session(
-    store: Store, session_id: str, *, at: int | None = None, title: str | None = None
-) -> Forked:
-    """Fork a saved session into a new one in ``store`` (see :func:`fork_record`).
+def fork_session(store: Store, session_id: str, *, at: int | None = None,
+                 title: str | None = None, into: Store | None = None) -> Forked:
+    """Fork a saved session of ``store`` into a new one in ``into`` (default: ``store``),
+    with the figures its kept messages refer to (see :func:`fork_record`).
 
     Raises
     ------
@@ -166,16 +166,16 @@ def fork_session(
         From saving the fork or copying its figures (a figure the parent no longer has
         is left out).
     """
+    target = store if into is None else into
     parent = store.load_session(session_id)
     forked = fork_record(parent, at=at, title=title)
-    while store.exists(forked.record.id):  # a fresh random ID: practically never taken
+    while target.exists(forked.record.id):  # a fresh random ID: practically never taken
         forked = fork_record(parent, at=at, title=title)
-    store.create_session(record=forked.record)
-    # the figures its messages refer to go with it
+    target.create_session(record=forked.record)
     for fid in dict.fromkeys(str(ref["id"]) for ref in figure_refs(forked.record.transcript)):
         try:
             found = store.read_figure(session_id, fid)
         except FigureNotFoundError:
             continue
-        store.save_figure(forked.record.id, fid, found.data, found.media_type)
+        target.save_figure(forked.record.id, fid, found.data, found.media_type)
     return forked
