@@ -27,7 +27,8 @@ from traitlets.config import Config
 from jupyter_agent.artefacts.search import search_sessions
 from jupyter_agent.controller import AgentController, TurnResult
 from jupyter_agent.errors import JupyterAgentError, LimitExceededError
-from jupyter_agent.project import can_update_live, confirm_delete, is_jupyter
+from jupyter_agent.notebook import can_ask, is_jupyter
+from jupyter_agent.project import confirm_delete
 from jupyter_agent.settings import OPTIONS, SessionOptions, Settings, option
 from jupyter_agent.text import terminal_text
 from jupyter_agent.ui import recap, render
@@ -301,7 +302,7 @@ class AgentMagics(Magics):
             for notice in self.controller.notes_notice:
                 _print(notice)
         renderer: render.MarkdownTurnRenderer | render.PlainTurnRenderer = (
-            render.MarkdownTurnRenderer(live=can_update_live(self.shell)) if self._jupyter
+            render.MarkdownTurnRenderer(live=can_ask(self.shell)) if self._jupyter
             else render.PlainTurnRenderer())
         try:
             result = self.controller.ask(prompt, on_event=renderer)
@@ -490,7 +491,7 @@ class AgentMagics(Magics):
         if self._jupyter:  # the front end makes the new cell (JupyterLab, Notebook, VS Code)
             assert self.shell is not None
             self.shell.set_next_input(code, replace=False)
-        if self._jupyter and can_update_live(self.shell):  # ... and someone watches it
+        if self._jupyter and can_ask(self.shell):  # ... and someone watches it
             _print(f"The code of call {call} (turn {turn}) is in a new cell below.")
         else:  # a terminal, or a headless runner (nbclient), which makes no new cell
             _print(code)

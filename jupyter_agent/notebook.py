@@ -11,6 +11,7 @@ runs its type's code (``len``, ``repr``); one whose methods raise is named by ty
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -32,6 +33,23 @@ PREVIEW_ROWS = 5
 _COLUMNS_SHOWN = 60
 _AGENT_MAGIC = re.compile(r"\s*%%?agent")  # %agent, %%agent and every %agent_* magic
 _IPYTHON_DIR = "/IPython/core/"
+
+
+def is_jupyter(shell: Any) -> bool:
+    """True for a Jupyter kernel's shell (rich output), False for terminal/plain IPython."""
+    return shell is not None and (type(shell).__name__ == "ZMQInteractiveShell"
+                                  or bool(getattr(shell, "has_trait", lambda _: False)("kernel")))
+
+
+def can_ask(shell: Any) -> bool:
+    """Whether :func:`input` reaches a person. In a kernel: whether its front end answers
+    input requests (JupyterLab, Notebook and VS Code do; nbclient and papermill do not, and
+    their cells get only final outputs). Elsewhere: whether stdin is a terminal."""
+    if is_jupyter(shell):
+        return bool(getattr(getattr(shell, "kernel", None), "_allow_stdin", False))
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        return sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty()
+    return False
 
 
 # ---- values

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jupyter_agent.errors import JupyterAgentError
+from jupyter_agent.notebook import can_ask, is_jupyter
 from jupyter_agent.paths import STORE_URL_ENV, project_key
 from jupyter_agent.store import FileStore, SessionRecord, Store
 
@@ -108,29 +108,11 @@ def _store_url(url: str | None, environ: Mapping[str, str] | None) -> str:
         raise JupyterAgentError(str(err)) from None
 
 
-def is_jupyter(shell: Any) -> bool:
-    """True for a Jupyter kernel's shell (rich output), False for terminal/plain IPython."""
-    return shell is not None and (type(shell).__name__ == "ZMQInteractiveShell"
-                                  or bool(getattr(shell, "has_trait", lambda _: False)("kernel")))
-
-
-def can_update_live(shell: Any) -> bool:
-    """True where a front end answers the running cell's input requests (JupyterLab,
-    Notebook, VS Code); headless runners (nbclient, papermill) get only final outputs."""
-    return bool(getattr(getattr(shell, "kernel", None), "_allow_stdin", False))
-
-
 def confirm_delete(shell: Any, record: SessionRecord, refused: str) -> bool:
     """Ask whether to delete ``record``'s session for good; ``JupyterAgentError(refused)``
     when nobody can answer (in a kernel: its front end answers no input requests;
     elsewhere: no terminal)."""
-    kernel = getattr(shell, "kernel", None)
-    try:
-        can_ask = (bool(getattr(kernel, "_allow_stdin", False)) if kernel is not None else
-                   sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty())
-    except (AttributeError, OSError, ValueError):
-        can_ask = False
-    if not can_ask:
+    if not can_ask(shell):
         raise JupyterAgentError(refused)
     name = f" ({record.title})" if record.title else ""
     try:  # (IPython's StdinNotImplementedError is a NotImplementedError)

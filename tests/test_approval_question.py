@@ -19,7 +19,7 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
-import jupyter_agent.agent.builtin_tools as builtin_tools
+from jupyter_agent import notebook
 from jupyter_agent.agent.events import Displayed, ToolCallEnd, ToolCallStart
 from jupyter_agent.agent.tools import DECLINED_BY_INTERRUPT
 from jupyter_agent.store import FileStore
@@ -99,7 +99,7 @@ def test_terminal_question_prints_the_whole_code_once_with_controls_escaped(
         printed_when_asked.append(capsys.readouterr().out)
         return "n"
 
-    monkeypatch.setattr(builtin_tools, "stdin_is_usable", lambda: True)  # as at a terminal
+    monkeypatch.setattr(notebook, "can_ask", lambda shell: True)  # as at a terminal
     monkeypatch.setattr(builtins, "input", ask)
     model_server.add_steps([code_step(code), {"text": "fine, not run"}])
     agent_shell.run_line_magic("agent_new", "--approve ask")
@@ -170,7 +170,7 @@ def test_remember_under_ask_shows_the_exact_line_first(
         printed.append(capsys.readouterr().out)
         return answer
 
-    monkeypatch.setattr(builtin_tools, "stdin_is_usable", lambda: True)
+    monkeypatch.setattr(notebook, "can_ask", lambda shell: True)
     monkeypatch.setattr(builtins, "input", ask)
     model_server.add_steps([note_step("uses  pandas \x1b[8m hidden"), {"text": "ok"}])
     agent_shell.run_line_magic("agent_new", "--approve ask")

@@ -399,10 +399,10 @@ def test_approval_asks_once_without_repeating_the_code(
 ) -> None:
     import builtins
 
-    import jupyter_agent.agent.builtin_tools as builtin_tools
+    from jupyter_agent import notebook
 
     prompts: list[str] = []
-    monkeypatch.setattr(builtin_tools, "stdin_is_usable", lambda: True)  # as at a terminal
+    monkeypatch.setattr(notebook, "can_ask", lambda shell: True)  # as at a terminal
     monkeypatch.setattr(builtins, "input", lambda prompt="": prompts.append(prompt) or "y")
     model_server.add_steps([CODE_STEP, {"text": "done"}])
     agent_shell.run_line_magic("agent_new", "--approve ask")

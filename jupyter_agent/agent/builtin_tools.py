@@ -10,10 +10,8 @@ an exception; Ctrl-C at a question declines (the call never ran).
 from __future__ import annotations
 
 import builtins
-import contextlib
 import functools
 import re
-import sys
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Literal
@@ -62,19 +60,6 @@ NOTE_QUESTION = ("The agent asks to add this line to {file}, read by every later
 ShowQuestion = Callable[[str, str], object]
 
 
-def stdin_is_usable() -> bool:
-    """Tell whether :func:`input` can ask the user anything."""
-    shell = get_ipython()
-    if shell is not None and any(c.__name__ == "ZMQInteractiveShell" for c in type(shell).__mro__):
-        # The front end says per request whether it answers input() (headless runners do
-        # not); the same test decides whether the turn is shown live.
-        return bool(getattr(getattr(shell, "kernel", None), "_allow_stdin", False))
-    stdin = sys.stdin
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        return stdin is not None and not getattr(stdin, "closed", False) and bool(stdin.isatty())
-    return False
-
-
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e"
                       "\u2060-\u206f\ufeff\ufff9-\ufffb]")
 
@@ -105,7 +90,7 @@ def question_text(intro: str, text: str) -> str:
 def ask_on_stdin(code: str, *, show: ShowQuestion | None = None,
                  question: tuple[str, str] = RUN_QUESTION) -> bool:
     """Show ``code`` whole and ask ``Run this code? [y/N]`` with :func:`input`."""
-    if not stdin_is_usable():
+    if not notebook.can_ask(get_ipython()):
         raise EOFError("no usable stdin to ask the user on")
     if show is None:
         print(question_text(question[0], code), flush=True)
@@ -149,7 +134,7 @@ class BuiltinTools:
         """Whether a call of tool ``name`` will wait for the user's answer now (the
         policy is "ask", the tool needs approval, and stdin can be asked on)."""
         return (name in ("run_python", "remember") and self.approval == "ask"
-                and stdin_is_usable())
+                and notebook.can_ask(get_ipython()))
 
     def _decide(self, name: str, text: str, question: tuple[str, str], deny: str,
                 declined: str) -> None:

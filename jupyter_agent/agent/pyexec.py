@@ -29,6 +29,7 @@ from typing import Any
 from jupyter_agent.agent.events import Displayed, EventCallback, ignore_event
 from jupyter_agent.errors import JupyterAgentError
 from jupyter_agent.images import FORMAT_NAMES, MEDIA_TYPES, image_size, sniff_media_type
+from jupyter_agent.notebook import is_jupyter
 from jupyter_agent.store import SessionState, new_session_id
 from jupyter_agent.store.figure_files import check_figure
 
@@ -167,8 +168,7 @@ class FigureKeeper:
     def capture(self, shell: Any) -> Iterator[None]:
         """Catch what the block displays in ``shell`` (None: no shell), in this thread."""
         self._shown, self._error = [], ""
-        self._shows_images = type(shell).__name__ == "ZMQInteractiveShell" or bool(
-            getattr(shell, "has_trait", lambda _: False)("kernel"))
+        self._shows_images = is_jupyter(shell)
         thread, before, stdout = threading.get_ident(), _open_figures(), sys.stdout
         publisher = getattr(shell, "display_pub", None)
         if publisher is None or not callable(getattr(publisher, "publish", None)):

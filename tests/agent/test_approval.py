@@ -14,9 +14,11 @@ import sys
 from typing import Any
 
 import pytest
+from IPython import get_ipython
 
-from jupyter_agent.agent.builtin_tools import NO_STDIN_REFUSAL, stdin_is_usable
+from jupyter_agent.agent.builtin_tools import NO_STDIN_REFUSAL
 from jupyter_agent.agent.config import Limits
+from jupyter_agent.notebook import can_ask
 from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModelServer
 from tests.agent.helpers import Recorder, make_agent, read_record, tool_step
@@ -82,7 +84,7 @@ def test_in_process_unusable_stdin_refuses(
         monkeypatch.setattr(sys, "stdin", io.StringIO("y\n"))  # not a terminal: never read
     else:
         monkeypatch.setattr(sys, "stdin", None)
-    assert not stdin_is_usable()
+    assert not can_ask(get_ipython())
     model_server.add_steps([tool_step(("run_python", {"code": "ran = True"})), {"text": "ok"}])
     rec = Recorder()
     agent = make_agent(model_server, store, approve="ask")
