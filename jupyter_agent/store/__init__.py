@@ -7,14 +7,14 @@
 
 from __future__ import annotations
 
+from jupyter_agent.store.engine import NoteKind as NoteKind
+from jupyter_agent.store.engine import Notes as Notes
 from jupyter_agent.store.engine import Store as Store
 from jupyter_agent.store.engine import ensure_summary as ensure_summary
 from jupyter_agent.store.engine import holding as holding
 from jupyter_agent.store.figure_files import FigureData as FigureData
 from jupyter_agent.store.file_store import FileStore as FileStore
 from jupyter_agent.store.messages import to_message_dict as to_message_dict
-from jupyter_agent.store.notes import NoteKind as NoteKind
-from jupyter_agent.store.notes import Notes as Notes
 from jupyter_agent.store.records import SCHEMA_VERSION as SCHEMA_VERSION
 from jupyter_agent.store.records import Compaction as Compaction
 from jupyter_agent.store.records import ForkOrigin as ForkOrigin

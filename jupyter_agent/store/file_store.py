@@ -33,7 +33,7 @@ from jupyter_agent.errors import (
     TooLargeError,
     UnsafePathError,
 )
-from jupyter_agent.store.engine import SessionEngine
+from jupyter_agent.store.engine import Notes, SessionEngine, remove_notes_temps
 from jupyter_agent.store.figure_files import (
     FigureData,
     figure_file,
@@ -67,7 +67,6 @@ from jupyter_agent.store.journal import (
     upgraded_journal,
 )
 from jupyter_agent.store.messages import JOURNAL_CAP, LINE_CAP, RECORD_CAP, encode_json
-from jupyter_agent.store.notes import Notes, remove_notes_temps
 from jupyter_agent.store.records import SessionListing, SessionRecord, validate_session_id
 from jupyter_agent.store.snapshot import (
     Change,
