@@ -173,9 +173,9 @@ def unseen_notes(notes: Mapping[Path, str], environ: Mapping[str, str] | None = 
     seen: Any = {}
     with contextlib.suppress(OSError, ValueError):
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as file:
+        with os.fdopen(fd, "rb") as kept_file:
             if stat.S_ISREG(os.fstat(fd).st_mode):  # never a link, FIFO or device
-                data = file.read(1024 * 1024 + 1)
+                data = kept_file.read(1024 * 1024 + 1)
                 seen = json.loads(data) if len(data) <= 1024 * 1024 else {}
     seen = {str(k): str(v) for k, v in seen.items()} if isinstance(seen, dict) else {}
     new = []
