@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import secrets
 import string
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -40,12 +39,6 @@ from jupyter_agent.store.messages import (
 #: The full pattern a session ID must match (ASCII only; no ``.``, ``/`` or spaces).
 SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
-#: Characters of generated IDs.
-ID_ALPHABET = string.ascii_letters + string.digits
-
-#: Length of generated IDs.
-NEW_ID_LENGTH = 10
-
 
 def validate_session_id(session_id: object) -> str:
     """Return ``session_id`` if it matches :data:`SESSION_ID_PATTERN` (no ``.``, ``/``,
@@ -56,8 +49,8 @@ def validate_session_id(session_id: object) -> str:
 
 
 def new_session_id() -> str:
-    """Return a fresh random session ID."""
-    return "".join(secrets.choice(ID_ALPHABET) for _ in range(NEW_ID_LENGTH))
+    """Return a fresh random session ID (10 letters and digits)."""
+    return "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(10))
 
 
 #: The record format this code writes.
@@ -293,32 +286,10 @@ class SessionListing(SessionInfo):
 
 
 # --------------------------------------------------------------------------- upgrades
-
-
-def _upgrade_0_to_1(data: dict[str, Any]) -> dict[str, Any]:
-    """Version 0 (no ``schema_version``): add the fields the older implementation lacked."""
-    out = dict(data)
-    messages = out.get("messages", [])
-    out.setdefault("transcript", list(messages) if isinstance(messages, list) else messages)
-    if out.get("summary") is None:
-        out["summary"] = ""
-    out.setdefault("title", "")
-    out.setdefault("archived", False)
-    out.setdefault("project_root", None)
-    out.setdefault("compactions", [])
-    out.setdefault("state", {})
-    out["schema_version"] = 1
-    return out  # lone surrogates of the older writer were replaced by decode_json
-
-
-#: ``{version: function}``; each function takes a record dict of that version and
-#: returns a dict of the next version (with ``schema_version`` set accordingly).
-UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _upgrade_0_to_1}
-
-
 def upgrade_record(data: dict[str, Any], path: Path) -> dict[str, Any]:
-    """Bring a decoded record dict up to :data:`SCHEMA_VERSION`; ``CorruptSessionError``
-    for a ``schema_version`` that is not a known non-negative integer."""
+    """Bring a decoded record dict up to :data:`SCHEMA_VERSION` (version 0, no
+    ``schema_version``, lacks fields added since); ``CorruptSessionError`` for a
+    ``schema_version`` that is not a known non-negative integer."""
     version = data.get("schema_version", 0)
     if type(version) is not int or version < 0:
         raise CorruptSessionError(
@@ -330,12 +301,18 @@ def upgrade_record(data: dict[str, Any], path: Path) -> dict[str, Any]:
             f"it has schema_version {version}, but this jupyter-agent reads only up to "
             f"{SCHEMA_VERSION}; upgrade jupyter-agent to open it",
         )
-    while version < SCHEMA_VERSION:
-        step = UPGRADES.get(version)
-        if step is None:
-            raise CorruptSessionError(path, f"no upgrade from schema_version {version}")
-        data = step(data)
-        version = data["schema_version"]
+    if version == 0:  # lone surrogates of the older writer were replaced by decode_json
+        data = dict(data)
+        messages = data.get("messages", [])
+        data.setdefault("transcript", list(messages) if isinstance(messages, list) else messages)
+        if data.get("summary") is None:
+            data["summary"] = ""
+        data.setdefault("title", "")
+        data.setdefault("archived", False)
+        data.setdefault("project_root", None)
+        data.setdefault("compactions", [])
+        data.setdefault("state", {})
+        data["schema_version"] = 1
     return data
 
 
@@ -345,7 +322,6 @@ _HEAD_KEYS = (
     "schema_version", "id", "created_at", "updated_at", "summary", "title", "archived",
     "project_root",
 )
-_KNOWN = frozenset((*_HEAD_KEYS, "messages", "transcript", "compactions", "state", "parent"))
 
 
 def validation_reason(err: ValidationError) -> str:
@@ -388,20 +364,10 @@ def parse_record(raw: bytes, path: Path, *, expected_id: str | None = None) -> S
 
 
 def record_head(record: SessionRecord) -> dict[str, Any]:
-    """Everything of a record but ``messages`` and ``transcript``, JSON-ready, in file order.
-
-    ``compactions``, ``state`` and ``parent`` (``None`` when not forked) follow the
-    head keys; unknown keys come last.
-    """
-    data = record.model_dump(mode="json", exclude={"messages", "transcript"})
-    head = {key: data[key] for key in _HEAD_KEYS}
-    head["compactions"] = data["compactions"]
-    head["state"] = data["state"]
-    head["parent"] = data["parent"]
-    for key, value in (record.model_extra or {}).items():
-        if key not in _KNOWN:
-            head[key] = value
-    return head
+    """Everything of a record but ``messages`` and ``transcript``, JSON-ready, in file order:
+    the head keys, ``compactions``, ``state``, ``parent`` (``None`` when not forked), then
+    unknown keys."""
+    return record.model_dump(mode="json", exclude={"messages", "transcript"})
 
 
 def dump_record(record: SessionRecord) -> bytes:
@@ -409,14 +375,10 @@ def dump_record(record: SessionRecord) -> bytes:
     write it and jupyter-agent 0.1 reads it; ``parent`` only for a fork, unknown keys last."""
     head = record_head(record)
     out: dict[str, Any] = {key: head.pop(key) for key in _HEAD_KEYS}
-    out["messages"] = record.messages
-    out["transcript"] = record.transcript
-    out["compactions"] = head.pop("compactions")
-    out["state"] = head.pop("state")
-    parent = head.pop("parent")
-    if parent is not None:
-        out["parent"] = parent
-    out.update(head)
+    out["messages"], out["transcript"] = record.messages, record.transcript
+    if head["parent"] is None:
+        del head["parent"]
+    out.update(head)  # compactions, state, parent, unknown keys
     return encode_json(out)
 
 
