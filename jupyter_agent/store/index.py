@@ -42,8 +42,6 @@ INDEX_LOCK = "index.lock"
 #: The index is ignored (and rewritten) beyond this size: ~6,000 sessions with summaries
 #: of the longest kind, twice over (the index is rewritten at twice its live entries).
 INDEX_LIMIT = 16 * 1024 * 1024
-#: A listing that rebuilds an entry checks journals up to this size (larger: refused).
-JOURNAL_LIMIT = JOURNAL_CAP
 #: A listing reads at most this much of a snapshot (a snapshot holds no transcript; a
 #: larger record of the one-file form is listed once it was opened and converted).
 SNAPSHOT_LIMIT = 8 * 1024 * 1024
@@ -74,8 +72,6 @@ def session_sig(sessions: SafeDir, session_id: str) -> Sig | None:
 
 def _complete(entry: dict[str, Any]) -> bool:
     """Whether an index entry has every listing field, with the right types."""
-    if entry.get("bad") is True:
-        return True
     try:
         return (all(type(entry[k]) is str for k in _STR_FIELDS)
                 and all(type(entry[k]) is int and entry[k] >= 0 for k in _INT_FIELDS)
@@ -93,6 +89,18 @@ def _at_ok(at: Any) -> bool:
     return at is None or (type(at) is list and len(at) == 3 and type(at[0]) is str
                           and type(at[1]) is int and at[1] >= 1 and type(at[2]) is str
                           and len(at[2]) in (0, 8))
+
+
+def _ack_problem(at: Any, generation: str, lines: int, check: bytes) -> str | None:
+    """:meth:`ListingIndex.acknowledged_problem` given the index's ``at``."""
+    if not _at_ok(at) or at is None or at[0] != generation:
+        return None
+    if at[1] > lines:
+        return (f"line {lines + 1}: a save acknowledged as line {at[1]} is missing "
+                f"(the journal was cut short or lines were removed; it has {lines})")
+    if at[1] == lines and at[2] and check and at[2].encode("ascii") != check:
+        return f"line {lines}: not the line that was acknowledged there"
+    return None
 
 
 def _journal_ends_with(sessions: SafeDir, session_id: str, at: list[Any] | None,
@@ -141,25 +149,20 @@ def _horizon(root: SafeDir) -> datetime:
                now + timedelta(days=1))
 
 
-def _future(listed: dict[str, Any], horizon: datetime) -> str | None:
-    """Why a listed session is not believed (dated, or clocked, after ``horizon``), or
-    ``None``. Checked on every read and never kept in the index: the clock catches up."""
+def _problem(entry: dict[str, Any], horizon: datetime) -> str | None:
+    """Why a checked entry is not listed, or ``None``: damaged, or dated (or clocked) after
+    ``horizon``, checked on every read and never kept in the index (the clock catches up)."""
+    if entry.get("bad"):
+        return str(entry.get("reason") or "its files cannot be read")
+    listed = entry["listed"]
     try:
         check_not_future("updated_at", listed["updated_at"], horizon)
-        clock = listed.get("clock")
-        if type(clock) is int:
-            when = datetime.fromtimestamp(min(clock, 2**52) / 1e6, UTC)  # 2**52 µs: 2112
+        if type(listed.get("clock")) is int:  # 2**52 µs: the year 2112
+            when = datetime.fromtimestamp(min(listed["clock"], 2**52) / 1e6, UTC)
             check_not_future("store clock", when, horizon)
     except ValueError as err:
         return str(err)
     return None
-
-
-def _problem(entry: dict[str, Any], horizon: datetime) -> str | None:
-    """Why a checked entry is not listed (damaged, or dated ahead), or ``None``."""
-    if entry.get("bad"):
-        return str(entry.get("reason") or "its files cannot be read")
-    return _future(entry["listed"], horizon)
 
 
 def _stored(entry: dict[str, Any]) -> dict[str, Any]:
@@ -262,7 +265,7 @@ class ListingIndex:
                     old = {}
                 entries[sid] = {**old, **line["set"], "sig": line.get("sig")}
         for entry in entries.values():
-            entry["ok"] = _complete(entry)
+            entry["ok"] = entry.get("bad") is True or _complete(entry)
         if any(type(line) is not dict for line in lines):
             count = INDEX_LIMIT  # a line that is not an entry: rewrite the index
         self._parsed = (key, entries, count)
@@ -271,18 +274,10 @@ class ListingIndex:
     def acknowledged_problem(self, root: SafeDir, session_id: str, generation: str,
                              lines: int, check: bytes) -> str | None:
         """What is wrong with a journal of ``lines`` complete lines, the last with
-        checksum ``check``, given the last line the index records as acknowledged for
-        this generation ("" or ``None`` when nothing is: the index is a cache that may
-        be missing; it can prove damage, never vouch for a journal)."""
-        at = self._claim(root, session_id)
-        if not _at_ok(at) or at is None or at[0] != generation:
-            return None
-        if at[1] > lines:
-            return (f"line {lines + 1}: a save acknowledged as line {at[1]} is missing "
-                    f"(the journal was cut short or lines were removed; it has {lines})")
-        if at[1] == lines and at[2] and check and at[2].encode("ascii") != check:
-            return f"line {lines}: not the line that was acknowledged there"
-        return None
+        checksum ``check`` (``b""``: not compared), given the last line the index records
+        as acknowledged for this generation (``None`` when nothing is: the index is a
+        cache that may be missing; it can prove damage, never vouch for a journal)."""
+        return _ack_problem(self._claim(root, session_id), generation, lines, check)
 
     def _claim(self, root: SafeDir, session_id: str) -> Any:
         """The ``at`` of the session's last index line (``None`` if none), found without
@@ -327,17 +322,15 @@ class ListingIndex:
         got = sessions.read(head_name, limit=SNAPSHOT_LIMIT, what="session snapshot to list")
         if got is None:
             raise CorruptSessionError(sessions.child(head_name), "missing")
-        journal = sessions.read(f"{session_id}.jsonl", limit=JOURNAL_LIMIT)
+        journal = sessions.read(f"{session_id}.jsonl", limit=JOURNAL_CAP)
         journal_path = sessions.child(f"{session_id}.jsonl")
         fields = listing_fields(got[0], sessions.child(head_name),
                                 None if journal is None else journal[0], journal_path,
                                 session_id)
-        at, claimed = fields["at"], None if old is None else old.get("at")
-        if at is not None and _at_ok(claimed) and claimed is not None \
-                and claimed[0] == at[0] and claimed[1] > at[1]:
-            raise CorruptSessionError(journal_path, (
-                f"line {at[1] + 1}: a save acknowledged as line {claimed[1]} is missing (the "
-                f"journal was cut short or lines were removed; it has {at[1]})"))
+        at = fields["at"]
+        problem = at and _ack_problem(None if old is None else old.get("at"), at[0], at[1], b"")
+        if problem:
+            raise CorruptSessionError(journal_path, problem)
         return {**_json_fields(fields), "sig": sig}
 
     def entries(self, root: SafeDir, sessions: SafeDir) -> list[dict[str, Any]]:
