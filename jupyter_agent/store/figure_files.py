@@ -10,7 +10,7 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,8 +20,6 @@ from jupyter_agent.images import FORMAT_NAMES, MEDIA_TYPES, pixel_problem, sniff
 from jupyter_agent.store.files import SafeDir, is_temp_name
 from jupyter_agent.store.records import SESSION_ID_PATTERN
 
-#: Suffix of a session's figures directory in ``sessions/`` (``<id>.figures``).
-FIGURES_SUFFIX = ".figures"
 #: The largest figure a store keeps, in bytes.
 MAX_FIGURE_BYTES = 16 * 1024 * 1024
 
@@ -88,7 +86,7 @@ def figure_label(ref: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- JSON files
 def figures_dir(session_id: str) -> str:
     """The name of a session's figures directory in ``sessions/``."""
-    return f"{session_id}{FIGURES_SUFFIX}"
+    return f"{session_id}.figures"
 
 
 def figure_file(figure_id: str, media_type: str) -> str:
@@ -207,10 +205,3 @@ def remove_figures_dir(sessions: SafeDir, session_id: str) -> list[Path]:
         removed.append(sessions.child(name))
     sessions.fsync()
     return removed
-
-
-def figure_dir_sessions(names: Sequence[str]) -> list[str]:
-    """The session IDs of the figures directories among ``names`` (entries of
-    ``sessions/``)."""
-    return [name[:-len(FIGURES_SUFFIX)] for name in names if name.endswith(FIGURES_SUFFIX)
-            and SESSION_ID_PATTERN.fullmatch(name[:-len(FIGURES_SUFFIX)])]

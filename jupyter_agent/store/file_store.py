@@ -120,7 +120,6 @@ class FileStore(SessionEngine):
         self.root = Path(root).expanduser()
         super().__init__(Notes(self.root))
         self.sessions_dir = self.root / "sessions"
-        self.holder_label = holder_label
         self.leases = Leases(holder_label)
         self.index = ListingIndex()
         self._gitignore_checked = False
@@ -467,10 +466,4 @@ class FileStore(SessionEngine):
                 holder = None
             if holder is not None:
                 status = "in use"
-        return SessionListing(
-            id=sid, updated_at=entry["updated_at"], summary=entry["summary"],
-            title=entry["title"], archived=entry["archived"], status=status,
-            created_at=entry["created_at"], message_count=entry["message_count"],
-            cost_usd=float(entry["cost_usd"]), tool_calls=entry["tool_calls"],
-            first_prompt=entry["first_prompt"], holder=holder, parent=entry["parent"],
-            clock=entry.get("clock"))
+        return SessionListing.model_validate({**entry, "status": status, "holder": holder})
