@@ -281,23 +281,20 @@ class FileStore(SessionEngine):
         if cached is not None and sig is not None and cached[1] == sig:
             return cached[0]
         loaded = self.read(root, sessions, session_id)
-        if loaded.torn and not loaded.legacy:
-            self._truncate(sessions, session_id, loaded.end)
+        if loaded.torn and not loaded.legacy:  # never acknowledged (read checked): cut off
+            with storage_errors(self.journal_path(session_id)):
+                opened = sessions.open_file(f"{session_id}.jsonl", os.O_RDWR)
+                if opened is not None:
+                    try:
+                        os.ftruncate(opened[0], loaded.end)
+                        os.fsync(opened[0])
+                    finally:
+                        os.close(opened[0])
             loaded = replace(loaded, torn=0)
         self._heads[session_id] = (loaded, session_sig(sessions, session_id))
         return loaded
 
     # ------------------------------------------------------------------ writing files
-    def _truncate(self, sessions: SafeDir, session_id: str, end: int) -> None:
-        with storage_errors(self.journal_path(session_id)):
-            opened = sessions.open_file(f"{session_id}.jsonl", os.O_RDWR)
-            if opened is not None:
-                try:
-                    os.ftruncate(opened[0], end)
-                    os.fsync(opened[0])
-                finally:
-                    os.close(opened[0])
-
     def write_fresh(self, sessions: SafeDir, record: SessionRecord,
                     items: list[Any] | None = None, *, clock: int) -> Loaded:
         """Write a whole session as a new journal and snapshot (create, import, convert);

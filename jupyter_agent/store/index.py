@@ -47,9 +47,8 @@ INDEX_LIMIT = 16 * 1024 * 1024
 SNAPSHOT_LIMIT = 8 * 1024 * 1024
 SLACK_LINES = 256
 #: A load looks for what the index acknowledged in its last CLAIM_TAIL bytes first, then in
-#: the whole index if it is at most CLAIM_LIMIT bytes (else it finds nothing to check).
+#: the whole index (at most INDEX_LIMIT bytes).
 CLAIM_TAIL = 1024 * 1024
-CLAIM_LIMIT = 16 * 1024 * 1024
 
 _STR_FIELDS = ("created_at", "updated_at", "summary", "title", "first_prompt")
 _INT_FIELDS = ("message_count", "tool_calls", "clock")
@@ -293,7 +292,7 @@ class ListingIndex:
             key = b'{"id":"%s",' % session_id.encode("ascii")
             start, raw = -1, b""
             for offset in (max(st.st_size - CLAIM_TAIL, 0), 0):  # the end first, then all
-                got = root.read(INDEX_NAME, offset=offset, limit=CLAIM_LIMIT)
+                got = root.read(INDEX_NAME, offset=offset, limit=INDEX_LIMIT)
                 raw = b"" if got is None else got[0]
                 start = raw.rfind(key)
                 if start >= 0 or offset == 0:
