@@ -12,7 +12,6 @@ import itertools
 import json
 import math
 import re
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -210,19 +209,12 @@ _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 
 def encode_json(value: Any) -> bytes:
     """Compact UTF-8 JSON of ``value`` (dict key order kept); ``TypeError`` for a value
-    JSON cannot hold (:func:`json_problem`), ``ValueError`` for NaN and infinities."""
+    JSON cannot hold (:func:`json_problem`), nested deeper than ``orjson`` writes (what
+    is saved or loaded nests at most :data:`MAX_DEPTH` levels) included."""
     try:
         return orjson.dumps(value)
     except orjson.JSONEncodeError as err:
-        if "recursion" not in str(err).lower():  # orjson writes 255 levels at most
-            raise TypeError(str(err)) from None
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, 10_000))
-    try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    finally:
-        sys.setrecursionlimit(limit)
-    return text.encode("utf-8")
+        raise TypeError(str(err)) from None
 
 
 def _refuse_constant(name: str) -> Any:

@@ -367,7 +367,10 @@ def record_head(record: SessionRecord) -> dict[str, Any]:
     """Everything of a record but ``messages`` and ``transcript``, JSON-ready, in file order:
     the head keys, ``compactions``, ``state``, ``parent`` (``None`` when not forked), then
     unknown keys."""
-    return record.model_dump(mode="json", exclude={"messages", "transcript"})
+    extra = record.model_extra or {}
+    head = record.model_dump(mode="json", exclude={"messages", "transcript", *extra})
+    head.update(extra)  # as they are: JSON mode would write an infinity as null
+    return head
 
 
 def dump_record(record: SessionRecord) -> bytes:
