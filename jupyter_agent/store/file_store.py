@@ -109,6 +109,12 @@ def _add_chunks(messages: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]
         yield chunk
 
 
+def _refuse_over(path: Path, size: int, cap: int, what: str) -> None:
+    """``TooLargeError`` (nothing written) when ``size`` bytes of ``what`` exceed ``cap``."""
+    if size > cap:
+        raise TooLargeError(path, size, cap, what, written=True)
+
+
 class FileStore(SessionEngine):
     """Saved sessions of one memory directory as JSON files (module docstring); no I/O
     until the first call, directories are created by the first write.
@@ -305,13 +311,9 @@ class FileStore(SessionEngine):
         last = journal
         for number, chunk in enumerate(_add_chunks(record.transcript), start=2):
             last = encode_line(number, {"add": chunk})
-            if len(last) - 1 > LINE_CAP:
-                raise TooLargeError(self.journal_path(sid), len(last) - 1, LINE_CAP,
-                                    "journal line", written=True)
+            _refuse_over(self.journal_path(sid), len(last) - 1, LINE_CAP, "journal line")
             journal += last
-        if len(journal) > JOURNAL_CAP:
-            raise TooLargeError(self.journal_path(sid), len(journal), JOURNAL_CAP, "journal",
-                                written=True)
+        _refuse_over(self.journal_path(sid), len(journal), JOURNAL_CAP, "journal")
         loaded = Loaded(record, items_for(record.messages, record.transcript)
                         if items is None else items, generation, len(journal), len(journal), 0,
                         0, record.state.model_dump(mode="json"),
@@ -325,9 +327,7 @@ class FileStore(SessionEngine):
     def _write_snapshot(self, sessions: SafeDir, loaded: Loaded) -> Loaded:
         data = snapshot_bytes(loaded)
         sid = loaded.record.id
-        if len(data) > RECORD_CAP:
-            raise TooLargeError(self.session_path(sid), len(data), RECORD_CAP,
-                                "session snapshot", written=True)
+        _refuse_over(self.session_path(sid), len(data), RECORD_CAP, "session snapshot")
         with storage_errors(self.session_path(sid)):
             sessions.write_atomic(f"{sid}.json", data, temp=lease_temp(f"{sid}.json"))
         return replace(loaded, offset=loaded.end, snapshot_size=len(data), legacy=False)
@@ -383,11 +383,8 @@ class FileStore(SessionEngine):
             fields = {**fields, "clock": clock}
         line = encode_line(loaded.lines + 1, entry)
         path = self.journal_path(sid)
-        if len(line) - 1 > LINE_CAP:
-            raise TooLargeError(path, len(line) - 1, LINE_CAP, "new journal line", written=True)
-        if loaded.end + len(line) > JOURNAL_CAP:
-            raise TooLargeError(path, loaded.end + len(line), JOURNAL_CAP, "journal",
-                                written=True)
+        _refuse_over(path, len(line) - 1, LINE_CAP, "new journal line")
+        _refuse_over(path, loaded.end + len(line), JOURNAL_CAP, "journal")
         with storage_errors(path):  # a read-only file system refuses the open itself
             opened = sessions.open_file(f"{sid}.jsonl", os.O_WRONLY | os.O_APPEND)
         if opened is None:

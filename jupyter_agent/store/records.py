@@ -242,18 +242,11 @@ class LeaseHolder(_Model):
 
     def describe(self) -> str:
         """``alice on node-3 (pid 42, analysis.ipynb, since 2026-03-01 14:02:00 UTC)``, or ""."""
-        name = self.user or ""
-        if self.host:
-            name = f"{name} on {self.host}" if name else self.host
-        details = []
-        if self.pid is not None:
-            details.append(f"pid {self.pid}")
-        if self.label:
-            details.append(self.label)
-        if self.since is not None:
-            details.append(f"since {self.since.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC")
+        name = " on ".join(part for part in (self.user, self.host) if part)
         if not name:
             return f"process {self.pid}" if self.pid is not None else ""
+        since = self.since and f"since {self.since.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+        details = [d for d in (self.pid is not None and f"pid {self.pid}", self.label, since) if d]
         return name + (f" ({', '.join(details)})" if details else "")
 
 
