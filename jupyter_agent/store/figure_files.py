@@ -136,9 +136,10 @@ def read_figure_file(sessions: SafeDir, session_id: str, figure_id: str) -> Figu
     return None
 
 
-def list_figure_ids(sessions: SafeDir, session_id: str) -> list[str]:
-    """The IDs of the figure files a session has, sorted (temporary files left out)."""
-    with _open_dir(sessions, session_id, create=False) as folder:
+def list_figure_ids(at: tuple[SafeDir, SafeDir], session_id: str) -> list[str]:
+    """The IDs of the figure files a session has, sorted (temporary files left out); ``at``
+    is the memory directory and ``sessions/`` (the file store's ``_figure_ids``)."""
+    with _open_dir(at[1], session_id, create=False) as folder:
         if folder is None:
             return []
         ids = set()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -54,7 +55,13 @@ from jupyter_agent.store.files import (
     storage_errors,
     write_all,
 )
-from jupyter_agent.store.index import ListingIndex, listing_page, session_sig, tick
+from jupyter_agent.store.index import (
+    ListingIndex,
+    acknowledged_problem,
+    listing_page,
+    session_sig,
+    tick,
+)
 from jupyter_agent.store.journal import (
     JOURNAL_VERSION,
     SNAPSHOT_MIN_BYTES,
@@ -63,7 +70,6 @@ from jupyter_agent.store.journal import (
     first_prompt_of,
     header_line,
     items_for,
-    new_generation,
     upgraded_journal,
 )
 from jupyter_agent.store.messages import JOURNAL_CAP, LINE_CAP, RECORD_CAP, encode_json
@@ -237,8 +243,7 @@ class FileStore(SessionEngine):
             raise FigureNotFoundError(session_id, figure_id, self.figures_path(session_id))
         return found
 
-    def _figure_ids(self, at: tuple[SafeDir, SafeDir], session_id: str) -> list[str]:
-        return list_figure_ids(at[1], session_id)
+    _figure_ids = staticmethod(list_figure_ids)
 
     def delete_figure(self, session_id: str, figure_id: str) -> bool:
         """Delete one figure (under the session's lease); whether it existed."""
@@ -273,8 +278,8 @@ class FileStore(SessionEngine):
                 raise
             raise CorruptSessionError(path, f"cannot be read ({err.strerror or err})") from None
         if root is not None and not loaded.legacy:
-            problem = self.index.acknowledged_problem(root, session_id, loaded.generation,
-                                                      loaded.lines, loaded.check)
+            problem = acknowledged_problem(self.index.acknowledged(root, session_id),
+                                           loaded.generation, loaded.lines, loaded.check)
             if problem:
                 raise CorruptSessionError(self.journal_path(session_id), problem)
         return loaded
@@ -306,7 +311,7 @@ class FileStore(SessionEngine):
         """Write a whole session as a new journal and snapshot (create, import, convert);
         ``clock`` is its place in the store's order of changes."""
         sid = record.id
-        generation = new_generation()
+        generation = secrets.token_hex(8)  # pairs the snapshot with its journal
         journal = header_line(sid, generation)
         last = journal
         for number, chunk in enumerate(_add_chunks(record.transcript), start=2):

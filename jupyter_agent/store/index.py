@@ -90,8 +90,11 @@ def _at_ok(at: Any) -> bool:
                           and len(at[2]) in (0, 8))
 
 
-def _ack_problem(at: Any, generation: str, lines: int, check: bytes) -> str | None:
-    """:meth:`ListingIndex.acknowledged_problem` given the index's ``at``."""
+def acknowledged_problem(at: Any, generation: str, lines: int, check: bytes) -> str | None:
+    """What is wrong with a journal of ``lines`` complete lines, the last with checksum
+    ``check`` (``b""``: not compared), given ``at``, the last line the index records as
+    acknowledged (:meth:`ListingIndex.acknowledged`; ``None`` when nothing is: the index is
+    a cache that may be missing; it can prove damage, never vouch for a journal)."""
     if not _at_ok(at) or at is None or at[0] != generation:
         return None
     if at[1] > lines:
@@ -270,15 +273,7 @@ class ListingIndex:
         self._parsed = (key, entries, count)
         return entries, count
 
-    def acknowledged_problem(self, root: SafeDir, session_id: str, generation: str,
-                             lines: int, check: bytes) -> str | None:
-        """What is wrong with a journal of ``lines`` complete lines, the last with
-        checksum ``check`` (``b""``: not compared), given the last line the index records
-        as acknowledged for this generation (``None`` when nothing is: the index is a
-        cache that may be missing; it can prove damage, never vouch for a journal)."""
-        return _ack_problem(self._claim(root, session_id), generation, lines, check)
-
-    def _claim(self, root: SafeDir, session_id: str) -> Any:
+    def acknowledged(self, root: SafeDir, session_id: str) -> Any:
         """The ``at`` of the session's last index line (``None`` if none), found without
         parsing the other lines: a line starts with ``{"id":"<id>",``, which cannot occur
         inside a JSON string (its quotes would be escaped)."""
@@ -327,7 +322,8 @@ class ListingIndex:
                                 None if journal is None else journal[0], journal_path,
                                 session_id)
         at = fields["at"]
-        problem = at and _ack_problem(None if old is None else old.get("at"), at[0], at[1], b"")
+        claimed = None if old is None else old.get("at")
+        problem = at and acknowledged_problem(claimed, at[0], at[1], b"")
         if problem:
             raise CorruptSessionError(journal_path, problem)
         return {**_json_fields(fields), "sig": sig}

@@ -20,7 +20,6 @@ their next write.
 from __future__ import annotations
 
 import re
-import secrets
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,11 +60,6 @@ Line = bytes | memoryview
 Item = tuple[int, int] | dict[str, Any]
 """One run of the working context: a ``(start, end)`` span of transcript positions, or a
 message that exists only in the working context."""
-
-
-def new_generation() -> str:
-    """A fresh journal generation (16 hex digits): pairs a snapshot with its journal."""
-    return secrets.token_hex(8)
 
 
 def header_line(session_id: str, generation: str) -> bytes:
