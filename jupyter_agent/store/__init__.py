@@ -7,8 +7,6 @@
 
 from __future__ import annotations
 
-from jupyter_agent.store.engine import NoteKind as NoteKind
-from jupyter_agent.store.engine import Notes as Notes
 from jupyter_agent.store.engine import Store as Store
 from jupyter_agent.store.engine import ensure_summary as ensure_summary
 from jupyter_agent.store.engine import holding as holding
@@ -19,7 +17,6 @@ from jupyter_agent.store.records import SCHEMA_VERSION as SCHEMA_VERSION
 from jupyter_agent.store.records import Compaction as Compaction
 from jupyter_agent.store.records import ForkOrigin as ForkOrigin
 from jupyter_agent.store.records import LeaseHolder as LeaseHolder
-from jupyter_agent.store.records import SessionInfo as SessionInfo
 from jupyter_agent.store.records import SessionListing as SessionListing
 from jupyter_agent.store.records import SessionRecord as SessionRecord
 from jupyter_agent.store.records import SessionState as SessionState

@@ -218,14 +218,6 @@ class SessionRecord(_Model):
     parent: ForkOrigin | None = None
 
 
-class SessionInfo(_Model):
-    """The core of a listing entry: ID, last update, summary (see :class:`SessionListing`)."""
-
-    id: str
-    updated_at: UtcDatetime
-    summary: str
-
-
 class LeaseHolder(_Model):
     """Who holds a session's lease, as recorded when it was taken; never a secret.
 
@@ -250,7 +242,7 @@ class LeaseHolder(_Model):
         return name + (f" ({', '.join(details)})" if details else "")
 
 
-class SessionListing(SessionInfo):
+class SessionListing(_Model):
     """One entry of :meth:`Store.list_sessions` (and :meth:`Store.describe_session`).
 
     ``status`` is ``"active"`` when this store holds the lease, ``"in use"`` when another
@@ -261,6 +253,9 @@ class SessionListing(SessionInfo):
     ``clock`` is its place in the store's order of changes, when the store keeps one.
     """
 
+    id: str
+    updated_at: UtcDatetime
+    summary: str
     title: str
     archived: bool
     status: Literal["active", "in use", "idle"]
