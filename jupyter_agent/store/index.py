@@ -337,16 +337,12 @@ class ListingIndex:
         live: dict[str, dict[str, Any]] = {}
         self.damaged = {}
         for name in sessions.names():
-            if not name.endswith(".json"):
-                continue
             sid = name[:-5]
-            if SESSION_ID_PATTERN.fullmatch(sid) is None:
-                continue
-            sig = session_sig(sessions, sid)
+            sig = (session_sig(sessions, sid) if name.endswith(".json")
+                   and SESSION_ID_PATTERN.fullmatch(sid) else None)
             if sig is None:
                 continue
-            old = cached.get(sid)
-            entry, update = self._checked(sessions, sid, sig, old)
+            entry, update = self._checked(sessions, sid, sig, cached.get(sid))
             if update is not None:
                 updates.append(update)
             live[sid] = entry

@@ -20,7 +20,6 @@ from jupyter_agent.store.journal import (
     JOURNAL_SCHEMA_VERSION,
     JOURNAL_VERSION,
     Item,
-    Journal,
     decode_items,
     encode_items,
     first_prompt_of,
@@ -167,15 +166,6 @@ def _snapshot(raw: bytes, path: Path, session_id: str) -> dict[str, Any] | Sessi
     return data
 
 
-def _journal(raw: bytes | None, path: Path, session_id: str, ref: dict[str, Any], *,
-             decode_before: bool) -> Journal:
-    if raw is None:
-        raise CorruptSessionError(path, "the journal of this session is missing")
-    return parse_journal(raw, path, session_id=session_id, offset=ref["offset"],
-                         generation=ref["generation"], lines_covered=ref.get("lines"),
-                         decode_before=decode_before)
-
-
 def load(snapshot_raw: bytes, snapshot_path: Path, read_journal: Callable[[], bytes | None],
          journal_path: Path, session_id: str) -> Loaded:
     """Read a session from the bytes of its files.
@@ -194,7 +184,8 @@ def load(snapshot_raw: bytes, snapshot_path: Path, read_journal: Callable[[], by
                           first_prompt_of(head.transcript), legacy=True,
                           clock=clock_of([], {}, head.updated_at))
         ref = head["journal"]
-        journal = _journal(read_journal(), journal_path, session_id, ref, decode_before=True)
+        journal = parse_journal(read_journal(), journal_path, session_id, ref,
+                                decode_before=True)
         transcript: list[dict[str, Any]] = []
         for entry in journal.before:  # each add was validated when its line was parsed
             add = entry.get("add")
@@ -249,7 +240,7 @@ def listing_fields(snapshot_raw: bytes, snapshot_path: Path, journal_raw: bytes 
         return _fields(head, len(head.transcript), first_prompt_of(head.transcript),
                        clock_of([], {}, head.updated_at), None)
     ref = head["journal"]
-    journal = _journal(journal_raw, journal_path, session_id, ref, decode_before=False)
+    journal = parse_journal(journal_raw, journal_path, session_id, ref, decode_before=False)
     transcript: list[dict[str, Any]] = []
     items = decode_items(head.get("context", []), ref["transcript_length"], snapshot_path)
     first_line = journal.lines - len(journal.after) + 1
