@@ -147,7 +147,6 @@ class Notes:
             yield root, name
 
     def write(self, kind: NoteKind, text: str) -> None:
-        """Replace the notes of ``kind``."""
         with self._locked(kind) as (root, name):
             root.write_atomic(name, clean_text(text).encode("utf-8"), private=True,
                               temp=lease_temp(name))

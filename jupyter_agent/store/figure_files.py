@@ -85,7 +85,6 @@ def figure_label(ref: dict[str, Any]) -> str:
 
 # --------------------------------------------------------------------------- JSON files
 def figures_dir(session_id: str) -> str:
-    """The name of a session's figures directory in ``sessions/``."""
     return f"{session_id}.figures"
 
 

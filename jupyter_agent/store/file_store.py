@@ -306,8 +306,7 @@ class FileStore(SessionEngine):
         return loaded
 
     # ------------------------------------------------------------------ writing files
-    def write_fresh(self, sessions: SafeDir, record: SessionRecord,
-                    items: list[Any] | None = None, *, clock: int) -> Loaded:
+    def write_fresh(self, sessions: SafeDir, record: SessionRecord, *, clock: int) -> Loaded:
         """Write a whole session as a new journal and snapshot (create, import, convert);
         ``clock`` is its place in the store's order of changes."""
         sid = record.id
@@ -319,9 +318,8 @@ class FileStore(SessionEngine):
             _refuse_over(self.journal_path(sid), len(last) - 1, LINE_CAP, "journal line")
             journal += last
         _refuse_over(self.journal_path(sid), len(journal), JOURNAL_CAP, "journal")
-        loaded = Loaded(record, items_for(record.messages, record.transcript)
-                        if items is None else items, generation, len(journal), len(journal), 0,
-                        0, record.state.model_dump(mode="json"),
+        loaded = Loaded(record, items_for(record.messages, record.transcript), generation,
+                        len(journal), len(journal), 0, 0, record.state.model_dump(mode="json"),
                         first_prompt_of(record.transcript), lines=journal.count(b"\n"),
                         check=last[-11:-3], clock=clock)
         self.leases.verify(sessions, sid)
@@ -370,8 +368,7 @@ class FileStore(SessionEngine):
         self.leases.verify(sessions, sid)
         converting = loaded.legacy or loaded.version != JOURNAL_VERSION
         if loaded.legacy:  # first write of a one-file record: convert it
-            converted = self.write_fresh(sessions, replace(loaded, legacy=False).record,
-                                         loaded.items, clock=loaded.clock)
+            converted = self.write_fresh(sessions, loaded.record, clock=loaded.clock)
         elif converting:  # first write of a journal of jupyter-agent 0.2: upgrade it
             converted = self.upgrade(sessions, loaded)
         if converting:

@@ -188,7 +188,6 @@ class SafeDir:
             return None
 
     def names(self) -> list[str]:
-        """The names of all entries (``scandir`` of the descriptor)."""
         with os.scandir(self.fd) as it:
             return [entry.name for entry in it]
 
@@ -351,7 +350,6 @@ FileSignature = tuple[int, int, int, int]
 
 
 def signature_of(st: os.stat_result) -> FileSignature:
-    """The :data:`FileSignature` of a stat result."""
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 

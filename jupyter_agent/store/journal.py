@@ -63,7 +63,6 @@ message that exists only in the working context."""
 
 
 def header_line(session_id: str, generation: str) -> bytes:
-    """The first line of a journal."""
     return encode_line(1, {_HEADER_KEY: JOURNAL_VERSION, "id": session_id,
                            "generation": generation})
 
