@@ -62,15 +62,11 @@ def check_figure(figure_id: object, data: object, media_type: object) -> str:
 
 
 def figure_refs(messages: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """The figure references of ``messages``, in order (see the module docstring).
-
-    Malformed entries (not objects, or without a string ``id``) are skipped.
-    """
+    """The figure references of ``messages`` (the objects with a string ``id`` in their
+    ``figures`` lists), in order; malformed entries are skipped."""
     for message in messages:
         refs = message.get("figures")
-        if not isinstance(refs, list):
-            continue
-        for ref in refs:
+        for ref in refs if isinstance(refs, list) else ():
             if isinstance(ref, dict) and isinstance(ref.get("id"), str):
                 yield ref
 
@@ -83,7 +79,7 @@ def figure_label(ref: dict[str, Any]) -> str:
     return f"figure {ref.get('n', '?')}: {kind}{size}"
 
 
-# --------------------------------------------------------------------------- JSON files
+# --------------------------------------------------------------------------- the files
 def figures_dir(session_id: str) -> str:
     return f"{session_id}.figures"
 
