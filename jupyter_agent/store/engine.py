@@ -452,10 +452,6 @@ class SessionEngine(ABC):
         raise ContextMismatchError(session_id, 0, "the session kept changing underneath "
                                                   "this store (a writer without a lease)")
 
-    def _exists_error(self, session_id: str) -> FileExistsError:
-        return FileExistsError(errno.EEXIST, "session already exists",
-                               str(self._where(session_id)))
-
     # ------------------------------------------------------------------ the protocol
     def create_session(self, messages: Sequence[Any] = (), *, session_id: str | None = None,
                        title: str = "", project_root: str | os.PathLike[str] | None = None,
@@ -465,25 +461,25 @@ class SessionEngine(ABC):
                 raise ValueError("create_session(record=...) takes no other arguments")
             validate_session_id(record.id)
             check_importable(record)
-            with self._changing(record.id, new=True) as at:
-                if not self._insert(at, record.model_copy(deep=True), created=False):
-                    raise self._exists_error(record.id)
-            return record.id
-        if session_id is not None:
+        elif session_id is not None:
             validate_session_id(session_id)
         converted = normalized(messages)
         root = None if project_root is None else os.fspath(project_root)
         while True:
-            sid = new_session_id() if session_id is None else session_id
-            now = utc_now()
-            new = SessionRecord(id=sid, created_at=now, updated_at=now, title=title,
-                                project_root=root)
-            new.messages, new.transcript = converted, list(converted)
-            with self._changing(sid, new=True) as at:
-                if self._insert(at, new, created=True):
-                    return sid
-            if session_id is not None:
-                raise self._exists_error(sid)
+            if record is None:
+                now = utc_now()
+                new = SessionRecord(id=new_session_id() if session_id is None else session_id,
+                                    created_at=now, updated_at=now, title=title,
+                                    project_root=root)
+                new.messages, new.transcript = converted, list(converted)
+            else:
+                new = record.model_copy(deep=True)
+            with self._changing(new.id, new=True) as at:
+                if self._insert(at, new, created=record is None):
+                    return new.id
+            if session_id is not None or record is not None:
+                raise FileExistsError(errno.EEXIST, "session already exists",
+                                      str(self._where(new.id)))
 
     def exists(self, session_id: str) -> bool:
         validate_session_id(session_id)
