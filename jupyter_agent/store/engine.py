@@ -1,4 +1,5 @@
-"""The store protocol and the session engine that implements it, once, over backend primitives.
+"""The store protocol, the session engine that implements it once over backend primitives,
+and the memory directory's notes every store holds (:class:`Notes`).
 
 :class:`Store` is what the agent, controller, panel, built-in tools and CLI call. Both
 backends (files: :class:`~jupyter_agent.store.file_store.FileStore`; PostgreSQL) subclass
