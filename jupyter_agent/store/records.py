@@ -3,7 +3,7 @@
 A record is the working context, the transcript (every message ever, never rewritten),
 compactions, the checkpoint (``state``), summary, title and archived flag. Its one-file form
 (``dump_record``/``parse_record``) is what jupyter-agent 0.1 saved and what exports hold;
-older ``schema_version`` values are upgraded on reading (:data:`UPGRADES`).
+older ``schema_version`` values are upgraded on reading (:func:`upgrade_record`).
 """
 
 from __future__ import annotations
