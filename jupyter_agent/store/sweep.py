@@ -194,11 +194,7 @@ def _good_prefix(sessions: SafeDir, sid: str) -> tuple[int, bytes, bytes] | None
         return None
     lines = raw.split(b"\n")
     lines.pop()
-    good = 0
-    for number, line in enumerate(lines, 1):
-        if line_problem(line, number) is not None:
-            break
-        good = number
+    good = next((n - 1 for n, line in enumerate(lines, 1) if line_problem(line, n)), len(lines))
     if good == len(lines) or good < 2 or type(covered) is not int or covered > good:
         return None
     prefix = b"".join(line + b"\n" for line in lines[:good])
@@ -227,10 +223,8 @@ def _repair_one(files: FileStore, check: SessionCheck) -> None:
             files._head((root, sessions), sid)  # cuts the unacknowledged line off
         elif check.state == "old format":
             files.upgrade(sessions, files._head((root, sessions), sid))
-            files._heads.pop(sid, None)
         elif check.repair.startswith("accept"):
             files.index.forget(root, sid)
-            files._heads.pop(sid, None)
         else:
             good = _good_prefix(sessions, sid)
             if good is None:
@@ -239,8 +233,8 @@ def _repair_one(files: FileStore, check: SessionCheck) -> None:
             files.leases.verify(sessions, sid)
             with storage_errors(files.journal_path(sid)):
                 sessions.write_atomic(f"{sid}.jsonl", good[1], temp=lease_temp(f"{sid}.jsonl"))
-            files._heads.pop(sid, None)
             files.index.forget(root, sid)
+        files._heads.pop(sid, None)  # the files changed: read them again
         loaded = files._head((root, sessions), sid)
         files.index.note(root, sessions, sid, listing_of(loaded))
         check.repaired = True
