@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jupyter_agent.errors import InvalidFigureError
+from jupyter_agent.errors import FigureNotFoundError, InvalidFigureError
 from jupyter_agent.images import FORMAT_NAMES, MEDIA_TYPES, pixel_problem, sniff_media_type
 from jupyter_agent.store.files import SafeDir, is_temp_name
 from jupyter_agent.store.records import SESSION_ID_PATTERN
@@ -117,18 +117,18 @@ def write_figure_file(sessions: SafeDir, session_id: str, figure_id: str, data: 
         folder.fsync()
 
 
-def read_figure_file(sessions: SafeDir, session_id: str, figure_id: str) -> FigureData | None:
-    """A figure's bytes (never through a link), or ``None`` when it has no file;
-    ``UnsafePathError`` for anything but a private regular file (directory),
-    ``TooLargeError`` over :data:`MAX_FIGURE_BYTES`."""
-    with _open_dir(sessions, session_id, create=False) as folder:
-        if folder is None:
-            return None
-        for name, media_type in _names(figure_id):
-            got = folder.read(name, limit=MAX_FIGURE_BYTES, private=True, what="figure")
-            if got is not None:
-                return FigureData(got[0], media_type)
-    return None
+def read_figure_file(at: tuple[SafeDir, SafeDir], session_id: str,
+                     figure_id: str) -> FigureData:
+    """A figure's bytes (never through a link; the file store's ``_get_figure``):
+    ``FigureNotFoundError`` when it has no file, ``UnsafePathError`` for anything but a
+    private regular file (directory), ``TooLargeError`` over :data:`MAX_FIGURE_BYTES`."""
+    with _open_dir(at[1], session_id, create=False) as folder:
+        if folder is not None:
+            for name, media_type in _names(figure_id):
+                got = folder.read(name, limit=MAX_FIGURE_BYTES, private=True, what="figure")
+                if got is not None:
+                    return FigureData(got[0], media_type)
+    raise FigureNotFoundError(session_id, figure_id, at[1].child(figures_dir(session_id)))
 
 
 def list_figure_ids(at: tuple[SafeDir, SafeDir], session_id: str) -> list[str]:

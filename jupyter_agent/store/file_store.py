@@ -27,7 +27,6 @@ from typing import Any, Literal
 
 from jupyter_agent.errors import (
     CorruptSessionError,
-    FigureNotFoundError,
     JupyterAgentError,
     SessionNotFoundError,
     StorageError,
@@ -36,7 +35,6 @@ from jupyter_agent.errors import (
 )
 from jupyter_agent.store.engine import Notes, SessionEngine, remove_notes_temps
 from jupyter_agent.store.figure_files import (
-    FigureData,
     figure_file,
     figures_dir,
     list_figure_ids,
@@ -236,13 +234,7 @@ class FileStore(SessionEngine):
         with storage_errors(self.figures_path(session_id) / figure_file(figure_id, media_type)):
             write_figure_file(at[1], session_id, figure_id, data, media_type)
 
-    def _get_figure(self, at: tuple[SafeDir, SafeDir], session_id: str,
-                    figure_id: str) -> FigureData:
-        found = read_figure_file(at[1], session_id, figure_id)
-        if found is None:
-            raise FigureNotFoundError(session_id, figure_id, self.figures_path(session_id))
-        return found
-
+    _get_figure = staticmethod(read_figure_file)
     _figure_ids = staticmethod(list_figure_ids)
 
     def delete_figure(self, session_id: str, figure_id: str) -> bool:
@@ -252,7 +244,6 @@ class FileStore(SessionEngine):
             self.leases.verify(sessions, session_id)
             with storage_errors(self.figures_path(session_id)):
                 return remove_figure_file(sessions, session_id, figure_id)
-
 
     def damaged_sessions(self) -> dict[str, str]:
         """The sessions the last listing left out, each with its one-line reason."""

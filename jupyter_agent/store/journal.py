@@ -69,10 +69,8 @@ def header_line(session_id: str, generation: str) -> bytes:
 
 def first_prompt_of(messages: list[dict[str, Any]]) -> str:
     """Text of the first user message, cut to :data:`FIRST_PROMPT_CHARS` ("" if none)."""
-    for m in messages:
-        if m.get("role") == "user":
-            return message_text(m)[:FIRST_PROMPT_CHARS]
-    return ""
+    return next((message_text(m)[:FIRST_PROMPT_CHARS] for m in messages
+                 if m.get("role") == "user"), "")
 
 
 # --------------------------------------------------------------------------- context items
