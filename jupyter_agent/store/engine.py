@@ -510,12 +510,10 @@ class SessionEngine(ABC):
 
     def save(self, session_id: str, messages: Sequence[Any] = (),
              state: SessionState | Mapping[str, Any] | None = None) -> None:
-        incoming = messages if isinstance(messages, list) else list(messages)
-        snapshot = None
-        if state is not None:
-            data = state.model_dump() if isinstance(state, SessionState) else state
-            snapshot = SessionState.model_validate(data)
-        given = None if messages == () else incoming  # the default: a checkpoint alone
+        snapshot = None if state is None else SessionState.model_validate(
+            state.model_dump() if isinstance(state, SessionState) else state)
+        given = None if messages == () else (  # the default, (), saves a checkpoint alone
+            messages if isinstance(messages, list) else list(messages))
         self._change(session_id, lambda head: self._plan_save(head, given, snapshot))
 
     def compact(self, session_id: str, messages: Sequence[Any], *, summary: str,
@@ -526,11 +524,8 @@ class SessionEngine(ABC):
 
     def update(self, session_id: str, *, title: str | None = None, summary: str | None = None,
                archived: bool | None = None) -> None:
-        fields: dict[str, Any] = {}
-        if title is not None:
-            fields["title"] = clean_text(title)
-        if summary is not None:
-            fields["summary"] = clean_text(summary)
+        fields: dict[str, Any] = {key: clean_text(value) for key, value in
+                                  (("title", title), ("summary", summary)) if value is not None}
         if archived is not None:
             fields["archived"] = bool(archived)
         touch = summary is not None
