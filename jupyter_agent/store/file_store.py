@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from stat import S_ISREG
-from typing import Any, Literal
+from typing import Any
 
 from jupyter_agent.errors import (
     CorruptSessionError,
@@ -424,8 +424,7 @@ class FileStore(SessionEngine):
         entries = [e for e in self.index.entries(root, sessions)
                    if include_archived or not e["archived"]]
         entries = listing_page(entries, limit, after)
-        with os.scandir(sessions.fd) as it:
-            locks = {e.name[:-5] for e in it if e.name.endswith(".lock")}
+        locks = {name[:-5] for name in sessions.names() if name.endswith(".lock")}
         return [self._listed(sessions, e, e["id"] in locks) for e in entries]
 
     def _describe(self, at: tuple[SafeDir, SafeDir], session_id: str) -> SessionListing:
@@ -438,19 +437,12 @@ class FileStore(SessionEngine):
                 strict: bool = False) -> SessionListing:
         """A listing entry from index fields, with who holds the session (probed only
         when it has a lock file: reading /proc/locks can be slower)."""
-        sid = entry["id"]
-        holder = None
-        status: Literal["active", "in use", "idle"] = "idle"
-        if self.leases.holds(sid):
-            status = "active"
-            holder = self.leases.holder(sessions, sid)
-        elif lock:
+        sid, holder = entry["id"], None
+        if self.leases.holds(sid) or lock:
             try:
                 holder = self.leases.holder(sessions, sid)
             except (UnsafePathError, OSError):
                 if strict:  # one session described: say what is wrong with its lock file
                     raise
-                holder = None
-            if holder is not None:
-                status = "in use"
+        status = "active" if self.leases.holds(sid) else "idle" if holder is None else "in use"
         return SessionListing.model_validate({**entry, "status": status, "holder": holder})
