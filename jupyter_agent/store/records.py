@@ -327,18 +327,25 @@ def record_from_dict(data: dict[str, Any], path: Path, *,
     data = dict(data)
     messages = check_messages(data.pop("messages", []), path, "messages")
     transcript = check_messages(data.pop("transcript", messages), path, "transcript")
-    problem = depth_problem(data)
+    record = validated_record(data, path, messages, transcript)
+    if expected_id is not None and record.id != expected_id:
+        raise CorruptSessionError(path, f"it holds session {record.id!r}, not {expected_id!r}")
+    return record
+
+
+def validated_record(head: dict[str, Any], path: Path | str, messages: list[dict[str, Any]],
+                     transcript: list[dict[str, Any]]) -> SessionRecord:
+    """The record of ``head`` (its fields but the messages) with ``messages`` and
+    ``transcript`` (checked already) as they are; ``CorruptSessionError`` naming ``path``."""
+    problem = depth_problem(head)
     if problem:
         raise CorruptSessionError(path, f"not a valid session record ({problem})")
     try:
-        record = SessionRecord.model_validate(data)
+        record = SessionRecord.model_validate(head)
     except ValidationError as err:
         raise CorruptSessionError(
             path, f"not a valid session record ({validation_reason(err)})") from None
-    if expected_id is not None and record.id != expected_id:
-        raise CorruptSessionError(path, f"it holds session {record.id!r}, not {expected_id!r}")
-    record.messages = messages
-    record.transcript = transcript
+    record.messages, record.transcript = messages, transcript
     return record
 
 

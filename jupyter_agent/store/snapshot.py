@@ -13,8 +13,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from jupyter_agent.errors import CorruptSessionError
 from jupyter_agent.store.journal import (
     JOURNAL_SCHEMA_VERSION,
@@ -34,7 +32,6 @@ from jupyter_agent.store.messages import (
     check_messages,
     compaction_parts,
     decode_json,
-    depth_problem,
     encode_json,
     new_messages,
 )
@@ -47,7 +44,7 @@ from jupyter_agent.store.records import (
     record_head,
     upgrade_record,
     utc_now,
-    validation_reason,
+    validated_record,
 )
 
 _META = ("updated_at", "summary", "title", "archived")
@@ -124,18 +121,8 @@ def _apply(entry: dict[str, Any], transcript: list[dict[str, Any]], items: list[
 def _build(head: dict[str, Any], items: list[Item], transcript: list[dict[str, Any]],
            path: Path) -> SessionRecord:
     data = {k: v for k, v in head.items() if k not in ("context", "journal")}
-    problem = depth_problem(data)
-    if problem:
-        raise CorruptSessionError(path, f"not a valid session record ({problem})")
     data["schema_version"] = SCHEMA_VERSION
-    try:
-        record = SessionRecord.model_validate(data)
-    except ValidationError as err:
-        reason = validation_reason(err)
-        raise CorruptSessionError(path, f"not a valid session record ({reason})") from None
-    record.messages = resolve_items(items, transcript)
-    record.transcript = transcript
-    return record
+    return validated_record(data, path, resolve_items(items, transcript), transcript)
 
 
 def _snapshot(raw: bytes, path: Path, session_id: str) -> dict[str, Any] | SessionRecord:
