@@ -165,9 +165,12 @@ def _problem(entry: dict[str, Any], horizon: datetime) -> str | None:
     return None
 
 
-def _stored(entry: dict[str, Any]) -> dict[str, Any]:
-    """The fields of an entry as an index line stores them."""
-    return {k: v for k, v in entry.items() if k not in ("sig", "ok", "listed")}
+def _index_line(session_id: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """The index line that records a checked entry (a bad mark as it is)."""
+    if entry.get("bad"):
+        return {"id": session_id, **entry}
+    fields = {k: v for k, v in entry.items() if k not in ("sig", "ok", "listed")}
+    return {"id": session_id, "sig": entry["sig"], "set": fields}
 
 
 def _json_fields(fields: dict[str, Any]) -> dict[str, Any]:
@@ -377,9 +380,9 @@ class ListingIndex:
             if old is not None and old.get("bad") and old.get("sig") == sig \
                     and old.get("reason") == reason:
                 return bad, None  # a bad mark is checked again, never believed: still bad
-            return bad, {"id": sid, **bad}
+            return bad, _index_line(sid, bad)
         entry["ok"] = True
-        return entry, {"id": sid, "sig": sig, "set": _stored(entry)}
+        return entry, _index_line(sid, entry)
 
     def entry(self, root: SafeDir, sessions: SafeDir, session_id: str) -> dict[str, Any]:
         """The listing fields of one session, as :meth:`entries` gives them
@@ -399,10 +402,8 @@ class ListingIndex:
     def _rewrite(self, root: SafeDir, live: dict[str, dict[str, Any]]) -> None:
         """Replace the index by one line per session (atomically, under the exclusive
         lock; skipped when the lock is busy: the next listing tries again)."""
-        lines = [{"id": sid, **entry} if entry.get("bad") else  # as _checked made it
-                 {"id": sid, "sig": entry["sig"], "set": _stored(entry)}
-                 for sid, entry in live.items()]
-        data = b"".join(encode_json(line) + b"\n" for line in lines)
+        data = b"".join(encode_json(_index_line(sid, entry)) + b"\n"
+                        for sid, entry in live.items())
         with contextlib.suppress(OSError, JupyterAgentError), \
                 lock_shared_or_exclusive(root, INDEX_LOCK, exclusive=True, timeout=0.05):
             root.write_atomic(INDEX_NAME, data)

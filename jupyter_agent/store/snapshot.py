@@ -8,6 +8,7 @@ listing fields), applied by the file store under the lease.
 from __future__ import annotations
 
 import gc
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -74,13 +75,9 @@ def clock_of(entries: list[dict[str, Any]], ref: dict[str, Any], updated_at: Any
     """The store clock of a session's last change: the ``clock`` of its last entry that
     has one, else the snapshot's, else ``updated_at`` in microseconds since the epoch
     (records written before there was a clock)."""
-    for entry in reversed(entries):
-        value = entry.get("clock")
+    for value in itertools.chain((e.get("clock") for e in reversed(entries)), [ref.get("clock")]):
         if type(value) is int and value >= 0:
             return value
-    value = ref.get("clock")
-    if type(value) is int and value >= 0:
-        return value
     return int(updated_at.timestamp() * 1_000_000)
 
 
