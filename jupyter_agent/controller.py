@@ -33,7 +33,7 @@ from jupyter_agent.settings import (
     saved_base_url,
 )
 from jupyter_agent.store import new_session_id, validate_session_id
-from jupyter_agent.store.notes import NOTE_FILES, unseen_notes
+from jupyter_agent.store.engine import NOTE_FILES, unseen_notes
 from jupyter_agent.text import format_bytes
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from typing import Any
 
 from jupyter_agent.errors import TooLargeError, UnsafeFileError
 from jupyter_agent.store import Store
-from jupyter_agent.store.notes import NoteKind
+from jupyter_agent.store.engine import NoteKind
 from jupyter_agent.text import format_bytes
 
 SUMMARY_MARKER = "[jupyter-agent] Summary of earlier conversation"

@@ -13,13 +13,10 @@ from jupyter_agent.store.engine import holding as holding
 from jupyter_agent.store.figure_files import FigureData as FigureData
 from jupyter_agent.store.file_store import FileStore as FileStore
 from jupyter_agent.store.messages import to_message_dict as to_message_dict
-from jupyter_agent.store.notes import NoteKind as NoteKind
-from jupyter_agent.store.notes import Notes as Notes
 from jupyter_agent.store.records import SCHEMA_VERSION as SCHEMA_VERSION
 from jupyter_agent.store.records import Compaction as Compaction
 from jupyter_agent.store.records import ForkOrigin as ForkOrigin
 from jupyter_agent.store.records import LeaseHolder as LeaseHolder
-from jupyter_agent.store.records import SessionInfo as SessionInfo
 from jupyter_agent.store.records import SessionListing as SessionListing
 from jupyter_agent.store.records import SessionRecord as SessionRecord
 from jupyter_agent.store.records import SessionState as SessionState

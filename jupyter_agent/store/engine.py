@@ -1,4 +1,5 @@
-"""The store protocol and the session engine that implements it, once, over backend primitives.
+"""The store protocol, the session engine that implements it once over backend primitives,
+and the memory directory's notes every store holds (:class:`Notes`).
 
 :class:`Store` is what the agent, controller, panel, built-in tools and CLI call. Both
 backends (files: :class:`~jupyter_agent.store.file_store.FileStore`; PostgreSQL) subclass
@@ -27,18 +28,34 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
+import json
 import os
+import stat
+import tempfile
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
-from jupyter_agent.errors import ContextMismatchError, FigureNotFoundError, SessionNotFoundError
+from jupyter_agent.errors import (
+    ContextMismatchError,
+    FigureNotFoundError,
+    JupyterAgentError,
+    SessionNotFoundError,
+)
 from jupyter_agent.store.figure_files import FigureData, check_figure, validate_figure_id
+from jupyter_agent.store.files import (
+    SafeDir,
+    is_temp_name,
+    lease_temp,
+    lock_shared_or_exclusive,
+    storage_errors,
+    temp_target,
+)
 from jupyter_agent.store.messages import clean_text, fallback_summary, normalized
-from jupyter_agent.store.notes import Notes
 from jupyter_agent.store.records import (
     SessionListing,
     SessionRecord,
@@ -51,23 +68,149 @@ from jupyter_agent.store.records import (
 
 _PLAN_TRIES = 3
 
+# --------------------------------------------------------------------------- notes
+NOTE_FILES = {"project": "project.md", "user": "user.md"}
+NOTES_LOCK = "notes.lock"
+#: Notes larger than this are refused rather than read into a prompt.
+NOTES_LIMIT = 4 * 1024 * 1024
+#: Files :func:`unseen_notes` remembers as seen at most (the oldest are shown again).
+_SEEN_MAX = 500
 
+NoteKind = Literal["project", "user"]
+
+
+def note_file(kind: NoteKind) -> str:
+    """The file name of ``kind``; ``ValueError`` for anything but "project" or "user"."""
+    try:
+        return NOTE_FILES[kind]
+    except (KeyError, TypeError):
+        raise ValueError(f"notes kind must be 'project' or 'user', not {kind!r}") from None
+
+
+def remove_notes_temps(root: SafeDir, *, locked: bool = False) -> list[Path]:
+    """Remove the temporary files killed notes writers left (under the notes lock, taken
+    here for at most a moment unless ``locked``)."""
+    temps = [n for n in root.names()
+             if is_temp_name(n) and temp_target(n) in NOTE_FILES.values()]
+    if temps and not locked:
+        with contextlib.suppress(JupyterAgentError, OSError), \
+                lock_shared_or_exclusive(root, NOTES_LOCK, exclusive=True, timeout=0.05):
+            return remove_notes_temps(root, locked=True)
+        return []
+    return [root.child(n) for n in temps if root.unlink(n)]
+
+
+class Notes:
+    """The notes of one memory directory (``project.md``, ``user.md``), for every backend:
+    they go into the system message of new sessions. No I/O before the first call; the
+    first write creates the directory (0700).
+
+    Reading raises ``UnsafeFileError`` for a file that is not a private regular file and
+    ``TooLargeError`` above :data:`NOTES_LIMIT`. A write is read-modify-write under
+    ``notes.lock``, then an atomic replace (file 0600), so concurrent appenders lose
+    nothing; it raises ``StoreBusyError`` when the lock stays taken and ``StorageError``
+    when the write fails (the old notes stay).
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root).expanduser()
+
+    def __repr__(self) -> str:
+        return f"Notes({str(self.root)!r})"
+
+    def path(self, kind: NoteKind) -> Path:
+        return self.root / note_file(kind)
+
+    @staticmethod
+    def _text(root: SafeDir, name: str) -> str:
+        got = root.read(name, limit=NOTES_LIMIT, private=True, what="notes file")
+        return "" if got is None else got[0].decode("utf-8", errors="replace")
+
+    def read(self, kind: NoteKind) -> str:
+        """The notes of ``kind`` ("" when there are none); invalid UTF-8 becomes U+FFFD."""
+        name = note_file(kind)
+        with storage_errors(self.root, reading=True):
+            root = SafeDir.open(self.root)
+        if root is None:
+            return ""
+        with root, storage_errors(self.path(kind), reading=True):
+            return self._text(root, name)
+
+    @contextlib.contextmanager
+    def _locked(self, kind: NoteKind) -> Iterator[tuple[SafeDir, str]]:
+        name = note_file(kind)
+        with storage_errors(self.root):
+            root = SafeDir.open(self.root, create=True)
+        assert root is not None
+        with root, storage_errors(self.path(kind)), \
+                lock_shared_or_exclusive(root, NOTES_LOCK, exclusive=True):
+            remove_notes_temps(root, locked=True)
+            yield root, name
+
+    def write(self, kind: NoteKind, text: str) -> None:
+        with self._locked(kind) as (root, name):
+            root.write_atomic(name, clean_text(text).encode("utf-8"), private=True,
+                              temp=lease_temp(name))
+
+    def append(self, kind: NoteKind, line: str) -> None:
+        """Append ``line`` (whitespace collapsed) as a ``- `` list item."""
+        item = "- " + " ".join(clean_text(line).split()) + "\n"
+        with self._locked(kind) as (root, name):
+            old = self._text(root, name)
+            text = (old.rstrip("\n") + "\n" if old.strip() else "") + item
+            root.write_atomic(name, text.encode("utf-8"), private=True, temp=lease_temp(name))
+
+
+def unseen_notes(notes: Mapping[Path, str], environ: Mapping[str, str] | None = None
+                 ) -> list[Path]:
+    """The notes files whose current text the user has not been shown, in ``notes`` order;
+    they are recorded as shown (the caller shows them now). What was shown is a SHA-256
+    per file in ``$XDG_STATE_HOME/jupyter-agent``, never in the memory directory (a
+    repository could ship one); unreadable, every note counts as unseen."""
+    env = os.environ if environ is None else environ
+    state = env.get("XDG_STATE_HOME") or str(Path("~/.local/state").expanduser())
+    path = Path(state) / "jupyter-agent" / "seen-notes.json"
+    seen: Any = {}
+    with contextlib.suppress(OSError, ValueError):
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as kept_file:
+            if stat.S_ISREG(os.fstat(fd).st_mode):  # never a link, FIFO or device
+                data = kept_file.read(1024 * 1024 + 1)
+                seen = json.loads(data) if len(data) <= 1024 * 1024 else {}
+    seen = {str(k): str(v) for k, v in seen.items()} if isinstance(seen, dict) else {}
+    new = []
+    for file, text in notes.items():
+        digest = hashlib.sha256(clean_text(text).encode("utf-8")).hexdigest()
+        if seen.get(str(file)) != digest:
+            new.append(file)
+            seen.pop(str(file), None)
+            seen[str(file)] = digest
+    if new:
+        kept = dict(list(seen.items())[-_SEEN_MAX:])
+        try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".seen-notes.", suffix=".tmp")
+        except OSError:
+            return new
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump(kept, out)
+            os.replace(temp, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+    return new
+
+
+# --------------------------------------------------------------------------- the store
 class LeaseKeeper(Protocol):
     """The backend's leases as the engine uses them (taking one is the ``_take`` primitive)."""
 
     def holds(self, session_id: str) -> bool:
         """Whether the backend still has the lease it took."""
-        ...
 
     def let_go(self, session_id: str) -> None:
         """Release the lease (if the backend still has it)."""
-        ...
-
-
-def check_limit(limit: int | None) -> None:
-    """Refuse a page size below 1 (``None``: no limit) with ``ValueError``."""
-    if limit is not None and (type(limit) is not int or limit < 1):
-        raise ValueError(f"limit must be a whole number of at least 1 (got {limit!r})")
 
 
 @runtime_checkable
@@ -86,21 +229,17 @@ class Store(Protocol):
         ``FileExistsError`` if the ID is taken; ``InvalidMessageError`` or ``ValueError``
         (what JSON cannot hold) before anything is written.
         """
-        ...
 
     def exists(self, session_id: str) -> bool:
         """Whether the session is saved (no lease; ``InvalidSessionIdError`` for a bad ID)."""
-        ...
 
     def load_session(self, session_id: str) -> SessionRecord:
         """A fresh record; ``SessionNotFoundError``, ``CorruptSessionError`` naming the file
         or row (left untouched)."""
-        ...
 
     def describe_session(self, session_id: str) -> SessionListing:
         """The listing entry of one session (archived or not, its lease holder included);
         raises as :meth:`load_session`, also for a session the listing leaves out."""
-        ...
 
     def list_sessions(self, include_archived: bool = False, *, limit: int | None = None,
                       after: SessionListing | None = None) -> list[SessionListing]:
@@ -108,7 +247,6 @@ class Store(Protocol):
 
         A session dated more than ``CLOCK_SKEW`` ahead of this machine's clock is left out.
         """
-        ...
 
     def save(self, session_id: str, messages: Sequence[Any] = (),
              state: SessionState | Mapping[str, Any] | None = None) -> None:
@@ -116,52 +254,42 @@ class Store(Protocol):
         ``()``, the default: keep it) and the checkpoint ``state``. Nothing is written when neither
         changed. Raises ``ContextMismatchError`` if the saved context is not a prefix,
         ``pydantic.ValidationError`` for an invalid ``state``."""
-        ...
 
     def compact(self, session_id: str, messages: Sequence[Any], *, summary: str,
                 replaced: int | None = None) -> None:
         """Replace the working context (an event is recorded; the transcript is untouched:
         save pending messages first); ``replaced`` defaults to the saved messages not kept
         as a common prefix or suffix."""
-        ...
 
     def update(self, session_id: str, *, title: str | None = None, summary: str | None = None,
                archived: bool | None = None) -> None:
         """Change the given fields in one change (``None``: leave as is); a new summary
         moves ``updated_at`` to now, a title or the archived flag does not."""
-        ...
 
     def delete_session(self, session_id: str) -> None:
         """Delete the session and its figures for good, under its lease;
         ``SessionNotFoundError``, ``SessionLockedError`` as for a change."""
-        ...
 
     def save_figure(self, session_id: str, figure_id: str, data: bytes, media_type: str) -> None:
         """Keep an image (PNG, JPEG or SVG, at most 16 MiB) with a session, replacing one of
         that ID; ``InvalidFigureError`` before anything is written."""
-        ...
 
     def read_figure(self, session_id: str, figure_id: str) -> FigureData:
         """Raises ``FigureNotFoundError``."""
-        ...
 
     def figure_ids(self, session_id: str) -> list[str]:
         """The IDs of the session's figures, sorted; ``[]`` when none (no lease)."""
-        ...
 
     def acquire_lease(self, session_id: str) -> None:
         """Take (or re-enter) the lease, also of a session not saved yet;
         ``SessionLockedError`` at once, naming the holder, when held elsewhere."""
-        ...
 
     def release_lease(self, session_id: str) -> None:
         """Undo one :meth:`acquire_lease`; the lease goes when the count reaches 0 (releasing
         one not held does nothing)."""
-        ...
 
     def release_all(self) -> None:
         """Release every lease this store object holds, whatever the counts."""
-        ...
 
 
 @contextlib.contextmanager
@@ -208,12 +336,10 @@ class SessionEngine(ABC):
     def _open(self, *, create: bool) -> AbstractContextManager[Any]:
         """Open the storage for one operation; yields ``None`` when it does not exist
         and ``create`` is false."""
-        ...
 
     @abstractmethod
     def _where(self, session_id: str) -> Path | str:
         """Where a session is, for error messages."""
-        ...
 
     @abstractmethod
     def _exists(self, at: Any, session_id: str) -> bool:
@@ -223,35 +349,29 @@ class SessionEngine(ABC):
     def _take(self, at: Any, session_id: str) -> None:
         """Take the lease (not held by this store now); ``SessionLockedError`` at once if
         held elsewhere."""
-        ...
 
     @abstractmethod
     def _head(self, at: Any, session_id: str) -> Any:
         """What the plans need of a session, read under its lease (may be cached in
         ``_heads``, which the engine empties when the lease is let go)."""
-        ...
 
     @abstractmethod
     def _apply(self, at: Any, head: Any, change: Any) -> bool:
         """Write a planned change durably and refresh the listing; ``False`` when ``head``
         turned out stale (nothing written: the engine plans again)."""
-        ...
 
     @abstractmethod
     def _insert(self, at: Any, record: SessionRecord, *, created: bool) -> bool:
         """Write a new session; ``False`` when the ID is taken. A ``created`` one is the
         newest change, an imported one keeps its ``updated_at`` place."""
-        ...
 
     @abstractmethod
     def _remove(self, at: Any, session_id: str) -> bool:
         """Delete a session and its figures; ``False`` when it was not there."""
-        ...
 
     @abstractmethod
     def _read_record(self, at: Any, session_id: str) -> SessionRecord:
         """The whole record (``SessionNotFoundError``, ``CorruptSessionError``)."""
-        ...
 
     @abstractmethod
     def _list_page(self, at: Any, include_archived: bool, limit: int | None,
@@ -270,7 +390,6 @@ class SessionEngine(ABC):
     @abstractmethod
     def _get_figure(self, at: Any, session_id: str, figure_id: str) -> FigureData:
         """Raises ``FigureNotFoundError``."""
-        ...
 
     @abstractmethod
     def _figure_ids(self, at: Any, session_id: str) -> list[str]:
@@ -334,10 +453,6 @@ class SessionEngine(ABC):
         raise ContextMismatchError(session_id, 0, "the session kept changing underneath "
                                                   "this store (a writer without a lease)")
 
-    def _exists_error(self, session_id: str) -> FileExistsError:
-        return FileExistsError(errno.EEXIST, "session already exists",
-                               str(self._where(session_id)))
-
     # ------------------------------------------------------------------ the protocol
     def create_session(self, messages: Sequence[Any] = (), *, session_id: str | None = None,
                        title: str = "", project_root: str | os.PathLike[str] | None = None,
@@ -347,25 +462,25 @@ class SessionEngine(ABC):
                 raise ValueError("create_session(record=...) takes no other arguments")
             validate_session_id(record.id)
             check_importable(record)
-            with self._changing(record.id, new=True) as at:
-                if not self._insert(at, record.model_copy(deep=True), created=False):
-                    raise self._exists_error(record.id)
-            return record.id
-        if session_id is not None:
+        elif session_id is not None:
             validate_session_id(session_id)
         converted = normalized(messages)
         root = None if project_root is None else os.fspath(project_root)
         while True:
-            sid = new_session_id() if session_id is None else session_id
-            now = utc_now()
-            new = SessionRecord(id=sid, created_at=now, updated_at=now, title=title,
-                                project_root=root)
-            new.messages, new.transcript = converted, list(converted)
-            with self._changing(sid, new=True) as at:
-                if self._insert(at, new, created=True):
-                    return sid
-            if session_id is not None:
-                raise self._exists_error(sid)
+            if record is None:
+                now = utc_now()
+                new = SessionRecord(id=new_session_id() if session_id is None else session_id,
+                                    created_at=now, updated_at=now, title=title,
+                                    project_root=root)
+                new.messages, new.transcript = converted, list(converted)
+            else:
+                new = record.model_copy(deep=True)
+            with self._changing(new.id, new=True) as at:
+                if self._insert(at, new, created=record is None):
+                    return new.id
+            if session_id is not None or record is not None:
+                raise FileExistsError(errno.EEXIST, "session already exists",
+                                      str(self._where(new.id)))
 
     def exists(self, session_id: str) -> bool:
         validate_session_id(session_id)
@@ -388,18 +503,17 @@ class SessionEngine(ABC):
 
     def list_sessions(self, include_archived: bool = False, *, limit: int | None = None,
                       after: SessionListing | None = None) -> list[SessionListing]:
-        check_limit(limit)
+        if limit is not None and (type(limit) is not int or limit < 1):
+            raise ValueError(f"limit must be a whole number of at least 1 (got {limit!r})")
         with self._mutex, self._open(create=False) as at:
             return [] if at is None else self._list_page(at, include_archived, limit, after)
 
     def save(self, session_id: str, messages: Sequence[Any] = (),
              state: SessionState | Mapping[str, Any] | None = None) -> None:
-        incoming = messages if isinstance(messages, list) else list(messages)
-        snapshot = None
-        if state is not None:
-            data = state.model_dump() if isinstance(state, SessionState) else state
-            snapshot = SessionState.model_validate(data)
-        given = None if messages == () else incoming  # the default: a checkpoint alone
+        snapshot = None if state is None else SessionState.model_validate(
+            state.model_dump() if isinstance(state, SessionState) else state)
+        given = None if messages == () else (  # the default, (), saves a checkpoint alone
+            messages if isinstance(messages, list) else list(messages))
         self._change(session_id, lambda head: self._plan_save(head, given, snapshot))
 
     def compact(self, session_id: str, messages: Sequence[Any], *, summary: str,
@@ -410,11 +524,8 @@ class SessionEngine(ABC):
 
     def update(self, session_id: str, *, title: str | None = None, summary: str | None = None,
                archived: bool | None = None) -> None:
-        fields: dict[str, Any] = {}
-        if title is not None:
-            fields["title"] = clean_text(title)
-        if summary is not None:
-            fields["summary"] = clean_text(summary)
+        fields: dict[str, Any] = {key: clean_text(value) for key, value in
+                                  (("title", title), ("summary", summary)) if value is not None}
         if archived is not None:
             fields["archived"] = bool(archived)
         touch = summary is not None

@@ -10,18 +10,16 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jupyter_agent.errors import InvalidFigureError
+from jupyter_agent.errors import FigureNotFoundError, InvalidFigureError
 from jupyter_agent.images import FORMAT_NAMES, MEDIA_TYPES, pixel_problem, sniff_media_type
 from jupyter_agent.store.files import SafeDir, is_temp_name
 from jupyter_agent.store.records import SESSION_ID_PATTERN
 
-#: Suffix of a session's figures directory in ``sessions/`` (``<id>.figures``).
-FIGURES_SUFFIX = ".figures"
 #: The largest figure a store keeps, in bytes.
 MAX_FIGURE_BYTES = 16 * 1024 * 1024
 
@@ -64,15 +62,11 @@ def check_figure(figure_id: object, data: object, media_type: object) -> str:
 
 
 def figure_refs(messages: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """The figure references of ``messages``, in order (see the module docstring).
-
-    Malformed entries (not objects, or without a string ``id``) are skipped.
-    """
+    """The figure references of ``messages`` (the objects with a string ``id`` in their
+    ``figures`` lists), in order; malformed entries are skipped."""
     for message in messages:
         refs = message.get("figures")
-        if not isinstance(refs, list):
-            continue
-        for ref in refs:
+        for ref in refs if isinstance(refs, list) else ():
             if isinstance(ref, dict) and isinstance(ref.get("id"), str):
                 yield ref
 
@@ -85,10 +79,9 @@ def figure_label(ref: dict[str, Any]) -> str:
     return f"figure {ref.get('n', '?')}: {kind}{size}"
 
 
-# --------------------------------------------------------------------------- JSON files
+# --------------------------------------------------------------------------- the files
 def figures_dir(session_id: str) -> str:
-    """The name of a session's figures directory in ``sessions/``."""
-    return f"{session_id}{FIGURES_SUFFIX}"
+    return f"{session_id}.figures"
 
 
 def figure_file(figure_id: str, media_type: str) -> str:
@@ -124,23 +117,24 @@ def write_figure_file(sessions: SafeDir, session_id: str, figure_id: str, data: 
         folder.fsync()
 
 
-def read_figure_file(sessions: SafeDir, session_id: str, figure_id: str) -> FigureData | None:
-    """A figure's bytes (never through a link), or ``None`` when it has no file;
-    ``UnsafePathError`` for anything but a private regular file (directory),
-    ``TooLargeError`` over :data:`MAX_FIGURE_BYTES`."""
-    with _open_dir(sessions, session_id, create=False) as folder:
-        if folder is None:
-            return None
-        for name, media_type in _names(figure_id):
-            got = folder.read(name, limit=MAX_FIGURE_BYTES, private=True, what="figure")
-            if got is not None:
-                return FigureData(got[0], media_type)
-    return None
+def read_figure_file(at: tuple[SafeDir, SafeDir], session_id: str,
+                     figure_id: str) -> FigureData:
+    """A figure's bytes (never through a link; the file store's ``_get_figure``):
+    ``FigureNotFoundError`` when it has no file, ``UnsafePathError`` for anything but a
+    private regular file (directory), ``TooLargeError`` over :data:`MAX_FIGURE_BYTES`."""
+    with _open_dir(at[1], session_id, create=False) as folder:
+        if folder is not None:
+            for name, media_type in _names(figure_id):
+                got = folder.read(name, limit=MAX_FIGURE_BYTES, private=True, what="figure")
+                if got is not None:
+                    return FigureData(got[0], media_type)
+    raise FigureNotFoundError(session_id, figure_id, at[1].child(figures_dir(session_id)))
 
 
-def list_figure_ids(sessions: SafeDir, session_id: str) -> list[str]:
-    """The IDs of the figure files a session has, sorted (temporary files left out)."""
-    with _open_dir(sessions, session_id, create=False) as folder:
+def list_figure_ids(at: tuple[SafeDir, SafeDir], session_id: str) -> list[str]:
+    """The IDs of the figure files a session has, sorted (temporary files left out); ``at``
+    is the memory directory and ``sessions/`` (the file store's ``_figure_ids``)."""
+    with _open_dir(at[1], session_id, create=False) as folder:
         if folder is None:
             return []
         ids = set()
@@ -207,10 +201,3 @@ def remove_figures_dir(sessions: SafeDir, session_id: str) -> list[Path]:
         removed.append(sessions.child(name))
     sessions.fsync()
     return removed
-
-
-def figure_dir_sessions(names: Sequence[str]) -> list[str]:
-    """The session IDs of the figures directories among ``names`` (entries of
-    ``sessions/``)."""
-    return [name[:-len(FIGURES_SUFFIX)] for name in names if name.endswith(FIGURES_SUFFIX)
-            and SESSION_ID_PATTERN.fullmatch(name[:-len(FIGURES_SUFFIX)])]

@@ -18,24 +18,23 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from stat import S_ISREG
-from typing import Any, Literal
+from typing import Any
 
 from jupyter_agent.errors import (
     CorruptSessionError,
-    FigureNotFoundError,
     JupyterAgentError,
     SessionNotFoundError,
     StorageError,
     TooLargeError,
     UnsafePathError,
 )
-from jupyter_agent.store.engine import SessionEngine
+from jupyter_agent.store.engine import Notes, SessionEngine, remove_notes_temps
 from jupyter_agent.store.figure_files import (
-    FigureData,
     figure_file,
     figures_dir,
     list_figure_ids,
@@ -54,7 +53,13 @@ from jupyter_agent.store.files import (
     storage_errors,
     write_all,
 )
-from jupyter_agent.store.index import ListingIndex, listing_page, session_sig, tick
+from jupyter_agent.store.index import (
+    ListingIndex,
+    acknowledged_problem,
+    listing_page,
+    session_sig,
+    tick,
+)
 from jupyter_agent.store.journal import (
     JOURNAL_VERSION,
     SNAPSHOT_MIN_BYTES,
@@ -63,11 +68,9 @@ from jupyter_agent.store.journal import (
     first_prompt_of,
     header_line,
     items_for,
-    new_generation,
     upgraded_journal,
 )
 from jupyter_agent.store.messages import JOURNAL_CAP, LINE_CAP, RECORD_CAP, encode_json
-from jupyter_agent.store.notes import Notes, remove_notes_temps
 from jupyter_agent.store.records import SessionListing, SessionRecord, validate_session_id
 from jupyter_agent.store.snapshot import (
     Change,
@@ -110,6 +113,12 @@ def _add_chunks(messages: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]
         yield chunk
 
 
+def _refuse_over(path: Path, size: int, cap: int, what: str) -> None:
+    """``TooLargeError`` (nothing written) when ``size`` bytes of ``what`` exceed ``cap``."""
+    if size > cap:
+        raise TooLargeError(path, size, cap, what, written=True)
+
+
 class FileStore(SessionEngine):
     """Saved sessions of one memory directory as JSON files (module docstring); no I/O
     until the first call, directories are created by the first write.
@@ -121,7 +130,6 @@ class FileStore(SessionEngine):
         self.root = Path(root).expanduser()
         super().__init__(Notes(self.root))
         self.sessions_dir = self.root / "sessions"
-        self.holder_label = holder_label
         self.leases = Leases(holder_label)
         self.index = ListingIndex()
         self._gitignore_checked = False
@@ -226,15 +234,8 @@ class FileStore(SessionEngine):
         with storage_errors(self.figures_path(session_id) / figure_file(figure_id, media_type)):
             write_figure_file(at[1], session_id, figure_id, data, media_type)
 
-    def _get_figure(self, at: tuple[SafeDir, SafeDir], session_id: str,
-                    figure_id: str) -> FigureData:
-        found = read_figure_file(at[1], session_id, figure_id)
-        if found is None:
-            raise FigureNotFoundError(session_id, figure_id, self.figures_path(session_id))
-        return found
-
-    def _figure_ids(self, at: tuple[SafeDir, SafeDir], session_id: str) -> list[str]:
-        return list_figure_ids(at[1], session_id)
+    _get_figure = staticmethod(read_figure_file)
+    _figure_ids = staticmethod(list_figure_ids)
 
     def delete_figure(self, session_id: str, figure_id: str) -> bool:
         """Delete one figure (under the session's lease); whether it existed."""
@@ -243,7 +244,6 @@ class FileStore(SessionEngine):
             self.leases.verify(sessions, session_id)
             with storage_errors(self.figures_path(session_id)):
                 return remove_figure_file(sessions, session_id, figure_id)
-
 
     def damaged_sessions(self) -> dict[str, str]:
         """The sessions the last listing left out, each with its one-line reason."""
@@ -269,8 +269,8 @@ class FileStore(SessionEngine):
                 raise
             raise CorruptSessionError(path, f"cannot be read ({err.strerror or err})") from None
         if root is not None and not loaded.legacy:
-            problem = self.index.acknowledged_problem(root, session_id, loaded.generation,
-                                                      loaded.lines, loaded.check)
+            problem = acknowledged_problem(self.index.acknowledged(root, session_id),
+                                           loaded.generation, loaded.lines, loaded.check)
             if problem:
                 raise CorruptSessionError(self.journal_path(session_id), problem)
         return loaded
@@ -283,43 +283,34 @@ class FileStore(SessionEngine):
         if cached is not None and sig is not None and cached[1] == sig:
             return cached[0]
         loaded = self.read(root, sessions, session_id)
-        if loaded.torn and not loaded.legacy:
-            self._truncate(sessions, session_id, loaded.end)
+        if loaded.torn and not loaded.legacy:  # never acknowledged (read checked): cut off
+            with storage_errors(self.journal_path(session_id)):
+                opened = sessions.open_file(f"{session_id}.jsonl", os.O_RDWR)
+                if opened is not None:
+                    try:
+                        os.ftruncate(opened[0], loaded.end)
+                        os.fsync(opened[0])
+                    finally:
+                        os.close(opened[0])
             loaded = replace(loaded, torn=0)
         self._heads[session_id] = (loaded, session_sig(sessions, session_id))
         return loaded
 
     # ------------------------------------------------------------------ writing files
-    def _truncate(self, sessions: SafeDir, session_id: str, end: int) -> None:
-        with storage_errors(self.journal_path(session_id)):
-            opened = sessions.open_file(f"{session_id}.jsonl", os.O_RDWR)
-            if opened is not None:
-                try:
-                    os.ftruncate(opened[0], end)
-                    os.fsync(opened[0])
-                finally:
-                    os.close(opened[0])
-
-    def write_fresh(self, sessions: SafeDir, record: SessionRecord,
-                    items: list[Any] | None = None, *, clock: int) -> Loaded:
+    def write_fresh(self, sessions: SafeDir, record: SessionRecord, *, clock: int) -> Loaded:
         """Write a whole session as a new journal and snapshot (create, import, convert);
         ``clock`` is its place in the store's order of changes."""
         sid = record.id
-        generation = new_generation()
+        generation = secrets.token_hex(8)  # pairs the snapshot with its journal
         journal = header_line(sid, generation)
         last = journal
         for number, chunk in enumerate(_add_chunks(record.transcript), start=2):
             last = encode_line(number, {"add": chunk})
-            if len(last) - 1 > LINE_CAP:
-                raise TooLargeError(self.journal_path(sid), len(last) - 1, LINE_CAP,
-                                    "journal line", written=True)
+            _refuse_over(self.journal_path(sid), len(last) - 1, LINE_CAP, "journal line")
             journal += last
-        if len(journal) > JOURNAL_CAP:
-            raise TooLargeError(self.journal_path(sid), len(journal), JOURNAL_CAP, "journal",
-                                written=True)
-        loaded = Loaded(record, items_for(record.messages, record.transcript)
-                        if items is None else items, generation, len(journal), len(journal), 0,
-                        0, record.state.model_dump(mode="json"),
+        _refuse_over(self.journal_path(sid), len(journal), JOURNAL_CAP, "journal")
+        loaded = Loaded(record, items_for(record.messages, record.transcript), generation,
+                        len(journal), len(journal), 0, 0, record.state.model_dump(mode="json"),
                         first_prompt_of(record.transcript), lines=journal.count(b"\n"),
                         check=last[-11:-3], clock=clock)
         self.leases.verify(sessions, sid)
@@ -330,9 +321,7 @@ class FileStore(SessionEngine):
     def _write_snapshot(self, sessions: SafeDir, loaded: Loaded) -> Loaded:
         data = snapshot_bytes(loaded)
         sid = loaded.record.id
-        if len(data) > RECORD_CAP:
-            raise TooLargeError(self.session_path(sid), len(data), RECORD_CAP,
-                                "session snapshot", written=True)
+        _refuse_over(self.session_path(sid), len(data), RECORD_CAP, "session snapshot")
         with storage_errors(self.session_path(sid)):
             sessions.write_atomic(f"{sid}.json", data, temp=lease_temp(f"{sid}.json"))
         return replace(loaded, offset=loaded.end, snapshot_size=len(data), legacy=False)
@@ -370,8 +359,7 @@ class FileStore(SessionEngine):
         self.leases.verify(sessions, sid)
         converting = loaded.legacy or loaded.version != JOURNAL_VERSION
         if loaded.legacy:  # first write of a one-file record: convert it
-            converted = self.write_fresh(sessions, replace(loaded, legacy=False).record,
-                                         loaded.items, clock=loaded.clock)
+            converted = self.write_fresh(sessions, loaded.record, clock=loaded.clock)
         elif converting:  # first write of a journal of jupyter-agent 0.2: upgrade it
             converted = self.upgrade(sessions, loaded)
         if converting:
@@ -388,11 +376,8 @@ class FileStore(SessionEngine):
             fields = {**fields, "clock": clock}
         line = encode_line(loaded.lines + 1, entry)
         path = self.journal_path(sid)
-        if len(line) - 1 > LINE_CAP:
-            raise TooLargeError(path, len(line) - 1, LINE_CAP, "new journal line", written=True)
-        if loaded.end + len(line) > JOURNAL_CAP:
-            raise TooLargeError(path, loaded.end + len(line), JOURNAL_CAP, "journal",
-                                written=True)
+        _refuse_over(path, len(line) - 1, LINE_CAP, "new journal line")
+        _refuse_over(path, loaded.end + len(line), JOURNAL_CAP, "journal")
         with storage_errors(path):  # a read-only file system refuses the open itself
             opened = sessions.open_file(f"{sid}.jsonl", os.O_WRONLY | os.O_APPEND)
         if opened is None:
@@ -439,8 +424,7 @@ class FileStore(SessionEngine):
         entries = [e for e in self.index.entries(root, sessions)
                    if include_archived or not e["archived"]]
         entries = listing_page(entries, limit, after)
-        with os.scandir(sessions.fd) as it:
-            locks = {e.name[:-5] for e in it if e.name.endswith(".lock")}
+        locks = {name[:-5] for name in sessions.names() if name.endswith(".lock")}
         return [self._listed(sessions, e, e["id"] in locks) for e in entries]
 
     def _describe(self, at: tuple[SafeDir, SafeDir], session_id: str) -> SessionListing:
@@ -453,25 +437,12 @@ class FileStore(SessionEngine):
                 strict: bool = False) -> SessionListing:
         """A listing entry from index fields, with who holds the session (probed only
         when it has a lock file: reading /proc/locks can be slower)."""
-        sid = entry["id"]
-        holder = None
-        status: Literal["active", "in use", "idle"] = "idle"
-        if self.leases.holds(sid):
-            status = "active"
-            holder = self.leases.holder(sessions, sid)
-        elif lock:
+        sid, holder = entry["id"], None
+        if self.leases.holds(sid) or lock:
             try:
                 holder = self.leases.holder(sessions, sid)
             except (UnsafePathError, OSError):
                 if strict:  # one session described: say what is wrong with its lock file
                     raise
-                holder = None
-            if holder is not None:
-                status = "in use"
-        return SessionListing(
-            id=sid, updated_at=entry["updated_at"], summary=entry["summary"],
-            title=entry["title"], archived=entry["archived"], status=status,
-            created_at=entry["created_at"], message_count=entry["message_count"],
-            cost_usd=float(entry["cost_usd"]), tool_calls=entry["tool_calls"],
-            first_prompt=entry["first_prompt"], holder=holder, parent=entry["parent"],
-            clock=entry.get("clock"))
+        status = "active" if self.leases.holds(sid) else "idle" if holder is None else "in use"
+        return SessionListing.model_validate({**entry, "status": status, "holder": holder})

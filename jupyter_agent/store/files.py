@@ -17,6 +17,7 @@ import errno
 import fcntl
 import functools
 import getpass
+import math
 import os
 import pwd
 import secrets
@@ -24,7 +25,7 @@ import socket
 import stat
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import orjson
@@ -187,15 +188,12 @@ class SafeDir:
             return None
 
     def names(self) -> list[str]:
-        """The names of all entries (``scandir`` of the descriptor)."""
         with os.scandir(self.fd) as it:
             return [entry.name for entry in it]
 
     def fsync(self) -> None:
-        """``fsync`` the directory, so a rename or unlink in it is durable.
-
-        Filesystems that cannot ``fsync`` a directory (``EINVAL``, ``ENOTSUP``) are tolerated.
-        """
+        """``fsync`` the directory, so a rename or unlink in it is durable (a file system
+        that cannot, ``EINVAL`` or ``ENOTSUP``, is tolerated)."""
         try:
             os.fsync(self.fd)
         except OSError as err:
@@ -225,12 +223,12 @@ class SafeDir:
                   private: bool = False) -> tuple[int, os.stat_result] | None:
         """Open regular file ``name`` without following links or blocking;
         ``UnsafeFileError`` for anything but a regular file with one link."""
-        extra = os.O_CREAT if create else 0
         before = self.lstat(name)  # a device is refused without being opened at all
         if before is not None and not stat.S_ISREG(before.st_mode):
             raise UnsafeFileError(self.child(name), entry_kind(before.st_mode))
         try:
-            fd = os.open(name, flags | extra | _O_FLAGS, FILE_MODE, dir_fd=self.fd)
+            fd = os.open(name, flags | (os.O_CREAT if create else 0) | _O_FLAGS, FILE_MODE,
+                         dir_fd=self.fd)
         except FileNotFoundError:
             return None
         except OSError as err:
@@ -275,7 +273,15 @@ class SafeDir:
                     holes = False
                 if holes:
                     raise UnsafeFileError(self.child(name), "sparse file (it has holes)")
-            data = read_all(fd, size, offset)
+            parts = []
+            while size > 0:
+                chunk = os.pread(fd, size, offset)  # one call for a regular file
+                if not chunk:  # the file is shorter now
+                    break
+                parts.append(chunk)
+                offset += len(chunk)
+                size -= len(chunk)
+            data = b"".join(parts)  # one part: no copy
         finally:
             os.close(fd)
         if line_limit is not None:
@@ -287,13 +293,10 @@ class SafeDir:
 
     def write_atomic(self, name: str, data: bytes, *, private: bool = False,
                      temp: str | None = None) -> None:
-        """Replace file ``name`` with ``data`` atomically and durably (module docstring).
-
-        ``temp`` names the temporary file (:func:`lease_temp`) of a writer holding a lock
-        on ``name``: a killed writer's leftover is replaced, and removed by name by the
-        next holder. ``UnsafeFileError`` if ``name`` is not a regular file; on any
-        ``OSError`` the previous file is intact and no temporary file is left.
-        """
+        """Replace file ``name`` with ``data`` atomically and durably (module docstring);
+        ``temp`` (:func:`lease_temp`) is the fixed temporary file of a writer holding a lock
+        on ``name``. ``UnsafeFileError`` if ``name`` is not a regular file; on any
+        ``OSError`` the previous file is intact and no temporary file is left."""
         st = self.lstat(name)
         if st is not None:
             self.check_regular(name, st, private=private)
@@ -307,11 +310,8 @@ class SafeDir:
         self.fsync()
 
     def create_new(self, name: str, data: bytes, mode: int = FILE_MODE) -> bool:
-        """Create file ``name`` with ``data`` only if no entry of that name exists.
-
-        Never overwrites anything (``link(2)`` of a finished temporary file); the file
-        appears complete or not at all.
-        """
+        """Create file ``name`` with ``data`` only if no entry of that name exists (never
+        overwriting: ``link(2)`` of a finished temporary file, complete or not at all)."""
         if self.lstat(name) is not None:
             return False
         tmp = self._write_temp(name, data, mode)
@@ -330,15 +330,8 @@ class SafeDir:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         if temp is not None:
             self.unlink(temp)
-        while True:
-            tmp = temp or f".{name}.{secrets.token_hex(4)}.tmp"
-            try:
-                fd = os.open(tmp, flags, mode, dir_fd=self.fd)
-                break
-            except FileExistsError:
-                if temp is not None:
-                    raise
-                continue
+        tmp = temp or f".{name}.{secrets.token_hex(8)}.tmp"
+        fd = os.open(tmp, flags, mode, dir_fd=self.fd)
         try:
             os.fchmod(fd, mode)  # exact, whatever the umask
             write_all(fd, data)
@@ -357,7 +350,6 @@ FileSignature = tuple[int, int, int, int]
 
 
 def signature_of(st: os.stat_result) -> FileSignature:
-    """The :data:`FileSignature` of a stat result."""
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
@@ -369,19 +361,6 @@ _KINDS = {stat.S_IFLNK: "symbolic link", stat.S_IFIFO: "FIFO", stat.S_IFSOCK: "s
 def entry_kind(mode: int) -> str:
     """A directory entry's kind in words (``"symbolic link"``, ``"FIFO"``, ...)."""
     return _KINDS.get(stat.S_IFMT(mode), "special file")
-
-
-def read_all(fd: int, size: int, offset: int = 0) -> bytes:
-    """Read ``size`` bytes at ``offset`` (fewer if the file is shorter now)."""
-    parts = []
-    while size > 0:
-        chunk = os.pread(fd, size, offset)  # one call for a regular file
-        if not chunk:
-            break
-        parts.append(chunk)
-        offset += len(chunk)
-        size -= len(chunk)
-    return b"".join(parts)  # one part: no copy
 
 
 def long_line(data: bytes, cap: int) -> tuple[int, int] | None:
@@ -406,6 +385,20 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
+def _flock(fd: int, op: int, delays: Sequence[float]) -> bool:
+    """Try a non-blocking ``flock``, again after each of ``delays`` (seconds) while it is
+    busy; whether it was taken."""
+    for delay in (*delays, None):
+        try:
+            fcntl.flock(fd, op | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if delay is None:
+                return False
+            time.sleep(delay)
+    return False
+
+
 @contextlib.contextmanager
 def lock_shared_or_exclusive(directory: SafeDir, name: str, *, exclusive: bool,
                              timeout: float = 10.0) -> Iterator[int]:
@@ -415,18 +408,10 @@ def lock_shared_or_exclusive(directory: SafeDir, name: str, *, exclusive: bool,
     assert opened is not None
     fd = opened[0]
     try:
-        op = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
-        deadline = time.monotonic() + timeout
-        delay = 0.0005
-        while True:
-            try:
-                fcntl.flock(fd, op)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise StoreBusyError(directory.child(name), timeout) from None
-                time.sleep(delay)
-                delay = min(delay * 2, 0.02)
+        steps = [0.0005 * 2**k for k in range(6)]  # 0.5 ms, doubling, then 20 ms each
+        delays = steps + [0.02] * max(0, math.ceil((timeout - sum(steps)) / 0.02))
+        if not _flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, delays):
+            raise StoreBusyError(directory.child(name), timeout)
         yield fd
     finally:
         os.close(fd)  # closing drops the lock
@@ -467,13 +452,10 @@ def _install_fork_hook() -> None:
 def _read_holder(fd: int) -> LeaseHolder | None:
     try:
         raw = os.pread(fd, _HOLDER_LIMIT, 0).strip()
-    except OSError:
-        return None
-    if raw.isdigit():  # written by jupyter-agent 0.1: the pid alone
-        return LeaseHolder(pid=int(raw))
-    try:
+        if raw.isdigit():  # written by jupyter-agent 0.1: the pid alone
+            return LeaseHolder(pid=int(raw))
         return LeaseHolder.model_validate(orjson.loads(raw))
-    except (orjson.JSONDecodeError, ValueError):
+    except (OSError, ValueError):  # JSON and validation errors are ValueErrors
         return None
 
 
@@ -504,17 +486,10 @@ class Leases:
             assert opened is not None
             fd, _ = opened
             try:
-                for delay in (*_LOCK_RETRY_DELAYS, None):
-                    try:
-                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                        break
-                    except BlockingIOError:
-                        if delay is None:
-                            holder = _read_holder(fd)
-                            raise SessionLockedError(
-                                session_id, holder.pid if holder else None,
-                                sessions.child(name), holder=holder) from None
-                        time.sleep(delay)
+                if not _flock(fd, fcntl.LOCK_EX, _LOCK_RETRY_DELAYS):
+                    holder = _read_holder(fd)
+                    raise SessionLockedError(session_id, holder.pid if holder else None,
+                                             sessions.child(name), holder=holder)
                 locked = os.fstat(fd)
                 current = sessions.lstat(name)
                 if current is None or (current.st_dev, current.st_ino) != (

@@ -42,16 +42,13 @@ INDEX_LOCK = "index.lock"
 #: The index is ignored (and rewritten) beyond this size: ~6,000 sessions with summaries
 #: of the longest kind, twice over (the index is rewritten at twice its live entries).
 INDEX_LIMIT = 16 * 1024 * 1024
-#: A listing that rebuilds an entry checks journals up to this size (larger: refused).
-JOURNAL_LIMIT = JOURNAL_CAP
 #: A listing reads at most this much of a snapshot (a snapshot holds no transcript; a
 #: larger record of the one-file form is listed once it was opened and converted).
 SNAPSHOT_LIMIT = 8 * 1024 * 1024
 SLACK_LINES = 256
 #: A load looks for what the index acknowledged in its last CLAIM_TAIL bytes first, then in
-#: the whole index if it is at most CLAIM_LIMIT bytes (else it finds nothing to check).
+#: the whole index (at most INDEX_LIMIT bytes).
 CLAIM_TAIL = 1024 * 1024
-CLAIM_LIMIT = 16 * 1024 * 1024
 
 _STR_FIELDS = ("created_at", "updated_at", "summary", "title", "first_prompt")
 _INT_FIELDS = ("message_count", "tool_calls", "clock")
@@ -74,8 +71,6 @@ def session_sig(sessions: SafeDir, session_id: str) -> Sig | None:
 
 def _complete(entry: dict[str, Any]) -> bool:
     """Whether an index entry has every listing field, with the right types."""
-    if entry.get("bad") is True:
-        return True
     try:
         return (all(type(entry[k]) is str for k in _STR_FIELDS)
                 and all(type(entry[k]) is int and entry[k] >= 0 for k in _INT_FIELDS)
@@ -95,13 +90,26 @@ def _at_ok(at: Any) -> bool:
                           and len(at[2]) in (0, 8))
 
 
+def acknowledged_problem(at: Any, generation: str, lines: int, check: bytes) -> str | None:
+    """What is wrong with a journal of ``lines`` complete lines, the last with checksum
+    ``check`` (``b""``: not compared), given ``at``, the last line the index records as
+    acknowledged (:meth:`ListingIndex.acknowledged`; ``None`` when nothing is: the index is
+    a cache that may be missing; it can prove damage, never vouch for a journal)."""
+    if not _at_ok(at) or at is None or at[0] != generation:
+        return None
+    if at[1] > lines:
+        return (f"line {lines + 1}: a save acknowledged as line {at[1]} is missing "
+                f"(the journal was cut short or lines were removed; it has {lines})")
+    if at[1] == lines and at[2] and check and at[2].encode("ascii") != check:
+        return f"line {lines}: not the line that was acknowledged there"
+    return None
+
+
 def _journal_ends_with(sessions: SafeDir, session_id: str, at: list[Any] | None,
                        size: int) -> bool:
     """Whether the journal (``size`` bytes, as its signature says) really ends with the
     line an index entry records: its checksum digits are read back (one ``pread``)."""
-    if at is None:
-        return True
-    if not at[2]:  # a journal of jupyter-agent 0.2: no checksum to compare
+    if at is None or not at[2]:  # a one-file record, or a journal of 0.2: nothing to compare
         return True
     if size < _END:
         return False
@@ -141,30 +149,28 @@ def _horizon(root: SafeDir) -> datetime:
                now + timedelta(days=1))
 
 
-def _future(listed: dict[str, Any], horizon: datetime) -> str | None:
-    """Why a listed session is not believed (dated, or clocked, after ``horizon``), or
-    ``None``. Checked on every read and never kept in the index: the clock catches up."""
+def _problem(entry: dict[str, Any], horizon: datetime) -> str | None:
+    """Why a checked entry is not listed, or ``None``: damaged, or dated (or clocked) after
+    ``horizon``, checked on every read and never kept in the index (the clock catches up)."""
+    if entry.get("bad"):
+        return str(entry.get("reason") or "its files cannot be read")
+    listed = entry["listed"]
     try:
         check_not_future("updated_at", listed["updated_at"], horizon)
-        clock = listed.get("clock")
-        if type(clock) is int:
-            when = datetime.fromtimestamp(min(clock, 2**52) / 1e6, UTC)  # 2**52 µs: 2112
+        if type(listed.get("clock")) is int:  # 2**52 µs: the year 2112
+            when = datetime.fromtimestamp(min(listed["clock"], 2**52) / 1e6, UTC)
             check_not_future("store clock", when, horizon)
     except ValueError as err:
         return str(err)
     return None
 
 
-def _problem(entry: dict[str, Any], horizon: datetime) -> str | None:
-    """Why a checked entry is not listed (damaged, or dated ahead), or ``None``."""
+def _index_line(session_id: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """The index line that records a checked entry (a bad mark as it is)."""
     if entry.get("bad"):
-        return str(entry.get("reason") or "its files cannot be read")
-    return _future(entry["listed"], horizon)
-
-
-def _stored(entry: dict[str, Any]) -> dict[str, Any]:
-    """The fields of an entry as an index line stores them."""
-    return {k: v for k, v in entry.items() if k not in ("sig", "ok", "listed")}
+        return {"id": session_id, **entry}
+    fields = {k: v for k, v in entry.items() if k not in ("sig", "ok", "listed")}
+    return {"id": session_id, "sig": entry["sig"], "set": fields}
 
 
 def _json_fields(fields: dict[str, Any]) -> dict[str, Any]:
@@ -262,29 +268,13 @@ class ListingIndex:
                     old = {}
                 entries[sid] = {**old, **line["set"], "sig": line.get("sig")}
         for entry in entries.values():
-            entry["ok"] = _complete(entry)
+            entry["ok"] = entry.get("bad") is True or _complete(entry)
         if any(type(line) is not dict for line in lines):
             count = INDEX_LIMIT  # a line that is not an entry: rewrite the index
         self._parsed = (key, entries, count)
         return entries, count
 
-    def acknowledged_problem(self, root: SafeDir, session_id: str, generation: str,
-                             lines: int, check: bytes) -> str | None:
-        """What is wrong with a journal of ``lines`` complete lines, the last with
-        checksum ``check``, given the last line the index records as acknowledged for
-        this generation ("" or ``None`` when nothing is: the index is a cache that may
-        be missing; it can prove damage, never vouch for a journal)."""
-        at = self._claim(root, session_id)
-        if not _at_ok(at) or at is None or at[0] != generation:
-            return None
-        if at[1] > lines:
-            return (f"line {lines + 1}: a save acknowledged as line {at[1]} is missing "
-                    f"(the journal was cut short or lines were removed; it has {lines})")
-        if at[1] == lines and at[2] and check and at[2].encode("ascii") != check:
-            return f"line {lines}: not the line that was acknowledged there"
-        return None
-
-    def _claim(self, root: SafeDir, session_id: str) -> Any:
+    def acknowledged(self, root: SafeDir, session_id: str) -> Any:
         """The ``at`` of the session's last index line (``None`` if none), found without
         parsing the other lines: a line starts with ``{"id":"<id>",``, which cannot occur
         inside a JSON string (its quotes would be escaped)."""
@@ -298,7 +288,7 @@ class ListingIndex:
             key = b'{"id":"%s",' % session_id.encode("ascii")
             start, raw = -1, b""
             for offset in (max(st.st_size - CLAIM_TAIL, 0), 0):  # the end first, then all
-                got = root.read(INDEX_NAME, offset=offset, limit=CLAIM_LIMIT)
+                got = root.read(INDEX_NAME, offset=offset, limit=INDEX_LIMIT)
                 raw = b"" if got is None else got[0]
                 start = raw.rfind(key)
                 if start >= 0 or offset == 0:
@@ -327,17 +317,16 @@ class ListingIndex:
         got = sessions.read(head_name, limit=SNAPSHOT_LIMIT, what="session snapshot to list")
         if got is None:
             raise CorruptSessionError(sessions.child(head_name), "missing")
-        journal = sessions.read(f"{session_id}.jsonl", limit=JOURNAL_LIMIT)
+        journal = sessions.read(f"{session_id}.jsonl", limit=JOURNAL_CAP)
         journal_path = sessions.child(f"{session_id}.jsonl")
         fields = listing_fields(got[0], sessions.child(head_name),
                                 None if journal is None else journal[0], journal_path,
                                 session_id)
-        at, claimed = fields["at"], None if old is None else old.get("at")
-        if at is not None and _at_ok(claimed) and claimed is not None \
-                and claimed[0] == at[0] and claimed[1] > at[1]:
-            raise CorruptSessionError(journal_path, (
-                f"line {at[1] + 1}: a save acknowledged as line {claimed[1]} is missing (the "
-                f"journal was cut short or lines were removed; it has {at[1]})"))
+        at = fields["at"]
+        claimed = None if old is None else old.get("at")
+        problem = at and acknowledged_problem(claimed, at[0], at[1], b"")
+        if problem:
+            raise CorruptSessionError(journal_path, problem)
         return {**_json_fields(fields), "sig": sig}
 
     def entries(self, root: SafeDir, sessions: SafeDir) -> list[dict[str, Any]]:
@@ -349,16 +338,12 @@ class ListingIndex:
         live: dict[str, dict[str, Any]] = {}
         self.damaged = {}
         for name in sessions.names():
-            if not name.endswith(".json"):
-                continue
             sid = name[:-5]
-            if SESSION_ID_PATTERN.fullmatch(sid) is None:
-                continue
-            sig = session_sig(sessions, sid)
+            sig = (session_sig(sessions, sid) if name.endswith(".json")
+                   and SESSION_ID_PATTERN.fullmatch(sid) else None)
             if sig is None:
                 continue
-            old = cached.get(sid)
-            entry, update = self._checked(sessions, sid, sig, old)
+            entry, update = self._checked(sessions, sid, sig, cached.get(sid))
             if update is not None:
                 updates.append(update)
             live[sid] = entry
@@ -395,9 +380,9 @@ class ListingIndex:
             if old is not None and old.get("bad") and old.get("sig") == sig \
                     and old.get("reason") == reason:
                 return bad, None  # a bad mark is checked again, never believed: still bad
-            return bad, {"id": sid, **bad}
+            return bad, _index_line(sid, bad)
         entry["ok"] = True
-        return entry, {"id": sid, "sig": sig, "set": _stored(entry)}
+        return entry, _index_line(sid, entry)
 
     def entry(self, root: SafeDir, sessions: SafeDir, session_id: str) -> dict[str, Any]:
         """The listing fields of one session, as :meth:`entries` gives them
@@ -417,10 +402,8 @@ class ListingIndex:
     def _rewrite(self, root: SafeDir, live: dict[str, dict[str, Any]]) -> None:
         """Replace the index by one line per session (atomically, under the exclusive
         lock; skipped when the lock is busy: the next listing tries again)."""
-        lines = [{"id": sid, **entry} if entry.get("bad") else  # as _checked made it
-                 {"id": sid, "sig": entry["sig"], "set": _stored(entry)}
-                 for sid, entry in live.items()]
-        data = b"".join(encode_json(line) + b"\n" for line in lines)
+        data = b"".join(encode_json(_index_line(sid, entry)) + b"\n"
+                        for sid, entry in live.items())
         with contextlib.suppress(OSError, JupyterAgentError), \
                 lock_shared_or_exclusive(root, INDEX_LOCK, exclusive=True, timeout=0.05):
             root.write_atomic(INDEX_NAME, data)

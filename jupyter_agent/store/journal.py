@@ -20,7 +20,6 @@ their next write.
 from __future__ import annotations
 
 import re
-import secrets
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,23 +62,15 @@ Item = tuple[int, int] | dict[str, Any]
 message that exists only in the working context."""
 
 
-def new_generation() -> str:
-    """A fresh journal generation (16 hex digits): pairs a snapshot with its journal."""
-    return secrets.token_hex(8)
-
-
 def header_line(session_id: str, generation: str) -> bytes:
-    """The first line of a journal."""
     return encode_line(1, {_HEADER_KEY: JOURNAL_VERSION, "id": session_id,
                            "generation": generation})
 
 
 def first_prompt_of(messages: list[dict[str, Any]]) -> str:
     """Text of the first user message, cut to :data:`FIRST_PROMPT_CHARS` ("" if none)."""
-    for m in messages:
-        if m.get("role") == "user":
-            return message_text(m)[:FIRST_PROMPT_CHARS]
-    return ""
+    return next((message_text(m)[:FIRST_PROMPT_CHARS] for m in messages
+                 if m.get("role") == "user"), "")
 
 
 # --------------------------------------------------------------------------- context items
@@ -318,9 +309,20 @@ def _parse_lines(lines: list[Line], path: Path, first: int, typed: bool) -> list
     return values
 
 
-def _header(line: Line, path: Path, session_id: str) -> dict[str, Any]:
+def parse_journal(raw: bytes | None, path: Path, session_id: str, ref: dict[str, Any], *,
+                  decode_before: bool) -> Journal:
+    """Check every line of a journal (``None``: missing) and split its entries where its
+    snapshot ends, as the snapshot's journal reference ``ref`` says (``CorruptSessionError``
+    naming the line at fault); ``decode_before``: parse the lines before it too."""
+    if raw is None:
+        raise CorruptSessionError(path, "the journal of this session is missing")
+    end = raw.rfind(b"\n") + 1
+    whole = raw if end == len(raw) else raw[:end]
+    lines = split_lines(whole)
+    if lines and lines[0][:5] == b'{"n":':
+        check_lines(lines[:1], 1, path)
     try:
-        header = orjson.loads(line)
+        header = orjson.loads(lines[0] if lines else b"")
     except orjson.JSONDecodeError:
         header = None
     version = header.get(_HEADER_KEY) if type(header) is dict else None
@@ -331,26 +333,12 @@ def _header(line: Line, path: Path, session_id: str) -> dict[str, Any]:
             or header.get("id") != session_id or type(header.get("generation")) is not str):
         raise CorruptSessionError(path, f"line 1: not the header of a journal of session "
                                         f"{session_id!r}")
-    return header
-
-
-def parse_journal(raw: bytes, path: Path, *, session_id: str, offset: int,
-                  generation: str | None, lines_covered: int | None = None,
-                  decode_before: bool = True) -> Journal:
-    """Check every line of a journal and split its entries where its snapshot ends
-    (``CorruptSessionError`` naming the line at fault)."""
-    end = raw.rfind(b"\n") + 1
-    whole = raw if end == len(raw) else raw[:end]
-    lines = split_lines(whole)
-    if lines and lines[0][:5] == b'{"n":':
-        check_lines(lines[:1], 1, path)
-    header = _header(lines[0] if lines else b"", path, session_id)
-    version = header[_HEADER_KEY]
     if version == JOURNAL_VERSION:
         check_lines(lines, 1, path)
-    if generation is not None and header["generation"] != generation:
+    if header["generation"] != ref["generation"]:
         raise CorruptSessionError(path, "line 1: it does not belong to the snapshot beside it")
     header_end = len(lines[0]) + 1
+    offset, lines_covered = ref["offset"], ref.get("lines")
     if lines_covered is not None:
         if not 1 <= lines_covered <= len(lines):
             raise CorruptSessionError(

@@ -12,7 +12,6 @@ import itertools
 import json
 import math
 import re
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,11 +34,8 @@ _BLOCK_START = re.compile(r"^ {0,3}(?:\||#|>|[-*+] |\d+[.)] |```|~~~)")
 
 
 def clean_text(text: str) -> str:
-    """Return ``text`` with every lone surrogate (U+D800-U+DFFF) replaced by U+FFFD.
-
-    Python strings hold code points, so any surrogate in one is unpaired and could
-    not be encoded as UTF-8.
-    """
+    """Return ``text`` with every lone surrogate (U+D800-U+DFFF, which UTF-8 cannot encode)
+    replaced by U+FFFD."""
     try:
         text.encode("utf-8")  # fails exactly when a surrogate is present; faster than a regex
     except UnicodeEncodeError:
@@ -64,19 +60,13 @@ def clean_json(value: Any) -> Any:
 def to_message_dict(message: Any) -> dict[str, Any]:
     """The plain dict saved for a chat message (a mapping or a pydantic object);
     errors as :func:`clean_json`."""
-    if isinstance(message, Mapping):
-        data: Any = dict(message)
-    else:
-        model_dump = getattr(message, "model_dump", None)
-        if not callable(model_dump):
-            raise TypeError(
-                f"a message must be a dict or a pydantic object, not {type(message).__name__}"
-            )
-        data = model_dump(mode="json", exclude_none=True)
-        if not isinstance(data, dict):
-            raise TypeError(f"{type(message).__name__}.model_dump() did not return a dict")
-    result = clean_json(data)
-    assert isinstance(result, dict)
+    mapping = isinstance(message, Mapping)
+    if not mapping and not callable(getattr(message, "model_dump", None)):
+        raise TypeError(
+            f"a message must be a dict or a pydantic object, not {type(message).__name__}")
+    result = clean_json(dict(message) if mapping else message)
+    if not isinstance(result, dict):
+        raise TypeError(f"{type(message).__name__}.model_dump() did not return a dict")
     return result
 
 
@@ -87,12 +77,8 @@ def message_text(message: Mapping[str, Any]) -> str:
     if isinstance(content, str):
         return content.strip()
     if isinstance(content, list):
-        texts = [
-            part["text"]
-            for part in content
-            if isinstance(part, Mapping) and isinstance(part.get("text"), str)
-        ]
-        return "\n".join(texts).strip()
+        return "\n".join(part["text"] for part in content if isinstance(part, Mapping)
+                         and isinstance(part.get("text"), str)).strip()
     return ""
 
 
@@ -117,9 +103,6 @@ def fallback_summary(messages: Iterable[Mapping[str, Any]]) -> str:
     return "".join(out)[:SUMMARY_MAX_CHARS]
 
 
-_OPTIONAL_STRINGS = ("tool_call_id", "name", "refusal")
-
-
 def message_problem(message: Any) -> str | None:
     """What makes ``message`` unfit to be a saved Chat Completions message, or ``None``."""
     if type(message) is not dict:
@@ -137,22 +120,9 @@ def message_problem(message: Any) -> str | None:
             if part["type"] == "text" and type(part.get("text")) is not str:
                 return "a text part must have a string text"
     calls = message.get("tool_calls")
-    if calls is not None:
-        problem = _tool_calls_problem(calls)
-        if problem:
-            return problem
-    if len(message) > 2:
-        for key in _OPTIONAL_STRINGS:
-            value = message.get(key)
-            if value is not None and type(value) is not str:
-                return f"{key} must be a string"
-    return None
-
-
-def _tool_calls_problem(calls: Any) -> str | None:
-    if type(calls) is not list:
+    if calls is not None and type(calls) is not list:
         return "tool_calls must be a list"
-    for call in calls:
+    for call in calls or ():
         if type(call) is not dict or type(call.get("id")) is not str:
             return "each tool call must be an object with a string id"
         if "type" in call and type(call["type"]) is not str:
@@ -163,6 +133,10 @@ def _tool_calls_problem(calls: Any) -> str | None:
                 return "a tool call's function must be an object with a string name"
             if type(fn.get("arguments", "")) is not str:
                 return "a tool call's arguments must be a string"
+    for key in ("tool_call_id", "name", "refusal"):
+        value = message.get(key)
+        if value is not None and type(value) is not str:
+            return f"{key} must be a string"
     return None
 
 
@@ -235,19 +209,12 @@ _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 
 def encode_json(value: Any) -> bytes:
     """Compact UTF-8 JSON of ``value`` (dict key order kept); ``TypeError`` for a value
-    JSON cannot hold (:func:`json_problem`), ``ValueError`` for NaN and infinities."""
+    JSON cannot hold (:func:`json_problem`), nested deeper than ``orjson`` writes (what
+    is saved or loaded nests at most :data:`MAX_DEPTH` levels) included."""
     try:
         return orjson.dumps(value)
     except orjson.JSONEncodeError as err:
-        if "recursion" not in str(err).lower():  # orjson writes 255 levels at most
-            raise TypeError(str(err)) from None
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, 10_000))
-    try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    finally:
-        sys.setrecursionlimit(limit)
-    return text.encode("utf-8")
+        raise TypeError(str(err)) from None
 
 
 def _refuse_constant(name: str) -> Any:
@@ -389,14 +356,11 @@ def compaction_parts(old: Sequence[dict[str, Any]],
                      new: Sequence[dict[str, Any]]) -> tuple[int, int]:
     """``(prefix, suffix)``: how many messages of ``new`` are kept from the start and the
     end of ``old`` (they never overlap)."""
-    prefix = 0
+    prefix = suffix = 0
     while prefix < min(len(old), len(new)) and old[prefix] == new[prefix]:
         prefix += 1
-    suffix = 0
-    while (
-        suffix < min(len(old), len(new)) - prefix
-        and old[len(old) - 1 - suffix] == new[len(new) - 1 - suffix]
-    ):
+    while (suffix < min(len(old), len(new)) - prefix
+           and old[len(old) - 1 - suffix] == new[len(new) - 1 - suffix]):
         suffix += 1
     return prefix, suffix
 

@@ -58,45 +58,34 @@ def _same(a: SessionRecord, b: SessionRecord) -> bool:
 
 def migrate_sessions(source: Store, target: Store, *,
                      on_session: Callable[[str, str], None] | None = None) -> MigrationResult:
-    """Copy every session of ``source`` (archived ones included) into ``target``. On
-    ``StoreUnavailableError`` what was copied stays copied: run again to go on."""
-    copied: list[str] = []
-    skipped: list[str] = []
-    conflicts: list[str] = []
-    mismatched: list[str] = []
+    """Copy every session of ``source`` (archived ones included) into ``target``;
+    ``on_session(id, outcome)`` is told each outcome. On ``StoreUnavailableError`` what was
+    copied stays copied: run again to go on."""
+    found: dict[str, list[str]] = {"copied": [], "skipped": [], "conflict": [], "mismatched": []}
     unreadable: list[tuple[str, str]] = []
     listing = source.list_sessions(include_archived=True)
-
-    def note(session_id: str, outcome: str) -> None:
-        if on_session is not None:
-            on_session(session_id, outcome)
-
     for entry in listing:
         sid = entry.id
         try:
             record = source.load_session(sid)
-        except (CorruptSessionError, SessionNotFoundError) as err:
+            existing = target.load_session(sid) if target.exists(sid) else None
+            if existing is None:
+                target.create_session(record=record)
+        except (CorruptSessionError, SessionNotFoundError, SessionLockedError,
+                FileExistsError) as err:
             unreadable.append((sid, str(err)))
-            note(sid, "unreadable")
-            continue
-        try:
-            if target.exists(sid):
-                existing = target.load_session(sid)
-                same = _same(existing, record)
-                (skipped if same else conflicts).append(sid)
-                note(sid, "skipped" if same else "conflict")
-                continue
-            target.create_session(record=record)
-        except (CorruptSessionError, SessionLockedError, FileExistsError) as err:
-            unreadable.append((sid, str(err)))
-            note(sid, "unreadable")
-            continue
-        copied.append(sid)
-        if _same(target.load_session(sid), record):
-            note(sid, "copied")
+            outcome = "unreadable"
         else:
-            mismatched.append(sid)
-            note(sid, "mismatched")
-    return MigrationResult(copied=tuple(copied), skipped=tuple(skipped),
-                           conflicts=tuple(conflicts), mismatched=tuple(mismatched),
-                           unreadable=tuple(unreadable), source_count=len(listing))
+            if existing is not None:
+                outcome = "skipped" if _same(existing, record) else "conflict"
+            else:
+                outcome = "copied" if _same(target.load_session(sid), record) else "mismatched"
+                if outcome == "mismatched":
+                    found["copied"].append(sid)
+            found[outcome].append(sid)
+        if on_session is not None:
+            on_session(sid, outcome)
+    return MigrationResult(copied=tuple(found["copied"]), skipped=tuple(found["skipped"]),
+                           conflicts=tuple(found["conflict"]),
+                           mismatched=tuple(found["mismatched"]), unreadable=tuple(unreadable),
+                           source_count=len(listing))

@@ -3,7 +3,7 @@
 A record is the working context, the transcript (every message ever, never rewritten),
 compactions, the checkpoint (``state``), summary, title and archived flag. Its one-file form
 (``dump_record``/``parse_record``) is what jupyter-agent 0.1 saved and what exports hold;
-older ``schema_version`` values are upgraded on reading (:data:`UPGRADES`).
+older ``schema_version`` values are upgraded on reading (:func:`upgrade_record`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import secrets
 import string
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -40,12 +39,6 @@ from jupyter_agent.store.messages import (
 #: The full pattern a session ID must match (ASCII only; no ``.``, ``/`` or spaces).
 SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
-#: Characters of generated IDs.
-ID_ALPHABET = string.ascii_letters + string.digits
-
-#: Length of generated IDs.
-NEW_ID_LENGTH = 10
-
 
 def validate_session_id(session_id: object) -> str:
     """Return ``session_id`` if it matches :data:`SESSION_ID_PATTERN` (no ``.``, ``/``,
@@ -56,8 +49,8 @@ def validate_session_id(session_id: object) -> str:
 
 
 def new_session_id() -> str:
-    """Return a fresh random session ID."""
-    return "".join(secrets.choice(ID_ALPHABET) for _ in range(NEW_ID_LENGTH))
+    """Return a fresh random session ID (10 letters and digits)."""
+    return "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(10))
 
 
 #: The record format this code writes.
@@ -225,14 +218,6 @@ class SessionRecord(_Model):
     parent: ForkOrigin | None = None
 
 
-class SessionInfo(_Model):
-    """The core of a listing entry: ID, last update, summary (see :class:`SessionListing`)."""
-
-    id: str
-    updated_at: UtcDatetime
-    summary: str
-
-
 class LeaseHolder(_Model):
     """Who holds a session's lease, as recorded when it was taken; never a secret.
 
@@ -249,22 +234,15 @@ class LeaseHolder(_Model):
 
     def describe(self) -> str:
         """``alice on node-3 (pid 42, analysis.ipynb, since 2026-03-01 14:02:00 UTC)``, or ""."""
-        name = self.user or ""
-        if self.host:
-            name = f"{name} on {self.host}" if name else self.host
-        details = []
-        if self.pid is not None:
-            details.append(f"pid {self.pid}")
-        if self.label:
-            details.append(self.label)
-        if self.since is not None:
-            details.append(f"since {self.since.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC")
+        name = " on ".join(part for part in (self.user, self.host) if part)
         if not name:
             return f"process {self.pid}" if self.pid is not None else ""
+        since = self.since and f"since {self.since.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+        details = [d for d in (self.pid is not None and f"pid {self.pid}", self.label, since) if d]
         return name + (f" ({', '.join(details)})" if details else "")
 
 
-class SessionListing(SessionInfo):
+class SessionListing(_Model):
     """One entry of :meth:`Store.list_sessions` (and :meth:`Store.describe_session`).
 
     ``status`` is ``"active"`` when this store holds the lease, ``"in use"`` when another
@@ -275,6 +253,9 @@ class SessionListing(SessionInfo):
     ``clock`` is its place in the store's order of changes, when the store keeps one.
     """
 
+    id: str
+    updated_at: UtcDatetime
+    summary: str
     title: str
     archived: bool
     status: Literal["active", "in use", "idle"]
@@ -293,32 +274,10 @@ class SessionListing(SessionInfo):
 
 
 # --------------------------------------------------------------------------- upgrades
-
-
-def _upgrade_0_to_1(data: dict[str, Any]) -> dict[str, Any]:
-    """Version 0 (no ``schema_version``): add the fields the older implementation lacked."""
-    out = dict(data)
-    messages = out.get("messages", [])
-    out.setdefault("transcript", list(messages) if isinstance(messages, list) else messages)
-    if out.get("summary") is None:
-        out["summary"] = ""
-    out.setdefault("title", "")
-    out.setdefault("archived", False)
-    out.setdefault("project_root", None)
-    out.setdefault("compactions", [])
-    out.setdefault("state", {})
-    out["schema_version"] = 1
-    return out  # lone surrogates of the older writer were replaced by decode_json
-
-
-#: ``{version: function}``; each function takes a record dict of that version and
-#: returns a dict of the next version (with ``schema_version`` set accordingly).
-UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _upgrade_0_to_1}
-
-
 def upgrade_record(data: dict[str, Any], path: Path) -> dict[str, Any]:
-    """Bring a decoded record dict up to :data:`SCHEMA_VERSION`; ``CorruptSessionError``
-    for a ``schema_version`` that is not a known non-negative integer."""
+    """Bring a decoded record dict up to :data:`SCHEMA_VERSION` (version 0, no
+    ``schema_version``, lacks fields added since); ``CorruptSessionError`` for a
+    ``schema_version`` that is not a known non-negative integer."""
     version = data.get("schema_version", 0)
     if type(version) is not int or version < 0:
         raise CorruptSessionError(
@@ -330,12 +289,18 @@ def upgrade_record(data: dict[str, Any], path: Path) -> dict[str, Any]:
             f"it has schema_version {version}, but this jupyter-agent reads only up to "
             f"{SCHEMA_VERSION}; upgrade jupyter-agent to open it",
         )
-    while version < SCHEMA_VERSION:
-        step = UPGRADES.get(version)
-        if step is None:
-            raise CorruptSessionError(path, f"no upgrade from schema_version {version}")
-        data = step(data)
-        version = data["schema_version"]
+    if version == 0:  # lone surrogates of the older writer were replaced by decode_json
+        data = dict(data)
+        messages = data.get("messages", [])
+        data.setdefault("transcript", list(messages) if isinstance(messages, list) else messages)
+        if data.get("summary") is None:
+            data["summary"] = ""
+        data.setdefault("title", "")
+        data.setdefault("archived", False)
+        data.setdefault("project_root", None)
+        data.setdefault("compactions", [])
+        data.setdefault("state", {})
+        data["schema_version"] = 1
     return data
 
 
@@ -345,7 +310,6 @@ _HEAD_KEYS = (
     "schema_version", "id", "created_at", "updated_at", "summary", "title", "archived",
     "project_root",
 )
-_KNOWN = frozenset((*_HEAD_KEYS, "messages", "transcript", "compactions", "state", "parent"))
 
 
 def validation_reason(err: ValidationError) -> str:
@@ -363,18 +327,25 @@ def record_from_dict(data: dict[str, Any], path: Path, *,
     data = dict(data)
     messages = check_messages(data.pop("messages", []), path, "messages")
     transcript = check_messages(data.pop("transcript", messages), path, "transcript")
-    problem = depth_problem(data)
+    record = validated_record(data, path, messages, transcript)
+    if expected_id is not None and record.id != expected_id:
+        raise CorruptSessionError(path, f"it holds session {record.id!r}, not {expected_id!r}")
+    return record
+
+
+def validated_record(head: dict[str, Any], path: Path | str, messages: list[dict[str, Any]],
+                     transcript: list[dict[str, Any]]) -> SessionRecord:
+    """The record of ``head`` (its fields but the messages) with ``messages`` and
+    ``transcript`` (checked already) as they are; ``CorruptSessionError`` naming ``path``."""
+    problem = depth_problem(head)
     if problem:
         raise CorruptSessionError(path, f"not a valid session record ({problem})")
     try:
-        record = SessionRecord.model_validate(data)
+        record = SessionRecord.model_validate(head)
     except ValidationError as err:
         raise CorruptSessionError(
             path, f"not a valid session record ({validation_reason(err)})") from None
-    if expected_id is not None and record.id != expected_id:
-        raise CorruptSessionError(path, f"it holds session {record.id!r}, not {expected_id!r}")
-    record.messages = messages
-    record.transcript = transcript
+    record.messages, record.transcript = messages, transcript
     return record
 
 
@@ -388,19 +359,12 @@ def parse_record(raw: bytes, path: Path, *, expected_id: str | None = None) -> S
 
 
 def record_head(record: SessionRecord) -> dict[str, Any]:
-    """Everything of a record but ``messages`` and ``transcript``, JSON-ready, in file order.
-
-    ``compactions``, ``state`` and ``parent`` (``None`` when not forked) follow the
-    head keys; unknown keys come last.
-    """
-    data = record.model_dump(mode="json", exclude={"messages", "transcript"})
-    head = {key: data[key] for key in _HEAD_KEYS}
-    head["compactions"] = data["compactions"]
-    head["state"] = data["state"]
-    head["parent"] = data["parent"]
-    for key, value in (record.model_extra or {}).items():
-        if key not in _KNOWN:
-            head[key] = value
+    """Everything of a record but ``messages`` and ``transcript``, JSON-ready, in file order:
+    the head keys, ``compactions``, ``state``, ``parent`` (``None`` when not forked), then
+    unknown keys."""
+    extra = record.model_extra or {}
+    head = record.model_dump(mode="json", exclude={"messages", "transcript", *extra})
+    head.update(extra)  # as they are: JSON mode would write an infinity as null
     return head
 
 
@@ -409,14 +373,10 @@ def dump_record(record: SessionRecord) -> bytes:
     write it and jupyter-agent 0.1 reads it; ``parent`` only for a fork, unknown keys last."""
     head = record_head(record)
     out: dict[str, Any] = {key: head.pop(key) for key in _HEAD_KEYS}
-    out["messages"] = record.messages
-    out["transcript"] = record.transcript
-    out["compactions"] = head.pop("compactions")
-    out["state"] = head.pop("state")
-    parent = head.pop("parent")
-    if parent is not None:
-        out["parent"] = parent
-    out.update(head)
+    out["messages"], out["transcript"] = record.messages, record.transcript
+    if head["parent"] is None:
+        del head["parent"]
+    out.update(head)  # compactions, state, parent, unknown keys
     return encode_json(out)
 
 

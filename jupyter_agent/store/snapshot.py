@@ -8,19 +8,17 @@ listing fields), applied by the file store under the lease.
 from __future__ import annotations
 
 import gc
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-
-from pydantic import ValidationError
 
 from jupyter_agent.errors import CorruptSessionError
 from jupyter_agent.store.journal import (
     JOURNAL_SCHEMA_VERSION,
     JOURNAL_VERSION,
     Item,
-    Journal,
     decode_items,
     encode_items,
     first_prompt_of,
@@ -35,7 +33,6 @@ from jupyter_agent.store.messages import (
     check_messages,
     compaction_parts,
     decode_json,
-    depth_problem,
     encode_json,
     new_messages,
 )
@@ -48,7 +45,7 @@ from jupyter_agent.store.records import (
     record_head,
     upgrade_record,
     utc_now,
-    validation_reason,
+    validated_record,
 )
 
 _META = ("updated_at", "summary", "title", "archived")
@@ -78,13 +75,9 @@ def clock_of(entries: list[dict[str, Any]], ref: dict[str, Any], updated_at: Any
     """The store clock of a session's last change: the ``clock`` of its last entry that
     has one, else the snapshot's, else ``updated_at`` in microseconds since the epoch
     (records written before there was a clock)."""
-    for entry in reversed(entries):
-        value = entry.get("clock")
+    for value in itertools.chain((e.get("clock") for e in reversed(entries)), [ref.get("clock")]):
         if type(value) is int and value >= 0:
             return value
-    value = ref.get("clock")
-    if type(value) is int and value >= 0:
-        return value
     return int(updated_at.timestamp() * 1_000_000)
 
 
@@ -125,18 +118,8 @@ def _apply(entry: dict[str, Any], transcript: list[dict[str, Any]], items: list[
 def _build(head: dict[str, Any], items: list[Item], transcript: list[dict[str, Any]],
            path: Path) -> SessionRecord:
     data = {k: v for k, v in head.items() if k not in ("context", "journal")}
-    problem = depth_problem(data)
-    if problem:
-        raise CorruptSessionError(path, f"not a valid session record ({problem})")
     data["schema_version"] = SCHEMA_VERSION
-    try:
-        record = SessionRecord.model_validate(data)
-    except ValidationError as err:
-        reason = validation_reason(err)
-        raise CorruptSessionError(path, f"not a valid session record ({reason})") from None
-    record.messages = resolve_items(items, transcript)
-    record.transcript = transcript
-    return record
+    return validated_record(data, path, resolve_items(items, transcript), transcript)
 
 
 def _snapshot(raw: bytes, path: Path, session_id: str) -> dict[str, Any] | SessionRecord:
@@ -167,15 +150,6 @@ def _snapshot(raw: bytes, path: Path, session_id: str) -> dict[str, Any] | Sessi
     return data
 
 
-def _journal(raw: bytes | None, path: Path, session_id: str, ref: dict[str, Any], *,
-             decode_before: bool) -> Journal:
-    if raw is None:
-        raise CorruptSessionError(path, "the journal of this session is missing")
-    return parse_journal(raw, path, session_id=session_id, offset=ref["offset"],
-                         generation=ref["generation"], lines_covered=ref.get("lines"),
-                         decode_before=decode_before)
-
-
 def load(snapshot_raw: bytes, snapshot_path: Path, read_journal: Callable[[], bytes | None],
          journal_path: Path, session_id: str) -> Loaded:
     """Read a session from the bytes of its files.
@@ -194,7 +168,8 @@ def load(snapshot_raw: bytes, snapshot_path: Path, read_journal: Callable[[], by
                           first_prompt_of(head.transcript), legacy=True,
                           clock=clock_of([], {}, head.updated_at))
         ref = head["journal"]
-        journal = _journal(read_journal(), journal_path, session_id, ref, decode_before=True)
+        journal = parse_journal(read_journal(), journal_path, session_id, ref,
+                                decode_before=True)
         transcript: list[dict[str, Any]] = []
         for entry in journal.before:  # each add was validated when its line was parsed
             add = entry.get("add")
@@ -249,7 +224,7 @@ def listing_fields(snapshot_raw: bytes, snapshot_path: Path, journal_raw: bytes 
         return _fields(head, len(head.transcript), first_prompt_of(head.transcript),
                        clock_of([], {}, head.updated_at), None)
     ref = head["journal"]
-    journal = _journal(journal_raw, journal_path, session_id, ref, decode_before=False)
+    journal = parse_journal(journal_raw, journal_path, session_id, ref, decode_before=False)
     transcript: list[dict[str, Any]] = []
     items = decode_items(head.get("context", []), ref["transcript_length"], snapshot_path)
     first_line = journal.lines - len(journal.after) + 1

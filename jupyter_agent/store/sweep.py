@@ -15,10 +15,7 @@ from pathlib import Path
 import orjson
 
 from jupyter_agent.errors import CorruptSessionError, JupyterAgentError, SessionLockedError
-from jupyter_agent.store.figure_files import (
-    figure_dir_sessions,
-    remove_figures_dir,
-)
+from jupyter_agent.store.figure_files import remove_figures_dir
 from jupyter_agent.store.file_store import FileStore
 from jupyter_agent.store.files import (
     SafeDir,
@@ -49,15 +46,8 @@ def collect_garbage(files: FileStore) -> list[Path]:
             return removed
         root, sessions = dirs
         names = set(sessions.names())
-        candidates = set()
-        for name in names:
-            sid = session_of(name)
-            if sid is None:
-                continue
-            if is_temp_name(name) or f"{sid}.json" not in names:
-                candidates.add(sid)
-        candidates.update(sid for sid in figure_dir_sessions(sorted(names))
-                          if f"{sid}.json" not in names)
+        candidates = {sid for name in names if (sid := session_of(name)) is not None
+                      and (is_temp_name(name) or f"{sid}.json" not in names)}
         for sid in sorted(candidates):
             if files.leases.holds(sid):
                 continue
@@ -78,7 +68,9 @@ def _collect_session(files: FileStore, sessions: SafeDir, sid: str) -> list[Path
     removed: list[Path] = []
     files.leases.take(sessions, sid)  # not held by this store: checked by the caller
     try:
-        removed += remove_session_file_temps(sessions, sid)
+        prefixes = (f".{sid}.json.", f".{sid}.jsonl.")  # not the figures' temporary files
+        removed += [sessions.child(n) for n in sessions.names()
+                    if is_temp_name(n) and n.startswith(prefixes) and sessions.unlink(n)]
         if sessions.lstat(f"{sid}.json") is None:
             if sessions.unlink(f"{sid}.jsonl"):
                 removed.append(sessions.child(f"{sid}.jsonl"))
@@ -202,11 +194,7 @@ def _good_prefix(sessions: SafeDir, sid: str) -> tuple[int, bytes, bytes] | None
         return None
     lines = raw.split(b"\n")
     lines.pop()
-    good = 0
-    for number, line in enumerate(lines, 1):
-        if line_problem(line, number) is not None:
-            break
-        good = number
+    good = next((n - 1 for n, line in enumerate(lines, 1) if line_problem(line, n)), len(lines))
     if good == len(lines) or good < 2 or type(covered) is not int or covered > good:
         return None
     prefix = b"".join(line + b"\n" for line in lines[:good])
@@ -235,10 +223,8 @@ def _repair_one(files: FileStore, check: SessionCheck) -> None:
             files._head((root, sessions), sid)  # cuts the unacknowledged line off
         elif check.state == "old format":
             files.upgrade(sessions, files._head((root, sessions), sid))
-            files._heads.pop(sid, None)
         elif check.repair.startswith("accept"):
             files.index.forget(root, sid)
-            files._heads.pop(sid, None)
         else:
             good = _good_prefix(sessions, sid)
             if good is None:
@@ -247,35 +233,20 @@ def _repair_one(files: FileStore, check: SessionCheck) -> None:
             files.leases.verify(sessions, sid)
             with storage_errors(files.journal_path(sid)):
                 sessions.write_atomic(f"{sid}.jsonl", good[1], temp=lease_temp(f"{sid}.jsonl"))
-            files._heads.pop(sid, None)
             files.index.forget(root, sid)
+        files._heads.pop(sid, None)  # the files changed: read them again
         loaded = files._head((root, sessions), sid)
         files.index.note(root, sessions, sid, listing_of(loaded))
         check.repaired = True
-
-
-_SESSION_SUFFIXES = (".json", ".jsonl")
 
 
 def session_of(name: str) -> str | None:
     """The session a file of ``sessions/`` belongs to (``None`` for other files)."""
     if is_temp_name(name):
         name = temp_target(name)
-    for suffix in (*_SESSION_SUFFIXES, ".lock"):
+    for suffix in (".json", ".jsonl", ".lock", ".figures"):
         if name.endswith(suffix):
             sid = name[: -len(suffix)]
             return sid if SESSION_ID_PATTERN.fullmatch(sid) else None
     return None
-
-
-def remove_session_file_temps(sessions: SafeDir, session_id: str) -> list[Path]:
-    """Remove the temporary files of a session's snapshot and journal (not of its
-    figures); call only under its lease.
-    """
-    removed = []
-    prefixes = tuple(f".{session_id}{suffix}." for suffix in _SESSION_SUFFIXES)
-    for name in sessions.names():
-        if is_temp_name(name) and name.startswith(prefixes) and sessions.unlink(name):
-            removed.append(sessions.child(name))
-    return removed
 

@@ -19,7 +19,7 @@ from jupyter_agent.store import (
     dump_record,
     to_message_dict,
 )
-from jupyter_agent.store.records import UPGRADES, SessionRecord
+from jupyter_agent.store.records import SessionRecord, upgrade_record
 
 TOOL_CALL = {
     "id": "call_abc",
@@ -212,16 +212,18 @@ def test_newer_schema_version_is_refused_and_untouched(tmp_path: Path) -> None:
     assert path.read_bytes() == before
 
 
-def test_upgrade_table_covers_every_older_version() -> None:
-    assert set(UPGRADES) == set(range(SCHEMA_VERSION))
-    upgraded = UPGRADES[0](
-        {
-            "id": "x",
-            "created_at": "2025-01-01T00:00:00Z",
-            "updated_at": "2025-01-01T00:00:00Z",
-            "summary": None,
-            "messages": [],
-        }
-    )
-    assert upgraded["schema_version"] == 1
-    SessionRecord.model_validate(upgraded)
+def test_upgrades_cover_every_older_version() -> None:
+    for version in range(SCHEMA_VERSION):
+        upgraded = upgrade_record(
+            {
+                "schema_version": version,
+                "id": "x",
+                "created_at": "2025-01-01T00:00:00Z",
+                "updated_at": "2025-01-01T00:00:00Z",
+                "summary": None,
+                "messages": [],
+            },
+            Path("x.json"),
+        )
+        assert upgraded["schema_version"] == SCHEMA_VERSION
+        SessionRecord.model_validate(upgraded)

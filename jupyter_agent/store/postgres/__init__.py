@@ -25,9 +25,8 @@ from jupyter_agent.errors import (
     SessionReadOnlyError,
     TooLargeError,
 )
-from jupyter_agent.store.engine import SessionEngine
+from jupyter_agent.store.engine import Notes, SessionEngine
 from jupyter_agent.store.figure_files import MAX_FIGURE_BYTES, FigureData, validate_figure_id
-from jupyter_agent.store.notes import Notes
 from jupyter_agent.store.postgres import rows
 from jupyter_agent.store.postgres.locks import Leases, row_holder
 from jupyter_agent.store.postgres.schema import MIGRATIONS, Migration, ensure_schema
