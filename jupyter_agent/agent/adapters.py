@@ -3,26 +3,28 @@
 A Model sends the working context (Chat Completions message dicts, the stored format)
 and tool schemas, and returns one ModelReply; everything API-specific stays here. What
 arrives is kept in a caller-owned PartialReply, so an interrupted reply keeps its text.
-The bulk fields (messages or input, tools) travel in ``extra_body`` past the client's
-request transform, with empty placeholders keeping their place: the body is byte for
-byte the typed path's (``fast=False`` sends them typed). The Responses adapter converts
+Each request body is built as plain JSON values, encoded once with ``msgspec`` and posted
+with the client's ``post`` (its headers, retries and errors), past its request transform;
+the reply is read as JSON, streamed or whole. The Responses adapter converts
 each message once while it stays in the working context, sends ``store: false``, and
 keeps reasoning items in memory for the assistant message they came with (not saved).
 """
 
 from __future__ import annotations
 
+import sys
 import uuid
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+import msgspec
 import openai
 
 from jupyter_agent.agent.config import TokenUsage
-from jupyter_agent.agent.endpoint import Endpoint, events, failures, model_error
+from jupyter_agent.agent.endpoint import Endpoint, events, failures, json_object, model_error
 from jupyter_agent.errors import ModelError
 
 TextCallback = Callable[[str], object]
@@ -101,22 +103,25 @@ class Model(Protocol):
 
 
 class OpenAIModel(ABC):
-    """A model behind an ``openai`` client.
+    """A model behind an ``openai`` client, at :attr:`path` under its base URL.
 
     ``params`` are sent with every request; ``key_env`` is the variable the key came from,
-    named when it is refused (None: no real key was sent); ``fast`` sends the bulk fields
-    past the client's request transform (the body is the same).
+    named when it is refused (None: no real key was sent).
     """
 
     api = ""
+    path = ""
 
     def __init__(self, client: openai.OpenAI, name: str, *,
                  params: Mapping[str, Any] | None = None,
-                 key_env: str | None = "OPENAI_API_KEY", fast: bool = True) -> None:
-        self.client, self.name, self.params, self.fast = client, name, dict(params or {}), fast
+                 key_env: str | None = "OPENAI_API_KEY") -> None:
+        self.client, self.name, self.params = client, name, dict(params or {})
         self.base_url = str(client.base_url)
         self.endpoint = Endpoint(self.base_url, name, key_env or "OPENAI_API_KEY",
                                  key_env is not None, self.api)
+        # the client returns a raw reply when asked for its HTTP library's Response class
+        self._raw = next(sys.modules[root].Response for cls in type(client._client).__mro__
+                         if (root := cls.__module__.split(".")[0]) in ("httpx", "httpx2"))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r} at {self.base_url})"
@@ -124,74 +129,59 @@ class OpenAIModel(ABC):
     def respond(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *,
                 stream: bool, partial: PartialReply,
                 on_text: TextCallback | None = None) -> ModelReply:
-        """Send one request; ``partial`` is filled as the reply arrives. ModelError (worded
-        for the user) when the endpoint failed, after the client's retries."""
-        kwargs = self.request(messages, tools, stream=stream)
+        """Send one request (the body encoded once; the client adds its headers and
+        retries); ``partial`` is filled as the reply arrives. ModelError (worded for the
+        user) when the endpoint failed, after the client's retries, or sent a reply that
+        is not understood."""
+        content = msgspec.json.encode(self.body(messages, tools, stream=stream))
+        url = self.endpoint.url
         try:
-            self._send(kwargs, partial, on_text, stream=stream)
+            response: Any = self.client.post(self.path, cast_to=self._raw, content=content,
+                                             stream=stream)
+            try:
+                replies = (events(response.iter_lines(), url) if stream
+                           else [(None, json_object(response.text, url, "reply"))])
+                for event, data in replies:
+                    partial.received = True
+                    self._take(event, data, partial, on_text)
+            finally:
+                response.close()
         except failures() as exc:
             raise model_error(exc, self.endpoint, received=partial.received) from exc
         return partial.reply()
 
-    def request(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
-                *, stream: bool) -> dict[str, Any]:
-        """The keyword arguments of the client's ``create`` for one request."""
-        kwargs, bulk = self._request(messages, tools, stream)
-        if not self.fast:
-            return {**kwargs, **bulk}
-        return {**kwargs, **{key: [] for key in bulk}, "extra_body": bulk}
-
-    def _events(self, create: Any, kwargs: dict[str, Any],
-                partial: PartialReply) -> Iterator[tuple[str, dict[str, Any]]]:
-        with create(**kwargs) as response:
-            for event in events(response.iter_lines(), self.endpoint.url):
-                partial.received = True
-                yield event
+    @abstractmethod
+    def body(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *,
+             stream: bool) -> dict[str, Any]:
+        """The JSON body of one request."""
 
     @abstractmethod
-    def _request(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
-                 stream: bool) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The request's small keyword arguments and its bulk ones (messages, tools)."""
-
-    @abstractmethod
-    def _send(self, kwargs: dict[str, Any], partial: PartialReply,
-              on_text: TextCallback | None, *, stream: bool) -> None:
-        """Send one request and fill ``partial`` from the reply."""
+    def _take(self, event: str | None, data: dict[str, Any], partial: PartialReply,
+              on_text: TextCallback | None) -> None:
+        """Fill ``partial`` from a streamed event named ``event`` or (None) a whole reply."""
 
 
 class ChatModel(OpenAIModel):
     """A model behind the Chat Completions API (``POST /chat/completions``)."""
 
     api = "chat"
+    path = "/chat/completions"
 
-    def _request(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
-                 stream: bool) -> tuple[dict[str, Any], dict[str, Any]]:
-        kwargs: dict[str, Any] = {"model": self.name, **self.params}
-        if stream:
-            kwargs["stream"] = True
-            kwargs["stream_options"] = {"include_usage": True}
-        bulk: dict[str, Any] = {"messages": messages if isinstance(messages, list)
+    def body(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *,
+             stream: bool) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.name, **self.params,
+                                "messages": messages if isinstance(messages, list)
                                 else list(messages)}
-        if tools:
-            bulk["tools"] = tools if isinstance(tools, list) else list(tools)
-        return kwargs, bulk
-
-    def _send(self, kwargs: dict[str, Any], partial: PartialReply,
-              on_text: TextCallback | None, *, stream: bool) -> None:
-        completions = self.client.chat.completions
         if stream:
-            for _, chunk in self._events(completions.with_streaming_response.create, kwargs,
-                                         partial):
-                self._take_chunk(chunk, partial, on_text)
-            return
-        response = completions.create(**kwargs).model_dump()
-        partial.received = True
-        self._take_chunk(response, partial, on_text)
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        if tools:
+            body["tools"] = tools if isinstance(tools, list) else list(tools)
+        return body
 
-    @staticmethod
-    def _take_chunk(chunk: dict[str, Any], partial: PartialReply,
-                    on_text: TextCallback | None) -> None:
-        """Take a streamed chunk (``delta``) or a whole response (``message``)."""
+    def _take(self, event: str | None, chunk: dict[str, Any], partial: PartialReply,
+              on_text: TextCallback | None) -> None:
+        # a streamed chunk has a "delta", a whole reply a "message"
         if chunk.get("usage"):
             partial.usage = usage_of(chunk["usage"], "prompt_tokens", "completion_tokens",
                                      "prompt_tokens_details")
@@ -277,12 +267,12 @@ class ResponsesModel(OpenAIModel):
     the model names of :data:`REASONING_MODELS`) asks for encrypted reasoning items."""
 
     api = "responses"
+    path = "/responses"
 
     def __init__(self, client: openai.OpenAI, name: str, *,
                  params: Mapping[str, Any] | None = None,
-                 key_env: str | None = "OPENAI_API_KEY", fast: bool = True,
-                 reasoning: bool | None = None) -> None:
-        super().__init__(client, name, params=params, key_env=key_env, fast=fast)
+                 key_env: str | None = "OPENAI_API_KEY", reasoning: bool | None = None) -> None:
+        super().__init__(client, name, params=params, key_env=key_env)
         bare = name.lower().rsplit("/", 1)[-1]
         self.reasoning = bare.startswith(REASONING_MODELS) if reasoning is None else reasoning
         self._converted: list[tuple[Mapping[str, Any], list[dict[str, Any]]]] = []
@@ -307,51 +297,42 @@ class ResponsesModel(OpenAIModel):
         del cache[len(messages):]
         return items
 
-    def _request(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
-                 stream: bool) -> tuple[dict[str, Any], dict[str, Any]]:
-        kwargs: dict[str, Any] = {"model": self.name, **self.params, "store": False}
+    def body(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *,
+             stream: bool) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.name, **self.params, "store": False,
+                                "input": self.input(messages)}
         if self.reasoning:
-            kwargs["include"] = ["reasoning.encrypted_content"]
+            body["include"] = ["reasoning.encrypted_content"]
         if stream:
-            kwargs["stream"] = True
-        bulk: dict[str, Any] = {"input": self.input(messages)}
+            body["stream"] = True
         if tools:
             if self._tools is None or self._tools[0] is not tools:
                 self._tools = (tools, to_tools(tools))
-            bulk["tools"] = self._tools[1]
-        return kwargs, bulk
+            body["tools"] = self._tools[1]
+        return body
 
-    def _send(self, kwargs: dict[str, Any], partial: PartialReply,
-              on_text: TextCallback | None, *, stream: bool) -> None:
-        responses = self.client.responses
-        if not stream:
-            response = responses.create(**kwargs).model_dump(mode="json")
-            partial.received = True
-            self._take(response, partial, on_text, streamed=False)
-            return
-        final = None
-        for name, data in self._events(responses.with_streaming_response.create, kwargs,
-                                       partial):
-            kind = data.get("type", name)
-            if kind == "response.output_text.delta":
-                partial.add_text(str(data.get("delta", "")), on_text)
-            elif kind == "response.output_item.added":
-                item = data.get("item") or {}
-                if item.get("type") == "function_call":
-                    slot = partial.calls.setdefault(int(data.get("output_index", 0)), {})
-                    slot["id"] = str(item.get("call_id") or "")
-                    slot["name"] = str(item.get("name") or "")
-                    slot["arguments"] = (str(item.get("arguments") or "")
-                                         or slot.get("arguments", ""))
-            elif kind == "response.function_call_arguments.delta":
+    def _take(self, event: str | None, data: dict[str, Any], partial: PartialReply,
+              on_text: TextCallback | None) -> None:
+        kind = data.get("type", event)
+        if event is None:
+            self._take_response(data, partial, on_text, streamed=False)
+        elif kind == "response.output_text.delta":
+            partial.add_text(str(data.get("delta", "")), on_text)
+        elif kind == "response.output_item.added":
+            item = data.get("item") or {}
+            if item.get("type") == "function_call":
                 slot = partial.calls.setdefault(int(data.get("output_index", 0)), {})
-                slot["arguments"] = slot.get("arguments", "") + str(data.get("delta", ""))
-            elif kind in ("response.completed", "response.incomplete", "response.failed"):
-                final = data.get("response") or {}
-        if final is not None:
-            self._take(final, partial, on_text, streamed=True)
+                slot["id"] = str(item.get("call_id") or "")
+                slot["name"] = str(item.get("name") or "")
+                slot["arguments"] = (str(item.get("arguments") or "")
+                                     or slot.get("arguments", ""))
+        elif kind == "response.function_call_arguments.delta":
+            slot = partial.calls.setdefault(int(data.get("output_index", 0)), {})
+            slot["arguments"] = slot.get("arguments", "") + str(data.get("delta", ""))
+        elif kind in ("response.completed", "response.incomplete", "response.failed"):
+            self._take_response(data.get("response") or {}, partial, on_text, streamed=True)
 
-    def _take(self, response: Mapping[str, Any], partial: PartialReply,
+    def _take_response(self, response: Mapping[str, Any], partial: PartialReply,
               on_text: TextCallback | None, *, streamed: bool) -> None:
         status = response.get("status")
         if status == "failed":

@@ -47,20 +47,26 @@ def events(lines: Iterable[str], url: str) -> Iterator[tuple[str, dict[str, Any]
         text, event, received, name, data = "\n".join(data), name, bool(data), "", []
         if not received or text == "[DONE]":
             continue
-        try:
-            parsed = json.loads(text)
-        except ValueError:
-            parsed = None
-        if not isinstance(parsed, dict):
-            raise ModelError(f"the model endpoint at {url} sent a streamed reply that is not "
-                             f"understood ({text[:200]!r}): check that --base-url points at an "
-                             "OpenAI-compatible endpoint, then send the prompt again")
+        parsed = json_object(text, url, "streamed reply")
         error = parsed.get("error") if event != "error" else parsed
         if error:
             detail = error.get("message") if isinstance(error, dict) else str(error)
             raise ModelError(f"the model endpoint at {url} reported an error while the reply "
                              f"was streaming ({detail or 'no details'}): send the prompt again")
         yield event, parsed
+
+
+def json_object(text: str, url: str, what: str) -> dict[str, Any]:
+    """The JSON object ``text`` holds; ModelError naming ``what`` the endpoint sent if none."""
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise ModelError(f"the model endpoint at {url} sent a {what} that is not understood "
+                         f"({text[:200]!r}): check that --base-url points at an "
+                         "OpenAI-compatible endpoint, then send the prompt again")
+    return parsed
 
 
 @dataclass(frozen=True)

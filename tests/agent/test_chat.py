@@ -1,4 +1,4 @@
-"""The Chat Completions model over real HTTP: the fast request path, model errors, usage."""
+"""The Chat Completions model over real HTTP: the request body, model errors, usage."""
 
 from __future__ import annotations
 
@@ -43,34 +43,33 @@ def _dead_model() -> ChatModel:
     return ChatModel(client, "scripted")
 
 
-# -- the fast request path -----------------------------------------------------------------
+# -- the request -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("tools", [TOOLS, []])
-def test_fast_path_sends_the_typed_paths_body_byte_for_byte(
+def test_the_body_is_the_one_the_clients_typed_create_sends(
     model_server: ScriptedModelServer, stream: bool, tools: list[dict[str, Any]]
 ) -> None:
     model_server.add_steps([{"text": "one"}, {"text": "one"}])
     client = make_client(model_server)
-    for fast in (False, True):
-        model = ChatModel(client, "gpt-4o-mini", fast=fast, params={"temperature": 0.25})
-        reply = model.respond(SESSION, tools, stream=stream, partial=PartialReply())
-        assert reply.text == "one"
-    typed, fast_body = (x.raw for x in model_server.exchanges)
-    assert typed == fast_body
-    body = json.loads(fast_body)
+    model = ChatModel(client, "gpt-4o-mini", params={"temperature": 0.25})
+    typed = client.chat.completions.create(**model.body(SESSION, tools, stream=stream))
+    for _ in typed if stream else ():  # read to its end
+        pass
+    assert model.respond(SESSION, tools, stream=stream, partial=PartialReply()).text == "one"
+    typed_body, body = (json.loads(x.raw) for x in model_server.exchanges)
+    assert body == typed_body
     assert body["messages"] == SESSION and body.get("tools", []) == tools
     assert body["temperature"] == 0.25 and body.get("stream", False) is stream
 
 
 def test_the_request_keeps_plain_values_as_they_are() -> None:
     client = openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key="k")
-    kwargs = ChatModel(client, "m").request(SESSION, TOOLS, stream=True)
-    assert kwargs["extra_body"]["messages"] is SESSION  # no copy, no transform
-    assert kwargs["messages"] == [] and kwargs["tools"] == []
-    assert kwargs["stream_options"] == {"include_usage": True}
-    typed = ChatModel(client, "m", fast=False).request(SESSION, [], stream=False)
-    assert typed == {"model": "m", "messages": SESSION}
+    body = ChatModel(client, "m").body(SESSION, TOOLS, stream=True)
+    assert body["messages"] is SESSION and body["tools"] is TOOLS  # no copy, no transform
+    assert body["stream_options"] == {"include_usage": True}
+    assert ChatModel(client, "m").body(SESSION, [], stream=False) == {
+        "model": "m", "messages": SESSION}
 
 
 # -- errors a user can act on ---------------------------------------------------------------
