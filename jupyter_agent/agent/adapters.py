@@ -99,7 +99,6 @@ class Model(Protocol):
                 stream: bool, partial: PartialReply,
                 on_text: TextCallback | None = None) -> ModelReply:
         """Send one request and return the reply."""
-        ...
 
 
 class OpenAIModel(ABC):
@@ -254,14 +253,6 @@ def to_input(message: Mapping[str, Any]) -> list[dict[str, Any]]:
     return items
 
 
-def to_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Chat Completions tool schemas as Responses function tools."""
-    functions = [tool.get("function") or {} for tool in tools]
-    return [{"type": "function", "name": f.get("name"), "description": f.get("description", ""),
-             "parameters": f.get("parameters") or {"type": "object"}, "strict": False}
-            for f in functions]
-
-
 class ResponsesModel(OpenAIModel):
     """A model behind the Responses API (``POST /responses``); ``reasoning`` (default: for
     the model names of :data:`REASONING_MODELS`) asks for encrypted reasoning items."""
@@ -306,8 +297,13 @@ class ResponsesModel(OpenAIModel):
         if stream:
             body["stream"] = True
         if tools:
-            if self._tools is None or self._tools[0] is not tools:
-                self._tools = (tools, to_tools(tools))
+            if self._tools is None or self._tools[0] is not tools:  # as function tools
+                functions = [tool.get("function") or {} for tool in tools]
+                self._tools = (tools, [{
+                    "type": "function", "name": f.get("name"),
+                    "description": f.get("description", ""),
+                    "parameters": f.get("parameters") or {"type": "object"}, "strict": False}
+                    for f in functions])
             body["tools"] = self._tools[1]
         return body
 
@@ -324,8 +320,7 @@ class ResponsesModel(OpenAIModel):
                 slot = partial.calls.setdefault(int(data.get("output_index", 0)), {})
                 slot["id"] = str(item.get("call_id") or "")
                 slot["name"] = str(item.get("name") or "")
-                slot["arguments"] = (str(item.get("arguments") or "")
-                                     or slot.get("arguments", ""))
+                slot["arguments"] = str(item.get("arguments") or "") or slot.get("arguments", "")
         elif kind == "response.function_call_arguments.delta":
             slot = partial.calls.setdefault(int(data.get("output_index", 0)), {})
             slot["arguments"] = slot.get("arguments", "") + str(data.get("delta", ""))
@@ -333,7 +328,7 @@ class ResponsesModel(OpenAIModel):
             self._take_response(data.get("response") or {}, partial, on_text, streamed=True)
 
     def _take_response(self, response: Mapping[str, Any], partial: PartialReply,
-              on_text: TextCallback | None, *, streamed: bool) -> None:
+                       on_text: TextCallback | None, *, streamed: bool) -> None:
         status = response.get("status")
         if status == "failed":
             error = response.get("error") or {}
@@ -364,15 +359,13 @@ class ResponsesModel(OpenAIModel):
         partial.finish_reason = (_INCOMPLETE.get(str(incomplete.get("reason")), "length")
                                  if status == "incomplete" else
                                  "tool_calls" if partial.calls else "stop")
-        if reasoning:
-            self._carry(partial, reasoning)
-
-    def _carry(self, partial: PartialReply, items: list[dict[str, Any]]) -> None:
-        calls = partial.tool_calls()
-        for index, call in zip(sorted(partial.calls), calls, strict=True):
+        if not reasoning:
+            return
+        tool_calls = partial.tool_calls()
+        for index, call in zip(sorted(partial.calls), tool_calls, strict=True):
             partial.calls[index]["id"] = call["id"]  # fixed now, so the key matches
-        key = _key({"content": partial.text, "tool_calls": calls})
-        self._carried[key] = items
+        key = _key({"content": partial.text, "tool_calls": tool_calls})
+        self._carried[key] = reasoning
         self._carried.move_to_end(key)
         while len(self._carried) > _MAX_REASONING:
             self._carried.popitem(last=False)

@@ -128,9 +128,6 @@ class TokenUsage:
     cached_tokens: int = 0
 
 
-PriceTable = Mapping[str, tuple[float, float]]  # model -> USD per million (input, output)
-
-
 def model_refs(model: str) -> list[tuple[str, str | None]]:
     """How ``genai-prices`` may know ``model``: ``(name, provider)``; "openai/gpt-4o"
     (OpenRouter, LiteLLM) also as the model under that provider, then alone."""
@@ -142,7 +139,7 @@ def model_refs(model: str) -> list[tuple[str, str | None]]:
 
 
 def price_call(model: str, input_tokens: int, output_tokens: int,
-               prices: PriceTable | None = None, *, cached_tokens: int = 0
+               prices: Mapping[str, tuple[float, float]] | None = None, *, cached_tokens: int = 0
                ) -> tuple[float, bool]:
     """Cost of one call in USD, and whether the price was known (else 0.0).
 

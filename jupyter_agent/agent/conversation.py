@@ -204,20 +204,16 @@ class Conversation:
         self._in_order = 0
         self.save()
 
-    def repair(self, reason: str) -> bool:
-        """Give every tool call a result (``reason``) and drop orphan results; only messages
-        added since the last check are looked at. Whether anything changed."""
+    def repair(self, reason: str) -> None:
+        """Give every tool call a result (``reason``) and drop orphan results, saved; only
+        messages added since the last check are looked at."""
         repaired, report = repair_tool_pairs(self.messages, reason, start=self._in_order)
-        if not report.changed:
-            self._in_order = len(self.messages)
-            return False
-        if report.appended_only:
+        if report.changed and report.appended_only:
             self.messages = repaired
             self.save()
-        else:
+        elif report.changed:
             self.replace(repaired, summary=report.describe(), replaced=report.dropped)
         self._in_order = len(self.messages)
-        return True
 
     def ensure_summary(self) -> None:
         """Write the fallback summary if the session has none."""
