@@ -254,18 +254,17 @@ def to_input(message: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 class ResponsesModel(OpenAIModel):
-    """A model behind the Responses API (``POST /responses``); ``reasoning`` (default: for
-    the model names of :data:`REASONING_MODELS`) asks for encrypted reasoning items."""
+    """A model behind the Responses API (``POST /responses``); for the model names of
+    :data:`REASONING_MODELS` it asks for encrypted reasoning items."""
 
     api = "responses"
     path = "/responses"
 
     def __init__(self, client: openai.OpenAI, name: str, *,
                  params: Mapping[str, Any] | None = None,
-                 key_env: str | None = "OPENAI_API_KEY", reasoning: bool | None = None) -> None:
+                 key_env: str | None = "OPENAI_API_KEY") -> None:
         super().__init__(client, name, params=params, key_env=key_env)
-        bare = name.lower().rsplit("/", 1)[-1]
-        self.reasoning = bare.startswith(REASONING_MODELS) if reasoning is None else reasoning
+        self.reasoning = name.lower().rsplit("/", 1)[-1].startswith(REASONING_MODELS)
         self._converted: list[tuple[Mapping[str, Any], list[dict[str, Any]]]] = []
         self._tools: tuple[Sequence[Mapping[str, Any]], list[dict[str, Any]]] | None = None
         self._carried: OrderedDict[tuple[str, ...], list[dict[str, Any]]] = OrderedDict()

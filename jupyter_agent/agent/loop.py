@@ -5,6 +5,7 @@ response, after each tool batch (all its results together); the checkpoint also 
 each request when it changed. A limit is raised as ``LimitExceededError`` and caught
 here: the turn ends with a saved notice. An interrupt or a model error leaves the
 session consistent and saved, and propagates carrying the turn's outcome as ``.outcome``.
+Compaction replaces older turns with one summary message the model writes.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from jupyter_agent.agent.config import (
     limit_notice,
     price_call,
 )
-from jupyter_agent.agent.conversation import MEMORY_REPAIR, Conversation, compact, drop_old_images
+from jupyter_agent.agent.conversation import MEMORY_REPAIR, Conversation, drop_old_images
 from jupyter_agent.agent.events import EventCallback, Notice, TextDelta, UsageUpdate, ignore_event
 from jupyter_agent.agent.tools import (
     BatchProgress,
@@ -41,8 +42,13 @@ from jupyter_agent.agent.tools import (
 from jupyter_agent.agent.vision import RequestView, VisionModel
 from jupyter_agent.agent.window import ContextWindow, plausible, resolve_window
 from jupyter_agent.agent.working_context import (
+    CHARS_PER_TOKEN,
+    SUMMARIZER_PROMPT,
+    SUMMARY_MARKER,
+    choose_cut,
     estimate_schema_tokens,
     estimate_tokens,
+    render_for_summary,
     request_index,
     short_system_prompt,
     synthetic_result,
@@ -59,6 +65,7 @@ from jupyter_agent.store import SessionState, Store, Usage, to_message_dict
 LIMIT_SKIP = "not executed: limit reached"
 CUT_OFF_SKIP = "not executed: the reply was cut off"
 DROPPED = "cut off: the connection dropped mid-reply"
+KEEP_FRACTION = 0.5  # of the compaction threshold, for the verbatim recent turns
 
 
 @dataclass(frozen=True)
@@ -422,10 +429,43 @@ class Agent:
             return self._compact()
 
     def _compact(self) -> bool:
-        keep_from = request_index(self.conversation.messages, self._request)
-        return compact(self.conversation, self.model, self.config,
-                       window=self.window.tokens, account=self._account, emit=self._emit,
-                       keep_from=keep_from)
+        """Summarize ``messages[1:cut]`` with one model call (no tools, not streamed); the
+        turn in progress stays verbatim. False when there was nothing worth compacting or
+        the call failed (the working context is unchanged; a Notice says why)."""
+        conversation, config, window = self.conversation, self.config, self.window.tokens
+        check_limits(config.limits, conversation.state)
+        messages, before = conversation.messages, conversation.estimated_tokens()
+        cut = choose_cut(messages, keep_tokens=int(window * config.compact_at * KEEP_FRACTION),
+                         keep_turns=config.keep_turns,
+                         keep_from=request_index(messages, self._request))
+        if cut is None:
+            return False
+        head = messages[1:cut]
+        rendered = render_for_summary(head, max_chars=max(
+            4_000, int(window * CHARS_PER_TOKEN * KEEP_FRACTION)))
+        request = [{"role": "system", "content": SUMMARIZER_PROMPT},
+                   {"role": "user", "content": "Summarize this conversation:\n\n" + rendered}]
+        try:
+            reply = self.model.respond(request, [], stream=False, partial=PartialReply())
+        except ModelError as exc:
+            self._emit(Notice(f"compaction failed, the context stays as it was: {exc}"))
+            return False
+        self._account(checked_usage(reply.usage, lambda: estimate_tokens(request), reply.text,
+                                    []))
+        summary, most = reply.text.strip(), int(window * CHARS_PER_TOKEN * config.compact_at / 4)
+        if len(summary) > most:
+            summary = summary[:most].rstrip() + " [... summary cut to fit the window]"
+        if not summary:
+            conversation.save()
+            self._emit(Notice("compaction failed: the model returned an empty summary"))
+            return False
+        note = {"role": "user",
+                "content": f"{SUMMARY_MARKER} ({len(head)} messages replaced):\n\n{summary}"}
+        conversation.replace([messages[0], note, *messages[cut:]], summary=summary,
+                             replaced=len(head))
+        self._emit(Notice(f"compacted {len(head)} earlier messages into a summary "
+                          f"(about {before:,} -> {conversation.estimated_tokens():,} tokens)"))
+        return True
 
     def _account(self, usage: TokenUsage, *, emit: bool = True) -> None:
         """Add one call's usage to the checkpoint and the turn; ``emit`` a UsageUpdate, and
