@@ -66,11 +66,10 @@ class PartialReply:
 
     def tool_calls(self) -> list[dict[str, Any]]:
         """The tool calls as Chat Completions ``tool_calls`` dicts, in position order."""
-        calls = [self.calls[index] for index in sorted(self.calls)]
         return [{"id": call.get("id") or f"call_{uuid.uuid4().hex[:24]}", "type": "function",
                  "function": {"name": call.get("name", ""),
                               "arguments": call.get("arguments", "") or "{}"}}
-                for call in calls]
+                for _, call in sorted(self.calls.items())]
 
     def reply(self) -> ModelReply:
         """The :class:`ModelReply` of what arrived."""

@@ -86,13 +86,9 @@ class Conversation:
         if store is None:
             return conversation
         sid = new_session_id() if session_id is None else session_id
-        conversation._hold(store, sid)
-        try:
+        with conversation._holding(store, sid):
             store.create_session(conversation.messages, session_id=sid, title=title,
                                  project_root=project_root)
-        except BaseException:
-            conversation.close()
-            raise
         return conversation
 
     @classmethod
@@ -111,8 +107,7 @@ class Conversation:
         if not store.exists(session_id):
             store.load_session(session_id)  # raises SessionNotFoundError, naming the path
         conversation = cls()
-        conversation._hold(store, session_id)
-        try:
+        with conversation._holding(store, session_id):
             record = store.load_session(session_id)
             conversation.messages = list(record.messages)
             conversation._saved_len = len(record.messages)
@@ -125,14 +120,18 @@ class Conversation:
                 conversation.state.tool_calls = ran
                 conversation.save()
             conversation.repair(RESUME_REPAIR)
-        except BaseException:
-            conversation.close()
-            raise
         return conversation
 
-    def _hold(self, store: Store, session_id: str) -> None:
-        store.acquire_lease(session_id)  # held until close()
+    @contextlib.contextmanager
+    def _holding(self, store: Store, session_id: str) -> Iterator[None]:
+        """Take the session's lease, held until :meth:`close`; released if the block fails."""
+        store.acquire_lease(session_id)
         self.store, self.session_id, self._leased = store, session_id, True
+        try:
+            yield
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def closed(self) -> bool:
