@@ -197,8 +197,7 @@ class ChatModel(OpenAIModel):
                 for key in ("name", "arguments"):
                     if function.get(key):
                         slot[key] = slot.get(key, "") + function[key]
-            if delta.get("content"):
-                partial.add_text(delta["content"], on_text)
+            partial.add_text(delta.get("content") or "", on_text)
 
 
 REASONING_MODELS = ("o1", "o3", "o4", "gpt-5", "codex")
