@@ -216,10 +216,9 @@ def _content(content: Any, role: str) -> Any:
                           "text": part.get("text", "")})
         elif kind == "image_url":
             image = part.get("image_url") or {}
-            url = image.get("url", "") if isinstance(image, dict) else str(image)
-            parts.append({"type": "input_image", "image_url": url,
-                          "detail": (image.get("detail") if isinstance(image, dict) else None)
-                          or "auto"})
+            image = image if isinstance(image, dict) else {"url": str(image)}
+            parts.append({"type": "input_image", "image_url": image.get("url", ""),
+                          "detail": image.get("detail") or "auto"})
         elif isinstance(part, dict):
             parts.append(part)
     return parts
