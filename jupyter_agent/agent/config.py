@@ -138,6 +138,9 @@ def model_refs(model: str) -> list[tuple[str, str | None]]:
     return refs
 
 
+_UNPRICED: set[str] = set()  # models genai-prices does not know: looked up once
+
+
 def price_call(model: str, input_tokens: int, output_tokens: int,
                prices: Mapping[str, tuple[float, float]] | None = None, *, cached_tokens: int = 0
                ) -> tuple[float, bool]:
@@ -149,6 +152,8 @@ def price_call(model: str, input_tokens: int, output_tokens: int,
     if prices and model in prices:
         usd_in, usd_out = prices[model]
         return (input_tokens * usd_in + output_tokens * usd_out) / 1_000_000, True
+    if model in _UNPRICED:
+        return 0.0, False
     from genai_prices import Usage as PriceUsage  # imported when used: ~120 ms
     from genai_prices import calc_price
 
@@ -160,6 +165,7 @@ def price_call(model: str, input_tokens: int, output_tokens: int,
         except LookupError:
             continue
         return float(calc.total_price), True
+    _UNPRICED.add(model)
     return 0.0, False
 
 
