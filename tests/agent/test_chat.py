@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import re
 import socket
@@ -214,6 +215,45 @@ def test_connection_dropped_mid_stream_is_a_model_error_and_the_prompt_stays_sav
     server.start()
     server.add_steps([{"text": "short this time"}])
     assert agent.run("again").reply == "short this time"
+
+
+class _WebPage(http.server.BaseHTTPRequestHandler):
+    """Answers every POST with 200 and an HTML page: a base URL that is no model API."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        body = b"<html>" + b"a web page, not a model API " * 200 + b"</html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_whole_reply_that_is_not_json_is_named_with_its_start_and_where_it_came_from() -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _WebPage)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{server.server_address[1]}/v1",
+                               api_key="k", max_retries=0)
+        model = ChatModel(client, "m")
+        partial = PartialReply()
+        with pytest.raises(ModelError) as info:
+            model.respond([{"role": "user", "content": "hi"}], [], stream=False,
+                          partial=partial)
+    finally:
+        server.shutdown()
+        server.server_close()
+    message = str(info.value)
+    assert message.startswith(f"the model endpoint at {model.base_url} sent a reply that is "
+                              "not understood ('<html>a web page, not a model API")
+    assert message.endswith("): check that --base-url points at an OpenAI-compatible "
+                            "endpoint, then send the prompt again")
+    assert len(message) < 400  # the page is cut, not pasted whole
+    assert not CLASS_NAME.search(message) and partial.text == ""
 
 
 # -- usage and cost ---------------------------------------------------------------------------
