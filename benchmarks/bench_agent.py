@@ -11,13 +11,11 @@ a saved session, the save points.
 Columns (medians, milliseconds):
 
 - ``bare POST``: the same body, stdlib ``http.client`` on a kept-alive connection;
-- ``typed create``: ``ChatModel(fast=False)`` -- every message through the ``openai``
-  client's request transform, as before the fast path -- for comparison;
-- ``fast respond``: ``ChatModel`` (the fast path) alone;
-- ``turn (memory)``: ``Agent.run`` on an in-memory session, and its ratio to the bare POST
-  (the target: <= 3x at 1,000 messages);
-- ``turn (saved)``: ``Agent.run`` on a ``FileStore`` session (two save points a turn;
-  their cost belongs to the store).
+- ``respond``: ``ChatModel.respond`` alone (the body encoded with ``msgspec``, posted by
+  the ``openai`` client);
+- ``turn (memory)``: ``Agent.run`` on an in-memory session, and its ratio to the bare POST;
+- ``turn (saved)``: ``Agent.run`` on a ``FileStore`` session (two fsynced save points a
+  turn), and its ratio (the target: <= 2x at 1,000 messages);
 - ``turn (kernel)``: ``AgentController.ask`` on a resumed saved session, as ``%%agent``
   runs it (settings, ``@`` references, the turn's result), and its ratio.
 
@@ -97,7 +95,7 @@ def timed(fn: Callable[[], object]) -> float:
 
 
 def measure(size: int, repeat: int, root: Path) -> dict[str, float]:
-    steps = [REPLY] * (7 * repeat + 8)
+    steps = [REPLY] * (5 * repeat + 8)
     with ScriptedModelServer(steps) as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="bench", max_retries=0)
         bare = BarePost(server.base_url)
@@ -111,20 +109,19 @@ def measure(size: int, repeat: int, root: Path) -> dict[str, float]:
                             memory_dir=str(root / f"kernel-{size}"))
         kernel = AgentController(lambda: settings, environ={}, cwd=root)
         kernel.resume(FileStore(root / f"kernel-{size}").create_session(messages))
-        typed, fast = ChatModel(client, "scripted", fast=False), ChatModel(client, "scripted")
+        model = ChatModel(client, "scripted")
         tools = memory.request_tools()
         for run in (memory.run, saved.run, kernel.ask):
             run("warm up")
         times: dict[str, list[float]] = {k: [] for k in (
-            "bare", "typed", "fast", "memory", "saved", "kernel")}
+            "bare", "respond", "memory", "saved", "kernel")}
         for i in range(repeat):
             for name, run in (("memory", memory.run), ("saved", saved.run),
                               ("kernel", kernel.ask)):
                 times[name].append(timed(partial(run, f"ping {i}")))
             times["bare"].append(bare(server.exchanges[-1].raw))
-            for name, model in (("typed", typed), ("fast", fast)):
-                times[name].append(timed(partial(model.respond, memory.messages, tools,
-                                                 stream=True, partial=PartialReply())))
+            times["respond"].append(timed(partial(model.respond, memory.messages, tools,
+                                                  stream=True, partial=PartialReply())))
         saved.conversation.close()
         kernel.close()
     return {k: statistics.median(v) * 1e3 for k, v in times.items()}
@@ -136,15 +133,15 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,1000,10000")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    header = (f"{'messages':>8} | {'bare POST':>9} | {'typed create':>12} | "
-              f"{'fast respond':>12} | {'turn (memory)':>13} | {'ratio':>5} | "
+    header = (f"{'messages':>8} | {'bare POST':>9} | {'respond':>7} | "
+              f"{'turn (memory)':>13} | {'ratio':>5} | "
               f"{'turn (saved)':>12} | {'ratio':>5} | {'turn (kernel)':>13} | {'ratio':>5}")
     print(header)
     print("-" * len(header))
     with tempfile.TemporaryDirectory() as tmp:
         for size in sizes:
             m = measure(size, args.repeat, Path(tmp))
-            print(f"{size:>8} | {m['bare']:>9.2f} | {m['typed']:>12.2f} | {m['fast']:>12.2f} | "
+            print(f"{size:>8} | {m['bare']:>9.2f} | {m['respond']:>7.2f} | "
                   f"{m['memory']:>13.2f} | {m['memory'] / m['bare']:>4.1f}x | "
                   f"{m['saved']:>12.2f} | {m['saved'] / m['bare']:>4.1f}x | "
                   f"{m['kernel']:>13.2f} | {m['kernel'] / m['bare']:>4.1f}x", flush=True)

@@ -3,26 +3,28 @@
 A Model sends the working context (Chat Completions message dicts, the stored format)
 and tool schemas, and returns one ModelReply; everything API-specific stays here. What
 arrives is kept in a caller-owned PartialReply, so an interrupted reply keeps its text.
-The bulk fields (messages or input, tools) travel in ``extra_body`` past the client's
-request transform, with empty placeholders keeping their place: the body is byte for
-byte the typed path's (``fast=False`` sends them typed). The Responses adapter converts
+Each request body is built as plain JSON values, encoded once with ``msgspec`` and posted
+with the client's ``post`` (its headers, retries and errors), past its request transform;
+the reply is read as JSON, streamed or whole. The Responses adapter converts
 each message once while it stays in the working context, sends ``store: false``, and
 keeps reasoning items in memory for the assistant message they came with (not saved).
 """
 
 from __future__ import annotations
 
+import sys
 import uuid
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+import msgspec
 import openai
 
 from jupyter_agent.agent.config import TokenUsage
-from jupyter_agent.agent.endpoint import Endpoint, events, failures, model_error
+from jupyter_agent.agent.endpoint import Endpoint, events, failures, json_object, model_error
 from jupyter_agent.errors import ModelError
 
 TextCallback = Callable[[str], object]
@@ -64,11 +66,10 @@ class PartialReply:
 
     def tool_calls(self) -> list[dict[str, Any]]:
         """The tool calls as Chat Completions ``tool_calls`` dicts, in position order."""
-        calls = [self.calls[index] for index in sorted(self.calls)]
         return [{"id": call.get("id") or f"call_{uuid.uuid4().hex[:24]}", "type": "function",
                  "function": {"name": call.get("name", ""),
                               "arguments": call.get("arguments", "") or "{}"}}
-                for call in calls]
+                for _, call in sorted(self.calls.items())]
 
     def reply(self) -> ModelReply:
         """The :class:`ModelReply` of what arrived."""
@@ -97,26 +98,28 @@ class Model(Protocol):
                 stream: bool, partial: PartialReply,
                 on_text: TextCallback | None = None) -> ModelReply:
         """Send one request and return the reply."""
-        ...
 
 
 class OpenAIModel(ABC):
-    """A model behind an ``openai`` client.
+    """A model behind an ``openai`` client, at :attr:`path` under its base URL.
 
     ``params`` are sent with every request; ``key_env`` is the variable the key came from,
-    named when it is refused (None: no real key was sent); ``fast`` sends the bulk fields
-    past the client's request transform (the body is the same).
+    named when it is refused (None: no real key was sent).
     """
 
     api = ""
+    path = ""
 
     def __init__(self, client: openai.OpenAI, name: str, *,
                  params: Mapping[str, Any] | None = None,
-                 key_env: str | None = "OPENAI_API_KEY", fast: bool = True) -> None:
-        self.client, self.name, self.params, self.fast = client, name, dict(params or {}), fast
+                 key_env: str | None = "OPENAI_API_KEY") -> None:
+        self.client, self.name, self.params = client, name, dict(params or {})
         self.base_url = str(client.base_url)
         self.endpoint = Endpoint(self.base_url, name, key_env or "OPENAI_API_KEY",
                                  key_env is not None, self.api)
+        # the client returns a raw reply when asked for its HTTP library's Response class
+        self._raw = next(sys.modules[root].Response for cls in type(client._client).__mro__
+                         if (root := cls.__module__.split(".")[0]) in ("httpx", "httpx2"))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r} at {self.base_url})"
@@ -124,74 +127,59 @@ class OpenAIModel(ABC):
     def respond(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *,
                 stream: bool, partial: PartialReply,
                 on_text: TextCallback | None = None) -> ModelReply:
-        """Send one request; ``partial`` is filled as the reply arrives. ModelError (worded
-        for the user) when the endpoint failed, after the client's retries."""
-        kwargs = self.request(messages, tools, stream=stream)
+        """Send one request (the body encoded once; the client adds its headers and
+        retries); ``partial`` is filled as the reply arrives. ModelError (worded for the
+        user) when the endpoint failed, after the client's retries, or sent a reply that
+        is not understood."""
+        content = msgspec.json.encode(self.body(messages, tools, stream=stream))
+        url = self.endpoint.url
         try:
-            self._send(kwargs, partial, on_text, stream=stream)
+            response: Any = self.client.post(self.path, cast_to=self._raw, content=content,
+                                             stream=stream)
+            try:
+                replies = (events(response.iter_lines(), url) if stream
+                           else [(None, json_object(response.text, url, "reply"))])
+                for event, data in replies:
+                    partial.received = True
+                    self._take(event, data, partial, on_text)
+            finally:
+                response.close()
         except failures() as exc:
             raise model_error(exc, self.endpoint, received=partial.received) from exc
         return partial.reply()
 
-    def request(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
-                *, stream: bool) -> dict[str, Any]:
-        """The keyword arguments of the client's ``create`` for one request."""
-        kwargs, bulk = self._request(messages, tools, stream)
-        if not self.fast:
-            return {**kwargs, **bulk}
-        return {**kwargs, **{key: [] for key in bulk}, "extra_body": bulk}
-
-    def _events(self, create: Any, kwargs: dict[str, Any],
-                partial: PartialReply) -> Iterator[tuple[str, dict[str, Any]]]:
-        with create(**kwargs) as response:
-            for event in events(response.iter_lines(), self.endpoint.url):
-                partial.received = True
-                yield event
+    @abstractmethod
+    def body(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *,
+             stream: bool) -> dict[str, Any]:
+        """The JSON body of one request."""
 
     @abstractmethod
-    def _request(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
-                 stream: bool) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The request's small keyword arguments and its bulk ones (messages, tools)."""
-
-    @abstractmethod
-    def _send(self, kwargs: dict[str, Any], partial: PartialReply,
-              on_text: TextCallback | None, *, stream: bool) -> None:
-        """Send one request and fill ``partial`` from the reply."""
+    def _take(self, event: str | None, data: dict[str, Any], partial: PartialReply,
+              on_text: TextCallback | None) -> None:
+        """Fill ``partial`` from a streamed event named ``event`` or (None) a whole reply."""
 
 
 class ChatModel(OpenAIModel):
     """A model behind the Chat Completions API (``POST /chat/completions``)."""
 
     api = "chat"
+    path = "/chat/completions"
 
-    def _request(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
-                 stream: bool) -> tuple[dict[str, Any], dict[str, Any]]:
-        kwargs: dict[str, Any] = {"model": self.name, **self.params}
-        if stream:
-            kwargs["stream"] = True
-            kwargs["stream_options"] = {"include_usage": True}
-        bulk: dict[str, Any] = {"messages": messages if isinstance(messages, list)
+    def body(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *,
+             stream: bool) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.name, **self.params,
+                                "messages": messages if isinstance(messages, list)
                                 else list(messages)}
-        if tools:
-            bulk["tools"] = tools if isinstance(tools, list) else list(tools)
-        return kwargs, bulk
-
-    def _send(self, kwargs: dict[str, Any], partial: PartialReply,
-              on_text: TextCallback | None, *, stream: bool) -> None:
-        completions = self.client.chat.completions
         if stream:
-            for _, chunk in self._events(completions.with_streaming_response.create, kwargs,
-                                         partial):
-                self._take_chunk(chunk, partial, on_text)
-            return
-        response = completions.create(**kwargs).model_dump()
-        partial.received = True
-        self._take_chunk(response, partial, on_text)
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        if tools:
+            body["tools"] = tools if isinstance(tools, list) else list(tools)
+        return body
 
-    @staticmethod
-    def _take_chunk(chunk: dict[str, Any], partial: PartialReply,
-                    on_text: TextCallback | None) -> None:
-        """Take a streamed chunk (``delta``) or a whole response (``message``)."""
+    def _take(self, event: str | None, chunk: dict[str, Any], partial: PartialReply,
+              on_text: TextCallback | None) -> None:
+        # a streamed chunk has a "delta", a whole reply a "message"
         if chunk.get("usage"):
             partial.usage = usage_of(chunk["usage"], "prompt_tokens", "completion_tokens",
                                      "prompt_tokens_details")
@@ -209,8 +197,7 @@ class ChatModel(OpenAIModel):
                 for key in ("name", "arguments"):
                     if function.get(key):
                         slot[key] = slot.get(key, "") + function[key]
-            if delta.get("content"):
-                partial.add_text(delta["content"], on_text)
+            partial.add_text(delta.get("content") or "", on_text)
 
 
 REASONING_MODELS = ("o1", "o3", "o4", "gpt-5", "codex")
@@ -229,10 +216,9 @@ def _content(content: Any, role: str) -> Any:
                           "text": part.get("text", "")})
         elif kind == "image_url":
             image = part.get("image_url") or {}
-            url = image.get("url", "") if isinstance(image, dict) else str(image)
-            parts.append({"type": "input_image", "image_url": url,
-                          "detail": (image.get("detail") if isinstance(image, dict) else None)
-                          or "auto"})
+            image = image if isinstance(image, dict) else {"url": str(image)}
+            parts.append({"type": "input_image", "image_url": image.get("url", ""),
+                          "detail": image.get("detail") or "auto"})
         elif isinstance(part, dict):
             parts.append(part)
     return parts
@@ -264,27 +250,18 @@ def to_input(message: Mapping[str, Any]) -> list[dict[str, Any]]:
     return items
 
 
-def to_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Chat Completions tool schemas as Responses function tools."""
-    functions = [tool.get("function") or {} for tool in tools]
-    return [{"type": "function", "name": f.get("name"), "description": f.get("description", ""),
-             "parameters": f.get("parameters") or {"type": "object"}, "strict": False}
-            for f in functions]
-
-
 class ResponsesModel(OpenAIModel):
-    """A model behind the Responses API (``POST /responses``); ``reasoning`` (default: for
-    the model names of :data:`REASONING_MODELS`) asks for encrypted reasoning items."""
+    """A model behind the Responses API (``POST /responses``); for the model names of
+    :data:`REASONING_MODELS` it asks for encrypted reasoning items."""
 
     api = "responses"
+    path = "/responses"
 
     def __init__(self, client: openai.OpenAI, name: str, *,
                  params: Mapping[str, Any] | None = None,
-                 key_env: str | None = "OPENAI_API_KEY", fast: bool = True,
-                 reasoning: bool | None = None) -> None:
-        super().__init__(client, name, params=params, key_env=key_env, fast=fast)
-        bare = name.lower().rsplit("/", 1)[-1]
-        self.reasoning = bare.startswith(REASONING_MODELS) if reasoning is None else reasoning
+                 key_env: str | None = "OPENAI_API_KEY") -> None:
+        super().__init__(client, name, params=params, key_env=key_env)
+        self.reasoning = name.lower().rsplit("/", 1)[-1].startswith(REASONING_MODELS)
         self._converted: list[tuple[Mapping[str, Any], list[dict[str, Any]]]] = []
         self._tools: tuple[Sequence[Mapping[str, Any]], list[dict[str, Any]]] | None = None
         self._carried: OrderedDict[tuple[str, ...], list[dict[str, Any]]] = OrderedDict()
@@ -307,52 +284,47 @@ class ResponsesModel(OpenAIModel):
         del cache[len(messages):]
         return items
 
-    def _request(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
-                 stream: bool) -> tuple[dict[str, Any], dict[str, Any]]:
-        kwargs: dict[str, Any] = {"model": self.name, **self.params, "store": False}
+    def body(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *,
+             stream: bool) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.name, **self.params, "store": False,
+                                "input": self.input(messages)}
         if self.reasoning:
-            kwargs["include"] = ["reasoning.encrypted_content"]
+            body["include"] = ["reasoning.encrypted_content"]
         if stream:
-            kwargs["stream"] = True
-        bulk: dict[str, Any] = {"input": self.input(messages)}
+            body["stream"] = True
         if tools:
-            if self._tools is None or self._tools[0] is not tools:
-                self._tools = (tools, to_tools(tools))
-            bulk["tools"] = self._tools[1]
-        return kwargs, bulk
+            if self._tools is None or self._tools[0] is not tools:  # as function tools
+                functions = [tool.get("function") or {} for tool in tools]
+                self._tools = (tools, [{
+                    "type": "function", "name": f.get("name"),
+                    "description": f.get("description", ""),
+                    "parameters": f.get("parameters") or {"type": "object"}, "strict": False}
+                    for f in functions])
+            body["tools"] = self._tools[1]
+        return body
 
-    def _send(self, kwargs: dict[str, Any], partial: PartialReply,
-              on_text: TextCallback | None, *, stream: bool) -> None:
-        responses = self.client.responses
-        if not stream:
-            response = responses.create(**kwargs).model_dump(mode="json")
-            partial.received = True
-            self._take(response, partial, on_text, streamed=False)
-            return
-        final = None
-        for name, data in self._events(responses.with_streaming_response.create, kwargs,
-                                       partial):
-            kind = data.get("type", name)
-            if kind == "response.output_text.delta":
-                partial.add_text(str(data.get("delta", "")), on_text)
-            elif kind == "response.output_item.added":
-                item = data.get("item") or {}
-                if item.get("type") == "function_call":
-                    slot = partial.calls.setdefault(int(data.get("output_index", 0)), {})
-                    slot["id"] = str(item.get("call_id") or "")
-                    slot["name"] = str(item.get("name") or "")
-                    slot["arguments"] = (str(item.get("arguments") or "")
-                                         or slot.get("arguments", ""))
-            elif kind == "response.function_call_arguments.delta":
+    def _take(self, event: str | None, data: dict[str, Any], partial: PartialReply,
+              on_text: TextCallback | None) -> None:
+        kind = data.get("type", event)
+        if event is None:
+            self._take_response(data, partial, on_text, streamed=False)
+        elif kind == "response.output_text.delta":
+            partial.add_text(str(data.get("delta", "")), on_text)
+        elif kind == "response.output_item.added":
+            item = data.get("item") or {}
+            if item.get("type") == "function_call":
                 slot = partial.calls.setdefault(int(data.get("output_index", 0)), {})
-                slot["arguments"] = slot.get("arguments", "") + str(data.get("delta", ""))
-            elif kind in ("response.completed", "response.incomplete", "response.failed"):
-                final = data.get("response") or {}
-        if final is not None:
-            self._take(final, partial, on_text, streamed=True)
+                slot["id"] = str(item.get("call_id") or "")
+                slot["name"] = str(item.get("name") or "")
+                slot["arguments"] = str(item.get("arguments") or "") or slot.get("arguments", "")
+        elif kind == "response.function_call_arguments.delta":
+            slot = partial.calls.setdefault(int(data.get("output_index", 0)), {})
+            slot["arguments"] = slot.get("arguments", "") + str(data.get("delta", ""))
+        elif kind in ("response.completed", "response.incomplete", "response.failed"):
+            self._take_response(data.get("response") or {}, partial, on_text, streamed=True)
 
-    def _take(self, response: Mapping[str, Any], partial: PartialReply,
-              on_text: TextCallback | None, *, streamed: bool) -> None:
+    def _take_response(self, response: Mapping[str, Any], partial: PartialReply,
+                       on_text: TextCallback | None, *, streamed: bool) -> None:
         status = response.get("status")
         if status == "failed":
             error = response.get("error") or {}
@@ -383,15 +355,13 @@ class ResponsesModel(OpenAIModel):
         partial.finish_reason = (_INCOMPLETE.get(str(incomplete.get("reason")), "length")
                                  if status == "incomplete" else
                                  "tool_calls" if partial.calls else "stop")
-        if reasoning:
-            self._carry(partial, reasoning)
-
-    def _carry(self, partial: PartialReply, items: list[dict[str, Any]]) -> None:
-        calls = partial.tool_calls()
-        for index, call in zip(sorted(partial.calls), calls, strict=True):
+        if not reasoning:
+            return
+        tool_calls = partial.tool_calls()
+        for index, call in zip(sorted(partial.calls), tool_calls, strict=True):
             partial.calls[index]["id"] = call["id"]  # fixed now, so the key matches
-        key = _key({"content": partial.text, "tool_calls": calls})
-        self._carried[key] = items
+        key = _key({"content": partial.text, "tool_calls": tool_calls})
+        self._carried[key] = reasoning
         self._carried.move_to_end(key)
         while len(self._carried) > _MAX_REASONING:
             self._carried.popitem(last=False)

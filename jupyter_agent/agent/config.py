@@ -15,11 +15,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from jupyter_agent.agent.events import EventCallback, Notice, UsageUpdate
 from jupyter_agent.agent.working_context import CHARS_PER_TOKEN, message_chars
 from jupyter_agent.errors import LimitExceededError
 from jupyter_agent.notebook import PRIVACY_LEVELS, Privacy
-from jupyter_agent.store import SessionState, Usage
+from jupyter_agent.store import SessionState
 
 ApprovalPolicy = Literal["auto", "ask", "deny"]
 Vision = Literal["auto", "on", "off"]
@@ -129,9 +128,6 @@ class TokenUsage:
     cached_tokens: int = 0
 
 
-PriceTable = Mapping[str, tuple[float, float]]  # model -> USD per million (input, output)
-
-
 def model_refs(model: str) -> list[tuple[str, str | None]]:
     """How ``genai-prices`` may know ``model``: ``(name, provider)``; "openai/gpt-4o"
     (OpenRouter, LiteLLM) also as the model under that provider, then alone."""
@@ -142,8 +138,11 @@ def model_refs(model: str) -> list[tuple[str, str | None]]:
     return refs
 
 
+_UNPRICED: set[str] = set()  # models genai-prices does not know: looked up once
+
+
 def price_call(model: str, input_tokens: int, output_tokens: int,
-               prices: PriceTable | None = None, *, cached_tokens: int = 0
+               prices: Mapping[str, tuple[float, float]] | None = None, *, cached_tokens: int = 0
                ) -> tuple[float, bool]:
     """Cost of one call in USD, and whether the price was known (else 0.0).
 
@@ -153,6 +152,8 @@ def price_call(model: str, input_tokens: int, output_tokens: int,
     if prices and model in prices:
         usd_in, usd_out = prices[model]
         return (input_tokens * usd_in + output_tokens * usd_out) / 1_000_000, True
+    if model in _UNPRICED:
+        return 0.0, False
     from genai_prices import Usage as PriceUsage  # imported when used: ~120 ms
     from genai_prices import calc_price
 
@@ -164,6 +165,7 @@ def price_call(model: str, input_tokens: int, output_tokens: int,
         except LookupError:
             continue
         return float(calc.total_price), True
+    _UNPRICED.add(model)
     return 0.0, False
 
 
@@ -182,30 +184,3 @@ def checked_usage(reported: TokenUsage | None, prompt_estimate: Callable[[], int
         completion = completion_estimate
     cached = reported.cached_tokens if 0 <= reported.cached_tokens <= prompt else 0
     return TokenUsage(prompt, completion, cached)
-
-
-@dataclass
-class Meter:
-    """Adds each call's usage to the session's checkpoint and to :attr:`turn`."""
-
-    turn: Usage = field(default_factory=Usage)
-    _price_noticed: bool = False
-
-    def account(self, state: SessionState, model: str, usage: TokenUsage, *,
-                prices: PriceTable | None = None, emit: EventCallback | None = None) -> None:
-        """Count one call; ``emit`` (None: no events) gets a UsageUpdate, and once a
-        Notice when the price is unknown."""
-        cost, known = price_call(model, usage.input_tokens, usage.output_tokens, prices,
-                                 cached_tokens=usage.cached_tokens)
-        tokens_in, tokens_out = usage.input_tokens, usage.output_tokens
-        state.usage, self.turn = (Usage(
-            input_tokens=u.input_tokens + tokens_in, output_tokens=u.output_tokens + tokens_out,
-            cost_usd=u.cost_usd + cost, calls=u.calls + 1,
-            price_unknown=u.price_unknown or not known) for u in (state.usage, self.turn))
-        if emit is None:
-            return
-        if not known and not self._price_noticed:
-            self._price_noticed = True
-            emit(Notice(f"price unknown for model {model!r}: its cost is counted as $0 "
-                        "(pass prices={model: (usd_per_million_input, usd_per_million_output)})"))
-        emit(UsageUpdate(turn=self.turn, session=state.usage))

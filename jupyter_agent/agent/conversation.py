@@ -1,38 +1,30 @@
-"""A session's conversation: the working context, its checkpoint, their saves, compaction.
+"""A session's conversation: the working context, its checkpoint and their saves.
 
 :class:`Conversation` owns the session's lease from ``create``/``open`` to ``close``;
 ``open`` reads the record once. Every message enters through ``append`` (normalized to
 the stored format), and each ``save`` is one store call recording the messages added
 since the last save and the checkpoint, when either changed. Without a store it lives
-in memory. :func:`compact` replaces older turns with one summary message (the
-transcript keeps them); :func:`drop_old_images` is its cheaper first step.
+in memory. :meth:`Conversation.replace` records a compaction (the transcript keeps the
+replaced messages); :func:`drop_old_images` is the cheaper first step of one.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from jupyter_agent.agent.adapters import Model, PartialReply
-from jupyter_agent.agent.config import AgentConfig, TokenUsage, check_limits, checked_usage
-from jupyter_agent.agent.events import EventCallback, Notice
 from jupyter_agent.agent.working_context import (
-    CHARS_PER_TOKEN,
     DEFAULT_SYSTEM_PROMPT,
     NOTES_CAP,
-    SUMMARIZER_PROMPT,
-    SUMMARY_MARKER,
     NotesRead,
     build_system_prompt,
-    choose_cut,
     estimate_tokens,
     read_session_notes,
-    render_for_summary,
     repair_tool_pairs,
     tool_calls_run,
 )
-from jupyter_agent.errors import FigureNotFoundError, ModelError
+from jupyter_agent.errors import FigureNotFoundError
 from jupyter_agent.store import (
     FigureData,
     SessionRecord,
@@ -56,9 +48,9 @@ class Conversation:
     """The working messages and checkpoint of one session; ``Conversation([...])`` is an
     in-memory one. ``notes`` says which notes a session ``create`` started got."""
 
-    def __init__(self, messages: Sequence[Any] = (), state: SessionState | None = None) -> None:
+    def __init__(self, messages: Sequence[Any] = ()) -> None:
         self.messages: list[dict[str, Any]] = [to_message_dict(m) for m in messages]
-        self.state = SessionState() if state is None else state.model_copy(deep=True)
+        self.state = SessionState()
         self.store: Store | None = None
         self.session_id: str | None = None
         self.has_summary = self._leased = False
@@ -94,13 +86,9 @@ class Conversation:
         if store is None:
             return conversation
         sid = new_session_id() if session_id is None else session_id
-        conversation._hold(store, sid)
-        try:
+        with conversation._holding(store, sid):
             store.create_session(conversation.messages, session_id=sid, title=title,
                                  project_root=project_root)
-        except BaseException:
-            conversation.close()
-            raise
         return conversation
 
     @classmethod
@@ -119,8 +107,7 @@ class Conversation:
         if not store.exists(session_id):
             store.load_session(session_id)  # raises SessionNotFoundError, naming the path
         conversation = cls()
-        conversation._hold(store, session_id)
-        try:
+        with conversation._holding(store, session_id):
             record = store.load_session(session_id)
             conversation.messages = list(record.messages)
             conversation._saved_len = len(record.messages)
@@ -133,14 +120,18 @@ class Conversation:
                 conversation.state.tool_calls = ran
                 conversation.save()
             conversation.repair(RESUME_REPAIR)
-        except BaseException:
-            conversation.close()
-            raise
         return conversation
 
-    def _hold(self, store: Store, session_id: str) -> None:
-        store.acquire_lease(session_id)  # held until close()
+    @contextlib.contextmanager
+    def _holding(self, store: Store, session_id: str) -> Iterator[None]:
+        """Take the session's lease, held until :meth:`close`; released if the block fails."""
+        store.acquire_lease(session_id)
         self.store, self.session_id, self._leased = store, session_id, True
+        try:
+            yield
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def closed(self) -> bool:
@@ -204,20 +195,16 @@ class Conversation:
         self._in_order = 0
         self.save()
 
-    def repair(self, reason: str) -> bool:
-        """Give every tool call a result (``reason``) and drop orphan results; only messages
-        added since the last check are looked at. Whether anything changed."""
+    def repair(self, reason: str) -> None:
+        """Give every tool call a result (``reason``) and drop orphan results, saved; only
+        messages added since the last check are looked at."""
         repaired, report = repair_tool_pairs(self.messages, reason, start=self._in_order)
-        if not report.changed:
-            self._in_order = len(self.messages)
-            return False
-        if report.appended_only:
+        if report.changed and report.appended_only:
             self.messages = repaired
             self.save()
-        else:
+        elif report.changed:
             self.replace(repaired, summary=report.describe(), replaced=report.dropped)
         self._in_order = len(self.messages)
-        return True
 
     def ensure_summary(self) -> None:
         """Write the fallback summary if the session has none."""
@@ -278,57 +265,6 @@ class Conversation:
         """The last reported count plus ~4 characters per token for the messages since."""
         return estimate_tokens(self.messages, base_tokens=self._reported_tokens,
                                base_len=self._reported_len)
-
-
-KEEP_FRACTION = 0.5  # of the compaction threshold, for the verbatim recent turns
-
-
-def compact(conversation: Conversation, model: Model, config: AgentConfig, *, window: int,
-            account: Callable[[TokenUsage], object], emit: EventCallback,
-            keep_from: int | None = None) -> bool:
-    """Summarize ``messages[1:cut]`` with one model call (no tools, not streamed), its usage
-    given to ``account``; ``messages[keep_from:]`` (the turn in progress) stay verbatim.
-    False when there was nothing worth compacting or the call failed (the working context
-    is unchanged; ``emit`` gets a Notice).
-
-    Raises
-    ------
-    LimitExceededError
-        The session reached ``max_cost_usd``: no call is made.
-    SessionLockedError, CorruptSessionError, ContextMismatchError, OSError
-        From the store while recording the compaction.
-    """
-    check_limits(config.limits, conversation.state)
-    messages, before = conversation.messages, conversation.estimated_tokens()
-    cut = choose_cut(messages, keep_tokens=int(window * config.compact_at * KEEP_FRACTION),
-                     keep_turns=config.keep_turns, keep_from=keep_from)
-    if cut is None:
-        return False
-    head = messages[1:cut]
-    rendered = render_for_summary(head, max_chars=max(
-        4_000, int(window * CHARS_PER_TOKEN * KEEP_FRACTION)))
-    request = [{"role": "system", "content": SUMMARIZER_PROMPT},
-               {"role": "user", "content": "Summarize this conversation:\n\n" + rendered}]
-    try:
-        reply = model.respond(request, [], stream=False, partial=PartialReply())
-    except ModelError as exc:
-        emit(Notice(f"compaction failed, the context stays as it was: {exc}"))
-        return False
-    account(checked_usage(reply.usage, lambda: estimate_tokens(request), reply.text, []))
-    summary, most = reply.text.strip(), int(window * CHARS_PER_TOKEN * config.compact_at / 4)
-    if len(summary) > most:
-        summary = summary[:most].rstrip() + " [... summary cut to fit the window]"
-    if not summary:
-        conversation.save()
-        emit(Notice("compaction failed: the model returned an empty summary"))
-        return False
-    note = {"role": "user",
-            "content": f"{SUMMARY_MARKER} ({len(head)} messages replaced):\n\n{summary}"}
-    conversation.replace([messages[0], note, *messages[cut:]], summary=summary,
-                         replaced=len(head))
-    emit(Notice(f"compacted {len(head)} earlier messages into a summary "
-                f"(about {before:,} -> {conversation.estimated_tokens():,} tokens)"))
-    return True
 
 
 def drop_old_images(conversation: Conversation) -> int:

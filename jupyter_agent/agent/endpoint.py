@@ -47,20 +47,26 @@ def events(lines: Iterable[str], url: str) -> Iterator[tuple[str, dict[str, Any]
         text, event, received, name, data = "\n".join(data), name, bool(data), "", []
         if not received or text == "[DONE]":
             continue
-        try:
-            parsed = json.loads(text)
-        except ValueError:
-            parsed = None
-        if not isinstance(parsed, dict):
-            raise ModelError(f"the model endpoint at {url} sent a streamed reply that is not "
-                             f"understood ({text[:200]!r}): check that --base-url points at an "
-                             "OpenAI-compatible endpoint, then send the prompt again")
+        parsed = json_object(text, url, "streamed reply")
         error = parsed.get("error") if event != "error" else parsed
         if error:
             detail = error.get("message") if isinstance(error, dict) else str(error)
             raise ModelError(f"the model endpoint at {url} reported an error while the reply "
                              f"was streaming ({detail or 'no details'}): send the prompt again")
         yield event, parsed
+
+
+def json_object(text: str, url: str, what: str) -> dict[str, Any]:
+    """The JSON object ``text`` holds; ModelError naming ``what`` the endpoint sent if none."""
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise ModelError(f"the model endpoint at {url} sent a {what} that is not understood "
+                         f"({text[:200]!r}): check that --base-url points at an "
+                         "OpenAI-compatible endpoint, then send the prompt again")
+    return parsed
 
 
 @dataclass(frozen=True)
@@ -76,29 +82,8 @@ class Endpoint:
 
 def failures() -> tuple[type[Exception], ...]:
     """What a model request can fail with: ``openai``'s errors and its HTTP library's."""
-    found: list[type[Exception]] = [openai.OpenAIError]
-    for name in ("httpx", "httpx2"):
-        error = getattr(sys.modules.get(name), "HTTPError", None)
-        if isinstance(error, type) and issubclass(error, Exception):
-            found.append(error)
-    return tuple(found)
-
-
-def _detail(exc: openai.APIStatusError) -> tuple[str, str, int | None]:
-    body: Any = exc.body
-    if not isinstance(body, dict):
-        try:
-            body = json.loads(exc.response.text)
-        except Exception:  # best effort: the body may be unread, absent or not JSON
-            body = {}
-    inner = body.get("error", body) if isinstance(body, dict) else body
-    if isinstance(inner, dict):
-        detail, code = str(inner.get("message") or exc.message), str(inner.get("code") or "")
-        window = refused_window(exc.status_code, detail, code, str(inner.get("type") or ""),
-                                inner.get("n_ctx"))
-        return detail, code, window
-    detail = inner if isinstance(inner, str) and inner else exc.message
-    return detail, "", refused_window(exc.status_code, detail)
+    libraries = (sys.modules.get(name) for name in ("httpx", "httpx2"))
+    return (openai.OpenAIError, *(lib.HTTPError for lib in libraries if lib is not None))
 
 
 def _retries(n: int) -> str:
@@ -162,7 +147,18 @@ def status_error(status: int, detail: str, endpoint: Endpoint, code: str = "", *
 def model_error(exc: BaseException, endpoint: Endpoint, *, received: bool = False) -> ModelError:
     """Map a failed request (after the client's retries) to a :class:`ModelError`."""
     if isinstance(exc, openai.APIStatusError):
-        detail, code, window = _detail(exc)
+        body: Any = exc.body
+        if not isinstance(body, dict):
+            try:
+                body = json.loads(exc.response.text)
+            except Exception:  # best effort: the body may be unread, absent or not JSON
+                body = {}
+        inner = body.get("error", body) if isinstance(body, dict) else body
+        if not isinstance(inner, dict):
+            inner = {"message": inner} if isinstance(inner, str) else {}
+        detail, code = str(inner.get("message") or exc.message), str(inner.get("code") or "")
+        window = refused_window(exc.status_code, detail, code, str(inner.get("type") or ""),
+                                inner.get("n_ctx"))
         try:  # the retries the client made; none for a response built without a request
             retries = int(exc.response.request.headers.get("x-stainless-retry-count", "0"))
         except (RuntimeError, ValueError):

@@ -5,6 +5,7 @@ response, after each tool batch (all its results together); the checkpoint also 
 each request when it changed. A limit is raised as ``LimitExceededError`` and caught
 here: the turn ends with a saved notice. An interrupt or a model error leaves the
 session consistent and saved, and propagates carrying the turn's outcome as ``.outcome``.
+Compaction replaces older turns with one summary message the model writes.
 """
 
 from __future__ import annotations
@@ -20,15 +21,15 @@ from jupyter_agent.agent.config import (
     CUT_OFF_NOTICES,
     NOTICE_PREFIX,
     AgentConfig,
-    Meter,
     TokenUsage,
     check_limits,
     checked_usage,
     cut_off_notice,
     limit_notice,
+    price_call,
 )
-from jupyter_agent.agent.conversation import MEMORY_REPAIR, Conversation, compact, drop_old_images
-from jupyter_agent.agent.events import EventCallback, Notice, TextDelta, ignore_event
+from jupyter_agent.agent.conversation import MEMORY_REPAIR, Conversation, drop_old_images
+from jupyter_agent.agent.events import EventCallback, Notice, TextDelta, UsageUpdate, ignore_event
 from jupyter_agent.agent.tools import (
     BatchProgress,
     MemoryContext,
@@ -41,8 +42,13 @@ from jupyter_agent.agent.tools import (
 from jupyter_agent.agent.vision import RequestView, VisionModel
 from jupyter_agent.agent.window import ContextWindow, plausible, resolve_window
 from jupyter_agent.agent.working_context import (
+    CHARS_PER_TOKEN,
+    SUMMARIZER_PROMPT,
+    SUMMARY_MARKER,
+    choose_cut,
     estimate_schema_tokens,
     estimate_tokens,
+    render_for_summary,
     request_index,
     short_system_prompt,
     synthetic_result,
@@ -59,6 +65,7 @@ from jupyter_agent.store import SessionState, Store, Usage, to_message_dict
 LIMIT_SKIP = "not executed: limit reached"
 CUT_OFF_SKIP = "not executed: the reply was cut off"
 DROPPED = "cut off: the connection dropped mid-reply"
+KEEP_FRACTION = 0.5  # of the compaction threshold, for the verbatim recent turns
 
 
 @dataclass(frozen=True)
@@ -102,7 +109,8 @@ class Agent:
         self.model = model
         self.config = config or AgentConfig()
         self.window = ContextWindow(0, "default")
-        self._meter = Meter()
+        self._turn_usage = Usage()  # this turn's tokens, USD and model calls
+        self._price_noticed = False
         self._before = 0  # the session's tool calls when the running turn began
         self._request: dict[str, Any] | None = None  # the user message of the running turn
         self._context: str | None = None  # sent with the running turn's requests only
@@ -160,33 +168,26 @@ class Agent:
         self._builtins.approval = self.config.approve
         self._builtins.privacy = self.config.context_privacy
 
-    def _window_key(self) -> str:  # what a learned window belongs to
-        return f"{self.model.name} at {self.model.base_url.rstrip('/')}"
-
-    def _resolve_window(self) -> None:
-        key = self._window_key()
-        found = self._windows.get(key)
-        configured = self.config.context_window
+    def _resolve_window(self, learned: ContextWindow | None = None) -> None:
+        """Choose the window: the setting, unless a refusal taught a smaller one; else the
+        one known for this model at this URL, saved in the checkpoint or probed."""
+        key = f"{self.model.name} at {self.model.base_url.rstrip('/')}"
+        state, configured = self.conversation.state, self.config.context_window
+        found = learned or self._windows.get(key)
+        if found is None and not configured:
+            saved = plausible(state.context_window) if state.context_window_of == key else None
+            found = resolve_window(self.model) if saved is None else ContextWindow(
+                saved, "refusal" if state.context_window_source == "refusal" else "server")
+        if found is not None and found is not self._windows.get(key):
+            self._windows[key] = found
+            if found.source in ("server", "refusal"):
+                state.context_window, state.context_window_of = found.tokens, key
+                state.context_window_source = found.source
         if configured and (found is None or found.source != "refusal"
                            or found.tokens >= configured):
-            self.window = ContextWindow(int(configured), "setting")
-            return
-        if found is None:
-            state = self.conversation.state
-            saved = plausible(state.context_window) if state.context_window_of == key else None
-            hint = None if saved is None else ContextWindow(
-                saved, "refusal" if state.context_window_source == "refusal" else "server")
-            found = hint or resolve_window(self.model)
-            self._remember_window(found)
+            found = ContextWindow(int(configured), "setting")
+        assert found is not None
         self.window = found
-
-    def _remember_window(self, window: ContextWindow) -> None:
-        key = self._window_key()
-        self._windows[key] = window
-        if window.source in ("server", "refusal"):
-            state = self.conversation.state
-            state.context_window, state.context_window_of = window.tokens, key
-            state.context_window_source = window.source
 
     def request_tools(self) -> list[dict[str, Any]]:
         """The tool schemas a request offers (a cached list: do not change it); for a small
@@ -247,7 +248,7 @@ class Agent:
         RuntimeError, SessionLockedError, ContextMismatchError, CorruptSessionError, OSError
             The agent was closed; from the store (lease lost, session changed, save failed).
         """
-        self._meter.turn = Usage()
+        self._turn_usage = Usage()
         self._builtins.figures.forward = on_event is None  # else the front end shows them
         self._before = self.conversation.state.tool_calls
         try:
@@ -269,7 +270,7 @@ class Agent:
 
     def _outcome(self, reply: str, stop: str | None,
                  limit: LimitExceededError | None = None) -> TurnOutcome:
-        return TurnOutcome(reply, stop, self._meter.turn.model_copy(),
+        return TurnOutcome(reply, stop, self._turn_usage.model_copy(),
                            self.conversation.state.tool_calls - self._before, limit)
 
     def _turn(self, prompt: str) -> TurnOutcome:
@@ -292,7 +293,13 @@ class Agent:
             while True:
                 check_limits(limits, state, iterations=iterations)
                 if self._should_compact():
-                    self._compact_images_first()
+                    dropped = drop_old_images(conversation)
+                    if dropped:
+                        self._emit(Notice(f"the images of {dropped} earlier figure(s) left the "
+                                          "working context, which was getting long (the "
+                                          "transcript keeps them)"))
+                    if not dropped or self._should_compact():
+                        self._compact()
                     check_limits(limits, state, iterations=iterations)  # the summary cost too
                 reply = self._request_reply()
                 iterations += 1
@@ -328,38 +335,41 @@ class Agent:
                 > self.config.compact_at * self.window.tokens)
 
     def _request_reply(self) -> ModelReply:
-        conversation = self.conversation
+        """One model call, sent again once (compacted) when refused as too long."""
+        conversation, emit = self.conversation, self._emit
         retried = False
         while True:
             conversation.repair(MEMORY_REPAIR)
             conversation.save()  # the checkpoint before the request (when it changed)
             model = VisionModel(self.model, self._view, self.config, conversation.state,
-                                self._emit, system=self._system_override(),
+                                emit, system=self._system_override(),
                                 note=None if self._context is None
                                 else (self._request, self._context))
+            partial = PartialReply()
             try:
-                return self._call_model(model)
+                reply = model.respond(conversation.messages, self.request_tools(),
+                                      stream=self.config.stream, partial=partial,
+                                      on_text=lambda text: emit(TextDelta(text)))
+                break
             except ModelError as exc:
+                if exc.mid_reply:  # the live turn shows the marker the saved message has
+                    marker = self._keep_interrupted(partial, exc)
+                    emit(TextDelta(f"\n\n{marker}" if partial.text else marker))
                 if exc.context_window is None or exc.mid_reply or retried:
                     raise
-                retried = True
-                self._refused_for_size(exc)
-
-    def _call_model(self, model: Model) -> ModelReply:
-        conversation, emit = self.conversation, self._emit
-        partial = PartialReply()
-        try:
-            reply = model.respond(conversation.messages, self.request_tools(),
-                                  stream=self.config.stream, partial=partial,
-                                  on_text=lambda text: emit(TextDelta(text)))
-        except ModelError as exc:
-            if exc.mid_reply:  # the live turn shows the marker the saved message has
-                marker = self._keep_interrupted(partial, exc)
-                emit(TextDelta(f"\n\n{marker}" if partial.text else marker))
-            raise
-        except BaseException as exc:
-            self._keep_interrupted(partial, exc)
-            raise
+                retried, window = True, exc.context_window
+                if window:
+                    self._resolve_window(ContextWindow(window, "refusal"))
+                size = f"its {window:,}-token context window" if window else "its context window"
+                emit(Notice(f"the server refused the request as too long for {size}; "
+                            "compacting the conversation and sending it again"))
+                if self._request is not None:
+                    self._check_fits(self._request, saved=True)
+                if not self._compact():
+                    raise
+            except BaseException as exc:
+                self._keep_interrupted(partial, exc)
+                raise
         # the last reported count plus the messages since, never all of them again
         usage = checked_usage(reply.usage, conversation.estimated_tokens, reply.text,
                               reply.tool_calls)
@@ -383,23 +393,9 @@ class Agent:
                               partial.tool_calls())
         conversation.append({"role": "assistant",
                              "content": f"{text}\n\n{marker}" if text else marker})
-        self._meter.account(conversation.state, self.model.name, usage,
-                            prices=self.config.prices)
+        self._account(usage, emit=False)
         conversation.save()
         return marker
-
-    def _refused_for_size(self, exc: ModelError) -> None:
-        window = exc.context_window or 0
-        if window:
-            self._remember_window(ContextWindow(window, "refusal"))
-            self._resolve_window()
-        size = f"its {window:,}-token context window" if window else "its context window"
-        self._emit(Notice(f"the server refused the request as too long for {size}; "
-                          "compacting the conversation and sending it again"))
-        if self._request is not None:
-            self._check_fits(self._request, saved=True)
-        if not self._compact():
-            raise exc
 
     def _run_batch(self, calls: list[dict[str, Any]]) -> None:
         conversation, builtins = self.conversation, self._builtins
@@ -432,23 +428,64 @@ class Agent:
         with self._running(on_event):
             return self._compact()
 
-    def _compact_images_first(self) -> None:
-        dropped = drop_old_images(self.conversation)
-        if dropped:
-            self._emit(Notice(f"the images of {dropped} earlier figure(s) left the working "
-                              "context, which was getting long (the transcript keeps them)"))
-        if not dropped or self._should_compact():
-            self._compact()
-
     def _compact(self) -> bool:
-        keep_from = request_index(self.conversation.messages, self._request)
-        return compact(self.conversation, self.model, self.config,
-                       window=self.window.tokens, account=self._account, emit=self._emit,
-                       keep_from=keep_from)
+        """Summarize ``messages[1:cut]`` with one model call (no tools, not streamed); the
+        turn in progress stays verbatim. False when there was nothing worth compacting or
+        the call failed (the working context is unchanged; a Notice says why)."""
+        conversation, config, window = self.conversation, self.config, self.window.tokens
+        check_limits(config.limits, conversation.state)
+        messages, before = conversation.messages, conversation.estimated_tokens()
+        cut = choose_cut(messages, keep_tokens=int(window * config.compact_at * KEEP_FRACTION),
+                         keep_turns=config.keep_turns,
+                         keep_from=request_index(messages, self._request))
+        if cut is None:
+            return False
+        head = messages[1:cut]
+        rendered = render_for_summary(head, max_chars=max(
+            4_000, int(window * CHARS_PER_TOKEN * KEEP_FRACTION)))
+        request = [{"role": "system", "content": SUMMARIZER_PROMPT},
+                   {"role": "user", "content": "Summarize this conversation:\n\n" + rendered}]
+        try:
+            reply = self.model.respond(request, [], stream=False, partial=PartialReply())
+        except ModelError as exc:
+            self._emit(Notice(f"compaction failed, the context stays as it was: {exc}"))
+            return False
+        self._account(checked_usage(reply.usage, lambda: estimate_tokens(request), reply.text,
+                                    []))
+        summary, most = reply.text.strip(), int(window * CHARS_PER_TOKEN * config.compact_at / 4)
+        if len(summary) > most:
+            summary = summary[:most].rstrip() + " [... summary cut to fit the window]"
+        if not summary:
+            conversation.save()
+            self._emit(Notice("compaction failed: the model returned an empty summary"))
+            return False
+        note = {"role": "user",
+                "content": f"{SUMMARY_MARKER} ({len(head)} messages replaced):\n\n{summary}"}
+        conversation.replace([messages[0], note, *messages[cut:]], summary=summary,
+                             replaced=len(head))
+        self._emit(Notice(f"compacted {len(head)} earlier messages into a summary "
+                          f"(about {before:,} -> {conversation.estimated_tokens():,} tokens)"))
+        return True
 
-    def _account(self, usage: TokenUsage) -> None:
-        self._meter.account(self.conversation.state, self.model.name, usage,
-                            prices=self.config.prices, emit=self._emit)
+    def _account(self, usage: TokenUsage, *, emit: bool = True) -> None:
+        """Add one call's usage to the checkpoint and the turn; ``emit`` a UsageUpdate, and
+        once a Notice when the price is unknown."""
+        model, state = self.model.name, self.conversation.state
+        cost, known = price_call(model, usage.input_tokens, usage.output_tokens,
+                                 self.config.prices, cached_tokens=usage.cached_tokens)
+        state.usage, self._turn_usage = (Usage(
+            input_tokens=u.input_tokens + usage.input_tokens,
+            output_tokens=u.output_tokens + usage.output_tokens, cost_usd=u.cost_usd + cost,
+            calls=u.calls + 1, price_unknown=u.price_unknown or not known)
+            for u in (state.usage, self._turn_usage))
+        if not emit:
+            return
+        if not known and not self._price_noticed:
+            self._price_noticed = True
+            self._emit(Notice(f"price unknown for model {model!r}: its cost is counted as $0 "
+                              "(pass prices={model: (usd_per_million_input, "
+                              "usd_per_million_output)})"))
+        self._emit(UsageUpdate(turn=self._turn_usage, session=state.usage))
 
     def _end(self, text: str, reason: str, calls: list[dict[str, Any]], skip: str,
              limit: LimitExceededError | None = None) -> TurnOutcome:

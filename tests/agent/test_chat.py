@@ -1,7 +1,8 @@
-"""The Chat Completions model over real HTTP: the fast request path, model errors, usage."""
+"""The Chat Completions model over real HTTP: the request body, model errors, usage."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import re
 import socket
@@ -43,34 +44,33 @@ def _dead_model() -> ChatModel:
     return ChatModel(client, "scripted")
 
 
-# -- the fast request path -----------------------------------------------------------------
+# -- the request -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("tools", [TOOLS, []])
-def test_fast_path_sends_the_typed_paths_body_byte_for_byte(
+def test_the_body_is_the_one_the_clients_typed_create_sends(
     model_server: ScriptedModelServer, stream: bool, tools: list[dict[str, Any]]
 ) -> None:
     model_server.add_steps([{"text": "one"}, {"text": "one"}])
     client = make_client(model_server)
-    for fast in (False, True):
-        model = ChatModel(client, "gpt-4o-mini", fast=fast, params={"temperature": 0.25})
-        reply = model.respond(SESSION, tools, stream=stream, partial=PartialReply())
-        assert reply.text == "one"
-    typed, fast_body = (x.raw for x in model_server.exchanges)
-    assert typed == fast_body
-    body = json.loads(fast_body)
+    model = ChatModel(client, "gpt-4o-mini", params={"temperature": 0.25})
+    typed = client.chat.completions.create(**model.body(SESSION, tools, stream=stream))
+    for _ in typed if stream else ():  # read to its end
+        pass
+    assert model.respond(SESSION, tools, stream=stream, partial=PartialReply()).text == "one"
+    typed_body, body = (json.loads(x.raw) for x in model_server.exchanges)
+    assert body == typed_body
     assert body["messages"] == SESSION and body.get("tools", []) == tools
     assert body["temperature"] == 0.25 and body.get("stream", False) is stream
 
 
 def test_the_request_keeps_plain_values_as_they_are() -> None:
     client = openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key="k")
-    kwargs = ChatModel(client, "m").request(SESSION, TOOLS, stream=True)
-    assert kwargs["extra_body"]["messages"] is SESSION  # no copy, no transform
-    assert kwargs["messages"] == [] and kwargs["tools"] == []
-    assert kwargs["stream_options"] == {"include_usage": True}
-    typed = ChatModel(client, "m", fast=False).request(SESSION, [], stream=False)
-    assert typed == {"model": "m", "messages": SESSION}
+    body = ChatModel(client, "m").body(SESSION, TOOLS, stream=True)
+    assert body["messages"] is SESSION and body["tools"] is TOOLS  # no copy, no transform
+    assert body["stream_options"] == {"include_usage": True}
+    assert ChatModel(client, "m").body(SESSION, [], stream=False) == {
+        "model": "m", "messages": SESSION}
 
 
 # -- errors a user can act on ---------------------------------------------------------------
@@ -215,6 +215,45 @@ def test_connection_dropped_mid_stream_is_a_model_error_and_the_prompt_stays_sav
     server.start()
     server.add_steps([{"text": "short this time"}])
     assert agent.run("again").reply == "short this time"
+
+
+class _WebPage(http.server.BaseHTTPRequestHandler):
+    """Answers every POST with 200 and an HTML page: a base URL that is no model API."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        body = b"<html>" + b"a web page, not a model API " * 200 + b"</html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_whole_reply_that_is_not_json_is_named_with_its_start_and_where_it_came_from() -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _WebPage)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{server.server_address[1]}/v1",
+                               api_key="k", max_retries=0)
+        model = ChatModel(client, "m")
+        partial = PartialReply()
+        with pytest.raises(ModelError) as info:
+            model.respond([{"role": "user", "content": "hi"}], [], stream=False,
+                          partial=partial)
+    finally:
+        server.shutdown()
+        server.server_close()
+    message = str(info.value)
+    assert message.startswith(f"the model endpoint at {model.base_url} sent a reply that is "
+                              "not understood ('<html>a web page, not a model API")
+    assert message.endswith("): check that --base-url points at an OpenAI-compatible "
+                            "endpoint, then send the prompt again")
+    assert len(message) < 400  # the page is cut, not pasted whole
+    assert not CLASS_NAME.search(message) and partial.text == ""
 
 
 # -- usage and cost ---------------------------------------------------------------------------
