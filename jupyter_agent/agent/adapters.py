@@ -12,6 +12,7 @@ keeps reasoning items in memory for the assistant message they came with (not sa
 
 from __future__ import annotations
 
+import json
 import sys
 import uuid
 from abc import ABC, abstractmethod
@@ -131,7 +132,11 @@ class OpenAIModel(ABC):
         retries); ``partial`` is filled as the reply arrives. ModelError (worded for the
         user) when the endpoint failed, after the client's retries, or sent a reply that
         is not understood."""
-        content = msgspec.json.encode(self.body(messages, tools, stream=stream))
+        body = self.body(messages, tools, stream=stream)
+        try:
+            content = msgspec.json.encode(body)
+        except UnicodeEncodeError:  # a lone surrogate (e.g. a file name): escaped, not refused
+            content = json.dumps(body).encode()
         url = self.endpoint.url
         try:
             response: Any = self.client.post(self.path, cast_to=self._raw, content=content,

@@ -64,6 +64,17 @@ def test_the_body_is_the_one_the_clients_typed_create_sends(
     assert body["temperature"] == 0.25 and body.get("stream", False) is stream
 
 
+def test_text_with_a_lone_surrogate_is_sent_escaped_not_refused(
+    model_server: ScriptedModelServer,
+) -> None:
+    # e.g. a file name decoded with surrogateescape, shown to the model as context
+    model_server.add_steps([{"text": "seen"}])
+    model = ChatModel(make_client(model_server), "scripted")
+    messages = [{"role": "user", "content": "open caf\udce9.csv"}]
+    assert model.respond(messages, [], stream=True, partial=PartialReply()).text == "seen"
+    assert b"caf\\udce9.csv" in model_server.exchanges[-1].raw
+
+
 def test_the_request_keeps_plain_values_as_they_are() -> None:
     client = openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key="k")
     body = ChatModel(client, "m").body(SESSION, TOOLS, stream=True)
