@@ -33,13 +33,14 @@ from jupyter_agent.artefacts.steps import Progress, no_progress
 from jupyter_agent.controller import share_session
 from jupyter_agent.errors import JupyterAgentError, SessionNotFoundError, UnsafeDirectoryError
 from jupyter_agent.project import confirm_delete, open_store, resolve_memory_dir
-from jupyter_agent.store import FileStore, SessionListing, SessionRecord, Store
+from jupyter_agent.store import FileStore, SessionRecord, Store
 from jupyter_agent.store.messages import message_text
 from jupyter_agent.store.migrate import migrate_sessions
 from jupyter_agent.store.postgres.url import redact_url
 from jupyter_agent.store.sweep import check_sessions, collect_garbage
 from jupyter_agent.text import one_line, terminal_text
 from jupyter_agent.ui.display import (
+    describe_holder,
     format_cost,
     format_exported,
     format_forked,
@@ -145,14 +146,6 @@ def list_sessions(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
-def _status(listed: SessionListing) -> str:
-    if listed.status != "in use":
-        return "idle" if listed.status == "idle" else "active in this process"
-    pid, label = getattr(listed.holder, "pid", None), getattr(listed.holder, "label", "")
-    who = f"process {pid}" if pid is not None else "another process"
-    return f"in use by {who}" + (f" ({label})" if label else "")
-
-
 def _show_text(ctx: Context, record: SessionRecord) -> str:
     state, usage = record.state, record.state.usage
     listed = ctx.store.describe_session(record.id)  # status, holder and owner
@@ -163,7 +156,9 @@ def _show_text(ctx: Context, record: SessionRecord) -> str:
         ("owner", format_owner(listed.owner_user, listed.owner_host, listed.owner_role,
                                listed.shared_with)),
         ("parent", fork_label(record.parent)),
-        ("status", _status(listed) + (", archived" if record.archived else "")),
+        ("status", {"idle": "idle", "active": "active in this process"}.get(
+            listed.status, f"in use by {describe_holder(listed.holder)}")
+         + (", archived" if record.archived else "")),
         ("model", state.model),
         ("usage", f"{plural(usage.input_tokens + usage.output_tokens, 'token')} "
                   f"({usage.input_tokens:,} in / {usage.output_tokens:,} out) · "
@@ -222,18 +217,14 @@ def export(ctx: Context, args: argparse.Namespace) -> int:
         return 0
     done = export_record(record, args.fmt, args.output, force=args.force, secrets=secrets,
                          progress=progress, figures=figures)
-    return ctx.report({"session_id": done.session_id, "format": done.format,
-                       "path": str(done.path), "size": done.size, "redacted": done.redacted},
-                      format_exported(done))
+    return ctx.report({**asdict(done), "path": str(done.path)}, format_exported(done))
 
 
 def fork(ctx: Context, args: argparse.Namespace) -> int:
     forked = fork_session(ctx.store, args.session_id, at=args.at, title=args.title)
-    record = forked.record
-    return ctx.report({"id": record.id, "title": record.title, "turns": forked.turns,
-                       "parent": None if record.parent is None
-                       else record.parent.model_dump(mode="json"),
-                       "rebuilt": forked.rebuilt}, format_forked(forked, active=False))
+    facts = forked.record.model_dump(mode="json", include={"id", "title", "parent"})
+    return ctx.report({**facts, "turns": forked.turns, "rebuilt": forked.rebuilt},
+                      format_forked(forked, active=False))
 
 
 def archive(ctx: Context, args: argparse.Namespace) -> int:

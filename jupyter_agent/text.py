@@ -108,16 +108,19 @@ def _destination(text: str) -> str:  # the link destination after "](" or "]:"
     return text.split(None, 1)[0] if text.strip() else ""
 
 
-@functools.lru_cache(maxsize=1)
-def _parser() -> MarkdownIt:
-    return _new_parser(html=False, breaks=False)
-
-
-def _new_parser(**options: bool) -> MarkdownIt:
+@functools.cache
+def _parser(*, html: bool = False, breaks: bool = False) -> MarkdownIt:
+    # html: the check of _inert (raw HTML shown, every link accepted); breaks: summaries
     from markdown_it import MarkdownIt  # lazy: ~60 ms more at extension load
 
-    md = MarkdownIt("commonmark", options).enable("table")
+    md = MarkdownIt("commonmark", {"html": html, "breaks": breaks}).enable("table")
     md.core.ruler.before("text_join", "delimiters_as_typed", _delimiters_as_typed)
+    if html:
+        md.validateLink = lambda url: True  # type: ignore[method-assign]
+    if breaks:  # only safe links, opening in a new tab; an image a link to it
+        md.validateLink = safe_url  # type: ignore[method-assign]
+        md.add_render_rule("link_open", _link_open)
+        md.add_render_rule("image", _image_as_link)
     return md
 
 
@@ -274,15 +277,8 @@ def _cells(line: str) -> list[str]:
     return [*cells, line[start:]]
 
 
-@functools.lru_cache(maxsize=1)
-def _checker() -> MarkdownIt:  # shows raw HTML and accepts every link
-    md = _new_parser(html=True)
-    md.validateLink = lambda url: True  # type: ignore[method-assign]
-    return md
-
-
 def _inert(markdown: str) -> bool:
-    for token in _checker().parse(markdown):
+    for token in _parser(html=True).parse(markdown):
         if token.type == "html_block":
             return False
         for child in token.children or []:
@@ -403,25 +399,17 @@ def excerpt(markdown: str, limit: int = 120) -> str:
 def summary_html(markdown: str) -> str:
     """A summary (line breaks kept) as HTML: raw HTML escaped, an image a link, only
     safe links (opening in a new tab), ``\\(`` keeping its backslash."""
-    return _summary_parser().render(markdown)
+    return _parser(breaks=True).render(markdown)
 
 
-@functools.lru_cache(maxsize=1)
-def _summary_parser() -> MarkdownIt:
-    md = _new_parser(html=False, breaks=True)
-    md.validateLink = safe_url  # type: ignore[method-assign]
+def _link_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    tokens[idx].attrSet("target", "_blank")
+    tokens[idx].attrSet("rel", "noopener noreferrer")
+    return str(self.renderToken(tokens, idx, options, env))
 
-    def link_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
-        tokens[idx].attrSet("target", "_blank")
-        tokens[idx].attrSet("rel", "noopener noreferrer")
-        return str(self.renderToken(tokens, idx, options, env))
 
-    def image(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
-        token = tokens[idx]
-        alt = self.renderInlineAsText(token.children or [], options, env)
-        return (f'<a href="{html.escape(str(token.attrGet("src") or ""))}" target="_blank" '
-                f'rel="noopener noreferrer">image: {html.escape(alt)}</a>')
-
-    md.add_render_rule("link_open", link_open)
-    md.add_render_rule("image", image)
-    return md
+def _image_as_link(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    token = tokens[idx]
+    alt = self.renderInlineAsText(token.children or [], options, env)
+    return (f'<a href="{html.escape(str(token.attrGet("src") or ""))}" target="_blank" '
+            f'rel="noopener noreferrer">image: {html.escape(alt)}</a>')
