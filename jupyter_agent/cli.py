@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cached_property, partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from tqdm import tqdm
 
@@ -56,7 +56,6 @@ from jupyter_agent.ui.display import (
 PROG = "jupyter agent"
 # how to choose another memory directory here (a refused directory's message says it)
 ELSEWHERE = "use --memory-dir DIR (or $JUPYTER_AGENT_MEMORY_DIR) to choose another one"
-T = TypeVar("T")
 _JSON_CONTROLS = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
@@ -116,7 +115,7 @@ class Context:
         except (AttributeError, ValueError, OSError):
             return no_progress
 
-        def show(items: Iterable[T], total: int) -> Iterable[T]:
+        def show(items: Iterable[Any], total: int) -> Iterable[Any]:
             width = shutil.get_terminal_size((80, 24)).columns  # a terminal may report 0
             return tqdm(items, total=total, desc=what, unit=unit, file=sys.stderr, leave=False,
                         ncols=min(width, 100) if width > 0 else 80)
@@ -327,13 +326,12 @@ COMMANDS: tuple[tuple[str, str, Callable[[Context, argparse.Namespace], int],
     ("show", "Show a session: facts, summary, todos, last exchange.", show, (
         SESSION_ID,
         arg("--transcript", action="store_true", help="Also print the whole transcript."))),
-    ("search", "Find sessions by title, summary and first prompt (or transcript).",
-            search, (
-                arg("text", nargs="+", metavar="TEXT", help="Words to find, in this order "
-                    "(case-insensitive)."),
-                arg("--deep", action="store_true",
-                    help="Search the full transcripts too (reads every session)."),
-                arg("--all", action="store_true", help="Include archived sessions."))),
+    ("search", "Find sessions by title, summary and first prompt (or transcript).", search, (
+        arg("text", nargs="+", metavar="TEXT",
+            help="Words to find, in this order (case-insensitive)."),
+        arg("--deep", action="store_true",
+            help="Search the full transcripts too (reads every session)."),
+        arg("--all", action="store_true", help="Include archived sessions."))),
     ("export", "Export a session as a notebook, Markdown or JSON.", export, (
         SESSION_ID,
         arg("--format", dest="fmt", choices=["ipynb", "md", "json"],
@@ -361,15 +359,12 @@ COMMANDS: tuple[tuple[str, str, Callable[[Context, argparse.Namespace], int],
         arg("--repair", action="store_true",
             help="Make the safe repairs (damaged bytes are kept in "
                  "sessions/<ID>.jsonl.damaged). Default: report only (a dry run)."),
-        arg("--dry-run", action="store_true", help="Report only, change nothing (the "
-                                                   "default)."))),
-    ("migrate", "Copy every session between the JSON files and a PostgreSQL store.",
-            migrate, (
-                arg("--to", metavar="URL", dest="to_url", one_of=True,
-                    help="Copy the memory directory's sessions into this database."),
-                arg("--from", metavar="URL", dest="from_url", one_of=True,
-                    help="Copy this database's sessions of the project into the memory "
-                         "directory."))),
+        arg("--dry-run", action="store_true", help="Report only, change nothing (the default)."))),
+    ("migrate", "Copy every session between the JSON files and a PostgreSQL store.", migrate, (
+        arg("--to", metavar="URL", dest="to_url", one_of=True,
+            help="Copy the memory directory's sessions into this database."),
+        arg("--from", metavar="URL", dest="from_url", one_of=True,
+            help="Copy this database's sessions of the project into the memory directory."))),
 )
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_type_hints
 from urllib.parse import urlparse, urlsplit
 
 from jupyter_agent.errors import ModelNotConfiguredError
+from jupyter_agent.text import shorten
 
 if TYPE_CHECKING:
     import openai
@@ -329,8 +330,8 @@ def describe_endpoint(url: str) -> str:
 
 
 def _printable(text: str, limit: int) -> str:
-    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[: limit + 1])
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shorten("".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit + 1]),
+                   limit)
 
 
 def is_loopback(url: str) -> bool:
