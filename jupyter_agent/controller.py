@@ -268,14 +268,13 @@ class AgentController:
             raise
         self._start(model, conversation, effective, settings, chosen)
         record = conversation.record()
-        unarchived = record.archived
-        if explicit.title is not None:
-            conversation.update(title=explicit.title)
-        if unarchived:
-            conversation.update(archived=False)
-        if explicit.title is not None or unarchived:
+        changes: dict[str, Any] = {} if explicit.title is None else {"title": explicit.title}
+        if record.archived:
+            changes["archived"] = False
+        if changes:
+            conversation.update(**changes)
             record = conversation.record()
-        return Resumed(record, unarchived=unarchived, endpoint_note=note)
+        return Resumed(record, unarchived="archived" in changes, endpoint_note=note)
 
     def _refreshed(self) -> tuple[ActiveSession, Agent]:
         # the agent, reconfigured when the kernel's settings or the API key changed

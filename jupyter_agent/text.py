@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import html
 import re
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 #: Terminal escape sequences (CSI, OSC such as hyperlinks and window titles, DCS, and
 #: the rest), 7-bit and 8-bit, each to its end if it has one.
@@ -132,15 +132,11 @@ def _delimiters_as_typed(state: Any) -> None:  # "\(x\)" reads "\(x\)", not "(x)
                 child.content = "\\" + child.content
 
 
-class _Blocks(NamedTuple):
-    # line numbers (0-based) as a parser that shows raw HTML as text sees them
-    code: set[int]  # fenced and indented code blocks
-    tables: set[int]  # a code span never runs past a cell's "|"
-    starts: set[int]  # a block of inline text starts or the one before ends
-    dollar_links: bool  # a link's destination holds a "$"
-
-
-def _blocks(markdown: str) -> _Blocks:
+def _blocks(markdown: str) -> tuple[set[int], set[int], set[int], bool]:
+    # line numbers (0-based) as a parser that shows raw HTML as text sees them: of code
+    # blocks (fenced, indented), of tables (a code span never runs past a cell's "|"),
+    # where a block of inline text starts or the one before ends; and whether a link's
+    # destination holds a "$"
     code: set[int] = set()
     tables: set[int] = set()
     starts: set[int] = set()
@@ -155,7 +151,7 @@ def _blocks(markdown: str) -> _Blocks:
         for child in token.children or []:
             if child.type == "link_open" and "$" in str(child.attrGet("href") or ""):
                 dollar_links = True
-    return _Blocks(code, tables, starts, dollar_links)
+    return code, tables, starts, dollar_links
 
 
 def _backtick_run(text: str, i: int) -> int:
@@ -289,44 +285,40 @@ def _inert(markdown: str) -> bool:
 
 
 def _markdown(markdown: str, maths: bool) -> str:
-    lines = markdown.split("\n")
-    blocks = _blocks(markdown)
+    code, tables, starts, dollar_links = _blocks(markdown)
     out: list[str] = []
     run: list[str] = []
-    for index, line in enumerate(lines):
-        table = index in blocks.tables
-        if run and (table or index in blocks.code or index in blocks.starts):
-            out.append(_inline("\n".join(run), blocks.dollar_links, maths))  # a block ends:
-            run = []  # so do its code spans
-        if index in blocks.code:
+    for index, line in enumerate(markdown.split("\n")):
+        if run and (index in tables or index in code or index in starts):
+            out.append(_inline("\n".join(run), dollar_links, maths))  # a block ends: so do
+            run = []  # its code spans
+        if index in code:
             out.append(line)
-        elif table:
-            out.append("|".join(_inline(cell, blocks.dollar_links, maths)
-                                for cell in _cells(line)))
+        elif index in tables:
+            out.append("|".join(_inline(cell, dollar_links, maths) for cell in _cells(line)))
         else:
             run.append(line)
     if run:
-        out.append(_inline("\n".join(run), blocks.dollar_links, maths))
-    return "\n".join(out)
+        out.append(_inline("\n".join(run), dollar_links, maths))
+    source = "\n".join(out)
+    return source if _inert(source) else literal(markdown)
 
 
 def reply_markdown(markdown: str) -> str:
     """Markdown from outside (a reply, also while it streams in) made inert and safe
     from maths; code, tables, lists, emphasis and safe links render as usual."""
-    source = _markdown(markdown, maths=True)
-    return source if _inert(source) else literal(markdown)
+    return _markdown(markdown, maths=True)
 
 
 def inert_markdown(markdown: str) -> str:
     """:func:`reply_markdown` with maths left as written (exports)."""
-    source = _markdown(markdown, maths=False)
-    return source if _inert(source) else literal(markdown)
+    return _markdown(markdown, maths=False)
 
 
 def hard_breaks(markdown: str) -> str:
     """Each line break inside a paragraph made a hard break; code blocks untouched."""
     lines = markdown.split("\n")
-    code = _blocks(markdown).code
+    code = _blocks(markdown)[0]
     for i, line in enumerate(lines[:-1]):
         if i not in code and line.strip() and lines[i + 1].strip() and i + 1 not in code:
             lines[i] = line.rstrip() + "  "
@@ -337,11 +329,9 @@ def literal(text: str, *, code_spans: bool = False) -> str:
     """Markdown that shows ``text`` character for character: line breaks hard, leading
     spaces no-break, no line a list item, heading underline or code block. With
     ``code_spans``, one-line `` `...` `` spans are kept and show as code."""
-    if code_spans:
-        parts = re.split(r"(`[^`\n]+`)", text)
-        return "".join(part if i % 2 else _literal(part, line_start=i == 0)
-                       for i, part in enumerate(parts))
-    return _literal(text, line_start=True)
+    parts = re.split(r"(`[^`\n]+`)", text) if code_spans else [text]
+    return "".join(part if i % 2 else _literal(part, line_start=i == 0)
+                   for i, part in enumerate(parts))
 
 
 def _literal(text: str, *, line_start: bool) -> str:
