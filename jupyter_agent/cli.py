@@ -33,7 +33,7 @@ from jupyter_agent.artefacts.steps import Progress, no_progress
 from jupyter_agent.controller import share_session
 from jupyter_agent.errors import JupyterAgentError, SessionNotFoundError, UnsafeDirectoryError
 from jupyter_agent.project import confirm_delete, open_store, resolve_memory_dir
-from jupyter_agent.store import FileStore, SessionRecord, Store
+from jupyter_agent.store import FileStore, Store
 from jupyter_agent.store.messages import message_text
 from jupyter_agent.store.migrate import migrate_sessions
 from jupyter_agent.store.postgres.url import redact_url
@@ -48,6 +48,7 @@ from jupyter_agent.ui.display import (
     format_search_results,
     format_sessions_table,
     format_todos,
+    format_tokens,
     format_transcript,
     plural,
     relative_time,
@@ -145,7 +146,11 @@ def list_sessions(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
-def _show_text(ctx: Context, record: SessionRecord) -> str:
+def show(ctx: Context, args: argparse.Namespace) -> int:
+    record = ctx.store.load_session(args.session_id)
+    if ctx.json:
+        ctx.emit_json(record.model_dump(mode="json"))
+        return 0
     state, usage = record.state, record.state.usage
     listed = ctx.store.describe_session(record.id)  # status, holder and owner
     rows = [
@@ -159,10 +164,8 @@ def _show_text(ctx: Context, record: SessionRecord) -> str:
             listed.status, f"in use by {describe_holder(listed.holder)}")
          + (", archived" if record.archived else "")),
         ("model", state.model),
-        ("usage", f"{plural(usage.input_tokens + usage.output_tokens, 'token')} "
-                  f"({usage.input_tokens:,} in / {usage.output_tokens:,} out) · "
-                  f"{format_cost(usage)} · {plural(usage.calls, 'model call')} · "
-                  f"{plural(state.tool_calls, 'tool call')}"),
+        ("usage", f"{format_tokens(usage)} · {format_cost(usage)} · "
+                  f"{plural(usage.calls, 'model call')} · {plural(state.tool_calls, 'tool call')}"),
         ("messages", f"{len(record.transcript):,} in the transcript, "
                      f"{len(record.messages):,} in the working context, "
                      f"{plural(len(record.compactions), 'compaction')}"),
@@ -179,15 +182,7 @@ def _show_text(ctx: Context, record: SessionRecord) -> str:
             body = value.splitlines()
             lines.append(f"{label:<12}{body[0]}")
             lines += [" " * 12 + line for line in body[1:]]
-    return "\n".join(lines)
-
-
-def show(ctx: Context, args: argparse.Namespace) -> int:
-    record = ctx.store.load_session(args.session_id)
-    if ctx.json:
-        ctx.emit_json(record.model_dump(mode="json"))
-        return 0
-    ctx.print(_show_text(ctx, record))
+    ctx.print("\n".join(lines))
     if args.transcript:
         ctx.print("\n" + format_transcript(record.transcript, record.compactions))
     return 0

@@ -9,7 +9,6 @@ import os
 import re
 import socket
 import stat
-from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -83,17 +82,15 @@ def normalize_remote_url(url: str) -> str:
     return f"{host}/{path.lstrip('/')}" if host else path
 
 
-def current_user(environ: Mapping[str, str] | None = None) -> str:
+def current_user() -> str:
     """Who is working: ``$JUPYTERHUB_USER`` when set (every user's server may run as the
     same OS user, e.g. ``jovyan``), else the OS user ("" when neither is known)."""
-    env = os.environ if environ is None else environ
-    user = env.get("JUPYTERHUB_USER", "")
-    if not user:
-        try:
-            user = getpass.getuser()
-        except (KeyError, OSError):
-            user = ""
-    return user
+    if os.environ.get("JUPYTERHUB_USER"):
+        return os.environ["JUPYTERHUB_USER"]
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return ""
 
 
 def project_key(project_root: str | os.PathLike[str], *, user: str | None = None,

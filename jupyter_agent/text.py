@@ -300,19 +300,20 @@ def _markdown(markdown: str, maths: bool) -> str:
             run.append(line)
     if run:
         out.append(_inline("\n".join(run), dollar_links, maths))
-    source = "\n".join(out)
-    return source if _inert(source) else literal(markdown)
+    return "\n".join(out)
 
 
 def reply_markdown(markdown: str) -> str:
     """Markdown from outside (a reply, also while it streams in) made inert and safe
     from maths; code, tables, lists, emphasis and safe links render as usual."""
-    return _markdown(markdown, maths=True)
+    source = _markdown(markdown, maths=True)
+    return source if _inert(source) else literal(markdown)
 
 
 def inert_markdown(markdown: str) -> str:
     """:func:`reply_markdown` with maths left as written (exports)."""
-    return _markdown(markdown, maths=False)
+    source = _markdown(markdown, maths=False)
+    return source if _inert(source) else literal(markdown)
 
 
 def hard_breaks(markdown: str) -> str:
