@@ -440,17 +440,13 @@ def resume_options(settings: Settings, chosen: SessionOptions, state: Any, sessi
                 "set AgentMagics.base_url or $OPENAI_BASE_URL")
         note = (f"This session last used {said(saved_url)}; it now talks to "
                 f"{said(configured)}, the endpoint this kernel configures.")
-    model = chosen.model
-    if model is None and state.model and saved_url == configured:
-        model = state.model
-    values: dict[str, Any] = {"title": None, "model": model}
-    for row in OPTIONS:  # the other settings the checkpoint remembers: API, vision
+    values: dict[str, Any] = {"title": None}
+    for row in OPTIONS:  # what the checkpoint remembers: model, API, vision
         saved = getattr(state, row.name, None)
-        if (not row.saved or row.name in values or getattr(chosen, row.name) is not None
-                or not saved
-                or (row.choices is not None and saved not in row.choices)):
+        if (not row.saved or getattr(chosen, row.name) is not None or not saved
+                or (row.choices is not None and saved not in row.choices)
+                or (row.name == "model" and saved_url != configured)  # another endpoint's
+                or (row.name == "vision" and settings.vision == "off")):  # images stay off
             continue
-        if row.name == "vision" and settings.vision == "off":
-            continue  # a record never turns on images this kernel turned off
         values[row.name] = saved
     return replace(chosen, **values), note
