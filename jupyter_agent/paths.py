@@ -39,16 +39,14 @@ def _git_dir(dot_git: Path) -> Path | None:
     text = _read_small_file(dot_git)
     if text is None or not text.startswith("gitdir:"):
         return None
-    target = Path(text[len("gitdir:"):].strip())
-    return target if target.is_absolute() else dot_git.parent / target
+    return dot_git.parent / text[len("gitdir:"):].strip()  # (an absolute path replaces it)
 
 
 def _remote_url(git_dir: Path) -> str | None:
     # the URL of remote origin, else of the first remote
     common = _read_small_file(git_dir / "commondir")  # linked work trees share one config
     if common is not None and common.strip():
-        base = Path(common.strip())
-        git_dir = base if base.is_absolute() else git_dir / base
+        git_dir = git_dir / common.strip()  # (an absolute path replaces it)
     text = _read_small_file(git_dir / "config")
     if text is None:
         return None
