@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cached_property, partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from tqdm import tqdm
 
@@ -33,13 +33,14 @@ from jupyter_agent.artefacts.steps import Progress, no_progress
 from jupyter_agent.controller import share_session
 from jupyter_agent.errors import JupyterAgentError, SessionNotFoundError, UnsafeDirectoryError
 from jupyter_agent.project import confirm_delete, open_store, resolve_memory_dir
-from jupyter_agent.store import FileStore, SessionListing, SessionRecord, Store
+from jupyter_agent.store import FileStore, Store
 from jupyter_agent.store.messages import message_text
 from jupyter_agent.store.migrate import migrate_sessions
 from jupyter_agent.store.postgres.url import redact_url
 from jupyter_agent.store.sweep import check_sessions, collect_garbage
 from jupyter_agent.text import one_line, terminal_text
 from jupyter_agent.ui.display import (
+    describe_holder,
     format_cost,
     format_exported,
     format_forked,
@@ -47,6 +48,7 @@ from jupyter_agent.ui.display import (
     format_search_results,
     format_sessions_table,
     format_todos,
+    format_tokens,
     format_transcript,
     plural,
     relative_time,
@@ -55,7 +57,6 @@ from jupyter_agent.ui.display import (
 PROG = "jupyter agent"
 # how to choose another memory directory here (a refused directory's message says it)
 ELSEWHERE = "use --memory-dir DIR (or $JUPYTER_AGENT_MEMORY_DIR) to choose another one"
-T = TypeVar("T")
 _JSON_CONTROLS = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
@@ -115,7 +116,7 @@ class Context:
         except (AttributeError, ValueError, OSError):
             return no_progress
 
-        def show(items: Iterable[T], total: int) -> Iterable[T]:
+        def show(items: Iterable[Any], total: int) -> Iterable[Any]:
             width = shutil.get_terminal_size((80, 24)).columns  # a terminal may report 0
             return tqdm(items, total=total, desc=what, unit=unit, file=sys.stderr, leave=False,
                         ncols=min(width, 100) if width > 0 else 80)
@@ -145,15 +146,11 @@ def list_sessions(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
-def _status(listed: SessionListing) -> str:
-    if listed.status != "in use":
-        return "idle" if listed.status == "idle" else "active in this process"
-    pid, label = getattr(listed.holder, "pid", None), getattr(listed.holder, "label", "")
-    who = f"process {pid}" if pid is not None else "another process"
-    return f"in use by {who}" + (f" ({label})" if label else "")
-
-
-def _show_text(ctx: Context, record: SessionRecord) -> str:
+def show(ctx: Context, args: argparse.Namespace) -> int:
+    record = ctx.store.load_session(args.session_id)
+    if ctx.json:
+        ctx.emit_json(record.model_dump(mode="json"))
+        return 0
     state, usage = record.state, record.state.usage
     listed = ctx.store.describe_session(record.id)  # status, holder and owner
     rows = [
@@ -163,12 +160,12 @@ def _show_text(ctx: Context, record: SessionRecord) -> str:
         ("owner", format_owner(listed.owner_user, listed.owner_host, listed.owner_role,
                                listed.shared_with)),
         ("parent", fork_label(record.parent)),
-        ("status", _status(listed) + (", archived" if record.archived else "")),
+        ("status", {"idle": "idle", "active": "active in this process"}.get(
+            listed.status, f"in use by {describe_holder(listed.holder)}")
+         + (", archived" if record.archived else "")),
         ("model", state.model),
-        ("usage", f"{plural(usage.input_tokens + usage.output_tokens, 'token')} "
-                  f"({usage.input_tokens:,} in / {usage.output_tokens:,} out) · "
-                  f"{format_cost(usage)} · {plural(usage.calls, 'model call')} · "
-                  f"{plural(state.tool_calls, 'tool call')}"),
+        ("usage", f"{format_tokens(usage)} · {format_cost(usage)} · "
+                  f"{plural(usage.calls, 'model call')} · {plural(state.tool_calls, 'tool call')}"),
         ("messages", f"{len(record.transcript):,} in the transcript, "
                      f"{len(record.messages):,} in the working context, "
                      f"{plural(len(record.compactions), 'compaction')}"),
@@ -185,15 +182,7 @@ def _show_text(ctx: Context, record: SessionRecord) -> str:
             body = value.splitlines()
             lines.append(f"{label:<12}{body[0]}")
             lines += [" " * 12 + line for line in body[1:]]
-    return "\n".join(lines)
-
-
-def show(ctx: Context, args: argparse.Namespace) -> int:
-    record = ctx.store.load_session(args.session_id)
-    if ctx.json:
-        ctx.emit_json(record.model_dump(mode="json"))
-        return 0
-    ctx.print(_show_text(ctx, record))
+    ctx.print("\n".join(lines))
     if args.transcript:
         ctx.print("\n" + format_transcript(record.transcript, record.compactions))
     return 0
@@ -222,18 +211,14 @@ def export(ctx: Context, args: argparse.Namespace) -> int:
         return 0
     done = export_record(record, args.fmt, args.output, force=args.force, secrets=secrets,
                          progress=progress, figures=figures)
-    return ctx.report({"session_id": done.session_id, "format": done.format,
-                       "path": str(done.path), "size": done.size, "redacted": done.redacted},
-                      format_exported(done))
+    return ctx.report({**asdict(done), "path": str(done.path)}, format_exported(done))
 
 
 def fork(ctx: Context, args: argparse.Namespace) -> int:
     forked = fork_session(ctx.store, args.session_id, at=args.at, title=args.title)
-    record = forked.record
-    return ctx.report({"id": record.id, "title": record.title, "turns": forked.turns,
-                       "parent": None if record.parent is None
-                       else record.parent.model_dump(mode="json"),
-                       "rebuilt": forked.rebuilt}, format_forked(forked, active=False))
+    facts = forked.record.model_dump(mode="json", include={"id", "title", "parent"})
+    return ctx.report({**facts, "turns": forked.turns, "rebuilt": forked.rebuilt},
+                      format_forked(forked, active=False))
 
 
 def archive(ctx: Context, args: argparse.Namespace) -> int:
@@ -336,13 +321,12 @@ COMMANDS: tuple[tuple[str, str, Callable[[Context, argparse.Namespace], int],
     ("show", "Show a session: facts, summary, todos, last exchange.", show, (
         SESSION_ID,
         arg("--transcript", action="store_true", help="Also print the whole transcript."))),
-    ("search", "Find sessions by title, summary and first prompt (or transcript).",
-            search, (
-                arg("text", nargs="+", metavar="TEXT", help="Words to find, in this order "
-                    "(case-insensitive)."),
-                arg("--deep", action="store_true",
-                    help="Search the full transcripts too (reads every session)."),
-                arg("--all", action="store_true", help="Include archived sessions."))),
+    ("search", "Find sessions by title, summary and first prompt (or transcript).", search, (
+        arg("text", nargs="+", metavar="TEXT",
+            help="Words to find, in this order (case-insensitive)."),
+        arg("--deep", action="store_true",
+            help="Search the full transcripts too (reads every session)."),
+        arg("--all", action="store_true", help="Include archived sessions."))),
     ("export", "Export a session as a notebook, Markdown or JSON.", export, (
         SESSION_ID,
         arg("--format", dest="fmt", choices=["ipynb", "md", "json"],
@@ -370,15 +354,12 @@ COMMANDS: tuple[tuple[str, str, Callable[[Context, argparse.Namespace], int],
         arg("--repair", action="store_true",
             help="Make the safe repairs (damaged bytes are kept in "
                  "sessions/<ID>.jsonl.damaged). Default: report only (a dry run)."),
-        arg("--dry-run", action="store_true", help="Report only, change nothing (the "
-                                                   "default)."))),
-    ("migrate", "Copy every session between the JSON files and a PostgreSQL store.",
-            migrate, (
-                arg("--to", metavar="URL", dest="to_url", one_of=True,
-                    help="Copy the memory directory's sessions into this database."),
-                arg("--from", metavar="URL", dest="from_url", one_of=True,
-                    help="Copy this database's sessions of the project into the memory "
-                         "directory."))),
+        arg("--dry-run", action="store_true", help="Report only, change nothing (the default)."))),
+    ("migrate", "Copy every session between the JSON files and a PostgreSQL store.", migrate, (
+        arg("--to", metavar="URL", dest="to_url", one_of=True,
+            help="Copy the memory directory's sessions into this database."),
+        arg("--from", metavar="URL", dest="from_url", one_of=True,
+            help="Copy this database's sessions of the project into the memory directory."))),
 )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from jupyter_agent.artefacts.fork import Forked, fork_session
@@ -104,22 +104,15 @@ class SessionChange:
 
 @dataclass
 class ActiveSession:
-    """A session this kernel runs; its agent holds the lease. ``model_key`` is what the
-    agent's model was built from."""
+    """A session this kernel runs; its agent holds the lease. ``settings`` (with the
+    session's options) and ``model_key`` are what the agent was last configured from."""
 
     session_id: str
     store: Store
     options: SessionOptions
     agent: Agent
+    settings: Settings
     model_key: tuple[Any, ...]
-    _base: Settings | None = field(default=None, init=False)
-    _settings: Settings | None = field(default=None, init=False)
-
-    def settings(self, settings: Settings) -> Settings:
-        """``settings`` (the kernel's) with this session's options applied."""
-        if self._settings is None or settings != self._base:
-            self._base, self._settings = settings, settings.with_options(self.options)
-        return self._settings
 
 
 class AgentController:
@@ -197,7 +190,7 @@ class AgentController:
         assert conversation.store is not None and conversation.session_id is not None
         previous = self._active
         self._active = ActiveSession(conversation.session_id, conversation.store, options,
-                                     agent, model_key(settings, self._environ))
+                                     agent, settings, model_key(settings, self._environ))
         if previous is not None:
             previous.agent.conversation.close()
         self._last_options = replace(remembered, title=None)
@@ -275,27 +268,25 @@ class AgentController:
             raise
         self._start(model, conversation, effective, settings, chosen)
         record = conversation.record()
-        unarchived = record.archived
-        if explicit.title is not None:
-            conversation.update(title=explicit.title)
-        if unarchived:
-            conversation.update(archived=False)
-        if explicit.title is not None or unarchived:
+        changes: dict[str, Any] = {} if explicit.title is None else {"title": explicit.title}
+        if record.archived:
+            changes["archived"] = False
+        if changes:
+            conversation.update(**changes)
             record = conversation.record()
-        return Resumed(record, unarchived=unarchived, endpoint_note=note)
+        return Resumed(record, unarchived="archived" in changes, endpoint_note=note)
 
     def _refreshed(self) -> tuple[ActiveSession, Agent]:
         # the agent, reconfigured when the kernel's settings or the API key changed
         active = self._require_active()
-        settings = self._settings()
-        changed = settings != active._base
-        mine = active.settings(settings)
+        mine = self._settings().with_options(active.options)
         key = model_key(mine, self._environ)
         if key != active.model_key:
             active.agent.reconfigure(model=self._model(mine))
             active.model_key = key
-        if changed:
+        if mine != active.settings:
             active.agent.reconfigure(config=mine.agent_config())
+            active.settings = mine
         return active, active.agent
 
     def ask(self, prompt: str, *, on_event: Callable[[Any], None] | None = None) -> TurnResult:
@@ -334,8 +325,7 @@ class AgentController:
 
         privacy = agent.config.context_privacy
         refs = attach_references(prompt, self.cells, privacy, limit=agent.config.max_output_chars)
-        context = notebook_so_far(self.cells, privacy,
-                                  active.settings(self._settings()).notebook_context_tokens)
+        context = notebook_so_far(self.cells, privacy, active.settings.notebook_context_tokens)
         lines = [*refs.attached, *refs.unknown]
         if context is not None:
             cells_run = sum(line.startswith("In [") for line in context.splitlines())
@@ -376,7 +366,7 @@ class AgentController:
     def usage(self) -> UsageReport:
         """Usage and limits of the active session (limits as the settings say now)."""
         active = self._require_active()
-        mine, agent = active.settings(self._settings()), active.agent
+        mine, agent = self._settings().with_options(active.options), active.agent
         return UsageReport(active.session_id, agent.state.usage.model_copy(),
                            agent.state.tool_calls, mine.limits(),
                            context_tokens=agent.conversation.estimated_tokens(),
@@ -447,14 +437,13 @@ class AgentController:
     def delete(self, session_id: str) -> SessionChange:
         """Delete a session (deactivating it first if it is the active one)."""
         sid, store = self._target(session_id)
-        was_active, title = False, ""
-        if self._active is not None and self._active.session_id == sid:
-            # unreadable: say so before deactivating anything
+        title = ""
+        if self.active_session_id == sid:  # unreadable: say so before deactivating anything
             title = store.load_session(sid).title
-            was_active = self._deactivate(sid, "deleted")
         else:
             with contextlib.suppress(JupyterAgentError):  # a corrupt one can be deleted
                 title = store.load_session(sid).title
+        was_active = self._deactivate(sid, "deleted")
         store.delete_session(sid)
         self._remembered.pop(sid, None)
         return SessionChange(sid, "deleted", was_active, title)

@@ -62,8 +62,7 @@ class CorruptSessionError(JupyterAgentError):
     is the file, or the database (without its password), project and session."""
 
     def __init__(self, path: Path | str, reason: str) -> None:
-        self.path = path
-        self.reason = reason
+        self.path, self.reason = path, reason
         what = f"session file {path}" if isinstance(path, Path) else f"session record {path}"
         super().__init__(f"{what} is unreadable and was left untouched: {reason}")
 
@@ -86,10 +85,7 @@ class TooLargeError(CorruptSessionError):
 
     def __init__(self, path: Path | str, size: int, cap: int, what: str, *,
                  written: bool = False) -> None:
-        self.path = path
-        self.size = size
-        self.cap = cap
-        self.what = what
+        self.path, self.size, self.cap, self.what = path, size, cap, what
         self.reason = f"{what} of {size:,} bytes is over the {_size_text(cap)} cap"
         outcome = "nothing was written" if written else "it was not loaded and was left untouched"
         JupyterAgentError.__init__(self, f"{path}: {self.reason}; {outcome}")
@@ -100,8 +96,7 @@ class ContextMismatchError(JupyterAgentError, ValueError):
     ``index``: the first position where they differ (or the incoming list's length)."""
 
     def __init__(self, session_id: str, index: int, detail: str = "") -> None:
-        self.session_id = session_id
-        self.index = index
+        self.session_id, self.index = session_id, index
         msg = (f"messages for session {session_id!r} do not extend the saved working context "
                f"(first difference at message {index})")
         super().__init__(msg + (f": {detail}" if detail else ""))
@@ -116,8 +111,7 @@ class SessionLockedError(JupyterAgentError):
                  holder: Any = None) -> None:  # a store.records.LeaseHolder (store imports us)
         self.session_id = session_id
         self.pid = pid if pid is not None or holder is None else holder.pid
-        self.path = path
-        self.holder = holder
+        self.path, self.holder = path, holder
         who = holder.describe() if holder is not None else ""
         if not who:
             who = f"process {self.pid}" if self.pid is not None else "another process"
@@ -133,8 +127,7 @@ class StoreUnavailableError(JupyterAgentError):
     message never contain the password."""
 
     def __init__(self, url: str, reason: str, *, lost: bool = False) -> None:
-        self.url = url
-        self.reason = reason
+        self.url, self.reason = url, reason
         if lost:
             msg = (f"lost the connection to the session database {url}: {reason}; everything "
                    "saved before is safe and the next command reconnects")
@@ -221,11 +214,8 @@ class UnsafeDirectoryError(UnsafePathError):
 
     def __init__(self, path: Path, problem: str, *, owner: str = "",
                  mode: int | None = None, fix: str = "") -> None:
-        self.path = path
-        self.owner = owner
-        self.mode = mode
-        self.problem = problem
-        self.fix = fix
+        self.path, self.owner, self.mode = path, owner, mode
+        self.problem, self.fix = problem, fix
         super().__init__(path, self.advice())
 
     def advice(self, elsewhere: str = MAGICS_ELSEWHERE) -> str:
@@ -252,9 +242,7 @@ class StorageError(JupyterAgentError, OSError):
     def __init__(self, path: Path, cause: OSError, action: str = "", *,
                  reading: bool = False) -> None:
         super().__init__(cause.errno, cause.strerror or str(cause), str(path))
-        self.path = path
-        self.cause = cause
-        self.reading = reading
+        self.path, self.cause, self.reading = path, cause, reading
         self.action = action or _next_step(cause.errno, path, reading)
 
     def __str__(self) -> str:
@@ -292,11 +280,8 @@ class ModelError(JupyterAgentError):
     def __init__(self, message: str, status_code: int | None = None, code: str = "", *,
                  mid_reply: bool = False, detail: str = "",
                  context_window: int | None = None) -> None:
-        self.status_code = status_code
-        self.code = code
-        self.mid_reply = mid_reply
-        self.detail = detail
-        self.context_window = context_window
+        self.status_code, self.code, self.mid_reply = status_code, code, mid_reply
+        self.detail, self.context_window = detail, context_window
         super().__init__(message)
 
 
@@ -310,9 +295,7 @@ class LimitExceededError(JupyterAgentError):
     e.g. ``max_cost_usd = $0.5000 per session ($0.5100 spent)``."""
 
     def __init__(self, limit: str, value: float, maximum: float) -> None:
-        self.limit = limit
-        self.value = value
-        self.maximum = maximum
+        self.limit, self.value, self.maximum = limit, value, maximum
         if limit == "max_cost_usd":
             self.reached = f"{limit} = ${maximum:.4f} per session (${value:.4f} spent)"
         elif limit == "max_tool_calls":
@@ -345,9 +328,7 @@ class ForkPointError(JupyterAgentError, ValueError):
     """``--at N`` names no user turn of the session."""
 
     def __init__(self, session_id: str, at: int, turns: int) -> None:
-        self.session_id = session_id
-        self.at = at
-        self.turns = turns
+        self.session_id, self.at, self.turns = session_id, at, turns
         if turns == 0:
             valid = "it has no user turns yet, so it can only be forked whole"
         else:

@@ -9,7 +9,6 @@ import os
 import re
 import socket
 import stat
-from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -40,16 +39,14 @@ def _git_dir(dot_git: Path) -> Path | None:
     text = _read_small_file(dot_git)
     if text is None or not text.startswith("gitdir:"):
         return None
-    target = Path(text[len("gitdir:"):].strip())
-    return target if target.is_absolute() else dot_git.parent / target
+    return dot_git.parent / text[len("gitdir:"):].strip()  # (an absolute path replaces it)
 
 
 def _remote_url(git_dir: Path) -> str | None:
     # the URL of remote origin, else of the first remote
     common = _read_small_file(git_dir / "commondir")  # linked work trees share one config
     if common is not None and common.strip():
-        base = Path(common.strip())
-        git_dir = base if base.is_absolute() else git_dir / base
+        git_dir = git_dir / common.strip()  # (an absolute path replaces it)
     text = _read_small_file(git_dir / "config")
     if text is None:
         return None
@@ -83,17 +80,15 @@ def normalize_remote_url(url: str) -> str:
     return f"{host}/{path.lstrip('/')}" if host else path
 
 
-def current_user(environ: Mapping[str, str] | None = None) -> str:
+def current_user() -> str:
     """Who is working: ``$JUPYTERHUB_USER`` when set (every user's server may run as the
     same OS user, e.g. ``jovyan``), else the OS user ("" when neither is known)."""
-    env = os.environ if environ is None else environ
-    user = env.get("JUPYTERHUB_USER", "")
-    if not user:
-        try:
-            user = getpass.getuser()
-        except (KeyError, OSError):
-            user = ""
-    return user
+    if os.environ.get("JUPYTERHUB_USER"):
+        return os.environ["JUPYTERHUB_USER"]
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return ""
 
 
 def project_key(project_root: str | os.PathLike[str], *, user: str | None = None,

@@ -59,13 +59,10 @@ def find_project_root(start: str | os.PathLike[str] | None = None, *,
     return here
 
 
-def resolve_memory_dir(
-    setting: str | os.PathLike[str] | None = None,
-    *,
-    environ: Mapping[str, str] | None = None,
-    cwd: str | os.PathLike[str] | None = None,
-    project_root: str | os.PathLike[str] | None = None,
-) -> Path:
+def resolve_memory_dir(setting: str | os.PathLike[str] | None = None, *,
+                       environ: Mapping[str, str] | None = None,
+                       cwd: str | os.PathLike[str] | None = None,
+                       project_root: str | os.PathLike[str] | None = None) -> Path:
     """The memory directory, absolute (relative paths taken from ``cwd``); it may not
     exist yet. ``setting`` ``None`` or ``""`` means unset."""
     env = os.environ if environ is None else environ

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_type_hints
 from urllib.parse import urlparse, urlsplit
 
 from jupyter_agent.errors import ModelNotConfiguredError
+from jupyter_agent.text import shorten
 
 if TYPE_CHECKING:
     import openai
@@ -37,7 +38,7 @@ DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 Use = Literal["endpoint", "limit", "agent", "request", "front end"]
 
 
-def check_store_url(label: str, value: str, hint: str = "") -> str:
+def check_store_url(label: str, value: str) -> str:
     # imported here: the postgres package is loaded only when a store URL is set
     from jupyter_agent.store.postgres.url import check_store_url as check
 
@@ -48,7 +49,7 @@ def check_store_url(label: str, value: str, hint: str = "") -> str:
         raise ValueError(text if text.startswith(label) else f"{label}: {text}") from None
 
 
-def check_base_url(label: str, value: str, hint: str = "") -> str:
+def check_base_url(label: str, value: str) -> str:
     parsed = urlparse(value)
     if value and (parsed.scheme not in ("http", "https") or not parsed.netloc):
         raise ValueError(f"{label} must be an http:// or https:// URL such as "
@@ -56,40 +57,25 @@ def check_base_url(label: str, value: str, hint: str = "") -> str:
     return value
 
 
-def check_model(label: str, value: str, hint: str = "") -> str:
+def check_model(label: str, value: str) -> str:
     if not value.strip():
         raise ValueError(f"{label} must not be empty")
     return value
 
 
-def check_api_key_env(label: str, value: str, hint: str = "") -> str:
+def check_api_key_env(label: str, value: str) -> str:
     if not value or "=" in value or "\0" in value or value.strip() != value:
         raise ValueError(
             f"{label} must name an environment variable, e.g. OPENAI_API_KEY (got {value!r})")
     return value
 
 
-def _at_least(minimum: float, maximum: float | None = None) -> Callable[..., float]:
-    # a check: the value if a finite number in [minimum, maximum], else ValueError
-    # starting with ``label`` and ending with ``hint`` (what None means)
-    def check(label: str, value: float, hint: str = "") -> float:
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"{label} must be a finite number{hint} (got {value!r})")
-        if value < minimum:
-            what = "a positive number" if minimum > 0 else "zero or more"
-            raise ValueError(f"{label} must be {what}{hint} (got {value!r})")
-        if maximum is not None and value > maximum:
-            raise ValueError(f"{label} must be at most {maximum:g}{hint} (got {value!r})")
-        return value
-
-    return check
-
-
 @dataclass(frozen=True)
 class Option:
     """One setting: a field of :class:`Settings` and what is generated from it.
 
-    ``check(label, value, hint)`` returns the value or raises ``ValueError`` naming
+    A number is finite and in ``[minimum, maximum]`` (``None``: no bound) when ``minimum``
+    is set; ``check(label, value)`` returns the value or raises ``ValueError`` naming
     ``label``; ``none`` says what ``None`` means (``None``: it cannot be None); ``flag``
     is the magic option of :class:`SessionOptions` overriding it for one session;
     ``saved``: a resume without that flag uses the value the checkpoint recorded.
@@ -97,7 +83,9 @@ class Option:
 
     help: str
     use: Use
-    check: Callable[..., Any] | None = None
+    check: Callable[[str, Any], Any] | None = None
+    minimum: float | None = None
+    maximum: float | None = None
     choices: tuple[str, ...] | None = None
     none: str | None = None
     saved: bool = False
@@ -112,16 +100,22 @@ class Option:
         """Return ``value`` if this option accepts it, else raise ``ValueError``; with
         ``as_flag`` the message names the magic flag and does not suggest ``None``."""
         label = self.flag if as_flag and self.flag else self.name
+        hint = f", or None for {self.none}" if self.none and not as_flag else ""
         if value is None:
             if self.none is None:
                 raise ValueError(f"{label} must not be None")
             return value
         if self.choices is not None and value not in self.choices:
             raise ValueError(f"{label} must be one of {', '.join(self.choices)} (got {value!r})")
-        if self.check is None:
-            return value
-        return self.check(label, value, f", or None for {self.none}" if self.none and
-                          not as_flag else "")
+        if self.minimum is not None:
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"{label} must be a finite number{hint} (got {value!r})")
+            if value < self.minimum:
+                what = "a positive number" if self.minimum > 0 else "zero or more"
+                raise ValueError(f"{label} must be {what}{hint} (got {value!r})")
+            if self.maximum is not None and value > self.maximum:
+                raise ValueError(f"{label} must be at most {self.maximum:g}{hint} (got {value!r})")
+        return value if self.check is None else self.check(label, value)
 
 
 def _setting(default: Any, help: str, use: Use, **row: Any) -> Any:
@@ -155,21 +149,21 @@ class Settings:
                                "front end")
     max_notes_kib: int = _setting(
         64, "Notes (project.md, user.md) larger than this many KiB are left out of a new "
-        "session's system prompt (up to 4096).", "front end", check=_at_least(1, 4096))
+        "session's system prompt (up to 4096).", "front end", minimum=1, maximum=4096)
     store_url: str = _setting(
         "", "A PostgreSQL database shared by a team (postgresql://user@host/dbname); empty: "
         "$JUPYTER_AGENT_STORE_URL, else the JSON files of the memory directory.", "front end",
         check=check_store_url)
     max_cost_usd: float | None = _setting(
-        None, "Per-session spend limit in USD; None: no limit.", "limit", check=_at_least(0),
+        None, "Per-session spend limit in USD; None: no limit.", "limit", minimum=0,
         none="no limit", flag="--max-cost", metavar="USD",
         flag_help="Stop when the session has cost this much, in USD.")
     max_tool_calls: int | None = _setting(
-        None, "Per-session tool-call limit; None: no limit.", "limit", check=_at_least(0),
+        None, "Per-session tool-call limit; None: no limit.", "limit", minimum=0,
         none="no limit", flag="--max-tool-calls", metavar="N",
         flag_help="Stop when the session has made N tool calls.")
     max_iterations: int | None = _setting(
-        None, "Model calls per prompt; None: no limit.", "limit", check=_at_least(1),
+        None, "Model calls per prompt; None: no limit.", "limit", minimum=1,
         none="no limit", flag="--max-iterations", metavar="N",
         flag_help="At most N model calls per prompt.")
     approve: str = _setting("ask", "Running code: auto, ask or deny.", "agent",
@@ -180,7 +174,7 @@ class Settings:
         None, "The model's context window in tokens (compaction starts at 80%); None: what "
         "the endpoint reports (llama.cpp, vLLM, Ollama, LM Studio), else the model's known "
         "window, else 8192 for a server other than the OpenAI API.", "agent",
-        check=_at_least(1), none="what the endpoint reports", flag="--context-window",
+        minimum=1, none="what the endpoint reports", flag="--context-window",
         metavar="N", flag_help="The model's context window in tokens for this session "
         "(default: AgentMagics.context_window, else what the endpoint reports).")
     stream: bool = _setting(True, "Stream replies as they are generated.", "agent")
@@ -191,8 +185,7 @@ class Settings:
         flag_help="Figures as images for the model: auto, on or off (default: "
         "AgentMagics.vision; %agent_resume: what the session last used).")
     max_images: int = _setting(3, "Images sent with one model request at most (the newest "
-                               "figures of the working context); 0: none.", "agent",
-                               check=_at_least(0))
+                               "figures of the working context); 0: none.", "agent", minimum=0)
     context_privacy: str = _setting(
         "schema", "What of the kernel's data may go to the model: schema (names, types, "
         "shapes, dtypes, columns, row counts, cell code, tracebacks), preview (also a few "
@@ -202,10 +195,10 @@ class Settings:
         300, "Tokens at most of the 'notebook so far' section sent with a prompt: the cells "
         "run since the last prompt and their results in one line each, the variables they "
         "changed (within context_privacy; sent with that turn only, never saved); 0: none.",
-        "front end", check=_at_least(0, 8000))
+        "front end", minimum=0, maximum=8000)
     temperature: float | None = _setting(
         None, "Sampling temperature sent with every request, 0-2 (lower: more focused and "
-        "repeatable); None: the model's default.", "request", check=_at_least(0, 2),
+        "repeatable); None: the model's default.", "request", minimum=0, maximum=2,
         none="the model's default", flag="--temperature", metavar="T")
 
     def __post_init__(self) -> None:
@@ -329,8 +322,8 @@ def describe_endpoint(url: str) -> str:
 
 
 def _printable(text: str, limit: int) -> str:
-    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[: limit + 1])
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shorten("".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit + 1]),
+                   limit)
 
 
 def is_loopback(url: str) -> bool:
@@ -447,17 +440,13 @@ def resume_options(settings: Settings, chosen: SessionOptions, state: Any, sessi
                 "set AgentMagics.base_url or $OPENAI_BASE_URL")
         note = (f"This session last used {said(saved_url)}; it now talks to "
                 f"{said(configured)}, the endpoint this kernel configures.")
-    model = chosen.model
-    if model is None and state.model and saved_url == configured:
-        model = state.model
-    values: dict[str, Any] = {"title": None, "model": model}
-    for row in OPTIONS:  # the other settings the checkpoint remembers: API, vision
+    values: dict[str, Any] = {"title": None}
+    for row in OPTIONS:  # what the checkpoint remembers: model, API, vision
         saved = getattr(state, row.name, None)
-        if (not row.saved or row.name in values or getattr(chosen, row.name) is not None
-                or not saved
-                or (row.choices is not None and saved not in row.choices)):
+        if (not row.saved or getattr(chosen, row.name) is not None or not saved
+                or (row.choices is not None and saved not in row.choices)
+                or (row.name == "model" and saved_url != configured)  # another endpoint's
+                or (row.name == "vision" and settings.vision == "off")):  # images stay off
             continue
-        if row.name == "vision" and settings.vision == "off":
-            continue  # a record never turns on images this kernel turned off
         values[row.name] = saved
     return replace(chosen, **values), note

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import html
 import re
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 #: Terminal escape sequences (CSI, OSC such as hyperlinks and window titles, DCS, and
 #: the rest), 7-bit and 8-bit, each to its end if it has one.
@@ -108,16 +108,19 @@ def _destination(text: str) -> str:  # the link destination after "](" or "]:"
     return text.split(None, 1)[0] if text.strip() else ""
 
 
-@functools.lru_cache(maxsize=1)
-def _parser() -> MarkdownIt:
-    return _new_parser(html=False, breaks=False)
-
-
-def _new_parser(**options: bool) -> MarkdownIt:
+@functools.cache
+def _parser(*, html: bool = False, breaks: bool = False) -> MarkdownIt:
+    # html: the check of _inert (raw HTML shown, every link accepted); breaks: summaries
     from markdown_it import MarkdownIt  # lazy: ~60 ms more at extension load
 
-    md = MarkdownIt("commonmark", options).enable("table")
+    md = MarkdownIt("commonmark", {"html": html, "breaks": breaks}).enable("table")
     md.core.ruler.before("text_join", "delimiters_as_typed", _delimiters_as_typed)
+    if html:
+        md.validateLink = lambda url: True  # type: ignore[method-assign]
+    if breaks:  # only safe links, opening in a new tab; an image a link to it
+        md.validateLink = safe_url  # type: ignore[method-assign]
+        md.add_render_rule("link_open", _link_open)
+        md.add_render_rule("image", _image_as_link)
     return md
 
 
@@ -129,15 +132,11 @@ def _delimiters_as_typed(state: Any) -> None:  # "\(x\)" reads "\(x\)", not "(x)
                 child.content = "\\" + child.content
 
 
-class _Blocks(NamedTuple):
-    # line numbers (0-based) as a parser that shows raw HTML as text sees them
-    code: set[int]  # fenced and indented code blocks
-    tables: set[int]  # a code span never runs past a cell's "|"
-    starts: set[int]  # a block of inline text starts or the one before ends
-    dollar_links: bool  # a link's destination holds a "$"
-
-
-def _blocks(markdown: str) -> _Blocks:
+def _blocks(markdown: str) -> tuple[set[int], set[int], set[int], bool]:
+    # line numbers (0-based) as a parser that shows raw HTML as text sees them: of code
+    # blocks (fenced, indented), of tables (a code span never runs past a cell's "|"),
+    # where a block of inline text starts or the one before ends; and whether a link's
+    # destination holds a "$"
     code: set[int] = set()
     tables: set[int] = set()
     starts: set[int] = set()
@@ -152,7 +151,7 @@ def _blocks(markdown: str) -> _Blocks:
         for child in token.children or []:
             if child.type == "link_open" and "$" in str(child.attrGet("href") or ""):
                 dollar_links = True
-    return _Blocks(code, tables, starts, dollar_links)
+    return code, tables, starts, dollar_links
 
 
 def _backtick_run(text: str, i: int) -> int:
@@ -274,15 +273,8 @@ def _cells(line: str) -> list[str]:
     return [*cells, line[start:]]
 
 
-@functools.lru_cache(maxsize=1)
-def _checker() -> MarkdownIt:  # shows raw HTML and accepts every link
-    md = _new_parser(html=True)
-    md.validateLink = lambda url: True  # type: ignore[method-assign]
-    return md
-
-
 def _inert(markdown: str) -> bool:
-    for token in _checker().parse(markdown):
+    for token in _parser(html=True).parse(markdown):
         if token.type == "html_block":
             return False
         for child in token.children or []:
@@ -293,24 +285,21 @@ def _inert(markdown: str) -> bool:
 
 
 def _markdown(markdown: str, maths: bool) -> str:
-    lines = markdown.split("\n")
-    blocks = _blocks(markdown)
+    code, tables, starts, dollar_links = _blocks(markdown)
     out: list[str] = []
     run: list[str] = []
-    for index, line in enumerate(lines):
-        table = index in blocks.tables
-        if run and (table or index in blocks.code or index in blocks.starts):
-            out.append(_inline("\n".join(run), blocks.dollar_links, maths))  # a block ends:
-            run = []  # so do its code spans
-        if index in blocks.code:
+    for index, line in enumerate(markdown.split("\n")):
+        if run and (index in tables or index in code or index in starts):
+            out.append(_inline("\n".join(run), dollar_links, maths))  # a block ends: so do
+            run = []  # its code spans
+        if index in code:
             out.append(line)
-        elif table:
-            out.append("|".join(_inline(cell, blocks.dollar_links, maths)
-                                for cell in _cells(line)))
+        elif index in tables:
+            out.append("|".join(_inline(cell, dollar_links, maths) for cell in _cells(line)))
         else:
             run.append(line)
     if run:
-        out.append(_inline("\n".join(run), blocks.dollar_links, maths))
+        out.append(_inline("\n".join(run), dollar_links, maths))
     return "\n".join(out)
 
 
@@ -330,7 +319,7 @@ def inert_markdown(markdown: str) -> str:
 def hard_breaks(markdown: str) -> str:
     """Each line break inside a paragraph made a hard break; code blocks untouched."""
     lines = markdown.split("\n")
-    code = _blocks(markdown).code
+    code = _blocks(markdown)[0]
     for i, line in enumerate(lines[:-1]):
         if i not in code and line.strip() and lines[i + 1].strip() and i + 1 not in code:
             lines[i] = line.rstrip() + "  "
@@ -341,11 +330,9 @@ def literal(text: str, *, code_spans: bool = False) -> str:
     """Markdown that shows ``text`` character for character: line breaks hard, leading
     spaces no-break, no line a list item, heading underline or code block. With
     ``code_spans``, one-line `` `...` `` spans are kept and show as code."""
-    if code_spans:
-        parts = re.split(r"(`[^`\n]+`)", text)
-        return "".join(part if i % 2 else _literal(part, line_start=i == 0)
-                       for i, part in enumerate(parts))
-    return _literal(text, line_start=True)
+    parts = re.split(r"(`[^`\n]+`)", text) if code_spans else [text]
+    return "".join(part if i % 2 else _literal(part, line_start=i == 0)
+                   for i, part in enumerate(parts))
 
 
 def _literal(text: str, *, line_start: bool) -> str:
@@ -403,25 +390,17 @@ def excerpt(markdown: str, limit: int = 120) -> str:
 def summary_html(markdown: str) -> str:
     """A summary (line breaks kept) as HTML: raw HTML escaped, an image a link, only
     safe links (opening in a new tab), ``\\(`` keeping its backslash."""
-    return _summary_parser().render(markdown)
+    return _parser(breaks=True).render(markdown)
 
 
-@functools.lru_cache(maxsize=1)
-def _summary_parser() -> MarkdownIt:
-    md = _new_parser(html=False, breaks=True)
-    md.validateLink = safe_url  # type: ignore[method-assign]
+def _link_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    tokens[idx].attrSet("target", "_blank")
+    tokens[idx].attrSet("rel", "noopener noreferrer")
+    return str(self.renderToken(tokens, idx, options, env))
 
-    def link_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
-        tokens[idx].attrSet("target", "_blank")
-        tokens[idx].attrSet("rel", "noopener noreferrer")
-        return str(self.renderToken(tokens, idx, options, env))
 
-    def image(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
-        token = tokens[idx]
-        alt = self.renderInlineAsText(token.children or [], options, env)
-        return (f'<a href="{html.escape(str(token.attrGet("src") or ""))}" target="_blank" '
-                f'rel="noopener noreferrer">image: {html.escape(alt)}</a>')
-
-    md.add_render_rule("link_open", link_open)
-    md.add_render_rule("image", image)
-    return md
+def _image_as_link(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    token = tokens[idx]
+    alt = self.renderInlineAsText(token.children or [], options, env)
+    return (f'<a href="{html.escape(str(token.attrGet("src") or ""))}" target="_blank" '
+            f'rel="noopener noreferrer">image: {html.escape(alt)}</a>')
