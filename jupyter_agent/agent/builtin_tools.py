@@ -26,9 +26,8 @@ from jupyter_agent.agent.pyexec import ApprovalInterrupted, FigureKeeper, format
 from jupyter_agent.agent.tools import MemoryContext, Tool, ToolError, ToolOutput, tool_from_function
 from jupyter_agent.store import SessionState, TodoItem
 from jupyter_agent.store.messages import clean_text
+from jupyter_agent.store.records import TodoStatus
 from jupyter_agent.text import shorten
-
-TodoStatus = Literal["pending", "in_progress", "done", "failed"]
 
 BUILTIN_TOOL_NAMES = (
     "run_python", "list_variables", "describe_variable", "notebook_cells", "notebook_cell",
@@ -191,11 +190,13 @@ class BuiltinTools:
             self._cells.shell = self._shell()
         return self._cells
 
-    def _share(self, name: str, make: Callable[[], str], values: bool = False) -> str:
-        """``make()`` as far as ``context_privacy`` allows (values: asked under "schema")."""
+    def _check_privacy(self) -> None:
+        """Refuse (a ToolError) when ``context_privacy`` is "none"."""
         if self.privacy == "none":
             raise ToolError(PRIVACY_REFUSAL)
-        text = make()
+
+    def _values(self, name: str, text: str, values: bool) -> str:
+        """``text``, which holds values when ``values``: asked about under "schema"."""
         if values and self.privacy == "schema":
             self._decide(name, text, VALUES_QUESTION, VALUES_DENY_REFUSAL,
                          VALUES_DECLINED_REFUSAL)
@@ -204,21 +205,19 @@ class BuiltinTools:
     def list_variables(self) -> str:
         """List the user's kernel variables: name, type and shape (and a short preview
         under context_privacy="preview")."""
-        def rows() -> str:
-            out = []
-            for name, value in notebook.visible_namespace(self.namespace(), self._shell()).items():
-                head = f"{name}: {type(value).__name__}"
-                shape = getattr(value, "shape", None)
-                if isinstance(shape, tuple):
-                    out.append(f"{head}, shape={shape}")
-                elif self.privacy == "preview":
-                    preview = " ".join(notebook.preview_text(value).split())
-                    out.append(f"{head} = {shorten(preview, 100)}")
-                else:
-                    out.append(", ".join([head, *notebook.brief_schema(value)[1:2]]))
-            return "\n".join(out) or "(no user variables)"
-
-        return self._share("list_variables", rows)
+        self._check_privacy()
+        out = []
+        for name, value in notebook.visible_namespace(self.namespace(), self._shell()).items():
+            head = f"{name}: {type(value).__name__}"
+            shape = getattr(value, "shape", None)
+            if isinstance(shape, tuple):
+                out.append(f"{head}, shape={shape}")
+            elif self.privacy == "preview":
+                preview = " ".join(notebook.preview_text(value).split())
+                out.append(f"{head} = {shorten(preview, 100)}")
+            else:
+                out.append(", ".join([head, *notebook.brief_schema(value)[1:2]]))
+        return "\n".join(out) or "(no user variables)"
 
     def describe_variable(self, name: str, values: bool = False) -> str:
         """Describe one variable: type, shape, dtypes, columns, row count, memory.
@@ -230,13 +229,12 @@ class BuiltinTools:
         values : bool
             Also send its first rows or repr (the user is asked unless allowed).
         """
-        def describe() -> str:
-            ns = self.namespace()
-            if name not in ns:
-                raise ToolError(f"no variable named {name!r}")
-            return notebook.describe_value(name, ns[name], self.privacy, values=values)
-
-        return self._share("describe_variable", describe, values)
+        self._check_privacy()
+        ns = self.namespace()
+        if name not in ns:
+            raise ToolError(f"no variable named {name!r}")
+        return self._values("describe_variable", notebook.describe_value(
+            name, ns[name], self.privacy, values=values), values)
 
     def notebook_cells(self, last: int = 10, values: bool = False) -> str:
         """The cells the user ran in this kernel, oldest first: each input with its
@@ -249,15 +247,13 @@ class BuiltinTools:
         values : bool
             Also send the outputs' values (the user is asked unless allowed).
         """
-        def cells() -> str:
-            count = len(self.cells.inputs())
-            return "\n\n".join(
-                notebook.format_cell(self.cells, n, self.privacy, values=values,
-                                     input_chars=notebook.CELL_CHARS)
-                for n in range(max(1, count - max(1, min(last, 200))), count)
-            ) or "(no cells have run in this kernel)"
-
-        return self._share("notebook_cells", cells, values)
+        self._check_privacy()
+        count = len(self.cells.inputs())
+        return self._values("notebook_cells", "\n\n".join(
+            notebook.format_cell(self.cells, n, self.privacy, values=values,
+                                 input_chars=notebook.CELL_CHARS)
+            for n in range(max(1, count - max(1, min(last, 200))), count)
+        ) or "(no cells have run in this kernel)", values)
 
     def notebook_cell(self, n: int, values: bool = False) -> str:
         """One cell the user ran: In [n], its output and its error if it failed.
@@ -269,17 +265,17 @@ class BuiltinTools:
         values : bool
             Also send the output's value (the user is asked unless allowed).
         """
-        def cell() -> str:
-            try:
-                return notebook.format_cell(self.cells, n, self.privacy, values=values)
-            except KeyError:
-                raise ToolError(f"no cell In [{n}] in this kernel") from None
-
-        return self._share("notebook_cell", cell, values)
+        self._check_privacy()
+        try:
+            text = notebook.format_cell(self.cells, n, self.privacy, values=values)
+        except KeyError:
+            raise ToolError(f"no cell In [{n}] in this kernel") from None
+        return self._values("notebook_cell", text, values)
 
     def last_error(self) -> str:
         """The traceback of the last cell of the user's that failed, with its number."""
-        return self._share("last_error", lambda: notebook.format_last_error(self.cells))
+        self._check_privacy()
+        return notebook.format_last_error(self.cells)
 
     def read_scratchpad(self) -> str:
         """Read the session's scratchpad (your working notes for this session)."""

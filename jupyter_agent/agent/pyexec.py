@@ -28,10 +28,10 @@ from typing import Any
 
 from jupyter_agent.agent.events import Displayed, EventCallback, ignore_event
 from jupyter_agent.errors import JupyterAgentError
-from jupyter_agent.images import FORMAT_NAMES, MEDIA_TYPES, image_size, sniff_media_type
+from jupyter_agent.images import MEDIA_TYPES, image_size, sniff_media_type
 from jupyter_agent.notebook import is_jupyter
 from jupyter_agent.store import SessionState, new_session_id
-from jupyter_agent.store.figure_files import check_figure
+from jupyter_agent.store.figure_files import check_figure, figure_label
 
 
 class ToolInterrupted(KeyboardInterrupt):
@@ -119,11 +119,7 @@ def image_of(data: dict[str, Any]) -> tuple[bytes, str] | None:
 
 def describe_figure(ref: dict[str, Any]) -> str:
     """``figure 1: PNG, 640×480 px, shown to the user`` for a figure reference."""
-    kind = FORMAT_NAMES.get(str(ref.get("media_type")), "image")
-    width, height = ref.get("width"), ref.get("height")
-    size = f", {width}×{height} px" if isinstance(width, int) and isinstance(height, int) else ""
-    seen = "shown to the user" if ref.get("shown") else "not shown to the user"
-    return f"figure {ref.get('n', '?')}: {kind}{size}, {seen}"
+    return f"{figure_label(ref)}, {'' if ref.get('shown') else 'not '}shown to the user"
 
 
 def interleave(printed: str, pieces: list[tuple[int | None, str]]) -> str:
@@ -156,7 +152,7 @@ class FigureKeeper:
     module docstring): :meth:`capture` one call, then :meth:`keep` its figures."""
 
     get_state: Callable[[], SessionState]
-    save: Callable[[str, bytes, str], object] = lambda figure_id, data, media_type: None
+    save: Callable[[str, bytes, str], object] = check_figure  # checks, then keeps
     emit: EventCallback = ignore_event
     forward: bool = True  # displays go on to the shell (no front end shows the events)
     _shown: list[tuple[int | None, Any]] = field(default_factory=list)  # text or (ref, bytes)
@@ -256,7 +252,6 @@ class FigureKeeper:
                 ref, raw = text
                 note = ""
                 try:
-                    check_figure(ref["id"], raw, ref["media_type"])
                     self.save(ref["id"], raw, ref["media_type"])
                 except (JupyterAgentError, OSError) as err:
                     note = f"; not kept: {err}"

@@ -89,16 +89,8 @@ def refused_window(status: int, detail: str, code: str = "", kind: str = "",
     return 0
 
 
-_FALLBACK_WINDOWS: tuple[tuple[str, int], ...] = (
-    ("gpt-4.1", 1_000_000), ("gpt-5", 400_000), ("gpt-4o", 128_000), ("gpt-4-turbo", 128_000),
-    ("gpt-3.5-turbo", 16_385), ("gpt-4", 8_192), ("o1", 200_000), ("o3", 200_000),
-    ("o4", 200_000), ("claude", 200_000),
-)
-
-
 def known_context_window(model: str) -> int | None:
-    """The context window of ``model`` in tokens, if ``genai-prices`` or a small table of
-    model families knows it."""
+    """The context window of ``model`` in tokens, if ``genai-prices`` knows it."""
     from genai_prices import data_snapshot  # imported when used: ~120 ms
 
     snapshot = data_snapshot.get_snapshot()
@@ -107,12 +99,8 @@ def known_context_window(model: str) -> int | None:
             _, info = snapshot.find_provider_model(ref, None, provider, None)
         except LookupError:
             continue
-        if info.context_window:
-            return int(info.context_window)
-        break
-    name = model.lower().rsplit("/", 1)[-1]
-    return next((window for prefix, window in _FALLBACK_WINDOWS if name.startswith(prefix)),
-                None)
+        return int(info.context_window) if info.context_window else None
+    return None
 
 
 def _listed(data: Any, model: str) -> int | None:
