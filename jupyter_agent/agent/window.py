@@ -10,15 +10,14 @@ probe never raises; only a plausible integer is taken from an answer, read to at
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import json
 import re
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
+
+from openai import DefaultHttpxClient
 
 from jupyter_agent.agent.config import model_refs
 
@@ -141,26 +140,18 @@ def _ollama(data: Any, model: str) -> int | None:
     return min([OLLAMA_DEFAULT_CTX, *known]) if known else None
 
 
-_HTTP_LIBRARIES = ("httpx2", "httpx")
-
-
-def _ask(http: Any, lib: Any, method: str, url: str, headers: dict[str, str],
-         body: Any, timeout: float) -> Any:
+def _ask(http: Any, method: str, url: str, headers: dict[str, str], body: Any,
+         timeout: float) -> Any:
     deadline = time.monotonic() + 2 * timeout  # a server dripping bytes is cut off
-    try:
-        with http.stream(method, url, headers=headers, json=body, timeout=timeout,
-                         follow_redirects=False) as response:
-            if response.status_code != 200:
+    with http.stream(method, url, headers=headers, json=body, timeout=timeout,
+                     follow_redirects=False) as response:
+        if response.status_code != 200:
+            return None
+        raw = b""
+        for chunk in response.iter_bytes():
+            raw += chunk
+            if len(raw) > PROBE_MAX_BYTES or time.monotonic() > deadline:
                 return None
-            raw = b""
-            for chunk in response.iter_bytes():
-                raw += chunk
-                if len(raw) > PROBE_MAX_BYTES or time.monotonic() > deadline:
-                    return None
-    except (lib.ConnectError, lib.TimeoutException):
-        raise  # no answer at all: no further probe is worth its timeout
-    except lib.HTTPError:
-        return None
     try:
         return json.loads(raw)
     except ValueError:
@@ -172,20 +163,14 @@ def probe_window(base_url: str, model: str, *, api_key: str = "",
     """Ask an OpenAI-compatible server for ``model``'s window in tokens (None: not found).
 
     ``api_key`` goes as ``Authorization: Bearer`` when not empty; ``timeout`` is seconds
-    per request; ``http`` is the client to ask with (the ``openai`` client's own).
+    per request; ``http`` is the client to ask with (default: the ``openai`` client's
+    kind). The first request that fails (no answer, a broken one) ends the probe.
     """
     if not base_url or urlparse(base_url).hostname == OPENAI_HOST:
         return None
     own = http is None
     if own:
-        for name in _HTTP_LIBRARIES:
-            with contextlib.suppress(ImportError):
-                http = importlib.import_module(name).Client()
-                break
-    lib = next((sys.modules[root] for cls in type(http).__mro__
-                if (root := cls.__module__.split(".")[0]) in _HTTP_LIBRARIES), None)
-    if lib is None:
-        return None
+        http = DefaultHttpxClient()
     url = base_url.rstrip("/")
     root = url[:-3] if url.endswith("/v1") else url
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -197,7 +182,7 @@ def probe_window(base_url: str, model: str, *, api_key: str = "",
     )
     try:
         for method, address, body, read in probes:
-            found = read(_ask(http, lib, method, address, headers, body, timeout), model)
+            found = read(_ask(http, method, address, headers, body, timeout), model)
             if found is not None:
                 return int(found)
     except Exception:  # best effort (and no answer at all): whatever happened, fall through
