@@ -18,14 +18,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from jupyter_agent.agent.adapters import Model, ModelReply, PartialReply, TextCallback
-from jupyter_agent.agent.config import AgentConfig, TokenUsage
+from jupyter_agent.agent.config import AgentConfig, checked_usage
 from jupyter_agent.agent.events import EventCallback, Notice
-from jupyter_agent.agent.working_context import (
-    CHARS_PER_TOKEN,
-    estimate_tokens,
-    message_chars,
-    request_index,
-)
+from jupyter_agent.agent.working_context import estimate_tokens, request_index
 from jupyter_agent.errors import JupyterAgentError, ModelError
 from jupyter_agent.images import RASTER_TYPES, data_url, downscale, image_tokens
 from jupyter_agent.store import FigureData, SessionState
@@ -192,9 +187,8 @@ class VisionModel:
                               "%agent_new or %agent_resume changes this"))
         if reply.usage is not None or not tokens:
             return reply
-        completion = message_chars({"content": reply.text, "tool_calls": reply.tool_calls})
-        return replace(reply, usage=TokenUsage(estimate_tokens(plain) + tokens,
-                                               completion // CHARS_PER_TOKEN))
+        return replace(reply, usage=checked_usage(  # the images' estimate, not the server's
+            None, lambda: estimate_tokens(plain) + tokens, reply.text, reply.tool_calls))
 
     def _noted(self, request: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if self._note is None:
