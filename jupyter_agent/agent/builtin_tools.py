@@ -275,7 +275,7 @@ class BuiltinTools:
     def last_error(self) -> str:
         """The traceback of the last cell of the user's that failed, with its number."""
         self._check_privacy()
-        return notebook.format_last_error(self.cells)
+        return self.cells.last_error() or "(no cell has failed in this kernel)"
 
     def read_scratchpad(self) -> str:
         """Read the session's scratchpad (your working notes for this session)."""
