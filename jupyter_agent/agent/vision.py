@@ -154,18 +154,14 @@ class VisionModel:
                 stream: bool, partial: PartialReply,
                 on_text: TextCallback | None = None) -> ModelReply:
         """Send one request, with the newest figures as images when they may go."""
-        plain = self._noted(self._view.plain(messages))
+        plain = self._shaped(self._view.plain(messages))
         mode = self._config.vision
         key = f"{self.name} at {self.base_url}" if self.base_url else self.name
         request, tokens = plain, 0
         if self._config.max_images > 0 and (
                 mode == "on" or (mode == "auto" and self._state.images_refused != key)):
             request, tokens = self._view.with_images(self._config.max_images, self.api)
-            request = self._noted(request)
-        if self._system is not None and plain and plain[0].get("role") == "system":
-            system = {**plain[0], "content": self._system}
-            plain = [system, *plain[1:]]
-            request = plain if not tokens else [system, *request[1:]]
+            request = self._shaped(request) if tokens else plain
         try:
             reply = self.model.respond(request, tools, stream=stream, partial=partial,
                                        on_text=on_text)
@@ -190,7 +186,10 @@ class VisionModel:
         return replace(reply, usage=checked_usage(  # the images' estimate, not the server's
             None, lambda: estimate_tokens(plain) + tokens, reply.text, reply.tool_calls))
 
-    def _noted(self, request: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _shaped(self, request: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``request`` with the ``system`` override and the ``note`` after its message."""
+        if self._system is not None and request and request[0].get("role") == "system":
+            request = [{**request[0], "content": self._system}, *request[1:]]
         if self._note is None:
             return request
         index = request_index(request, self._note[0])
