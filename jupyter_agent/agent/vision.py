@@ -24,6 +24,7 @@ from jupyter_agent.agent.working_context import estimate_tokens, request_index
 from jupyter_agent.errors import JupyterAgentError, ModelError
 from jupyter_agent.images import RASTER_TYPES, data_url, downscale, image_tokens
 from jupyter_agent.store import FigureData, SessionState
+from jupyter_agent.store.figure_files import figure_refs
 
 IMAGES_CAPTION = "[jupyter-agent] The figures made by the code above:"
 _ENCODED_KEPT = 32  # figures kept encoded between requests
@@ -84,12 +85,10 @@ class RequestView:
         tokens = count = 0
         source = self._source or []
         for index in reversed(self._with_figures):
-            refs = source[index].get("figures") if index < len(source) else None
-            for ref in reversed(refs if isinstance(refs, list) else []):
+            for ref in reversed(list(figure_refs(source[index:index + 1]))):
                 if count >= max_images:
                     break
-                if not isinstance(ref, dict) or ref.get("media_type") not in RASTER_TYPES \
-                        or not isinstance(ref.get("id"), str):
+                if ref.get("media_type") not in RASTER_TYPES:
                     continue
                 image = self._image(ref["id"])
                 if image is not None:

@@ -27,7 +27,7 @@ OPENAI_HOST = "api.openai.com"
 _MIN_WINDOW, _MAX_WINDOW = 256, 100_000_000
 OLLAMA_DEFAULT_CTX = 4_096
 SMALL_WINDOW = 8_192
-PROBE_TIMEOUT = 2.0
+PROBE_TIMEOUT = 2.0  # seconds per request
 PROBE_MAX_BYTES = 1_000_000
 
 SOURCES = {"setting": "set by context_window", "server": "reported by the server",
@@ -140,10 +140,9 @@ def _ollama(data: Any, model: str) -> int | None:
     return min([OLLAMA_DEFAULT_CTX, *known]) if known else None
 
 
-def _ask(http: Any, method: str, url: str, headers: dict[str, str], body: Any,
-         timeout: float) -> Any:
-    deadline = time.monotonic() + 2 * timeout  # a server dripping bytes is cut off
-    with http.stream(method, url, headers=headers, json=body, timeout=timeout,
+def _ask(http: Any, method: str, url: str, headers: dict[str, str], body: Any) -> Any:
+    deadline = time.monotonic() + 2 * PROBE_TIMEOUT  # a server dripping bytes is cut off
+    with http.stream(method, url, headers=headers, json=body, timeout=PROBE_TIMEOUT,
                      follow_redirects=False) as response:
         if response.status_code != 200:
             return None
@@ -159,12 +158,12 @@ def _ask(http: Any, method: str, url: str, headers: dict[str, str], body: Any,
 
 
 def probe_window(base_url: str, model: str, *, api_key: str = "",
-                 timeout: float = PROBE_TIMEOUT, http: Any = None) -> int | None:
+                 http: Any = None) -> int | None:
     """Ask an OpenAI-compatible server for ``model``'s window in tokens (None: not found).
 
-    ``api_key`` goes as ``Authorization: Bearer`` when not empty; ``timeout`` is seconds
-    per request; ``http`` is the client to ask with (default: the ``openai`` client's
-    kind). The first request that fails (no answer, a broken one) ends the probe.
+    ``api_key`` goes as ``Authorization: Bearer`` when not empty; ``http`` is the client
+    to ask with (default: the ``openai`` client's kind). The first request that fails
+    (no answer, a broken one) ends the probe.
     """
     if not base_url or urlparse(base_url).hostname == OPENAI_HOST:
         return None
@@ -182,7 +181,7 @@ def probe_window(base_url: str, model: str, *, api_key: str = "",
     )
     try:
         for method, address, body, read in probes:
-            found = read(_ask(http, method, address, headers, body, timeout), model)
+            found = read(_ask(http, method, address, headers, body), model)
             if found is not None:
                 return int(found)
     except Exception:  # best effort (and no answer at all): whatever happened, fall through
