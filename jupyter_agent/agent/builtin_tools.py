@@ -141,8 +141,8 @@ class BuiltinTools:
         about ``text`` under "ask")."""
         if self.approval == "auto":
             return
-        refusal: str | None = deny
-        if self.approval != "deny":
+        refusal = deny
+        if self.approval == "ask":
             try:
                 approved = (self.ask(text) if question is RUN_QUESTION else
                             ask_on_stdin(text, show=self.show_question, question=question))
@@ -154,11 +154,12 @@ class BuiltinTools:
                 approved, declined = False, NO_STDIN_REFUSAL
             else:
                 self.emit(ApprovalAnswered(approved))
-            refusal = None if approved else declined
-        if refusal is not None:
-            self.refusals += 1  # a refused call never ran: it does not count
-            self.emit(Notice(f"{name} {refusal}"))
-            raise ToolError(refusal)
+            if approved:
+                return
+            refusal = declined
+        self.refusals += 1  # a refused call never ran: it does not count
+        self.emit(Notice(f"{name} {refusal}"))
+        raise ToolError(refusal)
 
     def run_python(self, code: str) -> str:
         """Run Python code in the user's IPython kernel namespace and return its output.

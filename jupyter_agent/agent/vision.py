@@ -12,7 +12,7 @@ without images and remembers for the session that the endpoint takes none.
 from __future__ import annotations
 
 import contextlib
-from collections import OrderedDict
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -41,8 +41,10 @@ class RequestView:
     _last: dict[str, Any] | None = None
     _plain: list[dict[str, Any]] = field(default_factory=list)
     _with_figures: list[int] = field(default_factory=list)  # tool messages with references
-    _encoded: OrderedDict[str, tuple[str, int] | None] = field(default_factory=OrderedDict)
     _parts: dict[Any, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._image = functools.lru_cache(maxsize=_ENCODED_KEPT)(self._encode)
 
     def plain(self, messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """``messages`` without their ``figures`` keys (a list this view owns: do not
@@ -63,20 +65,14 @@ class RequestView:
         self._last = messages[-1] if len(messages) else None
         return self._plain
 
-    def _image(self, figure_id: str) -> tuple[str, int] | None:
-        if figure_id in self._encoded:
-            self._encoded.move_to_end(figure_id)
-            return self._encoded[figure_id]
-        encoded: tuple[str, int] | None = None  # a figure that cannot be read: text only
+    def _encode(self, figure_id: str) -> tuple[str, int] | None:
+        """A figure as a ``data:`` URL and its tokens (None: it cannot be read or sent)."""
         with contextlib.suppress(JupyterAgentError, OSError, ValueError):
             found = self.read_figure(figure_id)
             if found.media_type in RASTER_TYPES:
                 data, (width, height) = downscale(found.data, found.media_type)
-                encoded = (data_url(data, found.media_type), image_tokens(width, height))
-        self._encoded[figure_id] = encoded
-        while len(self._encoded) > _ENCODED_KEPT:
-            self._encoded.popitem(last=False)
-        return encoded
+                return data_url(data, found.media_type), image_tokens(width, height)
+        return None
 
     def with_images(self, max_images: int, api: str) -> tuple[list[dict[str, Any]], int]:
         """The last :meth:`plain` list with the newest ``max_images`` figures that can be
