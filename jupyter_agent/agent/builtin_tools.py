@@ -23,7 +23,7 @@ from jupyter_agent import notebook
 from jupyter_agent.agent.config import ApprovalPolicy
 from jupyter_agent.agent.events import ApprovalAnswered, EventCallback, Notice, ignore_event
 from jupyter_agent.agent.pyexec import ApprovalInterrupted, FigureKeeper, format_outcome, run_code
-from jupyter_agent.agent.tools import MemoryContext, Tool, ToolError, ToolOutput, tool_from_function
+from jupyter_agent.agent.tools import MemoryContext, Tool, ToolError, ToolResult, tool_from_function
 from jupyter_agent.store import SessionState, TodoItem
 from jupyter_agent.store.messages import clean_text
 from jupyter_agent.store.records import TodoStatus
@@ -161,7 +161,7 @@ class BuiltinTools:
         self.emit(Notice(f"{name} {refusal}"))
         raise ToolError(refusal)
 
-    def run_python(self, code: str) -> str:
+    def run_python(self, code: str) -> ToolResult:
         """Run Python code in the user's IPython kernel namespace and return its output.
 
         Variables persist and are shared with the user's notebook. Returns stdout, stderr,
@@ -177,9 +177,8 @@ class BuiltinTools:
         with self.figures.capture(self._shell()):
             outcome = run_code(code, self.namespace())
         outcome, figures = self.figures.keep(outcome)
-        if outcome.error is not None:
-            raise ToolError(format_outcome(outcome), figures=figures)
-        return ToolOutput(format_outcome(outcome), figures)
+        ok = outcome.error is None
+        return ToolResult(("" if ok else "error: ") + format_outcome(outcome), ok, figures)
 
     @property
     def cells(self) -> notebook.CellLog:
