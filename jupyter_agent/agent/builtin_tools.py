@@ -67,12 +67,7 @@ def visible_controls(text: str) -> str:
     """``text`` with every control character except newline and tab shown as an escape
     (``\\x1b``, ``\\r``, ``\\u202e``): nothing in it can move the cursor, erase a line,
     reorder what is shown (bidirectional overrides) or hide itself (zero-width)."""
-    def escape(match: re.Match[str]) -> str:
-        char = match.group()
-        return {"\r": "\\r"}.get(char) or (f"\\x{ord(char):02x}" if ord(char) < 0x100
-                                            else f"\\u{ord(char):04x}")
-
-    return _CONTROL.sub(escape, text)
+    return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode(), text)
 
 
 def question_text(intro: str, text: str) -> str:
