@@ -22,7 +22,7 @@ from IPython.core.error import StdinNotImplementedError
 from jupyter_agent import notebook
 from jupyter_agent.agent.config import ApprovalPolicy
 from jupyter_agent.agent.events import ApprovalAnswered, EventCallback, Notice, ignore_event
-from jupyter_agent.agent.pyexec import ApprovalInterrupted, FigureKeeper, format_outcome, run_code
+from jupyter_agent.agent.pyexec import ApprovalInterrupted, FigureKeeper, format_outcome
 from jupyter_agent.agent.tools import MemoryContext, Tool, ToolError, ToolResult, tool_from_function
 from jupyter_agent.store import SessionState, TodoItem
 from jupyter_agent.store.messages import clean_text
@@ -169,9 +169,7 @@ class BuiltinTools:
             Python source to execute, like a notebook cell.
         """
         self._decide("run_python", code, RUN_QUESTION, DENY_REFUSAL, DECLINED_REFUSAL)
-        with self.figures.capture(self._shell()):
-            outcome = run_code(code, self.namespace())
-        outcome, figures = self.figures.keep(outcome)
+        outcome, figures = self.figures.run(self._shell(), code, self.namespace())
         ok = outcome.error is None
         return ToolResult(("" if ok else "error: ") + format_outcome(outcome), ok, figures)
 
