@@ -231,21 +231,20 @@ def read_session_notes(store: Store | None, cap: int = NOTES_CAP) -> NotesRead:
         try:
             text = store.notes.read(kind)
         except TooLargeError as err:
-            read.left_out.append(f"{name} ({format_bytes(err.size)}) left out of this session: "
-                                 f"over the {format_bytes(err.cap)} notes cap "
-                                 "(the most AgentMagics.max_notes_kib allows)")
-            continue
+            size, limit, hint = err.size, err.cap, "the most AgentMagics.max_notes_kib allows"
         except UnsafeFileError as err:
             read.left_out.append(f"{name} left out of this session: {err.path} is a "
                                  f"{err.kind}, not a private regular file")
             continue
-        size = len(text.encode("utf-8", errors="replace"))
-        if size > cap:
-            read.left_out.append(f"{name} ({format_bytes(size)}) left out of this session: "
-                                 f"over the {format_bytes(cap)} notes cap "
-                                 "(AgentMagics.max_notes_kib raises it)")
-        elif text.strip():
-            read.used[kind] = text
+        else:
+            size, limit, hint = len(text.encode("utf-8", errors="replace")), cap, (
+                "AgentMagics.max_notes_kib raises it")
+            if size <= cap:
+                if text.strip():
+                    read.used[kind] = text
+                continue
+        read.left_out.append(f"{name} ({format_bytes(size)}) left out of this session: "
+                             f"over the {format_bytes(limit)} notes cap ({hint})")
     return read
 
 
