@@ -15,7 +15,6 @@ import argparse
 
 from jupyter_agent.agent.config import AgentConfig
 from jupyter_agent.agent.loop import Agent
-from jupyter_agent.agent.window import reply_budget
 from jupyter_agent.agent.working_context import (
     DEFAULT_SYSTEM_PROMPT,
     build_system_prompt,
@@ -37,7 +36,7 @@ def overhead(window: int, notes_chars: int) -> dict[str, int]:
     tools = agent.request_tools()
     return {"window": window, "system": estimate_tokens([{"role": "system", "content": sent}]),
             "tools": estimate_schema_tokens(tools), "n_tools": len(tools),
-            "reply": reply_budget(window)}
+            "reply": agent.window.reserve}
 
 
 def main() -> None:

@@ -230,14 +230,15 @@ class CellLog:
         history = getattr(self.shell, "history_manager", None)
         return dict(getattr(history, "output_hist", None) or {})
 
-    def last_error(self) -> tuple[int | None, str] | None:
-        """``(execution count or None, traceback text)`` of the last failing cell: from the
+    def last_error(self) -> str | None:
+        """The traceback of the last failing cell, headed by its execution count: from the
         hook, else from ``sys.last_value`` (cell unknown); ``None`` when none failed."""
         if self.last_error_count is not None and self.last_error_count in self.errors:
-            return self.last_error_count, self.errors[self.last_error_count]
+            count = self.last_error_count
+            return f"Error in [{count}]:\n{self.errors[count]}"
         value = getattr(sys, "last_value", None)
         if isinstance(value, BaseException):
-            return None, _format_traceback(value, {})
+            return "Last error:\n" + _format_traceback(value, {})
         return None
 
 
@@ -271,14 +272,6 @@ def format_cell(log: CellLog, n: int, privacy: Privacy, *, values: bool = False,
     if n in log.errors:
         parts.append(f"Error in [{n}]:\n{log.errors[n]}")
     return "\n".join(parts)
-
-
-def format_last_error(log: CellLog) -> str:
-    found = log.last_error()
-    if found is None:
-        return "(no cell has failed in this kernel)"
-    count, text = found
-    return (f"Error in [{count}]:\n" if count is not None else "Last error:\n") + text
 
 
 def _one_line(text: str, limit: int) -> str:
@@ -383,9 +376,9 @@ def attach_references(prompt: str, log: CellLog, privacy: Privacy, *,
             body = format_cell(log, n, privacy)
         elif ref.startswith("@Out[") and n in outputs:
             body = f"Out [{n}]: {_output_text(outputs[n], privacy, False)}"
-        elif ref == "@error" and log.last_error() is not None:
-            body = format_last_error(log)
-        elif ref != "@error" and ref[1:] in ns:
+        elif ref == "@error":
+            body = log.last_error()
+        elif ref[1:] in ns:
             body = describe_value(ref[1:], ns[ref[1:]], privacy)
         if body is None:
             what = ("no cell has failed" if ref == "@error" else

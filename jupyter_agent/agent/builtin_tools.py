@@ -22,13 +22,12 @@ from IPython.core.error import StdinNotImplementedError
 from jupyter_agent import notebook
 from jupyter_agent.agent.config import ApprovalPolicy
 from jupyter_agent.agent.events import ApprovalAnswered, EventCallback, Notice, ignore_event
-from jupyter_agent.agent.pyexec import ApprovalInterrupted, FigureKeeper, format_outcome, run_code
-from jupyter_agent.agent.tools import MemoryContext, Tool, ToolError, ToolOutput, tool_from_function
+from jupyter_agent.agent.pyexec import ApprovalInterrupted, FigureKeeper, format_outcome
+from jupyter_agent.agent.tools import MemoryContext, Tool, ToolError, ToolResult, tool_from_function
 from jupyter_agent.store import SessionState, TodoItem
 from jupyter_agent.store.messages import clean_text
+from jupyter_agent.store.records import TodoStatus
 from jupyter_agent.text import shorten
-
-TodoStatus = Literal["pending", "in_progress", "done", "failed"]
 
 BUILTIN_TOOL_NAMES = (
     "run_python", "list_variables", "describe_variable", "notebook_cells", "notebook_cell",
@@ -68,12 +67,7 @@ def visible_controls(text: str) -> str:
     """``text`` with every control character except newline and tab shown as an escape
     (``\\x1b``, ``\\r``, ``\\u202e``): nothing in it can move the cursor, erase a line,
     reorder what is shown (bidirectional overrides) or hide itself (zero-width)."""
-    def escape(match: re.Match[str]) -> str:
-        char = match.group()
-        return {"\r": "\\r"}.get(char) or (f"\\x{ord(char):02x}" if ord(char) < 0x100
-                                            else f"\\u{ord(char):04x}")
-
-    return _CONTROL.sub(escape, text)
+    return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode(), text)
 
 
 def question_text(intro: str, text: str) -> str:
@@ -142,8 +136,8 @@ class BuiltinTools:
         about ``text`` under "ask")."""
         if self.approval == "auto":
             return
-        refusal: str | None = deny
-        if self.approval != "deny":
+        refusal = deny
+        if self.approval == "ask":
             try:
                 approved = (self.ask(text) if question is RUN_QUESTION else
                             ask_on_stdin(text, show=self.show_question, question=question))
@@ -155,13 +149,14 @@ class BuiltinTools:
                 approved, declined = False, NO_STDIN_REFUSAL
             else:
                 self.emit(ApprovalAnswered(approved))
-            refusal = None if approved else declined
-        if refusal is not None:
-            self.refusals += 1  # a refused call never ran: it does not count
-            self.emit(Notice(f"{name} {refusal}"))
-            raise ToolError(refusal)
+            if approved:
+                return
+            refusal = declined
+        self.refusals += 1  # a refused call never ran: it does not count
+        self.emit(Notice(f"{name} {refusal}"))
+        raise ToolError(refusal)
 
-    def run_python(self, code: str) -> str:
+    def run_python(self, code: str) -> ToolResult:
         """Run Python code in the user's IPython kernel namespace and return its output.
 
         Variables persist and are shared with the user's notebook. Returns stdout, stderr,
@@ -174,12 +169,9 @@ class BuiltinTools:
             Python source to execute, like a notebook cell.
         """
         self._decide("run_python", code, RUN_QUESTION, DENY_REFUSAL, DECLINED_REFUSAL)
-        with self.figures.capture(self._shell()):
-            outcome = run_code(code, self.namespace())
-        outcome, figures = self.figures.keep(outcome)
-        if outcome.error is not None:
-            raise ToolError(format_outcome(outcome), figures=figures)
-        return ToolOutput(format_outcome(outcome), figures)
+        outcome, figures = self.figures.run(self._shell(), code, self.namespace())
+        ok = outcome.error is None
+        return ToolResult(("" if ok else "error: ") + format_outcome(outcome), ok, figures)
 
     @property
     def cells(self) -> notebook.CellLog:
@@ -191,11 +183,13 @@ class BuiltinTools:
             self._cells.shell = self._shell()
         return self._cells
 
-    def _share(self, name: str, make: Callable[[], str], values: bool = False) -> str:
-        """``make()`` as far as ``context_privacy`` allows (values: asked under "schema")."""
+    def _check_privacy(self) -> None:
+        """Refuse (a ToolError) when ``context_privacy`` is "none"."""
         if self.privacy == "none":
             raise ToolError(PRIVACY_REFUSAL)
-        text = make()
+
+    def _values(self, name: str, text: str, values: bool) -> str:
+        """``text``, which holds values when ``values``: asked about under "schema"."""
         if values and self.privacy == "schema":
             self._decide(name, text, VALUES_QUESTION, VALUES_DENY_REFUSAL,
                          VALUES_DECLINED_REFUSAL)
@@ -204,21 +198,19 @@ class BuiltinTools:
     def list_variables(self) -> str:
         """List the user's kernel variables: name, type and shape (and a short preview
         under context_privacy="preview")."""
-        def rows() -> str:
-            out = []
-            for name, value in notebook.visible_namespace(self.namespace(), self._shell()).items():
-                head = f"{name}: {type(value).__name__}"
-                shape = getattr(value, "shape", None)
-                if isinstance(shape, tuple):
-                    out.append(f"{head}, shape={shape}")
-                elif self.privacy == "preview":
-                    preview = " ".join(notebook.preview_text(value).split())
-                    out.append(f"{head} = {shorten(preview, 100)}")
-                else:
-                    out.append(", ".join([head, *notebook.brief_schema(value)[1:2]]))
-            return "\n".join(out) or "(no user variables)"
-
-        return self._share("list_variables", rows)
+        self._check_privacy()
+        out = []
+        for name, value in notebook.visible_namespace(self.namespace(), self._shell()).items():
+            head = f"{name}: {type(value).__name__}"
+            shape = getattr(value, "shape", None)
+            if isinstance(shape, tuple):
+                out.append(f"{head}, shape={shape}")
+            elif self.privacy == "preview":
+                preview = " ".join(notebook.preview_text(value).split())
+                out.append(f"{head} = {shorten(preview, 100)}")
+            else:
+                out.append(", ".join([head, *notebook.brief_schema(value)[1:2]]))
+        return "\n".join(out) or "(no user variables)"
 
     def describe_variable(self, name: str, values: bool = False) -> str:
         """Describe one variable: type, shape, dtypes, columns, row count, memory.
@@ -230,13 +222,12 @@ class BuiltinTools:
         values : bool
             Also send its first rows or repr (the user is asked unless allowed).
         """
-        def describe() -> str:
-            ns = self.namespace()
-            if name not in ns:
-                raise ToolError(f"no variable named {name!r}")
-            return notebook.describe_value(name, ns[name], self.privacy, values=values)
-
-        return self._share("describe_variable", describe, values)
+        self._check_privacy()
+        ns = self.namespace()
+        if name not in ns:
+            raise ToolError(f"no variable named {name!r}")
+        return self._values("describe_variable", notebook.describe_value(
+            name, ns[name], self.privacy, values=values), values)
 
     def notebook_cells(self, last: int = 10, values: bool = False) -> str:
         """The cells the user ran in this kernel, oldest first: each input with its
@@ -249,15 +240,13 @@ class BuiltinTools:
         values : bool
             Also send the outputs' values (the user is asked unless allowed).
         """
-        def cells() -> str:
-            count = len(self.cells.inputs())
-            return "\n\n".join(
-                notebook.format_cell(self.cells, n, self.privacy, values=values,
-                                     input_chars=notebook.CELL_CHARS)
-                for n in range(max(1, count - max(1, min(last, 200))), count)
-            ) or "(no cells have run in this kernel)"
-
-        return self._share("notebook_cells", cells, values)
+        self._check_privacy()
+        count = len(self.cells.inputs())
+        return self._values("notebook_cells", "\n\n".join(
+            notebook.format_cell(self.cells, n, self.privacy, values=values,
+                                 input_chars=notebook.CELL_CHARS)
+            for n in range(max(1, count - max(1, min(last, 200))), count)
+        ) or "(no cells have run in this kernel)", values)
 
     def notebook_cell(self, n: int, values: bool = False) -> str:
         """One cell the user ran: In [n], its output and its error if it failed.
@@ -269,17 +258,17 @@ class BuiltinTools:
         values : bool
             Also send the output's value (the user is asked unless allowed).
         """
-        def cell() -> str:
-            try:
-                return notebook.format_cell(self.cells, n, self.privacy, values=values)
-            except KeyError:
-                raise ToolError(f"no cell In [{n}] in this kernel") from None
-
-        return self._share("notebook_cell", cell, values)
+        self._check_privacy()
+        try:
+            text = notebook.format_cell(self.cells, n, self.privacy, values=values)
+        except KeyError:
+            raise ToolError(f"no cell In [{n}] in this kernel") from None
+        return self._values("notebook_cell", text, values)
 
     def last_error(self) -> str:
         """The traceback of the last cell of the user's that failed, with its number."""
-        return self._share("last_error", lambda: notebook.format_last_error(self.cells))
+        self._check_privacy()
+        return self.cells.last_error() or "(no cell has failed in this kernel)"
 
     def read_scratchpad(self) -> str:
         """Read the session's scratchpad (your working notes for this session)."""

@@ -22,16 +22,16 @@ import sys
 import threading
 import traceback
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from jupyter_agent.agent.events import Displayed, EventCallback, ignore_event
 from jupyter_agent.errors import JupyterAgentError
-from jupyter_agent.images import FORMAT_NAMES, MEDIA_TYPES, image_size, sniff_media_type
+from jupyter_agent.images import MEDIA_TYPES, image_size, sniff_media_type
 from jupyter_agent.notebook import is_jupyter
 from jupyter_agent.store import SessionState, new_session_id
-from jupyter_agent.store.figure_files import check_figure
+from jupyter_agent.store.figure_files import check_figure, figure_label
 
 
 class ToolInterrupted(KeyboardInterrupt):
@@ -119,11 +119,7 @@ def image_of(data: dict[str, Any]) -> tuple[bytes, str] | None:
 
 def describe_figure(ref: dict[str, Any]) -> str:
     """``figure 1: PNG, 640×480 px, shown to the user`` for a figure reference."""
-    kind = FORMAT_NAMES.get(str(ref.get("media_type")), "image")
-    width, height = ref.get("width"), ref.get("height")
-    size = f", {width}×{height} px" if isinstance(width, int) and isinstance(height, int) else ""
-    seen = "shown to the user" if ref.get("shown") else "not shown to the user"
-    return f"figure {ref.get('n', '?')}: {kind}{size}, {seen}"
+    return f"{figure_label(ref)}, {'' if ref.get('shown') else 'not '}shown to the user"
 
 
 def interleave(printed: str, pieces: list[tuple[int | None, str]]) -> str:
@@ -152,22 +148,22 @@ def _open_figures() -> set[int]:
 
 @dataclass
 class FigureKeeper:
-    """What ``run_python`` calls display, and the figures of one agent's session (see the
-    module docstring): :meth:`capture` one call, then :meth:`keep` its figures."""
+    """Runs ``run_python``'s code and keeps what it displays, the figures of one agent's
+    session among it (see the module docstring)."""
 
     get_state: Callable[[], SessionState]
-    save: Callable[[str, bytes, str], object] = lambda figure_id, data, media_type: None
+    save: Callable[[str, bytes, str], object] = check_figure  # checks, then keeps
     emit: EventCallback = ignore_event
     forward: bool = True  # displays go on to the shell (no front end shows the events)
     _shown: list[tuple[int | None, Any]] = field(default_factory=list)  # text or (ref, bytes)
     _shows_images: bool = False
     _busy: bool = False
-    _error: str = ""
 
-    @contextlib.contextmanager
-    def capture(self, shell: Any) -> Iterator[None]:
-        """Catch what the block displays in ``shell`` (None: no shell), in this thread."""
-        self._shown, self._error = [], ""
+    def run(self, shell: Any, code: str, namespace: dict[str, Any]
+            ) -> tuple[ExecOutcome, tuple[dict[str, Any], ...]]:
+        """:func:`run_code`, catching what it displays in ``shell`` (None: no shell) in this
+        thread; its figures are saved and every output put into the printed text."""
+        self._shown, error = [], ""
         self._shows_images = is_jupyter(shell)
         thread, before, stdout = threading.get_ident(), _open_figures(), sys.stdout
         publisher = getattr(shell, "display_pub", None)
@@ -192,17 +188,35 @@ class FigureKeeper:
 
             publisher.publish = publish
         try:
-            yield
+            outcome = run_code(code, namespace)
             try:  # after the code: these go after what it printed
                 self._collect_figures(publisher is not None, before)
             except Exception as err:  # the code's figure cannot be drawn
-                self._error = (f"the figures left open could not be drawn: "
-                               f"{type(err).__name__}: {err}")
+                error = f"the figures left open could not be drawn: {type(err).__name__}: {err}"
         finally:
             if publisher is not None:  # as it was: its own attribute, or the class's
                 vars(publisher).pop("publish", None)
                 if had:
                     publisher.publish = saved
+        refs: list[dict[str, Any]] = []
+        pieces: list[tuple[int | None, str]] = []
+        for position, text in self._shown:
+            if isinstance(text, tuple):
+                ref, raw = text
+                note = ""
+                try:
+                    self.save(ref["id"], raw, ref["media_type"])
+                except (JupyterAgentError, OSError) as err:
+                    note = f"; not kept: {err}"
+                else:
+                    refs.append(ref)
+                text = f"[{describe_figure(ref)}{note}]"
+            pieces.append((position, text))
+        outcome = replace(outcome, stdout=interleave(outcome.stdout, pieces))
+        if error:
+            outcome = replace(outcome, error=f"{outcome.error}\n{error}" if outcome.error
+                              else error)
+        return outcome, tuple(refs)
 
     def _collect_figures(self, publishing: bool, before: set[int]) -> None:
         pyplot = sys.modules.get("matplotlib.pyplot")
@@ -246,27 +260,3 @@ class FigureKeeper:
             self.emit(Displayed(data, metadata, dict(ref), shown=shown))
         finally:
             self._busy = False
-
-    def keep(self, outcome: ExecOutcome) -> tuple[ExecOutcome, tuple[dict[str, Any], ...]]:
-        """Save the captured figures and put every output into the printed text."""
-        refs: list[dict[str, Any]] = []
-        pieces: list[tuple[int | None, str]] = []
-        for position, text in self._shown:
-            if isinstance(text, tuple):
-                ref, raw = text
-                note = ""
-                try:
-                    check_figure(ref["id"], raw, ref["media_type"])
-                    self.save(ref["id"], raw, ref["media_type"])
-                except (JupyterAgentError, OSError) as err:
-                    note = f"; not kept: {err}"
-                else:
-                    refs.append(ref)
-                text = f"[{describe_figure(ref)}{note}]"
-            pieces.append((position, text))
-        self._shown = []
-        outcome = replace(outcome, stdout=interleave(outcome.stdout, pieces))
-        if self._error:
-            error = f"{outcome.error}\n{self._error}" if outcome.error else self._error
-            outcome = replace(outcome, error=error)
-        return outcome, tuple(refs)

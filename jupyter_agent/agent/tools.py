@@ -14,7 +14,7 @@ import contextlib
 import inspect
 import re
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,21 +31,6 @@ from jupyter_agent.text import truncate
 class ToolError(Exception):
     """Raised by a tool to report a failure as a plain message (no traceback)."""
 
-    def __init__(self, message: str = "", *, figures: Sequence[dict[str, Any]] = ()) -> None:
-        super().__init__(message)
-        self.figures = tuple(figures)
-
-
-class ToolOutput(str):
-    """A tool's result text that also carries references of the figures it made."""
-
-    figures: tuple[dict[str, Any], ...]
-
-    def __new__(cls, text: str, figures: Sequence[dict[str, Any]] = ()) -> ToolOutput:
-        obj = super().__new__(cls, text)
-        obj.figures = tuple(figures)
-        return obj
-
 
 @dataclass(frozen=True)
 class MemoryContext:
@@ -58,7 +43,7 @@ class MemoryContext:
 @dataclass(frozen=True)
 class ToolResult:
     """The outcome of one tool call: the text the model sees, whether it worked, and the
-    references of the figures it made."""
+    references of the figures it made (a tool returns one to report figures)."""
 
     text: str
     ok: bool
@@ -93,9 +78,9 @@ class Tool:
             return ToolResult(f"error: invalid arguments for {self.name}: {errors}", ok=False)
         try:
             value = self.func(**{name: getattr(parsed, name) for name in type(parsed).model_fields})
-            return ToolResult(str(value), ok=True, figures=getattr(value, "figures", ()))
+            return value if isinstance(value, ToolResult) else ToolResult(str(value), ok=True)
         except ToolError as exc:
-            return ToolResult(f"error: {exc}", ok=False, figures=exc.figures)
+            return ToolResult(f"error: {exc}", ok=False)
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # SystemExit, CancelledError, ...: the tool failed

@@ -12,23 +12,19 @@ without images and remembers for the session that the endpoint takes none.
 from __future__ import annotations
 
 import contextlib
-from collections import OrderedDict
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from jupyter_agent.agent.adapters import Model, ModelReply, PartialReply, TextCallback
-from jupyter_agent.agent.config import AgentConfig, TokenUsage
+from jupyter_agent.agent.config import AgentConfig, checked_usage
 from jupyter_agent.agent.events import EventCallback, Notice
-from jupyter_agent.agent.working_context import (
-    CHARS_PER_TOKEN,
-    estimate_tokens,
-    message_chars,
-    request_index,
-)
+from jupyter_agent.agent.working_context import estimate_tokens, request_index
 from jupyter_agent.errors import JupyterAgentError, ModelError
 from jupyter_agent.images import RASTER_TYPES, data_url, downscale, image_tokens
 from jupyter_agent.store import FigureData, SessionState
+from jupyter_agent.store.figure_files import figure_refs
 
 IMAGES_CAPTION = "[jupyter-agent] The figures made by the code above:"
 _ENCODED_KEPT = 32  # figures kept encoded between requests
@@ -45,8 +41,10 @@ class RequestView:
     _last: dict[str, Any] | None = None
     _plain: list[dict[str, Any]] = field(default_factory=list)
     _with_figures: list[int] = field(default_factory=list)  # tool messages with references
-    _encoded: OrderedDict[str, tuple[str, int] | None] = field(default_factory=OrderedDict)
     _parts: dict[Any, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._image = functools.lru_cache(maxsize=_ENCODED_KEPT)(self._encode)
 
     def plain(self, messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """``messages`` without their ``figures`` keys (a list this view owns: do not
@@ -67,20 +65,14 @@ class RequestView:
         self._last = messages[-1] if len(messages) else None
         return self._plain
 
-    def _image(self, figure_id: str) -> tuple[str, int] | None:
-        if figure_id in self._encoded:
-            self._encoded.move_to_end(figure_id)
-            return self._encoded[figure_id]
-        encoded: tuple[str, int] | None = None  # a figure that cannot be read: text only
+    def _encode(self, figure_id: str) -> tuple[str, int] | None:
+        """A figure as a ``data:`` URL and its tokens (None: it cannot be read or sent)."""
         with contextlib.suppress(JupyterAgentError, OSError, ValueError):
             found = self.read_figure(figure_id)
             if found.media_type in RASTER_TYPES:
                 data, (width, height) = downscale(found.data, found.media_type)
-                encoded = (data_url(data, found.media_type), image_tokens(width, height))
-        self._encoded[figure_id] = encoded
-        while len(self._encoded) > _ENCODED_KEPT:
-            self._encoded.popitem(last=False)
-        return encoded
+                return data_url(data, found.media_type), image_tokens(width, height)
+        return None
 
     def with_images(self, max_images: int, api: str) -> tuple[list[dict[str, Any]], int]:
         """The last :meth:`plain` list with the newest ``max_images`` figures that can be
@@ -89,12 +81,10 @@ class RequestView:
         tokens = count = 0
         source = self._source or []
         for index in reversed(self._with_figures):
-            refs = source[index].get("figures") if index < len(source) else None
-            for ref in reversed(refs if isinstance(refs, list) else []):
+            for ref in reversed(list(figure_refs(source[index:index + 1]))):
                 if count >= max_images:
                     break
-                if not isinstance(ref, dict) or ref.get("media_type") not in RASTER_TYPES \
-                        or not isinstance(ref.get("id"), str):
+                if ref.get("media_type") not in RASTER_TYPES:
                     continue
                 image = self._image(ref["id"])
                 if image is not None:
@@ -159,18 +149,14 @@ class VisionModel:
                 stream: bool, partial: PartialReply,
                 on_text: TextCallback | None = None) -> ModelReply:
         """Send one request, with the newest figures as images when they may go."""
-        plain = self._noted(self._view.plain(messages))
+        plain = self._shaped(self._view.plain(messages))
         mode = self._config.vision
         key = f"{self.name} at {self.base_url}" if self.base_url else self.name
         request, tokens = plain, 0
         if self._config.max_images > 0 and (
                 mode == "on" or (mode == "auto" and self._state.images_refused != key)):
             request, tokens = self._view.with_images(self._config.max_images, self.api)
-            request = self._noted(request)
-        if self._system is not None and plain and plain[0].get("role") == "system":
-            system = {**plain[0], "content": self._system}
-            plain = [system, *plain[1:]]
-            request = plain if not tokens else [system, *request[1:]]
+            request = self._shaped(request) if tokens else plain
         try:
             reply = self.model.respond(request, tools, stream=stream, partial=partial,
                                        on_text=on_text)
@@ -192,11 +178,13 @@ class VisionModel:
                               "%agent_new or %agent_resume changes this"))
         if reply.usage is not None or not tokens:
             return reply
-        completion = message_chars({"content": reply.text, "tool_calls": reply.tool_calls})
-        return replace(reply, usage=TokenUsage(estimate_tokens(plain) + tokens,
-                                               completion // CHARS_PER_TOKEN))
+        return replace(reply, usage=checked_usage(  # the images' estimate, not the server's
+            None, lambda: estimate_tokens(plain) + tokens, reply.text, reply.tool_calls))
 
-    def _noted(self, request: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _shaped(self, request: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``request`` with the ``system`` override and the ``note`` after its message."""
+        if self._system is not None and request and request[0].get("role") == "system":
+            request = [{**request[0], "content": self._system}, *request[1:]]
         if self._note is None:
             return request
         index = request_index(request, self._note[0])

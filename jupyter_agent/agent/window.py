@@ -10,15 +10,14 @@ probe never raises; only a plausible integer is taken from an answer, read to at
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import json
 import re
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
+
+from openai import DefaultHttpxClient
 
 from jupyter_agent.agent.config import model_refs
 
@@ -28,7 +27,7 @@ OPENAI_HOST = "api.openai.com"
 _MIN_WINDOW, _MAX_WINDOW = 256, 100_000_000
 OLLAMA_DEFAULT_CTX = 4_096
 SMALL_WINDOW = 8_192
-PROBE_TIMEOUT = 2.0
+PROBE_TIMEOUT = 2.0  # seconds per request
 PROBE_MAX_BYTES = 1_000_000
 
 SOURCES = {"setting": "set by context_window", "server": "reported by the server",
@@ -89,16 +88,8 @@ def refused_window(status: int, detail: str, code: str = "", kind: str = "",
     return 0
 
 
-_FALLBACK_WINDOWS: tuple[tuple[str, int], ...] = (
-    ("gpt-4.1", 1_000_000), ("gpt-5", 400_000), ("gpt-4o", 128_000), ("gpt-4-turbo", 128_000),
-    ("gpt-3.5-turbo", 16_385), ("gpt-4", 8_192), ("o1", 200_000), ("o3", 200_000),
-    ("o4", 200_000), ("claude", 200_000),
-)
-
-
 def known_context_window(model: str) -> int | None:
-    """The context window of ``model`` in tokens, if ``genai-prices`` or a small table of
-    model families knows it."""
+    """The context window of ``model`` in tokens, if ``genai-prices`` knows it."""
     from genai_prices import data_snapshot  # imported when used: ~120 ms
 
     snapshot = data_snapshot.get_snapshot()
@@ -107,12 +98,8 @@ def known_context_window(model: str) -> int | None:
             _, info = snapshot.find_provider_model(ref, None, provider, None)
         except LookupError:
             continue
-        if info.context_window:
-            return int(info.context_window)
-        break
-    name = model.lower().rsplit("/", 1)[-1]
-    return next((window for prefix, window in _FALLBACK_WINDOWS if name.startswith(prefix)),
-                None)
+        return int(info.context_window) if info.context_window else None
+    return None
 
 
 def _listed(data: Any, model: str) -> int | None:
@@ -153,26 +140,17 @@ def _ollama(data: Any, model: str) -> int | None:
     return min([OLLAMA_DEFAULT_CTX, *known]) if known else None
 
 
-_HTTP_LIBRARIES = ("httpx2", "httpx")
-
-
-def _ask(http: Any, lib: Any, method: str, url: str, headers: dict[str, str],
-         body: Any, timeout: float) -> Any:
-    deadline = time.monotonic() + 2 * timeout  # a server dripping bytes is cut off
-    try:
-        with http.stream(method, url, headers=headers, json=body, timeout=timeout,
-                         follow_redirects=False) as response:
-            if response.status_code != 200:
+def _ask(http: Any, method: str, url: str, headers: dict[str, str], body: Any) -> Any:
+    deadline = time.monotonic() + 2 * PROBE_TIMEOUT  # a server dripping bytes is cut off
+    with http.stream(method, url, headers=headers, json=body, timeout=PROBE_TIMEOUT,
+                     follow_redirects=False) as response:
+        if response.status_code != 200:
+            return None
+        raw = b""
+        for chunk in response.iter_bytes():
+            raw += chunk
+            if len(raw) > PROBE_MAX_BYTES or time.monotonic() > deadline:
                 return None
-            raw = b""
-            for chunk in response.iter_bytes():
-                raw += chunk
-                if len(raw) > PROBE_MAX_BYTES or time.monotonic() > deadline:
-                    return None
-    except (lib.ConnectError, lib.TimeoutException):
-        raise  # no answer at all: no further probe is worth its timeout
-    except lib.HTTPError:
-        return None
     try:
         return json.loads(raw)
     except ValueError:
@@ -180,24 +158,18 @@ def _ask(http: Any, lib: Any, method: str, url: str, headers: dict[str, str],
 
 
 def probe_window(base_url: str, model: str, *, api_key: str = "",
-                 timeout: float = PROBE_TIMEOUT, http: Any = None) -> int | None:
+                 http: Any = None) -> int | None:
     """Ask an OpenAI-compatible server for ``model``'s window in tokens (None: not found).
 
-    ``api_key`` goes as ``Authorization: Bearer`` when not empty; ``timeout`` is seconds
-    per request; ``http`` is the client to ask with (the ``openai`` client's own).
+    ``api_key`` goes as ``Authorization: Bearer`` when not empty; ``http`` is the client
+    to ask with (default: the ``openai`` client's kind). The first request that fails
+    (no answer, a broken one) ends the probe.
     """
     if not base_url or urlparse(base_url).hostname == OPENAI_HOST:
         return None
     own = http is None
     if own:
-        for name in _HTTP_LIBRARIES:
-            with contextlib.suppress(ImportError):
-                http = importlib.import_module(name).Client()
-                break
-    lib = next((sys.modules[root] for cls in type(http).__mro__
-                if (root := cls.__module__.split(".")[0]) in _HTTP_LIBRARIES), None)
-    if lib is None:
-        return None
+        http = DefaultHttpxClient()
     url = base_url.rstrip("/")
     root = url[:-3] if url.endswith("/v1") else url
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -209,7 +181,7 @@ def probe_window(base_url: str, model: str, *, api_key: str = "",
     )
     try:
         for method, address, body, read in probes:
-            found = read(_ask(http, lib, method, address, headers, body, timeout), model)
+            found = read(_ask(http, method, address, headers, body), model)
             if found is not None:
                 return int(found)
     except Exception:  # best effort (and no answer at all): whatever happened, fall through

@@ -37,13 +37,17 @@ def message_chars(message: dict[str, Any]) -> int:
     return n
 
 
+def message_tokens(message: dict[str, Any]) -> int:
+    """Estimated tokens of one message: ~4 characters a token, plus 4 for its framing."""
+    return message_chars(message) // CHARS_PER_TOKEN + _PER_MESSAGE_TOKENS
+
+
 def estimate_tokens(messages: Sequence[dict[str, Any]], *, base_tokens: int | None = None,
                     base_len: int = 0) -> int:
     """Estimated prompt size of ``messages`` in tokens: ``base_tokens`` (reported for
-    ``messages[:base_len]``; None: estimate all) plus ~4 characters per token after."""
+    ``messages[:base_len]``; None: estimate all) plus :func:`message_tokens` of the rest."""
     rest = messages[base_len if base_tokens is not None else 0:]
-    return ((base_tokens or 0) + sum(message_chars(m) for m in rest) // CHARS_PER_TOKEN
-            + _PER_MESSAGE_TOKENS * len(rest))
+    return (base_tokens or 0) + sum(map(message_tokens, rest))
 
 
 def estimate_schema_tokens(schemas: Sequence[dict[str, Any]]) -> int:
@@ -134,7 +138,7 @@ def choose_cut(messages: Sequence[dict[str, Any]], *, keep_tokens: int, keep_tur
         return None
     suffix = [0] * (n + 1)
     for i in range(n - 1, -1, -1):
-        suffix[i] = suffix[i + 1] + message_chars(messages[i]) // CHARS_PER_TOKEN + 4
+        suffix[i] = suffix[i + 1] + message_tokens(messages[i])
     user_starts = [i for i in candidates if messages[i].get("role") == "user"]
     fitting_turns = [i for i in user_starts[-keep_turns:] if suffix[i] <= keep_tokens]
     fitting = fitting_turns or [i for i in candidates if suffix[i] <= keep_tokens]
@@ -227,21 +231,20 @@ def read_session_notes(store: Store | None, cap: int = NOTES_CAP) -> NotesRead:
         try:
             text = store.notes.read(kind)
         except TooLargeError as err:
-            read.left_out.append(f"{name} ({format_bytes(err.size)}) left out of this session: "
-                                 f"over the {format_bytes(err.cap)} notes cap "
-                                 "(the most AgentMagics.max_notes_kib allows)")
-            continue
+            size, limit, hint = err.size, err.cap, "the most AgentMagics.max_notes_kib allows"
         except UnsafeFileError as err:
             read.left_out.append(f"{name} left out of this session: {err.path} is a "
                                  f"{err.kind}, not a private regular file")
             continue
-        size = len(text.encode("utf-8", errors="replace"))
-        if size > cap:
-            read.left_out.append(f"{name} ({format_bytes(size)}) left out of this session: "
-                                 f"over the {format_bytes(cap)} notes cap "
-                                 "(AgentMagics.max_notes_kib raises it)")
-        elif text.strip():
-            read.used[kind] = text
+        else:
+            size, limit, hint = len(text.encode("utf-8", errors="replace")), cap, (
+                "AgentMagics.max_notes_kib raises it")
+            if size <= cap:
+                if text.strip():
+                    read.used[kind] = text
+                continue
+        read.left_out.append(f"{name} ({format_bytes(size)}) left out of this session: "
+                             f"over the {format_bytes(limit)} notes cap ({hint})")
     return read
 
 

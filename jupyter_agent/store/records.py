@@ -123,12 +123,15 @@ class Usage(_Model):
     price_unknown: bool = False
 
 
+TodoStatus = Literal["pending", "in_progress", "done", "failed"]
+
+
 class TodoItem(_Model):
     """One to-do item; ``retries`` counts its moves to ``failed``."""
 
     id: Count
     text: CleanStr
-    status: Literal["pending", "in_progress", "done", "failed"] = "pending"
+    status: TodoStatus = "pending"
     retries: Count = 0
 
 

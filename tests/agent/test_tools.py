@@ -112,11 +112,11 @@ def test_run_python_uses_the_shell_namespace_like_a_cell(ishell: InteractiveShel
     tools = BuiltinTools(SessionState, shell=ishell, approval="auto")
     out = tools.run_python(
         "import sys\nx = base + 2\nprint('to stdout')\nprint('to stderr', file=sys.stderr)\nx"
-    )
+    ).text
     assert out == "to stdout\n[stderr]\nto stderr\n[result]\n42"
     assert ishell.user_ns["x"] == 42
-    assert tools.run_python("y = 1") == "(no output)"
-    assert tools.run_python("None") == "(no output)"
+    assert tools.run_python("y = 1").text == "(no output)"
+    assert tools.run_python("None").text == "(no output)"
     assert ishell.execution_count == 1  # run_cell was not re-entered
 
 
@@ -149,7 +149,7 @@ def test_run_python_without_shell_uses_a_private_namespace() -> None:
     InteractiveShell.clear_instance()
     tools = BuiltinTools(SessionState, approval="auto")
     tools.run_python("secret = 5")
-    assert tools.run_python("secret * 2").endswith("10")
+    assert tools.run_python("secret * 2").text.endswith("10")
     assert tools.list_variables() == "secret: int"  # context_privacy "schema": no value
     tools.privacy = "preview"
     assert "secret: int = 5" in tools.list_variables()
@@ -163,7 +163,7 @@ def test_output_is_cut_by_code_points_with_a_marker_keeping_both_ends() -> None:
     cut = truncate("x" * 12_345 + "y" * 10, 10)
     assert cut == "xxxxx\n... [output truncated: 12,345 characters cut] ...\nyyyyy"
     tools = BuiltinTools(SessionState, approval="auto")
-    out = truncate(tools.run_python("print('👍🏽' * 10)"), 5)
+    out = truncate(tools.run_python("print('👍🏽' * 10)").text, 5)
     assert out.startswith("👍🏽👍\n")
     assert out.endswith("[output truncated: 15 characters cut] ...\n👍🏽")
     out.encode("utf-8")  # no lone surrogate anywhere
@@ -314,7 +314,7 @@ def test_default_ask_reads_stdin(
     state = SessionState()
     monkeypatch.setattr("sys.stdin", Terminal("y\n"))
     tools = BuiltinTools(lambda: state, approval="ask")
-    assert tools.run_python("1 + 1").endswith("2")
+    assert tools.run_python("1 + 1").text.endswith("2")
     assert "1 + 1" in capsys.readouterr().out
     monkeypatch.setattr("sys.stdin", Terminal(""))  # EOF: a headless run
     with pytest.raises(Exception, match="no stdin"):
