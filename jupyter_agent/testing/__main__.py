@@ -14,7 +14,7 @@ import threading
 from collections.abc import Sequence
 
 from jupyter_agent.testing import ScriptedModelServer
-from jupyter_agent.testing.local import PLAYS
+from jupyter_agent.testing.handler import PLAYS
 from jupyter_agent.testing.script import ScriptError
 
 

@@ -96,16 +96,6 @@ def image_parts(body: Any) -> list[ImagePart]:
     return found
 
 
-def image_refusal(body: Any, *, responses: bool) -> RequestRejected | None:
-    """The 400 of a text-only model for a request with images (None without images)."""
-    parts = image_parts(body)
-    if not parts:
-        return None
-    message = ("Invalid input: this model does not support image inputs." if responses
-               else "Invalid content type. image_url is only supported by certain models.")
-    return reject(message, param=parts[0].where.replace("[", ".["))
-
-
 def text_chars(content: object) -> int:
     if isinstance(content, str):
         return len(content)
@@ -115,16 +105,11 @@ def text_chars(content: object) -> int:
     return 0
 
 
-def tokens_of(chars: int, tools: Any, body: Any) -> int:
-    """``ceil(chars / 4) + ceil(len(json(tools)) / 4)`` plus the images' tokens, at least 1."""
-    tool_chars = len(json.dumps(tools)) if tools else 0
-    return max(1, math.ceil(chars / 4) + math.ceil(tool_chars / 4)
-               + sum(part.tokens for part in image_parts(body)))
-
-
 def estimate_prompt_tokens(body: dict[str, Any]) -> int:
-    """Prompt tokens: message texts plus tool calls' names and arguments, ``tools``, images."""
-    chars = 0
+    """Prompt tokens of a Chat Completions or Responses body: ``ceil(chars / 4)`` of the
+    messages' texts and tool calls (Responses: ``instructions``, input texts, calls and their
+    outputs), plus ``ceil(len(json(tools)) / 4)`` and the images' tokens; at least 1."""
+    chars = len(str(body.get("instructions") or ""))
     for message in body.get("messages") or []:
         if not isinstance(message, dict):
             continue
@@ -134,7 +119,17 @@ def estimate_prompt_tokens(body: dict[str, Any]) -> int:
             if isinstance(function, dict):
                 chars += len(str(function.get("name", "")))
                 chars += len(str(function.get("arguments", "")))
-    return tokens_of(chars, body.get("tools"), body)
+    items = body.get("input")
+    for item in [{"content": items}] if isinstance(items, str) else items or []:
+        if not isinstance(item, dict):
+            continue
+        chars += text_chars(item.get("content"))
+        chars += len(str(item.get("name", ""))) + len(str(item.get("arguments", "")))
+        output = item.get("output", "")
+        chars += text_chars(output) if isinstance(output, list) else len(str(output))
+    tool_chars = len(json.dumps(body["tools"])) if body.get("tools") else 0
+    return max(1, math.ceil(chars / 4) + math.ceil(tool_chars / 4)
+               + sum(part.tokens for part in image_parts(body)))
 
 
 def _json_type(value: object) -> str:
@@ -259,7 +254,7 @@ class Answer:
     """A step resolved for a request: tool call ids assigned, arguments encoded, token counts
     (the step's ``usage`` or the estimate)."""
 
-    def __init__(self, step: Step, body: dict[str, Any], input_tokens: int | None = None) -> None:
+    def __init__(self, step: Step, body: dict[str, Any]) -> None:
         self.text, self.body = step.text, body
         self.calls = [(spec.id or "call_" + uuid.uuid4().hex[:24], spec.name,
                        spec.arguments if isinstance(spec.arguments, str)
@@ -268,8 +263,7 @@ class Answer:
         self.finish_reason = step.finish_reason or ("tool_calls" if self.calls else "stop")
         given = step.usage or UsageSpec()
         self.prompt = (given.prompt_tokens if given.prompt_tokens is not None
-                       else estimate_prompt_tokens(body) if input_tokens is None
-                       else input_tokens)
+                       else estimate_prompt_tokens(body))
         chars = len(self.text or "") + sum(len(n) + len(a) for _, n, a in self.calls)
         self.completion = (  # the estimate: ceil(chars / 4), at least 1
             given.completion_tokens if given.completion_tokens is not None

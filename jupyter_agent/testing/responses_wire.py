@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Container
 from typing import Any
 
-from jupyter_agent.testing.chat_wire import Answer, reject, split_text, text_chars, tokens_of
+from jupyter_agent.testing.chat_wire import Answer, reject, split_text
 from jupyter_agent.testing.script import Step
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
@@ -25,20 +25,6 @@ _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"
 _STARTED: dict[str, dict[str, Any]] = {  # an item as first announced, by type
     "message": {"status": "in_progress", "content": []},
     "function_call": {"status": "in_progress", "arguments": ""}}
-
-
-def estimate_input_tokens(body: dict[str, Any]) -> int:
-    """Input tokens: ``instructions``, input texts, calls, call outputs, ``tools``, images."""
-    chars = len(str(body.get("instructions") or ""))
-    items = body.get("input")
-    for item in [{"content": items}] if isinstance(items, str) else items or []:
-        if not isinstance(item, dict):
-            continue
-        chars += text_chars(item.get("content"))
-        chars += len(str(item.get("name", ""))) + len(str(item.get("arguments", "")))
-        output = item.get("output", "")
-        chars += text_chars(output) if isinstance(output, list) else len(str(output))
-    return tokens_of(chars, body.get("tools"), body)
 
 
 def validate_responses_request(body: object, issued: Container[str]) -> None:
@@ -92,7 +78,7 @@ class ResponseAnswer:
     is added to ``issued``."""
 
     def __init__(self, step: Step, body: dict[str, Any], issued: set[str]) -> None:
-        answer = Answer(step, body, estimate_input_tokens(body))
+        answer = Answer(step, body)
         self.id = "resp_" + uuid.uuid4().hex
         self.created = time.time()
         self.body = body
