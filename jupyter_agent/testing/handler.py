@@ -199,7 +199,7 @@ class _HTTPServer(ThreadingHTTPServer):
         super().shutdown_request(request)
 
     def handle_error(self, request: Any, client_address: Any) -> None:  # no stderr traceback
-        if not isinstance(sys.exc_info()[1], ConnectionError):  # not a client gone away
+        if not isinstance(sys.exc_info()[1], OSError):  # not a client gone away, nor stop()
             with self.owner._lock:
                 self.owner._errors.append(traceback.format_exc())
 
@@ -238,32 +238,23 @@ class _Handler(BaseHTTPRequestHandler):
             events = [f"data: {json.dumps(c)}\n\n".encode() for c in chunks]
             events.append(b"data: [DONE]\n\n")
         buffer = bytearray()
-        try:
-            for event in events[:step.drop_after]:
-                buffer += b"%X\r\n%s\r\n" % (len(event), event)
-                if step.chunk_delay > 0 or len(buffer) >= _FLUSH_BYTES:
-                    self.wfile.write(bytes(buffer))
-                    buffer.clear()
-                    time.sleep(step.chunk_delay)
-            if step.drop_after is None:
-                self.wfile.write(bytes(buffer) + b"0\r\n\r\n")
-            else:  # the connection breaks after that many events
+        for event in events[:step.drop_after]:
+            buffer += b"%X\r\n%s\r\n" % (len(event), event)
+            if step.chunk_delay > 0 or len(buffer) >= _FLUSH_BYTES:
                 self.wfile.write(bytes(buffer))
-                self.wfile.flush()
-                self.connection.shutdown(socket.SHUT_RDWR)
-                self.close_connection = True
-        except OSError:  # client went away mid-stream (e.g. KeyboardInterrupt)
+                buffer.clear()
+                time.sleep(step.chunk_delay)
+        if step.drop_after is None:
+            self.wfile.write(bytes(buffer) + b"0\r\n\r\n")
+        else:  # the connection breaks after that many events
+            self.wfile.write(bytes(buffer))
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
             self.close_connection = True
-
-    def _route(self) -> None:
-        try:
-            self._dispatch()
-        except OSError:  # the client went away (or stop() closed the connection)
-            self.close_connection = True
-
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _route
 
     def _dispatch(self) -> None:
+        """Answer one request; an ``OSError`` (the client went away, or stop() closed the
+        connection) ends the connection and is not recorded."""
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length > 0 else b""  # drained: keep-alive in sync
         method, path = self.command, self.path.split("?", 1)[0].rstrip("/")
@@ -298,6 +289,8 @@ class _Handler(BaseHTTPRequestHandler):
                 owner._errors.append(detail)
             message = "ScriptedModelServer internal error: " + detail.strip().splitlines()[-1]
             self._send(500, error_body(500, message), {"x-should-retry": "false"})
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _dispatch
 
     def _answer(self, path: str, raw: bytes) -> None:
         owner = self.server.owner
