@@ -222,11 +222,10 @@ class ScriptedModel(Script):
     :meth:`respond` when the script is exhausted.
     """
 
-    api = "scripted"
+    api = name = "scripted"
     base_url = ""
 
-    def __init__(self, script: Iterable[Any] | None = None, *, name: str = "scripted") -> None:
-        self.name = name
+    def __init__(self, script: Iterable[Any] | None = None) -> None:
         self.requests: list[dict[str, Any]] = []
         super().__init__(script)
 

@@ -28,11 +28,8 @@ class RequestRejected(Exception):
     """A request answered with HTTP ``status``, JSON ``body`` and extra ``headers``."""
 
     def __init__(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None):
-        self.status = status
-        self.body = body
-        self.headers = dict(headers or {})
-        inner = body.get("error", body)  # vLLM answers {"object": "error", "message": ...}
-        super().__init__(f"{status}: {inner.get('message') if isinstance(inner, dict) else inner}")
+        super().__init__(status, body)
+        self.status, self.body, self.headers = status, body, dict(headers or {})
 
 
 def error_body(status: int, message: str, *, type: str | None = None,

@@ -295,7 +295,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self, path: str, raw: bytes) -> None:
         owner = self.server.owner
         exchange: Exchange | None = None
-        with contextlib.suppress(ValueError, UnicodeDecodeError):
+        with contextlib.suppress(ValueError):  # UnicodeDecodeError too
             exchange = Exchange(json.loads(raw), raw=raw, path=path,
                                 authorization=self.headers.get("Authorization"))
             with owner._lock:
