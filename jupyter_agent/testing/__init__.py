@@ -66,7 +66,7 @@ class ScriptedModelServer(Script):
         self._api_key = require_api_key
         self.model_ids: tuple[str, ...] = tuple(model_ids)
         self.host = host
-        self._port = port
+        self.port = port
         self.log_requests = log_requests
         self.accept_images = accept_images
         self.local = None if play is None else LocalServer(play, context_window, truncate)
@@ -89,10 +89,10 @@ class ScriptedModelServer(Script):
         with self._lock:
             if self._serving is not None:
                 return self
-            httpd = _HTTPServer((self.host, self._port), self)
-            self._port = httpd.server_address[1]
+            httpd = _HTTPServer((self.host, self.port), self)
+            self.port = httpd.server_address[1]
             thread = threading.Thread(target=httpd.serve_until_stopped,
-                                      name=f"ScriptedModelServer:{self._port}", daemon=True)
+                                      name=f"ScriptedModelServer:{self.port}", daemon=True)
             thread.start()
             self._serving = httpd, thread
         return self
@@ -124,15 +124,11 @@ class ScriptedModelServer(Script):
         return self._serving is not None
 
     @property
-    def port(self) -> int:
-        return self._port
-
-    @property
     def base_url(self) -> str:
         """``http://HOST:PORT/v1``; ``RuntimeError`` before the first start."""
-        if not self._port:
+        if not self.port:
             raise RuntimeError("ScriptedModelServer is not started; call start() or use `with`")
-        return f"http://{self.host}:{self._port}/v1"
+        return f"http://{self.host}:{self.port}/v1"
 
     @property
     def requests(self) -> list[Any]:
@@ -208,7 +204,7 @@ class ScriptedModelServer(Script):
         return entry if self.local is None else {**entry, **self.local.model_fields()}
 
     def __repr__(self) -> str:
-        where = self.base_url if self._port else "not started"
+        where = self.base_url if self.port else "not started"
         return f"<ScriptedModelServer {where} remaining={self.remaining}>"
 
 

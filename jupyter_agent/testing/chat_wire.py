@@ -19,9 +19,7 @@ from typing import Any
 from jupyter_agent.images import decode_data_url, image_size, image_tokens
 from jupyter_agent.testing.script import Step, UsageSpec
 
-SYSTEM_FINGERPRINT = "fp_scripted"
 ROLES = ("system", "developer", "user", "assistant", "tool")
-_UNKNOWN_IMAGE_TOKENS = 85  # an image given by URL, whose size cannot be told
 
 
 class RequestRejected(Exception):
@@ -56,7 +54,7 @@ class ImagePart:
     media_type: str = ""
     width: int | None = None
     height: int | None = None
-    tokens: int = _UNKNOWN_IMAGE_TOKENS
+    tokens: int = 85  # an image given by URL, whose size cannot be told
 
 
 def _images_in(content: Any, where: str) -> list[ImagePart]:
@@ -268,7 +266,7 @@ class Answer:
         self.cached, self.omit = given.cached_tokens, given.omit
         self.envelope = {"id": "chatcmpl-" + uuid.uuid4().hex[:29], "object": "",
                          "created": int(time.time()), "model": str(body.get("model")),
-                         "service_tier": "default", "system_fingerprint": SYSTEM_FINGERPRINT}
+                         "service_tier": "default", "system_fingerprint": "fp_scripted"}
 
     def usage(self) -> dict[str, Any]:
         usage = {

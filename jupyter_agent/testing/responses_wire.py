@@ -20,7 +20,6 @@ from typing import Any
 from jupyter_agent.testing.chat_wire import Answer, reject, split_text
 from jupyter_agent.testing.script import Step
 
-ENCRYPTED_REASONING = "reasoning.encrypted_content"
 _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
 _STARTED: dict[str, dict[str, Any]] = {  # an item as first announced, by type
     "message": {"status": "in_progress", "content": []},
@@ -83,7 +82,8 @@ class ResponseAnswer:
         self.created = time.time()
         self.body = body
         self.items: list[dict[str, Any]] = []
-        if step.reasoning is not None and ENCRYPTED_REASONING in (body.get("include") or []):
+        included = body.get("include") or []
+        if step.reasoning is not None and "reasoning.encrypted_content" in included:
             item_id = "rs_" + uuid.uuid4().hex[:24]
             secret = "enc_" + base64.b64encode(json.dumps([item_id, step.reasoning]).encode()
                                                ).decode()
