@@ -57,37 +57,32 @@ class ImagePart:
     tokens: int = 85  # an image given by URL, whose size cannot be told
 
 
-def _images_in(content: Any, where: str) -> list[ImagePart]:
-    found = []
-    for j, part in enumerate(content if isinstance(content, list) else ()):
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind not in ("image_url", "input_image"):
-            continue
-        url = part.get("image_url")
-        if kind == "image_url" and isinstance(url, dict):
-            url = url.get("url")
-        decoded = decode_data_url(url if isinstance(url, str) else "")
-        data, media_type = decoded if decoded is not None else (b"", "")
-        dims = image_size(data, media_type) if decoded is not None else None
-        place = f"{where}[{j}]"
-        found.append(ImagePart(place, media_type, *dims, image_tokens(*dims)) if dims
-                     else ImagePart(place, media_type))
-    return found
-
-
 def image_parts(body: Any) -> list[ImagePart]:
     """Every image of a Chat Completions or Responses body, in order (``[]`` for others)."""
-    if not isinstance(body, dict):
-        return []
-    found: list[ImagePart] = []
-    for i, message in enumerate(body.get("messages") or ()):
-        if isinstance(message, dict):
-            found += _images_in(message.get("content"), f"messages[{i}].content")
-    items = body.get("input")
-    for i, item in enumerate(items if isinstance(items, list) else ()):
-        if isinstance(item, dict):
-            found += _images_in(item.get("content"), f"input[{i}].content")
-            found += _images_in(item.get("output"), f"input[{i}].output")
+    holders: list[tuple[str, Any]] = []  # (place, content) of each message or input item
+    if isinstance(body, dict):
+        for i, message in enumerate(body.get("messages") or ()):
+            if isinstance(message, dict):
+                holders.append((f"messages[{i}].content", message.get("content")))
+        items = body.get("input")
+        for i, item in enumerate(items if isinstance(items, list) else ()):
+            if isinstance(item, dict):
+                holders += [(f"input[{i}].{key}", item.get(key)) for key in ("content", "output")]
+    found = []
+    for where, content in holders:
+        for j, part in enumerate(content if isinstance(content, list) else ()):
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind not in ("image_url", "input_image"):
+                continue
+            url = part.get("image_url")
+            if kind == "image_url" and isinstance(url, dict):
+                url = url.get("url")
+            decoded = decode_data_url(url) if isinstance(url, str) else None
+            media_type = "" if decoded is None else decoded[1]
+            dims = None if decoded is None else image_size(*decoded)
+            place = f"{where}[{j}]"
+            found.append(ImagePart(place, media_type, *dims, image_tokens(*dims)) if dims
+                         else ImagePart(place, media_type))
     return found
 
 
@@ -278,9 +273,7 @@ class Answer:
                                           "accepted_prediction_tokens": 0,
                                           "rejected_prediction_tokens": 0},
         }
-        for name in self.omit:
-            usage.pop(name, None)
-        return usage
+        return {name: value for name, value in usage.items() if name not in self.omit}
 
     def whole(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": self.text, "refusal": None,
