@@ -313,8 +313,7 @@ class Answer:
                 for piece in (args[k:k + 12] for k in range(0, len(args), 12)))
         chunks.append(chunk({}, self.finish_reason))
         if include_usage:
-            chunks.append({**self.envelope, "object": "chat.completion.chunk", "choices": [],
-                           "usage": self.usage()})
+            chunks.append({**chunk({}), "choices": [], "usage": self.usage()})
         return chunks
 
 
