@@ -19,7 +19,9 @@ from typing import Any
 from jupyter_agent.agent.adapters import ModelReply, PartialReply, TextCallback, TokenUsage
 from jupyter_agent.agent.endpoint import Endpoint, status_error
 from jupyter_agent.agent.window import refused_window
-from jupyter_agent.testing.chat_wire import (
+from jupyter_agent.testing.handler import Exchange, LocalServer, _HTTPServer
+from jupyter_agent.testing.script import Script, ScriptError, Step, load_script, parse_step
+from jupyter_agent.testing.wire import (
     Answer,
     ImagePart,
     RequestRejected,
@@ -27,8 +29,6 @@ from jupyter_agent.testing.chat_wire import (
     image_parts,
     split_text,
 )
-from jupyter_agent.testing.handler import Exchange, LocalServer, _HTTPServer
-from jupyter_agent.testing.script import Script, ScriptError, Step, load_script, parse_step
 
 
 class ScriptedModelServer(Script):

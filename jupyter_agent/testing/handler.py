@@ -22,17 +22,18 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from jupyter_agent.testing.chat_wire import (
+from jupyter_agent.testing.script import Step
+from jupyter_agent.testing.wire import (
     Answer,
     RequestRejected,
+    ResponseAnswer,
     error_body,
     estimate_prompt_tokens,
     image_parts,
     reject,
     validate_chat_request,
+    validate_responses_request,
 )
-from jupyter_agent.testing.responses_wire import ResponseAnswer, validate_responses_request
-from jupyter_agent.testing.script import Step
 
 if TYPE_CHECKING:
     from jupyter_agent.testing import ScriptedModelServer
