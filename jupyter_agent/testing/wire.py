@@ -327,14 +327,11 @@ class Answer:
 _WORD = re.compile(r"\s*\S+\s*|\s+")
 
 
-def split_text(text: str, size: int = 16) -> list[str]:
-    """Stream deltas of ``text``: one word with its whitespace each, cut every ``size`` code
-    points; joined they give ``text`` back."""
-    pieces: list[str] = []
-    for match in _WORD.finditer(text):
-        word = match.group()
-        pieces.extend(word[k:k + size] for k in range(0, len(word), size))
-    return pieces
+def split_text(text: str) -> list[str]:
+    """Stream deltas of ``text``: one word with its whitespace each, cut every 16 code points;
+    joined they give ``text`` back."""
+    return [match.group()[k:k + 16] for match in _WORD.finditer(text)
+            for k in range(0, len(match.group()), 16)]
 
 
 _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
