@@ -19,7 +19,9 @@ from typing import Any
 from jupyter_agent.agent.adapters import ModelReply, PartialReply, TextCallback, TokenUsage
 from jupyter_agent.agent.endpoint import Endpoint, status_error
 from jupyter_agent.agent.window import refused_window
-from jupyter_agent.testing.chat_wire import (
+from jupyter_agent.testing.handler import Exchange, LocalServer, _HTTPServer
+from jupyter_agent.testing.script import Script, ScriptError, Step, load_script, parse_step
+from jupyter_agent.testing.wire import (
     Answer,
     ImagePart,
     RequestRejected,
@@ -27,9 +29,6 @@ from jupyter_agent.testing.chat_wire import (
     image_parts,
     split_text,
 )
-from jupyter_agent.testing.handler import Exchange, _HTTPServer
-from jupyter_agent.testing.local import LocalServer
-from jupyter_agent.testing.script import Script, ScriptError, Step, load_script, parse_step
 
 
 class ScriptedModelServer(Script):
@@ -40,7 +39,8 @@ class ScriptedModelServer(Script):
     Every body that parses is recorded on arrival, rejected ones included. One lock guards
     the script and the records (callable steps run outside it). The API key is never logged.
     ``port`` 0 picks a free port at :meth:`start`, kept across restarts; ``play`` (see
-    :mod:`~jupyter_agent.testing.local`) reports ``context_window`` tokens as that server does.
+    :class:`~jupyter_agent.testing.handler.LocalServer`) reports ``context_window`` tokens
+    as that server does.
 
     Raises
     ------
@@ -66,7 +66,7 @@ class ScriptedModelServer(Script):
         self._api_key = require_api_key
         self.model_ids: tuple[str, ...] = tuple(model_ids)
         self.host = host
-        self._port = port
+        self.port = port
         self.log_requests = log_requests
         self.accept_images = accept_images
         self.local = None if play is None else LocalServer(play, context_window, truncate)
@@ -89,10 +89,10 @@ class ScriptedModelServer(Script):
         with self._lock:
             if self._serving is not None:
                 return self
-            httpd = _HTTPServer((self.host, self._port), self)
-            self._port = httpd.server_address[1]
+            httpd = _HTTPServer((self.host, self.port), self)
+            self.port = httpd.server_address[1]
             thread = threading.Thread(target=httpd.serve_until_stopped,
-                                      name=f"ScriptedModelServer:{self._port}", daemon=True)
+                                      name=f"ScriptedModelServer:{self.port}", daemon=True)
             thread.start()
             self._serving = httpd, thread
         return self
@@ -124,21 +124,16 @@ class ScriptedModelServer(Script):
         return self._serving is not None
 
     @property
-    def port(self) -> int:
-        return self._port
-
-    @property
     def base_url(self) -> str:
         """``http://HOST:PORT/v1``; ``RuntimeError`` before the first start."""
-        if not self._port:
+        if not self.port:
             raise RuntimeError("ScriptedModelServer is not started; call start() or use `with`")
-        return f"http://{self.host}:{self._port}/v1"
+        return f"http://{self.host}:{self.port}/v1"
 
     @property
     def requests(self) -> list[Any]:
         """Every parsed request body in order, rejected ones included (a copy)."""
-        with self._lock:
-            return [x.request for x in self._exchanges]
+        return [x.request for x in self.exchanges]
 
     @property
     def exchanges(self) -> list[Exchange]:
@@ -148,14 +143,12 @@ class ScriptedModelServer(Script):
     @property
     def images(self) -> list[list[ImagePart]]:
         """The images each request carried, parallel to :attr:`requests`."""
-        with self._lock:
-            return [image_parts(x.request) for x in self._exchanges]
+        return [image_parts(x.request) for x in self.exchanges]
 
     @property
     def responses(self) -> list[Any]:
         """The answers parallel to :attr:`requests` (object, chunk list or error body)."""
-        with self._lock:
-            return [x.response for x in self._exchanges]
+        return [x.response for x in self.exchanges]
 
     @property
     def errors(self) -> list[str]:
@@ -173,24 +166,21 @@ class ScriptedModelServer(Script):
             exchange.status, exchange.response = status, response
 
     def _check_auth(self, header: str | None) -> None:
-        if self._api_key is None:
-            return
-        if not header or not header.startswith("Bearer ") or not header[7:].strip():
-            raise RequestRejected(401, error_body(
-                401, "You didn't provide an API key. You need to provide your API key in an"
-                " Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."))
-        if header[7:].strip() != self._api_key:
-            raise RequestRejected(401, error_body(
-                401, "Incorrect API key provided. You can find your API key at"
-                " https://platform.openai.com/account/api-keys."))
+        key = header[7:].strip() if header and header.startswith("Bearer ") else ""
+        if self._api_key is not None and key != self._api_key:
+            raise RequestRejected(401, error_body(401, (
+                "Incorrect API key provided. You can find your API key at"
+                " https://platform.openai.com/account/api-keys." if key else
+                "You didn't provide an API key. You need to provide your API key in an"
+                " Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).")))
 
     def _next_step(self, body: dict[str, Any]) -> Step:
-        taken = self._take()
-        if taken is None:
-            raise RequestRejected(500, error_body(
-                500, "ScriptedModelServer: " + self._exhausted(),
-                code="script_exhausted"), {"x-should-retry": "false"})
-        index, step = taken
+        try:
+            index, step = self._take()
+        except ScriptError as err:
+            raise RequestRejected(500, error_body(500, f"ScriptedModelServer: {err}",
+                                                  code="script_exhausted"),
+                                  {"x-should-retry": "false"}) from None
         if isinstance(step, Step):
             return step
         try:
@@ -214,7 +204,7 @@ class ScriptedModelServer(Script):
         return entry if self.local is None else {**entry, **self.local.model_fields()}
 
     def __repr__(self) -> str:
-        where = self.base_url if self._port else "not started"
+        where = self.base_url if self.port else "not started"
         return f"<ScriptedModelServer {where} remaining={self.remaining}>"
 
 
@@ -228,11 +218,10 @@ class ScriptedModel(Script):
     :meth:`respond` when the script is exhausted.
     """
 
-    api = "scripted"
+    api = name = "scripted"
     base_url = ""
 
-    def __init__(self, script: Iterable[Any] | None = None, *, name: str = "scripted") -> None:
-        self.name = name
+    def __init__(self, script: Iterable[Any] | None = None) -> None:
         self.requests: list[dict[str, Any]] = []
         super().__init__(script)
 
@@ -249,10 +238,7 @@ class ScriptedModel(Script):
             request["stream"] = True
         body: dict[str, Any] = json.loads(json.dumps(request))
         self.requests.append(body)
-        taken = self._take()
-        if taken is None:
-            raise ScriptError(self._exhausted())
-        index, next_step = taken
+        index, next_step = self._take()
         step = next_step if isinstance(next_step, Step) else parse_step(next_step(body),
                                                                         index=index)
         time.sleep(step.delay)

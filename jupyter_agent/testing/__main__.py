@@ -10,11 +10,10 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-import threading
 from collections.abc import Sequence
 
 from jupyter_agent.testing import ScriptedModelServer
-from jupyter_agent.testing.local import PLAYS
+from jupyter_agent.testing.handler import PLAYS
 from jupyter_agent.testing.script import ScriptError
 
 
@@ -31,10 +30,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1", help="IPv4 address (default: 127.0.0.1)")
     parser.add_argument("--require-api-key", metavar="KEY", default=None,
                         help="answer 401 unless requests send 'Authorization: Bearer KEY'")
-    parser.add_argument("--model", action="append", dest="models", metavar="ID",
+    parser.add_argument("--model", action="append", dest="model_ids", metavar="ID",
                         help="model id listed by GET /v1/models (repeatable; default: scripted)")
-    parser.add_argument("--log", action="store_true", help="print one line per request on stderr")
-    parser.add_argument("--no-images", action="store_true",
+    parser.add_argument("--log", action="store_true", dest="log_requests",
+                        help="print one line per request on stderr")
+    parser.add_argument("--no-images", action="store_false", dest="accept_images",
                         help="refuse requests that carry images (400), like a text-only model")
     parser.add_argument("--play", choices=PLAYS, default=None,
                         help="play a local server: report --context-window its way and refuse "
@@ -46,29 +46,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "(default: as the played server does)")
     parser.add_argument("--no-truncate", action="store_false", dest="truncate",
                         help="past the window, refuse (even when playing Ollama)")
-    args = parser.parse_args(argv)
+    options = vars(parser.parse_args(argv))
+    script = options.pop("script")
+    options["model_ids"] = options["model_ids"] or ("scripted",)
     try:
-        server = ScriptedModelServer.from_file(
-            args.script, port=args.port, host=args.host, require_api_key=args.require_api_key,
-            model_ids=args.models or ("scripted",), log_requests=args.log,
-            accept_images=not args.no_images, play=args.play,
-            context_window=args.context_window, truncate=args.truncate)
+        server = ScriptedModelServer.from_file(script, **options)
     except (ScriptError, ValueError) as err:
         parser.error(str(err))
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda signum, frame: stop.set())
+    stopping = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stopping)  # before the server's threads start
     try:
         server.start()
     except OSError as err:
-        print(f"cannot serve on {args.host}:{args.port}: {err}", file=sys.stderr)
+        print(f"cannot serve on {options['host']}:{options['port']}: {err}", file=sys.stderr)
         return 1
     print(server.base_url, flush=True)
-    try:
-        while not stop.wait(0.2):
-            pass
-    finally:
-        server.stop()
+    signal.sigwait(stopping)
+    server.stop()
     return 0
 
 

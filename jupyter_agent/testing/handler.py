@@ -1,4 +1,5 @@
-"""The scripted server's HTTP: the accept loop, the request handler and the exchange records.
+"""The scripted server's HTTP: the accept loop, the request handler, the exchange records and
+the local servers (llama.cpp, vLLM, Ollama) it can play.
 
 The accept loop waits on a selector with a wake-up socket (no polling), so stopping is
 immediate, and tracks each accepted connection so that stopping closes idle keep-alive
@@ -21,15 +22,18 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from jupyter_agent.testing.chat_wire import (
+from jupyter_agent.testing.script import Step
+from jupyter_agent.testing.wire import (
     Answer,
     RequestRejected,
+    ResponseAnswer,
     error_body,
-    image_refusal,
+    estimate_prompt_tokens,
+    image_parts,
+    reject,
     validate_chat_request,
+    validate_responses_request,
 )
-from jupyter_agent.testing.responses_wire import ResponseAnswer, validate_responses_request
-from jupyter_agent.testing.script import Step
 
 if TYPE_CHECKING:
     from jupyter_agent.testing import ScriptedModelServer
@@ -58,6 +62,97 @@ class Exchange:
     @property
     def stream(self) -> bool:
         return isinstance(self.request, dict) and self.request.get("stream") is True
+
+
+PLAYS = ("llama.cpp", "vllm", "ollama")
+TRAINED = 8_192  # tokens: the played model's trained context
+
+
+@dataclass(frozen=True)
+class LocalServer:
+    """How the scripted server plays a local server; ``context_window`` is tokens;
+    ``truncate`` None: as the played server does. ``ValueError`` for an unknown server or a
+    window under 1 token.
+
+    =========  =====================================================  ========================
+    plays      reports the window in                                   a prompt past it
+    =========  =====================================================  ========================
+    llama.cpp  ``GET /v1/models`` ``meta.n_ctx``, ``GET /props``       400 exceed_context_size
+    vllm       ``GET /v1/models`` ``max_model_len``                    400 "maximum context"
+    ollama     ``POST /api/show`` (``num_ctx``, ``*.context_length``)  oldest messages dropped
+    =========  =====================================================  ========================
+
+    A refused request consumes no step; a truncated one is answered from the truncated body,
+    and ``Exchange.dropped`` counts the dropped messages.
+    """
+
+    play: str
+    context_window: int
+    truncate: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.play not in PLAYS:
+            raise ValueError(f"play must be one of {', '.join(PLAYS)} (got {self.play!r})")
+        if self.context_window < 1:
+            raise ValueError(f"context_window must be a positive number of tokens "
+                             f"(got {self.context_window!r})")
+
+    def model_fields(self) -> dict[str, Any]:
+        if self.play == "llama.cpp":
+            return {"owned_by": "llamacpp", "meta": {"n_ctx": self.context_window,
+                                                     "n_ctx_train": TRAINED}}
+        if self.play == "vllm":
+            return {"owned_by": "vllm", "max_model_len": self.context_window}
+        return {"owned_by": "library"}
+
+    def answer(self, method: str, path: str, body: Any, model_ids: tuple[str, ...]) -> Any:
+        """The JSON answering a request outside ``/v1``, or None (404)."""
+        if self.play == "llama.cpp" and method == "GET" and path == "/props":
+            return {"default_generation_settings": {"n_ctx": self.context_window, "params": {}},
+                    "total_slots": 1, "model_path": f"/models/{model_ids[0]}.gguf"}
+        if self.play == "ollama" and method == "POST" and path == "/api/show":
+            name = body.get("model") if isinstance(body, dict) else None
+            if name not in model_ids:
+                raise RequestRejected(404, error_body(404, f"model '{name}' not found"))
+            return {"parameters": f"num_ctx                        {self.context_window}\n"
+                                  "stop                           \"<|im_end|>\"",
+                    "model_info": {"general.architecture": "llama",
+                                   "llama.context_length": TRAINED},
+                    "modified_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        return None
+
+    def fit(self, body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        """The chat request as the played server runs it, and how many messages it dropped;
+        ``RequestRejected`` (400 in that server's shape) when it does not fit and is refused."""
+        tokens = estimate_prompt_tokens(body)
+        if tokens <= self.context_window:
+            return body, 0
+        if not (self.play == "ollama" if self.truncate is None else self.truncate):
+            raise RequestRejected(400, self._refusal(tokens))
+        messages = list(body.get("messages") or [])
+        head = [m for m in messages[:1] if isinstance(m, dict) and m.get("role") == "system"]
+        rest = messages[len(head):]
+        dropped = 0
+        while len(rest) > 1 and estimate_prompt_tokens({**body, "messages": head + rest}) \
+                > self.context_window:
+            rest.pop(0)
+            dropped += 1
+        return {**body, "messages": head + rest}, dropped
+
+    def _refusal(self, tokens: int) -> dict[str, Any]:
+        window = self.context_window
+        if self.play == "llama.cpp":
+            return {"error": {"code": 400, "type": "exceed_context_size_error",
+                              "message": f"request ({tokens} tokens) exceeds the available "
+                                         f"context size ({window} tokens), try increasing it",
+                              "n_prompt_tokens": tokens, "n_ctx": window}}
+        if self.play == "vllm":
+            return {"object": "error", "type": "BadRequestError", "param": None, "code": 400,
+                    "message": f"This model's maximum context length is {window} tokens. "
+                               f"However, you requested {tokens} tokens in the messages, "
+                               "Please reduce the length of the messages."}
+        return error_body(400, f"the prompt ({tokens} tokens) is longer than the context "
+                               f"length ({window})")
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -105,7 +200,7 @@ class _HTTPServer(ThreadingHTTPServer):
         super().shutdown_request(request)
 
     def handle_error(self, request: Any, client_address: Any) -> None:  # no stderr traceback
-        if not isinstance(sys.exc_info()[1], ConnectionError):  # not a client gone away
+        if not isinstance(sys.exc_info()[1], OSError):  # not a client gone away, nor stop()
             with self.owner._lock:
                 self.owner._errors.append(traceback.format_exc())
 
@@ -144,32 +239,23 @@ class _Handler(BaseHTTPRequestHandler):
             events = [f"data: {json.dumps(c)}\n\n".encode() for c in chunks]
             events.append(b"data: [DONE]\n\n")
         buffer = bytearray()
-        try:
-            for event in events[:step.drop_after]:
-                buffer += b"%X\r\n%s\r\n" % (len(event), event)
-                if step.chunk_delay > 0 or len(buffer) >= _FLUSH_BYTES:
-                    self.wfile.write(bytes(buffer))
-                    buffer.clear()
-                    time.sleep(step.chunk_delay)
-            if step.drop_after is None:
-                self.wfile.write(bytes(buffer) + b"0\r\n\r\n")
-            else:  # the connection breaks after that many events
+        for event in events[:step.drop_after]:
+            buffer += b"%X\r\n%s\r\n" % (len(event), event)
+            if step.chunk_delay > 0 or len(buffer) >= _FLUSH_BYTES:
                 self.wfile.write(bytes(buffer))
-                self.wfile.flush()
-                self.connection.shutdown(socket.SHUT_RDWR)
-                self.close_connection = True
-        except OSError:  # client went away mid-stream (e.g. KeyboardInterrupt)
+                buffer.clear()
+                time.sleep(step.chunk_delay)
+        if step.drop_after is None:
+            self.wfile.write(bytes(buffer) + b"0\r\n\r\n")
+        else:  # the connection breaks after that many events
+            self.wfile.write(bytes(buffer))
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
             self.close_connection = True
-
-    def _route(self) -> None:
-        try:
-            self._dispatch()
-        except OSError:  # the client went away (or stop() closed the connection)
-            self.close_connection = True
-
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _route
 
     def _dispatch(self) -> None:
+        """Answer one request; an ``OSError`` (the client went away, or stop() closed the
+        connection) ends the connection and is not recorded."""
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length > 0 else b""  # drained: keep-alive in sync
         method, path = self.command, self.path.split("?", 1)[0].rstrip("/")
@@ -205,10 +291,12 @@ class _Handler(BaseHTTPRequestHandler):
             message = "ScriptedModelServer internal error: " + detail.strip().splitlines()[-1]
             self._send(500, error_body(500, message), {"x-should-retry": "false"})
 
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _dispatch
+
     def _answer(self, path: str, raw: bytes) -> None:
         owner = self.server.owner
         exchange: Exchange | None = None
-        with contextlib.suppress(ValueError, UnicodeDecodeError):
+        with contextlib.suppress(ValueError):  # UnicodeDecodeError too
             exchange = Exchange(json.loads(raw), raw=raw, path=path,
                                 authorization=self.headers.get("Authorization"))
             with owner._lock:
@@ -226,9 +314,12 @@ class _Handler(BaseHTTPRequestHandler):
                 validate_responses_request(body, owner._issued)
             else:
                 validate_chat_request(body)
-            refused = None if owner.accept_images else image_refusal(body, responses=responses)
-            if refused is not None:
-                raise refused
+            images = [] if owner.accept_images else image_parts(body)
+            if images:  # as a text-only model refuses them
+                raise reject("Invalid input: this model does not support image inputs."
+                             if responses else "Invalid content type. image_url is only"
+                             " supported by certain models.",
+                             param=images[0].where.replace("[", ".["))
             if owner.local is not None and not responses:
                 body, exchange.dropped = owner.local.fit(body)
             step = owner._next_step(body)

@@ -113,17 +113,14 @@ def parse_step(step: Any, *, index: int | None = None, path: Path | None = None)
         raise ScriptError(message, path=path, index=index) from None
 
 
-def parse_steps(steps: Iterable[Any], *, start: int = 0,
-                path: Path | None = None) -> list[Step | StepCallable]:
+def parse_steps(steps: Iterable[Any], *, start: int = 0) -> list[Step | StepCallable]:
     """Validate steps, keeping callables; ``start`` numbers the first one in messages.
     ``ScriptError`` on the first invalid step, or for a string, mapping or path."""
     if isinstance(steps, str | bytes | Mapping | os.PathLike):
-        raise ScriptError(
-            f"a script is a list of steps, got {type(steps).__name__}"
-            " (use ScriptedModelServer.from_file() or load_script() for a file)", path=path)
+        raise ScriptError(f"a script is a list of steps, got {type(steps).__name__}"
+                          " (use ScriptedModelServer.from_file() or load_script() for a file)")
     return [step if callable(step) and not isinstance(step, Step | Mapping | str)
-            else parse_step(step, index=start + offset, path=path)
-            for offset, step in enumerate(steps)]
+            else parse_step(step, index=start + offset) for offset, step in enumerate(steps)]
 
 
 def load_script(path: str | os.PathLike[str]) -> list[Step]:
@@ -162,13 +159,12 @@ class Script:
         with self._lock:
             return len(self._steps) - self._served
 
-    def _take(self) -> tuple[int, Step | StepCallable] | None:
+    def _take(self) -> tuple[int, Step | StepCallable]:
+        """The next step and its index; ``ScriptError`` when the script is exhausted."""
         with self._lock:
             if self._served >= len(self._steps):
-                return None
+                raise ScriptError(f"script exhausted after {self._served} steps; add steps to"
+                                  " the script (add_steps() in Python, or more entries in the"
+                                  " script file)")
             self._served += 1
             return self._served - 1, self._steps[self._served - 1]
-
-    def _exhausted(self) -> str:
-        return (f"script exhausted after {self._served} steps; add steps to the script "
-                "(add_steps() in Python, or more entries in the script file)")

@@ -25,7 +25,7 @@ from jupyter_agent.agent.working_context import (
 from jupyter_agent.errors import PromptTooLongError
 from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModel, ScriptedModelServer
-from jupyter_agent.testing.chat_wire import estimate_prompt_tokens
+from jupyter_agent.testing.wire import estimate_prompt_tokens
 from tests.agent.helpers import Recorder, make_agent
 
 WORDS = "The penguins of the Palmer archipelago differ in bill length and flipper size. "

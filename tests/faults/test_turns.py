@@ -24,7 +24,7 @@ from jupyter_agent.agent.working_context import SUMMARY_MARKER, estimate_tokens
 from jupyter_agent.errors import ModelError, PromptTooLongError
 from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModelServer
-from jupyter_agent.testing.chat_wire import split_text
+from jupyter_agent.testing.wire import split_text
 from tests.agent.helpers import make_agent, read_record, roles, tool_step
 from tests.test_magics_errors import usage_error
 

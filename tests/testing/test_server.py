@@ -468,7 +468,7 @@ def test_request_recorded_on_arrival_and_stop_cuts_pending_answer() -> None:
     thread = threading.Thread(target=call)
     thread.start()
     try:
-        while not srv.requests:  # recorded before the step's delay, status still pending
+        while srv.remaining:  # the step is taken after the request is recorded
             thread.join(0.01)
         assert srv.requests[0]["messages"] == USER
         assert srv.exchanges[0].status is None and srv.remaining == 0

@@ -1,38 +1,40 @@
-"""The Chat Completions wire format as the scripted server speaks it (pure functions).
+"""The two wire formats the scripted server speaks (pure functions).
 
 Requests are checked as the real API checks them (400 with its wording, unknown fields
-ignored); answers are ``chat.completion`` objects or the ``chat.completion.chunk`` list of
-a stream. Token estimates are ~4 characters per token, images by their pixel size. Also
-the OpenAI-shaped errors and the image parts shared with the Responses format.
+ignored). Chat Completions answers are ``chat.completion`` objects or the
+``chat.completion.chunk`` list of a stream. Responses answers have the shapes and event names
+of ``openai.types.responses``: a stream is ``response.created``, ``response.in_progress``,
+the events of each output item, then ``response.completed`` (or ``response.incomplete`` for
+a "length" / "content_filter" finish) with the usage; no ``[DONE]``. A step's ``reasoning``
+becomes a first reasoning item carrying encrypted content when the request includes it; sent
+back, that item must be one this server issued and be followed by the item it preceded.
+Token estimates are ~4 characters per token, images by their pixel size.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import re
 import time
 import uuid
+from collections.abc import Container
 from dataclasses import dataclass
 from typing import Any
 
 from jupyter_agent.images import decode_data_url, image_size, image_tokens
 from jupyter_agent.testing.script import Step, UsageSpec
 
-SYSTEM_FINGERPRINT = "fp_scripted"
 ROLES = ("system", "developer", "user", "assistant", "tool")
-_UNKNOWN_IMAGE_TOKENS = 85  # an image given by URL, whose size cannot be told
 
 
 class RequestRejected(Exception):
     """A request answered with HTTP ``status``, JSON ``body`` and extra ``headers``."""
 
     def __init__(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None):
-        self.status = status
-        self.body = body
-        self.headers = dict(headers or {})
-        inner = body.get("error", body)  # vLLM answers {"object": "error", "message": ...}
-        super().__init__(f"{status}: {inner.get('message') if isinstance(inner, dict) else inner}")
+        super().__init__(status, body)
+        self.status, self.body, self.headers = status, body, dict(headers or {})
 
 
 def error_body(status: int, message: str, *, type: str | None = None,
@@ -59,51 +61,36 @@ class ImagePart:
     media_type: str = ""
     width: int | None = None
     height: int | None = None
-    tokens: int = _UNKNOWN_IMAGE_TOKENS
-
-
-def _images_in(content: Any, where: str) -> list[ImagePart]:
-    found = []
-    for j, part in enumerate(content if isinstance(content, list) else ()):
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind not in ("image_url", "input_image"):
-            continue
-        url = part.get("image_url")
-        if kind == "image_url" and isinstance(url, dict):
-            url = url.get("url")
-        decoded = decode_data_url(url if isinstance(url, str) else "")
-        data, media_type = decoded if decoded is not None else (b"", "")
-        dims = image_size(data, media_type) if decoded is not None else None
-        place = f"{where}[{j}]"
-        found.append(ImagePart(place, media_type, *dims, image_tokens(*dims)) if dims
-                     else ImagePart(place, media_type))
-    return found
+    tokens: int = 85  # an image given by URL, whose size cannot be told
 
 
 def image_parts(body: Any) -> list[ImagePart]:
     """Every image of a Chat Completions or Responses body, in order (``[]`` for others)."""
-    if not isinstance(body, dict):
-        return []
-    found: list[ImagePart] = []
-    for i, message in enumerate(body.get("messages") or ()):
-        if isinstance(message, dict):
-            found += _images_in(message.get("content"), f"messages[{i}].content")
-    items = body.get("input")
-    for i, item in enumerate(items if isinstance(items, list) else ()):
-        if isinstance(item, dict):
-            found += _images_in(item.get("content"), f"input[{i}].content")
-            found += _images_in(item.get("output"), f"input[{i}].output")
+    holders: list[tuple[str, Any]] = []  # (place, content) of each message or input item
+    if isinstance(body, dict):
+        for i, message in enumerate(body.get("messages") or ()):
+            if isinstance(message, dict):
+                holders.append((f"messages[{i}].content", message.get("content")))
+        items = body.get("input")
+        for i, item in enumerate(items if isinstance(items, list) else ()):
+            if isinstance(item, dict):
+                holders += [(f"input[{i}].{key}", item.get(key)) for key in ("content", "output")]
+    found = []
+    for where, content in holders:
+        for j, part in enumerate(content if isinstance(content, list) else ()):
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind not in ("image_url", "input_image"):
+                continue
+            url = part.get("image_url")
+            if kind == "image_url" and isinstance(url, dict):
+                url = url.get("url")
+            decoded = decode_data_url(url) if isinstance(url, str) else None
+            media_type = "" if decoded is None else decoded[1]
+            dims = None if decoded is None else image_size(*decoded)
+            place = f"{where}[{j}]"
+            found.append(ImagePart(place, media_type, *dims, image_tokens(*dims)) if dims
+                         else ImagePart(place, media_type))
     return found
-
-
-def image_refusal(body: Any, *, responses: bool) -> RequestRejected | None:
-    """The 400 of a text-only model for a request with images (None without images)."""
-    parts = image_parts(body)
-    if not parts:
-        return None
-    message = ("Invalid input: this model does not support image inputs." if responses
-               else "Invalid content type. image_url is only supported by certain models.")
-    return reject(message, param=parts[0].where.replace("[", ".["))
 
 
 def text_chars(content: object) -> int:
@@ -115,16 +102,11 @@ def text_chars(content: object) -> int:
     return 0
 
 
-def tokens_of(chars: int, tools: Any, body: Any) -> int:
-    """``ceil(chars / 4) + ceil(len(json(tools)) / 4)`` plus the images' tokens, at least 1."""
-    tool_chars = len(json.dumps(tools)) if tools else 0
-    return max(1, math.ceil(chars / 4) + math.ceil(tool_chars / 4)
-               + sum(part.tokens for part in image_parts(body)))
-
-
 def estimate_prompt_tokens(body: dict[str, Any]) -> int:
-    """Prompt tokens: message texts plus tool calls' names and arguments, ``tools``, images."""
-    chars = 0
+    """Prompt tokens of a Chat Completions or Responses body: ``ceil(chars / 4)`` of the
+    messages' texts and tool calls (Responses: ``instructions``, input texts, calls and their
+    outputs), plus ``ceil(len(json(tools)) / 4)`` and the images' tokens; at least 1."""
+    chars = len(str(body.get("instructions") or ""))
     for message in body.get("messages") or []:
         if not isinstance(message, dict):
             continue
@@ -134,7 +116,17 @@ def estimate_prompt_tokens(body: dict[str, Any]) -> int:
             if isinstance(function, dict):
                 chars += len(str(function.get("name", "")))
                 chars += len(str(function.get("arguments", "")))
-    return tokens_of(chars, body.get("tools"), body)
+    items = body.get("input")
+    for item in [{"content": items}] if isinstance(items, str) else items or []:
+        if not isinstance(item, dict):
+            continue
+        chars += text_chars(item.get("content"))
+        chars += len(str(item.get("name", ""))) + len(str(item.get("arguments", "")))
+        output = item.get("output", "")
+        chars += text_chars(output) if isinstance(output, list) else len(str(output))
+    tool_chars = len(json.dumps(body["tools"])) if body.get("tools") else 0
+    return max(1, math.ceil(chars / 4) + math.ceil(tool_chars / 4)
+               + sum(part.tokens for part in image_parts(body)))
 
 
 def _json_type(value: object) -> str:
@@ -259,7 +251,7 @@ class Answer:
     """A step resolved for a request: tool call ids assigned, arguments encoded, token counts
     (the step's ``usage`` or the estimate)."""
 
-    def __init__(self, step: Step, body: dict[str, Any], input_tokens: int | None = None) -> None:
+    def __init__(self, step: Step, body: dict[str, Any]) -> None:
         self.text, self.body = step.text, body
         self.calls = [(spec.id or "call_" + uuid.uuid4().hex[:24], spec.name,
                        spec.arguments if isinstance(spec.arguments, str)
@@ -268,8 +260,7 @@ class Answer:
         self.finish_reason = step.finish_reason or ("tool_calls" if self.calls else "stop")
         given = step.usage or UsageSpec()
         self.prompt = (given.prompt_tokens if given.prompt_tokens is not None
-                       else estimate_prompt_tokens(body) if input_tokens is None
-                       else input_tokens)
+                       else estimate_prompt_tokens(body))
         chars = len(self.text or "") + sum(len(n) + len(a) for _, n, a in self.calls)
         self.completion = (  # the estimate: ceil(chars / 4), at least 1
             given.completion_tokens if given.completion_tokens is not None
@@ -277,7 +268,7 @@ class Answer:
         self.cached, self.omit = given.cached_tokens, given.omit
         self.envelope = {"id": "chatcmpl-" + uuid.uuid4().hex[:29], "object": "",
                          "created": int(time.time()), "model": str(body.get("model")),
-                         "service_tier": "default", "system_fingerprint": SYSTEM_FINGERPRINT}
+                         "service_tier": "default", "system_fingerprint": "fp_scripted"}
 
     def usage(self) -> dict[str, Any]:
         usage = {
@@ -289,9 +280,7 @@ class Answer:
                                           "accepted_prediction_tokens": 0,
                                           "rejected_prediction_tokens": 0},
         }
-        for name in self.omit:
-            usage.pop(name, None)
-        return usage
+        return {name: value for name, value in usage.items() if name not in self.omit}
 
     def whole(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": self.text, "refusal": None,
@@ -331,19 +320,155 @@ class Answer:
                 for piece in (args[k:k + 12] for k in range(0, len(args), 12)))
         chunks.append(chunk({}, self.finish_reason))
         if include_usage:
-            chunks.append({**self.envelope, "object": "chat.completion.chunk", "choices": [],
-                           "usage": self.usage()})
+            chunks.append({**chunk({}), "choices": [], "usage": self.usage()})
         return chunks
 
 
 _WORD = re.compile(r"\s*\S+\s*|\s+")
 
 
-def split_text(text: str, size: int = 16) -> list[str]:
-    """Stream deltas of ``text``: one word with its whitespace each, cut every ``size`` code
-    points; joined they give ``text`` back."""
-    pieces: list[str] = []
-    for match in _WORD.finditer(text):
-        word = match.group()
-        pieces.extend(word[k:k + size] for k in range(0, len(word), size))
-    return pieces
+def split_text(text: str) -> list[str]:
+    """Stream deltas of ``text``: one word with its whitespace each, cut every 16 code points;
+    joined they give ``text`` back."""
+    return [match.group()[k:k + 16] for match in _WORD.finditer(text)
+            for k in range(0, len(match.group()), 16)]
+
+
+_INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
+_STARTED: dict[str, dict[str, Any]] = {  # an item as first announced, by type
+    "message": {"status": "in_progress", "content": []},
+    "function_call": {"status": "in_progress", "arguments": ""}}
+
+
+def validate_responses_request(body: object, issued: Container[str]) -> None:
+    """Reject what the real API rejects for ``POST /v1/responses`` (``issued``: the encrypted
+    reasoning contents this server handed out): ``RequestRejected`` 400 for no model or
+    input, a bad item, an output answering no call, a call without an output, or a reasoning
+    item not issued here or missing its following item."""
+    if not isinstance(body, dict):
+        raise reject("Invalid type for request body: expected an object.")
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        raise reject("Missing required parameter: 'model'.", "model")
+    items = body.get("input")
+    if isinstance(items, str):
+        return
+    if not isinstance(items, list) or not items:
+        raise reject("Missing required parameter: 'input'.", "input")
+    calls: set[str] = set()
+    answered: set[str] = set()
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise reject(f"Invalid type for 'input[{i}]': expected an object.", f"input[{i}]")
+        kind = item.get("type", "message")
+        if kind == "message":
+            if item.get("role") not in ("user", "assistant", "system", "developer"):
+                raise reject(f"Invalid value for 'input[{i}].role'.", f"input[{i}].role")
+        elif kind == "function_call":
+            calls.add(str(item.get("call_id")))
+        elif kind == "function_call_output":
+            if item.get("call_id") not in calls:
+                raise reject("No tool call found for function call output with call_id "
+                              f"{item.get('call_id')}.", "input")
+            answered.add(str(item["call_id"]))
+        elif kind == "reasoning":
+            if item.get("encrypted_content") not in issued:
+                raise reject(f"The encrypted content for item {item.get('id')} could not be "
+                              "verified.", "input")
+            following = items[i + 1] if i + 1 < len(items) else {}
+            if not isinstance(following, dict) or (
+                    following.get("type", "message") not in ("function_call", "reasoning")
+                    and following.get("role") != "assistant"):
+                raise reject(f"Item '{item.get('id')}' of type 'reasoning' was provided "
+                              "without its required following item.", "input")
+        else:
+            raise reject(f"Invalid value: '{kind}' for 'input[{i}].type'.", f"input[{i}].type")
+    for call_id in sorted(calls - answered):
+        raise reject(f"No tool output found for function call {call_id}.", "input")
+
+
+class ResponseAnswer:
+    """A step resolved for a Responses request; an encrypted reasoning content handed out
+    is added to ``issued``."""
+
+    def __init__(self, step: Step, body: dict[str, Any], issued: set[str]) -> None:
+        answer = Answer(step, body)
+        self.id = "resp_" + uuid.uuid4().hex
+        self.created = time.time()
+        self.body = body
+        self.items: list[dict[str, Any]] = []
+        included = body.get("include") or []
+        if step.reasoning is not None and "reasoning.encrypted_content" in included:
+            item_id = "rs_" + uuid.uuid4().hex[:24]
+            secret = "enc_" + base64.b64encode(json.dumps([item_id, step.reasoning]).encode()
+                                               ).decode()
+            issued.add(secret)
+            self.items.append({"id": item_id, "type": "reasoning", "summary": [
+                {"type": "summary_text", "text": step.reasoning}], "encrypted_content": secret})
+        if step.text is not None:
+            self.items.append({
+                "id": "msg_" + uuid.uuid4().hex[:24], "type": "message", "role": "assistant",
+                "status": "completed", "content": [
+                    {"type": "output_text", "text": step.text, "annotations": [],
+                     "logprobs": []}]})
+        for call_id, name, arguments in answer.calls:
+            self.items.append({"id": "fc_" + uuid.uuid4().hex[:24], "type": "function_call",
+                               "status": "completed", "call_id": call_id, "name": name,
+                               "arguments": arguments})
+        reason = _INCOMPLETE.get(step.finish_reason or "")
+        self.status = "incomplete" if reason else "completed"
+        self.incomplete = {"reason": reason} if reason else None
+        self.usage = {
+            "input_tokens": answer.prompt,
+            "input_tokens_details": {"cached_tokens": answer.cached, "cache_write_tokens": 0},
+            "output_tokens": answer.completion,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": answer.prompt + answer.completion,
+        }
+
+    def whole(self, *, done: bool = True) -> dict[str, Any]:
+        body = self.body
+        return {
+            "id": self.id, "object": "response", "created_at": self.created,
+            "status": self.status if done else "in_progress", "error": None,
+            "incomplete_details": self.incomplete if done else None,
+            "instructions": body.get("instructions"), "model": str(body.get("model")),
+            "output": self.items if done else [], "parallel_tool_calls": True,
+            "temperature": body.get("temperature"), "tool_choice": "auto",
+            "tools": body.get("tools") or [], "top_p": body.get("top_p"),
+            "store": body.get("store", True), "usage": self.usage if done else None,
+            "completed_at": time.time() if done and self.status == "completed" else None,
+        }
+
+    def stream(self) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+
+        def emit(kind: str, **fields: Any) -> None:
+            events.append({"type": kind, "sequence_number": len(events), **fields})
+
+        emit("response.created", response=self.whole(done=False))
+        emit("response.in_progress", response=self.whole(done=False))
+        for index, item in enumerate(self.items):
+            kind, where = item["type"], {"item_id": item["id"], "output_index": index}
+            started = _STARTED.get(kind, {"summary": [], "encrypted_content": None})
+            emit("response.output_item.added", output_index=index, item={**item, **started})
+            if kind == "message":
+                text = item["content"][0]["text"]
+                part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+                emit("response.content_part.added", **where, content_index=0, part=part)
+                for piece in split_text(text):
+                    emit("response.output_text.delta", **where, content_index=0, delta=piece,
+                         logprobs=[])
+                emit("response.output_text.done", **where, content_index=0, text=text,
+                     logprobs=[])
+                emit("response.content_part.done", **where, content_index=0,
+                     part={**part, "text": text})
+            elif kind == "function_call":
+                arguments = item["arguments"]
+                for k in range(0, len(arguments), 12):
+                    emit("response.function_call_arguments.delta", **where,
+                         delta=arguments[k:k + 12])
+                emit("response.function_call_arguments.done", **where, arguments=arguments)
+            emit("response.output_item.done", output_index=index, item=item)
+        final = "response.completed" if self.status == "completed" else "response.incomplete"
+        emit(final, response=self.whole(done=True))
+        return events
