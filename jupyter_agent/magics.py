@@ -39,14 +39,11 @@ from jupyter_agent.ui.display import (
     format_exported,
     format_footer,
     format_forked,
-    format_history,
     format_resumed_line,
     format_search_results,
     format_sessions_table,
     format_todos,
-    format_transcript,
     format_usage,
-    history_blocks,
     last_figure,
     limit_message,
     transcript_blocks,
@@ -469,17 +466,15 @@ class AgentMagics(Magics):
         """Show the active session's working context (or with --full its whole transcript);
         in Jupyter with the figures its code made, where they were made."""
         record = self.controller.record()
-        cells = frozenset(record.state.handed_out)
-        if not self._jupyter:
-            _print(format_transcript(record.transcript, record.compactions, cells=cells)
-                   if args.full else format_history(record.messages, cells=cells))
-            return
-        blocks = (transcript_blocks(record.transcript, record.compactions, cells=cells)
-                  if args.full else history_blocks(record.messages, cells=cells))
+        blocks = transcript_blocks(*((record.transcript, record.compactions) if args.full
+                                     else (record.messages,)),
+                                   cells=frozenset(record.state.handed_out))
         if not blocks:
             _print("(no messages)")
-            return
-        show_blocks(split_at_figures(blocks), partial(self.controller.read_figure, record.id))
+        elif not self._jupyter:  # the figures' lines are in the text
+            _print("\n\n".join(text for text, _ in blocks))
+        else:
+            show_blocks(split_at_figures(blocks), partial(self.controller.read_figure, record.id))
 
     @agent_magic()
     @argument("n", nargs="?", type=int, metavar="N",

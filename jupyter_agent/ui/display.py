@@ -8,7 +8,6 @@ message names a Python exception class.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import socket
@@ -16,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from jupyter_agent.artefacts.steps import call_arguments
+from jupyter_agent.artefacts.steps import call_arguments, format_call
 from jupyter_agent.errors import (
     ContextMismatchError,
     CorruptSessionError,
@@ -183,11 +182,9 @@ def call_code(arguments: str) -> str | None:
 def format_tool_call(name: str, arguments: str) -> str:
     """The code a ``run_python`` call runs, indented under ``▶ name``; else ``▶ name(args)``."""
     code = call_code(arguments)
-    if code is not None:
-        return f"▶ {name}\n" + "\n".join("    " + line for line in code.splitlines())
-    args = call_arguments(arguments)
-    shown = json.dumps(args, ensure_ascii=False) if not isinstance(args, str) else args
-    return f"▶ {name}({shorten(shown, 200)})"
+    if code is None:
+        return f"▶ {format_call(name, arguments)}"
+    return "\n".join([f"▶ {name}", *("    " + line for line in code.splitlines())])
 
 
 def result_preview(text: str) -> list[str]:
@@ -292,10 +289,6 @@ def format_transcript(transcript: Sequence[dict[str, Any]], compactions: Sequenc
                       *, cells: frozenset[str] = frozenset()) -> str:
     return "\n\n".join(t for t, _ in transcript_blocks(transcript, compactions, cells=cells)) \
         or "(no messages)"
-
-
-#: The working context (no compaction markers).
-history_blocks, format_history = transcript_blocks, format_transcript
 
 
 def last_figure(messages: Iterable[dict[str, Any]]) -> dict[str, Any] | None:

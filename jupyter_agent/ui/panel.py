@@ -319,7 +319,8 @@ class SessionsPanel(widgets.VBox):
         start = self.page * self._page_size
         page = visible[start:start + self._page_size]
         while len(self._slots) < len(page):
-            self._slots.append(RowSlot(self._on_row_click))
+            self._slots.append(RowSlot(lambda action, slot: getattr(
+                self, f"_on_{action}_click")(slot.session_id)))
         self.rows = [slot.show(s, self._found.get(s.id), now)
                       for slot, s in zip(self._slots, page, strict=False)]
         for slot in self._slots[len(page):]:
@@ -369,12 +370,6 @@ class SessionsPanel(widgets.VBox):
         self._message.value = lines_html(html.escape(said if isinstance(said, str) else default))
 
     # ---- handlers
-    def _on_row_click(self, action: str, slot: RowSlot) -> None:
-        if action == "archive":
-            self._on_archive_click(slot.session_id, not slot.archived)
-        else:
-            getattr(self, f"_on_{action}_click")(slot.session_id)
-
     @_guarded
     def _on_filter_value(self, change: dict[str, Any]) -> None:
         self.page = 0
@@ -417,7 +412,8 @@ class SessionsPanel(widgets.VBox):
         self._reload()
 
     @_guarded
-    def _on_archive_click(self, session_id: str, archived: bool) -> None:
+    def _on_archive_click(self, session_id: str) -> None:
+        archived = not next(r for r in self.rows if r.session_id == session_id).archived
         self._say(self._on_archive(session_id, archived),
                   f"{'Archived' if archived else 'Unarchived'} {self._label(session_id)}.")
         self._reload()

@@ -370,12 +370,10 @@ class MarkdownTurnRenderer(PlainTurnRenderer):
         with self._lock:
             status_gone = self._waiting.event(event) if self._waiting is not None else False
             force = self._event(event) or status_gone
-        if self._live and (force or time.monotonic() - self._shown_at >= self._min_interval):
-            with self._lock:
+            if self._live and (force or time.monotonic() - self._shown_at >= self._min_interval):
                 self._show_locked()
-        if kind == "tool_call_start" and event.asks and self._live:
-            with self._lock:  # the question is displayed next; the turn goes on below it
-                self._end_output()
+            if kind == "tool_call_start" and event.asks and self._live:
+                self._end_output()  # the question is displayed next; the turn goes on below it
 
     def finish(self, *, interrupted: bool = False, drop_notice: str | None = None,
                footer: str | None = None) -> None:

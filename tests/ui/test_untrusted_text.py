@@ -22,7 +22,6 @@ from jupyter_agent.agent.events import Notice, TextDelta, ToolCallEnd, ToolCallS
 from jupyter_agent.store import FileStore, SessionState, TodoItem
 from jupyter_agent.text import safe_url, terminal_text
 from jupyter_agent.ui.display import (
-    format_history,
     format_sessions_table,
     format_transcript,
 )
@@ -151,7 +150,7 @@ def test_the_recap_and_history_show_hostile_text_as_text(store: FileStore) -> No
     markdown = recap_text(record).markdown
     assert_inert_markdown(markdown)
     assert "image: " in _TRUSTING.render(markdown)  # the summary's image, as a link
-    for text in (recap_text(record).plain, format_history(record.messages),
+    for text in (recap_text(record).plain, format_transcript(record.messages),
                  format_transcript(record.transcript, record.compactions)):
         assert_inert_terminal(terminal_text(text))
 
