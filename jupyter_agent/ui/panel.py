@@ -225,7 +225,7 @@ class SessionsPanel(widgets.VBox):
 
         self._filter.observe(self._on_filter_value, names="value")
         self._show_archived.observe(self._on_show_archived_value, names="value")
-        self._refresh.on_click(self._on_refresh_click)
+        self._refresh.on_click(lambda _button: self.refresh())
         self._confirm.on_click(self._on_confirm_click)
         self._cancel.on_click(self._on_cancel_click)
         self._prev.on_click(self._on_pager_click)
@@ -378,10 +378,6 @@ class SessionsPanel(widgets.VBox):
     @_guarded
     def _on_show_archived_value(self, change: dict[str, Any]) -> None:
         self._render()
-
-    @_guarded
-    def _on_refresh_click(self, _button: widgets.Button) -> None:
-        self._reload()
 
     @_guarded
     def _on_pager_click(self, button: widgets.Button) -> None:
