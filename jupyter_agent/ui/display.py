@@ -179,14 +179,6 @@ def call_code(arguments: str) -> str | None:
     return None
 
 
-def format_tool_call(name: str, arguments: str) -> str:
-    """The code a ``run_python`` call runs, indented under ``▶ name``; else ``▶ name(args)``."""
-    code = call_code(arguments)
-    if code is None:
-        return f"▶ {format_call(name, arguments)}"
-    return "\n".join([f"▶ {name}", *("    " + line for line in code.splitlines())])
-
-
 def result_preview(text: str) -> list[str]:
     """The first 10 lines of a tool result, each cut to 160, then a line saying how many
     were left out; ``["(no output)"]`` for an empty result."""
@@ -260,7 +252,12 @@ def _format_message(message: dict[str, Any], cells: frozenset[str]) -> str:
         lines.append(text if role != "system" else shorten(text, 500))
     for call in message.get("tool_calls") or []:
         fn = call.get("function", {})
-        lines.append(format_tool_call(fn.get("name", "?"), fn.get("arguments", "")))
+        name, arguments = fn.get("name", "?"), fn.get("arguments", "")
+        code = call_code(arguments)  # a ``run_python`` call: its code under ``▶ name``
+        if code is None:
+            lines.append(f"▶ {format_call(name, arguments)}")
+        else:
+            lines += [f"▶ {name}", *("    " + line for line in code.splitlines())]
         if call.get("id") in cells:  # ``%agent_cell`` handed it out as a cell
             lines.append("    ↳ handed out as a cell (%agent_cell)")
     return "\n".join(lines)

@@ -216,8 +216,7 @@ class SessionsPanel(widgets.VBox):
         self._confirm = button("Delete for good", style="danger")
         self._cancel = button("Cancel")
         self._confirm_box = widgets.HBox([self._confirm_text, self._confirm, self._cancel],
-                                         layout=widgets.Layout(display="none",
-                                                               flex_flow="row wrap"))
+                                         layout=widgets.Layout(flex_flow="row wrap"))
         self._prev = button("◀ Prev")
         self._next = button("Next ▶")
         self._page_label = widgets.Label()
@@ -419,12 +418,10 @@ class SessionsPanel(widgets.VBox):
         self._pending_delete = session_id
         self._confirm_text.value = lines_html(
             f"Delete <b>{html.escape(self._label(session_id))}</b> for good?")
-        self._confirm_box.layout.display = "flex"
         self._place()
 
     def _close_confirm(self) -> None:
         self._pending_delete = None
-        self._confirm_box.layout.display = "none"
         self._confirm_text.value = ""
         self._place()
 
@@ -434,11 +431,8 @@ class SessionsPanel(widgets.VBox):
         self._close_confirm()
         if session_id is None:
             return
-        label = self._label(session_id)
-        self._say(self._on_delete(session_id), f"Deleted {label}.")
-        if self._details.selected == session_id:
-            self._details.hide()
-        self._reload()
+        self._say(self._on_delete(session_id), f"Deleted {self._label(session_id)}.")
+        self._reload()  # (and the Details of a deleted session close)
 
     @_guarded
     def _on_cancel_click(self, _button: widgets.Button) -> None:
