@@ -83,10 +83,6 @@ def agent_magic(kind: Callable[..., Any] = line_magic, *, typed: bool = False,
                             else line, *cell)
             except JupyterAgentError as err:
                 raise AgentUsageError(flatten_lines(error_message(err))) from err
-            except AgentUsageError:
-                raise
-            except UsageError as err:
-                raise AgentUsageError(str(err)) from err
 
         return kind(no_var_expand(wrapper) if typed else wrapper)
 
@@ -122,7 +118,7 @@ def parse_argstring(magic: Callable[..., Any], line: str) -> Any:
     try:
         argv = shlex.split(line, comments=True)
     except ValueError as err:
-        raise UsageError(f"cannot parse the arguments: {err}; put text with quotes or "
+        raise AgentUsageError(f"cannot parse the arguments: {err}; put text with quotes or "
                          "spaces in matching quotes") from err
     parser = magic.parser  # type: ignore[attr-defined]
     try:
@@ -145,7 +141,7 @@ def options_from_args(args: Any) -> SessionOptions:
     try:
         return SessionOptions(**{f.name: getattr(args, f.name) for f in fields(SessionOptions)})
     except ValueError as err:
-        raise UsageError(str(err)) from err
+        raise AgentUsageError(str(err)) from err
 
 
 def rewrite_agent_lines(lines: list[str]) -> list[str]:
@@ -328,7 +324,7 @@ class AgentMagics(Magics):
         or find sessions with --search TEXT [--deep]."""
         query = " ".join(args.search or [])
         if args.deep and not query:
-            raise UsageError("--deep searches the transcripts for --search TEXT: add --search TEXT")
+            raise AgentUsageError("--deep searches the transcripts for --search TEXT: add --search TEXT")
         if self._jupyter:
             display(self.sessions_panel(show_archived=args.all, query=query, deep=args.deep))
         elif query:
