@@ -48,8 +48,6 @@ from jupyter_agent.ui.display import (
     limit_message,
     transcript_blocks,
 )
-from jupyter_agent.ui.recap import RECAP_WIDTH, show_blocks, split_at_figures
-from jupyter_agent.ui.render import show_question
 
 F = TypeVar("F", bound=Callable[..., Any])
 _TRAITS = {str: Unicode, int: Int, float: Float, bool: Bool}
@@ -195,8 +193,8 @@ class AgentMagics(Magics):
         self._snapshot: Settings | None = None
         self.observe(lambda _: setattr(self, "_snapshot", None))  # any trait
         self._jupyter = is_jupyter(shell)
-        self.controller = AgentController(
-            self.settings, shell=shell, show_question=show_question if self._jupyter else None)
+        self.controller = AgentController(self.settings, shell=shell, show_question=(
+            render.show_question if self._jupyter else None))
 
     def settings(self) -> Settings:
         """The current settings (one snapshot until a setting changes)."""
@@ -269,8 +267,8 @@ class AgentMagics(Magics):
         display(shown)
         figure = last_figure(resumed.record.transcript)
         if figure is not None:  # the last figure, small
-            show_blocks([figure], partial(self.controller.read_figure, resumed.record.id),
-                        width=RECAP_WIDTH)
+            recap.show_figure(figure, partial(self.controller.read_figure, resumed.record.id),
+                              width=recap.RECAP_WIDTH)
 
     @agent_magic(line_cell_magic, typed=True)
     @argument("prompt", nargs="*",
@@ -324,7 +322,8 @@ class AgentMagics(Magics):
         or find sessions with --search TEXT [--deep]."""
         query = " ".join(args.search or [])
         if args.deep and not query:
-            raise AgentUsageError("--deep searches the transcripts for --search TEXT: add --search TEXT")
+            raise AgentUsageError("--deep searches the transcripts for --search TEXT: add "
+                                  "--search TEXT")
         if self._jupyter:
             display(self.sessions_panel(show_archived=args.all, query=query, deep=args.deep))
         elif query:
@@ -470,7 +469,7 @@ class AgentMagics(Magics):
         elif not self._jupyter:  # the figures' lines are in the text
             _print("\n\n".join(text for text, _ in blocks))
         else:
-            show_blocks(split_at_figures(blocks), partial(self.controller.read_figure, record.id))
+            recap.show_blocks(blocks, partial(self.controller.read_figure, record.id))
 
     @agent_magic()
     @argument("n", nargs="?", type=int, metavar="N",

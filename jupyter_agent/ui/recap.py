@@ -100,33 +100,26 @@ def recap_text(record: SessionRecord, *, unarchived: bool = False,
     return MarkdownText("\n\n".join(markdown), "\n".join(plain))
 
 
-def split_at_figures(blocks: Sequence[tuple[str, dict[str, Any] | None]]
-                     ) -> list[str | dict[str, Any]]:
-    """``(text, message)`` blocks joined into text runs, each followed by the figure
-    references of the message that ended it."""
-    parts: list[str | dict[str, Any]] = []
+def show_figure(ref: dict[str, Any], read: ReadFigure, *, width: int | None = None) -> None:
+    """Display a figure (``width`` in CSS pixels; default: its own), or say why it cannot be."""
+    data, why = figure_data(read, ref)
+    if data is None:
+        print(terminal_text(f"[{figure_label(ref)}: cannot be shown: {why}]"))
+        return
+    metadata = {next(iter(data)): {"width": width}} if width else {}
+    data["text/plain"] = f"[{figure_label(ref)}]"
+    display(data, metadata=metadata, raw=True)
+
+
+def show_blocks(blocks: Sequence[tuple[str, dict[str, Any] | None]], read: ReadFigure) -> None:
+    """Print the texts of ``(text, message)`` blocks made inert, the figures of a message
+    displayed after its text."""
     run: list[str] = []
-    for text, message in blocks:
+    for i, (text, message) in enumerate(blocks):
         run.append(text)
         refs = list(figure_refs([message])) if message is not None else []
-        if refs:
-            parts += ["\n\n".join(run), *refs]
+        if refs or i == len(blocks) - 1:
+            print(terminal_text("\n\n".join(run)))
             run = []
-    return parts + (["\n\n".join(run)] if run else [])
-
-
-def show_blocks(parts: Sequence[str | dict[str, Any]], read: ReadFigure, *,
-                width: int | None = None) -> None:
-    """Print the text runs made inert and display the figures between them (``width`` in
-    CSS pixels; default: the figure's own)."""
-    for part in parts:
-        if isinstance(part, str):
-            print(terminal_text(part))
-            continue
-        data, why = figure_data(read, part)
-        if data is None:
-            print(terminal_text(f"[{figure_label(part)}: cannot be shown: {why}]"))
-            continue
-        metadata = {next(iter(data)): {"width": width}} if width else {}
-        data["text/plain"] = f"[{figure_label(part)}]"
-        display(data, metadata=metadata, raw=True)
+        for ref in refs:
+            show_figure(ref, read)
