@@ -31,7 +31,7 @@ from jupyter_agent.notebook import can_ask, is_jupyter
 from jupyter_agent.project import confirm_delete
 from jupyter_agent.settings import OPTIONS, SessionOptions, Settings, option
 from jupyter_agent.text import terminal_text
-from jupyter_agent.ui import recap, render
+from jupyter_agent.ui import render
 from jupyter_agent.ui.display import (
     INTERRUPTED_MESSAGE,
     error_message,
@@ -259,7 +259,7 @@ class AgentMagics(Magics):
         given here or earlier in this kernel, else the settings.
         """
         resumed = self.controller.resume(args.session_id, options_from_args(args))
-        shown = recap.recap_text(resumed.record, unarchived=resumed.unarchived,
+        shown = render.recap_text(resumed.record, unarchived=resumed.unarchived,
                                  endpoint_note=resumed.endpoint_note)
         if not self._jupyter:
             _print(shown.plain)
@@ -267,8 +267,8 @@ class AgentMagics(Magics):
         display(shown)
         figure = last_figure(resumed.record.transcript)
         if figure is not None:  # the last figure, small
-            recap.show_figure(figure, partial(self.controller.read_figure, resumed.record.id),
-                              width=recap.RECAP_WIDTH)
+            render.show_figure(figure, partial(self.controller.read_figure, resumed.record.id),
+                              width=render.RECAP_WIDTH)
 
     @agent_magic(line_cell_magic, typed=True)
     @argument("prompt", nargs="*",
@@ -335,17 +335,16 @@ class AgentMagics(Magics):
             listing = self.controller.project.store.list_sessions(include_archived=args.all)
             _print(format_sessions_table(listing, active_id=self.controller.active_session_id))
 
-    def sessions_panel(self, *, show_archived: bool = False, page_size: int = 20,
-                       query: str = "", deep: bool = False) -> Any:
-        """The sessions panel of this kernel (``deep``: its filter searches transcripts)."""
+    def sessions_panel(self, **options: Any) -> Any:
+        """The sessions panel of this kernel, acting through its controller (``options``:
+        those of :class:`~jupyter_agent.ui.panel.SessionsPanel`)."""
         from jupyter_agent.ui.panel import SessionsPanel  # ipywidgets: only when shown
 
         c = self.controller
         return SessionsPanel(
             c.project.store, on_resume=lambda sid: format_resumed_line(c.resume(sid)),
             on_archive=lambda sid, archived: format_change(c.archive(sid, undo=not archived)),
-            on_delete=lambda sid: format_change(c.delete(sid)), page_size=page_size,
-            show_archived=show_archived, query=query, deep=deep)
+            on_delete=lambda sid: format_change(c.delete(sid)), **options)
 
     @agent_magic(typed=True)
     @argument("text", nargs="*", help="New summary (as typed); without it, show the summary.")
@@ -469,7 +468,7 @@ class AgentMagics(Magics):
         elif not self._jupyter:  # the figures' lines are in the text
             _print("\n\n".join(text for text, _ in blocks))
         else:
-            recap.show_blocks(blocks, partial(self.controller.read_figure, record.id))
+            render.show_blocks(blocks, partial(self.controller.read_figure, record.id))
 
     @agent_magic()
     @argument("n", nargs="?", type=int, metavar="N",

@@ -25,7 +25,7 @@ from jupyter_agent.store import FileStore, SessionState, dump_record, parse_reco
 from jupyter_agent.store.records import CLOCK_SKEW, utc_now
 from jupyter_agent.ui.display import format_transcript
 from jupyter_agent.ui.panel_details import detail_html
-from jupyter_agent.ui.recap import recap_text
+from jupyter_agent.ui.render import recap_text
 
 text = st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF), max_size=12)
 scalars = st.none() | st.booleans() | st.integers() | st.floats() | text

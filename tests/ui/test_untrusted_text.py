@@ -27,8 +27,7 @@ from jupyter_agent.ui.display import (
 )
 from jupyter_agent.ui.panel import SessionsPanel
 from jupyter_agent.ui.panel_details import detail_html
-from jupyter_agent.ui.recap import recap_text
-from jupyter_agent.ui.render import MarkdownTurnRenderer, PlainTurnRenderer
+from jupyter_agent.ui.render import MarkdownTurnRenderer, PlainTurnRenderer, recap_text
 
 HTML_PAYLOAD = ("<script>window.pwned = 1</script> <img src=x onerror=\"window.pwned=1\"> "
                 "<style>* { display: none }</style> [click](javascript:alert(1)) "
