@@ -465,10 +465,9 @@ class AgentMagics(Magics):
                                    cells=frozenset(record.state.handed_out))
         if not blocks:
             _print("(no messages)")
-        elif not self._jupyter:  # the figures' lines are in the text
-            _print("\n\n".join(text for text, _ in blocks))
-        else:
-            render.show_blocks(blocks, partial(self.controller.read_figure, record.id))
+        else:  # a terminal shows no figures
+            render.show_blocks(blocks, partial(self.controller.read_figure, record.id)
+                               if self._jupyter else None)
 
     @agent_magic()
     @argument("n", nargs="?", type=int, metavar="N",

@@ -184,8 +184,6 @@ class SessionsPanel(widgets.VBox):
                  on_archive: Callable[[str, bool], Any] | None = None,
                  on_delete: Callable[[str], Any] | None = None, page_size: int = 20,
                  show_archived: bool = False, query: str = "", deep: bool = False) -> None:
-        if page_size < 1:
-            raise ValueError(f"page_size must be at least 1 (got {page_size})")
         self._store = store
         self._on_resume = on_resume
         self._on_archive = on_archive or (lambda sid, flag: store.update(sid, archived=flag))
@@ -230,13 +228,11 @@ class SessionsPanel(widgets.VBox):
         self._prev.on_click(self._on_pager_click)
         self._next.on_click(self._on_pager_click)
 
-        self._toolbar = widgets.HBox([self._filter, self._show_archived, self._refresh],
-                                     layout=widgets.Layout(align_items="center",
-                                                           flex_flow="row wrap"))
+        toolbar = widgets.HBox([self._filter, self._show_archived, self._refresh],
+                               layout=widgets.Layout(align_items="center", flex_flow="row wrap"))
         self._pager = widgets.HBox([self._prev, self._page_label, self._next],
                                    layout=widgets.Layout(align_items="center"))
-        super().__init__([self._toolbar, self._errors, self._message, self._rows_box,
-                          self._pager])
+        super().__init__([toolbar, self._errors, self._message, self._rows_box, self._pager])
         self.refresh()
 
     @property

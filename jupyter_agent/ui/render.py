@@ -499,7 +499,8 @@ def recap_text(record: SessionRecord, *, unarchived: bool = False,
     return MarkdownText("\n\n".join(markdown), "\n".join(plain))
 
 
-def show_figure(ref: dict[str, Any], read: ReadFigure, *, width: int | None = None) -> None:
+def show_figure(ref: dict[str, Any], read: ReadFigure | None, *,
+                width: int | None = None) -> None:
     """Display a figure (``width`` in CSS pixels; default: its own), or say why it cannot be."""
     data, why = figure_data(read, ref)
     if data is None:
@@ -510,13 +511,14 @@ def show_figure(ref: dict[str, Any], read: ReadFigure, *, width: int | None = No
     display(data, metadata=metadata, raw=True)
 
 
-def show_blocks(blocks: Sequence[tuple[str, dict[str, Any] | None]], read: ReadFigure) -> None:
+def show_blocks(blocks: Sequence[tuple[str, dict[str, Any] | None]],
+                read: ReadFigure | None) -> None:
     """Print the texts of ``(text, message)`` blocks made inert, the figures of a message
-    displayed after its text."""
+    displayed after its text (without ``read``, only the lines in the text name them)."""
     run: list[str] = []
     for i, (text, message) in enumerate(blocks):
         run.append(text)
-        refs = list(figure_refs([message])) if message is not None else []
+        refs = list(figure_refs([message])) if read and message is not None else []
         if refs or i == len(blocks) - 1:
             print(terminal_text("\n\n".join(run)))
             run = []
