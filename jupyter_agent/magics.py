@@ -33,7 +33,6 @@ from jupyter_agent.settings import OPTIONS, SessionOptions, Settings, option
 from jupyter_agent.text import terminal_text
 from jupyter_agent.ui import render
 from jupyter_agent.ui.display import (
-    INTERRUPTED_MESSAGE,
     error_message,
     format_change,
     format_exported,
@@ -129,8 +128,7 @@ def parse_argstring(magic: Callable[..., Any], line: str) -> Any:
             if option.startswith("--") and option not in known and close:
                 text += f" (did you mean {close[0]}?)"
                 break
-        name = getattr(magic, "__name__", "")
-        raise AgentUsageError(f"{text}; %{name}? shows the usage" if name else text) from err
+        raise AgentUsageError(f"{text}; %{magic.__name__}? shows the usage") from err
 
 
 def options_from_args(args: Any) -> SessionOptions:
@@ -292,14 +290,14 @@ class AgentMagics(Magics):
                    + " (%agent_resume picks up an earlier one).")
             for notice in self.controller.notes_notice:
                 _print(notice)
-        renderer: render.MarkdownTurnRenderer | render.PlainTurnRenderer = (
-            render.MarkdownTurnRenderer(live=can_ask(self.shell)) if self._jupyter
-            else render.PlainTurnRenderer())
+        renderer = (render.MarkdownTurnRenderer(live=can_ask(self.shell)) if self._jupyter
+                    else render.PlainTurnRenderer())
         try:
             result = self.controller.ask(prompt, on_event=renderer)
         except KeyboardInterrupt as exc:  # Ctrl-C: the agent saved the session, then re-raised
             renderer.finish(interrupted=True, footer=_footer(getattr(exc, "turn", None)))
-            _print(INTERRUPTED_MESSAGE)
+            _print("[jupyter-agent] interrupted — the session is saved; send another prompt "
+                   "to go on.")
             return
         except BaseException as exc:  # a model error: what streamed stays, with the footer
             renderer.finish(footer=_footer(getattr(exc, "turn", None)))

@@ -113,11 +113,6 @@ def format_footer(result: TurnResult) -> str:
     )
 
 
-#: Printed when Ctrl-C interrupts a turn (the agent saved the session before re-raising).
-INTERRUPTED_MESSAGE = ("[jupyter-agent] interrupted — the session is saved; "
-                       "send another prompt to go on.")
-
-
 def limit_message(result: TurnResult) -> str:
     """Which limit ended the turn and how to go on: ``%agent_resume --max-...`` when the
     session's options set it (options beat the settings), else also ``%config``."""
