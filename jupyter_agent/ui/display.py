@@ -263,17 +263,12 @@ def transcript_blocks(transcript: Sequence[dict[str, Any]], compactions: Sequenc
     """Messages as ``(text, message)`` blocks, with a marker (message ``None``) before
     message ``transcript_length`` of each compaction; ``cells``: IDs of the calls handed
     out as cells (marked)."""
-    marks: dict[int, list[Compaction]] = {}
-    for c in compactions:
-        marks.setdefault(c.transcript_length, []).append(c)
-    blocks: Blocks = []
-    for i in range(len(transcript) + 1):
-        for c in marks.get(i, []):
-            blocks.append((
-                f"═══ compaction at {c.at.isoformat(timespec='seconds')}: {c.replaced} "
-                f"messages replaced by a summary ═══\n{shorten(c.summary, 1000)}", None))
-        if i < len(transcript):
-            blocks.append((_format_message(transcript[i], cells), transcript[i]))
+    blocks: Blocks = [(_format_message(message, cells), message) for message in transcript]
+    # from the last: each insertion leaves the places before it as they are
+    for c in reversed(sorted(compactions, key=lambda c: c.transcript_length)):
+        blocks.insert(c.transcript_length, (
+            f"═══ compaction at {c.at.isoformat(timespec='seconds')}: {c.replaced} "
+            f"messages replaced by a summary ═══\n{shorten(c.summary, 1000)}", None))
     return blocks
 
 
