@@ -152,11 +152,10 @@ def rewrite_agent_lines(lines: list[str]) -> list[str]:
     out = []
     for line in lines:
         match = _AGENT_LINE.match(line)
-        if match is None or match["text"] in ("?", "??"):
-            out.append(line)
-            continue
-        out.append(f"{match['indent']}get_ipython().run_line_magic('agent', "
-                   f"{match['text']!r}){match['end']}")
+        if match is not None and match["text"] not in ("?", "??"):
+            line = (f"{match['indent']}get_ipython().run_line_magic('agent', "
+                    f"{match['text']!r}){match['end']}")
+        out.append(line)
     return out
 
 

@@ -177,9 +177,7 @@ def call_code(arguments: str) -> str | None:
 def result_preview(text: str) -> list[str]:
     """The first 10 lines of a tool result, each cut to 160, then a line saying how many
     were left out; ``["(no output)"]`` for an empty result."""
-    lines = [line.rstrip() for line in text.strip("\n").splitlines()]
-    while lines and not lines[-1]:
-        lines.pop()
+    lines = [line.rstrip() for line in text.lstrip("\n").rstrip().splitlines()]
     if not lines:
         return ["(no output)"]
     shown = [shorten(line, 160) for line in lines[:10]]
