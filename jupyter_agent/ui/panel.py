@@ -330,11 +330,10 @@ class SessionsPanel(widgets.VBox):
         self._prev.disabled = self.page == 0
         self._next.disabled = self.page >= self.page_count - 1
         on_page = {r.session_id for r in self.rows}
-        if self._details.selected is not None:
-            if self._details.selected in on_page:
-                self._details.retime(now)
-            else:
-                self._details.hide()
+        if self._details.selected in on_page:
+            self._details.retime(now)
+        elif self._details.selected is not None:
+            self._details.hide()
         if self._pending_delete is not None and self._pending_delete not in on_page:
             self._close_confirm()
         self._place()
