@@ -31,28 +31,22 @@ from jupyter_agent.notebook import can_ask, is_jupyter
 from jupyter_agent.project import confirm_delete
 from jupyter_agent.settings import OPTIONS, SessionOptions, Settings, option
 from jupyter_agent.text import terminal_text
-from jupyter_agent.ui import recap, render
+from jupyter_agent.ui import render
 from jupyter_agent.ui.display import (
-    INTERRUPTED_MESSAGE,
     error_message,
     format_change,
     format_exported,
     format_footer,
     format_forked,
-    format_history,
     format_resumed_line,
     format_search_results,
     format_sessions_table,
     format_todos,
-    format_transcript,
     format_usage,
-    history_blocks,
     last_figure,
     limit_message,
     transcript_blocks,
 )
-from jupyter_agent.ui.recap import RECAP_WIDTH, show_blocks, split_at_figures
-from jupyter_agent.ui.render import show_question
 
 F = TypeVar("F", bound=Callable[..., Any])
 _TRAITS = {str: Unicode, int: Int, float: Float, bool: Bool}
@@ -86,10 +80,6 @@ def agent_magic(kind: Callable[..., Any] = line_magic, *, typed: bool = False,
                             else line, *cell)
             except JupyterAgentError as err:
                 raise AgentUsageError(flatten_lines(error_message(err))) from err
-            except AgentUsageError:
-                raise
-            except UsageError as err:
-                raise AgentUsageError(str(err)) from err
 
         return kind(no_var_expand(wrapper) if typed else wrapper)
 
@@ -125,7 +115,7 @@ def parse_argstring(magic: Callable[..., Any], line: str) -> Any:
     try:
         argv = shlex.split(line, comments=True)
     except ValueError as err:
-        raise UsageError(f"cannot parse the arguments: {err}; put text with quotes or "
+        raise AgentUsageError(f"cannot parse the arguments: {err}; put text with quotes or "
                          "spaces in matching quotes") from err
     parser = magic.parser  # type: ignore[attr-defined]
     try:
@@ -138,8 +128,7 @@ def parse_argstring(magic: Callable[..., Any], line: str) -> Any:
             if option.startswith("--") and option not in known and close:
                 text += f" (did you mean {close[0]}?)"
                 break
-        name = getattr(magic, "__name__", "")
-        raise AgentUsageError(f"{text}; %{name}? shows the usage" if name else text) from err
+        raise AgentUsageError(f"{text}; %{magic.__name__}? shows the usage") from err
 
 
 def options_from_args(args: Any) -> SessionOptions:
@@ -148,7 +137,7 @@ def options_from_args(args: Any) -> SessionOptions:
     try:
         return SessionOptions(**{f.name: getattr(args, f.name) for f in fields(SessionOptions)})
     except ValueError as err:
-        raise UsageError(str(err)) from err
+        raise AgentUsageError(str(err)) from err
 
 
 def rewrite_agent_lines(lines: list[str]) -> list[str]:
@@ -163,11 +152,10 @@ def rewrite_agent_lines(lines: list[str]) -> list[str]:
     out = []
     for line in lines:
         match = _AGENT_LINE.match(line)
-        if match is None or match["text"] in ("?", "??"):
-            out.append(line)
-            continue
-        out.append(f"{match['indent']}get_ipython().run_line_magic('agent', "
-                   f"{match['text']!r}){match['end']}")
+        if match is not None and match["text"] not in ("?", "??"):
+            line = (f"{match['indent']}get_ipython().run_line_magic('agent', "
+                    f"{match['text']!r}){match['end']}")
+        out.append(line)
     return out
 
 
@@ -202,8 +190,8 @@ class AgentMagics(Magics):
         self._snapshot: Settings | None = None
         self.observe(lambda _: setattr(self, "_snapshot", None))  # any trait
         self._jupyter = is_jupyter(shell)
-        self.controller = AgentController(
-            self.settings, shell=shell, show_question=show_question if self._jupyter else None)
+        self.controller = AgentController(self.settings, shell=shell, show_question=(
+            render.show_question if self._jupyter else None))
 
     def settings(self) -> Settings:
         """The current settings (one snapshot until a setting changes)."""
@@ -268,7 +256,7 @@ class AgentMagics(Magics):
         given here or earlier in this kernel, else the settings.
         """
         resumed = self.controller.resume(args.session_id, options_from_args(args))
-        shown = recap.recap_text(resumed.record, unarchived=resumed.unarchived,
+        shown = render.recap_text(resumed.record, unarchived=resumed.unarchived,
                                  endpoint_note=resumed.endpoint_note)
         if not self._jupyter:
             _print(shown.plain)
@@ -276,8 +264,8 @@ class AgentMagics(Magics):
         display(shown)
         figure = last_figure(resumed.record.transcript)
         if figure is not None:  # the last figure, small
-            show_blocks([figure], partial(self.controller.read_figure, resumed.record.id),
-                        width=RECAP_WIDTH)
+            render.show_figure(figure, partial(self.controller.read_figure, resumed.record.id),
+                              width=render.RECAP_WIDTH)
 
     @agent_magic(line_cell_magic, typed=True)
     @argument("prompt", nargs="*",
@@ -301,14 +289,14 @@ class AgentMagics(Magics):
                    + " (%agent_resume picks up an earlier one).")
             for notice in self.controller.notes_notice:
                 _print(notice)
-        renderer: render.MarkdownTurnRenderer | render.PlainTurnRenderer = (
-            render.MarkdownTurnRenderer(live=can_ask(self.shell)) if self._jupyter
-            else render.PlainTurnRenderer())
+        renderer = (render.MarkdownTurnRenderer(live=can_ask(self.shell)) if self._jupyter
+                    else render.PlainTurnRenderer())
         try:
             result = self.controller.ask(prompt, on_event=renderer)
         except KeyboardInterrupt as exc:  # Ctrl-C: the agent saved the session, then re-raised
             renderer.finish(interrupted=True, footer=_footer(getattr(exc, "turn", None)))
-            _print(INTERRUPTED_MESSAGE)
+            _print("[jupyter-agent] interrupted — the session is saved; send another prompt "
+                   "to go on.")
             return
         except BaseException as exc:  # a model error: what streamed stays, with the footer
             renderer.finish(footer=_footer(getattr(exc, "turn", None)))
@@ -331,7 +319,8 @@ class AgentMagics(Magics):
         or find sessions with --search TEXT [--deep]."""
         query = " ".join(args.search or [])
         if args.deep and not query:
-            raise UsageError("--deep searches the transcripts for --search TEXT: add --search TEXT")
+            raise AgentUsageError("--deep searches the transcripts for --search TEXT: add "
+                                  "--search TEXT")
         if self._jupyter:
             display(self.sessions_panel(show_archived=args.all, query=query, deep=args.deep))
         elif query:
@@ -343,17 +332,16 @@ class AgentMagics(Magics):
             listing = self.controller.project.store.list_sessions(include_archived=args.all)
             _print(format_sessions_table(listing, active_id=self.controller.active_session_id))
 
-    def sessions_panel(self, *, show_archived: bool = False, page_size: int = 20,
-                       query: str = "", deep: bool = False) -> Any:
-        """The sessions panel of this kernel (``deep``: its filter searches transcripts)."""
+    def sessions_panel(self, **options: Any) -> Any:
+        """The sessions panel of this kernel, acting through its controller (``options``:
+        those of :class:`~jupyter_agent.ui.panel.SessionsPanel`)."""
         from jupyter_agent.ui.panel import SessionsPanel  # ipywidgets: only when shown
 
         c = self.controller
         return SessionsPanel(
             c.project.store, on_resume=lambda sid: format_resumed_line(c.resume(sid)),
             on_archive=lambda sid, archived: format_change(c.archive(sid, undo=not archived)),
-            on_delete=lambda sid: format_change(c.delete(sid)), page_size=page_size,
-            show_archived=show_archived, query=query, deep=deep)
+            on_delete=lambda sid: format_change(c.delete(sid)), **options)
 
     @agent_magic(typed=True)
     @argument("text", nargs="*", help="New summary (as typed); without it, show the summary.")
@@ -469,17 +457,14 @@ class AgentMagics(Magics):
         """Show the active session's working context (or with --full its whole transcript);
         in Jupyter with the figures its code made, where they were made."""
         record = self.controller.record()
-        cells = frozenset(record.state.handed_out)
-        if not self._jupyter:
-            _print(format_transcript(record.transcript, record.compactions, cells=cells)
-                   if args.full else format_history(record.messages, cells=cells))
-            return
-        blocks = (transcript_blocks(record.transcript, record.compactions, cells=cells)
-                  if args.full else history_blocks(record.messages, cells=cells))
+        blocks = transcript_blocks(*((record.transcript, record.compactions) if args.full
+                                     else (record.messages,)),
+                                   cells=frozenset(record.state.handed_out))
         if not blocks:
             _print("(no messages)")
-            return
-        show_blocks(split_at_figures(blocks), partial(self.controller.read_figure, record.id))
+        else:  # a terminal shows no figures
+            render.show_blocks(blocks, partial(self.controller.read_figure, record.id)
+                               if self._jupyter else None)
 
     @agent_magic()
     @argument("n", nargs="?", type=int, metavar="N",

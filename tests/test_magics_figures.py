@@ -15,7 +15,7 @@ from IPython.utils.capture import capture_output
 from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModelServer
 from jupyter_agent.ui.panel import SessionsPanel
-from jupyter_agent.ui.recap import RECAP_WIDTH
+from jupyter_agent.ui.render import RECAP_WIDTH
 from tests.shells import ShellFactory, magics_of
 
 

@@ -8,7 +8,6 @@ message names a Python exception class.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import socket
@@ -16,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from jupyter_agent.artefacts.steps import call_arguments
+from jupyter_agent.artefacts.steps import call_arguments, format_call
 from jupyter_agent.errors import (
     ContextMismatchError,
     CorruptSessionError,
@@ -114,11 +113,6 @@ def format_footer(result: TurnResult) -> str:
     )
 
 
-#: Printed when Ctrl-C interrupts a turn (the agent saved the session before re-raising).
-INTERRUPTED_MESSAGE = ("[jupyter-agent] interrupted — the session is saved; "
-                       "send another prompt to go on.")
-
-
 def limit_message(result: TurnResult) -> str:
     """Which limit ended the turn and how to go on: ``%agent_resume --max-...`` when the
     session's options set it (options beat the settings), else also ``%config``."""
@@ -180,22 +174,10 @@ def call_code(arguments: str) -> str | None:
     return None
 
 
-def format_tool_call(name: str, arguments: str) -> str:
-    """The code a ``run_python`` call runs, indented under ``▶ name``; else ``▶ name(args)``."""
-    code = call_code(arguments)
-    if code is not None:
-        return f"▶ {name}\n" + "\n".join("    " + line for line in code.splitlines())
-    args = call_arguments(arguments)
-    shown = json.dumps(args, ensure_ascii=False) if not isinstance(args, str) else args
-    return f"▶ {name}({shorten(shown, 200)})"
-
-
 def result_preview(text: str) -> list[str]:
     """The first 10 lines of a tool result, each cut to 160, then a line saying how many
     were left out; ``["(no output)"]`` for an empty result."""
-    lines = [line.rstrip() for line in text.strip("\n").splitlines()]
-    while lines and not lines[-1]:
-        lines.pop()
+    lines = [line.rstrip() for line in text.lstrip("\n").rstrip().splitlines()]
     if not lines:
         return ["(no output)"]
     shown = [shorten(line, 160) for line in lines[:10]]
@@ -263,7 +245,12 @@ def _format_message(message: dict[str, Any], cells: frozenset[str]) -> str:
         lines.append(text if role != "system" else shorten(text, 500))
     for call in message.get("tool_calls") or []:
         fn = call.get("function", {})
-        lines.append(format_tool_call(fn.get("name", "?"), fn.get("arguments", "")))
+        name, arguments = fn.get("name", "?"), fn.get("arguments", "")
+        code = call_code(arguments)  # a ``run_python`` call: its code under ``▶ name``
+        if code is None:
+            lines.append(f"▶ {format_call(name, arguments)}")
+        else:
+            lines += [f"▶ {name}", *("    " + line for line in code.splitlines())]
         if call.get("id") in cells:  # ``%agent_cell`` handed it out as a cell
             lines.append("    ↳ handed out as a cell (%agent_cell)")
     return "\n".join(lines)
@@ -274,17 +261,12 @@ def transcript_blocks(transcript: Sequence[dict[str, Any]], compactions: Sequenc
     """Messages as ``(text, message)`` blocks, with a marker (message ``None``) before
     message ``transcript_length`` of each compaction; ``cells``: IDs of the calls handed
     out as cells (marked)."""
-    marks: dict[int, list[Compaction]] = {}
-    for c in compactions:
-        marks.setdefault(c.transcript_length, []).append(c)
-    blocks: Blocks = []
-    for i in range(len(transcript) + 1):
-        for c in marks.get(i, []):
-            blocks.append((
-                f"═══ compaction at {c.at.isoformat(timespec='seconds')}: {c.replaced} "
-                f"messages replaced by a summary ═══\n{shorten(c.summary, 1000)}", None))
-        if i < len(transcript):
-            blocks.append((_format_message(transcript[i], cells), transcript[i]))
+    blocks: Blocks = [(_format_message(message, cells), message) for message in transcript]
+    # from the last: each insertion leaves the places before it as they are
+    for c in reversed(sorted(compactions, key=lambda c: c.transcript_length)):
+        blocks.insert(c.transcript_length, (
+            f"═══ compaction at {c.at.isoformat(timespec='seconds')}: {c.replaced} "
+            f"messages replaced by a summary ═══\n{shorten(c.summary, 1000)}", None))
     return blocks
 
 
@@ -292,10 +274,6 @@ def format_transcript(transcript: Sequence[dict[str, Any]], compactions: Sequenc
                       *, cells: frozenset[str] = frozenset()) -> str:
     return "\n\n".join(t for t, _ in transcript_blocks(transcript, compactions, cells=cells)) \
         or "(no messages)"
-
-
-#: The working context (no compaction markers).
-history_blocks, format_history = transcript_blocks, format_transcript
 
 
 def last_figure(messages: Iterable[dict[str, Any]]) -> dict[str, Any] | None:

@@ -184,8 +184,6 @@ class SessionsPanel(widgets.VBox):
                  on_archive: Callable[[str, bool], Any] | None = None,
                  on_delete: Callable[[str], Any] | None = None, page_size: int = 20,
                  show_archived: bool = False, query: str = "", deep: bool = False) -> None:
-        if page_size < 1:
-            raise ValueError(f"page_size must be at least 1 (got {page_size})")
         self._store = store
         self._on_resume = on_resume
         self._on_archive = on_archive or (lambda sid, flag: store.update(sid, archived=flag))
@@ -216,8 +214,7 @@ class SessionsPanel(widgets.VBox):
         self._confirm = button("Delete for good", style="danger")
         self._cancel = button("Cancel")
         self._confirm_box = widgets.HBox([self._confirm_text, self._confirm, self._cancel],
-                                         layout=widgets.Layout(display="none",
-                                                               flex_flow="row wrap"))
+                                         layout=widgets.Layout(flex_flow="row wrap"))
         self._prev = button("◀ Prev")
         self._next = button("Next ▶")
         self._page_label = widgets.Label()
@@ -225,19 +222,17 @@ class SessionsPanel(widgets.VBox):
 
         self._filter.observe(self._on_filter_value, names="value")
         self._show_archived.observe(self._on_show_archived_value, names="value")
-        self._refresh.on_click(self._on_refresh_click)
+        self._refresh.on_click(lambda _button: self.refresh())
         self._confirm.on_click(self._on_confirm_click)
         self._cancel.on_click(self._on_cancel_click)
         self._prev.on_click(self._on_pager_click)
         self._next.on_click(self._on_pager_click)
 
-        self._toolbar = widgets.HBox([self._filter, self._show_archived, self._refresh],
-                                     layout=widgets.Layout(align_items="center",
-                                                           flex_flow="row wrap"))
+        toolbar = widgets.HBox([self._filter, self._show_archived, self._refresh],
+                               layout=widgets.Layout(align_items="center", flex_flow="row wrap"))
         self._pager = widgets.HBox([self._prev, self._page_label, self._next],
                                    layout=widgets.Layout(align_items="center"))
-        super().__init__([self._toolbar, self._errors, self._message, self._rows_box,
-                          self._pager])
+        super().__init__([toolbar, self._errors, self._message, self._rows_box, self._pager])
         self.refresh()
 
     @property
@@ -319,7 +314,8 @@ class SessionsPanel(widgets.VBox):
         start = self.page * self._page_size
         page = visible[start:start + self._page_size]
         while len(self._slots) < len(page):
-            self._slots.append(RowSlot(self._on_row_click))
+            self._slots.append(RowSlot(lambda action, slot: getattr(
+                self, f"_on_{action}_click")(slot.session_id)))
         self.rows = [slot.show(s, self._found.get(s.id), now)
                       for slot, s in zip(self._slots, page, strict=False)]
         for slot in self._slots[len(page):]:
@@ -334,11 +330,10 @@ class SessionsPanel(widgets.VBox):
         self._prev.disabled = self.page == 0
         self._next.disabled = self.page >= self.page_count - 1
         on_page = {r.session_id for r in self.rows}
-        if self._details.selected is not None:
-            if self._details.selected in on_page:
-                self._details.retime(now)
-            else:
-                self._details.hide()
+        if self._details.selected in on_page:
+            self._details.retime(now)
+        elif self._details.selected is not None:
+            self._details.hide()
         if self._pending_delete is not None and self._pending_delete not in on_page:
             self._close_confirm()
         self._place()
@@ -369,12 +364,6 @@ class SessionsPanel(widgets.VBox):
         self._message.value = lines_html(html.escape(said if isinstance(said, str) else default))
 
     # ---- handlers
-    def _on_row_click(self, action: str, slot: RowSlot) -> None:
-        if action == "archive":
-            self._on_archive_click(slot.session_id, not slot.archived)
-        else:
-            getattr(self, f"_on_{action}_click")(slot.session_id)
-
     @_guarded
     def _on_filter_value(self, change: dict[str, Any]) -> None:
         self.page = 0
@@ -383,10 +372,6 @@ class SessionsPanel(widgets.VBox):
     @_guarded
     def _on_show_archived_value(self, change: dict[str, Any]) -> None:
         self._render()
-
-    @_guarded
-    def _on_refresh_click(self, _button: widgets.Button) -> None:
-        self._reload()
 
     @_guarded
     def _on_pager_click(self, button: widgets.Button) -> None:
@@ -417,7 +402,8 @@ class SessionsPanel(widgets.VBox):
         self._reload()
 
     @_guarded
-    def _on_archive_click(self, session_id: str, archived: bool) -> None:
+    def _on_archive_click(self, session_id: str) -> None:
+        archived = not next(r for r in self.rows if r.session_id == session_id).archived
         self._say(self._on_archive(session_id, archived),
                   f"{'Archived' if archived else 'Unarchived'} {self._label(session_id)}.")
         self._reload()
@@ -427,12 +413,10 @@ class SessionsPanel(widgets.VBox):
         self._pending_delete = session_id
         self._confirm_text.value = lines_html(
             f"Delete <b>{html.escape(self._label(session_id))}</b> for good?")
-        self._confirm_box.layout.display = "flex"
         self._place()
 
     def _close_confirm(self) -> None:
         self._pending_delete = None
-        self._confirm_box.layout.display = "none"
         self._confirm_text.value = ""
         self._place()
 
@@ -442,11 +426,8 @@ class SessionsPanel(widgets.VBox):
         self._close_confirm()
         if session_id is None:
             return
-        label = self._label(session_id)
-        self._say(self._on_delete(session_id), f"Deleted {label}.")
-        if self._details.selected == session_id:
-            self._details.hide()
-        self._reload()
+        self._say(self._on_delete(session_id), f"Deleted {self._label(session_id)}.")
+        self._reload()  # (and the Details of a deleted session close)
 
     @_guarded
     def _on_cancel_click(self, _button: widgets.Button) -> None:

@@ -118,7 +118,8 @@ def close_widgets(shown: Any) -> None:
 
 
 class DetailView:
-    """The Details view, hidden until :meth:`show`; :attr:`selected` is the ID shown."""
+    """The Details view of session :attr:`selected` (``None``: none shown), its :attr:`box`
+    placed under that row by the panel."""
 
     def __init__(self, on_close: Callable[[widgets.Button], Any]) -> None:
         self.head = widgets.HTML(layout=widgets.Layout(flex="1 1 auto"))
@@ -127,7 +128,7 @@ class DetailView:
         self.figures = widgets.HBox(layout=widgets.Layout(flex_flow="row wrap"))
         self.box = widgets.VBox(
             [widgets.HBox([self.head, self.close_button]), self.text, self.figures],
-            layout=widgets.Layout(display="none", margin="8px 0 0 0", padding="4px 10px",
+            layout=widgets.Layout(margin="8px 0 0 0", padding="4px 10px",
                                   border="1px solid var(--jp-border-color1, #bdbdbd)"))
         self.selected: str | None = None
         self._record: SessionRecord | None = None
@@ -145,7 +146,6 @@ class DetailView:
         self.head.value = lines_html(f"<b>Details — {html.escape(name)}</b>")
         self.text.value = detail_html(record)
         self._set_figures(figure_widgets(record, store))
-        self.box.layout.display = "flex"
         self.selected, self._record = session_id, record
 
     def retime(self, now: datetime) -> None:
@@ -154,7 +154,6 @@ class DetailView:
             self.text.value = detail_html(self._record, now)
 
     def hide(self) -> None:
-        self.box.layout.display = "none"
         self.head.value = self.text.value = ""
         self._set_figures([])
         self.selected = self._record = None

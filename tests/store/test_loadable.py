@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from jupyter_agent.errors import CorruptSessionError
 from jupyter_agent.store import FileStore, SessionState, dump_record, parse_record
 from jupyter_agent.store.records import CLOCK_SKEW, utc_now
-from jupyter_agent.ui.display import format_history, format_transcript
+from jupyter_agent.ui.display import format_transcript
 from jupyter_agent.ui.panel_details import detail_html
-from jupyter_agent.ui.recap import recap_text
+from jupyter_agent.ui.render import recap_text
 
 text = st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF), max_size=12)
 scalars = st.none() | st.booleans() | st.integers() | st.floats() | text
@@ -76,7 +76,7 @@ records = st.fixed_dictionaries(
 
 def show(record: Any) -> None:
     """Every display path of a session (they must not raise)."""
-    format_history(record.messages)
+    format_transcript(record.messages)
     format_transcript(record.transcript, record.compactions)
     recap_text(record, unarchived=True)
     detail_html(record)

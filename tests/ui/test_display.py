@@ -15,8 +15,7 @@ from jupyter_agent.artefacts.steps import format_call
 from jupyter_agent.controller import TurnResult
 from jupyter_agent.store import SessionRecord, SessionState, TodoItem, Usage
 from jupyter_agent.ui.display import limit_message, tool_result_sections
-from jupyter_agent.ui.recap import recap_text
-from jupyter_agent.ui.render import MarkdownTurnRenderer, PlainTurnRenderer
+from jupyter_agent.ui.render import MarkdownTurnRenderer, PlainTurnRenderer, recap_text
 
 
 def test_plain_renderer(capsys: pytest.CaptureFixture[str]) -> None:

@@ -139,9 +139,9 @@ def test_delete_asks_first(store: FileStore) -> None:
     row = next(r for r in panel.rows if r.session_id == b)
     row.delete.click()
     assert store.exists(b)
-    assert panel._confirm_box.layout.display == "flex" and b in panel._confirm_text.value
+    assert panel._confirm_box in panel._rows_box.children and b in panel._confirm_text.value
     panel._cancel.click()
-    assert store.exists(b) and panel._confirm_box.layout.display == "none"
+    assert store.exists(b) and panel._confirm_box not in panel._rows_box.children
     panel._confirm.click()  # nothing pending: nothing happens
     assert store.exists(b)
     next(r for r in panel.rows if r.session_id == b).delete.click()
@@ -323,15 +323,15 @@ def test_details_toggle_close_and_hide_when_filtered_or_deleted(store: FileStore
     b = make_session(store, "other")
     panel = SessionsPanel(store)
     row = next(r for r in panel.rows if r.session_id == a)
-    assert not panel.detail_visible and panel._details.box.layout.display == "none"
+    assert not panel.detail_visible and panel._details.box not in panel._rows_box.children
     row.details.click()
-    assert panel.detail_visible and panel._details.box.layout.display == "flex"
+    assert panel.detail_visible and panel._details.box in panel._rows_box.children
     assert "Details — Penguins" in panel._details.head.value
     detail = panel._details.text.value
     assert "`" not in detail and "<code>body_mass</code>" in detail
     assert "See df.head()" in detail and "&lt;b&gt;mean&lt;/b&gt;" in detail
     row.details.click()  # a second click hides it
-    assert not panel.detail_visible and panel._details.box.layout.display == "none"
+    assert not panel.detail_visible and panel._details.box not in panel._rows_box.children
     row.details.click()
     panel._details.close_button.click()
     assert not panel.detail_visible

@@ -22,14 +22,12 @@ from jupyter_agent.agent.events import Notice, TextDelta, ToolCallEnd, ToolCallS
 from jupyter_agent.store import FileStore, SessionState, TodoItem
 from jupyter_agent.text import safe_url, terminal_text
 from jupyter_agent.ui.display import (
-    format_history,
     format_sessions_table,
     format_transcript,
 )
 from jupyter_agent.ui.panel import SessionsPanel
 from jupyter_agent.ui.panel_details import detail_html
-from jupyter_agent.ui.recap import recap_text
-from jupyter_agent.ui.render import MarkdownTurnRenderer, PlainTurnRenderer
+from jupyter_agent.ui.render import MarkdownTurnRenderer, PlainTurnRenderer, recap_text
 
 HTML_PAYLOAD = ("<script>window.pwned = 1</script> <img src=x onerror=\"window.pwned=1\"> "
                 "<style>* { display: none }</style> [click](javascript:alert(1)) "
@@ -151,7 +149,7 @@ def test_the_recap_and_history_show_hostile_text_as_text(store: FileStore) -> No
     markdown = recap_text(record).markdown
     assert_inert_markdown(markdown)
     assert "image: " in _TRUSTING.render(markdown)  # the summary's image, as a link
-    for text in (recap_text(record).plain, format_history(record.messages),
+    for text in (recap_text(record).plain, format_transcript(record.messages),
                  format_transcript(record.transcript, record.compactions)):
         assert_inert_terminal(terminal_text(text))
 
