@@ -38,20 +38,23 @@ from jupyter_agent.store.messages import message_text
 from jupyter_agent.store.migrate import migrate_sessions
 from jupyter_agent.store.postgres.url import redact_url
 from jupyter_agent.store.sweep import check_sessions, collect_garbage
-from jupyter_agent.text import one_line, terminal_text
+from jupyter_agent.text import (
+    format_cost,
+    format_tokens,
+    one_line,
+    plural,
+    relative_time,
+    terminal_text,
+)
 from jupyter_agent.ui.display import (
     describe_holder,
-    format_cost,
     format_exported,
     format_forked,
     format_owner,
     format_search_results,
     format_sessions_table,
     format_todos,
-    format_tokens,
     format_transcript,
-    plural,
-    relative_time,
 )
 
 PROG = "jupyter agent"

@@ -43,7 +43,6 @@ from jupyter_agent.ui.display import (
     format_sessions_table,
     format_todos,
     format_usage,
-    last_figure,
     limit_message,
     transcript_blocks,
 )
@@ -262,7 +261,7 @@ class AgentMagics(Magics):
             _print(shown.plain)
             return
         display(shown)
-        figure = last_figure(resumed.record.transcript)
+        figure = render.last_figure(resumed.record.transcript)
         if figure is not None:  # the last figure, small
             render.show_figure(figure, partial(self.controller.read_figure, resumed.record.id),
                               width=render.RECAP_WIDTH)

@@ -1,5 +1,6 @@
 """Text from outside made inert: for a terminal (:func:`terminal_text`) and as Markdown for
-Jupyter that shows TeX triggers as typed (:func:`inert_markdown`).
+Jupyter that shows TeX triggers as typed (:func:`inert_markdown`); sizes, counts, costs and
+times as the short text every view shows.
 
 Text the product did not write (a reply, a summary, a title) is data, and JupyterLab
 renders a running notebook's ``text/markdown`` as trusted. So raw HTML shows as typed,
@@ -20,7 +21,10 @@ from __future__ import annotations
 import functools
 import html
 import re
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+
+from jupyter_agent.store.records import CLOCK_SKEW, Usage
 
 #: Terminal escape sequences (CSI, OSC such as hyperlinks and window titles, DCS, and
 #: the rest), 7-bit and 8-bit, each to its end if it has one.
@@ -59,6 +63,45 @@ def format_bytes(size: int) -> str:
     if size < 1024 * 1024:
         return f"{size / 1024:.1f} KiB"
     return f"{size / (1024 * 1024):.1f} MiB"
+
+
+def plural(n: int | float, word: str) -> str:
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
+def relative_time(when: datetime, now: datetime | None = None) -> str:
+    """``"just now"``, ``"5 min ago"``, ``"3 h ago"``, ``"2 days ago"``, else the local
+    date. Naive datetimes are UTC; a time further ahead than ``CLOCK_SKEW`` shows as its
+    date ``"(in the future)"``."""
+    now = now or datetime.now(UTC)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    seconds = (now - when).total_seconds()
+    if -seconds > CLOCK_SKEW.total_seconds():
+        return f"{when.date().isoformat()} (in the future)"
+    if seconds < 60:
+        return "just now"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min ago"
+    if seconds < 86400:
+        return f"{int(seconds // 3600)} h ago"
+    days = int(seconds // 86400)
+    if days < 30:
+        return "yesterday" if days == 1 else f"{days} days ago"
+    return when.astimezone().date().isoformat()
+
+
+def format_cost(usage: Usage) -> str:
+    """``"$0.0123"``, or ``"price unknown"`` when no call could be priced."""
+    if usage.price_unknown and usage.cost_usd == 0:
+        return "price unknown"
+    text = f"${usage.cost_usd:.4f}"
+    return text + " + price unknown" if usage.price_unknown else text
+
+
+def format_tokens(usage: Usage) -> str:
+    total = usage.input_tokens + usage.output_tokens
+    return f"{plural(total, 'token')} ({usage.input_tokens:,} in / {usage.output_tokens:,} out)"
 
 
 def shorten(text: str, limit: int) -> str:

@@ -21,14 +21,8 @@ from jupyter_agent.errors import (
 from jupyter_agent.settings import PLACEHOLDER_API_KEY, SessionOptions, Settings, build_client
 from jupyter_agent.store import Compaction, FileStore, Usage
 from jupyter_agent.testing import ScriptedModelServer
-from jupyter_agent.text import shorten
-from jupyter_agent.ui.display import (
-    format_cost,
-    format_footer,
-    format_transcript,
-    limits_left,
-    relative_time,
-)
+from jupyter_agent.text import format_cost, relative_time, shorten
+from jupyter_agent.ui.display import format_footer, format_transcript, limits_left
 
 
 def test_options_override_only_what_is_given() -> None:

@@ -11,8 +11,7 @@ from __future__ import annotations
 import logging
 import re
 import socket
-from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from jupyter_agent.artefacts.steps import call_arguments, format_call
@@ -26,10 +25,8 @@ from jupyter_agent.errors import (
 )
 from jupyter_agent.settings import LIMITS
 from jupyter_agent.settings import option as settings_option
-from jupyter_agent.store.figure_files import figure_refs
 from jupyter_agent.store.messages import message_text
-from jupyter_agent.store.records import CLOCK_SKEW
-from jupyter_agent.text import one_line, shorten
+from jupyter_agent.text import format_cost, format_tokens, one_line, plural, relative_time, shorten
 
 if TYPE_CHECKING:
     from jupyter_agent.agent.config import Limits
@@ -40,41 +37,7 @@ if TYPE_CHECKING:
     from jupyter_agent.store import Compaction, LeaseHolder, SessionListing, TodoItem, Usage
 
 
-def plural(n: int | float, word: str) -> str:
-    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
-
-
-def relative_time(when: datetime, now: datetime | None = None) -> str:
-    """``"just now"``, ``"5 min ago"``, ``"3 h ago"``, ``"2 days ago"``, else the local
-    date. Naive datetimes are UTC; a time further ahead than ``CLOCK_SKEW`` shows as its
-    date ``"(in the future)"``."""
-    now = now or datetime.now(UTC)
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    seconds = (now - when).total_seconds()
-    if -seconds > CLOCK_SKEW.total_seconds():
-        return f"{when.date().isoformat()} (in the future)"
-    if seconds < 60:
-        return "just now"
-    if seconds < 3600:
-        return f"{int(seconds // 60)} min ago"
-    if seconds < 86400:
-        return f"{int(seconds // 3600)} h ago"
-    days = int(seconds // 86400)
-    if days < 30:
-        return "yesterday" if days == 1 else f"{days} days ago"
-    return when.astimezone().date().isoformat()
-
-
 # --------------------------------------------------------------------------- usage and limits
-def format_cost(usage: Usage) -> str:
-    """``"$0.0123"``, or ``"price unknown"`` when no call could be priced."""
-    if usage.price_unknown and usage.cost_usd == 0:
-        return "price unknown"
-    text = f"${usage.cost_usd:.4f}"
-    return text + " + price unknown" if usage.price_unknown else text
-
-
 def limits_left(limits: Limits, usage: Usage, tool_calls: int) -> str:
     """E.g. ``"3 tool calls, $0.45 left; 10 model calls per turn"``, or ``"no limits"``."""
     parts = []
@@ -87,11 +50,6 @@ def limits_left(limits: Limits, usage: Usage, tool_calls: int) -> str:
         per_turn = plural(limits.max_iterations, "model call") + " per turn"
         text = f"{text}; {per_turn}" if text else per_turn
     return text or "no limits"
-
-
-def format_tokens(usage: Usage) -> str:
-    total = usage.input_tokens + usage.output_tokens
-    return f"{plural(total, 'token')} ({usage.input_tokens:,} in / {usage.output_tokens:,} out)"
 
 
 _WINDOW_SOURCE = {"setting": "set", "server": "server", "refusal": "server",
@@ -274,10 +232,6 @@ def format_transcript(transcript: Sequence[dict[str, Any]], compactions: Sequenc
                       *, cells: frozenset[str] = frozenset()) -> str:
     return "\n\n".join(t for t, _ in transcript_blocks(transcript, compactions, cells=cells)) \
         or "(no messages)"
-
-
-def last_figure(messages: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
-    return next(reversed(list(figure_refs(messages))), None)
 
 
 def format_resumed_line(resumed: Resumed) -> str:

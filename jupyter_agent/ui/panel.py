@@ -19,17 +19,15 @@ import ipywidgets as widgets
 from jupyter_agent.artefacts.fork import fork_label
 from jupyter_agent.artefacts.search import SearchHit, SearchMatch, search_listings, search_sessions
 from jupyter_agent.store import Usage
-from jupyter_agent.text import excerpt
+from jupyter_agent.text import excerpt, format_cost, relative_time
 from jupyter_agent.ui.display import (
     describe_holder,
     error_message,
-    format_cost,
     format_owner,
     format_search_results,
     format_sessions_table,
     messages_of,
     one_line,
-    relative_time,
 )
 from jupyter_agent.ui.panel_details import DetailView, button, close_widgets, lines_html, role_lines
 

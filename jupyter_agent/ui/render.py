@@ -18,7 +18,7 @@ import io
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from IPython.display import display
@@ -28,9 +28,13 @@ from jupyter_agent.store.figure_files import figure_label, figure_refs
 from jupyter_agent.store.messages import message_text
 from jupyter_agent.text import (
     fence,
+    format_cost,
+    format_tokens,
     hard_breaks,
     literal,
     one_line,
+    plural,
+    relative_time,
     reply_markdown,
     shorten,
     terminal_text,
@@ -38,13 +42,8 @@ from jupyter_agent.text import (
 from jupyter_agent.ui.display import (
     RESULT_LABELS,
     call_code,
-    format_cost,
     format_todos,
-    format_tokens,
-    last_figure,
     one_line_result,
-    plural,
-    relative_time,
     result_preview,
     tool_result_sections,
 )
@@ -451,6 +450,10 @@ def show_question(intro: str, text: str) -> None:
     display({"text/plain": plain,
              "text/html": f"<div><b>{html.escape(plain.split(chr(10), 1)[0])}</b>"
                           f'<pre style="{_QUESTION_STYLE}">{body}</pre></div>'}, raw=True)
+
+
+def last_figure(messages: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
+    return next(reversed(list(figure_refs(messages))), None)
 
 
 def recap_text(record: SessionRecord, *, unarchived: bool = False,

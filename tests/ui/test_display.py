@@ -320,7 +320,7 @@ def test_recap_markdown() -> None:
 
 
 def test_dates_older_than_a_month_are_local_dates(monkeypatch: pytest.MonkeyPatch) -> None:
-    from jupyter_agent.ui.display import relative_time
+    from jupyter_agent.text import relative_time
 
     monkeypatch.setenv("TZ", "Pacific/Auckland")
     time.tzset()
@@ -356,7 +356,7 @@ def test_a_terminal_shows_the_status_line_in_place_and_wipes_it(
 
 
 def test_a_time_ahead_of_the_clock_is_never_just_now() -> None:
-    from jupyter_agent.ui.display import relative_time
+    from jupyter_agent.text import relative_time
 
     now = datetime(2026, 3, 1, 12, tzinfo=UTC)
     assert relative_time(datetime(2026, 3, 1, 12, 4, tzinfo=UTC), now) == "just now"  # skew
