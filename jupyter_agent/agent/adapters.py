@@ -261,7 +261,6 @@ class ResponsesModel(OpenAIModel):
         super().__init__(*args, **kwargs)
         self.reasoning = self.name.lower().rsplit("/", 1)[-1].startswith(REASONING_MODELS)
         self._converted: list[tuple[Mapping[str, Any], list[dict[str, Any]]]] = []
-        self._tools: tuple[Sequence[Mapping[str, Any]], list[dict[str, Any]]] | None = None
         self._carried: OrderedDict[tuple[str, ...], list[dict[str, Any]]] = OrderedDict()
 
     def input(self, messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -291,14 +290,11 @@ class ResponsesModel(OpenAIModel):
         if stream:
             body["stream"] = True
         if tools:
-            if self._tools is None or self._tools[0] is not tools:  # as function tools
-                functions = [tool.get("function") or {} for tool in tools]
-                self._tools = (tools, [{
-                    "type": "function", "name": f.get("name"),
-                    "description": f.get("description", ""),
-                    "parameters": f.get("parameters") or {"type": "object"}, "strict": False}
-                    for f in functions])
-            body["tools"] = self._tools[1]
+            functions = [tool.get("function") or {} for tool in tools]
+            body["tools"] = [{"type": "function", "name": f.get("name"),
+                              "description": f.get("description", ""),
+                              "parameters": f.get("parameters") or {"type": "object"},
+                              "strict": False} for f in functions]
         return body
 
     def _take(self, event: str | None, data: dict[str, Any], partial: PartialReply,
