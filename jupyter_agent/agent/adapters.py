@@ -25,7 +25,7 @@ import msgspec
 import openai
 
 from jupyter_agent.agent.config import TokenUsage
-from jupyter_agent.agent.endpoint import Endpoint, events, failures, json_object, model_error
+from jupyter_agent.agent.endpoint import Endpoint, events, json_object, model_error
 from jupyter_agent.errors import ModelError
 
 TextCallback = Callable[[str], object]
@@ -114,9 +114,10 @@ class OpenAIModel(ABC):
         self.base_url = str(client.base_url)
         self.endpoint = Endpoint(self.base_url, name, key_env or "OPENAI_API_KEY",
                                  key_env is not None, self.api)
-        # the client returns a raw reply when asked for its HTTP library's Response class
-        self._raw = next(sys.modules[root].Response for cls in type(client._client).__mro__
-                         if (root := cls.__module__.split(".")[0]) in ("httpx", "httpx2"))
+        # its HTTP library: the client returns a raw reply when asked for its Response class
+        http = next(sys.modules[root] for cls in type(client._client).__mro__
+                    if (root := cls.__module__.split(".")[0]) in ("httpx", "httpx2"))
+        self._raw, self._failures = http.Response, (openai.OpenAIError, http.HTTPError)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r} at {self.base_url})"
@@ -145,7 +146,7 @@ class OpenAIModel(ABC):
                     self._take(event, data, partial, on_text)
             finally:
                 response.close()
-        except failures() as exc:
+        except self._failures as exc:
             raise model_error(exc, self.endpoint, received=partial.received) from exc
         return partial.reply()
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -78,12 +77,6 @@ class Endpoint:
     key_env: str = "OPENAI_API_KEY"
     key_sent: bool = True
     api: str = "chat"
-
-
-def failures() -> tuple[type[Exception], ...]:
-    """What a model request can fail with: ``openai``'s errors and its HTTP library's."""
-    libraries = (sys.modules.get(name) for name in ("httpx", "httpx2"))
-    return (openai.OpenAIError, *(lib.HTTPError for lib in libraries if lib is not None))
 
 
 def status_error(status: int, detail: str, endpoint: Endpoint, code: str = "", *,
