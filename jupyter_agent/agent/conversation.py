@@ -144,12 +144,11 @@ class Conversation:
             self._leased = False
             self.store.release_lease(self.session_id)
 
-    @contextlib.contextmanager
-    def lease(self) -> Iterator[None]:
+    def lease(self) -> contextlib.AbstractContextManager[None]:
         """Re-enter the lease for a block (a turn): fails at once if it was lost."""
-        with (contextlib.nullcontext() if self.store is None or self.session_id is None
-              else holding(self.store, self.session_id)):
-            yield
+        if self.store is None or self.session_id is None:
+            return contextlib.nullcontext()
+        return holding(self.store, self.session_id)
 
     def append(self, *messages: Any) -> None:
         """Add messages to the working context (normalized to the stored format)."""
@@ -245,12 +244,11 @@ class Conversation:
 
     def read_figure(self, figure_id: str) -> FigureData:
         """A figure of the session."""
-        if self.store is None or self.session_id is None:
-            found = self._figures.get(figure_id)
-            if found is None:
-                raise FigureNotFoundError("(in memory)", figure_id, "memory")
-            return found
-        return self.store.read_figure(self.session_id, figure_id)
+        if self.store is not None and self.session_id is not None:
+            return self.store.read_figure(self.session_id, figure_id)
+        if figure_id not in self._figures:
+            raise FigureNotFoundError("(in memory)", figure_id, "memory")
+        return self._figures[figure_id]
 
     def note_reported_tokens(self, tokens: int) -> None:
         """The endpoint counted ``tokens`` for the working context as it is now."""
