@@ -25,7 +25,7 @@ import msgspec
 import openai
 
 from jupyter_agent.agent.config import TokenUsage
-from jupyter_agent.agent.endpoint import Endpoint, events, failures, json_object, model_error
+from jupyter_agent.agent.endpoint import Endpoint, events, json_object, model_error
 from jupyter_agent.errors import ModelError
 
 TextCallback = Callable[[str], object]
@@ -55,11 +55,9 @@ class PartialReply:
 
     @property
     def text(self) -> str:
-        """The reply text received so far."""
         return "".join(self.text_parts)
 
     def add_text(self, text: str, on_text: TextCallback | None) -> None:
-        """Record a text piece and pass it to ``on_text``."""
         if text:
             self.text_parts.append(text)
             if on_text is not None:
@@ -73,7 +71,6 @@ class PartialReply:
                 for _, call in sorted(self.calls.items())]
 
     def reply(self) -> ModelReply:
-        """The :class:`ModelReply` of what arrived."""
         return ModelReply(self.text, self.tool_calls(), self.finish_reason, self.usage)
 
 
@@ -97,8 +94,7 @@ class Model(Protocol):
 
     def respond(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *,
                 stream: bool, partial: PartialReply,
-                on_text: TextCallback | None = None) -> ModelReply:
-        """Send one request and return the reply."""
+                on_text: TextCallback | None = None) -> ModelReply: ...
 
 
 class OpenAIModel(ABC):
@@ -118,9 +114,10 @@ class OpenAIModel(ABC):
         self.base_url = str(client.base_url)
         self.endpoint = Endpoint(self.base_url, name, key_env or "OPENAI_API_KEY",
                                  key_env is not None, self.api)
-        # the client returns a raw reply when asked for its HTTP library's Response class
-        self._raw = next(sys.modules[root].Response for cls in type(client._client).__mro__
-                         if (root := cls.__module__.split(".")[0]) in ("httpx", "httpx2"))
+        # its HTTP library: the client returns a raw reply when asked for its Response class
+        http = next(sys.modules[root] for cls in type(client._client).__mro__
+                    if (root := cls.__module__.split(".")[0]) in ("httpx", "httpx2"))
+        self._raw, self._failures = http.Response, (openai.OpenAIError, http.HTTPError)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r} at {self.base_url})"
@@ -137,11 +134,11 @@ class OpenAIModel(ABC):
             content = msgspec.json.encode(body)
         except UnicodeEncodeError:  # a lone surrogate (e.g. a file name): escaped, not refused
             content = json.dumps(body).encode()
-        url = self.endpoint.url
         try:
             response: Any = self.client.post(self.path, cast_to=self._raw, content=content,
                                              stream=stream)
             try:
+                url = self.endpoint.url
                 replies = (events(response.iter_lines(), url) if stream
                            else [(None, json_object(response.text, url, "reply"))])
                 for event, data in replies:
@@ -149,14 +146,13 @@ class OpenAIModel(ABC):
                     self._take(event, data, partial, on_text)
             finally:
                 response.close()
-        except failures() as exc:
+        except self._failures as exc:
             raise model_error(exc, self.endpoint, received=partial.received) from exc
         return partial.reply()
 
     @abstractmethod
     def body(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *,
-             stream: bool) -> dict[str, Any]:
-        """The JSON body of one request."""
+             stream: bool) -> dict[str, Any]: ...
 
     @abstractmethod
     def _take(self, event: str | None, data: dict[str, Any], partial: PartialReply,
@@ -262,13 +258,10 @@ class ResponsesModel(OpenAIModel):
     api = "responses"
     path = "/responses"
 
-    def __init__(self, client: openai.OpenAI, name: str, *,
-                 params: Mapping[str, Any] | None = None,
-                 key_env: str | None = "OPENAI_API_KEY") -> None:
-        super().__init__(client, name, params=params, key_env=key_env)
-        self.reasoning = name.lower().rsplit("/", 1)[-1].startswith(REASONING_MODELS)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reasoning = self.name.lower().rsplit("/", 1)[-1].startswith(REASONING_MODELS)
         self._converted: list[tuple[Mapping[str, Any], list[dict[str, Any]]]] = []
-        self._tools: tuple[Sequence[Mapping[str, Any]], list[dict[str, Any]]] | None = None
         self._carried: OrderedDict[tuple[str, ...], list[dict[str, Any]]] = OrderedDict()
 
     def input(self, messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -298,22 +291,17 @@ class ResponsesModel(OpenAIModel):
         if stream:
             body["stream"] = True
         if tools:
-            if self._tools is None or self._tools[0] is not tools:  # as function tools
-                functions = [tool.get("function") or {} for tool in tools]
-                self._tools = (tools, [{
-                    "type": "function", "name": f.get("name"),
-                    "description": f.get("description", ""),
-                    "parameters": f.get("parameters") or {"type": "object"}, "strict": False}
-                    for f in functions])
-            body["tools"] = self._tools[1]
+            functions = [tool.get("function") or {} for tool in tools]
+            body["tools"] = [{"type": "function", "name": f.get("name"),
+                              "description": f.get("description", ""),
+                              "parameters": f.get("parameters") or {"type": "object"},
+                              "strict": False} for f in functions]
         return body
 
     def _take(self, event: str | None, data: dict[str, Any], partial: PartialReply,
               on_text: TextCallback | None) -> None:
-        kind = data.get("type", event)
-        if event is None:
-            self._take_response(data, partial, on_text, streamed=False)
-        elif kind == "response.output_text.delta":
+        kind = "response.completed" if event is None else data.get("type", event)
+        if kind == "response.output_text.delta":
             partial.add_text(str(data.get("delta", "")), on_text)
         elif kind == "response.output_item.added":
             item = data.get("item") or {}
@@ -326,11 +314,12 @@ class ResponsesModel(OpenAIModel):
             slot = partial.calls.setdefault(int(data.get("output_index", 0)), {})
             slot["arguments"] = slot.get("arguments", "") + str(data.get("delta", ""))
         elif kind in ("response.completed", "response.incomplete", "response.failed"):
-            self._take_response(data.get("response") or {}, partial, on_text, streamed=True)
+            # a whole reply (no event), or the one a stream ends with
+            self._finish(data if event is None else data.get("response") or {}, partial, on_text)
 
-    def _take_response(self, response: Mapping[str, Any], partial: PartialReply,
-                       on_text: TextCallback | None, *, streamed: bool) -> None:
-        status = response.get("status")
+    def _finish(self, response: Mapping[str, Any], partial: PartialReply,
+                on_text: TextCallback | None) -> None:
+        status, streamed_text = response.get("status"), bool(partial.text_parts)
         if status == "failed":
             error = response.get("error") or {}
             detail = error.get("message") if isinstance(error, dict) else None
@@ -347,7 +336,7 @@ class ResponsesModel(OpenAIModel):
             elif kind == "reasoning" and item.get("encrypted_content"):
                 reasoning.append({k: item[k] for k in ("type", "id", "summary",
                                                         "encrypted_content") if k in item})
-            elif kind == "message" and not (streamed and partial.text_parts):
+            elif kind == "message" and not streamed_text:
                 for part in item.get("content") or ():
                     if part.get("type") in ("output_text", "refusal"):
                         partial.add_text(str(part.get("text") or part.get("refusal") or ""),

@@ -144,12 +144,11 @@ class Conversation:
             self._leased = False
             self.store.release_lease(self.session_id)
 
-    @contextlib.contextmanager
-    def lease(self) -> Iterator[None]:
+    def lease(self) -> contextlib.AbstractContextManager[None]:
         """Re-enter the lease for a block (a turn): fails at once if it was lost."""
-        with (contextlib.nullcontext() if self.store is None or self.session_id is None
-              else holding(self.store, self.session_id)):
-            yield
+        if self.store is None or self.session_id is None:
+            return contextlib.nullcontext()
+        return holding(self.store, self.session_id)
 
     def append(self, *messages: Any) -> None:
         """Add messages to the working context (normalized to the stored format)."""
@@ -245,12 +244,11 @@ class Conversation:
 
     def read_figure(self, figure_id: str) -> FigureData:
         """A figure of the session."""
-        if self.store is None or self.session_id is None:
-            found = self._figures.get(figure_id)
-            if found is None:
-                raise FigureNotFoundError("(in memory)", figure_id, "memory")
-            return found
-        return self.store.read_figure(self.session_id, figure_id)
+        if self.store is not None and self.session_id is not None:
+            return self.store.read_figure(self.session_id, figure_id)
+        if figure_id not in self._figures:
+            raise FigureNotFoundError("(in memory)", figure_id, "memory")
+        return self._figures[figure_id]
 
     def note_reported_tokens(self, tokens: int) -> None:
         """The endpoint counted ``tokens`` for the working context as it is now."""
@@ -271,20 +269,15 @@ def drop_old_images(conversation: Conversation) -> int:
     """Drop the figure references of the tool messages before the newest user message
     (their text still names the figures), recorded like a compaction; how many."""
     messages = conversation.messages
-    newest = next((i for i in range(len(messages) - 1, -1, -1)
-                   if messages[i].get("role") == "user"), 0)
-    dropped = changed = 0
-    kept: list[dict[str, Any]] = []
-    for index, message in enumerate(messages):
-        refs = message.get("figures")
-        if index < newest and refs is not None:
-            dropped += len(refs) if isinstance(refs, list) else 1
-            changed += 1
-            message = {k: v for k, v in message.items() if k != "figures"}
-        kept.append(message)
-    if not changed:
+    newest = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=0)
+    old = {i for i in range(newest) if messages[i].get("figures") is not None}
+    if not old:
         return 0
-    conversation.replace(kept, replaced=changed, summary=(
+    dropped = sum(len(refs) if isinstance(refs := messages[i]["figures"], list) else 1
+                  for i in old)
+    kept = [{k: v for k, v in m.items() if k != "figures"} if i in old else m
+            for i, m in enumerate(messages)]
+    conversation.replace(kept, replaced=len(old), summary=(
         f"[jupyter-agent] The images of {dropped} earlier figure(s) were dropped from the "
         "working context; the tool results still name them and the transcript keeps them."))
     return dropped

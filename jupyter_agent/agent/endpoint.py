@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -80,66 +79,54 @@ class Endpoint:
     api: str = "chat"
 
 
-def failures() -> tuple[type[Exception], ...]:
-    """What a model request can fail with: ``openai``'s errors and its HTTP library's."""
-    libraries = (sys.modules.get(name) for name in ("httpx", "httpx2"))
-    return (openai.OpenAIError, *(lib.HTTPError for lib in libraries if lib is not None))
-
-
-def _retries(n: int) -> str:
-    return "" if n <= 0 else f", after {n} {'retry' if n == 1 else 'retries'}"
-
-
 def status_error(status: int, detail: str, endpoint: Endpoint, code: str = "", *,
                  retries: int = 0, final: bool = False,
                  window: int | None = None) -> ModelError:
     """The :class:`ModelError` for an HTTP error answer (see the module docstring)."""
     url, model, var = endpoint.url, endpoint.model, endpoint.key_env
-    at = f" at {url}" if url else ""
+    at, said = (f" at {url}" if url else ""), f"({status}: {detail})"
+    after = f", after {retries} {'retry' if retries == 1 else 'retries'}" if retries > 0 else ""
+    retried = f"({status}{after}: {detail})"
     if status == 401 and not endpoint.key_sent:
         here = urlparse(url).hostname in ("localhost", "127.0.0.1", "::1")
         local = (' (a server on this machine is only sent a key from a variable you name: '
                  '%config AgentMagics.api_key_env = "NAME")'
                  if here and var == "OPENAI_API_KEY" else "")
-        text = (f"the model endpoint{at} requires an API key and none was sent (401: {detail}): "
+        text = (f"the model endpoint{at} requires an API key and none was sent {said}: "
                 f"set {var} in the environment Jupyter starts from{local}")
     elif status == 401:
-        text = (f"the model endpoint{at} rejected the API key from {var} (401: {detail}): set "
-                f"{var} to a valid key in the environment Jupyter starts from, then send the "
-                "prompt again")
+        text = (f"the model endpoint{at} rejected the API key from {var} {said}: set {var} "
+                "to a valid key in the environment Jupyter starts from, then send the prompt "
+                "again")
     elif status == 403:
-        text = (f"the API key from {var} may not use model {model}{at} (403: {detail}): check "
-                "the model name (--model) and the key's permissions")
-    elif status == 404 and url and not any(part[:1] == "v" and part[1:2].isdigit()
-                                           for part in urlparse(url).path.split("/")):
-        text = (f"model {model} or its endpoint was not found{at} (404: {detail}): the base "
-                f"URL probably needs /v1 at its end (--base-url {url.rstrip('/')}/v1)")
+        text = (f"the API key from {var} may not use model {model}{at} {said}: check the "
+                "model name (--model) and the key's permissions")
     elif status == 404:
+        versioned = any(part[:1] == "v" and part[1:2].isdigit()
+                        for part in urlparse(url).path.split("/"))
         other = ", or the model API (--api)" if endpoint.api != "chat" else ""
-        text = (f"model {model} or its endpoint was not found{at} (404: {detail}): check the "
-                f"model name (--model) and the base URL (--base-url){other}")
+        text = (f"model {model} or its endpoint was not found{at} {said}: " + (
+            f"the base URL probably needs /v1 at its end (--base-url {url.rstrip('/')}/v1)"
+            if url and not versioned else
+            f"check the model name (--model) and the base URL (--base-url){other}"))
     elif status == 429:
-        text = (f"the model endpoint{at} is rate limiting or the quota is used up "
-                f"(429{_retries(retries)}: {detail}): wait a minute and send the "
-                "prompt again, or check your plan and billing quota")
+        text = (f"the model endpoint{at} is rate limiting or the quota is used up {retried}: "
+                "wait a minute and send the prompt again, or check your plan and billing quota")
     elif status >= 500 and final:
-        text = (f"the model endpoint{at} failed and says a retry cannot help ({status}: "
-                f"{detail}): your prompt is saved; fix what the endpoint reports, then send "
-                "the prompt again")
+        text = (f"the model endpoint{at} failed and says a retry cannot help {said}: your "
+                "prompt is saved; fix what the endpoint reports, then send the prompt again")
     elif status >= 500:
-        text = (f"the model endpoint{at} failed ({status}{_retries(retries)}: "
-                f"{detail}): try again in a moment")
+        text = f"the model endpoint{at} failed {retried}: try again in a moment"
     elif window is not None or code == "context_length_exceeded":
         size = f"the {window:,}-token context window" if window else "the context window"
-        text = (f"the conversation is too long for {size} of model {model}{at} ({status}: "
-                f"{detail}): your prompt is saved; run %agent_compact and send it again, or "
-                "raise the window: start the server with a larger one (llama.cpp -c N, "
-                "Ollama num_ctx) or set --context-window N so that compaction starts in time")
+        text = (f"the conversation is too long for {size} of model {model}{at} {said}: your "
+                "prompt is saved; run %agent_compact and send it again, or raise the window: "
+                "start the server with a larger one (llama.cpp -c N, Ollama num_ctx) or set "
+                "--context-window N so that compaction starts in time")
         window = window or 0
     else:
-        text = (f"the model endpoint{at} refused the request ({status}: {detail}): your "
-                "prompt is saved; check the model name and this session's options, then "
-                "send a prompt again")
+        text = (f"the model endpoint{at} refused the request {said}: your prompt is saved; "
+                "check the model name and this session's options, then send a prompt again")
     return ModelError(text, status_code=status, code=code, detail=detail,
                       context_window=window)
 
