@@ -34,13 +34,10 @@ from jupyter_agent.store.messages import (
     message_problem,
     new_messages,
 )
-from jupyter_agent.store.postgres.locks import LEASE_COLUMNS, LIVE_LOCKS, LOCK_OF_ROW
 from jupyter_agent.store.postgres.schema import SCHEMA
 from jupyter_agent.store.records import (
     SCHEMA_VERSION,
-    SESSION_ID_PATTERN,
     Compaction,
-    ForkOrigin,
     LeaseHolder,
     SessionListing,
     SessionRecord,
@@ -62,6 +59,38 @@ HEAD_COLUMNS = ("sid", "revision", "schema_version", *_RECORD_COLUMNS, "extra",
                 "context_head", "context_from", "transcript_len", "first_prompt")
 _MODELS = ("compactions", "state", "parent")  # JSON columns holding pydantic models
 _JSON_COLUMNS = ("context_head", "extra", *_MODELS)
+
+# the advisory locks granted in this database, keys split as pg_locks shows a bigint
+LIVE_LOCKS = """SELECT pid, classid::bigint AS hi, objid::bigint AS lo FROM pg_locks
+    WHERE locktype = 'advisory' AND granted AND objsubid = 1
+      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"""
+# a lease row joined to the lock that backs it (when one does)
+LOCK_OF_ROW = ("k.hi = ((l.lock_key >> 32) & 4294967295) "
+               "AND k.lo = (l.lock_key & 4294967295)")
+
+ACQUIRE = f"""WITH got AS (SELECT pg_try_advisory_lock(%(key)s) AS ok)
+INSERT INTO {SCHEMA}.leases AS l
+    (project, session_id, lock_key, backend_pid, pid, user_name, host, since, label)
+SELECT %(project)s, %(sid)s, %(key)s, pg_backend_pid(), %(pid)s, %(user)s, %(host)s,
+       %(since)s, %(label)s
+FROM got WHERE got.ok
+ON CONFLICT (project, session_id, owner_role) DO UPDATE SET
+    lock_key = EXCLUDED.lock_key, backend_pid = EXCLUDED.backend_pid, pid = EXCLUDED.pid,
+    user_name = EXCLUDED.user_name, host = EXCLUDED.host, since = EXCLUDED.since,
+    label = EXCLUDED.label
+RETURNING true"""
+RELEASE = f"""WITH gone AS (DELETE FROM {SCHEMA}.leases
+    WHERE project = %(project)s AND session_id = %(sid)s AND backend_pid = pg_backend_pid())
+SELECT pg_advisory_unlock(%(key)s)"""
+# who holds a lock (``lock_pid``) and what its lease row says (see row_holder)
+LEASE_COLUMNS = "k.pid AS lock_pid, l.backend_pid, l.pid, l.user_name, l.host, l.since, l.label"
+HOLDER = f"""SELECT {LEASE_COLUMNS}
+FROM ({LIVE_LOCKS}) k
+LEFT JOIN {SCHEMA}.leases l ON l.project = %(project)s AND l.session_id = %(sid)s
+WHERE k.hi = ((%(key)s::bigint >> 32) & 4294967295) AND k.lo = (%(key)s::bigint & 4294967295)"""
+STALE = (f"DELETE FROM {SCHEMA}.leases l WHERE project = %s AND NOT EXISTS ("
+          f"SELECT 1 FROM ({LIVE_LOCKS}) k WHERE k.pid = l.backend_pid AND {LOCK_OF_ROW}) "
+          "RETURNING session_id")
 
 
 @dataclass(frozen=True)
@@ -305,34 +334,20 @@ def _messages(raw: Any, where: str, column: str, first_seq: int | None,
         raise
 
 
-def _model(model: Any, value: Any, where: str, column: str) -> Any:
+def _model(model: Any, value: Any, where: str) -> Any:
     try:
         return model.model_validate(value)
     except ValidationError as err:
-        raise CorruptSessionError(where, f"{column}: {validation_reason(err)}") from None
+        raise CorruptSessionError(where, f"{SESSIONS}: {validation_reason(err)}") from None
 
 
-def _column(row: Mapping[str, Any], name: str, where: str) -> Any:
-    """The JSON column ``name`` (compactions, state, parent or extra) of a ``sessions`` row,
-    validated; ``CorruptSessionError`` naming it."""
-    column = f"{SESSIONS}.{name}"
-    value = _json(row[name], where, column)
-    if name == "compactions":
-        if type(value) is not list:
-            raise CorruptSessionError(where, f"{column}: must be a list")
-        return [_model(Compaction, e, where, f"{column}[{k}]") for k, e in enumerate(value)]
-    if name == "state":
-        return _model(SessionState, value or {}, where, column)
-    if value is None:  # no parent, no unknown keys
-        return None
-    if name == "parent":
-        return _model(ForkOrigin, value, where, column)
-    if type(value) is not dict:
-        raise CorruptSessionError(where, f"{column}: must be a JSON object")
-    known = sorted(SessionRecord.model_fields.keys() & value.keys())
-    if known:
-        raise CorruptSessionError(where, f"{column}: holds the record's own key {known[0]!r}")
-    return value
+def _record(row: Mapping[str, Any], where: str, extra: Mapping[str, Any]) -> SessionRecord:
+    """A record from the record's columns the ``sessions`` row has (JSON ones decoded
+    within their cap) and ``extra`` keys; ``CorruptSessionError`` naming the column."""
+    data = {name: row[name] for name in _RECORD_COLUMNS if name in row} | {
+        name: _json(row[name], where, f"{SESSIONS}.{name}") for name in _MODELS}
+    record: SessionRecord = _model(SessionRecord, {**extra, **data}, where)
+    return record
 
 
 def head_from_row(row: Mapping[str, Any], where: str) -> Head:
@@ -362,10 +377,11 @@ def _head(row: Mapping[str, Any], tail: list[dict[str, Any]], where: str) -> Hea
             where, f"{MESSAGES}: {context_from + len(tail)} transcript rows where "
                    f"{transcript_len} were saved")
     head_messages = _messages(row["context_head"], where, f"{SESSIONS}.context_head", None)
-    data = {name: row[name] for name in _RECORD_COLUMNS} | {
-        name: _column(row, name, where) for name in _MODELS}
-    record = _model(SessionRecord, {**(_column(row, "extra", where) or {}), **data}, where,
-                    SESSIONS)
+    extra = _json(row["extra"], where, f"{SESSIONS}.extra") or {}
+    if type(extra) is not dict or extra.keys() & SessionRecord.model_fields.keys():
+        raise CorruptSessionError(where, f"{SESSIONS}.extra: not a JSON object of keys the "
+                                         "record does not have")
+    record = _record(row, where, extra)
     record.messages = [*head_messages, *tail]  # validated already: not copied by pydantic
     return Head(row["sid"], row["revision"], record, head_messages, context_from,
                 transcript_len, row["first_prompt"])
@@ -387,10 +403,8 @@ def listing_entry(row: Mapping[str, Any], status: Literal["active", "in use", "i
     """A listing entry from a row of the listing query (columns named as the entry's
     fields), checked as a load checks the same columns (messages are not read);
     ``CorruptSessionError`` naming the column."""
-    sid, updated_at, count, cost, tool_calls = (
-        row["id"], row["updated_at"], row["message_count"], row["cost_usd"], row["tool_calls"])
-    if not isinstance(sid, str) or SESSION_ID_PATTERN.fullmatch(sid) is None:
-        raise CorruptSessionError(where, f"{SESSIONS}.id: not a valid session ID")
+    updated_at, count, cost, tool_calls = (
+        row["updated_at"], row["message_count"], row["cost_usd"], row["tool_calls"])
     if isinstance(updated_at, datetime) and updated_at.tzinfo is not None:
         try:
             check_not_future(f"{SESSIONS}.updated_at", updated_at)
@@ -400,11 +414,9 @@ def listing_entry(row: Mapping[str, Any], status: Literal["active", "in use", "i
             and isinstance(cost, float) and isfinite(cost) and cost >= 0):
         raise CorruptSessionError(where, f"{SESSIONS}: transcript_len, tool_calls and "
                                          "cost_usd must be finite and non-negative")
-    origin = _column(row, "parent", where)
-    _column(row, "state", where)
-    _column(row, "compactions", where)
+    record = _record(row, where, {})
     # the row's other columns are not the entry's fields: validation leaves them out
-    values = {**row, "parent": origin, "status": status, "holder": holder,
+    values = {**row, "parent": record.parent, "status": status, "holder": holder,
               "shared_with": tuple(row["shared_with"] or ())}
-    entry: SessionListing = _model(SessionListing, values, where, SESSIONS)
+    entry: SessionListing = _model(SessionListing, values, where)
     return entry
