@@ -71,32 +71,27 @@ def choose_format(fmt: str | None, output: str | os.PathLike[str] | None = None)
     return fmt or (suffix if suffix in EXPORT_FORMATS else "ipynb")
 
 
-def _figures_md(call: Call, read: ReadFigure | None) -> str:
-    shown = []
-    for ref in call.figures:
+def _call_md(call: Call, read: ReadFigure | None) -> str:
+    result = call.result if call.result is not None else "(no result was saved)"
+    if call.code is None:
+        head = f"**Tool:** `{format_call(call.name, call.arguments)}`"
+        if "\n" not in result.strip() and len(result) <= 200:
+            return inert_markdown(f"{head} → {result.strip() or '(empty)'}")
+        return f"{inert_markdown(head)}\n\n{fence(result, 'text')}"
+    outcome = {"ok": "Result", "error": "Error"}.get(call.outcome, "Not run")
+    parts = [f"**run_python**\n\n{fence(call.code, 'python')}\n\n{outcome}:\n\n"
+             f"{fence(result, 'text')}"]
+    for ref in call.figures:  # ours: embedded data, the only images
         label = figure_label(ref)
         data, why = figure_data(read, ref)
         if data is None:
-            shown.append(f"*{label}: not exported ({why})*")
+            parts.append(f"*{label}: not exported ({why})*")
             continue
         ((media_type, value),) = data.items()
         if media_type == "image/svg+xml":
             value = base64.b64encode(value.encode("utf-8")).decode("ascii")
-        shown.append(f"![{label}](data:{media_type};base64,{value})")
-    return "\n\n".join(shown)
-
-
-def _call_md(call: Call, read: ReadFigure | None = None) -> str:
-    result = call.result if call.result is not None else "(no result was saved)"
-    if call.code is not None:
-        label = {"ok": "Result", "error": "Error"}.get(call.outcome, "Not run")
-        figures = _figures_md(call, read)  # ours: embedded data, the only images
-        return (f"**run_python**\n\n{fence(call.code, 'python')}\n\n"
-                f"{label}:\n\n{fence(result, 'text')}" + (f"\n\n{figures}" if figures else ""))
-    head = f"**Tool:** `{format_call(call.name, call.arguments)}`"
-    if "\n" not in result.strip() and len(result) <= 200:
-        return inert_markdown(f"{head} → {result.strip() or '(empty)'}")
-    return f"{inert_markdown(head)}\n\n{fence(result, 'text')}"
+        parts.append(f"![{label}](data:{media_type};base64,{value})")
+    return "\n\n".join(parts)
 
 
 def _markdown(record: SessionRecord, progress: Progress, figures: ReadFigure | None) -> str:
@@ -172,8 +167,6 @@ def split_at_figures(result: str, refs: Sequence[dict[str, Any]]
     out.extend(pending)
     return out
 
-
-KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 
 READING_NOTE = (
     "*This notebook replays an agent session: your requests and the agent's replies are "
@@ -267,7 +260,9 @@ def render_notebook(record: SessionRecord, progress: Progress, figures: ReadFigu
         cells.append(v4.new_markdown_cell(_tools_text(tools)))
     parent = None if record.parent is None else record.parent.model_dump(mode="json")
     notebook = v4.new_notebook(cells=cells, metadata={
-        "kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"},
+        "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                       "language": "python"},
+        "language_info": {"name": "python"},
         "jupyter_agent": {
             "session_id": record.id, "title": record.title, "model": record.state.model,
             "parent": parent, "created_at": record.created_at.isoformat(),
@@ -298,23 +293,46 @@ def render(record: SessionRecord, fmt: ExportFormat, *, secrets: Iterable[str] =
     return data, len(redactor.found)
 
 
-def write_export(path: Path, data: bytes, *, force: bool = False) -> None:
-    """Write ``data`` to ``path`` whole or not at all (see the module docstring).
+def export_record(record: SessionRecord, fmt: str | None = None,
+                  output: str | os.PathLike[str] | None = None, *, force: bool = False,
+                  cwd: str | os.PathLike[str] | None = None, secrets: Iterable[str] = (),
+                  progress: Progress = no_progress,
+                  figures: ReadFigure | None = None) -> Exported:
+    """Export a session record to a file, whole or not at all (see the module docstring).
+
+    ``output`` is the file, or a folder for ``session-<ID>.<format>`` (default: that name
+    in ``cwd``, the working directory by default); ``fmt`` defaults to its suffix, else
+    ``ipynb``. The other parameters are :func:`render`'s.
 
     Raises
     ------
+    ValueError
+        For an unknown format.
     ExportExistsError
-        ``path`` exists and ``force`` is false; it is left untouched.
+        Before anything is rendered, when the file exists and ``force`` is false; it is
+        left untouched.
     ExportError
-        No such folder, ``path`` is a directory, or the write failed; nothing is left.
+        Before rendering, when ``fmt`` and the file name's suffix name different formats,
+        the folder does not exist or the file is a directory; or when the write failed
+        (nothing is left).
     """
-    folder = path.parent
+    chosen = choose_format(fmt, output)
+    base, name = Path(os.getcwd() if cwd is None else cwd), f"session-{record.id}.{chosen}"
+    path = base / Path(output).expanduser() if output is not None else base / name
+    path = path / name if output is not None and path.is_dir() else path
+    suffix, folder = path.suffix.lower().lstrip("."), path.parent
+    if suffix in EXPORT_FORMATS and suffix != chosen:  # e.g. a notebook named out.md
+        raise ExportError(path, f"the format is {chosen} but the file name ends in "
+                                f".{suffix}: name it {path.stem}.{chosen} or use --format "
+                                f"{suffix}")
     if not folder.is_dir():
         raise ExportError(path, f"the folder {folder} does not exist")
     if path.is_dir():
         raise ExportError(path, "it is a directory")
     if not force and os.path.lexists(path):
         raise ExportExistsError(path)
+    data, redacted = render(record, chosen, secrets=secrets, progress=progress,
+                           figures=figures)
     tmp = folder / f".{path.name}.{os.urandom(4).hex()}.tmp"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
@@ -340,41 +358,4 @@ def write_export(path: Path, data: bytes, *, force: bool = False) -> None:
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
-
-
-def export_record(record: SessionRecord, fmt: str | None = None,
-                  output: str | os.PathLike[str] | None = None, *, force: bool = False,
-                  cwd: str | os.PathLike[str] | None = None, secrets: Iterable[str] = (),
-                  progress: Progress = no_progress,
-                  figures: ReadFigure | None = None) -> Exported:
-    """Export a session record to a file.
-
-    ``output`` is the file, or a folder for ``session-<ID>.<format>`` (default: that name
-    in ``cwd``, the working directory by default); ``fmt`` defaults to its suffix, else
-    ``ipynb``. The other parameters are :func:`render`'s.
-
-    Raises
-    ------
-    ValueError
-        For an unknown format.
-    ExportExistsError
-        Before anything is rendered, when the file exists and ``force`` is false.
-    ExportError
-        When the file cannot be written or, before rendering, when ``fmt`` and the file
-        name's suffix name different formats.
-    """
-    chosen = choose_format(fmt, output)
-    base, name = Path(os.getcwd() if cwd is None else cwd), f"session-{record.id}.{chosen}"
-    path = base / Path(output).expanduser() if output is not None else base / name
-    path = path / name if output is not None and path.is_dir() else path
-    suffix = path.suffix.lower().lstrip(".")
-    if suffix in EXPORT_FORMATS and suffix != chosen:  # e.g. a notebook named out.md
-        raise ExportError(path, f"the format is {chosen} but the file name ends in "
-                                f".{suffix}: name it {path.stem}.{chosen} or use --format "
-                                f"{suffix}")
-    if not force and os.path.lexists(path):
-        raise ExportExistsError(path)
-    data, redacted = render(record, chosen, secrets=secrets, progress=progress,
-                           figures=figures)
-    write_export(path, data, force=force)
     return Exported(record.id, chosen, path, len(data), redacted)

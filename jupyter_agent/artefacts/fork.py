@@ -13,15 +13,15 @@ timestamps, not archived, ``parent`` = the parent's ID and N.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, cast
 
 from jupyter_agent.artefacts.steps import (
     SYNTHETIC_PREFIX,
-    call_results,
+    Call,
     complete_length,
+    steps,
     turn_starts,
 )
 from jupyter_agent.errors import FigureNotFoundError, ForkPointError
@@ -33,7 +33,7 @@ from jupyter_agent.store import (
     new_session_id,
 )
 from jupyter_agent.store.figure_files import figure_refs
-from jupyter_agent.store.messages import fallback_summary, message_text
+from jupyter_agent.store.messages import fallback_summary
 from jupyter_agent.store.records import utc_now
 
 STATE_TOOLS = ("write_scratchpad", "add_todo", "update_todo", "write_summary")
@@ -58,37 +58,31 @@ def fork_label(origin: ForkOrigin | None) -> str:
     return f"fork of {origin.session_id}{after}"
 
 
-def replay_state(messages: Sequence[dict[str, Any]], parent: SessionState
-                 ) -> tuple[SessionState, str]:
-    """The checkpoint and summary after ``messages`` (a transcript prefix), rebuilt by
-    running the state tools' calls again on an empty state (they are deterministic);
-    nothing else runs; the parent's usage, model and endpoint are copied. A call counts as
-    run unless its result says it never ran; an interrupted call is counted, not replayed."""
+def replay_state(parent: SessionRecord, cut: int) -> tuple[SessionState, str]:
+    """The checkpoint and summary after the parent's first ``cut`` transcript messages,
+    rebuilt by running the state tools' calls again on an empty state (they are
+    deterministic); nothing else runs; the parent's usage, model and endpoint are copied. A
+    call counts as run unless its result says it never ran; an interrupted call is counted,
+    not replayed."""
     # the agent package imports openai (~0.5 s); listings only need fork_label
     from jupyter_agent.agent.builtin_tools import BuiltinTools
     from jupyter_agent.agent.tools import MemoryContext, tool_from_function
     from jupyter_agent.agent.working_context import NOT_RUN_PREFIXES, tool_calls_run
 
-    state = SessionState(usage=parent.usage.model_copy(), model=parent.model,
-                         base_url=parent.base_url)
+    state = SessionState(usage=parent.state.usage.model_copy(), model=parent.state.model,
+                         base_url=parent.state.base_url)
     summaries = [""]  # the store stand-in where the summary tool saves: the last text
     recorder = SimpleNamespace(update=lambda session_id, *, summary: summaries.append(summary))
     tools = BuiltinTools(lambda: state, approval="deny")
     tools.memory = MemoryContext(cast(Any, recorder), "replay")
     replayable = {name: tool_from_function(getattr(tools, name)) for name in STATE_TOOLS}
-    results = call_results(messages)
-    for message in messages:
-        if message.get("role") != "assistant":
-            continue
-        for call in message.get("tool_calls") or ():
-            result = results.get(str(call.get("id")))
-            function = call.get("function") or {}
-            tool = replayable.get(str(function.get("name")))
-            if tool is None or result is None:
-                continue
-            if not message_text(result).startswith((*NOT_RUN_PREFIXES, SYNTHETIC_PREFIX)):
-                tool.invoke(str(function.get("arguments") or ""))
-    state.tool_calls = tool_calls_run(messages)
+    kept = parent.model_copy(update={"transcript": parent.transcript[:cut], "compactions": []})
+    not_run = (*NOT_RUN_PREFIXES, SYNTHETIC_PREFIX)
+    for step in steps(kept):
+        if (isinstance(step, Call) and step.name in replayable and step.result is not None
+                and not step.result.lstrip().startswith(not_run)):
+            replayable[step.name].invoke(step.arguments)
+    state.tool_calls = tool_calls_run(kept.transcript)
     return state, summaries[-1]
 
 
@@ -137,7 +131,7 @@ def fork_record(parent: SessionRecord, *, at: int | None = None,
         cut = starts[at] if at < parent_turns else len(transcript)
         kept = transcript[:cut]
         messages, rebuilt = _cut_context(parent, cut)
-        replayed, summary = replay_state(kept, parent.state)
+        replayed, summary = replay_state(parent, cut)
         update = {
             "transcript": kept,
             "messages": messages,

@@ -51,15 +51,6 @@ def complete_length(messages: Sequence[dict[str, Any]]) -> int:
     return len(messages)
 
 
-def call_results(messages: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Tool-call ID -> the ``tool`` message answering it (the first, when answered twice)."""
-    results: dict[str, dict[str, Any]] = {}
-    for m in messages:
-        if m.get("role") == "tool":
-            results.setdefault(str(m.get("tool_call_id")), m)
-    return results
-
-
 @dataclass(frozen=True)
 class Request:
     turn: int  # 1-based
@@ -114,7 +105,10 @@ def _outcome(result: str | None) -> Outcome:
 def steps(record: SessionRecord, progress: Progress = no_progress) -> Iterator[Step]:
     """The steps of the record's transcript (never the working context), in order."""
     transcript = record.transcript
-    results = call_results(transcript)
+    results: dict[str, dict[str, Any]] = {}  # call ID -> the first tool message answering it
+    for m in transcript:
+        if m.get("role") == "tool":
+            results.setdefault(str(m.get("tool_call_id")), m)
     marks: dict[int, list[Compaction]] = {}
     for c in record.compactions:
         marks.setdefault(min(c.transcript_length, len(transcript)), []).append(c)

@@ -42,7 +42,7 @@ from jupyter_agent.store.figure_files import MAX_FIGURE_BYTES, FigureData, valid
 from jupyter_agent.store.notes import Notes
 from jupyter_agent.store.postgres import rows
 from jupyter_agent.store.postgres.schema import MIGRATIONS, Migration, ensure_schema
-from jupyter_agent.store.postgres.url import Link, check_store_url, import_psycopg
+from jupyter_agent.store.postgres.url import Link, check_store_url, driver
 from jupyter_agent.store.records import (
     CLOCK_SKEW,
     LeaseHolder,
@@ -207,7 +207,7 @@ class PostgresStore(SessionEngine):
 
     def _on_connect(self, conn: psycopg.Connection, first: bool) -> None:
         # json columns arrive as their bytes, decoded and checked by rows.py
-        import_psycopg().types.json.set_json_loads(bytes, conn)
+        driver(self._link.shown_url).types.json.set_json_loads(bytes, conn)
         conn.execute("SET TIME ZONE 'UTC'")
         if first:
             ensure_schema(conn, self._link.shown_url, self._migrations)
@@ -234,7 +234,7 @@ class PostgresStore(SessionEngine):
         return f"{self._link.shown_url} project {self.project!r} session {session_id!r}"
 
     def _one(self, query: str, session_id: str, **params: Any) -> Any:
-        psycopg = self._link.driver()
+        psycopg = driver(self._link.shown_url)
         try:
             found = self._link.fetch(query, {"project": self.project, "id": session_id, **params})
         except psycopg.DataError as err:  # a value the driver cannot read (``infinity``)
@@ -440,7 +440,7 @@ def prepare_database(url: str, role: str | None = None) -> int:
     try:
         conn = link.connection()
         if role:
-            sql = import_psycopg().sql
+            sql = driver(link.shown_url).sql
             conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
         return ensure_schema(conn, link.shown_url)
     finally:

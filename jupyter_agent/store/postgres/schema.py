@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from jupyter_agent.errors import StoreSchemaError, StoreUnavailableError
-from jupyter_agent.store.postgres.url import import_psycopg
+from jupyter_agent.store.postgres.url import driver
 
 if TYPE_CHECKING:
     import psycopg
@@ -164,7 +164,7 @@ def ensure_schema(conn: psycopg.Connection, shown_url: str,
     (two kernels starting at once do not both apply them); return the version. Nothing
     changes on ``StoreSchemaError`` (a newer schema) or ``StoreUnavailableError`` (a
     migration failed, e.g. no privilege)."""
-    psycopg = import_psycopg()
+    psycopg = driver(shown_url)
     latest = migrations[-1].version if migrations else 0
     try:
         version = current_version(conn)

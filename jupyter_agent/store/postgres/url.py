@@ -114,12 +114,16 @@ def resolve_store_url(setting: str | None = None, *,
         raise ValueError(f"${STORE_URL_ENV}: {err}") from None
 
 
-def import_psycopg() -> Any:
-    """The driver, or ``None`` when the ``postgres`` extra is not installed."""
+def driver(shown_url: str) -> Any:
+    """``psycopg``; ``StoreUnavailableError`` naming ``shown_url`` when the ``postgres``
+    extra is not installed."""
     try:
         import psycopg  # an optional dependency: imported on first use
     except ImportError:
-        return None
+        raise StoreUnavailableError(
+            shown_url,
+            "the PostgreSQL driver is not installed: pip install 'jupyter-agent[postgres]'",
+        ) from None
     return psycopg
 
 
@@ -161,16 +165,6 @@ class Link:
         """Whether a usable connection is open in this process (no round trip)."""
         return self._conn is not None and self._pid == os.getpid() and not self._conn.closed
 
-    def driver(self) -> Any:
-        """``psycopg``; ``StoreUnavailableError`` when the ``postgres`` extra is missing."""
-        psycopg = import_psycopg()
-        if psycopg is None:
-            raise StoreUnavailableError(
-                self.shown_url,
-                "the PostgreSQL driver is not installed: pip install 'jupyter-agent[postgres]'",
-            )
-        return psycopg
-
     def connection(self) -> psycopg.Connection:
         """The open connection, opening one (and running ``on_connect``) if needed;
         ``StoreUnavailableError`` when ``psycopg`` is missing or the server cannot be
@@ -180,7 +174,7 @@ class Link:
         if self._conn is not None and not self._conn.closed:
             return self._conn
         self._conn = None
-        psycopg = self.driver()
+        psycopg = driver(self.shown_url)
         try:
             params = {**_DEFAULTS, **psycopg.conninfo.conninfo_to_dict(self._url)}
             conn = psycopg.connect(autocommit=True, **params)
@@ -224,7 +218,7 @@ class Link:
         """``op(connection)``, run again once on a new connection if it dropped and
         ``op`` is ``idempotent`` or had not begun its transaction; else
         ``StoreUnavailableError`` (the next call reconnects)."""
-        psycopg = self.driver()
+        psycopg = driver(self.shown_url)
         for attempt in (1, 2):
             conn = self.connection()
             self._begun = False
@@ -242,7 +236,7 @@ class Link:
     def fetch(self, query: str, params: Any = None) -> list[dict[str, Any]]:
         """The rows of one read statement, as dicts by column name (repeated after a
         reconnect)."""
-        dict_row = self.driver().rows.dict_row
+        dict_row = driver(self.shown_url).rows.dict_row
         return self.run(lambda c: c.cursor(row_factory=dict_row).execute(query, params)
                         .fetchall(), idempotent=True)
 
