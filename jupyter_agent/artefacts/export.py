@@ -20,7 +20,7 @@ import base64
 import contextlib
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -144,30 +144,6 @@ def facts_line(record: SessionRecord) -> str:
     return " · ".join(parts)
 
 
-def split_at_figures(result: str, refs: Sequence[dict[str, Any]]
-                     ) -> list[str | dict[str, Any]]:
-    """A ``run_python`` result cut at the lines naming its figures (``[figure N: ...]``):
-    non-empty text pieces and references in order; a reference whose line is missing last."""
-    pending = list(refs)
-    out: list[str | dict[str, Any]] = []
-    text: list[str] = []
-    for line in result.splitlines(keepends=True):
-        match = next((ref for ref in pending if line.startswith(f"[figure {ref.get('n')}:")),
-                     None)
-        if match is None:
-            text.append(line)
-            continue
-        if text:
-            out.append("".join(text))
-        text = []
-        out.append(match)
-        pending.remove(match)
-    if text:
-        out.append("".join(text))
-    out.extend(pending)
-    return out
-
-
 READING_NOTE = (
     "*This notebook replays an agent session: your requests and the agent's replies are "
     "Markdown cells, and each piece of Python the agent ran is a code cell showing the "
@@ -185,15 +161,27 @@ def _markdown_text(text: str) -> str:
 
 
 def _outputs(call: Call, read: ReadFigure | None) -> list[dict[str, Any]]:
+    # the printed text cut at the lines naming its figures (``[figure N: ...]``), each
+    # figure where it is named; one whose line is missing last
     result = call.result or ""
-    if result.strip() == "(no output)":
-        result = ""
     name = "stderr" if call.outcome == "error" else "stdout"
+    pending = list(call.figures)
+    pieces: list[list[str] | dict[str, Any]] = []
+    for line in ("" if result.strip() == "(no output)" else result).splitlines(keepends=True):
+        ref = next((r for r in pending if line.startswith(f"[figure {r.get('n')}:")), None)
+        if ref is not None:
+            pending.remove(ref)
+            pieces.append(ref)
+        elif pieces and isinstance(pieces[-1], list):
+            pieces[-1].append(line)
+        else:
+            pieces.append([line])
     outputs: list[dict[str, Any]] = []
-    for piece in split_at_figures(result, call.figures):
-        if isinstance(piece, str):
-            if piece.strip():
-                text = piece if piece.endswith("\n") else piece + "\n"
+    for piece in [*pieces, *pending]:
+        if isinstance(piece, list):
+            text = "".join(piece)
+            if text.strip():
+                text = text if text.endswith("\n") else text + "\n"
                 outputs.append({"output_type": "stream", "name": name, "text": text})
             continue
         label = f"[{figure_label(piece)}]"

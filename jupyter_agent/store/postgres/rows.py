@@ -301,12 +301,10 @@ def _json(raw: Any, where: str, column: str, cap: int = RECORD_CAP, *,
     # refused over ``cap`` bytes before decoding; messages are depth-checked by check_messages
     if raw is None:
         return None
-    if isinstance(raw, str) and len(raw) <= cap:  # its length is at most its size in UTF-8
-        raw = raw.encode("utf-8", "surrogatepass")
-    if isinstance(raw, bytes | str) and len(raw) > cap:
-        raise TooLargeError(where, len(raw), cap, column)
     if not isinstance(raw, bytes):  # the json loader gives bytes
         raise CorruptSessionError(where, f"{column}: not JSON text")
+    if len(raw) > cap:
+        raise TooLargeError(where, len(raw), cap, column)
     try:
         value = decode_json(raw, where)
     except CorruptSessionError as err:

@@ -169,11 +169,9 @@ class Link:
         """The open connection, opening one (and running ``on_connect``) if needed;
         ``StoreUnavailableError`` when ``psycopg`` is missing or the server cannot be
         reached or refuses the login."""
-        if self._pid != os.getpid():  # forked: the parent's connection is not ours
-            self._conn, self._pid = None, os.getpid()
-        if self._conn is not None and not self._conn.closed:
+        if self._conn is not None and self.connected:
             return self._conn
-        self._conn = None
+        self._conn, self._pid = None, os.getpid()  # forked: the parent's is not ours
         psycopg = driver(self.shown_url)
         try:
             params = {**_DEFAULTS, **psycopg.conninfo.conninfo_to_dict(self._url)}
