@@ -86,19 +86,6 @@ def replay_state(parent: SessionRecord, cut: int) -> tuple[SessionState, str]:
     return state, summaries[-1]
 
 
-def _cut_context(parent: SessionRecord, cut: int) -> tuple[list[dict[str, Any]], bool]:
-    transcript, messages = parent.transcript, parent.messages
-    later = [c for c in parent.compactions if c.transcript_length > cut]
-    since = len(transcript) - max((c.transcript_length for c in parent.compactions), default=0)
-    in_step = 0 <= since <= len(messages) and (
-        since == 0 or messages[-since:] == transcript[-since:]
-    )
-    if not later and in_step:
-        drop = len(transcript) - cut
-        return list(messages[: len(messages) - drop]), False
-    return list(transcript[:cut]), True
-
-
 def fork_record(parent: SessionRecord, *, at: int | None = None,
                 title: str | None = None) -> Forked:
     """The record of a fork of ``parent`` (``parent`` is not modified).
@@ -121,28 +108,31 @@ def fork_record(parent: SessionRecord, *, at: int | None = None,
     common: dict[str, Any] = {
         "id": new_session_id(), "created_at": when, "updated_at": when,
         "title": title, "archived": False, "parent": ForkOrigin(session_id=parent.id, turn=at)}
-    if at is None:
-        end = complete_length(transcript)
-        drop = len(transcript) - end
-        update: dict[str, Any] = {"transcript": transcript[:end],
-                                  "messages": parent.messages[: len(parent.messages) - drop]}
-        rebuilt, turns = False, len(turn_starts(transcript[:end]))
+    if at is None:  # without a tool batch still running
+        cut = complete_length(transcript)
     else:
         cut = starts[at] if at < parent_turns else len(transcript)
-        kept = transcript[:cut]
-        messages, rebuilt = _cut_context(parent, cut)
+    kept, messages = transcript[:cut], parent.messages
+    update: dict[str, Any] = {"transcript": kept,
+                              "messages": messages[: len(messages) - len(transcript) + cut]}
+    rebuilt = False
+    if at is not None:
+        # the context as it was at the cut, unless the parent was compacted after it
+        since = len(transcript) - max((c.transcript_length for c in parent.compactions),
+                                      default=0)
+        in_step = 0 <= since <= len(messages) and (
+            since == 0 or messages[-since:] == transcript[-since:])
+        rebuilt = not in_step or any(c.transcript_length > cut for c in parent.compactions)
         replayed, summary = replay_state(parent, cut)
-        update = {
-            "transcript": kept,
-            "messages": messages,
+        update |= {
+            "messages": kept if rebuilt else update["messages"],
             "compactions": [c for c in parent.compactions if c.transcript_length <= cut],
             "state": replayed,
             "summary": summary or fallback_summary(kept),
         }
-        turns = at
     # Validated from plain data: the fork shares no object with the parent record.
     record = SessionRecord.model_validate({**parent.model_dump(), **update, **common})
-    return Forked(record, parent_turns, turns, rebuilt)
+    return Forked(record, parent_turns, len(turn_starts(kept)), rebuilt)
 
 
 def fork_session(store: Store, session_id: str, *, at: int | None = None,

@@ -114,8 +114,7 @@ def steps(record: SessionRecord, progress: Progress = no_progress) -> Iterator[S
         marks.setdefault(min(c.transcript_length, len(transcript)), []).append(c)
     turn = 0
     for index, message in enumerate(progress(transcript, len(transcript))):
-        for c in marks.pop(index, []):
-            yield Marker(c)
+        yield from map(Marker, marks.pop(index, []))
         role = message.get("role")
         text = message_text(message)
         if role == "user":
@@ -137,8 +136,7 @@ def steps(record: SessionRecord, progress: Progress = no_progress) -> Iterator[S
                 yield Call(str(call.get("id", "")), str(function.get("name", "?")),
                            raw, result, _outcome(result), figures)
     for pending in marks.values():
-        for c in pending:
-            yield Marker(c)
+        yield from map(Marker, pending)
 
 
 def figure_data(read: ReadFigure | None, ref: dict[str, Any]

@@ -171,10 +171,6 @@ class Leases:
             if entry is not None:
                 entry.held = self._try_lock(conn, session_id, entry.since)
 
-    def delete_stale(self) -> list[str]:
-        """Delete the project's lease rows that no live connection backs; their IDs."""
-        return [r["session_id"] for r in self._link.fetch(rows.STALE, (self._project,))]
-
 
 class PostgresStore(SessionEngine):
     """Saved sessions of one project in a PostgreSQL database, with leases.
@@ -283,17 +279,13 @@ class PostgresStore(SessionEngine):
         update = (f"UPDATE {rows.SESSIONS} SET {sets}, revision = revision + 1 "
                   "WHERE sid = %(sid)s AND revision = %(revision)s RETURNING revision")
         params = {**values, "sid": head.sid, "revision": head.revision}
-        appended = [(head.sid, head.transcript_len + i, rows.dumps(m))
-                    for i, m in enumerate(change.appended)]
+        appended = [rows.dumps(m) for m in change.appended]
 
         def op(conn: psycopg.Connection) -> int | None:
             found = conn.execute(update, params).fetchone()
-            if found is None:
-                return None
-            if appended:
-                with conn.cursor() as cur:
-                    cur.executemany(rows.APPEND, appended)
-            return int(found[0])
+            if found is not None and appended:
+                conn.execute(rows.APPEND, (head.sid, head.transcript_len, appended))
+            return None if found is None else int(found[0])
 
         revision = self._write(op, head.record.id)
         if revision is None:
@@ -312,12 +304,10 @@ class PostgresStore(SessionEngine):
 
         def op(conn: psycopg.Connection) -> bool:
             found = conn.execute(insert, values).fetchone()
-            if found is None:
-                return False
-            if record.transcript:
+            if found is not None and record.transcript:
                 appended = [rows.dumps(m) for m in record.transcript]
-                conn.execute(rows.APPEND_ALL, (found[0], appended))
-            return True
+                conn.execute(rows.APPEND, (found[0], 0, appended))
+            return found is not None
 
         return bool(self._write(op, record.id))
 
@@ -394,7 +384,7 @@ class PostgresStore(SessionEngine):
         """Delete the project's lease rows no live connection backs (a killed kernel's);
         the session IDs whose rows were removed."""
         with self._mutex:
-            return self.leases.delete_stale()
+            return [r["session_id"] for r in self._link.fetch(rows.STALE, (self.project,))]
 
     def share_session(self, session_id: str, roles: Sequence[str], *,
                       undo: bool = False) -> list[str]:

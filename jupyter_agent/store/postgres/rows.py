@@ -89,8 +89,8 @@ FROM ({LIVE_LOCKS}) k
 LEFT JOIN {SCHEMA}.leases l ON l.project = %(project)s AND l.session_id = %(sid)s
 WHERE k.hi = ((%(key)s::bigint >> 32) & 4294967295) AND k.lo = (%(key)s::bigint & 4294967295)"""
 STALE = (f"DELETE FROM {SCHEMA}.leases l WHERE project = %s AND NOT EXISTS ("
-          f"SELECT 1 FROM ({LIVE_LOCKS}) k WHERE k.pid = l.backend_pid AND {LOCK_OF_ROW}) "
-          "RETURNING session_id")
+         f"SELECT 1 FROM ({LIVE_LOCKS}) k WHERE k.pid = l.backend_pid AND {LOCK_OF_ROW}) "
+         "RETURNING session_id")
 
 
 @dataclass(frozen=True)
@@ -128,10 +128,9 @@ SHARE = (f"INSERT INTO {SCHEMA}.shares (sid, grantee) SELECT %s, rolname FROM pg
          "WHERE rolname = %s ON CONFLICT DO NOTHING")
 UNSHARE = f"DELETE FROM {SCHEMA}.shares WHERE sid = %s AND grantee = %s"
 ROLE = "SELECT 1 FROM pg_roles WHERE rolname = %s"
-APPEND = f"INSERT INTO {MESSAGES} (sid, seq, body) VALUES (%s, %s, %s)"
-# one statement (COPY does not take row-level security)
-APPEND_ALL = (f"INSERT INTO {MESSAGES} (sid, seq, body) SELECT %s, n - 1, b::json "
-              "FROM unnest(%s::text[]) WITH ORDINALITY AS t(b, n)")
+# messages (JSON texts) from a seq on, in one statement (COPY does not take row-level security)
+APPEND = (f"INSERT INTO {MESSAGES} (sid, seq, body) SELECT %s, %s + n - 1, b::json "
+          "FROM unnest(%s::text[]) WITH ORDINALITY AS t(b, n)")
 DELETE = f"DELETE FROM {SESSIONS} WHERE {_OWN} RETURNING sid"
 
 SAVE_FIGURE = (f"INSERT INTO {FIGURES} (sid, figure_id, media_type, data) "

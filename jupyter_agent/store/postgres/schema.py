@@ -21,9 +21,8 @@ if TYPE_CHECKING:
 
 SCHEMA = "jupyter_agent"
 _MINE = "owner_role = current_user"
-# Key of the transaction-level advisory lock taken while migrating ("jupyter-agent"
-# in ASCII, truncated to fit a bigint); distinct from every session lease key space
-# only by chance of a 64-bit hash, which is good enough.
+# the advisory lock taken while migrating ("jupyter-" in ASCII); a lease key (a 64-bit
+# hash) equals it only by chance
 _MIGRATION_LOCK = 0x6A7570797465722D
 
 
