@@ -22,7 +22,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -79,13 +79,6 @@ def row_holder(row: Mapping[str, Any]) -> LeaseHolder | None:
                        since=row["since"], label=row["label"] or "")
 
 
-@dataclass
-class _Lease:
-    pid: int
-    since: datetime
-    held: bool
-
-
 class Leases:
     """The leases one store holds on its connection; the store calls it under its mutex.
 
@@ -97,37 +90,34 @@ class Leases:
         self._link = link
         self._project = project
         self.identity = LeaseHolder(user=current_user(), host=socket.gethostname(), label=label)
-        self._leases: dict[str, _Lease] = {}
+        self._pid = os.getpid()
+        self._since: dict[str, datetime] = {}  # the leases counted here, since when
+        self._held: set[str] = set()  # those held on the current connection
 
     def _params(self, session_id: str, since: datetime) -> dict[str, Any]:
         return {"key": lock_key(self._project, session_id), "project": self._project,
                 "sid": session_id, "pid": os.getpid(), "user": self.identity.user,
                 "host": self.identity.host, "since": since, "label": self.identity.label}
 
-    def _own(self, session_id: str) -> _Lease | None:
-        entry = self._leases.get(session_id)
-        if entry is not None and entry.pid != os.getpid():  # inherited through fork
-            del self._leases[session_id]
-            return None
-        return entry
+    def _own(self) -> dict[str, datetime]:
+        if self._pid != os.getpid():  # inherited through fork: none is this process's
+            self._pid, self._since, self._held = os.getpid(), {}, set()
+        return self._since
 
     def _try_lock(self, conn: psycopg.Connection, session_id: str, since: datetime) -> bool:
         return conn.execute(rows.ACQUIRE, self._params(session_id, since)).fetchone() is not None
 
     def acquire(self, session_id: str) -> None:
         """Take the lease (not held now); ``SessionLockedError`` at once if another holds it."""
-        entry = self._own(session_id)
-        since = utc_now() if entry is None else entry.since
+        since = self._own().get(session_id) or utc_now()
 
-        def take(conn: psycopg.Connection) -> bool:
-            again = self._own(session_id)
-            if again is not None and again.held:  # re-taken by a reconnect just now
-                return True
-            return self._try_lock(conn, session_id, since)
+        def take(conn: psycopg.Connection) -> bool:  # a reconnect just now may have retaken it
+            return session_id in self._held or self._try_lock(conn, session_id, since)
 
         if not self._link.run(take, idempotent=True):
             raise self.refusal(session_id)
-        self._leases[session_id] = _Lease(os.getpid(), since, True)
+        self._since[session_id] = since
+        self._held.add(session_id)
 
     def refusal(self, session_id: str) -> SessionLockedError:
         holder = self.holder(session_id) or LeaseHolder()
@@ -136,25 +126,23 @@ class Leases:
     def let_go(self, session_id: str) -> None:
         """Let the lease go (a dropped connection lost the lock on the server already: no
         error)."""
-        entry = self._own(session_id)
-        if entry is None:
-            return
-        del self._leases[session_id]
-        if entry.held and self._link.connected:
-            params = self._params(session_id, entry.since)
+        since = self._own().pop(session_id, None)
+        if since is not None and session_id in self._held and self._link.connected:
+            params = self._params(session_id, since)
             with contextlib.suppress(StoreUnavailableError):  # gone with the connection
                 self._link.run(lambda c: c.execute(rows.RELEASE, params), idempotent=True)
+        self._held.discard(session_id)
 
     def holds(self, session_id: str) -> bool:
         """Whether this store holds the lease now (on its current connection)."""
-        entry = self._own(session_id)
-        return entry is not None and entry.held
+        self._own()
+        return session_id in self._held
 
     def holder(self, session_id: str) -> LeaseHolder | None:
         """Who holds the lease: this store, another one (as its row says), or ``None``."""
-        entry = self._own(session_id)
-        if entry is not None and entry.held:
-            return self.identity.model_copy(update={"pid": os.getpid(), "since": entry.since})
+        if self.holds(session_id):
+            return self.identity.model_copy(update={"pid": os.getpid(),
+                                                    "since": self._since[session_id]})
         params = {"project": self._project, "sid": session_id,
                   "key": lock_key(self._project, session_id)}
         for delay in (*_HOLDER_RETRY_DELAYS, 0):
@@ -166,10 +154,8 @@ class Leases:
 
     def retake(self, conn: psycopg.Connection) -> None:
         """On a new connection: take again every lease counted here."""
-        for session_id in list(self._leases):
-            entry = self._own(session_id)
-            if entry is not None:
-                entry.held = self._try_lock(conn, session_id, entry.since)
+        self._held = {sid for sid, since in self._own().items()
+                      if self._try_lock(conn, sid, since)}
 
 
 class PostgresStore(SessionEngine):
