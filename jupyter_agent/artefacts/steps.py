@@ -25,7 +25,7 @@ SYNTHETIC_PREFIX = "[jupyter-agent] "  # a tool result the agent wrote for a cal
 
 T = TypeVar("T")
 Progress = Callable[[Iterable[Any], int], Iterable[Any]]  # progress(items, total) yields items
-Outcome = Literal["ok", "error", "refused", "not run", "missing"]
+Outcome = Literal["ok", "error", "not run"]
 ReadFigure = Callable[[str], FigureData]  # read(figure_id) from the exported session's store
 
 
@@ -91,15 +91,9 @@ Step = Request | Reply | Call | Marker
 
 
 def _outcome(result: str | None) -> Outcome:
-    if result is None:
-        return "missing"
-    if result.startswith(SYNTHETIC_PREFIX):
-        return "not run"
-    if result.startswith("error: refused"):
-        return "refused"
-    if result.startswith("error: "):
-        return "error"
-    return "ok"
+    if result is None or result.startswith((SYNTHETIC_PREFIX, "error: refused")):
+        return "not run"  # also refused, or no result saved
+    return "error" if result.startswith("error: ") else "ok"
 
 
 def steps(record: SessionRecord, progress: Progress = no_progress) -> Iterator[Step]:
