@@ -56,11 +56,6 @@ if TYPE_CHECKING:
     import psycopg
 
 
-# a holder takes the lock and writes its row in one statement; a loser reading the row
-# in between sees the previous holder's: look again a few times (< 30 ms in all)
-_HOLDER_RETRY_DELAYS = (0.002, 0.008, 0.015)
-
-
 def lock_key(project: str, session_id: str) -> int:
     """The advisory-lock key of a session: a signed 64-bit BLAKE2b hash of project and ID."""
     digest = hashlib.blake2b(f"{project}\0{session_id}".encode(), digest_size=8,
@@ -145,7 +140,9 @@ class Leases:
                                                     "since": self._since[session_id]})
         params = {"project": self._project, "sid": session_id,
                   "key": lock_key(self._project, session_id)}
-        for delay in (*_HOLDER_RETRY_DELAYS, 0):
+        # a holder takes the lock and writes its row in one statement; a loser reading the
+        # row in between sees the previous holder's: look again a few times (< 30 ms in all)
+        for delay in (0.002, 0.008, 0.015, 0):
             found = self._link.fetch(rows.HOLDER, params)
             if not found or found[0]["lock_pid"] == found[0]["backend_pid"] or not delay:
                 break

@@ -127,7 +127,7 @@ def driver(shown_url: str) -> Any:
     return psycopg
 
 
-_ALL: weakref.WeakSet[Link] = weakref.WeakSet()  # the connected links of this process
+_ALL: weakref.WeakSet[Link] = weakref.WeakSet()  # the links that have connected
 
 
 def _close_sockets_in_child() -> None:
@@ -153,7 +153,6 @@ class Link:
         self._on_connect = on_connect
         self._conn: psycopg.Connection | None = None
         self._pid = os.getpid()
-        self._connected_once = False
         self._begun = False
 
     def _unavailable(self, err: BaseException, *, lost: bool = False) -> StoreUnavailableError:
@@ -179,14 +178,13 @@ class Link:
         except psycopg.Error as err:
             raise self._unavailable(err) from None
         try:
-            self._on_connect(conn, not self._connected_once)
+            self._on_connect(conn, self not in _ALL)
         except BaseException as err:
             with contextlib.suppress(Exception):
                 conn.close()
             if isinstance(err, psycopg.OperationalError):
                 raise self._unavailable(err, lost=True) from None
             raise
-        self._connected_once = True
         self._conn = conn
         _install_fork_hook()
         _ALL.add(self)
