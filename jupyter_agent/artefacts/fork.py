@@ -25,13 +25,7 @@ from jupyter_agent.artefacts.steps import (
     turn_starts,
 )
 from jupyter_agent.errors import FigureNotFoundError, ForkPointError
-from jupyter_agent.store import (
-    ForkOrigin,
-    SessionRecord,
-    SessionState,
-    Store,
-    new_session_id,
-)
+from jupyter_agent.store import ForkOrigin, SessionRecord, SessionState, Store, new_session_id
 from jupyter_agent.store.figure_files import figure_refs
 from jupyter_agent.store.messages import fallback_summary
 from jupyter_agent.store.records import utc_now

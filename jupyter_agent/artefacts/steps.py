@@ -25,7 +25,6 @@ SYNTHETIC_PREFIX = "[jupyter-agent] "  # a tool result the agent wrote for a cal
 
 T = TypeVar("T")
 Progress = Callable[[Iterable[Any], int], Iterable[Any]]  # progress(items, total) yields items
-Outcome = Literal["ok", "error", "not run"]
 ReadFigure = Callable[[str], FigureData]  # read(figure_id) from the exported session's store
 
 
@@ -71,8 +70,14 @@ class Call:
     name: str
     arguments: str
     result: str | None
-    outcome: Outcome
     figures: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def outcome(self) -> Literal["ok", "error", "not run"]:
+        """"not run" also for a refused call, or one without a saved result."""
+        if self.result is None or self.result.startswith((SYNTHETIC_PREFIX, "error: refused")):
+            return "not run"
+        return "error" if self.result.startswith("error: ") else "ok"
 
     @property
     def code(self) -> str | None:
@@ -88,12 +93,6 @@ class Marker:
 
 
 Step = Request | Reply | Call | Marker
-
-
-def _outcome(result: str | None) -> Outcome:
-    if result is None or result.startswith((SYNTHETIC_PREFIX, "error: refused")):
-        return "not run"  # also refused, or no result saved
-    return "error" if result.startswith("error: ") else "ok"
 
 
 def steps(record: SessionRecord, progress: Progress = no_progress) -> Iterator[Step]:
@@ -128,7 +127,7 @@ def steps(record: SessionRecord, progress: Progress = no_progress) -> Iterator[S
                 figures = tuple(r for r in refs if isinstance(r, dict)) \
                     if isinstance(refs, list) else ()
                 yield Call(str(call.get("id", "")), str(function.get("name", "?")),
-                           raw, result, _outcome(result), figures)
+                           raw, result, figures)
     for pending in marks.values():
         yield from map(Marker, pending)
 
