@@ -198,11 +198,10 @@ def _outputs(call: Call, read: ReadFigure | None) -> list[dict[str, Any]]:
 def _tools_text(calls: list[Call]) -> str:
     lines = []
     for call in calls:
-        first = (call.result or "").strip().splitlines()
-        shown = first[0] if first else "(no result)"
+        first = (call.result or "").strip().splitlines() or ["(no result)"]
         more = " …" if len(first) > 1 else ""
-        call_text = format_call(call.name, call.arguments, limit=60)
-        lines.append(f"- `{call_text}` → {shown[:120]}{more}")
+        lines.append(f"- `{format_call(call.name, call.arguments, limit=60)}` → "
+                     f"{first[0][:120]}{more}")
     body = inert_markdown("\n".join(lines))
     return f"<small>\n\n*Agent tools:*\n\n{body}\n\n</small>"
 
@@ -273,12 +272,9 @@ def render(record: SessionRecord, fmt: ExportFormat, *, secrets: Iterable[str] =
     clean = redact_record(record, redactor)
     read = None if figures is None else lambda figure_id: redactor.figure(figures(figure_id))
     if fmt == "json":
-        data = dump_record(clean)
-    elif fmt == "md":
-        data = _markdown(clean, progress, read).encode("utf-8")
-    else:
-        data = render_notebook(clean, progress, read).encode("utf-8")
-    return data, len(redactor.found)
+        return dump_record(clean), len(redactor.found)
+    text = (_markdown if fmt == "md" else render_notebook)(clean, progress, read)
+    return text.encode("utf-8"), len(redactor.found)
 
 
 def export_record(record: SessionRecord, fmt: str | None = None,

@@ -1,17 +1,17 @@
 """The team store: a project's sessions in a PostgreSQL database shared by a team.
 
-:class:`PostgresStore` supplies the session engine's primitives on a database. The lease is
-an advisory lock held by the store's connection; each change is one transaction; while the
-lease is held the session's head is kept in memory, so a save point costs one ``UPDATE`` of
-the row plus one ``INSERT`` per new message. The database decides what a role sees (row-level
-security, ``schema.py``): its own sessions, and those shared with it to read and fork
-only. The notes stay files in the memory directory. Importing this package does no I/O
-and does not import ``psycopg`` (the ``postgres`` extra).
+:class:`PostgresStore` supplies the session engine's primitives on a database. Each change
+is one transaction; while the lease is held the session's head is kept in memory, so a save
+point costs one ``UPDATE`` of the row plus one ``INSERT`` of the new messages. The database
+decides what a role sees (row-level security, ``schema.py``): its own sessions, and those
+shared with it to read and fork only. The notes stay files in the memory directory.
+Importing this package does no I/O and does not import ``psycopg`` (the ``postgres`` extra).
 
-Taking a lease's lock and writing its ``leases`` row (who holds it) is one statement; a row
-is believed only while its connection holds the lock. The server releases it when that
-connection ends. The engine counts re-entries; retaken on a new connection (one taken by
-someone else meanwhile is not held until taken again); not inherited through fork.
+A lease is an advisory lock held by the store's connection; taking it and writing its
+``leases`` row (who holds it) is one statement, and a row is believed only while its
+connection holds the lock, which the server releases when that connection ends. The engine
+counts re-entries; leases are retaken on a new connection (one taken by someone else
+meanwhile is not held until taken again) and not inherited through fork.
 """
 
 from __future__ import annotations
