@@ -232,11 +232,9 @@ def render_notebook(record: SessionRecord, progress: Progress, figures: ReadFigu
             cells.append(v4.new_markdown_cell(_markdown_text(step.text)))
         elif isinstance(step, Call) and code is not None:
             if step.outcome in ("ok", "error"):
-                cell = v4.new_code_cell(source=code, outputs=_outputs(step, figures), metadata={
-                    "jupyter_agent": {"tool_call_id": step.id, "outcome": step.outcome}})
-                if step.outcome == "error":
-                    cell.metadata["tags"] = ["raises-exception"]
-                cells.append(cell)
+                tags = {"tags": ["raises-exception"]} if step.outcome == "error" else {}
+                cells.append(v4.new_code_cell(code, outputs=_outputs(step, figures), metadata={
+                    "jupyter_agent": {"tool_call_id": step.id, "outcome": step.outcome}, **tags}))
             else:
                 why = (step.result or "").strip() or "no result was saved"
                 why = why.removeprefix("error: ").removeprefix(SYNTHETIC_PREFIX)
