@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from math import isfinite
 from typing import Any, Literal
 
@@ -351,8 +350,7 @@ def head_from_row(row: Mapping[str, Any], where: str) -> Head:
     """A validated head from a row of :data:`HEAD_COLUMNS` and ``tail``, the raw JSON list
     of the transcript rows from ``context_from`` on (``None`` when there are none);
     ``CorruptSessionError`` for a row of a newer jupyter-agent or one that does not validate."""
-    context_from = row["context_from"]
-    first_seq = context_from if type(context_from) is int else 0
+    first_seq = row["context_from"]
     return _head(row, _messages(row["tail"], where, f"{MESSAGES} from seq {first_seq}",
                                 first_seq, JOURNAL_CAP), where)
 
@@ -360,12 +358,11 @@ def head_from_row(row: Mapping[str, Any], where: str) -> Head:
 def _head(row: Mapping[str, Any], tail: list[dict[str, Any]], where: str) -> Head:
     version, context_from, transcript_len = (
         row["schema_version"], row["context_from"], row["transcript_len"])
-    if type(version) is not int or version > SCHEMA_VERSION:
+    if version > SCHEMA_VERSION:
         raise CorruptSessionError(
             where, f"it has schema_version {version}, but this jupyter-agent reads only up "
                    f"to {SCHEMA_VERSION}; upgrade jupyter-agent to open it")
-    if not (type(context_from) is int and type(transcript_len) is int
-            and 0 <= context_from <= transcript_len):
+    if not 0 <= context_from <= transcript_len:
         raise CorruptSessionError(
             where, f"{SESSIONS}: context_from {context_from} is not within the transcript "
                    f"of {transcript_len} messages")
@@ -388,9 +385,7 @@ def record_from_row(row: Mapping[str, Any], where: str) -> SessionRecord:
     """The record from a row of :data:`HEAD_COLUMNS` and ``tail``, the raw JSON list of its
     whole transcript (``None`` when empty); ``CorruptSessionError`` as :func:`head_from_row`."""
     transcript = _messages(row["tail"], where, MESSAGES, 0, JOURNAL_CAP)
-    context_from = row["context_from"]
-    start = context_from if type(context_from) is int and context_from >= 0 else 0
-    record = _head(row, transcript[start:], where).record
+    record = _head(row, transcript[max(row["context_from"], 0):], where).record
     record.transcript = transcript  # validated already: assigned, not copied by pydantic
     return record
 
@@ -402,13 +397,11 @@ def listing_entry(row: Mapping[str, Any], status: Literal["active", "in use", "i
     ``CorruptSessionError`` naming the column."""
     updated_at, count, cost, tool_calls = (
         row["updated_at"], row["message_count"], row["cost_usd"], row["tool_calls"])
-    if isinstance(updated_at, datetime) and updated_at.tzinfo is not None:
-        try:
-            check_not_future(f"{SESSIONS}.updated_at", updated_at)
-        except ValueError as err:
-            raise CorruptSessionError(where, str(err)) from None
-    if not (type(count) is int and count >= 0 and type(tool_calls) is int and tool_calls >= 0
-            and isinstance(cost, float) and isfinite(cost) and cost >= 0):
+    try:
+        check_not_future(f"{SESSIONS}.updated_at", updated_at)
+    except ValueError as err:
+        raise CorruptSessionError(where, str(err)) from None
+    if not (min(count, tool_calls, cost) >= 0 and isfinite(cost)):
         raise CorruptSessionError(where, f"{SESSIONS}: transcript_len, tool_calls and "
                                          "cost_usd must be finite and non-negative")
     record = _record(row, where, {})
