@@ -239,10 +239,9 @@ class PostgresStore(SessionEngine):
         return self._one(rows.OWNER, session_id) is not None
 
     def _take(self, at: Link, session_id: str) -> None:
-        if not self.leases.holds(session_id):
-            found = self._one(rows.OWNER, session_id)
-            if found is not None and not found["mine"]:
-                raise SessionReadOnlyError(session_id, found["owner_role"])
+        found = self._one(rows.OWNER, session_id)
+        if found is not None and not found["mine"]:
+            raise SessionReadOnlyError(session_id, found["owner_role"])
         self.leases.acquire(session_id)
 
     def _head(self, at: Link, session_id: str) -> rows.Head:

@@ -1,11 +1,8 @@
-"""Session rows of the team store: the head kept in memory, the SQL on sessions and
-figures, pure plans of each change (the file store's rules, from
+"""Session rows of the team store: the head kept in memory, the SQL on sessions, figures
+and leases, pure plans of each change (the file store's rules, from
 :mod:`jupyter_agent.store.messages`), and rows read back, validated as completely as the
 files: ``CorruptSessionError`` names the session and the column or transcript row
-(``jupyter_agent.messages seq 4: role must be ...``).
-
-A read is one statement; a write is one transaction run after checking that the lease is
-held on the connection about to be used. A listing page is read from the index
+(``jupyter_agent.messages seq 4: role must be ...``). A listing page is read from the index
 ``(project, updated_at DESC, id DESC)``, so it costs the same however many sessions there
 are; rows that do not validate or are dated past ``CLOCK_SKEW`` are left out.
 """
@@ -294,13 +291,11 @@ def plan_update(head: Head, values: dict[str, Any], touch: bool) -> Plan | None:
 
 
 # ------------------------------------------------------------------ decoding
-def _json(raw: Any, where: str, column: str, cap: int = RECORD_CAP, *,
+def _json(raw: bytes | None, where: str, column: str, cap: int = RECORD_CAP, *,
           messages: bool = False) -> Any:
     # refused over ``cap`` bytes before decoding; messages are depth-checked by check_messages
     if raw is None:
         return None
-    if not isinstance(raw, bytes):  # the json loader gives bytes
-        raise CorruptSessionError(where, f"{column}: not JSON text")
     if len(raw) > cap:
         raise TooLargeError(where, len(raw), cap, column)
     try:
