@@ -164,14 +164,10 @@ class Redactor:
             parent, key, item = stack.pop()
             if isinstance(item, str):
                 parent[key] = self.arguments(item) if key == "arguments" else self.text(item)
-            elif isinstance(item, list):
-                copy = list(item)
-                parent[key] = copy
-                stack.extend((copy, k, v) for k, v in enumerate(copy))
-            elif isinstance(item, dict):
-                copied = dict(item)
-                parent[key] = copied
-                stack.extend((copied, k, v) for k, v in copied.items())
+            elif isinstance(item, list | dict):
+                copy = parent[key] = type(item)(item)
+                pairs = copy.items() if isinstance(copy, dict) else enumerate(copy)
+                stack.extend((copy, k, v) for k, v in pairs)
         return root[0]
 
     def figure(self, figure: FigureData) -> FigureData:

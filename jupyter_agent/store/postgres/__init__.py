@@ -212,7 +212,8 @@ class PostgresStore(SessionEngine):
     def _where(self, session_id: str) -> str:
         return f"{self._link.shown_url} project {self.project!r} session {session_id!r}"
 
-    def _one(self, query: str, session_id: str, **params: Any) -> Any:
+    def _one(self, query: str, session_id: str, *, needed: bool = False, **params: Any) -> Any:
+        """The first row, or None; ``SessionNotFoundError`` for none when ``needed``."""
         psycopg = driver(self._link.shown_url)
         try:
             found = self._link.fetch(query, {"project": self.project, "id": session_id, **params})
@@ -220,6 +221,8 @@ class PostgresStore(SessionEngine):
             raise CorruptSessionError(self._where(session_id),
                                       f"a value cannot be read ({' '.join(str(err).split())})"
                                       ) from None
+        if not found and needed:
+            raise SessionNotFoundError(session_id, self.location)
         return found[0] if found else None
 
     def _write(self, op: Callable[[psycopg.Connection], Any], session_id: str) -> Any:
@@ -247,9 +250,7 @@ class PostgresStore(SessionEngine):
     def _head(self, at: Link, session_id: str) -> rows.Head:
         head = self._heads.get(session_id)
         if head is None:
-            row = self._one(rows.HEAD, session_id)
-            if row is None:
-                raise SessionNotFoundError(session_id, self.location)
+            row = self._one(rows.HEAD, session_id, needed=True)
             head = self._heads[session_id] = rows.head_from_row(row, self._where(session_id))
         return head
 
@@ -297,9 +298,7 @@ class PostgresStore(SessionEngine):
         return self._write_one(rows.DELETE, session_id)
 
     def _read_record(self, at: Link, session_id: str) -> SessionRecord:
-        row = self._one(rows.RECORD, session_id)
-        if row is None:
-            raise SessionNotFoundError(session_id, self.location)
+        row = self._one(rows.RECORD, session_id, needed=True)
         return rows.record_from_row(row, self._where(session_id))
 
     def _list_page(self, at: Link, include_archived: bool, limit: int | None,
@@ -379,9 +378,7 @@ class PostgresStore(SessionEngine):
             if not role or len(role.encode()) > 63 or "\0" in role:
                 raise ValueError(f"not a database role name: {role!r}")
         with self._mutex:
-            found = self._one(rows.OWNER, session_id)
-            if found is None:
-                raise SessionNotFoundError(session_id, self.location)
+            found = self._one(rows.OWNER, session_id, needed=True)
             if not found["mine"]:
                 raise SessionReadOnlyError(session_id, found["owner_role"])
             sid = found["sid"]

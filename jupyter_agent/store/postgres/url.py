@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-_SCHEMES = ("postgresql", "postgres")
 _HIDDEN = "***"
 _SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
 # where the URL is silent: a dead server or network is noticed in about a minute
@@ -88,7 +87,7 @@ def check_store_url(value: str) -> str:
     if value == "":
         return StoreURL(value)
     parts = _split(value)
-    if parts is None or parts.scheme not in _SCHEMES:
+    if parts is None or parts.scheme not in ("postgresql", "postgres"):
         raise ValueError(
             "store_url must be empty (the JSON files) or a PostgreSQL URL such as "
             f"postgresql://user@db.example.org/agents (got {redact_url(value)!r})"
