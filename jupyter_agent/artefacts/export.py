@@ -22,7 +22,6 @@ import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -95,7 +94,7 @@ def _call_md(call: Call, read: ReadFigure | None) -> str:
 
 
 def _markdown(record: SessionRecord, progress: Progress, figures: ReadFigure | None) -> str:
-    parts = [inert_markdown(f"# {session_name(record)}"),
+    parts = [inert_markdown(f"# {record.title.strip() or f'Session {record.id}'}"),
              inert_markdown(f"*{facts_line(record)}*")]
     if record.summary.strip():
         parts += ["## Summary", inert_markdown(record.summary.strip())]
@@ -109,20 +108,12 @@ def _markdown(record: SessionRecord, progress: Progress, figures: ReadFigure | N
             parts.append(_call_md(step, figures))
         elif isinstance(step, Marker):
             c = step.compaction
-            text = (f"**Context compacted** at {when(c.at)}: {c.replaced} earlier messages were "
-                    f"replaced, in what the model is sent, by this summary (this transcript "
-                    f"keeps them all):\n\n{c.summary}")
+            text = (f"**Context compacted** at {c.at:%Y-%m-%d %H:%M} UTC: {c.replaced} earlier "
+                    f"messages were replaced, in what the model is sent, by this summary (this "
+                    f"transcript keeps them all):\n\n{c.summary}")
             parts.append(inert_markdown("\n".join(f"> {line}".rstrip()
                                                    for line in text.strip().splitlines())))
     return "\n\n".join(parts) + "\n"
-
-
-def when(moment: datetime) -> str:
-    return f"{moment:%Y-%m-%d %H:%M} UTC"
-
-
-def session_name(record: SessionRecord) -> str:
-    return record.title.strip() or f"Session {record.id}"
 
 
 def facts_line(record: SessionRecord) -> str:
@@ -132,7 +123,8 @@ def facts_line(record: SessionRecord) -> str:
     parts = [f"jupyter-agent session `{record.id}`"]
     if state.model:
         parts.append(f"model `{state.model}`")
-    parts += [f"created {when(record.created_at)}", f"updated {when(record.updated_at)}",
+    parts += [f"created {record.created_at:%Y-%m-%d %H:%M} UTC",
+              f"updated {record.updated_at:%Y-%m-%d %H:%M} UTC",
               f"{turns} request{'s' if turns != 1 else ''}",
               f"{state.tool_calls} tool call{'s' if state.tool_calls != 1 else ''}"]
     if state.usage.calls:
@@ -211,7 +203,7 @@ def render_notebook(record: SessionRecord, progress: Progress, figures: ReadFigu
     would be a bug here, never a record the store wrote)."""
     from nbformat import from_dict, v4, validate, writes  # over a second to import
 
-    head = [f"# {session_name(record)}", f"*{facts_line(record)}*"]
+    head = [f"# {record.title.strip() or f'Session {record.id}'}", f"*{facts_line(record)}*"]
     if record.summary.strip():
         head += ["**Summary**", record.summary.strip().replace("\n", "  \n")]
     head.append(READING_NOTE)
