@@ -138,8 +138,7 @@ class Leases:
         if self.holds(session_id):
             return self.identity.model_copy(update={"pid": os.getpid(),
                                                     "since": self._since[session_id]})
-        params = {"project": self._project, "sid": session_id,
-                  "key": lock_key(self._project, session_id)}
+        params = self._params(session_id, utc_now())
         # a holder takes the lock and writes its row in one statement; a loser reading the
         # row in between sees the previous holder's: look again a few times (< 30 ms in all)
         for delay in (0.002, 0.008, 0.015, 0):
@@ -171,9 +170,8 @@ class PostgresStore(SessionEngine):
 
     def __init__(self, url: str, memory_dir: str | os.PathLike[str], *, project: str,
                  holder_label: str = "", migrations: Sequence[Migration] = MIGRATIONS) -> None:
-        if not url:
+        if not check_store_url(url):
             raise ValueError("a PostgreSQL store needs a postgresql:// URL")
-        check_store_url(url)
         super().__init__(Notes(Path(memory_dir).expanduser()))
         self.project = project
         self._migrations = tuple(migrations)
