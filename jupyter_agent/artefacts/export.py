@@ -143,13 +143,12 @@ READING_NOTE = (
     "Variables you defined outside the agent are not part of it.*"
 )
 
-_NO_MATH = '<div class="mathjax_ignore tex2jax_ignore">\n\n{}\n\n</div>'
-
-
 def _markdown_text(text: str) -> str:
     # inert, and kept from showing amounts of money ($5 and $10) as TeX
     text = inert_markdown(text)
-    return _NO_MATH.format(text) if re.search(r"\$\d", text) else text
+    if re.search(r"\$\d", text):
+        return f'<div class="mathjax_ignore tex2jax_ignore">\n\n{text}\n\n</div>'
+    return text
 
 
 def _outputs(call: Call, read: ReadFigure | None) -> list[dict[str, Any]]:
@@ -309,8 +308,7 @@ def export_record(record: SessionRecord, fmt: str | None = None,
                            figures=figures)
     tmp = folder / f".{path.name}.{os.urandom(4).hex()}.tmp"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-        with os.fdopen(fd, "wb") as handle:
+        with open(tmp, "xb") as handle:  # exclusive, the umask's permissions, not inherited
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())

@@ -105,11 +105,9 @@ class Leases:
     def acquire(self, session_id: str) -> None:
         """Take the lease (not held now); ``SessionLockedError`` at once if another holds it."""
         since = self._own().get(session_id) or utc_now()
-
-        def take(conn: psycopg.Connection) -> bool:  # a reconnect just now may have retaken it
-            return session_id in self._held or self._try_lock(conn, session_id, since)
-
-        if not self._link.run(take, idempotent=True):
+        # (a reconnect inside run() retakes the leases counted here: then it is held)
+        if not self._link.run(lambda conn: session_id in self._held
+                              or self._try_lock(conn, session_id, since), idempotent=True):
             raise self.refusal(session_id)
         self._since[session_id] = since
         self._held.add(session_id)
@@ -130,8 +128,7 @@ class Leases:
 
     def holds(self, session_id: str) -> bool:
         """Whether this store holds the lease now (on its current connection)."""
-        self._own()
-        return session_id in self._held
+        return session_id in self._own() and session_id in self._held
 
     def holder(self, session_id: str) -> LeaseHolder | None:
         """Who holds the lease: this store, another one (as its row says), or ``None``."""

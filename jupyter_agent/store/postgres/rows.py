@@ -390,13 +390,12 @@ def listing_entry(row: Mapping[str, Any], status: Literal["active", "in use", "i
     """A listing entry from a row of the listing query (columns named as the entry's
     fields), checked as a load checks the same columns (messages are not read);
     ``CorruptSessionError`` naming the column."""
-    updated_at, count, cost, tool_calls = (
-        row["updated_at"], row["message_count"], row["cost_usd"], row["tool_calls"])
     try:
-        check_not_future(f"{SESSIONS}.updated_at", updated_at)
+        check_not_future(f"{SESSIONS}.updated_at", row["updated_at"])
     except ValueError as err:
         raise CorruptSessionError(where, str(err)) from None
-    if not (min(count, tool_calls, cost) >= 0 and isfinite(cost)):
+    cost = row["cost_usd"]
+    if not (min(row["message_count"], row["tool_calls"], cost) >= 0 and isfinite(cost)):
         raise CorruptSessionError(where, f"{SESSIONS}: transcript_len, tool_calls and "
                                          "cost_usd must be finite and non-negative")
     record = _record(row, where, {})

@@ -75,8 +75,6 @@ def scrub(text: str, url: str) -> str:
 class StoreURL(str):
     """The URL as given (the driver needs the password), whose ``repr`` hides it."""
 
-    __slots__ = ()
-
     def __repr__(self) -> str:
         return repr(redact_url(self)) if self else "''"
 
