@@ -117,8 +117,7 @@ class Leases:
         return SessionLockedError(session_id, holder.pid, holder=holder)
 
     def let_go(self, session_id: str) -> None:
-        """Let the lease go (a dropped connection lost the lock on the server already: no
-        error)."""
+        """Let the lease go (a dropped connection lost the lock on the server already: no error)."""
         since = self._own().pop(session_id, None)
         if since is not None and session_id in self._held and self._link.connected:
             params = self._params(session_id, since)

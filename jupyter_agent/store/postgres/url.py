@@ -227,8 +227,7 @@ class Link:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def fetch(self, query: str, params: Any = None) -> list[dict[str, Any]]:
-        """The rows of one read statement, as dicts by column name (repeated after a
-        reconnect)."""
+        """The rows of one read statement, as dicts by column name (repeated after a reconnect)."""
         dict_row = driver(self.shown_url).rows.dict_row
         return self.run(lambda c: c.cursor(row_factory=dict_row).execute(query, params)
                         .fetchall(), idempotent=True)
