@@ -20,9 +20,8 @@ import base64
 import contextlib
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -71,36 +70,31 @@ def choose_format(fmt: str | None, output: str | os.PathLike[str] | None = None)
     return fmt or (suffix if suffix in EXPORT_FORMATS else "ipynb")
 
 
-def _figures_md(call: Call, read: ReadFigure | None) -> str:
-    shown = []
-    for ref in call.figures:
+def _call_md(call: Call, read: ReadFigure | None) -> str:
+    result = call.result if call.result is not None else "(no result was saved)"
+    if call.code is None:
+        head = f"**Tool:** `{format_call(call.name, call.arguments)}`"
+        if "\n" not in result.strip() and len(result) <= 200:
+            return inert_markdown(f"{head} → {result.strip() or '(empty)'}")
+        return f"{inert_markdown(head)}\n\n{fence(result, 'text')}"
+    outcome = {"ok": "Result", "error": "Error"}.get(call.outcome, "Not run")
+    parts = [f"**run_python**\n\n{fence(call.code, 'python')}\n\n{outcome}:\n\n"
+             f"{fence(result, 'text')}"]
+    for ref in call.figures:  # ours: embedded data, the only images
         label = figure_label(ref)
         data, why = figure_data(read, ref)
         if data is None:
-            shown.append(f"*{label}: not exported ({why})*")
+            parts.append(f"*{label}: not exported ({why})*")
             continue
         ((media_type, value),) = data.items()
         if media_type == "image/svg+xml":
             value = base64.b64encode(value.encode("utf-8")).decode("ascii")
-        shown.append(f"![{label}](data:{media_type};base64,{value})")
-    return "\n\n".join(shown)
-
-
-def _call_md(call: Call, read: ReadFigure | None = None) -> str:
-    result = call.result if call.result is not None else "(no result was saved)"
-    if call.code is not None:
-        label = {"ok": "Result", "error": "Error"}.get(call.outcome, "Not run")
-        figures = _figures_md(call, read)  # ours: embedded data, the only images
-        return (f"**run_python**\n\n{fence(call.code, 'python')}\n\n"
-                f"{label}:\n\n{fence(result, 'text')}" + (f"\n\n{figures}" if figures else ""))
-    head = f"**Tool:** `{format_call(call.name, call.arguments)}`"
-    if "\n" not in result.strip() and len(result) <= 200:
-        return inert_markdown(f"{head} → {result.strip() or '(empty)'}")
-    return f"{inert_markdown(head)}\n\n{fence(result, 'text')}"
+        parts.append(f"![{label}](data:{media_type};base64,{value})")
+    return "\n\n".join(parts)
 
 
 def _markdown(record: SessionRecord, progress: Progress, figures: ReadFigure | None) -> str:
-    parts = [inert_markdown(f"# {session_name(record)}"),
+    parts = [inert_markdown(f"# {record.title.strip() or f'Session {record.id}'}"),
              inert_markdown(f"*{facts_line(record)}*")]
     if record.summary.strip():
         parts += ["## Summary", inert_markdown(record.summary.strip())]
@@ -114,20 +108,12 @@ def _markdown(record: SessionRecord, progress: Progress, figures: ReadFigure | N
             parts.append(_call_md(step, figures))
         elif isinstance(step, Marker):
             c = step.compaction
-            text = (f"**Context compacted** at {when(c.at)}: {c.replaced} earlier messages were "
-                    f"replaced, in what the model is sent, by this summary (this transcript "
-                    f"keeps them all):\n\n{c.summary}")
+            text = (f"**Context compacted** at {c.at:%Y-%m-%d %H:%M} UTC: {c.replaced} earlier "
+                    f"messages were replaced, in what the model is sent, by this summary (this "
+                    f"transcript keeps them all):\n\n{c.summary}")
             parts.append(inert_markdown("\n".join(f"> {line}".rstrip()
                                                    for line in text.strip().splitlines())))
     return "\n\n".join(parts) + "\n"
-
-
-def when(moment: datetime) -> str:
-    return f"{moment:%Y-%m-%d %H:%M} UTC"
-
-
-def session_name(record: SessionRecord) -> str:
-    return record.title.strip() or f"Session {record.id}"
 
 
 def facts_line(record: SessionRecord) -> str:
@@ -137,7 +123,8 @@ def facts_line(record: SessionRecord) -> str:
     parts = [f"jupyter-agent session `{record.id}`"]
     if state.model:
         parts.append(f"model `{state.model}`")
-    parts += [f"created {when(record.created_at)}", f"updated {when(record.updated_at)}",
+    parts += [f"created {record.created_at:%Y-%m-%d %H:%M} UTC",
+              f"updated {record.updated_at:%Y-%m-%d %H:%M} UTC",
               f"{turns} request{'s' if turns != 1 else ''}",
               f"{state.tool_calls} tool call{'s' if state.tool_calls != 1 else ''}"]
     if state.usage.calls:
@@ -149,32 +136,6 @@ def facts_line(record: SessionRecord) -> str:
     return " · ".join(parts)
 
 
-def split_at_figures(result: str, refs: Sequence[dict[str, Any]]
-                     ) -> list[str | dict[str, Any]]:
-    """A ``run_python`` result cut at the lines naming its figures (``[figure N: ...]``):
-    non-empty text pieces and references in order; a reference whose line is missing last."""
-    pending = list(refs)
-    out: list[str | dict[str, Any]] = []
-    text: list[str] = []
-    for line in result.splitlines(keepends=True):
-        match = next((ref for ref in pending if line.startswith(f"[figure {ref.get('n')}:")),
-                     None)
-        if match is None:
-            text.append(line)
-            continue
-        if text:
-            out.append("".join(text))
-        text = []
-        out.append(match)
-        pending.remove(match)
-    if text:
-        out.append("".join(text))
-    out.extend(pending)
-    return out
-
-
-KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
-
 READING_NOTE = (
     "*This notebook replays an agent session: your requests and the agent's replies are "
     "Markdown cells, and each piece of Python the agent ran is a code cell showing the "
@@ -182,25 +143,36 @@ READING_NOTE = (
     "Variables you defined outside the agent are not part of it.*"
 )
 
-_NO_MATH = '<div class="mathjax_ignore tex2jax_ignore">\n\n{}\n\n</div>'
-
-
 def _markdown_text(text: str) -> str:
     # inert, and kept from showing amounts of money ($5 and $10) as TeX
     text = inert_markdown(text)
-    return _NO_MATH.format(text) if re.search(r"\$\d", text) else text
+    if re.search(r"\$\d", text):
+        return f'<div class="mathjax_ignore tex2jax_ignore">\n\n{text}\n\n</div>'
+    return text
 
 
 def _outputs(call: Call, read: ReadFigure | None) -> list[dict[str, Any]]:
+    # the printed text cut at the lines naming its figures (``[figure N: ...]``), each
+    # figure where it is named; one whose line is missing last
     result = call.result or ""
-    if result.strip() == "(no output)":
-        result = ""
     name = "stderr" if call.outcome == "error" else "stdout"
+    pending = list(call.figures)
+    pieces: list[list[str] | dict[str, Any]] = []
+    for line in ("" if result.strip() == "(no output)" else result).splitlines(keepends=True):
+        ref = next((r for r in pending if line.startswith(f"[figure {r.get('n')}:")), None)
+        if ref is not None:
+            pending.remove(ref)
+            pieces.append(ref)
+        elif pieces and isinstance(pieces[-1], list):
+            pieces[-1].append(line)
+        else:
+            pieces.append([line])
     outputs: list[dict[str, Any]] = []
-    for piece in split_at_figures(result, call.figures):
-        if isinstance(piece, str):
-            if piece.strip():
-                text = piece if piece.endswith("\n") else piece + "\n"
+    for piece in [*pieces, *pending]:
+        if isinstance(piece, list):
+            text = "".join(piece)
+            if text.strip():
+                text = text if text.endswith("\n") else text + "\n"
                 outputs.append({"output_type": "stream", "name": name, "text": text})
             continue
         label = f"[{figure_label(piece)}]"
@@ -217,11 +189,10 @@ def _outputs(call: Call, read: ReadFigure | None) -> list[dict[str, Any]]:
 def _tools_text(calls: list[Call]) -> str:
     lines = []
     for call in calls:
-        first = (call.result or "").strip().splitlines()
-        shown = first[0] if first else "(no result)"
+        first = (call.result or "").strip().splitlines() or ["(no result)"]
         more = " …" if len(first) > 1 else ""
-        call_text = format_call(call.name, call.arguments, limit=60)
-        lines.append(f"- `{call_text}` → {shown[:120]}{more}")
+        lines.append(f"- `{format_call(call.name, call.arguments, limit=60)}` → "
+                     f"{first[0][:120]}{more}")
     body = inert_markdown("\n".join(lines))
     return f"<small>\n\n*Agent tools:*\n\n{body}\n\n</small>"
 
@@ -231,7 +202,7 @@ def render_notebook(record: SessionRecord, progress: Progress, figures: ReadFigu
     would be a bug here, never a record the store wrote)."""
     from nbformat import from_dict, v4, validate, writes  # over a second to import
 
-    head = [f"# {session_name(record)}", f"*{facts_line(record)}*"]
+    head = [f"# {record.title.strip() or f'Session {record.id}'}", f"*{facts_line(record)}*"]
     if record.summary.strip():
         head += ["**Summary**", record.summary.strip().replace("\n", "  \n")]
     head.append(READING_NOTE)
@@ -252,11 +223,9 @@ def render_notebook(record: SessionRecord, progress: Progress, figures: ReadFigu
             cells.append(v4.new_markdown_cell(_markdown_text(step.text)))
         elif isinstance(step, Call) and code is not None:
             if step.outcome in ("ok", "error"):
-                cell = v4.new_code_cell(source=code, outputs=_outputs(step, figures), metadata={
-                    "jupyter_agent": {"tool_call_id": step.id, "outcome": step.outcome}})
-                if step.outcome == "error":
-                    cell.metadata["tags"] = ["raises-exception"]
-                cells.append(cell)
+                tags = {"tags": ["raises-exception"]} if step.outcome == "error" else {}
+                cells.append(v4.new_code_cell(code, outputs=_outputs(step, figures), metadata={
+                    "jupyter_agent": {"tool_call_id": step.id, "outcome": step.outcome}, **tags}))
             else:
                 why = (step.result or "").strip() or "no result was saved"
                 why = why.removeprefix("error: ").removeprefix(SYNTHETIC_PREFIX)
@@ -267,7 +236,9 @@ def render_notebook(record: SessionRecord, progress: Progress, figures: ReadFigu
         cells.append(v4.new_markdown_cell(_tools_text(tools)))
     parent = None if record.parent is None else record.parent.model_dump(mode="json")
     notebook = v4.new_notebook(cells=cells, metadata={
-        "kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"},
+        "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                       "language": "python"},
+        "language_info": {"name": "python"},
         "jupyter_agent": {
             "session_id": record.id, "title": record.title, "model": record.state.model,
             "parent": parent, "created_at": record.created_at.isoformat(),
@@ -290,35 +261,54 @@ def render(record: SessionRecord, fmt: ExportFormat, *, secrets: Iterable[str] =
     clean = redact_record(record, redactor)
     read = None if figures is None else lambda figure_id: redactor.figure(figures(figure_id))
     if fmt == "json":
-        data = dump_record(clean)
-    elif fmt == "md":
-        data = _markdown(clean, progress, read).encode("utf-8")
-    else:
-        data = render_notebook(clean, progress, read).encode("utf-8")
-    return data, len(redactor.found)
+        return dump_record(clean), len(redactor.found)
+    text = (_markdown if fmt == "md" else render_notebook)(clean, progress, read)
+    return text.encode("utf-8"), len(redactor.found)
 
 
-def write_export(path: Path, data: bytes, *, force: bool = False) -> None:
-    """Write ``data`` to ``path`` whole or not at all (see the module docstring).
+def export_record(record: SessionRecord, fmt: str | None = None,
+                  output: str | os.PathLike[str] | None = None, *, force: bool = False,
+                  cwd: str | os.PathLike[str] | None = None, secrets: Iterable[str] = (),
+                  progress: Progress = no_progress,
+                  figures: ReadFigure | None = None) -> Exported:
+    """Export a session record to a file, whole or not at all (see the module docstring).
+
+    ``output`` is the file, or a folder for ``session-<ID>.<format>`` (default: that name
+    in ``cwd``, the working directory by default); ``fmt`` defaults to its suffix, else
+    ``ipynb``. The other parameters are :func:`render`'s.
 
     Raises
     ------
+    ValueError
+        For an unknown format.
     ExportExistsError
-        ``path`` exists and ``force`` is false; it is left untouched.
+        Before anything is rendered, when the file exists and ``force`` is false; it is
+        left untouched.
     ExportError
-        No such folder, ``path`` is a directory, or the write failed; nothing is left.
+        Before rendering, when ``fmt`` and the file name's suffix name different formats,
+        the folder does not exist or the file is a directory; or when the write failed
+        (nothing is left).
     """
-    folder = path.parent
+    chosen = choose_format(fmt, output)
+    base, name = Path(os.getcwd() if cwd is None else cwd), f"session-{record.id}.{chosen}"
+    path = base / Path(output).expanduser() if output is not None else base / name
+    path = path / name if output is not None and path.is_dir() else path
+    suffix, folder = path.suffix.lower().lstrip("."), path.parent
+    if suffix in EXPORT_FORMATS and suffix != chosen:  # e.g. a notebook named out.md
+        raise ExportError(path, f"the format is {chosen} but the file name ends in "
+                                f".{suffix}: name it {path.stem}.{chosen} or use --format "
+                                f"{suffix}")
     if not folder.is_dir():
         raise ExportError(path, f"the folder {folder} does not exist")
     if path.is_dir():
         raise ExportError(path, "it is a directory")
     if not force and os.path.lexists(path):
         raise ExportExistsError(path)
+    data, redacted = render(record, chosen, secrets=secrets, progress=progress,
+                           figures=figures)
     tmp = folder / f".{path.name}.{os.urandom(4).hex()}.tmp"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-        with os.fdopen(fd, "wb") as handle:
+        with open(tmp, "xb") as handle:  # exclusive, the umask's permissions, not inherited
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
@@ -340,41 +330,4 @@ def write_export(path: Path, data: bytes, *, force: bool = False) -> None:
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
-
-
-def export_record(record: SessionRecord, fmt: str | None = None,
-                  output: str | os.PathLike[str] | None = None, *, force: bool = False,
-                  cwd: str | os.PathLike[str] | None = None, secrets: Iterable[str] = (),
-                  progress: Progress = no_progress,
-                  figures: ReadFigure | None = None) -> Exported:
-    """Export a session record to a file.
-
-    ``output`` is the file, or a folder for ``session-<ID>.<format>`` (default: that name
-    in ``cwd``, the working directory by default); ``fmt`` defaults to its suffix, else
-    ``ipynb``. The other parameters are :func:`render`'s.
-
-    Raises
-    ------
-    ValueError
-        For an unknown format.
-    ExportExistsError
-        Before anything is rendered, when the file exists and ``force`` is false.
-    ExportError
-        When the file cannot be written or, before rendering, when ``fmt`` and the file
-        name's suffix name different formats.
-    """
-    chosen = choose_format(fmt, output)
-    base, name = Path(os.getcwd() if cwd is None else cwd), f"session-{record.id}.{chosen}"
-    path = base / Path(output).expanduser() if output is not None else base / name
-    path = path / name if output is not None and path.is_dir() else path
-    suffix = path.suffix.lower().lstrip(".")
-    if suffix in EXPORT_FORMATS and suffix != chosen:  # e.g. a notebook named out.md
-        raise ExportError(path, f"the format is {chosen} but the file name ends in "
-                                f".{suffix}: name it {path.stem}.{chosen} or use --format "
-                                f"{suffix}")
-    if not force and os.path.lexists(path):
-        raise ExportExistsError(path)
-    data, redacted = render(record, chosen, secrets=secrets, progress=progress,
-                           figures=figures)
-    write_export(path, data, force=force)
     return Exported(record.id, chosen, path, len(data), redacted)

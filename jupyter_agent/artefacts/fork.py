@@ -13,27 +13,21 @@ timestamps, not archived, ``parent`` = the parent's ID and N.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, cast
 
 from jupyter_agent.artefacts.steps import (
     SYNTHETIC_PREFIX,
-    call_results,
+    Call,
     complete_length,
+    steps,
     turn_starts,
 )
 from jupyter_agent.errors import FigureNotFoundError, ForkPointError
-from jupyter_agent.store import (
-    ForkOrigin,
-    SessionRecord,
-    SessionState,
-    Store,
-    new_session_id,
-)
+from jupyter_agent.store import ForkOrigin, SessionRecord, SessionState, Store, new_session_id
 from jupyter_agent.store.figure_files import figure_refs
-from jupyter_agent.store.messages import fallback_summary, message_text
+from jupyter_agent.store.messages import fallback_summary
 from jupyter_agent.store.records import utc_now
 
 STATE_TOOLS = ("write_scratchpad", "add_todo", "update_todo", "write_summary")
@@ -58,51 +52,32 @@ def fork_label(origin: ForkOrigin | None) -> str:
     return f"fork of {origin.session_id}{after}"
 
 
-def replay_state(messages: Sequence[dict[str, Any]], parent: SessionState
-                 ) -> tuple[SessionState, str]:
-    """The checkpoint and summary after ``messages`` (a transcript prefix), rebuilt by
-    running the state tools' calls again on an empty state (they are deterministic);
-    nothing else runs; the parent's usage, model and endpoint are copied. A call counts as
-    run unless its result says it never ran; an interrupted call is counted, not replayed."""
+def replay_state(parent: SessionRecord, cut: int) -> tuple[SessionState, str]:
+    """The checkpoint and summary after the parent's first ``cut`` transcript messages,
+    rebuilt by running the state tools' calls again on an empty state (they are
+    deterministic); nothing else runs; the parent's usage, model and endpoint are copied. A
+    call counts as run unless its result says it never ran; an interrupted call is counted,
+    not replayed."""
     # the agent package imports openai (~0.5 s); listings only need fork_label
     from jupyter_agent.agent.builtin_tools import BuiltinTools
     from jupyter_agent.agent.tools import MemoryContext, tool_from_function
     from jupyter_agent.agent.working_context import NOT_RUN_PREFIXES, tool_calls_run
 
-    state = SessionState(usage=parent.usage.model_copy(), model=parent.model,
-                         base_url=parent.base_url)
+    state = SessionState(usage=parent.state.usage.model_copy(), model=parent.state.model,
+                         base_url=parent.state.base_url)
     summaries = [""]  # the store stand-in where the summary tool saves: the last text
     recorder = SimpleNamespace(update=lambda session_id, *, summary: summaries.append(summary))
     tools = BuiltinTools(lambda: state, approval="deny")
     tools.memory = MemoryContext(cast(Any, recorder), "replay")
     replayable = {name: tool_from_function(getattr(tools, name)) for name in STATE_TOOLS}
-    results = call_results(messages)
-    for message in messages:
-        if message.get("role") != "assistant":
-            continue
-        for call in message.get("tool_calls") or ():
-            result = results.get(str(call.get("id")))
-            function = call.get("function") or {}
-            tool = replayable.get(str(function.get("name")))
-            if tool is None or result is None:
-                continue
-            if not message_text(result).startswith((*NOT_RUN_PREFIXES, SYNTHETIC_PREFIX)):
-                tool.invoke(str(function.get("arguments") or ""))
-    state.tool_calls = tool_calls_run(messages)
+    kept = parent.model_copy(update={"transcript": parent.transcript[:cut], "compactions": []})
+    not_run = (*NOT_RUN_PREFIXES, SYNTHETIC_PREFIX)
+    for step in steps(kept):
+        if (isinstance(step, Call) and step.name in replayable and step.result is not None
+                and not step.result.lstrip().startswith(not_run)):
+            replayable[step.name].invoke(step.arguments)
+    state.tool_calls = tool_calls_run(kept.transcript)
     return state, summaries[-1]
-
-
-def _cut_context(parent: SessionRecord, cut: int) -> tuple[list[dict[str, Any]], bool]:
-    transcript, messages = parent.transcript, parent.messages
-    later = [c for c in parent.compactions if c.transcript_length > cut]
-    since = len(transcript) - max((c.transcript_length for c in parent.compactions), default=0)
-    in_step = 0 <= since <= len(messages) and (
-        since == 0 or messages[-since:] == transcript[-since:]
-    )
-    if not later and in_step:
-        drop = len(transcript) - cut
-        return list(messages[: len(messages) - drop]), False
-    return list(transcript[:cut]), True
 
 
 def fork_record(parent: SessionRecord, *, at: int | None = None,
@@ -127,28 +102,31 @@ def fork_record(parent: SessionRecord, *, at: int | None = None,
     common: dict[str, Any] = {
         "id": new_session_id(), "created_at": when, "updated_at": when,
         "title": title, "archived": False, "parent": ForkOrigin(session_id=parent.id, turn=at)}
-    if at is None:
-        end = complete_length(transcript)
-        drop = len(transcript) - end
-        update: dict[str, Any] = {"transcript": transcript[:end],
-                                  "messages": parent.messages[: len(parent.messages) - drop]}
-        rebuilt, turns = False, len(turn_starts(transcript[:end]))
+    if at is None:  # without a tool batch still running
+        cut = complete_length(transcript)
     else:
         cut = starts[at] if at < parent_turns else len(transcript)
-        kept = transcript[:cut]
-        messages, rebuilt = _cut_context(parent, cut)
-        replayed, summary = replay_state(kept, parent.state)
-        update = {
-            "transcript": kept,
-            "messages": messages,
+    kept, messages = transcript[:cut], parent.messages
+    update: dict[str, Any] = {"transcript": kept,
+                              "messages": messages[: len(messages) - len(transcript) + cut]}
+    rebuilt = False
+    if at is not None:
+        # the context as it was at the cut, unless the parent was compacted after it
+        since = len(transcript) - max((c.transcript_length for c in parent.compactions),
+                                      default=0)
+        in_step = 0 <= since <= len(messages) and (
+            since == 0 or messages[-since:] == transcript[-since:])
+        rebuilt = not in_step or any(c.transcript_length > cut for c in parent.compactions)
+        replayed, summary = replay_state(parent, cut)
+        update |= {
+            "messages": kept if rebuilt else update["messages"],
             "compactions": [c for c in parent.compactions if c.transcript_length <= cut],
             "state": replayed,
             "summary": summary or fallback_summary(kept),
         }
-        turns = at
     # Validated from plain data: the fork shares no object with the parent record.
     record = SessionRecord.model_validate({**parent.model_dump(), **update, **common})
-    return Forked(record, parent_turns, turns, rebuilt)
+    return Forked(record, parent_turns, len(turn_starts(kept)), rebuilt)
 
 
 def fork_session(store: Store, session_id: str, *, at: int | None = None,

@@ -112,7 +112,6 @@ class Redactor:
                                   cast(RegexBasedDetector, plugin).denylist if plain else None))
         self._entropy = Base64HighEntropyString(limit=_ENTROPY_LIMIT)
         self.found: set[str] = set()
-        self.edits = 0  # strings changed so far
 
     def _candidates(self, text: str) -> set[str]:
         values = {v for v in self._exact if v in text}
@@ -144,7 +143,6 @@ class Redactor:
             if replaced != text:
                 self.found.add(value)
                 text = replaced
-                self.edits += 1
         return text
 
     def arguments(self, raw: str) -> str:
@@ -154,9 +152,8 @@ class Redactor:
             value = json.loads(raw)
         except (ValueError, RecursionError):
             return self.text(raw)
-        edits = self.edits
         clean = self.value(value)
-        return raw if self.edits == edits else encode_json(clean).decode("utf-8")
+        return raw if clean == value else encode_json(clean).decode("utf-8")
 
     def value(self, value: Any) -> Any:
         """A copy of a JSON value with the secrets of every string replaced (tool calls'
@@ -167,24 +164,19 @@ class Redactor:
             parent, key, item = stack.pop()
             if isinstance(item, str):
                 parent[key] = self.arguments(item) if key == "arguments" else self.text(item)
-            elif isinstance(item, list):
-                copy = list(item)
-                parent[key] = copy
-                stack.extend((copy, k, v) for k, v in enumerate(copy))
-            elif isinstance(item, dict):
-                copied = dict(item)
-                parent[key] = copied
-                stack.extend((copied, k, v) for k, v in copied.items())
+            elif isinstance(item, list | dict):
+                copy = parent[key] = type(item)(item)
+                pairs = copy.items() if isinstance(copy, dict) else enumerate(copy)
+                stack.extend((copy, k, v) for k, v in pairs)
         return root[0]
 
     def figure(self, figure: FigureData) -> FigureData:
         """An SVG figure with the secrets of its text replaced; other figures as they are."""
         if figure.media_type != "image/svg+xml":
             return figure
-        edits = self.edits
-        clean = self.text(figure.data.decode("utf-8", "replace"))
-        return figure if self.edits == edits else FigureData(clean.encode("utf-8"),
-                                                              figure.media_type)
+        text = figure.data.decode("utf-8", "replace")
+        clean = self.text(text)
+        return figure if clean == text else FigureData(clean.encode("utf-8"), figure.media_type)
 
 
 def redact_record(record: SessionRecord, redactor: Redactor) -> SessionRecord:
@@ -193,7 +185,7 @@ def redact_record(record: SessionRecord, redactor: Redactor) -> SessionRecord:
     The identity (ID, timestamps, parent) is kept; every other field, the saved endpoint
     included, is scanned. ``record`` itself is returned when nothing was found.
     """
-    edits = redactor.edits
+    dumped = record.model_dump(mode="json")
     clean = {name: value if name in _IDENTITY else redactor.value(value)
-             for name, value in record.model_dump(mode="json").items()}
-    return record if redactor.edits == edits else type(record).model_validate(clean)
+             for name, value in dumped.items()}
+    return record if clean == dumped else type(record).model_validate(clean)

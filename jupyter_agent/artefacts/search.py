@@ -122,16 +122,12 @@ def search_listings(listings: Iterable[SessionListing], text: str, store: Store 
             role = message.get("role")
             if role != "system":
                 fields += [(f"message {index + 1} ({role})", t) for t in _message_texts(message)]
-        matches: list[SearchMatch] = []
-        count = 0
-        for field, value in fields:
-            found = pattern.search(value) if value else None
-            if found is not None:
-                count += 1
-                if len(matches) < MAX_MATCHES:
-                    matches.append(excerpt(value, found, field=field))
-        if count:
-            hits.append(SearchHit(listing, tuple(matches), count))
+        found = [(field, value, match) for field, value in fields
+                 if value and (match := pattern.search(value)) is not None]
+        if found:
+            matches = tuple(excerpt(value, match, field) for field, value, match
+                            in found[:MAX_MATCHES])
+            hits.append(SearchHit(listing, matches, len(found)))
     return hits
 
 

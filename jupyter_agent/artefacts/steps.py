@@ -25,7 +25,6 @@ SYNTHETIC_PREFIX = "[jupyter-agent] "  # a tool result the agent wrote for a cal
 
 T = TypeVar("T")
 Progress = Callable[[Iterable[Any], int], Iterable[Any]]  # progress(items, total) yields items
-Outcome = Literal["ok", "error", "refused", "not run", "missing"]
 ReadFigure = Callable[[str], FigureData]  # read(figure_id) from the exported session's store
 
 
@@ -51,15 +50,6 @@ def complete_length(messages: Sequence[dict[str, Any]]) -> int:
     return len(messages)
 
 
-def call_results(messages: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Tool-call ID -> the ``tool`` message answering it (the first, when answered twice)."""
-    results: dict[str, dict[str, Any]] = {}
-    for m in messages:
-        if m.get("role") == "tool":
-            results.setdefault(str(m.get("tool_call_id")), m)
-    return results
-
-
 @dataclass(frozen=True)
 class Request:
     turn: int  # 1-based
@@ -80,8 +70,14 @@ class Call:
     name: str
     arguments: str
     result: str | None
-    outcome: Outcome
     figures: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def outcome(self) -> Literal["ok", "error", "not run"]:
+        """"not run" also for a refused call, or one without a saved result."""
+        if self.result is None or self.result.startswith((SYNTHETIC_PREFIX, "error: refused")):
+            return "not run"
+        return "error" if self.result.startswith("error: ") else "ok"
 
     @property
     def code(self) -> str | None:
@@ -99,29 +95,19 @@ class Marker:
 Step = Request | Reply | Call | Marker
 
 
-def _outcome(result: str | None) -> Outcome:
-    if result is None:
-        return "missing"
-    if result.startswith(SYNTHETIC_PREFIX):
-        return "not run"
-    if result.startswith("error: refused"):
-        return "refused"
-    if result.startswith("error: "):
-        return "error"
-    return "ok"
-
-
 def steps(record: SessionRecord, progress: Progress = no_progress) -> Iterator[Step]:
     """The steps of the record's transcript (never the working context), in order."""
     transcript = record.transcript
-    results = call_results(transcript)
+    results: dict[str, dict[str, Any]] = {}  # call ID -> the first tool message answering it
+    for m in transcript:
+        if m.get("role") == "tool":
+            results.setdefault(str(m.get("tool_call_id")), m)
     marks: dict[int, list[Compaction]] = {}
     for c in record.compactions:
         marks.setdefault(min(c.transcript_length, len(transcript)), []).append(c)
     turn = 0
     for index, message in enumerate(progress(transcript, len(transcript))):
-        for c in marks.pop(index, []):
-            yield Marker(c)
+        yield from map(Marker, marks.pop(index, []))
         role = message.get("role")
         text = message_text(message)
         if role == "user":
@@ -141,10 +127,9 @@ def steps(record: SessionRecord, progress: Progress = no_progress) -> Iterator[S
                 figures = tuple(r for r in refs if isinstance(r, dict)) \
                     if isinstance(refs, list) else ()
                 yield Call(str(call.get("id", "")), str(function.get("name", "?")),
-                           raw, result, _outcome(result), figures)
+                           raw, result, figures)
     for pending in marks.values():
-        for c in pending:
-            yield Marker(c)
+        yield from map(Marker, pending)
 
 
 def figure_data(read: ReadFigure | None, ref: dict[str, Any]

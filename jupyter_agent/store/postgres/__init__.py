@@ -1,38 +1,50 @@
 """The team store: a project's sessions in a PostgreSQL database shared by a team.
 
-:class:`PostgresStore` supplies the session engine's primitives on a database. The lease is
-an advisory lock (``locks.py``); each change is one transaction; while the lease is held
-the session's head is kept in memory, so a save point costs one ``UPDATE`` of the row
-plus one ``INSERT`` per new message. The database decides what a role sees (row-level
-security, ``schema.py``): its own sessions, and those shared with it to read and fork
-only. The notes stay files in the memory directory. Importing this package does no I/O
-and does not import ``psycopg`` (the ``postgres`` extra).
+:class:`PostgresStore` supplies the session engine's primitives on a database. Each change
+is one transaction; while the lease is held the session's head is kept in memory, so a save
+point costs one ``UPDATE`` of the row plus one ``INSERT`` of the new messages. The database
+decides what a role sees (row-level security, ``schema.py``): its own sessions, and those
+shared with it to read and fork only. The notes stay files in the memory directory.
+Importing this package does no I/O and does not import ``psycopg`` (the ``postgres`` extra).
+
+A lease is an advisory lock held by the store's connection; taking it and writing its
+``leases`` row (who holds it) is one statement, and a row is believed only while its
+connection holds the lock, which the server releases when that connection ends. The engine
+counts re-entries; leases are retaken on a new connection (one taken by someone else
+meanwhile is not held until taken again) and not inherited through fork.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
-from collections.abc import Callable, Sequence
+import socket
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from jupyter_agent.errors import (
     CorruptSessionError,
     FigureNotFoundError,
+    SessionLockedError,
     SessionNotFoundError,
     SessionReadOnlyError,
+    StoreUnavailableError,
     TooLargeError,
 )
+from jupyter_agent.paths import current_user
 from jupyter_agent.store.engine import Notes, SessionEngine
 from jupyter_agent.store.figure_files import MAX_FIGURE_BYTES, FigureData, validate_figure_id
 from jupyter_agent.store.postgres import rows
-from jupyter_agent.store.postgres.locks import Leases, row_holder
 from jupyter_agent.store.postgres.schema import MIGRATIONS, Migration, ensure_schema
-from jupyter_agent.store.postgres.url import Link, check_store_url, import_psycopg
+from jupyter_agent.store.postgres.url import Link, check_store_url, driver
 from jupyter_agent.store.records import (
     CLOCK_SKEW,
+    LeaseHolder,
     SessionListing,
     SessionRecord,
     utc_now,
@@ -41,6 +53,100 @@ from jupyter_agent.store.records import (
 
 if TYPE_CHECKING:
     import psycopg
+
+
+def lock_key(project: str, session_id: str) -> int:
+    """The advisory-lock key of a session: a signed 64-bit BLAKE2b hash of project and ID."""
+    digest = hashlib.blake2b(f"{project}\0{session_id}".encode(), digest_size=8,
+                             person=b"jupyter-agent").digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def row_holder(row: Mapping[str, Any]) -> LeaseHolder | None:
+    """Who holds a lock as a row of ``rows.LEASE_COLUMNS`` says; an empty holder while the
+    lease row is written."""
+    if row["lock_pid"] is None:
+        return None
+    if row["lock_pid"] != row["backend_pid"]:
+        return LeaseHolder()
+    return LeaseHolder(pid=row["pid"], user=row["user_name"] or "", host=row["host"] or "",
+                       since=row["since"], label=row["label"] or "")
+
+
+class Leases:
+    """The leases one store holds on its connection; the store calls it under its mutex.
+
+    ``identity`` (``$JUPYTERHUB_USER`` or the OS user, the host, ``label``) is recorded
+    with each lease and as the owner of each session created; never a secret.
+    """
+
+    def __init__(self, link: Link, project: str, label: str) -> None:
+        self._link = link
+        self._project = project
+        self.identity = LeaseHolder(user=current_user(), host=socket.gethostname(), label=label)
+        self._pid = os.getpid()
+        self._since: dict[str, datetime] = {}  # the leases counted here, since when
+        self._held: set[str] = set()  # those held on the current connection
+
+    def _params(self, session_id: str, since: datetime) -> dict[str, Any]:
+        return {"key": lock_key(self._project, session_id), "project": self._project,
+                "sid": session_id, "pid": os.getpid(), "user": self.identity.user,
+                "host": self.identity.host, "since": since, "label": self.identity.label}
+
+    def _own(self) -> dict[str, datetime]:
+        if self._pid != os.getpid():  # inherited through fork: none is this process's
+            self._pid, self._since, self._held = os.getpid(), {}, set()
+        return self._since
+
+    def _try_lock(self, conn: psycopg.Connection, session_id: str, since: datetime) -> bool:
+        return conn.execute(rows.ACQUIRE, self._params(session_id, since)).fetchone() is not None
+
+    def acquire(self, session_id: str) -> None:
+        """Take the lease (not held now); ``SessionLockedError`` at once if another holds it."""
+        since = self._own().get(session_id) or utc_now()
+        # (a reconnect inside run() retakes the leases counted here: then it is held)
+        if not self._link.run(lambda conn: session_id in self._held
+                              or self._try_lock(conn, session_id, since), idempotent=True):
+            raise self.refusal(session_id)
+        self._since[session_id] = since
+        self._held.add(session_id)
+
+    def refusal(self, session_id: str) -> SessionLockedError:
+        holder = self.holder(session_id) or LeaseHolder()
+        return SessionLockedError(session_id, holder.pid, holder=holder)
+
+    def let_go(self, session_id: str) -> None:
+        """Let the lease go (a dropped connection lost the lock on the server already: no error)."""
+        since = self._own().pop(session_id, None)
+        if since is not None and session_id in self._held and self._link.connected:
+            params = self._params(session_id, since)
+            with contextlib.suppress(StoreUnavailableError):  # gone with the connection
+                self._link.run(lambda c: c.execute(rows.RELEASE, params), idempotent=True)
+        self._held.discard(session_id)
+
+    def holds(self, session_id: str) -> bool:
+        """Whether this store holds the lease now (on its current connection)."""
+        return session_id in self._own() and session_id in self._held
+
+    def holder(self, session_id: str) -> LeaseHolder | None:
+        """Who holds the lease: this store, another one (as its row says), or ``None``."""
+        if self.holds(session_id):
+            return self.identity.model_copy(update={"pid": os.getpid(),
+                                                    "since": self._since[session_id]})
+        params = self._params(session_id, utc_now())
+        # a holder takes the lock and writes its row in one statement; a loser reading the
+        # row in between sees the previous holder's: look again a few times (< 30 ms in all)
+        for delay in (0.002, 0.008, 0.015, 0):
+            found = self._link.fetch(rows.HOLDER, params)
+            if not found or found[0]["lock_pid"] == found[0]["backend_pid"] or not delay:
+                break
+            time.sleep(delay)
+        return row_holder(found[0]) if found else None
+
+    def retake(self, conn: psycopg.Connection) -> None:
+        """On a new connection: take again every lease counted here."""
+        self._held = {sid for sid, since in self._own().items()
+                      if self._try_lock(conn, sid, since)}
 
 
 class PostgresStore(SessionEngine):
@@ -59,9 +165,8 @@ class PostgresStore(SessionEngine):
 
     def __init__(self, url: str, memory_dir: str | os.PathLike[str], *, project: str,
                  holder_label: str = "", migrations: Sequence[Migration] = MIGRATIONS) -> None:
-        if not url:
+        if not check_store_url(url):
             raise ValueError("a PostgreSQL store needs a postgresql:// URL")
-        check_store_url(url)
         super().__init__(Notes(Path(memory_dir).expanduser()))
         self.project = project
         self._migrations = tuple(migrations)
@@ -74,7 +179,7 @@ class PostgresStore(SessionEngine):
 
     def _on_connect(self, conn: psycopg.Connection, first: bool) -> None:
         # json columns arrive as their bytes, decoded and checked by rows.py
-        import_psycopg().types.json.set_json_loads(bytes, conn)
+        driver(self._link.shown_url).types.json.set_json_loads(bytes, conn)
         conn.execute("SET TIME ZONE 'UTC'")
         if first:
             ensure_schema(conn, self._link.shown_url, self._migrations)
@@ -100,14 +205,17 @@ class PostgresStore(SessionEngine):
     def _where(self, session_id: str) -> str:
         return f"{self._link.shown_url} project {self.project!r} session {session_id!r}"
 
-    def _one(self, query: str, session_id: str, **params: Any) -> Any:
-        psycopg = self._link.driver()
+    def _one(self, query: str, session_id: str, *, needed: bool = False, **params: Any) -> Any:
+        """The first row, or None; ``SessionNotFoundError`` for none when ``needed``."""
+        psycopg = driver(self._link.shown_url)
         try:
             found = self._link.fetch(query, {"project": self.project, "id": session_id, **params})
         except psycopg.DataError as err:  # a value the driver cannot read (``infinity``)
             raise CorruptSessionError(self._where(session_id),
                                       f"a value cannot be read ({' '.join(str(err).split())})"
                                       ) from None
+        if not found and needed:
+            raise SessionNotFoundError(session_id, self.location)
         return found[0] if found else None
 
     def _write(self, op: Callable[[psycopg.Connection], Any], session_id: str) -> Any:
@@ -127,18 +235,15 @@ class PostgresStore(SessionEngine):
         return self._one(rows.OWNER, session_id) is not None
 
     def _take(self, at: Link, session_id: str) -> None:
-        if not self.leases.holds(session_id):
-            found = self._one(rows.OWNER, session_id)
-            if found is not None and not found["mine"]:
-                raise SessionReadOnlyError(session_id, found["owner_role"])
+        found = self._one(rows.OWNER, session_id)
+        if found is not None and not found["mine"]:
+            raise SessionReadOnlyError(session_id, found["owner_role"])
         self.leases.acquire(session_id)
 
     def _head(self, at: Link, session_id: str) -> rows.Head:
         head = self._heads.get(session_id)
         if head is None:
-            row = self._one(rows.HEAD, session_id)
-            if row is None:
-                raise SessionNotFoundError(session_id, self.location)
+            row = self._one(rows.HEAD, session_id, needed=True)
             head = self._heads[session_id] = rows.head_from_row(row, self._where(session_id))
         return head
 
@@ -150,17 +255,13 @@ class PostgresStore(SessionEngine):
         update = (f"UPDATE {rows.SESSIONS} SET {sets}, revision = revision + 1 "
                   "WHERE sid = %(sid)s AND revision = %(revision)s RETURNING revision")
         params = {**values, "sid": head.sid, "revision": head.revision}
-        appended = [(head.sid, head.transcript_len + i, rows.dumps(m))
-                    for i, m in enumerate(change.appended)]
+        appended = [rows.dumps(m) for m in change.appended]
 
         def op(conn: psycopg.Connection) -> int | None:
             found = conn.execute(update, params).fetchone()
-            if found is None:
-                return None
-            if appended:
-                with conn.cursor() as cur:
-                    cur.executemany(rows.APPEND, appended)
-            return int(found[0])
+            if found is not None and appended:
+                conn.execute(rows.APPEND, (head.sid, head.transcript_len, appended))
+            return None if found is None else int(found[0])
 
         revision = self._write(op, head.record.id)
         if revision is None:
@@ -179,12 +280,10 @@ class PostgresStore(SessionEngine):
 
         def op(conn: psycopg.Connection) -> bool:
             found = conn.execute(insert, values).fetchone()
-            if found is None:
-                return False
-            if record.transcript:
+            if found is not None and record.transcript:
                 appended = [rows.dumps(m) for m in record.transcript]
-                conn.execute(rows.APPEND_ALL, (found[0], appended))
-            return True
+                conn.execute(rows.APPEND, (found[0], 0, appended))
+            return found is not None
 
         return bool(self._write(op, record.id))
 
@@ -192,9 +291,7 @@ class PostgresStore(SessionEngine):
         return self._write_one(rows.DELETE, session_id)
 
     def _read_record(self, at: Link, session_id: str) -> SessionRecord:
-        row = self._one(rows.RECORD, session_id)
-        if row is None:
-            raise SessionNotFoundError(session_id, self.location)
+        row = self._one(rows.RECORD, session_id, needed=True)
         return rows.record_from_row(row, self._where(session_id))
 
     def _list_page(self, at: Link, include_archived: bool, limit: int | None,
@@ -261,7 +358,7 @@ class PostgresStore(SessionEngine):
         """Delete the project's lease rows no live connection backs (a killed kernel's);
         the session IDs whose rows were removed."""
         with self._mutex:
-            return self.leases.delete_stale()
+            return [r["session_id"] for r in self._link.fetch(rows.STALE, (self.project,))]
 
     def share_session(self, session_id: str, roles: Sequence[str], *,
                       undo: bool = False) -> list[str]:
@@ -274,9 +371,7 @@ class PostgresStore(SessionEngine):
             if not role or len(role.encode()) > 63 or "\0" in role:
                 raise ValueError(f"not a database role name: {role!r}")
         with self._mutex:
-            found = self._one(rows.OWNER, session_id)
-            if found is None:
-                raise SessionNotFoundError(session_id, self.location)
+            found = self._one(rows.OWNER, session_id, needed=True)
             if not found["mine"]:
                 raise SessionReadOnlyError(session_id, found["owner_role"])
             sid = found["sid"]
@@ -307,7 +402,7 @@ def prepare_database(url: str, role: str | None = None) -> int:
     try:
         conn = link.connection()
         if role:
-            sql = import_psycopg().sql
+            sql = driver(link.shown_url).sql
             conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
         return ensure_schema(conn, link.shown_url)
     finally:

@@ -1,11 +1,8 @@
-"""Session rows of the team store: the head kept in memory, the SQL on sessions and
-figures, pure plans of each change (the file store's rules, from
+"""Session rows of the team store: the head kept in memory, the SQL on sessions, figures
+and leases, pure plans of each change (the file store's rules, from
 :mod:`jupyter_agent.store.messages`), and rows read back, validated as completely as the
 files: ``CorruptSessionError`` names the session and the column or transcript row
-(``jupyter_agent.messages seq 4: role must be ...``).
-
-A read is one statement; a write is one transaction run after checking that the lease is
-held on the connection about to be used. A listing page is read from the index
+(``jupyter_agent.messages seq 4: role must be ...``). A listing page is read from the index
 ``(project, updated_at DESC, id DESC)``, so it costs the same however many sessions there
 are; rows that do not validate or are dated past ``CLOCK_SKEW`` are left out.
 """
@@ -14,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from math import isfinite
 from typing import Any, Literal
 
@@ -34,13 +30,10 @@ from jupyter_agent.store.messages import (
     message_problem,
     new_messages,
 )
-from jupyter_agent.store.postgres.locks import LEASE_COLUMNS, LIVE_LOCKS, LOCK_OF_ROW
 from jupyter_agent.store.postgres.schema import SCHEMA
 from jupyter_agent.store.records import (
     SCHEMA_VERSION,
-    SESSION_ID_PATTERN,
     Compaction,
-    ForkOrigin,
     LeaseHolder,
     SessionListing,
     SessionRecord,
@@ -62,6 +55,38 @@ HEAD_COLUMNS = ("sid", "revision", "schema_version", *_RECORD_COLUMNS, "extra",
                 "context_head", "context_from", "transcript_len", "first_prompt")
 _MODELS = ("compactions", "state", "parent")  # JSON columns holding pydantic models
 _JSON_COLUMNS = ("context_head", "extra", *_MODELS)
+
+# the advisory locks granted in this database, keys split as pg_locks shows a bigint
+LIVE_LOCKS = """SELECT pid, classid::bigint AS hi, objid::bigint AS lo FROM pg_locks
+    WHERE locktype = 'advisory' AND granted AND objsubid = 1
+      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"""
+# a lease row joined to the lock that backs it (when one does)
+LOCK_OF_ROW = ("k.hi = ((l.lock_key >> 32) & 4294967295) "
+               "AND k.lo = (l.lock_key & 4294967295)")
+
+ACQUIRE = f"""WITH got AS (SELECT pg_try_advisory_lock(%(key)s) AS ok)
+INSERT INTO {SCHEMA}.leases AS l
+    (project, session_id, lock_key, backend_pid, pid, user_name, host, since, label)
+SELECT %(project)s, %(sid)s, %(key)s, pg_backend_pid(), %(pid)s, %(user)s, %(host)s,
+       %(since)s, %(label)s
+FROM got WHERE got.ok
+ON CONFLICT (project, session_id, owner_role) DO UPDATE SET
+    lock_key = EXCLUDED.lock_key, backend_pid = EXCLUDED.backend_pid, pid = EXCLUDED.pid,
+    user_name = EXCLUDED.user_name, host = EXCLUDED.host, since = EXCLUDED.since,
+    label = EXCLUDED.label
+RETURNING true"""
+RELEASE = f"""WITH gone AS (DELETE FROM {SCHEMA}.leases
+    WHERE project = %(project)s AND session_id = %(sid)s AND backend_pid = pg_backend_pid())
+SELECT pg_advisory_unlock(%(key)s)"""
+# who holds a lock (``lock_pid``) and what its lease row says (see row_holder)
+LEASE_COLUMNS = "k.pid AS lock_pid, l.backend_pid, l.pid, l.user_name, l.host, l.since, l.label"
+HOLDER = f"""SELECT {LEASE_COLUMNS}
+FROM ({LIVE_LOCKS}) k
+LEFT JOIN {SCHEMA}.leases l ON l.project = %(project)s AND l.session_id = %(sid)s
+WHERE k.hi = ((%(key)s::bigint >> 32) & 4294967295) AND k.lo = (%(key)s::bigint & 4294967295)"""
+STALE = (f"DELETE FROM {SCHEMA}.leases l WHERE project = %s AND NOT EXISTS ("
+         f"SELECT 1 FROM ({LIVE_LOCKS}) k WHERE k.pid = l.backend_pid AND {LOCK_OF_ROW}) "
+         "RETURNING session_id")
 
 
 @dataclass(frozen=True)
@@ -99,10 +124,9 @@ SHARE = (f"INSERT INTO {SCHEMA}.shares (sid, grantee) SELECT %s, rolname FROM pg
          "WHERE rolname = %s ON CONFLICT DO NOTHING")
 UNSHARE = f"DELETE FROM {SCHEMA}.shares WHERE sid = %s AND grantee = %s"
 ROLE = "SELECT 1 FROM pg_roles WHERE rolname = %s"
-APPEND = f"INSERT INTO {MESSAGES} (sid, seq, body) VALUES (%s, %s, %s)"
-# one statement (COPY does not take row-level security)
-APPEND_ALL = (f"INSERT INTO {MESSAGES} (sid, seq, body) SELECT %s, n - 1, b::json "
-              "FROM unnest(%s::text[]) WITH ORDINALITY AS t(b, n)")
+# messages (JSON texts) from a seq on, in one statement (COPY does not take row-level security)
+APPEND = (f"INSERT INTO {MESSAGES} (sid, seq, body) SELECT %s, %s + n - 1, b::json "
+          "FROM unnest(%s::text[]) WITH ORDINALITY AS t(b, n)")
 DELETE = f"DELETE FROM {SESSIONS} WHERE {_OWN} RETURNING sid"
 
 SAVE_FIGURE = (f"INSERT INTO {FIGURES} (sid, figure_id, media_type, data) "
@@ -267,17 +291,13 @@ def plan_update(head: Head, values: dict[str, Any], touch: bool) -> Plan | None:
 
 
 # ------------------------------------------------------------------ decoding
-def _json(raw: Any, where: str, column: str, cap: int = RECORD_CAP, *,
+def _json(raw: bytes | None, where: str, column: str, cap: int = RECORD_CAP, *,
           messages: bool = False) -> Any:
     # refused over ``cap`` bytes before decoding; messages are depth-checked by check_messages
     if raw is None:
         return None
-    if isinstance(raw, str) and len(raw) <= cap:  # its length is at most its size in UTF-8
-        raw = raw.encode("utf-8", "surrogatepass")
-    if isinstance(raw, bytes | str) and len(raw) > cap:
+    if len(raw) > cap:
         raise TooLargeError(where, len(raw), cap, column)
-    if not isinstance(raw, bytes):  # the json loader gives bytes
-        raise CorruptSessionError(where, f"{column}: not JSON text")
     try:
         value = decode_json(raw, where)
     except CorruptSessionError as err:
@@ -305,42 +325,27 @@ def _messages(raw: Any, where: str, column: str, first_seq: int | None,
         raise
 
 
-def _model(model: Any, value: Any, where: str, column: str) -> Any:
+def _model(model: Any, value: Any, where: str) -> Any:
     try:
         return model.model_validate(value)
     except ValidationError as err:
-        raise CorruptSessionError(where, f"{column}: {validation_reason(err)}") from None
+        raise CorruptSessionError(where, f"{SESSIONS}: {validation_reason(err)}") from None
 
 
-def _column(row: Mapping[str, Any], name: str, where: str) -> Any:
-    """The JSON column ``name`` (compactions, state, parent or extra) of a ``sessions`` row,
-    validated; ``CorruptSessionError`` naming it."""
-    column = f"{SESSIONS}.{name}"
-    value = _json(row[name], where, column)
-    if name == "compactions":
-        if type(value) is not list:
-            raise CorruptSessionError(where, f"{column}: must be a list")
-        return [_model(Compaction, e, where, f"{column}[{k}]") for k, e in enumerate(value)]
-    if name == "state":
-        return _model(SessionState, value or {}, where, column)
-    if value is None:  # no parent, no unknown keys
-        return None
-    if name == "parent":
-        return _model(ForkOrigin, value, where, column)
-    if type(value) is not dict:
-        raise CorruptSessionError(where, f"{column}: must be a JSON object")
-    known = sorted(SessionRecord.model_fields.keys() & value.keys())
-    if known:
-        raise CorruptSessionError(where, f"{column}: holds the record's own key {known[0]!r}")
-    return value
+def _record(row: Mapping[str, Any], where: str, extra: Mapping[str, Any]) -> SessionRecord:
+    """A record from the record's columns the ``sessions`` row has (JSON ones decoded
+    within their cap) and ``extra`` keys; ``CorruptSessionError`` naming the column."""
+    data = {name: row[name] for name in _RECORD_COLUMNS if name in row} | {
+        name: _json(row[name], where, f"{SESSIONS}.{name}") for name in _MODELS}
+    record: SessionRecord = _model(SessionRecord, {**extra, **data}, where)
+    return record
 
 
 def head_from_row(row: Mapping[str, Any], where: str) -> Head:
     """A validated head from a row of :data:`HEAD_COLUMNS` and ``tail``, the raw JSON list
     of the transcript rows from ``context_from`` on (``None`` when there are none);
     ``CorruptSessionError`` for a row of a newer jupyter-agent or one that does not validate."""
-    context_from = row["context_from"]
-    first_seq = context_from if type(context_from) is int else 0
+    first_seq = row["context_from"]
     return _head(row, _messages(row["tail"], where, f"{MESSAGES} from seq {first_seq}",
                                 first_seq, JOURNAL_CAP), where)
 
@@ -348,12 +353,11 @@ def head_from_row(row: Mapping[str, Any], where: str) -> Head:
 def _head(row: Mapping[str, Any], tail: list[dict[str, Any]], where: str) -> Head:
     version, context_from, transcript_len = (
         row["schema_version"], row["context_from"], row["transcript_len"])
-    if type(version) is not int or version > SCHEMA_VERSION:
+    if version > SCHEMA_VERSION:
         raise CorruptSessionError(
             where, f"it has schema_version {version}, but this jupyter-agent reads only up "
                    f"to {SCHEMA_VERSION}; upgrade jupyter-agent to open it")
-    if not (type(context_from) is int and type(transcript_len) is int
-            and 0 <= context_from <= transcript_len):
+    if not 0 <= context_from <= transcript_len:
         raise CorruptSessionError(
             where, f"{SESSIONS}: context_from {context_from} is not within the transcript "
                    f"of {transcript_len} messages")
@@ -362,10 +366,11 @@ def _head(row: Mapping[str, Any], tail: list[dict[str, Any]], where: str) -> Hea
             where, f"{MESSAGES}: {context_from + len(tail)} transcript rows where "
                    f"{transcript_len} were saved")
     head_messages = _messages(row["context_head"], where, f"{SESSIONS}.context_head", None)
-    data = {name: row[name] for name in _RECORD_COLUMNS} | {
-        name: _column(row, name, where) for name in _MODELS}
-    record = _model(SessionRecord, {**(_column(row, "extra", where) or {}), **data}, where,
-                    SESSIONS)
+    extra = _json(row["extra"], where, f"{SESSIONS}.extra") or {}
+    if type(extra) is not dict or extra.keys() & SessionRecord.model_fields.keys():
+        raise CorruptSessionError(where, f"{SESSIONS}.extra: not a JSON object of keys the "
+                                         "record does not have")
+    record = _record(row, where, extra)
     record.messages = [*head_messages, *tail]  # validated already: not copied by pydantic
     return Head(row["sid"], row["revision"], record, head_messages, context_from,
                 transcript_len, row["first_prompt"])
@@ -375,9 +380,7 @@ def record_from_row(row: Mapping[str, Any], where: str) -> SessionRecord:
     """The record from a row of :data:`HEAD_COLUMNS` and ``tail``, the raw JSON list of its
     whole transcript (``None`` when empty); ``CorruptSessionError`` as :func:`head_from_row`."""
     transcript = _messages(row["tail"], where, MESSAGES, 0, JOURNAL_CAP)
-    context_from = row["context_from"]
-    start = context_from if type(context_from) is int and context_from >= 0 else 0
-    record = _head(row, transcript[start:], where).record
+    record = _head(row, transcript[max(row["context_from"], 0):], where).record
     record.transcript = transcript  # validated already: assigned, not copied by pydantic
     return record
 
@@ -387,24 +390,17 @@ def listing_entry(row: Mapping[str, Any], status: Literal["active", "in use", "i
     """A listing entry from a row of the listing query (columns named as the entry's
     fields), checked as a load checks the same columns (messages are not read);
     ``CorruptSessionError`` naming the column."""
-    sid, updated_at, count, cost, tool_calls = (
-        row["id"], row["updated_at"], row["message_count"], row["cost_usd"], row["tool_calls"])
-    if not isinstance(sid, str) or SESSION_ID_PATTERN.fullmatch(sid) is None:
-        raise CorruptSessionError(where, f"{SESSIONS}.id: not a valid session ID")
-    if isinstance(updated_at, datetime) and updated_at.tzinfo is not None:
-        try:
-            check_not_future(f"{SESSIONS}.updated_at", updated_at)
-        except ValueError as err:
-            raise CorruptSessionError(where, str(err)) from None
-    if not (type(count) is int and count >= 0 and type(tool_calls) is int and tool_calls >= 0
-            and isinstance(cost, float) and isfinite(cost) and cost >= 0):
+    try:
+        check_not_future(f"{SESSIONS}.updated_at", row["updated_at"])
+    except ValueError as err:
+        raise CorruptSessionError(where, str(err)) from None
+    cost = row["cost_usd"]
+    if not (min(row["message_count"], row["tool_calls"], cost) >= 0 and isfinite(cost)):
         raise CorruptSessionError(where, f"{SESSIONS}: transcript_len, tool_calls and "
                                          "cost_usd must be finite and non-negative")
-    origin = _column(row, "parent", where)
-    _column(row, "state", where)
-    _column(row, "compactions", where)
+    record = _record(row, where, {})
     # the row's other columns are not the entry's fields: validation leaves them out
-    values = {**row, "parent": origin, "status": status, "holder": holder,
+    values = {**row, "parent": record.parent, "status": status, "holder": holder,
               "shared_with": tuple(row["shared_with"] or ())}
-    entry: SessionListing = _model(SessionListing, values, where, SESSIONS)
+    entry: SessionListing = _model(SessionListing, values, where)
     return entry

@@ -14,16 +14,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from jupyter_agent.errors import StoreSchemaError, StoreUnavailableError
-from jupyter_agent.store.postgres.url import import_psycopg
+from jupyter_agent.store.postgres.url import driver
 
 if TYPE_CHECKING:
     import psycopg
 
 SCHEMA = "jupyter_agent"
 _MINE = "owner_role = current_user"
-# Key of the transaction-level advisory lock taken while migrating ("jupyter-agent"
-# in ASCII, truncated to fit a bigint); distinct from every session lease key space
-# only by chance of a 64-bit hash, which is good enough.
+# the advisory lock taken while migrating ("jupyter-" in ASCII); a lease key (a 64-bit
+# hash) equals it only by chance
 _MIGRATION_LOCK = 0x6A7570797465722D
 
 
@@ -151,8 +150,7 @@ MIGRATIONS: tuple[Migration, ...] = (
 
 def current_version(conn: psycopg.Connection) -> int:
     """The newest migration applied to the database (0 when there is none)."""
-    row = conn.execute("SELECT to_regclass(%s)", (f"{SCHEMA}.migrations",)).fetchone()
-    if row is None or row[0] is None:
+    if conn.execute("SELECT to_regclass(%s)", (f"{SCHEMA}.migrations",)).fetchone() == (None,):
         return 0
     found = conn.execute(f"SELECT coalesce(max(version), 0) FROM {SCHEMA}.migrations").fetchone()
     return int(found[0]) if found is not None else 0
@@ -164,30 +162,27 @@ def ensure_schema(conn: psycopg.Connection, shown_url: str,
     (two kernels starting at once do not both apply them); return the version. Nothing
     changes on ``StoreSchemaError`` (a newer schema) or ``StoreUnavailableError`` (a
     migration failed, e.g. no privilege)."""
-    psycopg = import_psycopg()
+    psycopg = driver(shown_url)
     latest = migrations[-1].version if migrations else 0
     try:
         version = current_version(conn)
-        if version > latest:
+        if version < latest:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                if conn.execute("SELECT to_regnamespace(%s)", (SCHEMA,)).fetchone() == (None,):
+                    conn.execute(f"CREATE SCHEMA {SCHEMA}")  # needs CREATE on the database
+                conn.execute(f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.migrations (
+                    version integer PRIMARY KEY,
+                    name text NOT NULL,
+                    applied_at timestamptz NOT NULL DEFAULT now())""")
+                version = current_version(conn)  # again, under the lock
+                for step in [m for m in migrations if m.version > version]:
+                    for statement in step.statements:
+                        conn.execute(statement)  # DDL, no parameters
+                    conn.execute(f"INSERT INTO {SCHEMA}.migrations (version, name) "
+                                 "VALUES (%s, %s)", (step.version, step.name))
+        if version > latest:  # a newer jupyter-agent's: nothing was changed
             raise StoreSchemaError(shown_url, version, latest)
-        if version == latest:
-            return version
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-            if conn.execute("SELECT to_regnamespace(%s)", (SCHEMA,)).fetchone() == (None,):
-                conn.execute(f"CREATE SCHEMA {SCHEMA}")  # needs CREATE on the database
-            conn.execute(f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.migrations (
-                version integer PRIMARY KEY,
-                name text NOT NULL,
-                applied_at timestamptz NOT NULL DEFAULT now())""")
-            version = current_version(conn)  # again, under the lock
-            if version > latest:
-                raise StoreSchemaError(shown_url, version, latest)
-            for step in [m for m in migrations if m.version > version]:
-                for statement in step.statements:
-                    conn.execute(statement)  # DDL, no parameters
-                conn.execute(f"INSERT INTO {SCHEMA}.migrations (version, name) "
-                             "VALUES (%s, %s)", (step.version, step.name))
         return latest
     except psycopg.OperationalError:
         raise  # the connection: the caller knows what to do

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-_SCHEMES = ("postgresql", "postgres")
 _HIDDEN = "***"
 _SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
 # where the URL is silent: a dead server or network is noticed in about a minute
@@ -76,8 +75,6 @@ def scrub(text: str, url: str) -> str:
 class StoreURL(str):
     """The URL as given (the driver needs the password), whose ``repr`` hides it."""
 
-    __slots__ = ()
-
     def __repr__(self) -> str:
         return repr(redact_url(self)) if self else "''"
 
@@ -88,7 +85,7 @@ def check_store_url(value: str) -> str:
     if value == "":
         return StoreURL(value)
     parts = _split(value)
-    if parts is None or parts.scheme not in _SCHEMES:
+    if parts is None or parts.scheme not in ("postgresql", "postgres"):
         raise ValueError(
             "store_url must be empty (the JSON files) or a PostgreSQL URL such as "
             f"postgresql://user@db.example.org/agents (got {redact_url(value)!r})"
@@ -114,16 +111,20 @@ def resolve_store_url(setting: str | None = None, *,
         raise ValueError(f"${STORE_URL_ENV}: {err}") from None
 
 
-def import_psycopg() -> Any:
-    """The driver, or ``None`` when the ``postgres`` extra is not installed."""
+def driver(shown_url: str) -> Any:
+    """``psycopg``; ``StoreUnavailableError`` naming ``shown_url`` when the ``postgres``
+    extra is not installed."""
     try:
         import psycopg  # an optional dependency: imported on first use
     except ImportError:
-        return None
+        raise StoreUnavailableError(
+            shown_url,
+            "the PostgreSQL driver is not installed: pip install 'jupyter-agent[postgres]'",
+        ) from None
     return psycopg
 
 
-_ALL: weakref.WeakSet[Link] = weakref.WeakSet()  # the connected links of this process
+_ALL: weakref.WeakSet[Link] = weakref.WeakSet()  # the links that have connected
 
 
 def _close_sockets_in_child() -> None:
@@ -149,7 +150,6 @@ class Link:
         self._on_connect = on_connect
         self._conn: psycopg.Connection | None = None
         self._pid = os.getpid()
-        self._connected_once = False
         self._begun = False
 
     def _unavailable(self, err: BaseException, *, lost: bool = False) -> StoreUnavailableError:
@@ -161,40 +161,27 @@ class Link:
         """Whether a usable connection is open in this process (no round trip)."""
         return self._conn is not None and self._pid == os.getpid() and not self._conn.closed
 
-    def driver(self) -> Any:
-        """``psycopg``; ``StoreUnavailableError`` when the ``postgres`` extra is missing."""
-        psycopg = import_psycopg()
-        if psycopg is None:
-            raise StoreUnavailableError(
-                self.shown_url,
-                "the PostgreSQL driver is not installed: pip install 'jupyter-agent[postgres]'",
-            )
-        return psycopg
-
     def connection(self) -> psycopg.Connection:
         """The open connection, opening one (and running ``on_connect``) if needed;
         ``StoreUnavailableError`` when ``psycopg`` is missing or the server cannot be
         reached or refuses the login."""
-        if self._pid != os.getpid():  # forked: the parent's connection is not ours
-            self._conn, self._pid = None, os.getpid()
-        if self._conn is not None and not self._conn.closed:
+        if self._conn is not None and self.connected:
             return self._conn
-        self._conn = None
-        psycopg = self.driver()
+        self._conn, self._pid = None, os.getpid()  # forked: the parent's is not ours
+        psycopg = driver(self.shown_url)
         try:
             params = {**_DEFAULTS, **psycopg.conninfo.conninfo_to_dict(self._url)}
             conn = psycopg.connect(autocommit=True, **params)
         except psycopg.Error as err:
             raise self._unavailable(err) from None
         try:
-            self._on_connect(conn, not self._connected_once)
+            self._on_connect(conn, self not in _ALL)
         except BaseException as err:
             with contextlib.suppress(Exception):
                 conn.close()
             if isinstance(err, psycopg.OperationalError):
                 raise self._unavailable(err, lost=True) from None
             raise
-        self._connected_once = True
         self._conn = conn
         _install_fork_hook()
         _ALL.add(self)
@@ -224,7 +211,7 @@ class Link:
         """``op(connection)``, run again once on a new connection if it dropped and
         ``op`` is ``idempotent`` or had not begun its transaction; else
         ``StoreUnavailableError`` (the next call reconnects)."""
-        psycopg = self.driver()
+        psycopg = driver(self.shown_url)
         for attempt in (1, 2):
             conn = self.connection()
             self._begun = False
@@ -240,9 +227,8 @@ class Link:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def fetch(self, query: str, params: Any = None) -> list[dict[str, Any]]:
-        """The rows of one read statement, as dicts by column name (repeated after a
-        reconnect)."""
-        dict_row = self.driver().rows.dict_row
+        """The rows of one read statement, as dicts by column name (repeated after a reconnect)."""
+        dict_row = driver(self.shown_url).rows.dict_row
         return self.run(lambda c: c.cursor(row_factory=dict_row).execute(query, params)
                         .fetchall(), idempotent=True)
 
