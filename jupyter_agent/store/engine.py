@@ -35,7 +35,7 @@ import stat
 import tempfile
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -87,15 +87,16 @@ def note_file(kind: NoteKind) -> str:
         raise ValueError(f"notes kind must be 'project' or 'user', not {kind!r}") from None
 
 
-def remove_notes_temps(root: SafeDir, *, locked: bool = False) -> list[Path]:
-    """Remove the temporary files killed notes writers left (under the notes lock, taken
-    here for at most a moment unless ``locked``)."""
-    temps = [n for n in root.names()
-             if is_temp_name(n) and temp_target(n) in NOTE_FILES.values()]
+def remove_temps(root: SafeDir, lock: str = NOTES_LOCK,
+                 targets: Collection[str] = tuple(NOTE_FILES.values()), *,
+                 timeout: float = 0.05, locked: bool = False) -> list[Path]:
+    """Remove the temporary files killed writers of ``targets`` (the notes) left in
+    ``root``, under ``lock``, taken here for at most ``timeout`` seconds unless ``locked``."""
+    temps = [n for n in root.names() if is_temp_name(n) and temp_target(n) in targets]
     if temps and not locked:
         with contextlib.suppress(JupyterAgentError, OSError), \
-                lock_shared_or_exclusive(root, NOTES_LOCK, exclusive=True, timeout=0.05):
-            return remove_notes_temps(root, locked=True)
+                lock_shared_or_exclusive(root, lock, exclusive=True, timeout=timeout):
+            return remove_temps(root, lock, targets, locked=True)
         return []
     return [root.child(n) for n in temps if root.unlink(n)]
 
@@ -144,7 +145,7 @@ class Notes:
         assert root is not None
         with root, storage_errors(self.path(kind)), \
                 lock_shared_or_exclusive(root, NOTES_LOCK, exclusive=True):
-            remove_notes_temps(root, locked=True)
+            remove_temps(root, locked=True)
             yield root, name
 
     def write(self, kind: NoteKind, text: str) -> None:

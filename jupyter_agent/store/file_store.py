@@ -33,7 +33,7 @@ from jupyter_agent.errors import (
     TooLargeError,
     UnsafePathError,
 )
-from jupyter_agent.store.engine import Notes, SessionEngine, remove_notes_temps
+from jupyter_agent.store.engine import Notes, SessionEngine, remove_temps
 from jupyter_agent.store.figure_files import (
     figure_file,
     figures_dir,
@@ -193,7 +193,7 @@ class FileStore(SessionEngine):
             sessions.unlink(lease_temp(f"{session_id}.json"))
             sessions.unlink(lease_temp(f"{session_id}.jsonl"))
             remove_figure_temps(sessions, session_id)
-            remove_notes_temps(root)
+            remove_temps(root)
 
     def _read_record(self, at: tuple[SafeDir, SafeDir], session_id: str) -> SessionRecord:
         return self.read(*at, session_id).record

@@ -293,13 +293,8 @@ def upgrade_record(data: dict[str, Any], path: Path) -> dict[str, Any]:
         data = dict(data)
         messages = data.get("messages", [])
         data.setdefault("transcript", list(messages) if isinstance(messages, list) else messages)
-        if data.get("summary") is None:
+        if data.get("summary") is None:  # the other fields added since have defaults
             data["summary"] = ""
-        data.setdefault("title", "")
-        data.setdefault("archived", False)
-        data.setdefault("project_root", None)
-        data.setdefault("compactions", [])
-        data.setdefault("state", {})
         data["schema_version"] = 1
     return data
 
