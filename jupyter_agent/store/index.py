@@ -28,10 +28,8 @@ from jupyter_agent.store.files import SafeDir, lock_shared_or_exclusive, signatu
 from jupyter_agent.store.messages import JOURNAL_CAP, encode_json
 from jupyter_agent.store.records import (
     SESSION_ID_PATTERN,
-    ForkOrigin,
     SessionListing,
     check_not_future,
-    to_utc,
 )
 from jupyter_agent.store.snapshot import listing_fields
 
@@ -50,8 +48,6 @@ SLACK_LINES = 256
 #: the whole index (at most INDEX_LIMIT bytes).
 CLAIM_TAIL = 1024 * 1024
 
-_STR_FIELDS = ("created_at", "updated_at", "summary", "title", "first_prompt")
-_INT_FIELDS = ("message_count", "tool_calls", "clock")
 #: The end of a checked journal line: the checksum's 8 hex digits, ``"}`` and the newline.
 _END = 11
 _PROBE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -67,19 +63,6 @@ def session_sig(sessions: SafeDir, session_id: str) -> Sig | None:
         return None
     jst = sessions.lstat(f"{session_id}.jsonl")
     return [list(signature_of(st)), list(signature_of(jst)) if jst is not None else None]
-
-
-def _complete(entry: dict[str, Any]) -> bool:
-    """Whether an index entry has every listing field, with the right types."""
-    try:
-        return (all(type(entry[k]) is str for k in _STR_FIELDS)
-                and all(type(entry[k]) is int and entry[k] >= 0 for k in _INT_FIELDS)
-                and type(entry["archived"]) is bool
-                and type(entry["cost_usd"]) in (int, float) and entry["cost_usd"] >= 0
-                and (entry["parent"] is None or type(entry["parent"]) is dict)
-                and _at_ok(entry["at"]))
-    except KeyError:
-        return False
 
 
 def _at_ok(at: Any) -> bool:
@@ -122,15 +105,13 @@ def _journal_ends_with(sessions: SafeDir, session_id: str, at: list[Any] | None,
         os.close(fd)
 
 
-def _fresh(session_id: str, entry: dict[str, Any]) -> dict[str, Any]:
-    """An index entry as listing uses it (timestamps as datetimes, the fork origin as a
-    :class:`ForkOrigin`); ``ValueError`` when it does not convert."""
-    return {
-        **entry, "id": session_id, "clock": entry["clock"],
-        "created_at": to_utc(datetime.fromisoformat(entry["created_at"])),
-        "updated_at": to_utc(datetime.fromisoformat(entry["updated_at"])),
-        "parent": None if entry["parent"] is None else ForkOrigin.model_validate(entry["parent"]),
-    }
+def _listing(session_id: str, entry: dict[str, Any]) -> SessionListing:
+    """An index entry as listing gives it (status "idle", no holder); ``ValueError`` when
+    it does not validate or has no store clock."""
+    listed = SessionListing.model_validate({**entry, "id": session_id, "status": "idle"})
+    if listed.clock is None:
+        raise ValueError("the index entry has no store clock")
+    return listed
 
 
 def _horizon(root: SafeDir) -> datetime:
@@ -156,10 +137,9 @@ def _problem(entry: dict[str, Any], horizon: datetime) -> str | None:
         return str(entry.get("reason") or "its files cannot be read")
     listed = entry["listed"]
     try:
-        check_not_future("updated_at", listed["updated_at"], horizon)
-        if type(listed.get("clock")) is int:  # 2**52 µs: the year 2112
-            when = datetime.fromtimestamp(min(listed["clock"], 2**52) / 1e6, UTC)
-            check_not_future("store clock", when, horizon)
+        check_not_future("updated_at", listed.updated_at, horizon)
+        when = datetime.fromtimestamp(min(listed.clock, 2**52) / 1e6, UTC)  # 2112 at most
+        check_not_future("store clock", when, horizon)
     except ValueError as err:
         return str(err)
     return None
@@ -169,7 +149,7 @@ def _index_line(session_id: str, entry: dict[str, Any]) -> dict[str, Any]:
     """The index line that records a checked entry (a bad mark as it is)."""
     if entry.get("bad"):
         return {"id": session_id, **entry}
-    fields = {k: v for k, v in entry.items() if k not in ("sig", "ok", "listed")}
+    fields = {k: v for k, v in entry.items() if k not in ("sig", "listed")}
     return {"id": session_id, "sig": entry["sig"], "set": fields}
 
 
@@ -223,11 +203,8 @@ class ListingIndex:
 
     # ------------------------------------------------------------------ reading
     def read(self, root: SafeDir) -> tuple[dict[str, dict[str, Any]], int]:
-        """The merged entries by session ID, and how many lines the index has.
-
-        Each entry carries ``"ok"``: whether it has every field with the right type. The
-        dicts are shared with the next call: callers must not change them.
-        """
+        """The merged entries by session ID, and how many lines the index has (the dicts
+        are shared with the next call: callers must not change them)."""
         st = root.lstat(INDEX_NAME)
         if st is None or not stat.S_ISREG(st.st_mode):
             return {}, 0
@@ -267,8 +244,6 @@ class ListingIndex:
                 if old.get("bad"):
                     old = {}
                 entries[sid] = {**old, **line["set"], "sig": line.get("sig")}
-        for entry in entries.values():
-            entry["ok"] = entry.get("bad") is True or _complete(entry)
         if any(type(line) is not dict for line in lines):
             count = INDEX_LIMIT  # a line that is not an entry: rewrite the index
         self._parsed = (key, entries, count)
@@ -329,11 +304,11 @@ class ListingIndex:
             raise CorruptSessionError(journal_path, problem)
         return {**_json_fields(fields), "sig": sig}
 
-    def entries(self, root: SafeDir, sessions: SafeDir) -> list[dict[str, Any]]:
+    def entries(self, root: SafeDir, sessions: SafeDir) -> list[SessionListing]:
         """The listing fields of every readable session, from the index where it is fresh."""
         cached, line_count = self.read(root)
         horizon = _horizon(root)
-        fresh: list[dict[str, Any]] = []
+        fresh: list[SessionListing] = []
         updates: list[dict[str, Any]] = []
         live: dict[str, dict[str, Any]] = {}
         self.damaged = {}
@@ -364,15 +339,16 @@ class ListingIndex:
         and the journal's last checksum read back), else rebuilt; with the index line to
         append (``None`` when ``old`` was good). The entry carries ``"listed"``, the
         fields as :meth:`entries` gives them."""
-        if old is not None and old.get("sig") == sig and old.get("ok") and not old.get("bad"):
+        if old is not None and old.get("sig") == sig and not old.get("bad") \
+                and _at_ok(old.get("at")):
             try:
                 if _journal_ends_with(sessions, sid, old["at"], sig[1][2] if sig[1] else 0):
-                    return {**old, "listed": _fresh(sid, old)}, None
+                    return {**old, "listed": _listing(sid, old)}, None
             except (JupyterAgentError, OSError, ValueError):
                 pass
         try:
             entry = self._rebuild(sessions, sid, sig, old)
-            entry["listed"] = _fresh(sid, entry)
+            entry["listed"] = _listing(sid, entry)
         except (JupyterAgentError, OSError, ValueError) as err:
             reason = str(getattr(err, "reason", None) or err).splitlines()[0][:500]
             bad = {"sig": sig, "bad": True, "reason": reason,
@@ -381,10 +357,9 @@ class ListingIndex:
                     and old.get("reason") == reason:
                 return bad, None  # a bad mark is checked again, never believed: still bad
             return bad, _index_line(sid, bad)
-        entry["ok"] = True
         return entry, _index_line(sid, entry)
 
-    def entry(self, root: SafeDir, sessions: SafeDir, session_id: str) -> dict[str, Any]:
+    def entry(self, root: SafeDir, sessions: SafeDir, session_id: str) -> SessionListing:
         """The listing fields of one session, as :meth:`entries` gives them
         (``SessionNotFoundError``; ``CorruptSessionError`` naming the file)."""
         head = sessions.child(f"{session_id}.json")
@@ -396,7 +371,7 @@ class ListingIndex:
         problem = _problem(entry, _horizon(root))
         if problem:
             raise CorruptSessionError(head, problem)
-        listed: dict[str, Any] = entry["listed"]
+        listed: SessionListing = entry["listed"]
         return listed
 
     def _rewrite(self, root: SafeDir, live: dict[str, dict[str, Any]]) -> None:
@@ -409,16 +384,16 @@ class ListingIndex:
             root.write_atomic(INDEX_NAME, data)
 
 
-def listing_page(entries: list[dict[str, Any]], limit: int | None,
-                 after: SessionListing | None) -> list[dict[str, Any]]:
-    """One page of index entries, newest first: by store clock, then ID (``after``, from
+def listing_page(entries: list[SessionListing], limit: int | None,
+                 after: SessionListing | None) -> list[SessionListing]:
+    """One page of listing entries, newest first: by store clock, then ID (``after``, from
     a store without a clock, is placed by ``updated_at`` in microseconds)."""
-    entries.sort(key=lambda e: (e["clock"], e["id"]), reverse=True)
+    entries.sort(key=lambda e: (e.clock, e.id), reverse=True)
     if after is not None:
         clock = after.clock
         cursor = (int(after.updated_at.timestamp() * 1_000_000) if clock is None else clock,
                   after.id)
-        entries = [e for e in entries if (e["clock"], e["id"]) < cursor]
+        entries = [e for e in entries if (e.clock, e.id) < cursor]
     return entries if limit is None else entries[:limit]
 
 
