@@ -41,9 +41,8 @@ from jupyter_agent.store.records import (
     Compaction,
     SessionRecord,
     SessionState,
-    record_from_dict,
+    parse_record,
     record_head,
-    upgrade_record,
     utc_now,
     validated_record,
 )
@@ -133,7 +132,7 @@ def _snapshot(raw: bytes, path: Path, session_id: str) -> dict[str, Any] | Sessi
                                         f"jupyter-agent reads only up to {JOURNAL_SCHEMA_VERSION}"
                                         "; upgrade jupyter-agent to open it")
     if version != JOURNAL_SCHEMA_VERSION or "journal" not in data:
-        return record_from_dict(upgrade_record(data, path), path, expected_id=session_id)
+        return parse_record(data, path, expected_id=session_id)
     if data.get("id") != session_id:
         raise CorruptSessionError(path, f"it holds session {data.get('id')!r}, not {session_id!r}")
     journal = data["journal"]
