@@ -40,8 +40,8 @@ def validate_figure_id(figure_id: object) -> str:
     return figure_id
 
 
-def check_figure(figure_id: object, data: object, media_type: object) -> str:
-    """Check a figure before it is saved; return its ID. ``InvalidFigureError`` for a bad
+def check_figure(figure_id: object, data: object, media_type: object) -> None:
+    """Check a figure before it is saved: ``InvalidFigureError`` for a bad
     ID, a type not PNG, JPEG or SVG, bytes not of that type, more than
     :data:`MAX_FIGURE_BYTES` or :data:`~jupyter_agent.images.MAX_IMAGE_PIXELS`."""
     validate_figure_id(figure_id)
@@ -58,7 +58,6 @@ def check_figure(figure_id: object, data: object, media_type: object) -> str:
     problem = pixel_problem(data, str(media_type))
     if problem:
         raise InvalidFigureError(figure_id, problem)
-    return str(figure_id)
 
 
 def figure_refs(messages: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
