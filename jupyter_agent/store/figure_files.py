@@ -11,6 +11,7 @@ import errno
 import os
 import stat
 from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,14 +93,10 @@ def _names(figure_id: str) -> list[tuple[str, str]]:
     return [(figure_file(figure_id, mt), mt) for mt in MEDIA_TYPES]
 
 
-@contextlib.contextmanager
-def _open_dir(sessions: SafeDir, session_id: str, *, create: bool) -> Iterator[SafeDir | None]:
+def _open_dir(sessions: SafeDir, session_id: str, *,
+              create: bool) -> AbstractContextManager[SafeDir | None]:
     found = sessions.subdir(figures_dir(session_id), create=create, what="figures directory")
-    if found is None:
-        yield None
-        return
-    with found:
-        yield found
+    return found or contextlib.nullcontext()
 
 
 def write_figure_file(sessions: SafeDir, session_id: str, figure_id: str, data: bytes,
