@@ -216,17 +216,12 @@ class ListingIndex:
         got = root.read(INDEX_NAME, limit=INDEX_LIMIT, what="listing index")
         if got is None:
             return {}, 0
-        raw = got[0]
-        whole = raw[: raw.rfind(b"\n") + 1]
-        try:
-            lines = orjson.loads(b"[" + whole[:-1].replace(b"\n", b",") + b"]") if whole else []
-        except orjson.JSONDecodeError:
-            lines = []
-            for line in whole.split(b"\n")[:-1]:
-                try:
-                    lines.append(orjson.loads(line))
-                except orjson.JSONDecodeError:
-                    lines.append(None)
+        lines: list[Any] = []
+        for line in got[0].split(b"\n")[:-1]:  # a last line without its newline is left out
+            try:
+                lines.append(orjson.loads(line))
+            except orjson.JSONDecodeError:
+                lines.append(None)
         count = len(lines)
         entries: dict[str, dict[str, Any]] = {}
         for line in lines:
