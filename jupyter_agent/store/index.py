@@ -153,11 +153,6 @@ def _index_line(session_id: str, entry: dict[str, Any]) -> dict[str, Any]:
     return {"id": session_id, "sig": entry["sig"], "set": fields}
 
 
-def _json_fields(fields: dict[str, Any]) -> dict[str, Any]:
-    return {k: v.isoformat(timespec="microseconds") if isinstance(v, datetime) else v
-            for k, v in fields.items()}
-
-
 class ListingIndex:
     """Reads and appends the index of one memory directory (see the module docstring)."""
 
@@ -194,8 +189,7 @@ class ListingIndex:
         """
         sig = sig or session_sig(sessions, session_id)
         if sig is not None:
-            self._append(root, [{"id": session_id, "sig": sig, "set": _json_fields(fields)}],
-                         quiet=True)
+            self._append(root, [{"id": session_id, "sig": sig, "set": fields}], quiet=True)
 
     def forget(self, root: SafeDir, session_id: str) -> None:
         """Record that a session is gone (same error rules as :meth:`note`)."""
@@ -297,7 +291,7 @@ class ListingIndex:
         problem = at and acknowledged_problem(claimed, at[0], at[1], b"")
         if problem:
             raise CorruptSessionError(journal_path, problem)
-        return {**_json_fields(fields), "sig": sig}
+        return {**fields, "sig": sig}
 
     def entries(self, root: SafeDir, sessions: SafeDir) -> list[SessionListing]:
         """The listing fields of every readable session, from the index where it is fresh."""
