@@ -9,7 +9,6 @@ the store clock, newest first, one page at a time (:func:`listing_page`).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import stat
 import time
@@ -390,29 +389,23 @@ def tick(root: SafeDir, after: int, *, exact: int | None = None) -> int:
     """The store clock's next value (microseconds): more than every value it gave in this
     memory directory and than ``after``, the wall clock when larger (a clock stepping back
     never reorders sessions); ``exact`` (an import keeps its place) is taken as it is.
-    Kept in :data:`CLOCK_FILE` under ``flock``; unusable, the value still exceeds ``after``.
+    Kept in :data:`CLOCK_FILE` under ``flock`` (polled for up to 10 s); unusable or busy,
+    the value still exceeds ``after``.
     """
     now = time.time_ns() // 1000
     if exact is not None:
         exact = min(exact, now)  # a record dated ahead of the clock never sets it ahead
     value = exact if exact is not None else max(now, after + 1)
-    with contextlib.suppress(OSError, JupyterAgentError):
-        opened = root.open_file(CLOCK_FILE, os.O_RDWR, create=True)
-        if opened is None:
-            return value
-        fd = opened[0]
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            data = os.pread(fd, 32, 0)
-            raw = data.strip()
-            last = int(raw) if raw.isdigit() and len(raw) < 20 else 0
-            if exact is None:
-                value = max(value, last + 1)
-            if value > last:
-                text = b"%d\n" % value
-                os.pwrite(fd, text, 0)
-                if len(text) < len(data):  # a larger value is never shorter: rarely needed
-                    os.ftruncate(fd, len(text))
-        finally:
-            os.close(fd)
+    with contextlib.suppress(OSError, JupyterAgentError), \
+            lock_shared_or_exclusive(root, CLOCK_FILE, exclusive=True) as fd:
+        data = os.pread(fd, 32, 0)
+        raw = data.strip()
+        last = int(raw) if raw.isdigit() and len(raw) < 20 else 0
+        if exact is None:
+            value = max(value, last + 1)
+        if value > last:
+            text = b"%d\n" % value
+            os.pwrite(fd, text, 0)
+            if len(text) < len(data):  # a larger value is never shorter: rarely needed
+                os.ftruncate(fd, len(text))
     return value
