@@ -133,11 +133,6 @@ def items_for(messages: list[dict[str, Any]], transcript: list[dict[str, Any]]) 
     return items
 
 
-def encode_items(items: list[Item]) -> list[Any]:
-    """The snapshot's ``context``: spans as ``[start, end]``, messages as they are."""
-    return [list(i) if type(i) is tuple else i for i in items]
-
-
 def decode_items(raw: Any, transcript_length: int, path: Path) -> list[Item]:
     """Read a snapshot's ``context`` back, checking spans and messages."""
     if type(raw) is not list:

@@ -20,7 +20,6 @@ from jupyter_agent.store.journal import (
     JOURNAL_VERSION,
     Item,
     decode_items,
-    encode_items,
     first_prompt_of,
     items_append,
     items_for,
@@ -202,7 +201,7 @@ def snapshot_bytes(loaded: Loaded) -> bytes:
     out: dict[str, Any] = {}
     for key, value in head.items():
         if key == "compactions":
-            out["context"] = encode_items(loaded.items)
+            out["context"] = loaded.items  # spans as [start, end], messages as they are
         out[key] = value
     out["journal"] = {"generation": loaded.generation, "offset": loaded.end,
                       "transcript_length": len(record.transcript),
