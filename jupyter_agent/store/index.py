@@ -245,9 +245,6 @@ class ListingIndex:
             st = root.lstat(INDEX_NAME)
             if st is None or not stat.S_ISREG(st.st_mode) or st.st_size > INDEX_LIMIT:
                 return None
-            if self._parsed is not None and self._parsed[0] == signature_of(st):
-                entry = self._parsed[1].get(session_id)
-                return None if entry is None else entry.get("at")
             key = b'{"id":"%s",' % session_id.encode("ascii")
             start, raw = -1, b""
             for offset in (max(st.st_size - CLAIM_TAIL, 0), 0):  # the end first, then all
