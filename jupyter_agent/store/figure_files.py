@@ -155,8 +155,6 @@ def remove_figure_file(sessions: SafeDir, session_id: str, figure_id: str) -> bo
 def remove_figure_temps(sessions: SafeDir, session_id: str) -> list[Path]:
     """Remove temporary files killed writers left in a session's figures directory
     (call under its lease)."""
-    if sessions.lstat(figures_dir(session_id)) is None:
-        return []
     with _open_dir(sessions, session_id, create=False) as folder:
         if folder is None:
             return []
