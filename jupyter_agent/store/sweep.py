@@ -27,6 +27,7 @@ from jupyter_agent.store.files import (
 )
 from jupyter_agent.store.index import INDEX_LOCK, INDEX_NAME
 from jupyter_agent.store.journal import JOURNAL_VERSION, line_problem
+from jupyter_agent.store.messages import JOURNAL_CAP, RECORD_CAP
 from jupyter_agent.store.records import SESSION_ID_PATTERN
 from jupyter_agent.store.snapshot import listing_of
 
@@ -178,7 +179,11 @@ def _damage_repair(files: FileStore, sessions: SafeDir, sid: str,
 def _good_prefix(sessions: SafeDir, sid: str) -> tuple[int, bytes, bytes] | None:
     """``(lines, their bytes, the whole journal)``: the checked lines before the first
     damaged one, if the snapshot covers no more than them; else ``None``."""
-    got, head = sessions.read(f"{sid}.jsonl"), sessions.read(f"{sid}.json")
+    try:  # a file over its cap, or one that may not be read, is not repaired
+        got = sessions.read(f"{sid}.jsonl", limit=JOURNAL_CAP)
+        head = sessions.read(f"{sid}.json", limit=RECORD_CAP)
+    except (JupyterAgentError, OSError):
+        return None
     if got is None or head is None:
         return None
     raw = got[0]
