@@ -29,16 +29,15 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
-import json
 import os
-import stat
-import tempfile
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
+
+import orjson
 
 from jupyter_agent.errors import (
     ContextMismatchError,
@@ -55,7 +54,7 @@ from jupyter_agent.store.files import (
     storage_errors,
     temp_target,
 )
-from jupyter_agent.store.messages import clean_text, fallback_summary, normalized
+from jupyter_agent.store.messages import clean_text, encode_json, fallback_summary, normalized
 from jupyter_agent.store.records import (
     SessionListing,
     SessionRecord,
@@ -75,6 +74,7 @@ NOTES_LOCK = "notes.lock"
 NOTES_LIMIT = 4 * 1024 * 1024
 #: Files :func:`unseen_notes` remembers as seen at most (the oldest are shown again).
 _SEEN_MAX = 500
+_SEEN_FILE = "seen-notes.json"
 
 NoteKind = Literal["project", "user"]
 
@@ -87,15 +87,16 @@ def note_file(kind: NoteKind) -> str:
         raise ValueError(f"notes kind must be 'project' or 'user', not {kind!r}") from None
 
 
-def remove_notes_temps(root: SafeDir, *, locked: bool = False) -> list[Path]:
-    """Remove the temporary files killed notes writers left (under the notes lock, taken
-    here for at most a moment unless ``locked``)."""
-    temps = [n for n in root.names()
-             if is_temp_name(n) and temp_target(n) in NOTE_FILES.values()]
+def remove_temps(root: SafeDir, lock: str = NOTES_LOCK,
+                 targets: Collection[str] = tuple(NOTE_FILES.values()), *,
+                 timeout: float = 0.05, locked: bool = False) -> list[Path]:
+    """Remove the temporary files killed writers of ``targets`` (the notes) left in
+    ``root``, under ``lock``, taken here for at most ``timeout`` seconds unless ``locked``."""
+    temps = [n for n in root.names() if is_temp_name(n) and temp_target(n) in targets]
     if temps and not locked:
         with contextlib.suppress(JupyterAgentError, OSError), \
-                lock_shared_or_exclusive(root, NOTES_LOCK, exclusive=True, timeout=0.05):
-            return remove_notes_temps(root, locked=True)
+                lock_shared_or_exclusive(root, lock, exclusive=True, timeout=timeout):
+            return remove_temps(root, lock, targets, locked=True)
         return []
     return [root.child(n) for n in temps if root.unlink(n)]
 
@@ -144,7 +145,7 @@ class Notes:
         assert root is not None
         with root, storage_errors(self.path(kind)), \
                 lock_shared_or_exclusive(root, NOTES_LOCK, exclusive=True):
-            remove_notes_temps(root, locked=True)
+            remove_temps(root, locked=True)
             yield root, name
 
     def write(self, kind: NoteKind, text: str) -> None:
@@ -168,15 +169,15 @@ def unseen_notes(notes: Mapping[Path, str], environ: Mapping[str, str] | None = 
     per file in ``$XDG_STATE_HOME/jupyter-agent``, never in the memory directory (a
     repository could ship one); unreadable, every note counts as unseen."""
     env = os.environ if environ is None else environ
-    state = env.get("XDG_STATE_HOME") or str(Path("~/.local/state").expanduser())
-    path = Path(state) / "jupyter-agent" / "seen-notes.json"
+    state = Path(env.get("XDG_STATE_HOME") or Path("~/.local/state").expanduser())
     seen: Any = {}
-    with contextlib.suppress(OSError, ValueError):
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as kept_file:
-            if stat.S_ISREG(os.fstat(fd).st_mode):  # never a link, FIFO or device
-                data = kept_file.read(1024 * 1024 + 1)
-                seen = json.loads(data) if len(data) <= 1024 * 1024 else {}
+    try:
+        folder = SafeDir.open(state / "jupyter-agent", create=True, what="state directory")
+    except (JupyterAgentError, OSError):
+        folder = None
+    with contextlib.suppress(JupyterAgentError, OSError, ValueError):
+        got = folder and folder.read(_SEEN_FILE, limit=1024 * 1024)  # a regular file only
+        seen = orjson.loads(got[0]) if got else {}
     seen = {str(k): str(v) for k, v in seen.items()} if isinstance(seen, dict) else {}
     new = []
     for file, text in notes.items():
@@ -185,20 +186,11 @@ def unseen_notes(notes: Mapping[Path, str], environ: Mapping[str, str] | None = 
             new.append(file)
             seen.pop(str(file), None)
             seen[str(file)] = digest
-    if new:
-        kept = dict(list(seen.items())[-_SEEN_MAX:])
-        try:
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".seen-notes.", suffix=".tmp")
-        except OSError:
-            return new
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                json.dump(kept, out)
-            os.replace(temp, path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
+    if folder is not None:
+        with folder, contextlib.suppress(JupyterAgentError, OSError):
+            if new:
+                kept = dict(list(seen.items())[-_SEEN_MAX:])
+                folder.write_atomic(_SEEN_FILE, encode_json(kept))
     return new
 
 

@@ -11,6 +11,7 @@ import errno
 import os
 import stat
 from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,8 @@ def validate_figure_id(figure_id: object) -> str:
     return figure_id
 
 
-def check_figure(figure_id: object, data: object, media_type: object) -> str:
-    """Check a figure before it is saved; return its ID. ``InvalidFigureError`` for a bad
+def check_figure(figure_id: object, data: object, media_type: object) -> None:
+    """Check a figure before it is saved: ``InvalidFigureError`` for a bad
     ID, a type not PNG, JPEG or SVG, bytes not of that type, more than
     :data:`MAX_FIGURE_BYTES` or :data:`~jupyter_agent.images.MAX_IMAGE_PIXELS`."""
     validate_figure_id(figure_id)
@@ -58,7 +59,6 @@ def check_figure(figure_id: object, data: object, media_type: object) -> str:
     problem = pixel_problem(data, str(media_type))
     if problem:
         raise InvalidFigureError(figure_id, problem)
-    return str(figure_id)
 
 
 def figure_refs(messages: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
@@ -93,14 +93,10 @@ def _names(figure_id: str) -> list[tuple[str, str]]:
     return [(figure_file(figure_id, mt), mt) for mt in MEDIA_TYPES]
 
 
-@contextlib.contextmanager
-def _open_dir(sessions: SafeDir, session_id: str, *, create: bool) -> Iterator[SafeDir | None]:
+def _open_dir(sessions: SafeDir, session_id: str, *,
+              create: bool) -> AbstractContextManager[SafeDir | None]:
     found = sessions.subdir(figures_dir(session_id), create=create, what="figures directory")
-    if found is None:
-        yield None
-        return
-    with found:
-        yield found
+    return found or contextlib.nullcontext()
 
 
 def write_figure_file(sessions: SafeDir, session_id: str, figure_id: str, data: bytes,
@@ -159,8 +155,6 @@ def remove_figure_file(sessions: SafeDir, session_id: str, figure_id: str) -> bo
 def remove_figure_temps(sessions: SafeDir, session_id: str) -> list[Path]:
     """Remove temporary files killed writers left in a session's figures directory
     (call under its lease)."""
-    if sessions.lstat(figures_dir(session_id)) is None:
-        return []
     with _open_dir(sessions, session_id, create=False) as folder:
         if folder is None:
             return []

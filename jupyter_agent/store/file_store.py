@@ -33,7 +33,7 @@ from jupyter_agent.errors import (
     TooLargeError,
     UnsafePathError,
 )
-from jupyter_agent.store.engine import Notes, SessionEngine, remove_notes_temps
+from jupyter_agent.store.engine import Notes, SessionEngine, remove_temps
 from jupyter_agent.store.figure_files import (
     figure_file,
     figures_dir,
@@ -193,7 +193,7 @@ class FileStore(SessionEngine):
             sessions.unlink(lease_temp(f"{session_id}.json"))
             sessions.unlink(lease_temp(f"{session_id}.jsonl"))
             remove_figure_temps(sessions, session_id)
-            remove_notes_temps(root)
+            remove_temps(root)
 
     def _read_record(self, at: tuple[SafeDir, SafeDir], session_id: str) -> SessionRecord:
         return self.read(*at, session_id).record
@@ -422,10 +422,10 @@ class FileStore(SessionEngine):
         """Only the sessions of the page are probed for a holder."""
         root, sessions = at
         entries = [e for e in self.index.entries(root, sessions)
-                   if include_archived or not e["archived"]]
+                   if include_archived or not e.archived]
         entries = listing_page(entries, limit, after)
         locks = {name[:-5] for name in sessions.names() if name.endswith(".lock")}
-        return [self._listed(sessions, e, e["id"] in locks) for e in entries]
+        return [self._listed(sessions, e, e.id in locks) for e in entries]
 
     def _describe(self, at: tuple[SafeDir, SafeDir], session_id: str) -> SessionListing:
         root, sessions = at
@@ -433,11 +433,11 @@ class FileStore(SessionEngine):
         return self._listed(sessions, entry, sessions.lstat(f"{session_id}.lock") is not None,
                             strict=True)
 
-    def _listed(self, sessions: SafeDir, entry: dict[str, Any], lock: bool, *,
+    def _listed(self, sessions: SafeDir, entry: SessionListing, lock: bool, *,
                 strict: bool = False) -> SessionListing:
-        """A listing entry from index fields, with who holds the session (probed only
-        when it has a lock file: reading /proc/locks can be slower)."""
-        sid, holder = entry["id"], None
+        """``entry`` with who holds the session (probed only when it has a lock file:
+        reading /proc/locks can be slower)."""
+        sid, holder = entry.id, None
         if self.leases.holds(sid) or lock:
             try:
                 holder = self.leases.holder(sessions, sid)
@@ -445,4 +445,4 @@ class FileStore(SessionEngine):
                 if strict:  # one session described: say what is wrong with its lock file
                     raise
         status = "active" if self.leases.holds(sid) else "idle" if holder is None else "in use"
-        return SessionListing.model_validate({**entry, "status": status, "holder": holder})
+        return entry.model_copy(update={"status": status, "holder": holder})

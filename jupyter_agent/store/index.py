@@ -9,7 +9,6 @@ the store clock, newest first, one page at a time (:func:`listing_page`).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import stat
 import time
@@ -28,10 +27,8 @@ from jupyter_agent.store.files import SafeDir, lock_shared_or_exclusive, signatu
 from jupyter_agent.store.messages import JOURNAL_CAP, encode_json
 from jupyter_agent.store.records import (
     SESSION_ID_PATTERN,
-    ForkOrigin,
     SessionListing,
     check_not_future,
-    to_utc,
 )
 from jupyter_agent.store.snapshot import listing_fields
 
@@ -50,8 +47,6 @@ SLACK_LINES = 256
 #: the whole index (at most INDEX_LIMIT bytes).
 CLAIM_TAIL = 1024 * 1024
 
-_STR_FIELDS = ("created_at", "updated_at", "summary", "title", "first_prompt")
-_INT_FIELDS = ("message_count", "tool_calls", "clock")
 #: The end of a checked journal line: the checksum's 8 hex digits, ``"}`` and the newline.
 _END = 11
 _PROBE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -67,19 +62,6 @@ def session_sig(sessions: SafeDir, session_id: str) -> Sig | None:
         return None
     jst = sessions.lstat(f"{session_id}.jsonl")
     return [list(signature_of(st)), list(signature_of(jst)) if jst is not None else None]
-
-
-def _complete(entry: dict[str, Any]) -> bool:
-    """Whether an index entry has every listing field, with the right types."""
-    try:
-        return (all(type(entry[k]) is str for k in _STR_FIELDS)
-                and all(type(entry[k]) is int and entry[k] >= 0 for k in _INT_FIELDS)
-                and type(entry["archived"]) is bool
-                and type(entry["cost_usd"]) in (int, float) and entry["cost_usd"] >= 0
-                and (entry["parent"] is None or type(entry["parent"]) is dict)
-                and _at_ok(entry["at"]))
-    except KeyError:
-        return False
 
 
 def _at_ok(at: Any) -> bool:
@@ -122,15 +104,13 @@ def _journal_ends_with(sessions: SafeDir, session_id: str, at: list[Any] | None,
         os.close(fd)
 
 
-def _fresh(session_id: str, entry: dict[str, Any]) -> dict[str, Any]:
-    """An index entry as listing uses it (timestamps as datetimes, the fork origin as a
-    :class:`ForkOrigin`); ``ValueError`` when it does not convert."""
-    return {
-        **entry, "id": session_id, "clock": entry["clock"],
-        "created_at": to_utc(datetime.fromisoformat(entry["created_at"])),
-        "updated_at": to_utc(datetime.fromisoformat(entry["updated_at"])),
-        "parent": None if entry["parent"] is None else ForkOrigin.model_validate(entry["parent"]),
-    }
+def _listing(session_id: str, entry: dict[str, Any]) -> SessionListing:
+    """An index entry as listing gives it (status "idle", no holder); ``ValueError`` when
+    it does not validate or has no store clock."""
+    listed = SessionListing.model_validate({**entry, "id": session_id, "status": "idle"})
+    if listed.clock is None:
+        raise ValueError("the index entry has no store clock")
+    return listed
 
 
 def _horizon(root: SafeDir) -> datetime:
@@ -156,10 +136,9 @@ def _problem(entry: dict[str, Any], horizon: datetime) -> str | None:
         return str(entry.get("reason") or "its files cannot be read")
     listed = entry["listed"]
     try:
-        check_not_future("updated_at", listed["updated_at"], horizon)
-        if type(listed.get("clock")) is int:  # 2**52 µs: the year 2112
-            when = datetime.fromtimestamp(min(listed["clock"], 2**52) / 1e6, UTC)
-            check_not_future("store clock", when, horizon)
+        check_not_future("updated_at", listed.updated_at, horizon)
+        when = datetime.fromtimestamp(min(listed.clock, 2**52) / 1e6, UTC)  # 2112 at most
+        check_not_future("store clock", when, horizon)
     except ValueError as err:
         return str(err)
     return None
@@ -169,13 +148,8 @@ def _index_line(session_id: str, entry: dict[str, Any]) -> dict[str, Any]:
     """The index line that records a checked entry (a bad mark as it is)."""
     if entry.get("bad"):
         return {"id": session_id, **entry}
-    fields = {k: v for k, v in entry.items() if k not in ("sig", "ok", "listed")}
+    fields = {k: v for k, v in entry.items() if k not in ("sig", "listed")}
     return {"id": session_id, "sig": entry["sig"], "set": fields}
-
-
-def _json_fields(fields: dict[str, Any]) -> dict[str, Any]:
-    return {k: v.isoformat(timespec="microseconds") if isinstance(v, datetime) else v
-            for k, v in fields.items()}
 
 
 class ListingIndex:
@@ -214,8 +188,7 @@ class ListingIndex:
         """
         sig = sig or session_sig(sessions, session_id)
         if sig is not None:
-            self._append(root, [{"id": session_id, "sig": sig, "set": _json_fields(fields)}],
-                         quiet=True)
+            self._append(root, [{"id": session_id, "sig": sig, "set": fields}], quiet=True)
 
     def forget(self, root: SafeDir, session_id: str) -> None:
         """Record that a session is gone (same error rules as :meth:`note`)."""
@@ -223,11 +196,8 @@ class ListingIndex:
 
     # ------------------------------------------------------------------ reading
     def read(self, root: SafeDir) -> tuple[dict[str, dict[str, Any]], int]:
-        """The merged entries by session ID, and how many lines the index has.
-
-        Each entry carries ``"ok"``: whether it has every field with the right type. The
-        dicts are shared with the next call: callers must not change them.
-        """
+        """The merged entries by session ID, and how many lines the index has (the dicts
+        are shared with the next call: callers must not change them)."""
         st = root.lstat(INDEX_NAME)
         if st is None or not stat.S_ISREG(st.st_mode):
             return {}, 0
@@ -239,17 +209,12 @@ class ListingIndex:
         got = root.read(INDEX_NAME, limit=INDEX_LIMIT, what="listing index")
         if got is None:
             return {}, 0
-        raw = got[0]
-        whole = raw[: raw.rfind(b"\n") + 1]
-        try:
-            lines = orjson.loads(b"[" + whole[:-1].replace(b"\n", b",") + b"]") if whole else []
-        except orjson.JSONDecodeError:
-            lines = []
-            for line in whole.split(b"\n")[:-1]:
-                try:
-                    lines.append(orjson.loads(line))
-                except orjson.JSONDecodeError:
-                    lines.append(None)
+        lines: list[Any] = []
+        for line in got[0].split(b"\n")[:-1]:  # a last line without its newline is left out
+            try:
+                lines.append(orjson.loads(line))
+            except orjson.JSONDecodeError:
+                lines.append(None)
         count = len(lines)
         entries: dict[str, dict[str, Any]] = {}
         for line in lines:
@@ -267,8 +232,6 @@ class ListingIndex:
                 if old.get("bad"):
                     old = {}
                 entries[sid] = {**old, **line["set"], "sig": line.get("sig")}
-        for entry in entries.values():
-            entry["ok"] = entry.get("bad") is True or _complete(entry)
         if any(type(line) is not dict for line in lines):
             count = INDEX_LIMIT  # a line that is not an entry: rewrite the index
         self._parsed = (key, entries, count)
@@ -282,9 +245,6 @@ class ListingIndex:
             st = root.lstat(INDEX_NAME)
             if st is None or not stat.S_ISREG(st.st_mode) or st.st_size > INDEX_LIMIT:
                 return None
-            if self._parsed is not None and self._parsed[0] == signature_of(st):
-                entry = self._parsed[1].get(session_id)
-                return None if entry is None else entry.get("at")
             key = b'{"id":"%s",' % session_id.encode("ascii")
             start, raw = -1, b""
             for offset in (max(st.st_size - CLAIM_TAIL, 0), 0):  # the end first, then all
@@ -327,13 +287,13 @@ class ListingIndex:
         problem = at and acknowledged_problem(claimed, at[0], at[1], b"")
         if problem:
             raise CorruptSessionError(journal_path, problem)
-        return {**_json_fields(fields), "sig": sig}
+        return {**fields, "sig": sig}
 
-    def entries(self, root: SafeDir, sessions: SafeDir) -> list[dict[str, Any]]:
+    def entries(self, root: SafeDir, sessions: SafeDir) -> list[SessionListing]:
         """The listing fields of every readable session, from the index where it is fresh."""
         cached, line_count = self.read(root)
         horizon = _horizon(root)
-        fresh: list[dict[str, Any]] = []
+        fresh: list[SessionListing] = []
         updates: list[dict[str, Any]] = []
         live: dict[str, dict[str, Any]] = {}
         self.damaged = {}
@@ -364,15 +324,16 @@ class ListingIndex:
         and the journal's last checksum read back), else rebuilt; with the index line to
         append (``None`` when ``old`` was good). The entry carries ``"listed"``, the
         fields as :meth:`entries` gives them."""
-        if old is not None and old.get("sig") == sig and old.get("ok") and not old.get("bad"):
+        if old is not None and old.get("sig") == sig and not old.get("bad") \
+                and _at_ok(old.get("at")):
             try:
                 if _journal_ends_with(sessions, sid, old["at"], sig[1][2] if sig[1] else 0):
-                    return {**old, "listed": _fresh(sid, old)}, None
+                    return {**old, "listed": _listing(sid, old)}, None
             except (JupyterAgentError, OSError, ValueError):
                 pass
         try:
             entry = self._rebuild(sessions, sid, sig, old)
-            entry["listed"] = _fresh(sid, entry)
+            entry["listed"] = _listing(sid, entry)
         except (JupyterAgentError, OSError, ValueError) as err:
             reason = str(getattr(err, "reason", None) or err).splitlines()[0][:500]
             bad = {"sig": sig, "bad": True, "reason": reason,
@@ -381,10 +342,9 @@ class ListingIndex:
                     and old.get("reason") == reason:
                 return bad, None  # a bad mark is checked again, never believed: still bad
             return bad, _index_line(sid, bad)
-        entry["ok"] = True
         return entry, _index_line(sid, entry)
 
-    def entry(self, root: SafeDir, sessions: SafeDir, session_id: str) -> dict[str, Any]:
+    def entry(self, root: SafeDir, sessions: SafeDir, session_id: str) -> SessionListing:
         """The listing fields of one session, as :meth:`entries` gives them
         (``SessionNotFoundError``; ``CorruptSessionError`` naming the file)."""
         head = sessions.child(f"{session_id}.json")
@@ -396,7 +356,7 @@ class ListingIndex:
         problem = _problem(entry, _horizon(root))
         if problem:
             raise CorruptSessionError(head, problem)
-        listed: dict[str, Any] = entry["listed"]
+        listed: SessionListing = entry["listed"]
         return listed
 
     def _rewrite(self, root: SafeDir, live: dict[str, dict[str, Any]]) -> None:
@@ -409,16 +369,16 @@ class ListingIndex:
             root.write_atomic(INDEX_NAME, data)
 
 
-def listing_page(entries: list[dict[str, Any]], limit: int | None,
-                 after: SessionListing | None) -> list[dict[str, Any]]:
-    """One page of index entries, newest first: by store clock, then ID (``after``, from
+def listing_page(entries: list[SessionListing], limit: int | None,
+                 after: SessionListing | None) -> list[SessionListing]:
+    """One page of listing entries, newest first: by store clock, then ID (``after``, from
     a store without a clock, is placed by ``updated_at`` in microseconds)."""
-    entries.sort(key=lambda e: (e["clock"], e["id"]), reverse=True)
+    entries.sort(key=lambda e: (e.clock, e.id), reverse=True)
     if after is not None:
         clock = after.clock
         cursor = (int(after.updated_at.timestamp() * 1_000_000) if clock is None else clock,
                   after.id)
-        entries = [e for e in entries if (e["clock"], e["id"]) < cursor]
+        entries = [e for e in entries if (e.clock, e.id) < cursor]
     return entries if limit is None else entries[:limit]
 
 
@@ -426,29 +386,23 @@ def tick(root: SafeDir, after: int, *, exact: int | None = None) -> int:
     """The store clock's next value (microseconds): more than every value it gave in this
     memory directory and than ``after``, the wall clock when larger (a clock stepping back
     never reorders sessions); ``exact`` (an import keeps its place) is taken as it is.
-    Kept in :data:`CLOCK_FILE` under ``flock``; unusable, the value still exceeds ``after``.
+    Kept in :data:`CLOCK_FILE` under ``flock`` (polled for up to 10 s); unusable or busy,
+    the value still exceeds ``after``.
     """
     now = time.time_ns() // 1000
     if exact is not None:
         exact = min(exact, now)  # a record dated ahead of the clock never sets it ahead
     value = exact if exact is not None else max(now, after + 1)
-    with contextlib.suppress(OSError, JupyterAgentError):
-        opened = root.open_file(CLOCK_FILE, os.O_RDWR, create=True)
-        if opened is None:
-            return value
-        fd = opened[0]
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            data = os.pread(fd, 32, 0)
-            raw = data.strip()
-            last = int(raw) if raw.isdigit() and len(raw) < 20 else 0
-            if exact is None:
-                value = max(value, last + 1)
-            if value > last:
-                text = b"%d\n" % value
-                os.pwrite(fd, text, 0)
-                if len(text) < len(data):  # a larger value is never shorter: rarely needed
-                    os.ftruncate(fd, len(text))
-        finally:
-            os.close(fd)
+    with contextlib.suppress(OSError, JupyterAgentError), \
+            lock_shared_or_exclusive(root, CLOCK_FILE, exclusive=True) as fd:
+        data = os.pread(fd, 32, 0)
+        raw = data.strip()
+        last = int(raw) if raw.isdigit() and len(raw) < 20 else 0
+        if exact is None:
+            value = max(value, last + 1)
+        if value > last:
+            text = b"%d\n" % value
+            os.pwrite(fd, text, 0)
+            if len(text) < len(data):  # a larger value is never shorter: rarely needed
+                os.ftruncate(fd, len(text))
     return value

@@ -33,8 +33,8 @@ from jupyter_agent.store.messages import (
     check_messages,
     compaction_parts,
     encode_json,
+    is_core_message,
     message_text,
-    plain_tool_calls,
 )
 
 #: ``schema_version`` of snapshot files.
@@ -110,8 +110,6 @@ def items_append(items: list[Item], start: int, end: int) -> None:
 
 def resolve_items(items: list[Item], transcript: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The working context the items stand for."""
-    if len(items) == 1 and type(items[0]) is tuple and items[0] == (0, len(transcript)):
-        return list(transcript)
     out: list[dict[str, Any]] = []
     for item in items:
         if type(item) is tuple:
@@ -133,11 +131,6 @@ def items_for(messages: list[dict[str, Any]], transcript: list[dict[str, Any]]) 
     items.extend(messages[p:n - s])
     items_append(items, t - s, t)
     return items
-
-
-def encode_items(items: list[Item]) -> list[Any]:
-    """The snapshot's ``context``: spans as ``[start, end]``, messages as they are."""
-    return [list(i) if type(i) is tuple else i for i in items]
 
 
 def decode_items(raw: Any, transcript_length: int, path: Path) -> list[Item]:
@@ -162,22 +155,10 @@ def encode_line(number: int, entry: dict[str, Any]) -> bytes:
     """Journal line ``number`` (the header is line 1) holding ``entry``, newline included
     (the module docstring gives its form)."""
     add = entry.get("add")
-    if add is not None and not all(map(_is_core, add)):
+    if add is not None and not all(map(is_core_message, add)):
         entry = {**entry, "extra": 1}
     body = encode_json({"n": number, **entry})[:-1]
     return b'%s,"c":"%08x"}\n' % (body, zlib.crc32(body))
-
-
-_CORE_KEYS = frozenset(("role", "content", "tool_calls", "tool_call_id", "name", "refusal"))
-
-
-def _is_core(message: dict[str, Any]) -> bool:
-    """Whether a (valid) message has only the core shape :data:`_LineDecoder` reads:
-    the keys of :class:`_Message`, string or null content, plain tool calls."""
-    content = message.get("content")
-    return (message.keys() <= _CORE_KEYS and (content is None or type(content) is str)
-            and all(type(message.get(k, "")) is str for k in ("tool_call_id", "name", "refusal"))
-            and plain_tool_calls(message.get("tool_calls", [])))
 
 
 def line_problem(line: Line, number: int) -> str | None:

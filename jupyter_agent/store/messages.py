@@ -140,9 +140,24 @@ def message_problem(message: Any) -> str | None:
     return None
 
 
-def plain_tool_calls(calls: list[Any]) -> bool:
-    """Whether every tool call is ``{"id", "type", "function": {"name", "arguments"}}``
-    with strings only (the common case, checked without building reasons)."""
+_CORE_KEYS = frozenset(("role", "content", "tool_calls", "tool_call_id", "name", "refusal"))
+
+
+def is_core_message(message: Any) -> bool:
+    """Whether ``message`` is a valid message of the core shape almost every message has
+    (checked fast; the journal's typed decoder reads these): the keys ``role`` (non-empty),
+    ``content`` (string or null), ``tool_call_id``, ``name``, ``refusal`` (strings) and
+    ``tool_calls``, each ``{"id", "type", "function": {"name", "arguments"}}`` of strings."""
+    if type(message) is not dict or not message.keys() <= _CORE_KEYS:
+        return False
+    role, content = message.get("role"), message.get("content")
+    calls = message.get("tool_calls", [])
+    if (type(role) is not str or not role or (content is not None and type(content) is not str)
+            or type(message.get("tool_call_id", "")) is not str
+            or type(message.get("name", "")) is not str
+            or type(message.get("refusal", "")) is not str
+            or type(calls) is not list):
+        return False
     for call in calls:
         if type(call) is not dict or len(call) != 3:
             return False
@@ -161,22 +176,8 @@ def check_messages(messages: Any, path: Path | str, field: str) -> list[dict[str
     if type(messages) is not list:
         raise CorruptSessionError(path, f"{field} must be a list of messages")
     for i, message in enumerate(messages):
-        # fast paths, for the shapes almost every message has: {"role", "content"} with
-        # string or null content, plus a string tool_call_id, or plus well-formed tool_calls
-        if type(message) is dict:
-            role = message.get("role")
-            content = message.get("content")
-            if type(role) is str and role and (content is None or type(content) is str):
-                size = len(message) - ("content" in message)
-                if size == 1:
-                    continue
-                if size == 2:
-                    other = message.get("tool_call_id")
-                    if type(other) is str:
-                        continue
-                    calls = message.get("tool_calls")
-                    if type(calls) is list and plain_tool_calls(calls):
-                        continue
+        if is_core_message(message):
+            continue
         problem = message_problem(message) or depth_problem(message)  # of other keys
         if problem is not None:
             raise CorruptSessionError(path, f"{field}[{i}]: {problem}")

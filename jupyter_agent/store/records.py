@@ -278,7 +278,7 @@ class SessionListing(_Model):
 
 # --------------------------------------------------------------------------- upgrades
 def upgrade_record(data: dict[str, Any], path: Path) -> dict[str, Any]:
-    """Bring a decoded record dict up to :data:`SCHEMA_VERSION` (version 0, no
+    """Bring a decoded record dict up to :data:`SCHEMA_VERSION` in place (version 0, no
     ``schema_version``, lacks fields added since); ``CorruptSessionError`` for a
     ``schema_version`` that is not a known non-negative integer."""
     version = data.get("schema_version", 0)
@@ -293,16 +293,10 @@ def upgrade_record(data: dict[str, Any], path: Path) -> dict[str, Any]:
             f"{SCHEMA_VERSION}; upgrade jupyter-agent to open it",
         )
     if version == 0:  # lone surrogates of the older writer were replaced by decode_json
-        data = dict(data)
         messages = data.get("messages", [])
         data.setdefault("transcript", list(messages) if isinstance(messages, list) else messages)
-        if data.get("summary") is None:
+        if data.get("summary") is None:  # the other fields added since have defaults
             data["summary"] = ""
-        data.setdefault("title", "")
-        data.setdefault("archived", False)
-        data.setdefault("project_root", None)
-        data.setdefault("compactions", [])
-        data.setdefault("state", {})
         data["schema_version"] = 1
     return data
 
@@ -323,19 +317,6 @@ def validation_reason(err: ValidationError) -> str:
     )
 
 
-def record_from_dict(data: dict[str, Any], path: Path, *,
-                     expected_id: str | None = None) -> SessionRecord:
-    """Validate a decoded, upgraded one-file record (``CorruptSessionError`` naming
-    ``path``); ``messages`` and ``transcript`` are checked and kept as they are, not copied."""
-    data = dict(data)
-    messages = check_messages(data.pop("messages", []), path, "messages")
-    transcript = check_messages(data.pop("transcript", messages), path, "transcript")
-    record = validated_record(data, path, messages, transcript)
-    if expected_id is not None and record.id != expected_id:
-        raise CorruptSessionError(path, f"it holds session {record.id!r}, not {expected_id!r}")
-    return record
-
-
 def validated_record(head: dict[str, Any], path: Path | str, messages: list[dict[str, Any]],
                      transcript: list[dict[str, Any]]) -> SessionRecord:
     """The record of ``head`` (its fields but the messages) with ``messages`` and
@@ -352,13 +333,21 @@ def validated_record(head: dict[str, Any], path: Path | str, messages: list[dict
     return record
 
 
-def parse_record(raw: bytes, path: Path, *, expected_id: str | None = None) -> SessionRecord:
-    """Decode, upgrade and validate a record in its one-file form (``CorruptSessionError``
-    naming ``path``)."""
-    data = decode_json(raw, path)
+def parse_record(raw: bytes | dict[str, Any], path: Path, *,
+                 expected_id: str | None = None) -> SessionRecord:
+    """Decode (unless given decoded), upgrade and validate a record in its one-file form
+    (``CorruptSessionError`` naming ``path``); ``messages`` and ``transcript`` are checked
+    and kept as they are, not copied."""
+    data = decode_json(raw, path) if isinstance(raw, bytes) else raw
     if not isinstance(data, dict):
         raise CorruptSessionError(path, f"expected a JSON object, found {type(data).__name__}")
-    return record_from_dict(upgrade_record(data, path), path, expected_id=expected_id)
+    data = upgrade_record(dict(data), path)
+    messages = check_messages(data.pop("messages", []), path, "messages")
+    transcript = check_messages(data.pop("transcript", messages), path, "transcript")
+    record = validated_record(data, path, messages, transcript)
+    if expected_id is not None and record.id != expected_id:
+        raise CorruptSessionError(path, f"it holds session {record.id!r}, not {expected_id!r}")
+    return record
 
 
 def record_head(record: SessionRecord) -> dict[str, Any]:

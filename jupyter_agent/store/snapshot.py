@@ -20,7 +20,6 @@ from jupyter_agent.store.journal import (
     JOURNAL_VERSION,
     Item,
     decode_items,
-    encode_items,
     first_prompt_of,
     items_append,
     items_for,
@@ -41,9 +40,8 @@ from jupyter_agent.store.records import (
     Compaction,
     SessionRecord,
     SessionState,
-    record_from_dict,
+    parse_record,
     record_head,
-    upgrade_record,
     utc_now,
     validated_record,
 )
@@ -133,7 +131,7 @@ def _snapshot(raw: bytes, path: Path, session_id: str) -> dict[str, Any] | Sessi
                                         f"jupyter-agent reads only up to {JOURNAL_SCHEMA_VERSION}"
                                         "; upgrade jupyter-agent to open it")
     if version != JOURNAL_SCHEMA_VERSION or "journal" not in data:
-        return record_from_dict(upgrade_record(data, path), path, expected_id=session_id)
+        return parse_record(data, path, expected_id=session_id)
     if data.get("id") != session_id:
         raise CorruptSessionError(path, f"it holds session {data.get('id')!r}, not {session_id!r}")
     journal = data["journal"]
@@ -203,7 +201,7 @@ def snapshot_bytes(loaded: Loaded) -> bytes:
     out: dict[str, Any] = {}
     for key, value in head.items():
         if key == "compactions":
-            out["context"] = encode_items(loaded.items)
+            out["context"] = loaded.items  # spans as [start, end], messages as they are
         out[key] = value
     out["journal"] = {"generation": loaded.generation, "offset": loaded.end,
                       "transcript_length": len(record.transcript),

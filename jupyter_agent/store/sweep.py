@@ -15,17 +15,19 @@ from pathlib import Path
 import orjson
 
 from jupyter_agent.errors import CorruptSessionError, JupyterAgentError, SessionLockedError
+from jupyter_agent.store.engine import remove_temps
 from jupyter_agent.store.figure_files import remove_figures_dir
 from jupyter_agent.store.file_store import FileStore
 from jupyter_agent.store.files import (
     SafeDir,
     is_temp_name,
     lease_temp,
-    lock_shared_or_exclusive,
     storage_errors,
     temp_target,
 )
+from jupyter_agent.store.index import INDEX_LOCK, INDEX_NAME
 from jupyter_agent.store.journal import JOURNAL_VERSION, line_problem
+from jupyter_agent.store.messages import JOURNAL_CAP, RECORD_CAP
 from jupyter_agent.store.records import SESSION_ID_PATTERN
 from jupyter_agent.store.snapshot import listing_of
 
@@ -53,14 +55,8 @@ def collect_garbage(files: FileStore) -> list[Path]:
                 continue
             with contextlib.suppress(SessionLockedError, JupyterAgentError, OSError):
                 removed += _collect_session(files, sessions, sid)
-        for lock, kinds in (("notes.lock", ("project.md", "user.md")),
-                            ("index.lock", ("index.jsonl",))):
-            temps = [n for n in root.names() if is_temp_name(n) and temp_target(n) in kinds]
-            if not temps:
-                continue
-            with contextlib.suppress(JupyterAgentError, OSError), \
-                    lock_shared_or_exclusive(root, lock, exclusive=True, timeout=1.0):
-                removed += [root.child(n) for n in temps if root.unlink(n)]
+        removed += remove_temps(root, timeout=1.0)
+        removed += remove_temps(root, INDEX_LOCK, (INDEX_NAME,), timeout=1.0)
     return removed
 
 
@@ -183,7 +179,11 @@ def _damage_repair(files: FileStore, sessions: SafeDir, sid: str,
 def _good_prefix(sessions: SafeDir, sid: str) -> tuple[int, bytes, bytes] | None:
     """``(lines, their bytes, the whole journal)``: the checked lines before the first
     damaged one, if the snapshot covers no more than them; else ``None``."""
-    got, head = sessions.read(f"{sid}.jsonl"), sessions.read(f"{sid}.json")
+    try:  # a file over its cap, or one that may not be read, is not repaired
+        got = sessions.read(f"{sid}.jsonl", limit=JOURNAL_CAP)
+        head = sessions.read(f"{sid}.json", limit=RECORD_CAP)
+    except (JupyterAgentError, OSError):
+        return None
     if got is None or head is None:
         return None
     raw = got[0]

@@ -21,6 +21,7 @@ from jupyter_agent.store.figure_files import MAX_FIGURE_BYTES
 from jupyter_agent.store.index import INDEX_LIMIT, INDEX_NAME, SNAPSHOT_LIMIT
 from jupyter_agent.store.messages import JOURNAL_CAP, LINE_CAP, MAX_DEPTH, RECORD_CAP
 from jupyter_agent.store.records import dump_record
+from jupyter_agent.store.sweep import check_sessions
 from jupyter_agent.testing import ScriptedModelServer
 from tests.test_magics_errors import usage_error
 
@@ -170,3 +171,14 @@ def test_values_nested_too_deeply_are_refused_when_saved(store: FileStore) -> No
     deep = json.loads(nested(MAX_DEPTH + 1))
     with pytest.raises(InvalidMessageError, match=r"nested too deeply \(more than 200 levels\)"):
         store.create_session([{"role": "user", "content": "c", "x": deep}])
+
+
+def test_fsck_reports_an_oversize_journal_and_leaves_it(store: FileStore) -> None:
+    sid = store.create_session(MESSAGES, session_id="long")
+    path = store.journal_path(sid)
+    grow(path, JOURNAL_CAP + 1)
+    [check] = check_sessions(FileStore(store.root), repair=True)
+    assert (check.session_id, check.state, check.repair, check.repaired) == (
+        sid, "damaged", "", False)
+    assert "over the 256 MiB cap" in check.reason
+    assert path.stat().st_size == JOURNAL_CAP + 1

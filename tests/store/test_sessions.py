@@ -262,3 +262,12 @@ def test_in_memory_copy_notices_a_non_cooperating_writer(store: FileStore) -> No
             store.save(sid, [SYSTEM, user("a"), user("b")])
         store.save(sid, [SYSTEM, user("a"), assistant("edited"), user("b")])
     assert len(store.load_session(sid).transcript) == 4
+
+
+def test_message_with_null_optional_fields_is_saved_and_loaded_back(store: FileStore) -> None:
+    odd = {"role": "assistant", "content": "x", "tool_calls": None, "name": None}
+    sid = store.create_session([{"role": "user", "content": "hi"}, odd])
+    store.save(sid, [{"role": "user", "content": "hi"}, odd, odd])
+    for reader in (store, FileStore(store.root)):
+        record = reader.load_session(sid)
+        assert record.messages[1:] == record.transcript[1:] == [odd, odd]
