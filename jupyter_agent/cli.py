@@ -196,18 +196,17 @@ def search(ctx: Context, args: argparse.Namespace) -> int:
 
 def export(ctx: Context, args: argparse.Namespace) -> int:
     record = ctx.store.load_session(args.session_id)
-    secrets = secrets_from_environ(os.environ, ["OPENAI_API_KEY"])
-    progress = ctx.progress("exporting", "message")
-    figures = partial(ctx.store.read_figure, record.id)
+    common: dict[str, Any] = {
+        "secrets": secrets_from_environ(os.environ, ["OPENAI_API_KEY"]),
+        "progress": ctx.progress("exporting", "message"),
+        "figures": partial(ctx.store.read_figure, record.id)}
     if args.output == "-":
-        data, _ = render(record, choose_format(args.fmt), secrets=secrets, progress=progress,
-                         figures=figures)
+        data, _ = render(record, choose_format(args.fmt), **common)
         sys.stdout.flush()
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
         return 0
-    done = export_record(record, args.fmt, args.output, force=args.force, secrets=secrets,
-                         progress=progress, figures=figures)
+    done = export_record(record, args.fmt, args.output, force=args.force, **common)
     return ctx.report({**asdict(done), "path": str(done.path)}, format_exported(done))
 
 
@@ -272,6 +271,7 @@ def fsck(ctx: Context, args: argparse.Namespace) -> int:
               f"need{'s' if bad == 1 else ''} attention"
               + ("" if args.repair or not bad else "; run with --repair for the safe repairs"))
     return int(bad > 0)
+
 
 def migrate(ctx: Context, args: argparse.Namespace) -> int:
     """Copy every session, verifying each copy; nothing is copied twice. The database is
