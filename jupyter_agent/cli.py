@@ -11,6 +11,7 @@ error; 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -30,7 +31,7 @@ from jupyter_agent.artefacts.fork import fork_label, fork_session
 from jupyter_agent.artefacts.redact import secrets_from_environ
 from jupyter_agent.artefacts.search import search_sessions
 from jupyter_agent.artefacts.steps import Progress, no_progress
-from jupyter_agent.controller import share_session
+from jupyter_agent.controller import SessionChange, share_session
 from jupyter_agent.errors import JupyterAgentError, SessionNotFoundError, UnsafeDirectoryError
 from jupyter_agent.project import confirm_delete, open_store, resolve_memory_dir
 from jupyter_agent.store import FileStore, Store
@@ -48,6 +49,7 @@ from jupyter_agent.text import (
 )
 from jupyter_agent.ui.display import (
     describe_holder,
+    format_change,
     format_exported,
     format_forked,
     format_owner,
@@ -58,8 +60,6 @@ from jupyter_agent.ui.display import (
 )
 
 PROG = "jupyter agent"
-# how to choose another memory directory here (a refused directory's message says it)
-ELSEWHERE = "use --memory-dir DIR (or $JUPYTER_AGENT_MEMORY_DIR) to choose another one"
 _JSON_CONTROLS = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
@@ -113,18 +113,16 @@ class Context:
 
     def progress(self, what: str, unit: str) -> Progress:
         """A ``tqdm`` bar on stderr when it is a terminal, else nothing."""
-        try:
-            if not sys.stderr.isatty():
-                return no_progress
-        except (AttributeError, ValueError, OSError):
-            return no_progress
 
         def show(items: Iterable[Any], total: int) -> Iterable[Any]:
             width = shutil.get_terminal_size((80, 24)).columns  # a terminal may report 0
             return tqdm(items, total=total, desc=what, unit=unit, file=sys.stderr, leave=False,
                         ncols=min(width, 100) if width > 0 else 80)
 
-        return show
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            if sys.stderr.isatty():
+                return show
+        return no_progress
 
 
 # ---- the commands
@@ -179,13 +177,9 @@ def show(ctx: Context, args: argparse.Namespace) -> int:
             if m.get("role") in ("user", "assistant") and message_text(m)}
     rows += [("last prompt", one_line(last.get("user", ""), 300)),
              ("last reply", one_line(last.get("assistant", ""), 300))]
-    lines = [record.title or "(untitled)"]
-    for label, value in rows:
-        if value:
-            body = value.splitlines()
-            lines.append(f"{label:<12}{body[0]}")
-            lines += [" " * 12 + line for line in body[1:]]
-    ctx.print("\n".join(lines))
+    ctx.print("\n".join([record.title or "(untitled)"] + [
+        f"{label:<12}" + ("\n" + " " * 12).join(value.splitlines())
+        for label, value in rows if value]))
     if args.transcript:
         ctx.print("\n" + format_transcript(record.transcript, record.compactions))
     return 0
@@ -202,18 +196,17 @@ def search(ctx: Context, args: argparse.Namespace) -> int:
 
 def export(ctx: Context, args: argparse.Namespace) -> int:
     record = ctx.store.load_session(args.session_id)
-    secrets = secrets_from_environ(os.environ, ["OPENAI_API_KEY"])
-    progress = ctx.progress("exporting", "message")
-    figures = partial(ctx.store.read_figure, record.id)
+    common: dict[str, Any] = {
+        "secrets": secrets_from_environ(os.environ, ["OPENAI_API_KEY"]),
+        "progress": ctx.progress("exporting", "message"),
+        "figures": partial(ctx.store.read_figure, record.id)}
     if args.output == "-":
-        data, _ = render(record, choose_format(args.fmt), secrets=secrets, progress=progress,
-                         figures=figures)
+        data, _ = render(record, choose_format(args.fmt), **common)
         sys.stdout.flush()
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
         return 0
-    done = export_record(record, args.fmt, args.output, force=args.force, secrets=secrets,
-                         progress=progress, figures=figures)
+    done = export_record(record, args.fmt, args.output, force=args.force, **common)
     return ctx.report({**asdict(done), "path": str(done.path)}, format_exported(done))
 
 
@@ -226,8 +219,9 @@ def fork(ctx: Context, args: argparse.Namespace) -> int:
 
 def archive(ctx: Context, args: argparse.Namespace) -> int:
     ctx.store.update(args.session_id, archived=not args.undo)
+    action = "unarchived" if args.undo else "archived"
     return ctx.report({"id": args.session_id, "archived": not args.undo},
-                      f"{'Unarchived' if args.undo else 'Archived'} session {args.session_id}.")
+                      format_change(SessionChange(args.session_id, action)))
 
 
 def share(ctx: Context, args: argparse.Namespace) -> int:
@@ -245,7 +239,7 @@ def remove(ctx: Context, args: argparse.Namespace) -> int:
         return 1
     ctx.store.delete_session(args.session_id)
     return ctx.report({"id": args.session_id, "deleted": True},
-                      f"Deleted session {args.session_id}.")
+                      format_change(SessionChange(args.session_id, "deleted")))
 
 
 def gc(ctx: Context, args: argparse.Namespace) -> int:
@@ -277,6 +271,7 @@ def fsck(ctx: Context, args: argparse.Namespace) -> int:
               f"need{'s' if bad == 1 else ''} attention"
               + ("" if args.repair or not bad else "; run with --repair for the safe repairs"))
     return int(bad > 0)
+
 
 def migrate(ctx: Context, args: argparse.Namespace) -> int:
     """Copy every session, verifying each copy; nothing is copied twice. The database is
@@ -409,8 +404,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.run(ctx, args))
     except JupyterAgentError as err:
         text = str(err)
-        if isinstance(err, UnsafeDirectoryError):  # the command line's own advice
-            text = err.advice(elsewhere=ELSEWHERE)
+        if isinstance(err, UnsafeDirectoryError):  # the command line's way out
+            text = err.advice(elsewhere="use --memory-dir DIR (or $JUPYTER_AGENT_MEMORY_DIR) "
+                                        "to choose another one")
         elif isinstance(err, SessionNotFoundError):  # the next step
             text += f"; {PROG} list --all lists the saved sessions"
         print(f"{PROG}: {' '.join(terminal_text(text).split())}", file=sys.stderr)

@@ -9,7 +9,6 @@ session file; the API key is never kept (only a hash, to notice a change).
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -146,15 +145,12 @@ class AgentController:
         #: new to this user (they instruct the model) and notes left out.
         self.notes_notice: list[str] = []
 
-    def _store_for(self, session_id: str) -> Store:
-        if self._active is not None and self._active.session_id == session_id:
-            return self._active.store
-        return self.project.store
-
     def _target(self, session_id: str | None) -> tuple[str, Store]:
         # a session named (default: the active one), checked, and the store holding it
-        sid = self._require_active().session_id if session_id is None else session_id
-        return validate_session_id(sid), self._store_for(sid)
+        sid = validate_session_id(self._require_active().session_id if session_id is None
+                                  else session_id)
+        active = self._active
+        return sid, active.store if active and active.session_id == sid else self.project.store
 
     @property
     def active_session_id(self) -> str | None:
@@ -248,10 +244,9 @@ class AgentController:
         explicit = options or SessionOptions()
         if session_id is None:
             session_id = newest_session(self.project.store)
-        session_id = validate_session_id(session_id)
+        session_id, store = self._target(session_id)
         chosen = explicit.over(self._remembered.get(session_id, SessionOptions()))
-        # the lease, then one read
-        conversation = Conversation.open(self._store_for(session_id), session_id)
+        conversation = Conversation.open(store, session_id)  # the lease, then one read
         state = conversation.state
         try:
             effective, note = resume_options(self._settings(), chosen, state, session_id,
@@ -356,7 +351,8 @@ class AgentController:
 
     def read_figure(self, session_id: str, figure_id: str) -> FigureData:
         """A figure of a session, read without its lease."""
-        return self._store_for(session_id).read_figure(session_id, figure_id)
+        sid, store = self._target(session_id)
+        return store.read_figure(sid, figure_id)
 
     def update(self, *, title: str | None = None, summary: str | None = None) -> None:
         """Change the active session's title or summary (``None``: unchanged)."""
@@ -437,12 +433,12 @@ class AgentController:
     def delete(self, session_id: str) -> SessionChange:
         """Delete a session (deactivating it first if it is the active one)."""
         sid, store = self._target(session_id)
-        title = ""
-        if self.active_session_id == sid:  # unreadable: say so before deactivating anything
+        try:
             title = store.load_session(sid).title
-        else:
-            with contextlib.suppress(JupyterAgentError):  # a corrupt one can be deleted
-                title = store.load_session(sid).title
+        except JupyterAgentError:
+            if self.active_session_id == sid:  # unreadable: say so before deactivating anything
+                raise
+            title = ""  # a corrupt one can be deleted
         was_active = self._deactivate(sid, "deleted")
         store.delete_session(sid)
         self._remembered.pop(sid, None)

@@ -14,7 +14,6 @@ import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import fields
-from functools import partial
 from typing import Any, TypeVar
 
 from IPython.core.error import UsageError
@@ -255,16 +254,17 @@ class AgentMagics(Magics):
         given here or earlier in this kernel, else the settings.
         """
         resumed = self.controller.resume(args.session_id, options_from_args(args))
-        shown = render.recap_text(resumed.record, unarchived=resumed.unarchived,
-                                 endpoint_note=resumed.endpoint_note)
+        record = resumed.record
+        shown = render.recap_text(record, unarchived=resumed.unarchived,
+                                  endpoint_note=resumed.endpoint_note)
         if not self._jupyter:
             _print(shown.plain)
             return
         display(shown)
-        figure = render.last_figure(resumed.record.transcript)
+        figure = render.last_figure(record.transcript)
         if figure is not None:  # the last figure, small
-            render.show_figure(figure, partial(self.controller.read_figure, resumed.record.id),
-                              width=render.RECAP_WIDTH)
+            render.show_figure(figure, functools.partial(self.controller.read_figure, record.id),
+                               width=render.RECAP_WIDTH)
 
     @agent_magic(line_cell_magic, typed=True)
     @argument("prompt", nargs="*",
@@ -462,7 +462,7 @@ class AgentMagics(Magics):
         if not blocks:
             _print("(no messages)")
         else:  # a terminal shows no figures
-            render.show_blocks(blocks, partial(self.controller.read_figure, record.id)
+            render.show_blocks(blocks, functools.partial(self.controller.read_figure, record.id)
                                if self._jupyter else None)
 
     @agent_magic()
