@@ -452,16 +452,13 @@ class ResponseAnswer:
             started = _STARTED.get(kind, {"summary": [], "encrypted_content": None})
             emit("response.output_item.added", output_index=index, item={**item, **started})
             if kind == "message":
-                text = item["content"][0]["text"]
+                text, at = item["content"][0]["text"], {**where, "content_index": 0}
                 part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
-                emit("response.content_part.added", **where, content_index=0, part=part)
+                emit("response.content_part.added", **at, part=part)
                 for piece in split_text(text):
-                    emit("response.output_text.delta", **where, content_index=0, delta=piece,
-                         logprobs=[])
-                emit("response.output_text.done", **where, content_index=0, text=text,
-                     logprobs=[])
-                emit("response.content_part.done", **where, content_index=0,
-                     part={**part, "text": text})
+                    emit("response.output_text.delta", **at, delta=piece, logprobs=[])
+                emit("response.output_text.done", **at, text=text, logprobs=[])
+                emit("response.content_part.done", **at, part={**part, "text": text})
             elif kind == "function_call":
                 arguments = item["arguments"]
                 for k in range(0, len(arguments), 12):
