@@ -113,7 +113,7 @@ class Redactor:
         self._entropy = Base64HighEntropyString(limit=_ENTROPY_LIMIT)
         self.found: set[str] = set()
 
-    def _candidates(self, text: str) -> set[str]:
+    def text(self, text: str) -> str:
         values = {v for v in self._exact if v in text}
         lowered = text.lower()
         for plugin, needs, denylist in self._plugins:
@@ -132,10 +132,7 @@ class Redactor:
                         values.add(match.group(group))
         values.update(v for v in self._entropy.analyze_string(text)
                       if self._entropy.calculate_shannon_entropy(v) > _ENTROPY_LIMIT)
-        return values
-
-    def text(self, text: str) -> str:
-        for value in sorted(self._candidates(text), key=len, reverse=True):
+        for value in sorted(values, key=len, reverse=True):
             if len(value) >= _WHOLE_WORD:
                 replaced = text.replace(value, REDACTED)
             else:
