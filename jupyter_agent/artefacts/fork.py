@@ -102,10 +102,8 @@ def fork_record(parent: SessionRecord, *, at: int | None = None,
     common: dict[str, Any] = {
         "id": new_session_id(), "created_at": when, "updated_at": when,
         "title": title, "archived": False, "parent": ForkOrigin(session_id=parent.id, turn=at)}
-    if at is None:  # without a tool batch still running
-        cut = complete_length(transcript)
-    else:
-        cut = starts[at] if at < parent_turns else len(transcript)
+    # without a tool batch still running, or up to where turn at + 1 starts
+    cut = complete_length(transcript) if at is None else [*starts, len(transcript)][at]
     kept, messages = transcript[:cut], parent.messages
     update: dict[str, Any] = {"transcript": kept,
                               "messages": messages[: len(messages) - len(transcript) + cut]}

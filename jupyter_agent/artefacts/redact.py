@@ -53,9 +53,8 @@ class _PrivateKeyBlockDetector(RegexBasedDetector):
 
 #: detect-secrets' plugins but those judging entropy (base64 runs apart, hexadecimal not at
 #: all) and the one finding public IP addresses (no secrets)
-_LIBRARY_PLUGINS: list[type[BasePlugin]] = list(get_mapping_from_secret_type_to_class().values())
 _PLUGINS: list[type[BasePlugin]] = [_PrivateKeyBlockDetector, _ModelKeyDetector, *(
-    plugin for plugin in _LIBRARY_PLUGINS
+    plugin for plugin in get_mapping_from_secret_type_to_class().values()
     if plugin.__name__ not in ("Base64HighEntropyString", "HexHighEntropyString",
                                "IPPublicDetector"))]
 _ENTROPY_LIMIT = 4.5
@@ -113,7 +112,7 @@ class Redactor:
         self._entropy = Base64HighEntropyString(limit=_ENTROPY_LIMIT)
         self.found: set[str] = set()
 
-    def _candidates(self, text: str) -> set[str]:
+    def text(self, text: str) -> str:
         values = {v for v in self._exact if v in text}
         lowered = text.lower()
         for plugin, needs, denylist in self._plugins:
@@ -132,10 +131,7 @@ class Redactor:
                         values.add(match.group(group))
         values.update(v for v in self._entropy.analyze_string(text)
                       if self._entropy.calculate_shannon_entropy(v) > _ENTROPY_LIMIT)
-        return values
-
-    def text(self, text: str) -> str:
-        for value in sorted(self._candidates(text), key=len, reverse=True):
+        for value in sorted(values, key=len, reverse=True):
             if len(value) >= _WHOLE_WORD:
                 replaced = text.replace(value, REDACTED)
             else:

@@ -88,17 +88,6 @@ def excerpt(text: str, match: re.Match[str], field: str = "") -> SearchMatch:
     return SearchMatch(field, before + found + after, len(before), len(before) + len(found))
 
 
-def _message_texts(message: dict[str, Any]) -> list[str]:
-    texts = [message_text(message)]
-    for call in message.get("tool_calls") or ():
-        function = call.get("function") or {}
-        args = call_arguments(str(function.get("arguments") or ""))
-        values = args.values() if isinstance(args, dict) else [args]
-        texts.append(" ".join([str(function.get("name", "")),
-                               *(v if isinstance(v, str) else json.dumps(v) for v in values)]))
-    return [t for t in texts if t]
-
-
 def search_listings(listings: Iterable[SessionListing], text: str, store: Store | None = None,
                     progress: Progress = no_progress) -> list[SearchHit]:
     """Search listing entries, keeping their order; with ``store``, also each session's
@@ -120,8 +109,16 @@ def search_listings(listings: Iterable[SessionListing], text: str, store: Store 
                 transcript = store.load_session(listing.id).transcript
         for index, message in enumerate(transcript):
             role = message.get("role")
-            if role != "system":
-                fields += [(f"message {index + 1} ({role})", t) for t in _message_texts(message)]
+            if role == "system":
+                continue
+            texts = [message_text(message)]
+            for call in message.get("tool_calls") or ():
+                function = call.get("function") or {}
+                args = call_arguments(str(function.get("arguments") or ""))
+                values = args.values() if isinstance(args, dict) else [args]
+                texts.append(" ".join([str(function.get("name", "")), *(
+                    v if isinstance(v, str) else json.dumps(v) for v in values)]))
+            fields += [(f"message {index + 1} ({role})", t) for t in texts if t]
         found = [(field, value, match) for field, value in fields
                  if value and (match := pattern.search(value)) is not None]
         if found:

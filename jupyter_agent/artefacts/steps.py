@@ -13,7 +13,7 @@ import base64
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from jupyter_agent.errors import JupyterAgentError
 from jupyter_agent.store import Compaction, SessionRecord
@@ -23,12 +23,11 @@ from jupyter_agent.text import shorten
 
 SYNTHETIC_PREFIX = "[jupyter-agent] "  # a tool result the agent wrote for a call that did not run
 
-T = TypeVar("T")
 Progress = Callable[[Iterable[Any], int], Iterable[Any]]  # progress(items, total) yields items
 ReadFigure = Callable[[str], FigureData]  # read(figure_id) from the exported session's store
 
 
-def no_progress(items: Iterable[T], total: int) -> Iterable[T]:
+def no_progress(items: Iterable[Any], total: int) -> Iterable[Any]:
     return items
 
 

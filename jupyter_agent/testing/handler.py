@@ -124,35 +124,32 @@ class LocalServer:
     def fit(self, body: dict[str, Any]) -> tuple[dict[str, Any], int]:
         """The chat request as the played server runs it, and how many messages it dropped;
         ``RequestRejected`` (400 in that server's shape) when it does not fit and is refused."""
-        tokens = estimate_prompt_tokens(body)
-        if tokens <= self.context_window:
+        tokens, window = estimate_prompt_tokens(body), self.context_window
+        if tokens <= window:
             return body, 0
         if not (self.play == "ollama" if self.truncate is None else self.truncate):
-            raise RequestRejected(400, self._refusal(tokens))
+            refusal: dict[str, dict[str, Any]] = {  # worded as the played server words it
+                "llama.cpp": {"error": {
+                    "code": 400, "type": "exceed_context_size_error",
+                    "message": f"request ({tokens} tokens) exceeds the available context size "
+                               f"({window} tokens), try increasing it",
+                    "n_prompt_tokens": tokens, "n_ctx": window}},
+                "vllm": {"object": "error", "type": "BadRequestError", "param": None, "code": 400,
+                         "message": f"This model's maximum context length is {window} tokens. "
+                                    f"However, you requested {tokens} tokens in the messages, "
+                                    "Please reduce the length of the messages."},
+                "ollama": error_body(400, f"the prompt ({tokens} tokens) is longer than the "
+                                          f"context length ({window})"),
+            }
+            raise RequestRejected(400, refusal[self.play])
         messages = list(body.get("messages") or [])
         head = [m for m in messages[:1] if isinstance(m, dict) and m.get("role") == "system"]
         rest = messages[len(head):]
         dropped = 0
-        while len(rest) > 1 and estimate_prompt_tokens({**body, "messages": head + rest}) \
-                > self.context_window:
+        while len(rest) > 1 and estimate_prompt_tokens({**body, "messages": head + rest}) > window:
             rest.pop(0)
             dropped += 1
         return {**body, "messages": head + rest}, dropped
-
-    def _refusal(self, tokens: int) -> dict[str, Any]:
-        window = self.context_window
-        if self.play == "llama.cpp":
-            return {"error": {"code": 400, "type": "exceed_context_size_error",
-                              "message": f"request ({tokens} tokens) exceeds the available "
-                                         f"context size ({window} tokens), try increasing it",
-                              "n_prompt_tokens": tokens, "n_ctx": window}}
-        if self.play == "vllm":
-            return {"object": "error", "type": "BadRequestError", "param": None, "code": 400,
-                    "message": f"This model's maximum context length is {window} tokens. "
-                               f"However, you requested {tokens} tokens in the messages, "
-                               "Please reduce the length of the messages."}
-        return error_body(400, f"the prompt ({tokens} tokens) is longer than the context "
-                               f"length ({window})")
 
 
 class _HTTPServer(ThreadingHTTPServer):

@@ -226,13 +226,13 @@ def validate_chat_request(body: object) -> None:
         raise _missing("messages")
     messages = _array("messages", body["messages"])
     # tool messages must directly follow the assistant message whose calls they answer
-    unanswered: list[str] | None = None
+    unanswered: list[str] = []
     opened_at = -1
     for i, message in enumerate(messages):
         _check_message(i, message)
         role = message["role"]
         if role == "tool":
-            if unanswered is None or message["tool_call_id"] not in unanswered:
+            if message["tool_call_id"] not in unanswered:
                 raise reject("Invalid parameter: messages with role 'tool' must be a response to"
                               " a preceeding message with 'tool_calls'.",
                               param=f"messages.[{i}].role")
@@ -240,7 +240,6 @@ def validate_chat_request(body: object) -> None:
             continue
         if unanswered:
             raise _unanswered(opened_at, unanswered)
-        unanswered = None
         if role == "assistant" and message.get("tool_calls") is not None:
             unanswered, opened_at = _tool_call_ids(i, message["tool_calls"]), i
     if unanswered:
@@ -452,16 +451,13 @@ class ResponseAnswer:
             started = _STARTED.get(kind, {"summary": [], "encrypted_content": None})
             emit("response.output_item.added", output_index=index, item={**item, **started})
             if kind == "message":
-                text = item["content"][0]["text"]
+                text, at = item["content"][0]["text"], {**where, "content_index": 0}
                 part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
-                emit("response.content_part.added", **where, content_index=0, part=part)
+                emit("response.content_part.added", **at, part=part)
                 for piece in split_text(text):
-                    emit("response.output_text.delta", **where, content_index=0, delta=piece,
-                         logprobs=[])
-                emit("response.output_text.done", **where, content_index=0, text=text,
-                     logprobs=[])
-                emit("response.content_part.done", **where, content_index=0,
-                     part={**part, "text": text})
+                    emit("response.output_text.delta", **at, delta=piece, logprobs=[])
+                emit("response.output_text.done", **at, text=text, logprobs=[])
+                emit("response.content_part.done", **at, part={**part, "text": text})
             elif kind == "function_call":
                 arguments = item["arguments"]
                 for k in range(0, len(arguments), 12):
