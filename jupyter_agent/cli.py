@@ -232,11 +232,12 @@ def share(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def remove(ctx: Context, args: argparse.Namespace) -> int:
-    record = ctx.store.load_session(args.session_id)
-    if not args.yes and not confirm_delete(
-            None, record, f"not deleting session {record.id} without confirmation: add --yes"):
-        ctx.print("Not deleted.")
-        return 1
+    if not args.yes:  # with --yes a session too damaged to load can go
+        record = ctx.store.load_session(args.session_id)
+        if not confirm_delete(
+                None, record, f"not deleting session {record.id} without confirmation: add --yes"):
+            ctx.print("Not deleted.")
+            return 1
     ctx.store.delete_session(args.session_id)
     return ctx.report({"id": args.session_id, "deleted": True},
                       format_change(SessionChange(args.session_id, "deleted")))

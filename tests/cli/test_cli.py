@@ -152,6 +152,14 @@ def test_fork_archive_rm(cli: CLI, store: FileStore) -> None:
     assert not store.exists(sid)
 
 
+def test_rm_yes_deletes_a_session_too_damaged_to_load(cli: CLI, store: FileStore) -> None:
+    sid = make(store, "first", "one")
+    (store.sessions_dir / f"{sid}.json").write_bytes(b"{ not json")
+    assert cli("show", sid).returncode == 1  # damaged: it cannot be read
+    assert cli("rm", sid, "--yes").stdout == f"Deleted session {sid}.\n"
+    assert not store.exists(sid)
+
+
 @pytest.mark.slow
 def test_reads_work_while_held_and_writes_are_refused(cli: CLI, store: FileStore,
                                                       hold: Hold) -> None:
