@@ -53,7 +53,7 @@ class _PrivateKeyBlockDetector(RegexBasedDetector):
 
 #: detect-secrets' plugins but those judging entropy (base64 runs apart, hexadecimal not at
 #: all) and the one finding public IP addresses (no secrets)
-_LIBRARY: dict[str, type[BasePlugin]] = get_mapping_from_secret_type_to_class()
+_LIBRARY: Mapping[str, type[BasePlugin]] = get_mapping_from_secret_type_to_class()
 _PLUGINS: list[type[BasePlugin]] = [_PrivateKeyBlockDetector, _ModelKeyDetector, *(
     plugin for plugin in _LIBRARY.values()
     if plugin.__name__ not in ("Base64HighEntropyString", "HexHighEntropyString",
