@@ -133,6 +133,8 @@ _MD_SPECIAL = set("\\`*_[]<>#|~!&")
 SAFE_SCHEMES = frozenset({"http", "https", "mailto"})
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 _UNESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
+#: A backslash escape (skipped whole) or a character the scanners below look for.
+_ESCAPED_OR = re.compile(r"\\.?|[()|\n]", re.S)
 
 
 def safe_url(url: str) -> bool:
@@ -198,10 +200,7 @@ def _blocks(markdown: str) -> tuple[set[int], set[int], set[int], bool]:
 
 
 def _backtick_run(text: str, i: int) -> int:
-    j = i
-    while j < len(text) and text[j] == "`":
-        j += 1
-    return j - i
+    return next((j for j in range(i, len(text)) if text[j] != "`"), len(text)) - i
 
 
 def _inline(text: str, dollar_links: bool = False, maths: bool = True) -> str:
@@ -287,33 +286,19 @@ def _inline(text: str, dollar_links: bool = False, maths: bool = True) -> str:
 def _link_end(text: str, start: int) -> int:
     # the index after the ")" that closes a link destination opened at start
     depth = 1
-    i = start
-    while i < len(text) and text[i] != "\n":
-        if text[i] == "\\":
-            i += 2
-            continue
-        if text[i] == "(":
-            depth += 1
-        elif text[i] == ")":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
+    for match in _ESCAPED_OR.finditer(text, start):
+        if match.group() == "\n":
+            break
+        depth += {"(": 1, ")": -1}.get(match.group(), 0)
+        if depth == 0:
+            return match.end()
     return start
 
 
 def _cells(line: str) -> list[str]:
     # a table row split at each "|" not escaped (by an odd number of backslashes)
-    cells, start, i = [], 0, 0
-    while i < len(line):
-        if line[i] == "\\":
-            i += 2
-            continue
-        if line[i] == "|":
-            cells.append(line[start:i])
-            start = i + 1
-        i += 1
-    return [*cells, line[start:]]
+    cuts = [m.start() for m in _ESCAPED_OR.finditer(line) if m.group() == "|"]
+    return [line[a + 1:b] for a, b in zip([-1, *cuts], [*cuts, len(line)], strict=True)]
 
 
 def _inert(markdown: str) -> bool:
