@@ -280,11 +280,6 @@ def _one_line(text: str, limit: int) -> str:
     return line + (f" … (+{more} line{'s' if more != 1 else ''})" if more else "")
 
 
-NOTEBOOK_START = ("--- the notebook since the last prompt (jupyter-agent, context_privacy: "
-                  "{privacy}) ---")
-NOTEBOOK_END = "--- end of the notebook section ---"
-
-
 def notebook_so_far(log: CellLog, privacy: Privacy, budget_tokens: int) -> str | None:
     """What the user did since :meth:`CellLog.mark`, a line per cell run and one for the
     variables rebound, the newest within ``budget_tokens`` (4 characters a token);
@@ -324,7 +319,8 @@ def notebook_so_far(log: CellLog, privacy: Privacy, budget_tokens: int) -> str |
             break
         kept.append(line)
         used += len(line) + 1
-    return "\n".join([NOTEBOOK_START.format(privacy=privacy), *reversed(kept), NOTEBOOK_END])
+    return "\n".join([f"--- the notebook since the last prompt (jupyter-agent, context_privacy: "
+                      f"{privacy}) ---", *reversed(kept), "--- end of the notebook section ---"])
 
 
 # ---- references
@@ -343,10 +339,6 @@ class References:
     prompt: str
     attached: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
-
-
-ATTACH_START = "--- attached by jupyter-agent (context_privacy: {privacy}) ---"
-ATTACH_END = "--- end of attachments ---"
 
 
 def attach_references(prompt: str, log: CellLog, privacy: Privacy, *,
@@ -395,6 +387,7 @@ def attach_references(prompt: str, log: CellLog, privacy: Privacy, *,
         refs.unknown.append(f"{len(found) - _MAX_REFERENCES} more references not attached "
                             f"(at most {_MAX_REFERENCES})")
     if blocks:
-        refs.prompt = "\n\n".join([prompt.rstrip(), ATTACH_START.format(privacy=privacy),
-                                   *blocks, ATTACH_END])
+        refs.prompt = "\n\n".join([
+            prompt.rstrip(), f"--- attached by jupyter-agent (context_privacy: {privacy}) ---",
+            *blocks, "--- end of attachments ---"])
     return refs

@@ -227,15 +227,6 @@ def _inline(text: str, dollar_links: bool = False, maths: bool = True) -> str:
             else:  # (but "\\`" in what could be a fence's info string keeps it no fence)
                 out.append("\\\\\\$" if p == "$" else "\\\\&#92;" if p == "\\" else "\\" + p)
             i += 2
-        elif c == "\\":
-            out.append("&#92;&#92;" if maths and _TEX_WORD.match(text, i + 1) else "\\")
-            i += 1
-        elif c == "$" and in_dest and dollar_links:
-            out.append("%24")
-            i += 1
-        elif c == "$" and maths:
-            out.append("\\\\$")
-            i += 1
         elif c == "`" and not in_dest:
             run = _backtick_run(text, i)
             blank = _BLANK_LINE.search(text, i)  # a code span ends with its paragraph
@@ -260,24 +251,25 @@ def _inline(text: str, dollar_links: bool = False, maths: bool = True) -> str:
                 and safe_url(m.group(1)):
             out.append(m.group(0))
             i = m.end()
-        elif c == "<":  # raw HTML shows as typed
-            out.append("\\<")
-            i += 1
         elif c == "!" and text.startswith("[", i + 1) and not in_dest:
             out.append("[image: ")  # an image is a link to it, never fetched by itself
             i += 2
         elif c == "]" and text.startswith("(", i + 1):
-            if not safe_url(_destination(text[i + 2:i + 2050])):
-                out.append("]\\(")  # no link: the destination shows as text
-            else:
-                out.append("](")
-                dest_end = _link_end(text, i + 2)
+            link = safe_url(_destination(text[i + 2:i + 2050]))
+            out.append("](" if link else "]\\(")  # no link: the destination shows as text
+            dest_end = _link_end(text, i + 2) if link else dest_end
             i += 2
         elif c == "]" and text.startswith(":", i + 1) \
                 and not safe_url(_destination(text[i + 2:i + 2050])):
             out.append("]\\:")  # no link reference definition with that destination
             i += 2
-        else:
+        else:  # one character
+            if c == "\\":
+                c = "&#92;&#92;" if maths and _TEX_WORD.match(text, i + 1) else "\\"
+            elif c == "$" and (maths or (in_dest and dollar_links)):
+                c = "%24" if in_dest and dollar_links else "\\\\$"
+            elif c == "<":  # raw HTML shows as typed
+                c = "\\<"
             out.append(c)
             i += 1
     return "".join(out)
