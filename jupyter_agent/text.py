@@ -366,11 +366,9 @@ def _literal(text: str, *, line_start: bool) -> str:
             digits = next((i for i, c in enumerate(line) if not c.isdigit()), len(line))
             if 0 < digits < len(line) and line[digits] in ".)":
                 chars[digits] = "\\" + line[digits]
-            body = "".join(chars)
-            stripped = body.lstrip(" ")
-            lines.append("\u00a0" * (len(body) - len(stripped)) + stripped)
-        else:
-            lines.append("".join(chars))
+        body = "".join(chars)
+        stripped = body.lstrip(" ") if number or line_start else body
+        lines.append("\u00a0" * (len(body) - len(stripped)) + stripped)
     return "  \n".join(lines)
 
 
