@@ -182,11 +182,7 @@ class InvalidFigureError(JupyterAgentError, ValueError):
 
 # ---- files of the memory directory
 class UnsafePathError(JupyterAgentError):
-    """Something in the memory directory the store may not safely use."""
-
-    path: Path
-    message: str
-    template = "{message}"
+    """Something in the memory directory the store may not safely use (at ``path``)."""
 
 
 class UnsafeFileError(UnsafePathError):
@@ -212,7 +208,7 @@ class UnsafeDirectoryError(UnsafePathError):
                  mode: int | None = None, fix: str = "") -> None:
         self.path, self.owner, self.mode = path, owner, mode
         self.problem, self.fix = problem, fix
-        super().__init__(path, self.advice())
+        super().__init__(self.advice())
 
     def advice(self, elsewhere: str = MAGICS_ELSEWHERE) -> str:
         """The one-line message, ``elsewhere`` saying how to use another directory."""

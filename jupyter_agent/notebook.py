@@ -110,7 +110,6 @@ def schema_lines(value: Any) -> list[str]:
 
 
 def brief_schema(value: Any) -> list[str]:
-    """:func:`schema_lines` without the memory line."""
     return [line for line in schema_lines(value) if not line.startswith("memory")]
 
 
@@ -218,7 +217,6 @@ class CellLog:
                 self.errors.popitem(last=False)
 
     def variables(self) -> dict[str, Any]:
-        """The user's variables (:func:`visible_namespace` of the shell's namespace)."""
         return visible_namespace(getattr(self.shell, "user_ns", None) or {}, self.shell)
 
     def inputs(self) -> list[str]:

@@ -259,7 +259,6 @@ class SessionOptions:
         return replace(base, **{k: getattr(self, k) for k in self.given()})
 
     def given(self) -> frozenset[str]:
-        """The names of the options that are given (not ``None``)."""
         return frozenset(f.name for f in fields(self) if getattr(self, f.name) is not None)
 
 
