@@ -109,15 +109,13 @@ def unload_ipython_extension(ipython: Any) -> None:
     ipython.input_transformers_cleanup[:] = [
         t for t in ipython.input_transformers_cleanup if not _is_ours(t)]
     if any(getattr(e, "__name__", "") == "AgentUsageError" for e in ipython.custom_exceptions):
-        previous = getattr(ipython, "_jupyter_agent_previous_exc", ())
-        handler = getattr(ipython, "_jupyter_agent_previous_tb", None)
-        if previous and handler is not None:
-            ipython.custom_exceptions = previous
+        handler = getattr(ipython, "_jupyter_agent_previous_tb", None)  # set with them
+        if handler is not None:
+            ipython.custom_exceptions = ipython._jupyter_agent_previous_exc
             ipython.CustomTB = handler
         else:
             ipython.set_custom_exc((), None)
         ipython._jupyter_agent_previous_tb = None
-        ipython._jupyter_agent_previous_exc = ()
     if active is not None:
         print(f"Session {active} is no longer active (the extension was unloaded): "
               f"%agent_resume {active} takes it back.")

@@ -97,9 +97,9 @@ class ContextMismatchError(JupyterAgentError, ValueError):
 
     def __init__(self, session_id: str, index: int, detail: str = "") -> None:
         self.session_id, self.index = session_id, index
-        msg = (f"messages for session {session_id!r} do not extend the saved working context "
-               f"(first difference at message {index})")
-        super().__init__(msg + (f": {detail}" if detail else ""))
+        super().__init__(f"messages for session {session_id!r} do not extend the saved working "
+                         f"context (first difference at message {index})"
+                         + (f": {detail}" if detail else ""))
 
 
 class SessionLockedError(JupyterAgentError):
@@ -112,9 +112,8 @@ class SessionLockedError(JupyterAgentError):
         self.session_id = session_id
         self.pid = pid if pid is not None or holder is None else holder.pid
         self.path, self.holder = path, holder
-        who = holder.describe() if holder is not None else ""
-        if not who:
-            who = f"process {self.pid}" if self.pid is not None else "another process"
+        who = (holder.describe() if holder is not None else "") or (
+            f"process {self.pid}" if self.pid is not None else "another process")
         where = f" (lock file {path})" if path is not None else ""
         super().__init__(f"session {session_id!r} is in use by {who}{where}; close it there "
                          f"or end that process, then try again")
@@ -128,12 +127,9 @@ class StoreUnavailableError(JupyterAgentError):
 
     def __init__(self, url: str, reason: str, *, lost: bool = False) -> None:
         self.url, self.reason = url, reason
-        if lost:
-            msg = (f"lost the connection to the session database {url}: {reason}; everything "
-                   "saved before is safe and the next command reconnects")
-        else:
-            msg = f"cannot use the session database {url}: {reason}"
-        super().__init__(msg)
+        super().__init__(f"lost the connection to the session database {url}: {reason}; "
+                         "everything saved before is safe and the next command reconnects"
+                         if lost else f"cannot use the session database {url}: {reason}")
 
 
 class StoreSchemaError(JupyterAgentError):
@@ -186,11 +182,7 @@ class InvalidFigureError(JupyterAgentError, ValueError):
 
 # ---- files of the memory directory
 class UnsafePathError(JupyterAgentError):
-    """Something in the memory directory the store may not safely use."""
-
-    path: Path
-    message: str
-    template = "{message}"
+    """Something in the memory directory the store may not safely use (at ``path``)."""
 
 
 class UnsafeFileError(UnsafePathError):
@@ -216,7 +208,7 @@ class UnsafeDirectoryError(UnsafePathError):
                  mode: int | None = None, fix: str = "") -> None:
         self.path, self.owner, self.mode = path, owner, mode
         self.problem, self.fix = problem, fix
-        super().__init__(path, self.advice())
+        super().__init__(self.advice())
 
     def advice(self, elsewhere: str = MAGICS_ELSEWHERE) -> str:
         """The one-line message, ``elsewhere`` saying how to use another directory."""
@@ -329,10 +321,8 @@ class ForkPointError(JupyterAgentError, ValueError):
 
     def __init__(self, session_id: str, at: int, turns: int) -> None:
         self.session_id, self.at, self.turns = session_id, at, turns
-        if turns == 0:
-            valid = "it has no user turns yet, so it can only be forked whole"
-        else:
-            valid = f"use 1 to {turns}" if turns > 1 else "use 1"
+        valid = ("it has no user turns yet, so it can only be forked whole" if turns == 0
+                 else f"use 1 to {turns}" if turns > 1 else "use 1")
         super().__init__(f"cannot fork session {session_id!r} at turn {at}: {valid}")
 
 

@@ -110,7 +110,6 @@ def schema_lines(value: Any) -> list[str]:
 
 
 def brief_schema(value: Any) -> list[str]:
-    """:func:`schema_lines` without the memory line."""
     return [line for line in schema_lines(value) if not line.startswith("memory")]
 
 
@@ -218,7 +217,6 @@ class CellLog:
                 self.errors.popitem(last=False)
 
     def variables(self) -> dict[str, Any]:
-        """The user's variables (:func:`visible_namespace` of the shell's namespace)."""
         return visible_namespace(getattr(self.shell, "user_ns", None) or {}, self.shell)
 
     def inputs(self) -> list[str]:
@@ -280,11 +278,6 @@ def _one_line(text: str, limit: int) -> str:
     return line + (f" … (+{more} line{'s' if more != 1 else ''})" if more else "")
 
 
-NOTEBOOK_START = ("--- the notebook since the last prompt (jupyter-agent, context_privacy: "
-                  "{privacy}) ---")
-NOTEBOOK_END = "--- end of the notebook section ---"
-
-
 def notebook_so_far(log: CellLog, privacy: Privacy, budget_tokens: int) -> str | None:
     """What the user did since :meth:`CellLog.mark`, a line per cell run and one for the
     variables rebound, the newest within ``budget_tokens`` (4 characters a token);
@@ -324,7 +317,8 @@ def notebook_so_far(log: CellLog, privacy: Privacy, budget_tokens: int) -> str |
             break
         kept.append(line)
         used += len(line) + 1
-    return "\n".join([NOTEBOOK_START.format(privacy=privacy), *reversed(kept), NOTEBOOK_END])
+    return "\n".join([f"--- the notebook since the last prompt (jupyter-agent, context_privacy: "
+                      f"{privacy}) ---", *reversed(kept), "--- end of the notebook section ---"])
 
 
 # ---- references
@@ -343,10 +337,6 @@ class References:
     prompt: str
     attached: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
-
-
-ATTACH_START = "--- attached by jupyter-agent (context_privacy: {privacy}) ---"
-ATTACH_END = "--- end of attachments ---"
 
 
 def attach_references(prompt: str, log: CellLog, privacy: Privacy, *,
@@ -395,6 +385,7 @@ def attach_references(prompt: str, log: CellLog, privacy: Privacy, *,
         refs.unknown.append(f"{len(found) - _MAX_REFERENCES} more references not attached "
                             f"(at most {_MAX_REFERENCES})")
     if blocks:
-        refs.prompt = "\n\n".join([prompt.rstrip(), ATTACH_START.format(privacy=privacy),
-                                   *blocks, ATTACH_END])
+        refs.prompt = "\n\n".join([
+            prompt.rstrip(), f"--- attached by jupyter-agent (context_privacy: {privacy}) ---",
+            *blocks, "--- end of attachments ---"])
     return refs

@@ -259,22 +259,16 @@ class SessionOptions:
         return replace(base, **{k: getattr(self, k) for k in self.given()})
 
     def given(self) -> frozenset[str]:
-        """The names of the options that are given (not ``None``)."""
         return frozenset(f.name for f in fields(self) if getattr(self, f.name) is not None)
 
 
-def _table() -> tuple[Option, ...]:
-    types = get_type_hints(Settings)
-    rows = []
-    for f in fields(Settings):
-        base = next(t for t in (bool, int, float, str) if t == types[f.name]
-                    or t in getattr(types[f.name], "__args__", ()))
-        rows.append(replace(f.metadata["option"], name=f.name, type=base, default=f.default))
-    return tuple(rows)
-
-
+_HINTS = get_type_hints(Settings)
 #: The settings, in the order ``%config AgentMagics`` and the magics' help list them.
-OPTIONS: tuple[Option, ...] = _table()
+OPTIONS: tuple[Option, ...] = tuple(
+    replace(f.metadata["option"], name=f.name, default=f.default,
+            type=next(t for t in (bool, int, float, str)
+                      if t == _HINTS[f.name] or t in getattr(_HINTS[f.name], "__args__", ())))
+    for f in fields(Settings))
 _BY_NAME = {o.name: o for o in OPTIONS}
 #: The settings that limit a session or a prompt (the fields of ``agent.Limits``).
 LIMITS: tuple[str, ...] = tuple(o.name for o in OPTIONS if o.use == "limit")

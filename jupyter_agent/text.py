@@ -133,6 +133,8 @@ _MD_SPECIAL = set("\\`*_[]<>#|~!&")
 SAFE_SCHEMES = frozenset({"http", "https", "mailto"})
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 _UNESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
+#: A backslash escape (skipped whole) or a character the scanners below look for.
+_ESCAPED_OR = re.compile(r"\\.?|[()|\n]", re.S)
 
 
 def safe_url(url: str) -> bool:
@@ -198,10 +200,7 @@ def _blocks(markdown: str) -> tuple[set[int], set[int], set[int], bool]:
 
 
 def _backtick_run(text: str, i: int) -> int:
-    j = i
-    while j < len(text) and text[j] == "`":
-        j += 1
-    return j - i
+    return next((j for j in range(i, len(text)) if text[j] != "`"), len(text)) - i
 
 
 def _inline(text: str, dollar_links: bool = False, maths: bool = True) -> str:
@@ -228,15 +227,6 @@ def _inline(text: str, dollar_links: bool = False, maths: bool = True) -> str:
             else:  # (but "\\`" in what could be a fence's info string keeps it no fence)
                 out.append("\\\\\\$" if p == "$" else "\\\\&#92;" if p == "\\" else "\\" + p)
             i += 2
-        elif c == "\\":
-            out.append("&#92;&#92;" if maths and _TEX_WORD.match(text, i + 1) else "\\")
-            i += 1
-        elif c == "$" and in_dest and dollar_links:
-            out.append("%24")
-            i += 1
-        elif c == "$" and maths:
-            out.append("\\\\$")
-            i += 1
         elif c == "`" and not in_dest:
             run = _backtick_run(text, i)
             blank = _BLANK_LINE.search(text, i)  # a code span ends with its paragraph
@@ -261,24 +251,25 @@ def _inline(text: str, dollar_links: bool = False, maths: bool = True) -> str:
                 and safe_url(m.group(1)):
             out.append(m.group(0))
             i = m.end()
-        elif c == "<":  # raw HTML shows as typed
-            out.append("\\<")
-            i += 1
         elif c == "!" and text.startswith("[", i + 1) and not in_dest:
             out.append("[image: ")  # an image is a link to it, never fetched by itself
             i += 2
         elif c == "]" and text.startswith("(", i + 1):
-            if not safe_url(_destination(text[i + 2:i + 2050])):
-                out.append("]\\(")  # no link: the destination shows as text
-            else:
-                out.append("](")
-                dest_end = _link_end(text, i + 2)
+            link = safe_url(_destination(text[i + 2:i + 2050]))
+            out.append("](" if link else "]\\(")  # no link: the destination shows as text
+            dest_end = _link_end(text, i + 2) if link else dest_end
             i += 2
         elif c == "]" and text.startswith(":", i + 1) \
                 and not safe_url(_destination(text[i + 2:i + 2050])):
             out.append("]\\:")  # no link reference definition with that destination
             i += 2
-        else:
+        else:  # one character
+            if c == "\\":
+                c = "&#92;&#92;" if maths and _TEX_WORD.match(text, i + 1) else "\\"
+            elif c == "$" and (maths or (in_dest and dollar_links)):
+                c = "%24" if in_dest and dollar_links else "\\\\$"
+            elif c == "<":  # raw HTML shows as typed
+                c = "\\<"
             out.append(c)
             i += 1
     return "".join(out)
@@ -287,33 +278,19 @@ def _inline(text: str, dollar_links: bool = False, maths: bool = True) -> str:
 def _link_end(text: str, start: int) -> int:
     # the index after the ")" that closes a link destination opened at start
     depth = 1
-    i = start
-    while i < len(text) and text[i] != "\n":
-        if text[i] == "\\":
-            i += 2
-            continue
-        if text[i] == "(":
-            depth += 1
-        elif text[i] == ")":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
+    for match in _ESCAPED_OR.finditer(text, start):
+        if match.group() == "\n":
+            break
+        depth += {"(": 1, ")": -1}.get(match.group(), 0)
+        if depth == 0:
+            return match.end()
     return start
 
 
 def _cells(line: str) -> list[str]:
     # a table row split at each "|" not escaped (by an odd number of backslashes)
-    cells, start, i = [], 0, 0
-    while i < len(line):
-        if line[i] == "\\":
-            i += 2
-            continue
-        if line[i] == "|":
-            cells.append(line[start:i])
-            start = i + 1
-        i += 1
-    return [*cells, line[start:]]
+    cuts = [m.start() for m in _ESCAPED_OR.finditer(line) if m.group() == "|"]
+    return [line[a + 1:b] for a, b in zip([-1, *cuts], [*cuts, len(line)], strict=True)]
 
 
 def _inert(markdown: str) -> bool:
@@ -389,11 +366,9 @@ def _literal(text: str, *, line_start: bool) -> str:
             digits = next((i for i, c in enumerate(line) if not c.isdigit()), len(line))
             if 0 < digits < len(line) and line[digits] in ".)":
                 chars[digits] = "\\" + line[digits]
-            body = "".join(chars)
-            stripped = body.lstrip(" ")
-            lines.append("\u00a0" * (len(body) - len(stripped)) + stripped)
-        else:
-            lines.append("".join(chars))
+        body = "".join(chars)
+        stripped = body.lstrip(" ") if number or line_start else body
+        lines.append("\u00a0" * (len(body) - len(stripped)) + stripped)
     return "  \n".join(lines)
 
 
