@@ -136,11 +136,14 @@ class PlainTurnRenderer:
     result already says it (a refusal); any other notice is written at the next event.
     The status line is shown only on a terminal, written to the stream fixed at creation
     (never through a ``sys.stdout`` the agent's code redirected). What the code displays
-    is left to the tool result, which names it.
+    is left to the tool result, which names it. The Markdown of what it writes is kept
+    (:class:`MarkdownTurnRenderer` shows it).
     """
 
     def __init__(self, stream: TextIO | None = None, *, wait_after: float = WAIT_AFTER) -> None:
         self._stream = stream
+        self._items: list[list[Any]] = []  # the Markdown: [kind, payload], reply / lines / block
+        self._shown_figures: set[str] = set()  # "[figure 1: ...]" lines of figures shown
         self._at_line_start = True
         self._open: str | None = None  # the ID of the running call
         self._one_line = False  # the running call is shown as one line, open for its result
@@ -219,28 +222,56 @@ class PlainTurnRenderer:
         self._notice(str(event.text))
         return True
 
+    def _block(self, markdown: str) -> None:
+        self._items.append(["block", markdown])
+
     def _reply(self, text: str) -> None:
         self._write(text)
+        if self._items and self._items[-1][0] == "reply":
+            self._items[-1][1] += text
+        else:
+            self._items.append(["reply", text])
 
     def _call_line(self, line: str) -> None:
         self._write(("" if self._at_line_start else "\n") + line)
+        if not (self._items and self._items[-1][0] == "lines"):
+            self._items.append(["lines", []])
+        self._items[-1][1].append(line)
 
     def _call_result(self, text: str) -> None:
         self._write(f" {text}\n")
+        self._items[-1][1][-1] += " " + text  # nothing else is shown while a call runs
 
     def _code_call(self, name: str, code: str) -> None:
         self._write_block("\n".join([f"▶ {name}", *("    " + line for line in code.splitlines())]))
+        self._block(f"**{literal('▶ ' + name)}**" + (f"\n{fence(code, 'python')}" if code else ""))
 
     def _section(self, kind: str, body: str) -> None:
-        label = RESULT_LABELS[kind]
+        label, quoted = RESULT_LABELS[kind], kind in ("output", "result", "stderr")
+        lines = result_preview(body) if quoted else body.splitlines() or [""]
         if kind in ("refused", "message"):
             self._write_block(f"  {label} {body}")
-            return
-        first, *rest = result_preview(body) if kind != "error" else body.splitlines() or [""]
-        self._write_block("\n".join([f"  {label} {first}", *(f"    {line}" for line in rest)]))
+        else:
+            self._write_block("\n".join([f"  {label} {lines[0]}",
+                                         *(f"    {line}" for line in lines[1:])]))
+        if kind == "output" and self._shown_figures:
+            # a figure shown above in its place: its line is for the model, not for you
+            body = "\n".join(line for line in body.split("\n")
+                             if line not in self._shown_figures).strip("\n")
+            if not body:
+                return
+            lines = result_preview(body)
+        if kind not in ("refused", "message") and len(lines) > 1:
+            self._block(f"*{literal(label)}*\n" + fence("\n".join(lines), "text"))
+        elif quoted and lines[0]:
+            self._block(f"{literal(label)} `{lines[0].replace('`', chr(39))}`")
+        else:
+            shown = f"{label} {body if kind == 'refused' else lines[0] or '(no output)'}"
+            self._block(literal(shown, code_spans=True))
 
     def _notice(self, text: str, *, now: bool = False) -> None:
         self._pending.append(text)
+        self._block(f"*{literal(text)}*")
         if now:
             self._flush_pending()
 
@@ -267,11 +298,14 @@ class PlainTurnRenderer:
                 self._section("message", "interrupted while running")
             self._open, self._one_line = None, False
             self._pending = [t for t in self._pending if t != drop_notice]
+            self._items = [item for item in self._items
+                           if item != ["block", f"*{literal(drop_notice or '')}*"]]
             self._flush_pending()
             if not self._at_line_start:
                 self._write("\n")
             if footer:
                 self._write(footer + "\n")
+                self._block(f"*{literal(footer)}*")
 
 
 class MarkdownTurnRenderer(PlainTurnRenderer):
@@ -299,10 +333,8 @@ class MarkdownTurnRenderer(PlainTurnRenderer):
         self._plain_out = io.StringIO()
         super().__init__(self._plain_out)
         self._live = live
-        self._items: list[list[Any]] = []  # [kind, payload]: reply / lines / block
         self._handle: Any = None
         self._parts: list[tuple[Any, dict[str, Any]]] = []  # finished outputs, display kwargs
-        self._shown_figures: set[str] = set()  # "[figure 1: ...]" lines of figures shown
         self._plain_from = 0  # where the current output's plain text starts
         self._min_interval = min_interval
         self._shown_at = float("-inf")
@@ -330,53 +362,6 @@ class MarkdownTurnRenderer(PlainTurnRenderer):
             self._handle = display(self._display_object(), display_id=True)
         else:
             self._handle.update(self._display_object())
-
-    def _block(self, markdown: str) -> None:
-        self._items.append(["block", markdown])
-
-    def _reply(self, text: str) -> None:
-        super()._reply(text)
-        if self._items and self._items[-1][0] == "reply":
-            self._items[-1][1] += text
-        else:
-            self._items.append(["reply", text])
-
-    def _call_line(self, line: str) -> None:
-        super()._call_line(line)
-        if not (self._items and self._items[-1][0] == "lines"):
-            self._items.append(["lines", []])
-        self._items[-1][1].append(line)
-
-    def _call_result(self, text: str) -> None:
-        super()._call_result(text)
-        self._items[-1][1][-1] += " " + text  # nothing else is shown while a call runs
-
-    def _code_call(self, name: str, code: str) -> None:
-        super()._code_call(name, code)
-        self._block(f"**{literal('▶ ' + name)}**" + (f"\n{fence(code, 'python')}" if code else ""))
-
-    def _section(self, kind: str, body: str) -> None:
-        super()._section(kind, body)
-        if kind == "output" and self._shown_figures:
-            # a figure shown above in its place: its line is for the model, not for you
-            body = "\n".join(line for line in body.split("\n")
-                             if line not in self._shown_figures).strip("\n")
-            if not body:
-                return
-        label = RESULT_LABELS[kind]
-        lines = result_preview(body) if kind in ("output", "result", "stderr") else \
-            body.splitlines() or [""]
-        if kind not in ("refused", "message") and len(lines) > 1:
-            self._block(f"*{literal(label)}*\n" + fence("\n".join(lines), "text"))
-        elif kind in ("output", "result", "stderr") and lines[0]:
-            self._block(f"{literal(label)} `{lines[0].replace('`', chr(39))}`")
-        else:
-            shown = f"{label} {body if kind == 'refused' else lines[0] or '(no output)'}"
-            self._block(literal(shown, code_spans=True))
-
-    def _notice(self, text: str, *, now: bool = False) -> None:
-        super()._notice(text, now=now)
-        self._block(f"*{literal(text)}*")
 
     def _end_output(self) -> None:
         """End the current Markdown output for good; what follows goes in a new one."""
@@ -420,11 +405,6 @@ class MarkdownTurnRenderer(PlainTurnRenderer):
         ``footer`` last; see :meth:`PlainTurnRenderer.finish`."""
         with self._lock:
             super().finish(interrupted=interrupted, drop_notice=drop_notice, footer=footer)
-            if drop_notice is not None:
-                target = ["block", f"*{literal(drop_notice)}*"]
-                self._items = [item for item in self._items if item != target]
-            if footer:
-                self._block(f"*{literal(footer)}*")
             if not self._live:  # headless: every output of the turn, once, in order
                 for shown, how in self._parts:
                     display(shown, **how)
