@@ -26,7 +26,6 @@ from jupyter_agent.ui.display import (
     format_owner,
     format_search_results,
     format_sessions_table,
-    messages_of,
     one_line,
 )
 from jupyter_agent.ui.panel_details import DetailView, button, close_widgets, lines_html, role_lines
@@ -55,7 +54,7 @@ def format_row(listing: SessionListing, now: datetime | None = None) -> RowText:
     summary's first two lines); ``messages`` leaves out the system prompt; ``holder``
     who holds a session in use elsewhere; ``owner`` whose it is in a team store."""
     name = listing.title or excerpt(listing.first_prompt, 60) or UNTITLED
-    shown = messages_of(listing.message_count)
+    shown = max(listing.message_count - 1, 0)  # the system prompt is not counted
     roles = role_lines(listing.summary)
     return RowText(
         name=one_line(name, 60),

@@ -193,15 +193,27 @@ class PlainTurnRenderer:
         if kind in _SHOWN:
             self._flush_pending()
         if kind == "text_delta":
-            self._reply(event.text)
+            self._write(event.text)
+            if self._items and self._items[-1][0] == "reply":
+                self._items[-1][1] += event.text
+            else:
+                self._items.append(["reply", event.text])
             return False
         if kind == "tool_call_start":
             code = call_code(event.arguments)
             self._open, self._one_line = event.call_id, code is None and not event.asks
             if self._one_line:
-                self._call_line(f"▸ {format_call(event.name, event.arguments)}")
+                line = f"▸ {format_call(event.name, event.arguments)}"
+                self._write(("" if self._at_line_start else "\n") + line)
+                if not (self._items and self._items[-1][0] == "lines"):
+                    self._items.append(["lines", []])
+                self._items[-1][1].append(line)
             else:
-                self._code_call(event.name, "" if event.asks else code or "")
+                code = "" if event.asks else code or ""
+                self._write_block("\n".join([f"▶ {event.name}",
+                                             *("    " + line for line in code.splitlines())]))
+                self._block(f"**{literal('▶ ' + event.name)}**"
+                            + (f"\n{fence(code, 'python')}" if code else ""))
             return True
         if kind == "tool_call_end":
             if self._one_line:
@@ -225,26 +237,9 @@ class PlainTurnRenderer:
     def _block(self, markdown: str) -> None:
         self._items.append(["block", markdown])
 
-    def _reply(self, text: str) -> None:
-        self._write(text)
-        if self._items and self._items[-1][0] == "reply":
-            self._items[-1][1] += text
-        else:
-            self._items.append(["reply", text])
-
-    def _call_line(self, line: str) -> None:
-        self._write(("" if self._at_line_start else "\n") + line)
-        if not (self._items and self._items[-1][0] == "lines"):
-            self._items.append(["lines", []])
-        self._items[-1][1].append(line)
-
     def _call_result(self, text: str) -> None:
         self._write(f" {text}\n")
         self._items[-1][1][-1] += " " + text  # nothing else is shown while a call runs
-
-    def _code_call(self, name: str, code: str) -> None:
-        self._write_block("\n".join([f"▶ {name}", *("    " + line for line in code.splitlines())]))
-        self._block(f"**{literal('▶ ' + name)}**" + (f"\n{fence(code, 'python')}" if code else ""))
 
     def _section(self, kind: str, body: str) -> None:
         label, quoted = RESULT_LABELS[kind], kind in ("output", "result", "stderr")
