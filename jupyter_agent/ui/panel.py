@@ -265,13 +265,9 @@ class SessionsPanel(widgets.VBox):
         self.layout.close()
         super().close()
 
-    @_guarded
-    def refresh(self) -> None:
-        """Re-read the store and redraw (keeps the filter, the toggle and if possible the page)."""
-        self._reload()
-
     # ---- drawing
     def _reload(self) -> None:
+        """Re-read the store and redraw (keeps the filter, the toggle and if possible the page)."""
         listing = self._store.list_sessions(include_archived=True)
         # who holds a session in use elsewhere, where the listing does not say
         self._listing = [s if s.status != "in use" or s.holder is not None else
@@ -279,6 +275,8 @@ class SessionsPanel(widgets.VBox):
                          for s in listing]
         self._deep_hits = None
         self._render()
+
+    refresh = _guarded(_reload)
 
     def _search(self) -> list[SearchHit]:
         """The shown sessions that match the filter, with where."""
