@@ -77,7 +77,6 @@ class RowSlot:
 
     def __init__(self, on_click: Callable[[str, RowSlot], None]) -> None:
         self.session_id = ""
-        self.archived = False
         self.text = RowText("", "", "", "", "", "")
         self.info = widgets.HTML(layout=widgets.Layout(flex="1 1 0%", min_width="240px"))
         self.meta = widgets.HTML(layout=widgets.Layout(flex="0 0 210px", width="210px"))
@@ -97,7 +96,7 @@ class RowSlot:
 
     def clear(self) -> None:
         # a slot off the page keeps no text: a saved notebook holds only what is shown
-        self.session_id, self.archived = "", False
+        self.session_id = ""
         self.info.value = self.meta.value = ""
         self.resume.tooltip = self.archive.tooltip = self.delete.tooltip = ""  # no holder's name
 
@@ -105,7 +104,7 @@ class RowSlot:
              now: datetime | None = None) -> RowSlot:
         """Show ``listing``; ``found`` (where the filter's text is) replaces the summary."""
         self.text = text = format_row(listing, now)
-        self.session_id, self.archived = listing.id, listing.archived
+        self.session_id = listing.id
         untitled = text.name == UNTITLED
         name = f"<i>{text.name}</i>" if untitled else f"<b>{html.escape(text.name)}</b>"
         summary = "".join(f"<br><small>{html.escape(line)}</small>"
@@ -376,7 +375,7 @@ class SessionsPanel(widgets.VBox):
 
     @_guarded
     def _on_archive_click(self, session_id: str) -> None:
-        archived = not next(r for r in self.rows if r.session_id == session_id).archived
+        archived = not next(s for s in self._listing if s.id == session_id).archived
         self._say(self._on_archive(session_id, archived),
                   f"{'Archived' if archived else 'Unarchived'} {self._label(session_id)}.")
         self._reload()
