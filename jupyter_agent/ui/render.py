@@ -111,12 +111,11 @@ class WaitingStatus:
         self.paused = False
         kind = getattr(event, "kind", "")
         if kind == "tool_call_start":
-            self._call = self.running = event.name
-            if event.asks:
-                self.running, self.paused = None, True
+            self._call, self.paused = event.name, event.asks
+            self.running = None if event.asks else event.name
         elif kind == "tool_call_end":
             self._call = self.running = None
-        elif kind == "approval_answered" and self._call is not None and event.approved:
+        elif kind == "approval_answered" and event.approved:
             self.running = self._call
         shown, self.text = self.text is not None, None
         return shown
@@ -441,40 +440,38 @@ def recap_text(record: SessionRecord, *, unarchived: bool = False,
              f"{plural(len(record.transcript), 'message')} · {format_tokens(state.usage)} · "
              f"{format_cost(state.usage)} · {plural(state.tool_calls, 'tool call')}")
     title = f" — {record.title}" if record.title else ""
-    plain = [f"Resumed session {record.id}{title}", usage]
-    markdown = [f"#### Resumed: {literal(record.title or f'session {record.id}')}",
-                literal(f"{record.id} · {usage}")]
+    parts = [(f"Resumed session {record.id}{title}",
+              f"#### Resumed: {literal(record.title or f'session {record.id}')}"),
+             (usage, literal(f"{record.id} · {usage}"))]  # (plain, Markdown)
     if endpoint_note:
-        plain.append(endpoint_note)
-        markdown.append(f"**Endpoint:** {literal(endpoint_note)}")
+        parts.append((endpoint_note, f"**Endpoint:** {literal(endpoint_note)}"))
     if unarchived:
-        plain.append("unarchived: the session was archived; resuming took it out of the archive")
-        markdown.append("*The session was archived; resuming took it out of the archive.*")
+        parts.append(("unarchived: the session was archived; resuming took it out of the archive",
+                      "*The session was archived; resuming took it out of the archive.*"))
     if record.summary:
         summary = shorten(record.summary.strip(), 600)
-        plain.append("summary: " + summary)
-        markdown.append("**Summary**\n\n" + reply_markdown(hard_breaks(summary)))
+        parts.append(("summary: " + summary,
+                      "**Summary**\n\n" + reply_markdown(hard_breaks(summary))))
     todos = [t for t in state.todos if t.status in ("pending", "in_progress")]
     if todos:
-        plain.append("open todos:\n" + format_todos(todos))
-        markdown.append("**Open todos**\n\n" + "\n".join(
-            f"- {t.id}\\. {literal(t.text)} — *{t.status.replace('_', ' ')}*" for t in todos))
+        parts.append(("open todos:\n" + format_todos(todos), "**Open todos**\n\n" + "\n".join(
+            f"- {t.id}\\. {literal(t.text)} — *{t.status.replace('_', ' ')}*" for t in todos)))
     exchange = []
     for label, role in (("prompt", "user"), ("reply", "assistant")):
         text = next((message_text(m) for m in reversed(record.messages) if m.get("role") == role
                      and (role == "user" or message_text(m))), None)
         if text is not None:
-            plain.append(f"last {label}: ".ljust(13) + one_line(text, 300))
-            exchange.append(f"**Last {label}:** {literal(one_line(text, 300))}")
+            exchange.append((f"last {label}: ".ljust(13) + one_line(text, 300),
+                             f"**Last {label}:** {literal(one_line(text, 300))}"))
     if exchange:
-        markdown.append("  \n".join(exchange))
+        parts.append(("\n".join(p for p, _ in exchange), "  \n".join(m for _, m in exchange)))
     figure = last_figure(record.transcript)
     if figure is not None:
-        plain.append(f"last figure: {figure_label(figure)} (%agent_history shows it)")
-        markdown.append(f"**Last figure:** {literal(figure_label(figure))} (below; "
-                        "`%agent_history` shows every figure)")
-    markdown.append("Continue with `%%agent`.")
-    return MarkdownText("\n\n".join(markdown), "\n".join(plain))
+        parts.append((f"last figure: {figure_label(figure)} (%agent_history shows it)",
+                      f"**Last figure:** {literal(figure_label(figure))} (below; "
+                      "`%agent_history` shows every figure)"))
+    markdown = [m for _, m in parts] + ["Continue with `%%agent`."]
+    return MarkdownText("\n\n".join(markdown), "\n".join(p for p, _ in parts))
 
 
 def show_figure(ref: dict[str, Any], read: ReadFigure | None, *,
