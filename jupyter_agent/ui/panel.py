@@ -234,10 +234,6 @@ class SessionsPanel(widgets.VBox):
         """The HTML of the error area ("" when the last action succeeded)."""
         return str(self._errors.value)
 
-    @property
-    def detail_visible(self) -> bool:
-        return self._details.selected is not None
-
     def text_table(self) -> str:
         """The current page as the terminal's table (only what the panel shows: it is
         saved with the notebook), with where the filter's text was found."""
