@@ -269,11 +269,6 @@ def format_owner(user: str, host: str, role: str = "", shared: Sequence[str] = (
     return text
 
 
-def messages_of(count: int) -> int:
-    """A listing's ``message_count`` without the system prompt the transcript starts with."""
-    return max(count - 1, 0)
-
-
 def _table(rows: Sequence[Sequence[str]]) -> str:
     """Columns padded to their widths; the last column is not padded."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
@@ -299,7 +294,7 @@ def format_sessions_table(listings: Sequence[SessionListing], *,
             name = f"{one_line(name, 30)} ↳ fork of {one_line(parent.session_id, 16)}"
         status = s.status + (" (archived)" if s.archived else "")
         rows.append(("*" if s.id == active_id else "", s.id, relative_time(s.updated_at),
-                     status, str(messages_of(s.message_count)), f"${s.cost_usd:.4f}",
+                     status, str(max(s.message_count - 1, 0)), f"${s.cost_usd:.4f}",
                      *((owner,) if team else ()), one_line(name, 64 if parent else 50)))
     return _table(rows)
 
@@ -370,10 +365,9 @@ def describe_holder(holder: LeaseHolder | None, *, pid: int | None = None) -> st
     if since is not None:
         details.append(f"since {since.astimezone():%Y-%m-%d %H:%M}")
     extra = f" ({', '.join(details)})" if details else ""
-    if label.endswith(".ipynb"):
-        return f"the kernel of {label}{where}{extra}"
-    if label:  # a kernel without a notebook, a terminal, a command
-        return f"{label}{where}{extra}"
+    if label:  # a notebook's kernel, a kernel without a notebook, a terminal, a command
+        kernel = "the kernel of " if label.endswith(".ipynb") else ""
+        return f"{kernel}{label}{where}{extra}"
     if pid is not None:
         return f"process {pid}{where}" + (f" (since {since.astimezone():%H:%M})" if since else "")
     return f"another process{where}"

@@ -12,21 +12,20 @@ import functools
 import html
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import ipywidgets as widgets
 
 from jupyter_agent.artefacts.fork import fork_label
 from jupyter_agent.artefacts.search import SearchHit, SearchMatch, search_listings, search_sessions
 from jupyter_agent.store import Usage
-from jupyter_agent.text import excerpt, format_cost, relative_time
+from jupyter_agent.text import excerpt, format_cost, plural, relative_time
 from jupyter_agent.ui.display import (
     describe_holder,
     error_message,
     format_owner,
     format_search_results,
     format_sessions_table,
-    messages_of,
     one_line,
 )
 from jupyter_agent.ui.panel_details import DetailView, button, close_widgets, lines_html, role_lines
@@ -55,7 +54,7 @@ def format_row(listing: SessionListing, now: datetime | None = None) -> RowText:
     summary's first two lines); ``messages`` leaves out the system prompt; ``holder``
     who holds a session in use elsewhere; ``owner`` whose it is in a team store."""
     name = listing.title or excerpt(listing.first_prompt, 60) or UNTITLED
-    shown = messages_of(listing.message_count)
+    shown = max(listing.message_count - 1, 0)  # the system prompt is not counted
     roles = role_lines(listing.summary)
     return RowText(
         name=one_line(name, 60),
@@ -78,37 +77,34 @@ class RowSlot:
 
     def __init__(self, on_click: Callable[[str, RowSlot], None]) -> None:
         self.session_id = ""
-        self.archived = False
         self.text = RowText("", "", "", "", "", "")
         self.info = widgets.HTML(layout=widgets.Layout(flex="1 1 0%", min_width="240px"))
         self.meta = widgets.HTML(layout=widgets.Layout(flex="0 0 210px", width="210px"))
         self.details = button("Details", "Show (or hide) summary, todos and last messages")
-        self.resume = button("Resume", "Make this the active session of this kernel", "primary")
+        self.resume = button("Resume", style="primary")
         self.archive = button("Archive", min_width="86px")  # as wide as "Unarchive"
-        self.delete = button("Delete", "Delete this session (asks first)", "danger")
+        self.delete = button("Delete", style="danger")
         for action in ("details", "resume", "archive", "delete"):
             getattr(self, action).on_click(lambda _b, a=action: on_click(a, self))
-        self.buttons = widgets.HBox([self.details, self.resume, self.archive, self.delete],
-                                    layout=widgets.Layout(flex="0 1 auto",
-                                                          flex_flow="row wrap"))
+        buttons = widgets.HBox([self.details, self.resume, self.archive, self.delete],
+                               layout=widgets.Layout(flex="0 1 auto", flex_flow="row wrap"))
         self.box = widgets.HBox(
-            [self.info, self.meta, self.buttons],
+            [self.info, self.meta, buttons],
             layout=widgets.Layout(flex_flow="row wrap", align_items="center", width="100%",
                                   border_bottom="1px solid var(--jp-border-color2, #e0e0e0)",
                                   padding="2px 0"))
 
     def clear(self) -> None:
         # a slot off the page keeps no text: a saved notebook holds only what is shown
-        self.session_id, self.archived = "", False
+        self.session_id = ""
         self.info.value = self.meta.value = ""
-        self.resume.tooltip = self.archive.tooltip = ""
-        self.delete.tooltip = "Delete this session (asks first)"  # no holder's name kept
+        self.resume.tooltip = self.archive.tooltip = self.delete.tooltip = ""  # no holder's name
 
     def show(self, listing: SessionListing, found: SearchMatch | None = None,
              now: datetime | None = None) -> RowSlot:
         """Show ``listing``; ``found`` (where the filter's text is) replaces the summary."""
         self.text = text = format_row(listing, now)
-        self.session_id, self.archived = listing.id, listing.archived
+        self.session_id = listing.id
         untitled = text.name == UNTITLED
         name = f"<i>{text.name}</i>" if untitled else f"<b>{html.escape(text.name)}</b>"
         summary = "".join(f"<br><small>{html.escape(line)}</small>"
@@ -152,21 +148,17 @@ class RowSlot:
         return self
 
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _guarded(func: F) -> F:
+def _guarded(func: Callable[..., None]) -> Callable[..., None]:
     @functools.wraps(func)
-    def wrapper(self: SessionsPanel, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: SessionsPanel, *args: Any) -> None:
         self._errors.value = self._message.value = ""
         try:
-            return func(self, *args, **kwargs)
+            func(self, *args)
         except Exception as err:  # the panel is the boundary: nothing reaches the kernel log
             text = html.escape(error_message(err))
             self._errors.value = lines_html(f'<span style="color:#b00020">⚠ {text}</span>')
-            return None
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 class SessionsPanel(widgets.VBox):
@@ -193,7 +185,7 @@ class SessionsPanel(widgets.VBox):
         self._slots: list[RowSlot] = []
         self._pending_delete: str | None = None
         self._deep = deep
-        self._found: dict[str, SearchMatch] = {}
+        self._hits: list[SearchHit] = []  # the shown sessions that match the filter, with where
         self._deep_hits: tuple[str, list[SearchHit]] | None = None
 
         self._filter = widgets.Text(value=query, continuous_update=not deep,
@@ -216,10 +208,10 @@ class SessionsPanel(widgets.VBox):
         self._prev = button("◀ Prev")
         self._next = button("Next ▶")
         self._page_label = widgets.Label()
-        self._details = DetailView(self._on_detail_close_click)
+        self._details = DetailView(lambda _b: self._on_details_click(self._details.selected))
 
         self._filter.observe(self._on_filter_value, names="value")
-        self._show_archived.observe(self._on_show_archived_value, names="value")
+        self._show_archived.observe(self._on_filter_value, names="value")
         self._refresh.on_click(lambda _button: self.refresh())
         self._confirm.on_click(self._on_confirm_click)
         self._cancel.on_click(self._on_cancel_click)
@@ -235,26 +227,21 @@ class SessionsPanel(widgets.VBox):
 
     @property
     def page_count(self) -> int:
-        return max(1, -(-len(self._visible()) // self._page_size))
+        return max(1, -(-len(self._hits) // self._page_size))
 
     @property
     def error(self) -> str:
         """The HTML of the error area ("" when the last action succeeded)."""
         return str(self._errors.value)
 
-    @property
-    def detail_visible(self) -> bool:
-        return self._details.selected is not None
-
     def text_table(self) -> str:
         """The current page as the terminal's table (only what the panel shows: it is
         saved with the notebook), with where the filter's text was found."""
-        start = self.page * self._page_size
+        hits = self._hits[self.page * self._page_size:][:self._page_size]
         if self._filter.value.strip():
-            hits = self._search()[start:start + self._page_size]
             table = format_search_results(hits, query=self._filter.value.strip())
         else:
-            table = format_sessions_table(self._visible()[start:start + self._page_size])
+            table = format_sessions_table([hit.session for hit in hits])
         if self.page_count > 1:
             table += f"\n({self._page_label.value})"
         return table
@@ -273,13 +260,9 @@ class SessionsPanel(widgets.VBox):
         self.layout.close()
         super().close()
 
-    @_guarded
-    def refresh(self) -> None:
-        """Re-read the store and redraw (keeps the filter, the toggle and if possible the page)."""
-        self._reload()
-
     # ---- drawing
     def _reload(self) -> None:
+        """Re-read the store and redraw (keeps the filter, the toggle and if possible the page)."""
         listing = self._store.list_sessions(include_archived=True)
         # who holds a session in use elsewhere, where the listing does not say
         self._listing = [s if s.status != "in use" or s.holder is not None else
@@ -287,6 +270,8 @@ class SessionsPanel(widgets.VBox):
                          for s in listing]
         self._deep_hits = None
         self._render()
+
+    refresh = _guarded(_reload)
 
     def _search(self) -> list[SearchHit]:
         """The shown sessions that match the filter, with where."""
@@ -300,31 +285,25 @@ class SessionsPanel(widgets.VBox):
         ids = {s.id for s in shown}
         return [hit for hit in self._deep_hits[1] if hit.session.id in ids]
 
-    def _visible(self) -> list[SessionListing]:
-        hits = self._search()
-        self._found = {hit.session.id: hit.matches[0] for hit in hits if hit.matches}
-        return [hit.session for hit in hits]
-
     def _render(self) -> None:
         now = datetime.now(UTC)
-        visible = self._visible()
+        self._hits = self._search()
         self.page = min(self.page, self.page_count - 1)
-        start = self.page * self._page_size
-        page = visible[start:start + self._page_size]
+        page = self._hits[self.page * self._page_size:][:self._page_size]
         while len(self._slots) < len(page):
             self._slots.append(RowSlot(lambda action, slot: getattr(
                 self, f"_on_{action}_click")(slot.session_id)))
-        self.rows = [slot.show(s, self._found.get(s.id), now)
-                      for slot, s in zip(self._slots, page, strict=False)]
+        self.rows = [slot.show(hit.session, hit.matches[0] if hit.matches else None, now)
+                     for slot, hit in zip(self._slots, page, strict=False)]
         for slot in self._slots[len(page):]:
             slot.clear()
         self._empty.value = lines_html(f"<i>no sessions {'match' if self._listing else 'yet'}</i>")
-        count = f"{len(visible)} session" + ("" if len(visible) == 1 else "s")
+        count = plural(len(self._hits), "session")
         paged = self.page_count > 1
         self._page_label.value = (f"page {self.page + 1} of {self.page_count} ({count})"
                                   if paged else count)
         self._prev.layout.display = self._next.layout.display = None if paged else "none"
-        self._pager.layout.display = None if visible else "none"
+        self._pager.layout.display = None if self._hits else "none"
         self._prev.disabled = self.page == 0
         self._next.disabled = self.page >= self.page_count - 1
         on_page = {r.session_id for r in self.rows}
@@ -349,8 +328,7 @@ class SessionsPanel(widgets.VBox):
         self._rows_box.children = children or [self._empty]
 
     def _name(self, session_id: str) -> str:
-        listing = next((s for s in self._listing if s.id == session_id), None)
-        return format_row(listing).name if listing is not None else UNTITLED
+        return next((r.text.name for r in self.rows if r.session_id == session_id), UNTITLED)
 
     def _label(self, session_id: str) -> str:
         """``‘Title’ (ID)`` for messages, or ``session ID`` when it has no name."""
@@ -364,11 +342,8 @@ class SessionsPanel(widgets.VBox):
     # ---- handlers
     @_guarded
     def _on_filter_value(self, change: dict[str, Any]) -> None:
-        self.page = 0
-        self._render()
-
-    @_guarded
-    def _on_show_archived_value(self, change: dict[str, Any]) -> None:
+        if change["owner"] is self._filter:  # (the show-archived toggle keeps the page)
+            self.page = 0
         self._render()
 
     @_guarded
@@ -378,18 +353,13 @@ class SessionsPanel(widgets.VBox):
         self._render()
 
     @_guarded
-    def _on_details_click(self, session_id: str) -> None:
-        if self._details.selected == session_id:  # a second click hides it
+    def _on_details_click(self, session_id: str | None) -> None:
+        if session_id is None or session_id == self._details.selected:  # again, or Close
             self._details.hide()
             self._place()
         else:
             self._details.show(session_id, self._name(session_id), self._store)
             self._render()  # rows and details say their times from the same instant
-
-    @_guarded
-    def _on_detail_close_click(self, _button: widgets.Button) -> None:
-        self._details.hide()
-        self._place()
 
     @_guarded
     def _on_resume_click(self, session_id: str) -> None:
@@ -401,7 +371,7 @@ class SessionsPanel(widgets.VBox):
 
     @_guarded
     def _on_archive_click(self, session_id: str) -> None:
-        archived = not next(r for r in self.rows if r.session_id == session_id).archived
+        archived = not next(s for s in self._listing if s.id == session_id).archived
         self._say(self._on_archive(session_id, archived),
                   f"{'Archived' if archived else 'Unarchived'} {self._label(session_id)}.")
         self._reload()

@@ -117,8 +117,7 @@ def close_widgets(shown: Any) -> None:
 
 
 class DetailView:
-    """The Details view of session :attr:`selected` (``None``: none shown), its :attr:`box`
-    placed under that row by the panel."""
+    """The Details view of one session, its :attr:`box` placed under that row by the panel."""
 
     def __init__(self, on_close: Callable[[widgets.Button], Any]) -> None:
         self.head = widgets.HTML(layout=widgets.Layout(flex="1 1 auto"))
@@ -129,9 +128,13 @@ class DetailView:
             [widgets.HBox([self.head, self.close_button]), self.text, self.figures],
             layout=widgets.Layout(margin="8px 0 0 0", padding="4px 10px",
                                   border="1px solid var(--jp-border-color1, #bdbdbd)"))
-        self.selected: str | None = None
         self._record: SessionRecord | None = None
         self.close_button.on_click(on_close)
+
+    @property
+    def selected(self) -> str | None:
+        """The ID of the session shown (``None``: none)."""
+        return self._record.id if self._record is not None else None
 
     def show(self, session_id: str, name: str, store: Store) -> None:
         """Show the session read from ``store`` under the title ``name``.
@@ -145,7 +148,7 @@ class DetailView:
         self.head.value = lines_html(f"<b>Details — {html.escape(name)}</b>")
         self.text.value = detail_html(record)
         self._set_figures(figure_widgets(record, store))
-        self.selected, self._record = session_id, record
+        self._record = record
 
     def retime(self, now: datetime) -> None:
         """Say the update time relative to ``now`` (the rows' reference)."""
@@ -155,7 +158,7 @@ class DetailView:
     def hide(self) -> None:
         self.head.value = self.text.value = ""
         self._set_figures([])
-        self.selected = self._record = None
+        self._record = None
 
     def _set_figures(self, shown: list[widgets.Widget]) -> None:
         old, self.figures.children = self.figures.children, tuple(shown)

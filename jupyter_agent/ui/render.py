@@ -111,12 +111,11 @@ class WaitingStatus:
         self.paused = False
         kind = getattr(event, "kind", "")
         if kind == "tool_call_start":
-            self._call = self.running = event.name
-            if event.asks:
-                self.running, self.paused = None, True
+            self._call, self.paused = event.name, event.asks
+            self.running = None if event.asks else event.name
         elif kind == "tool_call_end":
             self._call = self.running = None
-        elif kind == "approval_answered" and self._call is not None and event.approved:
+        elif kind == "approval_answered" and event.approved:
             self.running = self._call
         shown, self.text = self.text is not None, None
         return shown
@@ -136,11 +135,14 @@ class PlainTurnRenderer:
     result already says it (a refusal); any other notice is written at the next event.
     The status line is shown only on a terminal, written to the stream fixed at creation
     (never through a ``sys.stdout`` the agent's code redirected). What the code displays
-    is left to the tool result, which names it.
+    is left to the tool result, which names it. The Markdown of what it writes is kept
+    (:class:`MarkdownTurnRenderer` shows it).
     """
 
     def __init__(self, stream: TextIO | None = None, *, wait_after: float = WAIT_AFTER) -> None:
         self._stream = stream
+        self._items: list[list[Any]] = []  # the Markdown: [kind, payload], reply / lines / block
+        self._shown_figures: set[str] = set()  # "[figure 1: ...]" lines of figures shown
         self._at_line_start = True
         self._open: str | None = None  # the ID of the running call
         self._one_line = False  # the running call is shown as one line, open for its result
@@ -190,15 +192,27 @@ class PlainTurnRenderer:
         if kind in _SHOWN:
             self._flush_pending()
         if kind == "text_delta":
-            self._reply(event.text)
+            self._write(event.text)
+            if self._items and self._items[-1][0] == "reply":
+                self._items[-1][1] += event.text
+            else:
+                self._items.append(["reply", event.text])
             return False
         if kind == "tool_call_start":
             code = call_code(event.arguments)
             self._open, self._one_line = event.call_id, code is None and not event.asks
             if self._one_line:
-                self._call_line(f"▸ {format_call(event.name, event.arguments)}")
+                line = f"▸ {format_call(event.name, event.arguments)}"
+                self._write(("" if self._at_line_start else "\n") + line)
+                if not (self._items and self._items[-1][0] == "lines"):
+                    self._items.append(["lines", []])
+                self._items[-1][1].append(line)
             else:
-                self._code_call(event.name, "" if event.asks else code or "")
+                code = "" if event.asks else code or ""
+                self._write_block("\n".join([f"▶ {event.name}",
+                                             *("    " + line for line in code.splitlines())]))
+                self._block(f"**{literal('▶ ' + event.name)}**"
+                            + (f"\n{fence(code, 'python')}" if code else ""))
             return True
         if kind == "tool_call_end":
             if self._one_line:
@@ -219,28 +233,39 @@ class PlainTurnRenderer:
         self._notice(str(event.text))
         return True
 
-    def _reply(self, text: str) -> None:
-        self._write(text)
-
-    def _call_line(self, line: str) -> None:
-        self._write(("" if self._at_line_start else "\n") + line)
+    def _block(self, markdown: str) -> None:
+        self._items.append(["block", markdown])
 
     def _call_result(self, text: str) -> None:
         self._write(f" {text}\n")
-
-    def _code_call(self, name: str, code: str) -> None:
-        self._write_block("\n".join([f"▶ {name}", *("    " + line for line in code.splitlines())]))
+        self._items[-1][1][-1] += " " + text  # nothing else is shown while a call runs
 
     def _section(self, kind: str, body: str) -> None:
-        label = RESULT_LABELS[kind]
+        label, quoted = RESULT_LABELS[kind], kind in ("output", "result", "stderr")
+        lines = result_preview(body) if quoted else body.splitlines() or [""]
         if kind in ("refused", "message"):
             self._write_block(f"  {label} {body}")
-            return
-        first, *rest = result_preview(body) if kind != "error" else body.splitlines() or [""]
-        self._write_block("\n".join([f"  {label} {first}", *(f"    {line}" for line in rest)]))
+        else:
+            self._write_block("\n".join([f"  {label} {lines[0]}",
+                                         *(f"    {line}" for line in lines[1:])]))
+        if kind == "output" and self._shown_figures:
+            # a figure shown above in its place: its line is for the model, not for you
+            body = "\n".join(line for line in body.split("\n")
+                             if line not in self._shown_figures).strip("\n")
+            if not body:
+                return
+            lines = result_preview(body)
+        if kind not in ("refused", "message") and len(lines) > 1:
+            self._block(f"*{literal(label)}*\n" + fence("\n".join(lines), "text"))
+        elif quoted and lines[0]:
+            self._block(f"{literal(label)} `{lines[0].replace('`', chr(39))}`")
+        else:
+            shown = f"{label} {body if kind == 'refused' else lines[0] or '(no output)'}"
+            self._block(literal(shown, code_spans=True))
 
     def _notice(self, text: str, *, now: bool = False) -> None:
         self._pending.append(text)
+        self._block(f"*{literal(text)}*")
         if now:
             self._flush_pending()
 
@@ -267,11 +292,14 @@ class PlainTurnRenderer:
                 self._section("message", "interrupted while running")
             self._open, self._one_line = None, False
             self._pending = [t for t in self._pending if t != drop_notice]
+            self._items = [item for item in self._items
+                           if item != ["block", f"*{literal(drop_notice or '')}*"]]
             self._flush_pending()
             if not self._at_line_start:
                 self._write("\n")
             if footer:
                 self._write(footer + "\n")
+                self._block(f"*{literal(footer)}*")
 
 
 class MarkdownTurnRenderer(PlainTurnRenderer):
@@ -299,10 +327,8 @@ class MarkdownTurnRenderer(PlainTurnRenderer):
         self._plain_out = io.StringIO()
         super().__init__(self._plain_out)
         self._live = live
-        self._items: list[list[Any]] = []  # [kind, payload]: reply / lines / block
         self._handle: Any = None
         self._parts: list[tuple[Any, dict[str, Any]]] = []  # finished outputs, display kwargs
-        self._shown_figures: set[str] = set()  # "[figure 1: ...]" lines of figures shown
         self._plain_from = 0  # where the current output's plain text starts
         self._min_interval = min_interval
         self._shown_at = float("-inf")
@@ -330,53 +356,6 @@ class MarkdownTurnRenderer(PlainTurnRenderer):
             self._handle = display(self._display_object(), display_id=True)
         else:
             self._handle.update(self._display_object())
-
-    def _block(self, markdown: str) -> None:
-        self._items.append(["block", markdown])
-
-    def _reply(self, text: str) -> None:
-        super()._reply(text)
-        if self._items and self._items[-1][0] == "reply":
-            self._items[-1][1] += text
-        else:
-            self._items.append(["reply", text])
-
-    def _call_line(self, line: str) -> None:
-        super()._call_line(line)
-        if not (self._items and self._items[-1][0] == "lines"):
-            self._items.append(["lines", []])
-        self._items[-1][1].append(line)
-
-    def _call_result(self, text: str) -> None:
-        super()._call_result(text)
-        self._items[-1][1][-1] += " " + text  # nothing else is shown while a call runs
-
-    def _code_call(self, name: str, code: str) -> None:
-        super()._code_call(name, code)
-        self._block(f"**{literal('▶ ' + name)}**" + (f"\n{fence(code, 'python')}" if code else ""))
-
-    def _section(self, kind: str, body: str) -> None:
-        super()._section(kind, body)
-        if kind == "output" and self._shown_figures:
-            # a figure shown above in its place: its line is for the model, not for you
-            body = "\n".join(line for line in body.split("\n")
-                             if line not in self._shown_figures).strip("\n")
-            if not body:
-                return
-        label = RESULT_LABELS[kind]
-        lines = result_preview(body) if kind in ("output", "result", "stderr") else \
-            body.splitlines() or [""]
-        if kind not in ("refused", "message") and len(lines) > 1:
-            self._block(f"*{literal(label)}*\n" + fence("\n".join(lines), "text"))
-        elif kind in ("output", "result", "stderr") and lines[0]:
-            self._block(f"{literal(label)} `{lines[0].replace('`', chr(39))}`")
-        else:
-            shown = f"{label} {body if kind == 'refused' else lines[0] or '(no output)'}"
-            self._block(literal(shown, code_spans=True))
-
-    def _notice(self, text: str, *, now: bool = False) -> None:
-        super()._notice(text, now=now)
-        self._block(f"*{literal(text)}*")
 
     def _end_output(self) -> None:
         """End the current Markdown output for good; what follows goes in a new one."""
@@ -420,11 +399,6 @@ class MarkdownTurnRenderer(PlainTurnRenderer):
         ``footer`` last; see :meth:`PlainTurnRenderer.finish`."""
         with self._lock:
             super().finish(interrupted=interrupted, drop_notice=drop_notice, footer=footer)
-            if drop_notice is not None:
-                target = ["block", f"*{literal(drop_notice)}*"]
-                self._items = [item for item in self._items if item != target]
-            if footer:
-                self._block(f"*{literal(footer)}*")
             if not self._live:  # headless: every output of the turn, once, in order
                 for shown, how in self._parts:
                     display(shown, **how)
@@ -466,40 +440,38 @@ def recap_text(record: SessionRecord, *, unarchived: bool = False,
              f"{plural(len(record.transcript), 'message')} · {format_tokens(state.usage)} · "
              f"{format_cost(state.usage)} · {plural(state.tool_calls, 'tool call')}")
     title = f" — {record.title}" if record.title else ""
-    plain = [f"Resumed session {record.id}{title}", usage]
-    markdown = [f"#### Resumed: {literal(record.title or f'session {record.id}')}",
-                literal(f"{record.id} · {usage}")]
+    parts = [(f"Resumed session {record.id}{title}",
+              f"#### Resumed: {literal(record.title or f'session {record.id}')}"),
+             (usage, literal(f"{record.id} · {usage}"))]  # (plain, Markdown)
     if endpoint_note:
-        plain.append(endpoint_note)
-        markdown.append(f"**Endpoint:** {literal(endpoint_note)}")
+        parts.append((endpoint_note, f"**Endpoint:** {literal(endpoint_note)}"))
     if unarchived:
-        plain.append("unarchived: the session was archived; resuming took it out of the archive")
-        markdown.append("*The session was archived; resuming took it out of the archive.*")
+        parts.append(("unarchived: the session was archived; resuming took it out of the archive",
+                      "*The session was archived; resuming took it out of the archive.*"))
     if record.summary:
         summary = shorten(record.summary.strip(), 600)
-        plain.append("summary: " + summary)
-        markdown.append("**Summary**\n\n" + reply_markdown(hard_breaks(summary)))
+        parts.append(("summary: " + summary,
+                      "**Summary**\n\n" + reply_markdown(hard_breaks(summary))))
     todos = [t for t in state.todos if t.status in ("pending", "in_progress")]
     if todos:
-        plain.append("open todos:\n" + format_todos(todos))
-        markdown.append("**Open todos**\n\n" + "\n".join(
-            f"- {t.id}\\. {literal(t.text)} — *{t.status.replace('_', ' ')}*" for t in todos))
+        parts.append(("open todos:\n" + format_todos(todos), "**Open todos**\n\n" + "\n".join(
+            f"- {t.id}\\. {literal(t.text)} — *{t.status.replace('_', ' ')}*" for t in todos)))
     exchange = []
     for label, role in (("prompt", "user"), ("reply", "assistant")):
         text = next((message_text(m) for m in reversed(record.messages) if m.get("role") == role
                      and (role == "user" or message_text(m))), None)
         if text is not None:
-            plain.append(f"last {label}: ".ljust(13) + one_line(text, 300))
-            exchange.append(f"**Last {label}:** {literal(one_line(text, 300))}")
+            exchange.append((f"last {label}: ".ljust(13) + one_line(text, 300),
+                             f"**Last {label}:** {literal(one_line(text, 300))}"))
     if exchange:
-        markdown.append("  \n".join(exchange))
+        parts.append(("\n".join(p for p, _ in exchange), "  \n".join(m for _, m in exchange)))
     figure = last_figure(record.transcript)
     if figure is not None:
-        plain.append(f"last figure: {figure_label(figure)} (%agent_history shows it)")
-        markdown.append(f"**Last figure:** {literal(figure_label(figure))} (below; "
-                        "`%agent_history` shows every figure)")
-    markdown.append("Continue with `%%agent`.")
-    return MarkdownText("\n\n".join(markdown), "\n".join(plain))
+        parts.append((f"last figure: {figure_label(figure)} (%agent_history shows it)",
+                      f"**Last figure:** {literal(figure_label(figure))} (below; "
+                      "`%agent_history` shows every figure)"))
+    markdown = [m for _, m in parts] + ["Continue with `%%agent`."]
+    return MarkdownText("\n\n".join(markdown), "\n".join(p for p, _ in parts))
 
 
 def show_figure(ref: dict[str, Any], read: ReadFigure | None, *,

@@ -323,26 +323,26 @@ def test_details_toggle_close_and_hide_when_filtered_or_deleted(store: FileStore
     b = make_session(store, "other")
     panel = SessionsPanel(store)
     row = next(r for r in panel.rows if r.session_id == a)
-    assert not panel.detail_visible and panel._details.box not in panel._rows_box.children
+    assert panel._details.selected is None and panel._details.box not in panel._rows_box.children
     row.details.click()
-    assert panel.detail_visible and panel._details.box in panel._rows_box.children
+    assert panel._details.selected is not None and panel._details.box in panel._rows_box.children
     assert "Details — Penguins" in panel._details.head.value
     detail = panel._details.text.value
     assert "`" not in detail and "<code>body_mass</code>" in detail
     assert "See df.head()" in detail and "&lt;b&gt;mean&lt;/b&gt;" in detail
     row.details.click()  # a second click hides it
-    assert not panel.detail_visible and panel._details.box not in panel._rows_box.children
+    assert panel._details.selected is None and panel._details.box not in panel._rows_box.children
     row.details.click()
     panel._details.close_button.click()
-    assert not panel.detail_visible
+    assert panel._details.selected is None
     row.details.click()
     panel._filter.value = "other"  # its session filtered out: hidden
-    assert not panel.detail_visible
+    assert panel._details.selected is None
     panel._filter.value = ""
     next(r for r in panel.rows if r.session_id == b).details.click()
     next(r for r in panel.rows if r.session_id == b).delete.click()
     panel._confirm.click()
-    assert not store.exists(b) and not panel.detail_visible
+    assert not store.exists(b) and panel._details.selected is None
     # the row summary is the summary's readable text: no Markdown marks, no HTML from it
     assert "Goal: the body_mass &lt;b&gt;mean&lt;/b&gt;" in panel._slots[0].info.value
 
