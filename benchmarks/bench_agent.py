@@ -120,7 +120,8 @@ def measure(size: int, repeat: int, root: Path) -> dict[str, float]:
                               ("kernel", kernel.ask)):
                 times[name].append(timed(partial(run, f"ping {i}")))
             times["bare"].append(bare(server.exchanges[-1].raw))
-            times["respond"].append(timed(partial(model.respond, memory.messages, tools,
+            messages = memory.conversation.messages
+            times["respond"].append(timed(partial(model.respond, messages, tools,
                                                   stream=True, partial=PartialReply())))
         saved.conversation.close()
         kernel.close()

@@ -23,8 +23,8 @@ from jupyter_agent import notebook
 from jupyter_agent.agent.config import ApprovalPolicy
 from jupyter_agent.agent.events import ApprovalAnswered, EventCallback, Notice, ignore_event
 from jupyter_agent.agent.pyexec import ApprovalInterrupted, FigureKeeper, format_outcome
-from jupyter_agent.agent.tools import MemoryContext, Tool, ToolError, ToolResult, tool_from_function
-from jupyter_agent.store import SessionState, TodoItem
+from jupyter_agent.agent.tools import Tool, ToolError, ToolResult, tool_from_function
+from jupyter_agent.store import SessionState, Store, TodoItem
 from jupyter_agent.store.messages import clean_text
 from jupyter_agent.store.records import TodoStatus
 from jupyter_agent.text import shorten
@@ -105,7 +105,8 @@ class BuiltinTools:
         self.approval: ApprovalPolicy = approval
         self.show_question = show_question
         self.ask = ask or functools.partial(ask_on_stdin, show=show_question)
-        self.memory = MemoryContext(None, None)
+        self.store: Store | None = None  # where summaries and notes go
+        self.session_id: str | None = None
         self.summary_written = False
         self.emit: EventCallback = ignore_event
         self.refusals = 0  # calls refused so far (approval denied): they never ran
@@ -338,11 +339,11 @@ class BuiltinTools:
         remaining : str
             What is left to do.
         """
-        store, session_id = self.memory.store, self.memory.session_id
-        if store is None or session_id is None:
+        if self.store is None or self.session_id is None:
             raise ToolError("no session store: the summary cannot be saved")
-        store.update(session_id, summary=f"Goal: {goal.strip()}\nCompleted: {completed.strip()}\n"
-                     f"Decisions: {decisions.strip()}\nRemaining: {remaining.strip()}")
+        self.store.update(self.session_id, summary=f"Goal: {goal.strip()}\nCompleted: "
+                          f"{completed.strip()}\nDecisions: {decisions.strip()}\nRemaining: "
+                          f"{remaining.strip()}")
         self.summary_written = True
         return "summary saved"
 
@@ -357,7 +358,7 @@ class BuiltinTools:
             "project" for facts about this project (project.md), "user" for the
             user's preferences (user.md).
         """
-        store, file = self.memory.store, f"{kind}.md"
+        store, file = self.store, f"{kind}.md"
         if store is None:
             raise ToolError("no memory store: the note cannot be saved")
         line = "- " + " ".join(clean_text(note).split())  # exactly what Notes.append writes

@@ -32,10 +32,8 @@ from jupyter_agent.agent.conversation import MEMORY_REPAIR, Conversation, drop_o
 from jupyter_agent.agent.events import EventCallback, Notice, TextDelta, UsageUpdate, ignore_event
 from jupyter_agent.agent.tools import (
     BatchProgress,
-    MemoryContext,
     Tool,
     describe_stop,
-    execute_batch,
     short_schema,
     tool_from_function,
 )
@@ -60,7 +58,7 @@ from jupyter_agent.errors import (
     PromptTooLongError,
 )
 from jupyter_agent.notebook import CellLog
-from jupyter_agent.store import SessionState, Store, Usage, to_message_dict
+from jupyter_agent.store import Store, Usage, to_message_dict
 
 LIMIT_SKIP = "not executed: limit reached"
 CUT_OFF_SKIP = "not executed: the reply was cut off"
@@ -143,22 +141,9 @@ class Agent:
                 conversation = Conversation.create(store, session_id=session_id,
                                                    system_prompt=self.config.system_prompt)
         self.conversation = conversation
-        self._builtins.memory = MemoryContext(conversation.store, conversation.session_id)
+        self._builtins.store = conversation.store
+        self._builtins.session_id = conversation.session_id
         self._resolve_window()
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        """The working context."""
-        return self.conversation.messages
-
-    @property
-    def state(self) -> SessionState:
-        """The checkpoint: scratchpad, todos, tool-call count, usage."""
-        return self.conversation.state
-
-    @property
-    def session_id(self) -> str | None:
-        return self.conversation.session_id
 
     def reconfigure(self, *, model: Model | None = None, config: AgentConfig | None = None) -> None:
         """Use another model and/or config from the next turn on (same session, same lease)."""
@@ -222,7 +207,7 @@ class Agent:
         """Hold the lease and send events to ``on_event`` for a block (a turn, a compaction)."""
         if self.conversation.closed:
             raise RuntimeError(f"this Agent was closed and released session "
-                               f"{self.session_id!r}; build a new Agent to resume it")
+                               f"{self.conversation.session_id!r}; build a new Agent to resume it")
         self._emit = on_event or ignore_event
         try:
             with self.conversation.lease():
@@ -402,8 +387,8 @@ class Agent:
         progress = BatchProgress(calls)
         refusals = builtins.refusals
         try:
-            execute_batch(progress, self.tools, conversation.state, emit=self._emit,
-                          max_output_chars=self.config.max_output_chars, asks=builtins.will_ask)
+            progress.run(self.tools, conversation.state, emit=self._emit,
+                         max_output_chars=self.config.max_output_chars, asks=builtins.will_ask)
         except BaseException as exc:
             progress.finish_interrupted(exc)
             raise
