@@ -109,7 +109,6 @@ class BuiltinTools:
         self.session_id: str | None = None
         self.summary_written = False
         self.emit: EventCallback = ignore_event
-        self.refusals = 0  # calls refused so far (approval denied): they never ran
         self._private_ns: dict[str, Any] = {"__name__": "__main__"}
         self.figures = FigureKeeper(get_state)
 
@@ -143,7 +142,7 @@ class BuiltinTools:
                 approved = (self.ask(text) if question is RUN_QUESTION else
                             ask_on_stdin(text, show=self.show_question, question=question))
             except KeyboardInterrupt:
-                self.refusals += 1  # declined before anything ran: not a tool call
+                self._get_state().tool_calls -= 1  # declined before anything ran
                 raise ApprovalInterrupted() from None
             except (EOFError, StdinNotImplementedError, OSError, RuntimeError, ValueError):
                 # no usable stdin (headless, closed, lost): refuse, never error or hang
@@ -153,7 +152,7 @@ class BuiltinTools:
             if approved:
                 return
             refusal = declined
-        self.refusals += 1  # a refused call never ran: it does not count
+        self._get_state().tool_calls -= 1  # a refused call never ran: it does not count
         self.emit(Notice(f"{name} {refusal}"))
         raise ToolError(refusal)
 

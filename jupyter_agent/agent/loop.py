@@ -383,20 +383,18 @@ class Agent:
         return marker
 
     def _run_batch(self, calls: list[dict[str, Any]]) -> None:
-        conversation, builtins = self.conversation, self._builtins
-        progress = BatchProgress(calls)
-        refusals = builtins.refusals
-        try:
+        conversation, progress = self.conversation, BatchProgress(calls)
+        try:  # a refused call is not counted: the tools take it back
             progress.run(self.tools, conversation.state, emit=self._emit,
-                         max_output_chars=self.config.max_output_chars, asks=builtins.will_ask)
+                         max_output_chars=self.config.max_output_chars,
+                         asks=self._builtins.will_ask)
         except BaseException as exc:
             progress.finish_interrupted(exc)
             raise
         finally:
-            conversation.state.tool_calls -= builtins.refusals - refusals  # refused: never ran
             conversation.append(*progress.results)
             conversation.save()  # save point 3
-        if builtins.summary_written:
+        if self._builtins.summary_written:
             conversation.has_summary = True
 
     def compact(self, *, on_event: EventCallback | None = None) -> bool:
