@@ -38,7 +38,7 @@ from jupyter_agent.agent.tools import (
     tool_from_function,
 )
 from jupyter_agent.agent.vision import RequestView, VisionModel
-from jupyter_agent.agent.window import ContextWindow, plausible, resolve_window
+from jupyter_agent.agent.window import ContextWindow, resolve_window
 from jupyter_agent.agent.working_context import (
     CHARS_PER_TOKEN,
     SUMMARIZER_PROMPT,
@@ -154,25 +154,8 @@ class Agent:
         self._builtins.privacy = self.config.context_privacy
 
     def _resolve_window(self, learned: ContextWindow | None = None) -> None:
-        """Choose the window: the setting, unless a refusal taught a smaller one; else the
-        one known for this model at this URL, saved in the checkpoint or probed."""
-        key = f"{self.model.name} at {self.model.base_url.rstrip('/')}"
-        state, configured = self.conversation.state, self.config.context_window
-        found = learned or self._windows.get(key)
-        if found is None and not configured:
-            saved = plausible(state.context_window) if state.context_window_of == key else None
-            found = resolve_window(self.model) if saved is None else ContextWindow(
-                saved, "refusal" if state.context_window_source == "refusal" else "server")
-        if found is not None and found is not self._windows.get(key):
-            self._windows[key] = found
-            if found.source in ("server", "refusal"):
-                state.context_window, state.context_window_of = found.tokens, key
-                state.context_window_source = found.source
-        if configured and (found is None or found.source != "refusal"
-                           or found.tokens >= configured):
-            found = ContextWindow(int(configured), "setting")
-        assert found is not None
-        self.window = found
+        self.window = resolve_window(self.model, self.conversation.state,
+                                     self.config.context_window, self._windows, learned)
 
     def request_tools(self) -> list[dict[str, Any]]:
         """The tool schemas a request offers (a cached list: do not change it); for a small
@@ -315,7 +298,7 @@ class Agent:
 
     def _should_compact(self) -> bool:
         # the tool schemas count until the endpoint has counted them (with the context)
-        tools = 0 if self.conversation.counted else self._tools_for_window()[1]
+        tools = 0 if self.conversation.reported else self._tools_for_window()[1]
         return (self.conversation.estimated_tokens() + tools + self.window.reserve
                 > self.config.compact_at * self.window.tokens)
 
@@ -364,7 +347,8 @@ class Agent:
         if reply.tool_calls:
             message["tool_calls"] = reply.tool_calls
         conversation.append(message)
-        conversation.note_reported_tokens(usage.input_tokens + usage.output_tokens)
+        conversation.reported = (usage.input_tokens + usage.output_tokens,
+                                 len(conversation.messages))
         self._account(usage)
         return reply
 

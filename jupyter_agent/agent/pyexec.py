@@ -138,12 +138,13 @@ def interleave(printed: str, pieces: list[tuple[int | None, str]]) -> str:
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 
 
-def _open_figures() -> set[int]:
+def _open_figures() -> dict[int, Any]:
+    """pyplot's open figure managers by number (none before pyplot is imported)."""
     if sys.modules.get("matplotlib.pyplot") is None:
-        return set()
+        return {}
     from matplotlib._pylab_helpers import Gcf  # pyplot is imported already
 
-    return {int(m.num) for m in Gcf.get_all_fig_managers()}
+    return {int(m.num): m for m in Gcf.get_all_fig_managers()}
 
 
 @dataclass
@@ -165,7 +166,7 @@ class FigureKeeper:
         thread; its figures are saved and every output put into the printed text."""
         self._shown, error = [], ""
         self._shows_images = is_jupyter(shell)
-        thread, before, stdout = threading.get_ident(), _open_figures(), sys.stdout
+        thread, before, stdout = threading.get_ident(), set(_open_figures()), sys.stdout
         publisher = getattr(shell, "display_pub", None)
         if publisher is None or not callable(getattr(publisher, "publish", None)):
             publisher = None
@@ -227,10 +228,8 @@ class FigureKeeper:
             if inline is not None and publishing:
                 inline.flush_figures()
             return
-        from matplotlib._pylab_helpers import Gcf  # pyplot is imported already
-
-        for manager in Gcf.get_all_fig_managers():
-            if manager.num not in before:
+        for number, manager in _open_figures().items():
+            if number not in before:
                 figure, buffer = manager.canvas.figure, io.BytesIO()
                 figure.savefig(buffer, format="png")
                 self._take({"image/png": buffer.getvalue(), "text/plain": repr(figure)}, {},

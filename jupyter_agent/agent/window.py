@@ -20,6 +20,7 @@ from urllib.parse import urlparse
 from openai import DefaultHttpxClient
 
 from jupyter_agent.agent.config import model_refs
+from jupyter_agent.store import SessionState
 
 DEFAULT_CONTEXT_WINDOW = 128_000
 LOCAL_DEFAULT_WINDOW = 8_192
@@ -192,10 +193,32 @@ def probe_window(base_url: str, model: str, *, api_key: str = "",
     return None
 
 
-def resolve_window(model: Any) -> ContextWindow:
-    """The window for ``model`` (a Model; its client's key goes with a probe) when no
-    setting or refusal says it: in the order of the module docstring."""
-    base_url = str(getattr(model, "base_url", "") or "")
+def resolve_window(model: Any, state: SessionState, setting: int | None,
+                   known: dict[str, ContextWindow],
+                   learned: ContextWindow | None = None) -> ContextWindow:
+    """The window for ``model`` (a Model; its client's key goes with a probe): ``setting``,
+    unless a refusal taught a smaller one; else ``learned``, or the one ``known`` or saved
+    in the checkpoint ``state`` for this model at this URL, else in the order of the module
+    docstring. What a server says or refuses with is kept in ``known`` and ``state``."""
+    base_url = str(model.base_url or "")
+    key = f"{model.name} at {base_url.rstrip('/')}"
+    found = learned or known.get(key)
+    if found is None and not setting:
+        saved = plausible(state.context_window) if state.context_window_of == key else None
+        found = _looked_up(model, base_url) if saved is None else ContextWindow(
+            saved, "refusal" if state.context_window_source == "refusal" else "server")
+    if found is not None and found is not known.get(key):
+        known[key] = found
+        if found.source in ("server", "refusal"):
+            state.context_window, state.context_window_of = found.tokens, key
+            state.context_window_source = found.source
+    if setting and (found is None or found.source != "refusal" or found.tokens >= setting):
+        return ContextWindow(int(setting), "setting")
+    assert found is not None
+    return found
+
+
+def _looked_up(model: Any, base_url: str) -> ContextWindow:
     if base_url:
         client = getattr(model, "client", None)
         sent = getattr(getattr(model, "endpoint", None), "key_sent", True)  # not a placeholder

@@ -282,9 +282,6 @@ def tool_calls_run(transcript: Sequence[dict[str, Any]]) -> int:
 
 def request_index(messages: Sequence[dict[str, Any]], request: dict[str, Any] | None) -> int | None:
     """Where ``request`` (the turn's user message) is in ``messages``: the last equal one."""
-    if request is None:
-        return None
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index] is request or messages[index] == request:
-            return index
-    return None
+    found = (i for i in range(len(messages) - 1, -1, -1)
+             if request is not None and (messages[i] is request or messages[i] == request))
+    return next(found, None)
