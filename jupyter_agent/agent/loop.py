@@ -37,7 +37,7 @@ from jupyter_agent.agent.tools import (
     short_schema,
     tool_from_function,
 )
-from jupyter_agent.agent.vision import RequestView, VisionModel
+from jupyter_agent.agent.vision import RequestView, respond
 from jupyter_agent.agent.window import ContextWindow, resolve_window
 from jupyter_agent.agent.working_context import (
     CHARS_PER_TOKEN,
@@ -309,15 +309,13 @@ class Agent:
         while True:
             conversation.repair(MEMORY_REPAIR)
             conversation.save()  # the checkpoint before the request (when it changed)
-            model = VisionModel(self.model, self._view, self.config, conversation.state,
-                                emit, system=self._system_override(),
-                                note=None if self._context is None
-                                else (self._request, self._context))
             partial = PartialReply()
             try:
-                reply = model.respond(conversation.messages, self.request_tools(),
-                                      stream=self.config.stream, partial=partial,
-                                      on_text=lambda text: emit(TextDelta(text)))
+                reply = respond(self._view, self.model, conversation.messages,
+                                self.request_tools(), self.config, conversation.state, emit,
+                                partial=partial, on_text=lambda text: emit(TextDelta(text)),
+                                system=self._system_override(), note=None
+                                if self._context is None else (self._request, self._context))
                 break
             except ModelError as exc:
                 if exc.mid_reply:  # the live turn shows the marker the saved message has
