@@ -42,8 +42,8 @@ if TYPE_CHECKING:
     from jupyter_agent.agent.adapters import Model
     from jupyter_agent.agent.config import Limits
     from jupyter_agent.agent.conversation import Conversation
+    from jupyter_agent.agent.endpoint import ContextWindow
     from jupyter_agent.agent.loop import Agent, TurnOutcome
-    from jupyter_agent.agent.window import ContextWindow
     from jupyter_agent.artefacts.export import Exported
     from jupyter_agent.store import FigureData, SessionRecord, Store, TodoItem, Usage
 

@@ -29,6 +29,7 @@ from jupyter_agent.agent.config import (
     price_call,
 )
 from jupyter_agent.agent.conversation import MEMORY_REPAIR, Conversation, drop_old_images
+from jupyter_agent.agent.endpoint import ContextWindow, resolve_window
 from jupyter_agent.agent.events import EventCallback, Notice, TextDelta, UsageUpdate, ignore_event
 from jupyter_agent.agent.tools import (
     BatchProgress,
@@ -38,7 +39,6 @@ from jupyter_agent.agent.tools import (
     tool_from_function,
 )
 from jupyter_agent.agent.vision import RequestView, respond
-from jupyter_agent.agent.window import ContextWindow, resolve_window
 from jupyter_agent.agent.working_context import (
     CHARS_PER_TOKEN,
     SUMMARIZER_PROMPT,

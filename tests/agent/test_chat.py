@@ -14,7 +14,7 @@ import pytest
 
 from jupyter_agent.agent.adapters import ChatModel, PartialReply
 from jupyter_agent.agent.config import price_call
-from jupyter_agent.agent.window import DEFAULT_CONTEXT_WINDOW, known_context_window
+from jupyter_agent.agent.endpoint import DEFAULT_CONTEXT_WINDOW, known_context_window
 from jupyter_agent.errors import ModelError
 from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModelServer

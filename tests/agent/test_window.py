@@ -14,9 +14,9 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_agent.agent.config import AgentConfig
+from jupyter_agent.agent.endpoint import ContextWindow, probe_window, refused_window
 from jupyter_agent.agent.events import Notice
 from jupyter_agent.agent.loop import Agent
-from jupyter_agent.agent.window import ContextWindow, probe_window, refused_window
 from jupyter_agent.agent.working_context import (
     SHORT_SYSTEM_PROMPT,
     SUMMARIZER_PROMPT,
@@ -74,7 +74,7 @@ def test_the_setting_beats_what_the_server_reports() -> None:
 
 
 def test_hostile_window_reports_are_ignored() -> None:
-    from jupyter_agent.agent.window import _listed, _ollama, _props
+    from jupyter_agent.agent.endpoint import _listed, _ollama, _props
 
     for value in ("4096", -1, 0, 10**12, True, 3.5, None, [4096]):
         assert _listed({"data": [{"id": "m", "max_model_len": value}]}, "m") is None
