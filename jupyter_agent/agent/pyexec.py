@@ -156,7 +156,8 @@ class FigureKeeper:
     save: Callable[[str, bytes, str], object] = check_figure  # checks, then keeps
     emit: EventCallback = ignore_event
     forward: bool = True  # displays go on to the shell (no front end shows the events)
-    _shown: list[tuple[int | None, Any]] = field(default_factory=list)  # text or (ref, bytes)
+    _shown: list[tuple[int | None, str]] = field(default_factory=list)  # (position, text)
+    _refs: list[dict[str, Any]] = field(default_factory=list)  # of the figures kept
     _shows_images: bool = False
     _busy: bool = False
 
@@ -164,7 +165,7 @@ class FigureKeeper:
             ) -> tuple[ExecOutcome, tuple[dict[str, Any], ...]]:
         """:func:`run_code`, catching what it displays in ``shell`` (None: no shell) in this
         thread; its figures are saved and every output put into the printed text."""
-        self._shown, error = [], ""
+        self._shown, self._refs, error = [], [], ""
         self._shows_images = is_jupyter(shell)
         thread, before, stdout = threading.get_ident(), set(_open_figures()), sys.stdout
         publisher = getattr(shell, "display_pub", None)
@@ -199,25 +200,11 @@ class FigureKeeper:
                 vars(publisher).pop("publish", None)
                 if had:
                     publisher.publish = saved
-        refs: list[dict[str, Any]] = []
-        pieces: list[tuple[int | None, str]] = []
-        for position, text in self._shown:
-            if isinstance(text, tuple):
-                ref, raw = text
-                note = ""
-                try:
-                    self.save(ref["id"], raw, ref["media_type"])
-                except (JupyterAgentError, OSError) as err:
-                    note = f"; not kept: {err}"
-                else:
-                    refs.append(ref)
-                text = f"[{describe_figure(ref)}{note}]"
-            pieces.append((position, text))
-        outcome = replace(outcome, stdout=interleave(outcome.stdout, pieces))
+        outcome = replace(outcome, stdout=interleave(outcome.stdout, self._shown))
         if error:
             outcome = replace(outcome, error=f"{outcome.error}\n{error}" if outcome.error
                               else error)
-        return outcome, tuple(refs)
+        return outcome, tuple(self._refs)
 
     def _collect_figures(self, publishing: bool, before: set[int]) -> None:
         pyplot = sys.modules.get("matplotlib.pyplot")
@@ -255,7 +242,14 @@ class FigureKeeper:
             if size is not None:
                 ref["width"], ref["height"] = size
             ref.update(bytes=len(raw), shown=bool(shown and self._shows_images))
-            self._shown.append((position, (ref, raw)))
+            note = ""
+            try:
+                self.save(ref["id"], raw, media_type)
+            except (JupyterAgentError, OSError) as err:
+                note = f"; not kept: {err}"
+            else:
+                self._refs.append(ref)
+            self._shown.append((position, f"[{describe_figure(ref)}{note}]"))
             self.emit(Displayed(data, metadata, dict(ref), shown=shown))
         finally:
             self._busy = False
