@@ -110,7 +110,7 @@ def measure(size: int, repeat: int, root: Path) -> dict[str, float]:
         kernel = AgentController(lambda: settings, environ={}, cwd=root)
         kernel.resume(FileStore(root / f"kernel-{size}").create_session(messages))
         model = ChatModel(client, "scripted")
-        tools = memory.request_tools()
+        tools = memory.request_tools()[0]
         for run in (memory.run, saved.run, kernel.ask):
             run("warm up")
         times: dict[str, list[float]] = {k: [] for k in (

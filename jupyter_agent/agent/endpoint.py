@@ -85,9 +85,7 @@ def refused_window(status: int, detail: str, code: str = "", kind: str = "",
                    n_ctx: Any = None) -> int | None:
     """Whether an error answer refuses a request as too long: None (no), 0 (it does not say
     the window) or the window in tokens."""
-    if status not in (400, 413):
-        return None
-    if not _REFUSAL_WORDS.search(f"{detail} {code} {kind}"):
+    if status not in (400, 413) or not _REFUSAL_WORDS.search(f"{detail} {code} {kind}"):
         return None
     found = plausible(n_ctx)
     if found is not None:

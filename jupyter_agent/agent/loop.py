@@ -38,7 +38,7 @@ from jupyter_agent.agent.tools import (
     short_schema,
     tool_from_function,
 )
-from jupyter_agent.agent.vision import RequestView, respond
+from jupyter_agent.agent.vision import RequestView, respond, shaped
 from jupyter_agent.agent.working_context import (
     CHARS_PER_TOKEN,
     SUMMARIZER_PROMPT,
@@ -157,12 +157,10 @@ class Agent:
         self.window = resolve_window(self.model, self.conversation.state,
                                      self.config.context_window, self._windows, learned)
 
-    def request_tools(self) -> list[dict[str, Any]]:
-        """The tool schemas a request offers (a cached list: do not change it); for a small
-        window only the short schemas of :data:`SMALL_WINDOW_TOOLS` and the user's tools."""
-        return self._tools_for_window()[0]
-
-    def _tools_for_window(self) -> tuple[list[dict[str, Any]], int]:
+    def request_tools(self) -> tuple[list[dict[str, Any]], int]:
+        """The tool schemas a request offers (a cached list: do not change it) and their
+        estimated tokens; for a small window only the short schemas of
+        :data:`SMALL_WINDOW_TOOLS` and the user's tools."""
         small = self.window.small
         key = (small, len(self.tools))
         if key not in self._tool_schemas:
@@ -286,19 +284,15 @@ class Agent:
             return self._end(text, reached.limit, calls, LIMIT_SKIP, reached)
 
     def _check_fits(self, request: dict[str, Any], *, saved: bool = False) -> None:
-        system = self._system_override()
-        head = self.conversation.messages[:1]
-        if system is not None:
-            head = [{**head[0], "content": system}]
-        window = self.window.tokens
-        tokens = (estimate_tokens([*head, request]) + self._tools_for_window()[1]
+        head = shaped(self.conversation.messages[:1], self._system_override())
+        tokens = (estimate_tokens([*head, request]) + self.request_tools()[1]
                   + self.window.reserve)
-        if tokens > window:
-            raise PromptTooLongError(tokens, window, self.model.name, saved=saved)
+        if tokens > self.window.tokens:
+            raise PromptTooLongError(tokens, self.window.tokens, self.model.name, saved=saved)
 
     def _should_compact(self) -> bool:
         # the tool schemas count until the endpoint has counted them (with the context)
-        tools = 0 if self.conversation.reported else self._tools_for_window()[1]
+        tools = 0 if self.conversation.reported else self.request_tools()[1]
         return (self.conversation.estimated_tokens() + tools + self.window.reserve
                 > self.config.compact_at * self.window.tokens)
 
@@ -312,7 +306,7 @@ class Agent:
             partial = PartialReply()
             try:
                 reply = respond(self._view, self.model, conversation.messages,
-                                self.request_tools(), self.config, conversation.state, emit,
+                                self.request_tools()[0], self.config, conversation.state, emit,
                                 partial=partial, on_text=lambda text: emit(TextDelta(text)),
                                 system=self._system_override(), note=None
                                 if self._context is None else (self._request, self._context))

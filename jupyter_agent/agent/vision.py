@@ -142,14 +142,14 @@ def respond(view: RequestView, model: Model, messages: Sequence[dict[str, Any]],
     """Send one request to ``model`` through ``view``, with the newest figures as images
     when they may go; ``system`` replaces the system message's text, ``note`` is a
     ``(message, text)`` whose text is sent after that message."""
-    plain = _shaped(view.plain(messages), system, note)
+    plain = shaped(view.plain(messages), system, note)
     mode, name = config.vision, model.name
     key = f"{name} at {model.base_url}" if model.base_url else name
     request, tokens = plain, 0
     if config.max_images > 0 and (
             mode == "on" or (mode == "auto" and state.images_refused != key)):
         request, tokens = view.with_images(config.max_images, model.api)
-        request = _shaped(request, system, note) if tokens else plain
+        request = shaped(request, system, note) if tokens else plain
     try:
         reply = model.respond(request, tools, stream=config.stream, partial=partial,
                               on_text=on_text)
@@ -175,8 +175,10 @@ def respond(view: RequestView, model: Model, messages: Sequence[dict[str, Any]],
         None, lambda: estimate_tokens(plain) + tokens, reply.text, reply.tool_calls))
 
 
-def _shaped(request: list[dict[str, Any]], system: str | None,
-            note: tuple[dict[str, Any] | None, str] | None) -> list[dict[str, Any]]:
+def shaped(request: list[dict[str, Any]], system: str | None,
+           note: tuple[dict[str, Any] | None, str] | None = None) -> list[dict[str, Any]]:
+    """``request`` with the text ``system`` in its system message and ``note``'s text after
+    its message."""
     if system is not None and request and request[0].get("role") == "system":
         request = [{**request[0], "content": system}, *request[1:]]
     index = None if note is None else request_index(request, note[0])

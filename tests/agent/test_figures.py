@@ -354,7 +354,7 @@ def test_a_long_context_drops_old_images_before_summarising(
     nxt = {"role": "user", "content": "next"}
     with_images = probe.conversation.estimated_tokens() + estimate_tokens([nxt])
     plain = [{k: v for k, v in m.items() if k != "figures"} for m in probe.conversation.messages]
-    without = estimate_tokens([*plain, nxt]) + estimate_schema_tokens(probe.request_tools())
+    without = estimate_tokens([*plain, nxt]) + estimate_schema_tokens(probe.request_tools()[0])
     probe.conversation.close()
     server.stop()
     assert with_images > without + 400
