@@ -82,8 +82,8 @@ class TurnOutcome:
 class Agent:
     """An agent whose conversation is a (saved or in-memory) session.
 
-    The agent holds the session's lease from construction until :meth:`close` (or the end
-    of a ``with`` block); a closed agent cannot run. Without ``conversation``, a saved
+    The agent holds the session's lease from construction until ``conversation.close()``
+    (or the end of a ``with`` block); a closed agent cannot run. Without ``conversation``, a saved
     session ``session_id`` of ``store`` is resumed, else one is created (in memory
     without a store). ``tools`` are added to the built-in ones and run without asking.
     ``ask(code) -> bool`` answers approval questions (default: on stdin, shown with
