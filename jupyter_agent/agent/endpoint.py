@@ -227,14 +227,13 @@ def resolve_window(model: Any, state: SessionState, setting: int | None,
 
 
 def _looked_up(model: Any, base_url: str) -> ContextWindow:
-    if base_url:
-        client = getattr(model, "client", None)
-        sent = getattr(getattr(model, "endpoint", None), "key_sent", True)  # not a placeholder
-        key = str(getattr(client, "api_key", "") or "") if sent else ""
-        found = probe_window(base_url, model.name, api_key=key,
-                             http=getattr(client, "_client", None))  # openai's own
-        if found is not None:
-            return ContextWindow(found, "server")
+    client = getattr(model, "client", None)
+    sent = getattr(getattr(model, "endpoint", None), "key_sent", True)  # not a placeholder
+    key = str(getattr(client, "api_key", "") or "") if sent else ""
+    found = probe_window(base_url, model.name, api_key=key,  # none without a base URL
+                         http=getattr(client, "_client", None))  # openai's own
+    if found is not None:
+        return ContextWindow(found, "server")
     known = known_context_window(model.name)
     if known is not None:
         return ContextWindow(known, "genai-prices")
