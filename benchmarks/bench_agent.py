@@ -110,7 +110,7 @@ def measure(size: int, repeat: int, root: Path) -> dict[str, float]:
         kernel = AgentController(lambda: settings, environ={}, cwd=root)
         kernel.resume(FileStore(root / f"kernel-{size}").create_session(messages))
         model = ChatModel(client, "scripted")
-        tools = memory.request_tools()
+        tools = memory.request_tools()[0]
         for run in (memory.run, saved.run, kernel.ask):
             run("warm up")
         times: dict[str, list[float]] = {k: [] for k in (
@@ -120,7 +120,8 @@ def measure(size: int, repeat: int, root: Path) -> dict[str, float]:
                               ("kernel", kernel.ask)):
                 times[name].append(timed(partial(run, f"ping {i}")))
             times["bare"].append(bare(server.exchanges[-1].raw))
-            times["respond"].append(timed(partial(model.respond, memory.messages, tools,
+            messages = memory.conversation.messages
+            times["respond"].append(timed(partial(model.respond, messages, tools,
                                                   stream=True, partial=PartialReply())))
         saved.conversation.close()
         kernel.close()

@@ -33,7 +33,7 @@ def overhead(window: int, notes_chars: int) -> dict[str, int]:
     agent = Agent(ScriptedModel(), config=AgentConfig(context_window=window))
     system = build_system_prompt(DEFAULT_SYSTEM_PROMPT, project_notes=notes)
     sent = short_system_prompt(system) if agent.window.small else system
-    tools = agent.request_tools()
+    tools = agent.request_tools()[0]
     return {"window": window, "system": estimate_tokens([{"role": "system", "content": sent}]),
             "tools": estimate_schema_tokens(tools), "n_tools": len(tools),
             "reply": agent.window.reserve}

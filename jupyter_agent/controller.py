@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from jupyter_agent.agent.adapters import Model
     from jupyter_agent.agent.config import Limits
     from jupyter_agent.agent.conversation import Conversation
+    from jupyter_agent.agent.endpoint import ContextWindow
     from jupyter_agent.agent.loop import Agent, TurnOutcome
-    from jupyter_agent.agent.window import ContextWindow
     from jupyter_agent.artefacts.export import Exported
     from jupyter_agent.store import FigureData, SessionRecord, Store, TodoItem, Usage
 
@@ -311,9 +311,9 @@ class AgentController:
             return TurnResult(
                 session_id=active.session_id, reply=outcome.reply,
                 stop_reason=outcome.stop_reason, turn_usage=outcome.usage,
-                session_usage=agent.state.usage.model_copy(),
+                session_usage=agent.conversation.state.usage.model_copy(),
                 turn_tool_calls=outcome.tool_calls,
-                session_tool_calls=agent.state.tool_calls, limits=agent.config.limits,
+                session_tool_calls=agent.conversation.state.tool_calls, limits=agent.config.limits,
                 limits_from_options=active.options.given() & set(LIMITS),
                 limit_error=outcome.limit,
                 context_tokens=agent.conversation.estimated_tokens(), window=agent.window)
@@ -363,8 +363,8 @@ class AgentController:
         """Usage and limits of the active session (limits as the settings say now)."""
         active = self._require_active()
         mine, agent = self._settings().with_options(active.options), active.agent
-        return UsageReport(active.session_id, agent.state.usage.model_copy(),
-                           agent.state.tool_calls, mine.limits(),
+        return UsageReport(active.session_id, agent.conversation.state.usage.model_copy(),
+                           agent.conversation.state.tool_calls, mine.limits(),
                            context_tokens=agent.conversation.estimated_tokens(),
                            window=agent.window, context_privacy=mine.context_privacy)
 
@@ -398,7 +398,7 @@ class AgentController:
         return turn, number, f"{tag}\n{code}"
 
     def todos(self) -> list[TodoItem]:
-        return list(self._require_active().agent.state.todos)
+        return list(self._require_active().agent.conversation.state.todos)
 
     def _deactivate(self, session_id: str, why: str) -> bool:
         if self._active is None or self._active.session_id != session_id:

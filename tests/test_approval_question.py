@@ -154,7 +154,7 @@ def test_remember_under_deny_writes_nothing(
     result = model_server.requests[1]["messages"][-1]["content"]
     assert result.startswith("error: refused: writing notes is disabled")
     assert FileStore(memory_dir).notes.read("project") == ""
-    assert magics_of(agent_shell).controller._active.agent.state.tool_calls == 0
+    assert magics_of(agent_shell).controller._active.agent.conversation.state.tool_calls == 0
 
 
 @pytest.mark.parametrize("answer", ["y", "n"])

@@ -172,8 +172,7 @@ class ChatModel(OpenAIModel):
                                 "messages": messages if isinstance(messages, list)
                                 else list(messages)}
         if stream:
-            body["stream"] = True
-            body["stream_options"] = {"include_usage": True}
+            body.update(stream=True, stream_options={"include_usage": True})
         if tools:
             body["tools"] = tools if isinstance(tools, list) else list(tools)
         return body
@@ -307,9 +306,8 @@ class ResponsesModel(OpenAIModel):
             item = data.get("item") or {}
             if item.get("type") == "function_call":
                 slot = partial.calls.setdefault(int(data.get("output_index", 0)), {})
-                slot["id"] = str(item.get("call_id") or "")
-                slot["name"] = str(item.get("name") or "")
-                slot["arguments"] = str(item.get("arguments") or "") or slot.get("arguments", "")
+                slot.update(id=str(item.get("call_id") or ""), name=str(item.get("name") or ""),
+                            arguments=str(item.get("arguments") or "") or slot.get("arguments", ""))
         elif kind == "response.function_call_arguments.delta":
             slot = partial.calls.setdefault(int(data.get("output_index", 0)), {})
             slot["arguments"] = slot.get("arguments", "") + str(data.get("delta", ""))

@@ -23,8 +23,8 @@ from jupyter_agent import notebook
 from jupyter_agent.agent.config import ApprovalPolicy
 from jupyter_agent.agent.events import ApprovalAnswered, EventCallback, Notice, ignore_event
 from jupyter_agent.agent.pyexec import ApprovalInterrupted, FigureKeeper, format_outcome
-from jupyter_agent.agent.tools import MemoryContext, Tool, ToolError, ToolResult, tool_from_function
-from jupyter_agent.store import SessionState, TodoItem
+from jupyter_agent.agent.tools import Tool, ToolError, ToolResult, tool_from_function
+from jupyter_agent.store import SessionState, Store, TodoItem
 from jupyter_agent.store.messages import clean_text
 from jupyter_agent.store.records import TodoStatus
 from jupyter_agent.text import shorten
@@ -40,21 +40,21 @@ SMALL_WINDOW_TOOLS = ("run_python", "list_variables", "describe_variable")
 NO_STDIN_REFUSAL = ("refused: the approval policy is 'ask' but there is no stdin to ask the "
                     "user on (headless run). The user can allow code with "
                     '`%config AgentMagics.approve = "auto"` or `--approve auto`.')
-DECLINED_REFUSAL = "refused: the user declined to run this code."
-DENY_REFUSAL = "refused: running code is disabled by the approval policy ('deny')."
-NOTE_DENY_REFUSAL = ("refused: writing notes is disabled by the approval policy ('deny'); "
-                     "the user can add it to {file} themselves.")
-NOTE_DECLINED_REFUSAL = "refused: the user declined to save this note."
 PRIVACY_REFUSAL = ("refused: context_privacy is 'none': nothing from the kernel is sent to "
                    "the model (the user can change it with %config AgentMagics.context_privacy)")
-VALUES_DENY_REFUSAL = ("refused: context_privacy is 'schema' and the approval policy is "
-                       "'deny': values are not sent; ask the user to paste what you need.")
-VALUES_DECLINED_REFUSAL = "refused: the user declined to send these values."
+# Each question: (intro, question, refusal under "deny", refusal when the user declines).
+RUN_QUESTION = ("The agent asks to run this code", "Run this code? [y/N] ",
+                "refused: running code is disabled by the approval policy ('deny').",
+                "refused: the user declined to run this code.")
 VALUES_QUESTION = ("The agent asks to send these values to the model (context_privacy is "
-                   "'schema')", "Send them? [y/N] ")
-RUN_QUESTION = ("The agent asks to run this code", "Run this code? [y/N] ")
+                   "'schema')", "Send them? [y/N] ",
+                   "refused: context_privacy is 'schema' and the approval policy is 'deny': "
+                   "values are not sent; ask the user to paste what you need.",
+                   "refused: the user declined to send these values.")
 NOTE_QUESTION = ("The agent asks to add this line to {file}, read by every later session",
-                 "Save this note? [y/N] ")
+                 "Save this note? [y/N] ", "refused: writing notes is disabled by the approval "
+                 "policy ('deny'); the user can add it to {file} themselves.",
+                 "refused: the user declined to save this note.")
 
 ShowQuestion = Callable[[str, str], object]
 
@@ -82,7 +82,7 @@ def question_text(intro: str, text: str) -> str:
 
 
 def ask_on_stdin(code: str, *, show: ShowQuestion | None = None,
-                 question: tuple[str, str] = RUN_QUESTION) -> bool:
+                 question: tuple[str, ...] = RUN_QUESTION) -> bool:
     """Show ``code`` whole and ask ``Run this code? [y/N]`` with :func:`input`."""
     if not notebook.can_ask(get_ipython()):
         raise EOFError("no usable stdin to ask the user on")
@@ -105,10 +105,10 @@ class BuiltinTools:
         self.approval: ApprovalPolicy = approval
         self.show_question = show_question
         self.ask = ask or functools.partial(ask_on_stdin, show=show_question)
-        self.memory = MemoryContext(None, None)
+        self.store: Store | None = None  # where summaries and notes go
+        self.session_id: str | None = None
         self.summary_written = False
         self.emit: EventCallback = ignore_event
-        self.refusals = 0  # calls refused so far (approval denied): they never ran
         self._private_ns: dict[str, Any] = {"__name__": "__main__"}
         self.figures = FigureKeeper(get_state)
 
@@ -130,19 +130,18 @@ class BuiltinTools:
         return (name in ("run_python", "remember") and self.approval == "ask"
                 and notebook.can_ask(get_ipython()))
 
-    def _decide(self, name: str, text: str, question: tuple[str, str], deny: str,
-                declined: str) -> None:
+    def _decide(self, name: str, text: str, question: tuple[str, ...]) -> None:
         """Raise the refusal as a ToolError unless the call is allowed (asking the user
-        about ``text`` under "ask")."""
+        ``question`` about ``text`` under "ask")."""
         if self.approval == "auto":
             return
-        refusal = deny
+        refusal, declined = question[2:]
         if self.approval == "ask":
             try:
                 approved = (self.ask(text) if question is RUN_QUESTION else
                             ask_on_stdin(text, show=self.show_question, question=question))
             except KeyboardInterrupt:
-                self.refusals += 1  # declined before anything ran: not a tool call
+                self._get_state().tool_calls -= 1  # declined before anything ran
                 raise ApprovalInterrupted() from None
             except (EOFError, StdinNotImplementedError, OSError, RuntimeError, ValueError):
                 # no usable stdin (headless, closed, lost): refuse, never error or hang
@@ -152,7 +151,7 @@ class BuiltinTools:
             if approved:
                 return
             refusal = declined
-        self.refusals += 1  # a refused call never ran: it does not count
+        self._get_state().tool_calls -= 1  # a refused call never ran: it does not count
         self.emit(Notice(f"{name} {refusal}"))
         raise ToolError(refusal)
 
@@ -168,7 +167,7 @@ class BuiltinTools:
         code : str
             Python source to execute, like a notebook cell.
         """
-        self._decide("run_python", code, RUN_QUESTION, DENY_REFUSAL, DECLINED_REFUSAL)
+        self._decide("run_python", code, RUN_QUESTION)
         outcome, figures = self.figures.run(self._shell(), code, self.namespace())
         ok = outcome.error is None
         return ToolResult(("" if ok else "error: ") + format_outcome(outcome), ok, figures)
@@ -191,8 +190,7 @@ class BuiltinTools:
     def _values(self, name: str, text: str, values: bool) -> str:
         """``text``, which holds values when ``values``: asked about under "schema"."""
         if values and self.privacy == "schema":
-            self._decide(name, text, VALUES_QUESTION, VALUES_DENY_REFUSAL,
-                         VALUES_DECLINED_REFUSAL)
+            self._decide(name, text, VALUES_QUESTION)
         return text
 
     def list_variables(self) -> str:
@@ -338,11 +336,11 @@ class BuiltinTools:
         remaining : str
             What is left to do.
         """
-        store, session_id = self.memory.store, self.memory.session_id
-        if store is None or session_id is None:
+        if self.store is None or self.session_id is None:
             raise ToolError("no session store: the summary cannot be saved")
-        store.update(session_id, summary=f"Goal: {goal.strip()}\nCompleted: {completed.strip()}\n"
-                     f"Decisions: {decisions.strip()}\nRemaining: {remaining.strip()}")
+        self.store.update(self.session_id, summary=f"Goal: {goal.strip()}\nCompleted: "
+                          f"{completed.strip()}\nDecisions: {decisions.strip()}\nRemaining: "
+                          f"{remaining.strip()}")
         self.summary_written = True
         return "summary saved"
 
@@ -357,13 +355,11 @@ class BuiltinTools:
             "project" for facts about this project (project.md), "user" for the
             user's preferences (user.md).
         """
-        store, file = self.memory.store, f"{kind}.md"
+        store, file = self.store, f"{kind}.md"
         if store is None:
             raise ToolError("no memory store: the note cannot be saved")
         line = "- " + " ".join(clean_text(note).split())  # exactly what Notes.append writes
-        question = (NOTE_QUESTION[0].format(file=file), NOTE_QUESTION[1])
-        self._decide("remember", line, question, NOTE_DENY_REFUSAL.format(file=file),
-                     NOTE_DECLINED_REFUSAL)
+        self._decide("remember", line, tuple(part.format(file=file) for part in NOTE_QUESTION))
         store.notes.append(kind, note)
         return f"noted in {file}"
 

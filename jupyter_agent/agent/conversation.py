@@ -57,8 +57,8 @@ class Conversation:
         self._record: SessionRecord | None = None
         self._saved_len = len(self.messages)
         self._saved_state = self.state.model_copy(deep=True)
-        self._reported_tokens: int | None = None  # the endpoint's count for ...
-        self._reported_len = 0  # ... messages[:_reported_len]
+        # (tokens, n): the endpoint's count for messages[:n] (tool schemas included)
+        self.reported: tuple[int, int] | None = None
         self._in_order = 0  # messages[:_in_order] have intact tool pairs (see repair)
         self._figures: dict[str, FigureData] = {}  # in memory only (no store)
         self.notes = NotesRead()  # the notes a new session's system prompt got
@@ -190,7 +190,7 @@ class Conversation:
             self.store.compact(self.session_id, new, summary=summary, replaced=replaced)
         self.messages = new
         self._saved_len = len(new)
-        self._reported_tokens, self._reported_len = None, 0
+        self.reported = None
         self._in_order = 0
         self.save()
 
@@ -250,19 +250,10 @@ class Conversation:
             raise FigureNotFoundError("(in memory)", figure_id, "memory")
         return self._figures[figure_id]
 
-    def note_reported_tokens(self, tokens: int) -> None:
-        """The endpoint counted ``tokens`` for the working context as it is now."""
-        self._reported_tokens, self._reported_len = tokens, len(self.messages)
-
-    @property
-    def counted(self) -> bool:
-        """Whether the endpoint has counted the working context (tool schemas included)."""
-        return self._reported_tokens is not None
-
     def estimated_tokens(self) -> int:
         """The last reported count plus ~4 characters per token for the messages since."""
-        return estimate_tokens(self.messages, base_tokens=self._reported_tokens,
-                               base_len=self._reported_len)
+        tokens, count = self.reported or (None, 0)
+        return estimate_tokens(self.messages, base_tokens=tokens, base_len=count)
 
 
 def drop_old_images(conversation: Conversation) -> int:

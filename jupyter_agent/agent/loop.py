@@ -29,18 +29,16 @@ from jupyter_agent.agent.config import (
     price_call,
 )
 from jupyter_agent.agent.conversation import MEMORY_REPAIR, Conversation, drop_old_images
+from jupyter_agent.agent.endpoint import ContextWindow, resolve_window
 from jupyter_agent.agent.events import EventCallback, Notice, TextDelta, UsageUpdate, ignore_event
 from jupyter_agent.agent.tools import (
     BatchProgress,
-    MemoryContext,
     Tool,
     describe_stop,
-    execute_batch,
     short_schema,
     tool_from_function,
 )
-from jupyter_agent.agent.vision import RequestView, VisionModel
-from jupyter_agent.agent.window import ContextWindow, plausible, resolve_window
+from jupyter_agent.agent.vision import RequestView, respond, shaped
 from jupyter_agent.agent.working_context import (
     CHARS_PER_TOKEN,
     SUMMARIZER_PROMPT,
@@ -60,7 +58,7 @@ from jupyter_agent.errors import (
     PromptTooLongError,
 )
 from jupyter_agent.notebook import CellLog
-from jupyter_agent.store import SessionState, Store, Usage, to_message_dict
+from jupyter_agent.store import Store, Usage, to_message_dict
 
 LIMIT_SKIP = "not executed: limit reached"
 CUT_OFF_SKIP = "not executed: the reply was cut off"
@@ -84,8 +82,8 @@ class TurnOutcome:
 class Agent:
     """An agent whose conversation is a (saved or in-memory) session.
 
-    The agent holds the session's lease from construction until :meth:`close` (or the end
-    of a ``with`` block); a closed agent cannot run. Without ``conversation``, a saved
+    The agent holds the session's lease from construction until ``conversation.close()``
+    (or the end of a ``with`` block); a closed agent cannot run. Without ``conversation``, a saved
     session ``session_id`` of ``store`` is resumed, else one is created (in memory
     without a store). ``tools`` are added to the built-in ones and run without asking.
     ``ask(code) -> bool`` answers approval questions (default: on stdin, shown with
@@ -143,22 +141,9 @@ class Agent:
                 conversation = Conversation.create(store, session_id=session_id,
                                                    system_prompt=self.config.system_prompt)
         self.conversation = conversation
-        self._builtins.memory = MemoryContext(conversation.store, conversation.session_id)
+        self._builtins.store = conversation.store
+        self._builtins.session_id = conversation.session_id
         self._resolve_window()
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        """The working context."""
-        return self.conversation.messages
-
-    @property
-    def state(self) -> SessionState:
-        """The checkpoint: scratchpad, todos, tool-call count, usage."""
-        return self.conversation.state
-
-    @property
-    def session_id(self) -> str | None:
-        return self.conversation.session_id
 
     def reconfigure(self, *, model: Model | None = None, config: AgentConfig | None = None) -> None:
         """Use another model and/or config from the next turn on (same session, same lease)."""
@@ -169,32 +154,13 @@ class Agent:
         self._builtins.privacy = self.config.context_privacy
 
     def _resolve_window(self, learned: ContextWindow | None = None) -> None:
-        """Choose the window: the setting, unless a refusal taught a smaller one; else the
-        one known for this model at this URL, saved in the checkpoint or probed."""
-        key = f"{self.model.name} at {self.model.base_url.rstrip('/')}"
-        state, configured = self.conversation.state, self.config.context_window
-        found = learned or self._windows.get(key)
-        if found is None and not configured:
-            saved = plausible(state.context_window) if state.context_window_of == key else None
-            found = resolve_window(self.model) if saved is None else ContextWindow(
-                saved, "refusal" if state.context_window_source == "refusal" else "server")
-        if found is not None and found is not self._windows.get(key):
-            self._windows[key] = found
-            if found.source in ("server", "refusal"):
-                state.context_window, state.context_window_of = found.tokens, key
-                state.context_window_source = found.source
-        if configured and (found is None or found.source != "refusal"
-                           or found.tokens >= configured):
-            found = ContextWindow(int(configured), "setting")
-        assert found is not None
-        self.window = found
+        self.window = resolve_window(self.model, self.conversation.state,
+                                     self.config.context_window, self._windows, learned)
 
-    def request_tools(self) -> list[dict[str, Any]]:
-        """The tool schemas a request offers (a cached list: do not change it); for a small
-        window only the short schemas of :data:`SMALL_WINDOW_TOOLS` and the user's tools."""
-        return self._tools_for_window()[0]
-
-    def _tools_for_window(self) -> tuple[list[dict[str, Any]], int]:
+    def request_tools(self) -> tuple[list[dict[str, Any]], int]:
+        """The tool schemas a request offers (a cached list: do not change it) and their
+        estimated tokens; for a small window only the short schemas of
+        :data:`SMALL_WINDOW_TOOLS` and the user's tools."""
         small = self.window.small
         key = (small, len(self.tools))
         if key not in self._tool_schemas:
@@ -222,7 +188,7 @@ class Agent:
         """Hold the lease and send events to ``on_event`` for a block (a turn, a compaction)."""
         if self.conversation.closed:
             raise RuntimeError(f"this Agent was closed and released session "
-                               f"{self.session_id!r}; build a new Agent to resume it")
+                               f"{self.conversation.session_id!r}; build a new Agent to resume it")
         self._emit = on_event or ignore_event
         try:
             with self.conversation.lease():
@@ -318,19 +284,15 @@ class Agent:
             return self._end(text, reached.limit, calls, LIMIT_SKIP, reached)
 
     def _check_fits(self, request: dict[str, Any], *, saved: bool = False) -> None:
-        system = self._system_override()
-        head = self.conversation.messages[:1]
-        if system is not None:
-            head = [{**head[0], "content": system}]
-        window = self.window.tokens
-        tokens = (estimate_tokens([*head, request]) + self._tools_for_window()[1]
+        head = shaped(self.conversation.messages[:1], self._system_override())
+        tokens = (estimate_tokens([*head, request]) + self.request_tools()[1]
                   + self.window.reserve)
-        if tokens > window:
-            raise PromptTooLongError(tokens, window, self.model.name, saved=saved)
+        if tokens > self.window.tokens:
+            raise PromptTooLongError(tokens, self.window.tokens, self.model.name, saved=saved)
 
     def _should_compact(self) -> bool:
         # the tool schemas count until the endpoint has counted them (with the context)
-        tools = 0 if self.conversation.counted else self._tools_for_window()[1]
+        tools = 0 if self.conversation.reported else self.request_tools()[1]
         return (self.conversation.estimated_tokens() + tools + self.window.reserve
                 > self.config.compact_at * self.window.tokens)
 
@@ -341,15 +303,13 @@ class Agent:
         while True:
             conversation.repair(MEMORY_REPAIR)
             conversation.save()  # the checkpoint before the request (when it changed)
-            model = VisionModel(self.model, self._view, self.config, conversation.state,
-                                emit, system=self._system_override(),
-                                note=None if self._context is None
-                                else (self._request, self._context))
             partial = PartialReply()
             try:
-                reply = model.respond(conversation.messages, self.request_tools(),
-                                      stream=self.config.stream, partial=partial,
-                                      on_text=lambda text: emit(TextDelta(text)))
+                reply = respond(self._view, self.model, conversation.messages,
+                                self.request_tools()[0], self.config, conversation.state, emit,
+                                partial=partial, on_text=lambda text: emit(TextDelta(text)),
+                                system=self._system_override(), note=None
+                                if self._context is None else (self._request, self._context))
                 break
             except ModelError as exc:
                 if exc.mid_reply:  # the live turn shows the marker the saved message has
@@ -379,7 +339,8 @@ class Agent:
         if reply.tool_calls:
             message["tool_calls"] = reply.tool_calls
         conversation.append(message)
-        conversation.note_reported_tokens(usage.input_tokens + usage.output_tokens)
+        conversation.reported = (usage.input_tokens + usage.output_tokens,
+                                 len(conversation.messages))
         self._account(usage)
         return reply
 
@@ -398,20 +359,18 @@ class Agent:
         return marker
 
     def _run_batch(self, calls: list[dict[str, Any]]) -> None:
-        conversation, builtins = self.conversation, self._builtins
-        progress = BatchProgress(calls)
-        refusals = builtins.refusals
-        try:
-            execute_batch(progress, self.tools, conversation.state, emit=self._emit,
-                          max_output_chars=self.config.max_output_chars, asks=builtins.will_ask)
+        conversation, progress = self.conversation, BatchProgress(calls)
+        try:  # a refused call is not counted: the tools take it back
+            progress.run(self.tools, conversation.state, emit=self._emit,
+                         max_output_chars=self.config.max_output_chars,
+                         asks=self._builtins.will_ask)
         except BaseException as exc:
             progress.finish_interrupted(exc)
             raise
         finally:
-            conversation.state.tool_calls -= builtins.refusals - refusals  # refused: never ran
             conversation.append(*progress.results)
             conversation.save()  # save point 3
-        if builtins.summary_written:
+        if self._builtins.summary_written:
             conversation.has_summary = True
 
     def compact(self, *, on_event: EventCallback | None = None) -> bool:

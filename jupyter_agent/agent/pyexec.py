@@ -138,12 +138,13 @@ def interleave(printed: str, pieces: list[tuple[int | None, str]]) -> str:
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 
 
-def _open_figures() -> set[int]:
+def _open_figures() -> dict[int, Any]:
+    """pyplot's open figure managers by number (none before pyplot is imported)."""
     if sys.modules.get("matplotlib.pyplot") is None:
-        return set()
+        return {}
     from matplotlib._pylab_helpers import Gcf  # pyplot is imported already
 
-    return {int(m.num) for m in Gcf.get_all_fig_managers()}
+    return {int(m.num): m for m in Gcf.get_all_fig_managers()}
 
 
 @dataclass
@@ -155,7 +156,8 @@ class FigureKeeper:
     save: Callable[[str, bytes, str], object] = check_figure  # checks, then keeps
     emit: EventCallback = ignore_event
     forward: bool = True  # displays go on to the shell (no front end shows the events)
-    _shown: list[tuple[int | None, Any]] = field(default_factory=list)  # text or (ref, bytes)
+    _shown: list[tuple[int | None, str]] = field(default_factory=list)  # (position, text)
+    _refs: list[dict[str, Any]] = field(default_factory=list)  # of the figures kept
     _shows_images: bool = False
     _busy: bool = False
 
@@ -163,9 +165,9 @@ class FigureKeeper:
             ) -> tuple[ExecOutcome, tuple[dict[str, Any], ...]]:
         """:func:`run_code`, catching what it displays in ``shell`` (None: no shell) in this
         thread; its figures are saved and every output put into the printed text."""
-        self._shown, error = [], ""
+        self._shown, self._refs, error = [], [], ""
         self._shows_images = is_jupyter(shell)
-        thread, before, stdout = threading.get_ident(), _open_figures(), sys.stdout
+        thread, before, stdout = threading.get_ident(), set(_open_figures()), sys.stdout
         publisher = getattr(shell, "display_pub", None)
         if publisher is None or not callable(getattr(publisher, "publish", None)):
             publisher = None
@@ -198,25 +200,11 @@ class FigureKeeper:
                 vars(publisher).pop("publish", None)
                 if had:
                     publisher.publish = saved
-        refs: list[dict[str, Any]] = []
-        pieces: list[tuple[int | None, str]] = []
-        for position, text in self._shown:
-            if isinstance(text, tuple):
-                ref, raw = text
-                note = ""
-                try:
-                    self.save(ref["id"], raw, ref["media_type"])
-                except (JupyterAgentError, OSError) as err:
-                    note = f"; not kept: {err}"
-                else:
-                    refs.append(ref)
-                text = f"[{describe_figure(ref)}{note}]"
-            pieces.append((position, text))
-        outcome = replace(outcome, stdout=interleave(outcome.stdout, pieces))
+        outcome = replace(outcome, stdout=interleave(outcome.stdout, self._shown))
         if error:
             outcome = replace(outcome, error=f"{outcome.error}\n{error}" if outcome.error
                               else error)
-        return outcome, tuple(refs)
+        return outcome, tuple(self._refs)
 
     def _collect_figures(self, publishing: bool, before: set[int]) -> None:
         pyplot = sys.modules.get("matplotlib.pyplot")
@@ -227,10 +215,8 @@ class FigureKeeper:
             if inline is not None and publishing:
                 inline.flush_figures()
             return
-        from matplotlib._pylab_helpers import Gcf  # pyplot is imported already
-
-        for manager in Gcf.get_all_fig_managers():
-            if manager.num not in before:
+        for number, manager in _open_figures().items():
+            if number not in before:
                 figure, buffer = manager.canvas.figure, io.BytesIO()
                 figure.savefig(buffer, format="png")
                 self._take({"image/png": buffer.getvalue(), "text/plain": repr(figure)}, {},
@@ -256,7 +242,14 @@ class FigureKeeper:
             if size is not None:
                 ref["width"], ref["height"] = size
             ref.update(bytes=len(raw), shown=bool(shown and self._shows_images))
-            self._shown.append((position, (ref, raw)))
+            note = ""
+            try:
+                self.save(ref["id"], raw, media_type)
+            except (JupyterAgentError, OSError) as err:
+                note = f"; not kept: {err}"
+            else:
+                self._refs.append(ref)
+            self._shown.append((position, f"[{describe_figure(ref)}{note}]"))
             self.emit(Displayed(data, metadata, dict(ref), shown=shown))
         finally:
             self._busy = False

@@ -24,20 +24,12 @@ import pydantic
 from jupyter_agent.agent.events import EventCallback, ToolCallEnd, ToolCallStart
 from jupyter_agent.agent.pyexec import ApprovalInterrupted, ToolInterrupted
 from jupyter_agent.agent.working_context import synthetic_result
-from jupyter_agent.store import SessionState, Store, to_message_dict
+from jupyter_agent.store import SessionState, to_message_dict
 from jupyter_agent.text import truncate
 
 
 class ToolError(Exception):
     """Raised by a tool to report a failure as a plain message (no traceback)."""
-
-
-@dataclass(frozen=True)
-class MemoryContext:
-    """What host-side tools need to write summaries and notes."""
-
-    store: Store | None
-    session_id: str | None
 
 
 @dataclass(frozen=True)
@@ -142,8 +134,8 @@ class BatchProgress:
     results: list[dict[str, Any]] = field(default_factory=list)
     running: str | None = None
 
-    def finish_interrupted(self, exc: BaseException) -> list[dict[str, Any]]:
-        """Answer every call without a result; return all results in call order."""
+    def finish_interrupted(self, exc: BaseException) -> None:
+        """Answer every call without a result, in call order."""
         how, answered = describe_stop(exc), {r["tool_call_id"] for r in self.results}
         for call in self.calls:
             if call["id"] not in answered:
@@ -151,43 +143,41 @@ class BatchProgress:
                     f"{how} while this tool call was running" if call["id"] == self.running
                     else f"not executed: the tool batch was {how}")))
         self.running = None
-        return self.results
 
-
-def execute_batch(progress: BatchProgress, tools: Mapping[str, Tool], state: SessionState, *,
-                  emit: EventCallback, max_output_chars: int,
-                  asks: Callable[[str], bool]) -> list[dict[str, Any]]:
-    """Run every call of ``progress.calls``, counting each in ``state.tool_calls`` as it
-    starts; return the ``tool`` messages."""
-    for call in progress.calls:
-        call_id, function = call["id"], call.get("function") or {}
-        name, arguments = str(function.get("name", "")), str(function.get("arguments", ""))
-        emit(ToolCallStart(call_id, name, arguments, asks=asks(name)))
-        progress.running = call_id
-        state.tool_calls += 1
-        tool = tools.get(name)
-        try:
-            outcome = tool.invoke(arguments) if tool is not None else ToolResult(
-                f"error: there is no tool named {name!r}; available: {', '.join(tools)}", False)
-        except (ApprovalInterrupted, ToolInterrupted) as exc:
-            if isinstance(exc, ApprovalInterrupted):  # declined at the question: never ran
-                kept = {"role": "tool", "tool_call_id": call_id, "content": DECLINED_BY_INTERRUPT}
-            elif exc.output:  # keep what it printed: on screen and for the model
-                kept = synthetic_result(call_id, "interrupted by the user while this tool call "
-                                        f"was running; it had printed:\n"
-                                        f"{truncate(exc.output, max_output_chars)}")
-            else:
+    def run(self, tools: Mapping[str, Tool], state: SessionState, *, emit: EventCallback,
+            max_output_chars: int, asks: Callable[[str], bool]) -> None:
+        """Run every call, counting each in ``state.tool_calls`` as it starts, its ``tool``
+        message added to :attr:`results`."""
+        for call in self.calls:
+            call_id, function = call["id"], call.get("function") or {}
+            name, arguments = str(function.get("name", "")), str(function.get("arguments", ""))
+            emit(ToolCallStart(call_id, name, arguments, asks=asks(name)))
+            self.running = call_id
+            state.tool_calls += 1
+            tool = tools.get(name)
+            try:
+                outcome = tool.invoke(arguments) if tool is not None else ToolResult(
+                    f"error: there is no tool named {name!r}; available: {', '.join(tools)}",
+                    False)
+            except (ApprovalInterrupted, ToolInterrupted) as exc:
+                if isinstance(exc, ApprovalInterrupted):  # declined at the question: never ran
+                    kept = {"role": "tool", "tool_call_id": call_id,
+                            "content": DECLINED_BY_INTERRUPT}
+                elif exc.output:  # keep what it printed: on screen and for the model
+                    kept = synthetic_result(call_id, "interrupted by the user while this tool "
+                                            "call was running; it had printed:\n"
+                                            f"{truncate(exc.output, max_output_chars)}")
+                else:
+                    raise
+                self.results.append(to_message_dict(kept))
+                self.running = None
+                with contextlib.suppress(Exception):  # the interrupt is what propagates
+                    emit(ToolCallEnd(call_id, name, self.results[-1]["content"], False))
                 raise
-            progress.results.append(to_message_dict(kept))
-            progress.running = None
-            with contextlib.suppress(Exception):  # the interrupt is what propagates
-                emit(ToolCallEnd(call_id, name, progress.results[-1]["content"], False))
-            raise
-        result: dict[str, Any] = {"role": "tool", "tool_call_id": call_id,
-                                  "content": truncate(outcome.text, max_output_chars)}
-        if outcome.figures:  # references of the figures it made
-            result["figures"] = list(outcome.figures)
-        progress.results.append(to_message_dict(result))
-        progress.running = None
-        emit(ToolCallEnd(call_id, name, progress.results[-1]["content"], outcome.ok))
-    return progress.results
+            result: dict[str, Any] = {"role": "tool", "tool_call_id": call_id,
+                                      "content": truncate(outcome.text, max_output_chars)}
+            if outcome.figures:  # references of the figures it made
+                result["figures"] = list(outcome.figures)
+            self.results.append(to_message_dict(result))
+            self.running = None
+            emit(ToolCallEnd(call_id, name, self.results[-1]["content"], outcome.ok))

@@ -5,7 +5,7 @@ The working context keeps figure references on tool messages, never image bytes.
 ``max_images`` figures (PNG, JPEG), downscaled, as ``data:`` URLs: for Chat Completions
 a user message after the batch's results, for the Responses API inside the tool result.
 The view is incremental and returns the same message objects while nothing changes.
-:class:`VisionModel` applies the ``vision`` setting: "auto" resends a refused request
+:func:`respond` applies the ``vision`` setting: "auto" resends a refused request
 without images and remembers for the session that the endpoint takes none.
 """
 
@@ -134,66 +134,59 @@ def _may_be_images(err: ModelError) -> bool:
                 and status not in (401, 403, 404, 408, 409, 429)))
 
 
-class VisionModel:
-    """A :class:`~jupyter_agent.agent.adapters.Model` that sends figures as images (see the
-    module docstring); everything else is the wrapped model's."""
+def respond(view: RequestView, model: Model, messages: Sequence[dict[str, Any]],
+            tools: Sequence[dict[str, Any]], config: AgentConfig, state: SessionState,
+            emit: EventCallback, *, partial: PartialReply, on_text: TextCallback | None = None,
+            system: str | None = None, note: tuple[dict[str, Any] | None, str] | None = None
+            ) -> ModelReply:
+    """Send one request to ``model`` through ``view``, with the newest figures as images
+    when they may go; ``system`` replaces the system message's text, ``note`` is a
+    ``(message, text)`` whose text is sent after that message."""
+    plain = shaped(view.plain(messages), system, note)
+    mode, name = config.vision, model.name
+    key = f"{name} at {model.base_url}" if model.base_url else name
+    request, tokens = plain, 0
+    if config.max_images > 0 and (
+            mode == "on" or (mode == "auto" and state.images_refused != key)):
+        request, tokens = view.with_images(config.max_images, model.api)
+        request = shaped(request, system, note) if tokens else plain
+    try:
+        reply = model.respond(request, tools, stream=config.stream, partial=partial,
+                              on_text=on_text)
+    except ModelError as err:
+        if not tokens or partial.received or not _may_be_images(err):
+            raise
+        if mode == "on":
+            raise ModelError(f"{err} (the request carried images of figures: if this "
+                             "model cannot read images, use %agent_resume --vision off "
+                             "or --vision auto)", err.status_code, err.code) from err
+        reply = model.respond(plain, tools, stream=config.stream, partial=partial,
+                              on_text=on_text)
+        state.images_refused, tokens = key, 0
+        status = f"{err.status_code}: " if err.status_code else ""
+        emit(Notice(f"the model endpoint refused the images of figures ({status}"
+                    f"{clip_reason(err.detail or str(err))}), so {name} is told "
+                    "about figures in text only for the rest of this session; "
+                    "--vision on (always send images) or --vision off (never) with "
+                    "%agent_new or %agent_resume changes this"))
+    if reply.usage is not None or not tokens:
+        return reply
+    return replace(reply, usage=checked_usage(  # the images' estimate, not the server's
+        None, lambda: estimate_tokens(plain) + tokens, reply.text, reply.tool_calls))
 
-    def __init__(self, model: Model, view: RequestView, config: AgentConfig,
-                 state: SessionState, emit: EventCallback, *, system: str | None = None,
-                 note: tuple[dict[str, Any] | None, str] | None = None) -> None:
-        self.model, self._system, self._note = model, system, note
-        self.api, self.name, self.base_url = model.api, model.name, model.base_url
-        self._view, self._config, self._state, self._emit = view, config, state, emit
 
-    def respond(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *,
-                stream: bool, partial: PartialReply,
-                on_text: TextCallback | None = None) -> ModelReply:
-        """Send one request, with the newest figures as images when they may go."""
-        plain = self._shaped(self._view.plain(messages))
-        mode = self._config.vision
-        key = f"{self.name} at {self.base_url}" if self.base_url else self.name
-        request, tokens = plain, 0
-        if self._config.max_images > 0 and (
-                mode == "on" or (mode == "auto" and self._state.images_refused != key)):
-            request, tokens = self._view.with_images(self._config.max_images, self.api)
-            request = self._shaped(request) if tokens else plain
-        try:
-            reply = self.model.respond(request, tools, stream=stream, partial=partial,
-                                       on_text=on_text)
-        except ModelError as err:
-            if not tokens or partial.received or not _may_be_images(err):
-                raise
-            if mode == "on":
-                raise ModelError(f"{err} (the request carried images of figures: if this "
-                                 "model cannot read images, use %agent_resume --vision off "
-                                 "or --vision auto)", err.status_code, err.code) from err
-            reply = self.model.respond(plain, tools, stream=stream, partial=partial,
-                                       on_text=on_text)
-            self._state.images_refused, tokens = key, 0
-            status = f"{err.status_code}: " if err.status_code else ""
-            self._emit(Notice(f"the model endpoint refused the images of figures ({status}"
-                              f"{clip_reason(err.detail or str(err))}), so {self.name} is told "
-                              "about figures in text only for the rest of this session; "
-                              "--vision on (always send images) or --vision off (never) with "
-                              "%agent_new or %agent_resume changes this"))
-        if reply.usage is not None or not tokens:
-            return reply
-        return replace(reply, usage=checked_usage(  # the images' estimate, not the server's
-            None, lambda: estimate_tokens(plain) + tokens, reply.text, reply.tool_calls))
-
-    def _shaped(self, request: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """``request`` with the ``system`` override and the ``note`` after its message."""
-        if self._system is not None and request and request[0].get("role") == "system":
-            request = [{**request[0], "content": self._system}, *request[1:]]
-        if self._note is None:
-            return request
-        index = request_index(request, self._note[0])
-        if index is None or not isinstance(request[index].get("content"), str):
-            return request
-        noted = list(request)
-        noted[index] = {**request[index],
-                        "content": f"{request[index]['content']}\n\n{self._note[1]}"}
-        return noted
+def shaped(request: list[dict[str, Any]], system: str | None,
+           note: tuple[dict[str, Any] | None, str] | None = None) -> list[dict[str, Any]]:
+    """``request`` with the text ``system`` in its system message and ``note``'s text after
+    its message."""
+    if system is not None and request and request[0].get("role") == "system":
+        request = [{**request[0], "content": system}, *request[1:]]
+    index = None if note is None else request_index(request, note[0])
+    if note is None or index is None or not isinstance(request[index].get("content"), str):
+        return request
+    noted = list(request)
+    noted[index] = {**request[index], "content": f"{request[index]['content']}\n\n{note[1]}"}
+    return noted
 
 
 _PAIRS = {")": "(", "]": "[", "}": "{"}

@@ -8,6 +8,7 @@ transcript keeps it); compaction cuts only before a user or assistant message.
 
 from __future__ import annotations
 
+import itertools
 import json
 import typing
 from collections.abc import Sequence
@@ -136,17 +137,14 @@ def choose_cut(messages: Sequence[dict[str, Any]], *, keep_tokens: int, keep_tur
                   if messages[i].get("role") in ("user", "assistant")]
     if not candidates:
         return None
-    suffix = [0] * (n + 1)
-    for i in range(n - 1, -1, -1):
-        suffix[i] = suffix[i + 1] + message_tokens(messages[i])
+    # suffix[i]: the tokens of messages[i:]
+    suffix = [*itertools.accumulate(map(message_tokens, reversed(messages)))][::-1]
     user_starts = [i for i in candidates if messages[i].get("role") == "user"]
     fitting_turns = [i for i in user_starts[-keep_turns:] if suffix[i] <= keep_tokens]
     fitting = fitting_turns or [i for i in candidates if suffix[i] <= keep_tokens]
     cut = fitting[0] if fitting else candidates[-1]
     # Summarizing only user messages (a lone prompt, an earlier summary) gains nothing.
-    if not any(m.get("role") in ("assistant", "tool") for m in messages[1:cut]):
-        return None
-    return cut
+    return cut if any(m.get("role") in ("assistant", "tool") for m in messages[1:cut]) else None
 
 
 def render_for_summary(messages: Sequence[dict[str, Any]], *, max_chars: int,
@@ -282,9 +280,6 @@ def tool_calls_run(transcript: Sequence[dict[str, Any]]) -> int:
 
 def request_index(messages: Sequence[dict[str, Any]], request: dict[str, Any] | None) -> int | None:
     """Where ``request`` (the turn's user message) is in ``messages``: the last equal one."""
-    if request is None:
-        return None
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index] is request or messages[index] == request:
-            return index
-    return None
+    found = (i for i in range(len(messages) - 1, -1, -1)
+             if request is not None and (messages[i] is request or messages[i] == request))
+    return next(found, None)

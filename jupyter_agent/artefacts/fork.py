@@ -60,7 +60,7 @@ def replay_state(parent: SessionRecord, cut: int) -> tuple[SessionState, str]:
     not replayed."""
     # the agent package imports openai (~0.5 s); listings only need fork_label
     from jupyter_agent.agent.builtin_tools import BuiltinTools
-    from jupyter_agent.agent.tools import MemoryContext, tool_from_function
+    from jupyter_agent.agent.tools import tool_from_function
     from jupyter_agent.agent.working_context import NOT_RUN_PREFIXES, tool_calls_run
 
     state = SessionState(usage=parent.state.usage.model_copy(), model=parent.state.model,
@@ -68,7 +68,7 @@ def replay_state(parent: SessionRecord, cut: int) -> tuple[SessionState, str]:
     summaries = [""]  # the store stand-in where the summary tool saves: the last text
     recorder = SimpleNamespace(update=lambda session_id, *, summary: summaries.append(summary))
     tools = BuiltinTools(lambda: state, approval="deny")
-    tools.memory = MemoryContext(cast(Any, recorder), "replay")
+    tools.store, tools.session_id = cast(Any, recorder), "replay"
     replayable = {name: tool_from_function(getattr(tools, name)) for name in STATE_TOOLS}
     kept = parent.model_copy(update={"transcript": parent.transcript[:cut], "compactions": []})
     not_run = (*NOT_RUN_PREFIXES, SYNTHETIC_PREFIX)

@@ -17,8 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from jupyter_agent.agent.adapters import ModelReply, PartialReply, TextCallback, TokenUsage
-from jupyter_agent.agent.endpoint import Endpoint, status_error
-from jupyter_agent.agent.window import refused_window
+from jupyter_agent.agent.endpoint import Endpoint, refused_window, status_error
 from jupyter_agent.testing.handler import Exchange, LocalServer, _HTTPServer
 from jupyter_agent.testing.script import Script, ScriptError, Step, load_script, parse_step
 from jupyter_agent.testing.wire import (

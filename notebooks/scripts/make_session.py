@@ -35,7 +35,7 @@ def main(memory_dir: str) -> None:
         with Agent(ChatModel(client, "gpt-4o-mini"), session,
                    config=AgentConfig(approve="auto")) as agent:
             agent.run(PROMPT)
-    record = store.load_session(agent.session_id)
+    record = store.load_session(agent.conversation.session_id)
     state = record.state
     todos = ", ".join(f"#{t.id} {t.status}" for t in state.todos)
     print("A separate Python process saved a session:")

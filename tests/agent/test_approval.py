@@ -129,8 +129,8 @@ def test_a_refused_call_does_not_count_against_max_tool_calls(
     agent = make_agent(model_server, store, approve="deny", limits=Limits(max_tool_calls=2))
     outcome = agent.run("work")
     assert outcome.reply == "two todos"  # the refused call left room
-    assert agent.state.tool_calls == 2 and outcome.stop_reason is None
-    assert [t.text for t in agent.state.todos] == ["a", "b"]
+    assert agent.conversation.state.tool_calls == 2 and outcome.stop_reason is None
+    assert [t.text for t in agent.conversation.state.todos] == ["a", "b"]
     refused = model_server.requests[1]["messages"][3]
     assert refused["content"].startswith("error: refused: running code is disabled")
-    assert read_record(store, agent.session_id or "")["state"]["tool_calls"] == 2
+    assert read_record(store, agent.conversation.session_id or "")["state"]["tool_calls"] == 2

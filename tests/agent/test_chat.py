@@ -14,7 +14,7 @@ import pytest
 
 from jupyter_agent.agent.adapters import ChatModel, PartialReply
 from jupyter_agent.agent.config import price_call
-from jupyter_agent.agent.window import DEFAULT_CONTEXT_WINDOW, known_context_window
+from jupyter_agent.agent.endpoint import DEFAULT_CONTEXT_WINDOW, known_context_window
 from jupyter_agent.errors import ModelError
 from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModelServer
@@ -99,7 +99,7 @@ def test_unreachable_endpoint_names_the_url_and_what_to_check(
     assert message.startswith(f"cannot reach the model endpoint at {dead.base_url}")
     assert "check that the server is running and that the URL and port are right" in message
     assert not CLASS_NAME.search(message)
-    saved = read_record(store, agent.session_id or "")
+    saved = read_record(store, agent.conversation.session_id or "")
     assert roles(saved["messages"]) == ["system", "user"]
     assert saved["messages"][1]["content"] == "are you there?"
 
@@ -159,7 +159,7 @@ def test_error_statuses_say_what_to_do_next(
     assert words in str(info.value)
     assert not CLASS_NAME.search(str(info.value))
     assert agent.run("second").reply == "recovered"
-    assert roles(agent.messages) == ["system", "user", "user", "assistant"]
+    assert roles(agent.conversation.messages) == ["system", "user", "user", "assistant"]
 
 
 def test_rate_limit_after_the_clients_own_retries(store: FileStore) -> None:
@@ -221,7 +221,7 @@ def test_connection_dropped_mid_stream_is_a_model_error_and_the_prompt_stays_sav
         assert not CLASS_NAME.search(str(info.value))
     finally:
         server.stop()
-    saved = read_record(store, agent.session_id or "")
+    saved = read_record(store, agent.conversation.session_id or "")
     assert saved["messages"][1] == {"role": "user", "content": "a long answer, please"}
     server.start()
     server.add_steps([{"text": "short this time"}])
@@ -277,12 +277,12 @@ def test_known_model_is_priced_from_genai_prices(
     )
     agent = make_agent(model_server, store, model="gpt-4o-mini")
     agent.run("price me")
-    usage = agent.state.usage
+    usage = agent.conversation.state.usage
     assert (usage.input_tokens, usage.output_tokens, usage.calls) == (2000, 500, 1)
     # gpt-4o-mini: $0.15 per million input tokens, $0.60 per million output tokens
     assert usage.cost_usd == pytest.approx((2000 * 0.15 + 500 * 0.60) / 1e6)
     assert not usage.price_unknown
-    saved = read_record(store, agent.session_id or "")["state"]
+    saved = read_record(store, agent.conversation.session_id or "")["state"]
     assert saved["usage"]["cost_usd"] == pytest.approx(usage.cost_usd)
     assert (saved["model"], saved["api"]) == ("gpt-4o-mini", "chat")
     assert saved["base_url"] == model_server.base_url + "/"
@@ -295,12 +295,13 @@ def test_price_override_and_unknown_price(
     model_server.add_steps([step, step])
     priced = make_agent(model_server, store, model="in-house", prices={"in-house": (1.5, 2.0)})
     priced.run("a")
-    assert priced.state.usage.cost_usd == pytest.approx(1.5 + 4.0)
+    assert priced.conversation.state.usage.cost_usd == pytest.approx(1.5 + 4.0)
     unknown = make_agent(model_server, store, model="in-house")
     unknown.run("b")
-    assert unknown.state.usage.cost_usd == 0.0
-    assert unknown.state.usage.price_unknown
-    assert read_record(store, unknown.session_id or "")["state"]["usage"]["price_unknown"]
+    assert unknown.conversation.state.usage.cost_usd == 0.0
+    assert unknown.conversation.state.usage.price_unknown
+    saved = read_record(store, unknown.conversation.session_id or "")
+    assert saved["state"]["usage"]["price_unknown"]
 
 
 def test_tool_calls_stream_in_and_come_back_whole(model_server: ScriptedModelServer) -> None:

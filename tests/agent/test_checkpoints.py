@@ -28,15 +28,15 @@ def test_the_checkpoint_before_the_model_request(
     agent: Agent | None = None
 
     def step(body: dict[str, Any]) -> dict[str, Any]:
-        seen.update(read_record(store, agent.session_id or "")["state"])  # type: ignore[union-attr]
+        seen.update(read_record(store, agent.conversation.session_id or "")["state"])  # type: ignore[union-attr]
         return {"text": "second"}
 
     scripted.add_steps([{"text": "first"}, step])
     agent = make_agent(scripted, store)
     agent.run("one")
-    assert read_record(store, agent.session_id or "")["state"]["scratchpad"] == ""
-    agent.state.scratchpad = "edited between turns"
-    agent.state.todos.append(TodoItem(id=7, text="added between turns"))
+    assert read_record(store, agent.conversation.session_id or "")["state"]["scratchpad"] == ""
+    agent.conversation.state.scratchpad = "edited between turns"
+    agent.conversation.state.todos.append(TodoItem(id=7, text="added between turns"))
     agent.run("two")
     assert seen["scratchpad"] == "edited between turns"
     assert [t["id"] for t in seen["todos"]] == [7]
@@ -51,7 +51,7 @@ def test_the_checkpoint_after_a_tool_batch(
     agent: Agent | None = None
 
     def summarizer(body: dict[str, Any]) -> dict[str, Any]:
-        seen.update(read_record(store, agent.session_id or "")["state"])  # type: ignore[union-attr]
+        seen.update(read_record(store, agent.conversation.session_id or "")["state"])  # type: ignore[union-attr]
         return {"error": {"status": 500, "message": "summarizer down"}}
 
     scripted.add_steps(
@@ -73,7 +73,7 @@ def test_the_checkpoint_after_a_tool_batch(
     assert seen["scratchpad"] == "species: 3"
     assert [(t["text"], t["status"]) for t in seen["todos"]] == [("plot bills", "pending")]
     assert seen["tool_calls"] == 2
-    state = read_record(store, agent.session_id or "")["state"]
+    state = read_record(store, agent.conversation.session_id or "")["state"]
     assert state["scratchpad"] == "species: 3" and len(state["todos"]) == 1
 
 
@@ -86,7 +86,7 @@ def test_tool_pairs_are_repaired_before_every_model_call(
 
     def sneak() -> str:
         """Leave an extra, unanswered tool call in the running batch's message."""
-        calls = agent.messages[-1]["tool_calls"]  # type: ignore[union-attr]
+        calls = agent.conversation.messages[-1]["tool_calls"]  # type: ignore[union-attr]
         calls.append(
             {"id": "call_sneaky", "type": "function",
              "function": {"name": "list_todos", "arguments": "{}"}}

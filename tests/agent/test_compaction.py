@@ -68,8 +68,8 @@ def test_compaction_keeps_the_system_message_the_request_and_its_tool_batches(
     assert roles(sent) == ["system", "user", "user", "assistant", "tool", "assistant", "tool",
                            "tool"]
     # a small window gets the short system prompt; the session keeps the full one
-    assert sent[0]["role"] == agent.messages[0]["role"] == "system"
-    assert sent[0]["content"] == short_system_prompt(agent.messages[0]["content"])
+    assert sent[0]["role"] == agent.conversation.messages[0]["role"] == "system"
+    assert sent[0]["content"] == short_system_prompt(agent.conversation.messages[0]["content"])
     assert sent[1]["content"].startswith(SUMMARY_MARKER)
     assert "- asked an earlier question" in sent[1]["content"]
     assert sent[2] == {"role": "user", "content": "do work"}
@@ -80,8 +80,8 @@ def test_compaction_keeps_the_system_message_the_request_and_its_tool_batches(
     ]
     assert {m["tool_call_id"] for m in sent[6:]} == {c["id"] for c in sent[5]["tool_calls"]}
 
-    record = read_record(store, agent.session_id or "")
-    assert record["messages"] == agent.messages
+    record = read_record(store, agent.conversation.session_id or "")
+    assert record["messages"] == agent.conversation.messages
     assert len(record["transcript"]) == 10  # nothing lost on disk
     assert record["compactions"][0]["summary"] == "- asked an earlier question"
     assert record["state"]["usage"]["calls"] == 5  # the summarizing call is counted
@@ -113,7 +113,7 @@ def test_failed_summarizing_call_leaves_the_context_unchanged(
         "tool",
     ]
     assert any("compaction failed" in e.text and "overloaded" in e.text for e in rec.of("notice"))
-    assert read_record(store, agent.session_id or "")["compactions"] == []
+    assert read_record(store, agent.conversation.session_id or "")["compactions"] == []
 
 
 def test_compact_on_demand(scripted: ScriptedModel, store: FileStore) -> None:
@@ -124,10 +124,11 @@ def test_compact_on_demand(scripted: ScriptedModel, store: FileStore) -> None:
     agent.run("q1")
     agent.run("q2")
     assert agent.compact() is True
-    assert roles(agent.messages) == ["system", "user", "user", "assistant"]
-    assert agent.messages[1]["content"].startswith(SUMMARY_MARKER)
-    assert [m["content"] for m in agent.messages[2:]] == ["q2", "a2"]
-    assert store.load_session(agent.session_id or "").compactions[0].summary == "the summary"
+    assert roles(agent.conversation.messages) == ["system", "user", "user", "assistant"]
+    assert agent.conversation.messages[1]["content"].startswith(SUMMARY_MARKER)
+    assert [m["content"] for m in agent.conversation.messages[2:]] == ["q2", "a2"]
+    saved = store.load_session(agent.conversation.session_id or "")
+    assert saved.compactions[0].summary == "the summary"
     assert agent.compact() is False  # only the summary and the kept turn are left
 
 
@@ -140,11 +141,11 @@ def test_compact_on_demand_failure_is_a_notice(
     agent = make_agent(scripted, store, keep_turns=1)
     agent.run("q1")
     agent.run("q2")
-    before = list(agent.messages)
+    before = list(agent.conversation.messages)
     rec = Recorder()
     assert agent.compact(on_event=rec) is False
-    assert agent.messages == before
-    assert store.load_session(agent.session_id or "").messages == before
+    assert agent.conversation.messages == before
+    assert store.load_session(agent.conversation.session_id or "").messages == before
     assert "compaction failed" in rec.of("notice")[0].text
 
 
@@ -210,10 +211,10 @@ def test_no_compaction_call_once_the_cost_limit_is_reached(
     outcome = agent.run("do work", on_event=rec)
     assert len(scripted.requests) == 4  # the summary was the last call: no "done"
     assert outcome.stop_reason == "max_cost_usd"
-    spent = agent.state.usage.cost_usd
+    spent = agent.conversation.state.usage.cost_usd
     with pytest.raises(LimitExceededError, match="max_cost_usd"):
         agent.compact()
-    assert len(scripted.requests) == 4 and agent.state.usage.cost_usd == spent
+    assert len(scripted.requests) == 4 and agent.conversation.state.usage.cost_usd == spent
 
 
 def test_a_kill_after_any_line_of_a_compaction_keeps_the_summarizing_calls_usage(
@@ -225,7 +226,7 @@ def test_a_kill_after_any_line_of_a_compaction_keeps_the_summarizing_calls_usage
     scripted.add_steps([{"text": "a1"}, {"text": "a2"}, {"text": "the summary"}])
     agent.run("q1")
     agent.run("q2")
-    sid = agent.session_id or ""
+    sid = agent.conversation.session_id or ""
     before = store.load_session(sid).state.usage.calls
     assert agent.compact() is True
     agent.conversation.close()

@@ -33,7 +33,7 @@ def test_each_save_point_is_one_store_call(tmp_path: Path) -> None:
         counter.calls.clear()
         agent.run("a turn with a tool batch")
         assert counter.writes() == ["save", "save", "save", "save"]
-    saved = read_record(counter.inner, agent.session_id or "")
+    saved = read_record(counter.inner, agent.conversation.session_id or "")
     assert roles(saved["messages"]) == ["system", "user", "assistant", "user", "assistant",
                                         "tool", "assistant"]
     assert saved["state"]["todos"][0]["text"] == "t"
@@ -56,7 +56,7 @@ def test_a_resume_reads_the_record_once_and_holds_the_one_lease(tmp_path: Path) 
     counter, store = counting(tmp_path)
     first = Agent(ScriptedModel(["hello"]), store=store)
     first.run("hi")
-    sid = first.session_id or ""
+    sid = first.conversation.session_id or ""
     first.conversation.close()
     counter.calls.clear()
     conversation = Conversation.open(store, sid)
@@ -105,8 +105,8 @@ def test_the_recap_record_comes_from_the_one_read(tmp_path: Path) -> None:
 
 def test_in_memory_conversation_needs_no_store() -> None:
     agent = Agent(ScriptedModel(["hi"]))
-    assert agent.run("hello").reply == "hi" and agent.session_id is None
-    assert roles(agent.messages) == ["system", "user", "assistant"]
+    assert agent.run("hello").reply == "hi" and agent.conversation.session_id is None
+    assert roles(agent.conversation.messages) == ["system", "user", "assistant"]
     agent.conversation.close()
     assert not agent.conversation.closed
 

@@ -50,7 +50,7 @@ def test_a_cut_off_reply_ends_the_turn_and_its_tool_calls_do_not_run(
     assert reply.startswith("[jupyter-agent] Stopped:") and f'"{reason}"' in reply
     assert "2 tool call(s) were not run" in reply
     assert rec.of("notice")[-1].text == reply
-    saved = read_record(store, agent.session_id or "")
+    saved = read_record(store, agent.conversation.session_id or "")
     assert roles(saved["messages"]) == ["system", "user", "assistant", "tool", "tool", "assistant"]
     assert [m["content"] for m in saved["messages"][3:5]] == [
         "[jupyter-agent] not executed: the reply was cut off"
@@ -73,7 +73,7 @@ def test_a_text_reply_cut_off_at_the_length_limit(
     reply = outcome.reply
     assert outcome.stop_reason == "length"
     assert "output token limit" in reply and "not run" not in reply
-    saved = read_record(store, agent.session_id or "")["messages"]
+    saved = read_record(store, agent.conversation.session_id or "")["messages"]
     assert [m["content"] for m in saved[2:]] == ["The answer is", reply]
 
 
@@ -87,15 +87,15 @@ def test_an_interrupted_stream_is_still_counted_and_priced(
     agent = make_agent(model_server, store, model="priced", prices=PRICES)
     with pytest.raises(KeyboardInterrupt) as info:
         agent.run("talk", on_event=interrupt_on_second_delta())
-    usage = agent.state.usage
+    usage = agent.conversation.state.usage
     assert usage.calls == 1
     assert usage.input_tokens > 0  # estimated from the request
-    partial = agent.messages[-1]["content"].split("\n\n")[0]
+    partial = agent.conversation.messages[-1]["content"].split("\n\n")[0]
     assert usage.output_tokens == len(partial) // 4
     assert usage.cost_usd == pytest.approx(usage.input_tokens + usage.output_tokens)
     assert info.value.outcome.usage == usage  # type: ignore[attr-defined]
     assert info.value.outcome.stop_reason == "interrupted"  # type: ignore[attr-defined]
-    saved = read_record(store, agent.session_id or "")["state"]["usage"]
+    saved = read_record(store, agent.conversation.session_id or "")["state"]["usage"]
     assert saved["calls"] == 1 and saved["cost_usd"] == pytest.approx(usage.cost_usd)
 
 
@@ -123,11 +123,11 @@ def test_cached_prompt_tokens_are_priced_at_the_cache_rate(
     agent = make_agent(model_server, store, model="gpt-4o")
     agent.run("cached")
     # gpt-4o: $2.50 / M input, $1.25 / M cached input
-    assert agent.state.usage.cost_usd == pytest.approx(0.5 * 2.5 + 0.5 * 1.25)
+    assert agent.conversation.state.usage.cost_usd == pytest.approx(0.5 * 2.5 + 0.5 * 1.25)
     prefixed = make_agent(model_server, store, model="openai/gpt-4o")
     prefixed.run("provider-prefixed name")
-    assert not prefixed.state.usage.price_unknown
-    assert prefixed.state.usage.cost_usd == pytest.approx(0.5 * 2.5 + 0.5 * 1.25)
+    assert not prefixed.conversation.state.usage.price_unknown
+    assert prefixed.conversation.state.usage.cost_usd == pytest.approx(0.5 * 2.5 + 0.5 * 1.25)
 
 
 @pytest.mark.parametrize("ending", ["model_error", "interrupt"])
@@ -142,5 +142,5 @@ def test_the_fallback_summary_is_written_when_a_turn_fails(
     expected: type[BaseException] = ModelError if ending == "model_error" else KeyboardInterrupt
     with pytest.raises(expected):
         agent.run("analyse the penguins", on_event=interrupt_on_second_delta())
-    summary = store.load_session(agent.session_id or "").summary
+    summary = store.load_session(agent.conversation.session_id or "").summary
     assert summary.startswith("user: analyse the penguins")

@@ -339,7 +339,7 @@ def test_a_figure_file_replaced_by_a_link_or_fifo_is_refused(
 
 def test_a_long_context_drops_old_images_before_summarising(
         store: FileStore, kshell: InteractiveShell) -> None:
-    from jupyter_agent.agent.window import ContextWindow
+    from jupyter_agent.agent.endpoint import ContextWindow
     from jupyter_agent.agent.working_context import estimate_schema_tokens, estimate_tokens
 
     def first_turn(window: int) -> tuple[Agent, ScriptedModelServer]:
@@ -354,7 +354,7 @@ def test_a_long_context_drops_old_images_before_summarising(
     nxt = {"role": "user", "content": "next"}
     with_images = probe.conversation.estimated_tokens() + estimate_tokens([nxt])
     plain = [{k: v for k, v in m.items() if k != "figures"} for m in probe.conversation.messages]
-    without = estimate_tokens([*plain, nxt]) + estimate_schema_tokens(probe.request_tools())
+    without = estimate_tokens([*plain, nxt]) + estimate_schema_tokens(probe.request_tools()[0])
     probe.conversation.close()
     server.stop()
     assert with_images > without + 400

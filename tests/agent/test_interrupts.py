@@ -43,7 +43,7 @@ def test_keyboard_interrupt_inside_a_tool_batch(
     with pytest.raises(KeyboardInterrupt):
         agent.run("go")
 
-    saved = read_record(store, agent.session_id or "")
+    saved = read_record(store, agent.conversation.session_id or "")
     assert roles(saved["messages"]) == ["system", "user", "assistant", "tool", "tool", "tool"]
     first, running, pending = saved["messages"][3:]
     assert first["content"] == "added todo #1"
@@ -54,7 +54,7 @@ def test_keyboard_interrupt_inside_a_tool_batch(
 
     model_server.add_steps([{"text": "continuing"}])
     assert agent.run("next").reply == "continuing"  # the strict server accepted the pairs
-    again = make_agent(model_server, store, session_id=agent.session_id)
+    again = make_agent(model_server, store, session_id=agent.conversation.session_id)
     model_server.add_steps([{"text": "resumed"}])
     assert again.run("and after a restart").reply == "resumed"
 
@@ -72,7 +72,7 @@ def test_keyboard_interrupt_inside_a_stream(
     with pytest.raises(KeyboardInterrupt):
         agent.run("talk", on_event=on_event)
 
-    saved = read_record(store, agent.session_id or "")
+    saved = read_record(store, agent.conversation.session_id or "")
     assert roles(saved["messages"]) == ["system", "user", "assistant"]
     partial = saved["messages"][-1]
     assert partial["content"].startswith("".join(deltas))
@@ -101,12 +101,12 @@ def test_resume_repairs_a_batch_missing_its_results(
         ],
     )
     agent = make_agent(model_server, store, session_id=sid)
-    assert roles(agent.messages) == ["system", "user", "assistant", "tool"]
-    assert agent.messages[-1]["content"] == f"[jupyter-agent] {RESUME_REPAIR}"
-    assert "not executed" not in agent.messages[-1]["content"]  # it may have run
+    assert roles(agent.conversation.messages) == ["system", "user", "assistant", "tool"]
+    assert agent.conversation.messages[-1]["content"] == f"[jupyter-agent] {RESUME_REPAIR}"
+    assert "not executed" not in agent.conversation.messages[-1]["content"]  # it may have run
     record = store.load_session(sid)
-    assert record.messages == agent.messages
-    assert record.transcript == agent.messages  # only appended: a plain save
+    assert record.messages == agent.conversation.messages
+    assert record.transcript == agent.conversation.messages  # only appended: a plain save
     model_server.add_steps([{"text": "ok"}])
     assert agent.run("next").reply == "ok"
 
@@ -124,7 +124,7 @@ def test_resume_repair_records_how_many_messages_it_replaced(
     ]
     sid = store.create_session(messages)
     agent = make_agent(model_server, store, session_id=sid)
-    assert roles(agent.messages) == ["system", "user", "assistant", "tool"]
+    assert roles(agent.conversation.messages) == ["system", "user", "assistant", "tool"]
     event = store.load_session(sid).compactions[-1]
     # One orphan dropped; the answered call and its synthetic result replace nothing
     # (a prefix/suffix guess would count 2).
@@ -143,7 +143,7 @@ def test_resume_drops_an_orphan_result_from_the_working_context_only(
     ]
     sid = store.create_session(messages)
     agent = make_agent(model_server, store, session_id=sid)
-    assert roles(agent.messages) == ["system", "user", "assistant"]
+    assert roles(agent.conversation.messages) == ["system", "user", "assistant"]
     record = store.load_session(sid)
     assert roles(record.messages) == ["system", "user", "assistant"]
     assert record.transcript == messages  # never dropped from the transcript
@@ -209,15 +209,15 @@ def test_sigkill_mid_batch_then_resume(
     assert saved["state"]["usage"]["calls"] == 1
 
     agent = make_agent(model_server, store, session_id="crash-1")  # the lease was freed
-    assert roles(agent.messages) == ["system", "user", "assistant", "tool", "tool"]
+    assert roles(agent.conversation.messages) == ["system", "user", "assistant", "tool", "tool"]
     # Whether add_todo or slow ran is unknown after the crash: never claim "not executed".
-    assert [m["content"] for m in agent.messages[3:]] == [
+    assert [m["content"] for m in agent.conversation.messages[3:]] == [
         "[jupyter-agent] result unknown: the session ended while this tool batch was running; "
         "check before repeating it"
     ] * 2
     model_server.add_steps([{"text": "picked up again"}])
     assert agent.run("continue").reply == "picked up again"
-    assert agent.state.usage.calls == 2
+    assert agent.conversation.state.usage.calls == 2
     last_request = model_server.requests[-1]["messages"]
     assert roles(last_request) == ["system", "user", "assistant", "tool", "tool", "user"]
 
@@ -256,7 +256,7 @@ def test_an_on_event_error_is_not_called_a_user_interrupt(
     agent = make_agent(model_server, store)
     with pytest.raises(RuntimeError, match="renderer broke"):
         agent.run("go", on_event=on_event)
-    saved = read_record(store, agent.session_id or "")
+    saved = read_record(store, agent.conversation.session_id or "")
     assert roles(saved["messages"]) == ["system", "user", "assistant", "tool", "tool"]
     done, pending = saved["messages"][3:]
     assert done["content"] == "added todo #1"
@@ -278,7 +278,7 @@ def test_an_on_event_error_mid_stream_is_named_in_the_marker(
     agent = make_agent(model_server, store)
     with pytest.raises(ValueError, match="bad delta"):
         agent.run("talk", on_event=on_event)
-    last = read_record(store, agent.session_id or "")["messages"][-1]
+    last = read_record(store, agent.conversation.session_id or "")["messages"][-1]
     assert last["content"].endswith("(reply stopped by an error (bad delta))")
     assert "by the user" not in last["content"]
 
@@ -305,7 +305,7 @@ def test_ctrl_c_in_run_python_keeps_what_it_printed_on_screen_and_for_the_model(
     rec = Recorder()
     with pytest.raises(KeyboardInterrupt):
         agent.run("load the files", on_event=rec)
-    running, pending = read_record(store, agent.session_id or "")["messages"][3:]
+    running, pending = read_record(store, agent.conversation.session_id or "")["messages"][3:]
     assert running["content"] == ("[jupyter-agent] interrupted by the user while this tool "
                                   "call was running; it had printed:\nloaded 3 files")
     assert pending["content"] == ("[jupyter-agent] not executed: the tool batch was "

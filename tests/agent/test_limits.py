@@ -33,10 +33,11 @@ def test_max_tool_calls_refuses_the_whole_batch_and_keeps_pairs(
     assert outcome.limit is not None and (outcome.limit.value, outcome.limit.maximum) == (2, 3)
     assert outcome.tool_calls == 2 and outcome.usage.calls == 2
     assert reply.startswith("[jupyter-agent] Stopped: the session reached max_tool_calls=3")
-    assert [t.text for t in agent.state.todos] == ["a", "b"]  # none of the 2nd batch ran
-    assert agent.state.tool_calls == 2
+    # none of the 2nd batch ran
+    assert [t.text for t in agent.conversation.state.todos] == ["a", "b"]
+    assert agent.conversation.state.tool_calls == 2
     assert len(scripted.requests) == 2
-    saved = read_record(store, agent.session_id or "")
+    saved = read_record(store, agent.conversation.session_id or "")
     assert roles(saved["messages"])[-4:] == ["assistant", "tool", "tool", "assistant"]
     assert saved["messages"][-2]["content"] == "[jupyter-agent] not executed: limit reached"
     assert saved["messages"][-1]["content"] == reply
@@ -58,12 +59,12 @@ def test_max_tool_calls_counts_calls_made_before_a_restart(
     first.run("one")
     scripted.add_steps([tool_step(("list_todos", {}))])
     again = make_agent(
-        scripted, store, session_id=first.session_id, limits=Limits(max_tool_calls=2)
+        scripted, store, session_id=first.conversation.session_id, limits=Limits(max_tool_calls=2)
     )
     outcome = again.run("two")
     assert outcome.reply.startswith("[jupyter-agent] Stopped")
     assert outcome.stop_reason == "max_tool_calls"
-    assert again.state.tool_calls == 2
+    assert again.conversation.state.tool_calls == 2
 
 
 def test_max_cost_usd_stops_and_spend_is_carried_across_a_restart(
@@ -80,34 +81,35 @@ def test_max_cost_usd_stops_and_spend_is_carried_across_a_restart(
     first = make_agent(scripted, store, model="priced-model", prices=PRICES, limits=limits)
     outcome = first.run("spend")
     assert outcome.reply == "third call"  # 0.20 < 0.25 before the third call
-    assert first.state.usage.cost_usd == pytest.approx(0.30)
+    assert first.conversation.state.usage.cost_usd == pytest.approx(0.30)
     assert outcome.usage.cost_usd == pytest.approx(0.30)
-    assert not first.state.usage.price_unknown
+    assert not first.conversation.state.usage.price_unknown
     served = len(scripted.requests)
 
     # A restart does not reset the recorded spend: the next turn stops before any call.
     again = make_agent(
         scripted,
         store,
-        session_id=first.session_id,
+        session_id=first.conversation.session_id,
         model="priced-model",
         prices=PRICES,
         limits=limits,
     )
-    assert again.state.usage.cost_usd == pytest.approx(0.30)
+    assert again.conversation.state.usage.cost_usd == pytest.approx(0.30)
     outcome = again.run("more")
     notice = outcome.reply
     assert outcome.stop_reason == "max_cost_usd"
     assert "max_cost_usd=$0.2500" in notice and "spent $0.3000" in notice
     assert len(scripted.requests) == served
-    assert read_record(store, again.session_id or "")["messages"][-1]["content"] == notice
+    saved = read_record(store, again.conversation.session_id or "")
+    assert saved["messages"][-1]["content"] == notice
 
     # Limits come from the current options: raising it lets the session go on.
     scripted.add_steps([{"text": "ok", **CALL}])
     raised = make_agent(
         scripted,
         store,
-        session_id=first.session_id,
+        session_id=first.conversation.session_id,
         model="priced-model",
         prices=PRICES,
         limits=Limits(max_cost_usd=1.0),
@@ -126,8 +128,8 @@ def test_max_cost_usd_stops_mid_turn(
     # the first call reached $0.10: its batch is not run, no second call is made
     assert outcome.stop_reason == "max_cost_usd"
     assert len(scripted.requests) == 1
-    assert agent.state.tool_calls == 0
-    assert roles(agent.messages)[-3:] == ["assistant", "tool", "assistant"]
+    assert agent.conversation.state.tool_calls == 0
+    assert roles(agent.conversation.messages)[-3:] == ["assistant", "tool", "assistant"]
 
 
 def test_max_iterations_per_turn_restarts_at_zero(
@@ -140,8 +142,8 @@ def test_max_iterations_per_turn_restarts_at_zero(
     assert outcome.stop_reason == "max_iterations"
     assert "max_iterations=2" in notice
     assert len(scripted.requests) == 2
-    assert agent.state.tool_calls == 2  # the second batch ran and was recorded
-    assert roles(agent.messages)[-2:] == ["tool", "assistant"]
+    assert agent.conversation.state.tool_calls == 2  # the second batch ran and was recorded
+    assert roles(agent.conversation.messages)[-2:] == ["tool", "assistant"]
 
     scripted.add_steps([tool_step(("list_todos", {})), {"text": "done"}])
     outcome = agent.run("again")

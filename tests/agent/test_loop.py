@@ -28,16 +28,16 @@ def test_each_save_point_is_on_disk_when_the_next_step_starts(
 
     def first(body: dict[str, Any]) -> dict[str, Any]:
         # The model is "thinking": the user message must already be saved.
-        seen["first"] = read_record(store, agent.session_id)  # type: ignore[union-attr]
+        seen["first"] = read_record(store, agent.conversation.session_id)  # type: ignore[union-attr]
         return tool_step(("probe", {}), ("probe", {}))
 
     def probe() -> str:
         """Look at the session file while the batch runs."""
-        seen.setdefault("probe", []).append(read_record(store, agent.session_id))  # type: ignore[union-attr]
+        seen.setdefault("probe", []).append(read_record(store, agent.conversation.session_id))  # type: ignore[union-attr]
         return "probed"
 
     def second(body: dict[str, Any]) -> dict[str, Any]:
-        seen["second"] = read_record(store, agent.session_id)  # type: ignore[union-attr]
+        seen["second"] = read_record(store, agent.conversation.session_id)  # type: ignore[union-attr]
         return {"text": "done"}
 
     model_server.add_steps([first, second])
@@ -58,7 +58,7 @@ def test_each_save_point_is_on_disk_when_the_next_step_starts(
     assert roles(seen["second"]["messages"]) == ["system", "user", "assistant", "tool", "tool"]
     assert seen["second"]["state"]["tool_calls"] == 2
     # after the final reply
-    final = read_record(store, agent.session_id or "")
+    final = read_record(store, agent.conversation.session_id or "")
     assert roles(final["messages"])[-1] == "assistant"
     assert final["messages"][-1]["content"] == "done"
     assert final["state"]["usage"]["calls"] == 2
@@ -77,7 +77,7 @@ def test_resume_sends_the_same_context_and_continues_the_counts(
     )
     first = make_agent(model_server, store)
     first.run("turn one")
-    sid = first.session_id or ""
+    sid = first.conversation.session_id or ""
     # A copy of the store, as another process would find it after a restart.
     copy = tmp_path / "copy"
     shutil.copytree(store.root, copy)
@@ -85,17 +85,18 @@ def test_resume_sends_the_same_context_and_continues_the_counts(
     model_server.add_steps([{"text": "again"}, {"text": "again"}])
     first.run("turn two")
     resumed = make_agent(model_server, FileStore(copy), session_id=sid)
-    assert resumed.state.tool_calls == 2
-    assert resumed.state.scratchpad == "n=3"
-    assert [t.text for t in resumed.state.todos] == ["check data"]
-    assert resumed.state.usage.calls == 2
+    assert resumed.conversation.state.tool_calls == 2
+    assert resumed.conversation.state.scratchpad == "n=3"
+    assert [t.text for t in resumed.conversation.state.todos] == ["check data"]
+    assert resumed.conversation.state.usage.calls == 2
     resumed.run("turn two")
 
     original, replay = model_server.requests[-2], model_server.requests[-1]
     assert replay["messages"] == original["messages"]
     assert replay["tools"] == original["tools"]
-    assert resumed.state.usage.calls == 3
-    assert resumed.state.usage.input_tokens == first.state.usage.input_tokens
+    assert resumed.conversation.state.usage.calls == 3
+    assert (resumed.conversation.state.usage.input_tokens
+            == first.conversation.state.usage.input_tokens)
 
 
 def test_new_session_system_prompt_includes_notes(
@@ -111,21 +112,21 @@ def test_new_session_system_prompt_includes_notes(
     assert system["content"].startswith("Base prompt.")
     assert "data/penguins.csv" in system["content"]
     assert "answer in French" in system["content"]
-    assert store.load_session(agent.session_id or "").title == "T"
+    assert store.load_session(agent.conversation.session_id or "").title == "T"
 
 
 def test_without_notes_the_system_prompt_has_no_notes_section(
     model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     agent = make_agent(model_server, store)
-    assert "Project notes" not in agent.messages[0]["content"]
+    assert "Project notes" not in agent.conversation.messages[0]["content"]
 
 
 def test_explicit_new_session_id_is_created(
     model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     agent = make_agent(model_server, store, session_id="my-session_1")
-    assert agent.session_id == "my-session_1"
+    assert agent.conversation.session_id == "my-session_1"
     assert store.exists("my-session_1")
 
 
@@ -133,9 +134,10 @@ def test_in_memory_agent_keeps_no_files(model_server: ScriptedModelServer, tmp_p
     model_server.add_steps([tool_step(("add_todo", {"text": "a"})), {"text": "ok"}])
     agent = make_agent(model_server, None)
     assert agent.run("hi").reply == "ok"
-    assert agent.session_id is None
-    assert roles(agent.messages) == ["system", "user", "assistant", "tool", "assistant"]
-    assert agent.state.todos[0].text == "a"
+    assert agent.conversation.session_id is None
+    assert roles(agent.conversation.messages) == [
+        "system", "user", "assistant", "tool", "assistant"]
+    assert agent.conversation.state.todos[0].text == "a"
     assert list(tmp_path.rglob("*.json")) == []
 
 
@@ -164,7 +166,7 @@ def test_events_in_stream_and_plain_mode(
     assert usage[-1].session.calls == 2 and usage[-1].turn.calls == 2
     assert usage[-1].turn.input_tokens > 0 and usage[-1].turn.output_tokens > 0
     # the first reply's text and tool call are one assistant message
-    assert agent.messages[2]["content"] == "Let me look."
+    assert agent.conversation.messages[2]["content"] == "Let me look."
     assert isinstance(rec.events[0], TextDelta | UsageUpdate)
 
 
@@ -174,13 +176,13 @@ def test_summary_tool_and_fallback_summary(
     model_server.add_steps([{"text": "plain answer"}])
     agent = make_agent(model_server, store)
     agent.run("what is up")
-    assert store.load_session(agent.session_id or "").summary == (
+    assert store.load_session(agent.conversation.session_id or "").summary == (
         "user: what is up\nassistant: plain answer"
     )
     args = {"goal": "G", "completed": "C", "decisions": "D", "remaining": "R"}
     model_server.add_steps([tool_step(("write_summary", args)), {"text": "summarized"}])
     agent.run("summarize please")
-    summary = store.load_session(agent.session_id or "").summary
+    summary = store.load_session(agent.conversation.session_id or "").summary
     assert summary == "Goal: G\nCompleted: C\nDecisions: D\nRemaining: R"
 
 
@@ -211,7 +213,7 @@ def test_the_run_holds_the_session_lease(
 
     def step(body: dict[str, Any]) -> dict[str, Any]:
         try:
-            with holding(other, agent.session_id):  # type: ignore[union-attr, arg-type]
+            with holding(other, agent.conversation.session_id):  # type: ignore[union-attr, arg-type]
                 outcome["locked"] = False
         except SessionLockedError:
             outcome["locked"] = True
@@ -222,7 +224,7 @@ def test_the_run_holds_the_session_lease(
     with agent:
         agent.run("hi")
     assert outcome == {"locked": True}
-    with holding(other, agent.session_id or ""):  # released by close()
+    with holding(other, agent.conversation.session_id or ""):  # released by close()
         pass
 
 
@@ -262,7 +264,7 @@ def test_the_agent_holds_the_lease_for_its_whole_life(
     also between turns; close() lets the session go."""
     model_server.add_steps([{"text": "one"}, {"text": "two"}])
     first = make_agent(model_server, store)
-    sid = first.session_id or ""
+    sid = first.conversation.session_id or ""
     assert first.run("turn 1").reply == "one"
     # Between turns: another store object in this process is refused ...
     with pytest.raises(SessionLockedError) as info:
@@ -285,7 +287,7 @@ def test_the_agent_holds_the_lease_for_its_whole_life(
         first.run("turn 3")
     assert _agent_in_other_process(store.root, sid, model_server.base_url) == {"locked": False}
     with make_agent(model_server, FileStore(store.root), session_id=sid) as again:
-        assert again.messages == first.messages
+        assert again.conversation.messages == first.conversation.messages
     assert again.conversation.closed
 
 
@@ -293,7 +295,7 @@ def test_a_failed_resume_releases_the_lease(
     model_server: ScriptedModelServer, store: FileStore
 ) -> None:
     agent = make_agent(model_server, store)
-    sid = agent.session_id or ""
+    sid = agent.conversation.session_id or ""
     agent.conversation.close()
     store.session_path(sid).write_text("{not json", "utf-8")
     with pytest.raises(CorruptSessionError):
@@ -314,7 +316,7 @@ def test_unknown_tool_and_bad_arguments_are_results(
     assert [e.ok for e in ends] == [False, False]
     assert "no tool named 'nope'" in ends[0].result
     assert "invalid arguments for update_todo" in ends[1].result
-    assert agent.state.tool_calls == 2
+    assert agent.conversation.state.tool_calls == 2
 
 
 def test_price_unknown_notice_once(model_server: ScriptedModelServer, store: FileStore) -> None:
@@ -325,8 +327,8 @@ def test_price_unknown_notice_once(model_server: ScriptedModelServer, store: Fil
     agent.run("2", on_event=rec)
     notices = [e.text for e in rec.of("notice") if isinstance(e, Notice)]
     assert len(notices) == 1 and "price unknown" in notices[0]
-    assert agent.state.usage.price_unknown
-    assert agent.state.usage.cost_usd == 0.0
+    assert agent.conversation.state.usage.price_unknown
+    assert agent.conversation.state.usage.cost_usd == 0.0
 
 
 def test_helpers_build_a_working_agent(
@@ -335,7 +337,7 @@ def test_helpers_build_a_working_agent(
     model_server.add_steps([{"text": "hello"}])
     agent = make_agent(model_server, store)
     assert agent.run("hi").reply == "hello"
-    assert roles(read_record(store, agent.session_id or "")["messages"]) == [
+    assert roles(read_record(store, agent.conversation.session_id or "")["messages"]) == [
         "system",
         "user",
         "assistant",

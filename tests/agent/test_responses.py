@@ -57,7 +57,7 @@ def test_a_tool_turn_round_trips_and_the_session_stays_chat_shaped(
     assert outputs[0]["output"] == "added todo #1"
     assert second["input"][2] == {"role": "assistant", "content": "Planning."}
 
-    saved = read_record(store, agent.session_id or "")
+    saved = read_record(store, agent.conversation.session_id or "")
     assert roles(saved["messages"]) == ["system", "user", "assistant", "tool", "tool",
                                         "assistant"]
     assistant = saved["messages"][2]
@@ -65,9 +65,10 @@ def test_a_tool_turn_round_trips_and_the_session_stays_chat_shaped(
                                                                          "write_scratchpad"]
     assert saved["messages"][3]["tool_call_id"] == assistant["tool_calls"][0]["id"]
     assert (saved["state"]["api"], saved["state"]["model"]) == ("responses", "gpt-4.1")
-    assert (agent.state.todos[0].text, agent.state.scratchpad) == ("plot bills", "n=3")
-    assert agent.state.usage.calls == 2 and agent.state.usage.input_tokens > 300
-    assert agent.state.usage.output_tokens >= 7
+    state = agent.conversation.state
+    assert (state.todos[0].text, state.scratchpad) == ("plot bills", "n=3")
+    assert state.usage.calls == 2 and state.usage.input_tokens > 300
+    assert agent.conversation.state.usage.output_tokens >= 7
     text = "".join(e.text for e in rec.events if isinstance(e, TextDelta))
     assert text == "Planning.All set: one todo."
     if stream:
@@ -98,7 +99,7 @@ def test_encrypted_reasoning_is_carried_to_the_next_request(
     assert [i.get("type", "message") for i in third["input"]][-3:] == [
         "reasoning", "message", "message"]
     # the session file keeps the Chat Completions shape: no reasoning items in it
-    saved = json.dumps(read_record(store, agent.session_id or ""))
+    saved = json.dumps(read_record(store, agent.conversation.session_id or ""))
     assert "encrypted_content" not in saved and "reasoning" not in saved
 
 
@@ -109,7 +110,7 @@ def test_a_resumed_session_reasons_afresh_and_keeps_working(
     first = responses_agent(model_server, store, name="o4-mini")
     model_server.add_steps([{"text": "later"}])
     first.run("go")
-    sid = first.session_id
+    sid = first.conversation.session_id
     first.conversation.close()
     model_server.add_steps(["resumed"])
     again = responses_agent(model_server, store, name="o4-mini", session_id=sid)
@@ -158,7 +159,7 @@ def test_cut_off_and_errors(model_server: ScriptedModelServer, store: FileStore)
     agent = responses_agent(model_server, store)
     outcome = agent.run("go")
     assert outcome.reply.startswith("[jupyter-agent] Stopped: the model's reply was cut off")
-    assert outcome.stop_reason == "length" and agent.state.tool_calls == 0
+    assert outcome.stop_reason == "length" and agent.conversation.state.tool_calls == 0
     with pytest.raises(ModelError) as info:
         agent.run("again")
     assert "check the model name (--model) and the base URL (--base-url), or the model API " \
@@ -197,8 +198,8 @@ def test_an_interrupt_mid_stream_keeps_the_partial_reply(
     agent = responses_agent(model_server, store)
     with pytest.raises(KeyboardInterrupt):
         agent.run("count", on_event=interrupt_on_second_delta())
-    saved = read_record(store, agent.session_id or "")["messages"]
+    saved = read_record(store, agent.conversation.session_id or "")["messages"]
     assert saved[-1]["content"].startswith("one two")
     assert "interrupted by the user" in saved[-1]["content"]
-    assert agent.state.usage.calls == 1
+    assert agent.conversation.state.usage.calls == 1
     assert agent.run("go on").reply == "after"

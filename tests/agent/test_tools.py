@@ -176,7 +176,7 @@ def test_a_trailing_exception_stays_visible_in_cut_output(
     scripted.add_steps([tool_step(("run_python", {"code": code})), {"text": "ok"}])
     agent = make_agent(scripted, store, shell=ishell, max_output_chars=400)
     agent.run("long then fail")
-    content = agent.messages[3]["content"]
+    content = agent.conversation.messages[3]["content"]
     assert content.startswith("error: line 0\nline 1\n")
     assert content.rstrip().endswith("ValueError: the real problem")
     assert "characters cut] ..." in content
@@ -192,9 +192,9 @@ def test_long_tool_results_are_cut_in_the_saved_session(
     )
     agent = make_agent(scripted, store, shell=ishell, max_output_chars=100)
     agent.run("long")
-    content = agent.messages[3]["content"]
+    content = agent.conversation.messages[3]["content"]
     assert content == "é" * 50 + "\n... [output truncated: 400 characters cut] ...\n" + "é" * 50
-    assert store.load_session(agent.session_id or "").messages[3]["content"] == content
+    assert store.load_session(agent.conversation.session_id or "").messages[3]["content"] == content
 
 
 def test_variables_and_dataframes(ishell: InteractiveShell) -> None:
@@ -345,6 +345,7 @@ def test_lone_surrogates_in_tool_output_are_saved_as_replacement_characters(
     )
     agent = make_agent(scripted, store, shell=ishell)
     agent.run("emit a broken emoji")
-    assert agent.messages[3]["content"] == "ok \ufffd"
-    assert store.load_session(agent.session_id or "").messages == agent.messages
+    assert agent.conversation.messages[3]["content"] == "ok \ufffd"
+    saved = store.load_session(agent.conversation.session_id or "")
+    assert saved.messages == agent.conversation.messages
     assert agent.run("next").reply == "b"  # the saved context still extends and is accepted

@@ -14,9 +14,9 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_agent.agent.config import AgentConfig
+from jupyter_agent.agent.endpoint import ContextWindow, probe_window, refused_window
 from jupyter_agent.agent.events import Notice
 from jupyter_agent.agent.loop import Agent
-from jupyter_agent.agent.window import ContextWindow, probe_window, refused_window
 from jupyter_agent.agent.working_context import (
     SHORT_SYSTEM_PROMPT,
     SUMMARIZER_PROMPT,
@@ -74,7 +74,7 @@ def test_the_setting_beats_what_the_server_reports() -> None:
 
 
 def test_hostile_window_reports_are_ignored() -> None:
-    from jupyter_agent.agent.window import _listed, _ollama, _props
+    from jupyter_agent.agent.endpoint import _listed, _ollama, _props
 
     for value in ("4096", -1, 0, 10**12, True, 3.5, None, [4096]):
         assert _listed({"data": [{"id": "m", "max_model_len": value}]}, "m") is None
@@ -120,7 +120,7 @@ def test_ten_turns_against_llama_cpp_with_a_4k_window_compact_and_never_fail(
     assert request["messages"][0]["content"] == SHORT_SYSTEM_PROMPT
     assert [t["function"]["name"] for t in request["tools"]] == [
         "run_python", "list_variables", "describe_variable"]
-    record = store.load_session(agent.session_id or "")
+    record = store.load_session(agent.conversation.session_id or "")
     assert record.compactions and SUMMARY_MARKER in str(record.messages[1]["content"])
     assert record.state.context_window == 4096  # saved with the session
     assert record.state.context_window_source == "server"
@@ -150,11 +150,11 @@ def test_a_refusal_teaches_the_window_then_the_turn_compacts_and_goes_on(
     assert refused.status == 400 and summarize.request["messages"][0]["content"] == \
         SUMMARIZER_PROMPT
     assert estimate_prompt_tokens(retried.request) < estimate_prompt_tokens(refused.request)
-    state = store.load_session(agent.session_id or "").state
+    state = store.load_session(agent.conversation.session_id or "").state
     assert (state.context_window, state.context_window_source) == (4096, "refusal")
     agent.conversation.close()
     # the saved window is a hint for the same endpoint and model only
-    resumed = Agent(agent.model, store=store, session_id=agent.session_id,
+    resumed = Agent(agent.model, store=store, session_id=agent.conversation.session_id,
                     config=AgentConfig(approve="auto"))
     assert resumed.window == ContextWindow(4096, "refusal")
     resumed.conversation.close()
@@ -165,12 +165,12 @@ def test_a_saved_window_never_counts_for_another_endpoint(store: FileStore) -> N
         agent = make_agent(server, store)
         agent.run("hi")
         agent.conversation.close()
-        record = store.load_session(agent.session_id or "")
+        record = store.load_session(agent.conversation.session_id or "")
         state = record.state.model_copy(update={
             "context_window": 1_000, "context_window_source": "refusal",
             "context_window_of": "scripted at http://evil.example/v1"})
-        store.save(agent.session_id or "", state=state)
-        resumed = Agent(agent.model, store=store, session_id=agent.session_id)
+        store.save(agent.conversation.session_id or "", state=state)
+        resumed = Agent(agent.model, store=store, session_id=agent.conversation.session_id)
         assert resumed.window == ContextWindow(8192, "default")
         resumed.conversation.close()
 

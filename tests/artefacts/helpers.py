@@ -87,7 +87,9 @@ def run_turns(server: ScriptedModelServer, store: FileStore,
     with make_agent(server, store, **agent_options) as agent:
         for prompt, _ in turns:
             agent.run(prompt)
-            record = store.load_session(str(agent.session_id))
-            snapshots.append(Snapshot(list(agent.messages), agent.state.model_copy(deep=True),
+            record = store.load_session(str(agent.conversation.session_id))
+            conversation = agent.conversation
+            snapshots.append(Snapshot(list(conversation.messages),
+                                      conversation.state.model_copy(deep=True),
                                       record.summary, len(record.compactions)))
-        return str(agent.session_id), snapshots
+        return str(agent.conversation.session_id), snapshots

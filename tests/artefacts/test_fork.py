@@ -118,7 +118,7 @@ def test_a_refused_call_is_not_counted_in_a_fork(
     agent = make_agent(model_server, store, approve="deny")
     agent.run("compute")
     agent.run("plan")
-    parent = store.load_session(agent.session_id)
+    parent = store.load_session(agent.conversation.session_id)
     assert parent.state.tool_calls == 1  # the refused run_python never ran
     assert fork_record(parent, at=1).record.state.tool_calls == 0
     assert fork_record(parent, at=2).record.state.tool_calls == 1

@@ -35,12 +35,12 @@ def main(root: str, base_url: str) -> None:
     with Agent(ChatModel(client, "scripted"), store=store,
                config=AgentConfig(approve="auto")) as agent:
         turn(agent, "first question")
-        journal = store.journal_path(agent.session_id or "")
+        journal = store.journal_path(agent.conversation.session_id or "")
         os.chmod(journal, 0o400)
         turn(agent, PROMPT)
         os.chmod(journal, 0o600)
         turn(agent, PROMPT)
-        print(json.dumps({"session": agent.session_id}), flush=True)
+        print(json.dumps({"session": agent.conversation.session_id}), flush=True)
 
 
 if __name__ == "__main__":

@@ -59,11 +59,11 @@ def test_a_connection_that_drops_mid_reply_keeps_the_text_marked_and_counts_the_
     assert "reach" not in str(err) and not CLASS_NAME.search(str(err))
     kept = ("".join(split_text(reply)[:3])
             + "\n\n[jupyter-agent] (reply cut off: the connection dropped mid-reply)")
-    saved = read_record(store, agent.session_id or "")
+    saved = read_record(store, agent.conversation.session_id or "")
     assert roles(saved["messages"]) == ["system", "user", "assistant"]
     assert saved["messages"][-1] == {"role": "assistant", "content": kept}
     assert saved["transcript"][-1] == saved["messages"][-1]
-    assert agent.messages == saved["messages"]  # the working context holds it too
+    assert agent.conversation.messages == saved["messages"]  # the working context holds it too
     usage = saved["state"]["usage"]
     assert usage["calls"] == 1 and usage["input_tokens"] > 0 and usage["output_tokens"] > 0
     assert usage["cost_usd"] >= 1.0  # estimated tokens, priced
@@ -89,7 +89,7 @@ def test_usage_that_cannot_be_true_is_estimated_so_the_cost_limit_holds(
     agent = make_agent(model_server, store, prices=PRICES, limits=Limits(max_cost_usd=1.0))
     assert agent.run("a question " * 10).reply == "an answer of some length"
     sent = model_server.requests[0]["messages"]
-    counted = agent.state.usage
+    counted = agent.conversation.state.usage
     assert counted.calls == 1 and counted.input_tokens == estimate_tokens(sent)
     assert counted.output_tokens > 0 and counted.cost_usd >= 1.0
     outcome = agent.run("and another")
@@ -108,8 +108,8 @@ def test_automatic_compaction_still_starts_when_the_endpoint_reports_zero_tokens
     assert agent.run("next").reply == "done"
     summarizing = model_server.requests[1]
     assert "tools" not in summarizing and len(model_server.requests) == 3
-    assert agent.messages[1]["content"].startswith(SUMMARY_MARKER)
-    assert agent.messages[-2:] == [{"role": "user", "content": "next"},
+    assert agent.conversation.messages[1]["content"].startswith(SUMMARY_MARKER)
+    assert agent.conversation.messages[-2:] == [{"role": "user", "content": "next"},
                                    {"role": "assistant", "content": "done"}]
 
 
@@ -131,9 +131,10 @@ def test_compaction_inside_a_turn_keeps_the_request_verbatim_however_long(
     summarizing, answered = model_server.requests[2], model_server.requests[3]
     assert "tools" not in summarizing and "detail detail" not in str(summarizing)
     assert {"role": "user", "content": request} in answered["messages"]
-    assert roles(agent.messages) == ["system", "user", "user", "assistant", "tool", "assistant"]
-    assert agent.messages[1]["content"].startswith(SUMMARY_MARKER)
-    assert agent.messages[2] == {"role": "user", "content": request}
+    assert roles(agent.conversation.messages) == [
+        "system", "user", "user", "assistant", "tool", "assistant"]
+    assert agent.conversation.messages[1]["content"].startswith(SUMMARY_MARKER)
+    assert agent.conversation.messages[2] == {"role": "user", "content": request}
 
 
 def test_a_prompt_that_cannot_fit_the_window_is_refused_before_anything_is_sent(
@@ -141,7 +142,7 @@ def test_a_prompt_that_cannot_fit_the_window_is_refused_before_anything_is_sent(
 ) -> None:
     model_server.add_steps(["never sent"])
     agent = make_agent(model_server, store, context_window=1_000)
-    before = read_record(store, agent.session_id or "")
+    before = read_record(store, agent.conversation.session_id or "")
     with pytest.raises(PromptTooLongError) as info:
         agent.run("x" * 5_000)
     err = info.value
@@ -153,9 +154,9 @@ def test_a_prompt_that_cannot_fit_the_window_is_refused_before_anything_is_sent(
     assert "--context-window N" in str(err) and "check the model name" not in str(err)
     assert "\n" not in str(err)
     assert model_server.requests == []
-    assert read_record(store, agent.session_id or "")["messages"] == before["messages"]
+    assert read_record(store, agent.conversation.session_id or "")["messages"] == before["messages"]
     assert agent.run("short").reply == "never sent"  # the session goes on
-    assert roles(agent.messages) == ["system", "user", "assistant"]
+    assert roles(agent.conversation.messages) == ["system", "user", "assistant"]
 
 
 # -- resume after a kill mid-batch --------------------------------------------------------
@@ -183,11 +184,12 @@ def test_resume_after_a_kill_mid_batch_counts_the_tool_calls_the_checkpoint_miss
     model_server.add_steps([tool_step(("add_todo", {"text": "a"}), ("add_todo", {"text": "b"})),
                             "never sent"])
     agent = make_agent(model_server, store, session_id=sid, limits=Limits(max_tool_calls=4))
-    assert agent.state.tool_calls == 3  # step 1 ran, step 2 ran, step 3 may have: counted
+    # step 1 ran, step 2 ran, step 3 may have: counted
+    assert agent.conversation.state.tool_calls == 3
     assert read_record(store, sid)["state"]["tool_calls"] == 3  # and saved
     outcome = agent.run("carry on")
     assert outcome.stop_reason == "max_tool_calls"  # 3 + 2 > 4: the batch is refused
-    assert agent.state.todos == [] and agent.state.tool_calls == 3
+    assert agent.conversation.state.todos == [] and agent.conversation.state.tool_calls == 3
 
 
 def test_in_the_notebook_a_prompt_too_long_is_one_line_and_a_dropped_reply_too(

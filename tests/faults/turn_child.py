@@ -36,7 +36,7 @@ def main(root: str, base_url: str) -> None:
     client = openai.OpenAI(base_url=base_url, api_key="test", max_retries=0, timeout=30)
     agent = Agent(ChatModel(client, "scripted"), store=FileStore(root),
                   config=AgentConfig(approve="auto"), tools=[step])
-    print(f"session {agent.session_id}", flush=True)
+    print(f"session {agent.conversation.session_id}", flush=True)
     agent.run("do the steps")
 
 

@@ -106,7 +106,7 @@ def test_ten_turns_without_tools_stay_under_the_window(tmp_path: Any) -> None:
     with agent:
         assert agent.window.source == "server"  # llama.cpp said its window
         notices = _converse(agent, PROMPTS)
-        record = store.load_session(agent.session_id or "")
+        record = store.load_session(agent.conversation.session_id or "")
     assert any(n.startswith("compacted ") for n in notices), notices
     assert record.compactions and record.state.usage.calls >= 10
     print(f"session: {record.state.usage.calls} model calls, {len(record.compactions)} "
@@ -122,7 +122,7 @@ def test_ten_turns_with_run_python_offered(tmp_path: Any) -> None:
                *PROMPTS[1:]]
     with agent:
         notices = _converse(agent, prompts)
-        record = store.load_session(agent.session_id or "")
+        record = store.load_session(agent.conversation.session_id or "")
     calls = [c["function"]["name"] for m in record.transcript if m.get("role") == "assistant"
              for c in m.get("tool_calls") or []]
     print(f"tool calls the model made: {calls or 'none'}; notices: {len(notices)}")
