@@ -85,7 +85,7 @@ def _converse(agent: Agent, prompts: list[str]) -> list[str]:
             notices.append(event.text)
             print(f"   [notice] {event.text}")
 
-    print(f"\nwindow: {agent.window.describe()}")
+    print(f"\nwindow: {agent.window.tokens:,} tokens, {agent.window.origin}")
     for i, prompt in enumerate(prompts, 1):
         start = time.monotonic()
         # the table goes with every prompt, so that ten turns outgrow a 4k window
