@@ -38,7 +38,7 @@ from jupyter_agent.agent.tools import (
     short_schema,
     tool_from_function,
 )
-from jupyter_agent.agent.vision import RequestView, respond, shaped
+from jupyter_agent.agent.vision import RequestView, respond
 from jupyter_agent.agent.working_context import (
     CHARS_PER_TOKEN,
     SUMMARIZER_PROMPT,
@@ -48,6 +48,7 @@ from jupyter_agent.agent.working_context import (
     estimate_tokens,
     render_for_summary,
     request_index,
+    shaped,
     short_system_prompt,
     synthetic_result,
 )
@@ -147,9 +148,11 @@ class Agent:
 
     def reconfigure(self, *, model: Model | None = None, config: AgentConfig | None = None) -> None:
         """Use another model and/or config from the next turn on (same session, same lease)."""
+        old_key = (self.model.name, self.model.base_url, self.config.context_window)
         self.model = model or self.model
         self.config = config or self.config
-        self._resolve_window()
+        if (self.model.name, self.model.base_url, self.config.context_window) != old_key:
+            self._resolve_window()  # else the window stays what it is (limits, approval...)
         self._builtins.approval = self.config.approve
         self._builtins.privacy = self.config.context_privacy
 

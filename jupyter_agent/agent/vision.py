@@ -20,7 +20,7 @@ from typing import Any
 from jupyter_agent.agent.adapters import Model, ModelReply, PartialReply, TextCallback
 from jupyter_agent.agent.config import AgentConfig, checked_usage
 from jupyter_agent.agent.events import EventCallback, Notice
-from jupyter_agent.agent.working_context import estimate_tokens, request_index
+from jupyter_agent.agent.working_context import estimate_tokens, shaped
 from jupyter_agent.errors import JupyterAgentError, ModelError
 from jupyter_agent.images import RASTER_TYPES, data_url, downscale, image_tokens
 from jupyter_agent.store import FigureData, SessionState
@@ -173,20 +173,6 @@ def respond(view: RequestView, model: Model, messages: Sequence[dict[str, Any]],
         return reply
     return replace(reply, usage=checked_usage(  # the images' estimate, not the server's
         None, lambda: estimate_tokens(plain) + tokens, reply.text, reply.tool_calls))
-
-
-def shaped(request: list[dict[str, Any]], system: str | None,
-           note: tuple[dict[str, Any] | None, str] | None = None) -> list[dict[str, Any]]:
-    """``request`` with the text ``system`` in its system message and ``note``'s text after
-    its message."""
-    if system is not None and request and request[0].get("role") == "system":
-        request = [{**request[0], "content": system}, *request[1:]]
-    index = None if note is None else request_index(request, note[0])
-    if note is None or index is None or not isinstance(request[index].get("content"), str):
-        return request
-    noted = list(request)
-    noted[index] = {**request[index], "content": f"{request[index]['content']}\n\n{note[1]}"}
-    return noted
 
 
 _PAIRS = {")": "(", "]": "[", "}": "{"}

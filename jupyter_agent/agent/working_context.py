@@ -283,3 +283,17 @@ def request_index(messages: Sequence[dict[str, Any]], request: dict[str, Any] | 
     found = (i for i in range(len(messages) - 1, -1, -1)
              if request is not None and (messages[i] is request or messages[i] == request))
     return next(found, None)
+
+
+def shaped(request: list[dict[str, Any]], system: str | None,
+           note: tuple[dict[str, Any] | None, str] | None = None) -> list[dict[str, Any]]:
+    """``request`` with the text ``system`` in its system message and ``note``'s text after
+    its message."""
+    if system is not None and request and request[0].get("role") == "system":
+        request = [{**request[0], "content": system}, *request[1:]]
+    index = None if note is None else request_index(request, note[0])
+    if note is None or index is None or not isinstance(request[index].get("content"), str):
+        return request
+    noted = list(request)
+    noted[index] = {**request[index], "content": f"{request[index]['content']}\n\n{note[1]}"}
+    return noted
