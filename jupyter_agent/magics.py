@@ -214,7 +214,8 @@ class AgentMagics(Magics):
                 if isinstance(shell_section, Config) and name in shell_section:
                     del shell_section[name]
                 # (the value kept is not shown: a store URL may carry a password)
-                print(f"{flatten_lines(str(err))}; {owner}.{name} is unchanged", file=sys.stderr)
+                print(f"{flatten_lines(str(err)).rstrip('.')}; {owner}.{name} is unchanged",
+                      file=sys.stderr)
         rest = Config({k: v for k, v in config.items() if k != owner})
         if rest:
             super().update_config(rest)

@@ -74,6 +74,7 @@ BAD_VALUES = [
     ("base_url", "ftp://host/v1", "base_url must be an http:// or https:// URL"),
     ("base_url", "localhost:11434", "base_url must be an http:// or https:// URL"),
     ("max_cost_usd", -1.0, "max_cost_usd must be zero or more, or None for no limit"),
+    ("max_cost_usd", "abc", "not the str 'abc'"),
     ("max_cost_usd", float("nan"), "max_cost_usd must be a finite number, or None for no limit"),
     ("max_cost_usd", float("inf"), "max_cost_usd must be a finite number"),
     ("max_tool_calls", -2, "max_tool_calls must be zero or more"),
@@ -100,7 +101,7 @@ def test_bad_values_are_rejected(shell: InteractiveShell, name: str, value: obje
     # one line on stderr, saying what stays; nothing logged ("ERROR:root:...")
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err, err
-    assert err.endswith(f"; AgentMagics.{name} is unchanged\n")
+    assert err.endswith(f"; AgentMagics.{name} is unchanged\n") and ".;" not in err
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     # the bad value stayed out of the shell's config: the extension reloads cleanly
     shell.run_line_magic("reload_ext", "jupyter_agent")
