@@ -148,11 +148,16 @@ def is_core_message(message: Any) -> bool:
     (checked fast; the journal's typed decoder reads these): the keys ``role`` (non-empty),
     ``content`` (string or null), ``tool_call_id``, ``name``, ``refusal`` (strings) and
     ``tool_calls``, each ``{"id", "type", "function": {"name", "arguments"}}`` of strings."""
-    if type(message) is not dict or not message.keys() <= _CORE_KEYS:
+    if type(message) is not dict:
         return False
     role, content = message.get("role"), message.get("content")
+    if type(role) is not str or not role or (content is not None and type(content) is not str):
+        return False
+    size = len(message) - ("content" in message)  # the most common shapes, first
+    if size == 1 or (size == 2 and type(message.get("tool_call_id")) is str):
+        return True
     calls = message.get("tool_calls", [])
-    if (type(role) is not str or not role or (content is not None and type(content) is not str)
+    if (not message.keys() <= _CORE_KEYS
             or type(message.get("tool_call_id", "")) is not str
             or type(message.get("name", "")) is not str
             or type(message.get("refusal", "")) is not str

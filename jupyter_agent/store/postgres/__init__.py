@@ -21,7 +21,7 @@ import hashlib
 import os
 import socket
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -173,6 +173,7 @@ class PostgresStore(SessionEngine):
         self._link = Link(url, self._on_connect)
         self.location = f"{self._link.shown_url} (project {project})"
         self.leases = Leases(self._link, project, holder_label)
+        self._owners: dict[str, Any] = {}  # the owner rows _exists read, for this step
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._link.shown_url!r}, project={self.project!r})"
@@ -199,8 +200,12 @@ class PostgresStore(SessionEngine):
         self.close()
 
     # ------------------------------------------------------------------ primitives
-    def _open(self, *, create: bool) -> contextlib.nullcontext[Link]:
-        return contextlib.nullcontext(self._link)
+    @contextlib.contextmanager
+    def _open(self, *, create: bool) -> Iterator[Link]:
+        try:
+            yield self._link
+        finally:
+            self._owners.clear()  # what _exists saw holds for this one step only
 
     def _where(self, session_id: str) -> str:
         return f"{self._link.shown_url} project {self.project!r} session {session_id!r}"
@@ -232,12 +237,15 @@ class PostgresStore(SessionEngine):
 
     def _exists(self, at: Link, session_id: str) -> bool:
         # also a session another role shares with this one: it can be loaded (not changed)
-        return self._one(rows.OWNER, session_id) is not None
+        self._owners[session_id] = self._one(rows.OWNER, session_id)
+        return self._owners[session_id] is not None
 
     def _take(self, at: Link, session_id: str) -> None:
-        found = self._one(rows.OWNER, session_id)
-        if found is not None and not found["mine"]:
-            raise SessionReadOnlyError(session_id, found["owner_role"])
+        if not self.leases.holds(session_id):  # else its ownership was checked when taken
+            found = (self._owners.pop(session_id) if session_id in self._owners
+                     else self._one(rows.OWNER, session_id))
+            if found is not None and not found["mine"]:
+                raise SessionReadOnlyError(session_id, found["owner_role"])
         self.leases.acquire(session_id)
 
     def _head(self, at: Link, session_id: str) -> rows.Head:
@@ -255,12 +263,14 @@ class PostgresStore(SessionEngine):
         update = (f"UPDATE {rows.SESSIONS} SET {sets}, revision = revision + 1 "
                   "WHERE sid = %(sid)s AND revision = %(revision)s RETURNING revision")
         params = {**values, "sid": head.sid, "revision": head.revision}
-        appended = [rows.dumps(m) for m in change.appended]
+        appended = [(head.sid, head.transcript_len + i, rows.dumps(m))
+                    for i, m in enumerate(change.appended)]
 
         def op(conn: psycopg.Connection) -> int | None:
             found = conn.execute(update, params).fetchone()
             if found is not None and appended:
-                conn.execute(rows.APPEND, (head.sid, head.transcript_len, appended))
+                with conn.cursor() as cursor:
+                    cursor.executemany(rows.APPEND_ROW, appended)
             return None if found is None else int(found[0])
 
         revision = self._write(op, head.record.id)

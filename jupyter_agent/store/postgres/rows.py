@@ -127,6 +127,8 @@ ROLE = "SELECT 1 FROM pg_roles WHERE rolname = %s"
 # messages (JSON texts) from a seq on, in one statement (COPY does not take row-level security)
 APPEND = (f"INSERT INTO {MESSAGES} (sid, seq, body) SELECT %s, %s + n - 1, b::json "
           "FROM unnest(%s::text[]) WITH ORDINALITY AS t(b, n)")
+# a save point's few messages: one prepared row at a time is faster than the array
+APPEND_ROW = f"INSERT INTO {MESSAGES} (sid, seq, body) VALUES (%s, %s, %s)"
 DELETE = f"DELETE FROM {SESSIONS} WHERE {_OWN} RETURNING sid"
 
 SAVE_FIGURE = (f"INSERT INTO {FIGURES} (sid, figure_id, media_type, data) "
