@@ -19,15 +19,13 @@ from typing import Any, cast
 
 from jupyter_agent.artefacts.steps import (
     SYNTHETIC_PREFIX,
-    Call,
     complete_length,
-    steps,
     turn_starts,
 )
 from jupyter_agent.errors import FigureNotFoundError, ForkPointError
 from jupyter_agent.store import ForkOrigin, SessionRecord, SessionState, Store, new_session_id
 from jupyter_agent.store.figure_files import figure_refs
-from jupyter_agent.store.messages import fallback_summary
+from jupyter_agent.store.messages import fallback_summary, message_text
 from jupyter_agent.store.records import utc_now
 
 STATE_TOOLS = ("write_scratchpad", "add_todo", "update_todo", "write_summary")
@@ -70,13 +68,16 @@ def replay_state(parent: SessionRecord, cut: int) -> tuple[SessionState, str]:
     tools = BuiltinTools(lambda: state, approval="deny")
     tools.store, tools.session_id = cast(Any, recorder), "replay"
     replayable = {name: tool_from_function(getattr(tools, name)) for name in STATE_TOOLS}
-    kept = parent.model_copy(update={"transcript": parent.transcript[:cut], "compactions": []})
-    not_run = (*NOT_RUN_PREFIXES, SYNTHETIC_PREFIX)
-    for step in steps(kept):
-        if (isinstance(step, Call) and step.name in replayable and step.result is not None
-                and not step.result.lstrip().startswith(not_run)):
-            replayable[step.name].invoke(step.arguments)
-    state.tool_calls = tool_calls_run(kept.transcript)
+    kept, not_run = parent.transcript[:cut], (*NOT_RUN_PREFIXES, SYNTHETIC_PREFIX)
+    results = {str(m.get("tool_call_id")): message_text(m) for m in kept
+               if m.get("role") == "tool"}
+    for message in kept:  # only the calls: a fork of a long session is cut in milliseconds
+        for call in message.get("tool_calls") or () if message.get("role") == "assistant" else ():
+            function, result = call.get("function") or {}, results.get(str(call.get("id")))
+            tool = replayable.get(str(function.get("name")))
+            if tool is not None and result is not None and not result.lstrip().startswith(not_run):
+                tool.invoke(str(function.get("arguments") or ""))
+    state.tool_calls = tool_calls_run(kept)
     return state, summaries[-1]
 
 
