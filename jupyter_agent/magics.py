@@ -53,6 +53,7 @@ _AGENT_LINE = re.compile(r"^(?P<indent>[ \t]*)%agent[ \t]+(?P<text>\S.*?)[ \t]*(
 
 # ---- the magics' input: arguments, errors, the %agent line
 def flatten_lines(text: str) -> str:
+    """``text`` on one line: each line break and the spaces around it become one space."""
     return re.sub(r"\s*\n\s*", " ", text).strip()
 
 

@@ -110,6 +110,8 @@ def schema_lines(value: Any) -> list[str]:
 
 
 def brief_schema(value: Any) -> list[str]:
+    """The lines of :func:`schema_lines` without the memory line: the type first, then shape,
+    dtypes, columns."""
     return [line for line in schema_lines(value) if not line.startswith("memory")]
 
 
@@ -128,6 +130,8 @@ def preview_text(value: Any, limit: int = PREVIEW_CHARS) -> str:
 
 
 def describe_value(label: str, value: Any, privacy: Privacy, *, values: bool = False) -> str:
+    """What ``describe_variable`` returns for ``value``: ``"label: type"`` and its schema lines;
+    with the preview privacy or ``values``, a few rows or a cut ``repr`` too."""
     lines = schema_lines(value)
     out = [f"{label}: {lines[0]}", *("  " + line for line in lines[1:])]
     if privacy == "preview" or values:

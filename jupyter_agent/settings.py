@@ -39,6 +39,8 @@ Use = Literal["endpoint", "limit", "agent", "request", "front end"]
 
 
 def check_store_url(label: str, value: str) -> str:
+    """``value`` if empty or a PostgreSQL URL; ``ValueError`` naming ``label`` otherwise (the URL
+    redacted in the message)."""
     # imported here: the postgres package is loaded only when a store URL is set
     from jupyter_agent.store.postgres.url import check_store_url as check
 
@@ -50,6 +52,8 @@ def check_store_url(label: str, value: str) -> str:
 
 
 def check_base_url(label: str, value: str) -> str:
+    """``value`` if empty or an ``http(s)://host...`` URL; ``ValueError`` naming ``label``
+    otherwise."""
     parsed = urlparse(value)
     if value and (parsed.scheme not in ("http", "https") or not parsed.netloc):
         raise ValueError(f"{label} must be an http:// or https:// URL such as "
@@ -58,12 +62,15 @@ def check_base_url(label: str, value: str) -> str:
 
 
 def check_model(label: str, value: str) -> str:
+    """``value`` unless blank; ``ValueError`` naming ``label`` for a blank one."""
     if not value.strip():
         raise ValueError(f"{label} must not be empty")
     return value
 
 
 def check_api_key_env(label: str, value: str) -> str:
+    """``value`` if it can name an environment variable (not empty, no ``=``, NUL or outer spaces);
+    ``ValueError`` naming ``label`` otherwise."""
     if not value or "=" in value or "\0" in value or value.strip() != value:
         raise ValueError(
             f"{label} must name an environment variable, e.g. OPENAI_API_KEY (got {value!r})")

@@ -66,6 +66,8 @@ def format_bytes(size: int) -> str:
 
 
 def plural(n: int | float, word: str) -> str:
+    """``"1 token"``, ``"2 tokens"``, ``"1,205 sessions"``: ``n`` with thousands separators and
+    ``word`` with an ``s`` unless ``n`` is 1."""
     return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
 
 
@@ -100,6 +102,7 @@ def format_cost(usage: Usage) -> str:
 
 
 def format_tokens(usage: Usage) -> str:
+    """``"1,234 tokens (1,000 in / 234 out)"``: a usage's input plus output tokens."""
     total = usage.input_tokens + usage.output_tokens
     return f"{plural(total, 'token')} ({usage.input_tokens:,} in / {usage.output_tokens:,} out)"
 

@@ -32,6 +32,7 @@ def no_progress(items: Iterable[Any], total: int) -> Iterable[Any]:
 
 
 def turn_starts(messages: Sequence[dict[str, Any]]) -> list[int]:
+    """The indexes of the user messages (each starts a turn), in order."""
     return [i for i, m in enumerate(messages) if m.get("role") == "user"]
 
 

@@ -63,6 +63,8 @@ message that exists only in the working context."""
 
 
 def header_line(session_id: str, generation: str) -> bytes:
+    """The journal's first line (its format version, the session ID and ``generation``, which its
+    snapshot names), checksummed and newline-terminated."""
     return encode_line(1, {_HEADER_KEY: JOURNAL_VERSION, "id": session_id,
                            "generation": generation})
 

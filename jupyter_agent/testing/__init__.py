@@ -136,6 +136,7 @@ class ScriptedModelServer(Script):
 
     @property
     def exchanges(self) -> list[Exchange]:
+        """Every request with its answer (an :class:`Exchange` each), in arrival order (a copy)."""
         with self._lock:
             return list(self._exchanges)
 

@@ -49,6 +49,7 @@ def error_body(status: int, message: str, *, type: str | None = None,
 
 
 def reject(message: str, param: str | None = None, code: str | None = None) -> RequestRejected:
+    """A 400 refusal with an OpenAI-shaped error body (``param`` and ``code`` when given)."""
     return RequestRejected(400, error_body(400, message, param=param, code=code))
 
 
@@ -94,6 +95,8 @@ def image_parts(body: Any) -> list[ImagePart]:
 
 
 def text_chars(content: object) -> int:
+    """Characters of a message content: a string's length, or the summed ``text`` of its parts
+    (other parts count 0)."""
     if isinstance(content, str):
         return len(content)
     if isinstance(content, list):

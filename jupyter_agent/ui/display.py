@@ -57,6 +57,8 @@ _WINDOW_SOURCE = {"setting": "set", "server": "server", "refusal": "server",
 
 
 def format_footer(result: TurnResult) -> str:
+    """The line under a turn: its tokens, cost (USD) and tool calls, the session's, the context
+    estimate against the window (tokens, and where the window came from) and the limits left."""
     session, window = result.session_usage, result.window
     context = "" if window is None else (
         f"context ~{result.context_tokens:,}/{window.tokens:,} "
@@ -98,6 +100,8 @@ _PRIVACY_MEANING = {
 
 
 def format_usage(report: UsageReport) -> str:
+    """``%agent_usage`` as lines: tokens, cost (USD), model and tool calls, the context estimate
+    against the window (tokens), the limits left and what kernel data is sent."""
     u, window = report.usage, report.window
     return "\n".join([
         f"session {report.session_id}",
@@ -117,6 +121,8 @@ _STATUS_MARK = {"pending": "[ ]", "in_progress": "[~]", "done": "[x]", "failed":
 
 
 def format_todos(todos: Sequence[TodoItem]) -> str:
+    """One line per todo, ``"[ ] 1. text — pending"`` (retries when any); ``"no todos"``
+    for none."""
     if not todos:
         return "no todos"
     return "\n".join(f"{_STATUS_MARK.get(t.status, '[?]')} {t.id}. {t.text} — {t.status}"
@@ -230,6 +236,8 @@ def transcript_blocks(transcript: Sequence[dict[str, Any]], compactions: Sequenc
 
 def format_transcript(transcript: Sequence[dict[str, Any]], compactions: Sequence[Compaction] = (),
                       *, cells: frozenset[str] = frozenset()) -> str:
+    """The transcript as plain text blocks joined by blank lines, compaction markers in place;
+    ``cells``: IDs of calls whose code went into a notebook cell. ``"(no messages)"`` for none."""
     return "\n\n".join(t for t, _ in transcript_blocks(transcript, compactions, cells=cells)) \
         or "(no messages)"
 

@@ -427,6 +427,8 @@ def show_question(intro: str, text: str) -> None:
 
 
 def last_figure(messages: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
+    """The reference (a dict with ``id``, ``media_type``...) of the last figure the messages name,
+    or None."""
     return next(reversed(list(figure_refs(messages))), None)
 
 

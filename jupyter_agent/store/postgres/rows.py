@@ -203,6 +203,8 @@ class Plan:
 
 
 def dumps(value: Any) -> str:
+    """``value`` as JSON text, encoded as the file store encodes it (``TypeError`` for what JSON
+    cannot hold)."""
     return encode_json(value).decode("utf-8")
 
 
