@@ -35,8 +35,7 @@ from jupyter_agent.store import (
     new_session_id,
     to_message_dict,
 )
-from jupyter_agent.store.figure_files import check_figure
-from jupyter_agent.store.records import utc_now
+from jupyter_agent.store.records import check_figure, utc_now
 
 RESUME_REPAIR = ("result unknown: the session ended while this tool batch was running; "
                  "check before repeating it")

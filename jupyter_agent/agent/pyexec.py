@@ -31,7 +31,8 @@ from jupyter_agent.errors import JupyterAgentError
 from jupyter_agent.images import MEDIA_TYPES, image_size, sniff_media_type
 from jupyter_agent.notebook import is_jupyter
 from jupyter_agent.store import SessionState, new_session_id
-from jupyter_agent.store.figure_files import check_figure, figure_label
+from jupyter_agent.store.messages import figure_label
+from jupyter_agent.store.records import check_figure
 
 
 class ToolInterrupted(KeyboardInterrupt):

@@ -24,7 +24,7 @@ from jupyter_agent.agent.working_context import estimate_tokens, shaped
 from jupyter_agent.errors import JupyterAgentError, ModelError
 from jupyter_agent.images import RASTER_TYPES, data_url, downscale, image_tokens
 from jupyter_agent.store import FigureData, SessionState
-from jupyter_agent.store.figure_files import figure_refs
+from jupyter_agent.store.messages import figure_refs
 
 IMAGES_CAPTION = "[jupyter-agent] The figures made by the code above:"
 _ENCODED_KEPT = 32  # figures kept encoded between requests

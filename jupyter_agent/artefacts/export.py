@@ -41,7 +41,7 @@ from jupyter_agent.artefacts.steps import (
 )
 from jupyter_agent.errors import ExportError, ExportExistsError
 from jupyter_agent.store import SessionRecord
-from jupyter_agent.store.figure_files import figure_label
+from jupyter_agent.store.messages import figure_label
 from jupyter_agent.store.records import dump_record, utc_now
 from jupyter_agent.text import fence, inert_markdown
 

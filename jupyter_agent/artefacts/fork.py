@@ -24,8 +24,7 @@ from jupyter_agent.artefacts.steps import (
 )
 from jupyter_agent.errors import FigureNotFoundError, ForkPointError
 from jupyter_agent.store import ForkOrigin, SessionRecord, SessionState, Store, new_session_id
-from jupyter_agent.store.figure_files import figure_refs
-from jupyter_agent.store.messages import fallback_summary, message_text
+from jupyter_agent.store.messages import fallback_summary, figure_refs, message_text
 from jupyter_agent.store.records import utc_now
 
 STATE_TOOLS = ("write_scratchpad", "add_todo", "update_todo", "write_summary")

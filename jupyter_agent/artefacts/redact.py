@@ -23,8 +23,7 @@ from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_cla
 from detect_secrets.plugins.base import BasePlugin, RegexBasedDetector
 from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
 
-from jupyter_agent.store import SessionRecord
-from jupyter_agent.store.figure_files import FigureData
+from jupyter_agent.store import FigureData, SessionRecord
 from jupyter_agent.store.messages import encode_json
 
 REDACTED = "[redacted]"

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from jupyter_agent.errors import JupyterAgentError
-from jupyter_agent.store import Compaction, SessionRecord
-from jupyter_agent.store.figure_files import FigureData
+from jupyter_agent.store import Compaction, FigureData, SessionRecord
 from jupyter_agent.store.messages import message_text
 from jupyter_agent.text import shorten
 

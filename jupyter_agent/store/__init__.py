@@ -10,11 +10,11 @@ from __future__ import annotations
 from jupyter_agent.store.engine import Store as Store
 from jupyter_agent.store.engine import ensure_summary as ensure_summary
 from jupyter_agent.store.engine import holding as holding
-from jupyter_agent.store.figure_files import FigureData as FigureData
 from jupyter_agent.store.file_store import FileStore as FileStore
 from jupyter_agent.store.messages import to_message_dict as to_message_dict
 from jupyter_agent.store.records import SCHEMA_VERSION as SCHEMA_VERSION
 from jupyter_agent.store.records import Compaction as Compaction
+from jupyter_agent.store.records import FigureData as FigureData
 from jupyter_agent.store.records import ForkOrigin as ForkOrigin
 from jupyter_agent.store.records import LeaseHolder as LeaseHolder
 from jupyter_agent.store.records import SessionListing as SessionListing

@@ -45,7 +45,6 @@ from jupyter_agent.errors import (
     JupyterAgentError,
     SessionNotFoundError,
 )
-from jupyter_agent.store.figure_files import FigureData, check_figure, validate_figure_id
 from jupyter_agent.store.files import (
     SafeDir,
     is_temp_name,
@@ -56,12 +55,15 @@ from jupyter_agent.store.files import (
 )
 from jupyter_agent.store.messages import clean_text, encode_json, fallback_summary, normalized
 from jupyter_agent.store.records import (
+    FigureData,
     SessionListing,
     SessionRecord,
     SessionState,
+    check_figure,
     check_importable,
     new_session_id,
     utc_now,
+    validate_figure_id,
     validate_session_id,
 )
 

@@ -17,37 +17,30 @@ record of the one-file form loads as it is and is converted by its first change.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
-from stat import S_ISREG
-from typing import Any
+from stat import S_ISDIR, S_ISREG
 
 from jupyter_agent.errors import (
     CorruptSessionError,
+    FigureNotFoundError,
     JupyterAgentError,
     SessionNotFoundError,
     StorageError,
     TooLargeError,
     UnsafePathError,
 )
+from jupyter_agent.images import MEDIA_TYPES
 from jupyter_agent.store.engine import Notes, SessionEngine, remove_temps
-from jupyter_agent.store.figure_files import (
-    figure_file,
-    figures_dir,
-    list_figure_ids,
-    read_figure_file,
-    remove_figure_file,
-    remove_figure_temps,
-    remove_figures_dir,
-    validate_figure_id,
-    write_figure_file,
-)
 from jupyter_agent.store.files import (
     Leases,
     SafeDir,
+    is_temp_name,
     lease_temp,
     signature_of,
     storage_errors,
@@ -66,12 +59,21 @@ from jupyter_agent.store.journal import (
     SNAPSHOT_RATIO,
     encode_line,
     first_prompt_of,
-    header_line,
+    fresh_journal,
     items_for,
+    refuse_over,
     upgraded_journal,
 )
-from jupyter_agent.store.messages import JOURNAL_CAP, LINE_CAP, RECORD_CAP, encode_json
-from jupyter_agent.store.records import SessionListing, SessionRecord, validate_session_id
+from jupyter_agent.store.messages import JOURNAL_CAP, LINE_CAP, RECORD_CAP
+from jupyter_agent.store.records import (
+    MAX_FIGURE_BYTES,
+    SESSION_ID_PATTERN,
+    FigureData,
+    SessionListing,
+    SessionRecord,
+    validate_figure_id,
+    validate_session_id,
+)
 from jupyter_agent.store.snapshot import (
     Change,
     Loaded,
@@ -95,28 +97,6 @@ user.md
 *.tmp
 index.jsonl
 """
-
-
-def _add_chunks(messages: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
-    """``messages`` in runs whose ``add`` line stays under :data:`LINE_CAP` (one message
-    over it is a run of its own, refused on writing)."""
-    chunk: list[dict[str, Any]] = []
-    size = 0
-    for message in messages:
-        data = len(encode_json(message))
-        if chunk and size + data + 64 > LINE_CAP:
-            yield chunk
-            chunk, size = [], 0
-        chunk.append(message)
-        size += data + 1
-    if chunk:
-        yield chunk
-
-
-def _refuse_over(path: Path, size: int, cap: int, what: str) -> None:
-    """``TooLargeError`` (nothing written) when ``size`` bytes of ``what`` exceed ``cap``."""
-    if size > cap:
-        raise TooLargeError(path, size, cap, what, written=True)
 
 
 class FileStore(SessionEngine):
@@ -149,7 +129,7 @@ class FileStore(SessionEngine):
         return self.sessions_dir / f"{validate_session_id(session_id)}.lock"
 
     def figures_path(self, session_id: str) -> Path:
-        return self.sessions_dir / figures_dir(validate_session_id(session_id))
+        return self.sessions_dir / f"{validate_session_id(session_id)}.figures"
 
     # ------------------------------------------------------------------ primitives
     @contextlib.contextmanager
@@ -192,7 +172,10 @@ class FileStore(SessionEngine):
         with contextlib.suppress(OSError):  # best effort: leftovers only
             sessions.unlink(lease_temp(f"{session_id}.json"))
             sessions.unlink(lease_temp(f"{session_id}.jsonl"))
-            remove_figure_temps(sessions, session_id)
+            with self._figures(sessions, session_id) as folder:
+                if folder is not None:
+                    for name in filter(is_temp_name, folder.names()):
+                        folder.unlink(name)
             remove_temps(root)
 
     def _read_record(self, at: tuple[SafeDir, SafeDir], session_id: str) -> SessionRecord:
@@ -224,26 +207,96 @@ class FileStore(SessionEngine):
             sessions.unlink(f"{session_id}.jsonl")
             sessions.fsync()
         with storage_errors(self.figures_path(session_id)):
-            remove_figures_dir(sessions, session_id)
+            self.remove_figures(sessions, session_id)
         self.index.forget(root, session_id)
         return True
 
+    # ------------------------------------------------------------------ figures
+    @staticmethod
+    def _figures(sessions: SafeDir, session_id: str, *,
+                 create: bool = False) -> AbstractContextManager[SafeDir | None]:
+        """The session's checked figures directory, or ``None`` if missing."""
+        found = sessions.subdir(f"{session_id}.figures", create=create, what="figures directory")
+        return found or contextlib.nullcontext()
+
     def _put_figure(self, at: tuple[SafeDir, SafeDir], session_id: str, figure_id: str,
                     data: bytes, media_type: str) -> None:
+        """Write ``<id>.figures/<figure>.<ext>`` atomically under the lease; a file of the
+        same figure in another format is removed."""
         self.leases.verify(at[1], session_id)
-        with storage_errors(self.figures_path(session_id) / figure_file(figure_id, media_type)):
-            write_figure_file(at[1], session_id, figure_id, data, media_type)
+        name = f"{figure_id}.{MEDIA_TYPES[media_type]}"
+        with storage_errors(self.figures_path(session_id) / name), \
+                self._figures(at[1], session_id, create=True) as folder:
+            assert folder is not None
+            folder.write_atomic(name, data, private=True)
+            for ext in MEDIA_TYPES.values():
+                if f"{figure_id}.{ext}" != name:
+                    folder.unlink(f"{figure_id}.{ext}")
+            folder.fsync()
 
-    _get_figure = staticmethod(read_figure_file)
-    _figure_ids = staticmethod(list_figure_ids)
+    def _get_figure(self, at: tuple[SafeDir, SafeDir], session_id: str,
+                    figure_id: str) -> FigureData:
+        """A figure's bytes, never through a link: ``FigureNotFoundError`` when it has no
+        file, ``UnsafePathError`` for anything but a private regular file (directory),
+        ``TooLargeError`` over :data:`~jupyter_agent.store.records.MAX_FIGURE_BYTES`."""
+        with self._figures(at[1], session_id) as folder:
+            for media_type, ext in MEDIA_TYPES.items():
+                got = folder and folder.read(f"{figure_id}.{ext}", limit=MAX_FIGURE_BYTES,
+                                             private=True, what="figure")
+                if got:
+                    return FigureData(got[0], media_type)
+        raise FigureNotFoundError(session_id, figure_id, self.figures_path(session_id))
+
+    def _figure_ids(self, at: tuple[SafeDir, SafeDir], session_id: str) -> list[str]:
+        with self._figures(at[1], session_id) as folder:
+            names = [n.rpartition(".") for n in folder.names()] if folder else []
+        return sorted({stem for stem, _, ext in names
+                       if ext in MEDIA_TYPES.values() and SESSION_ID_PATTERN.fullmatch(stem)})
 
     def delete_figure(self, session_id: str, figure_id: str) -> bool:
         """Delete one figure (under the session's lease); whether it existed."""
         validate_figure_id(figure_id)
         with self._changing(session_id) as (_root, sessions):
             self.leases.verify(sessions, session_id)
-            with storage_errors(self.figures_path(session_id)):
-                return remove_figure_file(sessions, session_id, figure_id)
+            with storage_errors(self.figures_path(session_id)), \
+                    self._figures(sessions, session_id) as folder:
+                if folder is None:
+                    return False
+                removed = [folder.unlink(f"{figure_id}.{ext}") for ext in MEDIA_TYPES.values()]
+                folder.fsync()
+                return any(removed)
+
+    def remove_figures(self, sessions: SafeDir, session_id: str) -> list[Path]:
+        """Remove a session's figures directory and its files (under the lease); what was
+        removed. A link or other non-directory in its place is removed itself (never
+        followed); a subdirectory inside is left, and so is the directory then.
+        ``UnsafeDirectoryError`` (nothing removed) for another owner's directory or one
+        others may write to."""
+        name = f"{session_id}.figures"
+        st = sessions.lstat(name)
+        if st is None:
+            return []
+        removed: list[Path] = []
+        if S_ISDIR(st.st_mode):
+            with self._figures(sessions, session_id) as folder:
+                if folder is not None:
+                    for entry in folder.names():
+                        entry_st = folder.lstat(entry)
+                        if entry_st and not S_ISDIR(entry_st.st_mode) and folder.unlink(entry):
+                            removed.append(folder.child(entry))
+                    folder.fsync()
+        try:
+            if S_ISDIR(st.st_mode):
+                os.rmdir(name, dir_fd=sessions.fd)
+            else:
+                sessions.unlink(name)
+        except OSError as err:
+            if err.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):
+                raise
+        else:
+            removed.append(sessions.child(name))
+        sessions.fsync()
+        return removed
 
     def damaged_sessions(self) -> dict[str, str]:
         """The sessions the last listing left out, each with its one-line reason."""
@@ -302,17 +355,11 @@ class FileStore(SessionEngine):
         ``clock`` is its place in the store's order of changes."""
         sid = record.id
         generation = secrets.token_hex(8)  # pairs the snapshot with its journal
-        journal = header_line(sid, generation)
-        last = journal
-        for number, chunk in enumerate(_add_chunks(record.transcript), start=2):
-            last = encode_line(number, {"add": chunk})
-            _refuse_over(self.journal_path(sid), len(last) - 1, LINE_CAP, "journal line")
-            journal += last
-        _refuse_over(self.journal_path(sid), len(journal), JOURNAL_CAP, "journal")
+        journal = fresh_journal(sid, generation, record.transcript, self.journal_path(sid))
         loaded = Loaded(record, items_for(record.messages, record.transcript), generation,
                         len(journal), len(journal), 0, 0, record.state.model_dump(mode="json"),
                         first_prompt_of(record.transcript), lines=journal.count(b"\n"),
-                        check=last[-11:-3], clock=clock)
+                        check=journal[-11:-3], clock=clock)
         self.leases.verify(sessions, sid)
         with storage_errors(self.journal_path(sid)):
             sessions.write_atomic(f"{sid}.jsonl", journal, temp=lease_temp(f"{sid}.jsonl"))
@@ -321,7 +368,7 @@ class FileStore(SessionEngine):
     def _write_snapshot(self, sessions: SafeDir, loaded: Loaded) -> Loaded:
         data = snapshot_bytes(loaded)
         sid = loaded.record.id
-        _refuse_over(self.session_path(sid), len(data), RECORD_CAP, "session snapshot")
+        refuse_over(self.session_path(sid), len(data), RECORD_CAP, "session snapshot")
         with storage_errors(self.session_path(sid)):
             sessions.write_atomic(f"{sid}.json", data, temp=lease_temp(f"{sid}.json"))
         return replace(loaded, offset=loaded.end, snapshot_size=len(data), legacy=False)
@@ -376,8 +423,8 @@ class FileStore(SessionEngine):
             fields = {**fields, "clock": clock}
         line = encode_line(loaded.lines + 1, entry)
         path = self.journal_path(sid)
-        _refuse_over(path, len(line) - 1, LINE_CAP, "new journal line")
-        _refuse_over(path, loaded.end + len(line), JOURNAL_CAP, "journal")
+        refuse_over(path, len(line) - 1, LINE_CAP, "new journal line")
+        refuse_over(path, loaded.end + len(line), JOURNAL_CAP, "journal")
         with storage_errors(path):  # a read-only file system refuses the open itself
             opened = sessions.open_file(f"{sid}.jsonl", os.O_WRONLY | os.O_APPEND)
         if opened is None:

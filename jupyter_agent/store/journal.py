@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, NotRequired, TypedDict
@@ -28,8 +29,10 @@ from typing import Annotated, Any, NotRequired, TypedDict
 import msgspec
 import orjson
 
-from jupyter_agent.errors import CorruptSessionError
+from jupyter_agent.errors import CorruptSessionError, TooLargeError
 from jupyter_agent.store.messages import (
+    JOURNAL_CAP,
+    LINE_CAP,
     check_messages,
     compaction_parts,
     encode_json,
@@ -67,6 +70,41 @@ def header_line(session_id: str, generation: str) -> bytes:
     snapshot names), checksummed and newline-terminated."""
     return encode_line(1, {_HEADER_KEY: JOURNAL_VERSION, "id": session_id,
                            "generation": generation})
+
+
+def refuse_over(path: Path, size: int, cap: int, what: str) -> None:
+    """``TooLargeError`` (nothing written) when ``size`` bytes of ``what`` exceed ``cap``."""
+    if size > cap:
+        raise TooLargeError(path, size, cap, what, written=True)
+
+
+def _add_chunks(messages: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """``messages`` in runs whose ``add`` line stays under :data:`LINE_CAP` (one message
+    over it is a run of its own, refused on writing)."""
+    chunk: list[dict[str, Any]] = []
+    size = 0
+    for message in messages:
+        data = len(encode_json(message))
+        if chunk and size + data + 64 > LINE_CAP:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(message)
+        size += data + 1
+    if chunk:
+        yield chunk
+
+
+def fresh_journal(session_id: str, generation: str, transcript: list[dict[str, Any]],
+                  path: Path) -> bytes:
+    """A whole journal of ``transcript`` in ``add`` lines (``TooLargeError`` naming ``path``
+    for a line over :data:`LINE_CAP` or a journal over :data:`JOURNAL_CAP`)."""
+    journal = header_line(session_id, generation)
+    for number, chunk in enumerate(_add_chunks(transcript), start=2):
+        line = encode_line(number, {"add": chunk})
+        refuse_over(path, len(line) - 1, LINE_CAP, "journal line")
+        journal += line
+    refuse_over(path, len(journal), JOURNAL_CAP, "journal")
+    return journal
 
 
 def first_prompt_of(messages: list[dict[str, Any]]) -> str:

@@ -1,4 +1,5 @@
-"""Messages: conversion to plain dicts, validation, JSON limits, and how a context changes.
+"""Messages: conversion to plain dicts, validation, JSON limits, figure references, and how
+a context changes.
 
 A saved message must load back: it has the shape of a Chat Completions message and holds
 only what JSON can (:func:`normalized`, ``InvalidMessageError`` otherwise). A save must
@@ -12,13 +13,14 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from jupyter_agent.errors import ContextMismatchError, CorruptSessionError, InvalidMessageError
+from jupyter_agent.images import FORMAT_NAMES
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -80,6 +82,24 @@ def message_text(message: Mapping[str, Any]) -> str:
         return "\n".join(part["text"] for part in content if isinstance(part, Mapping)
                          and isinstance(part.get("text"), str)).strip()
     return ""
+
+
+def figure_refs(messages: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """The figure references of ``messages`` (the objects with a string ``id`` in their
+    ``figures`` lists), in order; malformed entries are skipped."""
+    for message in messages:
+        refs = message.get("figures")
+        for ref in refs if isinstance(refs, list) else ():
+            if isinstance(ref, dict) and isinstance(ref.get("id"), str):
+                yield ref
+
+
+def figure_label(ref: dict[str, Any]) -> str:
+    """``figure 2: PNG, 640×480 px`` for a reference (size left out when unknown)."""
+    kind = FORMAT_NAMES.get(str(ref.get("media_type")), "image")
+    width, height = ref.get("width"), ref.get("height")
+    size = f", {width}×{height} px" if isinstance(width, int) and isinstance(height, int) else ""
+    return f"figure {ref.get('n', '?')}: {kind}{size}"
 
 
 def fallback_summary(messages: Iterable[Mapping[str, Any]]) -> str:

@@ -1,4 +1,4 @@
-"""Session records: IDs, the pydantic models, and the one-file JSON form.
+"""Session records: IDs, figure checks, the pydantic models, and the one-file JSON form.
 
 A record is the working context, the transcript (every message ever, never rewritten),
 compactions, the checkpoint (``state``), summary, title and archived flag. Its one-file form
@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import secrets
 import string
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -25,7 +26,13 @@ from pydantic import (
     field_validator,
 )
 
-from jupyter_agent.errors import CorruptSessionError, InvalidMessageError, InvalidSessionIdError
+from jupyter_agent.errors import (
+    CorruptSessionError,
+    InvalidFigureError,
+    InvalidMessageError,
+    InvalidSessionIdError,
+)
+from jupyter_agent.images import MEDIA_TYPES, pixel_problem, sniff_media_type
 from jupyter_agent.store.messages import (
     check_messages,
     clean_text,
@@ -46,6 +53,46 @@ def validate_session_id(session_id: object) -> str:
     if not isinstance(session_id, str) or SESSION_ID_PATTERN.fullmatch(session_id) is None:
         raise InvalidSessionIdError(session_id)
     return session_id
+
+
+#: The largest figure a store keeps, in bytes.
+MAX_FIGURE_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class FigureData:
+    """A saved figure's file."""
+
+    data: bytes
+    media_type: str
+
+
+def validate_figure_id(figure_id: object) -> str:
+    """Return ``figure_id`` if it can name a figure file (as :data:`SESSION_ID_PATTERN`),
+    else raise :class:`~jupyter_agent.errors.InvalidFigureError`."""
+    if not isinstance(figure_id, str) or not SESSION_ID_PATTERN.fullmatch(figure_id):
+        raise InvalidFigureError(figure_id, "its ID must be 1-128 letters, digits, '_' or '-'")
+    return figure_id
+
+
+def check_figure(figure_id: object, data: object, media_type: object) -> None:
+    """Check a figure before it is saved: ``InvalidFigureError`` for a bad
+    ID, a type not PNG, JPEG or SVG, bytes not of that type, more than
+    :data:`MAX_FIGURE_BYTES` or :data:`~jupyter_agent.images.MAX_IMAGE_PIXELS`."""
+    validate_figure_id(figure_id)
+    if media_type not in MEDIA_TYPES:
+        raise InvalidFigureError(figure_id, f"media type {media_type!r} is not one of "
+                                            f"{', '.join(MEDIA_TYPES)}")
+    if not isinstance(data, bytes):
+        raise InvalidFigureError(figure_id, "its data must be bytes")
+    if len(data) > MAX_FIGURE_BYTES:
+        raise InvalidFigureError(figure_id, f"it has {len(data):,} bytes, more than the "
+                                            f"{MAX_FIGURE_BYTES:,} a session keeps")
+    if sniff_media_type(data) != media_type:
+        raise InvalidFigureError(figure_id, f"its bytes are not {media_type}")
+    problem = pixel_problem(data, str(media_type))
+    if problem:
+        raise InvalidFigureError(figure_id, problem)
 
 
 def new_session_id() -> str:

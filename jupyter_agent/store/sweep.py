@@ -16,7 +16,6 @@ import orjson
 
 from jupyter_agent.errors import CorruptSessionError, JupyterAgentError, SessionLockedError
 from jupyter_agent.store.engine import remove_temps
-from jupyter_agent.store.figure_files import remove_figures_dir
 from jupyter_agent.store.file_store import FileStore
 from jupyter_agent.store.files import (
     SafeDir,
@@ -70,7 +69,7 @@ def _collect_session(files: FileStore, sessions: SafeDir, sid: str) -> list[Path
         if sessions.lstat(f"{sid}.json") is None:
             if sessions.unlink(f"{sid}.jsonl"):
                 removed.append(sessions.child(f"{sid}.jsonl"))
-            removed += remove_figures_dir(sessions, sid)
+            removed += files.remove_figures(sessions, sid)
             if sessions.unlink(f"{sid}.lock"):  # while we hold it: see the module docstring
                 removed.append(sessions.child(f"{sid}.lock"))
             sessions.fsync()

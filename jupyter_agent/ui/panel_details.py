@@ -14,8 +14,7 @@ import ipywidgets as widgets
 
 from jupyter_agent.artefacts.fork import fork_label
 from jupyter_agent.errors import JupyterAgentError
-from jupyter_agent.store.figure_files import figure_label, figure_refs
-from jupyter_agent.store.messages import message_text
+from jupyter_agent.store.messages import figure_label, figure_refs, message_text
 from jupyter_agent.text import excerpt, relative_time, summary_html
 
 if TYPE_CHECKING:

@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from IPython.display import display
 
 from jupyter_agent.artefacts.steps import ReadFigure, figure_data, format_call
-from jupyter_agent.store.figure_files import figure_label, figure_refs
-from jupyter_agent.store.messages import message_text
+from jupyter_agent.store.messages import figure_label, figure_refs, message_text
 from jupyter_agent.text import (
     fence,
     format_cost,

@@ -7,9 +7,9 @@ import psycopg
 import pytest
 
 from jupyter_agent.errors import CorruptSessionError, TooLargeError
-from jupyter_agent.store.figure_files import MAX_FIGURE_BYTES
 from jupyter_agent.store.messages import MAX_DEPTH, RECORD_CAP
 from jupyter_agent.store.postgres import PostgresStore
+from jupyter_agent.store.records import MAX_FIGURE_BYTES
 from tests.postgres.server import PgCluster
 
 MESSAGES = [{"role": "system", "content": "s"}, {"role": "user", "content": "hello"}]

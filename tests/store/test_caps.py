@@ -17,10 +17,9 @@ from IPython.core.interactiveshell import InteractiveShell
 from jupyter_agent.errors import CorruptSessionError, InvalidMessageError, TooLargeError
 from jupyter_agent.store import FileStore
 from jupyter_agent.store.engine import NOTES_LIMIT
-from jupyter_agent.store.figure_files import MAX_FIGURE_BYTES
 from jupyter_agent.store.index import INDEX_LIMIT, INDEX_NAME, SNAPSHOT_LIMIT
 from jupyter_agent.store.messages import JOURNAL_CAP, LINE_CAP, MAX_DEPTH, RECORD_CAP
-from jupyter_agent.store.records import dump_record
+from jupyter_agent.store.records import MAX_FIGURE_BYTES, dump_record
 from jupyter_agent.store.sweep import check_sessions
 from jupyter_agent.testing import ScriptedModelServer
 from tests.test_magics_errors import usage_error

@@ -38,16 +38,18 @@ from jupyter_agent.errors import (
 )
 from jupyter_agent.paths import current_user
 from jupyter_agent.store.engine import Notes, SessionEngine
-from jupyter_agent.store.figure_files import MAX_FIGURE_BYTES, FigureData, validate_figure_id
 from jupyter_agent.store.postgres import rows
 from jupyter_agent.store.postgres.schema import MIGRATIONS, Migration, ensure_schema
 from jupyter_agent.store.postgres.url import Link, check_store_url, driver
 from jupyter_agent.store.records import (
     CLOCK_SKEW,
+    MAX_FIGURE_BYTES,
+    FigureData,
     LeaseHolder,
     SessionListing,
     SessionRecord,
     utc_now,
+    validate_figure_id,
     validate_session_id,
 )
 
