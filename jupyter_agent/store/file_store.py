@@ -405,16 +405,12 @@ class FileStore(SessionEngine):
         sid = loaded.record.id
         self.leases.verify(sessions, sid)
         converting = loaded.legacy or loaded.version != JOURNAL_VERSION
-        if loaded.legacy:  # first write of a one-file record: convert it
-            converted = self.write_fresh(sessions, loaded.record, clock=loaded.clock)
-        elif converting:  # first write of a journal of jupyter-agent 0.2: upgrade it
-            converted = self.upgrade(sessions, loaded)
-        if converting:
-            new = replace(new, generation=converted.generation, offset=converted.offset,
-                          snapshot_size=converted.snapshot_size, legacy=False,
-                          lines=converted.lines, check=converted.check,
-                          version=JOURNAL_VERSION)
-            loaded = converted
+        if converting:  # first write of a one-file record (convert) or a 0.2 journal (upgrade)
+            loaded = (self.write_fresh(sessions, loaded.record, clock=loaded.clock)
+                      if loaded.legacy else self.upgrade(sessions, loaded))
+            new = replace(new, generation=loaded.generation, offset=loaded.offset,
+                          snapshot_size=loaded.snapshot_size, legacy=False, lines=loaded.lines,
+                          check=loaded.check, version=JOURNAL_VERSION)
             fields = listing_of(new)
         if "updated_at" in entry:  # the session moves up in the order of changes
             clock = tick(root, loaded.clock)

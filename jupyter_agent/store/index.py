@@ -209,16 +209,18 @@ class ListingIndex:
         got = root.read(INDEX_NAME, limit=INDEX_LIMIT, what="listing index")
         if got is None:
             return {}, 0
-        lines: list[Any] = []
-        for line in got[0].split(b"\n")[:-1]:  # a last line without its newline is left out
-            try:
-                lines.append(orjson.loads(line))
-            except orjson.JSONDecodeError:
-                lines.append(None)
-        count = len(lines)
+        raw_lines = got[0].split(b"\n")[:-1]  # a last line without its newline is left out
+        count = len(raw_lines)
         entries: dict[str, dict[str, Any]] = {}
-        for line in lines:
-            if type(line) is not dict or type(line.get("id")) is not str:
+        for raw in raw_lines:
+            try:
+                line = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                line = None
+            if type(line) is not dict:
+                count = INDEX_LIMIT  # a line that is not an entry: rewrite the index
+                continue
+            if type(line.get("id")) is not str:
                 continue
             sid = line["id"]
             if line.get("gone") is True:
@@ -232,8 +234,6 @@ class ListingIndex:
                 if old.get("bad"):
                     old = {}
                 entries[sid] = {**old, **line["set"], "sig": line.get("sig")}
-        if any(type(line) is not dict for line in lines):
-            count = INDEX_LIMIT  # a line that is not an entry: rewrite the index
         self._parsed = (key, entries, count)
         return entries, count
 

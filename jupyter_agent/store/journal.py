@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, NotRequired, TypedDict
 
@@ -40,8 +40,6 @@ from jupyter_agent.store.messages import (
     message_text,
 )
 
-#: ``schema_version`` of snapshot files.
-JOURNAL_SCHEMA_VERSION = 2
 #: The header's ``jupyter_agent_journal`` of journals whose every line is checked...
 JOURNAL_VERSION = 3
 #: ...and of journals of jupyter-agent 0.2 (no checks; upgraded by their next write).
@@ -63,13 +61,6 @@ Line = bytes | memoryview
 Item = tuple[int, int] | dict[str, Any]
 """One run of the working context: a ``(start, end)`` span of transcript positions, or a
 message that exists only in the working context."""
-
-
-def header_line(session_id: str, generation: str) -> bytes:
-    """The journal's first line (its format version, the session ID and ``generation``, which its
-    snapshot names), checksummed and newline-terminated."""
-    return encode_line(1, {_HEADER_KEY: JOURNAL_VERSION, "id": session_id,
-                           "generation": generation})
 
 
 def refuse_over(path: Path, size: int, cap: int, what: str) -> None:
@@ -96,9 +87,11 @@ def _add_chunks(messages: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]
 
 def fresh_journal(session_id: str, generation: str, transcript: list[dict[str, Any]],
                   path: Path) -> bytes:
-    """A whole journal of ``transcript`` in ``add`` lines (``TooLargeError`` naming ``path``
-    for a line over :data:`LINE_CAP` or a journal over :data:`JOURNAL_CAP`)."""
-    journal = header_line(session_id, generation)
+    """A whole journal of ``transcript`` in ``add`` lines after the header, which holds
+    ``generation`` (the snapshot names it too); ``TooLargeError`` naming ``path`` for a
+    line over :data:`LINE_CAP` or a journal over :data:`JOURNAL_CAP`."""
+    journal = encode_line(1, {_HEADER_KEY: JOURNAL_VERSION, "id": session_id,
+                              "generation": generation})
     for number, chunk in enumerate(_add_chunks(transcript), start=2):
         line = encode_line(number, {"add": chunk})
         refuse_over(path, len(line) - 1, LINE_CAP, "journal line")
@@ -238,14 +231,14 @@ class Journal:
     """A parsed journal (see :func:`parse_journal`)."""
 
     generation: str
-    before: list[dict[str, Any]] = field(default_factory=list)
-    after: list[dict[str, Any]] = field(default_factory=list)
-    end: int = 0
-    torn: int = 0
-    lines: int = 0
-    check: bytes = b""
-    version: int = JOURNAL_VERSION
-    offset: int = 0
+    before: list[dict[str, Any]]
+    after: list[dict[str, Any]]
+    end: int
+    torn: int
+    lines: int
+    check: bytes
+    version: int
+    offset: int
 
 
 class _Function(TypedDict):
@@ -384,14 +377,10 @@ def upgraded_journal(raw: bytes) -> bytes:
     """A whole journal of jupyter-agent 0.2 (header ``2``, complete lines) with every line
     checked: the same lines in the same order, each with its ``n`` and ``c`` added (line
     numbers are unchanged, byte offsets are not)."""
-    lines = raw.split(b"\n")
-    lines.pop()
     out = []
-    for number, line in enumerate(lines, 1):
-        value = orjson.loads(line)
+    for number, line in enumerate(raw.split(b"\n")[:-1], 1):
+        value = {k: v for k, v in orjson.loads(line).items() if k not in ("n", "c")}
         if number == 1:
             value[_HEADER_KEY] = JOURNAL_VERSION
-        value.pop("n", None)
-        value.pop("c", None)
         out.append(encode_line(number, value))
     return b"".join(out)

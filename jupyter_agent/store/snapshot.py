@@ -16,7 +16,6 @@ from typing import Any
 
 from jupyter_agent.errors import CorruptSessionError
 from jupyter_agent.store.journal import (
-    JOURNAL_SCHEMA_VERSION,
     JOURNAL_VERSION,
     Item,
     decode_items,
@@ -46,6 +45,8 @@ from jupyter_agent.store.records import (
     validated_record,
 )
 
+#: ``schema_version`` of snapshot files.
+JOURNAL_SCHEMA_VERSION = 2
 _META = ("updated_at", "summary", "title", "archived")
 
 
