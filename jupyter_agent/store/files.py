@@ -48,7 +48,8 @@ FILE_MODE = 0o600
 #: Mode of the directories the store creates.
 DIR_MODE = 0o700
 _SPARSE_CHECK = 1 << 20  # files larger than this are checked for holes before reading
-_O_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+#: How every file of the memory directory is opened: never through a link, never blocking.
+NO_FOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 def is_temp_name(name: str) -> bool:
     """Whether ``name`` is one of the store's temporary files (``.<target>.<random>.tmp``)."""
@@ -139,24 +140,20 @@ class SafeDir:
             raise UnsafeDirectoryError(
                 path, kind, fix=_own_fix(path, st, "remove or rename it")) from None
         try:
-            cls._check(path, os.fstat(fd), what)
+            st = os.fstat(fd)
+            mode, owner = stat.S_IMODE(st.st_mode), _owner_name(st.st_uid)
+            if st.st_uid != os.geteuid():
+                raise UnsafeDirectoryError(
+                    path, f"a {what} owned by {owner}, not by you ({_owner_name(os.geteuid())})",
+                    owner=owner, mode=mode, fix="use a directory of your own")
+            if mode & 0o022:
+                raise UnsafeDirectoryError(
+                    path, f"a {what} writable by group or others", owner=owner, mode=mode,
+                    fix=_own_fix(path, st, f"run `chmod 700 {path}`"))
         except BaseException:
             os.close(fd)
             raise
         return cls(path, fd)
-
-    @staticmethod
-    def _check(path: Path, st: os.stat_result, what: str) -> None:
-        mode = stat.S_IMODE(st.st_mode)
-        if st.st_uid != os.geteuid():
-            raise UnsafeDirectoryError(
-                path, f"a {what} owned by {_owner_name(st.st_uid)}, not by you "
-                f"({_owner_name(os.geteuid())})", owner=_owner_name(st.st_uid), mode=mode,
-                fix="use a directory of your own")
-        if mode & 0o022:
-            raise UnsafeDirectoryError(
-                path, f"a {what} writable by group or others", owner=_owner_name(st.st_uid),
-                mode=mode, fix=_own_fix(path, st, f"run `chmod 700 {path}`"))
 
     def subdir(self, name: str, *, create: bool = False,
                what: str = "sessions directory") -> SafeDir | None:
@@ -227,7 +224,7 @@ class SafeDir:
         if before is not None and not stat.S_ISREG(before.st_mode):
             raise UnsafeFileError(self.child(name), entry_kind(before.st_mode))
         try:
-            fd = os.open(name, flags | (os.O_CREAT if create else 0) | _O_FLAGS, FILE_MODE,
+            fd = os.open(name, flags | (os.O_CREAT if create else 0) | NO_FOLLOW, FILE_MODE,
                          dir_fd=self.fd)
         except FileNotFoundError:
             return None
@@ -345,11 +342,8 @@ class SafeDir:
         return tmp
 
 
-FileSignature = tuple[int, int, int, int]
-"""``(st_dev, st_ino, st_size, st_mtime_ns)``: changes whenever a file is replaced or grows."""
-
-
-def signature_of(st: os.stat_result) -> FileSignature:
+def signature_of(st: os.stat_result) -> tuple[int, int, int, int]:
+    """``(st_dev, st_ino, st_size, st_mtime_ns)``: changes whenever a file is replaced or grows."""
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 

@@ -23,7 +23,7 @@ from jupyter_agent.errors import (
     SessionNotFoundError,
     StoreBusyError,
 )
-from jupyter_agent.store.files import SafeDir, lock_shared_or_exclusive, signature_of
+from jupyter_agent.store.files import NO_FOLLOW, SafeDir, lock_shared_or_exclusive, signature_of
 from jupyter_agent.store.messages import JOURNAL_CAP, encode_json
 from jupyter_agent.store.records import (
     SESSION_ID_PATTERN,
@@ -49,7 +49,6 @@ CLAIM_TAIL = 1024 * 1024
 
 #: The end of a checked journal line: the checksum's 8 hex digits, ``"}`` and the newline.
 _END = 11
-_PROBE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 Sig = list[Any]
 
@@ -97,7 +96,7 @@ def _journal_ends_with(sessions: SafeDir, session_id: str, at: list[Any] | None,
         return False
     # the signature just said it is a regular file: no second lstat; never follows a link
     # nor blocks, and reads 8 bytes whatever the file has become
-    fd = os.open(f"{session_id}.jsonl", _PROBE_FLAGS, dir_fd=sessions.fd)
+    fd = os.open(f"{session_id}.jsonl", os.O_RDONLY | NO_FOLLOW, dir_fd=sessions.fd)
     try:
         return os.pread(fd, 8, size - _END) == at[2].encode("ascii")
     finally:

@@ -114,16 +114,15 @@ def utc_now() -> datetime:
 CLOCK_SKEW = timedelta(minutes=5)
 
 
-def check_not_future(what: str, when: datetime, now: datetime | None = None) -> datetime:
-    """Return ``when`` (aware) unless it is more than :data:`CLOCK_SKEW` after ``now``
-    (``ValueError`` then). A listing leaves out a session whose ``updated_at`` fails this,
-    so a record dated in the future is never the newest session to resume."""
+def check_not_future(what: str, when: datetime, now: datetime | None = None) -> None:
+    """``ValueError`` when ``when`` (aware) is more than :data:`CLOCK_SKEW` after ``now``.
+    A listing leaves out a session whose ``updated_at`` fails this, so a record dated in the
+    future is never the newest session to resume."""
     now = now or utc_now()
     if when - now > CLOCK_SKEW:
         raise ValueError(f"{what} {when.isoformat()} is in the future (more than "
                          f"{CLOCK_SKEW.seconds // 60} minutes after this machine's clock, "
                          f"{now:%Y-%m-%d %H:%M} UTC): a time ahead of the clock is not believed")
-    return when
 
 
 def to_utc(value: datetime) -> datetime:
@@ -215,9 +214,7 @@ class SessionState(_Model):
     @classmethod
     def _number_todos(cls, value: Any) -> Any:
         """Give todo items written without an ``id`` the next free one."""
-        if not isinstance(value, list) or all(
-            not isinstance(t, dict) or t.get("id") is not None for t in value
-        ):
+        if not isinstance(value, list):
             return value
         used = [t.get("id") for t in value if isinstance(t, dict)]
         next_id = max([i for i in used if type(i) is int] + [0]) + 1
