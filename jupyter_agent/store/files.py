@@ -259,7 +259,7 @@ class SafeDir:
         if opened is None:
             return None
         fd, st = opened
-        try:
+        with open(fd, "rb") as file:  # closes the descriptor
             size = max(st.st_size - offset, 0)
             if limit is not None and size > limit:
                 raise TooLargeError(self.child(name), size, limit, what)
@@ -270,17 +270,8 @@ class SafeDir:
                     holes = False
                 if holes:
                     raise UnsafeFileError(self.child(name), "sparse file (it has holes)")
-            parts = []
-            while size > 0:
-                chunk = os.pread(fd, size, offset)  # one call for a regular file
-                if not chunk:  # the file is shorter now
-                    break
-                parts.append(chunk)
-                offset += len(chunk)
-                size -= len(chunk)
-            data = b"".join(parts)  # one part: no copy
-        finally:
-            os.close(fd)
+            file.seek(offset)
+            data = file.read(size)  # short reads continued; shorter if the file shrank
         if line_limit is not None:
             long = long_line(data, line_limit)
             if long is not None:
