@@ -469,13 +469,12 @@ class Leases:
         for _attempt in range(5):
             opened = sessions.open_file(name, os.O_RDWR, create=True)
             assert opened is not None
-            fd, _ = opened
+            fd, locked = opened
             try:
                 if not _flock(fd, fcntl.LOCK_EX, _LOCK_RETRY_DELAYS):
                     holder = _read_holder(fd)
                     raise SessionLockedError(session_id, holder.pid if holder else None,
                                              sessions.child(name), holder=holder)
-                locked = os.fstat(fd)
                 current = sessions.lstat(name)
                 if current is None or (current.st_dev, current.st_ino) != (
                         locked.st_dev, locked.st_ino):

@@ -389,9 +389,8 @@ def tick(root: SafeDir, after: int, *, exact: int | None = None) -> int:
     the value still exceeds ``after``.
     """
     now = time.time_ns() // 1000
-    if exact is not None:
-        exact = min(exact, now)  # a record dated ahead of the clock never sets it ahead
-    value = exact if exact is not None else max(now, after + 1)
+    # a record dated ahead of the clock never sets it ahead
+    value = max(now, after + 1) if exact is None else min(exact, now)
     with contextlib.suppress(OSError, JupyterAgentError), \
             lock_shared_or_exclusive(root, CLOCK_FILE, exclusive=True) as fd:
         data = os.pread(fd, 32, 0)

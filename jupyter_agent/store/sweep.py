@@ -191,8 +191,7 @@ def _good_prefix(sessions: SafeDir, sid: str) -> tuple[int, bytes, bytes] | None
         covered = ref.get("lines")
     except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
         return None
-    lines = raw.split(b"\n")
-    lines.pop()
+    lines = raw.split(b"\n")[:-1]
     good = next((n - 1 for n, line in enumerate(lines, 1) if line_problem(line, n)), len(lines))
     if good == len(lines) or good < 2 or type(covered) is not int or covered > good:
         return None
