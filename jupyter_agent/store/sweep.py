@@ -9,6 +9,7 @@ back to its last good line, keeping the removed bytes in ``<id>.jsonl.damaged``.
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -133,9 +134,14 @@ def _check_one(files: FileStore, sid: str) -> SessionCheck:
         root, sessions = dirs
         try:
             loaded = files.read(root, sessions, sid)
-        except CorruptSessionError as err:
+        except CorruptSessionError as err:  # what a repair can do about it ("" if nothing is safe)
             check = SessionCheck(sid, "damaged", str(err))
-            check.repair = _damage_repair(files, sessions, sid, err)
+            on_journal = err.path == files.journal_path(sid)
+            if on_journal and "acknowledged" in err.reason and err.reason.startswith("line "):
+                check.repair = "accept the journal as it is (the acknowledged lines are gone)"
+            elif on_journal and (good := _good_prefix(sessions, sid)) is not None:
+                check.repair = (f"keep lines 1-{good[0]} and move the whole damaged journal to "
+                                f"{sid}.jsonl{DAMAGED_SUFFIX}")
         except (JupyterAgentError, OSError) as err:
             return SessionCheck(sid, "damaged", str(err))
         else:
@@ -159,20 +165,6 @@ def _check_one(files: FileStore, sid: str) -> SessionCheck:
             check.state = "in use" if check.state == "ok" else check.state
             check.repair = check.repair and "(in use elsewhere: not repaired) " + check.repair
         return check
-
-
-def _damage_repair(files: FileStore, sessions: SafeDir, sid: str,
-                   err: CorruptSessionError) -> str:
-    """What a repair can do about ``err`` ("" if nothing is safe)."""
-    if err.path != files.journal_path(sid):
-        return ""
-    if "acknowledged" in err.reason and err.reason.startswith("line "):
-        return "accept the journal as it is (the acknowledged lines are gone)"
-    good = _good_prefix(sessions, sid)
-    if good is not None:
-        return (f"keep lines 1-{good[0]} and move the whole damaged journal to "
-                f"{sid}.jsonl{DAMAGED_SUFFIX}")
-    return ""
 
 
 def _good_prefix(sessions: SafeDir, sid: str) -> tuple[int, bytes, bytes] | None:
@@ -238,13 +230,11 @@ def _repair_one(files: FileStore, check: SessionCheck) -> None:
         check.repaired = True
 
 
+_SESSION_FILE = re.compile(rf"({SESSION_ID_PATTERN.pattern})\.(?:json|jsonl|lock|figures)")
+
+
 def session_of(name: str) -> str | None:
     """The session a file of ``sessions/`` belongs to (``None`` for other files)."""
-    if is_temp_name(name):
-        name = temp_target(name)
-    for suffix in (".json", ".jsonl", ".lock", ".figures"):
-        if name.endswith(suffix):
-            sid = name[: -len(suffix)]
-            return sid if SESSION_ID_PATTERN.fullmatch(sid) else None
-    return None
+    found = _SESSION_FILE.fullmatch(temp_target(name) if is_temp_name(name) else name)
+    return found[1] if found else None
 
