@@ -140,7 +140,7 @@ class FileStore(SessionEngine):
         if root is None:
             yield None
             return
-        try:
+        with root:
             if create and not self._gitignore_checked:
                 with contextlib.suppress(OSError):
                     root.create_new(".gitignore", GITIGNORE, 0o644)
@@ -151,8 +151,6 @@ class FileStore(SessionEngine):
                 return
             with sessions:
                 yield root, sessions
-        finally:
-            root.close()
 
     def _exists(self, at: tuple[SafeDir, SafeDir], session_id: str) -> bool:
         sessions = at[1]

@@ -374,12 +374,10 @@ def _flock(fd: int, op: int, delays: Sequence[float]) -> bool:
     """Try a non-blocking ``flock``, again after each of ``delays`` (seconds) while it is
     busy; whether it was taken."""
     for delay in (*delays, None):
-        try:
+        with contextlib.suppress(BlockingIOError):
             fcntl.flock(fd, op | fcntl.LOCK_NB)
             return True
-        except BlockingIOError:
-            if delay is None:
-                return False
+        if delay is not None:
             time.sleep(delay)
     return False
 

@@ -325,11 +325,9 @@ class ListingIndex:
         fields as :meth:`entries` gives them."""
         if old is not None and old.get("sig") == sig and not old.get("bad") \
                 and _at_ok(old.get("at")):
-            try:
+            with contextlib.suppress(JupyterAgentError, OSError, ValueError):
                 if _journal_ends_with(sessions, sid, old["at"], sig[1][2] if sig[1] else 0):
                     return {**old, "listed": _listing(sid, old)}, None
-            except (JupyterAgentError, OSError, ValueError):
-                pass
         try:
             entry = self._rebuild(sessions, sid, sig, old)
             entry["listed"] = _listing(sid, entry)
