@@ -310,8 +310,7 @@ class FileStore(SessionEngine):
                 raise SessionNotFoundError(session_id, path)
 
             def journal() -> bytes | None:
-                read = sessions.read(f"{session_id}.jsonl", limit=JOURNAL_CAP,
-                                     line_limit=LINE_CAP, what="journal")
+                read = sessions.read(f"{session_id}.jsonl", limit=JOURNAL_CAP, what="journal")
                 return None if read is None else read[0]
 
             loaded = load(got[0], path, journal, self.journal_path(session_id), session_id)

@@ -246,14 +246,13 @@ class SafeDir:
         return fd, st
 
     def read(self, name: str, *, limit: int | None = None, offset: int = 0,
-             private: bool = False, what: str = "file",
-             line_limit: int | None = None) -> tuple[bytes, os.stat_result] | None:
+             private: bool = False, what: str = "file") -> tuple[bytes, os.stat_result] | None:
         """Read regular file ``name`` (from ``offset``); ``None`` if it is missing.
 
         Every read of the memory directory goes through here, so no file costs more than
-        its cap: ``TooLargeError`` over ``limit`` (checked from ``fstat``, nothing read)
-        or ``line_limit``, naming the file (and line), its size and the cap.
-        ``UnsafeFileError`` also for a sparse file (it could be gigabytes of zeros).
+        its cap: ``TooLargeError`` over ``limit`` (checked from ``fstat``, nothing read),
+        naming the file, its size and the cap. ``UnsafeFileError`` also for a sparse file
+        (it could be gigabytes of zeros).
         """
         opened = self.open_file(name, private=private)
         if opened is None:
@@ -272,11 +271,6 @@ class SafeDir:
                     raise UnsafeFileError(self.child(name), "sparse file (it has holes)")
             file.seek(offset)
             data = file.read(size)  # short reads continued; shorter if the file shrank
-        if line_limit is not None:
-            long = long_line(data, line_limit)
-            if long is not None:
-                raise TooLargeError(self.child(name), long[1], line_limit,
-                                    f"{what} line {long[0]}")
         return data, st
 
     def write_atomic(self, name: str, data: bytes, *, private: bool = False,
@@ -346,20 +340,6 @@ _KINDS = {stat.S_IFLNK: "symbolic link", stat.S_IFIFO: "FIFO", stat.S_IFSOCK: "s
 def entry_kind(mode: int) -> str:
     """A directory entry's kind in words (``"symbolic link"``, ``"FIFO"``, ...)."""
     return _KINDS.get(stat.S_IFMT(mode), "special file")
-
-
-def long_line(data: bytes, cap: int) -> tuple[int, int] | None:
-    """The first line of ``data`` longer than ``cap`` bytes (newline left out), as
-    ``(line number from 1, its length)``, or ``None``; one ``rfind`` per ``cap + 1``
-    window, a pass at C speed however many lines there are."""
-    pos, size = 0, len(data)
-    while size - pos > cap:
-        newline = data.rfind(b"\n", pos, pos + cap + 1)
-        if newline < 0:
-            end = data.find(b"\n", pos)
-            return data.count(b"\n", 0, pos) + 1, (size if end < 0 else end) - pos
-        pos = newline + 1
-    return None
 
 
 def write_all(fd: int, data: bytes) -> None:

@@ -327,12 +327,17 @@ def parse_journal(raw: bytes | None, path: Path, session_id: str, ref: dict[str,
                   decode_before: bool) -> Journal:
     """Check every line of a journal (``None``: missing) and split its entries where its
     snapshot ends, as the snapshot's journal reference ``ref`` says (``CorruptSessionError``
-    naming the line at fault); ``decode_before``: parse the lines before it too."""
+    naming the line at fault, ``TooLargeError`` for one over :data:`LINE_CAP`);
+    ``decode_before``: parse the lines before it too."""
     if raw is None:
         raise CorruptSessionError(path, "the journal of this session is missing")
     end = raw.rfind(b"\n") + 1
     whole = raw if end == len(raw) else raw[:end]
     lines = split_lines(whole)
+    if len(whole) > LINE_CAP:  # a line over the cap is refused before any is parsed
+        for number, line in enumerate(lines, 1):
+            if len(line) > LINE_CAP:
+                raise TooLargeError(path, len(line), LINE_CAP, f"journal line {number}")
     if lines and lines[0][:5] == b'{"n":':
         check_lines(lines[:1], 1, path)
     try:
