@@ -67,12 +67,10 @@ def _collect_session(files: FileStore, sessions: SafeDir, sid: str) -> list[Path
         prefixes = (f".{sid}.json.", f".{sid}.jsonl.")  # not the figures' temporary files
         removed += [sessions.child(n) for n in sessions.names()
                     if is_temp_name(n) and n.startswith(prefixes) and sessions.unlink(n)]
-        if sessions.lstat(f"{sid}.json") is None:
-            if sessions.unlink(f"{sid}.jsonl"):
-                removed.append(sessions.child(f"{sid}.jsonl"))
+        if sessions.lstat(f"{sid}.json") is None:  # the lock file last, while we hold it
             removed += files.remove_figures(sessions, sid)
-            if sessions.unlink(f"{sid}.lock"):  # while we hold it: see the module docstring
-                removed.append(sessions.child(f"{sid}.lock"))
+            removed += [sessions.child(name) for name in (f"{sid}.jsonl", f"{sid}.lock")
+                        if sessions.unlink(name)]
             sessions.fsync()
     finally:
         files.leases.let_go(sid)
