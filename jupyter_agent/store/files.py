@@ -512,11 +512,6 @@ class Leases:
             return None
         fd, _ = opened
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return _read_holder(fd) or LeaseHolder()
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            return None
+            return None if _flock(fd, fcntl.LOCK_SH, ()) else _read_holder(fd) or LeaseHolder()
         finally:
-            os.close(fd)
+            os.close(fd)  # closing drops the shared lock
