@@ -51,6 +51,7 @@ _SPARSE_CHECK = 1 << 20  # files larger than this are checked for holes before r
 #: How every file of the memory directory is opened: never through a link, never blocking.
 NO_FOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
+
 def is_temp_name(name: str) -> bool:
     """Whether ``name`` is one of the store's temporary files (``.<target>.<random>.tmp``)."""
     return name.startswith(".") and name.endswith(".tmp") and name.count(".") >= 3
