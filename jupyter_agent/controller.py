@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from jupyter_agent.agent.endpoint import ContextWindow
     from jupyter_agent.agent.loop import Agent, TurnOutcome
     from jupyter_agent.artefacts.export import Exported
-    from jupyter_agent.store import FigureData, SessionRecord, Store, TodoItem, Usage
+    from jupyter_agent.store import FigureData, SessionRecord, Store, Usage
 
 
 @dataclass(frozen=True)
@@ -145,8 +145,8 @@ class AgentController:
         #: new to this user (they instruct the model) and notes left out.
         self.notes_notice: list[str] = []
 
-    def _target(self, session_id: str | None) -> tuple[str, Store]:
-        # a session named (default: the active one), checked, and the store holding it
+    def target(self, session_id: str | None) -> tuple[str, Store]:
+        """A session's ID (default: the active one's), checked, and the store holding it."""
         sid = validate_session_id(self._require_active().session_id if session_id is None
                                   else session_id)
         active = self._active
@@ -244,7 +244,7 @@ class AgentController:
         explicit = options or SessionOptions()
         if session_id is None:
             session_id = newest_session(self.project.store)
-        session_id, store = self._target(session_id)
+        session_id, store = self.target(session_id)
         chosen = explicit.over(self._remembered.get(session_id, SessionOptions()))
         conversation = Conversation.open(store, session_id)  # the lease, then one read
         state = conversation.state
@@ -346,12 +346,12 @@ class AgentController:
 
     def record(self, session_id: str | None = None) -> SessionRecord:
         """A session's record (default: the active session's)."""
-        sid, store = self._target(session_id)
+        sid, store = self.target(session_id)
         return store.load_session(sid)
 
     def read_figure(self, session_id: str, figure_id: str) -> FigureData:
         """A figure of a session, read without its lease."""
-        sid, store = self._target(session_id)
+        sid, store = self.target(session_id)
         return store.read_figure(sid, figure_id)
 
     def update(self, *, title: str | None = None, summary: str | None = None) -> None:
@@ -397,9 +397,6 @@ class AgentController:
         tag = f"# from jupyter-agent session {active.session_id}, turn {turn}, call {number}"
         return turn, number, f"{tag}\n{code}"
 
-    def todos(self) -> list[TodoItem]:
-        return list(self._require_active().agent.conversation.state.todos)
-
     def _deactivate(self, session_id: str, why: str) -> bool:
         if self._active is None or self._active.session_id != session_id:
             return False
@@ -408,17 +405,10 @@ class AgentController:
         self.ended = (session_id, why)
         return True
 
-    def share(self, session_id: str | None, roles: Sequence[str], *,
-              undo: bool = False) -> list[str]:
-        """Share a session (default: the active one) read-only with database roles, or
-        stop (``undo``); return the roles it is shared with now."""
-        sid, store = self._target(session_id)
-        return share_session(store, sid, roles, undo=undo)
-
     def archive(self, session_id: str | None = None, *, undo: bool = False) -> SessionChange:
         """Archive (``undo``: unarchive) a session, default the active one; archiving the
         active session also deactivates it, so a session in use is never hidden."""
-        sid, store = self._target(session_id)
+        sid, store = self.target(session_id)
         record = store.load_session(sid)
         if record.archived != undo:
             state = "archived already" if not undo else "not archived"
@@ -432,7 +422,7 @@ class AgentController:
 
     def delete(self, session_id: str) -> SessionChange:
         """Delete a session (deactivating it first if it is the active one)."""
-        sid, store = self._target(session_id)
+        sid, store = self.target(session_id)
         try:
             title = store.load_session(sid).title
         except JupyterAgentError:
@@ -449,7 +439,7 @@ class AgentController:
         """Fork a session (default: the active one; read without its lease), keeping user
         turns 1 to ``at``, and resume the fork with the parent's options in this kernel
         (``ModelNotConfiguredError`` leaves the fork saved, not active)."""
-        parent, store = self._target(session_id)
+        parent, store = self.target(session_id)
         forked = fork_session(store, parent, at=at, title=title, into=self.project.store)
         self._remembered[forked.record.id] = self._remembered.get(parent, SessionOptions())
         return replace(forked, record=self.resume(forked.record.id).record)
@@ -462,7 +452,7 @@ class AgentController:
         from jupyter_agent.artefacts.export import export_record
         from jupyter_agent.artefacts.redact import secrets_from_environ
 
-        sid, store = self._target(session_id)
+        sid, store = self.target(session_id)
         secrets = secrets_from_environ(os.environ if self._environ is None else self._environ,
                                        [self._settings().api_key_env])
         return export_record(store.load_session(sid), fmt, output, force=force, secrets=secrets,
@@ -479,8 +469,8 @@ class AgentController:
 
 def share_session(store: Store, session_id: str, roles: Sequence[str], *,
                   undo: bool = False) -> list[str]:
-    """:meth:`AgentController.share` for any store (``JupyterAgentError`` for the JSON
-    files, which have nobody to share with)."""
+    """Share a session read-only with database roles, or stop (``undo``); return the roles
+    it is shared with now (``JupyterAgentError`` for the JSON files: nobody to share with)."""
     share = getattr(store, "share_session", None)
     if share is None:
         raise JupyterAgentError("sharing needs the team store (AgentMagics.store_url or "

@@ -24,7 +24,7 @@ from traitlets import Bool, Float, Int, TraitError, Unicode, validate
 from traitlets.config import Config
 
 from jupyter_agent.artefacts.search import search_sessions
-from jupyter_agent.controller import AgentController, TurnResult
+from jupyter_agent.controller import AgentController, TurnResult, share_session
 from jupyter_agent.errors import JupyterAgentError, LimitExceededError
 from jupyter_agent.notebook import can_ask, is_jupyter
 from jupyter_agent.project import confirm_delete
@@ -186,17 +186,13 @@ class AgentMagics(Magics):
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
-        self._snapshot: Settings | None = None
-        self.observe(lambda _: setattr(self, "_snapshot", None))  # any trait
         self._jupyter = is_jupyter(shell)
         self.controller = AgentController(self.settings, shell=shell, show_question=(
             render.show_question if self._jupyter else None))
 
     def settings(self) -> Settings:
-        """The current settings (one snapshot until a setting changes)."""
-        if self._snapshot is None:
-            self._snapshot = Settings(**{o.name: getattr(self, o.name) for o in OPTIONS})
-        return self._snapshot
+        """The current settings."""
+        return Settings(**{o.name: getattr(self, o.name) for o in OPTIONS})
 
     def update_config(self, config: Any) -> None:
         """Apply ``config``, refusing a bad value in one line on stderr and taking it out
@@ -381,7 +377,8 @@ class AgentMagics(Magics):
     def agent_share(self, args: Any) -> None:
         """Share a session of the team store read-only with database roles: their members
         may read and fork it, never change it (--undo stops sharing)."""
-        now = self.controller.share(args.session_id, args.roles, undo=args.undo)
+        sid, store = self.controller.target(args.session_id)
+        now = share_session(store, sid, args.roles, undo=args.undo)
         _print(f"Session {args.session_id} is shared with "
                f"{', '.join(map(repr, now)) if now else 'nobody'}.")
 
@@ -487,6 +484,6 @@ class AgentMagics(Magics):
     @agent_magic()
     def agent_todo(self, _args: Any) -> None:
         """Show the active session's todo list."""
-        _print(format_todos(self.controller.todos()))
+        _print(format_todos(self.controller.record().state.todos))
 
 

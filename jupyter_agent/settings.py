@@ -39,16 +39,12 @@ Use = Literal["endpoint", "limit", "agent", "request", "front end"]
 
 
 def check_store_url(label: str, value: str) -> str:
-    """``value`` if empty or a PostgreSQL URL; ``ValueError`` naming ``label`` otherwise (the URL
-    redacted in the message)."""
+    """``value`` if empty or a PostgreSQL URL; ``ValueError`` naming ``store_url`` otherwise
+    (the URL redacted in the message)."""
     # imported here: the postgres package is loaded only when a store URL is set
     from jupyter_agent.store.postgres.url import check_store_url as check
 
-    try:
-        return check(value)
-    except ValueError as err:
-        text = str(err)
-        raise ValueError(text if text.startswith(label) else f"{label}: {text}") from None
+    return check(value)
 
 
 def check_base_url(label: str, value: str) -> str:
