@@ -12,13 +12,21 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jupyter_agent.artefacts.fork import Forked, fork_session
 from jupyter_agent.artefacts.steps import Call, Request, steps
 from jupyter_agent.errors import JupyterAgentError, LimitExceededError, ModelNotConfiguredError
 from jupyter_agent.notebook import CellLog, attach_references, notebook_so_far
-from jupyter_agent.project import Project, newest_session
+from jupyter_agent.project import (
+    chosen_store_url,
+    find_project_root,
+    kernel_label,
+    newest_session,
+    open_store,
+    resolve_memory_dir,
+)
 from jupyter_agent.settings import (
     LIMITS,
     SessionOptions,
@@ -129,7 +137,10 @@ class AgentController:
         self._shell = shell
         self._environ = environ
         self._show_question = show_question
-        self.project = Project(settings, shell=shell, environ=environ, cwd=cwd)
+        self._cwd = Path(os.getcwd() if cwd is None else cwd).expanduser().resolve()
+        #: Found once: a later ``os.chdir`` does not move the sessions.
+        self.root = find_project_root(self._cwd)
+        self._stores: dict[tuple[str, Path], Store] = {}  # by (URL, memory directory)
         self._active: ActiveSession | None = None
         self._client: tuple[tuple[str, str], openai.OpenAI] | None = None  # by endpoint_id
         self._remembered: dict[str, SessionOptions] = {}
@@ -150,7 +161,24 @@ class AgentController:
         sid = validate_session_id(self._require_active().session_id if session_id is None
                                   else session_id)
         active = self._active
-        return sid, active.store if active and active.session_id == sid else self.project.store
+        return sid, active.store if active and active.session_id == sid else self.store
+
+    @property
+    def memory_dir(self) -> Path:
+        return resolve_memory_dir(self._settings().memory_dir or None, environ=self._environ,
+                                  cwd=self._cwd, project_root=self.root)
+
+    @property
+    def store(self) -> Store:
+        """The store the settings select now (see :func:`~jupyter_agent.project.open_store`),
+        kept until :meth:`close`."""
+        root = self.memory_dir
+        url = chosen_store_url(self._settings().store_url or None, self._environ)
+        if (url, root) not in self._stores:
+            label = kernel_label(self._shell, self._environ, self.root)
+            self._stores[url, root] = open_store(root, url or None, holder_label=label,
+                                                 project_root=self.root, environ=self._environ)
+        return self._stores[url, root]
 
     @property
     def active_session_id(self) -> str | None:
@@ -200,15 +228,15 @@ class AgentController:
 
         options = options or SessionOptions()
         settings = self._settings().with_options(options)
-        store = self.project.store
+        store = self.store
         store.exists(new_session_id())  # checks the memory directory, creates nothing
         model = self._model(settings)  # fails before anything is created
         conversation = Conversation.create(store, title=options.title or "",
-                                           project_root=str(self.project.root),
+                                           project_root=str(self.root),
                                            notes_cap=settings.max_notes_kib * 1024)
         self._start(model, conversation, options, settings, options)
         assert conversation.session_id is not None
-        notes, folder = conversation.notes, self.project.memory_dir.resolve()
+        notes, folder = conversation.notes, self.memory_dir.resolve()
         files = {folder / NOTE_FILES[kind]: text for kind, text in notes.used.items()}
         new = unseen_notes(files, self._environ)
         named = ", ".join(f"{path.name} ({format_bytes(len(files[path].encode()))})"
@@ -243,7 +271,7 @@ class AgentController:
 
         explicit = options or SessionOptions()
         if session_id is None:
-            session_id = newest_session(self.project.store)
+            session_id = newest_session(self.store)
         session_id, store = self.target(session_id)
         chosen = explicit.over(self._remembered.get(session_id, SessionOptions()))
         conversation = Conversation.open(store, session_id)  # the lease, then one read
@@ -440,7 +468,7 @@ class AgentController:
         turns 1 to ``at``, and resume the fork with the parent's options in this kernel
         (``ModelNotConfiguredError`` leaves the fork saved, not active)."""
         parent, store = self.target(session_id)
-        forked = fork_session(store, parent, at=at, title=title, into=self.project.store)
+        forked = fork_session(store, parent, at=at, title=title, into=self.store)
         self._remembered[forked.record.id] = self._remembered.get(parent, SessionOptions())
         return replace(forked, record=self.resume(forked.record.id).record)
 
@@ -459,12 +487,15 @@ class AgentController:
                              figures=lambda fid: store.read_figure(sid, fid))
 
     def close(self) -> None:
-        """Deactivate the active session, releasing its lease (extension unload)."""
+        """Deactivate the active session, releasing its lease, and close the stores
+        (extension unload)."""
         active, self._active = self._active, None
         if active is not None:
             active.agent.conversation.close()
         self.cells.stop()
-        self.project.close()
+        for store in self._stores.values():
+            getattr(store, "close", lambda: None)()
+        self._stores.clear()
 
 
 def share_session(store: Store, session_id: str, roles: Sequence[str], *,

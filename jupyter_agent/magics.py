@@ -321,12 +321,12 @@ class AgentMagics(Magics):
         if self._jupyter:
             display(self.sessions_panel(show_archived=args.all, query=query, deep=args.deep))
         elif query:
-            hits = search_sessions(self.controller.project.store, query, deep=args.deep,
+            hits = search_sessions(self.controller.store, query, deep=args.deep,
                                    include_archived=args.all)
             _print(format_search_results(hits, query=query,
                                         active_id=self.controller.active_session_id))
         else:
-            listing = self.controller.project.store.list_sessions(include_archived=args.all)
+            listing = self.controller.store.list_sessions(include_archived=args.all)
             _print(format_sessions_table(listing, active_id=self.controller.active_session_id))
 
     def sessions_panel(self, **options: Any) -> Any:
@@ -336,7 +336,7 @@ class AgentMagics(Magics):
 
         c = self.controller
         return SessionsPanel(
-            c.project.store, on_resume=lambda sid: format_resumed_line(c.resume(sid)),
+            c.store, on_resume=lambda sid: format_resumed_line(c.resume(sid)),
             on_archive=lambda sid, archived: format_change(c.archive(sid, undo=not archived)),
             on_delete=lambda sid: format_change(c.delete(sid)), **options)
 
