@@ -93,7 +93,6 @@ class Context:
     def close(self) -> None:
         for store in self._opened:
             getattr(store, "close", lambda: None)()
-        self._opened.clear()
 
     def print(self, text: str) -> None:  # titles, summaries and prompts come from files
         print(terminal_text(text))

@@ -98,14 +98,11 @@ def show_agent_error(shell: Any, etype: type, value: BaseException, tb: Any,
 def session_options(func: F) -> F:
     """Add the options of :class:`~jupyter_agent.settings.SessionOptions` (``--title`` and
     one per per-session setting) to a magic."""
-    arguments = [argument("--title", help="Title of the session.")] + [
-        argument(row.flag, dest=row.name, type=row.type, metavar=row.metavar,
-                 choices=list(row.choices) if row.choices else None,
-                 help=(row.flag_help or row.help).replace("%", "%%"))  # argparse formats it
-        for row in OPTIONS if row.flag is not None]
-    for decorator in reversed(arguments):
-        func = decorator(func)
-    return func
+    for row in reversed([row for row in OPTIONS if row.flag is not None]):  # argparse formats help
+        func = argument(row.flag, dest=row.name, type=row.type, metavar=row.metavar,
+                        choices=list(row.choices) if row.choices else None,
+                        help=(row.flag_help or row.help).replace("%", "%%"))(func)
+    return argument("--title", help="Title of the session.")(func)
 
 
 def parse_argstring(magic: Callable[..., Any], line: str) -> Any:
