@@ -166,10 +166,9 @@ def _print(text: str) -> None:  # text that may come from outside
 
 @magics_class
 class AgentMagics(Magics):
-    """The agent magics and their settings (declared in one table)."""
+    """The agent magics and their settings: one config trait per row of
+    :data:`~jupyter_agent.settings.OPTIONS`, validated by that row (``TraitError``)."""
 
-    # The settings: one config trait per row of jupyter_agent.settings.OPTIONS, each
-    # validated by that row (a bad value raises TraitError naming the setting).
     vars().update({row.name: _TRAITS[row.type](row.default, allow_none=row.none is not None,
                                                help=row.help).tag(config=True)
                    for row in OPTIONS})
