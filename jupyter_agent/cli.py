@@ -354,10 +354,8 @@ def build_parser() -> argparse.ArgumentParser:
                                        "marked as a fork).")
     command("archive", "Archive a session (hidden from listings unless --all).",
             archive).add_argument("--undo", action="store_true", help="Unarchive instead.")
-    child = command("share", "Share a session read-only with database roles (team store).",
-                    share)
-    child.add_argument("roles", nargs="+", metavar="ROLE",
-                       help="Database roles (users or groups).")
+    child = command("share", "Share a session read-only with database roles (team store).", share)
+    child.add_argument("roles", nargs="+", metavar="ROLE", help="Database roles (users or groups).")
     child.add_argument("--undo", action="store_true", help="Stop sharing it with these roles.")
     command("rm", "Delete a session for good.", remove).add_argument(
         "-y", "--yes", action="store_true", help="Do not ask first.")

@@ -445,8 +445,7 @@ class AgentController:
                 + ("" if undo else f" (%agent_archive {sid} --undo unarchives it)"))
         store.update(sid, archived=not undo)
         was_active = not undo and self._deactivate(sid, "archived")
-        return SessionChange(sid, "unarchived" if undo else "archived", was_active,
-                             record.title)
+        return SessionChange(sid, "unarchived" if undo else "archived", was_active, record.title)
 
     def delete(self, session_id: str) -> SessionChange:
         """Delete a session (deactivating it first if it is the active one)."""

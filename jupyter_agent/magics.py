@@ -295,8 +295,7 @@ class AgentMagics(Magics):
             renderer.finish(footer=_footer(getattr(exc, "turn", None)))
             raise
         limit = result.limit_error
-        renderer.finish(footer=_footer(result),
-                        drop_notice=None if limit is None else result.reply)
+        renderer.finish(footer=_footer(result), drop_notice=None if limit is None else result.reply)
         if limit is not None:
             raise AgentUsageError(limit_message(result)) from limit
 
