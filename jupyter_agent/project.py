@@ -6,9 +6,9 @@ The memory directory is ``AgentMagics.memory_dir`` if not empty, else
 project root is the nearest of the working directory and its ancestors holding
 ``.jupyter_agent``, ``.git`` or ``pyproject.toml``, else the working directory; a
 ``.jupyter_agent`` counts only if it is a real directory and both it and its parent
-belong to the current user. Nothing is created on disk. A kernel's project root is found
-once, so a later ``os.chdir`` does not move the sessions; the store follows the current
-settings, one per (URL, memory directory), kept for the kernel's life.
+belong to the current user. Nothing is created on disk. A kernel's controller finds its
+project root once, so a later ``os.chdir`` does not move the sessions; its store follows the
+current settings, one per (URL, memory directory), kept for the kernel's life.
 """
 
 from __future__ import annotations
