@@ -382,11 +382,6 @@ class AgentController:
         sid, store = self.target(session_id)
         return store.read_figure(sid, figure_id)
 
-    def update(self, *, title: str | None = None, summary: str | None = None) -> None:
-        """Change the active session's title or summary (``None``: unchanged)."""
-        active = self._require_active()
-        active.store.update(active.session_id, title=title, summary=summary)
-
     def usage(self) -> UsageReport:
         """Usage and limits of the active session (limits as the settings say now)."""
         active = self._require_active()

@@ -340,11 +340,12 @@ class AgentMagics(Magics):
     def agent_summary(self, line: str) -> None:
         """Show the active session's summary, or replace it with TEXT."""
         text = line.strip()
+        sid, store = self.controller.target(None)
         if text:
-            self.controller.update(summary=text)
+            store.update(sid, summary=text)
             _print("Summary saved.")
         else:
-            _print(self.controller.record().summary or "(no summary yet)")
+            _print(store.load_session(sid).summary or "(no summary yet)")
 
     @agent_magic(typed=True)
     @argument("text", nargs="+", help="The new title (one pair of surrounding quotes is removed).")
@@ -355,7 +356,8 @@ class AgentMagics(Magics):
             text = text[1:-1].strip()
         if not text:
             raise AgentUsageError("usage: %agent_title TEXT")
-        self.controller.update(title=text)
+        sid, store = self.controller.target(None)
+        store.update(sid, title=text)
         _print(f"Title set: {text}")
 
     @agent_magic()
