@@ -109,12 +109,9 @@ def unload_ipython_extension(ipython: Any) -> None:
     ipython.input_transformers_cleanup[:] = [
         t for t in ipython.input_transformers_cleanup if not _is_ours(t)]
     if any(getattr(e, "__name__", "") == "AgentUsageError" for e in ipython.custom_exceptions):
-        handler = getattr(ipython, "_jupyter_agent_previous_tb", None)  # set with them
-        if handler is not None:
-            ipython.custom_exceptions = ipython._jupyter_agent_previous_exc
-            ipython.CustomTB = handler
-        else:
-            ipython.set_custom_exc((), None)
+        ipython.custom_exceptions = ipython._jupyter_agent_previous_exc  # set with them
+        if ipython._jupyter_agent_previous_tb is not None:
+            ipython.CustomTB = ipython._jupyter_agent_previous_tb
         ipython._jupyter_agent_previous_tb = None
     if active is not None:
         print(f"Session {active} is no longer active (the extension was unloaded): "

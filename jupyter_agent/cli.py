@@ -1,7 +1,7 @@
 """``jupyter agent``: the saved sessions of a project from the command line.
 
-Each subcommand is a row of :data:`COMMANDS` and a function ``run(ctx, args) -> exit
-code``. The memory directory and the store are found as the magics find them
+Each subcommand is a function ``run(ctx, args) -> exit code`` and its arguments in
+:func:`build_parser`. The memory directory and the store are found as the magics find them
 (``--memory-dir`` stands for ``AgentMagics.memory_dir``). Reads take no lease; a command
 that writes holds a lease labelled with its name. Exit codes: 0 success; 1 an error
 jupyter-agent reports (one line on stderr, the magics' message) or a refusal; 2 a usage
@@ -93,7 +93,6 @@ class Context:
     def close(self) -> None:
         for store in self._opened:
             getattr(store, "close", lambda: None)()
-        self._opened.clear()
 
     def print(self, text: str) -> None:  # titles, summaries and prompts come from files
         print(terminal_text(text))
@@ -301,67 +300,6 @@ def migrate(ctx: Context, args: argparse.Namespace) -> int:
 
 
 # ---- the parser
-Arg = tuple[tuple[str, ...], dict[str, Any]]
-
-
-def arg(*flags: str, **options: Any) -> Arg:
-    """An argument: ``add_argument``'s flags and options (``one_of=True``: of a group of
-    which exactly one must be given)."""
-    return flags, options
-
-
-SESSION_ID = arg("session_id", metavar="ID", help="The session ID.")
-
-#: The subcommands (name, help, run, arguments), in the order ``--help`` lists them.
-COMMANDS: tuple[tuple[str, str, Callable[[Context, argparse.Namespace], int],
-                      tuple[Arg, ...]], ...] = (
-    ("list", "List sessions, most recently updated first.", list_sessions, (
-        arg("--all", action="store_true", help="Include archived sessions."),)),
-    ("show", "Show a session: facts, summary, todos, last exchange.", show, (
-        SESSION_ID,
-        arg("--transcript", action="store_true", help="Also print the whole transcript."))),
-    ("search", "Find sessions by title, summary and first prompt (or transcript).", search, (
-        arg("text", nargs="+", metavar="TEXT",
-            help="Words to find, in this order (case-insensitive)."),
-        arg("--deep", action="store_true",
-            help="Search the full transcripts too (reads every session)."),
-        arg("--all", action="store_true", help="Include archived sessions."))),
-    ("export", "Export a session as a notebook, Markdown or JSON.", export, (
-        SESSION_ID,
-        arg("--format", dest="fmt", choices=["ipynb", "md", "json"],
-            help="ipynb: a notebook replaying the analysis; md: a readable transcript; json: "
-                 "the session record (default: from the file name, else ipynb)."),
-        arg("-o", "--output", metavar="PATH",
-            help="File or folder to write, or - for standard output "
-                 "(default: session-<ID>.<format> here)."),
-        arg("--force", action="store_true", help="Replace an existing file."))),
-    ("fork", "Copy a session into a new one (the original is only read).", fork, (
-        SESSION_ID,
-        arg("--at", type=int, metavar="N", help="Keep the first N user turns only."),
-        arg("--title", help="Title of the new session (default: the original's, marked as "
-                            "a fork)."))),
-    ("archive", "Archive a session (hidden from listings unless --all).", archive, (
-        SESSION_ID, arg("--undo", action="store_true", help="Unarchive instead."))),
-    ("share", "Share a session read-only with database roles (team store).", share, (
-        SESSION_ID,
-        arg("roles", nargs="+", metavar="ROLE", help="Database roles (users or groups)."),
-        arg("--undo", action="store_true", help="Stop sharing it with these roles."))),
-    ("rm", "Delete a session for good.", remove, (
-        SESSION_ID, arg("-y", "--yes", action="store_true", help="Do not ask first."))),
-    ("gc", "Remove files that interrupted writes left behind.", gc, ()),
-    ("fsck", "Check every session's files; report damage and the safe repairs.", fsck, (
-        arg("--repair", action="store_true",
-            help="Make the safe repairs (damaged bytes are kept in "
-                 "sessions/<ID>.jsonl.damaged). Default: report only (a dry run)."),
-        arg("--dry-run", action="store_true", help="Report only, change nothing (the default)."))),
-    ("migrate", "Copy every session between the JSON files and a PostgreSQL store.", migrate, (
-        arg("--to", metavar="URL", dest="to_url", one_of=True,
-            help="Copy the memory directory's sessions into this database."),
-        arg("--from", metavar="URL", dest="from_url", one_of=True,
-            help="Copy this database's sessions of the project into the memory directory."))),
-)
-
-
 def _common_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     # on a subcommand they do not reset what was given before its name
     parser.add_argument("--memory-dir", metavar="DIR",
@@ -380,17 +318,65 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"jupyter-agent {__version__}")
     _common_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, text, run, arguments in COMMANDS:
+
+    def command(name: str, text: str, run: Callable[[Context, argparse.Namespace], int], *,
+                session: bool = True) -> argparse.ArgumentParser:
         child = sub.add_parser(name, help=text, description=text)
-        group = None
-        for flags, options in arguments:
-            if options.get("one_of"):
-                group = group or child.add_mutually_exclusive_group(required=True)
-                group.add_argument(*flags, **{k: v for k, v in options.items() if k != "one_of"})
-            else:
-                child.add_argument(*flags, **options)
-        _common_options(child, top=False)
         child.set_defaults(run=run)
+        if session:
+            child.add_argument("session_id", metavar="ID", help="The session ID.")
+        return child
+
+    every = "Include archived sessions."
+    command("list", "List sessions, most recently updated first.", list_sessions,
+            session=False).add_argument("--all", action="store_true", help=every)
+    command("show", "Show a session: facts, summary, todos, last exchange.", show).add_argument(
+        "--transcript", action="store_true", help="Also print the whole transcript.")
+    child = command("search", "Find sessions by title, summary and first prompt (or "
+                              "transcript).", search, session=False)
+    child.add_argument("text", nargs="+", metavar="TEXT",
+                       help="Words to find, in this order (case-insensitive).")
+    child.add_argument("--deep", action="store_true",
+                       help="Search the full transcripts too (reads every session).")
+    child.add_argument("--all", action="store_true", help=every)
+    child = command("export", "Export a session as a notebook, Markdown or JSON.", export)
+    child.add_argument("--format", dest="fmt", choices=["ipynb", "md", "json"],
+                       help="ipynb: a notebook replaying the analysis; md: a readable "
+                            "transcript; json: the session record (default: from the file "
+                            "name, else ipynb).")
+    child.add_argument("-o", "--output", metavar="PATH",
+                       help="File or folder to write, or - for standard output "
+                            "(default: session-<ID>.<format> here).")
+    child.add_argument("--force", action="store_true", help="Replace an existing file.")
+    child = command("fork", "Copy a session into a new one (the original is only read).", fork)
+    child.add_argument("--at", type=int, metavar="N", help="Keep the first N user turns only.")
+    child.add_argument("--title", help="Title of the new session (default: the original's, "
+                                       "marked as a fork).")
+    command("archive", "Archive a session (hidden from listings unless --all).",
+            archive).add_argument("--undo", action="store_true", help="Unarchive instead.")
+    child = command("share", "Share a session read-only with database roles (team store).", share)
+    child.add_argument("roles", nargs="+", metavar="ROLE", help="Database roles (users or groups).")
+    child.add_argument("--undo", action="store_true", help="Stop sharing it with these roles.")
+    command("rm", "Delete a session for good.", remove).add_argument(
+        "-y", "--yes", action="store_true", help="Do not ask first.")
+    command("gc", "Remove files that interrupted writes left behind.", gc, session=False)
+    child = command("fsck", "Check every session's files; report damage and the safe repairs.",
+                    fsck, session=False)
+    child.add_argument("--repair", action="store_true",
+                       help="Make the safe repairs (damaged bytes are kept in "
+                            "sessions/<ID>.jsonl.damaged). Default: report only (a dry run).")
+    child.add_argument("--dry-run", action="store_true",
+                       help="Report only, change nothing (the default).")
+    child = command("migrate", "Copy every session between the JSON files and a PostgreSQL "
+                               "store.", migrate, session=False)
+    group = child.add_mutually_exclusive_group(required=True)
+    group.add_argument("--to", metavar="URL", dest="to_url",
+                       help="Copy the memory directory's sessions into this database.")
+    group.add_argument("--from", metavar="URL", dest="from_url",
+                       help="Copy this database's sessions of the project into the memory "
+                            "directory.")
+    for child in sub.choices.values():
+        _common_options(child, top=False)
     return parser
 
 

@@ -12,13 +12,21 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jupyter_agent.artefacts.fork import Forked, fork_session
 from jupyter_agent.artefacts.steps import Call, Request, steps
 from jupyter_agent.errors import JupyterAgentError, LimitExceededError, ModelNotConfiguredError
 from jupyter_agent.notebook import CellLog, attach_references, notebook_so_far
-from jupyter_agent.project import Project, newest_session
+from jupyter_agent.project import (
+    chosen_store_url,
+    find_project_root,
+    kernel_label,
+    newest_session,
+    open_store,
+    resolve_memory_dir,
+)
 from jupyter_agent.settings import (
     LIMITS,
     SessionOptions,
@@ -44,7 +52,7 @@ if TYPE_CHECKING:
     from jupyter_agent.agent.endpoint import ContextWindow
     from jupyter_agent.agent.loop import Agent, TurnOutcome
     from jupyter_agent.artefacts.export import Exported
-    from jupyter_agent.store import FigureData, SessionRecord, Store, TodoItem, Usage
+    from jupyter_agent.store import FigureData, SessionRecord, Store, Usage
 
 
 @dataclass(frozen=True)
@@ -129,7 +137,10 @@ class AgentController:
         self._shell = shell
         self._environ = environ
         self._show_question = show_question
-        self.project = Project(settings, shell=shell, environ=environ, cwd=cwd)
+        self._cwd = Path(os.getcwd() if cwd is None else cwd).expanduser().resolve()
+        #: Found once: a later ``os.chdir`` does not move the sessions.
+        self.root = find_project_root(self._cwd)
+        self._stores: dict[tuple[str, Path], Store] = {}  # by (URL, memory directory)
         self._active: ActiveSession | None = None
         self._client: tuple[tuple[str, str], openai.OpenAI] | None = None  # by endpoint_id
         self._remembered: dict[str, SessionOptions] = {}
@@ -145,12 +156,29 @@ class AgentController:
         #: new to this user (they instruct the model) and notes left out.
         self.notes_notice: list[str] = []
 
-    def _target(self, session_id: str | None) -> tuple[str, Store]:
-        # a session named (default: the active one), checked, and the store holding it
+    def target(self, session_id: str | None) -> tuple[str, Store]:
+        """A session's ID (default: the active one's), checked, and the store holding it."""
         sid = validate_session_id(self._require_active().session_id if session_id is None
                                   else session_id)
         active = self._active
-        return sid, active.store if active and active.session_id == sid else self.project.store
+        return sid, active.store if active and active.session_id == sid else self.store
+
+    @property
+    def memory_dir(self) -> Path:
+        return resolve_memory_dir(self._settings().memory_dir or None, environ=self._environ,
+                                  cwd=self._cwd, project_root=self.root)
+
+    @property
+    def store(self) -> Store:
+        """The store the settings select now (see :func:`~jupyter_agent.project.open_store`),
+        kept until :meth:`close`."""
+        root = self.memory_dir
+        url = chosen_store_url(self._settings().store_url or None, self._environ)
+        if (url, root) not in self._stores:
+            label = kernel_label(self._shell, self._environ, self.root)
+            self._stores[url, root] = open_store(root, url or None, holder_label=label,
+                                                 project_root=self.root, environ=self._environ)
+        return self._stores[url, root]
 
     @property
     def active_session_id(self) -> str | None:
@@ -200,15 +228,15 @@ class AgentController:
 
         options = options or SessionOptions()
         settings = self._settings().with_options(options)
-        store = self.project.store
+        store = self.store
         store.exists(new_session_id())  # checks the memory directory, creates nothing
         model = self._model(settings)  # fails before anything is created
         conversation = Conversation.create(store, title=options.title or "",
-                                           project_root=str(self.project.root),
+                                           project_root=str(self.root),
                                            notes_cap=settings.max_notes_kib * 1024)
         self._start(model, conversation, options, settings, options)
         assert conversation.session_id is not None
-        notes, folder = conversation.notes, self.project.memory_dir.resolve()
+        notes, folder = conversation.notes, self.memory_dir.resolve()
         files = {folder / NOTE_FILES[kind]: text for kind, text in notes.used.items()}
         new = unseen_notes(files, self._environ)
         named = ", ".join(f"{path.name} ({format_bytes(len(files[path].encode()))})"
@@ -243,8 +271,8 @@ class AgentController:
 
         explicit = options or SessionOptions()
         if session_id is None:
-            session_id = newest_session(self.project.store)
-        session_id, store = self._target(session_id)
+            session_id = newest_session(self.store)
+        session_id, store = self.target(session_id)
         chosen = explicit.over(self._remembered.get(session_id, SessionOptions()))
         conversation = Conversation.open(store, session_id)  # the lease, then one read
         state = conversation.state
@@ -346,18 +374,13 @@ class AgentController:
 
     def record(self, session_id: str | None = None) -> SessionRecord:
         """A session's record (default: the active session's)."""
-        sid, store = self._target(session_id)
+        sid, store = self.target(session_id)
         return store.load_session(sid)
 
     def read_figure(self, session_id: str, figure_id: str) -> FigureData:
         """A figure of a session, read without its lease."""
-        sid, store = self._target(session_id)
+        sid, store = self.target(session_id)
         return store.read_figure(sid, figure_id)
-
-    def update(self, *, title: str | None = None, summary: str | None = None) -> None:
-        """Change the active session's title or summary (``None``: unchanged)."""
-        active = self._require_active()
-        active.store.update(active.session_id, title=title, summary=summary)
 
     def usage(self) -> UsageReport:
         """Usage and limits of the active session (limits as the settings say now)."""
@@ -397,9 +420,6 @@ class AgentController:
         tag = f"# from jupyter-agent session {active.session_id}, turn {turn}, call {number}"
         return turn, number, f"{tag}\n{code}"
 
-    def todos(self) -> list[TodoItem]:
-        return list(self._require_active().agent.conversation.state.todos)
-
     def _deactivate(self, session_id: str, why: str) -> bool:
         if self._active is None or self._active.session_id != session_id:
             return False
@@ -408,17 +428,10 @@ class AgentController:
         self.ended = (session_id, why)
         return True
 
-    def share(self, session_id: str | None, roles: Sequence[str], *,
-              undo: bool = False) -> list[str]:
-        """Share a session (default: the active one) read-only with database roles, or
-        stop (``undo``); return the roles it is shared with now."""
-        sid, store = self._target(session_id)
-        return share_session(store, sid, roles, undo=undo)
-
     def archive(self, session_id: str | None = None, *, undo: bool = False) -> SessionChange:
         """Archive (``undo``: unarchive) a session, default the active one; archiving the
         active session also deactivates it, so a session in use is never hidden."""
-        sid, store = self._target(session_id)
+        sid, store = self.target(session_id)
         record = store.load_session(sid)
         if record.archived != undo:
             state = "archived already" if not undo else "not archived"
@@ -427,12 +440,11 @@ class AgentController:
                 + ("" if undo else f" (%agent_archive {sid} --undo unarchives it)"))
         store.update(sid, archived=not undo)
         was_active = not undo and self._deactivate(sid, "archived")
-        return SessionChange(sid, "unarchived" if undo else "archived", was_active,
-                             record.title)
+        return SessionChange(sid, "unarchived" if undo else "archived", was_active, record.title)
 
     def delete(self, session_id: str) -> SessionChange:
         """Delete a session (deactivating it first if it is the active one)."""
-        sid, store = self._target(session_id)
+        sid, store = self.target(session_id)
         try:
             title = store.load_session(sid).title
         except JupyterAgentError:
@@ -449,8 +461,8 @@ class AgentController:
         """Fork a session (default: the active one; read without its lease), keeping user
         turns 1 to ``at``, and resume the fork with the parent's options in this kernel
         (``ModelNotConfiguredError`` leaves the fork saved, not active)."""
-        parent, store = self._target(session_id)
-        forked = fork_session(store, parent, at=at, title=title, into=self.project.store)
+        parent, store = self.target(session_id)
+        forked = fork_session(store, parent, at=at, title=title, into=self.store)
         self._remembered[forked.record.id] = self._remembered.get(parent, SessionOptions())
         return replace(forked, record=self.resume(forked.record.id).record)
 
@@ -462,25 +474,28 @@ class AgentController:
         from jupyter_agent.artefacts.export import export_record
         from jupyter_agent.artefacts.redact import secrets_from_environ
 
-        sid, store = self._target(session_id)
+        sid, store = self.target(session_id)
         secrets = secrets_from_environ(os.environ if self._environ is None else self._environ,
                                        [self._settings().api_key_env])
         return export_record(store.load_session(sid), fmt, output, force=force, secrets=secrets,
                              figures=lambda fid: store.read_figure(sid, fid))
 
     def close(self) -> None:
-        """Deactivate the active session, releasing its lease (extension unload)."""
+        """Deactivate the active session, releasing its lease, and close the stores
+        (extension unload)."""
         active, self._active = self._active, None
         if active is not None:
             active.agent.conversation.close()
         self.cells.stop()
-        self.project.close()
+        for store in self._stores.values():
+            getattr(store, "close", lambda: None)()
+        self._stores.clear()
 
 
 def share_session(store: Store, session_id: str, roles: Sequence[str], *,
                   undo: bool = False) -> list[str]:
-    """:meth:`AgentController.share` for any store (``JupyterAgentError`` for the JSON
-    files, which have nobody to share with)."""
+    """Share a session read-only with database roles, or stop (``undo``); return the roles
+    it is shared with now (``JupyterAgentError`` for the JSON files: nobody to share with)."""
     share = getattr(store, "share_session", None)
     if share is None:
         raise JupyterAgentError("sharing needs the team store (AgentMagics.store_url or "

@@ -68,10 +68,9 @@ class CorruptSessionError(JupyterAgentError):
 
 
 def _size_text(size: int) -> str:
-    if size >= 1 << 20 and size % (1 << 20) == 0:
-        return f"{size >> 20:,} MiB"
-    if size >= 1 << 10 and size % (1 << 10) == 0:
-        return f"{size >> 10:,} KiB"
+    for shift, unit in ((20, "MiB"), (10, "KiB")):
+        if size >= 1 << shift and size % (1 << shift) == 0:
+            return f"{size >> shift:,} {unit}"
     return f"{size:,} bytes"
 
 

@@ -24,7 +24,7 @@ from traitlets import Bool, Float, Int, TraitError, Unicode, validate
 from traitlets.config import Config
 
 from jupyter_agent.artefacts.search import search_sessions
-from jupyter_agent.controller import AgentController, TurnResult
+from jupyter_agent.controller import AgentController, TurnResult, share_session
 from jupyter_agent.errors import JupyterAgentError, LimitExceededError
 from jupyter_agent.notebook import can_ask, is_jupyter
 from jupyter_agent.project import confirm_delete
@@ -98,14 +98,11 @@ def show_agent_error(shell: Any, etype: type, value: BaseException, tb: Any,
 def session_options(func: F) -> F:
     """Add the options of :class:`~jupyter_agent.settings.SessionOptions` (``--title`` and
     one per per-session setting) to a magic."""
-    arguments = [argument("--title", help="Title of the session.")] + [
-        argument(row.flag, dest=row.name, type=row.type, metavar=row.metavar,
-                 choices=list(row.choices) if row.choices else None,
-                 help=(row.flag_help or row.help).replace("%", "%%"))  # argparse formats it
-        for row in OPTIONS if row.flag is not None]
-    for decorator in reversed(arguments):
-        func = decorator(func)
-    return func
+    for row in reversed([row for row in OPTIONS if row.flag is not None]):  # argparse formats help
+        func = argument(row.flag, dest=row.name, type=row.type, metavar=row.metavar,
+                        choices=list(row.choices) if row.choices else None,
+                        help=(row.flag_help or row.help).replace("%", "%%"))(func)
+    return argument("--title", help="Title of the session.")(func)
 
 
 def parse_argstring(magic: Callable[..., Any], line: str) -> Any:
@@ -169,10 +166,9 @@ def _print(text: str) -> None:  # text that may come from outside
 
 @magics_class
 class AgentMagics(Magics):
-    """The agent magics and their settings (declared in one table)."""
+    """The agent magics and their settings: one config trait per row of
+    :data:`~jupyter_agent.settings.OPTIONS`, validated by that row (``TraitError``)."""
 
-    # The settings: one config trait per row of jupyter_agent.settings.OPTIONS, each
-    # validated by that row (a bad value raises TraitError naming the setting).
     vars().update({row.name: _TRAITS[row.type](row.default, allow_none=row.none is not None,
                                                help=row.help).tag(config=True)
                    for row in OPTIONS})
@@ -186,17 +182,13 @@ class AgentMagics(Magics):
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
-        self._snapshot: Settings | None = None
-        self.observe(lambda _: setattr(self, "_snapshot", None))  # any trait
         self._jupyter = is_jupyter(shell)
         self.controller = AgentController(self.settings, shell=shell, show_question=(
             render.show_question if self._jupyter else None))
 
     def settings(self) -> Settings:
-        """The current settings (one snapshot until a setting changes)."""
-        if self._snapshot is None:
-            self._snapshot = Settings(**{o.name: getattr(self, o.name) for o in OPTIONS})
-        return self._snapshot
+        """The current settings."""
+        return Settings(**{o.name: getattr(self, o.name) for o in OPTIONS})
 
     def update_config(self, config: Any) -> None:
         """Apply ``config``, refusing a bad value in one line on stderr and taking it out
@@ -303,8 +295,7 @@ class AgentMagics(Magics):
             renderer.finish(footer=_footer(getattr(exc, "turn", None)))
             raise
         limit = result.limit_error
-        renderer.finish(footer=_footer(result),
-                        drop_notice=None if limit is None else result.reply)
+        renderer.finish(footer=_footer(result), drop_notice=None if limit is None else result.reply)
         if limit is not None:
             raise AgentUsageError(limit_message(result)) from limit
 
@@ -325,12 +316,12 @@ class AgentMagics(Magics):
         if self._jupyter:
             display(self.sessions_panel(show_archived=args.all, query=query, deep=args.deep))
         elif query:
-            hits = search_sessions(self.controller.project.store, query, deep=args.deep,
+            hits = search_sessions(self.controller.store, query, deep=args.deep,
                                    include_archived=args.all)
             _print(format_search_results(hits, query=query,
                                         active_id=self.controller.active_session_id))
         else:
-            listing = self.controller.project.store.list_sessions(include_archived=args.all)
+            listing = self.controller.store.list_sessions(include_archived=args.all)
             _print(format_sessions_table(listing, active_id=self.controller.active_session_id))
 
     def sessions_panel(self, **options: Any) -> Any:
@@ -340,7 +331,7 @@ class AgentMagics(Magics):
 
         c = self.controller
         return SessionsPanel(
-            c.project.store, on_resume=lambda sid: format_resumed_line(c.resume(sid)),
+            c.store, on_resume=lambda sid: format_resumed_line(c.resume(sid)),
             on_archive=lambda sid, archived: format_change(c.archive(sid, undo=not archived)),
             on_delete=lambda sid: format_change(c.delete(sid)), **options)
 
@@ -349,11 +340,12 @@ class AgentMagics(Magics):
     def agent_summary(self, line: str) -> None:
         """Show the active session's summary, or replace it with TEXT."""
         text = line.strip()
+        sid, store = self.controller.target(None)
         if text:
-            self.controller.update(summary=text)
+            store.update(sid, summary=text)
             _print("Summary saved.")
         else:
-            _print(self.controller.record().summary or "(no summary yet)")
+            _print(store.load_session(sid).summary or "(no summary yet)")
 
     @agent_magic(typed=True)
     @argument("text", nargs="+", help="The new title (one pair of surrounding quotes is removed).")
@@ -364,7 +356,8 @@ class AgentMagics(Magics):
             text = text[1:-1].strip()
         if not text:
             raise AgentUsageError("usage: %agent_title TEXT")
-        self.controller.update(title=text)
+        sid, store = self.controller.target(None)
+        store.update(sid, title=text)
         _print(f"Title set: {text}")
 
     @agent_magic()
@@ -381,7 +374,8 @@ class AgentMagics(Magics):
     def agent_share(self, args: Any) -> None:
         """Share a session of the team store read-only with database roles: their members
         may read and fork it, never change it (--undo stops sharing)."""
-        now = self.controller.share(args.session_id, args.roles, undo=args.undo)
+        sid, store = self.controller.target(args.session_id)
+        now = share_session(store, sid, args.roles, undo=args.undo)
         _print(f"Session {args.session_id} is shared with "
                f"{', '.join(map(repr, now)) if now else 'nobody'}.")
 
@@ -487,6 +481,6 @@ class AgentMagics(Magics):
     @agent_magic()
     def agent_todo(self, _args: Any) -> None:
         """Show the active session's todo list."""
-        _print(format_todos(self.controller.todos()))
+        _print(format_todos(self.controller.record().state.todos))
 
 

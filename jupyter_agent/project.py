@@ -6,26 +6,23 @@ The memory directory is ``AgentMagics.memory_dir`` if not empty, else
 project root is the nearest of the working directory and its ancestors holding
 ``.jupyter_agent``, ``.git`` or ``pyproject.toml``, else the working directory; a
 ``.jupyter_agent`` counts only if it is a real directory and both it and its parent
-belong to the current user. Nothing is created on disk. A kernel's project root is found
-once, so a later ``os.chdir`` does not move the sessions; the store follows the current
-settings, one per (URL, memory directory), kept for the kernel's life.
+belong to the current user. Nothing is created on disk. A kernel's controller finds its
+project root once, so a later ``os.chdir`` does not move the sessions; its store follows the
+current settings, one per (URL, memory directory), kept for the kernel's life.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jupyter_agent.errors import JupyterAgentError
 from jupyter_agent.notebook import can_ask, is_jupyter
 from jupyter_agent.paths import STORE_URL_ENV, project_key
 from jupyter_agent.store import FileStore, SessionRecord, Store
-
-if TYPE_CHECKING:
-    from jupyter_agent.settings import Settings
 
 _ARCHIVED_COUNTED = 100  # archived sessions counted in the message of newest_session
 _PAGE = 8
@@ -84,16 +81,18 @@ def open_store(memory_dir: str | os.PathLike[str] | None = None, url: str | None
     sessions under ``project_root`` (close it when done), else the JSON files (nothing is
     created before the first write). ``holder_label`` is written with each lease."""
     root = Path(memory_dir).expanduser() if memory_dir else resolve_memory_dir(environ=environ)
-    url = _store_url(url, environ)
+    url = chosen_store_url(url, environ)
     if not url:
         return FileStore(root, holder_label=holder_label)
-    from jupyter_agent.store.postgres import PostgresStore  # see _store_url
+    from jupyter_agent.store.postgres import PostgresStore  # see chosen_store_url
 
     project = project_key(project_root if project_root is not None else find_project_root())
     return PostgresStore(url, root, project=project, holder_label=holder_label)
 
 
-def _store_url(url: str | None, environ: Mapping[str, str] | None) -> str:
+def chosen_store_url(url: str | None, environ: Mapping[str, str] | None = None) -> str:
+    """``url``, else ``$JUPYTER_AGENT_STORE_URL``, checked (``JupyterAgentError`` if not
+    PostgreSQL); ``""`` for the JSON files."""
     if not url and not (os.environ if environ is None else environ).get(STORE_URL_ENV, "").strip():
         return ""
     # imported here: the team store's package costs ~16 ms at %load_ext (measured)
@@ -134,46 +133,6 @@ def kernel_label(shell: Any = None, environ: Mapping[str, str] | None = None,
     if is_jupyter(shell):
         return "a Jupyter kernel"
     return "IPython (terminal)" if shell is not None else "Python"
-
-
-class Project:
-    """The project of a kernel and the stores its settings select.
-
-    ``settings`` returns the current settings; ``cwd`` is the kernel's starting directory
-    (default: the current one).
-    """
-
-    def __init__(self, settings: Callable[[], Settings], *, shell: Any = None,
-                 environ: Mapping[str, str] | None = None,
-                 cwd: str | os.PathLike[str] | None = None) -> None:
-        self._settings = settings
-        self._shell = shell
-        self._environ = environ
-        self._cwd = Path(os.getcwd() if cwd is None else cwd).expanduser().resolve()
-        self.root = find_project_root(self._cwd)
-        self._stores: dict[tuple[str, Path], Store] = {}
-
-    @property
-    def memory_dir(self) -> Path:
-        return resolve_memory_dir(self._settings().memory_dir or None, environ=self._environ,
-                                  cwd=self._cwd, project_root=self.root)
-
-    @property
-    def store(self) -> Store:
-        """The store the settings select now (see :func:`open_store`), reused."""
-        root = self.memory_dir
-        url = _store_url(self._settings().store_url or None, self._environ)
-        if (url, root) not in self._stores:
-            label = kernel_label(self._shell, self._environ, self.root)
-            self._stores[url, root] = open_store(root, url or None, holder_label=label,
-                                                 project_root=self.root, environ=self._environ)
-        return self._stores[url, root]
-
-    def close(self) -> None:
-        """Close every store made so far; they are opened again when next asked for."""
-        for store in self._stores.values():
-            getattr(store, "close", lambda: None)()
-        self._stores.clear()
 
 
 def newest_session(store: Store) -> str:

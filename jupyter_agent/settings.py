@@ -39,42 +39,24 @@ Use = Literal["endpoint", "limit", "agent", "request", "front end"]
 
 
 def check_store_url(label: str, value: str) -> str:
-    """``value`` if empty or a PostgreSQL URL; ``ValueError`` naming ``label`` otherwise (the URL
-    redacted in the message)."""
+    """``value`` if empty or a PostgreSQL URL; ``ValueError`` naming ``store_url`` otherwise
+    (the URL redacted in the message)."""
     # imported here: the postgres package is loaded only when a store URL is set
     from jupyter_agent.store.postgres.url import check_store_url as check
 
-    try:
-        return check(value)
-    except ValueError as err:
-        text = str(err)
-        raise ValueError(text if text.startswith(label) else f"{label}: {text}") from None
+    return check(value)
 
 
-def check_base_url(label: str, value: str) -> str:
-    """``value`` if empty or an ``http(s)://host...`` URL; ``ValueError`` naming ``label``
-    otherwise."""
-    parsed = urlparse(value)
-    if value and (parsed.scheme not in ("http", "https") or not parsed.netloc):
-        raise ValueError(f"{label} must be an http:// or https:// URL such as "
-                         f"http://localhost:11434/v1 (got {value!r})")
-    return value
+def rule(valid: Callable[[str], object], problem: str) -> Callable[[str, str], str]:
+    """A check returning a value ``valid`` finds true, else raising ``ValueError``: the label,
+    then ``problem`` formatted with the ``value``."""
 
+    def check(label: str, value: str) -> str:
+        if not valid(value):
+            raise ValueError(f"{label} {problem.format(value=value)}")
+        return value
 
-def check_model(label: str, value: str) -> str:
-    """``value`` unless blank; ``ValueError`` naming ``label`` for a blank one."""
-    if not value.strip():
-        raise ValueError(f"{label} must not be empty")
-    return value
-
-
-def check_api_key_env(label: str, value: str) -> str:
-    """``value`` if it can name an environment variable (not empty, no ``=``, NUL or outer spaces);
-    ``ValueError`` naming ``label`` otherwise."""
-    if not value or "=" in value or "\0" in value or value.strip() != value:
-        raise ValueError(
-            f"{label} must name an environment variable, e.g. OPENAI_API_KEY (got {value!r})")
-    return value
+    return check
 
 
 @dataclass(frozen=True)
@@ -135,11 +117,15 @@ class Settings:
     (``ValueError`` with the message ``%config`` gives)."""
 
     model: str = _setting(DEFAULT_MODEL, "Model name sent to the endpoint.", "endpoint",
-                          check=check_model, saved=True, flag="--model",
+                          check=rule(str.strip, "must not be empty"), saved=True, flag="--model",
                           flag_help="Model name for this session (default: AgentMagics.model).")
     base_url: str = _setting(
         "", "OpenAI-compatible endpoint (e.g. http://localhost:11434/v1 for Ollama); empty: "
-        "$OPENAI_BASE_URL, else the OpenAI API.", "endpoint", check=check_base_url,
+        "$OPENAI_BASE_URL, else the OpenAI API.", "endpoint",
+        check=rule(lambda v: not v or (urlparse(v).scheme in ("http", "https")
+                                       and urlparse(v).netloc != ""),
+                   "must be an http:// or https:// URL such as http://localhost:11434/v1 "
+                   "(got {value!r})"),
         flag="--base-url", metavar="URL", flag_help="OpenAI-compatible endpoint, e.g. a local "
         "server http://localhost:11434/v1 (default: AgentMagics.base_url, else "
         "$OPENAI_BASE_URL, else the OpenAI API).")
@@ -150,7 +136,9 @@ class Settings:
                         "%agent_resume: what the session last used).")
     api_key_env: str = _setting(
         DEFAULT_API_KEY_ENV, "Name of the environment variable holding the API key (the key "
-        "itself is never a setting).", "endpoint", check=check_api_key_env)
+        "itself is never a setting).", "endpoint",
+        check=rule(lambda v: v != "" and "=" not in v and "\0" not in v and v.strip() == v,
+                   "must name an environment variable, e.g. OPENAI_API_KEY (got {value!r})"))
     memory_dir: str = _setting("", "Where sessions and notes live; empty: "
                                "$JUPYTER_AGENT_MEMORY_DIR, else <project root>/.jupyter_agent.",
                                "front end")

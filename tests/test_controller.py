@@ -104,7 +104,7 @@ def test_controller_without_a_shell(tmp_path: Path) -> None:
     with ScriptedModelServer([{"text": "one"}, {"text": "two"}]) as server:
         settings = Settings(base_url=server.base_url, model="scripted")
         ctl = AgentController(lambda: settings, environ=env)
-        assert ctl.project.memory_dir == tmp_path / "mem" and ctl.active_session_id is None
+        assert ctl.memory_dir == tmp_path / "mem" and ctl.active_session_id is None
         with pytest.raises(JupyterAgentError, match="no active session"):
             ctl.ask("x")
         created = ctl.ensure_session()
@@ -114,7 +114,7 @@ def test_controller_without_a_shell(tmp_path: Path) -> None:
         assert result.reply == "one" and result.session_id == created
         assert any(isinstance(e, TextDelta) for e in events)
         assert result.session_usage.calls == 1 and result.turn_tool_calls == 0
-        store = ctl.project.store
+        store = ctl.store
         assert store.holds_lease(created)
         first_client = ctl._require_active().agent.model.client  # type: ignore[attr-defined]
 
@@ -213,9 +213,9 @@ def test_settings_and_the_key_apply_at_the_next_prompt_on_the_same_lease(tmp_pat
         assert (agent.model.name, agent.config.approve, agent.config.limits.max_tool_calls) == (
             "m2", "deny", 4)
         assert [r["model"] for r in server.requests[-2:]] == ["m1", "m2"]
-        assert ctl.project.store.holds_lease(sid)
+        assert ctl.store.holds_lease(sid)
         ctl.close()
-        assert not ctl.project.store.holds_lease(sid)
+        assert not ctl.store.holds_lease(sid)
 
 
 def test_a_resume_reads_the_record_once_and_the_agent_owns_the_only_lease(
@@ -231,7 +231,7 @@ def test_a_resume_reads_the_record_once_and_the_agent_owns_the_only_lease(
         settings = Settings(base_url=server.base_url, model="scripted")
         ctl = AgentController(lambda: settings, environ=env)
         counter = CountingStore(FileStore(tmp_path / "mem"))
-        ctl.project._stores[("", ctl.project.memory_dir)] = cast(Store, counter)
+        ctl._stores[("", ctl.memory_dir)] = cast(Store, counter)
         first = ctl.new_session(SessionOptions(title="T"))
         ctl.ask("hello")
         ctl.new_session()  # the first session is let go

@@ -57,7 +57,7 @@ def test_a_crafted_session_never_receives_the_key_or_the_conversation(
         shell.run_line_magic("config", f'AgentMagics.base_url = "{mine.base_url}"')
         shell.run_line_magic("config", 'AgentMagics.api_key_env = "LAB_KEY"')
         # the year-9999 session is not believed: not listed, not the newest
-        store = magics_of(shell).controller.project.store
+        store = magics_of(shell).controller.store
         assert [s.id for s in store.list_sessions()] == ["recent"]
         capsys.readouterr()
         shell.run_line_magic("agent_resume", "")

@@ -82,27 +82,27 @@ def test_shell_follows_the_rule(make_shell: ShellFactory, tmp_path: Path,
     monkeypatch.chdir(project / "nb")  # where the kernel starts
     shell = make_shell()
     controller = shell.magics_manager.registry["AgentMagics"].controller
-    assert controller.project.memory_dir == project.resolve() / ".jupyter_agent"
-    assert controller.project.store.root == project.resolve() / ".jupyter_agent"
+    assert controller.memory_dir == project.resolve() / ".jupyter_agent"
+    assert controller.store.root == project.resolve() / ".jupyter_agent"
 
     # the trait and the environment variable apply as soon as they change
     monkeypatch.setenv(MEMORY_DIR_ENV, str(tmp_path / "from-env"))
-    assert controller.project.memory_dir == tmp_path / "from-env"
+    assert controller.memory_dir == tmp_path / "from-env"
     shell.run_line_magic("config", f'AgentMagics.memory_dir = "{tmp_path / "trait"}"')
-    assert controller.project.memory_dir == tmp_path / "trait"
+    assert controller.memory_dir == tmp_path / "trait"
     # a relative setting is taken from the starting directory, not the current one
     shell.run_line_magic("config", 'AgentMagics.memory_dir = "rel"')
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / ".git").mkdir(parents=True)
     monkeypatch.chdir(elsewhere)
-    assert controller.project.memory_dir == project.resolve() / "nb" / "rel"
+    assert controller.memory_dir == project.resolve() / "nb" / "rel"
     shell.run_line_magic("config", 'AgentMagics.memory_dir = ""')
     monkeypatch.delenv(MEMORY_DIR_ENV)
     # os.chdir in the kernel (the user's or the agent's code) does not switch the sessions
     shell.run_cell(f"import os; os.chdir({str(elsewhere)!r})")
     assert os.getcwd() == str(elsewhere)
-    assert controller.project.memory_dir == project.resolve() / ".jupyter_agent"
-    assert controller.project.root == project.resolve()
+    assert controller.memory_dir == project.resolve() / ".jupyter_agent"
+    assert controller.root == project.resolve()
 
 
 def test_new_sessions_record_the_starting_project_root(

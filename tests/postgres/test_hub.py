@@ -210,7 +210,7 @@ def test_share_magic_and_listing(hub: Hub, agent_shell: InteractiveShell, tmp_pa
                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("JUPYTERHUB_USER", "alice")
     agent_shell.run_line_magic("config", f'AgentMagics.store_url = "{hub.url("alice")}"')
-    store = magics_of(agent_shell).controller.project.store
+    store = magics_of(agent_shell).controller.store
     assert store.project.startswith("alice@")
     sid = store.create_session([SYSTEM, ASK], title="for the team")
     with capture_output() as out:

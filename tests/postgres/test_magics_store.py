@@ -35,7 +35,7 @@ def test_sessions_live_in_the_database(team_shell: InteractiveShell,
     team_shell.run_line_magic("agent", "first question")
     sid = active_id(team_shell)
     controller = magics_of(team_shell).controller
-    store = controller.project.store
+    store = controller.store
     assert isinstance(store, PostgresStore)
     assert store.project == project_key(find_project_root())
     assert store.holds_lease(sid)
@@ -89,7 +89,7 @@ def test_a_turn_after_the_database_restarted_goes_on(
     finally:
         pg.start()
     team_shell.run_line_magic("agent", "after")
-    store = magics_of(team_shell).controller.project.store
+    store = magics_of(team_shell).controller.store
     assert store.holds_lease(sid)
     texts = [m.get("content") for m in store.load_session(sid).transcript]
     assert texts[-2:] == ["after", "two"]
