@@ -19,15 +19,8 @@ from typing import Any
 from jupyter_agent.agent.adapters import ModelReply, PartialReply, TextCallback, TokenUsage
 from jupyter_agent.agent.endpoint import Endpoint, refused_window, status_error
 from jupyter_agent.testing.handler import Exchange, LocalServer, _HTTPServer
-from jupyter_agent.testing.script import Script, ScriptError, Step, load_script, parse_step
-from jupyter_agent.testing.wire import (
-    Answer,
-    ImagePart,
-    RequestRejected,
-    error_body,
-    image_parts,
-    split_text,
-)
+from jupyter_agent.testing.script import Script, ScriptError, Step, load_script
+from jupyter_agent.testing.wire import Answer, ImagePart, RequestRejected, image_parts, split_text
 
 
 class ScriptedModelServer(Script):
@@ -146,11 +139,6 @@ class ScriptedModelServer(Script):
         return [image_parts(x.request) for x in self.exchanges]
 
     @property
-    def responses(self) -> list[Any]:
-        """The answers parallel to :attr:`requests` (object, chunk list or error body)."""
-        return [x.response for x in self.exchanges]
-
-    @property
     def errors(self) -> list[str]:
         """Tracebacks of failed callable steps and of internal errors (never expected)."""
         with self._lock:
@@ -168,37 +156,27 @@ class ScriptedModelServer(Script):
     def _check_auth(self, header: str | None) -> None:
         key = header[7:].strip() if header and header.startswith("Bearer ") else ""
         if self._api_key is not None and key != self._api_key:
-            raise RequestRejected(401, error_body(401, (
+            raise RequestRejected(
                 "Incorrect API key provided. You can find your API key at"
                 " https://platform.openai.com/account/api-keys." if key else
                 "You didn't provide an API key. You need to provide your API key in an"
-                " Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).")))
+                " Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
+                401)
 
     def _next_step(self, body: dict[str, Any]) -> Step:
         try:
-            index, step = self._take()
+            return self._next(body)
         except ScriptError as err:
-            raise RequestRejected(500, error_body(500, f"ScriptedModelServer: {err}",
-                                                  code="script_exhausted"),
-                                  {"x-should-retry": "false"}) from None
-        if isinstance(step, Step):
-            return step
-        try:
-            return parse_step(step(body), index=index)
-        except Exception as err:
-            message = f"ScriptedModelServer: callable step {index} failed: {err!r}"
-            if isinstance(err, ScriptError):
-                message = f"ScriptedModelServer: callable step returned an invalid step: {err}"
-            with self._lock:
-                self._errors.append(traceback.format_exc())
-            raise RequestRejected(500, error_body(500, message, code="script_error"),
-                                  {"x-should-retry": "false"}) from err
+            if err.__cause__ is not None:  # a callable step raised
+                with self._lock:
+                    self._errors.append(traceback.format_exc())
+            raise RequestRejected(f"ScriptedModelServer: {err}", 500, code="script_error",
+                                  headers={"x-should-retry": "false"}) from err
 
     def _model_object(self, model_id: str) -> dict[str, Any]:
         if model_id not in self.model_ids:
-            raise RequestRejected(404, error_body(
-                404, f"The model '{model_id}' does not exist", param="model",
-                code="model_not_found"))
+            raise RequestRejected(f"The model '{model_id}' does not exist", 404,
+                                  param="model", code="model_not_found")
         entry = {"id": model_id, "object": "model", "created": self._created,
                  "owned_by": "jupyter-agent"}
         return entry if self.local is None else {**entry, **self.local.model_fields()}
@@ -215,7 +193,7 @@ class ScriptedModel(Script):
     ``ModelError`` a real model raises for that status; streamed text arrives in the
     server's pieces, ``chunk_delay`` seconds apart. ``requests`` holds JSON copies of each
     request shaped as a Chat Completions body. ``ScriptError`` for an invalid step, and from
-    :meth:`respond` when the script is exhausted.
+    :meth:`respond` when the script is exhausted or a callable step fails.
     """
 
     api = name = "scripted"
@@ -238,9 +216,7 @@ class ScriptedModel(Script):
             request["stream"] = True
         body: dict[str, Any] = json.loads(json.dumps(request))
         self.requests.append(body)
-        index, next_step = self._take()
-        step = next_step if isinstance(next_step, Step) else parse_step(next_step(body),
-                                                                        index=index)
+        step = self._next(body)
         time.sleep(step.delay)
         if step.error is not None:
             e = step.error

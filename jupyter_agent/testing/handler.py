@@ -27,10 +27,8 @@ from jupyter_agent.testing.wire import (
     Answer,
     RequestRejected,
     ResponseAnswer,
-    error_body,
     estimate_prompt_tokens,
     image_parts,
-    reject,
     validate_chat_request,
     validate_responses_request,
 )
@@ -105,15 +103,17 @@ class LocalServer:
             return {"owned_by": "vllm", "max_model_len": self.context_window}
         return {"owned_by": "library"}
 
-    def answer(self, method: str, path: str, body: Any, model_ids: tuple[str, ...]) -> Any:
-        """The JSON answering a request outside ``/v1``, or None (404)."""
+    def answer(self, method: str, path: str, raw: bytes, model_ids: tuple[str, ...]) -> Any:
+        """The JSON answering a request outside ``/v1`` with body ``raw``, or None (404)."""
         if self.play == "llama.cpp" and method == "GET" and path == "/props":
             return {"default_generation_settings": {"n_ctx": self.context_window, "params": {}},
                     "total_slots": 1, "model_path": f"/models/{model_ids[0]}.gguf"}
         if self.play == "ollama" and method == "POST" and path == "/api/show":
-            name = body.get("model") if isinstance(body, dict) else None
+            name = None
+            with contextlib.suppress(ValueError, AttributeError):  # not JSON, not an object
+                name = json.loads(raw).get("model")
             if name not in model_ids:
-                raise RequestRejected(404, error_body(404, f"model '{name}' not found"))
+                raise RequestRejected(f"model '{name}' not found", 404)
             return {"parameters": f"num_ctx                        {self.context_window}\n"
                                   "stop                           \"<|im_end|>\"",
                     "model_info": {"general.architecture": "llama",
@@ -138,10 +138,10 @@ class LocalServer:
                          "message": f"This model's maximum context length is {window} tokens. "
                                     f"However, you requested {tokens} tokens in the messages, "
                                     "Please reduce the length of the messages."},
-                "ollama": error_body(400, f"the prompt ({tokens} tokens) is longer than the "
-                                          f"context length ({window})"),
             }
-            raise RequestRejected(400, refusal[self.play])
+            raise RequestRejected(  # Ollama words it in the OpenAI shape
+                f"the prompt ({tokens} tokens) is longer than the context length ({window})",
+                body=refusal.get(self.play))
         messages = list(body.get("messages") or [])
         head = [m for m in messages[:1] if isinstance(m, dict) and m.get("role") == "system"]
         rest = messages[len(head):]
@@ -254,29 +254,24 @@ class _Handler(BaseHTTPRequestHandler):
         """Answer one request; an ``OSError`` (the client went away, or stop() closed the
         connection) ends the connection and is not recorded."""
         length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length > 0 else b""  # drained: keep-alive in sync
+        raw = self.rfile.read(length) if length > 0 else b""  # drained: keep-alive in sync
         method, path = self.command, self.path.split("?", 1)[0].rstrip("/")
         owner = self.server.owner
         try:
             if method == "POST" and path in ("/v1/chat/completions", "/v1/responses"):
-                self._answer(path, body)
+                self._answer(path, raw)
                 return
             owner._check_auth(self.headers.get("Authorization"))
-            played = None
-            if owner.local is not None and not path.startswith("/v1/"):
-                parsed = None
-                with contextlib.suppress(ValueError):
-                    parsed = json.loads(body) if body else None
-                played = owner.local.answer(method, path, parsed, owner.model_ids)
             if method == "GET" and path == "/v1/models":
                 models = [owner._model_object(m) for m in owner.model_ids]
-                self._send(200, {"object": "list", "data": models})
+                payload: Any = {"object": "list", "data": models}
             elif method == "GET" and path.startswith("/v1/models/"):
-                self._send(200, owner._model_object(path[len("/v1/models/"):]))
-            elif played is not None:
-                self._send(200, played)
+                payload = owner._model_object(path[len("/v1/models/"):])
             else:
-                raise RequestRejected(404, error_body(404, f"Invalid URL ({method} {self.path})"))
+                payload = owner.local and owner.local.answer(method, path, raw, owner.model_ids)
+                if payload is None:
+                    raise RequestRejected(f"Invalid URL ({method} {self.path})", 404)
+            self._send(200, payload)
         except RequestRejected as err:
             self._send(err.status, err.body, err.headers)
         except OSError:
@@ -286,7 +281,7 @@ class _Handler(BaseHTTPRequestHandler):
             with owner._lock:
                 owner._errors.append(detail)
             message = "ScriptedModelServer internal error: " + detail.strip().splitlines()[-1]
-            self._send(500, error_body(500, message), {"x-should-retry": "false"})
+            self._send(500, RequestRejected(message, 500).body, {"x-should-retry": "false"})
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _dispatch
 
@@ -302,10 +297,10 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             owner._check_auth(self.headers.get("Authorization"))
             if exchange is None:
-                raise RequestRejected(400, error_body(
-                    400, "We could not parse the JSON body of your request. (HINT: This likely"
-                    " means you aren't using your HTTP library correctly. The OpenAI API expects"
-                    " a JSON payload, but what was sent was not valid JSON.)"))
+                raise RequestRejected(
+                    "We could not parse the JSON body of your request. (HINT: This likely means"
+                    " you aren't using your HTTP library correctly. The OpenAI API expects a"
+                    " JSON payload, but what was sent was not valid JSON.)")
             body = exchange.request
             if responses:
                 validate_responses_request(body, owner._issued)
@@ -313,28 +308,24 @@ class _Handler(BaseHTTPRequestHandler):
                 validate_chat_request(body)
             images = [] if owner.accept_images else image_parts(body)
             if images:  # as a text-only model refuses them
-                raise reject("Invalid input: this model does not support image inputs."
-                             if responses else "Invalid content type. image_url is only"
-                             " supported by certain models.",
-                             param=images[0].where.replace("[", ".["))
+                raise RequestRejected("Invalid input: this model does not support image inputs."
+                                      if responses else "Invalid content type. image_url is"
+                                      " only supported by certain models.",
+                                      param=images[0].where.replace("[", ".["))
             if owner.local is not None and not responses:
                 body, exchange.dropped = owner.local.fit(body)
             step = owner._next_step(body)
             time.sleep(step.delay)
             if step.error is not None:  # a scripted error, answered as one
-                e = step.error
-                raise RequestRejected(e.status, error_body(
-                    e.status, e.message, type=e.type, param=e.param, code=e.code), e.headers)
+                raise RequestRejected(**step.error.model_dump())
         except RequestRejected as err:
             if exchange is not None:
                 owner._settle(exchange, err.status, err.body)
             raise
         answer = ResponseAnswer(step, body, owner._issued) if responses else Answer(step, body)
+        payload: Any = answer.stream() if exchange.stream else answer.whole()
+        owner._settle(exchange, 200, payload)
         if exchange.stream:
-            chunks = answer.stream()
-            owner._settle(exchange, 200, chunks)
-            self._send_stream(chunks, step, named=responses)
+            self._send_stream(payload, step, named=responses)
         else:
-            whole = answer.whole()
-            owner._settle(exchange, 200, whole)
-            self._send(200, whole)
+            self._send(200, payload)

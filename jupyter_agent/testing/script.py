@@ -159,12 +159,21 @@ class Script:
         with self._lock:
             return len(self._steps) - self._served
 
-    def _take(self) -> tuple[int, Step | StepCallable]:
-        """The next step and its index; ``ScriptError`` when the script is exhausted."""
+    def _next(self, body: dict[str, Any]) -> Step:
+        """The next step, a callable one called with ``body``; ``ScriptError`` when the script
+        is exhausted or a callable step raises (the cause) or returns an invalid step."""
         with self._lock:
             if self._served >= len(self._steps):
                 raise ScriptError(f"script exhausted after {self._served} steps; add steps to"
                                   " the script (add_steps() in Python, or more entries in the"
                                   " script file)")
+            index, step = self._served, self._steps[self._served]
             self._served += 1
-            return self._served - 1, self._steps[self._served - 1]
+        if isinstance(step, Step):
+            return step
+        try:
+            return parse_step(step(body))
+        except ScriptError as err:
+            raise ScriptError(f"callable step {index} returned an invalid step: {err}") from None
+        except Exception as err:
+            raise ScriptError(f"callable step {index} failed: {err!r}") from err
