@@ -6,11 +6,8 @@ the real ``openai`` client parses real responses; ``ScriptedModel`` answers in p
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import socket
-import threading
 import time
 import traceback
 from collections.abc import Iterable, Sequence
@@ -65,8 +62,7 @@ class ScriptedModelServer(Script):
         self._exchanges: list[Exchange] = []
         self._errors: list[str] = []
         self._issued: set[str] = set()  # encrypted reasoning contents handed out
-        self._connections: set[socket.socket] = set()
-        self._serving: tuple[_HTTPServer, threading.Thread] | None = None
+        self._httpd: _HTTPServer | None = None
         self._created = int(time.time())
 
     @classmethod
@@ -79,31 +75,17 @@ class ScriptedModelServer(Script):
         """Serve in a daemon thread (no-op when running); ``OSError`` if the port cannot be
         bound."""
         with self._lock:
-            if self._serving is not None:
-                return self
-            httpd = _HTTPServer((self.host, self.port), self)
-            self.port = httpd.server_address[1]
-            thread = threading.Thread(target=httpd.serve_until_stopped,
-                                      name=f"ScriptedModelServer:{self.port}", daemon=True)
-            thread.start()
-            self._serving = httpd, thread
+            if self._httpd is None:
+                self._httpd = _HTTPServer((self.host, self.port), self)
+                self.port = self._httpd.server_address[1]
         return self
 
     def stop(self) -> None:
         """Stop serving and close the socket and open connections; idempotent."""
         with self._lock:
-            serving, self._serving = self._serving, None
-        if serving is None:
-            return
-        httpd, thread = serving
-        httpd.request_stop()
-        thread.join(timeout=10)
-        httpd.server_close()
-        with self._lock:  # after the accept loop ended: no new connections appear
-            connections = list(self._connections)
-        for conn in connections:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
+            httpd, self._httpd = self._httpd, None
+        if httpd is not None:
+            httpd.stop()
 
     def __enter__(self) -> ScriptedModelServer:
         return self.start()
@@ -113,7 +95,7 @@ class ScriptedModelServer(Script):
 
     @property
     def running(self) -> bool:
-        return self._serving is not None
+        return self._httpd is not None
 
     @property
     def base_url(self) -> str:

@@ -15,6 +15,7 @@ import json
 import selectors
 import socket
 import sys
+import threading
 import time
 import traceback
 import uuid
@@ -153,6 +154,8 @@ class LocalServer:
 
 
 class _HTTPServer(ThreadingHTTPServer):
+    """Serves from a daemon thread from construction until :meth:`stop`."""
+
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 128
@@ -163,9 +166,13 @@ class _HTTPServer(ThreadingHTTPServer):
         self._wake_r, self._wake_w = socket.socketpair()  # first: a failed bind closes them
         super().__init__(address, _Handler)
         self.owner = owner
+        self._connections: set[socket.socket] = set()
         self._stopping = False
+        self._thread = threading.Thread(target=self._serve, daemon=True,
+                                        name=f"ScriptedModelServer:{self.server_address[1]}")
+        self._thread.start()
 
-    def serve_until_stopped(self) -> None:
+    def _serve(self) -> None:
         with selectors.DefaultSelector() as selector:
             selector.register(self.socket, selectors.EVENT_READ)
             selector.register(self._wake_r, selectors.EVENT_READ)
@@ -176,10 +183,18 @@ class _HTTPServer(ThreadingHTTPServer):
                 if any(key.fileobj is self.socket for key, _ in ready):
                     self.handle_request()  # timeout = 0: accept if still pending, never block
 
-    def request_stop(self) -> None:
+    def stop(self) -> None:
+        """Stop accepting, close the socket, then shut the open connections down."""
         self._stopping = True
         with contextlib.suppress(OSError):
             self._wake_w.send(b"x")
+        self._thread.join(timeout=10)
+        self.server_close()
+        with self.owner._lock:  # after the accept loop ended: no new connections appear
+            connections = list(self._connections)
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
 
     def server_close(self) -> None:
         super().server_close()
@@ -188,12 +203,12 @@ class _HTTPServer(ThreadingHTTPServer):
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self.owner._lock:  # in the accept thread, so stop() sees it
-            self.owner._connections.add(request)
+            self._connections.add(request)
         super().process_request(request, client_address)
 
     def shutdown_request(self, request: Any) -> None:
         with self.owner._lock:
-            self.owner._connections.discard(request)
+            self._connections.discard(request)
         super().shutdown_request(request)
 
     def handle_error(self, request: Any, client_address: Any) -> None:  # no stderr traceback
