@@ -9,14 +9,14 @@ from __future__ import annotations
 import json
 import os
 import time
-import traceback
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from jupyter_agent.agent.adapters import ModelReply, PartialReply, TextCallback, TokenUsage
 from jupyter_agent.agent.endpoint import Endpoint, refused_window, status_error
 from jupyter_agent.testing.handler import Exchange, LocalServer, _HTTPServer
-from jupyter_agent.testing.script import Script, ScriptError, Step, load_script
+from jupyter_agent.testing.script import Script, load_script
+from jupyter_agent.testing.script import ScriptError as ScriptError
 from jupyter_agent.testing.wire import Answer, ImagePart, RequestRejected, image_parts, split_text
 
 
@@ -131,10 +131,6 @@ class ScriptedModelServer(Script):
         with self._lock:
             self._exchanges.clear()
 
-    def _settle(self, exchange: Exchange, status: int, response: Any) -> None:
-        with self._lock:
-            exchange.status, exchange.response = status, response
-
     def _check_auth(self, header: str | None) -> None:
         key = header[7:].strip() if header and header.startswith("Bearer ") else ""
         if self._api_key is not None and key != self._api_key:
@@ -144,16 +140,6 @@ class ScriptedModelServer(Script):
                 "You didn't provide an API key. You need to provide your API key in an"
                 " Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
                 401)
-
-    def _next_step(self, body: dict[str, Any]) -> Step:
-        try:
-            return self._next(body)
-        except ScriptError as err:
-            if err.__cause__ is not None:  # a callable step raised
-                with self._lock:
-                    self._errors.append(traceback.format_exc())
-            raise RequestRejected(f"ScriptedModelServer: {err}", 500, code="script_error",
-                                  headers={"x-should-retry": "false"}) from err
 
     def _model_object(self, model_id: str) -> dict[str, Any]:
         if model_id not in self.model_ids:

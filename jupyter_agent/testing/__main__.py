@@ -14,7 +14,6 @@ from collections.abc import Sequence
 
 from jupyter_agent.testing import ScriptedModelServer
 from jupyter_agent.testing.handler import PLAYS
-from jupyter_agent.testing.script import ScriptError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -51,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options["model_ids"] = options["model_ids"] or ("scripted",)
     try:
         server = ScriptedModelServer.from_file(script, **options)
-    except (ScriptError, ValueError) as err:
+    except ValueError as err:  # ScriptError too
         parser.error(str(err))
     stopping = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, stopping)  # before the server's threads start

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from jupyter_agent.testing.script import Step
+from jupyter_agent.testing.script import ScriptError, Step
 from jupyter_agent.testing.wire import (
     Answer,
     RequestRejected,
@@ -36,8 +36,6 @@ from jupyter_agent.testing.wire import (
 
 if TYPE_CHECKING:
     from jupyter_agent.testing import ScriptedModelServer
-
-_FLUSH_BYTES = 16384
 
 
 @dataclass
@@ -250,18 +248,13 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             events = [f"data: {json.dumps(c)}\n\n".encode() for c in chunks]
             events.append(b"data: [DONE]\n\n")
-        buffer = bytearray()
-        for event in events[:step.drop_after]:
-            buffer += b"%X\r\n%s\r\n" % (len(event), event)
-            if step.chunk_delay > 0 or len(buffer) >= _FLUSH_BYTES:
-                self.wfile.write(bytes(buffer))
-                buffer.clear()
-                time.sleep(step.chunk_delay)
+        frames = [b"%X\r\n%s\r\n" % (len(event), event) for event in events[:step.drop_after]]
+        for frame in frames if step.chunk_delay > 0 else [b"".join(frames)]:
+            self.wfile.write(frame)
+            time.sleep(step.chunk_delay)
         if step.drop_after is None:
-            self.wfile.write(bytes(buffer) + b"0\r\n\r\n")
+            self.wfile.write(b"0\r\n\r\n")
         else:  # the connection breaks after that many events
-            self.wfile.write(bytes(buffer))
-            self.wfile.flush()
             self.connection.shutdown(socket.SHUT_RDWR)
             self.close_connection = True
 
@@ -329,17 +322,24 @@ class _Handler(BaseHTTPRequestHandler):
                                       param=images[0].where.replace("[", ".["))
             if owner.local is not None and not responses:
                 body, exchange.dropped = owner.local.fit(body)
-            step = owner._next_step(body)
+            try:
+                step = owner._next(body)
+            except ScriptError as err:
+                if err.__cause__ is not None:  # a callable step raised
+                    with owner._lock:
+                        owner._errors.append(traceback.format_exc())
+                raise RequestRejected(f"ScriptedModelServer: {err}", 500, code="script_error",
+                                      headers={"x-should-retry": "false"}) from err
             time.sleep(step.delay)
             if step.error is not None:  # a scripted error, answered as one
                 raise RequestRejected(**step.error.model_dump())
         except RequestRejected as err:
             if exchange is not None:
-                owner._settle(exchange, err.status, err.body)
+                exchange.response, exchange.status = err.body, err.status
             raise
         answer = ResponseAnswer(step, body, owner._issued) if responses else Answer(step, body)
         payload: Any = answer.stream() if exchange.stream else answer.whole()
-        owner._settle(exchange, 200, payload)
+        exchange.response, exchange.status = payload, 200  # the status last: it marks it done
         if exchange.stream:
             self._send_stream(payload, step, named=responses)
         else:
