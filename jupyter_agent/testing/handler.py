@@ -144,11 +144,9 @@ class LocalServer:
         messages = list(body.get("messages") or [])
         head = [m for m in messages[:1] if isinstance(m, dict) and m.get("role") == "system"]
         rest = messages[len(head):]
-        dropped = 0
         while len(rest) > 1 and estimate_prompt_tokens({**body, "messages": head + rest}) > window:
             rest.pop(0)
-            dropped += 1
-        return {**body, "messages": head + rest}, dropped
+        return {**body, "messages": head + rest}, len(messages) - len(head) - len(rest)
 
 
 class _HTTPServer(ThreadingHTTPServer):

@@ -21,10 +21,9 @@ StepCallable: TypeAlias = Callable[[dict[str, Any]], Any]
 
 
 class ScriptError(ValueError):
-    """A script or one of its steps is invalid; ``path`` and ``index`` (0-based) say where."""
+    """A script or one of its steps is invalid; the message names the file and step (0-based)."""
 
     def __init__(self, message: str, *, path: Path | None = None, index: int | None = None) -> None:
-        self.path, self.index = path, index
         where = [f"script {str(path)!r}"] if path is not None else []
         where += [f"step {index}"] if index is not None else []
         super().__init__(", ".join(where) + ": " + message if where else message)
@@ -96,16 +95,14 @@ class Step(_Model):
 def parse_step(step: Any, *, index: int | None = None, path: Path | None = None) -> Step:
     """Validate one non-callable step (a string is ``{"text": step}``); ``ScriptError`` for
     unknown keys, wrong types or no content, naming the step by ``index`` and ``path``."""
-    if isinstance(step, Step):
-        return step
     if isinstance(step, str):
         return Step(text=step)
-    if not isinstance(step, Mapping):
+    if not isinstance(step, Mapping | Step):
         raise ScriptError(
             f"expected a step object (dict), a string or a callable, got {type(step).__name__}",
             path=path, index=index)
     try:
-        return Step.model_validate(dict(step))
+        return Step.model_validate(step)
     except ValidationError as err:
         message = "; ".join(
             f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" if item["loc"]
@@ -119,7 +116,7 @@ def parse_steps(steps: Iterable[Any], *, start: int = 0) -> list[Step | StepCall
     if isinstance(steps, str | bytes | Mapping | os.PathLike):
         raise ScriptError(f"a script is a list of steps, got {type(steps).__name__}"
                           " (use ScriptedModelServer.from_file() or load_script() for a file)")
-    return [step if callable(step) and not isinstance(step, Step | Mapping | str)
+    return [step if callable(step) and not isinstance(step, Mapping)
             else parse_step(step, index=start + offset) for offset, step in enumerate(steps)]
 
 

@@ -130,10 +130,9 @@ def estimate_prompt_tokens(body: dict[str, Any]) -> int:
 
 
 def _json_type(value: object) -> str:
-    return next((name for kind, name in ((type(None), "null"), (bool, "a boolean"),
-                                         (int, "an integer"), (float, "a decimal"),
-                                         (str, "a string"), (list, "an array"))
-                 if isinstance(value, kind)), "an object")
+    """How the real API names the JSON type of a parsed ``value``."""
+    return {type(None): "null", bool: "a boolean", int: "an integer", float: "a decimal",
+            str: "a string", list: "an array"}.get(type(value), "an object")
 
 
 def _wrong_type(where: str, expected: str, value: object) -> RequestRejected:
@@ -170,18 +169,6 @@ def _objects(where: str, value: object) -> list[dict[str, Any]]:
     return value
 
 
-def _tool_call_ids(i: int, tool_calls: object) -> list[str]:
-    ids = []
-    for j, call in enumerate(_objects(f"messages[{i}].tool_calls", tool_calls)):
-        where = f"messages[{i}].tool_calls[{j}]"
-        _field(call, where, "type")
-        function = _field(call, where, "function", dict, "an object")
-        for key in ("name", "arguments"):
-            _field(function, f"{where}.function", key, str, "a string")
-        ids.append(_field(call, where, "id", str, "a string"))
-    return ids
-
-
 def _check_message(i: int, message: dict[str, Any]) -> None:
     role = _field(message, f"messages[{i}]", "role")
     if role not in ROLES:
@@ -206,28 +193,27 @@ def _check_message(i: int, message: dict[str, Any]) -> None:
         _field(message, f"messages[{i}]", "tool_call_id", str, "a string")
 
 
-def _unanswered(index: int, missing: list[str]) -> RequestRejected:
-    return RequestRejected(
-        "An assistant message with 'tool_calls' must be followed by tool messages responding"
-        " to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
-        + ", ".join(missing), param=f"messages.[{index}].role")
+def _with_model(body: object, no_model: str, param: str | None = None) -> dict[str, Any]:
+    """``body``, an object naming a model; else the real API's 400 (``no_model`` its words)."""
+    if not isinstance(body, dict):
+        raise RequestRejected("Invalid type for request body: expected an object, but got"
+                              f" {_json_type(body)} instead.")
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        raise RequestRejected(no_model, param=param)
+    return body
 
 
 def validate_chat_request(body: object) -> None:
     """Reject what the real API rejects for ``POST /v1/chat/completions``: ``RequestRejected``
     400 worded as the real API words it for no model, missing or empty messages, a bad
     message or tool call, or tool messages not directly answering each tool call."""
-    if not isinstance(body, dict):
-        raise RequestRejected("Invalid type for request body: expected an object, but got"
-                              f" {_json_type(body)} instead.")
-    if not isinstance(body.get("model"), str) or not body["model"]:
-        raise RequestRejected("you must provide a model parameter")
-    if "messages" not in body:
+    request = _with_model(body, "you must provide a model parameter")
+    if "messages" not in request:
         raise _missing("messages")
     # tool messages must directly follow the assistant message whose calls they answer
     unanswered: list[str] = []
     opened_at = -1
-    for i, message in enumerate(_objects("messages", body["messages"])):
+    for i, message in enumerate(_objects("messages", request["messages"])):
         _check_message(i, message)
         if message["role"] == "tool":
             if message["tool_call_id"] not in unanswered:
@@ -237,11 +223,20 @@ def validate_chat_request(body: object) -> None:
             unanswered.remove(message["tool_call_id"])
             continue
         if unanswered:
-            raise _unanswered(opened_at, unanswered)
+            break
         if message["role"] == "assistant" and message.get("tool_calls") is not None:
-            unanswered, opened_at = _tool_call_ids(i, message["tool_calls"]), i
+            opened_at, calls = i, f"messages[{i}].tool_calls"
+            for j, call in enumerate(_objects(calls, message["tool_calls"])):
+                _field(call, f"{calls}[{j}]", "type")
+                function = _field(call, f"{calls}[{j}]", "function", dict, "an object")
+                for key in ("name", "arguments"):
+                    _field(function, f"{calls}[{j}].function", key, str, "a string")
+                unanswered.append(_field(call, f"{calls}[{j}]", "id", str, "a string"))
     if unanswered:
-        raise _unanswered(opened_at, unanswered)
+        raise RequestRejected(
+            "An assistant message with 'tool_calls' must be followed by tool messages responding"
+            " to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+            + ", ".join(unanswered), param=f"messages.[{opened_at}].role")
 
 
 def validate_responses_request(body: object, issued: Container[str]) -> None:
@@ -249,11 +244,7 @@ def validate_responses_request(body: object, issued: Container[str]) -> None:
     reasoning contents this server handed out): ``RequestRejected`` 400 for no model or
     input, a bad item, an output answering no call, a call without an output, or a reasoning
     item not issued here or missing its following item."""
-    if not isinstance(body, dict):
-        raise RequestRejected("Invalid type for request body: expected an object.")
-    if not isinstance(body.get("model"), str) or not body["model"]:
-        raise RequestRejected("Missing required parameter: 'model'.", param="model")
-    items = body.get("input")
+    items = _with_model(body, "Missing required parameter: 'model'.", "model").get("input")
     if isinstance(items, str):
         return
     if not isinstance(items, list) or not items:
