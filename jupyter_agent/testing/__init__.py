@@ -29,12 +29,7 @@ class ScriptedModelServer(Script):
     the script and the records (callable steps run outside it). The API key is never logged.
     ``port`` 0 picks a free port at :meth:`start`, kept across restarts; ``play`` (see
     :class:`~jupyter_agent.testing.handler.LocalServer`) reports ``context_window`` tokens
-    as that server does.
-
-    Raises
-    ------
-    ScriptError
-        If a step is invalid.
+    as that server does. ``ScriptError`` if a step is invalid.
     """
 
     def __init__(

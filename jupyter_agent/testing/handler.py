@@ -67,21 +67,9 @@ TRAINED = 8_192  # tokens: the played model's trained context
 
 @dataclass(frozen=True)
 class LocalServer:
-    """How the scripted server plays a local server; ``context_window`` is tokens;
-    ``truncate`` None: as the played server does. ``ValueError`` for an unknown server or a
-    window under 1 token.
-
-    =========  =====================================================  ========================
-    plays      reports the window in                                   a prompt past it
-    =========  =====================================================  ========================
-    llama.cpp  ``GET /v1/models`` ``meta.n_ctx``, ``GET /props``       400 exceed_context_size
-    vllm       ``GET /v1/models`` ``max_model_len``                    400 "maximum context"
-    ollama     ``POST /api/show`` (``num_ctx``, ``*.context_length``)  oldest messages dropped
-    =========  =====================================================  ========================
-
-    A refused request consumes no step; a truncated one is answered from the truncated body,
-    and ``Exchange.dropped`` counts the dropped messages.
-    """
+    """How the scripted server plays a local server (docs/scripted-model.md, "Playing a local
+    server"); ``context_window`` is tokens; ``truncate`` None: as the played server does.
+    ``ValueError`` for an unknown server or a window under 1 token."""
 
     play: str
     context_window: int

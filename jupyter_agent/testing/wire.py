@@ -244,17 +244,15 @@ def validate_responses_request(body: object, issued: Container[str]) -> None:
     reasoning contents this server handed out): ``RequestRejected`` 400 for no model or
     input, a bad item, an output answering no call, a call without an output, or a reasoning
     item not issued here or missing its following item."""
-    items = _with_model(body, "Missing required parameter: 'model'.", "model").get("input")
-    if isinstance(items, str):
+    request = _with_model(body, "Missing required parameter: 'model'.", "model")
+    if "input" not in request:
+        raise _missing("input")
+    if isinstance(request["input"], str):
         return
-    if not isinstance(items, list) or not items:
-        raise RequestRejected("Missing required parameter: 'input'.", param="input")
+    items = _objects("input", request["input"])
     calls: set[str] = set()
     answered: set[str] = set()
     for i, item in enumerate(items):
-        if not isinstance(item, dict):
-            raise RequestRejected(f"Invalid type for 'input[{i}]': expected an object.",
-                                  param=f"input[{i}]")
         kind = item.get("type", "message")
         if kind == "message":
             if item.get("role") not in ("user", "assistant", "system", "developer"):
@@ -272,8 +270,7 @@ def validate_responses_request(body: object, issued: Container[str]) -> None:
                 raise RequestRejected(f"The encrypted content for item {item.get('id')} could"
                                       " not be verified.", param="input")
             following = items[i + 1] if i + 1 < len(items) else {}
-            if not isinstance(following, dict) or (
-                    following.get("type", "message") not in ("function_call", "reasoning")
+            if (following.get("type", "message") not in ("function_call", "reasoning")
                     and following.get("role") != "assistant"):
                 raise RequestRejected(f"Item '{item.get('id')}' of type 'reasoning' was provided"
                                       " without its required following item.", param="input")
