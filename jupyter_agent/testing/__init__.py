@@ -49,8 +49,7 @@ class ScriptedModelServer(Script):
         super().__init__(script)
         self._api_key = require_api_key
         self.model_ids: tuple[str, ...] = tuple(model_ids)
-        self.host = host
-        self.port = port
+        self.host, self.port = host, port
         self.log_requests = log_requests
         self.accept_images = accept_images
         self.local = None if play is None else LocalServer(play, context_window, truncate)

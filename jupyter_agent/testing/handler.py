@@ -205,10 +205,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _HTTPServer
     timeout = 300  # seconds an idle keep-alive connection may stay open
-
-    def setup(self) -> None:
-        super().setup()
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:
         if self.server.owner.log_requests:

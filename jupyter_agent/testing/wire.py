@@ -6,9 +6,7 @@ ignored). Chat Completions answers are ``chat.completion`` objects or the
 of ``openai.types.responses``: a stream is ``response.created``, ``response.in_progress``,
 the events of each output item, then ``response.completed`` (or ``response.incomplete`` for
 a "length" / "content_filter" finish) with the usage; no ``[DONE]``. A step's ``reasoning``
-becomes a first reasoning item carrying encrypted content when the request includes it; sent
-back, that item must be one this server issued and be followed by the item it preceded.
-Token estimates are ~4 characters per token, images by their pixel size.
+becomes a first reasoning item carrying encrypted content when the request includes it.
 """
 
 from __future__ import annotations
@@ -130,7 +128,6 @@ def estimate_prompt_tokens(body: dict[str, Any]) -> int:
 
 
 def _json_type(value: object) -> str:
-    """How the real API names the JSON type of a parsed ``value``."""
     return {type(None): "null", bool: "a boolean", int: "an integer", float: "a decimal",
             str: "a string", list: "an array"}.get(type(value), "an object")
 
