@@ -46,10 +46,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-truncate", action="store_false", dest="truncate",
                         help="past the window, refuse (even when playing Ollama)")
     options = vars(parser.parse_args(argv))
-    script = options.pop("script")
     options["model_ids"] = options["model_ids"] or ("scripted",)
     try:
-        server = ScriptedModelServer.from_file(script, **options)
+        server = ScriptedModelServer.from_file(options.pop("script"), **options)
     except ValueError as err:  # ScriptError too
         parser.error(str(err))
     stopping = {signal.SIGTERM, signal.SIGINT}

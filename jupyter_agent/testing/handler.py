@@ -147,8 +147,8 @@ class _HTTPServer(ThreadingHTTPServer):
     owner: ScriptedModelServer
 
     def __init__(self, address: tuple[str, int], owner: ScriptedModelServer) -> None:
-        self._wake_r, self._wake_w = socket.socketpair()  # first: a failed bind closes them
         super().__init__(address, _Handler)
+        self._wake_r, self._wake_w = socket.socketpair()
         self.owner = owner
         self._connections: set[socket.socket] = set()
         self._stopping = False
@@ -174,16 +174,13 @@ class _HTTPServer(ThreadingHTTPServer):
             self._wake_w.send(b"x")
         self._thread.join(timeout=10)
         self.server_close()
+        self._wake_r.close()
+        self._wake_w.close()
         with self.owner._lock:  # after the accept loop ended: no new connections appear
             connections = list(self._connections)
         for conn in connections:
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
-
-    def server_close(self) -> None:
-        super().server_close()
-        self._wake_r.close()
-        self._wake_w.close()
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self.owner._lock:  # in the accept thread, so stop() sees it

@@ -127,9 +127,8 @@ def load_script(path: str | os.PathLike[str]) -> list[Step]:
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
-        raise ScriptError(
-            f"not valid JSON: {err.msg} (line {err.lineno}, column {err.colno})", path=p
-        ) from None
+        raise ScriptError(f"not valid JSON: {err.msg} (line {err.lineno}, column {err.colno})",
+                          path=p) from None
     except (OSError, UnicodeDecodeError) as err:
         raise ScriptError(f"cannot read: {err}", path=p) from err
     if not isinstance(data, list):
