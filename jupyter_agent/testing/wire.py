@@ -345,12 +345,10 @@ class Answer:
         include_usage = isinstance(options, dict) and options.get("include_usage") is True
 
         def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
-            out = {**self.envelope, "object": "chat.completion.chunk",
-                   "choices": [{"index": 0, "delta": delta, "logprobs": None,
-                                "finish_reason": finish_reason}]}
-            if include_usage:
-                out["usage"] = None
-            return out
+            return {**self.envelope, "object": "chat.completion.chunk",
+                    "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                 "finish_reason": finish_reason}],
+                    **({"usage": None} if include_usage else {})}
 
         chunks = [chunk({"role": "assistant", "content": "", "refusal": None})]
         chunks.extend(chunk({"content": piece}) for piece in split_text(self.text or ""))
