@@ -305,7 +305,7 @@ class _Handler(BaseHTTPRequestHandler):
             try:
                 step = owner._next(body)
             except ScriptError as err:
-                if err.__cause__ is not None:  # a callable step raised
+                if err.__cause__ is not None:  # a callable step failed
                     with owner._lock:
                         owner._errors.append(traceback.format_exc())
                 raise RequestRejected(f"ScriptedModelServer: {err}", 500, code="script_error",
@@ -319,7 +319,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise
         answer = ResponseAnswer(step, body, owner._issued) if responses else Answer(step, body)
         payload: Any = answer.stream() if exchange.stream else answer.whole()
-        exchange.response, exchange.status = payload, 200  # the status last: it marks it done
+        exchange.response, exchange.status = payload, 200  # status last: then the answer is there
         if exchange.stream:
             self._send_stream(payload, step, named=responses)
         else:

@@ -157,7 +157,7 @@ class Script:
 
     def _next(self, body: dict[str, Any]) -> Step:
         """The next step, a callable one called with ``body``; ``ScriptError`` when the script
-        is exhausted or a callable step raises (the cause) or returns an invalid step."""
+        is exhausted, or (with the cause) when a callable step raises or returns an invalid step."""
         with self._lock:
             if self._served >= len(self._steps):
                 raise ScriptError(f"script exhausted after {self._served} steps; add steps to"
@@ -170,6 +170,6 @@ class Script:
         try:
             return parse_step(step(body))
         except ScriptError as err:
-            raise ScriptError(f"callable step {index} returned an invalid step: {err}") from None
+            raise ScriptError(f"callable step {index} returned an invalid step: {err}") from err
         except Exception as err:
             raise ScriptError(f"callable step {index} failed: {err!r}") from err
