@@ -6,28 +6,18 @@ the real ``openai`` client parses real responses; ``ScriptedModel`` answers in p
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import socket
-import threading
 import time
-import traceback
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from jupyter_agent.agent.adapters import ModelReply, PartialReply, TextCallback, TokenUsage
 from jupyter_agent.agent.endpoint import Endpoint, refused_window, status_error
 from jupyter_agent.testing.handler import Exchange, LocalServer, _HTTPServer
-from jupyter_agent.testing.script import Script, ScriptError, Step, load_script, parse_step
-from jupyter_agent.testing.wire import (
-    Answer,
-    ImagePart,
-    RequestRejected,
-    error_body,
-    image_parts,
-    split_text,
-)
+from jupyter_agent.testing.script import Script, load_script
+from jupyter_agent.testing.script import ScriptError as ScriptError
+from jupyter_agent.testing.wire import Answer, ImagePart, RequestRejected, image_parts, split_text
 
 
 class ScriptedModelServer(Script):
@@ -39,12 +29,7 @@ class ScriptedModelServer(Script):
     the script and the records (callable steps run outside it). The API key is never logged.
     ``port`` 0 picks a free port at :meth:`start`, kept across restarts; ``play`` (see
     :class:`~jupyter_agent.testing.handler.LocalServer`) reports ``context_window`` tokens
-    as that server does.
-
-    Raises
-    ------
-    ScriptError
-        If a step is invalid.
+    as that server does. ``ScriptError`` if a step is invalid.
     """
 
     def __init__(
@@ -64,16 +49,14 @@ class ScriptedModelServer(Script):
         super().__init__(script)
         self._api_key = require_api_key
         self.model_ids: tuple[str, ...] = tuple(model_ids)
-        self.host = host
-        self.port = port
+        self.host, self.port = host, port
         self.log_requests = log_requests
         self.accept_images = accept_images
         self.local = None if play is None else LocalServer(play, context_window, truncate)
         self._exchanges: list[Exchange] = []
         self._errors: list[str] = []
         self._issued: set[str] = set()  # encrypted reasoning contents handed out
-        self._connections: set[socket.socket] = set()
-        self._serving: tuple[_HTTPServer, threading.Thread] | None = None
+        self._httpd: _HTTPServer | None = None
         self._created = int(time.time())
 
     @classmethod
@@ -86,31 +69,17 @@ class ScriptedModelServer(Script):
         """Serve in a daemon thread (no-op when running); ``OSError`` if the port cannot be
         bound."""
         with self._lock:
-            if self._serving is not None:
-                return self
-            httpd = _HTTPServer((self.host, self.port), self)
-            self.port = httpd.server_address[1]
-            thread = threading.Thread(target=httpd.serve_until_stopped,
-                                      name=f"ScriptedModelServer:{self.port}", daemon=True)
-            thread.start()
-            self._serving = httpd, thread
+            if self._httpd is None:
+                self._httpd = _HTTPServer((self.host, self.port), self)
+                self.port = self._httpd.server_address[1]
         return self
 
     def stop(self) -> None:
         """Stop serving and close the socket and open connections; idempotent."""
         with self._lock:
-            serving, self._serving = self._serving, None
-        if serving is None:
-            return
-        httpd, thread = serving
-        httpd.request_stop()
-        thread.join(timeout=10)
-        httpd.server_close()
-        with self._lock:  # after the accept loop ended: no new connections appear
-            connections = list(self._connections)
-        for conn in connections:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
+            httpd, self._httpd = self._httpd, None
+        if httpd is not None:
+            httpd.stop()
 
     def __enter__(self) -> ScriptedModelServer:
         return self.start()
@@ -120,7 +89,7 @@ class ScriptedModelServer(Script):
 
     @property
     def running(self) -> bool:
-        return self._serving is not None
+        return self._httpd is not None
 
     @property
     def base_url(self) -> str:
@@ -146,11 +115,6 @@ class ScriptedModelServer(Script):
         return [image_parts(x.request) for x in self.exchanges]
 
     @property
-    def responses(self) -> list[Any]:
-        """The answers parallel to :attr:`requests` (object, chunk list or error body)."""
-        return [x.response for x in self.exchanges]
-
-    @property
     def errors(self) -> list[str]:
         """Tracebacks of failed callable steps and of internal errors (never expected)."""
         with self._lock:
@@ -161,44 +125,20 @@ class ScriptedModelServer(Script):
         with self._lock:
             self._exchanges.clear()
 
-    def _settle(self, exchange: Exchange, status: int, response: Any) -> None:
-        with self._lock:
-            exchange.status, exchange.response = status, response
-
     def _check_auth(self, header: str | None) -> None:
         key = header[7:].strip() if header and header.startswith("Bearer ") else ""
         if self._api_key is not None and key != self._api_key:
-            raise RequestRejected(401, error_body(401, (
+            raise RequestRejected(
                 "Incorrect API key provided. You can find your API key at"
                 " https://platform.openai.com/account/api-keys." if key else
                 "You didn't provide an API key. You need to provide your API key in an"
-                " Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).")))
-
-    def _next_step(self, body: dict[str, Any]) -> Step:
-        try:
-            index, step = self._take()
-        except ScriptError as err:
-            raise RequestRejected(500, error_body(500, f"ScriptedModelServer: {err}",
-                                                  code="script_exhausted"),
-                                  {"x-should-retry": "false"}) from None
-        if isinstance(step, Step):
-            return step
-        try:
-            return parse_step(step(body), index=index)
-        except Exception as err:
-            message = f"ScriptedModelServer: callable step {index} failed: {err!r}"
-            if isinstance(err, ScriptError):
-                message = f"ScriptedModelServer: callable step returned an invalid step: {err}"
-            with self._lock:
-                self._errors.append(traceback.format_exc())
-            raise RequestRejected(500, error_body(500, message, code="script_error"),
-                                  {"x-should-retry": "false"}) from err
+                " Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
+                401)
 
     def _model_object(self, model_id: str) -> dict[str, Any]:
         if model_id not in self.model_ids:
-            raise RequestRejected(404, error_body(
-                404, f"The model '{model_id}' does not exist", param="model",
-                code="model_not_found"))
+            raise RequestRejected(f"The model '{model_id}' does not exist", 404,
+                                  param="model", code="model_not_found")
         entry = {"id": model_id, "object": "model", "created": self._created,
                  "owned_by": "jupyter-agent"}
         return entry if self.local is None else {**entry, **self.local.model_fields()}
@@ -215,7 +155,7 @@ class ScriptedModel(Script):
     ``ModelError`` a real model raises for that status; streamed text arrives in the
     server's pieces, ``chunk_delay`` seconds apart. ``requests`` holds JSON copies of each
     request shaped as a Chat Completions body. ``ScriptError`` for an invalid step, and from
-    :meth:`respond` when the script is exhausted.
+    :meth:`respond` when the script is exhausted or a callable step fails.
     """
 
     api = name = "scripted"
@@ -238,9 +178,7 @@ class ScriptedModel(Script):
             request["stream"] = True
         body: dict[str, Any] = json.loads(json.dumps(request))
         self.requests.append(body)
-        index, next_step = self._take()
-        step = next_step if isinstance(next_step, Step) else parse_step(next_step(body),
-                                                                        index=index)
+        step = self._next(body)
         time.sleep(step.delay)
         if step.error is not None:
             e = step.error

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 
 from jupyter_agent.testing import ScriptedModelServer
 from jupyter_agent.testing.handler import PLAYS
-from jupyter_agent.testing.script import ScriptError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -47,11 +46,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-truncate", action="store_false", dest="truncate",
                         help="past the window, refuse (even when playing Ollama)")
     options = vars(parser.parse_args(argv))
-    script = options.pop("script")
     options["model_ids"] = options["model_ids"] or ("scripted",)
     try:
-        server = ScriptedModelServer.from_file(script, **options)
-    except (ScriptError, ValueError) as err:
+        server = ScriptedModelServer.from_file(options.pop("script"), **options)
+    except ValueError as err:  # ScriptError too
         parser.error(str(err))
     stopping = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, stopping)  # before the server's threads start

@@ -15,6 +15,7 @@ import json
 import selectors
 import socket
 import sys
+import threading
 import time
 import traceback
 import uuid
@@ -22,23 +23,19 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from jupyter_agent.testing.script import Step
+from jupyter_agent.testing.script import ScriptError, Step
 from jupyter_agent.testing.wire import (
     Answer,
     RequestRejected,
     ResponseAnswer,
-    error_body,
     estimate_prompt_tokens,
     image_parts,
-    reject,
     validate_chat_request,
     validate_responses_request,
 )
 
 if TYPE_CHECKING:
     from jupyter_agent.testing import ScriptedModelServer
-
-_FLUSH_BYTES = 16384
 
 
 @dataclass
@@ -70,21 +67,9 @@ TRAINED = 8_192  # tokens: the played model's trained context
 
 @dataclass(frozen=True)
 class LocalServer:
-    """How the scripted server plays a local server; ``context_window`` is tokens;
-    ``truncate`` None: as the played server does. ``ValueError`` for an unknown server or a
-    window under 1 token.
-
-    =========  =====================================================  ========================
-    plays      reports the window in                                   a prompt past it
-    =========  =====================================================  ========================
-    llama.cpp  ``GET /v1/models`` ``meta.n_ctx``, ``GET /props``       400 exceed_context_size
-    vllm       ``GET /v1/models`` ``max_model_len``                    400 "maximum context"
-    ollama     ``POST /api/show`` (``num_ctx``, ``*.context_length``)  oldest messages dropped
-    =========  =====================================================  ========================
-
-    A refused request consumes no step; a truncated one is answered from the truncated body,
-    and ``Exchange.dropped`` counts the dropped messages.
-    """
+    """How the scripted server plays a local server (docs/scripted-model.md, "Playing a local
+    server"); ``context_window`` is tokens; ``truncate`` None: as the played server does.
+    ``ValueError`` for an unknown server or a window under 1 token."""
 
     play: str
     context_window: int
@@ -105,15 +90,17 @@ class LocalServer:
             return {"owned_by": "vllm", "max_model_len": self.context_window}
         return {"owned_by": "library"}
 
-    def answer(self, method: str, path: str, body: Any, model_ids: tuple[str, ...]) -> Any:
-        """The JSON answering a request outside ``/v1``, or None (404)."""
+    def answer(self, method: str, path: str, raw: bytes, model_ids: tuple[str, ...]) -> Any:
+        """The JSON answering a request outside ``/v1`` with body ``raw``, or None (404)."""
         if self.play == "llama.cpp" and method == "GET" and path == "/props":
             return {"default_generation_settings": {"n_ctx": self.context_window, "params": {}},
                     "total_slots": 1, "model_path": f"/models/{model_ids[0]}.gguf"}
         if self.play == "ollama" and method == "POST" and path == "/api/show":
-            name = body.get("model") if isinstance(body, dict) else None
+            name = None
+            with contextlib.suppress(ValueError, AttributeError):  # not JSON, not an object
+                name = json.loads(raw).get("model")
             if name not in model_ids:
-                raise RequestRejected(404, error_body(404, f"model '{name}' not found"))
+                raise RequestRejected(f"model '{name}' not found", 404)
             return {"parameters": f"num_ctx                        {self.context_window}\n"
                                   "stop                           \"<|im_end|>\"",
                     "model_info": {"general.architecture": "llama",
@@ -138,21 +125,21 @@ class LocalServer:
                          "message": f"This model's maximum context length is {window} tokens. "
                                     f"However, you requested {tokens} tokens in the messages, "
                                     "Please reduce the length of the messages."},
-                "ollama": error_body(400, f"the prompt ({tokens} tokens) is longer than the "
-                                          f"context length ({window})"),
             }
-            raise RequestRejected(400, refusal[self.play])
+            raise RequestRejected(  # Ollama words it in the OpenAI shape
+                f"the prompt ({tokens} tokens) is longer than the context length ({window})",
+                body=refusal.get(self.play))
         messages = list(body.get("messages") or [])
         head = [m for m in messages[:1] if isinstance(m, dict) and m.get("role") == "system"]
         rest = messages[len(head):]
-        dropped = 0
         while len(rest) > 1 and estimate_prompt_tokens({**body, "messages": head + rest}) > window:
             rest.pop(0)
-            dropped += 1
-        return {**body, "messages": head + rest}, dropped
+        return {**body, "messages": head + rest}, len(messages) - len(head) - len(rest)
 
 
 class _HTTPServer(ThreadingHTTPServer):
+    """Serves from a daemon thread from construction until :meth:`stop`."""
+
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 128
@@ -160,12 +147,16 @@ class _HTTPServer(ThreadingHTTPServer):
     owner: ScriptedModelServer
 
     def __init__(self, address: tuple[str, int], owner: ScriptedModelServer) -> None:
-        self._wake_r, self._wake_w = socket.socketpair()  # first: a failed bind closes them
         super().__init__(address, _Handler)
+        self._wake_r, self._wake_w = socket.socketpair()
         self.owner = owner
+        self._connections: set[socket.socket] = set()
         self._stopping = False
+        self._thread = threading.Thread(target=self._serve, daemon=True,
+                                        name=f"ScriptedModelServer:{self.server_address[1]}")
+        self._thread.start()
 
-    def serve_until_stopped(self) -> None:
+    def _serve(self) -> None:
         with selectors.DefaultSelector() as selector:
             selector.register(self.socket, selectors.EVENT_READ)
             selector.register(self._wake_r, selectors.EVENT_READ)
@@ -176,24 +167,29 @@ class _HTTPServer(ThreadingHTTPServer):
                 if any(key.fileobj is self.socket for key, _ in ready):
                     self.handle_request()  # timeout = 0: accept if still pending, never block
 
-    def request_stop(self) -> None:
+    def stop(self) -> None:
+        """Stop accepting, close the socket, then shut the open connections down."""
         self._stopping = True
         with contextlib.suppress(OSError):
             self._wake_w.send(b"x")
-
-    def server_close(self) -> None:
-        super().server_close()
+        self._thread.join(timeout=10)
+        self.server_close()
         self._wake_r.close()
         self._wake_w.close()
+        with self.owner._lock:  # after the accept loop ended: no new connections appear
+            connections = list(self._connections)
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self.owner._lock:  # in the accept thread, so stop() sees it
-            self.owner._connections.add(request)
+            self._connections.add(request)
         super().process_request(request, client_address)
 
     def shutdown_request(self, request: Any) -> None:
         with self.owner._lock:
-            self.owner._connections.discard(request)
+            self._connections.discard(request)
         super().shutdown_request(request)
 
     def handle_error(self, request: Any, client_address: Any) -> None:  # no stderr traceback
@@ -206,10 +202,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _HTTPServer
     timeout = 300  # seconds an idle keep-alive connection may stay open
-
-    def setup(self) -> None:
-        super().setup()
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:
         if self.server.owner.log_requests:
@@ -235,18 +228,13 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             events = [f"data: {json.dumps(c)}\n\n".encode() for c in chunks]
             events.append(b"data: [DONE]\n\n")
-        buffer = bytearray()
-        for event in events[:step.drop_after]:
-            buffer += b"%X\r\n%s\r\n" % (len(event), event)
-            if step.chunk_delay > 0 or len(buffer) >= _FLUSH_BYTES:
-                self.wfile.write(bytes(buffer))
-                buffer.clear()
-                time.sleep(step.chunk_delay)
+        frames = [b"%X\r\n%s\r\n" % (len(event), event) for event in events[:step.drop_after]]
+        for frame in frames if step.chunk_delay > 0 else [b"".join(frames)]:
+            self.wfile.write(frame)
+            time.sleep(step.chunk_delay)
         if step.drop_after is None:
-            self.wfile.write(bytes(buffer) + b"0\r\n\r\n")
+            self.wfile.write(b"0\r\n\r\n")
         else:  # the connection breaks after that many events
-            self.wfile.write(bytes(buffer))
-            self.wfile.flush()
             self.connection.shutdown(socket.SHUT_RDWR)
             self.close_connection = True
 
@@ -254,29 +242,24 @@ class _Handler(BaseHTTPRequestHandler):
         """Answer one request; an ``OSError`` (the client went away, or stop() closed the
         connection) ends the connection and is not recorded."""
         length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length > 0 else b""  # drained: keep-alive in sync
+        raw = self.rfile.read(length) if length > 0 else b""  # drained: keep-alive in sync
         method, path = self.command, self.path.split("?", 1)[0].rstrip("/")
         owner = self.server.owner
         try:
             if method == "POST" and path in ("/v1/chat/completions", "/v1/responses"):
-                self._answer(path, body)
+                self._answer(path, raw)
                 return
             owner._check_auth(self.headers.get("Authorization"))
-            played = None
-            if owner.local is not None and not path.startswith("/v1/"):
-                parsed = None
-                with contextlib.suppress(ValueError):
-                    parsed = json.loads(body) if body else None
-                played = owner.local.answer(method, path, parsed, owner.model_ids)
             if method == "GET" and path == "/v1/models":
                 models = [owner._model_object(m) for m in owner.model_ids]
-                self._send(200, {"object": "list", "data": models})
+                payload: Any = {"object": "list", "data": models}
             elif method == "GET" and path.startswith("/v1/models/"):
-                self._send(200, owner._model_object(path[len("/v1/models/"):]))
-            elif played is not None:
-                self._send(200, played)
+                payload = owner._model_object(path[len("/v1/models/"):])
             else:
-                raise RequestRejected(404, error_body(404, f"Invalid URL ({method} {self.path})"))
+                payload = owner.local and owner.local.answer(method, path, raw, owner.model_ids)
+                if payload is None:
+                    raise RequestRejected(f"Invalid URL ({method} {self.path})", 404)
+            self._send(200, payload)
         except RequestRejected as err:
             self._send(err.status, err.body, err.headers)
         except OSError:
@@ -286,7 +269,7 @@ class _Handler(BaseHTTPRequestHandler):
             with owner._lock:
                 owner._errors.append(detail)
             message = "ScriptedModelServer internal error: " + detail.strip().splitlines()[-1]
-            self._send(500, error_body(500, message), {"x-should-retry": "false"})
+            self._send(500, RequestRejected(message, 500).body, {"x-should-retry": "false"})
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _dispatch
 
@@ -302,10 +285,10 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             owner._check_auth(self.headers.get("Authorization"))
             if exchange is None:
-                raise RequestRejected(400, error_body(
-                    400, "We could not parse the JSON body of your request. (HINT: This likely"
-                    " means you aren't using your HTTP library correctly. The OpenAI API expects"
-                    " a JSON payload, but what was sent was not valid JSON.)"))
+                raise RequestRejected(
+                    "We could not parse the JSON body of your request. (HINT: This likely means"
+                    " you aren't using your HTTP library correctly. The OpenAI API expects a"
+                    " JSON payload, but what was sent was not valid JSON.)")
             body = exchange.request
             if responses:
                 validate_responses_request(body, owner._issued)
@@ -313,28 +296,31 @@ class _Handler(BaseHTTPRequestHandler):
                 validate_chat_request(body)
             images = [] if owner.accept_images else image_parts(body)
             if images:  # as a text-only model refuses them
-                raise reject("Invalid input: this model does not support image inputs."
-                             if responses else "Invalid content type. image_url is only"
-                             " supported by certain models.",
-                             param=images[0].where.replace("[", ".["))
+                raise RequestRejected("Invalid input: this model does not support image inputs."
+                                      if responses else "Invalid content type. image_url is"
+                                      " only supported by certain models.",
+                                      param=images[0].where.replace("[", ".["))
             if owner.local is not None and not responses:
                 body, exchange.dropped = owner.local.fit(body)
-            step = owner._next_step(body)
+            try:
+                step = owner._next(body)
+            except ScriptError as err:
+                if err.__cause__ is not None:  # a callable step failed
+                    with owner._lock:
+                        owner._errors.append(traceback.format_exc())
+                raise RequestRejected(f"ScriptedModelServer: {err}", 500, code="script_error",
+                                      headers={"x-should-retry": "false"}) from err
             time.sleep(step.delay)
             if step.error is not None:  # a scripted error, answered as one
-                e = step.error
-                raise RequestRejected(e.status, error_body(
-                    e.status, e.message, type=e.type, param=e.param, code=e.code), e.headers)
+                raise RequestRejected(**step.error.model_dump())
         except RequestRejected as err:
             if exchange is not None:
-                owner._settle(exchange, err.status, err.body)
+                exchange.response, exchange.status = err.body, err.status
             raise
         answer = ResponseAnswer(step, body, owner._issued) if responses else Answer(step, body)
+        payload: Any = answer.stream() if exchange.stream else answer.whole()
+        exchange.response, exchange.status = payload, 200  # status last: then the answer is there
         if exchange.stream:
-            chunks = answer.stream()
-            owner._settle(exchange, 200, chunks)
-            self._send_stream(chunks, step, named=responses)
+            self._send_stream(payload, step, named=responses)
         else:
-            whole = answer.whole()
-            owner._settle(exchange, 200, whole)
-            self._send(200, whole)
+            self._send(200, payload)

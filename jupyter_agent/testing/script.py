@@ -21,10 +21,9 @@ StepCallable: TypeAlias = Callable[[dict[str, Any]], Any]
 
 
 class ScriptError(ValueError):
-    """A script or one of its steps is invalid; ``path`` and ``index`` (0-based) say where."""
+    """A script or one of its steps is invalid; the message names the file and step (0-based)."""
 
     def __init__(self, message: str, *, path: Path | None = None, index: int | None = None) -> None:
-        self.path, self.index = path, index
         where = [f"script {str(path)!r}"] if path is not None else []
         where += [f"step {index}"] if index is not None else []
         super().__init__(", ".join(where) + ": " + message if where else message)
@@ -96,16 +95,14 @@ class Step(_Model):
 def parse_step(step: Any, *, index: int | None = None, path: Path | None = None) -> Step:
     """Validate one non-callable step (a string is ``{"text": step}``); ``ScriptError`` for
     unknown keys, wrong types or no content, naming the step by ``index`` and ``path``."""
-    if isinstance(step, Step):
-        return step
     if isinstance(step, str):
         return Step(text=step)
-    if not isinstance(step, Mapping):
+    if not isinstance(step, Mapping | Step):
         raise ScriptError(
             f"expected a step object (dict), a string or a callable, got {type(step).__name__}",
             path=path, index=index)
     try:
-        return Step.model_validate(dict(step))
+        return Step.model_validate(step)
     except ValidationError as err:
         message = "; ".join(
             f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" if item["loc"]
@@ -119,7 +116,7 @@ def parse_steps(steps: Iterable[Any], *, start: int = 0) -> list[Step | StepCall
     if isinstance(steps, str | bytes | Mapping | os.PathLike):
         raise ScriptError(f"a script is a list of steps, got {type(steps).__name__}"
                           " (use ScriptedModelServer.from_file() or load_script() for a file)")
-    return [step if callable(step) and not isinstance(step, Step | Mapping | str)
+    return [step if callable(step) and not isinstance(step, Mapping)
             else parse_step(step, index=start + offset) for offset, step in enumerate(steps)]
 
 
@@ -130,9 +127,8 @@ def load_script(path: str | os.PathLike[str]) -> list[Step]:
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
-        raise ScriptError(
-            f"not valid JSON: {err.msg} (line {err.lineno}, column {err.colno})", path=p
-        ) from None
+        raise ScriptError(f"not valid JSON: {err.msg} (line {err.lineno}, column {err.colno})",
+                          path=p) from None
     except (OSError, UnicodeDecodeError) as err:
         raise ScriptError(f"cannot read: {err}", path=p) from err
     if not isinstance(data, list):
@@ -159,12 +155,21 @@ class Script:
         with self._lock:
             return len(self._steps) - self._served
 
-    def _take(self) -> tuple[int, Step | StepCallable]:
-        """The next step and its index; ``ScriptError`` when the script is exhausted."""
+    def _next(self, body: dict[str, Any]) -> Step:
+        """The next step, a callable one called with ``body``; ``ScriptError`` when the script
+        is exhausted, or (with the cause) when a callable step raises or returns an invalid step."""
         with self._lock:
             if self._served >= len(self._steps):
                 raise ScriptError(f"script exhausted after {self._served} steps; add steps to"
                                   " the script (add_steps() in Python, or more entries in the"
                                   " script file)")
+            index, step = self._served, self._steps[self._served]
             self._served += 1
-            return self._served - 1, self._steps[self._served - 1]
+        if isinstance(step, Step):
+            return step
+        try:
+            return parse_step(step(body))
+        except ScriptError as err:
+            raise ScriptError(f"callable step {index} returned an invalid step: {err}") from err
+        except Exception as err:
+            raise ScriptError(f"callable step {index} failed: {err!r}") from err

@@ -6,9 +6,7 @@ ignored). Chat Completions answers are ``chat.completion`` objects or the
 of ``openai.types.responses``: a stream is ``response.created``, ``response.in_progress``,
 the events of each output item, then ``response.completed`` (or ``response.incomplete`` for
 a "length" / "content_filter" finish) with the usage; no ``[DONE]``. A step's ``reasoning``
-becomes a first reasoning item carrying encrypted content when the request includes it; sent
-back, that item must be one this server issued and be followed by the item it preceded.
-Token estimates are ~4 characters per token, images by their pixel size.
+becomes a first reasoning item carrying encrypted content when the request includes it.
 """
 
 from __future__ import annotations
@@ -30,27 +28,23 @@ ROLES = ("system", "developer", "user", "assistant", "tool")
 
 
 class RequestRejected(Exception):
-    """A request answered with HTTP ``status``, JSON ``body`` and extra ``headers``."""
+    """A request answered with HTTP ``status``, an OpenAI-shaped error body (``type`` and
+    ``code`` default by status; ``body`` replaces it, in a played server's shape) and extra
+    ``headers``."""
 
-    def __init__(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None):
-        super().__init__(status, body)
-        self.status, self.body, self.headers = status, body, dict(headers or {})
-
-
-def error_body(status: int, message: str, *, type: str | None = None,
-               param: str | None = None, code: str | None = None) -> dict[str, Any]:
-    """An OpenAI-shaped error body; ``type`` and ``code`` default by status."""
-    if type is None:
-        type = ("server_error" if status >= 500 else "requests" if status == 429
-                else "invalid_request_error")
-    if code is None:
-        code = {401: "invalid_api_key", 429: "rate_limit_exceeded"}.get(status)
-    return {"error": {"message": message, "type": type, "param": param, "code": code}}
-
-
-def reject(message: str, param: str | None = None, code: str | None = None) -> RequestRejected:
-    """A 400 refusal with an OpenAI-shaped error body (``param`` and ``code`` when given)."""
-    return RequestRejected(400, error_body(400, message, param=param, code=code))
+    def __init__(self, message: str, status: int = 400, *, type: str | None = None,
+                 param: str | None = None, code: str | None = None,
+                 headers: dict[str, str] | None = None,
+                 body: dict[str, Any] | None = None) -> None:
+        super().__init__(status, message)
+        if type is None:
+            type = ("server_error" if status >= 500 else "requests" if status == 429
+                    else "invalid_request_error")
+        if code is None:
+            code = {401: "invalid_api_key", 429: "rate_limit_exceeded"}.get(status)
+        self.status, self.headers = status, dict(headers or {})
+        self.body = body or {"error": {"message": message, "type": type, "param": param,
+                                       "code": code}}
 
 
 @dataclass(frozen=True)
@@ -65,32 +59,39 @@ class ImagePart:
     tokens: int = 85  # an image given by URL, whose size cannot be told
 
 
+def _items(body: Any) -> list[tuple[str, dict[str, Any]]]:
+    """Each message (Chat Completions) or input item (Responses) of ``body`` that is an object,
+    with its place (``"messages[3]"``); a string ``input`` is one item."""
+    if not isinstance(body, dict):
+        return []
+    items = body.get("input")
+    if isinstance(items, str):
+        items = [{"content": items}]
+    places = [(f"{key}[{i}]", item) for key, value in (("messages", body.get("messages")),
+                                                        ("input", items))
+              for i, item in enumerate(value if isinstance(value, list) else ())]
+    return [(where, item) for where, item in places if isinstance(item, dict)]
+
+
 def image_parts(body: Any) -> list[ImagePart]:
     """Every image of a Chat Completions or Responses body, in order (``[]`` for others)."""
-    holders: list[tuple[str, Any]] = []  # (place, content) of each message or input item
-    if isinstance(body, dict):
-        for i, message in enumerate(body.get("messages") or ()):
-            if isinstance(message, dict):
-                holders.append((f"messages[{i}].content", message.get("content")))
-        items = body.get("input")
-        for i, item in enumerate(items if isinstance(items, list) else ()):
-            if isinstance(item, dict):
-                holders += [(f"input[{i}].{key}", item.get(key)) for key in ("content", "output")]
     found = []
-    for where, content in holders:
-        for j, part in enumerate(content if isinstance(content, list) else ()):
-            kind = part.get("type") if isinstance(part, dict) else None
-            if kind not in ("image_url", "input_image"):
-                continue
-            url = part.get("image_url")
-            if kind == "image_url" and isinstance(url, dict):
-                url = url.get("url")
-            decoded = decode_data_url(url) if isinstance(url, str) else None
-            media_type = "" if decoded is None else decoded[1]
-            dims = None if decoded is None else image_size(*decoded)
-            place = f"{where}[{j}]"
-            found.append(ImagePart(place, media_type, *dims, image_tokens(*dims)) if dims
-                         else ImagePart(place, media_type))
+    for where, item in _items(body):
+        for key in ("content", "output"):
+            content = item.get(key)
+            for j, part in enumerate(content if isinstance(content, list) else ()):
+                kind = part.get("type") if isinstance(part, dict) else None
+                if kind not in ("image_url", "input_image"):
+                    continue
+                url = part.get("image_url")
+                if kind == "image_url" and isinstance(url, dict):
+                    url = url.get("url")
+                decoded = decode_data_url(url) if isinstance(url, str) else None
+                media_type = "" if decoded is None else decoded[1]
+                dims = None if decoded is None else image_size(*decoded)
+                place = f"{where}.{key}[{j}]"
+                found.append(ImagePart(place, media_type, *dims, image_tokens(*dims)) if dims
+                             else ImagePart(place, media_type))
     return found
 
 
@@ -110,88 +111,68 @@ def estimate_prompt_tokens(body: dict[str, Any]) -> int:
     messages' texts and tool calls (Responses: ``instructions``, input texts, calls and their
     outputs), plus ``ceil(len(json(tools)) / 4)`` and the images' tokens; at least 1."""
     chars = len(str(body.get("instructions") or ""))
-    for message in body.get("messages") or []:
-        if not isinstance(message, dict):
-            continue
-        chars += text_chars(message.get("content"))
-        for call in message.get("tool_calls") or []:
+    for where, item in _items(body):
+        chars += text_chars(item.get("content"))
+        for call in item.get("tool_calls") or []:
             function = call.get("function") if isinstance(call, dict) else None
             if isinstance(function, dict):
                 chars += len(str(function.get("name", "")))
                 chars += len(str(function.get("arguments", "")))
-    items = body.get("input")
-    for item in [{"content": items}] if isinstance(items, str) else items or []:
-        if not isinstance(item, dict):
-            continue
-        chars += text_chars(item.get("content"))
-        chars += len(str(item.get("name", ""))) + len(str(item.get("arguments", "")))
-        output = item.get("output", "")
-        chars += text_chars(output) if isinstance(output, list) else len(str(output))
+        if where.startswith("input"):
+            chars += len(str(item.get("name", ""))) + len(str(item.get("arguments", "")))
+            output = item.get("output", "")
+            chars += text_chars(output) if isinstance(output, list) else len(str(output))
     tool_chars = len(json.dumps(body["tools"])) if body.get("tools") else 0
     return max(1, math.ceil(chars / 4) + math.ceil(tool_chars / 4)
                + sum(part.tokens for part in image_parts(body)))
 
 
 def _json_type(value: object) -> str:
-    return next((name for kind, name in ((type(None), "null"), (bool, "a boolean"),
-                                         (int, "an integer"), (float, "a decimal"),
-                                         (str, "a string"), (list, "an array"))
-                 if isinstance(value, kind)), "an object")
+    return {type(None): "null", bool: "a boolean", int: "an integer", float: "a decimal",
+            str: "a string", list: "an array"}.get(type(value), "an object")
 
 
 def _wrong_type(where: str, expected: str, value: object) -> RequestRejected:
-    return reject(f"Invalid type for '{where}': expected {expected}, but got"
-                   f" {_json_type(value)} instead.", param=where, code="invalid_type")
+    return RequestRejected(f"Invalid type for '{where}': expected {expected}, but got"
+                           f" {_json_type(value)} instead.", param=where, code="invalid_type")
 
 
 def _missing(where: str) -> RequestRejected:
-    return reject(f"Missing required parameter: '{where}'.", param=where,
-                   code="missing_required_parameter")
+    return RequestRejected(f"Missing required parameter: '{where}'.", param=where,
+                           code="missing_required_parameter")
 
 
-def _array(where: str, value: object) -> list[Any]:
+def _field(holder: dict[str, Any], where: str, key: str, kind: type = object,
+           expected: str = "") -> Any:
+    """``holder[key]``; the real API's 400 if it is missing or not a ``kind`` (``expected``)."""
+    if key not in holder:
+        raise _missing(f"{where}.{key}")
+    if not isinstance(holder[key], kind):
+        raise _wrong_type(f"{where}.{key}", expected, holder[key])
+    return holder[key]
+
+
+def _objects(where: str, value: object) -> list[dict[str, Any]]:
+    """``value``, a non-empty array of objects; else the real API's 400."""
     if not isinstance(value, list):
         raise _wrong_type(where, "an array of objects", value)
     if not value:
-        raise reject(f"Invalid '{where}': empty array. Expected an array with minimum length 1,"
-                     " but got an empty array instead.", param=where, code="empty_array")
+        raise RequestRejected(f"Invalid '{where}': empty array. Expected an array with minimum"
+                              " length 1, but got an empty array instead.", param=where,
+                              code="empty_array")
+    for j, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise _wrong_type(f"{where}[{j}]", "an object", item)
     return value
 
 
-def _tool_call_ids(i: int, tool_calls: object) -> list[str]:
-    ids = []
-    for j, call in enumerate(_array(f"messages[{i}].tool_calls", tool_calls)):
-        where = f"messages[{i}].tool_calls[{j}]"
-        if not isinstance(call, dict):
-            raise _wrong_type(where, "an object", call)
-        for key in ("id", "type", "function"):
-            if key not in call:
-                raise _missing(f"{where}.{key}")
-        function = call["function"]
-        if not isinstance(function, dict):
-            raise _wrong_type(f"{where}.function", "an object", function)
-        for key in ("name", "arguments"):
-            if key not in function:
-                raise _missing(f"{where}.function.{key}")
-            if not isinstance(function[key], str):
-                raise _wrong_type(f"{where}.function.{key}", "a string", function[key])
-        if not isinstance(call["id"], str):
-            raise _wrong_type(f"{where}.id", "a string", call["id"])
-        ids.append(call["id"])
-    return ids
-
-
-def _check_message(i: int, message: object) -> None:
-    if not isinstance(message, dict):
-        raise _wrong_type(f"messages[{i}]", "an object", message)
-    if "role" not in message:
-        raise _missing(f"messages[{i}].role")
-    role = message["role"]
+def _check_message(i: int, message: dict[str, Any]) -> None:
+    role = _field(message, f"messages[{i}]", "role")
     if role not in ROLES:
         supported = ", ".join(f"'{r}'" for r in ROLES[:-1]) + f", and '{ROLES[-1]}'"
         shown = f"'{role}'" if isinstance(role, str) else json.dumps(role)
-        raise reject(f"Invalid value: {shown}. Supported values are: {supported}.",
-                      param=f"messages[{i}].role", code="invalid_value")
+        raise RequestRejected(f"Invalid value: {shown}. Supported values are: {supported}.",
+                              param=f"messages[{i}].role", code="invalid_value")
     content = message.get("content")
     if not (content is None or isinstance(content, str | list)):
         raise _wrong_type(f"messages[{i}].content", "one of a string or array of objects",
@@ -203,50 +184,109 @@ def _check_message(i: int, message: object) -> None:
         raise _missing(f"messages[{i}].content")
     if (role == "assistant" and content is None and message.get("tool_calls") is None
             and message.get("function_call") is None):
-        raise reject("Invalid value for 'content': expected a string, got null.",
-                      param=f"messages.[{i}].content")
-    if role == "tool" and not isinstance(message.get("tool_call_id"), str):
-        raise _missing(f"messages[{i}].tool_call_id")
+        raise RequestRejected("Invalid value for 'content': expected a string, got null.",
+                              param=f"messages.[{i}].content")
+    if role == "tool":
+        _field(message, f"messages[{i}]", "tool_call_id", str, "a string")
 
 
-def _unanswered(index: int, missing: list[str]) -> RequestRejected:
-    return reject(
-        "An assistant message with 'tool_calls' must be followed by tool messages responding"
-        " to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
-        + ", ".join(missing), param=f"messages.[{index}].role")
+def _with_model(body: object, no_model: str, param: str | None = None) -> dict[str, Any]:
+    """``body``, an object naming a model; else the real API's 400 (``no_model`` its words)."""
+    if not isinstance(body, dict):
+        raise RequestRejected("Invalid type for request body: expected an object, but got"
+                              f" {_json_type(body)} instead.")
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        raise RequestRejected(no_model, param=param)
+    return body
 
 
 def validate_chat_request(body: object) -> None:
     """Reject what the real API rejects for ``POST /v1/chat/completions``: ``RequestRejected``
     400 worded as the real API words it for no model, missing or empty messages, a bad
     message or tool call, or tool messages not directly answering each tool call."""
-    if not isinstance(body, dict):
-        raise reject("Invalid type for request body: expected an object, but got"
-                      f" {_json_type(body)} instead.")
-    if not isinstance(body.get("model"), str) or not body["model"]:
-        raise reject("you must provide a model parameter")
-    if "messages" not in body:
+    request = _with_model(body, "you must provide a model parameter")
+    if "messages" not in request:
         raise _missing("messages")
-    messages = _array("messages", body["messages"])
     # tool messages must directly follow the assistant message whose calls they answer
     unanswered: list[str] = []
     opened_at = -1
-    for i, message in enumerate(messages):
+    for i, message in enumerate(_objects("messages", request["messages"])):
         _check_message(i, message)
-        role = message["role"]
-        if role == "tool":
+        if message["role"] == "tool":
             if message["tool_call_id"] not in unanswered:
-                raise reject("Invalid parameter: messages with role 'tool' must be a response to"
-                              " a preceeding message with 'tool_calls'.",
-                              param=f"messages.[{i}].role")
+                raise RequestRejected("Invalid parameter: messages with role 'tool' must be a"
+                                      " response to a preceeding message with 'tool_calls'.",
+                                      param=f"messages.[{i}].role")
             unanswered.remove(message["tool_call_id"])
             continue
         if unanswered:
-            raise _unanswered(opened_at, unanswered)
-        if role == "assistant" and message.get("tool_calls") is not None:
-            unanswered, opened_at = _tool_call_ids(i, message["tool_calls"]), i
+            break
+        if message["role"] == "assistant" and message.get("tool_calls") is not None:
+            opened_at, calls = i, f"messages[{i}].tool_calls"
+            for j, call in enumerate(_objects(calls, message["tool_calls"])):
+                _field(call, f"{calls}[{j}]", "type")
+                function = _field(call, f"{calls}[{j}]", "function", dict, "an object")
+                for key in ("name", "arguments"):
+                    _field(function, f"{calls}[{j}].function", key, str, "a string")
+                unanswered.append(_field(call, f"{calls}[{j}]", "id", str, "a string"))
     if unanswered:
-        raise _unanswered(opened_at, unanswered)
+        raise RequestRejected(
+            "An assistant message with 'tool_calls' must be followed by tool messages responding"
+            " to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+            + ", ".join(unanswered), param=f"messages.[{opened_at}].role")
+
+
+def validate_responses_request(body: object, issued: Container[str]) -> None:
+    """Reject what the real API rejects for ``POST /v1/responses`` (``issued``: the encrypted
+    reasoning contents this server handed out): ``RequestRejected`` 400 for no model or
+    input, a bad item, an output answering no call, a call without an output, or a reasoning
+    item not issued here or missing its following item."""
+    request = _with_model(body, "Missing required parameter: 'model'.", "model")
+    if "input" not in request:
+        raise _missing("input")
+    if isinstance(request["input"], str):
+        return
+    items = _objects("input", request["input"])
+    calls: set[str] = set()
+    answered: set[str] = set()
+    for i, item in enumerate(items):
+        kind = item.get("type", "message")
+        if kind == "message":
+            if item.get("role") not in ("user", "assistant", "system", "developer"):
+                raise RequestRejected(f"Invalid value for 'input[{i}].role'.",
+                                      param=f"input[{i}].role")
+        elif kind == "function_call":
+            calls.add(str(item.get("call_id")))
+        elif kind == "function_call_output":
+            if item.get("call_id") not in calls:
+                raise RequestRejected("No tool call found for function call output with call_id"
+                                      f" {item.get('call_id')}.", param="input")
+            answered.add(str(item["call_id"]))
+        elif kind == "reasoning":
+            if item.get("encrypted_content") not in issued:
+                raise RequestRejected(f"The encrypted content for item {item.get('id')} could"
+                                      " not be verified.", param="input")
+            following = items[i + 1] if i + 1 < len(items) else {}
+            if (following.get("type", "message") not in ("function_call", "reasoning")
+                    and following.get("role") != "assistant"):
+                raise RequestRejected(f"Item '{item.get('id')}' of type 'reasoning' was provided"
+                                      " without its required following item.", param="input")
+        else:
+            raise RequestRejected(f"Invalid value: '{kind}' for 'input[{i}].type'.",
+                                  param=f"input[{i}].type")
+    if calls - answered:
+        raise RequestRejected(f"No tool output found for function call {min(calls - answered)}.",
+                              param="input")
+
+
+_WORD = re.compile(r"\s*\S+\s*|\s+")
+
+
+def split_text(text: str) -> list[str]:
+    """Stream deltas of ``text``: one word with its whitespace each, cut every 16 code points;
+    joined they give ``text`` back."""
+    return [match.group()[k:k + 16] for match in _WORD.finditer(text)
+            for k in range(0, len(match.group()), 16)]
 
 
 class Answer:
@@ -305,12 +345,10 @@ class Answer:
         include_usage = isinstance(options, dict) and options.get("include_usage") is True
 
         def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
-            out = {**self.envelope, "object": "chat.completion.chunk",
-                   "choices": [{"index": 0, "delta": delta, "logprobs": None,
-                                "finish_reason": finish_reason}]}
-            if include_usage:
-                out["usage"] = None
-            return out
+            return {**self.envelope, "object": "chat.completion.chunk",
+                    "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                 "finish_reason": finish_reason}],
+                    **({"usage": None} if include_usage else {})}
 
         chunks = [chunk({"role": "assistant", "content": "", "refusal": None})]
         chunks.extend(chunk({"content": piece}) for piece in split_text(self.text or ""))
@@ -326,80 +364,23 @@ class Answer:
         return chunks
 
 
-_WORD = re.compile(r"\s*\S+\s*|\s+")
-
-
-def split_text(text: str) -> list[str]:
-    """Stream deltas of ``text``: one word with its whitespace each, cut every 16 code points;
-    joined they give ``text`` back."""
-    return [match.group()[k:k + 16] for match in _WORD.finditer(text)
-            for k in range(0, len(match.group()), 16)]
-
-
 _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
 _STARTED: dict[str, dict[str, Any]] = {  # an item as first announced, by type
     "message": {"status": "in_progress", "content": []},
     "function_call": {"status": "in_progress", "arguments": ""}}
 
 
-def validate_responses_request(body: object, issued: Container[str]) -> None:
-    """Reject what the real API rejects for ``POST /v1/responses`` (``issued``: the encrypted
-    reasoning contents this server handed out): ``RequestRejected`` 400 for no model or
-    input, a bad item, an output answering no call, a call without an output, or a reasoning
-    item not issued here or missing its following item."""
-    if not isinstance(body, dict):
-        raise reject("Invalid type for request body: expected an object.")
-    if not isinstance(body.get("model"), str) or not body["model"]:
-        raise reject("Missing required parameter: 'model'.", "model")
-    items = body.get("input")
-    if isinstance(items, str):
-        return
-    if not isinstance(items, list) or not items:
-        raise reject("Missing required parameter: 'input'.", "input")
-    calls: set[str] = set()
-    answered: set[str] = set()
-    for i, item in enumerate(items):
-        if not isinstance(item, dict):
-            raise reject(f"Invalid type for 'input[{i}]': expected an object.", f"input[{i}]")
-        kind = item.get("type", "message")
-        if kind == "message":
-            if item.get("role") not in ("user", "assistant", "system", "developer"):
-                raise reject(f"Invalid value for 'input[{i}].role'.", f"input[{i}].role")
-        elif kind == "function_call":
-            calls.add(str(item.get("call_id")))
-        elif kind == "function_call_output":
-            if item.get("call_id") not in calls:
-                raise reject("No tool call found for function call output with call_id "
-                              f"{item.get('call_id')}.", "input")
-            answered.add(str(item["call_id"]))
-        elif kind == "reasoning":
-            if item.get("encrypted_content") not in issued:
-                raise reject(f"The encrypted content for item {item.get('id')} could not be "
-                              "verified.", "input")
-            following = items[i + 1] if i + 1 < len(items) else {}
-            if not isinstance(following, dict) or (
-                    following.get("type", "message") not in ("function_call", "reasoning")
-                    and following.get("role") != "assistant"):
-                raise reject(f"Item '{item.get('id')}' of type 'reasoning' was provided "
-                              "without its required following item.", "input")
-        else:
-            raise reject(f"Invalid value: '{kind}' for 'input[{i}].type'.", f"input[{i}].type")
-    for call_id in sorted(calls - answered):
-        raise reject(f"No tool output found for function call {call_id}.", "input")
-
-
-class ResponseAnswer:
+class ResponseAnswer(Answer):
     """A step resolved for a Responses request; an encrypted reasoning content handed out
     is added to ``issued``."""
 
     def __init__(self, step: Step, body: dict[str, Any], issued: set[str]) -> None:
-        answer = Answer(step, body)
+        super().__init__(step, body)
         self.id = "resp_" + uuid.uuid4().hex
         self.created = time.time()
-        self.body = body
         self.items: list[dict[str, Any]] = []
-        included = body.get("include") or []
-        if step.reasoning is not None and "reasoning.encrypted_content" in included:
+        if step.reasoning is not None and "reasoning.encrypted_content" in (
+                body.get("include") or []):
             item_id = "rs_" + uuid.uuid4().hex[:24]
             secret = "enc_" + base64.b64encode(json.dumps([item_id, step.reasoning]).encode()
                                                ).decode()
@@ -412,20 +393,20 @@ class ResponseAnswer:
                 "status": "completed", "content": [
                     {"type": "output_text", "text": step.text, "annotations": [],
                      "logprobs": []}]})
-        for call_id, name, arguments in answer.calls:
+        for call_id, name, arguments in self.calls:
             self.items.append({"id": "fc_" + uuid.uuid4().hex[:24], "type": "function_call",
                                "status": "completed", "call_id": call_id, "name": name,
                                "arguments": arguments})
         reason = _INCOMPLETE.get(step.finish_reason or "")
         self.status = "incomplete" if reason else "completed"
         self.incomplete = {"reason": reason} if reason else None
-        self.usage = {
-            "input_tokens": answer.prompt,
-            "input_tokens_details": {"cached_tokens": answer.cached, "cache_write_tokens": 0},
-            "output_tokens": answer.completion,
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": answer.prompt + answer.completion,
-        }
+
+    def usage(self) -> dict[str, Any]:
+        return {"input_tokens": self.prompt,
+                "input_tokens_details": {"cached_tokens": self.cached, "cache_write_tokens": 0},
+                "output_tokens": self.completion,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": self.prompt + self.completion}
 
     def whole(self, *, done: bool = True) -> dict[str, Any]:
         body = self.body
@@ -437,7 +418,7 @@ class ResponseAnswer:
             "output": self.items if done else [], "parallel_tool_calls": True,
             "temperature": body.get("temperature"), "tool_choice": "auto",
             "tools": body.get("tools") or [], "top_p": body.get("top_p"),
-            "store": body.get("store", True), "usage": self.usage if done else None,
+            "store": body.get("store", True), "usage": self.usage() if done else None,
             "completed_at": time.time() if done and self.status == "completed" else None,
         }
 

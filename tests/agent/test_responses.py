@@ -87,7 +87,7 @@ def test_encrypted_reasoning_is_carried_to_the_next_request(
     agent.run("what is left?")
     first, second = model_server.requests[:2]
     assert first["include"] == ["reasoning.encrypted_content"] and first["store"] is False
-    issued = model_server.responses[0][-1]["response"]["output"][0]  # streamed: last event
+    issued = model_server.exchanges[0].response[-1]["response"]["output"][0]  # streamed: last event
     kinds = [i.get("type", "message") for i in second["input"]]
     assert kinds == ["message", "message", "reasoning", "function_call",
                      "function_call_output"]

@@ -284,7 +284,7 @@ def test_invalid_requests_are_rejected_like_the_real_api(
     assert message in str(info.value)
     assert info.value.status_code == 400
     assert isinstance(info.value.body, dict) and info.value.body["message"] == \
-        server.responses[-1]["error"]["message"]
+        server.exchanges[-1].response["error"]["message"]
     assert server.remaining == 1  # a rejected request does not consume a step
     assert server.requests == [body]
     assert server.exchanges[-1].status == 400
@@ -372,7 +372,7 @@ def test_requests_are_recorded_exactly(server: ScriptedModelServer) -> None:
     assert first["model"] == "m1" and first["messages"] == USER and first["tools"] == tools
     assert second["messages"] == history and second["stream"] is True
     assert second["stream_options"] == {"include_usage": True}
-    assert server.exchanges[1].stream and isinstance(server.responses[1], list)
+    assert server.exchanges[1].stream and isinstance(server.exchanges[1].response, list)
     server.clear_requests()
     assert server.requests == [] and server.remaining == 0
 
