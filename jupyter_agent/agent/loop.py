@@ -23,7 +23,6 @@ from jupyter_agent.agent.config import (
     AgentConfig,
     TokenUsage,
     check_limits,
-    checked_usage,
     cut_off_notice,
     limit_notice,
     price_call,
@@ -38,16 +37,18 @@ from jupyter_agent.agent.tools import (
     short_schema,
     tool_from_function,
 )
-from jupyter_agent.agent.vision import RequestView, respond
 from jupyter_agent.agent.working_context import (
     CHARS_PER_TOKEN,
     SUMMARIZER_PROMPT,
     SUMMARY_MARKER,
+    RequestView,
+    checked_usage,
     choose_cut,
     estimate_schema_tokens,
     estimate_tokens,
     render_for_summary,
     request_index,
+    respond,
     shaped,
     short_system_prompt,
     synthetic_result,
