@@ -21,10 +21,11 @@ from IPython.core.error import StdinNotImplementedError
 
 from jupyter_agent import notebook
 from jupyter_agent.agent.config import ApprovalPolicy
+from jupyter_agent.agent.conversation import Conversation
 from jupyter_agent.agent.events import ApprovalAnswered, EventCallback, Notice, ignore_event
 from jupyter_agent.agent.pyexec import ApprovalInterrupted, FigureKeeper, format_outcome
 from jupyter_agent.agent.tools import Tool, ToolError, ToolResult, tool_from_function
-from jupyter_agent.store import SessionState, Store, TodoItem
+from jupyter_agent.store import SessionState, TodoItem
 from jupyter_agent.store.messages import clean_text
 from jupyter_agent.store.records import TodoStatus
 from jupyter_agent.text import shorten
@@ -105,9 +106,7 @@ class BuiltinTools:
         self.approval: ApprovalPolicy = approval
         self.show_question = show_question
         self.ask = ask or functools.partial(ask_on_stdin, show=show_question)
-        self.store: Store | None = None  # where summaries and notes go
-        self.session_id: str | None = None
-        self.summary_written = False
+        self.conversation: Conversation | None = None  # where summaries and notes go
         self.emit: EventCallback = ignore_event
         self._private_ns: dict[str, Any] = {"__name__": "__main__"}
         self.figures = FigureKeeper(get_state)
@@ -336,12 +335,12 @@ class BuiltinTools:
         remaining : str
             What is left to do.
         """
-        if self.store is None or self.session_id is None:
+        conversation = self.conversation
+        if conversation is None or conversation.store is None:
             raise ToolError("no session store: the summary cannot be saved")
-        self.store.update(self.session_id, summary=f"Goal: {goal.strip()}\nCompleted: "
-                          f"{completed.strip()}\nDecisions: {decisions.strip()}\nRemaining: "
-                          f"{remaining.strip()}")
-        self.summary_written = True
+        conversation.update(summary=f"Goal: {goal.strip()}\nCompleted: {completed.strip()}\n"
+                            f"Decisions: {decisions.strip()}\nRemaining: {remaining.strip()}")
+        conversation.has_summary = True
         return "summary saved"
 
     def remember(self, note: str, kind: Literal["project", "user"] = "project") -> str:
@@ -355,7 +354,7 @@ class BuiltinTools:
             "project" for facts about this project (project.md), "user" for the
             user's preferences (user.md).
         """
-        store, file = self.store, f"{kind}.md"
+        store, file = self.conversation.store if self.conversation else None, f"{kind}.md"
         if store is None:
             raise ToolError("no memory store: the note cannot be saved")
         line = "- " + " ".join(clean_text(note).split())  # exactly what Notes.append writes

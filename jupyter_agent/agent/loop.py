@@ -143,8 +143,7 @@ class Agent:
                 conversation = Conversation.create(store, session_id=session_id,
                                                    system_prompt=self.config.system_prompt)
         self.conversation = conversation
-        self._builtins.store = conversation.store
-        self._builtins.session_id = conversation.session_id
+        self._builtins.conversation = conversation
         self._resolve_window()
 
     def reconfigure(self, *, model: Model | None = None, config: AgentConfig | None = None) -> None:
@@ -374,8 +373,6 @@ class Agent:
         finally:
             conversation.append(*progress.results)
             conversation.save()  # save point 3
-        if self._builtins.summary_written:
-            conversation.has_summary = True
 
     def compact(self, *, on_event: EventCallback | None = None) -> bool:
         """Summarize the older turns now; False when there was nothing to compact or the

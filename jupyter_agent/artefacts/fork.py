@@ -64,9 +64,9 @@ def replay_state(parent: SessionRecord, cut: int) -> tuple[SessionState, str]:
     state = SessionState(usage=parent.state.usage.model_copy(), model=parent.state.model,
                          base_url=parent.state.base_url)
     summaries = [""]  # the store stand-in where the summary tool saves: the last text
-    recorder = SimpleNamespace(update=lambda session_id, *, summary: summaries.append(summary))
+    recorder = SimpleNamespace(store=True, update=lambda *, summary: summaries.append(summary))
     tools = BuiltinTools(lambda: state, approval="deny")
-    tools.store, tools.session_id = cast(Any, recorder), "replay"
+    tools.conversation = cast(Any, recorder)
     replayable = {name: tool_from_function(getattr(tools, name)) for name in STATE_TOOLS}
     kept, not_run = parent.transcript[:cut], (*NOT_RUN_PREFIXES, SYNTHETIC_PREFIX)
     results = {str(m.get("tool_call_id")): message_text(m) for m in kept
