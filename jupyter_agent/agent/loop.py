@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from jupyter_agent.agent.adapters import Model, ModelReply, PartialReply
-from jupyter_agent.agent.builtin_tools import BUILTIN_TOOL_NAMES, SMALL_WINDOW_TOOLS, BuiltinTools
 from jupyter_agent.agent.config import (
     CUT_OFF_NOTICES,
     NOTICE_PREFIX,
@@ -31,7 +30,10 @@ from jupyter_agent.agent.conversation import MEMORY_REPAIR, Conversation, drop_o
 from jupyter_agent.agent.endpoint import ContextWindow, resolve_window
 from jupyter_agent.agent.events import EventCallback, Notice, TextDelta, UsageUpdate, ignore_event
 from jupyter_agent.agent.tools import (
+    BUILTIN_TOOL_NAMES,
+    SMALL_WINDOW_TOOLS,
     BatchProgress,
+    BuiltinTools,
     Tool,
     describe_stop,
     short_schema,

@@ -57,8 +57,7 @@ def replay_state(parent: SessionRecord, cut: int) -> tuple[SessionState, str]:
     call counts as run unless its result says it never ran; an interrupted call is counted,
     not replayed."""
     # the agent package imports openai (~0.5 s); listings only need fork_label
-    from jupyter_agent.agent.builtin_tools import BuiltinTools
-    from jupyter_agent.agent.tools import tool_from_function
+    from jupyter_agent.agent.tools import BuiltinTools, tool_from_function
     from jupyter_agent.agent.working_context import NOT_RUN_PREFIXES, tool_calls_run
 
     state = SessionState(usage=parent.state.usage.model_copy(), model=parent.state.model,
