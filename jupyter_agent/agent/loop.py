@@ -32,10 +32,10 @@ from jupyter_agent.agent.events import EventCallback, Notice, TextDelta, UsageUp
 from jupyter_agent.agent.tools import (
     BUILTIN_TOOL_NAMES,
     SMALL_WINDOW_TOOLS,
-    BatchProgress,
     BuiltinTools,
     Tool,
     describe_stop,
+    run_batch,
     short_schema,
     tool_from_function,
 )
@@ -364,16 +364,13 @@ class Agent:
         return marker
 
     def _run_batch(self, calls: list[dict[str, Any]]) -> None:
-        conversation, progress = self.conversation, BatchProgress(calls)
+        conversation = self.conversation
+        results: list[dict[str, Any]] = []
         try:  # a refused call is not counted: the tools take it back
-            progress.run(self.tools, conversation.state, emit=self._emit,
-                         max_output_chars=self.config.max_output_chars,
-                         asks=self._builtins.will_ask)
-        except BaseException as exc:
-            progress.finish_interrupted(exc)
-            raise
+            run_batch(calls, self.tools, conversation.state, results, emit=self._emit,
+                      max_output_chars=self.config.max_output_chars, asks=self._builtins.will_ask)
         finally:
-            conversation.append(*progress.results)
+            conversation.append(*results)
             conversation.save()  # save point 3
 
     def compact(self, *, on_event: EventCallback | None = None) -> bool:

@@ -5,7 +5,7 @@ from its numpydoc or Google-style docstring (``docstring-parser``); the model's 
 are validated by the same model. A failing tool or a refusal is an error result, never a
 crash (only ``KeyboardInterrupt`` interrupts the turn; Ctrl-C at an approval question
 declines, and the call never ran). A batch is recorded by the caller in one save; if it is
-interrupted, :meth:`BatchProgress.finish_interrupted` answers every call without a result.
+interrupted, :func:`run_batch` answers every call without a result.
 
 The built-in tools are the methods of :class:`BuiltinTools` named in
 :data:`BUILTIN_TOOL_NAMES`. ``run_python`` and ``remember`` follow the approval policy
@@ -22,7 +22,7 @@ import inspect
 import re
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import docstring_parser
@@ -152,33 +152,19 @@ def describe_stop(exc: BaseException) -> str:
     return f"stopped by an error ({exc})" if str(exc) else "stopped by an unexpected error"
 
 
-@dataclass
-class BatchProgress:
-    """Results of a batch so far (caller-owned, so they survive an interrupt)."""
-
-    calls: list[dict[str, Any]]
-    results: list[dict[str, Any]] = field(default_factory=list)
-    running: str | None = None
-
-    def finish_interrupted(self, exc: BaseException) -> None:
-        """Answer every call without a result, in call order."""
-        how, answered = describe_stop(exc), {r["tool_call_id"] for r in self.results}
-        for call in self.calls:
-            if call["id"] not in answered:
-                self.results.append(synthetic_result(call["id"], (
-                    f"{how} while this tool call was running" if call["id"] == self.running
-                    else f"not executed: the tool batch was {how}")))
-        self.running = None
-
-    def run(self, tools: Mapping[str, Tool], state: SessionState, *, emit: EventCallback,
-            max_output_chars: int, asks: Callable[[str], bool]) -> None:
-        """Run every call, counting each in ``state.tool_calls`` as it starts, its ``tool``
-        message added to :attr:`results`."""
-        for call in self.calls:
+def run_batch(calls: list[dict[str, Any]], tools: Mapping[str, Tool], state: SessionState,
+              results: list[dict[str, Any]], *, emit: EventCallback, max_output_chars: int,
+              asks: Callable[[str], bool]) -> None:
+    """Run every call, counting each in ``state.tool_calls`` as it starts, its ``tool``
+    message appended to ``results`` (caller-owned, so they survive an interrupt). When
+    interrupted, every call without a result is answered first, in call order."""
+    running = None
+    try:
+        for call in calls:
             call_id, function = call["id"], call.get("function") or {}
             name, arguments = str(function.get("name", "")), str(function.get("arguments", ""))
             emit(ToolCallStart(call_id, name, arguments, asks=asks(name)))
-            self.running = call_id
+            running = call_id
             state.tool_calls += 1
             tool = tools.get(name)
             try:
@@ -195,18 +181,25 @@ class BatchProgress:
                                             f"{truncate(exc.output, max_output_chars)}")
                 else:
                     raise
-                self.results.append(to_message_dict(kept))
-                self.running = None
+                results.append(to_message_dict(kept))
+                running = None
                 with contextlib.suppress(Exception):  # the interrupt is what propagates
-                    emit(ToolCallEnd(call_id, name, self.results[-1]["content"], False))
+                    emit(ToolCallEnd(call_id, name, results[-1]["content"], False))
                 raise
             result: dict[str, Any] = {"role": "tool", "tool_call_id": call_id,
                                       "content": truncate(outcome.text, max_output_chars)}
             if outcome.figures:  # references of the figures it made
                 result["figures"] = list(outcome.figures)
-            self.results.append(to_message_dict(result))
-            self.running = None
-            emit(ToolCallEnd(call_id, name, self.results[-1]["content"], outcome.ok))
+            results.append(to_message_dict(result))
+            running = None
+            emit(ToolCallEnd(call_id, name, results[-1]["content"], outcome.ok))
+    except BaseException as exc:
+        how, answered = describe_stop(exc), {r["tool_call_id"] for r in results}
+        results.extend(synthetic_result(call["id"], (
+            f"{how} while this tool call was running" if call["id"] == running
+            else f"not executed: the tool batch was {how}"))
+            for call in calls if call["id"] not in answered)
+        raise
 
 
 BUILTIN_TOOL_NAMES = (
