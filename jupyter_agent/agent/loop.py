@@ -46,11 +46,11 @@ from jupyter_agent.agent.working_context import (
     RequestView,
     checked_usage,
     choose_cut,
+    clip_reason,
     estimate_schema_tokens,
     estimate_tokens,
     render_for_summary,
     request_index,
-    respond,
     shaped,
     short_system_prompt,
     synthetic_result,
@@ -68,6 +68,15 @@ LIMIT_SKIP = "not executed: limit reached"
 CUT_OFF_SKIP = "not executed: the reply was cut off"
 DROPPED = "cut off: the connection dropped mid-reply"
 KEEP_FRACTION = 0.5  # of the compaction threshold, for the verbatim recent turns
+
+
+def _may_be_images(err: ModelError) -> bool:
+    if err.context_window is not None:
+        return False
+    text, status = str(err).lower(), err.status_code
+    return (any(word in text for word in ("image", "vision", "multimodal", "multi-modal"))
+            or (status is not None and 400 <= status < 500
+                and status not in (401, 403, 404, 408, 409, 429)))
 
 
 @dataclass(frozen=True)
@@ -310,11 +319,7 @@ class Agent:
             conversation.save()  # the checkpoint before the request (when it changed)
             partial = PartialReply()
             try:
-                reply = respond(self._view, self.model, conversation.messages,
-                                self.request_tools()[0], self.config, conversation.state, emit,
-                                partial=partial, on_text=lambda text: emit(TextDelta(text)),
-                                system=self._system_override(), note=None
-                                if self._context is None else (self._request, self._context))
+                reply, images = self._respond(partial)
                 break
             except ModelError as exc:
                 if exc.mid_reply:  # the live turn shows the marker the saved message has
@@ -335,9 +340,9 @@ class Agent:
             except BaseException as exc:
                 self._keep_interrupted(partial, exc)
                 raise
-        # the last reported count plus the messages since, never all of them again
-        usage = checked_usage(reply.usage, conversation.estimated_tokens, reply.text,
-                              reply.tool_calls)
+        # the last reported count plus the messages since (never all of them again) and images
+        usage = checked_usage(reply.usage, lambda: conversation.estimated_tokens() + images,
+                              reply.text, reply.tool_calls)
         # the API rejects content null without tool calls
         message: dict[str, Any] = {"role": "assistant",
                                    "content": reply.text or (None if reply.tool_calls else "")}
@@ -348,6 +353,42 @@ class Agent:
                                  len(conversation.messages))
         self._account(usage)
         return reply
+
+    def _respond(self, partial: PartialReply) -> tuple[ModelReply, int]:
+        """Send one request, with the newest figures as images when they may go (vision
+        "auto" sends a refused request again without them, and remembers for the session
+        that the endpoint takes none); the reply and the images' estimated tokens."""
+        config, model, state, emit = self.config, self.model, self.conversation.state, self._emit
+        system, note = self._system_override(), None if self._context is None else (
+            self._request, self._context)
+        plain = shaped(self._view.plain(self.conversation.messages), system, note)
+        key = f"{model.name} at {model.base_url}" if model.base_url else model.name
+        request, tokens = plain, 0
+        if config.max_images > 0 and (config.vision == "on" or (
+                config.vision == "auto" and state.images_refused != key)):
+            request, tokens = self._view.with_images(config.max_images, model.api)
+            request = shaped(request, system, note) if tokens else plain
+        tools, on_text = self.request_tools()[0], lambda text: emit(TextDelta(text))
+        try:
+            return model.respond(request, tools, stream=config.stream, partial=partial,
+                                 on_text=on_text), tokens
+        except ModelError as err:
+            if not tokens or partial.received or not _may_be_images(err):
+                raise
+            if config.vision == "on":
+                raise ModelError(f"{err} (the request carried images of figures: if this "
+                                 "model cannot read images, use %agent_resume --vision off "
+                                 "or --vision auto)", err.status_code, err.code) from err
+            reply = model.respond(plain, tools, stream=config.stream, partial=partial,
+                                  on_text=on_text)
+            state.images_refused = key
+            status = f"{err.status_code}: " if err.status_code else ""
+            emit(Notice(f"the model endpoint refused the images of figures ({status}"
+                        f"{clip_reason(err.detail or str(err))}), so {model.name} is told "
+                        "about figures in text only for the rest of this session; "
+                        "--vision on (always send images) or --vision off (never) with "
+                        "%agent_new or %agent_resume changes this"))
+            return reply, 0
 
     def _keep_interrupted(self, partial: PartialReply, exc: BaseException) -> str:
         """Keep the partial reply with a marker, count the call (so Ctrl-C cannot get around

@@ -11,8 +11,6 @@ The working context keeps figure references on tool messages, never image bytes.
 ``max_images`` figures (PNG, JPEG), downscaled, as ``data:`` URLs: for Chat Completions
 a user message after the batch's results, for the Responses API inside the tool result.
 The view is incremental and returns the same message objects while nothing changes.
-:func:`respond` applies the ``vision`` setting: "auto" resends a refused request
-without images and remembers for the session that the endpoint takes none.
 """
 
 from __future__ import annotations
@@ -23,20 +21,16 @@ import itertools
 import json
 import typing
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
-from jupyter_agent.agent.config import AgentConfig, TokenUsage
-from jupyter_agent.agent.events import EventCallback, Notice
-from jupyter_agent.errors import JupyterAgentError, ModelError, TooLargeError, UnsafeFileError
+from jupyter_agent.agent.config import TokenUsage
+from jupyter_agent.errors import JupyterAgentError, TooLargeError, UnsafeFileError
 from jupyter_agent.images import RASTER_TYPES, data_url, downscale, image_tokens
-from jupyter_agent.store import FigureData, SessionState, Store
+from jupyter_agent.store import FigureData, Store
 from jupyter_agent.store.engine import NoteKind
 from jupyter_agent.store.figure_files import figure_refs
 from jupyter_agent.text import format_bytes
-
-if TYPE_CHECKING:  # annotations only: the adapters import openai
-    from jupyter_agent.agent.adapters import Model, ModelReply, PartialReply, TextCallback
 
 SUMMARY_MARKER = "[jupyter-agent] Summary of earlier conversation"
 
@@ -431,56 +425,6 @@ class RequestView:
 
 def _image_part(url: str) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": url, "detail": "auto"}}
-
-
-def _may_be_images(err: ModelError) -> bool:
-    if err.context_window is not None:
-        return False
-    text, status = str(err).lower(), err.status_code
-    return (any(word in text for word in ("image", "vision", "multimodal", "multi-modal"))
-            or (status is not None and 400 <= status < 500
-                and status not in (401, 403, 404, 408, 409, 429)))
-
-
-def respond(view: RequestView, model: Model, messages: Sequence[dict[str, Any]],
-            tools: Sequence[dict[str, Any]], config: AgentConfig, state: SessionState,
-            emit: EventCallback, *, partial: PartialReply, on_text: TextCallback | None = None,
-            system: str | None = None, note: tuple[dict[str, Any] | None, str] | None = None
-            ) -> ModelReply:
-    """Send one request to ``model`` through ``view``, with the newest figures as images
-    when they may go; ``system`` replaces the system message's text, ``note`` is a
-    ``(message, text)`` whose text is sent after that message."""
-    plain = shaped(view.plain(messages), system, note)
-    mode, name = config.vision, model.name
-    key = f"{name} at {model.base_url}" if model.base_url else name
-    request, tokens = plain, 0
-    if config.max_images > 0 and (
-            mode == "on" or (mode == "auto" and state.images_refused != key)):
-        request, tokens = view.with_images(config.max_images, model.api)
-        request = shaped(request, system, note) if tokens else plain
-    try:
-        reply = model.respond(request, tools, stream=config.stream, partial=partial,
-                              on_text=on_text)
-    except ModelError as err:
-        if not tokens or partial.received or not _may_be_images(err):
-            raise
-        if mode == "on":
-            raise ModelError(f"{err} (the request carried images of figures: if this "
-                             "model cannot read images, use %agent_resume --vision off "
-                             "or --vision auto)", err.status_code, err.code) from err
-        reply = model.respond(plain, tools, stream=config.stream, partial=partial,
-                              on_text=on_text)
-        state.images_refused, tokens = key, 0
-        status = f"{err.status_code}: " if err.status_code else ""
-        emit(Notice(f"the model endpoint refused the images of figures ({status}"
-                    f"{clip_reason(err.detail or str(err))}), so {name} is told "
-                    "about figures in text only for the rest of this session; "
-                    "--vision on (always send images) or --vision off (never) with "
-                    "%agent_new or %agent_resume changes this"))
-    if reply.usage is not None or not tokens:
-        return reply
-    return replace(reply, usage=checked_usage(  # the images' estimate, not the server's
-        None, lambda: estimate_tokens(plain) + tokens, reply.text, reply.tool_calls))
 
 
 _PAIRS = {")": "(", "]": "[", "}": "{"}
