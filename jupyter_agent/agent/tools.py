@@ -329,14 +329,10 @@ class BuiltinTools:
     def run_python(self, code: str) -> ToolResult:
         """Run Python code in the user's IPython kernel namespace and return its output.
 
-        Variables persist and are shared with the user's notebook. Returns stdout, stderr,
-        the repr of a final expression and any exception; long output is cut. Figures
-        are shown to the user and named, e.g. [figure 1: PNG, 640×480 px, ...].
-
-        Parameters
-        ----------
-        code : str
-            Python source to execute, like a notebook cell.
+        ``code`` runs like a notebook cell; variables persist and are shared with the user's
+        notebook. Returns stdout, stderr, the repr of a final expression and any exception;
+        long output is cut. Figures are shown to the user and named, e.g. [figure 1: PNG,
+        640×480 px, ...].
         """
         self._decide("run_python", code, RUN_QUESTION)
         outcome, figures = self.figures.run(self._shell(), code, self.namespace())
@@ -384,12 +380,8 @@ class BuiltinTools:
     def describe_variable(self, name: str, values: bool = False) -> str:
         """Describe one variable: type, shape, dtypes, columns, row count, memory.
 
-        Parameters
-        ----------
-        name : str
-            The variable's name in the kernel namespace.
-        values : bool
-            Also send its first rows or repr (the user is asked unless allowed).
+        ``name`` is its name in the kernel namespace; with ``values``, its first rows or
+        repr are sent too (the user is asked unless allowed).
         """
         self._check_privacy()
         ns = self.namespace()
@@ -402,12 +394,8 @@ class BuiltinTools:
         """The cells the user ran in this kernel, oldest first: each input with its
         execution count, its output (type and shape) and its error if it failed.
 
-        Parameters
-        ----------
-        last : int
-            How many of the latest cells.
-        values : bool
-            Also send the outputs' values (the user is asked unless allowed).
+        ``last``: how many of the latest cells; with ``values``, the outputs' values are
+        sent too (the user is asked unless allowed).
         """
         self._check_privacy()
         count = len(self.cells.inputs())
@@ -420,12 +408,8 @@ class BuiltinTools:
     def notebook_cell(self, n: int, values: bool = False) -> str:
         """One cell the user ran: In [n], its output and its error if it failed.
 
-        Parameters
-        ----------
-        n : int
-            The execution count shown in the notebook, e.g. 12 for In [12].
-        values : bool
-            Also send the output's value (the user is asked unless allowed).
+        ``n`` is the execution count shown in the notebook, e.g. 12 for In [12]; with
+        ``values``, the output's value is sent too (the user is asked unless allowed).
         """
         self._check_privacy()
         try:
@@ -444,42 +428,23 @@ class BuiltinTools:
         return self._get_state().scratchpad or "(the scratchpad is empty)"
 
     def write_scratchpad(self, text: str, append: bool = False) -> str:
-        """Replace (or append to) the session's scratchpad.
-
-        Parameters
-        ----------
-        text : str
-            The new scratchpad content.
-        append : bool
-            Append ``text`` on a new line instead of replacing the content.
-        """
+        """Replace the session's scratchpad content with ``text`` (or, with ``append``,
+        add it on a new line)."""
         state = self._get_state()
         state.scratchpad = (state.scratchpad.rstrip("\n") + "\n" + text
                             if append and state.scratchpad else text)
         return f"scratchpad saved ({len(state.scratchpad):,} characters)"
 
     def add_todo(self, text: str) -> str:
-        """Add an item to the session's todo list (status "pending").
-
-        Parameters
-        ----------
-        text : str
-            What needs doing.
-        """
+        """Add an item to the session's todo list (status "pending"): ``text`` says what
+        needs doing."""
         todos = self._get_state().todos
         todos.append(TodoItem(id=max((t.id for t in todos), default=0) + 1, text=text))
         return f"added todo #{todos[-1].id}"
 
     def update_todo(self, id: int, status: TodoStatus) -> str:
-        """Set a todo item's status; moving it to "failed" counts one more retry.
-
-        Parameters
-        ----------
-        id : int
-            The item's number, as shown by list_todos.
-        status : str
-            One of "pending", "in_progress", "done", "failed".
-        """
+        """Set the ``status`` of todo item ``id`` (its number in list_todos); moving it to
+        "failed" counts one more retry."""
         todos = self._get_state().todos
         for index, item in enumerate(todos):
             if item.id == id:
@@ -494,19 +459,9 @@ class BuiltinTools:
                          for t in self._get_state().todos) or "(no todos)"
 
     def write_summary(self, goal: str, completed: str, decisions: str, remaining: str) -> str:
-        """Write the session's summary, shown when the user lists sessions to resume.
-
-        Parameters
-        ----------
-        goal : str
-            What the user wants to achieve in this session.
-        completed : str
-            Work done so far.
-        decisions : str
-            Important decisions and their reasons.
-        remaining : str
-            What is left to do.
-        """
+        """Write the session's summary, shown when the user lists sessions to resume: what
+        the user wants to achieve in this session (``goal``), the work ``completed`` so far,
+        important ``decisions`` and their reasons, and what is ``remaining`` to do."""
         conversation = self.conversation
         if conversation is None or conversation.store is None:
             raise ToolError("no session store: the summary cannot be saved")
@@ -518,13 +473,8 @@ class BuiltinTools:
     def remember(self, note: str, kind: Literal["project", "user"] = "project") -> str:
         """Remember a note for future sessions (it goes into their system prompt).
 
-        Parameters
-        ----------
-        note : str
-            One fact, convention or preference worth keeping.
-        kind : str
-            "project" for facts about this project (project.md), "user" for the
-            user's preferences (user.md).
+        ``note``: one fact, convention or preference worth keeping; ``kind``: "project" for
+        facts about this project (project.md), "user" for the user's preferences (user.md).
         """
         store, file = self.conversation.store if self.conversation else None, f"{kind}.md"
         if store is None:
