@@ -252,15 +252,12 @@ def events(lines: Iterable[str], url: str) -> Iterator[tuple[str, dict[str, Any]
     """
     name, data = "", list[str]()
     for line in itertools.chain(lines, [""]):  # "" ends the last event
-        if line.startswith(":"):
-            continue
-        if line:
-            field, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if field == "data":
-                data.append(value)
-            elif field == "event":
-                name = value
+        field, _, value = line.partition(":")
+        if field == "data":
+            data.append(value.removeprefix(" "))
+        elif field == "event":
+            name = value.removeprefix(" ")
+        if line:  # a field, or a comment (":...")
             continue
         text, event, received, name, data = "\n".join(data), name, bool(data), "", []
         if not received or text == "[DONE]":

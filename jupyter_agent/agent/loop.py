@@ -70,15 +70,6 @@ DROPPED = "cut off: the connection dropped mid-reply"
 KEEP_FRACTION = 0.5  # of the compaction threshold, for the verbatim recent turns
 
 
-def _may_be_images(err: ModelError) -> bool:
-    if err.context_window is not None:
-        return False
-    text, status = str(err).lower(), err.status_code
-    return (any(word in text for word in ("image", "vision", "multimodal", "multi-modal"))
-            or (status is not None and 400 <= status < 500
-                and status not in (401, 403, 404, 408, 409, 429)))
-
-
 @dataclass(frozen=True)
 class TurnOutcome:
     """What one turn produced (``usage``: this turn's tokens, USD and model calls)."""
@@ -373,7 +364,11 @@ class Agent:
             return model.respond(request, tools, stream=config.stream, partial=partial,
                                  on_text=on_text), tokens
         except ModelError as err:
-            if not tokens or partial.received or not _may_be_images(err):
+            text, status = str(err).lower(), err.status_code or 0
+            images = err.context_window is None and (  # may be what the endpoint refused
+                any(word in text for word in ("image", "vision", "multimodal", "multi-modal"))
+                or (400 <= status < 500 and status not in (401, 403, 404, 408, 409, 429)))
+            if not tokens or partial.received or not images:
                 raise
             if config.vision == "on":
                 raise ModelError(f"{err} (the request carried images of figures: if this "
@@ -382,8 +377,8 @@ class Agent:
             reply = model.respond(plain, tools, stream=config.stream, partial=partial,
                                   on_text=on_text)
             state.images_refused = key
-            status = f"{err.status_code}: " if err.status_code else ""
-            emit(Notice(f"the model endpoint refused the images of figures ({status}"
+            said = f"{err.status_code}: " if err.status_code else ""
+            emit(Notice(f"the model endpoint refused the images of figures ({said}"
                         f"{clip_reason(err.detail or str(err))}), so {model.name} is told "
                         "about figures in text only for the rest of this session; "
                         "--vision on (always send images) or --vision off (never) with "
