@@ -282,7 +282,14 @@ class Agent:
                 if not calls:
                     return self._outcome(reply.text, None)
                 check_limits(limits, state, batch=len(calls))
-                self._run_batch(calls)  # save point 3, with the checkpoint
+                results: list[dict[str, Any]] = []
+                try:  # a refused call is not counted: the tools take it back
+                    run_batch(calls, self.tools, state, results, emit=self._emit,
+                              max_output_chars=self.config.max_output_chars,
+                              asks=self._builtins.will_ask)
+                finally:
+                    conversation.append(*results)
+                    conversation.save()  # save point 3, with the checkpoint
                 calls = []
         except LimitExceededError as reached:
             text = limit_notice(reached, requested=len(calls))
@@ -398,16 +405,6 @@ class Agent:
         self._account(usage, emit=False)
         conversation.save()
         return marker
-
-    def _run_batch(self, calls: list[dict[str, Any]]) -> None:
-        conversation = self.conversation
-        results: list[dict[str, Any]] = []
-        try:  # a refused call is not counted: the tools take it back
-            run_batch(calls, self.tools, conversation.state, results, emit=self._emit,
-                      max_output_chars=self.config.max_output_chars, asks=self._builtins.will_ask)
-        finally:
-            conversation.append(*results)
-            conversation.save()  # save point 3
 
     def compact(self, *, on_event: EventCallback | None = None) -> bool:
         """Summarize the older turns now; False when there was nothing to compact or the
