@@ -202,24 +202,21 @@ def probe_window(base_url: str, model: str, *, api_key: str = "",
 
 
 def resolve_window(model: Any, state: SessionState, setting: int | None,
-                   known: dict[str, ContextWindow],
                    learned: ContextWindow | None = None) -> ContextWindow:
     """The window for ``model`` (a Model; its client's key goes with a probe): ``setting``,
-    unless a refusal taught a smaller one; else ``learned``, or the one ``known`` or saved
-    in the checkpoint ``state`` for this model at this URL, else in the order of the module
-    docstring. What a server says or refuses with is kept in ``known`` and ``state``."""
+    unless a refusal taught a smaller one; else ``learned``, or the one saved in the
+    checkpoint ``state`` for this model at this URL, else in the order of the module
+    docstring. What a server says or refuses with is kept in ``state``."""
     base_url = str(model.base_url or "")
     key = f"{model.name} at {base_url.rstrip('/')}"
-    found = learned or known.get(key)
+    saved = plausible(state.context_window) if state.context_window_of == key else None
+    found = learned or (None if saved is None else ContextWindow(
+        saved, "refusal" if state.context_window_source == "refusal" else "server"))
     if found is None and not setting:
-        saved = plausible(state.context_window) if state.context_window_of == key else None
-        found = _looked_up(model, base_url) if saved is None else ContextWindow(
-            saved, "refusal" if state.context_window_source == "refusal" else "server")
-    if found is not None and found is not known.get(key):
-        known[key] = found
-        if found.source in ("server", "refusal"):
-            state.context_window, state.context_window_of = found.tokens, key
-            state.context_window_source = found.source
+        found = _looked_up(model, base_url)
+    if found is not None and found.source in ("server", "refusal"):
+        state.context_window, state.context_window_of = found.tokens, key
+        state.context_window_source = found.source
     if setting and (found is None or found.source != "refusal" or found.tokens >= setting):
         return ContextWindow(int(setting), "setting")
     assert found is not None

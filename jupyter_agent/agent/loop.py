@@ -117,7 +117,6 @@ class Agent:
         self._request: dict[str, Any] | None = None  # the user message of the running turn
         self._context: str | None = None  # sent with the running turn's requests only
         self._emit: EventCallback = ignore_event
-        self._windows: dict[str, ContextWindow] = {}  # "model at URL" -> its window
         self._tool_schemas: dict[tuple[bool, int], tuple[list[dict[str, Any]], int]] = {}
         self._builtins = BuiltinTools(lambda: self.conversation.state, shell=shell,
                                       approval=self.config.approve, ask=ask,
@@ -160,7 +159,7 @@ class Agent:
 
     def _resolve_window(self, learned: ContextWindow | None = None) -> None:
         self.window = resolve_window(self.model, self.conversation.state,
-                                     self.config.context_window, self._windows, learned)
+                                     self.config.context_window, learned)
 
     def request_tools(self) -> tuple[list[dict[str, Any]], int]:
         """The tool schemas a request offers (a cached list: do not change it) and their
