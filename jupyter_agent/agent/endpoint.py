@@ -213,7 +213,17 @@ def resolve_window(model: Any, state: SessionState, setting: int | None,
     found = learned or (None if saved is None else ContextWindow(
         saved, "refusal" if state.context_window_source == "refusal" else "server"))
     if found is None and not setting:
-        found = _looked_up(model, base_url)
+        client = getattr(model, "client", None)
+        sent = getattr(getattr(model, "endpoint", None), "key_sent", True)  # not a placeholder
+        told = probe_window(base_url, model.name,  # none without a base URL
+                            api_key=str(getattr(client, "api_key", "") or "") if sent else "",
+                            http=getattr(client, "_client", None))  # openai's own
+        known = known_context_window(model.name) if told is None else None
+        remote = not base_url or urlparse(base_url).hostname == OPENAI_HOST
+        found = (ContextWindow(told, "server") if told is not None else
+                 ContextWindow(known, "genai-prices") if known is not None else
+                 ContextWindow(DEFAULT_CONTEXT_WINDOW if remote else LOCAL_DEFAULT_WINDOW,
+                               "default"))
     if found is not None and found.source in ("server", "refusal"):
         state.context_window, state.context_window_of = found.tokens, key
         state.context_window_source = found.source
@@ -221,21 +231,6 @@ def resolve_window(model: Any, state: SessionState, setting: int | None,
         return ContextWindow(int(setting), "setting")
     assert found is not None
     return found
-
-
-def _looked_up(model: Any, base_url: str) -> ContextWindow:
-    client = getattr(model, "client", None)
-    sent = getattr(getattr(model, "endpoint", None), "key_sent", True)  # not a placeholder
-    key = str(getattr(client, "api_key", "") or "") if sent else ""
-    found = probe_window(base_url, model.name, api_key=key,  # none without a base URL
-                         http=getattr(client, "_client", None))  # openai's own
-    if found is not None:
-        return ContextWindow(found, "server")
-    known = known_context_window(model.name)
-    if known is not None:
-        return ContextWindow(known, "genai-prices")
-    openai = not base_url or urlparse(base_url).hostname == OPENAI_HOST
-    return ContextWindow(DEFAULT_CONTEXT_WINDOW if openai else LOCAL_DEFAULT_WINDOW, "default")
 
 
 def events(lines: Iterable[str], url: str) -> Iterator[tuple[str, dict[str, Any]]]:
