@@ -219,10 +219,10 @@ def resolve_window(model: Any, state: SessionState, setting: int | None,
                             api_key=str(getattr(client, "api_key", "") or "") if sent else "",
                             http=getattr(client, "_client", None))  # openai's own
         known = known_context_window(model.name) if told is None else None
-        remote = not base_url or urlparse(base_url).hostname == OPENAI_HOST
+        openai_api = not base_url or urlparse(base_url).hostname == OPENAI_HOST
         found = (ContextWindow(told, "server") if told is not None else
                  ContextWindow(known, "genai-prices") if known is not None else
-                 ContextWindow(DEFAULT_CONTEXT_WINDOW if remote else LOCAL_DEFAULT_WINDOW,
+                 ContextWindow(DEFAULT_CONTEXT_WINDOW if openai_api else LOCAL_DEFAULT_WINDOW,
                                "default"))
     if found is not None and found.source in ("server", "refusal"):
         state.context_window, state.context_window_of = found.tokens, key
