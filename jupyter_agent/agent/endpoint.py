@@ -16,6 +16,7 @@ read to at most :data:`PROBE_MAX_BYTES` within twice :data:`PROBE_TIMEOUT` secon
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import re
@@ -153,17 +154,14 @@ def _ask(http: Any, method: str, url: str, headers: dict[str, str], body: Any) -
     deadline = time.monotonic() + 2 * PROBE_TIMEOUT  # a server dripping bytes is cut off
     with http.stream(method, url, headers=headers, json=body, timeout=PROBE_TIMEOUT,
                      follow_redirects=False) as response:
-        if response.status_code != 200:
-            return None
-        raw = b""
-        for chunk in response.iter_bytes():
+        raw = b""  # not JSON: no answer
+        for chunk in response.iter_bytes() if response.status_code == 200 else ():
             raw += chunk
             if len(raw) > PROBE_MAX_BYTES or time.monotonic() > deadline:
                 return None
-    try:
+    with contextlib.suppress(ValueError):
         return json.loads(raw)
-    except ValueError:
-        return None
+    return None
 
 
 def probe_window(base_url: str, model: str, *, api_key: str = "",
