@@ -37,7 +37,7 @@ def test_prompt_overhead_prints_the_small_window_request() -> None:
     out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "prompt_overhead.py")],
                          capture_output=True, text=True, timeout=120, check=True).stdout
     rows = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
-    from jupyter_agent.agent.builtin_tools import BUILTIN_TOOL_NAMES
+    from jupyter_agent.agent.tools import BUILTIN_TOOL_NAMES
 
     every = f"({len(BUILTIN_TOOL_NAMES)})"
     assert rows["128,000"][3] == every and rows["4,096"][3] == "(3)"  # core tools only

@@ -63,6 +63,14 @@ class PartialReply:
             if on_text is not None:
                 on_text(text)
 
+    def add_call(self, index: int, call_id: Any = None, name: Any = None,
+                 arguments: Any = None) -> None:
+        """Add to the tool call at position ``index``: its id, more of its name and arguments."""
+        slot = self.calls.setdefault(index, {})
+        slot["id"] = str(call_id or slot.get("id", ""))
+        slot["name"] = slot.get("name", "") + str(name or "")
+        slot["arguments"] = slot.get("arguments", "") + str(arguments or "")
+
     def tool_calls(self) -> list[dict[str, Any]]:
         """The tool calls as Chat Completions ``tool_calls`` dicts, in position order."""
         return [{"id": call.get("id") or f"call_{uuid.uuid4().hex[:24]}", "type": "function",
@@ -190,13 +198,9 @@ class ChatModel(OpenAIModel):
                 partial.finish_reason = choice["finish_reason"]
             delta = choice.get("delta") or choice.get("message") or {}
             for position, call in enumerate(delta.get("tool_calls") or ()):
-                slot = partial.calls.setdefault(call.get("index", position), {})
-                if call.get("id"):
-                    slot["id"] = call["id"]
                 function = call.get("function") or {}
-                for key in ("name", "arguments"):
-                    if function.get(key):
-                        slot[key] = slot.get(key, "") + function[key]
+                partial.add_call(call.get("index", position), call.get("id"),
+                                 function.get("name"), function.get("arguments"))
             partial.add_text(delta.get("content") or "", on_text)
 
 
@@ -305,12 +309,10 @@ class ResponsesModel(OpenAIModel):
         elif kind == "response.output_item.added":
             item = data.get("item") or {}
             if item.get("type") == "function_call":
-                slot = partial.calls.setdefault(int(data.get("output_index", 0)), {})
-                slot.update(id=str(item.get("call_id") or ""), name=str(item.get("name") or ""),
-                            arguments=str(item.get("arguments") or "") or slot.get("arguments", ""))
+                partial.add_call(int(data.get("output_index", 0)), item.get("call_id"),
+                                 item.get("name"), item.get("arguments"))
         elif kind == "response.function_call_arguments.delta":
-            slot = partial.calls.setdefault(int(data.get("output_index", 0)), {})
-            slot["arguments"] = slot.get("arguments", "") + str(data.get("delta", ""))
+            partial.add_call(int(data.get("output_index", 0)), arguments=data.get("delta"))
         elif kind in ("response.completed", "response.incomplete", "response.failed"):
             # a whole reply (no event), or the one a stream ends with
             self._finish(data if event is None else data.get("response") or {}, partial, on_text)
@@ -324,13 +326,14 @@ class ResponsesModel(OpenAIModel):
             raise ModelError(f"the model endpoint at {self.base_url} could not finish the "
                              f"reply ({detail or 'no details'}): send the prompt again")
         output = [item for item in response.get("output") or () if isinstance(item, dict)]
-        calls, reasoning = {}, []
+        reasoning: list[dict[str, Any]] = []
+        if output:  # the whole reply: what streamed before is replaced
+            partial.calls = {}
         for index, item in enumerate(output):
             kind = item.get("type")
             if kind == "function_call":
-                calls[index] = {"id": str(item.get("call_id") or ""),
-                                "name": str(item.get("name") or ""),
-                                "arguments": str(item.get("arguments") or "")}
+                partial.add_call(index, item.get("call_id"), item.get("name"),
+                                 item.get("arguments"))
             elif kind == "reasoning" and item.get("encrypted_content"):
                 reasoning.append({k: item[k] for k in ("type", "id", "summary",
                                                         "encrypted_content") if k in item})
@@ -339,8 +342,6 @@ class ResponsesModel(OpenAIModel):
                     if part.get("type") in ("output_text", "refusal"):
                         partial.add_text(str(part.get("text") or part.get("refusal") or ""),
                                          on_text)
-        if output:
-            partial.calls = calls
         partial.usage = usage_of(response.get("usage"), "input_tokens", "output_tokens",
                                  "input_tokens_details") or partial.usage
         incomplete = response.get("incomplete_details") or {}

@@ -11,11 +11,10 @@ and compaction keep working.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
-from jupyter_agent.agent.working_context import CHARS_PER_TOKEN, message_chars
 from jupyter_agent.errors import LimitExceededError
 from jupyter_agent.notebook import PRIVACY_LEVELS, Privacy
 from jupyter_agent.store import SessionState
@@ -167,20 +166,3 @@ def price_call(model: str, input_tokens: int, output_tokens: int,
         return float(calc.total_price), True
     _UNPRICED.add(model)
     return 0.0, False
-
-
-def checked_usage(reported: TokenUsage | None, prompt_estimate: Callable[[], int],
-                  text: str, calls: list[dict[str, Any]]) -> TokenUsage:
-    """The usage to count for one call: each reported count that is plausible, else an
-    estimate: ``prompt_estimate()`` (called only then) and from the reply's ``text`` and
-    ``calls``."""
-    completion_estimate = message_chars({"content": text, "tool_calls": calls}) // CHARS_PER_TOKEN
-    if reported is None:
-        return TokenUsage(prompt_estimate(), completion_estimate)
-    prompt, completion = reported.input_tokens, reported.output_tokens
-    if prompt <= 0:  # no request has an empty prompt
-        prompt = prompt_estimate()
-    if completion < 0 or (completion == 0 and (text or calls)):
-        completion = completion_estimate
-    cached = reported.cached_tokens if 0 <= reported.cached_tokens <= prompt else 0
-    return TokenUsage(prompt, completion, cached)

@@ -16,6 +16,7 @@ read to at most :data:`PROBE_MAX_BYTES` within twice :data:`PROBE_TIMEOUT` secon
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import re
@@ -153,17 +154,14 @@ def _ask(http: Any, method: str, url: str, headers: dict[str, str], body: Any) -
     deadline = time.monotonic() + 2 * PROBE_TIMEOUT  # a server dripping bytes is cut off
     with http.stream(method, url, headers=headers, json=body, timeout=PROBE_TIMEOUT,
                      follow_redirects=False) as response:
-        if response.status_code != 200:
-            return None
-        raw = b""
-        for chunk in response.iter_bytes():
+        raw = b""  # not JSON: no answer
+        for chunk in response.iter_bytes() if response.status_code == 200 else ():
             raw += chunk
             if len(raw) > PROBE_MAX_BYTES or time.monotonic() > deadline:
                 return None
-    try:
+    with contextlib.suppress(ValueError):
         return json.loads(raw)
-    except ValueError:
-        return None
+    return None
 
 
 def probe_window(base_url: str, model: str, *, api_key: str = "",
@@ -202,43 +200,35 @@ def probe_window(base_url: str, model: str, *, api_key: str = "",
 
 
 def resolve_window(model: Any, state: SessionState, setting: int | None,
-                   known: dict[str, ContextWindow],
                    learned: ContextWindow | None = None) -> ContextWindow:
     """The window for ``model`` (a Model; its client's key goes with a probe): ``setting``,
-    unless a refusal taught a smaller one; else ``learned``, or the one ``known`` or saved
-    in the checkpoint ``state`` for this model at this URL, else in the order of the module
-    docstring. What a server says or refuses with is kept in ``known`` and ``state``."""
+    unless a refusal taught a smaller one; else ``learned``, or the one saved in the
+    checkpoint ``state`` for this model at this URL, else in the order of the module
+    docstring. What a server says or refuses with is kept in ``state``."""
     base_url = str(model.base_url or "")
     key = f"{model.name} at {base_url.rstrip('/')}"
-    found = learned or known.get(key)
+    saved = plausible(state.context_window) if state.context_window_of == key else None
+    found = learned or (None if saved is None else ContextWindow(
+        saved, "refusal" if state.context_window_source == "refusal" else "server"))
     if found is None and not setting:
-        saved = plausible(state.context_window) if state.context_window_of == key else None
-        found = _looked_up(model, base_url) if saved is None else ContextWindow(
-            saved, "refusal" if state.context_window_source == "refusal" else "server")
-    if found is not None and found is not known.get(key):
-        known[key] = found
-        if found.source in ("server", "refusal"):
-            state.context_window, state.context_window_of = found.tokens, key
-            state.context_window_source = found.source
+        client = getattr(model, "client", None)
+        sent = getattr(getattr(model, "endpoint", None), "key_sent", True)  # not a placeholder
+        told = probe_window(base_url, model.name,  # none without a base URL
+                            api_key=str(getattr(client, "api_key", "") or "") if sent else "",
+                            http=getattr(client, "_client", None))  # openai's own
+        known = known_context_window(model.name) if told is None else None
+        openai_api = not base_url or urlparse(base_url).hostname == OPENAI_HOST
+        found = (ContextWindow(told, "server") if told is not None else
+                 ContextWindow(known, "genai-prices") if known is not None else
+                 ContextWindow(DEFAULT_CONTEXT_WINDOW if openai_api else LOCAL_DEFAULT_WINDOW,
+                               "default"))
+    if found is not None and found.source in ("server", "refusal"):
+        state.context_window, state.context_window_of = found.tokens, key
+        state.context_window_source = found.source
     if setting and (found is None or found.source != "refusal" or found.tokens >= setting):
         return ContextWindow(int(setting), "setting")
     assert found is not None
     return found
-
-
-def _looked_up(model: Any, base_url: str) -> ContextWindow:
-    client = getattr(model, "client", None)
-    sent = getattr(getattr(model, "endpoint", None), "key_sent", True)  # not a placeholder
-    key = str(getattr(client, "api_key", "") or "") if sent else ""
-    found = probe_window(base_url, model.name, api_key=key,  # none without a base URL
-                         http=getattr(client, "_client", None))  # openai's own
-    if found is not None:
-        return ContextWindow(found, "server")
-    known = known_context_window(model.name)
-    if known is not None:
-        return ContextWindow(known, "genai-prices")
-    openai = not base_url or urlparse(base_url).hostname == OPENAI_HOST
-    return ContextWindow(DEFAULT_CONTEXT_WINDOW if openai else LOCAL_DEFAULT_WINDOW, "default")
 
 
 def events(lines: Iterable[str], url: str) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -252,15 +242,12 @@ def events(lines: Iterable[str], url: str) -> Iterator[tuple[str, dict[str, Any]
     """
     name, data = "", list[str]()
     for line in itertools.chain(lines, [""]):  # "" ends the last event
-        if line.startswith(":"):
-            continue
-        if line:
-            field, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if field == "data":
-                data.append(value)
-            elif field == "event":
-                name = value
+        field, _, value = line.partition(":")
+        if field == "data":
+            data.append(value.removeprefix(" "))
+        elif field == "event":
+            name = value.removeprefix(" ")
+        if line:  # a field, or a comment (":...")
             continue
         text, event, received, name, data = "\n".join(data), name, bool(data), "", []
         if not received or text == "[DONE]":

@@ -16,14 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from jupyter_agent.agent.adapters import Model, ModelReply, PartialReply
-from jupyter_agent.agent.builtin_tools import BUILTIN_TOOL_NAMES, SMALL_WINDOW_TOOLS, BuiltinTools
 from jupyter_agent.agent.config import (
     CUT_OFF_NOTICES,
     NOTICE_PREFIX,
     AgentConfig,
     TokenUsage,
     check_limits,
-    checked_usage,
     cut_off_notice,
     limit_notice,
     price_call,
@@ -32,18 +30,23 @@ from jupyter_agent.agent.conversation import MEMORY_REPAIR, Conversation, drop_o
 from jupyter_agent.agent.endpoint import ContextWindow, resolve_window
 from jupyter_agent.agent.events import EventCallback, Notice, TextDelta, UsageUpdate, ignore_event
 from jupyter_agent.agent.tools import (
-    BatchProgress,
+    BUILTIN_TOOL_NAMES,
+    SMALL_WINDOW_TOOLS,
+    BuiltinTools,
     Tool,
     describe_stop,
+    run_batch,
     short_schema,
     tool_from_function,
 )
-from jupyter_agent.agent.vision import RequestView, respond
 from jupyter_agent.agent.working_context import (
     CHARS_PER_TOKEN,
     SUMMARIZER_PROMPT,
     SUMMARY_MARKER,
+    RequestView,
+    checked_usage,
     choose_cut,
+    clip_reason,
     estimate_schema_tokens,
     estimate_tokens,
     render_for_summary,
@@ -114,7 +117,6 @@ class Agent:
         self._request: dict[str, Any] | None = None  # the user message of the running turn
         self._context: str | None = None  # sent with the running turn's requests only
         self._emit: EventCallback = ignore_event
-        self._windows: dict[str, ContextWindow] = {}  # "model at URL" -> its window
         self._tool_schemas: dict[tuple[bool, int], tuple[list[dict[str, Any]], int]] = {}
         self._builtins = BuiltinTools(lambda: self.conversation.state, shell=shell,
                                       approval=self.config.approve, ask=ask,
@@ -142,8 +144,7 @@ class Agent:
                 conversation = Conversation.create(store, session_id=session_id,
                                                    system_prompt=self.config.system_prompt)
         self.conversation = conversation
-        self._builtins.store = conversation.store
-        self._builtins.session_id = conversation.session_id
+        self._builtins.conversation = conversation
         self._resolve_window()
 
     def reconfigure(self, *, model: Model | None = None, config: AgentConfig | None = None) -> None:
@@ -158,7 +159,7 @@ class Agent:
 
     def _resolve_window(self, learned: ContextWindow | None = None) -> None:
         self.window = resolve_window(self.model, self.conversation.state,
-                                     self.config.context_window, self._windows, learned)
+                                     self.config.context_window, learned)
 
     def request_tools(self) -> tuple[list[dict[str, Any]], int]:
         """The tool schemas a request offers (a cached list: do not change it) and their
@@ -280,7 +281,14 @@ class Agent:
                 if not calls:
                     return self._outcome(reply.text, None)
                 check_limits(limits, state, batch=len(calls))
-                self._run_batch(calls)  # save point 3, with the checkpoint
+                results: list[dict[str, Any]] = []
+                try:  # a refused call is not counted: the tools take it back
+                    run_batch(calls, self.tools, state, results, emit=self._emit,
+                              max_output_chars=self.config.max_output_chars,
+                              asks=self._builtins.will_ask)
+                finally:
+                    conversation.append(*results)
+                    conversation.save()  # save point 3, with the checkpoint
                 calls = []
         except LimitExceededError as reached:
             text = limit_notice(reached, requested=len(calls))
@@ -308,11 +316,7 @@ class Agent:
             conversation.save()  # the checkpoint before the request (when it changed)
             partial = PartialReply()
             try:
-                reply = respond(self._view, self.model, conversation.messages,
-                                self.request_tools()[0], self.config, conversation.state, emit,
-                                partial=partial, on_text=lambda text: emit(TextDelta(text)),
-                                system=self._system_override(), note=None
-                                if self._context is None else (self._request, self._context))
+                reply, images = self._respond(partial)
                 break
             except ModelError as exc:
                 if exc.mid_reply:  # the live turn shows the marker the saved message has
@@ -333,9 +337,9 @@ class Agent:
             except BaseException as exc:
                 self._keep_interrupted(partial, exc)
                 raise
-        # the last reported count plus the messages since, never all of them again
-        usage = checked_usage(reply.usage, conversation.estimated_tokens, reply.text,
-                              reply.tool_calls)
+        # the last reported count plus the messages since (never all of them again) and images
+        usage = checked_usage(reply.usage, lambda: conversation.estimated_tokens() + images,
+                              reply.text, reply.tool_calls)
         # the API rejects content null without tool calls
         message: dict[str, Any] = {"role": "assistant",
                                    "content": reply.text or (None if reply.tool_calls else "")}
@@ -346,6 +350,46 @@ class Agent:
                                  len(conversation.messages))
         self._account(usage)
         return reply
+
+    def _respond(self, partial: PartialReply) -> tuple[ModelReply, int]:
+        """Send one request, with the newest figures as images when they may go (vision
+        "auto" sends a refused request again without them, and remembers for the session
+        that the endpoint takes none); the reply and the images' estimated tokens."""
+        config, model, state, emit = self.config, self.model, self.conversation.state, self._emit
+        system, note = self._system_override(), None if self._context is None else (
+            self._request, self._context)
+        plain = shaped(self._view.plain(self.conversation.messages), system, note)
+        key = f"{model.name} at {model.base_url}" if model.base_url else model.name
+        request, tokens = plain, 0
+        if config.max_images > 0 and (config.vision == "on" or (
+                config.vision == "auto" and state.images_refused != key)):
+            request, tokens = self._view.with_images(config.max_images, model.api)
+            request = shaped(request, system, note) if tokens else plain
+        tools, on_text = self.request_tools()[0], lambda text: emit(TextDelta(text))
+        try:
+            return model.respond(request, tools, stream=config.stream, partial=partial,
+                                 on_text=on_text), tokens
+        except ModelError as err:
+            text, status = str(err).lower(), err.status_code or 0
+            images = err.context_window is None and (  # may be what the endpoint refused
+                any(word in text for word in ("image", "vision", "multimodal", "multi-modal"))
+                or (400 <= status < 500 and status not in (401, 403, 404, 408, 409, 429)))
+            if not tokens or partial.received or not images:
+                raise
+            if config.vision == "on":
+                raise ModelError(f"{err} (the request carried images of figures: if this "
+                                 "model cannot read images, use %agent_resume --vision off "
+                                 "or --vision auto)", err.status_code, err.code) from err
+            reply = model.respond(plain, tools, stream=config.stream, partial=partial,
+                                  on_text=on_text)
+            state.images_refused = key
+            said = f"{err.status_code}: " if err.status_code else ""
+            emit(Notice(f"the model endpoint refused the images of figures ({said}"
+                        f"{clip_reason(err.detail or str(err))}), so {model.name} is told "
+                        "about figures in text only for the rest of this session; "
+                        "--vision on (always send images) or --vision off (never) with "
+                        "%agent_new or %agent_resume changes this"))
+            return reply, 0
 
     def _keep_interrupted(self, partial: PartialReply, exc: BaseException) -> str:
         """Keep the partial reply with a marker, count the call (so Ctrl-C cannot get around
@@ -360,21 +404,6 @@ class Agent:
         self._account(usage, emit=False)
         conversation.save()
         return marker
-
-    def _run_batch(self, calls: list[dict[str, Any]]) -> None:
-        conversation, progress = self.conversation, BatchProgress(calls)
-        try:  # a refused call is not counted: the tools take it back
-            progress.run(self.tools, conversation.state, emit=self._emit,
-                         max_output_chars=self.config.max_output_chars,
-                         asks=self._builtins.will_ask)
-        except BaseException as exc:
-            progress.finish_interrupted(exc)
-            raise
-        finally:
-            conversation.append(*progress.results)
-            conversation.save()  # save point 3
-        if self._builtins.summary_written:
-            conversation.has_summary = True
 
     def compact(self, *, on_event: EventCallback | None = None) -> bool:
         """Summarize the older turns now; False when there was nothing to compact or the

@@ -1,23 +1,35 @@
 """The working context as the model sees it: size estimates, tool-pair repair, where
-compaction may cut, the system prompts and the notes they carry.
+compaction may cut, the system prompts and the notes they carry, and what each request
+carries.
 
 Invariants: every assistant tool call is followed by exactly one ``tool`` result before
 the next other message; an orphan result is dropped from the working context (the
 transcript keeps it); compaction cuts only before a user or assistant message.
+
+The working context keeps figure references on tool messages, never image bytes.
+:class:`RequestView` sends the messages without them plus, with vision on, the newest
+``max_images`` figures (PNG, JPEG), downscaled, as ``data:`` URLs: for Chat Completions
+a user message after the batch's results, for the Responses API inside the tool result.
+The view is incremental and returns the same message objects while nothing changes.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import itertools
 import json
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jupyter_agent.errors import TooLargeError, UnsafeFileError
-from jupyter_agent.store import Store
+from jupyter_agent.agent.config import TokenUsage
+from jupyter_agent.errors import JupyterAgentError, TooLargeError, UnsafeFileError
+from jupyter_agent.images import RASTER_TYPES, data_url, downscale, image_tokens
+from jupyter_agent.store import FigureData, Store
 from jupyter_agent.store.engine import NoteKind
+from jupyter_agent.store.figure_files import figure_refs
 from jupyter_agent.text import format_bytes
 
 SUMMARY_MARKER = "[jupyter-agent] Summary of earlier conversation"
@@ -54,6 +66,23 @@ def estimate_tokens(messages: Sequence[dict[str, Any]], *, base_tokens: int | No
 def estimate_schema_tokens(schemas: Sequence[dict[str, Any]]) -> int:
     """Estimated tokens of a request's tool schemas (~1 per 4 characters of their JSON)."""
     return len(json.dumps(list(schemas), ensure_ascii=False)) // CHARS_PER_TOKEN if schemas else 0
+
+
+def checked_usage(reported: TokenUsage | None, prompt_estimate: Callable[[], int],
+                  text: str, calls: list[dict[str, Any]]) -> TokenUsage:
+    """The usage to count for one call: each reported count that is plausible, else an
+    estimate: ``prompt_estimate()`` (called only then) and from the reply's ``text`` and
+    ``calls``."""
+    completion_estimate = message_chars({"content": text, "tool_calls": calls}) // CHARS_PER_TOKEN
+    if reported is None:
+        return TokenUsage(prompt_estimate(), completion_estimate)
+    prompt, completion = reported.input_tokens, reported.output_tokens
+    if prompt <= 0:  # no request has an empty prompt
+        prompt = prompt_estimate()
+    if completion < 0 or (completion == 0 and (text or calls)):
+        completion = completion_estimate
+    cached = reported.cached_tokens if 0 <= reported.cached_tokens <= prompt else 0
+    return TokenUsage(prompt, completion, cached)
 
 
 def synthetic_result(call_id: str, reason: str) -> dict[str, Any]:
@@ -297,3 +326,128 @@ def shaped(request: list[dict[str, Any]], system: str | None,
     noted = list(request)
     noted[index] = {**request[index], "content": f"{request[index]['content']}\n\n{note[1]}"}
     return noted
+
+
+IMAGES_CAPTION = "[jupyter-agent] The figures made by the code above:"
+_ENCODED_KEPT = 32  # figures kept encoded between requests
+
+Picked = tuple[dict[str, Any], str]  # a figure reference and its data: URL
+
+
+@dataclass
+class RequestView:
+    """What a request carries, from the working context (see the module docstring)."""
+
+    read_figure: Callable[[str], FigureData]
+    _source: list[dict[str, Any]] | None = None
+    _last: dict[str, Any] | None = None
+    _plain: list[dict[str, Any]] = field(default_factory=list)
+    _with_figures: list[int] = field(default_factory=list)  # tool messages with references
+    _parts: dict[Any, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._image = functools.lru_cache(maxsize=_ENCODED_KEPT)(self._encode)
+
+    def plain(self, messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``messages`` without their ``figures`` keys (a list this view owns: do not
+        change it). Only messages added since the last call are looked at."""
+        seen = len(self._plain)
+        if not (messages is self._source and len(messages) >= seen
+                and (seen == 0 or messages[seen - 1] is self._last)):
+            self._source = messages if isinstance(messages, list) else None
+            self._plain, self._with_figures, self._parts = [], [], {}
+            seen = 0
+        for index in range(seen, len(messages)):
+            message = messages[index]
+            if "figures" in message:
+                if message.get("role") == "tool" and message["figures"]:
+                    self._with_figures.append(index)
+                message = {k: v for k, v in message.items() if k != "figures"}
+            self._plain.append(message)
+        self._last = messages[-1] if len(messages) else None
+        return self._plain
+
+    def _encode(self, figure_id: str) -> tuple[str, int] | None:
+        """A figure as a ``data:`` URL and its tokens (None: it cannot be read or sent)."""
+        with contextlib.suppress(JupyterAgentError, OSError, ValueError):
+            found = self.read_figure(figure_id)
+            if found.media_type in RASTER_TYPES:
+                data, (width, height) = downscale(found.data, found.media_type)
+                return data_url(data, found.media_type), image_tokens(width, height)
+        return None
+
+    def with_images(self, max_images: int, api: str) -> tuple[list[dict[str, Any]], int]:
+        """The last :meth:`plain` list with the newest ``max_images`` figures that can be
+        sent as images, and their estimated tokens."""
+        by_message: dict[int, list[Picked]] = {}
+        tokens = count = 0
+        source = self._source or []
+        for index in reversed(self._with_figures):
+            for ref in reversed(list(figure_refs(source[index:index + 1]))):
+                if count >= max_images:
+                    break
+                if ref.get("media_type") not in RASTER_TYPES:
+                    continue
+                image = self._image(ref["id"])
+                if image is not None:
+                    by_message.setdefault(index, []).insert(0, (ref, image[0]))
+                    tokens, count = tokens + image[1], count + 1
+        if not by_message:
+            return self._plain, 0
+        out = list(self._plain)
+        used: dict[Any, dict[str, Any]] = {}  # what this request uses; the rest is let go
+        # each made message stays the same object while nothing changes
+        if api == "responses":  # inside the tool result
+            for index, figures in by_message.items():
+                message = self._plain[index]
+                key = (id(message), *(r["id"] for r, _ in figures))
+                out[index] = used[key] = self._parts.get(key) or {**message, "content": [
+                    {"type": "text", "text": str(message.get("content") or "")},
+                    *(_image_part(url) for _, url in figures)]}
+        else:  # a user message after the batch's results
+            batches: dict[int, list[Picked]] = {}
+            for index in sorted(by_message):
+                end = index
+                while end + 1 < len(out) and out[end + 1].get("role") == "tool":
+                    end += 1
+                batches.setdefault(end, []).extend(by_message[index])
+            for end in sorted(batches, reverse=True):
+                key = tuple(r["id"] for r, _ in batches[end])
+                used[key] = self._parts.get(key) or {"role": "user", "content": [
+                    {"type": "text", "text": IMAGES_CAPTION},
+                    *(part for ref, url in batches[end] for part in (
+                        {"type": "text", "text": f"figure {ref.get('n', '?')}:"},
+                        _image_part(url)))]}
+                out.insert(end + 1, used[key])
+        self._parts = used
+        return out, tokens
+
+
+def _image_part(url: str) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": url, "detail": "auto"}}
+
+
+_PAIRS = {")": "(", "]": "[", "}": "{"}
+
+
+def clip_reason(text: str, limit: int = 100) -> str:
+    """``text`` on one line, at most about ``limit`` characters, cut at a word boundary."""
+    text = cut = " ".join(text.split())
+    if len(text) > limit:
+        cut = text[: limit + 1]
+        cut = cut[: cut.rfind(" ")] if " " in cut else cut[:limit]
+    kept: list[str] = []
+    opened: list[int] = []  # where each bracket still open is
+    for char in cut:
+        if char in "([{":
+            opened.append(len(kept))
+        elif char in _PAIRS:
+            if not opened or kept[opened[-1]] != _PAIRS[char]:
+                continue
+            opened.pop()
+        kept.append(char)
+    shortened = cut != text
+    if opened:
+        kept, shortened = kept[: opened[0]], True
+    clipped = "".join(kept).rstrip(" ,;:-")
+    return clipped.rstrip(".") + "…" if shortened else clipped

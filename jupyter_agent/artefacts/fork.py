@@ -56,16 +56,15 @@ def replay_state(parent: SessionRecord, cut: int) -> tuple[SessionState, str]:
     call counts as run unless its result says it never ran; an interrupted call is counted,
     not replayed."""
     # the agent package imports openai (~0.5 s); listings only need fork_label
-    from jupyter_agent.agent.builtin_tools import BuiltinTools
-    from jupyter_agent.agent.tools import tool_from_function
+    from jupyter_agent.agent.tools import BuiltinTools, tool_from_function
     from jupyter_agent.agent.working_context import NOT_RUN_PREFIXES, tool_calls_run
 
     state = SessionState(usage=parent.state.usage.model_copy(), model=parent.state.model,
                          base_url=parent.state.base_url)
     summaries = [""]  # the store stand-in where the summary tool saves: the last text
-    recorder = SimpleNamespace(update=lambda session_id, *, summary: summaries.append(summary))
+    recorder = SimpleNamespace(store=True, update=lambda *, summary: summaries.append(summary))
     tools = BuiltinTools(lambda: state, approval="deny")
-    tools.store, tools.session_id = cast(Any, recorder), "replay"
+    tools.conversation = cast(Any, recorder)
     replayable = {name: tool_from_function(getattr(tools, name)) for name in STATE_TOOLS}
     kept, not_run = parent.transcript[:cut], (*NOT_RUN_PREFIXES, SYNTHETIC_PREFIX)
     results = {str(m.get("tool_call_id")): message_text(m) for m in kept

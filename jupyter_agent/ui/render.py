@@ -416,7 +416,7 @@ def show_question(intro: str, text: str) -> None:
     """Display an approval question: the whole ``text`` HTML-escaped in a scrollable
     ``<pre>`` under its first line; ``text/plain`` as on a terminal."""
     # lazy: importing the agent package at extension load costs ~0.5 s
-    from jupyter_agent.agent.builtin_tools import question_text, visible_controls
+    from jupyter_agent.agent.tools import question_text, visible_controls
 
     plain = question_text(intro, text)
     body = html.escape(visible_controls(text.rstrip("\n")))

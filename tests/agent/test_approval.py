@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from IPython import get_ipython
 
-from jupyter_agent.agent.builtin_tools import NO_STDIN_REFUSAL
 from jupyter_agent.agent.config import Limits
+from jupyter_agent.agent.tools import NO_STDIN_REFUSAL
 from jupyter_agent.notebook import can_ask
 from jupyter_agent.store import FileStore
 from jupyter_agent.testing import ScriptedModelServer

@@ -24,7 +24,7 @@ from jupyter_agent.agent.adapters import ResponsesModel
 from jupyter_agent.agent.config import AgentConfig
 from jupyter_agent.agent.events import Notice
 from jupyter_agent.agent.loop import Agent
-from jupyter_agent.agent.vision import IMAGES_CAPTION, clip_reason
+from jupyter_agent.agent.working_context import IMAGES_CAPTION, clip_reason
 from jupyter_agent.errors import UnsafeFileError
 from jupyter_agent.images import MAX_IMAGE_SIDE, image_tokens
 from jupyter_agent.store import FileStore

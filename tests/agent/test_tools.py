@@ -11,9 +11,8 @@ import pytest
 from IPython.core.error import StdinNotImplementedError
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_agent.agent.builtin_tools import BuiltinTools
 from jupyter_agent.agent.pyexec import run_code
-from jupyter_agent.agent.tools import tool_from_function
+from jupyter_agent.agent.tools import BuiltinTools, tool_from_function
 from jupyter_agent.store import FileStore, SessionState
 from jupyter_agent.testing import ScriptedModel
 from jupyter_agent.text import truncate
