@@ -38,12 +38,13 @@ from jupyter_agent.artefacts.steps import (
     format_call,
     no_progress,
     steps,
+    turn_starts,
 )
 from jupyter_agent.errors import ExportError, ExportExistsError
 from jupyter_agent.store import SessionRecord
 from jupyter_agent.store.figure_files import figure_label
 from jupyter_agent.store.records import dump_record, utc_now
-from jupyter_agent.text import fence, inert_markdown
+from jupyter_agent.text import fence, inert_markdown, plural
 
 ExportFormat = Literal["ipynb", "md", "json"]
 EXPORT_FORMATS: tuple[ExportFormat, ...] = ("ipynb", "md", "json")
@@ -119,14 +120,13 @@ def _markdown(record: SessionRecord, progress: Progress, figures: ReadFigure | N
 def facts_line(record: SessionRecord) -> str:
     """One Markdown line: ID, model, dates, requests, tool calls, tokens and cost, parent."""
     state = record.state
-    turns = sum(1 for m in record.transcript if m.get("role") == "user")
     parts = [f"jupyter-agent session `{record.id}`"]
     if state.model:
         parts.append(f"model `{state.model}`")
     parts += [f"created {record.created_at:%Y-%m-%d %H:%M} UTC",
               f"updated {record.updated_at:%Y-%m-%d %H:%M} UTC",
-              f"{turns} request{'s' if turns != 1 else ''}",
-              f"{state.tool_calls} tool call{'s' if state.tool_calls != 1 else ''}"]
+              plural(len(turn_starts(record.transcript)), "request"),
+              plural(state.tool_calls, "tool call")]
     if state.usage.calls:
         cost = "price unknown" if state.usage.price_unknown else f"${state.usage.cost_usd:.4f}"
         parts.append(f"{state.usage.input_tokens + state.usage.output_tokens:,} tokens, {cost}")

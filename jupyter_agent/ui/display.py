@@ -326,9 +326,9 @@ def format_forked(forked: Forked, *, active: bool = True) -> str:
     """The fork, its parent and where it was cut; ``active``: the fork became this
     kernel's active session (the magic), else it was only saved (the command line)."""
     record, origin = forked.record, forked.record.parent
-    parent = origin.session_id if origin is not None else "?"
-    cut = (f" after turn {origin.turn} of {forked.parent_turns}"
-           if origin is not None and origin.turn is not None
+    assert origin is not None  # a fork names its parent
+    parent = origin.session_id
+    cut = (f" after turn {origin.turn} of {forked.parent_turns}" if origin.turn is not None
            else f" ({plural(forked.turns, 'turn')})")
     title = f" — {record.title}" if record.title else ""
     lines = [f"Forked session {parent}{cut} into session {record.id}{title}."]
