@@ -297,13 +297,12 @@ def format_sessions_table(listings: Sequence[SessionListing], *,
              "TITLE / FIRST PROMPT")]
     for s, owner in zip(listings, owners, strict=True):
         name = s.title or one_line(s.first_prompt, 50) or "(empty)"
-        parent = getattr(s, "parent", None)  # the fork's origin, where the listing has it
-        if parent is not None:
-            name = f"{one_line(name, 30)} ↳ fork of {one_line(parent.session_id, 16)}"
+        if s.parent is not None:
+            name = f"{one_line(name, 30)} ↳ fork of {one_line(s.parent.session_id, 16)}"
         status = s.status + (" (archived)" if s.archived else "")
         rows.append(("*" if s.id == active_id else "", s.id, relative_time(s.updated_at),
                      status, str(max(s.message_count - 1, 0)), f"${s.cost_usd:.4f}",
-                     *((owner,) if team else ()), one_line(name, 64 if parent else 50)))
+                     *((owner,) if team else ()), one_line(name, 64 if s.parent else 50)))
     return _table(rows)
 
 

@@ -114,7 +114,7 @@ class RowSlot:
             summary = (f"<br><small><i>found in {html.escape(found.field)}:</i> "
                        f"{html.escape(e[:start])}<mark>{html.escape(e[start:end])}</mark>"
                        f"{html.escape(e[end:])}</small>")
-        fork = fork_label(getattr(listing, "parent", None))  # listings name it when known
+        fork = fork_label(listing.parent)
         fork = f" <small style='opacity:0.7'>· {html.escape(fork)}</small>" if fork else ""
         if text.owner:  # a team store: who created it
             fork += f" <small style='opacity:0.7'>· by {html.escape(text.owner)}</small>"
