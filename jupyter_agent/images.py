@@ -15,8 +15,7 @@ import struct
 from collections.abc import Mapping
 
 MEDIA_TYPES: Mapping[str, str] = {"image/png": "png", "image/jpeg": "jpg", "image/svg+xml": "svg"}
-FORMAT_NAMES: Mapping[str, str] = {"image/png": "PNG", "image/jpeg": "JPEG",
-                                   "image/svg+xml": "SVG"}
+FORMAT_NAMES: Mapping[str, str] = {"image/png": "PNG", "image/jpeg": "JPEG", "image/svg+xml": "SVG"}
 RASTER_TYPES = ("image/png", "image/jpeg")
 MAX_IMAGE_SIDE = 1024  # pixels, of an image sent to a model
 # larger raster images are neither kept nor decoded (a tiny PNG can claim 20000x20000 px)

@@ -180,7 +180,6 @@ class CellLog:
     shell: Any
     errors: OrderedDict[int, str] = field(default_factory=OrderedDict)
     agent_cells: set[int] = field(default_factory=set)
-    last_error_count: int | None = None
     since: int = 0  # cells before it were in an earlier "notebook so far"
     names: dict[str, tuple[int, type]] = field(default_factory=dict)
 
@@ -216,7 +215,7 @@ class CellLog:
             except Exception:  # a hook that fails would complain after every cell
                 text = f"{_type_name(error)} (its traceback could not be formatted)"
             self.errors[count] = text
-            self.last_error_count = count
+            self.errors.move_to_end(count)  # the last is the newest, should a count come again
             while len(self.errors) > KEPT_ERRORS:
                 self.errors.popitem(last=False)
 
@@ -235,8 +234,8 @@ class CellLog:
     def last_error(self) -> str | None:
         """The traceback of the last failing cell, headed by its execution count: from the
         hook, else from ``sys.last_value`` (cell unknown); ``None`` when none failed."""
-        if self.last_error_count is not None and self.last_error_count in self.errors:
-            count = self.last_error_count
+        if self.errors:
+            count = next(reversed(self.errors))
             return f"Error in [{count}]:\n{self.errors[count]}"
         value = getattr(sys, "last_value", None)
         if isinstance(value, BaseException):

@@ -133,7 +133,7 @@ def test_the_panel_says_when_it_archives_or_deletes_the_active_session(
     assert row.resume.disabled  # already active here
     row.archive.click()
     assert f"Archived session {b}; it was this kernel&#x27;s active session" in panel._message.value
-    assert active(agent_shell) is None and panel.error == ""
+    assert active(agent_shell) is None and panel._errors.value == ""
     agent_shell.run_line_magic("agent_resume", a)
     next(r for r in panel.rows if r.session_id == a).delete.click()
     panel._confirm.click()

@@ -216,7 +216,7 @@ def test_panel_resume_then_cell_continues_that_session(
     statuses = {r.session_id: r.text.status for r in panel.rows}
     assert statuses == {a: "idle", b: "active"}
     next(r for r in panel.rows if r.session_id == a).resume.click()
-    assert panel.error == ""
+    assert panel._errors.value == ""
     assert magics.controller.active_session_id == a
     assert f"Resumed session {a} — it is this kernel&#x27;s active session" in panel._message.value
     active = next(r for r in panel.rows if r.session_id == a)
@@ -234,7 +234,7 @@ def test_panel_resume_then_cell_continues_that_session(
     # deleting the active session from the panel deactivates it first
     next(r for r in panel.rows if r.session_id == a).delete.click()
     panel._confirm.click()
-    assert panel.error == "" and magics.controller.active_session_id is None
+    assert panel._errors.value == "" and magics.controller.active_session_id is None
     assert [r.session_id for r in panel.rows] == [b]
 
 
@@ -248,9 +248,9 @@ def test_panel_resume_error_is_shown_in_the_panel(
     row = next(r for r in panel.rows if r.session_id == a)
     assert row.text.status == "in use"
     row.resume.click()
-    assert f"session {a} is in use by process {pid} (since " in panel.error
-    assert "; to use it here" in panel.error
-    assert "Error" not in panel.error
+    assert f"session {a} is in use by process {pid} (since " in panel._errors.value
+    assert "; to use it here" in panel._errors.value
+    assert "Error" not in panel._errors.value
 
 
 def test_resume_keeps_the_connection_this_kernel_used(
@@ -270,7 +270,7 @@ def test_resume_keeps_the_connection_this_kernel_used(
     b = new_session(shell, model_server, "other", "ok", f"--base-url {model_server.base_url}")
     panel = magics_of(shell).sessions_panel()
     next(r for r in panel.rows if r.session_id == a).resume.click()
-    assert panel.error == "" and magics_of(shell).controller.active_session_id == a
+    assert panel._errors.value == "" and magics_of(shell).controller.active_session_id == a
     # explicit options beat the remembered ones, and are remembered in turn
     shell.run_line_magic("agent_resume", f"{a} --model m-explicit --max-tool-calls 9")
     shell.run_line_magic("agent_resume", b)
@@ -336,7 +336,7 @@ def test_resuming_an_archived_session_unarchives_it(
     agent_shell.run_line_magic("agent_resume", b)
     panel = magics_of(agent_shell).sessions_panel(show_archived=True)
     next(r for r in panel.rows if r.session_id == a).resume.click()
-    assert panel.error == "" and panel._message.value.count("\n") == 0  # one line
+    assert panel._errors.value == "" and panel._message.value.count("\n") == 0  # one line
     assert f"Resumed ‘Old’ ({a}) (taken out of the archive) — it is this kernel" in (
         panel._message.value)
     assert store.load_session(a).archived is False

@@ -20,6 +20,7 @@ import base64
 import contextlib
 import os
 import re
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,12 +39,13 @@ from jupyter_agent.artefacts.steps import (
     format_call,
     no_progress,
     steps,
+    turn_starts,
 )
 from jupyter_agent.errors import ExportError, ExportExistsError
 from jupyter_agent.store import SessionRecord
 from jupyter_agent.store.messages import figure_label
 from jupyter_agent.store.records import dump_record, utc_now
-from jupyter_agent.text import fence, inert_markdown
+from jupyter_agent.text import fence, inert_markdown, plural
 
 ExportFormat = Literal["ipynb", "md", "json"]
 EXPORT_FORMATS: tuple[ExportFormat, ...] = ("ipynb", "md", "json")
@@ -119,14 +121,13 @@ def _markdown(record: SessionRecord, progress: Progress, figures: ReadFigure | N
 def facts_line(record: SessionRecord) -> str:
     """One Markdown line: ID, model, dates, requests, tool calls, tokens and cost, parent."""
     state = record.state
-    turns = sum(1 for m in record.transcript if m.get("role") == "user")
     parts = [f"jupyter-agent session `{record.id}`"]
     if state.model:
         parts.append(f"model `{state.model}`")
     parts += [f"created {record.created_at:%Y-%m-%d %H:%M} UTC",
               f"updated {record.updated_at:%Y-%m-%d %H:%M} UTC",
-              f"{turns} request{'s' if turns != 1 else ''}",
-              f"{state.tool_calls} tool call{'s' if state.tool_calls != 1 else ''}"]
+              plural(len(turn_starts(record.transcript)), "request"),
+              plural(state.tool_calls, "tool call")]
     if state.usage.calls:
         cost = "price unknown" if state.usage.price_unknown else f"${state.usage.cost_usd:.4f}"
         parts.append(f"{state.usage.input_tokens + state.usage.output_tokens:,} tokens, {cost}")
@@ -197,16 +198,23 @@ def _tools_text(calls: list[Call]) -> str:
     return f"<small>\n\n*Agent tools:*\n\n{body}\n\n</small>"
 
 
+def _cell(source: str, **fields: Any) -> dict[str, Any]:
+    """A markdown cell, or with ``outputs`` a code cell (an ID as nbformat makes it)."""
+    kind = {"cell_type": "code", "execution_count": None} if "outputs" in fields else {
+        "cell_type": "markdown"}
+    return {"id": uuid.uuid4().hex[:8], **kind, "metadata": {}, "source": source, **fields}
+
+
 def render_notebook(record: SessionRecord, progress: Progress, figures: ReadFigure | None) -> str:
-    """The text of a version 4 notebook, checked with ``nbformat.validate`` (whose error
+    """The text of a version 4 notebook, checked once with ``nbformat.validate`` (whose error
     would be a bug here, never a record the store wrote)."""
-    from nbformat import from_dict, v4, validate, writes  # over a second to import
+    from nbformat import from_dict, validate, writes  # over a second to import
 
     head = [f"# {record.title.strip() or f'Session {record.id}'}", f"*{facts_line(record)}*"]
     if record.summary.strip():
         head += ["**Summary**", record.summary.strip().replace("\n", "  \n")]
     head.append(READING_NOTE)
-    cells = [v4.new_markdown_cell(_markdown_text("\n\n".join(head)))]
+    cells = [_cell(_markdown_text("\n\n".join(head)))]
     tools: list[Call] = []
     for step in steps(record, progress):
         code = step.code if isinstance(step, Call) else None
@@ -214,37 +222,36 @@ def render_notebook(record: SessionRecord, progress: Progress, figures: ReadFigu
             tools.append(step)
             continue
         if tools:
-            cells.append(v4.new_markdown_cell(_tools_text(tools)))
+            cells.append(_cell(_tools_text(tools)))
             tools = []
         if isinstance(step, Request):
-            cells.append(v4.new_markdown_cell(
+            cells.append(_cell(
                 _markdown_text(f"## Request {step.turn}\n\n{step.text or '*(empty)*'}")))
         elif isinstance(step, Reply):
-            cells.append(v4.new_markdown_cell(_markdown_text(step.text)))
+            cells.append(_cell(_markdown_text(step.text)))
         elif isinstance(step, Call) and code is not None:
             if step.outcome in ("ok", "error"):
                 tags = {"tags": ["raises-exception"]} if step.outcome == "error" else {}
-                cells.append(v4.new_code_cell(code, outputs=_outputs(step, figures), metadata={
+                cells.append(_cell(code, outputs=_outputs(step, figures), metadata={
                     "jupyter_agent": {"tool_call_id": step.id, "outcome": step.outcome}, **tags}))
             else:
                 why = (step.result or "").strip() or "no result was saved"
                 why = why.removeprefix("error: ").removeprefix(SYNTHETIC_PREFIX)
-                cells.append(v4.new_markdown_cell(inert_markdown(
+                cells.append(_cell(inert_markdown(
                     f"*The agent's code below did not run: {why.splitlines()[0][:200]}*\n\n"
                     f"{fence(code, 'python')}")))
     if tools:
-        cells.append(v4.new_markdown_cell(_tools_text(tools)))
+        cells.append(_cell(_tools_text(tools)))
     parent = None if record.parent is None else record.parent.model_dump(mode="json")
-    notebook = v4.new_notebook(cells=cells, metadata={
+    notebook = from_dict({"nbformat": 4, "nbformat_minor": 5, "cells": cells, "metadata": {
         "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)",
                        "language": "python"},
         "language_info": {"name": "python"},
         "jupyter_agent": {
             "session_id": record.id, "title": record.title, "model": record.state.model,
             "parent": parent, "created_at": record.created_at.isoformat(),
-            "updated_at": record.updated_at.isoformat(), "exported_at": utc_now().isoformat()}})
-    notebook = from_dict(notebook)  # the outputs are plain dicts
-    validate(notebook)
+            "updated_at": record.updated_at.isoformat(), "exported_at": utc_now().isoformat()}}})
+    validate(notebook)  # once: nbformat's cell helpers check each cell again, a third of the time
     return writes(notebook) + "\n"
 
 

@@ -121,9 +121,11 @@ def fork_record(parent: SessionRecord, *, at: int | None = None,
             "state": replayed,
             "summary": summary or fallback_summary(kept),
         }
-    # Validated from plain data: the fork shares no object with the parent record.
-    record = SessionRecord.model_validate({**parent.model_dump(), **update, **common})
-    return Forked(record, parent_turns, len(turn_starts(kept)), rebuilt)
+    # Validated from plain data (the messages, replaced, are not dumped): the fork's record,
+    # lists and message dicts are its own.
+    plain = parent.model_dump(exclude={"transcript", "messages"})
+    record = SessionRecord.model_validate({**plain, **update, **common})
+    return Forked(record, parent_turns, sum(1 for start in starts if start < cut), rebuilt)
 
 
 def fork_session(store: Store, session_id: str, *, at: int | None = None,

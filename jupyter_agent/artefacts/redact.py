@@ -111,8 +111,14 @@ class Redactor:
                                   cast(RegexBasedDetector, plugin).denylist if plain else None))
         self._entropy = Base64HighEntropyString(limit=_ENTROPY_LIMIT)
         self.found: set[str] = set()
+        self._clean: dict[str, str] = {}  # a text seen again (the working context) is not rescanned
 
     def text(self, text: str) -> str:
+        if text not in self._clean:
+            self._clean[text] = self._scan(text)
+        return self._clean[text]
+
+    def _scan(self, text: str) -> str:
         values = {v for v in self._exact if v in text}
         lowered = text.lower()
         for plugin, needs, denylist in self._plugins:

@@ -297,13 +297,12 @@ def format_sessions_table(listings: Sequence[SessionListing], *,
              "TITLE / FIRST PROMPT")]
     for s, owner in zip(listings, owners, strict=True):
         name = s.title or one_line(s.first_prompt, 50) or "(empty)"
-        parent = getattr(s, "parent", None)  # the fork's origin, where the listing has it
-        if parent is not None:
-            name = f"{one_line(name, 30)} ↳ fork of {one_line(parent.session_id, 16)}"
+        if s.parent is not None:
+            name = f"{one_line(name, 30)} ↳ fork of {one_line(s.parent.session_id, 16)}"
         status = s.status + (" (archived)" if s.archived else "")
         rows.append(("*" if s.id == active_id else "", s.id, relative_time(s.updated_at),
                      status, str(max(s.message_count - 1, 0)), f"${s.cost_usd:.4f}",
-                     *((owner,) if team else ()), one_line(name, 64 if parent else 50)))
+                     *((owner,) if team else ()), one_line(name, 64 if s.parent else 50)))
     return _table(rows)
 
 
@@ -326,9 +325,9 @@ def format_forked(forked: Forked, *, active: bool = True) -> str:
     """The fork, its parent and where it was cut; ``active``: the fork became this
     kernel's active session (the magic), else it was only saved (the command line)."""
     record, origin = forked.record, forked.record.parent
-    parent = origin.session_id if origin is not None else "?"
-    cut = (f" after turn {origin.turn} of {forked.parent_turns}"
-           if origin is not None and origin.turn is not None
+    assert origin is not None  # a fork names its parent
+    parent = origin.session_id
+    cut = (f" after turn {origin.turn} of {forked.parent_turns}" if origin.turn is not None
            else f" ({plural(forked.turns, 'turn')})")
     title = f" — {record.title}" if record.title else ""
     lines = [f"Forked session {parent}{cut} into session {record.id}{title}."]

@@ -114,7 +114,7 @@ class RowSlot:
             summary = (f"<br><small><i>found in {html.escape(found.field)}:</i> "
                        f"{html.escape(e[:start])}<mark>{html.escape(e[start:end])}</mark>"
                        f"{html.escape(e[end:])}</small>")
-        fork = fork_label(getattr(listing, "parent", None))  # listings name it when known
+        fork = fork_label(listing.parent)
         fork = f" <small style='opacity:0.7'>· {html.escape(fork)}</small>" if fork else ""
         if text.owner:  # a team store: who created it
             fork += f" <small style='opacity:0.7'>· by {html.escape(text.owner)}</small>"
@@ -229,11 +229,6 @@ class SessionsPanel(widgets.VBox):
     def page_count(self) -> int:
         return max(1, -(-len(self._hits) // self._page_size))
 
-    @property
-    def error(self) -> str:
-        """The HTML of the error area ("" when the last action succeeded)."""
-        return str(self._errors.value)
-
     def text_table(self) -> str:
         """The current page as the terminal's table (only what the panel shows: it is
         saved with the notebook), with where the filter's text was found."""
@@ -273,21 +268,18 @@ class SessionsPanel(widgets.VBox):
 
     refresh = _guarded(_reload)
 
-    def _search(self) -> list[SearchHit]:
-        """The shown sessions that match the filter, with where."""
+    def _render(self) -> None:
+        now = datetime.now(UTC)
         shown = [s for s in self._listing if self._show_archived.value or not s.archived]
         query = self._filter.value
         if not (self._deep and query.strip()):
-            return search_listings(shown, query)
-        if self._deep_hits is None or self._deep_hits[0] != query:
-            self._deep_hits = (query, search_sessions(self._store, query, deep=True,
-                                                      include_archived=True))
-        ids = {s.id for s in shown}
-        return [hit for hit in self._deep_hits[1] if hit.session.id in ids]
-
-    def _render(self) -> None:
-        now = datetime.now(UTC)
-        self._hits = self._search()
+            self._hits = search_listings(shown, query)
+        else:  # the transcripts are read again only for a new query, or after a reload
+            if self._deep_hits is None or self._deep_hits[0] != query:
+                self._deep_hits = (query, search_sessions(self._store, query, deep=True,
+                                                          include_archived=True))
+            ids = {s.id for s in shown}
+            self._hits = [hit for hit in self._deep_hits[1] if hit.session.id in ids]
         self.page = min(self.page, self.page_count - 1)
         page = self._hits[self.page * self._page_size:][:self._page_size]
         while len(self._slots) < len(page):

@@ -491,12 +491,8 @@ def show_blocks(blocks: Sequence[tuple[str, dict[str, Any] | None]],
                 read: ReadFigure | None) -> None:
     """Print the texts of ``(text, message)`` blocks made inert, the figures of a message
     displayed after its text (without ``read``, only the lines in the text name them)."""
-    run: list[str] = []
     for i, (text, message) in enumerate(blocks):
-        run.append(text)
         refs = list(figure_refs([message])) if read and message is not None else []
-        if refs or i == len(blocks) - 1:
-            print(terminal_text("\n\n".join(run)))
-            run = []
+        print(terminal_text(text) + ("" if refs or i == len(blocks) - 1 else "\n"))
         for ref in refs:
             show_figure(ref, read)

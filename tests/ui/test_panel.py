@@ -75,7 +75,7 @@ def test_rows_show_sessions_with_their_details(store: FileStore) -> None:
     assert panel.rows[1].text.cost == "$0.5000"
     assert panel.rows[1].text.messages == "2 msgs"  # the system prompt is not counted
     assert panel.rows[1].text.updated == "just now"
-    assert panel.error == ""
+    assert panel._errors.value == ""
 
 
 @pytest.mark.slow
@@ -171,19 +171,19 @@ def test_callback_errors_are_shown_in_the_panel(store: FileStore) -> None:
 
     panel = SessionsPanel(store, on_resume=broken)
     panel.rows[0].resume.click()  # must not raise
-    assert f"something unexpected went wrong (cannot resume {sid} today)" in panel.error
-    assert "RuntimeError" not in panel.error
+    assert f"something unexpected went wrong (cannot resume {sid} today)" in panel._errors.value
+    assert "RuntimeError" not in panel._errors.value
     # a file that vanished after listing: the store's error shows up too
     store.delete_session(sid)
     panel.rows[0].details.click()
-    assert "no saved session" in panel.error
+    assert "no saved session" in panel._errors.value
     panel._refresh.click()
-    assert panel.error == "" and panel.rows == []
+    assert panel._errors.value == "" and panel.rows == []
     # no on_resume at all
     make_session(store, "y")
     bare = SessionsPanel(store)
     bare.rows[0].resume.click()
-    assert "no resume action" in bare.error
+    assert "no resume action" in bare._errors.value
 
 
 def test_status_in_use_by_another_store(store: FileStore, memory_dir: Path) -> None:
@@ -195,7 +195,7 @@ def test_status_in_use_by_another_store(store: FileStore, memory_dir: Path) -> N
         assert panel.rows[0].text.status == "in use"
         # archiving a session in use elsewhere is refused, and the panel says so
         panel.rows[0].archive.click()
-        assert "in use" in panel.error and store.load_session(sid).archived is False
+        assert "in use" in panel._errors.value and store.load_session(sid).archived is False
     finally:
         other.release_all()
     store.acquire_lease(sid)

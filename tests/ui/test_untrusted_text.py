@@ -198,7 +198,7 @@ def test_panel_rows_and_details_show_hostile_text_as_text(store: FileStore) -> N
             assert_inert_html(value)
         assert "&lt;img src=x onerror=alert(1)&gt;" in slot.info.value
         row.details.click()
-        assert panel._details.selected is not None and panel.error == ""
+        assert panel._details.selected is not None and panel._errors.value == ""
         assert_inert_html(panel._details.head.value)
         assert_inert_html(panel._details.text.value)
         assert 'href="https://evil.example/?d=secret"' in panel._details.text.value  # a link
