@@ -29,7 +29,7 @@ from jupyter_agent.errors import JupyterAgentError, TooLargeError, UnsafeFileErr
 from jupyter_agent.images import RASTER_TYPES, data_url, downscale, image_tokens
 from jupyter_agent.store import FigureData, Store
 from jupyter_agent.store.engine import NoteKind
-from jupyter_agent.store.figure_files import figure_refs
+from jupyter_agent.store.messages import figure_refs
 from jupyter_agent.text import format_bytes
 
 SUMMARY_MARKER = "[jupyter-agent] Summary of earlier conversation"
