@@ -302,7 +302,7 @@ class PostgresStore(SessionEngine):
 
     def _read_record(self, at: Link, session_id: str) -> SessionRecord:
         row = self._one(rows.RECORD, session_id, needed=True)
-        return rows.record_from_row(row, self._where(session_id))
+        return rows.head_from_row(row, self._where(session_id), whole=True).record
 
     def _list_page(self, at: Link, include_archived: bool, limit: int | None,
                    after: SessionListing | None, session_id: str | None = None

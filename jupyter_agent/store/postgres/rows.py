@@ -340,18 +340,17 @@ def _model(model: Any, value: Any, where: str) -> Any:
         raise CorruptSessionError(where, f"{SESSIONS}: {validation_reason(err)}") from None
 
 
-def head_from_row(row: Mapping[str, Any], where: str) -> Head:
+def head_from_row(row: Mapping[str, Any], where: str, *, whole: bool = False) -> Head:
     """A validated head from a row of :data:`HEAD_COLUMNS` and ``tail``, the raw JSON list
-    of the transcript rows from ``context_from`` on (``None`` when there are none);
+    of the transcript rows from ``context_from`` on, or of them all when ``whole`` (then
+    kept as the record's ``transcript``); ``None`` when there are none.
     ``CorruptSessionError`` for a row of a newer jupyter-agent or one that does not validate."""
-    first_seq = row["context_from"]
-    return _head(row, _messages(row["tail"], where, f"{MESSAGES} from seq {first_seq}",
-                                first_seq, JOURNAL_CAP), where)
-
-
-def _head(row: Mapping[str, Any], tail: list[dict[str, Any]], where: str) -> Head:
     version, context_from, transcript_len = (
         row["schema_version"], row["context_from"], row["transcript_len"])
+    first_seq = 0 if whole else context_from
+    transcript = _messages(row["tail"], where, MESSAGES if whole else
+                           f"{MESSAGES} from seq {first_seq}", first_seq, JOURNAL_CAP)
+    tail = transcript[max(context_from, 0):] if whole else transcript
     if version > SCHEMA_VERSION:
         raise CorruptSessionError(
             where, f"it has schema_version {version}, but this jupyter-agent reads only up "
@@ -372,18 +371,12 @@ def _head(row: Mapping[str, Any], tail: list[dict[str, Any]], where: str) -> Hea
     data = {name: row[name] for name in _RECORD_COLUMNS} | {
         name: _json(row[name], where, f"{SESSIONS}.{name}") for name in _MODELS}
     record: SessionRecord = _model(SessionRecord, {**extra, **data}, where)
-    record.messages = [*head_messages, *tail]  # validated already: not copied by pydantic
+    # validated already: assigned, not copied by pydantic
+    record.messages = [*head_messages, *tail]
+    if whole:
+        record.transcript = transcript
     return Head(row["sid"], row["revision"], record, head_messages, context_from,
                 transcript_len, row["first_prompt"])
-
-
-def record_from_row(row: Mapping[str, Any], where: str) -> SessionRecord:
-    """The record from a row of :data:`HEAD_COLUMNS` and ``tail``, the raw JSON list of its
-    whole transcript (``None`` when empty); ``CorruptSessionError`` as :func:`head_from_row`."""
-    transcript = _messages(row["tail"], where, MESSAGES, 0, JOURNAL_CAP)
-    record = _head(row, transcript[max(row["context_from"], 0):], where).record
-    record.transcript = transcript  # validated already: assigned, not copied by pydantic
-    return record
 
 
 class _Unlisted(BaseModel):
