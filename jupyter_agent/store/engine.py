@@ -81,14 +81,6 @@ _SEEN_FILE = "seen-notes.json"
 NoteKind = Literal["project", "user"]
 
 
-def note_file(kind: NoteKind) -> str:
-    """The file name of ``kind``; ``ValueError`` for anything but "project" or "user"."""
-    try:
-        return NOTE_FILES[kind]
-    except (KeyError, TypeError):
-        raise ValueError(f"notes kind must be 'project' or 'user', not {kind!r}") from None
-
-
 def remove_temps(root: SafeDir, lock: str = NOTES_LOCK,
                  targets: Collection[str] = tuple(NOTE_FILES.values()), *,
                  timeout: float = 0.05, locked: bool = False) -> list[Path]:
@@ -122,7 +114,11 @@ class Notes:
         return f"Notes({str(self.root)!r})"
 
     def path(self, kind: NoteKind) -> Path:
-        return self.root / note_file(kind)
+        """The file of ``kind``; ``ValueError`` for anything but "project" or "user"."""
+        try:
+            return self.root / NOTE_FILES[kind]
+        except (KeyError, TypeError):
+            raise ValueError(f"notes kind must be 'project' or 'user', not {kind!r}") from None
 
     @staticmethod
     def _text(root: SafeDir, name: str) -> str:
@@ -131,24 +127,24 @@ class Notes:
 
     def read(self, kind: NoteKind) -> str:
         """The notes of ``kind`` ("" when there are none); invalid UTF-8 becomes U+FFFD."""
-        name = note_file(kind)
+        path = self.path(kind)
         with storage_errors(self.root, reading=True):
             root = SafeDir.open(self.root)
         if root is None:
             return ""
-        with root, storage_errors(self.path(kind), reading=True):
-            return self._text(root, name)
+        with root, storage_errors(path, reading=True):
+            return self._text(root, path.name)
 
     @contextlib.contextmanager
     def _locked(self, kind: NoteKind) -> Iterator[tuple[SafeDir, str]]:
-        name = note_file(kind)
+        path = self.path(kind)
         with storage_errors(self.root):
             root = SafeDir.open(self.root, create=True)
         assert root is not None
-        with root, storage_errors(self.path(kind)), \
+        with root, storage_errors(path), \
                 lock_shared_or_exclusive(root, NOTES_LOCK, exclusive=True):
             remove_temps(root, locked=True)
-            yield root, name
+            yield root, path.name
 
     def write(self, kind: NoteKind, text: str) -> None:
         with self._locked(kind) as (root, name):

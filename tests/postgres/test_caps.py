@@ -60,3 +60,30 @@ def test_a_value_over_its_cap_is_refused_before_decoding(pg: PgCluster, store: P
         f"project {project!r} session 's': jupyter_agent.sessions.context_head of "
         f"{RECORD_CAP + 2:,} bytes is over the 16 MiB cap; it was not loaded and was left "
         "untouched")
+
+
+@pytest.mark.parametrize(("column", "value", "reason"), [
+    ("state", '{"usage": {"cost_usd": -1}}',
+     "jupyter_agent.sessions: state.usage.cost_usd: Input should be greater than or equal to 0"),
+    ("state", '{"todos": ' + "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1) + "}",
+     "jupyter_agent.sessions.state: values are nested too deeply"),
+    ("compactions", '{"a": 1}',
+     "jupyter_agent.sessions: compactions: Input should be a valid list"),
+    ("parent", '{"session_id": "../x"}',
+     "jupyter_agent.sessions: parent.session_id: Value error, invalid session ID '../x'"),
+])
+def test_a_damaged_row_is_left_out_of_the_listing_and_described_by_its_column(
+        pg: PgCluster, store: PostgresStore, project: str, column: str, value: str,
+        reason: str) -> None:
+    store.create_session(MESSAGES, session_id="s")
+    store.create_session(MESSAGES, session_id="fine")
+    edit(pg, project, f"UPDATE jupyter_agent.sessions SET {column} = %s::json "
+                      "WHERE sid = %(sid)s", value)
+    assert [e.id for e in store.list_sessions()] == ["fine"]
+    with pytest.raises(CorruptSessionError) as caught:
+        store.describe_session("s")
+    assert f"project {project!r} session 's'" in str(caught.value)
+    assert reason in str(caught.value)
+    with pytest.raises(CorruptSessionError) as loading:
+        store.load_session("s")
+    assert reason in str(loading.value)  # a load says the same

@@ -304,7 +304,7 @@ class PostgresStore(SessionEngine):
 
     def _read_record(self, at: Link, session_id: str) -> SessionRecord:
         row = self._one(rows.RECORD, session_id, needed=True)
-        return rows.record_from_row(row, self._where(session_id))
+        return rows.head_from_row(row, self._where(session_id), whole=True).record
 
     def _list_page(self, at: Link, include_archived: bool, limit: int | None,
                    after: SessionListing | None, session_id: str | None = None
@@ -319,15 +319,12 @@ class PostgresStore(SessionEngine):
             params.update(after_at=after.updated_at, after_id=after.id)
         listing: list[SessionListing] = []
         for row in self._link.fetch(query, params):
-            sid = row["id"]
-            status: Literal["active", "in use", "idle"] = "idle"
-            holder = None
-            if isinstance(sid, str) and self.leases.holds(sid):
-                status, holder = "active", self.leases.holder(sid)
-            elif row["lock_pid"] is not None:
-                status, holder = "in use", row_holder(row)
+            sid, mine = row["id"], self.leases.holds(row["id"])
+            holder = self.leases.holder(sid) if mine else row_holder(row)
+            status: Literal["active", "in use", "idle"] = (
+                "active" if mine else "idle" if holder is None else "in use")
             try:
-                listing.append(rows.listing_entry(row, status, holder, self._where(str(sid))))
+                listing.append(rows.listing_entry(row, status, holder, self._where(sid)))
             except CorruptSessionError:
                 if session_id is not None:
                     raise

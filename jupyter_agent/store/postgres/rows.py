@@ -12,15 +12,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from math import isfinite
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ValidationError
+from pydantic import AfterValidator, BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
 from jupyter_agent.errors import CorruptSessionError, TooLargeError
 from jupyter_agent.store.journal import first_prompt_of
 from jupyter_agent.store.messages import (
     JOURNAL_CAP,
+    MAX_DEPTH,
     RECORD_CAP,
     check_messages,
     count_replaced,
@@ -40,6 +41,7 @@ from jupyter_agent.store.records import (
     SessionState,
     check_not_future,
     utc_now,
+    validate_session_id,
     validation_reason,
 )
 
@@ -297,7 +299,8 @@ def plan_update(head: Head, values: dict[str, Any], touch: bool) -> Plan | None:
 # ------------------------------------------------------------------ decoding
 def _json(raw: bytes | None, where: str, column: str, cap: int = RECORD_CAP, *,
           messages: bool = False) -> Any:
-    # refused over ``cap`` bytes before decoding; messages are depth-checked by check_messages
+    # refused over ``cap`` bytes before decoding; messages are depth-checked by check_messages,
+    # other values when they have brackets enough to nest too deeply
     if raw is None:
         return None
     if len(raw) > cap:
@@ -306,7 +309,8 @@ def _json(raw: bytes | None, where: str, column: str, cap: int = RECORD_CAP, *,
         value = decode_json(raw, where)
     except CorruptSessionError as err:
         raise CorruptSessionError(where, f"{column}: {err.reason}") from None
-    problem = None if messages else depth_problem(value)
+    deep = not messages and raw.count(b"[") + raw.count(b"{") > MAX_DEPTH
+    problem = depth_problem(value) if deep else None
     if problem:
         raise CorruptSessionError(where, f"{column}: {problem}")
     return value
@@ -336,27 +340,17 @@ def _model(model: Any, value: Any, where: str) -> Any:
         raise CorruptSessionError(where, f"{SESSIONS}: {validation_reason(err)}") from None
 
 
-def _record(row: Mapping[str, Any], where: str, extra: Mapping[str, Any]) -> SessionRecord:
-    """A record from the record's columns the ``sessions`` row has (JSON ones decoded
-    within their cap) and ``extra`` keys; ``CorruptSessionError`` naming the column."""
-    data = {name: row[name] for name in _RECORD_COLUMNS if name in row} | {
-        name: _json(row[name], where, f"{SESSIONS}.{name}") for name in _MODELS}
-    record: SessionRecord = _model(SessionRecord, {**extra, **data}, where)
-    return record
-
-
-def head_from_row(row: Mapping[str, Any], where: str) -> Head:
+def head_from_row(row: Mapping[str, Any], where: str, *, whole: bool = False) -> Head:
     """A validated head from a row of :data:`HEAD_COLUMNS` and ``tail``, the raw JSON list
-    of the transcript rows from ``context_from`` on (``None`` when there are none);
+    of the transcript rows from ``context_from`` on, or of them all when ``whole`` (then
+    kept as the record's ``transcript``); ``None`` when there are none.
     ``CorruptSessionError`` for a row of a newer jupyter-agent or one that does not validate."""
-    first_seq = row["context_from"]
-    return _head(row, _messages(row["tail"], where, f"{MESSAGES} from seq {first_seq}",
-                                first_seq, JOURNAL_CAP), where)
-
-
-def _head(row: Mapping[str, Any], tail: list[dict[str, Any]], where: str) -> Head:
     version, context_from, transcript_len = (
         row["schema_version"], row["context_from"], row["transcript_len"])
+    first_seq = 0 if whole else context_from
+    transcript = _messages(row["tail"], where, MESSAGES if whole else
+                           f"{MESSAGES} from seq {first_seq}", first_seq, JOURNAL_CAP)
+    tail = transcript[max(context_from, 0):] if whole else transcript
     if version > SCHEMA_VERSION:
         raise CorruptSessionError(
             where, f"it has schema_version {version}, but this jupyter-agent reads only up "
@@ -374,25 +368,29 @@ def _head(row: Mapping[str, Any], tail: list[dict[str, Any]], where: str) -> Hea
     if type(extra) is not dict or extra.keys() & SessionRecord.model_fields.keys():
         raise CorruptSessionError(where, f"{SESSIONS}.extra: not a JSON object of keys the "
                                          "record does not have")
-    record = _record(row, where, extra)
-    record.messages = [*head_messages, *tail]  # validated already: not copied by pydantic
+    data = {name: row[name] for name in _RECORD_COLUMNS} | {
+        name: _json(row[name], where, f"{SESSIONS}.{name}") for name in _MODELS}
+    record: SessionRecord = _model(SessionRecord, {**extra, **data}, where)
+    # validated already: assigned, not copied by pydantic
+    record.messages = [*head_messages, *tail]
+    if whole:
+        record.transcript = transcript
     return Head(row["sid"], row["revision"], record, head_messages, context_from,
                 transcript_len, row["first_prompt"])
 
 
-def record_from_row(row: Mapping[str, Any], where: str) -> SessionRecord:
-    """The record from a row of :data:`HEAD_COLUMNS` and ``tail``, the raw JSON list of its
-    whole transcript (``None`` when empty); ``CorruptSessionError`` as :func:`head_from_row`."""
-    transcript = _messages(row["tail"], where, MESSAGES, 0, JOURNAL_CAP)
-    record = _head(row, transcript[max(row["context_from"], 0):], where).record
-    record.transcript = transcript  # validated already: assigned, not copied by pydantic
-    return record
+class _Unlisted(BaseModel):
+    """The columns of a listing row its entry does not show or check, checked as a load does."""
+
+    id: Annotated[str, AfterValidator(validate_session_id)]
+    state: SessionState
+    compactions: list[Compaction]
 
 
 def listing_entry(row: Mapping[str, Any], status: Literal["active", "in use", "idle"],
                   holder: LeaseHolder | None, where: str) -> SessionListing:
     """A listing entry from a row of the listing query (columns named as the entry's
-    fields), checked as a load checks the same columns (messages are not read);
+    fields), each column checked once as a load checks it (messages are not read);
     ``CorruptSessionError`` naming the column."""
     try:
         check_not_future(f"{SESSIONS}.updated_at", row["updated_at"])
@@ -402,9 +400,10 @@ def listing_entry(row: Mapping[str, Any], status: Literal["active", "in use", "i
     if not (min(row["message_count"], row["tool_calls"], cost) >= 0 and isfinite(cost)):
         raise CorruptSessionError(where, f"{SESSIONS}: transcript_len, tool_calls and "
                                          "cost_usd must be finite and non-negative")
-    record = _record(row, where, {})
+    json = {name: _json(row[name], where, f"{SESSIONS}.{name}") for name in _MODELS}
+    _model(_Unlisted, {**json, "id": row["id"]}, where)
     # the row's other columns are not the entry's fields: validation leaves them out
-    values = {**row, "parent": record.parent, "status": status, "holder": holder,
+    values = {**row, "parent": json["parent"], "status": status, "holder": holder,
               "shared_with": tuple(row["shared_with"] or ())}
     entry: SessionListing = _model(SessionListing, values, where)
     return entry

@@ -128,8 +128,15 @@ _ALL: weakref.WeakSet[Link] = weakref.WeakSet()  # the links that have connected
 
 
 def _close_sockets_in_child() -> None:
+    # the parent's sockets are pointed at /dev/null: closing them would end its sessions
     for link in list(_ALL):
-        link._orphan()
+        if link._conn is not None:
+            with contextlib.suppress(Exception):
+                null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+                try:
+                    os.dup2(null, link._conn.pgconn.socket, inheritable=False)
+                finally:
+                    os.close(null)
 
 
 @functools.cache  # once per process, on the first connection (importing does nothing)
@@ -186,19 +193,6 @@ class Link:
         _install_fork_hook()
         _ALL.add(self)
         return conn
-
-    def _orphan(self) -> None:
-        # in a forked child: close this process's copy of the parent's socket, silently
-        conn = self._conn
-        if conn is None or self._pid == os.getpid():
-            return
-        with contextlib.suppress(Exception):
-            fd = conn.pgconn.socket
-            null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
-            try:
-                os.dup2(null, fd, inheritable=False)
-            finally:
-                os.close(null)
 
     def close(self) -> None:
         """Forget the connection (closing it when it is this process's own)."""
