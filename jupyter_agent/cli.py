@@ -224,10 +224,8 @@ def archive(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def share(ctx: Context, args: argparse.Namespace) -> int:
-    now = share_session(ctx.store, args.session_id, args.roles, undo=args.undo)
-    return ctx.report({"id": args.session_id, "shared_with": now},
-                      f"Session {args.session_id} is shared with "
-                      f"{', '.join(map(repr, now)) if now else 'nobody'}.")
+    now, line = share_session(ctx.store, args.session_id, args.roles, undo=args.undo)
+    return ctx.report({"id": args.session_id, "shared_with": now}, line)
 
 
 def remove(ctx: Context, args: argparse.Namespace) -> int:

@@ -24,7 +24,7 @@ from traitlets import Bool, Float, Int, TraitError, Unicode, validate
 from traitlets.config import Config
 
 from jupyter_agent.artefacts.search import search_sessions
-from jupyter_agent.controller import AgentController, TurnResult, share_session
+from jupyter_agent.controller import AgentController, UsageReport, share_session
 from jupyter_agent.errors import JupyterAgentError, LimitExceededError
 from jupyter_agent.notebook import can_ask, is_jupyter
 from jupyter_agent.project import confirm_delete
@@ -155,7 +155,7 @@ def rewrite_agent_lines(lines: list[str]) -> list[str]:
     return out
 
 
-def _footer(result: TurnResult | None) -> str | None:
+def _footer(result: UsageReport | None) -> str | None:
     # none for a turn without a successful model call ("0 tokens · $0.0000")
     return None if result is None or result.turn_usage.calls == 0 else format_footer(result)
 
@@ -375,9 +375,7 @@ class AgentMagics(Magics):
         """Share a session of the team store read-only with database roles: their members
         may read and fork it, never change it (--undo stops sharing)."""
         sid, store = self.controller.target(args.session_id)
-        now = share_session(store, sid, args.roles, undo=args.undo)
-        _print(f"Session {args.session_id} is shared with "
-               f"{', '.join(map(repr, now)) if now else 'nobody'}.")
+        _print(share_session(store, sid, args.roles, undo=args.undo)[1])
 
     @agent_magic()
     @argument("session_id", metavar="ID", help="The session to delete.")
