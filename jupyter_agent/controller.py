@@ -115,10 +115,8 @@ class ActiveSession:
 
 
 class AgentController:
-    """The active session of one kernel and every operation on sessions.
-
-    ``settings`` returns the current :class:`Settings`; ``environ`` defaults to
-    :data:`os.environ`; ``cwd`` (default: now) and its project root are resolved once.
+    """The active session of one kernel and every operation on sessions. ``cwd`` (default:
+    now) and its project root are found once: a later ``os.chdir`` does not move the sessions.
     """
 
     def __init__(self, settings: Callable[[], Settings], *, shell: Any = None,
@@ -130,7 +128,6 @@ class AgentController:
         self._environ = environ
         self._show_question = show_question
         self._cwd = Path(os.getcwd() if cwd is None else cwd).expanduser().resolve()
-        #: Found once: a later ``os.chdir`` does not move the sessions.
         self.root = find_project_root(self._cwd)
         self._stores: dict[tuple[str, Path], Store] = {}  # by (URL, memory directory)
         self._active: ActiveSession | None = None
@@ -140,7 +137,6 @@ class AgentController:
         #: ``(session ID, "deleted" or "archived")`` when the active session ended so and
         #: no session was made active since.
         self.ended: tuple[str, str] | None = None
-        #: The user's cells, as the notebook tools and ``@`` references read them.
         self.cells = CellLog(shell)
         if shell is not None:
             self.cells.start()
@@ -162,8 +158,7 @@ class AgentController:
 
     @property
     def store(self) -> Store:
-        """The store the settings select now (see :func:`~jupyter_agent.project.open_store`),
-        kept until :meth:`close`."""
+        """The store the settings select now, kept until :meth:`close`."""
         root = self.memory_dir
         url = chosen_store_url(self._settings().store_url or None, self._environ)
         if (url, root) not in self._stores:
@@ -240,8 +235,8 @@ class AgentController:
         return conversation.session_id
 
     def ensure_session(self) -> str | None:
-        """Start a session with the options of this kernel's latest one (not its title)
-        if none is active; return the new ID, or ``None`` if one was active."""
+        """If none is active, start a session with the options (not the title) of this
+        kernel's latest one and return its ID."""
         if self._active is not None:
             return None
         ended, options = self.ended, self._last_options or SessionOptions()
@@ -364,22 +359,21 @@ class AgentController:
         return result(outcome)
 
     def compact(self, *, on_event: Callable[[Any], None] | None = None) -> bool:
-        """Compact the working context now; ``False`` (and a ``Notice``) when there was
-        nothing to compact or the call failed."""
+        """``False`` (and a ``Notice``) when there was nothing to compact or the call failed."""
         return self._refreshed()[1].compact(on_event=on_event)
 
     def record(self, session_id: str | None = None) -> SessionRecord:
-        """A session's record (default: the active session's)."""
+        """Default: the active session's."""
         sid, store = self.target(session_id)
         return store.load_session(sid)
 
     def read_figure(self, session_id: str, figure_id: str) -> FigureData:
-        """A figure of a session, read without its lease."""
+        """Read without the session's lease."""
         sid, store = self.target(session_id)
         return store.read_figure(sid, figure_id)
 
     def usage(self) -> UsageReport:
-        """Usage and limits of the active session (limits as the settings say now)."""
+        """Of the active session, with the limits the settings say now."""
         active = self._require_active()
         mine = self._settings().with_options(active.options)
         return self._report(active, mine.limits(), mine.context_privacy)
@@ -436,7 +430,7 @@ class AgentController:
         return SessionChange(sid, "unarchived" if undo else "archived", was_active, record.title)
 
     def delete(self, session_id: str) -> SessionChange:
-        """Delete a session (deactivating it first if it is the active one)."""
+        """Deactivate the session first if it is the active one."""
         sid, store = self.target(session_id)
         try:
             title = store.load_session(sid).title
@@ -474,8 +468,7 @@ class AgentController:
                              figures=lambda fid: store.read_figure(sid, fid))
 
     def close(self) -> None:
-        """Deactivate the active session, releasing its lease, and close the stores
-        (extension unload)."""
+        """Deactivate the active session (releasing its lease) and close the stores."""
         active, self._active = self._active, None
         if active is not None:
             active.agent.conversation.close()

@@ -21,7 +21,7 @@ from jupyter_agent.testing.wire import Answer, ImagePart, RequestRejected, image
 
 
 class ScriptedModelServer(Script):
-    """An OpenAI-compatible model server on loopback that answers from a script.
+    """An OpenAI-compatible model server on loopback answering from a script.
 
     Each accepted ``/chat/completions`` or ``/responses`` request consumes exactly one step,
     even when the client disconnects mid-stream; a rejected one (400, 401) consumes none.
@@ -61,8 +61,7 @@ class ScriptedModelServer(Script):
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> ScriptedModelServer:
-        """A server (not started) answering from the JSON script at ``path``; raises
-        ``ScriptError`` for an unreadable file, not a JSON list, or an invalid step."""
+        """Not started; ``ScriptError`` as :func:`~jupyter_agent.testing.script.load_script`."""
         return cls(load_script(path), **kwargs)
 
     def start(self) -> ScriptedModelServer:
@@ -75,7 +74,7 @@ class ScriptedModelServer(Script):
         return self
 
     def stop(self) -> None:
-        """Stop serving and close the socket and open connections; idempotent."""
+        """Also closes the open connections; idempotent."""
         with self._lock:
             httpd, self._httpd = self._httpd, None
         if httpd is not None:
@@ -100,12 +99,12 @@ class ScriptedModelServer(Script):
 
     @property
     def requests(self) -> list[Any]:
-        """Every parsed request body in order, rejected ones included (a copy)."""
+        """Every parsed body in order, rejected ones included (a copy)."""
         return [x.request for x in self.exchanges]
 
     @property
     def exchanges(self) -> list[Exchange]:
-        """Every request with its answer (an :class:`Exchange` each), in arrival order (a copy)."""
+        """In arrival order (a copy)."""
         with self._lock:
             return list(self._exchanges)
 
@@ -121,7 +120,7 @@ class ScriptedModelServer(Script):
             return list(self._errors)
 
     def clear_requests(self) -> None:
-        """Forget the recorded exchanges; the script position is kept."""
+        """The script position is kept."""
         with self._lock:
             self._exchanges.clear()
 

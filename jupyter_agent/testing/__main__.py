@@ -1,8 +1,5 @@
-"""Command line: ``python -m jupyter_agent.testing --script FILE [--port N]``.
-
-Prints the base URL (``http://127.0.0.1:PORT/v1``) on stdout, flushed, then
-serves until SIGINT (Ctrl-C) or SIGTERM, and exits 0. A bad script exits 2 with
-the validation message on stderr; an unbindable port exits 1.
+"""``python -m jupyter_agent.testing``: prints the base URL on stdout, flushed, then serves
+until SIGINT or SIGTERM and exits 0; a bad script exits 2, an unbindable port 1.
 """
 
 from __future__ import annotations
