@@ -57,7 +57,6 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_API})
 
 
-# ---- the extension
 def _is_ours(transformer: Any) -> bool:  # also a copy from before a module reload
     return (getattr(transformer, "__module__", "") == "jupyter_agent.magics"
             and getattr(transformer, "__name__", "") == "rewrite_agent_lines")

@@ -1,11 +1,9 @@
 """``jupyter agent``: the saved sessions of a project from the command line.
 
-Each subcommand is a function ``run(ctx, args) -> exit code`` and its arguments in
-:func:`build_parser`. The memory directory and the store are found as the magics find them
-(``--memory-dir`` stands for ``AgentMagics.memory_dir``). Reads take no lease; a command
-that writes holds a lease labelled with its name. Exit codes: 0 success; 1 an error
-jupyter-agent reports (one line on stderr, the magics' message) or a refusal; 2 a usage
-error; 130 interrupted.
+The memory directory and the store are found as the magics find them (``--memory-dir``
+stands for ``AgentMagics.memory_dir``). Reads take no lease; a command that writes holds a
+lease labelled with its name. Exit codes: 0 success; 1 an error jupyter-agent reports (one
+line on stderr, the magics' message) or a refusal; 2 a usage error; 130 interrupted.
 """
 
 from __future__ import annotations

@@ -52,7 +52,6 @@ def can_ask(shell: Any) -> bool:
     return False
 
 
-# ---- values
 def _safe(get: Any, default: Any = None) -> Any:
     try:
         return get()
@@ -146,7 +145,6 @@ def visible_namespace(ns: dict[str, Any], shell: Any) -> dict[str, Any]:
             if not k.startswith("_") and k not in hidden and type(v).__name__ != "module"}
 
 
-# ---- the cells
 def _short_path(path: str) -> str:  # a traceback names no user's folders
     unix = path.replace("\\", "/")
     if "/site-packages/" in unix:
@@ -323,7 +321,6 @@ def notebook_so_far(log: CellLog, privacy: Privacy, budget_tokens: int) -> str |
                       f"{privacy}) ---", *reversed(kept), "--- end of the notebook section ---"])
 
 
-# ---- references
 _FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.M | re.S)
 _SPAN = re.compile(r"`[^`\n]*`")
 _REFERENCE = re.compile(r"(?:(?<=\s)|^)@(In\[(\d+)\]|Out\[(\d+)\]|error\b|"

@@ -263,7 +263,6 @@ def option(name: str) -> Option:
     return _BY_NAME[name]
 
 
-# ---- the client factory
 #: Sent as the key to a ``base_url`` server when the key variable is unset (local servers
 #: ignore it; the ``openai`` client insists on one).
 PLACEHOLDER_API_KEY = "not-needed"

@@ -25,11 +25,10 @@ class ScriptedModelServer(Script):
 
     Each accepted ``/chat/completions`` or ``/responses`` request consumes exactly one step,
     even when the client disconnects mid-stream; a rejected one (400, 401) consumes none.
-    Every body that parses is recorded on arrival, rejected ones included. One lock guards
-    the script and the records (callable steps run outside it). The API key is never logged.
-    ``port`` 0 picks a free port at :meth:`start`, kept across restarts; ``play`` (see
-    :class:`~jupyter_agent.testing.handler.LocalServer`) reports ``context_window`` tokens
-    as that server does. ``ScriptError`` if a step is invalid.
+    Every body that parses is recorded on arrival. One lock guards the script and the
+    records (callable steps run outside it). The API key is never logged. ``port`` 0 picks
+    a free port at :meth:`start`, kept across restarts; ``play``: see
+    :class:`~jupyter_agent.testing.handler.LocalServer`.
     """
 
     def __init__(

@@ -37,12 +37,11 @@ if TYPE_CHECKING:
 
 @dataclass
 class Exchange:
-    """A request to ``/chat/completions`` or ``/responses`` and its answer.
+    """A request to ``/chat/completions`` or ``/responses``, recorded when the body parses.
 
-    Recorded when the body parses; ``status`` is None while the answer is pending.
-    ``response`` is the answer object, the list of stream chunks or events, or the error
-    body. ``authorization`` is the request's header, kept in memory only (never logged).
-    ``dropped`` counts messages a server playing Ollama dropped to fit its window.
+    ``status`` is None while the answer is pending; ``response`` is the answer object, the
+    list of stream chunks or events, or the error body; ``authorization`` is kept in memory
+    only; ``dropped``: messages a server playing Ollama dropped to fit its window.
     """
 
     request: Any
