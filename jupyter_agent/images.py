@@ -99,14 +99,9 @@ def image_tokens(width: int, height: int) -> int:
 
 
 def downscale(data: bytes, media_type: str) -> tuple[bytes, tuple[int, int]]:
-    """A PNG or JPEG image with its longer side at most :data:`MAX_IMAGE_SIDE` pixels, in its own
-    format (``data`` itself if small enough), and its size.
-
-    Raises
-    ------
-    ValueError
-        ``data`` is not an image Pillow reads, or over :data:`MAX_IMAGE_PIXELS`.
-    """
+    """A PNG or JPEG image with its longer side at most :data:`MAX_IMAGE_SIDE` pixels, in its
+    own format (``data`` itself if small enough), and its size; ``ValueError`` if Pillow
+    cannot read it or it is over :data:`MAX_IMAGE_PIXELS`."""
     problem = pixel_problem(data, media_type)
     if problem:
         raise ValueError(f"{FORMAT_NAMES.get(media_type, media_type)} image not sent: {problem}")

@@ -251,13 +251,7 @@ def _output_text(value: Any, privacy: Privacy, values: bool) -> str:
 def format_cell(log: CellLog, n: int, privacy: Privacy, *, values: bool = False,
                 input_chars: int = -1) -> str:
     """Cell ``n``: its code, output (per ``privacy``) and error; an ``%agent`` cell is
-    named as such, its prompt left out.
-
-    Raises
-    ------
-    KeyError
-        No cell ``n`` in this kernel's history.
-    """
+    named as such, its prompt left out. ``KeyError`` if this kernel has no cell ``n``."""
     inputs = log.inputs()
     if not 0 < n < len(inputs):
         raise KeyError(n)

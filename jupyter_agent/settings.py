@@ -356,13 +356,8 @@ def not_configured_message(settings: Settings, *, session_id: str | None = None,
 def build_client(settings: Settings, environ: Mapping[str, str] | None = None, *,
                  max_retries: int = 2, timeout: float = 600.0) -> openai.OpenAI:
     """The only place an ``openai.OpenAI`` client is built; ``max_retries`` on 429, 5xx and
-    connection errors, ``timeout`` in seconds.
-
-    Raises
-    ------
-    ModelNotConfiguredError
-        Neither a key nor a ``base_url`` is configured.
-    """
+    connection errors, ``timeout`` in seconds; ``ModelNotConfiguredError`` when neither a
+    key nor a ``base_url`` is configured."""
     import openai  # ~0.5 s: only when a model is built
 
     url, key = endpoint(settings, environ)
@@ -374,14 +369,8 @@ def build_client(settings: Settings, environ: Mapping[str, str] | None = None, *
 
 def build_model(settings: Settings, environ: Mapping[str, str] | None = None, *,
                 client: openai.OpenAI | None = None) -> Model:
-    """``client`` (default: a new :func:`build_client`) must be for the same
-    :func:`endpoint_id`.
-
-    Raises
-    ------
-    ModelNotConfiguredError
-        Neither a key nor a ``base_url`` is configured.
-    """
+    """``client`` (default: a new :func:`build_client`, which may raise
+    ``ModelNotConfiguredError``) must be for the same :func:`endpoint_id`."""
     from jupyter_agent.agent.adapters import ChatModel, ResponsesModel  # imports openai
 
     client = client or build_client(settings, environ)
