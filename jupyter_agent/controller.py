@@ -299,13 +299,12 @@ class AgentController:
             active.settings = mine
         return active, active.agent
 
-    def _report(self, active: ActiveSession, limits: Limits, privacy: str,
-                **turn: Any) -> UsageReport:
+    def _report(self, active: ActiveSession, limits: Limits, privacy: str) -> UsageReport:
         conversation = active.agent.conversation
         return UsageReport(active.session_id, conversation.state.usage.model_copy(),
                            conversation.state.tool_calls, limits,
                            context_tokens=conversation.estimated_tokens(),
-                           window=active.agent.window, context_privacy=privacy, **turn)
+                           window=active.agent.window, context_privacy=privacy)
 
     def ask(self, prompt: str, *, on_event: Callable[[Any], None] | None = None) -> UsageReport:
         """Run a turn of the active session; ``@`` references attach what
@@ -331,9 +330,9 @@ class AgentController:
                 on_event(event)
 
         def result(outcome: TurnOutcome) -> UsageReport:
-            return self._report(
-                active, agent.config.limits, agent.config.context_privacy, reply=outcome.reply,
-                stop_reason=outcome.stop_reason, turn_usage=outcome.usage,
+            return replace(
+                self._report(active, agent.config.limits, agent.config.context_privacy),
+                reply=outcome.reply, stop_reason=outcome.stop_reason, turn_usage=outcome.usage,
                 turn_tool_calls=outcome.tool_calls, limit_error=outcome.limit,
                 limits_from_options=active.options.given() & set(LIMITS))
 
