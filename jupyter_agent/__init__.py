@@ -1,8 +1,7 @@
 """jupyter-agent: an AI agent for Jupyter whose conversations are resumable sessions.
 
-``%load_ext jupyter_agent`` registers the magics. The names of ``__all__`` are the
-Python API; each is imported when first used, so importing the package reads no file,
-parses no environment and loads neither ``openai`` nor ``IPython``.
+The names of ``__all__`` are the Python API, each imported when first used: importing the
+package reads no file, parses no environment and loads neither ``openai`` nor ``IPython``.
 """
 
 from __future__ import annotations
@@ -58,19 +57,15 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_API})
 
 
-# ---- the extension
 def _is_ours(transformer: Any) -> bool:  # also a copy from before a module reload
     return (getattr(transformer, "__module__", "") == "jupyter_agent.magics"
             and getattr(transformer, "__name__", "") == "rewrite_agent_lines")
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """Register the agent magics and the ``%agent`` input transformer on an IPython shell
-    (``%load_ext jupyter_agent``); a bad setting in the shell's config raises
-    ``UsageError`` and registers nothing.
-
-    The magics' ``AgentUsageError`` shows on stderr without the ``UsageError:`` prefix; a
-    custom handler someone else set keeps handling its own exceptions.
+    """``%load_ext jupyter_agent``: a bad setting in the shell's config raises ``UsageError``
+    and registers nothing. ``AgentUsageError`` shows on stderr without the ``UsageError:``
+    prefix; a custom handler someone else set keeps handling its own exceptions.
     """
     magics = import_module("jupyter_agent.magics")  # IPython: only when loaded
     before = list(ipython.configurables)
@@ -92,8 +87,7 @@ def load_ipython_extension(ipython: Any) -> None:
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    """Release the active session's lease (saying how to take it back) and remove the
-    magics (``%unload_ext``)."""
+    """Release the active session's lease (saying how to take it back)."""
     agent_magics = dict.get(ipython.magics_manager.registry, "AgentMagics")
     if agent_magics is None:
         return

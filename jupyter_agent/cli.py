@@ -1,11 +1,9 @@
 """``jupyter agent``: the saved sessions of a project from the command line.
 
-Each subcommand is a function ``run(ctx, args) -> exit code`` and its arguments in
-:func:`build_parser`. The memory directory and the store are found as the magics find them
-(``--memory-dir`` stands for ``AgentMagics.memory_dir``). Reads take no lease; a command
-that writes holds a lease labelled with its name. Exit codes: 0 success; 1 an error
-jupyter-agent reports (one line on stderr, the magics' message) or a refusal; 2 a usage
-error; 130 interrupted.
+The memory directory and the store are found as the magics find them (``--memory-dir``
+stands for ``AgentMagics.memory_dir``). Reads take no lease; a command that writes holds a
+lease labelled with its name. Exit codes: 0 success; 1 an error jupyter-agent reports (one
+line on stderr, the magics' message) or a refusal; 2 a usage error; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -84,8 +82,7 @@ class Context:
         return self.files if isinstance(store, FileStore) else store
 
     def open(self, url: str | None) -> Store:
-        """The store of ``url`` (see :func:`~jupyter_agent.project.open_store`), closed
-        when the command ends."""
+        """Closed when the command ends."""
         store = open_store(self.memory_dir, url, holder_label=f"{PROG} {self.command}")
         self._opened.append(store)
         return store
@@ -98,7 +95,7 @@ class Context:
         print(terminal_text(text))
 
     def emit_json(self, value: Any) -> None:
-        """Print ``value`` as JSON; C1 controls and bidirectional overrides are escaped."""
+        """C1 controls and bidirectional overrides are escaped."""
         text = json.dumps(value, indent=2, ensure_ascii=False)
         print(_JSON_CONTROLS.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text))
 
@@ -124,7 +121,6 @@ class Context:
         return no_progress
 
 
-# ---- the commands
 def list_sessions(ctx: Context, args: argparse.Namespace) -> int:
     listing = ctx.store.list_sessions(include_archived=args.all)
     files = ctx.store is ctx.files
@@ -224,10 +220,8 @@ def archive(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def share(ctx: Context, args: argparse.Namespace) -> int:
-    now = share_session(ctx.store, args.session_id, args.roles, undo=args.undo)
-    return ctx.report({"id": args.session_id, "shared_with": now},
-                      f"Session {args.session_id} is shared with "
-                      f"{', '.join(map(repr, now)) if now else 'nobody'}.")
+    now, line = share_session(ctx.store, args.session_id, args.roles, undo=args.undo)
+    return ctx.report({"id": args.session_id, "shared_with": now}, line)
 
 
 def remove(ctx: Context, args: argparse.Namespace) -> int:
@@ -299,7 +293,6 @@ def migrate(ctx: Context, args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
-# ---- the parser
 def _common_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     # on a subcommand they do not reset what was given before its name
     parser.add_argument("--memory-dir", metavar="DIR",
@@ -381,7 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``jupyter agent`` with ``argv`` (default: the process's); return the exit code."""
+    """The exit code of ``jupyter agent`` with ``argv`` (default: the process's)."""
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as stop:  # --help, --version (0) or a usage error (2)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +39,7 @@ from jupyter_agent.settings import (
     resume_options,
     saved_base_url,
 )
-from jupyter_agent.store import new_session_id, validate_session_id
+from jupyter_agent.store import Usage, new_session_id, validate_session_id
 from jupyter_agent.store.engine import NOTE_FILES, unseen_notes
 from jupyter_agent.text import format_bytes
 
@@ -52,40 +52,32 @@ if TYPE_CHECKING:
     from jupyter_agent.agent.endpoint import ContextWindow
     from jupyter_agent.agent.loop import Agent, TurnOutcome
     from jupyter_agent.artefacts.export import Exported
-    from jupyter_agent.store import FigureData, SessionRecord, Store, Usage
+    from jupyter_agent.store import FigureData, SessionRecord, Store
 
 
 @dataclass(frozen=True)
 class UsageReport:
-    """Usage of one session so far and its limits (tokens, USD)."""
+    """A session's usage (tokens, USD) and limits, for ``%agent_usage`` or after a turn.
+
+    The turn's fields are set by :meth:`AgentController.ask` only: ``stop_reason`` is a
+    limit's name, ``"length"``, ``"content_filter"``, ``"interrupted"``, ``"error"`` or
+    ``None``; ``limits_from_options``: the limits the session's options set
+    (``%agent_resume --max-...``).
+    """
 
     session_id: str
-    usage: Usage
-    tool_calls: int
+    session_usage: Usage
+    session_tool_calls: int
     limits: Limits
     context_tokens: int = 0
     window: ContextWindow | None = None
     context_privacy: str = "schema"
-
-
-@dataclass(frozen=True)
-class TurnResult:
-    """What one turn produced. ``stop_reason``: a limit's name, ``"length"``,
-    ``"content_filter"``, ``"interrupted"``, ``"error"`` or ``None``; ``limits_from_options``:
-    the limits set by the session's options (``%agent_resume --max-...``)."""
-
-    session_id: str
-    reply: str
-    stop_reason: str | None
-    turn_usage: Usage
-    session_usage: Usage
-    turn_tool_calls: int
-    session_tool_calls: int
-    limits: Limits
+    reply: str = ""
+    stop_reason: str | None = None
+    turn_usage: Usage = field(default_factory=Usage)
+    turn_tool_calls: int = 0
     limits_from_options: frozenset[str] = frozenset()
     limit_error: LimitExceededError | None = None
-    context_tokens: int = 0
-    window: ContextWindow | None = None
 
 
 @dataclass(frozen=True)
@@ -123,10 +115,8 @@ class ActiveSession:
 
 
 class AgentController:
-    """The active session of one kernel and every operation on sessions.
-
-    ``settings`` returns the current :class:`Settings`; ``environ`` defaults to
-    :data:`os.environ`; ``cwd`` (default: now) and its project root are resolved once.
+    """The active session of one kernel and every operation on sessions. ``cwd`` (default:
+    now) and its project root are found once: a later ``os.chdir`` does not move the sessions.
     """
 
     def __init__(self, settings: Callable[[], Settings], *, shell: Any = None,
@@ -138,7 +128,6 @@ class AgentController:
         self._environ = environ
         self._show_question = show_question
         self._cwd = Path(os.getcwd() if cwd is None else cwd).expanduser().resolve()
-        #: Found once: a later ``os.chdir`` does not move the sessions.
         self.root = find_project_root(self._cwd)
         self._stores: dict[tuple[str, Path], Store] = {}  # by (URL, memory directory)
         self._active: ActiveSession | None = None
@@ -148,7 +137,6 @@ class AgentController:
         #: ``(session ID, "deleted" or "archived")`` when the active session ended so and
         #: no session was made active since.
         self.ended: tuple[str, str] | None = None
-        #: The user's cells, as the notebook tools and ``@`` references read them.
         self.cells = CellLog(shell)
         if shell is not None:
             self.cells.start()
@@ -170,8 +158,7 @@ class AgentController:
 
     @property
     def store(self) -> Store:
-        """The store the settings select now (see :func:`~jupyter_agent.project.open_store`),
-        kept until :meth:`close`."""
+        """The store the settings select now, kept until :meth:`close`."""
         root = self.memory_dir
         url = chosen_store_url(self._settings().store_url or None, self._environ)
         if (url, root) not in self._stores:
@@ -248,8 +235,8 @@ class AgentController:
         return conversation.session_id
 
     def ensure_session(self) -> str | None:
-        """Start a session with the options of this kernel's latest one (not its title)
-        if none is active; return the new ID, or ``None`` if one was active."""
+        """If none is active, start a session with the options (not the title) of this
+        kernel's latest one and return its ID."""
         if self._active is not None:
             return None
         ended, options = self.ended, self._last_options or SessionOptions()
@@ -312,7 +299,14 @@ class AgentController:
             active.settings = mine
         return active, active.agent
 
-    def ask(self, prompt: str, *, on_event: Callable[[Any], None] | None = None) -> TurnResult:
+    def _report(self, active: ActiveSession, limits: Limits, privacy: str) -> UsageReport:
+        conversation = active.agent.conversation
+        return UsageReport(active.session_id, conversation.state.usage.model_copy(),
+                           conversation.state.tool_calls, limits,
+                           context_tokens=conversation.estimated_tokens(),
+                           window=active.agent.window, context_privacy=privacy)
+
+    def ask(self, prompt: str, *, on_event: Callable[[Any], None] | None = None) -> UsageReport:
         """Run a turn of the active session; ``@`` references attach what
         ``context_privacy`` allows.
 
@@ -321,7 +315,7 @@ class AgentController:
         JupyterAgentError
             No active session; or the model endpoint failed (the prompt stays saved).
         ModelError, KeyboardInterrupt
-            The exception carries the turn so far as ``turn`` (a :class:`TurnResult`, or
+            The exception carries the turn so far as ``turn`` (a :class:`UsageReport`, or
             ``None`` when the turn did not start).
         """
         from jupyter_agent.agent.events import Notice  # the agent imports openai (~0.6 s)
@@ -335,16 +329,12 @@ class AgentController:
             if open_[0] and on_event is not None:
                 on_event(event)
 
-        def result(outcome: TurnOutcome) -> TurnResult:
-            return TurnResult(
-                session_id=active.session_id, reply=outcome.reply,
-                stop_reason=outcome.stop_reason, turn_usage=outcome.usage,
-                session_usage=agent.conversation.state.usage.model_copy(),
-                turn_tool_calls=outcome.tool_calls,
-                session_tool_calls=agent.conversation.state.tool_calls, limits=agent.config.limits,
-                limits_from_options=active.options.given() & set(LIMITS),
-                limit_error=outcome.limit,
-                context_tokens=agent.conversation.estimated_tokens(), window=agent.window)
+        def result(outcome: TurnOutcome) -> UsageReport:
+            return replace(
+                self._report(active, agent.config.limits, agent.config.context_privacy),
+                reply=outcome.reply, stop_reason=outcome.stop_reason, turn_usage=outcome.usage,
+                turn_tool_calls=outcome.tool_calls, limit_error=outcome.limit,
+                limits_from_options=active.options.given() & set(LIMITS))
 
         privacy = agent.config.context_privacy
         refs = attach_references(prompt, self.cells, privacy, limit=agent.config.max_output_chars)
@@ -368,28 +358,24 @@ class AgentController:
         return result(outcome)
 
     def compact(self, *, on_event: Callable[[Any], None] | None = None) -> bool:
-        """Compact the working context now; ``False`` (and a ``Notice``) when there was
-        nothing to compact or the call failed."""
+        """``False`` (and a ``Notice``) when there was nothing to compact or the call failed."""
         return self._refreshed()[1].compact(on_event=on_event)
 
     def record(self, session_id: str | None = None) -> SessionRecord:
-        """A session's record (default: the active session's)."""
+        """Default: the active session's."""
         sid, store = self.target(session_id)
         return store.load_session(sid)
 
     def read_figure(self, session_id: str, figure_id: str) -> FigureData:
-        """A figure of a session, read without its lease."""
+        """Read without the session's lease."""
         sid, store = self.target(session_id)
         return store.read_figure(sid, figure_id)
 
     def usage(self) -> UsageReport:
-        """Usage and limits of the active session (limits as the settings say now)."""
+        """Of the active session, with the limits the settings say now."""
         active = self._require_active()
-        mine, agent = self._settings().with_options(active.options), active.agent
-        return UsageReport(active.session_id, agent.conversation.state.usage.model_copy(),
-                           agent.conversation.state.tool_calls, mine.limits(),
-                           context_tokens=agent.conversation.estimated_tokens(),
-                           window=agent.window, context_privacy=mine.context_privacy)
+        mine = self._settings().with_options(active.options)
+        return self._report(active, mine.limits(), mine.context_privacy)
 
     def agent_cell(self, n: int | None = None) -> tuple[int, int, str]:
         """The active session's ``n``-th ``run_python`` call (default: the last), recorded
@@ -443,7 +429,7 @@ class AgentController:
         return SessionChange(sid, "unarchived" if undo else "archived", was_active, record.title)
 
     def delete(self, session_id: str) -> SessionChange:
-        """Delete a session (deactivating it first if it is the active one)."""
+        """Deactivate the session first if it is the active one."""
         sid, store = self.target(session_id)
         try:
             title = store.load_session(sid).title
@@ -481,8 +467,7 @@ class AgentController:
                              figures=lambda fid: store.read_figure(sid, fid))
 
     def close(self) -> None:
-        """Deactivate the active session, releasing its lease, and close the stores
-        (extension unload)."""
+        """Deactivate the active session (releasing its lease) and close the stores."""
         active, self._active = self._active, None
         if active is not None:
             active.agent.conversation.close()
@@ -493,9 +478,10 @@ class AgentController:
 
 
 def share_session(store: Store, session_id: str, roles: Sequence[str], *,
-                  undo: bool = False) -> list[str]:
+                  undo: bool = False) -> tuple[list[str], str]:
     """Share a session read-only with database roles, or stop (``undo``); return the roles
-    it is shared with now (``JupyterAgentError`` for the JSON files: nobody to share with)."""
+    it is shared with now and the line saying so (``JupyterAgentError`` for the JSON files:
+    nobody to share with)."""
     share = getattr(store, "share_session", None)
     if share is None:
         raise JupyterAgentError("sharing needs the team store (AgentMagics.store_url or "
@@ -503,6 +489,7 @@ def share_session(store: Store, session_id: str, roles: Sequence[str], *,
     if not roles:
         raise JupyterAgentError("name the database roles to share with (or stop sharing with)")
     try:
-        return list(share(session_id, list(roles), undo=undo))
+        now = list(share(session_id, list(roles), undo=undo))
     except ValueError as err:
         raise JupyterAgentError(str(err)) from None
+    return now, f"Session {session_id} is shared with {', '.join(map(repr, now)) or 'nobody'}."

@@ -1,7 +1,6 @@
-"""Every error jupyter-agent raises on purpose: each derives from
-:class:`JupyterAgentError`, so the magics turn exactly these into one-line messages and
-anything unexpected keeps its traceback. Each carries the offending value (session ID,
-path, pid, ...) as attributes named like its parameters.
+"""Every error jupyter-agent raises on purpose, each a :class:`JupyterAgentError` (the magics
+turn exactly these into one-line messages) carrying the offending value (session ID, path,
+pid, ...) as attributes named like its parameters.
 """
 
 from __future__ import annotations
@@ -13,11 +12,8 @@ from typing import Any, ClassVar
 
 
 class JupyterAgentError(Exception):
-    """Base class of every error jupyter-agent raises deliberately.
-
-    A class with a ``template`` (and its subclasses) takes its annotated fields as
-    arguments, in order, keeps each as an attribute and formats its message from them.
-    """
+    """A class with a ``template`` (and its subclasses) takes its annotated fields as
+    arguments, in order, keeps each as an attribute and formats its message from them."""
 
     template: ClassVar[str] = ""
 
@@ -58,8 +54,8 @@ class SessionReadOnlyError(JupyterAgentError, PermissionError):
 
 
 class CorruptSessionError(JupyterAgentError):
-    """A saved session cannot be read as a session record; it is left untouched. ``path``
-    is the file, or the database (without its password), project and session."""
+    """A saved session, left untouched, that is not a session record. ``path``: the file, or
+    the database (without its password), project and session."""
 
     def __init__(self, path: Path | str, reason: str) -> None:
         self.path, self.reason = path, reason
@@ -132,7 +128,6 @@ class StoreUnavailableError(JupyterAgentError):
 
 
 class StoreSchemaError(JupyterAgentError):
-    """The session database has a newer schema version than this code knows."""
 
     url: str
     found: int
@@ -162,7 +157,7 @@ class InvalidMessageError(JupyterAgentError, ValueError):
 
 
 class FigureNotFoundError(JupyterAgentError, LookupError):
-    """A session has no figure with this ID; ``where``: its file, or the database."""
+    """``where``: the session's file, or the database."""
 
     session_id: str
     figure_id: str
@@ -217,7 +212,7 @@ class UnsafeDirectoryError(UnsafePathError):
 
 
 class StoreBusyError(JupyterAgentError):
-    """A short store lock (notes, listing index) stayed taken too long."""
+    """A short store lock (notes, listing index) stayed taken ``seconds``."""
 
     path: Path
     seconds: float
@@ -277,7 +272,7 @@ class ModelError(JupyterAgentError):
 
 
 class ModelNotConfiguredError(JupyterAgentError):
-    """No model endpoint is configured (no API key and no ``base_url``)."""
+    """No API key and no ``base_url``."""
 
 
 class LimitExceededError(JupyterAgentError):
@@ -316,7 +311,6 @@ class PromptTooLongError(JupyterAgentError, ValueError):
 
 # ---- forks and exports
 class ForkPointError(JupyterAgentError, ValueError):
-    """``--at N`` names no user turn of the session."""
 
     def __init__(self, session_id: str, at: int, turns: int) -> None:
         self.session_id, self.at, self.turns = session_id, at, turns
@@ -326,7 +320,6 @@ class ForkPointError(JupyterAgentError, ValueError):
 
 
 class ExportError(JupyterAgentError):
-    """An export could not be written to ``path``."""
 
     path: Path
     reason: str
@@ -334,7 +327,7 @@ class ExportError(JupyterAgentError):
 
 
 class ExportExistsError(ExportError):
-    """The export's target exists (left untouched) and ``--force`` was not given."""
+    """The target exists (left untouched) and ``--force`` was not given."""
 
     def __init__(self, path: Path) -> None:
         super().__init__(path, "the file exists (use --force to replace it)")

@@ -1,7 +1,5 @@
-"""Images of figures: formats, sizes, token cost, downscaling and data URLs.
-
-Pure functions over bytes. A figure is PNG, JPEG or SVG; only PNG and JPEG can be sent to
-a model as images (an SVG figure is named in text).
+"""Images of figures, pure functions over bytes. A figure is PNG, JPEG or SVG; only PNG and
+JPEG can be sent to a model as images (an SVG figure is named in text).
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ _SVG_LENGTH = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(px|pt)?\s*$")
 
 
 def sniff_media_type(data: bytes) -> str | None:
-    """The media type ``data`` actually has (PNG, JPEG or SVG), or ``None``."""
+    """PNG, JPEG, SVG or ``None``, by the bytes."""
     if data.startswith(_PNG_MAGIC):
         return "image/png"
     if data.startswith(b"\xff\xd8\xff"):
@@ -101,14 +99,9 @@ def image_tokens(width: int, height: int) -> int:
 
 
 def downscale(data: bytes, media_type: str) -> tuple[bytes, tuple[int, int]]:
-    """A PNG or JPEG image with its longer side at most :data:`MAX_IMAGE_SIDE` pixels, in its own
-    format (``data`` itself if small enough), and its size.
-
-    Raises
-    ------
-    ValueError
-        ``data`` is not an image Pillow reads, or over :data:`MAX_IMAGE_PIXELS`.
-    """
+    """A PNG or JPEG image with its longer side at most :data:`MAX_IMAGE_SIDE` pixels, in its
+    own format (``data`` itself if small enough), and its size; ``ValueError`` if Pillow
+    cannot read it or it is over :data:`MAX_IMAGE_PIXELS`."""
     problem = pixel_problem(data, media_type)
     if problem:
         raise ValueError(f"{FORMAT_NAMES.get(media_type, media_type)} image not sent: {problem}")
@@ -132,12 +125,12 @@ def downscale(data: bytes, media_type: str) -> tuple[bytes, tuple[int, int]]:
 
 
 def data_url(data: bytes, media_type: str) -> str:
-    """``data:<media_type>;base64,...`` of ``data`` (about 4/3 of its bytes)."""
+    """About 4/3 of ``data``'s bytes."""
     return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
 
 
 def decode_data_url(url: str) -> tuple[bytes, str] | None:
-    """The bytes and media type of a base64 ``data:`` URL, or ``None`` for anything else."""
+    """``None`` for anything but a base64 ``data:`` URL."""
     if not url.startswith("data:"):
         return None
     head, sep, payload = url[5:].partition(",")

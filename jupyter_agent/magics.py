@@ -1,8 +1,6 @@
-"""IPython magics for jupyter-agent (``%load_ext jupyter_agent``): each parses its arguments,
-calls :class:`~jupyter_agent.controller.AgentController` and shows the result. Settings are
-the traits of :class:`AgentMagics`; library errors become one-line messages; prompts are
-sent as typed (``no_var_expand``); the active session lives on the :class:`AgentMagics`
-instance (``%unload_ext`` releases it).
+"""IPython magics for jupyter-agent (``%load_ext jupyter_agent``) over
+:class:`~jupyter_agent.controller.AgentController`. Library errors become one-line
+messages; the active session lives on the :class:`AgentMagics` instance.
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ from traitlets import Bool, Float, Int, TraitError, Unicode, validate
 from traitlets.config import Config
 
 from jupyter_agent.artefacts.search import search_sessions
-from jupyter_agent.controller import AgentController, TurnResult, share_session
+from jupyter_agent.controller import AgentController, UsageReport, share_session
 from jupyter_agent.errors import JupyterAgentError, LimitExceededError
 from jupyter_agent.notebook import can_ask, is_jupyter
 from jupyter_agent.project import confirm_delete
@@ -51,9 +49,7 @@ _TRAITS = {str: Unicode, int: Int, float: Float, bool: Bool}
 _AGENT_LINE = re.compile(r"^(?P<indent>[ \t]*)%agent[ \t]+(?P<text>\S.*?)[ \t]*(?P<end>\r?\n?)$")
 
 
-# ---- the magics' input: arguments, errors, the %agent line
 def flatten_lines(text: str) -> str:
-    """``text`` on one line: each line break and the spaces around it become one space."""
     return re.sub(r"\s*\n\s*", " ", text).strip()
 
 
@@ -63,11 +59,9 @@ class AgentUsageError(UsageError):
 
 def agent_magic(kind: Callable[..., Any] = line_magic, *, typed: bool = False,
                 parse: bool = True) -> Callable[[F], F]:
-    r"""Declare a magic whose ``@argument``\ s are below: IPython's ``magic_arguments``
-    parser (``%name?`` prints the usage), the line parsed into it (``typed``: passed as
-    typed, ``{...}`` and ``$name`` not expanded; ``parse=False``: passed as is), and the
-    library's errors and the parser's turned into one-line :class:`AgentUsageError`\ s
-    saying what to do next; anything else keeps its traceback."""
+    """Declare a magic parsing its ``@argument`` s below (``typed``: the line as typed, no
+    ``{...}`` or ``$name`` expansion; ``parse=False``: the line as is); library errors
+    become :class:`AgentUsageError`, anything else keeps its traceback."""
 
     def decorate(func: F) -> F:
         func = magic_arguments()(func)
@@ -96,8 +90,7 @@ def show_agent_error(shell: Any, etype: type, value: BaseException, tb: Any,
 
 
 def session_options(func: F) -> F:
-    """Add the options of :class:`~jupyter_agent.settings.SessionOptions` (``--title`` and
-    one per per-session setting) to a magic."""
+    """Add ``--title`` and the per-session setting flags to a magic."""
     for row in reversed([row for row in OPTIONS if row.flag is not None]):  # argparse formats help
         func = argument(row.flag, dest=row.name, type=row.type, metavar=row.metavar,
                         choices=list(row.choices) if row.choices else None,
@@ -106,8 +99,8 @@ def session_options(func: F) -> F:
 
 
 def parse_argstring(magic: Callable[..., Any], line: str) -> Any:
-    """Parse a magic's arguments with shell quoting (IPython's own keeps the quotes); a
-    ``#`` starting a word begins a comment. ``UsageError`` for what does not parse."""
+    """Parse with shell quoting (IPython's own keeps the quotes); a word starting with ``#``
+    begins a comment."""
     try:
         argv = shlex.split(line, comments=True)
     except ValueError as err:
@@ -128,8 +121,6 @@ def parse_argstring(magic: Callable[..., Any], line: str) -> Any:
 
 
 def options_from_args(args: Any) -> SessionOptions:
-    """The options of parsed ``%agent_new``/``%agent_resume`` arguments (``UsageError``
-    for a bad value)."""
     try:
         return SessionOptions(**{f.name: getattr(args, f.name) for f in fields(SessionOptions)})
     except ValueError as err:
@@ -137,11 +128,8 @@ def options_from_args(args: Any) -> SessionOptions:
 
 
 def rewrite_agent_lines(lines: list[str]) -> list[str]:
-    """Input transformer: a ``%agent TEXT`` line becomes ``run_line_magic("agent", TEXT)``.
-
-    Not ``%agent ?`` / ``%agent ??`` (help), not the other magics, and not in a cell that
-    starts with a cell magic (its body is not Python).
-    """
+    """Input transformer: a ``%agent TEXT`` line becomes ``run_line_magic("agent", TEXT)``,
+    except ``%agent ?`` / ``??`` and in a cell that starts with a cell magic."""
     first = next((line for line in lines if line.strip()), "")
     if first.lstrip().startswith("%%"):
         return lines
@@ -155,7 +143,7 @@ def rewrite_agent_lines(lines: list[str]) -> list[str]:
     return out
 
 
-def _footer(result: TurnResult | None) -> str | None:
+def _footer(result: UsageReport | None) -> str | None:
     # none for a turn without a successful model call ("0 tokens · $0.0000")
     return None if result is None or result.turn_usage.calls == 0 else format_footer(result)
 
@@ -166,8 +154,7 @@ def _print(text: str) -> None:  # text that may come from outside
 
 @magics_class
 class AgentMagics(Magics):
-    """The agent magics and their settings: one config trait per row of
-    :data:`~jupyter_agent.settings.OPTIONS`, validated by that row (``TraitError``)."""
+    """The agent magics; one config trait per row of :data:`~jupyter_agent.settings.OPTIONS`."""
 
     vars().update({row.name: _TRAITS[row.type](row.default, allow_none=row.none is not None,
                                                help=row.help).tag(config=True)
@@ -187,12 +174,11 @@ class AgentMagics(Magics):
             render.show_question if self._jupyter else None))
 
     def settings(self) -> Settings:
-        """The current settings."""
         return Settings(**{o.name: getattr(self, o.name) for o in OPTIONS})
 
     def update_config(self, config: Any) -> None:
-        """Apply ``config``, refusing a bad value in one line on stderr and taking it out
-        of ``config`` and the shell's config (there it would break the next ``%load_ext``)."""
+        """Refuse a bad value in one line on stderr and take it out of ``config`` and the
+        shell's config (there it would break the next ``%load_ext``)."""
         owner = type(self).__name__
         section = config.get(owner) if isinstance(config, Config) else None
         if not isinstance(section, Config):
@@ -213,7 +199,6 @@ class AgentMagics(Magics):
         if rest:
             super().update_config(rest)
 
-    # ---- sessions
     @agent_magic(parse=False)
     @session_options
     def agent_new(self, line: str) -> None:
@@ -325,8 +310,6 @@ class AgentMagics(Magics):
             _print(format_sessions_table(listing, active_id=self.controller.active_session_id))
 
     def sessions_panel(self, **options: Any) -> Any:
-        """The sessions panel of this kernel, acting through its controller (``options``:
-        those of :class:`~jupyter_agent.ui.panel.SessionsPanel`)."""
         from jupyter_agent.ui.panel import SessionsPanel  # ipywidgets: only when shown
 
         c = self.controller
@@ -375,9 +358,7 @@ class AgentMagics(Magics):
         """Share a session of the team store read-only with database roles: their members
         may read and fork it, never change it (--undo stops sharing)."""
         sid, store = self.controller.target(args.session_id)
-        now = share_session(store, sid, args.roles, undo=args.undo)
-        _print(f"Session {args.session_id} is shared with "
-               f"{', '.join(map(repr, now)) if now else 'nobody'}.")
+        _print(share_session(store, sid, args.roles, undo=args.undo)[1])
 
     @agent_magic()
     @argument("session_id", metavar="ID", help="The session to delete.")
@@ -393,7 +374,6 @@ class AgentMagics(Magics):
             return
         _print(format_change(self.controller.delete(sid)))
 
-    # ---- sessions as artefacts
     @agent_magic()
     @argument("session_id", nargs="?", metavar="ID", help="Default: the active session.")
     @argument("--title", help="Title of the fork (default: the parent's, marked as a fork).")
@@ -418,7 +398,6 @@ class AgentMagics(Magics):
         _print(format_exported(self.controller.export(
             args.session_id, fmt=args.fmt, output=args.output, force=args.force)))
 
-    # ---- the active session
     @agent_magic()
     def agent_compact(self, _args: Any) -> None:
         """Summarise the older turns of the active session's working context now."""

@@ -36,7 +36,7 @@ _IPYTHON_DIR = "/IPython/core/"
 
 
 def is_jupyter(shell: Any) -> bool:
-    """True for a Jupyter kernel's shell (rich output), False for terminal/plain IPython."""
+    """False for terminal or plain IPython."""
     return shell is not None and (type(shell).__name__ == "ZMQInteractiveShell"
                                   or bool(getattr(shell, "has_trait", lambda _: False)("kernel")))
 
@@ -52,7 +52,6 @@ def can_ask(shell: Any) -> bool:
     return False
 
 
-# ---- values
 def _safe(get: Any, default: Any = None) -> Any:
     try:
         return get()
@@ -110,8 +109,7 @@ def schema_lines(value: Any) -> list[str]:
 
 
 def brief_schema(value: Any) -> list[str]:
-    """The lines of :func:`schema_lines` without the memory line: the type first, then shape,
-    dtypes, columns."""
+    """:func:`schema_lines` without the memory line."""
     return [line for line in schema_lines(value) if not line.startswith("memory")]
 
 
@@ -130,8 +128,8 @@ def preview_text(value: Any, limit: int = PREVIEW_CHARS) -> str:
 
 
 def describe_value(label: str, value: Any, privacy: Privacy, *, values: bool = False) -> str:
-    """What ``describe_variable`` returns for ``value``: ``"label: type"`` and its schema lines;
-    with the preview privacy or ``values``, a few rows or a cut ``repr`` too."""
+    """``"label: type"`` and its schema lines; with the preview privacy or ``values``, a few
+    rows or a cut ``repr`` too."""
     lines = schema_lines(value)
     out = [f"{label}: {lines[0]}", *("  " + line for line in lines[1:])]
     if privacy == "preview" or values:
@@ -141,13 +139,12 @@ def describe_value(label: str, value: Any, privacy: Privacy, *, values: bool = F
 
 
 def visible_namespace(ns: dict[str, Any], shell: Any) -> dict[str, Any]:
-    """The user's variables in ``ns``: no private names, none ``shell`` hides, no modules."""
+    """No private names, none ``shell`` hides, no modules."""
     hidden = set(getattr(shell, "user_ns_hidden", {}) or {})
     return {k: v for k, v in dict(ns).items()
             if not k.startswith("_") and k not in hidden and type(v).__name__ != "module"}
 
 
-# ---- the cells
 def _short_path(path: str) -> str:  # a traceback names no user's folders
     unix = path.replace("\\", "/")
     if "/site-packages/" in unix:
@@ -223,7 +220,7 @@ class CellLog:
         return visible_namespace(getattr(self.shell, "user_ns", None) or {}, self.shell)
 
     def inputs(self) -> list[str]:
-        """The inputs by execution count (index 0 is empty)."""
+        """By execution count (index 0 is empty)."""
         history = getattr(self.shell, "history_manager", None)
         return list(getattr(history, "input_hist_raw", None) or [""])
 
@@ -254,13 +251,7 @@ def _output_text(value: Any, privacy: Privacy, values: bool) -> str:
 def format_cell(log: CellLog, n: int, privacy: Privacy, *, values: bool = False,
                 input_chars: int = -1) -> str:
     """Cell ``n``: its code, output (per ``privacy``) and error; an ``%agent`` cell is
-    named as such, its prompt left out.
-
-    Raises
-    ------
-    KeyError
-        No cell ``n`` in this kernel's history.
-    """
+    named as such, its prompt left out. ``KeyError`` if this kernel has no cell ``n``."""
     inputs = log.inputs()
     if not 0 < n < len(inputs):
         raise KeyError(n)
@@ -324,7 +315,6 @@ def notebook_so_far(log: CellLog, privacy: Privacy, budget_tokens: int) -> str |
                       f"{privacy}) ---", *reversed(kept), "--- end of the notebook section ---"])
 
 
-# ---- references
 _FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.M | re.S)
 _SPAN = re.compile(r"`[^`\n]*`")
 _REFERENCE = re.compile(r"(?:(?<=\s)|^)@(In\[(\d+)\]|Out\[(\d+)\]|error\b|"
@@ -334,8 +324,7 @@ _MAX_REFERENCES = 20
 
 @dataclass
 class References:
-    """The prompt as sent (with its attachments block) and one line per reference
-    attached or not attached, for the turn's notices."""
+    """The prompt as sent (with its attachments block) and a notice line per reference."""
 
     prompt: str
     attached: list[str] = field(default_factory=list)

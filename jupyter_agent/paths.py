@@ -62,9 +62,8 @@ def _remote_url(git_dir: Path) -> str | None:
 
 
 def normalize_remote_url(url: str) -> str:
-    """A git remote URL as ``host/path`` without scheme, credentials, port or ``.git``:
-    HTTPS and SSH clones give the same, and no token leaves the machine; a local path
-    gives the path."""
+    """``host/path`` without scheme, credentials, port or ``.git``: HTTPS and SSH clones give
+    the same, and no token leaves the machine; a local path gives the path."""
     text = url.strip()
     if "://" in text:
         parts = urlsplit(text)
@@ -93,9 +92,7 @@ def current_user() -> str:
 
 def project_key(project_root: str | os.PathLike[str], *, user: str | None = None,
                 host: str | None = None) -> str:
-    """The name under which a team store files a user's sessions of a project.
-
-    In a git work tree with a remote: ``alice@github.com/acme/analyses/penguins`` (the
+    """In a git work tree with a remote: ``alice@github.com/acme/analyses/penguins`` (the
     remote's normalized URL, plus the root's path inside the tree), the same in every
     clone; else ``alice@host:/abs/path``. The user is part of it, so JupyterHub users at
     the same path never share a key. Only ``.git`` files are read (no FIFOs, at most

@@ -1,14 +1,12 @@
-"""Where a kernel's sessions live (project root, memory directory, store: the one place
-that opens a store, also for the CLI) and what the kernel is (Jupyter or a terminal).
+"""Where a kernel's sessions live: project root, memory directory, and the one place that
+opens a store (also for the CLI).
 
 The memory directory is ``AgentMagics.memory_dir`` if not empty, else
 ``$JUPYTER_AGENT_MEMORY_DIR`` if not empty, else ``<project root>/.jupyter_agent``. The
 project root is the nearest of the working directory and its ancestors holding
 ``.jupyter_agent``, ``.git`` or ``pyproject.toml``, else the working directory; a
 ``.jupyter_agent`` counts only if it is a real directory and both it and its parent
-belong to the current user. Nothing is created on disk. A kernel's controller finds its
-project root once, so a later ``os.chdir`` does not move the sessions; its store follows the
-current settings, one per (URL, memory directory), kept for the kernel's life.
+belong to the current user. Nothing is created on disk.
 """
 
 from __future__ import annotations
@@ -46,8 +44,8 @@ def _adoptable(candidate: Path, uid: int) -> bool:
 
 def find_project_root(start: str | os.PathLike[str] | None = None, *,
                       uid: int | None = None) -> Path:
-    """The project root of ``start`` (default: the working directory), absolute with
-    symbolic links resolved; ``uid`` (default: this user) owns adoptable memory dirs."""
+    """Absolute, symbolic links resolved; ``uid`` (default: this user) owns adoptable memory
+    dirs."""
     me = os.geteuid() if uid is None else uid
     here = Path(os.getcwd() if start is None else start).expanduser().resolve()
     for candidate in (here, *here.parents):
@@ -60,8 +58,8 @@ def resolve_memory_dir(setting: str | os.PathLike[str] | None = None, *,
                        environ: Mapping[str, str] | None = None,
                        cwd: str | os.PathLike[str] | None = None,
                        project_root: str | os.PathLike[str] | None = None) -> Path:
-    """The memory directory, absolute (relative paths taken from ``cwd``); it may not
-    exist yet. ``setting`` ``None`` or ``""`` means unset."""
+    """Absolute (relative paths taken from ``cwd``); it may not exist yet. ``setting``
+    ``None`` or ``""`` means unset."""
     env = os.environ if environ is None else environ
     base = Path(os.getcwd() if cwd is None else cwd).expanduser().resolve()
     chosen = (os.fspath(setting) if setting is not None else "") or env.get(MEMORY_DIR_ENV, "")
@@ -75,11 +73,9 @@ def resolve_memory_dir(setting: str | os.PathLike[str] | None = None, *,
 def open_store(memory_dir: str | os.PathLike[str] | None = None, url: str | None = None, *,
                holder_label: str = "", project_root: str | os.PathLike[str] | None = None,
                environ: Mapping[str, str] | None = None) -> Store:
-    """The session store of ``memory_dir`` (default: ``$JUPYTER_AGENT_MEMORY_DIR``, else
-    ``<project root>/.jupyter_agent``): the team store of ``url`` (default:
-    ``$JUPYTER_AGENT_STORE_URL``; ``JupyterAgentError`` if not PostgreSQL), filing the
-    sessions under ``project_root`` (close it when done), else the JSON files (nothing is
-    created before the first write). ``holder_label`` is written with each lease."""
+    """The team store of ``url`` (default: ``$JUPYTER_AGENT_STORE_URL``; ``JupyterAgentError``
+    if not PostgreSQL), filing the sessions under ``project_root`` (close it when done), else
+    the JSON files of ``memory_dir``. ``holder_label`` is written with each lease."""
     root = Path(memory_dir).expanduser() if memory_dir else resolve_memory_dir(environ=environ)
     url = chosen_store_url(url, environ)
     if not url:
@@ -91,8 +87,8 @@ def open_store(memory_dir: str | os.PathLike[str] | None = None, url: str | None
 
 
 def chosen_store_url(url: str | None, environ: Mapping[str, str] | None = None) -> str:
-    """``url``, else ``$JUPYTER_AGENT_STORE_URL``, checked (``JupyterAgentError`` if not
-    PostgreSQL); ``""`` for the JSON files."""
+    """``url``, else ``$JUPYTER_AGENT_STORE_URL`` (``JupyterAgentError`` if not PostgreSQL);
+    ``""`` for the JSON files."""
     if not url and not (os.environ if environ is None else environ).get(STORE_URL_ENV, "").strip():
         return ""
     # imported here: the team store's package costs ~16 ms at %load_ext (measured)
@@ -105,9 +101,7 @@ def chosen_store_url(url: str | None, environ: Mapping[str, str] | None = None) 
 
 
 def confirm_delete(shell: Any, record: SessionRecord, refused: str) -> bool:
-    """Ask whether to delete ``record``'s session for good; ``JupyterAgentError(refused)``
-    when nobody can answer (in a kernel: its front end answers no input requests;
-    elsewhere: no terminal)."""
+    """``JupyterAgentError(refused)`` when nobody can answer."""
     if not can_ask(shell):
         raise JupyterAgentError(refused)
     name = f" ({record.title})" if record.title else ""
@@ -121,8 +115,8 @@ def confirm_delete(shell: Any, record: SessionRecord, refused: str) -> bool:
 
 def kernel_label(shell: Any = None, environ: Mapping[str, str] | None = None,
                  project_root: Path | None = None) -> str:
-    """For people who find its session in use: the notebook's path (relative to
-    ``project_root`` when under it), else what kind of kernel; never anything secret."""
+    """For people who find its session in use: the notebook's path, else what kind of
+    kernel; never anything secret."""
     env = os.environ if environ is None else environ
     ns = getattr(shell, "user_ns", None) or {}
     name = str(ns.get("__session__") or env.get("JPY_SESSION_NAME") or "")
@@ -136,8 +130,8 @@ def kernel_label(shell: Any = None, environ: Mapping[str, str] | None = None,
 
 
 def newest_session(store: Store) -> str:
-    """The most recently changed session that loads, is not archived and no one else
-    holds; ``JupyterAgentError`` saying whether others are in use or archived."""
+    """The most recently changed session that loads, is not archived and no one else holds;
+    ``JupyterAgentError`` saying whether others are in use or archived."""
     page = store.list_sessions(limit=_PAGE)
     busy: list[Any] = []
     while page:

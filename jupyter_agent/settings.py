@@ -1,13 +1,12 @@
-"""Every setting, declared once: each typed field of :class:`Settings` carries its
-:class:`Option` (help, who uses it, its check, the magic flag overriding it for one
-session). The ``AgentMagics`` traits, the options of ``%agent_new`` / ``%agent_resume``,
-the agent's config, its limits (:data:`LIMITS`) and the fields of every model request are
-generated from them. The API key is never a setting, only the name of its variable.
+"""Every setting, declared once: each field of :class:`Settings` carries its :class:`Option`,
+from which the ``AgentMagics`` traits, the flags of ``%agent_new`` / ``%agent_resume``, the
+agent's config and limits and the fields of every model request are generated. The API key
+is never a setting, only the name of its variable.
 
-The client factory (:func:`build_client`, :func:`build_model`): the endpoint is always
-what this kernel's user configured, never a value read from a session or team-store row;
-the key is read from ``api_key_env`` when a client is built and handed to it only; a
-loopback endpoint never gets the default ``OPENAI_API_KEY``.
+The client factory: the endpoint is always what this kernel's user configured, never a
+value read from a session or team-store row; the key is read from ``api_key_env`` when a
+client is built and handed to it only; a loopback endpoint never gets the default
+``OPENAI_API_KEY``.
 """
 
 from __future__ import annotations
@@ -39,8 +38,7 @@ Use = Literal["endpoint", "limit", "agent", "request", "front end"]
 
 
 def check_store_url(label: str, value: str) -> str:
-    """``value`` if empty or a PostgreSQL URL; ``ValueError`` naming ``store_url`` otherwise
-    (the URL redacted in the message)."""
+    """``ValueError`` unless empty or a PostgreSQL URL (redacted in the message)."""
     # imported here: the postgres package is loaded only when a store URL is set
     from jupyter_agent.store.postgres.url import check_store_url as check
 
@@ -48,8 +46,8 @@ def check_store_url(label: str, value: str) -> str:
 
 
 def rule(valid: Callable[[str], object], problem: str) -> Callable[[str, str], str]:
-    """A check returning a value ``valid`` finds true, else raising ``ValueError``: the label,
-    then ``problem`` formatted with the ``value``."""
+    """A check raising ``ValueError`` (the label, then ``problem`` formatted with ``value``)
+    unless ``valid(value)``."""
 
     def check(label: str, value: str) -> str:
         if not valid(value):
@@ -61,13 +59,9 @@ def rule(valid: Callable[[str], object], problem: str) -> Callable[[str, str], s
 
 @dataclass(frozen=True)
 class Option:
-    """One setting: a field of :class:`Settings` and what is generated from it.
-
-    A number is finite and in ``[minimum, maximum]`` (``None``: no bound) when ``minimum``
-    is set; ``check(label, value)`` returns the value or raises ``ValueError`` naming
-    ``label``; ``none`` says what ``None`` means (``None``: it cannot be None); ``flag``
-    is the magic option of :class:`SessionOptions` overriding it for one session;
-    ``saved``: a resume without that flag uses the value the checkpoint recorded.
+    """One setting. A number is finite and in ``[minimum, maximum]`` when ``minimum`` is set;
+    ``none`` says what ``None`` means (``None``: it cannot be None); ``flag`` overrides it
+    for one session; ``saved``: a resume without that flag uses the checkpoint's value.
     """
 
     help: str
@@ -86,8 +80,8 @@ class Option:
     flag_help: str | None = None
 
     def validate(self, value: Any, *, as_flag: bool = False) -> Any:
-        """Return ``value`` if this option accepts it, else raise ``ValueError``; with
-        ``as_flag`` the message names the magic flag and does not suggest ``None``."""
+        """``value``, else ``ValueError``; ``as_flag``: the message names the flag and does
+        not suggest ``None``."""
         label = self.flag if as_flag and self.flag else self.name
         hint = f", or None for {self.none}" if self.none and not as_flag else ""
         if value is None:
@@ -113,8 +107,8 @@ def _setting(default: Any, help: str, use: Use, **row: Any) -> Any:
 
 @dataclass(frozen=True)
 class Settings:
-    """A snapshot of every setting (``AgentMagics``' traits), validated on construction
-    (``ValueError`` with the message ``%config`` gives)."""
+    """A snapshot of ``AgentMagics``' traits (``ValueError`` with the message ``%config``
+    gives)."""
 
     model: str = _setting(DEFAULT_MODEL, "Model name sent to the endpoint.", "endpoint",
                           check=rule(str.strip, "must not be empty"), saved=True, flag="--model",
@@ -203,12 +197,10 @@ class Settings:
                 row.validate(value)
 
     def with_options(self, options: SessionOptions) -> Settings:
-        """These settings with every option given (not ``None``) applied."""
         given = {k: getattr(options, k) for k in options.given() if k != "title"}
         return replace(self, **given) if given else self
 
     def of(self, use: Use) -> dict[str, Any]:
-        """The values of the settings ``use`` reads, by name."""
         return {o.name: getattr(self, o.name) for o in OPTIONS if o.use == use}
 
     def limits(self) -> Limits:
@@ -218,13 +210,11 @@ class Settings:
         return Limits(**self.of("limit"))
 
     def agent_config(self, **extra: Any) -> AgentConfig:
-        """The agent's config; ``extra``: further ``AgentConfig`` fields (``system_prompt``)."""
         from jupyter_agent.agent.config import AgentConfig
 
         return AgentConfig(limits=self.limits(), **self.of("agent"), **extra)
 
     def request_params(self) -> dict[str, Any]:
-        """Fields sent with every model request (the ``"request"`` rows that are not None)."""
         return {k: v for k, v in self.of("request").items() if v is not None}
 
 
@@ -250,7 +240,6 @@ class SessionOptions:
             option(name).validate(getattr(self, name), as_flag=True)
 
     def over(self, base: SessionOptions) -> SessionOptions:
-        """``base`` with every option given here replacing its value."""
         return replace(base, **{k: getattr(self, k) for k in self.given()})
 
     def given(self) -> frozenset[str]:
@@ -270,11 +259,10 @@ LIMITS: tuple[str, ...] = tuple(o.name for o in OPTIONS if o.use == "limit")
 
 
 def option(name: str) -> Option:
-    """The row of :data:`OPTIONS` called ``name`` (``KeyError`` if there is none)."""
+    """``KeyError`` if there is none."""
     return _BY_NAME[name]
 
 
-# ---- the client factory
 #: Sent as the key to a ``base_url`` server when the key variable is unset (local servers
 #: ignore it; the ``openai`` client insists on one).
 PLACEHOLDER_API_KEY = "not-needed"
@@ -283,12 +271,12 @@ OPENAI_URL = "https://api.openai.com/v1"
 
 
 def saved_base_url(url: str) -> str:
-    """A saved endpoint as a ``base_url``: ``""`` for the OpenAI API's own URL."""
+    """``""`` for the OpenAI API's own URL."""
     return "" if url.rstrip("/") == OPENAI_URL else url
 
 
 def configured_base_url(settings: Settings, environ: Mapping[str, str] | None = None) -> str:
-    """The endpoint this kernel's user configured; ``""`` for the OpenAI API."""
+    """``""`` for the OpenAI API."""
     env = os.environ if environ is None else environ
     return saved_base_url(settings.base_url or env.get("OPENAI_BASE_URL", ""))
 
@@ -316,7 +304,6 @@ def _printable(text: str, limit: int) -> str:
 
 
 def is_loopback(url: str) -> bool:
-    """True if ``url``'s host is ``localhost``, in ``127.0.0.0/8`` or ``::1``."""
     host = (urlparse(url).hostname or "").lower()
     if host == "localhost" or host.endswith(".localhost"):
         return True
@@ -327,8 +314,7 @@ def is_loopback(url: str) -> bool:
 
 
 def endpoint(settings: Settings, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
-    """The ``(base_url, api_key)`` a client for ``settings`` uses, ``""`` where none;
-    ``environ`` (default :data:`os.environ`) is read at call time."""
+    """``(base_url, api_key)``, ``""`` where none; ``environ`` is read at call time."""
     env = os.environ if environ is None else environ
     url = configured_base_url(settings, env)
     if url and is_loopback(url) and settings.api_key_env == DEFAULT_API_KEY_ENV:
@@ -337,13 +323,12 @@ def endpoint(settings: Settings, environ: Mapping[str, str] | None = None) -> tu
 
 
 def endpoint_id(settings: Settings, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
-    """The ``base_url`` of :func:`endpoint` and a hash of its key (the key is never kept)."""
+    """``(base_url, sha256 of the key)``: the key itself is never kept."""
     url, key = endpoint(settings, environ)
     return url, hashlib.sha256(key.encode()).hexdigest()
 
 
 def model_key(settings: Settings, environ: Mapping[str, str] | None = None) -> tuple[Any, ...]:
-    """What a model is built from: a change means a new model."""
     return (*settings.of("endpoint").items(), *settings.of("request").items(),
             *endpoint_id(settings, environ))
 
@@ -370,14 +355,9 @@ def not_configured_message(settings: Settings, *, session_id: str | None = None,
 
 def build_client(settings: Settings, environ: Mapping[str, str] | None = None, *,
                  max_retries: int = 2, timeout: float = 600.0) -> openai.OpenAI:
-    """The ``openai.OpenAI`` client for ``settings`` (the only place one is built);
-    ``max_retries`` on 429, 5xx and connection errors, ``timeout`` in seconds.
-
-    Raises
-    ------
-    ModelNotConfiguredError
-        Neither a key nor a ``base_url`` is configured.
-    """
+    """The only place an ``openai.OpenAI`` client is built; ``max_retries`` on 429, 5xx and
+    connection errors, ``timeout`` in seconds; ``ModelNotConfiguredError`` when neither a
+    key nor a ``base_url`` is configured."""
     import openai  # ~0.5 s: only when a model is built
 
     url, key = endpoint(settings, environ)
@@ -389,15 +369,8 @@ def build_client(settings: Settings, environ: Mapping[str, str] | None = None, *
 
 def build_model(settings: Settings, environ: Mapping[str, str] | None = None, *,
                 client: openai.OpenAI | None = None) -> Model:
-    """The model ``settings`` describe: ``api`` picks the class, the ``"request"``
-    settings go with every request; ``client`` (default: a new :func:`build_client`) must
-    be for the same :func:`endpoint_id`.
-
-    Raises
-    ------
-    ModelNotConfiguredError
-        Neither a key nor a ``base_url`` is configured.
-    """
+    """``client`` (default: a new :func:`build_client`, which may raise
+    ``ModelNotConfiguredError``) must be for the same :func:`endpoint_id`."""
     from jupyter_agent.agent.adapters import ChatModel, ResponsesModel  # imports openai
 
     client = client or build_client(settings, environ)

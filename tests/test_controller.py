@@ -10,7 +10,7 @@ import pytest
 
 from jupyter_agent.agent.config import Limits
 from jupyter_agent.agent.events import TextDelta
-from jupyter_agent.controller import AgentController, TurnResult
+from jupyter_agent.controller import AgentController, UsageReport
 from jupyter_agent.errors import (
     JupyterAgentError,
     LimitExceededError,
@@ -158,9 +158,9 @@ def test_cost_and_limits_text() -> None:
     assert limits_left(lim, Usage(cost_usd=0.25), 7) == (
         "0 tool calls, $0.7500 left; 3 model calls per turn")
     assert limits_left(Limits(), Usage(), 0) == "no limits"
-    result = TurnResult("s", "r", None, Usage(input_tokens=10, output_tokens=5),
-                        Usage(input_tokens=100, output_tokens=50, cost_usd=0.2), 1, 3,
-                        Limits(max_tool_calls=4))
+    result = UsageReport("s", Usage(input_tokens=100, output_tokens=50, cost_usd=0.2), 3,
+                         Limits(max_tool_calls=4), reply="r",
+                         turn_usage=Usage(input_tokens=10, output_tokens=5), turn_tool_calls=1)
     assert format_footer(result) == (
         "── 15 tokens (10 in / 5 out) · $0.0000 · 1 tool call │ session: 150 tokens · "
         "$0.2000 · 3 tool calls │ 1 tool call left")

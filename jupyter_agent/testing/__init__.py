@@ -21,15 +21,14 @@ from jupyter_agent.testing.wire import Answer, ImagePart, RequestRejected, image
 
 
 class ScriptedModelServer(Script):
-    """An OpenAI-compatible model server on loopback that answers from a script.
+    """An OpenAI-compatible model server on loopback answering from a script.
 
     Each accepted ``/chat/completions`` or ``/responses`` request consumes exactly one step,
     even when the client disconnects mid-stream; a rejected one (400, 401) consumes none.
-    Every body that parses is recorded on arrival, rejected ones included. One lock guards
-    the script and the records (callable steps run outside it). The API key is never logged.
-    ``port`` 0 picks a free port at :meth:`start`, kept across restarts; ``play`` (see
-    :class:`~jupyter_agent.testing.handler.LocalServer`) reports ``context_window`` tokens
-    as that server does. ``ScriptError`` if a step is invalid.
+    Every body that parses is recorded on arrival. One lock guards the script and the
+    records (callable steps run outside it). The API key is never logged. ``port`` 0 picks
+    a free port at :meth:`start`, kept across restarts; ``play``: see
+    :class:`~jupyter_agent.testing.handler.LocalServer`.
     """
 
     def __init__(
@@ -61,8 +60,7 @@ class ScriptedModelServer(Script):
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> ScriptedModelServer:
-        """A server (not started) answering from the JSON script at ``path``; raises
-        ``ScriptError`` for an unreadable file, not a JSON list, or an invalid step."""
+        """Not started; ``ScriptError`` as :func:`~jupyter_agent.testing.script.load_script`."""
         return cls(load_script(path), **kwargs)
 
     def start(self) -> ScriptedModelServer:
@@ -75,7 +73,7 @@ class ScriptedModelServer(Script):
         return self
 
     def stop(self) -> None:
-        """Stop serving and close the socket and open connections; idempotent."""
+        """Also closes the open connections; idempotent."""
         with self._lock:
             httpd, self._httpd = self._httpd, None
         if httpd is not None:
@@ -100,12 +98,12 @@ class ScriptedModelServer(Script):
 
     @property
     def requests(self) -> list[Any]:
-        """Every parsed request body in order, rejected ones included (a copy)."""
+        """Every parsed body in order, rejected ones included (a copy)."""
         return [x.request for x in self.exchanges]
 
     @property
     def exchanges(self) -> list[Exchange]:
-        """Every request with its answer (an :class:`Exchange` each), in arrival order (a copy)."""
+        """In arrival order (a copy)."""
         with self._lock:
             return list(self._exchanges)
 
@@ -121,7 +119,7 @@ class ScriptedModelServer(Script):
             return list(self._errors)
 
     def clear_requests(self) -> None:
-        """Forget the recorded exchanges; the script position is kept."""
+        """The script position is kept."""
         with self._lock:
             self._exchanges.clear()
 

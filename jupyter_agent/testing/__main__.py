@@ -1,8 +1,5 @@
-"""Command line: ``python -m jupyter_agent.testing --script FILE [--port N]``.
-
-Prints the base URL (``http://127.0.0.1:PORT/v1``) on stdout, flushed, then
-serves until SIGINT (Ctrl-C) or SIGTERM, and exits 0. A bad script exits 2 with
-the validation message on stderr; an unbindable port exits 1.
+"""``python -m jupyter_agent.testing``: prints the base URL on stdout, flushed, then serves
+until SIGINT or SIGTERM and exits 0; a bad script exits 2, an unbindable port 1.
 """
 
 from __future__ import annotations
@@ -40,11 +37,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "(Ollama: silently truncate) chat requests past it")
     parser.add_argument("--context-window", type=int, default=4096, metavar="N",
                         help="the played server's context window in tokens (default: 4096)")
-    parser.add_argument("--truncate", action="store_true", default=None,
+    parser.add_argument("--truncate", action=argparse.BooleanOptionalAction, default=None,
                         help="past the window, drop the oldest messages instead of refusing "
-                             "(default: as the played server does)")
-    parser.add_argument("--no-truncate", action="store_false", dest="truncate",
-                        help="past the window, refuse (even when playing Ollama)")
+                             "(--no-truncate: refuse, even when playing Ollama; default: as "
+                             "the played server does)")
     options = vars(parser.parse_args(argv))
     options["model_ids"] = options["model_ids"] or ("scripted",)
     try:

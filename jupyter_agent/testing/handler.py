@@ -1,11 +1,8 @@
-"""The scripted server's HTTP: the accept loop, the request handler, the exchange records and
-the local servers (llama.cpp, vLLM, Ollama) it can play.
+"""The scripted server's HTTP and the local servers (llama.cpp, vLLM, Ollama) it can play.
 
 The accept loop waits on a selector with a wake-up socket (no polling), so stopping is
 immediate, and tracks each accepted connection so that stopping closes idle keep-alive
-ones. JSON answers carry ``Content-Length``; streams are chunked (Chat Completions:
-``data:`` events then ``data: [DONE]``; Responses: ``event:``/``data:`` pairs). What to
-answer is the owning ``ScriptedModelServer``'s.
+ones. JSON answers carry ``Content-Length``; streams are chunked.
 """
 
 from __future__ import annotations
@@ -40,12 +37,11 @@ if TYPE_CHECKING:
 
 @dataclass
 class Exchange:
-    """One ``/chat/completions`` or ``/responses`` request and what the server answered.
+    """A request to ``/chat/completions`` or ``/responses``, recorded when the body parses.
 
-    Recorded when the body parses; ``status`` is None while the answer is pending.
-    ``response`` is the answer object, the list of stream chunks or events, or the error
-    body. ``authorization`` is the request's header, kept in memory only (never logged).
-    ``dropped`` counts messages a server playing Ollama dropped to fit its window.
+    ``status`` is None while the answer is pending; ``response`` is the answer object, the
+    list of stream chunks or events, or the error body; ``authorization`` is kept in memory
+    only; ``dropped``: messages a server playing Ollama dropped to fit its window.
     """
 
     request: Any
@@ -67,9 +63,9 @@ TRAINED = 8_192  # tokens: the played model's trained context
 
 @dataclass(frozen=True)
 class LocalServer:
-    """How the scripted server plays a local server (docs/scripted-model.md, "Playing a local
-    server"); ``context_window`` is tokens; ``truncate`` None: as the played server does.
-    ``ValueError`` for an unknown server or a window under 1 token."""
+    """docs/scripted-model.md, "Playing a local server"; ``context_window`` in tokens;
+    ``truncate`` None: as the played server does. ``ValueError`` for an unknown server or a
+    window under 1 token."""
 
     play: str
     context_window: int
@@ -168,7 +164,6 @@ class _HTTPServer(ThreadingHTTPServer):
                     self.handle_request()  # timeout = 0: accept if still pending, never block
 
     def stop(self) -> None:
-        """Stop accepting, close the socket, then shut the open connections down."""
         self._stopping = True
         with contextlib.suppress(OSError):
             self._wake_w.send(b"x")

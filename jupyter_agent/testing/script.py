@@ -1,9 +1,6 @@
-"""Scripts of the scripted model: the steps it answers with, validated, and a cursor over them.
-
-A step is a dict (validated into a :class:`Step`), a string (``{"text": ...}``) or a
-callable of the request body returning a step. The step fields are described in
-docs/scripted-model.md. A bad file or step raises :class:`ScriptError` naming the file
-and the step index; nothing is skipped.
+"""Scripts of the scripted model (docs/scripted-model.md). A step is a dict (validated into a
+:class:`Step`), a string (``{"text": ...}``) or a callable of the request body returning a
+step. A bad file or step raises :class:`ScriptError`; nothing is skipped.
 """
 
 from __future__ import annotations
@@ -21,7 +18,7 @@ StepCallable: TypeAlias = Callable[[dict[str, Any]], Any]
 
 
 class ScriptError(ValueError):
-    """A script or one of its steps is invalid; the message names the file and step (0-based)."""
+    """The message names the file and step (0-based)."""
 
     def __init__(self, message: str, *, path: Path | None = None, index: int | None = None) -> None:
         where = [f"script {str(path)!r}"] if path is not None else []
@@ -93,8 +90,7 @@ class Step(_Model):
 
 
 def parse_step(step: Any, *, index: int | None = None, path: Path | None = None) -> Step:
-    """Validate one non-callable step (a string is ``{"text": step}``); ``ScriptError`` for
-    unknown keys, wrong types or no content, naming the step by ``index`` and ``path``."""
+    """``ScriptError`` for unknown keys, wrong types or no content."""
     if isinstance(step, str):
         return Step(text=step)
     if not isinstance(step, Mapping | Step):
@@ -111,8 +107,8 @@ def parse_step(step: Any, *, index: int | None = None, path: Path | None = None)
 
 
 def parse_steps(steps: Iterable[Any], *, start: int = 0) -> list[Step | StepCallable]:
-    """Validate steps, keeping callables; ``start`` numbers the first one in messages.
-    ``ScriptError`` on the first invalid step, or for a string, mapping or path."""
+    """Callables are kept; ``start`` numbers the first step in messages. ``ScriptError`` on
+    the first invalid step, or for a string, mapping or path."""
     if isinstance(steps, str | bytes | Mapping | os.PathLike):
         raise ScriptError(f"a script is a list of steps, got {type(steps).__name__}"
                           " (use ScriptedModelServer.from_file() or load_script() for a file)")
@@ -121,8 +117,8 @@ def parse_steps(steps: Iterable[Any], *, start: int = 0) -> list[Step | StepCall
 
 
 def load_script(path: str | os.PathLike[str]) -> list[Step]:
-    """Load a UTF-8 JSON file holding a list of steps; ``ScriptError`` if it is unreadable,
-    not JSON, not a list, or has an invalid step (naming the file and index)."""
+    """A UTF-8 JSON list of steps; ``ScriptError`` if the file is unreadable, not JSON, not a
+    list, or has an invalid step."""
     p = Path(path)
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
@@ -145,8 +141,7 @@ class Script:
         self._served = 0
 
     def add_steps(self, steps: Iterable[Any]) -> None:
-        """Append steps, also while answering; ``ScriptError`` if a step is invalid (nothing
-        is appended then)."""
+        """Also while answering; ``ScriptError`` if a step is invalid (nothing is appended)."""
         with self._lock:
             self._steps.extend(parse_steps(steps, start=len(self._steps)))
 
@@ -156,8 +151,8 @@ class Script:
             return len(self._steps) - self._served
 
     def _next(self, body: dict[str, Any]) -> Step:
-        """The next step, a callable one called with ``body``; ``ScriptError`` when the script
-        is exhausted, or (with the cause) when a callable step raises or returns an invalid step."""
+        """``ScriptError`` when the script is exhausted, or (with the cause) when a callable
+        step raises or returns an invalid step."""
         with self._lock:
             if self._served >= len(self._steps):
                 raise ScriptError(f"script exhausted after {self._served} steps; add steps to"

@@ -1,12 +1,6 @@
-"""The two wire formats the scripted server speaks (pure functions).
-
-Requests are checked as the real API checks them (400 with its wording, unknown fields
-ignored). Chat Completions answers are ``chat.completion`` objects or the
-``chat.completion.chunk`` list of a stream. Responses answers have the shapes and event names
-of ``openai.types.responses``: a stream is ``response.created``, ``response.in_progress``,
-the events of each output item, then ``response.completed`` (or ``response.incomplete`` for
-a "length" / "content_filter" finish) with the usage; no ``[DONE]``. A step's ``reasoning``
-becomes a first reasoning item carrying encrypted content when the request includes it.
+"""The two wire formats the scripted server speaks: requests checked as the real API checks
+them (400 with its wording, unknown fields ignored), answers in the shapes and event names of
+``openai.types.chat`` and ``openai.types.responses``.
 """
 
 from __future__ import annotations
@@ -60,8 +54,8 @@ class ImagePart:
 
 
 def _items(body: Any) -> list[tuple[str, dict[str, Any]]]:
-    """Each message (Chat Completions) or input item (Responses) of ``body`` that is an object,
-    with its place (``"messages[3]"``); a string ``input`` is one item."""
+    """Each message or input item that is an object, with its place (``"messages[3]"``); a
+    string ``input`` is one item."""
     if not isinstance(body, dict):
         return []
     items = body.get("input")
@@ -74,7 +68,6 @@ def _items(body: Any) -> list[tuple[str, dict[str, Any]]]:
 
 
 def image_parts(body: Any) -> list[ImagePart]:
-    """Every image of a Chat Completions or Responses body, in order (``[]`` for others)."""
     found = []
     for where, item in _items(body):
         for key in ("content", "output"):
@@ -144,7 +137,6 @@ def _missing(where: str) -> RequestRejected:
 
 def _field(holder: dict[str, Any], where: str, key: str, kind: type = object,
            expected: str = "") -> Any:
-    """``holder[key]``; the real API's 400 if it is missing or not a ``kind`` (``expected``)."""
     if key not in holder:
         raise _missing(f"{where}.{key}")
     if not isinstance(holder[key], kind):
@@ -153,7 +145,6 @@ def _field(holder: dict[str, Any], where: str, key: str, kind: type = object,
 
 
 def _objects(where: str, value: object) -> list[dict[str, Any]]:
-    """``value``, a non-empty array of objects; else the real API's 400."""
     if not isinstance(value, list):
         raise _wrong_type(where, "an array of objects", value)
     if not value:
@@ -191,7 +182,6 @@ def _check_message(i: int, message: dict[str, Any]) -> None:
 
 
 def _with_model(body: object, no_model: str, param: str | None = None) -> dict[str, Any]:
-    """``body``, an object naming a model; else the real API's 400 (``no_model`` its words)."""
     if not isinstance(body, dict):
         raise RequestRejected("Invalid type for request body: expected an object, but got"
                               f" {_json_type(body)} instead.")
@@ -371,8 +361,8 @@ _STARTED: dict[str, dict[str, Any]] = {  # an item as first announced, by type
 
 
 class ResponseAnswer(Answer):
-    """A step resolved for a Responses request; an encrypted reasoning content handed out
-    is added to ``issued``."""
+    """A step's ``reasoning`` becomes a first reasoning item whose encrypted content (added to
+    ``issued``) the request asked for; a "length" / "content_filter" finish is incomplete."""
 
     def __init__(self, step: Step, body: dict[str, Any], issued: set[str]) -> None:
         super().__init__(step, body)

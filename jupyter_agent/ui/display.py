@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from jupyter_agent.artefacts.export import Exported
     from jupyter_agent.artefacts.fork import Forked
     from jupyter_agent.artefacts.search import SearchHit
-    from jupyter_agent.controller import Resumed, SessionChange, TurnResult, UsageReport
+    from jupyter_agent.controller import Resumed, SessionChange, UsageReport
     from jupyter_agent.store import Compaction, LeaseHolder, SessionListing, TodoItem, Usage
 
 
@@ -56,7 +56,7 @@ _WINDOW_SOURCE = {"setting": "set", "server": "server", "refusal": "server",
                   "genai-prices": "known", "default": "assumed"}
 
 
-def format_footer(result: TurnResult) -> str:
+def format_footer(result: UsageReport) -> str:
     """The line under a turn: its tokens, cost (USD) and tool calls, the session's, the context
     estimate against the window (tokens, and where the window came from) and the limits left."""
     session, window = result.session_usage, result.window
@@ -73,7 +73,7 @@ def format_footer(result: TurnResult) -> str:
     )
 
 
-def limit_message(result: TurnResult) -> str:
+def limit_message(result: UsageReport) -> str:
     """Which limit ended the turn and how to go on: ``%agent_resume --max-...`` when the
     session's options set it (options beat the settings), else also ``%config``."""
     limit = result.stop_reason or ""
@@ -102,16 +102,16 @@ _PRIVACY_MEANING = {
 def format_usage(report: UsageReport) -> str:
     """``%agent_usage`` as lines: tokens, cost (USD), model and tool calls, the context estimate
     against the window (tokens), the limits left and what kernel data is sent."""
-    u, window = report.usage, report.window
+    u, window = report.session_usage, report.window
     return "\n".join([
         f"session {report.session_id}",
         f"tokens:      {format_tokens(u)}",
         f"cost:        {format_cost(u)}",
         f"model calls: {u.calls:,}",
-        f"tool calls:  {report.tool_calls:,}",
+        f"tool calls:  {report.session_tool_calls:,}",
         *([f"context:     ~{report.context_tokens:,} of {window.tokens:,} tokens; the window "
            f"is {window.origin}"] if window else []),
-        f"limits:      {limits_left(report.limits, u, report.tool_calls)}",
+        f"limits:      {limits_left(report.limits, u, report.session_tool_calls)}",
         f"kernel data: {report.context_privacy} — "
         + _PRIVACY_MEANING.get(report.context_privacy, ""),
     ])

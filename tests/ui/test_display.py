@@ -12,7 +12,7 @@ from IPython.utils.capture import capture_output
 from jupyter_agent.agent.config import Limits
 from jupyter_agent.agent.events import Notice, TextDelta, ToolCallEnd, ToolCallStart
 from jupyter_agent.artefacts.steps import format_call
-from jupyter_agent.controller import TurnResult
+from jupyter_agent.controller import UsageReport
 from jupyter_agent.store import SessionRecord, SessionState, TodoItem, Usage
 from jupyter_agent.ui.display import limit_message, tool_result_sections
 from jupyter_agent.ui.render import MarkdownTurnRenderer, PlainTurnRenderer, recap_text
@@ -192,10 +192,11 @@ def test_headless_renderer_shows_no_status_line(shell: InteractiveShell) -> None
     assert [o.data["text/markdown"] for o in captured.outputs] == ["x"]
 
 
-def _result(stop: str, *, from_options: frozenset[str] = frozenset()) -> TurnResult:
-    return TurnResult("s", "r", stop, Usage(), Usage(cost_usd=0.5), 1, 4,
-                      Limits(max_tool_calls=4, max_cost_usd=0.25, max_iterations=1),
-                      from_options)
+def _result(stop: str, *, from_options: frozenset[str] = frozenset()) -> UsageReport:
+    return UsageReport("s", Usage(cost_usd=0.5), 4,
+                       Limits(max_tool_calls=4, max_cost_usd=0.25, max_iterations=1),
+                       reply="r", stop_reason=stop, turn_tool_calls=1,
+                       limits_from_options=from_options)
 
 
 def test_limit_messages_say_how_to_go_on() -> None:
