@@ -166,12 +166,8 @@ def _ask(http: Any, method: str, url: str, headers: dict[str, str], body: Any) -
 
 def probe_window(base_url: str, model: str, *, api_key: str = "",
                  http: Any = None) -> int | None:
-    """Ask an OpenAI-compatible server for ``model``'s window in tokens (None: not found).
-
-    ``api_key`` goes as ``Authorization: Bearer`` when not empty; ``http`` is the client
-    to ask with (default: the ``openai`` client's kind). The first request that fails
-    (no answer, a broken one) ends the probe.
-    """
+    """Ask an OpenAI-compatible server for ``model``'s window in tokens (None: not found);
+    ``http`` defaults to the ``openai`` client's kind. The first request that fails ends it."""
     if not base_url or urlparse(base_url).hostname == OPENAI_HOST:
         return None
     own = http is None

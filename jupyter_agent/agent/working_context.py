@@ -1,16 +1,14 @@
 """The working context as the model sees it: size estimates, tool-pair repair, where
-compaction may cut, the system prompts and the notes they carry, and what each request
-carries.
+compaction may cut, the system prompts with their notes, and what each request carries.
 
 Invariants: every assistant tool call is followed by exactly one ``tool`` result before
 the next other message; an orphan result is dropped from the working context (the
 transcript keeps it); compaction cuts only before a user or assistant message.
 
 The working context keeps figure references on tool messages, never image bytes.
-:class:`RequestView` sends the messages without them plus, with vision on, the newest
-``max_images`` figures (PNG, JPEG), downscaled, as ``data:`` URLs: for Chat Completions
-a user message after the batch's results, for the Responses API inside the tool result.
-The view is incremental and returns the same message objects while nothing changes.
+:class:`RequestView` sends, with vision on, the newest ``max_images`` raster figures as
+downscaled ``data:`` URLs (Chat Completions: a user message after the batch's results;
+Responses: inside the tool result), returning the same objects while nothing changes.
 """
 
 from __future__ import annotations
@@ -70,9 +68,8 @@ def estimate_schema_tokens(schemas: Sequence[dict[str, Any]]) -> int:
 
 def checked_usage(reported: TokenUsage | None, prompt_estimate: Callable[[], int],
                   text: str, calls: list[dict[str, Any]]) -> TokenUsage:
-    """The usage to count for one call: each reported count that is plausible, else an
-    estimate: ``prompt_estimate()`` (called only then) and from the reply's ``text`` and
-    ``calls``."""
+    """The usage to count for one call: each plausible reported count, else an estimate
+    (``prompt_estimate()`` is called only then)."""
     completion_estimate = message_chars({"content": text, "tool_calls": calls}) // CHARS_PER_TOKEN
     if reported is None:
         return TokenUsage(prompt_estimate(), completion_estimate)
@@ -100,7 +97,6 @@ class RepairReport:
 
     @property
     def changed(self) -> bool:
-        """Whether the repair altered anything."""
         return bool(self.added or self.dropped)
 
     def describe(self) -> str:
