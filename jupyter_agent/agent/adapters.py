@@ -103,11 +103,8 @@ class Model(Protocol):
 
 
 class OpenAIModel(ABC):
-    """A model behind an ``openai`` client, at :attr:`path` under its base URL.
-
-    ``params`` are sent with every request; ``key_env`` is the variable the key came from,
-    named when it is refused (None: no real key was sent).
-    """
+    """A model at :attr:`path` under an ``openai`` client's base URL; ``key_env``: the
+    variable the key came from, named when it is refused (None: no real key was sent)."""
 
     api = ""
     path = ""

@@ -228,14 +228,9 @@ def resolve_window(model: Any, state: SessionState, setting: int | None,
 
 
 def events(lines: Iterable[str], url: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The server-sent events of a stream's lines (line endings removed), read to the end
-    (past any ``[DONE]``, so the connection can be reused): ``(event name or "", data)``.
-
-    Raises
-    ------
-    ModelError
-        The data is not a JSON object, or is an error reported mid-stream.
-    """
+    """The ``(event name or "", data)`` of a stream's lines, read to the end (past any
+    ``[DONE]``, so the connection can be reused); ``ModelError`` for data that is not a
+    JSON object or reports an error mid-stream."""
     name, data = "", list[str]()
     for line in itertools.chain(lines, [""]):  # "" ends the last event
         field, _, value = line.partition(":")

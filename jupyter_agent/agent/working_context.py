@@ -150,12 +150,9 @@ def repair_tool_pairs(messages: Sequence[dict[str, Any]],
 
 def choose_cut(messages: Sequence[dict[str, Any]], *, keep_tokens: int, keep_turns: int = 2,
                keep_from: int | None = None) -> int | None:
-    """Where to split for compaction: ``messages[1:cut]`` are summarized, the rest kept.
-
-    Keeps the last ``keep_turns`` user turns if they fit ``keep_tokens``, else the longest
-    fitting tail, else the shortest; ``messages[keep_from:]`` always stay. None when
-    nothing before the cut is worth summarizing.
-    """
+    """Where ``messages[1:cut]`` are summarized: the last ``keep_turns`` user turns stay if
+    they fit ``keep_tokens``, else the longest fitting tail, else the shortest;
+    ``messages[keep_from:]`` always stay. None when nothing is worth summarizing."""
     n = len(messages)
     last = n - 1 if keep_from is None else min(keep_from, n - 1)
     candidates = [i for i in range(2, last + 1)
@@ -392,7 +389,6 @@ class RequestView:
             return self._plain, 0
         out = list(self._plain)
         used: dict[Any, dict[str, Any]] = {}  # what this request uses; the rest is let go
-        # each made message stays the same object while nothing changes
         if api == "responses":  # inside the tool result
             for index, figures in by_message.items():
                 message = self._plain[index]
