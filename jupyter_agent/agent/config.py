@@ -4,9 +4,7 @@
 ``max_iterations`` counts model calls in one turn. Limits always come from the current
 config, never from the saved session. Cost comes from a caller's ``prices`` override,
 else the offline snapshot bundled with ``genai-prices``; an unknown model costs 0 and is
-flagged ``price_unknown``. A reported count no request can have (missing, negative, zero
-for a non-empty prompt) is replaced by the ~4 characters per token estimate, so limits
-and compaction keep working.
+flagged ``price_unknown``.
 """
 
 from __future__ import annotations

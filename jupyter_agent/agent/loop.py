@@ -1,11 +1,9 @@
 """The turn: user message -> model -> (tool batch -> results)* -> reply, as a TurnOutcome.
 
-Save points (each one ``Conversation.save``): after the user message, after each model
-response, after each tool batch (all its results together); the checkpoint also before
-each request when it changed. A limit is raised as ``LimitExceededError`` and caught
-here: the turn ends with a saved notice. An interrupt or a model error leaves the
-session consistent and saved, and propagates carrying the turn's outcome as ``.outcome``.
-Compaction replaces older turns with one summary message the model writes.
+Each save point (docs/design.md, "Save points") is one ``Conversation.save``; the
+checkpoint is also saved before a request when it changed. A limit is raised as
+``LimitExceededError`` and caught here: the turn ends with a saved notice. An interrupt or
+a model error leaves the session saved and propagates with ``.outcome``.
 """
 
 from __future__ import annotations

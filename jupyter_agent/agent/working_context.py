@@ -5,10 +5,8 @@ Invariants: every assistant tool call is followed by exactly one ``tool`` result
 the next other message; an orphan result is dropped from the working context (the
 transcript keeps it); compaction cuts only before a user or assistant message.
 
-The working context keeps figure references on tool messages, never image bytes.
-:class:`RequestView` sends, with vision on, the newest ``max_images`` raster figures as
-downscaled ``data:`` URLs (Chat Completions: a user message after the batch's results;
-Responses: inside the tool result), returning the same objects while nothing changes.
+The working context keeps figure references, never image bytes; :class:`RequestView` adds
+the newest figures as images (docs/design.md, "Figures": the request view).
 """
 
 from __future__ import annotations
@@ -329,7 +327,7 @@ Picked = tuple[dict[str, Any], str]  # a figure reference and its data: URL
 
 @dataclass
 class RequestView:
-    """What a request carries, from the working context (see the module docstring)."""
+    """What a request carries, from the working context; the same objects while unchanged."""
 
     read_figure: Callable[[str], FigureData]
     _source: list[dict[str, Any]] | None = None

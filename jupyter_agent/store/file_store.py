@@ -7,11 +7,9 @@ Layout (directories 0700, files 0600, all owned by the user)::
         sessions/  <id>.json (snapshot)  <id>.jsonl (journal)  <id>.lock (lease)
                    <id>.figures/ (one image file per figure)
 
-A change is one journal line, ``fsync``-ed before it returns, written under the lease after
-checking the lock file is still the one locked; the snapshot is rewritten atomically when
-the journal has grown past it. While the lease is held the session is kept in memory
-(checked by two ``lstat`` calls before reuse, dropped on release or a failed write). A
-record of the one-file form loads as it is and is converted by its first change.
+A change is one journal line (docs/design.md, "Session files: a journal beside a
+snapshot"). While the lease is held the session is kept in memory (checked by two
+``lstat`` calls before reuse, dropped on release or a failed write).
 """
 
 from __future__ import annotations

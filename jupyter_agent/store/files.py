@@ -418,11 +418,8 @@ def _read_holder(fd: int) -> LeaseHolder | None:
 class Leases:
     """The session leases one store object holds: ``flock`` on ``sessions/<id>.lock``.
 
-    Taking one tries ``LOCK_EX | LOCK_NB`` on the lock file, checks the path still names
-    the locked file, then writes the holder into it. The engine counts re-entries; before
-    every write :meth:`verify` refuses if the lock file was removed or replaced. A forked
-    child closes its copies of the lock descriptors at once, so a lease dies with the
-    process that took it.
+    The engine counts re-entries. How a lease stays one under interference (a replaced
+    lock file, a forked child): docs/design.md, "Leases".
     """
 
     def __init__(self, label: str = "") -> None:

@@ -8,11 +8,8 @@ of ``add`` (messages appended to transcript and working context), ``compact`` (`
 ``insert``, then its last ``tail``), ``state`` (changed checkpoint fields), ``set``
 (summary/title/archived), ``updated_at`` and ``clock``. A save point is one line.
 
-The snapshot ``<id>.json`` (``snapshot.py``) holds the record without its transcript up
-to a line. Loading checks every line; a last line without its newline is a torn write (cut
-off only if the index says it was never acknowledged); any other damage is a
-``CorruptSessionError`` naming the line. Journals of jupyter-agent 0.2 (no ``n``/``c``)
-load and are upgraded by their next write.
+Loading, damage and the 0.2 format: docs/design.md, "Session files: a journal beside a
+snapshot".
 """
 
 from __future__ import annotations
