@@ -79,7 +79,7 @@ class Tool:
             "name": self.name, "description": self.description, "parameters": parameters}}
 
     def invoke(self, arguments: str) -> ToolResult:
-        """Call the function with the model's JSON ``arguments``; raises only Ctrl-C."""
+        """Call the function with the model's JSON ``arguments``; only Ctrl-C propagates."""
         try:  # not JSON, not an object or nested too deeply: a ValidationError too
             parsed = self.args_model.model_validate_json(arguments or "{}")
         except pydantic.ValidationError as exc:
@@ -414,14 +414,14 @@ class BuiltinTools:
         return self._get_state().scratchpad or "(the scratchpad is empty)"
 
     def write_scratchpad(self, text: str, append: bool = False) -> str:
-        """Replace the session's scratchpad with ``text`` (with ``append``, add a line)."""
+        """Replace the session's scratchpad with ``text`` (``append``: add it on a new line)."""
         state = self._get_state()
         state.scratchpad = (state.scratchpad.rstrip("\n") + "\n" + text
                             if append and state.scratchpad else text)
         return f"scratchpad saved ({len(state.scratchpad):,} characters)"
 
     def add_todo(self, text: str) -> str:
-        """Add a "pending" item saying what needs doing to the session's todo list."""
+        """Add a "pending" item to the session's todo list; ``text`` says what needs doing."""
         todos = self._get_state().todos
         todos.append(TodoItem(id=max((t.id for t in todos), default=0) + 1, text=text))
         return f"added todo #{todos[-1].id}"

@@ -261,7 +261,8 @@ class FileStore(SessionEngine):
     def remove_figures(self, sessions: SafeDir, session_id: str) -> list[Path]:
         """Remove a session's figures directory (under the lease); the paths removed. A
         link in its place is removed, never followed; a subdirectory inside is left (and
-        the directory then). ``UnsafeDirectoryError``, nothing removed, for an unsafe one."""
+        the directory then). ``UnsafeDirectoryError`` (nothing removed) for another owner's
+        directory or one others may write to."""
         name = f"{session_id}.figures"
         st = sessions.lstat(name)
         if st is None:

@@ -48,7 +48,7 @@ SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
 def validate_session_id(session_id: object) -> str:
-    """``session_id`` if it matches :data:`SESSION_ID_PATTERN`; ``InvalidSessionIdError``."""
+    """``session_id`` if it matches :data:`SESSION_ID_PATTERN`, else ``InvalidSessionIdError``."""
     if not isinstance(session_id, str) or SESSION_ID_PATTERN.fullmatch(session_id) is None:
         raise InvalidSessionIdError(session_id)
     return session_id
@@ -67,7 +67,7 @@ class FigureData:
 
 
 def validate_figure_id(figure_id: object) -> str:
-    """``figure_id`` if it matches :data:`SESSION_ID_PATTERN`; ``InvalidFigureError``."""
+    """``figure_id`` if it matches :data:`SESSION_ID_PATTERN`, else ``InvalidFigureError``."""
     if not isinstance(figure_id, str) or not SESSION_ID_PATTERN.fullmatch(figure_id):
         raise InvalidFigureError(figure_id, "its ID must be 1-128 letters, digits, '_' or '-'")
     return figure_id
@@ -184,9 +184,10 @@ class SessionState(_Model):
 
     ``model``, ``base_url``, ``api`` and ``vision``: what the session last used (never an
     API key). ``images_refused``: the ``"model at URL"`` that refused images (vision
-    "auto"). ``context_window`` (tokens, 0: none): what ``context_window_of`` (``"model at
-    URL"``) reported (source "server") or named in a refusal ("refusal"). ``handed_out``:
-    the ``run_python`` call IDs whose code ``%agent_cell`` put into a cell, oldest first.
+    "auto"). ``figures``: how many the session's code made. ``context_window`` (tokens, 0:
+    none): what ``context_window_of`` (``"model at URL"``) reported (source "server") or
+    named in a refusal ("refusal"). ``handed_out``: the ``run_python`` call IDs whose code
+    ``%agent_cell`` put into a cell, oldest first.
     """
 
     scratchpad: CleanStr = ""
