@@ -1,13 +1,10 @@
 """Model adapters: the Model protocol, and Chat Completions and Responses over ``openai``.
 
-A Model sends the working context (Chat Completions message dicts, the stored format)
-and tool schemas, and returns one ModelReply; everything API-specific stays here. What
-arrives is kept in a caller-owned PartialReply, so an interrupted reply keeps its text.
-Each request body is built as plain JSON values, encoded once with ``msgspec`` and posted
-with the client's ``post`` (its headers, retries and errors), past its request transform;
-the reply is read as JSON, streamed or whole. The Responses adapter converts
-each message once while it stays in the working context, sends ``store: false``, and
-keeps reasoning items in memory for the assistant message they came with (not saved).
+A Model sends the working context (stored Chat Completions messages) and tool schemas,
+and returns one ModelReply; what arrives is kept in a caller-owned PartialReply, so an
+interrupted reply keeps its text. A body is encoded once with ``msgspec`` and posted with
+the client's ``post`` (its headers and retries), past its request transform. The
+Responses adapter sends ``store: false`` and keeps reasoning items in memory only.
 """
 
 from __future__ import annotations
@@ -106,11 +103,8 @@ class Model(Protocol):
 
 
 class OpenAIModel(ABC):
-    """A model behind an ``openai`` client, at :attr:`path` under its base URL.
-
-    ``params`` are sent with every request; ``key_env`` is the variable the key came from,
-    named when it is refused (None: no real key was sent).
-    """
+    """A model at :attr:`path` under an ``openai`` client's base URL; ``key_env``: the
+    variable the key came from, named when it is refused (None: no real key was sent)."""
 
     api = ""
     path = ""
@@ -133,10 +127,8 @@ class OpenAIModel(ABC):
     def respond(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *,
                 stream: bool, partial: PartialReply,
                 on_text: TextCallback | None = None) -> ModelReply:
-        """Send one request (the body encoded once; the client adds its headers and
-        retries); ``partial`` is filled as the reply arrives. ModelError (worded for the
-        user) when the endpoint failed, after the client's retries, or sent a reply that
-        is not understood."""
+        """Send one request, filling ``partial`` as the reply arrives; ModelError (worded
+        for the user) when the endpoint failed, after retries, or was not understood."""
         body = self.body(messages, tools, stream=stream)
         try:
             content = msgspec.json.encode(body)

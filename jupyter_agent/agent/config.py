@@ -4,9 +4,7 @@
 ``max_iterations`` counts model calls in one turn. Limits always come from the current
 config, never from the saved session. Cost comes from a caller's ``prices`` override,
 else the offline snapshot bundled with ``genai-prices``; an unknown model costs 0 and is
-flagged ``price_unknown``. A reported count no request can have (missing, negative, zero
-for a non-empty prompt) is replaced by the ~4 characters per token estimate, so limits
-and compaction keep working.
+flagged ``price_unknown``.
 """
 
 from __future__ import annotations
@@ -143,11 +141,8 @@ _UNPRICED: set[str] = set()  # models genai-prices does not know: looked up once
 def price_call(model: str, input_tokens: int, output_tokens: int,
                prices: Mapping[str, tuple[float, float]] | None = None, *, cached_tokens: int = 0
                ) -> tuple[float, bool]:
-    """Cost of one call in USD, and whether the price was known (else 0.0).
-
-    ``input_tokens`` includes ``cached_tokens``, which ``genai-prices`` prices at the
-    cache rate (an override prices them as input).
-    """
+    """Cost of one call in USD, and whether the price was known (else 0.0); ``input_tokens``
+    includes ``cached_tokens`` (priced at the cache rate, except by an override)."""
     if prices and model in prices:
         usd_in, usd_out = prices[model]
         return (input_tokens * usd_in + output_tokens * usd_out) / 1_000_000, True

@@ -1,11 +1,9 @@
 """A session's conversation: the working context, its checkpoint and their saves.
 
-:class:`Conversation` owns the session's lease from ``create``/``open`` to ``close``;
-``open`` reads the record once. Every message enters through ``append`` (normalized to
-the stored format), and each ``save`` is one store call recording the messages added
-since the last save and the checkpoint, when either changed. Without a store it lives
-in memory. :meth:`Conversation.replace` records a compaction (the transcript keeps the
-replaced messages); :func:`drop_old_images` is the cheaper first step of one.
+:class:`Conversation` holds the session's lease from ``create``/``open`` to ``close``
+and reads the record once; without a store it lives in memory. ``replace`` records a
+compaction (the transcript keeps the replaced messages); :func:`drop_old_images` is the
+cheaper first step of one.
 """
 
 from __future__ import annotations
@@ -123,7 +121,7 @@ class Conversation:
 
     @contextlib.contextmanager
     def _holding(self, store: Store, session_id: str) -> Iterator[None]:
-        """Take the session's lease, held until :meth:`close`; released if the block fails."""
+        """Take the lease, kept after the block (until :meth:`close`) unless it fails."""
         store.acquire_lease(session_id)
         self.store, self.session_id, self._leased = store, session_id, True
         try:
@@ -242,7 +240,7 @@ class Conversation:
         self.store.save_figure(self.session_id, figure_id, data, media_type)
 
     def read_figure(self, figure_id: str) -> FigureData:
-        """A figure of the session."""
+        """``FigureNotFoundError`` when the session has no figure ``figure_id``."""
         if self.store is not None and self.session_id is not None:
             return self.store.read_figure(self.session_id, figure_id)
         if figure_id not in self._figures:

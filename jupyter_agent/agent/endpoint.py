@@ -166,12 +166,8 @@ def _ask(http: Any, method: str, url: str, headers: dict[str, str], body: Any) -
 
 def probe_window(base_url: str, model: str, *, api_key: str = "",
                  http: Any = None) -> int | None:
-    """Ask an OpenAI-compatible server for ``model``'s window in tokens (None: not found).
-
-    ``api_key`` goes as ``Authorization: Bearer`` when not empty; ``http`` is the client
-    to ask with (default: the ``openai`` client's kind). The first request that fails
-    (no answer, a broken one) ends the probe.
-    """
+    """Ask an OpenAI-compatible server for ``model``'s window in tokens (None: not found);
+    ``http`` defaults to the ``openai`` client's kind. The first request that fails ends it."""
     if not base_url or urlparse(base_url).hostname == OPENAI_HOST:
         return None
     own = http is None
@@ -232,14 +228,9 @@ def resolve_window(model: Any, state: SessionState, setting: int | None,
 
 
 def events(lines: Iterable[str], url: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The server-sent events of a stream's lines (line endings removed), read to the end
-    (past any ``[DONE]``, so the connection can be reused): ``(event name or "", data)``.
-
-    Raises
-    ------
-    ModelError
-        The data is not a JSON object, or is an error reported mid-stream.
-    """
+    """The ``(event name or "", data)`` of a stream's lines, read to the end (past any
+    ``[DONE]``, so the connection can be reused); ``ModelError`` for data that is not a
+    JSON object or reports an error mid-stream."""
     name, data = "", list[str]()
     for line in itertools.chain(lines, [""]):  # "" ends the last event
         field, _, value = line.partition(":")

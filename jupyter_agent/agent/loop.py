@@ -1,11 +1,9 @@
 """The turn: user message -> model -> (tool batch -> results)* -> reply, as a TurnOutcome.
 
-Save points (each one ``Conversation.save``): after the user message, after each model
-response, after each tool batch (all its results together); the checkpoint also before
-each request when it changed. A limit is raised as ``LimitExceededError`` and caught
-here: the turn ends with a saved notice. An interrupt or a model error leaves the
-session consistent and saved, and propagates carrying the turn's outcome as ``.outcome``.
-Compaction replaces older turns with one summary message the model writes.
+Each save point (docs/design.md, "Save points") is one ``Conversation.save``; the
+checkpoint is also saved before a request when it changed. A limit is raised as
+``LimitExceededError`` and caught here: the turn ends with a saved notice. An interrupt or
+a model error leaves the session saved and propagates with ``.outcome``.
 """
 
 from __future__ import annotations
@@ -162,9 +160,8 @@ class Agent:
                                      self.config.context_window, learned)
 
     def request_tools(self) -> tuple[list[dict[str, Any]], int]:
-        """The tool schemas a request offers (a cached list: do not change it) and their
-        estimated tokens; for a small window only the short schemas of
-        :data:`SMALL_WINDOW_TOOLS` and the user's tools."""
+        """The tool schemas a request offers (cached: do not change) and their tokens; a
+        small window gets short schemas of :data:`SMALL_WINDOW_TOOLS` and the user's tools."""
         small = self.window.small
         key = (small, len(self.tools))
         if key not in self._tool_schemas:
@@ -420,9 +417,7 @@ class Agent:
             return self._compact()
 
     def _compact(self) -> bool:
-        """Summarize ``messages[1:cut]`` with one model call (no tools, not streamed); the
-        turn in progress stays verbatim. False when there was nothing worth compacting or
-        the call failed (the working context is unchanged; a Notice says why)."""
+        """:meth:`compact`: one model call (no tools, not streamed); the running turn stays."""
         conversation, config, window = self.conversation, self.config, self.window.tokens
         check_limits(config.limits, conversation.state)
         messages, before = conversation.messages, conversation.estimated_tokens()
@@ -459,8 +454,7 @@ class Agent:
         return True
 
     def _account(self, usage: TokenUsage, *, emit: bool = True) -> None:
-        """Add one call's usage to the checkpoint and the turn; ``emit`` a UsageUpdate, and
-        once a Notice when the price is unknown."""
+        """Count one call in the checkpoint and the turn; ``emit``: a UsageUpdate (and Notice)."""
         model, state = self.model.name, self.conversation.state
         cost, known = price_call(model, usage.input_tokens, usage.output_tokens,
                                  self.config.prices, cached_tokens=usage.cached_tokens)
@@ -480,8 +474,7 @@ class Agent:
 
     def _end(self, text: str, reason: str, calls: list[dict[str, Any]], skip: str,
              limit: LimitExceededError | None = None) -> TurnOutcome:
-        """End the turn with the saved notice ``text``, answering ``calls`` (not run) with
-        ``skip``."""
+        """End the turn with the saved notice ``text``; ``calls`` are answered ``skip``."""
         self.conversation.append(*(synthetic_result(c["id"], skip) for c in calls),
                                  {"role": "assistant", "content": text})
         self.conversation.save()

@@ -1,13 +1,9 @@
 """Running model-written code like a notebook cell, and keeping what it displays.
 
-Code runs with ``exec`` in the namespace (not ``shell.run_cell``, which the running
-``%%agent`` cell would corrupt); a final expression's ``repr`` is reported, output is
-captured, exceptions (also ``SystemExit``) become text, Ctrl-C is re-raised as
-:class:`ToolInterrupted` carrying what was printed. While it runs, the shell's display
-publisher is wrapped (for that thread only) so each display becomes a Displayed event
-and each image a numbered figure saved with the session before the result names it
-("[figure 1: PNG, 640×480 px, shown to the user]"). Figures left open are flushed under
-the inline backend, else rendered for the record; matplotlib is never imported here.
+Code runs with ``exec`` in the namespace, not ``shell.run_cell`` (the running ``%%agent``
+cell would be corrupted); exceptions, ``SystemExit`` too, become text; Ctrl-C is re-raised
+as :class:`ToolInterrupted` carrying what was printed. How displays become figures:
+docs/design.md, "Figures". matplotlib is never imported here.
 """
 
 from __future__ import annotations

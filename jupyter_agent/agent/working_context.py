@@ -1,16 +1,12 @@
 """The working context as the model sees it: size estimates, tool-pair repair, where
-compaction may cut, the system prompts and the notes they carry, and what each request
-carries.
+compaction may cut, the system prompts with their notes, and what each request carries.
 
 Invariants: every assistant tool call is followed by exactly one ``tool`` result before
 the next other message; an orphan result is dropped from the working context (the
 transcript keeps it); compaction cuts only before a user or assistant message.
 
-The working context keeps figure references on tool messages, never image bytes.
-:class:`RequestView` sends the messages without them plus, with vision on, the newest
-``max_images`` figures (PNG, JPEG), downscaled, as ``data:`` URLs: for Chat Completions
-a user message after the batch's results, for the Responses API inside the tool result.
-The view is incremental and returns the same message objects while nothing changes.
+The working context keeps figure references, never image bytes; :class:`RequestView` adds
+the newest figures as images (docs/design.md, "Figures": the request view).
 """
 
 from __future__ import annotations
@@ -70,9 +66,8 @@ def estimate_schema_tokens(schemas: Sequence[dict[str, Any]]) -> int:
 
 def checked_usage(reported: TokenUsage | None, prompt_estimate: Callable[[], int],
                   text: str, calls: list[dict[str, Any]]) -> TokenUsage:
-    """The usage to count for one call: each reported count that is plausible, else an
-    estimate: ``prompt_estimate()`` (called only then) and from the reply's ``text`` and
-    ``calls``."""
+    """The usage to count for one call: each plausible reported count, else an estimate
+    (``prompt_estimate()`` is called only then)."""
     completion_estimate = message_chars({"content": text, "tool_calls": calls}) // CHARS_PER_TOKEN
     if reported is None:
         return TokenUsage(prompt_estimate(), completion_estimate)
@@ -100,7 +95,6 @@ class RepairReport:
 
     @property
     def changed(self) -> bool:
-        """Whether the repair altered anything."""
         return bool(self.added or self.dropped)
 
     def describe(self) -> str:
@@ -154,12 +148,9 @@ def repair_tool_pairs(messages: Sequence[dict[str, Any]],
 
 def choose_cut(messages: Sequence[dict[str, Any]], *, keep_tokens: int, keep_turns: int = 2,
                keep_from: int | None = None) -> int | None:
-    """Where to split for compaction: ``messages[1:cut]`` are summarized, the rest kept.
-
-    Keeps the last ``keep_turns`` user turns if they fit ``keep_tokens``, else the longest
-    fitting tail, else the shortest; ``messages[keep_from:]`` always stay. None when
-    nothing before the cut is worth summarizing.
-    """
+    """Where ``messages[1:cut]`` are summarized: the last ``keep_turns`` user turns stay if
+    they fit ``keep_tokens``, else the longest fitting tail, else the shortest;
+    ``messages[keep_from:]`` always stay. None when nothing is worth summarizing."""
     n = len(messages)
     last = n - 1 if keep_from is None else min(keep_from, n - 1)
     candidates = [i for i in range(2, last + 1)
@@ -336,7 +327,7 @@ Picked = tuple[dict[str, Any], str]  # a figure reference and its data: URL
 
 @dataclass
 class RequestView:
-    """What a request carries, from the working context (see the module docstring)."""
+    """What a request carries, from the working context; the same objects while unchanged."""
 
     read_figure: Callable[[str], FigureData]
     _source: list[dict[str, Any]] | None = None
@@ -396,7 +387,6 @@ class RequestView:
             return self._plain, 0
         out = list(self._plain)
         used: dict[Any, dict[str, Any]] = {}  # what this request uses; the rest is let go
-        # each made message stays the same object while nothing changes
         if api == "responses":  # inside the tool result
             for index, figures in by_message.items():
                 message = self._plain[index]

@@ -7,11 +7,9 @@ Layout (directories 0700, files 0600, all owned by the user)::
         sessions/  <id>.json (snapshot)  <id>.jsonl (journal)  <id>.lock (lease)
                    <id>.figures/ (one image file per figure)
 
-A change is one journal line, ``fsync``-ed before it returns, written under the lease after
-checking the lock file is still the one locked; the snapshot is rewritten atomically when
-the journal has grown past it. While the lease is held the session is kept in memory
-(checked by two ``lstat`` calls before reuse, dropped on release or a failed write). A
-record of the one-file form loads as it is and is converted by its first change.
+A change is one journal line (docs/design.md, "Session files: a journal beside a
+snapshot"). While the lease is held the session is kept in memory (checked by two
+``lstat`` calls before reuse, dropped on release or a failed write).
 """
 
 from __future__ import annotations
@@ -100,9 +98,7 @@ index.jsonl
 
 
 class FileStore(SessionEngine):
-    """Saved sessions of one memory directory as JSON files (module docstring); no I/O
-    until the first call, directories are created by the first write.
-    """
+    """Sessions of one memory directory as JSON files; no I/O until the first call."""
 
     leases: Leases
 
@@ -160,10 +156,8 @@ class FileStore(SessionEngine):
         return st is not None
 
     def _take(self, at: tuple[SafeDir, SafeDir], session_id: str) -> None:
-        """A new lease first removes the temporary files a killed writer left (the
-        snapshot's and journal's by their fixed names, so the cost does not grow with the
-        number of sessions). A torn last journal line is cut off only by :meth:`_head`,
-        once the index shows it was never acknowledged."""
+        """Take the lease, then remove what a killed writer left (by fixed names: the cost
+        does not grow with the sessions); a torn journal line is left to :meth:`_head`."""
         root, sessions = at
         with storage_errors(sessions.child(f"{session_id}.lock")):
             self.leases.take(sessions, session_id)
@@ -265,11 +259,10 @@ class FileStore(SessionEngine):
                 return any(removed)
 
     def remove_figures(self, sessions: SafeDir, session_id: str) -> list[Path]:
-        """Remove a session's figures directory and its files (under the lease); what was
-        removed. A link or other non-directory in its place is removed itself (never
-        followed); a subdirectory inside is left, and so is the directory then.
-        ``UnsafeDirectoryError`` (nothing removed) for another owner's directory or one
-        others may write to."""
+        """Remove a session's figures directory (under the lease); the paths removed. A
+        link in its place is removed, never followed; a subdirectory inside is left (and
+        the directory then). ``UnsafeDirectoryError`` (nothing removed) for another owner's
+        directory or one others may write to."""
         name = f"{session_id}.figures"
         st = sessions.lstat(name)
         if st is None:
@@ -371,12 +364,9 @@ class FileStore(SessionEngine):
         return replace(loaded, offset=loaded.end, snapshot_size=len(data), legacy=False)
 
     def upgrade(self, sessions: SafeDir, loaded: Loaded) -> Loaded:
-        """Give every line of a journal of jupyter-agent 0.2 its number and checksum.
-
-        The snapshot is rewritten first to cover every line by number (true of the old
-        journal and of the new one alike), then the journal is replaced atomically: a
-        kill at any step leaves a pair that loads.
-        """
+        """Give every line of a journal of jupyter-agent 0.2 its number and checksum: the
+        snapshot first (it covers the lines by number, true of both journals), then the
+        journal atomically, so a kill at any step leaves a pair that loads."""
         sid = loaded.record.id
         loaded = self._write_snapshot(sessions, loaded)
         path = self.journal_path(sid)
@@ -394,9 +384,8 @@ class FileStore(SessionEngine):
         return self._write_snapshot(sessions, upgraded)
 
     def _apply(self, at: tuple[SafeDir, SafeDir], loaded: Loaded, change: Change) -> bool:
-        """Append one entry to the journal, then complete ``new`` (``finish``) and update
-        the snapshot, the in-memory copy and the index. On any failure the in-memory copy
-        is dropped (the next change reads the files again)."""
+        """Append one entry, then update the snapshot, the in-memory copy and the index; a
+        failure drops the in-memory copy (the next change reads the files again)."""
         root, sessions = at
         entry, new, fields, finish = change
         sid = loaded.record.id

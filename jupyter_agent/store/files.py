@@ -58,8 +58,7 @@ def is_temp_name(name: str) -> bool:
 
 
 def lease_temp(name: str) -> str:
-    """The fixed temporary file of ``name`` for writers holding its lock
-    (``a.json`` -> ``.a.json.next.tmp``)."""
+    """The fixed temporary file of a writer holding a lock (``a.json``: ``.a.json.next.tmp``)."""
     return f".{name}.next.tmp"
 
 
@@ -101,16 +100,12 @@ def _own_fix(path: Path, st: os.stat_result | None, fix: str) -> str:
 
 
 class SafeDir:
-    """A checked directory of the memory directory, and the files in it (module docstring).
-
-    Use :meth:`open` (or :meth:`subdir`) and close it (it is a context manager).
-    """
+    """A checked directory of the memory directory (module docstring); a context manager."""
 
     def __init__(self, path: Path, fd: int) -> None:
         self.path = path
         self.fd = fd
 
-    # ------------------------------------------------------------------ opening
     @classmethod
     def open(cls, path: Path, *, create: bool = False, what: str = "memory directory",
              parent: SafeDir | None = None) -> SafeDir | None:
@@ -173,9 +168,7 @@ class SafeDir:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # ------------------------------------------------------------------ entries
     def child(self, name: str) -> Path:
-        """The path of entry ``name`` (for messages and callers)."""
         return self.path / name
 
     def lstat(self, name: str) -> os.stat_result | None:
@@ -250,10 +243,9 @@ class SafeDir:
              private: bool = False, what: str = "file") -> tuple[bytes, os.stat_result] | None:
         """Read regular file ``name`` (from ``offset``); ``None`` if it is missing.
 
-        Every read of the memory directory goes through here, so no file costs more than
-        its cap: ``TooLargeError`` over ``limit`` (checked from ``fstat``, nothing read),
-        naming the file, its size and the cap. ``UnsafeFileError`` also for a sparse file
-        (it could be gigabytes of zeros).
+        Every read of the memory directory comes here, so no file costs more than its cap:
+        ``TooLargeError`` over ``limit`` bytes (from ``fstat``, nothing read);
+        ``UnsafeFileError`` also for a sparse file (it could be gigabytes of zeros).
         """
         opened = self.open_file(name, private=private)
         if opened is None:
@@ -426,13 +418,8 @@ def _read_holder(fd: int) -> LeaseHolder | None:
 class Leases:
     """The session leases one store object holds: ``flock`` on ``sessions/<id>.lock``.
 
-    Taking one opens the lock file (no-follow, regular, created 0600), tries
-    ``LOCK_EX | LOCK_NB`` (``SessionLockedError`` at once, naming the holder), checks the
-    path still names the locked file, then writes the holder (pid, host, user, since,
-    label) into it. The engine counts re-entries; before every write :meth:`verify`
-    refuses (``LeaseLostError``) if the lock file was removed or replaced. A forked child
-    closes its copies of every lock descriptor at once, so a lease dies with the process
-    that took it; the system drops it when that process exits.
+    The engine counts re-entries. How a lease stays one under interference (a replaced
+    lock file, a forked child): docs/design.md, "Leases".
     """
 
     def __init__(self, label: str = "") -> None:
@@ -442,8 +429,7 @@ class Leases:
         _ALL.add(self)
 
     def take(self, sessions: SafeDir, session_id: str) -> None:
-        """Take the lease (not held by this object): ``SessionLockedError`` at once, naming
-        the holder, if another process or store holds it."""
+        """``SessionLockedError`` at once, naming the holder, if another process or store has it."""
         name = f"{session_id}.lock"
         for _attempt in range(5):
             opened = sessions.open_file(name, os.O_RDWR, create=True)
@@ -477,8 +463,7 @@ class Leases:
         raise SessionLockedError(session_id, None, sessions.child(name))
 
     def let_go(self, session_id: str) -> None:
-        """Release the lease (closing the only descriptor drops the ``flock``); nothing
-        when it is not held (lost, or the session is gone)."""
+        """Release the lease (closing its descriptor drops the ``flock``), if held."""
         entry = self._entries.pop(session_id, None)
         if entry is not None:
             with contextlib.suppress(OSError):
@@ -500,11 +485,8 @@ class Leases:
             raise LeaseLostError(session_id, sessions.child(f"{session_id}.lock"))
 
     def holder(self, sessions: SafeDir, session_id: str) -> LeaseHolder | None:
-        """Who holds the lease, as recorded in the lock file; ``None`` if nobody does.
-
-        Probes with a non-blocking shared ``flock`` released at once (never creates the
-        lock file); a holder that recorded nothing gives ``LeaseHolder()``.
-        """
+        """Who holds the lease, as the lock file records it (``LeaseHolder()`` if it says
+        nothing); ``None`` if nobody does. Probes with a shared ``flock``, never creates."""
         if self.holds(session_id):
             fd = self._entries[session_id][0]
             return _read_holder(fd) or LeaseHolder(pid=os.getpid(), label=self.label)

@@ -8,13 +8,8 @@ of ``add`` (messages appended to transcript and working context), ``compact`` (`
 ``insert``, then its last ``tail``), ``state`` (changed checkpoint fields), ``set``
 (summary/title/archived), ``updated_at`` and ``clock``. A save point is one line.
 
-The snapshot ``<id>.json`` (``snapshot.py``) holds the record without its transcript as of
-byte ``offset``; it is rewritten when the journal has grown past it by
-``max(SNAPSHOT_MIN_BYTES, SNAPSHOT_RATIO x its size)``. Loading checks every line's
-number and checksum; a last line without its newline is a torn write (cut off only if the
-index says it was never acknowledged); any other damage is a ``CorruptSessionError``
-naming the line. Journals of jupyter-agent 0.2 (no ``n``/``c``) load and are upgraded by
-their next write.
+Loading, damage and the 0.2 format: docs/design.md, "Session files: a journal beside a
+snapshot".
 """
 
 from __future__ import annotations
@@ -70,8 +65,7 @@ def refuse_over(path: Path, size: int, cap: int, what: str) -> None:
 
 
 def _add_chunks(messages: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
-    """``messages`` in runs whose ``add`` line stays under :data:`LINE_CAP` (one message
-    over it is a run of its own, refused on writing)."""
+    """``messages`` in runs whose ``add`` line stays under :data:`LINE_CAP` (or one message)."""
     chunk: list[dict[str, Any]] = []
     size = 0
     for message in messages:
@@ -185,8 +179,7 @@ def decode_items(raw: Any, transcript_length: int, path: Path) -> list[Item]:
 
 # --------------------------------------------------------------------------- lines
 def encode_line(number: int, entry: dict[str, Any]) -> bytes:
-    """Journal line ``number`` (the header is line 1) holding ``entry``, newline included
-    (the module docstring gives its form)."""
+    """Journal line ``number`` (the header is 1) holding ``entry``, newline included."""
     add = entry.get("add")
     if add is not None and not all(map(is_core_message, add)):
         entry = {**entry, "extra": 1}
@@ -195,8 +188,7 @@ def encode_line(number: int, entry: dict[str, Any]) -> bytes:
 
 
 def line_problem(line: Line, number: int) -> str | None:
-    """Why complete line ``number`` (without its newline) is not the checked line that
-    belongs there, in words; ``None`` if it is."""
+    """Why complete line ``number`` is not the checked line that belongs there, or ``None``."""
     if line[-_TRAILER:-10] != _CHECK or line[-2:] != b'"}':
         return "it has no checksum (it was cut short, changed or inserted)"
     if line[-10:-2] != b"%08x" % zlib.crc32(line[:-_TRAILER]):
@@ -214,9 +206,8 @@ def line_problem(line: Line, number: int) -> str | None:
 
 
 def check_lines(lines: list[Line], first: int, path: Path) -> None:
-    """Check that ``lines`` (complete, without newlines) are checked lines ``first``,
-    ``first + 1``, ... (CRC-32 and number, unparsed); ``CorruptSessionError`` naming the
-    first line at fault and what is wrong."""
+    """Check ``lines`` are lines ``first``, ``first + 1``, ... (CRC-32 and number, unparsed);
+    ``CorruptSessionError`` naming the first line at fault and what is wrong."""
     crc32 = zlib.crc32
     for number, line in enumerate(lines, first):
         start = b'{"n":%d,' % number
@@ -274,11 +265,9 @@ class _Line(TypedDict):
     c: str
 
 
-#: Parses and validates a checked line in one pass, JSON in and dicts out: strings and
-#: types as :func:`~jupyter_agent.store.messages.check_messages` demands them, so a
-#: line it accepts needs no second check. Lines it refuses (and lines marked
-#: ``"extra"``, whose messages have other keys or shapes) are read by ``orjson`` and
-#: checked by hand, which keeps every key and names what is wrong.
+#: Parses and validates a line of the core shape in one pass (as ``check_messages`` would).
+#: Lines it refuses, and lines marked ``"extra"``, are read by ``orjson`` and checked by
+#: hand, which keeps every key and names what is wrong.
 _LineDecoder = msgspec.json.Decoder(_Line)
 _EXTRA = b',"extra":1'
 
@@ -305,12 +294,11 @@ def _parse_lines(lines: list[Line], path: Path, first: int, typed: bool) -> list
     values: list[Any] = []
     for number, line in enumerate(lines, first):
         if typed and line[-_TRAILER - len(_EXTRA):-_TRAILER] != _EXTRA:
-            try:  # a line of the core shape, parsed and validated in one pass
+            try:
                 values.append(_LineDecoder.decode(line))
                 continue
             except (msgspec.ValidationError, msgspec.DecodeError):
                 pass
-        # the general reading keeps every key and names what is wrong
         try:
             value = orjson.loads(line)
         except orjson.JSONDecodeError as err:
@@ -379,8 +367,7 @@ def parse_journal(raw: bytes | None, path: Path, session_id: str, ref: dict[str,
 
 
 def upgraded_journal(raw: bytes) -> bytes:
-    """A whole journal of jupyter-agent 0.2 (header ``2``, complete lines) with every line
-    checked: the same lines in the same order, each with its ``n`` and ``c`` added (line
+    """A whole journal of jupyter-agent 0.2 with ``n`` and ``c`` added to every line (line
     numbers are unchanged, byte offsets are not)."""
     out = []
     for number, line in enumerate(raw.split(b"\n")[:-1], 1):

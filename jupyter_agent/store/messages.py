@@ -1,10 +1,8 @@
-"""Messages: conversion to plain dicts, validation, JSON limits, figure references, and how
-a context changes.
+"""Messages: plain dicts, validation, JSON limits, figure references, how a context changes.
 
-A saved message must load back: it has the shape of a Chat Completions message and holds
-only what JSON can (:func:`normalized`, ``InvalidMessageError`` otherwise). A save must
-*extend* the saved working context (``ContextMismatchError`` otherwise); a compaction keeps
-a common prefix and suffix of the old context (:func:`compaction_parts`).
+A saved message must load back: a Chat Completions message holding only what JSON can. A
+save must *extend* the saved working context; a compaction keeps a common prefix and
+suffix of the old one.
 """
 
 from __future__ import annotations
@@ -36,8 +34,7 @@ _BLOCK_START = re.compile(r"^ {0,3}(?:\||#|>|[-*+] |\d+[.)] |```|~~~)")
 
 
 def clean_text(text: str) -> str:
-    """Return ``text`` with every lone surrogate (U+D800-U+DFFF, which UTF-8 cannot encode)
-    replaced by U+FFFD."""
+    """``text`` with every lone surrogate (which UTF-8 cannot encode) replaced by U+FFFD."""
     try:
         text.encode("utf-8")  # fails exactly when a surrogate is present; faster than a regex
     except UnicodeEncodeError:
@@ -73,8 +70,7 @@ def to_message_dict(message: Any) -> dict[str, Any]:
 
 
 def message_text(message: Mapping[str, Any]) -> str:
-    """The text content of a message, stripped ("" if none): the ``text`` of each
-    content part that has one."""
+    """A message's text, stripped: its string content, or its parts' ``text`` joined."""
     content = message.get("content")
     if isinstance(content, str):
         return content.strip()
@@ -164,10 +160,8 @@ _CORE_KEYS = frozenset(("role", "content", "tool_calls", "tool_call_id", "name",
 
 
 def is_core_message(message: Any) -> bool:
-    """Whether ``message`` is a valid message of the core shape almost every message has
-    (checked fast; the journal's typed decoder reads these): the keys ``role`` (non-empty),
-    ``content`` (string or null), ``tool_call_id``, ``name``, ``refusal`` (strings) and
-    ``tool_calls``, each ``{"id", "type", "function": {"name", "arguments"}}`` of strings."""
+    """Whether ``message`` is valid and of the core shape the journal's typed decoder reads
+    (:data:`_CORE_KEYS`, strings, tool calls of exactly ``id``, ``type``, ``function``)."""
     if type(message) is not dict:
         return False
     role, content = message.get("role"), message.get("content")
@@ -209,34 +203,25 @@ def check_messages(messages: Any, path: Path | str, field: str) -> list[dict[str
     return messages
 
 
-# Caps on what a session may hold, so that a file or row someone else wrote costs bounded
-# memory and time. Decoding JSON into Python objects takes about 3 times the bytes for
-# real sessions (mostly text) and up to ~30 times for a file made of tiny objects
-# (``[{},{},...]``), so each cap is also what bounds the worst case.
-#: A session snapshot, a record of the one-file form or a team-store record column. A
-#: snapshot holds no transcript (3.5 KB at 50,000 messages, see ``benchmarks/``); only a
-#: record of the one-file form of jupyter-agent 0.1 does (about 8,000 messages of 2 KiB).
+# Caps (bytes) so that a file or row someone else wrote costs bounded memory and time:
+# decoded JSON takes ~3 times its bytes for real sessions, ~30 times for ``[{},{},...]``.
+#: A snapshot (no transcript: 3.5 KB at 50,000 messages), a record of the one-file form
+#: (about 8,000 messages of 2 KiB) or a team-store record column.
 RECORD_CAP = 16 * 1024 * 1024
-#: One journal line (a save point: one step's messages, tool results clipped to
-#: ``max_output_chars``) or one team-store transcript row.
+#: One journal line (one save point) or one team-store transcript row.
 LINE_CAP = 16 * 1024 * 1024
-#: A whole journal (or team-store transcript), read whole on load: about 85,000 messages
-#: of 3 KiB.
+#: A whole journal or team-store transcript, read whole on load (~85,000 messages of 3 KiB).
 JOURNAL_CAP = 256 * 1024 * 1024
-
-#: Values (a message, a checkpoint) nest at most this deep: what loads can then be written
-#: by ``orjson`` and ``pydantic`` (255 levels each, with the record around it), compared
-#: and walked within Python's recursion limit. Deeper values are refused when saved and
-#: when loaded, with one line.
+#: Values nest at most this deep, saved or loaded: ``orjson`` and ``pydantic`` (255 levels,
+#: with the record around it) and Python's recursion limit can then handle them.
 MAX_DEPTH = 200
 
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 
 
 def encode_json(value: Any) -> bytes:
-    """Compact UTF-8 JSON of ``value`` (dict key order kept); ``TypeError`` for a value
-    JSON cannot hold (:func:`json_problem`), nested deeper than ``orjson`` writes (what
-    is saved or loaded nests at most :data:`MAX_DEPTH` levels) included."""
+    """Compact UTF-8 JSON (dict key order kept); ``TypeError`` for a value JSON cannot hold
+    (:func:`json_problem`) or nested deeper than ``orjson`` writes."""
     try:
         return orjson.dumps(value)
     except orjson.JSONEncodeError as err:
@@ -255,12 +240,8 @@ def _finite_float(text: str) -> float:
 
 
 def json_problem(value: Any, depth: int = 0) -> str | None:
-    """Why ``value`` cannot be written as JSON by the store, or ``None``.
-
-    Checks dicts with string keys, lists, strings without lone surrogates, finite
-    floats, integers within 64 bits, booleans and null, at most :data:`MAX_DEPTH` levels
-    deep.
-    """
+    """Why the store cannot write ``value`` as JSON (a lone surrogate, a non-finite float, an
+    integer beyond 64 bits, a non-string key, deeper than :data:`MAX_DEPTH`), or ``None``."""
     kind = type(value)
     if kind is str:
         try:
@@ -299,10 +280,8 @@ _ORJSON_LEVELS = 254  # the most levels of arrays and objects orjson writes
 
 
 def depth_problem(value: Any) -> str | None:
-    """:func:`json_problem`'s depth rule for a decoded value, at C speed: ``value``
-    wrapped in as many lists as make it too deep for ``orjson`` exactly when it nests
-    more than :data:`MAX_DEPTH` levels is written (and thrown away) by ``orjson``.
-    Other refusals of ``orjson`` (which decoded values do not have) are not reported."""
+    """:func:`json_problem`'s depth rule for a decoded value, at C speed: ``orjson`` writes
+    ``value`` wrapped in lists, enough to fail exactly when it is deeper than the rule."""
     for _ in range(_ORJSON_LEVELS - MAX_DEPTH - 1):
         value = [value]
     try:

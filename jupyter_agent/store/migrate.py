@@ -9,7 +9,7 @@ read without leases (a session in use is copied as it was when read). Notes are 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from jupyter_agent.errors import CorruptSessionError, SessionLockedError, SessionNotFoundError
 from jupyter_agent.store.engine import Store
@@ -24,7 +24,7 @@ class MigrationResult:
     skipped: tuple[str, ...] = ()
     conflicts: tuple[str, ...] = ()
     mismatched: tuple[str, ...] = ()
-    unreadable: tuple[tuple[str, str], ...] = field(default=())
+    unreadable: tuple[tuple[str, str], ...] = ()
     source_count: int = 0
 
     @property

@@ -48,8 +48,7 @@ SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
 def validate_session_id(session_id: object) -> str:
-    """Return ``session_id`` if it matches :data:`SESSION_ID_PATTERN` (no ``.``, ``/``,
-    whitespace, non-ASCII, trailing newline); ``InvalidSessionIdError`` otherwise."""
+    """``session_id`` if it matches :data:`SESSION_ID_PATTERN`, else ``InvalidSessionIdError``."""
     if not isinstance(session_id, str) or SESSION_ID_PATTERN.fullmatch(session_id) is None:
         raise InvalidSessionIdError(session_id)
     return session_id
@@ -68,8 +67,7 @@ class FigureData:
 
 
 def validate_figure_id(figure_id: object) -> str:
-    """Return ``figure_id`` if it can name a figure file (as :data:`SESSION_ID_PATTERN`),
-    else raise :class:`~jupyter_agent.errors.InvalidFigureError`."""
+    """``figure_id`` if it matches :data:`SESSION_ID_PATTERN`, else ``InvalidFigureError``."""
     if not isinstance(figure_id, str) or not SESSION_ID_PATTERN.fullmatch(figure_id):
         raise InvalidFigureError(figure_id, "its ID must be 1-128 letters, digits, '_' or '-'")
     return figure_id
@@ -184,15 +182,12 @@ class TodoItem(_Model):
 class SessionState(_Model):
     """The checkpoint saved alongside the messages.
 
-    ``model``, ``base_url``, ``api`` and ``vision`` are what the session last used ("" if
-    unknown; never an API key: a resume reads it from the environment again).
-    ``images_refused`` names the ``"model at URL"`` that refused image input (vision
-    "auto"), so later requests to it go without images. ``figures`` counts the figures the
-    session's code made. ``context_window`` (tokens, 0: none) is what
-    ``context_window_of`` (``"model at URL"``) reported (``context_window_source``
-    "server") or named in a refusal ("refusal"): a hint for that model and endpoint only.
-    ``handed_out`` lists the ``run_python`` call IDs whose code ``%agent_cell`` put into a
-    cell, oldest first.
+    ``model``, ``base_url``, ``api`` and ``vision``: what the session last used (never an
+    API key). ``images_refused``: the ``"model at URL"`` that refused images (vision
+    "auto"). ``figures``: how many the session's code made. ``context_window`` (tokens, 0:
+    none): what ``context_window_of`` (``"model at URL"``) reported (source "server") or
+    named in a refusal ("refusal"). ``handed_out``: the ``run_python`` call IDs whose code
+    ``%agent_cell`` put into a cell, oldest first.
     """
 
     scratchpad: CleanStr = ""
@@ -267,11 +262,7 @@ class SessionRecord(_Model):
 
 class LeaseHolder(_Model):
     """Who holds a session's lease, as recorded when it was taken; never a secret.
-
-    ``pid`` (``None`` when the holder did not say), ``host``, OS ``user``, ``since`` (aware
-    UTC) and ``label``: what the holder is for people, e.g. ``"analysis.ipynb"`` or
-    ``"jupyter agent rm"`` ("" when unknown).
-    """
+    ``label`` says what the holder is for people, e.g. ``"analysis.ipynb"``."""
 
     pid: int | None = None
     host: CleanStr = ""
@@ -292,12 +283,10 @@ class LeaseHolder(_Model):
 class SessionListing(_Model):
     """One entry of :meth:`Store.list_sessions` (and :meth:`Store.describe_session`).
 
-    ``status`` is ``"active"`` when this store holds the lease, ``"in use"`` when another
-    holder does (``holder`` says who, as far as the store can tell), ``"idle"`` otherwise.
-    ``message_count`` is the transcript's length; ``first_prompt`` the first user message,
-    at most 200 characters. ``owner_user``/``owner_host`` (who created it), ``owner_role``
-    and ``shared_with`` (roles it is shared with to read) are filled by a team store only.
-    ``clock`` is its place in the store's order of changes, when the store keeps one.
+    ``status``: ``"active"`` when this store holds the lease, ``"in use"`` when another
+    ``holder`` does, else ``"idle"``. ``message_count``: the transcript's length;
+    ``first_prompt``: at most 200 characters. ``owner_*`` and ``shared_with`` (roles that
+    may read it) come from a team store only; ``clock``: its place in the order of changes.
     """
 
     id: str
@@ -395,9 +384,8 @@ def parse_record(raw: bytes | dict[str, Any], path: Path, *,
 
 
 def record_head(record: SessionRecord) -> dict[str, Any]:
-    """Everything of a record but ``messages`` and ``transcript``, JSON-ready, in file order:
-    the head keys, ``compactions``, ``state``, ``parent`` (``None`` when not forked), then
-    unknown keys."""
+    """A record but its ``messages`` and ``transcript``, JSON-ready, in file order (unknown
+    keys last)."""
     extra = record.model_extra or {}
     head = record.model_dump(mode="json", exclude={"messages", "transcript", *extra})
     head.update(extra)  # as they are: JSON mode would write an infinity as null

@@ -71,9 +71,8 @@ class Loaded:
 
 
 def clock_of(entries: list[dict[str, Any]], ref: dict[str, Any], updated_at: Any) -> int:
-    """The store clock of a session's last change: the ``clock`` of its last entry that
-    has one, else the snapshot's, else ``updated_at`` in microseconds since the epoch
-    (records written before there was a clock)."""
+    """The store clock of a session's last change: its last entry's or snapshot's ``clock``,
+    else (older records) ``updated_at`` in microseconds since the epoch."""
     for value in itertools.chain((e.get("clock") for e in reversed(entries)), [ref.get("clock")]):
         if type(value) is int and value >= 0:
             return value
@@ -151,12 +150,8 @@ def _snapshot(raw: bytes, path: Path, session_id: str) -> dict[str, Any] | Sessi
 
 def load(snapshot_raw: bytes, snapshot_path: Path, read_journal: Callable[[], bytes | None],
          journal_path: Path, session_id: str) -> Loaded:
-    """Read a session from the bytes of its files.
-
-    The cyclic garbage collector is paused meanwhile: a long session is hundreds of
-    thousands of new objects, none of them garbage, and collecting while they are made
-    costs a third of the load at 50,000 messages.
-    """
+    """Read a session from its files' bytes, the cyclic garbage collector paused: it would
+    cost a third of the load at 50,000 messages (many new objects, none garbage)."""
     paused = gc.isenabled()
     gc.disable()
     try:
@@ -213,11 +208,8 @@ def snapshot_bytes(loaded: Loaded) -> bytes:
 
 def listing_fields(snapshot_raw: bytes, snapshot_path: Path, journal_raw: bytes | None,
                    journal_path: Path, session_id: str) -> dict[str, Any]:
-    """What a listing shows of a session, from its snapshot and the journal after it.
-
-    Every line of the journal is checked (number and checksum) but only those after the
-    snapshot's offset are parsed: never the transcript. Raises ``CorruptSessionError``.
-    """
+    """What a listing shows of a session; every journal line is checked but only those after
+    the snapshot are parsed (never the transcript). Raises ``CorruptSessionError``."""
     head = _snapshot(snapshot_raw, snapshot_path, session_id)
     if isinstance(head, SessionRecord):
         return _fields(head, len(head.transcript), first_prompt_of(head.transcript),
@@ -237,15 +229,13 @@ def listing_fields(snapshot_raw: bytes, snapshot_path: Path, journal_raw: bytes 
 
 
 Change = tuple[dict[str, Any], Loaded, dict[str, Any], Callable[[], None] | None]
-"""``(entry, session after it, changed listing fields, finish)``: ``finish``, when given,
-is called once the entry is on disk; it completes the session after it in place (appending
-to long lists there, rather than copying them for every save)."""
+"""``(entry, session after it, changed listing fields, finish)``: ``finish`` is called once
+the entry is on disk, to complete the session in place (no copy of long lists per save)."""
 
 
 def save_point(loaded: Loaded, incoming: Sequence[Any] | None,
                state: SessionState | None) -> Change | None:
-    """The entry of a save point: new messages and what changed in the checkpoint.
-    Raises as :func:`~jupyter_agent.store.messages.new_messages`."""
+    """The entry of a save point; raises as :func:`~jupyter_agent.store.messages.new_messages`."""
     record = loaded.record
     added, kept = new_messages(record.id, record.messages,
                                record.messages if incoming is None else incoming)

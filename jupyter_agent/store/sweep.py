@@ -33,15 +33,9 @@ from jupyter_agent.store.snapshot import listing_of
 
 
 def collect_garbage(files: FileStore) -> list[Path]:
-    """Remove what killed writers left and the lock files of deleted sessions.
-
-    For each session with leftovers whose lease is free (and not held by this store):
-    its temporary files; if the session no longer exists, its journal and its lock file
-    (under the lease). Temporary files of the notes and of the index are removed under
-    their locks. Sessions in use are left alone.
-
-    Raises ``UnsafeDirectoryError`` if the memory directory or ``sessions/`` may not be used.
-    """
+    """Remove what killed writers left and the files of deleted sessions (journal, lock
+    file last), each under its lease or lock; sessions in use are left alone.
+    ``UnsafeDirectoryError`` if the memory directory or ``sessions/`` may not be used."""
     removed: list[Path] = []
     with files._mutex, files._open(create=False) as dirs:
         if dirs is None:
@@ -96,9 +90,8 @@ class SessionCheck:
 
 
 def check_sessions(files: FileStore, *, repair: bool = False) -> list[SessionCheck]:
-    """Load and check every session of the memory directory (every line's number and
-    checksum, the snapshot, the records, what the index says was acknowledged), and with
-    ``repair`` make the safe repairs:
+    """Load and check every session (journal lines, snapshot, records, what the index says
+    was acknowledged), and with ``repair`` make the safe repairs:
 
     * a last line cut short that was never acknowledged is moved to
       ``<id>.jsonl.damaged`` (the journal keeps every line before it);
