@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import socket
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from jupyter_agent.artefacts.steps import (
     Call,
@@ -34,7 +35,16 @@ from jupyter_agent.errors import (
 )
 from jupyter_agent.settings import LIMITS
 from jupyter_agent.settings import option as settings_option
-from jupyter_agent.text import format_cost, format_tokens, one_line, plural, relative_time, shorten
+from jupyter_agent.store.records import Usage
+from jupyter_agent.text import (
+    excerpt,
+    format_cost,
+    format_tokens,
+    one_line,
+    plural,
+    relative_time,
+    shorten,
+)
 
 if TYPE_CHECKING:
     from jupyter_agent.agent.config import Limits
@@ -42,7 +52,7 @@ if TYPE_CHECKING:
     from jupyter_agent.artefacts.fork import Forked
     from jupyter_agent.artefacts.search import SearchHit
     from jupyter_agent.controller import Resumed, SessionChange, TurnResult, UsageReport
-    from jupyter_agent.store import Compaction, LeaseHolder, SessionListing, TodoItem, Usage
+    from jupyter_agent.store import Compaction, LeaseHolder, SessionListing, TodoItem
 
 
 # --------------------------------------------------------------------------- usage and limits
@@ -270,25 +280,58 @@ def _table(rows: Sequence[Sequence[str]]) -> str:
                       + " " + r[-1]).rstrip() for r in rows)
 
 
+#: The name of a session with neither a title nor a prompt.
+UNTITLED = "(untitled, no prompt yet)"
+
+
+class RowText(NamedTuple):
+    """The texts of one session in the sessions table and in the panel's rows."""
+
+    name: str
+    updated: str
+    status: str
+    messages: str
+    cost: str
+    holder: str = ""
+    owner: str = ""
+
+
+def format_messages(count: int) -> str:
+    """``"6 messages"``, or ``"no messages yet"``: the system prompt is never counted."""
+    return plural(count, "message") if count else "no messages yet"
+
+
+def format_row(listing: SessionListing, now: datetime | None = None) -> RowText:
+    """The texts of one row: ``name`` is the title, else the first prompt's first words,
+    else :data:`UNTITLED`; ``holder`` who holds a session in use elsewhere; ``owner``
+    whose it is in a team store."""
+    return RowText(
+        name=one_line(listing.title or excerpt(listing.first_prompt, 60) or UNTITLED, 60),
+        updated=relative_time(listing.updated_at, now),
+        status=listing.status + (", archived" if listing.archived else ""),
+        messages=format_messages(max(listing.message_count - 1, 0)),  # the system prompt
+        cost=format_cost(Usage(cost_usd=listing.cost_usd)),
+        holder=describe_holder(listing.holder) if listing.status == "in use" else "",
+        owner=format_owner(listing.owner_user, listing.owner_host, listing.owner_role,
+                           listing.shared_with),
+    )
+
+
 def format_sessions_table(listings: Sequence[SessionListing], *,
                           active_id: str | None = None) -> str:
-    """One row per session, ``*`` marking the active one; an ``OWNER`` column when the
-    store records owners (a team store)."""
+    """One row per session (:func:`format_row`), ``*`` marking the active one; an ``OWNER``
+    column when the store records owners (a team store)."""
     if not listings:
         return "no sessions"
-    owners = [format_owner(s.owner_user, s.owner_host, s.owner_role, s.shared_with)
-              for s in listings]
-    team = any(owners)
-    rows = [("", "ID", "UPDATED", "STATUS", "MSGS", "COST", *(("OWNER",) if team else ()),
+    texts = [format_row(s) for s in listings]
+    team = any(t.owner for t in texts)
+    rows = [("", "ID", "UPDATED", "STATUS", "MESSAGES", "COST", *(("OWNER",) if team else ()),
              "TITLE / FIRST PROMPT")]
-    for s, owner in zip(listings, owners, strict=True):
-        name = s.title or one_line(s.first_prompt, 50) or "(empty)"
-        if s.parent is not None:
-            name = f"{one_line(name, 30)} ↳ fork of {one_line(s.parent.session_id, 16)}"
-        status = s.status + (" (archived)" if s.archived else "")
-        rows.append(("*" if s.id == active_id else "", s.id, relative_time(s.updated_at),
-                     status, str(max(s.message_count - 1, 0)), f"${s.cost_usd:.4f}",
-                     *((owner,) if team else ()), one_line(name, 64 if s.parent else 50)))
+    for s, t in zip(listings, texts, strict=True):
+        name = t.name if s.parent is None else (
+            f"{one_line(t.name, 30)} ↳ fork of {one_line(s.parent.session_id, 16)}")
+        rows.append(("*" if s.id == active_id else "", s.id, t.updated, t.status, t.messages,
+                     t.cost, *((t.owner,) if team else ()), name))
     return _table(rows)
 
 

@@ -47,6 +47,7 @@ from jupyter_agent.ui.display import (
     RESULT_LABELS,
     call_code,
     call_head,
+    format_messages,
     format_todos,
     one_line_result,
     result_preview,
@@ -438,8 +439,9 @@ def recap_text(record: SessionRecord, *, unarchived: bool = False,
     unarchived, summary, open todos, the last exchange and figure; as Markdown, the title
     a heading, and as plain text."""
     state = record.state
+    shown = sum(m.get("role") != "system" for m in record.transcript)
     usage = (f"updated {relative_time(record.updated_at)} · "
-             f"{plural(len(record.transcript), 'message')} · {format_tokens(state.usage)} · "
+             f"{format_messages(shown)} · {format_tokens(state.usage)} · "
              f"{format_cost(state.usage)} · {plural(state.tool_calls, 'tool call')}")
     title = f" — {record.title}" if record.title else ""
     parts = [(f"Resumed session {record.id}{title}",
