@@ -380,8 +380,10 @@ def fence(text: str, info: str = "") -> str:
 def code_span(text: str) -> str:
     """One line of ``text`` as an inline code span no backtick in it can close (shown as
     typed, never parsed as Markdown or HTML)."""
+    text = " ".join(text.splitlines())
     ticks = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
-    return f"{ticks} {' '.join(text.splitlines())} {ticks}"
+    pad = " " if text[:1] in ("`", " ") or text[-1:] in ("`", " ") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
 def plain_text(markdown: str) -> str:

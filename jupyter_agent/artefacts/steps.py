@@ -82,9 +82,7 @@ class Call:
     @property
     def code(self) -> str | None:
         """The source of a ``run_python`` call, else None."""
-        args = call_arguments(self.arguments) if self.name == "run_python" else None
-        code = args.get("code") if isinstance(args, dict) else None
-        return code if isinstance(code, str) else None
+        return call_code(self.arguments) if self.name == "run_python" else None
 
 
 @dataclass(frozen=True)
@@ -153,6 +151,13 @@ def call_arguments(arguments: str) -> Any:
         return json.loads(arguments) if arguments else {}
     except (ValueError, RecursionError):  # not JSON, or nested too deeply to decode
         return arguments
+
+
+def call_code(arguments: str) -> str | None:
+    """The Python ``code`` a call's arguments hold, else ``None``."""
+    args = call_arguments(arguments)
+    code = args.get("code") if isinstance(args, dict) else None
+    return code if isinstance(code, str) else None
 
 
 def _argument_value(value: Any, limit: int) -> str:

@@ -20,7 +20,7 @@ from jupyter_agent.artefacts.steps import (
     Reply,
     Request,
     Step,
-    call_arguments,
+    call_code,
     format_call,
     steps,
     tool_result_sections,
@@ -148,14 +148,6 @@ def format_todos(todos: Sequence[TodoItem]) -> str:
 
 
 # --------------------------------------------------------------------------- tool calls
-def call_code(arguments: str) -> str | None:
-    """The Python ``code`` a ``run_python`` call runs (cut to 2000), else ``None``."""
-    args = call_arguments(arguments)
-    if isinstance(args, dict) and isinstance(args.get("code"), str):
-        return shorten(args["code"].rstrip(), 2000)
-    return None
-
-
 def result_preview(text: str) -> list[str]:
     """The first 10 lines of a tool result, each cut to 160, then a line saying how many
     were left out; ``["(no output)"]`` for an empty result."""
@@ -195,8 +187,9 @@ def section_text(kind: str, body: str) -> str:
 
 
 def call_head(name: str, code: str) -> str:
-    """``▶ name`` over the indented ``code`` of a call."""
-    return "\n".join([f"▶ {name}", *("    " + line for line in code.splitlines())])
+    """``▶ name`` over the indented ``code`` of a call (cut to 2000)."""
+    lines = shorten(code.rstrip(), 2000).splitlines()
+    return "\n".join([f"▶ {name}", *("    " + line for line in lines)])
 
 
 # --------------------------------------------------------------------------- saved sessions
@@ -212,7 +205,7 @@ def format_step(step: Step, cells: frozenset[str] = frozenset()) -> str:
     code, ok = call_code(step.arguments), step.outcome == "ok"
     result = "not executed: no result was saved" if step.result is None else step.result
     if code is None:
-        text = f"▶ {format_call(step.name, step.arguments)} {one_line_result(result, ok)}"
+        text = f"▸ {format_call(step.name, step.arguments)} {one_line_result(result, ok)}"
     else:
         text = "\n".join([call_head(step.name, code), *(
             section_text(kind, body) for kind, body in tool_result_sections(result, ok))])

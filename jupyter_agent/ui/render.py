@@ -25,6 +25,7 @@ from IPython.display import display
 
 from jupyter_agent.artefacts.steps import (
     ReadFigure,
+    call_code,
     figure_data,
     format_call,
     tool_result_sections,
@@ -45,7 +46,6 @@ from jupyter_agent.text import (
 )
 from jupyter_agent.ui.display import (
     RESULT_LABELS,
-    call_code,
     call_head,
     format_messages,
     format_todos,
@@ -214,7 +214,7 @@ class PlainTurnRenderer:
                     self._items.append(["lines", []])
                 self._items[-1][1].append(line)
             else:
-                code = "" if event.asks else code or ""
+                code = "" if event.asks else shorten((code or "").rstrip(), 2000)
                 self._write_block(call_head(event.name, code))
                 self._block(f"**{literal('▶ ' + event.name)}**"
                             + (f"\n{fence(code, 'python')}" if code else ""))
