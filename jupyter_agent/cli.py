@@ -162,8 +162,8 @@ def show(ctx: Context, args: argparse.Namespace) -> int:
         ("model", state.model),
         ("usage", f"{format_tokens(usage)} · {format_cost(usage)} · "
                   f"{plural(usage.calls, 'model call')} · {plural(state.tool_calls, 'tool call')}"),
-        ("messages", f"{len(record.transcript):,} in the transcript, "
-                     f"{len(record.messages):,} in the working context, "
+        ("messages", f"{max(len(record.transcript) - 1, 0):,} in the transcript, "
+                     f"{max(len(record.messages) - 1, 0):,} in the working context, "
                      f"{plural(len(record.compactions), 'compaction')}"),
         ("summary", record.summary.strip()),
         ("todos", format_todos(state.todos) if state.todos else ""),

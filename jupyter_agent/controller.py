@@ -386,7 +386,7 @@ class AgentController:
         active = self._require_active()
         found: list[tuple[int, str, str]] = []  # (turn, call ID, code)
         turn = 0
-        for step in steps(active.store.load_session(active.session_id)):
+        for step in steps(active.store.load_session(active.session_id).transcript):
             if isinstance(step, Request) and not step.text.startswith(SUMMARY_MARKER):
                 turn += 1
             elif isinstance(step, Call) and step.name == "run_python":

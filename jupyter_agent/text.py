@@ -326,16 +326,11 @@ def _markdown(markdown: str, maths: bool) -> str:
     return "\n".join(out)
 
 
-def reply_markdown(markdown: str) -> str:
-    """Markdown from outside (a reply, also while it streams in) made inert and safe
-    from maths; code, tables, lists, emphasis and safe links render as usual."""
-    source = _markdown(markdown, maths=True)
-    return source if _inert(source) else literal(markdown)
-
-
-def inert_markdown(markdown: str) -> str:
-    """:func:`reply_markdown` with maths left as written (exports)."""
-    source = _markdown(markdown, maths=False)
+def inert_markdown(markdown: str, *, maths: bool = True) -> str:
+    """Markdown from outside (a reply, also while it streams in) made inert; code, tables,
+    lists, emphasis and safe links render as usual. ``maths``: safe from MathJax too (False
+    in exports, where maths is left as written)."""
+    source = _markdown(markdown, maths)
     return source if _inert(source) else literal(markdown)
 
 
@@ -380,6 +375,15 @@ def fence(text: str, info: str = "") -> str:
     longest = max((len(m) for m in re.findall(r"`{3,}", text)), default=2)
     marks = "`" * (longest + 1)
     return f"{marks}{info}\n{text.rstrip()}\n{marks}"
+
+
+def code_span(text: str) -> str:
+    """One line of ``text`` as an inline code span no backtick in it can close (shown as
+    typed, never parsed as Markdown or HTML)."""
+    text = " ".join(text.splitlines())
+    ticks = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text[:1] in ("`", " ") or text[-1:] in ("`", " ") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
 def plain_text(markdown: str) -> str:

@@ -148,8 +148,8 @@ def test_sessions_table_archive_and_undo(
     capsys.readouterr()
     agent_shell.run_line_magic("agent_sessions", "")
     table = capsys.readouterr().out.splitlines()
-    assert table[0].split() == ["ID", "UPDATED", "STATUS", "MSGS", "COST", "TITLE", "/", "FIRST",
-                                "PROMPT"]
+    assert table[0].split() == ["ID", "UPDATED", "STATUS", "MESSAGES", "COST", "TITLE", "/",
+                                "FIRST", "PROMPT"]
     assert table[1].split()[:3] == ["*", b, "just"] and "active" in table[1]
     assert table[1].endswith("second prompt words")
     assert table[2].split()[0] == a and "idle" in table[2] and table[2].endswith("Alpha")
@@ -158,7 +158,7 @@ def test_sessions_table_archive_and_undo(
     agent_shell.run_line_magic("agent_sessions", "")
     assert a not in capsys.readouterr().out
     agent_shell.run_line_magic("agent_sessions", "--all")
-    assert "idle (archived)" in capsys.readouterr().out
+    assert "idle, archived" in capsys.readouterr().out
     agent_shell.run_line_magic("agent_archive", f"{a} --undo")
     assert capsys.readouterr().out == f"Unarchived session ‘Alpha’ ({a}).\n"
     agent_shell.run_line_magic("agent_sessions", "")

@@ -1,11 +1,12 @@
 """Exporting a session to a file: a notebook (``ipynb``), a transcript (``md``) or ``json``.
 
 Every format is rendered from a copy of the record with its secrets redacted (SVG figures
-as they are read); text from the session is made inert. The Markdown transcript embeds
-figures as ``data:`` URLs; ``json`` is the one-file record. The notebook replays the
-analysis without running it: each ``run_python`` call that ran is a code cell with the
-outputs it got then (figures as ``display_data`` among the printed lines; ``stderr`` and
-tagged ``raises-exception`` when it failed); its metadata never holds an endpoint or a key.
+as they are read); text from the session is made inert; ``json`` is the one-file record.
+The notebook replays the analysis without running it: each ``run_python`` call that ran is
+a code cell with the outputs it got then (figures as ``display_data`` among the printed
+lines; ``stderr`` and tagged ``raises-exception`` when it failed); its metadata never
+holds an endpoint or a key. The Markdown transcript is the same cells in one file: code
+fenced, each output after it, figures embedded as ``data:`` URLs.
 
 The file appears whole or not at all: the content goes to a temporary file in the target's
 folder, is flushed and ``fsync``-ed, then linked to the target name (``os.link`` never
@@ -39,13 +40,14 @@ from jupyter_agent.artefacts.steps import (
     format_call,
     no_progress,
     steps,
+    tool_result_sections,
     turn_starts,
 )
 from jupyter_agent.errors import ExportError, ExportExistsError
 from jupyter_agent.store import SessionRecord
 from jupyter_agent.store.messages import figure_label
 from jupyter_agent.store.records import dump_record, utc_now
-from jupyter_agent.text import fence, inert_markdown, plural
+from jupyter_agent.text import code_span, fence, inert_markdown, plural
 
 ExportFormat = Literal["ipynb", "md", "json"]
 EXPORT_FORMATS: tuple[ExportFormat, ...] = ("ipynb", "md", "json")
@@ -70,52 +72,6 @@ def choose_format(fmt: str | None, output: str | os.PathLike[str] | None = None)
         raise ValueError(f"unknown export format {fmt!r}: use ipynb, md or json")
     suffix = Path(output).suffix.lower().lstrip(".") if output is not None else ""
     return fmt or (suffix if suffix in EXPORT_FORMATS else "ipynb")
-
-
-def _call_md(call: Call, read: ReadFigure | None) -> str:
-    result = call.result if call.result is not None else "(no result was saved)"
-    if call.code is None:
-        head = f"**Tool:** `{format_call(call.name, call.arguments)}`"
-        if "\n" not in result.strip() and len(result) <= 200:
-            return inert_markdown(f"{head} → {result.strip() or '(empty)'}")
-        return f"{inert_markdown(head)}\n\n{fence(result, 'text')}"
-    outcome = {"ok": "Result", "error": "Error"}.get(call.outcome, "Not run")
-    parts = [f"**run_python**\n\n{fence(call.code, 'python')}\n\n{outcome}:\n\n"
-             f"{fence(result, 'text')}"]
-    for ref in call.figures:  # ours: embedded data, the only images
-        label = figure_label(ref)
-        data, why = figure_data(read, ref)
-        if data is None:
-            parts.append(f"*{label}: not exported ({why})*")
-            continue
-        ((media_type, value),) = data.items()
-        if media_type == "image/svg+xml":
-            value = base64.b64encode(value.encode("utf-8")).decode("ascii")
-        parts.append(f"![{label}](data:{media_type};base64,{value})")
-    return "\n\n".join(parts)
-
-
-def _markdown(record: SessionRecord, progress: Progress, figures: ReadFigure | None) -> str:
-    parts = [inert_markdown(f"# {record.title.strip() or f'Session {record.id}'}"),
-             inert_markdown(f"*{facts_line(record)}*")]
-    if record.summary.strip():
-        parts += ["## Summary", inert_markdown(record.summary.strip())]
-    parts.append("---")
-    for step in steps(record, progress):
-        if isinstance(step, Request):
-            parts += [f"## Request {step.turn}", inert_markdown(step.text) or "*(empty)*"]
-        elif isinstance(step, Reply):
-            parts.append(f"**Assistant:**\n\n{inert_markdown(step.text)}")
-        elif isinstance(step, Call):
-            parts.append(_call_md(step, figures))
-        elif isinstance(step, Marker):
-            c = step.compaction
-            text = (f"**Context compacted** at {c.at:%Y-%m-%d %H:%M} UTC: {c.replaced} earlier "
-                    f"messages were replaced, in what the model is sent, by this summary (this "
-                    f"transcript keeps them all):\n\n{c.summary}")
-            parts.append(inert_markdown("\n".join(f"> {line}".rstrip()
-                                                   for line in text.strip().splitlines())))
-    return "\n\n".join(parts) + "\n"
 
 
 def facts_line(record: SessionRecord) -> str:
@@ -144,58 +100,54 @@ READING_NOTE = (
     "Variables you defined outside the agent are not part of it.*"
 )
 
-def _markdown_text(text: str) -> str:
-    # inert, and kept from showing amounts of money ($5 and $10) as TeX
-    text = inert_markdown(text)
-    if re.search(r"\$\d", text):
-        return f'<div class="mathjax_ignore tex2jax_ignore">\n\n{text}\n\n</div>'
-    return text
+
+def _stream(name: str, text: str) -> list[dict[str, Any]]:
+    if not text.strip():
+        return []
+    return [{"output_type": "stream", "name": name, "text": text.rstrip("\n") + "\n"}]
+
+
+def _figure(ref: dict[str, Any], read: ReadFigure | None) -> list[dict[str, Any]]:
+    label = f"[{figure_label(ref)}]"
+    data, why = figure_data(read, ref)
+    if data is None:
+        return _stream("stdout", f"{label} (not exported: {why})")
+    return [{"output_type": "display_data", "data": {**data, "text/plain": label},
+             "metadata": {"jupyter_agent": {"figure": ref}}}]
 
 
 def _outputs(call: Call, read: ReadFigure | None) -> list[dict[str, Any]]:
-    # the printed text cut at the lines naming its figures (``[figure N: ...]``), each
-    # figure where it is named; one whose line is missing last
-    result = call.result or ""
-    name = "stderr" if call.outcome == "error" else "stdout"
+    # each section of the result as Jupyter shows it (the value an execute_result), the
+    # printed text cut at the lines naming its figures (``[figure N: ...]``), each figure
+    # where it is named; one whose line is missing last
     pending = list(call.figures)
-    pieces: list[list[str] | dict[str, Any]] = []
-    for line in ("" if result.strip() == "(no output)" else result).splitlines(keepends=True):
-        ref = next((r for r in pending if line.startswith(f"[figure {r.get('n')}:")), None)
-        if ref is not None:
-            pending.remove(ref)
-            pieces.append(ref)
-        elif pieces and isinstance(pieces[-1], list):
-            pieces[-1].append(line)
-        else:
-            pieces.append([line])
     outputs: list[dict[str, Any]] = []
-    for piece in [*pieces, *pending]:
-        if isinstance(piece, list):
-            text = "".join(piece)
-            if text.strip():
-                text = text if text.endswith("\n") else text + "\n"
-                outputs.append({"output_type": "stream", "name": name, "text": text})
+    for kind, body in tool_result_sections(call.result or "", call.outcome == "ok"):
+        if kind == "result":
+            outputs.append({"output_type": "execute_result", "execution_count": None,
+                            "data": {"text/plain": body}, "metadata": {}})
             continue
-        label = f"[{figure_label(piece)}]"
-        data, why = figure_data(read, piece)
-        if data is None:
-            outputs.append({"output_type": "stream", "name": name,
-                            "text": f"{label} (not exported: {why})\n"})
-        else:
-            outputs.append({"output_type": "display_data", "data": {**data, "text/plain": label},
-                            "metadata": {"jupyter_agent": {"figure": piece}}})
-    return outputs
+        name, text = "stdout" if kind == "output" else "stderr", ""
+        for line in ("" if body.strip() == "(no output)" else body).splitlines(keepends=True):
+            ref = next((r for r in pending if line.startswith(f"[figure {r.get('n')}:")), None)
+            if ref is None:
+                text += line
+                continue
+            pending.remove(ref)
+            outputs += _stream(name, text) + _figure(ref, read)
+            text = ""
+        outputs += _stream(name, text)
+    return outputs + [out for ref in pending for out in _figure(ref, read)]
 
 
 def _tools_text(calls: list[Call]) -> str:
-    lines = []
+    lines = ["*Agent tools:*", ""]
     for call in calls:
         first = (call.result or "").strip().splitlines() or ["(no result)"]
         more = " …" if len(first) > 1 else ""
-        lines.append(f"- `{format_call(call.name, call.arguments, limit=60)}` → "
-                     f"{first[0][:120]}{more}")
-    body = inert_markdown("\n".join(lines))
-    return f"<small>\n\n*Agent tools:*\n\n{body}\n\n</small>"
+        lines.append(f"- {code_span(format_call(call.name, call.arguments, limit=60))} → "
+                     f"{code_span(first[0][:120])}{more}")
+    return "\n".join(lines)
 
 
 def _cell(source: str, **fields: Any) -> dict[str, Any]:
@@ -205,18 +157,16 @@ def _cell(source: str, **fields: Any) -> dict[str, Any]:
     return {"id": uuid.uuid4().hex[:8], **kind, "metadata": {}, "source": source, **fields}
 
 
-def render_notebook(record: SessionRecord, progress: Progress, figures: ReadFigure | None) -> str:
-    """The text of a version 4 notebook, checked once with ``nbformat.validate`` (whose error
-    would be a bug here, never a record the store wrote)."""
-    from nbformat import from_dict, validate, writes  # over a second to import
-
+def _cells(record: SessionRecord, progress: Progress,
+           read: ReadFigure | None) -> list[dict[str, Any]]:
+    """The notebook cells of both exports: the head (title, facts, summary), then each step
+    of the transcript; tool calls other than code are listed in one cell after their run."""
     head = [f"# {record.title.strip() or f'Session {record.id}'}", f"*{facts_line(record)}*"]
     if record.summary.strip():
         head += ["**Summary**", record.summary.strip().replace("\n", "  \n")]
-    head.append(READING_NOTE)
-    cells = [_cell(_markdown_text("\n\n".join(head)))]
+    cells = [_cell("\n\n".join(inert_markdown(part, maths=False) for part in head))]
     tools: list[Call] = []
-    for step in steps(record, progress):
+    for step in steps(record.transcript, record.compactions, progress):
         code = step.code if isinstance(step, Call) else None
         if isinstance(step, Call) and code is None:
             tools.append(step)
@@ -225,23 +175,63 @@ def render_notebook(record: SessionRecord, progress: Progress, figures: ReadFigu
             cells.append(_cell(_tools_text(tools)))
             tools = []
         if isinstance(step, Request):
-            cells.append(_cell(
-                _markdown_text(f"## Request {step.turn}\n\n{step.text or '*(empty)*'}")))
+            text = inert_markdown(step.text, maths=False) or "*(empty)*"
+            cells.append(_cell(f"## Request {step.turn}\n\n{text}"))
         elif isinstance(step, Reply):
-            cells.append(_cell(_markdown_text(step.text)))
-        elif isinstance(step, Call) and code is not None:
-            if step.outcome in ("ok", "error"):
-                tags = {"tags": ["raises-exception"]} if step.outcome == "error" else {}
-                cells.append(_cell(code, outputs=_outputs(step, figures), metadata={
-                    "jupyter_agent": {"tool_call_id": step.id, "outcome": step.outcome}, **tags}))
-            else:
-                why = (step.result or "").strip() or "no result was saved"
-                why = why.removeprefix("error: ").removeprefix(SYNTHETIC_PREFIX)
-                cells.append(_cell(inert_markdown(
-                    f"*The agent's code below did not run: {why.splitlines()[0][:200]}*\n\n"
-                    f"{fence(code, 'python')}")))
+            cells.append(_cell(inert_markdown(step.text, maths=False)))
+        elif isinstance(step, Marker):
+            c = step.compaction
+            text = (f"**Context compacted** at {c.at:%Y-%m-%d %H:%M} UTC: {c.replaced} earlier "
+                    f"messages were replaced, in what the model is sent, by this summary (this "
+                    f"export keeps them all):\n\n{c.summary}")
+            cells.append(_cell(inert_markdown("\n".join(
+                f"> {line}".rstrip() for line in text.strip().splitlines()), maths=False)))
+        elif code is not None and step.outcome in ("ok", "error"):
+            tags = {"tags": ["raises-exception"]} if step.outcome == "error" else {}
+            cells.append(_cell(code, outputs=_outputs(step, read), metadata={
+                "jupyter_agent": {"tool_call_id": step.id, "outcome": step.outcome}, **tags}))
+        elif code is not None:
+            why = (step.result or "").strip() or "no result was saved"
+            why = why.removeprefix("error: ").removeprefix(SYNTHETIC_PREFIX)
+            cells.append(_cell(inert_markdown(
+                f"*The agent's code below did not run: {why.splitlines()[0][:200]}*\n\n"
+                f"{fence(code, 'python')}", maths=False)))
     if tools:
         cells.append(_cell(_tools_text(tools)))
+    return cells
+
+
+def _markdown(cells: list[dict[str, Any]]) -> str:
+    """The cells as one Markdown file: code fenced, each output after it (figures embedded
+    as ``data:`` URLs)."""
+    parts = []
+    for cell in cells:
+        if cell["cell_type"] == "markdown":
+            parts.append(cell["source"])
+            continue
+        parts.append(fence(cell["source"], "python"))
+        for output in cell["outputs"]:
+            data = output.get("data", {})
+            if output["output_type"] != "display_data":
+                parts.append(fence(output.get("text") or data["text/plain"], "text"))
+                continue
+            media_type, value = next(iter(data.items()))  # the image, then its text/plain
+            if media_type == "image/svg+xml":
+                value = base64.b64encode(value.encode("utf-8")).decode("ascii")
+            parts.append(f"![{data['text/plain'][1:-1]}](data:{media_type};base64,{value})")
+    return "\n\n".join(parts) + "\n"
+
+
+def render_notebook(record: SessionRecord, cells: list[dict[str, Any]]) -> str:
+    """The text of a version 4 notebook, checked once with ``nbformat.validate`` (whose error
+    would be a bug here, never a record the store wrote)."""
+    from nbformat import from_dict, validate, writes  # over a second to import
+
+    cells[0]["source"] += "\n\n" + READING_NOTE
+    for cell in cells:  # kept from showing amounts of money ($5 and $10) as TeX
+        if cell["cell_type"] == "markdown" and re.search(r"\$\d", cell["source"]):
+            cell["source"] = (f'<div class="mathjax_ignore tex2jax_ignore">\n\n'
+                              f'{cell["source"]}\n\n</div>')
     parent = None if record.parent is None else record.parent.model_dump(mode="json")
     notebook = from_dict({"nbformat": 4, "nbformat_minor": 5, "cells": cells, "metadata": {
         "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)",
@@ -269,7 +259,8 @@ def render(record: SessionRecord, fmt: ExportFormat, *, secrets: Iterable[str] =
     read = None if figures is None else lambda figure_id: redactor.figure(figures(figure_id))
     if fmt == "json":
         return dump_record(clean), len(redactor.found)
-    text = (_markdown if fmt == "md" else render_notebook)(clean, progress, read)
+    cells = _cells(clean, progress, read)
+    text = _markdown(cells) if fmt == "md" else render_notebook(clean, cells)
     return text.encode("utf-8"), len(redactor.found)
 
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from jupyter_agent.errors import JupyterAgentError
-from jupyter_agent.store import Compaction, FigureData, SessionRecord
+from jupyter_agent.store import Compaction, FigureData
 from jupyter_agent.store.messages import message_text
 from jupyter_agent.text import shorten
 
@@ -81,9 +82,7 @@ class Call:
     @property
     def code(self) -> str | None:
         """The source of a ``run_python`` call, else None."""
-        args = call_arguments(self.arguments) if self.name == "run_python" else None
-        code = args.get("code") if isinstance(args, dict) else None
-        return code if isinstance(code, str) else None
+        return call_code(self.arguments) if self.name == "run_python" else None
 
 
 @dataclass(frozen=True)
@@ -94,15 +93,16 @@ class Marker:
 Step = Request | Reply | Call | Marker
 
 
-def steps(record: SessionRecord, progress: Progress = no_progress) -> Iterator[Step]:
-    """The steps of the record's transcript (never the working context), in order."""
-    transcript = record.transcript
+def steps(transcript: Sequence[dict[str, Any]], compactions: Sequence[Compaction] = (),
+          progress: Progress = no_progress) -> Iterator[Step]:
+    """The steps of ``transcript`` (or of a working context), in order, a marker before
+    message ``transcript_length`` of each compaction."""
     results: dict[str, dict[str, Any]] = {}  # call ID -> the first tool message answering it
     for m in transcript:
         if m.get("role") == "tool":
             results.setdefault(str(m.get("tool_call_id")), m)
     marks: dict[int, list[Compaction]] = {}
-    for c in record.compactions:
+    for c in compactions:
         marks.setdefault(min(c.transcript_length, len(transcript)), []).append(c)
     turn = 0
     for index, message in enumerate(progress(transcript, len(transcript))):
@@ -153,6 +153,13 @@ def call_arguments(arguments: str) -> Any:
         return arguments
 
 
+def call_code(arguments: str) -> str | None:
+    """The Python ``code`` a call's arguments hold, else ``None``."""
+    args = call_arguments(arguments)
+    code = args.get("code") if isinstance(args, dict) else None
+    return code if isinstance(code, str) else None
+
+
 def _argument_value(value: Any, limit: int) -> str:
     if isinstance(value, str):  # a cut string keeps its closing quote: "first words…"
         return json.dumps(shorten(value, max(limit - 2, 1)), ensure_ascii=False)
@@ -167,3 +174,33 @@ def format_call(name: str, arguments: str, *, limit: int = 80) -> str:
     else:
         shown = shorten(" ".join(str(args).split()), min(limit, 80))
     return f"{name}({shown})"
+
+
+def tool_result_sections(result: str, ok: bool) -> list[tuple[str, str]]:
+    """A tool result (what the model reads) split into ``(kind, text)`` parts, each shown
+    under one label, so no section marker shows twice.
+
+    ``kind`` is ``"output"``, ``"stderr"``, ``"result"`` (the last expression's value),
+    ``"error"``, ``"refused"`` or ``"message"`` (why a call did not finish; what an
+    interrupted call printed follows as ``"output"``). Empty parts are dropped; an empty
+    result is ``[("output", "")]``. ``ok`` is False for a failed, refused or unrun call.
+    """
+    text = result.strip("\n")
+    if not ok and text.startswith(("interrupted", "not executed", "result unknown")):
+        reason, _, printed = text.partition("\n")
+        return [("message", reason)] + ([("output", printed.strip("\n"))]
+                                        if printed.strip() else [])
+    if not ok and text.startswith("error: "):
+        text = text[len("error: "):]
+        if text.startswith("refused: "):
+            return [("refused", text[len("refused: "):])]
+    # the section marker lines of a ``run_python`` result: what follows is that kind
+    pieces = re.split(r"^\[(stderr|result|error)\]$", text, flags=re.M)
+    sections = [(kind, body.strip("\n"))
+                for kind, body in zip(["output", *pieces[1::2]], pieces[::2], strict=True)]
+    sections = [(kind, body) for kind, body in sections if body]
+    if not ok and len(sections) == 1 and sections[0][0] == "output":
+        first = sections[0][1]
+        kind = "message" if "\n" not in first and not first.startswith("Traceback") else "error"
+        return [(kind, first)]
+    return sections or [("output", "")]

@@ -9,12 +9,22 @@ message names a Python exception class.
 from __future__ import annotations
 
 import logging
-import re
 import socket
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from jupyter_agent.artefacts.steps import call_arguments, format_call
+from jupyter_agent.artefacts.steps import (
+    Call,
+    Marker,
+    Reply,
+    Request,
+    Step,
+    call_code,
+    format_call,
+    steps,
+    tool_result_sections,
+)
 from jupyter_agent.errors import (
     ContextMismatchError,
     CorruptSessionError,
@@ -25,8 +35,16 @@ from jupyter_agent.errors import (
 )
 from jupyter_agent.settings import LIMITS
 from jupyter_agent.settings import option as settings_option
-from jupyter_agent.store.messages import message_text
-from jupyter_agent.text import format_cost, format_tokens, one_line, plural, relative_time, shorten
+from jupyter_agent.store.records import Usage
+from jupyter_agent.text import (
+    excerpt,
+    format_cost,
+    format_tokens,
+    one_line,
+    plural,
+    relative_time,
+    shorten,
+)
 
 if TYPE_CHECKING:
     from jupyter_agent.agent.config import Limits
@@ -130,14 +148,6 @@ def format_todos(todos: Sequence[TodoItem]) -> str:
 
 
 # --------------------------------------------------------------------------- tool calls
-def call_code(arguments: str) -> str | None:
-    """The Python ``code`` a ``run_python`` call runs (cut to 2000), else ``None``."""
-    args = call_arguments(arguments)
-    if isinstance(args, dict) and isinstance(args.get("code"), str):
-        return shorten(args["code"].rstrip(), 2000)
-    return None
-
-
 def result_preview(text: str) -> list[str]:
     """The first 10 lines of a tool result, each cut to 160, then a line saying how many
     were left out; ``["(no output)"]`` for an empty result."""
@@ -155,36 +165,6 @@ RESULT_LABELS = {"output": "→", "result": "→ result", "stderr": "stderr", "e
                  "message": "✗", "refused": "⊘ refused:"}
 
 
-def tool_result_sections(result: str, ok: bool) -> list[tuple[str, str]]:
-    """A tool result (what the model reads) split into ``(kind, text)`` parts, each shown
-    under one label, so no section marker shows twice.
-
-    ``kind`` is ``"output"``, ``"stderr"``, ``"result"`` (the last expression's value),
-    ``"error"``, ``"refused"`` or ``"message"`` (why a call did not finish; what an
-    interrupted call printed follows as ``"output"``). Empty parts are dropped; an empty
-    result is ``[("output", "")]``. ``ok`` is False for a failed, refused or unrun call.
-    """
-    text = result.strip("\n")
-    if not ok and text.startswith(("interrupted", "not executed", "result unknown")):
-        reason, _, printed = text.partition("\n")
-        return [("message", reason)] + ([("output", printed.strip("\n"))]
-                                        if printed.strip() else [])
-    if not ok and text.startswith("error: "):
-        text = text[len("error: "):]
-        if text.startswith("refused: "):
-            return [("refused", text[len("refused: "):])]
-    # the section marker lines of a ``run_python`` result: what follows is that kind
-    pieces = re.split(r"^\[(stderr|result|error)\]$", text, flags=re.M)
-    sections = [(kind, body.strip("\n"))
-                for kind, body in zip(["output", *pieces[1::2]], pieces[::2], strict=True)]
-    sections = [(kind, body) for kind, body in sections if body]
-    if not ok and len(sections) == 1 and sections[0][0] == "output":
-        first = sections[0][1]
-        kind = "message" if "\n" not in first and not first.startswith("Traceback") else "error"
-        return [(kind, first)]
-    return sections or [("output", "")]
-
-
 def one_line_result(result: str, ok: bool) -> str:
     """``→ text``, ``✗ why`` or ``⊘ refused: why`` (a refusal or failure up to 400)."""
     kind, body = tool_result_sections(result, ok)[0]
@@ -195,50 +175,59 @@ def one_line_result(result: str, ok: bool) -> str:
     return f"{'→' if ok else '✗'} {text}"
 
 
+def section_text(kind: str, body: str) -> str:
+    """One section of a tool result (:func:`tool_result_sections`) as a terminal shows it:
+    its label, then the text (output and values cut by :func:`result_preview`)."""
+    label = RESULT_LABELS[kind]
+    if kind in ("refused", "message"):
+        return f"  {label} {body}"
+    lines = result_preview(body) if kind in ("output", "result", "stderr") else (
+        body.splitlines() or [""])
+    return "\n".join([f"  {label} {lines[0]}", *(f"    {line}" for line in lines[1:])])
+
+
+def call_head(name: str, code: str) -> str:
+    """``▶ name`` over the indented ``code`` of a call (cut to 2000)."""
+    lines = shorten(code.rstrip(), 2000).splitlines()
+    return "\n".join([f"▶ {name}", *("    " + line for line in lines)])
+
+
 # --------------------------------------------------------------------------- saved sessions
-Blocks = list[tuple[str, dict[str, Any] | None]]
+def format_step(step: Step, cells: frozenset[str] = frozenset()) -> str:
+    """A step of a saved session as the live turn showed it: each call with its result;
+    ``cells``: IDs of the calls handed out as cells (marked)."""
+    if isinstance(step, Request | Reply):
+        return f"[{'user' if isinstance(step, Request) else 'assistant'}]\n{step.text}"
+    if isinstance(step, Marker):
+        c = step.compaction
+        return (f"═══ compaction at {c.at.isoformat(timespec='seconds')}: {c.replaced} "
+                f"messages replaced by a summary ═══\n{shorten(c.summary, 1000)}")
+    code, ok = call_code(step.arguments), step.outcome == "ok"
+    result = "not executed: no result was saved" if step.result is None else step.result
+    if code is None:
+        text = f"▸ {format_call(step.name, step.arguments)} {one_line_result(result, ok)}"
+    else:
+        text = "\n".join([call_head(step.name, code), *(
+            section_text(kind, body) for kind, body in tool_result_sections(result, ok))])
+    if step.id in cells:  # ``%agent_cell`` handed it out as a cell
+        text += "\n    ↳ handed out as a cell (%agent_cell)"
+    return text
 
 
-def _format_message(message: dict[str, Any], cells: frozenset[str]) -> str:
-    role = message.get("role", "?")
-    text = message_text(message)
-    if role == "tool":
-        return f"[tool result {message.get('tool_call_id', '')}]\n{shorten(text, 500)}"
-    lines = [f"[{role}]"]
-    if text:
-        lines.append(text if role != "system" else shorten(text, 500))
-    for call in message.get("tool_calls") or []:
-        fn = call.get("function", {})
-        name, arguments = fn.get("name", "?"), fn.get("arguments", "")
-        code = call_code(arguments)  # a ``run_python`` call: its code under ``▶ name``
-        if code is None:
-            lines.append(f"▶ {format_call(name, arguments)}")
-        else:
-            lines += [f"▶ {name}", *("    " + line for line in code.splitlines())]
-        if call.get("id") in cells:  # ``%agent_cell`` handed it out as a cell
-            lines.append("    ↳ handed out as a cell (%agent_cell)")
-    return "\n".join(lines)
+def transcript_blocks(messages: Sequence[dict[str, Any]], compactions: Sequence[Compaction] = (),
+                      *, cells: frozenset[str] = frozenset()
+                      ) -> list[tuple[str, tuple[dict[str, Any], ...]]]:
+    """The steps of ``messages`` (a transcript or a working context) as ``(text, figure
+    references)`` blocks, a compaction marker where each happened (see :func:`format_step`)."""
+    return [(format_step(step, cells), step.figures if isinstance(step, Call) else ())
+            for step in steps(messages, compactions)]
 
 
-def transcript_blocks(transcript: Sequence[dict[str, Any]], compactions: Sequence[Compaction] = (),
-                      *, cells: frozenset[str] = frozenset()) -> Blocks:
-    """Messages as ``(text, message)`` blocks, with a marker (message ``None``) before
-    message ``transcript_length`` of each compaction; ``cells``: IDs of the calls handed
-    out as cells (marked)."""
-    blocks: Blocks = [(_format_message(message, cells), message) for message in transcript]
-    # from the last: each insertion leaves the places before it as they are
-    for c in reversed(sorted(compactions, key=lambda c: c.transcript_length)):
-        blocks.insert(c.transcript_length, (
-            f"═══ compaction at {c.at.isoformat(timespec='seconds')}: {c.replaced} "
-            f"messages replaced by a summary ═══\n{shorten(c.summary, 1000)}", None))
-    return blocks
-
-
-def format_transcript(transcript: Sequence[dict[str, Any]], compactions: Sequence[Compaction] = (),
+def format_transcript(messages: Sequence[dict[str, Any]], compactions: Sequence[Compaction] = (),
                       *, cells: frozenset[str] = frozenset()) -> str:
-    """The transcript as plain text blocks joined by blank lines, compaction markers in place;
-    ``cells``: IDs of calls whose code went into a notebook cell. ``"(no messages)"`` for none."""
-    return "\n\n".join(t for t, _ in transcript_blocks(transcript, compactions, cells=cells)) \
+    """:func:`transcript_blocks` as plain text joined by blank lines; ``"(no messages)"`` for
+    none."""
+    return "\n\n".join(t for t, _ in transcript_blocks(messages, compactions, cells=cells)) \
         or "(no messages)"
 
 
@@ -284,25 +273,58 @@ def _table(rows: Sequence[Sequence[str]]) -> str:
                       + " " + r[-1]).rstrip() for r in rows)
 
 
+#: The name of a session with neither a title nor a prompt.
+UNTITLED = "(untitled, no prompt yet)"
+
+
+class RowText(NamedTuple):
+    """The texts of one session in the sessions table and in the panel's rows."""
+
+    name: str
+    updated: str
+    status: str
+    messages: str
+    cost: str
+    holder: str = ""
+    owner: str = ""
+
+
+def format_messages(count: int) -> str:
+    """``"6 messages"``, or ``"no messages yet"``: the system prompt is never counted."""
+    return plural(count, "message") if count else "no messages yet"
+
+
+def format_row(listing: SessionListing, now: datetime | None = None) -> RowText:
+    """The texts of one row: ``name`` is the title, else the first prompt's first words,
+    else :data:`UNTITLED`; ``holder`` who holds a session in use elsewhere; ``owner``
+    whose it is in a team store."""
+    return RowText(
+        name=one_line(listing.title or excerpt(listing.first_prompt, 60) or UNTITLED, 60),
+        updated=relative_time(listing.updated_at, now),
+        status=listing.status + (", archived" if listing.archived else ""),
+        messages=format_messages(max(listing.message_count - 1, 0)),  # the system prompt
+        cost=format_cost(Usage(cost_usd=listing.cost_usd)),
+        holder=describe_holder(listing.holder) if listing.status == "in use" else "",
+        owner=format_owner(listing.owner_user, listing.owner_host, listing.owner_role,
+                           listing.shared_with),
+    )
+
+
 def format_sessions_table(listings: Sequence[SessionListing], *,
                           active_id: str | None = None) -> str:
-    """One row per session, ``*`` marking the active one; an ``OWNER`` column when the
-    store records owners (a team store)."""
+    """One row per session (:func:`format_row`), ``*`` marking the active one; an ``OWNER``
+    column when the store records owners (a team store)."""
     if not listings:
         return "no sessions"
-    owners = [format_owner(s.owner_user, s.owner_host, s.owner_role, s.shared_with)
-              for s in listings]
-    team = any(owners)
-    rows = [("", "ID", "UPDATED", "STATUS", "MSGS", "COST", *(("OWNER",) if team else ()),
+    texts = [format_row(s) for s in listings]
+    team = any(t.owner for t in texts)
+    rows = [("", "ID", "UPDATED", "STATUS", "MESSAGES", "COST", *(("OWNER",) if team else ()),
              "TITLE / FIRST PROMPT")]
-    for s, owner in zip(listings, owners, strict=True):
-        name = s.title or one_line(s.first_prompt, 50) or "(empty)"
-        if s.parent is not None:
-            name = f"{one_line(name, 30)} ↳ fork of {one_line(s.parent.session_id, 16)}"
-        status = s.status + (" (archived)" if s.archived else "")
-        rows.append(("*" if s.id == active_id else "", s.id, relative_time(s.updated_at),
-                     status, str(max(s.message_count - 1, 0)), f"${s.cost_usd:.4f}",
-                     *((owner,) if team else ()), one_line(name, 64 if s.parent else 50)))
+    for s, t in zip(listings, texts, strict=True):
+        name = t.name if s.parent is None else (
+            f"{one_line(t.name, 30)} ↳ fork of {one_line(s.parent.session_id, 16)}")
+        rows.append(("*" if s.id == active_id else "", s.id, t.updated, t.status, t.messages,
+                     t.cost, *((t.owner,) if team else ()), name))
     return _table(rows)
 
 

@@ -12,62 +12,32 @@ import functools
 import html
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 
 from jupyter_agent.artefacts.fork import fork_label
 from jupyter_agent.artefacts.search import SearchHit, SearchMatch, search_listings, search_sessions
-from jupyter_agent.store import Usage
-from jupyter_agent.text import excerpt, format_cost, plural, relative_time
+from jupyter_agent.text import excerpt, plural
 from jupyter_agent.ui.display import (
-    describe_holder,
+    UNTITLED,
+    RowText,
     error_message,
-    format_owner,
+    format_row,
     format_search_results,
     format_sessions_table,
-    one_line,
 )
 from jupyter_agent.ui.panel_details import DetailView, button, close_widgets, lines_html, role_lines
 
 if TYPE_CHECKING:
     from jupyter_agent.store import SessionListing, Store
 
-#: The name of a session with neither a title nor a prompt.
-UNTITLED = "(untitled, no prompt yet)"
-
-
-class RowText(NamedTuple):
-    name: str
-    summary: str
-    updated: str
-    status: str
-    messages: str
-    cost: str
-    holder: str = ""
-    owner: str = ""
-
-
-def format_row(listing: SessionListing, now: datetime | None = None) -> RowText:
-    """The texts of one row: ``name`` is the title, else the first prompt's first words,
-    else :data:`UNTITLED`; ``summary`` its readable text on one line (a fallback
-    summary's first two lines); ``messages`` leaves out the system prompt; ``holder``
-    who holds a session in use elsewhere; ``owner`` whose it is in a team store."""
-    name = listing.title or excerpt(listing.first_prompt, 60) or UNTITLED
-    shown = max(listing.message_count - 1, 0)  # the system prompt is not counted
-    roles = role_lines(listing.summary)
-    return RowText(
-        name=one_line(name, 60),
-        summary=excerpt(listing.summary, 120) if roles is None else
-        "\n".join(f"{role}: {excerpt(text, 100)}" for role, text in roles[:2]),
-        updated=relative_time(listing.updated_at, now),
-        status=listing.status + (", archived" if listing.archived else ""),
-        messages=f"{shown} msg{'' if shown == 1 else 's'}" if shown else "no messages yet",
-        cost=format_cost(Usage(cost_usd=listing.cost_usd)),
-        holder=describe_holder(listing.holder) if listing.status == "in use" else "",
-        owner=format_owner(listing.owner_user, listing.owner_host, listing.owner_role,
-                           listing.shared_with),
-    )
+def row_summary(summary: str) -> str:
+    """A listed summary's readable text on one line (a fallback summary's first two lines)."""
+    roles = role_lines(summary)
+    if roles is None:
+        return excerpt(summary, 120)
+    return "\n".join(f"{role}: {excerpt(text, 100)}" for role, text in roles[:2])
 
 
 class RowSlot:
@@ -76,8 +46,8 @@ class RowSlot:
     ``"resume"``, ``"archive"`` or ``"delete"``."""
 
     def __init__(self, on_click: Callable[[str, RowSlot], None]) -> None:
-        self.session_id = ""
-        self.text = RowText("", "", "", "", "", "")
+        self.session_id = self.summary = ""
+        self.text = RowText("", "", "", "", "")
         self.info = widgets.HTML(layout=widgets.Layout(flex="1 1 0%", min_width="240px"))
         self.meta = widgets.HTML(layout=widgets.Layout(flex="0 0 210px", width="210px"))
         self.details = button("Details", "Show (or hide) summary, todos and last messages")
@@ -96,7 +66,7 @@ class RowSlot:
 
     def clear(self) -> None:
         # a slot off the page keeps no text: a saved notebook holds only what is shown
-        self.session_id = ""
+        self.session_id = self.summary = ""
         self.info.value = self.meta.value = ""
         self.resume.tooltip = self.archive.tooltip = self.delete.tooltip = ""  # no holder's name
 
@@ -104,11 +74,11 @@ class RowSlot:
              now: datetime | None = None) -> RowSlot:
         """Show ``listing``; ``found`` (where the filter's text is) replaces the summary."""
         self.text = text = format_row(listing, now)
-        self.session_id = listing.id
+        self.session_id, self.summary = listing.id, row_summary(listing.summary)
         untitled = text.name == UNTITLED
         name = f"<i>{text.name}</i>" if untitled else f"<b>{html.escape(text.name)}</b>"
         summary = "".join(f"<br><small>{html.escape(line)}</small>"
-                          for line in text.summary.splitlines())
+                          for line in self.summary.splitlines())
         if found is not None:
             e, start, end = found.excerpt, found.start, found.end
             summary = (f"<br><small><i>found in {html.escape(found.field)}:</i> "

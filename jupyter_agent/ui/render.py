@@ -3,7 +3,7 @@
 (:class:`PlainTurnRenderer`) or Markdown in Jupyter (:class:`MarkdownTurnRenderer`); the
 ``%agent_resume`` recap; the figures of ``%agent_history`` between its text.
 
-Replies and stored summaries go through :func:`~jupyter_agent.text.reply_markdown` (no
+Replies and stored summaries go through :func:`~jupyter_agent.text.inert_markdown` (no
 maths), our own lines and other stored text through :func:`~jupyter_agent.text.literal`;
 the only HTML is the approval question, escaped. A stored figure is read through the
 store (never following a link) and shown as a display of its own, with a ``text/plain``
@@ -23,28 +23,35 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from IPython.display import display
 
-from jupyter_agent.artefacts.steps import ReadFigure, figure_data, format_call
+from jupyter_agent.artefacts.steps import (
+    ReadFigure,
+    call_code,
+    figure_data,
+    format_call,
+    tool_result_sections,
+)
 from jupyter_agent.store.messages import figure_label, figure_refs, message_text
 from jupyter_agent.text import (
     fence,
     format_cost,
     format_tokens,
     hard_breaks,
+    inert_markdown,
     literal,
     one_line,
     plural,
     relative_time,
-    reply_markdown,
     shorten,
     terminal_text,
 )
 from jupyter_agent.ui.display import (
     RESULT_LABELS,
-    call_code,
+    call_head,
+    format_messages,
     format_todos,
     one_line_result,
     result_preview,
-    tool_result_sections,
+    section_text,
 )
 
 if TYPE_CHECKING:
@@ -207,9 +214,8 @@ class PlainTurnRenderer:
                     self._items.append(["lines", []])
                 self._items[-1][1].append(line)
             else:
-                code = "" if event.asks else code or ""
-                self._write_block("\n".join([f"▶ {event.name}",
-                                             *("    " + line for line in code.splitlines())]))
+                code = "" if event.asks else shorten((code or "").rstrip(), 2000)
+                self._write_block(call_head(event.name, code))
                 self._block(f"**{literal('▶ ' + event.name)}**"
                             + (f"\n{fence(code, 'python')}" if code else ""))
             return True
@@ -242,11 +248,7 @@ class PlainTurnRenderer:
     def _section(self, kind: str, body: str) -> None:
         label, quoted = RESULT_LABELS[kind], kind in ("output", "result", "stderr")
         lines = result_preview(body) if quoted else body.splitlines() or [""]
-        if kind in ("refused", "message"):
-            self._write_block(f"  {label} {body}")
-        else:
-            self._write_block("\n".join([f"  {label} {lines[0]}",
-                                         *(f"    {line}" for line in lines[1:])]))
+        self._write_block(section_text(kind, body))
         if kind == "output" and self._shown_figures:
             # a figure shown above in its place: its line is for the model, not for you
             body = "\n".join(line for line in body.split("\n")
@@ -339,7 +341,7 @@ class MarkdownTurnRenderer(PlainTurnRenderer):
         blocks = []
         for kind, payload in self._items:
             if kind == "reply":
-                payload = reply_markdown(payload.strip("\n"))
+                payload = inert_markdown(payload.strip("\n"))
             elif kind == "lines":
                 payload = "  \n".join(literal(line) for line in payload)
             if payload.strip():
@@ -437,8 +439,9 @@ def recap_text(record: SessionRecord, *, unarchived: bool = False,
     unarchived, summary, open todos, the last exchange and figure; as Markdown, the title
     a heading, and as plain text."""
     state = record.state
+    shown = sum(m.get("role") != "system" for m in record.transcript)
     usage = (f"updated {relative_time(record.updated_at)} · "
-             f"{plural(len(record.transcript), 'message')} · {format_tokens(state.usage)} · "
+             f"{format_messages(shown)} · {format_tokens(state.usage)} · "
              f"{format_cost(state.usage)} · {plural(state.tool_calls, 'tool call')}")
     title = f" — {record.title}" if record.title else ""
     parts = [(f"Resumed session {record.id}{title}",
@@ -452,7 +455,7 @@ def recap_text(record: SessionRecord, *, unarchived: bool = False,
     if record.summary:
         summary = shorten(record.summary.strip(), 600)
         parts.append(("summary: " + summary,
-                      "**Summary**\n\n" + reply_markdown(hard_breaks(summary))))
+                      "**Summary**\n\n" + inert_markdown(hard_breaks(summary))))
     todos = [t for t in state.todos if t.status in ("pending", "in_progress")]
     if todos:
         parts.append(("open todos:\n" + format_todos(todos), "**Open todos**\n\n" + "\n".join(
@@ -487,12 +490,12 @@ def show_figure(ref: dict[str, Any], read: ReadFigure | None, *,
     display(data, metadata=metadata, raw=True)
 
 
-def show_blocks(blocks: Sequence[tuple[str, dict[str, Any] | None]],
+def show_blocks(blocks: Sequence[tuple[str, Sequence[dict[str, Any]]]],
                 read: ReadFigure | None) -> None:
-    """Print the texts of ``(text, message)`` blocks made inert, the figures of a message
+    """Print the texts of ``(text, figure references)`` blocks made inert, each figure
     displayed after its text (without ``read``, only the lines in the text name them)."""
-    for i, (text, message) in enumerate(blocks):
-        refs = list(figure_refs([message])) if read and message is not None else []
+    for i, (text, refs) in enumerate(blocks):
+        refs = refs if read else ()
         print(terminal_text(text) + ("" if refs or i == len(blocks) - 1 else "\n"))
         for ref in refs:
             show_figure(ref, read)

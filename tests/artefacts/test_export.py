@@ -53,8 +53,9 @@ def test_notebook_replays_the_analysis(store: FileStore, session: str, tmp_path:
         "mean = sum(nums) / len(nums)",
         "mean = sum(numbers) / len(numbers)\nprint(mean)",
     ]
-    outputs = [[(o.output_type, o.name, o.text) for o in c.outputs] for c in cells]
-    assert outputs[0] == [("stream", "stdout", "[result]\n55\n")]
+    outputs = [[(o.output_type, o.get("name"), o.get("text")) for o in c.outputs] for c in cells]
+    assert [(o.output_type, o.data) for o in cells[0].outputs] == [  # the value, as Out[]
+        ("execute_result", {"text/plain": "55"})]
     assert outputs[2] == [("stream", "stdout", "5.5\n")]
     assert outputs[1][0][1] == "stderr" and "NameError" in outputs[1][0][2]
     assert cells[1].metadata.tags == ["raises-exception"]

