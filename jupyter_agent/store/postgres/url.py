@@ -145,11 +145,8 @@ def _install_fork_hook() -> None:
 
 
 class Link:
-    """One database connection, reopened on demand.
-
-    ``on_connect(conn, first)`` runs on each new connection before it is used (``first``
-    the first time); if it raises, the connection is closed.
-    """
+    """One database connection, reopened on demand; ``on_connect(conn, first)`` runs on each
+    new one before use (``first`` the first time), and the connection is closed if it raises."""
 
     def __init__(self, url: str, on_connect: Callable[[psycopg.Connection, bool], None]) -> None:
         self._url = url
