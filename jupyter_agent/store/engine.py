@@ -224,10 +224,10 @@ class Store(Protocol):
 
     def save(self, session_id: str, messages: Sequence[Any] = (),
              state: SessionState | Mapping[str, Any] | None = None) -> None:
-        """One save point: ``messages`` (the whole working context, extending the saved one;
-        ``()``, the default: keep it) and the checkpoint ``state``. Nothing is written when neither
-        changed. Raises ``ContextMismatchError`` if the saved context is not a prefix,
-        ``pydantic.ValidationError`` for an invalid ``state``."""
+        """One save point, one durable write: ``messages`` (the whole working context,
+        extending the saved one; ``()``, the default: keep it) and the checkpoint ``state``;
+        nothing is written when neither changed, nor on ``ContextMismatchError`` (the saved
+        context is not a prefix), ``InvalidMessageError`` or ``pydantic.ValidationError``."""
 
     def compact(self, session_id: str, messages: Sequence[Any], *, summary: str,
                 replaced: int | None = None) -> None:

@@ -329,10 +329,9 @@ def _model(model: Any, value: Any, where: str) -> Any:
 
 
 def head_from_row(row: Mapping[str, Any], where: str, *, whole: bool = False) -> Head:
-    """A validated head from a row of :data:`HEAD_COLUMNS` and ``tail``, the raw JSON list
-    of the transcript rows from ``context_from`` on, or of them all when ``whole`` (then
-    kept as the record's ``transcript``); ``None`` when there are none.
-    ``CorruptSessionError`` for a row of a newer jupyter-agent or one that does not validate."""
+    """A validated head from a row of :data:`HEAD_COLUMNS` and ``tail``: the raw JSON list of
+    transcript rows from ``context_from`` on (all of them, kept as ``transcript``, when
+    ``whole``), ``None`` for none. ``CorruptSessionError`` for a newer or invalid row."""
     version, context_from, transcript_len = (
         row["schema_version"], row["context_from"], row["transcript_len"])
     first_seq = 0 if whole else context_from
@@ -377,9 +376,8 @@ class _Unlisted(BaseModel):
 
 def listing_entry(row: Mapping[str, Any], status: Literal["active", "in use", "idle"],
                   holder: LeaseHolder | None, where: str) -> SessionListing:
-    """A listing entry from a row of the listing query (columns named as the entry's
-    fields), each column checked once as a load checks it (messages are not read);
-    ``CorruptSessionError`` naming the column."""
+    """A listing entry from a row of :func:`listing_query`, each column checked as a load
+    checks it (messages are not read); ``CorruptSessionError`` naming the column."""
     try:
         check_not_future(f"{SESSIONS}.updated_at", row["updated_at"])
     except ValueError as err:
