@@ -1,26 +1,13 @@
-"""The store protocol, the session engine that implements it once over backend primitives,
-and the memory directory's notes every store holds (:class:`Notes`).
+"""The store protocol, the one session engine implementing it over backend primitives
+(design notes, "One session engine"), and the memory directory's notes every store holds.
 
-:class:`Store` is what the agent, controller, panel, built-in tools and CLI call. Both
-backends (files: :class:`~jupyter_agent.store.file_store.FileStore`; PostgreSQL) subclass
-:class:`SessionEngine` and pass ``tests/store_contract``. The rules:
-
-* an invalid session ID raises ``InvalidSessionIdError`` before anything is touched;
-* a change holds the session's lease; a lease held elsewhere raises ``SessionLockedError``
-  at once, naming the holder; changing an unknown session raises ``SessionNotFoundError``
-  and leaves nothing behind;
-* :meth:`Store.save` is one save point: messages and checkpoint in one durable write;
-* reads take no lease and change nothing; a record that cannot be read raises
-  ``CorruptSessionError`` naming where it is (listing skips it); what is saved could be
-  loaded back (``InvalidMessageError`` otherwise, before anything is written);
-* listing is ordered by ``(updated_at, id)``, newest first, a page at a time.
-
-A change validates the ID, refuses an unknown session, takes the lease, plans the change on
-the session's head, applies it (planning again, up to three times, when the backend says
-the head went stale) and releases the lease; the backend's apply refreshes the listing.
-The engine keeps the re-entrant lease counts and the heads cached while a lease is held; a
-backend supplies only the primitives (its abstract methods).
-``at`` is what :meth:`_open` yields: the backend's open handle on its storage
+Both backends (files; PostgreSQL) subclass :class:`SessionEngine` and pass
+``tests/store_contract``. A bad session ID raises ``InvalidSessionIdError`` before anything
+is touched. A change takes the session's lease (``SessionLockedError`` at once, naming the
+holder, when it is held elsewhere); changing an unknown session raises
+``SessionNotFoundError`` and leaves nothing behind. Reads take no lease and change nothing;
+a record that cannot be read raises ``CorruptSessionError`` naming where it is (listing
+skips it). ``at`` is what :meth:`SessionEngine._open` yields: the backend's open handle
 (directories, a connection), ``None`` when nothing was ever saved.
 """
 
@@ -96,8 +83,7 @@ def remove_temps(root: SafeDir, lock: str = NOTES_LOCK,
 
 
 class Notes:
-    """The notes of one memory directory (``project.md``, ``user.md``), for every backend:
-    they go into the system message of new sessions. No I/O before the first call; the
+    """The notes of one memory directory (``project.md``, ``user.md``), for every backend; the
     first write creates the directory (0700).
 
     Reading raises ``UnsafeFileError`` for a file that is not a private regular file and
@@ -212,12 +198,12 @@ class Store(Protocol):
     def create_session(self, messages: Sequence[Any] = (), *, session_id: str | None = None,
                        title: str = "", project_root: str | os.PathLike[str] | None = None,
                        record: SessionRecord | None = None) -> str:
-        """Create a session whose working context and transcript start as ``messages``.
+        """Create a session whose working context and transcript start as ``messages``; its ID.
 
-        With ``record``, add that whole record under its own ID (forks, migrations); the
-        other arguments must then keep their defaults (``ValueError``). Returns the ID.
-        ``FileExistsError`` if the ID is taken; ``InvalidMessageError`` or ``ValueError``
-        (what JSON cannot hold) before anything is written.
+        With ``record``, add that whole record under its own ID (forks, migrations), the
+        other arguments left at their defaults (``ValueError``). ``FileExistsError`` if the ID
+        is taken; ``InvalidMessageError`` or ``ValueError`` (what JSON cannot hold) before
+        anything is written.
         """
 
     def exists(self, session_id: str) -> bool:
@@ -233,17 +219,15 @@ class Store(Protocol):
 
     def list_sessions(self, include_archived: bool = False, *, limit: int | None = None,
                       after: SessionListing | None = None) -> list[SessionListing]:
-        """Newest first; ``limit`` (>= 1, ``ValueError`` otherwise) entries after ``after``.
-
-        A session dated more than ``CLOCK_SKEW`` ahead of this machine's clock is left out.
-        """
+        """Newest first by ``(updated_at, id)``; ``limit`` (>= 1, else ``ValueError``) entries
+        after ``after``. A session dated over ``CLOCK_SKEW`` ahead of this clock is left out."""
 
     def save(self, session_id: str, messages: Sequence[Any] = (),
              state: SessionState | Mapping[str, Any] | None = None) -> None:
-        """One save point: ``messages`` (the whole working context, extending the saved one;
-        ``()``, the default: keep it) and the checkpoint ``state``. Nothing is written when neither
-        changed. Raises ``ContextMismatchError`` if the saved context is not a prefix,
-        ``pydantic.ValidationError`` for an invalid ``state``."""
+        """One save point, one durable write: ``messages`` (the whole working context,
+        extending the saved one; ``()``, the default: keep it) and the checkpoint ``state``;
+        nothing is written when neither changed, nor on ``ContextMismatchError`` (the saved
+        context is not a prefix), ``InvalidMessageError`` or ``pydantic.ValidationError``."""
 
     def compact(self, session_id: str, messages: Sequence[Any], *, summary: str,
                 replaced: int | None = None) -> None:
@@ -257,8 +241,7 @@ class Store(Protocol):
         moves ``updated_at`` to now, a title or the archived flag does not."""
 
     def delete_session(self, session_id: str) -> None:
-        """Delete the session and its figures for good, under its lease;
-        ``SessionNotFoundError``, ``SessionLockedError`` as for a change."""
+        """Delete the session and its figures for good; raises as any change."""
 
     def save_figure(self, session_id: str, figure_id: str, data: bytes, media_type: str) -> None:
         """Keep an image (PNG, JPEG or SVG, at most 16 MiB) with a session, replacing one of
@@ -275,8 +258,7 @@ class Store(Protocol):
         ``SessionLockedError`` at once, naming the holder, when held elsewhere."""
 
     def release_lease(self, session_id: str) -> None:
-        """Undo one :meth:`acquire_lease`; the lease goes when the count reaches 0 (releasing
-        one not held does nothing)."""
+        """Undo one :meth:`acquire_lease`; the lease goes at a count of 0 (not held: no-op)."""
 
     def release_all(self) -> None:
         """Release every lease this store object holds, whatever the counts."""
@@ -309,8 +291,7 @@ def ensure_summary(store: Store, session_id: str) -> str:
 
 
 class SessionEngine(ABC):
-    """A store: the engine's steps over a backend's primitives (module docstring); a backend
-    sets ``leases`` before it is used."""
+    """A store over a backend's primitives; the backend sets ``leases`` before use."""
 
     leases: LeaseKeeper
 
@@ -324,8 +305,7 @@ class SessionEngine(ABC):
     # ------------------------------------------------------------------ primitives
     @abstractmethod
     def _open(self, *, create: bool) -> AbstractContextManager[Any]:
-        """Open the storage for one operation; yields ``None`` when it does not exist
-        and ``create`` is false."""
+        """Open the storage for one operation; ``None`` when absent and not ``create``."""
 
     @abstractmethod
     def _where(self, session_id: str) -> Path | str:
@@ -337,13 +317,11 @@ class SessionEngine(ABC):
 
     @abstractmethod
     def _take(self, at: Any, session_id: str) -> None:
-        """Take the lease (not held by this store now); ``SessionLockedError`` at once if
-        held elsewhere."""
+        """Take the lease this store does not hold; ``SessionLockedError`` if held elsewhere."""
 
     @abstractmethod
     def _head(self, at: Any, session_id: str) -> Any:
-        """What the plans need of a session, read under its lease (may be cached in
-        ``_heads``, which the engine empties when the lease is let go)."""
+        """What the plans need of a session, read under its lease (may be kept in ``_heads``)."""
 
     @abstractmethod
     def _apply(self, at: Any, head: Any, change: Any) -> bool:

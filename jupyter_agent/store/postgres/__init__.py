@@ -1,17 +1,11 @@
-"""The team store: a project's sessions in a PostgreSQL database shared by a team.
+"""The team store: a project's sessions in a shared PostgreSQL database (design notes,
+"The team store (PostgreSQL)").
 
-:class:`PostgresStore` supplies the session engine's primitives on a database. Each change
-is one transaction; while the lease is held the session's head is kept in memory, so a save
-point costs one ``UPDATE`` of the row plus one ``INSERT`` of the new messages. The database
-decides what a role sees (row-level security, ``schema.py``): its own sessions, and those
-shared with it to read and fork only. The notes stay files in the memory directory.
-Importing this package does no I/O and does not import ``psycopg`` (the ``postgres`` extra).
-
-A lease is an advisory lock held by the store's connection; taking it and writing its
-``leases`` row (who holds it) is one statement, and a row is believed only while its
-connection holds the lock, which the server releases when that connection ends. The engine
-counts re-entries; leases are retaken on a new connection (one taken by someone else
-meanwhile is not held until taken again) and not inherited through fork.
+:class:`PostgresStore` supplies the session engine's primitives: each change is one
+transaction, and while the lease is held the session's head stays in memory, so a save
+point costs one ``UPDATE`` of the row plus one ``INSERT`` of the new messages. A role sees
+its own sessions and, to read and fork only, those shared with it (row-level security,
+``schema.py``). Importing does no I/O and does not import ``psycopg`` (the ``postgres`` extra).
 """
 
 from __future__ import annotations
@@ -76,11 +70,9 @@ def row_holder(row: Mapping[str, Any]) -> LeaseHolder | None:
 
 
 class Leases:
-    """The leases one store holds on its connection; the store calls it under its mutex.
-
-    ``identity`` (``$JUPYTERHUB_USER`` or the OS user, the host, ``label``) is recorded
-    with each lease and as the owner of each session created; never a secret.
-    """
+    """The leases one store holds on its connection, called under the store's mutex.
+    ``identity`` (user, host, ``label``; never a secret) is recorded with each lease and as
+    the owner of each session created."""
 
     def __init__(self, link: Link, project: str, label: str) -> None:
         self._link = link
@@ -104,7 +96,6 @@ class Leases:
         return conn.execute(rows.ACQUIRE, self._params(session_id, since)).fetchone() is not None
 
     def acquire(self, session_id: str) -> None:
-        """Take the lease (not held now); ``SessionLockedError`` at once if another holds it."""
         since = self._own().get(session_id) or utc_now()
         # (a reconnect inside run() retakes the leases counted here: then it is held)
         if not self._link.run(lambda conn: session_id in self._held
@@ -127,7 +118,7 @@ class Leases:
         self._held.discard(session_id)
 
     def holds(self, session_id: str) -> bool:
-        """Whether this store holds the lease now (on its current connection)."""
+        """Whether this store holds the lease on its current connection."""
         return session_id in self._own() and session_id in self._held
 
     def holder(self, session_id: str) -> LeaseHolder | None:
@@ -152,15 +143,14 @@ class Leases:
 
 
 class PostgresStore(SessionEngine):
-    """Saved sessions of one project in a PostgreSQL database, with leases.
+    """The sessions of one project in a PostgreSQL database.
 
     ``url`` is ``postgresql://[user[:password]@]host[:port]/dbname[?param=...]`` (libpq
-    parameters, ``~/.pgpass`` and ``PG*`` variables apply; ``ValueError`` for another
-    URL, not showing the password); ``memory_dir`` holds the notes; ``project`` is the
-    project key (:func:`~jupyter_agent.paths.project_key`): the store sees and creates that
-    project's sessions only. ``holder_label`` tells people who find a session in use what
-    holds it. Constructing does no I/O; the first call connects and creates or upgrades
-    the tables; the connection is kept until :meth:`close`.
+    parameters, ``~/.pgpass`` and ``PG*`` variables apply; ``ValueError``, password hidden,
+    for another URL); ``memory_dir`` holds the notes; ``project`` is the project key
+    (:func:`~jupyter_agent.paths.project_key`): the store sees and creates its sessions only;
+    ``holder_label`` tells who finds a session in use what holds it. No I/O until the first
+    call, which connects and creates or upgrades the tables; :meth:`close` disconnects.
     """
 
     leases: Leases
@@ -258,8 +248,6 @@ class PostgresStore(SessionEngine):
         return head
 
     def _apply(self, at: Link, head: rows.Head, change: rows.Plan) -> bool:
-        """Write ``change`` if the row still has ``head``'s revision; else nothing is
-        written (a writer that ignored the lease changed the row: it is read again)."""
         values = rows.column_values(change.head, change.columns)
         sets = ", ".join(f"{name} = %({name})s" for name in values)
         update = (f"UPDATE {rows.SESSIONS} SET {sets}, revision = revision + 1 "

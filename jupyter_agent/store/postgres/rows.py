@@ -1,10 +1,7 @@
 """Session rows of the team store: the head kept in memory, the SQL on sessions, figures
-and leases, pure plans of each change (the file store's rules, from
-:mod:`jupyter_agent.store.messages`), and rows read back, validated as completely as the
-files: ``CorruptSessionError`` names the session and the column or transcript row
-(``jupyter_agent.messages seq 4: role must be ...``). A listing page is read from the index
-``(project, updated_at DESC, id DESC)``, so it costs the same however many sessions there
-are; rows that do not validate or are dated past ``CLOCK_SKEW`` are left out.
+and leases, the plans of each change, and rows read back, validated as completely as the
+files are: ``CorruptSessionError`` names the session and the column or transcript row
+(``jupyter_agent.messages seq 4: role must be ...``).
 """
 
 from __future__ import annotations
@@ -93,12 +90,8 @@ STALE = (f"DELETE FROM {SCHEMA}.leases l WHERE project = %s AND NOT EXISTS ("
 
 @dataclass(frozen=True)
 class Head:
-    """A session's row as kept in memory while its lease is held.
-
-    ``record`` has the row's fields and, as ``messages``, the whole working context
-    (``context_head``, then the transcript from ``context_from`` on); the transcript itself
-    is not kept, only its length. A write applies only if the row still has ``revision``.
-    """
+    """A session's row kept in memory while its lease is held: ``record.messages`` is the
+    working context, the transcript only its length; a write needs the row at ``revision``."""
 
     sid: int
     revision: int
@@ -159,12 +152,10 @@ _PAGE_COLUMNS = (
 
 def listing_query(*, include_archived: bool, limit: int | None, after: bool,
                   session_id: bool = False) -> str:
-    """One listing page: the project's sessions, then those other roles share with this one.
-
+    """One listing page: the project's sessions, then those other roles share with this one;
+    ``session_id=True``: the one session ``id``, archived or not, whatever its date.
     Parameters: ``project``, ``horizon`` (the latest ``updated_at`` believed), and
-    ``after_at``, ``after_id``, ``limit`` and ``id`` when used; ``session_id=True`` lists
-    the one session ``id``, archived or not, whatever its date.
-    """
+    ``after_at``, ``after_id``, ``limit`` and ``id`` when used."""
     where = [f"schema_version <= {SCHEMA_VERSION}",
              f"updated_at {_REPRESENTABLE}", f"created_at {_REPRESENTABLE}"]
     if session_id:
@@ -205,8 +196,7 @@ class Plan:
 
 
 def dumps(value: Any) -> str:
-    """``value`` as JSON text, encoded as the file store encodes it (``TypeError`` for what JSON
-    cannot hold)."""
+    """``value`` as the file store's JSON text (``TypeError`` for what JSON cannot hold)."""
     return encode_json(value).decode("utf-8")
 
 
@@ -251,8 +241,7 @@ def column_values(head: Head, columns: Iterable[str]) -> dict[str, Any]:
 
 def plan_save(head: Head, incoming: Sequence[Any] | None,
               state: SessionState | None) -> Plan | None:
-    """New messages (``incoming`` ``None``: none) and a changed checkpoint; ``None`` when
-    nothing is new. Raises as :func:`~jupyter_agent.store.messages.new_messages`."""
+    """``None`` if nothing is new; raises as :func:`~jupyter_agent.store.messages.new_messages`."""
     record = head.record
     new = [] if incoming is None else new_messages(record.id, record.messages, incoming)[0]
     changed_state = state is not None and state != record.state
@@ -288,7 +277,6 @@ def plan_compact(head: Head, messages: list[dict[str, Any]], summary: str,
 
 
 def plan_update(head: Head, values: dict[str, Any], touch: bool) -> Plan | None:
-    """Set ``summary``, ``title`` and ``archived``; ``touch`` sets ``updated_at``."""
     if not touch and all(getattr(head.record, k) == v for k, v in values.items()):
         return None
     if touch:
@@ -341,10 +329,9 @@ def _model(model: Any, value: Any, where: str) -> Any:
 
 
 def head_from_row(row: Mapping[str, Any], where: str, *, whole: bool = False) -> Head:
-    """A validated head from a row of :data:`HEAD_COLUMNS` and ``tail``, the raw JSON list
-    of the transcript rows from ``context_from`` on, or of them all when ``whole`` (then
-    kept as the record's ``transcript``); ``None`` when there are none.
-    ``CorruptSessionError`` for a row of a newer jupyter-agent or one that does not validate."""
+    """A validated head from a row of :data:`HEAD_COLUMNS` and ``tail``: the raw JSON list of
+    transcript rows from ``context_from`` on (all of them, kept as ``transcript``, when
+    ``whole``), ``None`` for none. ``CorruptSessionError`` for a newer or invalid row."""
     version, context_from, transcript_len = (
         row["schema_version"], row["context_from"], row["transcript_len"])
     first_seq = 0 if whole else context_from
@@ -389,9 +376,8 @@ class _Unlisted(BaseModel):
 
 def listing_entry(row: Mapping[str, Any], status: Literal["active", "in use", "idle"],
                   holder: LeaseHolder | None, where: str) -> SessionListing:
-    """A listing entry from a row of the listing query (columns named as the entry's
-    fields), each column checked once as a load checks it (messages are not read);
-    ``CorruptSessionError`` naming the column."""
+    """A listing entry from a row of :func:`listing_query`, each column checked as a load
+    checks it (messages are not read); ``CorruptSessionError`` naming the column."""
     try:
         check_not_future(f"{SESSIONS}.updated_at", row["updated_at"])
     except ValueError as err:

@@ -1,10 +1,7 @@
-"""The team store's tables in the schema ``jupyter_agent``, made by ordered migrations.
-
-``sessions`` (one row each, with what listing shows), ``messages`` (the append-only
-transcript; the working context is ``context_head`` then the transcript from
-``context_from`` on), ``figures``, ``leases``, ``shares``, ``migrations``. JSON columns
-are ``json``: text kept as written. Row-level security (migration 4) shows a role its own
-rows and those shared with it, to read only; ``team.sql`` gives each user a role.
+"""The team store's tables in the schema ``jupyter_agent``, made by ordered migrations
+(design notes, "The team store (PostgreSQL)"). JSON columns are ``json``: text kept as
+written. Row-level security (migration 4) shows a role its own rows and those shared with
+it, to read only; ``team.sql`` gives each user a role.
 """
 
 from __future__ import annotations

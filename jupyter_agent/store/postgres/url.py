@@ -112,8 +112,7 @@ def resolve_store_url(setting: str | None = None, *,
 
 
 def driver(shown_url: str) -> Any:
-    """``psycopg``; ``StoreUnavailableError`` naming ``shown_url`` when the ``postgres``
-    extra is not installed."""
+    """``psycopg``, else ``StoreUnavailableError`` naming ``shown_url`` (no ``postgres`` extra)."""
     try:
         import psycopg  # an optional dependency: imported on first use
     except ImportError:
@@ -145,11 +144,8 @@ def _install_fork_hook() -> None:
 
 
 class Link:
-    """One database connection, reopened on demand.
-
-    ``on_connect(conn, first)`` runs on each new connection before it is used (``first``
-    the first time); if it raises, the connection is closed.
-    """
+    """One database connection, reopened on demand; ``on_connect(conn, first)`` runs on each
+    new one before use (``first`` the first time), and the connection is closed if it raises."""
 
     def __init__(self, url: str, on_connect: Callable[[psycopg.Connection, bool], None]) -> None:
         self._url = url
@@ -169,9 +165,8 @@ class Link:
         return self._conn is not None and self._pid == os.getpid() and not self._conn.closed
 
     def connection(self) -> psycopg.Connection:
-        """The open connection, opening one (and running ``on_connect``) if needed;
-        ``StoreUnavailableError`` when ``psycopg`` is missing or the server cannot be
-        reached or refuses the login."""
+        """The connection, opened (``on_connect`` run) if needed; ``StoreUnavailableError``
+        when ``psycopg`` is missing or the server is unreachable or refuses the login."""
         if self._conn is not None and self.connected:
             return self._conn
         self._conn, self._pid = None, os.getpid()  # forked: the parent's is not ours
