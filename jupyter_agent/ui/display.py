@@ -1,9 +1,7 @@
-"""Plain text for the front end: pure formatting functions shared by the magics, the
-panel, the live renderers, the ``jupyter agent`` command and the tests.
+"""Plain text for the magics, the panel, the renderers and the ``jupyter agent`` command.
 
-Text is cut by code points (Python ``str`` indices), never inside a character. An error
-is said as the fact, then what to do next (a magic to run, a button to press); no
-message names a Python exception class.
+Text is cut by code points (``str`` indices). An error is said as the fact, then what to
+do next (a magic to run, a button to press), never naming an exception class.
 """
 
 from __future__ import annotations
@@ -52,7 +50,7 @@ if TYPE_CHECKING:
     from jupyter_agent.artefacts.fork import Forked
     from jupyter_agent.artefacts.search import SearchHit
     from jupyter_agent.controller import Resumed, SessionChange, UsageReport
-    from jupyter_agent.store import Compaction, LeaseHolder, SessionListing, TodoItem, Usage
+    from jupyter_agent.store import Compaction, LeaseHolder, SessionListing, TodoItem
 
 
 # --------------------------------------------------------------------------- usage and limits
@@ -139,8 +137,7 @@ _STATUS_MARK = {"pending": "[ ]", "in_progress": "[~]", "done": "[x]", "failed":
 
 
 def format_todos(todos: Sequence[TodoItem]) -> str:
-    """One line per todo, ``"[ ] 1. text — pending"`` (retries when any); ``"no todos"``
-    for none."""
+    """One line per todo, ``"[ ] 1. text — pending"`` (retries when any), or ``"no todos"``."""
     if not todos:
         return "no todos"
     return "\n".join(f"{_STATUS_MARK.get(t.status, '[?]')} {t.id}. {t.text} — {t.status}"
@@ -225,8 +222,7 @@ def transcript_blocks(messages: Sequence[dict[str, Any]], compactions: Sequence[
 
 def format_transcript(messages: Sequence[dict[str, Any]], compactions: Sequence[Compaction] = (),
                       *, cells: frozenset[str] = frozenset()) -> str:
-    """:func:`transcript_blocks` as plain text joined by blank lines; ``"(no messages)"`` for
-    none."""
+    """:func:`transcript_blocks` joined by blank lines, or ``"(no messages)"``."""
     return "\n\n".join(t for t, _ in transcript_blocks(messages, compactions, cells=cells)) \
         or "(no messages)"
 
