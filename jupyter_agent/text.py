@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_agent.store.records import CLOCK_SKEW, Usage
 
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+
 #: Terminal escape sequences (CSI, OSC such as hyperlinks and window titles, DCS, and
 #: the rest), 7-bit and 8-bit, each to its end if it has one.
 _ESCAPES = re.compile(
@@ -106,9 +109,6 @@ def one_line(text: str, limit: int = 80) -> str:
     """``text`` made inert (:func:`terminal_text`) on one line, cut to ``limit`` code points."""
     return shorten(" ".join(terminal_text(text).split()), limit)
 
-
-if TYPE_CHECKING:
-    from markdown_it import MarkdownIt
 
 _PUNCT = set("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 #: What MathJax reads after a backslash (environments, references) outside maths.

@@ -241,12 +241,9 @@ def render_notebook(record: SessionRecord, cells: list[dict[str, Any]]) -> str:
 def render(record: SessionRecord, fmt: ExportFormat, *, secrets: Iterable[str] = (),
            progress: Progress = no_progress,
            figures: ReadFigure | None = None) -> tuple[bytes, int]:
-    """The UTF-8 bytes of ``record`` as ``fmt`` and how many distinct secrets were redacted.
-
-    ``secrets`` are exact values to redact besides key-shaped strings; ``progress`` wraps
-    the walk over the transcript; ``figures`` reads the session's figures (without it each
-    figure is named with a note).
-    """
+    """The UTF-8 bytes of ``record`` as ``fmt`` and how many distinct secrets were redacted;
+    ``secrets``: exact values to redact besides key-shaped strings; without ``figures`` (the
+    session's figure reader) each figure is named with a note."""
     redactor = Redactor(secrets)
     clean = redact_record(record, redactor)
     read = None if figures is None else lambda figure_id: redactor.figure(figures(figure_id))

@@ -182,11 +182,8 @@ class Redactor:
 
 
 def redact_record(record: SessionRecord, redactor: Redactor) -> SessionRecord:
-    """``record`` with the secrets of all its strings replaced (``redactor.found`` grows).
-
-    The identity (ID, timestamps, parent) is kept; every other field, the saved endpoint
-    included, is scanned. ``record`` itself is returned when nothing was found.
-    """
+    """``record`` with the secrets of all its strings replaced (``redactor.found`` grows), or
+    itself if none; its identity (ID, timestamps, parent) is kept, the endpoint scanned."""
     dumped = record.model_dump(mode="json")
     clean = {name: value if name in _IDENTITY else redactor.value(value)
              for name, value in dumped.items()}

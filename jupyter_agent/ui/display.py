@@ -36,6 +36,7 @@ from jupyter_agent.settings import option as settings_option
 from jupyter_agent.store.records import Usage
 from jupyter_agent.text import (
     excerpt,
+    format_bytes,
     format_cost,
     format_tokens,
     one_line,
@@ -364,12 +365,9 @@ _KINDS = {"ipynb": "a notebook", "md": "Markdown", "json": "JSON"}
 
 
 def format_exported(done: Exported) -> str:
-    """Where and how big (``"812 bytes"``, ``"12.3 kB"``, ``"4.1 MB"``), what was redacted."""
-    size = done.size
-    shown = (f"{size} bytes" if size < 1000 else f"{size / 1000:.1f} kB" if size < 1_000_000
-             else f"{size / 1_000_000:.1f} MB")
+    """Where and how big (:func:`~jupyter_agent.text.format_bytes`), what was redacted."""
     text = (f"Exported session {done.session_id} as {_KINDS.get(done.format, done.format)} "
-            f"to {done.path} ({shown}).")
+            f"to {done.path} ({format_bytes(done.size)}).")
     if done.redacted:
         what = "secret" if done.redacted == 1 else "distinct secrets"
         text += f" {done.redacted} {what} (keys, tokens, passwords) became [redacted]."
