@@ -112,9 +112,8 @@ def _figure(ref: dict[str, Any], read: ReadFigure | None) -> list[dict[str, Any]
 
 
 def _outputs(call: Call, read: ReadFigure | None) -> list[dict[str, Any]]:
-    # each section of the result as Jupyter shows it (the value an execute_result), the
-    # printed text cut at the lines naming its figures (``[figure N: ...]``), each figure
-    # where it is named; one whose line is missing last
+    # each section as Jupyter shows it; each figure where its "[figure N: ...]" line is,
+    # one whose line is missing last
     pending = list(call.figures)
     outputs: list[dict[str, Any]] = []
     for kind, body in tool_result_sections(call.result or "", call.outcome == "ok"):

@@ -110,8 +110,7 @@ def fork_record(parent: SessionRecord, *, at: int | None = None,
             "state": replayed,
             "summary": summary or fallback_summary(kept),
         }
-    # Validated from plain data (the messages, replaced, are not dumped): the fork's record,
-    # lists and message dicts are its own.
+    # validated from plain data: the fork's record, lists and message dicts are its own
     plain = parent.model_dump(exclude={"transcript", "messages"})
     record = SessionRecord.model_validate({**plain, **update, **common})
     return Forked(record, parent_turns, sum(1 for start in starts if start < cut), rebuilt)

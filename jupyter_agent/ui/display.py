@@ -207,7 +207,7 @@ def format_step(step: Step, cells: frozenset[str] = frozenset()) -> str:
     else:
         text = "\n".join([call_head(step.name, code), *(
             section_text(kind, body) for kind, body in tool_result_sections(result, ok))])
-    if step.id in cells:  # ``%agent_cell`` handed it out as a cell
+    if step.id in cells:
         text += "\n    ↳ handed out as a cell (%agent_cell)"
     return text
 

@@ -107,7 +107,6 @@ class RowSlot:
             "This is already the active session of this kernel" if active else
             "Make this the active session of this kernel")
         self.archive.description = "Unarchive" if listing.archived else "Archive"
-        # another process holds it: it cannot be archived or deleted from here
         self.archive.disabled = self.delete.disabled = in_use
         self.archive.tooltip = (why if in_use else
                                 "Show it again in the list" if listing.archived else
