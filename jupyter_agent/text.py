@@ -1,19 +1,10 @@
 """Text from outside made inert: for a terminal (:func:`terminal_text`) and as Markdown for
-Jupyter that shows TeX triggers as typed (:func:`inert_markdown`); sizes, counts, costs and
-times as the short text every view shows.
+Jupyter (:func:`inert_markdown`; why and what: docs/design.md "What the notebook shows");
+sizes, counts, costs and times as the short text every view shows.
 
-Text the product did not write (a reply, a summary, a title) is data, and JupyterLab
-renders a running notebook's ``text/markdown`` as trusted. So raw HTML shows as typed,
-an image ``![alt](url)`` becomes a link ``[image: alt](url)``, a link whose scheme is not
-in :data:`SAFE_SCHEMES` shows as text, and code is left as it is. The result is checked
-with ``markdown-it-py`` (HTML on, every link accepted); should it still hold HTML, an
-image or an unsafe link, the whole text is shown literally instead.
-
-JupyterLab lifts ``$...$``, ``\\(...\\)``, ``\\begin{env}`` and the like out of the
-source before parsing and MathJax typesets them. Outside code every ``$`` becomes
-``\\\\$`` and a backslash MathJax would read becomes ``&#92;&#92;``, so the rendered text
-is what CommonMark without maths shows (``\\(`` and ``\\[`` keep their backslash).
-No HTML tags are added: headless output stays plain Markdown.
+Outside code a ``$`` becomes ``\\\\$`` and a backslash MathJax would read ``&#92;&#92;``.
+The result is checked with ``markdown-it-py`` (HTML on, every link accepted); should it
+still hold HTML, an image or an unsafe link, the whole text is shown literally instead.
 """
 
 from __future__ import annotations
@@ -25,6 +16,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from jupyter_agent.store.records import CLOCK_SKEW, Usage
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
 
 #: Terminal escape sequences (CSI, OSC such as hyperlinks and window titles, DCS, and
 #: the rest), 7-bit and 8-bit, each to its end if it has one.
@@ -66,8 +60,7 @@ def format_bytes(size: int) -> str:
 
 
 def plural(n: int | float, word: str) -> str:
-    """``"1 token"``, ``"2 tokens"``, ``"1,205 sessions"``: ``n`` with thousands separators and
-    ``word`` with an ``s`` unless ``n`` is 1."""
+    """``"1 token"``, ``"2 tokens"``, ``"1,205 sessions"``."""
     return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
 
 
@@ -102,7 +95,7 @@ def format_cost(usage: Usage) -> str:
 
 
 def format_tokens(usage: Usage) -> str:
-    """``"1,234 tokens (1,000 in / 234 out)"``: a usage's input plus output tokens."""
+    """``"1,234 tokens (1,000 in / 234 out)"``."""
     total = usage.input_tokens + usage.output_tokens
     return f"{plural(total, 'token')} ({usage.input_tokens:,} in / {usage.output_tokens:,} out)"
 
@@ -113,12 +106,9 @@ def shorten(text: str, limit: int) -> str:
 
 
 def one_line(text: str, limit: int = 80) -> str:
-    """``text`` made inert (:func:`terminal_text`), whitespace runs collapsed, shortened."""
+    """``text`` made inert (:func:`terminal_text`) on one line, cut to ``limit`` code points."""
     return shorten(" ".join(terminal_text(text).split()), limit)
 
-
-if TYPE_CHECKING:
-    from markdown_it import MarkdownIt
 
 _PUNCT = set("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 #: What MathJax reads after a backslash (environments, references) outside maths.
@@ -378,8 +368,7 @@ def fence(text: str, info: str = "") -> str:
 
 
 def code_span(text: str) -> str:
-    """One line of ``text`` as an inline code span no backtick in it can close (shown as
-    typed, never parsed as Markdown or HTML)."""
+    """``text`` on one line as a code span no backtick in it can close (shown as typed)."""
     text = " ".join(text.splitlines())
     ticks = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
     pad = " " if text[:1] in ("`", " ") or text[-1:] in ("`", " ") else ""

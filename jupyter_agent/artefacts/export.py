@@ -1,18 +1,13 @@
-"""Exporting a session to a file: a notebook (``ipynb``), a transcript (``md``) or ``json``.
+"""Exporting a session to a notebook (``ipynb``), a Markdown transcript (``md``) or ``json``
+(docs/design.md "Forks, exports and search").
 
-Every format is rendered from a copy of the record with its secrets redacted (SVG figures
-as they are read); text from the session is made inert; ``json`` is the one-file record.
-The notebook replays the analysis without running it: each ``run_python`` call that ran is
-a code cell with the outputs it got then (figures as ``display_data`` among the printed
-lines; ``stderr`` and tagged ``raises-exception`` when it failed); its metadata never
-holds an endpoint or a key. The Markdown transcript is the same cells in one file: code
-fenced, each output after it, figures embedded as ``data:`` URLs.
+Every format is rendered from a copy of the record with its secrets redacted; text from the
+session is made inert; the notebook's metadata never holds an endpoint or a key. The
+Markdown transcript is the notebook's cells in one file, figures as ``data:`` URLs.
 
-The file appears whole or not at all: the content goes to a temporary file in the target's
-folder, is flushed and ``fsync``-ed, then linked to the target name (``os.link`` never
-replaces a file, also when two exports race) or, with ``force``, renamed over it. It gets
-the permissions of new files (the umask's): an export is made to be shared. The session is
-read without its lease.
+The file is written to a temporary file, ``fsync``-ed, then linked to the target name
+(``os.link`` never replaces a file, also when two exports race) or, with ``force``, renamed
+over it. It gets the umask's permissions: an export is made to be shared.
 """
 
 from __future__ import annotations
@@ -117,9 +112,8 @@ def _figure(ref: dict[str, Any], read: ReadFigure | None) -> list[dict[str, Any]
 
 
 def _outputs(call: Call, read: ReadFigure | None) -> list[dict[str, Any]]:
-    # each section of the result as Jupyter shows it (the value an execute_result), the
-    # printed text cut at the lines naming its figures (``[figure N: ...]``), each figure
-    # where it is named; one whose line is missing last
+    # each section as Jupyter shows it; each figure where its "[figure N: ...]" line is,
+    # one whose line is missing last
     pending = list(call.figures)
     outputs: list[dict[str, Any]] = []
     for kind, body in tool_result_sections(call.result or "", call.outcome == "ok"):
@@ -159,8 +153,8 @@ def _cell(source: str, **fields: Any) -> dict[str, Any]:
 
 def _cells(record: SessionRecord, progress: Progress,
            read: ReadFigure | None) -> list[dict[str, Any]]:
-    """The notebook cells of both exports: the head (title, facts, summary), then each step
-    of the transcript; tool calls other than code are listed in one cell after their run."""
+    # the head (title, facts, summary), then each step; calls other than code are listed
+    # in one cell after their run
     head = [f"# {record.title.strip() or f'Session {record.id}'}", f"*{facts_line(record)}*"]
     if record.summary.strip():
         head += ["**Summary**", record.summary.strip().replace("\n", "  \n")]
@@ -202,8 +196,6 @@ def _cells(record: SessionRecord, progress: Progress,
 
 
 def _markdown(cells: list[dict[str, Any]]) -> str:
-    """The cells as one Markdown file: code fenced, each output after it (figures embedded
-    as ``data:`` URLs)."""
     parts = []
     for cell in cells:
         if cell["cell_type"] == "markdown":
@@ -248,12 +240,9 @@ def render_notebook(record: SessionRecord, cells: list[dict[str, Any]]) -> str:
 def render(record: SessionRecord, fmt: ExportFormat, *, secrets: Iterable[str] = (),
            progress: Progress = no_progress,
            figures: ReadFigure | None = None) -> tuple[bytes, int]:
-    """The UTF-8 bytes of ``record`` as ``fmt`` and how many distinct secrets were redacted.
-
-    ``secrets`` are exact values to redact besides key-shaped strings; ``progress`` wraps
-    the walk over the transcript; ``figures`` reads the session's figures (without it each
-    figure is named with a note).
-    """
+    """The UTF-8 bytes of ``record`` as ``fmt`` and how many distinct secrets were redacted;
+    ``secrets``: exact values to redact besides key-shaped strings; without ``figures`` (the
+    session's figure reader) each figure is named with a note."""
     redactor = Redactor(secrets)
     clean = redact_record(record, redactor)
     read = None if figures is None else lambda figure_id: redactor.figure(figures(figure_id))
@@ -269,11 +258,10 @@ def export_record(record: SessionRecord, fmt: str | None = None,
                   cwd: str | os.PathLike[str] | None = None, secrets: Iterable[str] = (),
                   progress: Progress = no_progress,
                   figures: ReadFigure | None = None) -> Exported:
-    """Export a session record to a file, whole or not at all (see the module docstring).
+    """Export a session record to a file, whole or not at all.
 
     ``output`` is the file, or a folder for ``session-<ID>.<format>`` (default: that name
-    in ``cwd``, the working directory by default); ``fmt`` defaults to its suffix, else
-    ``ipynb``. The other parameters are :func:`render`'s.
+    in ``cwd``); ``fmt`` defaults to its suffix, else ``ipynb``. The rest as :func:`render`.
 
     Raises
     ------

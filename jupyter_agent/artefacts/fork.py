@@ -1,14 +1,6 @@
-"""Forking a session: a new session that starts as a copy of another, whole or cut.
-
-The parent is read without its lease and never written; the fork is created with the
-figures its messages refer to. Whole, it holds everything the parent has except a tool
-batch still running. Cut after user turn N, it holds the transcript to the end of turn N;
-the working context the parent had then (or, when the parent was compacted after the cut,
-the transcript to the cut, which the agent compacts again if too large); the compactions
-up to the cut; the scratchpad, todos, tool-call count and summary after turn N, rebuilt by
-replaying the state tools' calls; and the parent's usage as it is now (usage is not
-recorded per turn, and a spend limit should count it). Either way: a new ID and
-timestamps, not archived, ``parent`` = the parent's ID and N.
+"""Forking a session: a new session that starts as a copy of another, whole or cut after a
+user turn (what it holds: docs/design.md "Forks, exports and search"). The parent is read
+without its lease and never written.
 """
 
 from __future__ import annotations
@@ -50,11 +42,10 @@ def fork_label(origin: ForkOrigin | None) -> str:
 
 
 def replay_state(parent: SessionRecord, cut: int) -> tuple[SessionState, str]:
-    """The checkpoint and summary after the parent's first ``cut`` transcript messages,
-    rebuilt by running the state tools' calls again on an empty state (they are
-    deterministic); nothing else runs; the parent's usage, model and endpoint are copied. A
-    call counts as run unless its result says it never ran; an interrupted call is counted,
-    not replayed."""
+    """The checkpoint and summary after the parent's first ``cut`` transcript messages, by
+    running the state tools' calls again on an empty state (nothing else runs); usage,
+    model and endpoint are the parent's. A call counts unless its result says it never ran;
+    an interrupted one is counted, not replayed."""
     # the agent package imports openai (~0.5 s); listings only need fork_label
     from jupyter_agent.agent.tools import BuiltinTools, tool_from_function
     from jupyter_agent.agent.working_context import NOT_RUN_PREFIXES, tool_calls_run
@@ -81,9 +72,7 @@ def replay_state(parent: SessionRecord, cut: int) -> tuple[SessionState, str]:
 
 def fork_record(parent: SessionRecord, *, at: int | None = None,
                 title: str | None = None) -> Forked:
-    """The record of a fork of ``parent`` (``parent`` is not modified).
-
-    ``at`` keeps user turns 1 to ``at`` (default: all).
+    """The record of a fork of ``parent`` keeping user turns 1 to ``at`` (default: all).
 
     Raises
     ------
@@ -121,8 +110,7 @@ def fork_record(parent: SessionRecord, *, at: int | None = None,
             "state": replayed,
             "summary": summary or fallback_summary(kept),
         }
-    # Validated from plain data (the messages, replaced, are not dumped): the fork's record,
-    # lists and message dicts are its own.
+    # validated from plain data: the fork's record, lists and message dicts are its own
     plain = parent.model_dump(exclude={"transcript", "messages"})
     record = SessionRecord.model_validate({**plain, **update, **common})
     return Forked(record, parent_turns, sum(1 for start in starts if start < cut), rebuilt)

@@ -58,9 +58,8 @@ _PLUGINS: list[type[BasePlugin]] = [_PrivateKeyBlockDetector, _ModelKeyDetector,
     if plugin.__name__ not in ("Base64HighEntropyString", "HexHighEntropyString",
                                "IPPublicDetector"))]
 _ENTROPY_LIMIT = 4.5
-# Words without which a plugin's patterns cannot match (they are part of each pattern, in
-# any case): text without them is not run through it. The keyword-led detectors are the
-# slow ones, and most text of an analysis holds none of their words.
+# Words (any case) each of a plugin's patterns holds: text without them skips the plugin,
+# as most text of an analysis does the slow keyword-led detectors.
 _KEYWORDS = ("key", "pw", "pass", "token", "secret", "contrase")
 _NEEDS: dict[str, tuple[str, ...]] = {
     "KeywordDetector": _KEYWORDS, "CloudantDetector": _KEYWORDS,
@@ -182,11 +181,8 @@ class Redactor:
 
 
 def redact_record(record: SessionRecord, redactor: Redactor) -> SessionRecord:
-    """``record`` with the secrets of all its strings replaced (``redactor.found`` grows).
-
-    The identity (ID, timestamps, parent) is kept; every other field, the saved endpoint
-    included, is scanned. ``record`` itself is returned when nothing was found.
-    """
+    """``record`` with the secrets of all its strings replaced (``redactor.found`` grows), or
+    itself if none; its identity (ID, timestamps, parent) is kept, the endpoint scanned."""
     dumped = record.model_dump(mode="json")
     clean = {name: value if name in _IDENTITY else redactor.value(value)
              for name, value in dumped.items()}

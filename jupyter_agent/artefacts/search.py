@@ -1,10 +1,6 @@
-"""Finding sessions by what was discussed.
-
-The default search reads only the listing index (ID, title, summary, first prompt), so it
-stays fast with thousands of sessions; the deep search also reads every transcript
-without a lease: message texts, tool call names and arguments, tool results (not system
-messages, which hold the notes). The query's words must appear in order, case-insensitive,
-any whitespace matching any other; an empty query matches every session, with no excerpt.
+"""Finding sessions by what was discussed (docs/design.md "Forks, exports and search"): the
+listing index, or with a deep search every transcript too, read without a lease. An empty
+query matches every session, with no excerpt.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""A transcript read as user turns and as the steps of an analysis, for forks and exports.
-
-A *user turn* runs from a ``user`` message of the transcript to the next one; cutting just
-before a user message never separates a tool call from its result. :func:`steps` yields
-each request, reply text, tool call with its result, and a compaction marker where one
-happened; system messages (they carry the notes) are left out. Also the shared pieces of
-the exports: figures read for display, and tool calls in one line.
+"""A transcript read as user turns and as the steps of an analysis (request, reply, tool
+call with its result, compaction marker; no system messages), for history, forks and
+exports; figures read for display, tool calls in one line.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""Plain text for the front end: pure formatting functions shared by the magics, the
-panel, the live renderers, the ``jupyter agent`` command and the tests.
+"""Plain text for the magics, the panel, the renderers and the ``jupyter agent`` command.
 
-Text is cut by code points (Python ``str`` indices), never inside a character. An error
-is said as the fact, then what to do next (a magic to run, a button to press); no
-message names a Python exception class.
+Text is cut by code points (``str`` indices). An error is said as the fact, then what to
+do next (a magic to run, a button to press), never naming an exception class.
 """
 
 from __future__ import annotations
@@ -38,6 +36,7 @@ from jupyter_agent.settings import option as settings_option
 from jupyter_agent.store.records import Usage
 from jupyter_agent.text import (
     excerpt,
+    format_bytes,
     format_cost,
     format_tokens,
     one_line,
@@ -52,7 +51,7 @@ if TYPE_CHECKING:
     from jupyter_agent.artefacts.fork import Forked
     from jupyter_agent.artefacts.search import SearchHit
     from jupyter_agent.controller import Resumed, SessionChange, UsageReport
-    from jupyter_agent.store import Compaction, LeaseHolder, SessionListing, TodoItem, Usage
+    from jupyter_agent.store import Compaction, LeaseHolder, SessionListing, TodoItem
 
 
 # --------------------------------------------------------------------------- usage and limits
@@ -139,8 +138,7 @@ _STATUS_MARK = {"pending": "[ ]", "in_progress": "[~]", "done": "[x]", "failed":
 
 
 def format_todos(todos: Sequence[TodoItem]) -> str:
-    """One line per todo, ``"[ ] 1. text — pending"`` (retries when any); ``"no todos"``
-    for none."""
+    """One line per todo, ``"[ ] 1. text — pending"`` (retries when any), or ``"no todos"``."""
     if not todos:
         return "no todos"
     return "\n".join(f"{_STATUS_MARK.get(t.status, '[?]')} {t.id}. {t.text} — {t.status}"
@@ -209,7 +207,7 @@ def format_step(step: Step, cells: frozenset[str] = frozenset()) -> str:
     else:
         text = "\n".join([call_head(step.name, code), *(
             section_text(kind, body) for kind, body in tool_result_sections(result, ok))])
-    if step.id in cells:  # ``%agent_cell`` handed it out as a cell
+    if step.id in cells:
         text += "\n    ↳ handed out as a cell (%agent_cell)"
     return text
 
@@ -225,8 +223,7 @@ def transcript_blocks(messages: Sequence[dict[str, Any]], compactions: Sequence[
 
 def format_transcript(messages: Sequence[dict[str, Any]], compactions: Sequence[Compaction] = (),
                       *, cells: frozenset[str] = frozenset()) -> str:
-    """:func:`transcript_blocks` as plain text joined by blank lines; ``"(no messages)"`` for
-    none."""
+    """:func:`transcript_blocks` joined by blank lines, or ``"(no messages)"``."""
     return "\n\n".join(t for t, _ in transcript_blocks(messages, compactions, cells=cells)) \
         or "(no messages)"
 
@@ -368,12 +365,9 @@ _KINDS = {"ipynb": "a notebook", "md": "Markdown", "json": "JSON"}
 
 
 def format_exported(done: Exported) -> str:
-    """Where and how big (``"812 bytes"``, ``"12.3 kB"``, ``"4.1 MB"``), what was redacted."""
-    size = done.size
-    shown = (f"{size} bytes" if size < 1000 else f"{size / 1000:.1f} kB" if size < 1_000_000
-             else f"{size / 1_000_000:.1f} MB")
+    """Where and how big (:func:`~jupyter_agent.text.format_bytes`), what was redacted."""
     text = (f"Exported session {done.session_id} as {_KINDS.get(done.format, done.format)} "
-            f"to {done.path} ({shown}).")
+            f"to {done.path} ({format_bytes(done.size)}).")
     if done.redacted:
         what = "secret" if done.redacted == 1 else "distinct secrets"
         text += f" {done.redacted} {what} (keys, tokens, passwords) became [redacted]."

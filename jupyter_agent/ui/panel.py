@@ -1,9 +1,7 @@
 """The sessions panel: an ipywidgets list of the sessions of one memory directory.
 
-A toolbar (filter, show-archived toggle, Refresh), an error area, a message area, one row
-per session of the current page, then the pager. The store is read once per
-:meth:`SessionsPanel.refresh`; rows are fixed slots of widgets whose values change, so
-redrawing opens no new comms. Outside Jupyter the panel's ``text/plain`` is the table.
+The store is read once per :meth:`SessionsPanel.refresh`; rows are fixed slots of widgets
+whose values change, so redrawing opens no new comms. Its ``text/plain`` is the table.
 """
 
 from __future__ import annotations
@@ -109,7 +107,6 @@ class RowSlot:
             "This is already the active session of this kernel" if active else
             "Make this the active session of this kernel")
         self.archive.description = "Unarchive" if listing.archived else "Archive"
-        # another process holds it: it cannot be archived or deleted from here
         self.archive.disabled = self.delete.disabled = in_use
         self.archive.tooltip = (why if in_use else
                                 "Show it again in the list" if listing.archived else
@@ -278,8 +275,7 @@ class SessionsPanel(widgets.VBox):
         self._place()
 
     def _place(self) -> None:
-        """The rows, with the delete confirmation and the detail view right under the row
-        they concern (not under the whole list, off screen for a top row)."""
+        # the delete confirmation and the detail view go right under their row
         children: list[widgets.Widget] = []
         for row in self.rows:
             children.append(row.box)
@@ -293,12 +289,10 @@ class SessionsPanel(widgets.VBox):
         return next((r.text.name for r in self.rows if r.session_id == session_id), UNTITLED)
 
     def _label(self, session_id: str) -> str:
-        """``‘Title’ (ID)`` for messages, or ``session ID`` when it has no name."""
         name = self._name(session_id)
         return f"session {session_id}" if name == UNTITLED else f"‘{name}’ ({session_id})"
 
-    def _say(self, said: Any, default: str = "") -> None:
-        """Show what an action returned if it is a string, else ``default``."""
+    def _say(self, said: Any, default: str = "") -> None:  # what an action returned, if text
         self._message.value = lines_html(html.escape(said if isinstance(said, str) else default))
 
     # ---- handlers

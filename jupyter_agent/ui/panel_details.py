@@ -82,11 +82,9 @@ def detail_html(record: SessionRecord, now: datetime | None = None) -> str:
 
 
 def figure_widgets(record: SessionRecord, store: Store) -> list[widgets.Widget]:
-    """Small images of the last figures over a caption each (or why one cannot be read).
-
-    An ``Image`` never gets a ``tooltip``: ipywidgets 8.1's front end then reads the
-    ``description`` an ``Image`` lacks, and the view fails to render.
-    """
+    """Small images of the last figures over a caption each (or why one cannot be read). No
+    ``Image`` gets a ``tooltip``: ipywidgets 8.1 then reads the ``description`` it lacks and
+    the view fails to render."""
     shown: list[widgets.Widget] = []
     for ref in list(figure_refs(record.transcript))[-DETAIL_FIGURES:]:
         label = figure_label(ref)

@@ -1,13 +1,9 @@
-"""How a turn and a saved session are shown: a turn's events
-(:mod:`jupyter_agent.agent.events`) rendered as they happen, as text on a terminal
-(:class:`PlainTurnRenderer`) or Markdown in Jupyter (:class:`MarkdownTurnRenderer`); the
-``%agent_resume`` recap; the figures of ``%agent_history`` between its text.
+"""How a turn and a saved session are shown: a turn's events as they happen, as text on a
+terminal or Markdown in Jupyter; the ``%agent_resume`` recap; the figures of
+``%agent_history`` between its text (docs/design.md "What the notebook shows").
 
-Replies and stored summaries go through :func:`~jupyter_agent.text.inert_markdown` (no
-maths), our own lines and other stored text through :func:`~jupyter_agent.text.literal`;
-the only HTML is the approval question, escaped. A stored figure is read through the
-store (never following a link) and shown as a display of its own, with a ``text/plain``
-line naming it; one that cannot be read is named, with why.
+The only HTML is the approval question, escaped. A stored figure is read through the store
+(never following a link); one that cannot be read is named, with why.
 """
 
 from __future__ import annotations
@@ -81,12 +77,8 @@ _SHOWN = ("text_delta", "tool_call_start", "tool_call_end", "notice")
 
 
 class WaitingStatus:
-    """The status line of a long wait, ticking on a timer thread.
-
-    ``show`` is called without arguments, from the timer thread and under the owner's
-    ``lock``, when :attr:`text` (the line, or ``None``) changed. No line is shown while
-    the turn waits for an approval answer (:attr:`paused`, until the next event).
-    """
+    """The status line of a long wait: ``show()`` is called from a timer thread, under
+    ``lock``, when :attr:`text` changed; none while an approval answer is awaited."""
 
     def __init__(self, show: Callable[[], object], lock: threading.RLock,
                  wait_after: float) -> None:
@@ -133,16 +125,11 @@ class WaitingStatus:
 
 class PlainTurnRenderer:
     """Render a turn's events as text written to ``stream`` (default ``sys.stdout`` at
-    call time), escape sequences made inert.
+    call time), escape sequences made inert; the Markdown of it is kept for the subclass.
 
-    A call that asks for approval shows only its name, a ``run_python`` call its code and
-    then each section of its result, any other call one line that its result ends. A
-    notice raised while a call runs is held, then shown after the result unless the
-    result already says it (a refusal); any other notice is written at the next event.
-    The status line is shown only on a terminal, written to the stream fixed at creation
-    (never through a ``sys.stdout`` the agent's code redirected). What the code displays
-    is left to the tool result, which names it. The Markdown of what it writes is kept
-    (:class:`MarkdownTurnRenderer` shows it).
+    A notice raised while a call runs is shown after the result unless the result already
+    says it (a refusal). The status line is shown only on a terminal, on the stream fixed
+    at creation (never a ``sys.stdout`` the agent's code redirected).
     """
 
     def __init__(self, stream: TextIO | None = None, *, wait_after: float = WAIT_AFTER) -> None:
@@ -277,12 +264,8 @@ class PlainTurnRenderer:
 
     def finish(self, *, interrupted: bool = False, drop_notice: str | None = None,
                footer: str | None = None) -> None:
-        """End on a fresh line, then ``footer``.
-
-        ``interrupted``: Ctrl-C stopped the turn (a running call is marked so);
-        ``drop_notice``: a notice not to show (the caller says it its own way, e.g. the
-        limit that ended the turn).
-        """
+        """End on a fresh line, then ``footer``; ``interrupted``: a running call is marked so;
+        ``drop_notice``: a notice the caller says its own way (the limit that ended the turn)."""
         with self._lock:
             if self._waiting is not None:
                 self._waiting.stop()
@@ -319,8 +302,7 @@ class MarkdownTurnRenderer(PlainTurnRenderer):
     wait_after : float, optional
         Seconds without an event before the status line appears (live only).
 
-    What the agent's code displays arrives as a ``display`` event and is shown as its own
-    output, in its place: the turn's Markdown so far ends there and goes on below it.
+    What the agent's code displays is its own output: the turn's Markdown goes on below it.
     """
 
     def __init__(self, *, live: bool = True, min_interval: float = 0.1,
@@ -336,8 +318,6 @@ class MarkdownTurnRenderer(PlainTurnRenderer):
         self._waiting = WaitingStatus(self._show_locked, self._lock, wait_after) if live else None
 
     def _display_object(self, *, status: bool = True) -> MarkdownText:
-        """The current output: its Markdown, with the status line of a long wait unless
-        ``status`` is False, and its ``text/plain``."""
         blocks = []
         for kind, payload in self._items:
             if kind == "reply":
@@ -396,8 +376,7 @@ class MarkdownTurnRenderer(PlainTurnRenderer):
 
     def finish(self, *, interrupted: bool = False, drop_notice: str | None = None,
                footer: str | None = None) -> None:
-        """End the turn: show its whole Markdown once (headless) or for the last time,
-        ``footer`` last; see :meth:`PlainTurnRenderer.finish`."""
+        """End the turn: its whole Markdown shown once (headless) or for the last time."""
         with self._lock:
             super().finish(interrupted=interrupted, drop_notice=drop_notice, footer=footer)
             if not self._live:  # headless: every output of the turn, once, in order
@@ -428,16 +407,14 @@ def show_question(intro: str, text: str) -> None:
 
 
 def last_figure(messages: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
-    """The reference (a dict with ``id``, ``media_type``...) of the last figure the messages name,
-    or None."""
+    """The reference (``id``, ``media_type``...) of the last figure the messages name."""
     return next(reversed(list(figure_refs(messages))), None)
 
 
 def recap_text(record: SessionRecord, *, unarchived: bool = False,
                endpoint_note: str = "") -> MarkdownText:
-    """What ``%agent_resume`` shows: title, usage, the ``endpoint_note``, whether it was
-    unarchived, summary, open todos, the last exchange and figure; as Markdown, the title
-    a heading, and as plain text."""
+    """What ``%agent_resume`` shows: title, usage, ``endpoint_note``, summary, open todos, the
+    last exchange and figure."""
     state = record.state
     shown = sum(m.get("role") != "system" for m in record.transcript)
     usage = (f"updated {relative_time(record.updated_at)} · "
@@ -492,8 +469,8 @@ def show_figure(ref: dict[str, Any], read: ReadFigure | None, *,
 
 def show_blocks(blocks: Sequence[tuple[str, Sequence[dict[str, Any]]]],
                 read: ReadFigure | None) -> None:
-    """Print the texts of ``(text, figure references)`` blocks made inert, each figure
-    displayed after its text (without ``read``, only the lines in the text name them)."""
+    """Print ``(text, figure references)`` blocks made inert, each figure after its text
+    (without ``read``, only the lines in the text name them)."""
     for i, (text, refs) in enumerate(blocks):
         refs = refs if read else ()
         print(terminal_text(text) + ("" if refs or i == len(blocks) - 1 else "\n"))
