@@ -485,4 +485,6 @@ class FileStore(SessionEngine):
                 if strict:  # one session described: say what is wrong with its lock file
                     raise
         status = "active" if self.leases.holds(sid) else "idle" if holder is None else "in use"
+        if status == "idle":  # as the index gives it
+            return entry
         return entry.model_copy(update={"status": status, "holder": holder})

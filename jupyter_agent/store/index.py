@@ -106,7 +106,8 @@ def _journal_ends_with(sessions: SafeDir, session_id: str, at: list[Any] | None,
 def _listing(session_id: str, entry: dict[str, Any]) -> SessionListing:
     """An index entry as listing gives it (status "idle", no holder); ``ValueError`` when
     it does not validate or has no store clock."""
-    listed = SessionListing.model_validate({**entry, "id": session_id, "status": "idle"})
+    listed = SessionListing.model_validate({**entry, "id": session_id, "status": "idle",
+                                            "holder": None})
     if listed.clock is None:
         raise ValueError("the index entry has no store clock")
     return listed
@@ -327,7 +328,9 @@ class ListingIndex:
                 and _at_ok(old.get("at")):
             with contextlib.suppress(JupyterAgentError, OSError, ValueError):
                 if _journal_ends_with(sessions, sid, old["at"], sig[1][2] if sig[1] else 0):
-                    return {**old, "listed": _listing(sid, old)}, None
+                    if type(old.get("listed")) is not SessionListing:  # once per index read
+                        old["listed"] = _listing(sid, old)
+                    return old, None
         try:
             entry = self._rebuild(sessions, sid, sig, old)
             entry["listed"] = _listing(sid, entry)
