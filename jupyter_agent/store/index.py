@@ -105,11 +105,11 @@ def _journal_ends_with(sessions: SafeDir, session_id: str, at: list[Any] | None,
 
 def _listing(session_id: str, entry: dict[str, Any]) -> SessionListing:
     """An index entry as listing gives it (status "idle", no holder); ``ValueError`` when
-    it does not validate or has no store clock."""
+    it does not validate, has no store clock or no valid ``at``."""
     listed = SessionListing.model_validate({**entry, "id": session_id, "status": "idle",
                                             "holder": None})
-    if listed.clock is None:
-        raise ValueError("the index entry has no store clock")
+    if listed.clock is None or "at" not in entry or not _at_ok(entry["at"]):
+        raise ValueError("the index entry has no store clock or no valid 'at'")
     return listed
 
 
@@ -324,12 +324,11 @@ class ListingIndex:
         and the journal's last checksum read back), else rebuilt; with the index line to
         append (``None`` when ``old`` was good). The entry carries ``"listed"``, the
         fields as :meth:`entries` gives them."""
-        if old is not None and old.get("sig") == sig and not old.get("bad") \
-                and _at_ok(old.get("at")):
+        if old is not None and old.get("sig") == sig and not old.get("bad"):
             with contextlib.suppress(JupyterAgentError, OSError, ValueError):
+                if type(old.get("listed")) is not SessionListing:  # once per index read
+                    old["listed"] = _listing(sid, old)
                 if _journal_ends_with(sessions, sid, old["at"], sig[1][2] if sig[1] else 0):
-                    if type(old.get("listed")) is not SessionListing:  # once per index read
-                        old["listed"] = _listing(sid, old)
                     return old, None
         try:
             entry = self._rebuild(sessions, sid, sig, old)
