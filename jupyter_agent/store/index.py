@@ -25,11 +25,7 @@ from jupyter_agent.errors import (
 )
 from jupyter_agent.store.files import NO_FOLLOW, SafeDir, lock_shared_or_exclusive, signature_of
 from jupyter_agent.store.messages import JOURNAL_CAP, encode_json
-from jupyter_agent.store.records import (
-    SESSION_ID_PATTERN,
-    SessionListing,
-    check_not_future,
-)
+from jupyter_agent.store.records import SESSION_ID_PATTERN, SessionListing, check_not_future
 from jupyter_agent.store.snapshot import listing_fields
 
 INDEX_NAME = "index.jsonl"
@@ -197,7 +193,7 @@ class ListingIndex:
     # ------------------------------------------------------------------ reading
     def read(self, root: SafeDir) -> tuple[dict[str, dict[str, Any]], int]:
         """The merged entries by session ID, and how many lines the index has (the dicts
-        are shared with the next call: callers must not change them)."""
+        are kept, with each entry's listing once validated, until the index changes)."""
         st = root.lstat(INDEX_NAME)
         if st is None or not stat.S_ISREG(st.st_mode):
             return {}, 0
@@ -282,8 +278,7 @@ class ListingIndex:
         fields = listing_fields(got[0], sessions.child(head_name),
                                 None if journal is None else journal[0], journal_path,
                                 session_id)
-        at = fields["at"]
-        claimed = None if old is None else old.get("at")
+        at, claimed = fields["at"], None if old is None else old.get("at")
         problem = at and acknowledged_problem(claimed, at[0], at[1], b"")
         if problem:
             raise CorruptSessionError(journal_path, problem)
@@ -355,8 +350,7 @@ class ListingIndex:
         problem = _problem(entry, _horizon(root))
         if problem:
             raise CorruptSessionError(head, problem)
-        listed: SessionListing = entry["listed"]
-        return listed
+        return entry["listed"]
 
     def _rewrite(self, root: SafeDir, live: dict[str, dict[str, Any]]) -> None:
         """Replace the index by one line per session (atomically, under the exclusive
