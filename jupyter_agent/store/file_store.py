@@ -474,4 +474,6 @@ class FileStore(SessionEngine):
                 if strict:  # one session described: say what is wrong with its lock file
                     raise
         status = "active" if self.leases.holds(sid) else "idle" if holder is None else "in use"
+        if status == "idle":  # the index's entry itself (immutable, kept by the index)
+            return entry
         return entry.model_copy(update={"status": status, "holder": holder})

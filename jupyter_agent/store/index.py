@@ -25,11 +25,7 @@ from jupyter_agent.errors import (
 )
 from jupyter_agent.store.files import NO_FOLLOW, SafeDir, lock_shared_or_exclusive, signature_of
 from jupyter_agent.store.messages import JOURNAL_CAP, encode_json
-from jupyter_agent.store.records import (
-    SESSION_ID_PATTERN,
-    SessionListing,
-    check_not_future,
-)
+from jupyter_agent.store.records import SESSION_ID_PATTERN, SessionListing, check_not_future
 from jupyter_agent.store.snapshot import listing_fields
 
 INDEX_NAME = "index.jsonl"
@@ -105,10 +101,11 @@ def _journal_ends_with(sessions: SafeDir, session_id: str, at: list[Any] | None,
 
 def _listing(session_id: str, entry: dict[str, Any]) -> SessionListing:
     """An index entry as listing gives it (status "idle", no holder); ``ValueError`` when
-    it does not validate or has no store clock."""
-    listed = SessionListing.model_validate({**entry, "id": session_id, "status": "idle"})
-    if listed.clock is None:
-        raise ValueError("the index entry has no store clock")
+    it does not validate, has no store clock or no valid ``at``."""
+    listed = SessionListing.model_validate({**entry, "id": session_id, "status": "idle",
+                                            "holder": None})
+    if listed.clock is None or "at" not in entry or not _at_ok(entry["at"]):
+        raise ValueError("the index entry has no store clock or no valid 'at'")
     return listed
 
 
@@ -196,7 +193,7 @@ class ListingIndex:
     # ------------------------------------------------------------------ reading
     def read(self, root: SafeDir) -> tuple[dict[str, dict[str, Any]], int]:
         """The merged entries by session ID, and how many lines the index has (the dicts
-        are shared with the next call: callers must not change them)."""
+        are kept, with each entry's listing once validated, until the index changes)."""
         st = root.lstat(INDEX_NAME)
         if st is None or not stat.S_ISREG(st.st_mode):
             return {}, 0
@@ -281,8 +278,7 @@ class ListingIndex:
         fields = listing_fields(got[0], sessions.child(head_name),
                                 None if journal is None else journal[0], journal_path,
                                 session_id)
-        at = fields["at"]
-        claimed = None if old is None else old.get("at")
+        at, claimed = fields["at"], None if old is None else old.get("at")
         problem = at and acknowledged_problem(claimed, at[0], at[1], b"")
         if problem:
             raise CorruptSessionError(journal_path, problem)
@@ -323,11 +319,12 @@ class ListingIndex:
         and the journal's last checksum read back), else rebuilt; with the index line to
         append (``None`` when ``old`` was good). The entry carries ``"listed"``, the
         fields as :meth:`entries` gives them."""
-        if old is not None and old.get("sig") == sig and not old.get("bad") \
-                and _at_ok(old.get("at")):
+        if old is not None and old.get("sig") == sig and not old.get("bad"):
             with contextlib.suppress(JupyterAgentError, OSError, ValueError):
+                if type(old.get("listed")) is not SessionListing:  # once per index read
+                    old["listed"] = _listing(sid, old)
                 if _journal_ends_with(sessions, sid, old["at"], sig[1][2] if sig[1] else 0):
-                    return {**old, "listed": _listing(sid, old)}, None
+                    return old, None
         try:
             entry = self._rebuild(sessions, sid, sig, old)
             entry["listed"] = _listing(sid, entry)
@@ -353,8 +350,7 @@ class ListingIndex:
         problem = _problem(entry, _horizon(root))
         if problem:
             raise CorruptSessionError(head, problem)
-        listed: SessionListing = entry["listed"]
-        return listed
+        return entry["listed"]
 
     def _rewrite(self, root: SafeDir, live: dict[str, dict[str, Any]]) -> None:
         """Replace the index by one line per session (atomically, under the exclusive

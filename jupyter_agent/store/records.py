@@ -280,7 +280,7 @@ class LeaseHolder(_Model):
         return name + (f" ({', '.join(details)})" if details else "")
 
 
-class SessionListing(_Model):
+class SessionListing(_Model, frozen=True):
     """One entry of :meth:`Store.list_sessions` (and :meth:`Store.describe_session`).
 
     ``status``: ``"active"`` when this store holds the lease, ``"in use"`` when another

@@ -173,6 +173,28 @@ def test_an_unparseable_time_in_the_index_does_not_hide_a_session(tmp_path: Path
     assert [s.title for s in FileStore(tmp_path).list_sessions()] == ["shown"]
 
 
+@pytest.mark.parametrize("forge", ["no at", "a holder"])
+def test_an_index_entry_lists_what_the_files_say(tmp_path: Path, forge: str) -> None:
+    """A whole entry but for ``at`` is rebuilt; a holder, which the index never records,
+    is not listed."""
+    store = FileStore(tmp_path)
+    sid = _saved(store, "shown")
+    fields: dict = {}
+    for line in _index_lines(tmp_path):
+        fields.update(line.get("set", {}))
+    if forge == "no at":
+        del fields["at"]
+    else:
+        fields["holder"] = {"pid": 1, "label": "forged"}
+    forged = {"id": sid, "sig": _index_lines(tmp_path)[-1]["sig"], "set": fields}
+    (tmp_path / "index.jsonl").write_text(json.dumps(forged) + "\n")
+    reader = FileStore(tmp_path)
+    for _ in range(2):  # the entry as read, then as kept in memory
+        listed = reader.list_sessions()
+        assert [(s.title, s.status, s.holder) for s in listed] == [("shown", "idle", None)]
+    assert "at" in _index_lines(tmp_path)[-1]["set"]
+
+
 @pytest.mark.parametrize("bad", ["oversized", "unreadable"])
 def test_an_oversized_or_unreadable_index_is_rebuilt_once_small(tmp_path: Path,
                                                                 bad: str) -> None:
