@@ -99,11 +99,16 @@ def _journal_ends_with(sessions: SafeDir, session_id: str, at: list[Any] | None,
         os.close(fd)
 
 
+#: Listing fields the index never records (a lease holder; a team store's owner and roles).
+_NOT_INDEXED = {"holder": None, "owner_user": "", "owner_host": "", "owner_role": "",
+                "shared_with": ()}
+
+
 def _listing(session_id: str, entry: dict[str, Any]) -> SessionListing:
-    """An index entry as listing gives it (status "idle", no holder); ``ValueError`` when
-    it does not validate, has no store clock or no valid ``at``."""
+    """An index entry as listing gives it (status "idle"); ``ValueError`` when it does not
+    validate, has no store clock or no valid ``at``."""
     listed = SessionListing.model_validate({**entry, "id": session_id, "status": "idle",
-                                            "holder": None})
+                                            **_NOT_INDEXED})
     if listed.clock is None or "at" not in entry or not _at_ok(entry["at"]):
         raise ValueError("the index entry has no store clock or no valid 'at'")
     return listed

@@ -173,10 +173,10 @@ def test_an_unparseable_time_in_the_index_does_not_hide_a_session(tmp_path: Path
     assert [s.title for s in FileStore(tmp_path).list_sessions()] == ["shown"]
 
 
-@pytest.mark.parametrize("forge", ["no at", "a holder"])
+@pytest.mark.parametrize("forge", ["no at", "a holder", "an owner"])
 def test_an_index_entry_lists_what_the_files_say(tmp_path: Path, forge: str) -> None:
-    """A whole entry but for ``at`` is rebuilt; a holder, which the index never records,
-    is not listed."""
+    """A whole entry but for ``at`` is rebuilt; a holder, an owner or roles shared with,
+    which the index never records (a team store's fields), are not listed."""
     store = FileStore(tmp_path)
     sid = _saved(store, "shown")
     fields: dict = {}
@@ -184,14 +184,19 @@ def test_an_index_entry_lists_what_the_files_say(tmp_path: Path, forge: str) -> 
         fields.update(line.get("set", {}))
     if forge == "no at":
         del fields["at"]
-    else:
+    elif forge == "a holder":
         fields["holder"] = {"pid": 1, "label": "forged"}
+    else:
+        fields.update(owner_user="mallory", owner_host="evil", owner_role="admin",
+                      shared_with=["everyone"])
     forged = {"id": sid, "sig": _index_lines(tmp_path)[-1]["sig"], "set": fields}
     (tmp_path / "index.jsonl").write_text(json.dumps(forged) + "\n")
     reader = FileStore(tmp_path)
     for _ in range(2):  # the entry as read, then as kept in memory
         listed = reader.list_sessions()
         assert [(s.title, s.status, s.holder) for s in listed] == [("shown", "idle", None)]
+        assert [(s.owner_user, s.owner_host, s.owner_role, s.shared_with)
+                for s in listed] == [("", "", "", ())]
     assert "at" in _index_lines(tmp_path)[-1]["set"]
 
 
