@@ -18,7 +18,7 @@ def _section(text: str, heading: str) -> str:
 def test_every_flag_of_the_help_is_in_the_readme() -> None:
     help_text = subprocess.run([sys.executable, "-m", "jupyter_agent.testing", "--help"],
                                capture_output=True, text=True, check=True, timeout=60).stdout
-    flags = {word.rstrip(",") for word in help_text.split() if word.startswith("--")}
+    flags = {word.strip("[],") for word in help_text.split() if word.startswith(("--", "[--"))}
     assert {"--script", "--no-images", "--log"} <= flags
     section = _section(DOC.read_text(encoding="utf-8"), "### From a shell")
     assert [flag for flag in sorted(flags) if f"`{flag}" not in section] == []
