@@ -11,7 +11,7 @@ import math
 import re
 import time
 import uuid
-from collections.abc import Container
+from collections.abc import Container, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,23 +53,22 @@ class ImagePart:
     tokens: int = 85  # an image given by URL, whose size cannot be told
 
 
-def _items(body: Any) -> list[tuple[str, dict[str, Any]]]:
-    """Each message or input item that is an object, with its place (``"messages[3]"``); a
+def _items(body: Any) -> Iterator[tuple[str, int, dict[str, Any]]]:
+    """Each message or input item that is an object, with its list's name and index; a
     string ``input`` is one item."""
     if not isinstance(body, dict):
-        return []
+        return
     items = body.get("input")
-    if isinstance(items, str):
-        items = [{"content": items}]
-    places = [(f"{key}[{i}]", item) for key, value in (("messages", body.get("messages")),
-                                                        ("input", items))
-              for i, item in enumerate(value if isinstance(value, list) else ())]
-    return [(where, item) for where, item in places if isinstance(item, dict)]
+    for key, value in (("messages", body.get("messages")),
+                       ("input", [{"content": items}] if isinstance(items, str) else items)):
+        for i, item in enumerate(value if isinstance(value, list) else ()):
+            if isinstance(item, dict):
+                yield key, i, item
 
 
 def image_parts(body: Any) -> list[ImagePart]:
     found = []
-    for where, item in _items(body):
+    for name, i, item in _items(body):
         for key in ("content", "output"):
             content = item.get(key)
             for j, part in enumerate(content if isinstance(content, list) else ()):
@@ -82,7 +81,7 @@ def image_parts(body: Any) -> list[ImagePart]:
                 decoded = decode_data_url(url) if isinstance(url, str) else None
                 media_type = "" if decoded is None else decoded[1]
                 dims = None if decoded is None else image_size(*decoded)
-                place = f"{where}.{key}[{j}]"
+                place = f"{name}[{i}].{key}[{j}]"
                 found.append(ImagePart(place, media_type, *dims, image_tokens(*dims)) if dims
                              else ImagePart(place, media_type))
     return found
@@ -104,14 +103,14 @@ def estimate_prompt_tokens(body: dict[str, Any]) -> int:
     messages' texts and tool calls (Responses: ``instructions``, input texts, calls and their
     outputs), plus ``ceil(len(json(tools)) / 4)`` and the images' tokens; at least 1."""
     chars = len(str(body.get("instructions") or ""))
-    for where, item in _items(body):
+    for name, _, item in _items(body):
         chars += text_chars(item.get("content"))
         for call in item.get("tool_calls") or []:
             function = call.get("function") if isinstance(call, dict) else None
             if isinstance(function, dict):
                 chars += len(str(function.get("name", "")))
                 chars += len(str(function.get("arguments", "")))
-        if where.startswith("input"):
+        if name == "input":
             chars += len(str(item.get("name", ""))) + len(str(item.get("arguments", "")))
             output = item.get("output", "")
             chars += text_chars(output) if isinstance(output, list) else len(str(output))
@@ -158,7 +157,9 @@ def _objects(where: str, value: object) -> list[dict[str, Any]]:
 
 
 def _check_message(i: int, message: dict[str, Any]) -> None:
-    role = _field(message, f"messages[{i}]", "role")
+    if "role" not in message:  # places are worded only for a refusal: 10,000s of messages
+        raise _missing(f"messages[{i}].role")
+    role = message["role"]
     if role not in ROLES:
         supported = ", ".join(f"'{r}'" for r in ROLES[:-1]) + f", and '{ROLES[-1]}'"
         shown = f"'{role}'" if isinstance(role, str) else json.dumps(role)
