@@ -251,7 +251,7 @@ class SafeDir:
         if opened is None:
             return None
         fd, st = opened
-        with open(fd, "rb") as file:  # closes the descriptor
+        try:
             size = max(st.st_size - offset, 0)
             if limit is not None and size > limit:
                 raise TooLargeError(self.child(name), size, limit, what)
@@ -262,9 +262,17 @@ class SafeDir:
                     holes = False
                 if holes:
                     raise UnsafeFileError(self.child(name), "sparse file (it has holes)")
-            file.seek(offset)
-            data = file.read(size)  # short reads continued; shorter if the file shrank
-        return data, st
+            parts = []  # pread, not a buffered file: no second copy of a large file
+            while size > 0:
+                chunk = os.pread(fd, size, offset)
+                if not chunk:  # the file is shorter now
+                    break
+                parts.append(chunk)
+                offset += len(chunk)
+                size -= len(chunk)
+        finally:
+            os.close(fd)
+        return b"".join(parts), st  # one part: joined without a copy
 
     def write_atomic(self, name: str, data: bytes, *, private: bool = False,
                      temp: str | None = None) -> None:
