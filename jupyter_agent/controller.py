@@ -153,6 +153,7 @@ class AgentController:
 
     @property
     def memory_dir(self) -> Path:
+        """The memory directory the settings select now (absolute; it may not exist yet)."""
         return resolve_memory_dir(self._settings().memory_dir or None, environ=self._environ,
                                   cwd=self._cwd, project_root=self.root)
 

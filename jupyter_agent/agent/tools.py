@@ -259,6 +259,9 @@ def ask_on_stdin(code: str, *, show: ShowQuestion | None = None,
 
 
 class BuiltinTools:
+    """The built-in tools over one kernel (``shell``; ``None``: the running IPython, or a
+    private namespace without one); under ``approval`` "ask" a call is put to ``ask``."""
+
     def __init__(self, get_state: Callable[[], SessionState], *, shell: Any = None,
                  approval: ApprovalPolicy = "ask", ask: Callable[[str], bool] | None = None,
                  show_question: ShowQuestion | None = None, privacy: notebook.Privacy = "schema",

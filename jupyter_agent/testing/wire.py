@@ -67,6 +67,7 @@ def _items(body: Any) -> Iterator[tuple[str, int, dict[str, Any]]]:
 
 
 def image_parts(body: Any) -> list[ImagePart]:
+    """Every image of a Chat Completions or Responses body, in order (``[]`` for others)."""
     found = []
     for name, i, item in _items(body):
         for key in ("content", "output"):
